@@ -1,0 +1,87 @@
+//===- CostAnalysis.h - Per-op and per-layer costs of a model ---*- C++ -*-===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTFM_ANALYSIS_COSTANALYSIS_H
+#define DTFM_ANALYSIS_COSTANALYSIS_H
+
+#include "dtfm/Dialect/Dtfm/IR/DtfmOps.h"
+#include "mlir/Pass/AnalysisManager.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <string>
+
+namespace mlir::dtfm {
+
+/// Discardable attribute written by --dtfm-annotate-costs.
+inline constexpr llvm::StringLiteral kCostAttrName = "dtfm.cost";
+
+/// The cost of one op for one micro-batch.
+struct OpCost {
+  Operation *op = nullptr;
+  std::string layer;
+  int64_t forwardFlops = 0;
+  int64_t backwardFlops = 0;
+  int64_t savedActivationBytes = 0;
+  int64_t parameterBytes = 0;
+  /// Elements of the parameter defined by a dtfm.param (0 for other ops).
+  int64_t parameterElements = 0;
+  bool frozenParameter = false;
+  SmallVector<int64_t> resultBytes;
+
+  int64_t totalResultBytes() const;
+};
+
+/// Sums over a set of ops (a layer, the model).
+struct CostTotals {
+  int64_t ops = 0;
+  int64_t trainableParameters = 0;
+  int64_t frozenParameters = 0;
+  int64_t parameterBytes = 0;
+  int64_t forwardFlops = 0;
+  int64_t backwardFlops = 0;
+  int64_t savedActivationBytes = 0;
+  int64_t resultBytes = 0;
+
+  void add(const OpCost &cost);
+  int64_t trainingFlops() const { return forwardFlops + backwardFlops; }
+};
+
+/// The cost dictionary the annotate pass attaches to `op`.
+DictionaryAttr buildCostAttr(CostOpInterface op);
+
+/// The cost of `op`: from its `dtfm.cost` annotation when present, otherwise
+/// from the interface. Fails (with a diagnostic on the op) on a malformed
+/// annotation.
+FailureOr<OpCost> getOpCost(CostOpInterface op);
+
+/// Costs of every op implementing CostOpInterface under a root op, in IR order,
+/// with per-layer sums (layers in order of first appearance).
+class CostAnalysis {
+public:
+  explicit CostAnalysis(Operation *root);
+
+  /// False when an annotation was malformed (a diagnostic was emitted).
+  bool isValid() const { return valid; }
+  ArrayRef<OpCost> getOpCosts() const { return opCosts; }
+  ArrayRef<std::pair<std::string, CostTotals>> getLayerTotals() const {
+    return layerTotals;
+  }
+  const CostTotals &getTotals() const { return totals; }
+
+  bool isInvalidated(const AnalysisManager::PreservedAnalyses &pa) {
+    return !pa.isPreserved<CostAnalysis>();
+  }
+
+private:
+  bool valid = true;
+  SmallVector<OpCost> opCosts;
+  SmallVector<std::pair<std::string, CostTotals>> layerTotals;
+  CostTotals totals;
+};
+
+} // namespace mlir::dtfm
+
+#endif // DTFM_ANALYSIS_COSTANALYSIS_H

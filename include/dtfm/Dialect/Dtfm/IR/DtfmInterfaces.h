@@ -1,0 +1,27 @@
+//===- DtfmInterfaces.h - dtfm op interfaces --------------------*- C++ -*-===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTFM_DIALECT_DTFM_IR_DTFMINTERFACES_H
+#define DTFM_DIALECT_DTFM_IR_DTFMINTERFACES_H
+
+#include "mlir/IR/OpDefinition.h"
+
+namespace mlir::dtfm {
+
+/// Bytes of one element of `elementType` (f32/i32: 4, f16/bf16: 2, i64: 8).
+int64_t getElementBytes(Type elementType);
+
+/// Elements of a statically shaped tensor type, 1 for a 0-d tensor.
+int64_t getNumElements(Type type);
+
+/// Bytes of a statically shaped tensor type, 0 for anything else.
+int64_t getTensorBytes(Type type);
+
+} // namespace mlir::dtfm
+
+#include "dtfm/Dialect/Dtfm/IR/DtfmInterfaces.h.inc"
+
+#endif // DTFM_DIALECT_DTFM_IR_DTFMINTERFACES_H

@@ -1,0 +1,401 @@
+//===- DtfmOps.td - dtfm operators -------------------------*- tablegen -*-===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+//
+// Forward operators of GPT-style transformers and ResNets, on statically
+// shaped tensors of one micro-batch. Weights are explicit `dtfm.param` values
+// so that the planner sees every parameter and who uses it. Layouts follow
+// PyTorch: activations [batch, seq, hidden], images NCHW, linear weights
+// [in, out] (so `linear` is x * W + b without a transpose).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTFM_OPS
+#define DTFM_OPS
+
+include "dtfm/Dialect/Dtfm/IR/DtfmDialect.td"
+include "dtfm/Dialect/Dtfm/IR/DtfmInterfaces.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Types and attributes
+//===----------------------------------------------------------------------===//
+
+def Dtfm_FloatTensor : StaticShapeTensorOf<[F32, F16, BF16]>;
+def Dtfm_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
+def Dtfm_Tensor : StaticShapeTensorOf<[F32, F16, BF16, I32, I64]>;
+def Dtfm_LossTensor : 0DTensorOf<[F32]>;
+
+def Dtfm_InitKind : I32EnumAttr<"InitKind", "parameter initializer", [
+    I32EnumAttrCase<"zeros", 0>,
+    I32EnumAttrCase<"ones", 1>,
+    I32EnumAttrCase<"constant", 2>,
+    I32EnumAttrCase<"normal", 3>,
+    I32EnumAttrCase<"uniform", 4>,
+  ]> {
+  let cppNamespace = "::mlir::dtfm";
+}
+
+/// A compute op: side-effect free, with the cost interface. `costOverrides`
+/// lists the interface methods whose default the op replaces.
+class Dtfm_ComputeOp<string mnemonic, list<string> costOverrides = [],
+                     list<Trait> traits = []>
+    : Dtfm_Op<mnemonic, !listconcat(traits, [Pure,
+        DeclareOpInterfaceMethods<Dtfm_CostOpInterface, costOverrides>])> {
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Sources: parameters and placeholders
+//===----------------------------------------------------------------------===//
+
+def Dtfm_ParamOp : Dtfm_Op<"param", [
+    DeclareOpInterfaceMethods<Dtfm_CostOpInterface,
+                              ["getBackwardFlops", "getParameterBytes"]>]> {
+  let summary = "a model parameter (weight, bias, embedding table, ...)";
+  let description = [{
+    Defines one parameter tensor with a unique name and its initializer:
+    `zeros`, `ones`, `constant` (every element = scale), `normal` (mean 0,
+    standard deviation = scale) or `uniform` (U(-scale, scale)). A `frozen`
+    parameter is not trained (e.g. batchnorm running statistics). The same
+    value may feed several ops (a tied output projection uses the token
+    embedding table).
+
+    ```mlir
+    %wte = dtfm.param "wte" init(normal, 0.02) : tensor<50257x768xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, Dtfm_InitKind:$init,
+                       OptionalAttr<F64Attr>:$scale, UnitAttr:$frozen);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $name `init` `(` $init (`,` $scale^)? `)` (`frozen` $frozen^)? attr-dict
+    `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dtfm_InputOp : Dtfm_Op<"input", [
+    DeclareOpInterfaceMethods<Dtfm_CostOpInterface, ["getBackwardFlops"]>]> {
+  let summary = "a model input of one micro-batch (tokens, images)";
+  let arguments = (ins StrAttr:$name);
+  let results = (outs Dtfm_Tensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def Dtfm_LabelOp : Dtfm_Op<"label", [
+    DeclareOpInterfaceMethods<Dtfm_CostOpInterface, ["getBackwardFlops"]>]> {
+  let summary = "training targets of one micro-batch";
+  let arguments = (ins StrAttr:$name);
+  let results = (outs Dtfm_Tensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Dense and elementwise ops
+//===----------------------------------------------------------------------===//
+
+def Dtfm_EmbeddingOp : Dtfm_ComputeOp<"embedding",
+    ["getBackwardFlops", "getSavedActivationBytes"]> {
+  let summary = "table lookup: [..] indices x [V, H] table -> [.., H]";
+  let description = [{
+    Forward: a gather, 0 FLOPs. Backward: a scatter-add of one H-vector per
+    index, numel(result) FLOPs. Keeps the indices for backward.
+  }];
+  let arguments = (ins Dtfm_IndexTensor:$indices, Dtfm_FloatTensor:$table);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $indices `,` $table attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Dtfm_MatmulOp : Dtfm_ComputeOp<"matmul", ["getSavedActivationBytes"]> {
+  let summary = "[.., M, K] x [K, N] (or batched [.., K, N]) -> [.., M, N]";
+  let description = [{
+    With `transpose_rhs` the right operand is [N, K] (or [.., N, K]): a tied
+    output projection multiplies by the transposed embedding table. The right
+    operand is either rank 2 (shared by every batch) or has the left operand's
+    rank and batch dimensions.
+
+    Forward 2*B*M*N*K FLOPs (B = product of batch dimensions); backward twice
+    that (one matmul for each operand's gradient). Keeps the operands that are
+    not parameters.
+  }];
+  let arguments = (ins Dtfm_FloatTensor:$lhs, Dtfm_FloatTensor:$rhs,
+                       UnitAttr:$transpose_rhs);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs (`transpose_rhs` $transpose_rhs^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+def Dtfm_LinearOp : Dtfm_ComputeOp<"linear",
+    ["getBackwardFlops", "getSavedActivationBytes"]> {
+  let summary = "affine map x * W + b: [.., K] x [K, N] (+ [N]) -> [.., N]";
+  let description = [{
+    Forward 2*R*K*N FLOPs plus R*N for the bias (R = rows of x); backward
+    4*R*K*N plus R*N for the bias gradient. Keeps x.
+  }];
+  let arguments = (ins Dtfm_FloatTensor:$input, Dtfm_FloatTensor:$weight,
+                       Optional<Dtfm_FloatTensor>:$bias);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+def Dtfm_AddOp : Dtfm_ComputeOp<"add", ["getBackwardFlops"]> {
+  let summary = "elementwise sum with NumPy broadcasting";
+  let description = [{
+    Forward numel(result) FLOPs. Backward numel(result): gradients pass
+    through, reduced over broadcast dimensions. Keeps nothing.
+  }];
+  let arguments = (ins Dtfm_FloatTensor:$lhs, Dtfm_FloatTensor:$rhs);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Dtfm_LayerNormOp : Dtfm_ComputeOp<"layernorm",
+    ["getSavedActivationBytes"]> {
+  let summary = "layer normalisation over the last dimension";
+  let description = [{
+    y = (x - mean) / sqrt(var + eps) * gamma + beta, statistics over the last
+    dimension D; gamma and beta are [D]. Forward 8 FLOPs per element (mean 1,
+    variance 3, normalise 2, affine 2); backward twice that. Keeps x and the
+    per-row mean and reciprocal standard deviation (f32).
+  }];
+  let arguments = (ins Dtfm_FloatTensor:$input, Dtfm_FloatTensor:$gamma,
+                       Dtfm_FloatTensor:$beta,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $gamma `,` $beta attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+def Dtfm_GeluOp : Dtfm_ComputeOp<"gelu", ["getSavedActivationBytes"]> {
+  let summary = "Gaussian error linear unit";
+  let description = [{
+    Exact (erf) form, or the tanh approximation with `tanh_approximation`.
+    Forward 8 FLOPs per element; backward twice that. Keeps x.
+  }];
+  let arguments = (ins Dtfm_FloatTensor:$input, UnitAttr:$tanh_approximation);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def Dtfm_ReluOp : Dtfm_ComputeOp<"relu",
+    ["getBackwardFlops", "getSavedActivationBytes"]> {
+  let summary = "max(x, 0)";
+  let description = [{
+    1 FLOP per element forward and backward. Keeps the result (its sign is
+    the mask of the gradient).
+  }];
+  let arguments = (ins Dtfm_FloatTensor:$input);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def Dtfm_SoftmaxOp : Dtfm_ComputeOp<"softmax", ["getSavedActivationBytes"]> {
+  let summary = "softmax along one axis";
+  let description = [{
+    Forward 5 FLOPs per element (max, subtract, exp, sum, divide); backward
+    twice that. Keeps the result.
+  }];
+  let arguments = (ins Dtfm_FloatTensor:$input,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def Dtfm_CausalAttentionOp : Dtfm_ComputeOp<"causal_attention",
+    ["getSavedActivationBytes"]> {
+  let summary = "fused causal multi-head self-attention core";
+  let description = [{
+    softmax(mask(Q K^T / sqrt(d))) V per head, for Q, K, V of shape
+    [B, S, H] split into `num_heads` heads of d = H / num_heads. The Q/K/V and
+    output projections are separate `linear` ops, so their parameters stay
+    visible to the planner.
+
+    One fused op rather than a decomposition: the planner must never cut
+    between the score matrix and its softmax (the [B, heads, S, S] tensors are
+    the largest of the layer and never worth sending), and a runtime kernel is
+    free to avoid materialising them.
+
+    Forward 4*B*S*S*H FLOPs for the two matmuls, counted dense (the causal
+    mask is not used to halve them, as in Megatron's accounting), plus
+    6*B*heads*S*S for scaling, masking and the softmax; backward twice the
+    forward. Keeps Q, K, V and the attention probabilities (no recomputation).
+  }];
+  let arguments = (ins Dtfm_FloatTensor:$query, Dtfm_FloatTensor:$key,
+                       Dtfm_FloatTensor:$value,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Convolutional network ops (NCHW)
+//===----------------------------------------------------------------------===//
+
+def Dtfm_Conv2dOp : Dtfm_ComputeOp<"conv2d",
+    ["getBackwardFlops", "getSavedActivationBytes"]> {
+  let summary = "2-D convolution, NCHW, weights [O, C/groups, kH, kW]";
+  let description = [{
+    `padding` is [top, left, bottom, right] (ONNX order). Output size per
+    spatial dimension: (in + pad_begin + pad_end - dilation*(k-1) - 1)/stride
+    + 1. Forward 2*N*O*Ho*Wo*(C/groups)*kH*kW FLOPs plus N*O*Ho*Wo for the
+    bias; backward twice the convolution plus the bias gradient. Keeps x.
+  }];
+  let arguments = (ins Dtfm_FloatTensor:$input, Dtfm_FloatTensor:$weight,
+      Optional<Dtfm_FloatTensor>:$bias,
+      DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1}">:$strides,
+      DefaultValuedAttr<DenseI64ArrayAttr, "{0, 0, 0, 0}">:$padding,
+      DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1}">:$dilations,
+      DefaultValuedAttr<I64Attr, "1">:$groups);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+def Dtfm_BatchNormOp : Dtfm_ComputeOp<"batchnorm",
+    ["getSavedActivationBytes"]> {
+  let summary = "batch normalisation over channel 1 (training mode)";
+  let description = [{
+    Normalises each channel with the batch statistics and updates the frozen
+    running statistics with `momentum`. gamma, beta, running_mean and
+    running_var are [C]. Forward 8 FLOPs per element; backward twice that.
+    Keeps x and two f32 statistics per channel.
+  }];
+  let arguments = (ins Dtfm_FloatTensor:$input, Dtfm_FloatTensor:$gamma,
+      Dtfm_FloatTensor:$beta, Dtfm_FloatTensor:$running_mean,
+      Dtfm_FloatTensor:$running_var,
+      DefaultValuedAttr<F64Attr, "1e-5">:$epsilon,
+      DefaultValuedAttr<F64Attr, "0.1">:$momentum);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $gamma `,` $beta `,` $running_mean `,` $running_var attr-dict
+    `:` functional-type(operands, results)
+  }];
+}
+
+class Dtfm_Pool2dOp<string mnemonic, list<string> costOverrides>
+    : Dtfm_ComputeOp<mnemonic, costOverrides> {
+  let arguments = (ins Dtfm_FloatTensor:$input, DenseI64ArrayAttr:$kernel,
+      DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1}">:$strides,
+      DefaultValuedAttr<DenseI64ArrayAttr, "{0, 0, 0, 0}">:$padding);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def Dtfm_MaxPool2dOp : Dtfm_Pool2dOp<"max_pool2d",
+    ["getBackwardFlops", "getSavedActivationBytes"]> {
+  let summary = "2-D max pooling, NCHW";
+  let description = [{
+    `padding` is [top, left, bottom, right]; padded cells never win. Forward
+    numel(result)*kH*kW comparisons; backward numel(result) (one routed
+    gradient per output). Keeps x (to find the arg-max).
+  }];
+}
+
+def Dtfm_AvgPool2dOp : Dtfm_Pool2dOp<"avg_pool2d", ["getBackwardFlops"]> {
+  let summary = "2-D average pooling, NCHW (padding counted in the divisor)";
+  let description = [{
+    Forward numel(result)*kH*kW FLOPs; backward the same. Keeps nothing.
+  }];
+}
+
+def Dtfm_GlobalAvgPoolOp : Dtfm_ComputeOp<"global_avg_pool",
+    ["getBackwardFlops"]> {
+  let summary = "mean over all spatial dimensions: [N, C, ...] -> [N, C, 1, ...]";
+  let description = [{
+    Forward numel(input) FLOPs; backward numel(input). Keeps nothing.
+  }];
+  let arguments = (ins Dtfm_FloatTensor:$input);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Shape ops
+//===----------------------------------------------------------------------===//
+
+def Dtfm_FlattenOp : Dtfm_ComputeOp<"flatten", ["getBackwardFlops"]> {
+  let summary = "collapse to 2-D: dims before `axis` and from `axis` on";
+  let description = "No FLOPs; a view.";
+  let arguments = (ins Dtfm_FloatTensor:$input,
+                       DefaultValuedAttr<I64Attr, "1">:$axis);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def Dtfm_ReshapeOp : Dtfm_ComputeOp<"reshape", ["getBackwardFlops"]> {
+  let summary = "same elements, new shape (the result type)";
+  let description = "No FLOPs; a view.";
+  let arguments = (ins Dtfm_Tensor:$input);
+  let results = (outs Dtfm_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Loss
+//===----------------------------------------------------------------------===//
+
+def Dtfm_CrossEntropyOp : Dtfm_ComputeOp<"cross_entropy",
+    ["getBackwardFlops", "getSavedActivationBytes"]> {
+  let summary = "mean softmax cross-entropy: logits [.., V], labels [..]";
+  let description = [{
+    Forward 5 FLOPs per logit (softmax) plus 2 per row (pick and average);
+    backward 2 per logit (probabilities minus one-hot, scaled). Keeps the
+    probabilities (one logits-sized tensor). The result is an f32 scalar.
+  }];
+  let arguments = (ins Dtfm_FloatTensor:$logits, Dtfm_IndexTensor:$labels);
+  let results = (outs Dtfm_LossTensor:$loss);
+  let assemblyFormat = [{
+    $logits `,` $labels attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// User-defined operators
+//===----------------------------------------------------------------------===//
+
+def Dtfm_CustomOp : Dtfm_ComputeOp<"custom",
+    ["getForwardFlops", "getBackwardFlops", "getSavedActivationBytes"]> {
+  let summary = "an operator defined by a registered kind (plugin)";
+  let description = [{
+    The kind's definition (result shapes, cost) comes from the custom-op
+    registry (dtfm/Support/CustomOps.h), filled by code linked into the tool
+    or by a plugin loaded with `--load-dtfm-plugin=lib.so`. The verifier
+    checks the declared result types against the kind's shape inference; an
+    unregistered kind is an error. `params` holds the kind's attributes
+    (integers, floats, strings, integer arrays).
+
+    ```mlir
+    %y = dtfm.custom "swiglu"(%a, %b) params {alpha = 1.0 : f64}
+        : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$kind, Variadic<Dtfm_Tensor>:$inputs,
+                       OptionalAttr<DictionaryAttr>:$params);
+  let results = (outs Variadic<Dtfm_Tensor>:$outputs);
+  let assemblyFormat = [{
+    $kind `(` $inputs `)` (`params` $params^)? attr-dict `:`
+    functional-type($inputs, $outputs)
+  }];
+}
+
+#endif // DTFM_OPS

@@ -1,0 +1,122 @@
+//===- CostAnalysis.cpp - Per-op and per-layer costs of a model -----------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Analysis/CostAnalysis.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/StringMap.h"
+
+using namespace mlir;
+using namespace mlir::dtfm;
+
+static constexpr llvm::StringLiteral kForwardFlops = "fwd_flops";
+static constexpr llvm::StringLiteral kBackwardFlops = "bwd_flops";
+static constexpr llvm::StringLiteral kSavedBytes = "saved_bytes";
+static constexpr llvm::StringLiteral kParamBytes = "param_bytes";
+static constexpr llvm::StringLiteral kResultBytes = "result_bytes";
+
+int64_t OpCost::totalResultBytes() const {
+  int64_t sum = 0;
+  for (int64_t bytes : resultBytes)
+    sum += bytes;
+  return sum;
+}
+
+void CostTotals::add(const OpCost &cost) {
+  ++ops;
+  if (cost.frozenParameter)
+    frozenParameters += cost.parameterElements;
+  else
+    trainableParameters += cost.parameterElements;
+  parameterBytes += cost.parameterBytes;
+  forwardFlops += cost.forwardFlops;
+  backwardFlops += cost.backwardFlops;
+  savedActivationBytes += cost.savedActivationBytes;
+  resultBytes += cost.totalResultBytes();
+}
+
+DictionaryAttr mlir::dtfm::buildCostAttr(CostOpInterface op) {
+  Builder b(op->getContext());
+  SmallVector<int64_t> resultBytes;
+  for (unsigned i = 0, e = op->getNumResults(); i < e; ++i)
+    resultBytes.push_back(op.getResultBytes(i));
+  SmallVector<NamedAttribute> entries{
+      b.getNamedAttr(kForwardFlops, b.getI64IntegerAttr(op.getForwardFlops())),
+      b.getNamedAttr(kBackwardFlops,
+                     b.getI64IntegerAttr(op.getBackwardFlops())),
+      b.getNamedAttr(kSavedBytes,
+                     b.getI64IntegerAttr(op.getSavedActivationBytes())),
+      b.getNamedAttr(kParamBytes, b.getI64IntegerAttr(op.getParameterBytes())),
+      b.getNamedAttr(kResultBytes, b.getDenseI64ArrayAttr(resultBytes)),
+  };
+  return b.getDictionaryAttr(entries);
+}
+
+FailureOr<OpCost> mlir::dtfm::getOpCost(CostOpInterface op) {
+  OpCost cost;
+  cost.op = op;
+  if (auto layer = op->getAttrOfType<StringAttr>(kLayerAttrName))
+    cost.layer = layer.str();
+  if (auto param = dyn_cast<ParamOp>(op.getOperation())) {
+    cost.parameterElements = getNumElements(param.getType());
+    cost.frozenParameter = param.getFrozen();
+  }
+
+  Attribute annotation = op->getAttr(kCostAttrName);
+  if (!annotation) {
+    cost.forwardFlops = op.getForwardFlops();
+    cost.backwardFlops = op.getBackwardFlops();
+    cost.savedActivationBytes = op.getSavedActivationBytes();
+    cost.parameterBytes = op.getParameterBytes();
+    for (unsigned i = 0, e = op->getNumResults(); i < e; ++i)
+      cost.resultBytes.push_back(op.getResultBytes(i));
+    return cost;
+  }
+
+  auto dict = dyn_cast<DictionaryAttr>(annotation);
+  auto field = [&](StringRef name, int64_t &out) -> LogicalResult {
+    auto value = dict ? dict.getAs<IntegerAttr>(name) : IntegerAttr();
+    if (!value || value.getInt() < 0)
+      return op->emitOpError() << "malformed '" << kCostAttrName
+                               << "': expected a non-negative integer '"
+                               << name << "'";
+    out = value.getInt();
+    return success();
+  };
+  if (failed(field(kForwardFlops, cost.forwardFlops)) ||
+      failed(field(kBackwardFlops, cost.backwardFlops)) ||
+      failed(field(kSavedBytes, cost.savedActivationBytes)) ||
+      failed(field(kParamBytes, cost.parameterBytes)))
+    return failure();
+  auto results = dict.getAs<DenseI64ArrayAttr>(kResultBytes);
+  if (!results ||
+      results.size() != static_cast<int64_t>(op->getNumResults()))
+    return op->emitOpError() << "malformed '" << kCostAttrName
+                             << "': expected 'result_bytes' with "
+                             << op->getNumResults() << " entries";
+  cost.resultBytes.assign(results.asArrayRef().begin(),
+                          results.asArrayRef().end());
+  return cost;
+}
+
+CostAnalysis::CostAnalysis(Operation *root) {
+  llvm::StringMap<size_t> layerIndex;
+  root->walk([&](CostOpInterface op) {
+    FailureOr<OpCost> cost = getOpCost(op);
+    if (failed(cost)) {
+      valid = false;
+      return;
+    }
+    auto [it, inserted] = layerIndex.try_emplace(cost->layer,
+                                                 layerTotals.size());
+    if (inserted)
+      layerTotals.push_back({cost->layer, CostTotals()});
+    layerTotals[it->second].second.add(*cost);
+    totals.add(*cost);
+    opCosts.push_back(std::move(*cost));
+  });
+}

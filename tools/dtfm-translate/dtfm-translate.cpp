@@ -1,0 +1,156 @@
+//===- dtfm-translate.cpp - Import models into the dtfm dialect -----------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+//
+//   dtfm-translate --import-gpt gpt3-1.3b [--layers N ...] [-o out.mlir]
+//   dtfm-translate --import-gpt custom --layers 4 --hidden 256 --heads 8 \
+//                  --seq-len 128 --vocab 1000
+//   dtfm-translate --list-gpt-presets
+//
+// A preset gives every size; any flag overrides it. `custom` starts from no
+// sizes and needs all of them. The module is verified before anything is
+// written; on error nothing is written and the exit code is 1.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/InitAll.h"
+#include "dtfm/Support/PluginFlags.h"
+#include "dtfm/Target/Gpt/ImportGpt.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+static cl::OptionCategory gptCategory("GPT import options");
+
+static cl::opt<std::string>
+    importGpt("import-gpt",
+              cl::desc("Build a GPT model from a preset (or 'custom')"),
+              cl::value_desc("preset"), cl::cat(gptCategory));
+static cl::opt<bool> listPresets("list-gpt-presets",
+                                 cl::desc("List the GPT presets and exit"),
+                                 cl::cat(gptCategory));
+static cl::opt<int64_t> layers("layers", cl::desc("Transformer blocks"),
+                               cl::cat(gptCategory));
+static cl::opt<int64_t> hidden("hidden", cl::desc("Model width d_model"),
+                               cl::cat(gptCategory));
+static cl::opt<int64_t> heads("heads", cl::desc("Attention heads"),
+                              cl::cat(gptCategory));
+static cl::opt<int64_t> seqLen("seq-len", cl::desc("Sequence length"),
+                               cl::cat(gptCategory));
+static cl::opt<int64_t> vocab("vocab", cl::desc("Vocabulary size"),
+                              cl::cat(gptCategory));
+static cl::opt<int64_t> microBatch("micro-batch",
+                                   cl::desc("Sequences per micro-batch"),
+                                   cl::cat(gptCategory));
+static cl::opt<std::string> dtype("dtype",
+                                  cl::desc("Element type: f32, f16 or bf16"),
+                                  cl::cat(gptCategory));
+static cl::opt<std::string> outputFilename("o", cl::desc("Output file"),
+                                           cl::value_desc("filename"),
+                                           cl::init("-"));
+static cl::list<std::string>
+    pluginPaths(::dtfm::kLoadPluginFlag,
+                cl::desc("Load a custom-op plugin (shared library)"),
+                cl::value_desc("path"));
+
+static int fail(const std::string &message) {
+  llvm::errs() << "dtfm-translate: error: " << message << "\n";
+  return 1;
+}
+
+/// The GPT config from --import-gpt and the size flags, or an error.
+static FailureOr<mlir::dtfm::GptConfig> gptConfigFromFlags(std::string &error) {
+  mlir::dtfm::GptConfig config;
+  bool custom = importGpt == "custom";
+  if (!custom) {
+    std::optional<mlir::dtfm::GptConfig> preset = mlir::dtfm::getGptPreset(importGpt);
+    if (!preset) {
+      error = "unknown GPT preset '" + importGpt + "' (known: ";
+      for (const std::string &name : mlir::dtfm::getGptPresetNames())
+        error += name + ", ";
+      error += "custom)";
+      return failure();
+    }
+    config = *preset;
+  }
+  struct Override {
+    cl::opt<int64_t> &flag;
+    int64_t &field;
+  } overrides[] = {{layers, config.layers},   {hidden, config.hidden},
+                   {heads, config.heads},     {seqLen, config.seqLen},
+                   {vocab, config.vocab},     {microBatch, config.microBatch}};
+  std::string missing;
+  for (Override &o : overrides) {
+    if (o.flag.getNumOccurrences())
+      o.field = o.flag;
+    else if (custom && &o.field != &config.microBatch)
+      missing += (missing.empty() ? "--" : ", --") + o.flag.ArgStr.str();
+  }
+  if (!missing.empty()) {
+    error = "--import-gpt=custom needs " + missing;
+    return failure();
+  }
+  if (dtype.getNumOccurrences())
+    config.dtype = dtype;
+  if (!mlir::dtfm::validateGptConfig(config, error))
+    return failure();
+  return config;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  if (!::dtfm::loadPluginsFromCommandLine("dtfm-translate", argc, argv))
+    return 1;
+  cl::ParseCommandLineOptions(argc, argv,
+                              "dtfm translation tool: import models into the "
+                              "dtfm dialect\n");
+
+  if (listPresets) {
+    for (const std::string &name : mlir::dtfm::getGptPresetNames()) {
+      mlir::dtfm::GptConfig c = *mlir::dtfm::getGptPreset(name);
+      llvm::outs() << llvm::formatv(
+          "{0,-10} layers {1,3}  hidden {2,5}  heads {3,3}  seq {4,4}  "
+          "vocab {5}  micro-batch {6}  {7}  params {8}\n",
+          name, c.layers, c.hidden, c.heads, c.seqLen, c.vocab, c.microBatch,
+          c.dtype, mlir::dtfm::gptParameterCountClosedForm(c));
+    }
+    return 0;
+  }
+  if (importGpt.getNumOccurrences() == 0)
+    return fail("no translation given (use --import-gpt=<preset>, "
+                "--list-gpt-presets, or --help)");
+
+  std::string error;
+  FailureOr<mlir::dtfm::GptConfig> config = gptConfigFromFlags(error);
+  if (failed(config))
+    return fail(error);
+
+  DialectRegistry registry;
+  mlir::dtfm::registerAllDialects(registry);
+  MLIRContext context(registry);
+  OwningOpRef<ModuleOp> module = mlir::dtfm::buildGptModule(&context, *config);
+  if (failed(verify(*module)))
+    return fail("the generated module does not verify (see above)");
+
+  std::unique_ptr<llvm::ToolOutputFile> output =
+      openOutputFile(outputFilename, &error);
+  if (!output)
+    return fail(error);
+  module->print(output->os());
+  output->os().flush();
+  if (output->os().has_error())
+    return fail("cannot write '" + outputFilename + "'");
+  output->keep();
+  return 0;
+}
