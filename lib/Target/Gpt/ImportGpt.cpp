@@ -28,13 +28,16 @@ struct Preset {
 };
 } // namespace
 
-// GPT-3 sizes from Brown et al. 2020, Table 2.1. The paper lists d_model 5140
-// for 13B, which 40 heads cannot divide; its d_head of 128 gives 40 x 128 =
-// 5120, the value every implementation uses. GPT-2 XL from Radford et al.
+// GPT-3 sizes from Brown et al. 2020, Table 2.1, where two rows contradict
+// themselves and we keep the paper's d_head = 128: for 1.3B the table gives
+// d_model 2048 with 24 heads of 128 (24 x 128 = 3072, and 2048/24 is not an
+// integer), so we use 2048/128 = 16 heads; for 13B it gives d_model 5140 with
+// 40 heads of 128, so we use 40 x 128 = 5120. Heads change neither parameters
+// nor matmul FLOPs, only the attention's softmax work. GPT-2 XL from Radford et al.
 // 2019. GPT-3 and GPT-2 presets are in f16 (mixed-precision training keeps
 // activations in half precision); `tiny` is f32 and trains on a CPU.
 static const Preset kPresets[] = {
-    {"gpt3-1.3b", 24, 2048, 24, 2048, 50257, 1, "f16"},
+    {"gpt3-1.3b", 24, 2048, 16, 2048, 50257, 1, "f16"},
     {"gpt3-6.7b", 32, 4096, 32, 2048, 50257, 1, "f16"},
     {"gpt3-13b", 40, 5120, 40, 2048, 50257, 1, "f16"},
     {"gpt3-175b", 96, 12288, 96, 2048, 50257, 1, "f16"},

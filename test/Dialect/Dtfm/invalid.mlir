@@ -1,0 +1,595 @@
+// RUN: dtfm-opt %s -split-input-file -verify-diagnostics
+// COM: One case per verifier rule of the dtfm ops.
+
+func.func @case0() {
+  // expected-error @+1 {{expected a non-empty parameter name}}
+  %p = dtfm.param "" init(zeros) : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @case1() {
+  // expected-error @+1 {{initializer 'normal' expects a scale, found none}}
+  %p = dtfm.param "p" init(normal) : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @case2() {
+  // expected-error @+1 {{initializer 'zeros' takes no scale, found 1}}
+  %p = dtfm.param "p" init(zeros, 1.0) : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @case3() {
+  // expected-error @+1 {{initializer 'uniform' expects a positive scale, found -1}}
+  %p = dtfm.param "p" init(uniform, -1.0) : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @case4() {
+  // expected-error @+1 {{must be statically shaped tensor}}
+  %p = dtfm.param "p" init(zeros) : tensor<?x4xf32>
+  return
+}
+
+// -----
+
+func.func @case5() {
+  // expected-error @+1 {{must be statically shaped tensor of 32-bit float or 16-bit float or bfloat16 type values, but got 'tensor<4xi8>'}}
+  %p = dtfm.param "p" init(zeros) : tensor<4xi8>
+  return
+}
+
+// -----
+
+func.func @case6() {
+  %i = dtfm.input "i" : tensor<2x3xi64>
+  %t = dtfm.param "t" init(zeros) : tensor<10xf32>
+  // expected-error @+1 {{expected a rank-2 table [vocab, hidden], found [10]}}
+  %e = dtfm.embedding %i, %t : (tensor<2x3xi64>, tensor<10xf32>) -> tensor<2x3x4xf32>
+  return
+}
+
+// -----
+
+func.func @case7() {
+  %i = dtfm.input "i" : tensor<2x3xi64>
+  %t = dtfm.param "t" init(zeros) : tensor<10x4xf32>
+  // expected-error @+1 {{expected result type 'tensor<2x3x4xf32>', found 'tensor<2x3x5xf32>'}}
+  %e = dtfm.embedding %i, %t : (tensor<2x3xi64>, tensor<10x4xf32>) -> tensor<2x3x5xf32>
+  return
+}
+
+// -----
+
+func.func @case8() {
+  %a = dtfm.input "a" : tensor<4xf32>
+  %b = dtfm.input "b" : tensor<4x5xf32>
+  // expected-error @+1 {{expected lhs of rank >= 2, found [4]}}
+  %c = dtfm.matmul %a, %b : (tensor<4xf32>, tensor<4x5xf32>) -> tensor<5xf32>
+  return
+}
+
+// -----
+
+func.func @case9() {
+  %a = dtfm.input "a" : tensor<2x3x4xf32>
+  %b = dtfm.input "b" : tensor<1x2x3x4xf32>
+  // expected-error @+1 {{expected rhs of rank 2 or 3 (the lhs rank), found [1, 2, 3, 4]}}
+  %c = dtfm.matmul %a, %b : (tensor<2x3x4xf32>, tensor<1x2x3x4xf32>) -> tensor<2x3x4xf32>
+  return
+}
+
+// -----
+
+func.func @case10() {
+  %a = dtfm.input "a" : tensor<3x4xf32>
+  %b = dtfm.input "b" : tensor<4x5xf16>
+  // expected-error @+1 {{expected rhs element type 'f32', found 'f16'}}
+  %c = dtfm.matmul %a, %b : (tensor<3x4xf32>, tensor<4x5xf16>) -> tensor<3x5xf32>
+  return
+}
+
+// -----
+
+func.func @case11() {
+  %a = dtfm.input "a" : tensor<3x4xf32>
+  %b = dtfm.input "b" : tensor<6x5xf32>
+  // expected-error @+1 {{contracting dimensions differ: lhs [3, 4] has 4, rhs [6, 5] has 6}}
+  %c = dtfm.matmul %a, %b : (tensor<3x4xf32>, tensor<6x5xf32>) -> tensor<3x5xf32>
+  return
+}
+
+// -----
+
+func.func @case12() {
+  %a = dtfm.input "a" : tensor<3x4xf32>
+  %b = dtfm.input "b" : tensor<4x5xf32>
+  // expected-error @+1 {{contracting dimensions differ: lhs [3, 4] has 4, rhs [4, 5] has 5}}
+  %c = dtfm.matmul %a, %b transpose_rhs : (tensor<3x4xf32>, tensor<4x5xf32>) -> tensor<3x5xf32>
+  return
+}
+
+// -----
+
+func.func @case13() {
+  %a = dtfm.input "a" : tensor<2x3x4xf32>
+  %b = dtfm.input "b" : tensor<3x4x5xf32>
+  // expected-error @+1 {{batch dimensions differ: lhs [2, 3, 4], rhs [3, 4, 5]}}
+  %c = dtfm.matmul %a, %b : (tensor<2x3x4xf32>, tensor<3x4x5xf32>) -> tensor<2x3x5xf32>
+  return
+}
+
+// -----
+
+func.func @case14() {
+  %a = dtfm.input "a" : tensor<3x4xf32>
+  %b = dtfm.input "b" : tensor<4x5xf32>
+  // expected-error @+1 {{expected result type 'tensor<3x5xf32>', found 'tensor<3x6xf32>'}}
+  %c = dtfm.matmul %a, %b : (tensor<3x4xf32>, tensor<4x5xf32>) -> tensor<3x6xf32>
+  return
+}
+
+// -----
+
+func.func @case15() {
+  %x = dtfm.input "x" : tensor<f32>
+  %w = dtfm.param "w" init(zeros) : tensor<4x5xf32>
+  // expected-error @+1 {{expected input of rank >= 1, found a scalar}}
+  %y = dtfm.linear %x, %w : (tensor<f32>, tensor<4x5xf32>) -> tensor<5xf32>
+  return
+}
+
+// -----
+
+func.func @case16() {
+  %x = dtfm.input "x" : tensor<3x4xf32>
+  %w = dtfm.param "w" init(zeros) : tensor<4x5x1xf32>
+  // expected-error @+1 {{expected a rank-2 weight [in, out], found [4, 5, 1]}}
+  %y = dtfm.linear %x, %w : (tensor<3x4xf32>, tensor<4x5x1xf32>) -> tensor<3x5xf32>
+  return
+}
+
+// -----
+
+func.func @case17() {
+  %x = dtfm.input "x" : tensor<3x4xf32>
+  %w = dtfm.param "w" init(zeros) : tensor<6x5xf32>
+  // expected-error @+1 {{expected weight with 4 input features (the last dimension of input [3, 4]), found weight [6, 5]}}
+  %y = dtfm.linear %x, %w : (tensor<3x4xf32>, tensor<6x5xf32>) -> tensor<3x5xf32>
+  return
+}
+
+// -----
+
+func.func @case18() {
+  %x = dtfm.input "x" : tensor<3x4xf32>
+  %w = dtfm.param "w" init(zeros) : tensor<4x5xf32>
+  %b = dtfm.param "b" init(zeros) : tensor<4xf32>
+  // expected-error @+1 {{expected bias of shape [5], found [4]}}
+  %y = dtfm.linear %x, %w, %b : (tensor<3x4xf32>, tensor<4x5xf32>, tensor<4xf32>) -> tensor<3x5xf32>
+  return
+}
+
+// -----
+
+func.func @case19() {
+  %a = dtfm.input "a" : tensor<2x3xf32>
+  %b = dtfm.input "b" : tensor<4xf32>
+  // expected-error @+1 {{operand shapes [2, 3] and [4] do not broadcast}}
+  %c = dtfm.add %a, %b : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @case20() {
+  %a = dtfm.input "a" : tensor<2x3xf32>
+  %b = dtfm.input "b" : tensor<3xf32>
+  // expected-error @+1 {{expected result type 'tensor<2x3xf32>', found 'tensor<3xf32>'}}
+  %c = dtfm.add %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @case21() {
+  %x = dtfm.input "x" : tensor<2x4xf32>
+  %g = dtfm.param "g" init(ones) : tensor<3xf32>
+  // expected-error @+1 {{expected gamma of shape [4], found [3]}}
+  %y = dtfm.layernorm %x, %g, %g : (tensor<2x4xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @case22() {
+  %x = dtfm.input "x" : tensor<2x4xf32>
+  %g = dtfm.param "g" init(ones) : tensor<4xf32>
+  // expected-error @+1 {{expected a positive epsilon, found 0}}
+  %y = dtfm.layernorm %x, %g, %g {epsilon = 0.0 : f64} : (tensor<2x4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @case23() {
+  %x = dtfm.input "x" : tensor<2x4xf32>
+  // expected-error @+1 {{expected result type 'tensor<2x4xf32>', found 'tensor<2x4xf16>'}}
+  %y = dtfm.gelu %x : (tensor<2x4xf32>) -> tensor<2x4xf16>
+  return
+}
+
+// -----
+
+func.func @case24() {
+  %x = dtfm.input "x" : tensor<2x4xf32>
+  // expected-error @+1 {{expected result type 'tensor<2x4xf32>', found 'tensor<4x2xf32>'}}
+  %y = dtfm.relu %x : (tensor<2x4xf32>) -> tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @case25() {
+  %x = dtfm.input "x" : tensor<2x4xf32>
+  // expected-error @+1 {{expected axis in [-2, 1], found 2}}
+  %y = dtfm.softmax %x {axis = 2 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @case26() {
+  %q = dtfm.input "q" : tensor<8x16xf32>
+  %k = dtfm.input "k" : tensor<8x16xf32>
+  // expected-error @+1 {{expected query of rank 3 [batch, seq, hidden], found [8, 16]}}
+  %o = dtfm.causal_attention %q, %k, %k {num_heads = 4 : i64} : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @case27() {
+  %q = dtfm.input "q" : tensor<1x8x16xf32>
+  %k = dtfm.input "k" : tensor<1x4x16xf32>
+  // expected-error @+1 {{expected query, key and value of one type, found 'tensor<1x8x16xf32>', 'tensor<1x4x16xf32>', 'tensor<1x4x16xf32>'}}
+  %o = dtfm.causal_attention %q, %k, %k {num_heads = 4 : i64} : (tensor<1x8x16xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>) -> tensor<1x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @case28() {
+  %q = dtfm.input "q" : tensor<1x8x16xf32>
+  %k = dtfm.input "k" : tensor<1x8x16xf32>
+  // expected-error @+1 {{expected hidden size 16 divisible by num_heads 3}}
+  %o = dtfm.causal_attention %q, %k, %k {num_heads = 3 : i64} : (tensor<1x8x16xf32>, tensor<1x8x16xf32>, tensor<1x8x16xf32>) -> tensor<1x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @case29() {
+  %q = dtfm.input "q" : tensor<1x8x16xf32>
+  %k = dtfm.input "k" : tensor<1x8x16xf32>
+  // expected-error @+1 {{attribute 'num_heads' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+  %o = dtfm.causal_attention %q, %k, %k {num_heads = 0 : i64} : (tensor<1x8x16xf32>, tensor<1x8x16xf32>, tensor<1x8x16xf32>) -> tensor<1x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @case30() {
+  %x = dtfm.input "x" : tensor<1x3x8xf32>
+  %w = dtfm.param "w" init(zeros) : tensor<4x3x3x3xf32>
+  // expected-error @+1 {{expected input of rank 4 [N, C, H, W], found [1, 3, 8]}}
+  %y = dtfm.conv2d %x, %w {} : (tensor<1x3x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @case31() {
+  %x = dtfm.input "x" : tensor<1x3x8x8xf32>
+  %w = dtfm.param "w" init(zeros) : tensor<4x3x3xf32>
+  // expected-error @+1 {{expected weight of rank 4 [O, C/groups, kH, kW], found [4, 3, 3]}}
+  %y = dtfm.conv2d %x, %w {} : (tensor<1x3x8x8xf32>, tensor<4x3x3xf32>) -> tensor<1x4x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @case32() {
+  %x = dtfm.input "x" : tensor<1x3x8x8xf32>
+  %w = dtfm.param "w" init(zeros) : tensor<4x3x3x3xf32>
+  // expected-error @+1 {{expected positive strides, found [0, 1]}}
+  %y = dtfm.conv2d %x, %w {strides = array<i64: 0, 1>} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @case33() {
+  %x = dtfm.input "x" : tensor<1x3x8x8xf32>
+  %w = dtfm.param "w" init(zeros) : tensor<4x3x3x3xf32>
+  // expected-error @+1 {{expected 2 dilations, found 1}}
+  %y = dtfm.conv2d %x, %w {dilations = array<i64: 1>} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @case34() {
+  %x = dtfm.input "x" : tensor<1x3x8x8xf32>
+  %w = dtfm.param "w" init(zeros) : tensor<4x3x3x3xf32>
+  // expected-error @+1 {{expected 4 padding values [top, left, bottom, right], found 2}}
+  %y = dtfm.conv2d %x, %w {padding = array<i64: 1, 1>} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @case35() {
+  %x = dtfm.input "x" : tensor<1x3x8x8xf32>
+  %w = dtfm.param "w" init(zeros) : tensor<4x3x3x3xf32>
+  // expected-error @+1 {{expected non-negative padding, found [0, -1, 0, 0]}}
+  %y = dtfm.conv2d %x, %w {padding = array<i64: 0, -1, 0, 0>} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @case36() {
+  %x = dtfm.input "x" : tensor<1x3x8x8xf32>
+  %w = dtfm.param "w" init(zeros) : tensor<4x3x3x3xf32>
+  // expected-error @+1 {{expected positive groups, found 0}}
+  %y = dtfm.conv2d %x, %w {groups = 0 : i64} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @case37() {
+  %x = dtfm.input "x" : tensor<1x3x8x8xf32>
+  %w = dtfm.param "w" init(zeros) : tensor<4x3x3x3xf32>
+  // expected-error @+1 {{expected input channels 3 and output channels 4 divisible by groups 2}}
+  %y = dtfm.conv2d %x, %w {groups = 2 : i64} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @case38() {
+  %x = dtfm.input "x" : tensor<1x4x8x8xf32>
+  %w = dtfm.param "w" init(zeros) : tensor<4x3x3x3xf32>
+  // expected-error @+1 {{expected weight dimension 1 = 4/1 = 4, found 3}}
+  %y = dtfm.conv2d %x, %w {} : (tensor<1x4x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @case39() {
+  %x = dtfm.input "x" : tensor<1x3x2x2xf32>
+  %w = dtfm.param "w" init(zeros) : tensor<4x3x3x3xf32>
+  // expected-error @+1 {{kernel [4, 3, 3, 3] does not fit the padded input [1, 3, 2, 2]}}
+  %y = dtfm.conv2d %x, %w {} : (tensor<1x3x2x2xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x1x1xf32>
+  return
+}
+
+// -----
+
+func.func @case40() {
+  %x = dtfm.input "x" : tensor<1x3x8x8xf32>
+  %w = dtfm.param "w" init(zeros) : tensor<4x3x3x3xf32>
+  // expected-error @+1 {{expected result type 'tensor<1x4x6x6xf32>', found 'tensor<1x4x8x8xf32>'}}
+  %y = dtfm.conv2d %x, %w {} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @case41() {
+  %x = dtfm.input "x" : tensor<1x3x8x8xf32>
+  %w = dtfm.param "w" init(zeros) : tensor<4x3x3x3xf32>
+  %b = dtfm.param "b" init(zeros) : tensor<3xf32>
+  // expected-error @+1 {{expected bias of shape [4], found [3]}}
+  %y = dtfm.conv2d %x, %w, %b : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<3xf32>) -> tensor<1x4x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @case42() {
+  %x = dtfm.input "x" : tensor<4xf32>
+  %g = dtfm.param "g" init(ones) : tensor<4xf32>
+  // expected-error @+1 {{expected input of rank >= 2 [N, C, ...], found [4]}}
+  %y = dtfm.batchnorm %x, %g, %g, %g, %g {} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @case43() {
+  %x = dtfm.input "x" : tensor<2x4xf32>
+  %g = dtfm.param "g" init(ones) : tensor<3xf32>
+  // expected-error @+1 {{expected gamma of shape [4], found [3]}}
+  %y = dtfm.batchnorm %x, %g, %g, %g, %g {} : (tensor<2x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @case44() {
+  %x = dtfm.input "x" : tensor<2x4xf32>
+  %g = dtfm.param "g" init(ones) : tensor<4xf32>
+  // expected-error @+1 {{expected a positive epsilon, found -1}}
+  %y = dtfm.batchnorm %x, %g, %g, %g, %g {epsilon = -1.0 : f64} : (tensor<2x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @case45() {
+  %x = dtfm.input "x" : tensor<2x4xf32>
+  %g = dtfm.param "g" init(ones) : tensor<4xf32>
+  // expected-error @+1 {{expected momentum in [0, 1], found 1.5}}
+  %y = dtfm.batchnorm %x, %g, %g, %g, %g {momentum = 1.5 : f64} : (tensor<2x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @case46() {
+  %x = dtfm.input "x" : tensor<1x2x8xf32>
+  // expected-error @+1 {{expected input of rank 4 [N, C, H, W], found [1, 2, 8]}}
+  %y = dtfm.max_pool2d %x {kernel = array<i64: 2, 2>} : (tensor<1x2x8xf32>) -> tensor<1x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @case47() {
+  %x = dtfm.input "x" : tensor<1x2x8x8xf32>
+  // expected-error @+1 {{expected positive kernel, found [2, 0]}}
+  %y = dtfm.max_pool2d %x {kernel = array<i64: 2, 0>} : (tensor<1x2x8x8xf32>) -> tensor<1x2x7x7xf32>
+  return
+}
+
+// -----
+
+func.func @case48() {
+  %x = dtfm.input "x" : tensor<1x2x8x8xf32>
+  // expected-error @+1 {{expected padding smaller than the kernel [2, 2], found [2, 0, 0, 0]}}
+  %y = dtfm.avg_pool2d %x {kernel = array<i64: 2, 2>, padding = array<i64: 2, 0, 0, 0>} : (tensor<1x2x8x8xf32>) -> tensor<1x2x9x7xf32>
+  return
+}
+
+// -----
+
+func.func @case49() {
+  %x = dtfm.input "x" : tensor<1x2x8x8xf32>
+  // expected-error @+1 {{kernel [9, 2] does not fit the padded input [1, 2, 8, 8]}}
+  %y = dtfm.avg_pool2d %x {kernel = array<i64: 9, 2>} : (tensor<1x2x8x8xf32>) -> tensor<1x2x1x7xf32>
+  return
+}
+
+// -----
+
+func.func @case50() {
+  %x = dtfm.input "x" : tensor<1x2x8x8xf32>
+  // expected-error @+1 {{expected result type 'tensor<1x2x4x4xf32>', found 'tensor<1x2x3x4xf32>'}}
+  %y = dtfm.max_pool2d %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>} : (tensor<1x2x8x8xf32>) -> tensor<1x2x3x4xf32>
+  return
+}
+
+// -----
+
+func.func @case51() {
+  %x = dtfm.input "x" : tensor<2x8xf32>
+  // expected-error @+1 {{expected input of rank >= 3 [N, C, ...], found [2, 8]}}
+  %y = dtfm.global_avg_pool %x : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @case52() {
+  %x = dtfm.input "x" : tensor<2x8x4x4xf32>
+  // expected-error @+1 {{expected result type 'tensor<2x8x1x1xf32>', found 'tensor<2x8xf32>'}}
+  %y = dtfm.global_avg_pool %x : (tensor<2x8x4x4xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @case53() {
+  %x = dtfm.input "x" : tensor<2x3x4xf32>
+  // expected-error @+1 {{expected axis in [0, 3], found 4}}
+  %y = dtfm.flatten %x {axis = 4 : i64} : (tensor<2x3x4xf32>) -> tensor<24x1xf32>
+  return
+}
+
+// -----
+
+func.func @case54() {
+  %x = dtfm.input "x" : tensor<2x3x4xf32>
+  // expected-error @+1 {{expected result type 'tensor<2x12xf32>', found 'tensor<6x4xf32>'}}
+  %y = dtfm.flatten %x : (tensor<2x3x4xf32>) -> tensor<6x4xf32>
+  return
+}
+
+// -----
+
+func.func @case55() {
+  %x = dtfm.input "x" : tensor<2x3xf32>
+  // expected-error @+1 {{expected result with 6 elements (input [2, 3]), found 7 ([7])}}
+  %y = dtfm.reshape %x : (tensor<2x3xf32>) -> tensor<7xf32>
+  return
+}
+
+// -----
+
+func.func @case56() {
+  %x = dtfm.input "x" : tensor<2x3xf32>
+  // expected-error @+1 {{expected result element type 'f32', found 'f16'}}
+  %y = dtfm.reshape %x : (tensor<2x3xf32>) -> tensor<6xf16>
+  return
+}
+
+// -----
+
+func.func @case57() {
+  %l = dtfm.input "l" : tensor<f32>
+  %t = dtfm.label "t" : tensor<i64>
+  // expected-error @+1 {{expected logits of rank >= 1, found a scalar}}
+  %y = dtfm.cross_entropy %l, %t : (tensor<f32>, tensor<i64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @case58() {
+  %l = dtfm.input "l" : tensor<2x5xf32>
+  %t = dtfm.label "t" : tensor<5xi64>
+  // expected-error @+1 {{expected labels of shape [2] (logits [2, 5] without the class dimension), found [5]}}
+  %y = dtfm.cross_entropy %l, %t : (tensor<2x5xf32>, tensor<5xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @case59() {
+  %l = dtfm.input "l" : tensor<2x5xf32>
+  %t = dtfm.label "t" : tensor<2xf32>
+  // expected-error @+1 {{must be statically shaped tensor of 32-bit signless integer or 64-bit signless integer values, but got 'tensor<2xf32>'}}
+  %y = dtfm.cross_entropy %l, %t : (tensor<2x5xf32>, tensor<2xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @case60() {
+  %l = dtfm.input "l" : tensor<2x5xf32>
+  %t = dtfm.label "t" : tensor<2xi64>
+  // expected-error @+1 {{must be 0D tensor of 32-bit float values, but got 'tensor<2xf32>'}}
+  %y = dtfm.cross_entropy %l, %t : (tensor<2x5xf32>, tensor<2xi64>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @case61() {
+  %x = dtfm.input "x" : tensor<2x3xf32>
+  // expected-error @+1 {{custom kind 'no_such_kind' is not registered (load the plugin that defines it with --load-dtfm-plugin)}}
+  %y = dtfm.custom "no_such_kind"(%x) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}

@@ -1,0 +1,76 @@
+// RUN: dtfm-opt %s | dtfm-opt | FileCheck %s
+// RUN: dtfm-opt %s --mlir-print-op-generic | dtfm-opt | FileCheck %s
+
+// CHECK-LABEL: func.func @transformer_ops
+func.func @transformer_ops() -> tensor<f32> {
+  // CHECK: %[[TOK:.*]] = dtfm.input "tokens" : tensor<2x8xi64>
+  %tok = dtfm.input "tokens" : tensor<2x8xi64>
+  // CHECK: %[[WTE:.*]] = dtfm.param "wte" init(normal, 2.000000e-02) : tensor<32x16xf32>
+  %wte = dtfm.param "wte" init(normal, 0.02) : tensor<32x16xf32>
+  // CHECK: dtfm.param "pos" init(uniform, 1.000000e-01) : tensor<8x16xf32>
+  %pos = dtfm.param "pos" init(uniform, 0.1) : tensor<8x16xf32>
+  // CHECK: dtfm.param "g" init(ones) : tensor<16xf32>
+  %g = dtfm.param "g" init(ones) : tensor<16xf32>
+  // CHECK: dtfm.param "b" init(zeros) : tensor<16xf32>
+  %b = dtfm.param "b" init(zeros) : tensor<16xf32>
+  // CHECK: dtfm.param "c" init(constant, 5.000000e-01) frozen : tensor<16xf32>
+  %c = dtfm.param "c" init(constant, 0.5) frozen : tensor<16xf32>
+  %w = dtfm.param "w" init(normal, 0.02) : tensor<16x16xf32>
+  // CHECK: %[[EMB:.*]] = dtfm.embedding %[[TOK]], %[[WTE]] : (tensor<2x8xi64>, tensor<32x16xf32>) -> tensor<2x8x16xf32>
+  %e = dtfm.embedding %tok, %wte : (tensor<2x8xi64>, tensor<32x16xf32>) -> tensor<2x8x16xf32>
+  // CHECK: dtfm.add %[[EMB]], %{{.*}} : (tensor<2x8x16xf32>, tensor<8x16xf32>) -> tensor<2x8x16xf32>
+  %x = dtfm.add %e, %pos : (tensor<2x8x16xf32>, tensor<8x16xf32>) -> tensor<2x8x16xf32>
+  // CHECK: dtfm.layernorm %{{.*}} {epsilon = 2.500000e-01 : f64}
+  %n = dtfm.layernorm %x, %g, %b {epsilon = 0.25 : f64} : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  // CHECK: dtfm.linear %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x8x16xf32>, tensor<16x16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  %q = dtfm.linear %n, %w, %b : (tensor<2x8x16xf32>, tensor<16x16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  // CHECK: dtfm.linear %{{.*}}, %{{.*}} : (tensor<2x8x16xf32>, tensor<16x16xf32>) -> tensor<2x8x16xf32>
+  %k = dtfm.linear %n, %w : (tensor<2x8x16xf32>, tensor<16x16xf32>) -> tensor<2x8x16xf32>
+  // CHECK: dtfm.causal_attention %{{.*}} {num_heads = 4 : i64}
+  %a = dtfm.causal_attention %q, %k, %k {num_heads = 4 : i64} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  // CHECK: dtfm.gelu %{{.*}} {tanh_approximation}
+  %ge = dtfm.gelu %a {tanh_approximation} : (tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  // CHECK: dtfm.relu
+  %r = dtfm.relu %ge : (tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  // CHECK: dtfm.softmax %{{.*}} {axis = 1 : i64}
+  %s = dtfm.softmax %r {axis = 1 : i64} : (tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  // CHECK: dtfm.matmul %{{.*}}, %[[WTE]] transpose_rhs : (tensor<2x8x16xf32>, tensor<32x16xf32>) -> tensor<2x8x32xf32>
+  %logits = dtfm.matmul %s, %wte transpose_rhs : (tensor<2x8x16xf32>, tensor<32x16xf32>) -> tensor<2x8x32xf32>
+  // CHECK: dtfm.matmul %{{.*}}, %{{.*}} : (tensor<2x8x16xf32>, tensor<2x16x8xf32>) -> tensor<2x8x8xf32>
+  %t = dtfm.reshape %s : (tensor<2x8x16xf32>) -> tensor<2x16x8xf32>
+  %bmm = dtfm.matmul %s, %t : (tensor<2x8x16xf32>, tensor<2x16x8xf32>) -> tensor<2x8x8xf32>
+  // CHECK: dtfm.label "labels" : tensor<2x8xi64>
+  %lab = dtfm.label "labels" : tensor<2x8xi64>
+  // CHECK: dtfm.cross_entropy %{{.*}} : (tensor<2x8x32xf32>, tensor<2x8xi64>) -> tensor<f32>
+  %loss = dtfm.cross_entropy %logits, %lab : (tensor<2x8x32xf32>, tensor<2x8xi64>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// CHECK-LABEL: func.func @resnet_ops
+func.func @resnet_ops() -> tensor<f32> {
+  %img = dtfm.input "images" : tensor<2x3x16x16xbf16>
+  %w = dtfm.param "conv.w" init(normal, 0.1) : tensor<8x3x3x3xbf16>
+  %cb = dtfm.param "conv.b" init(zeros) : tensor<8xbf16>
+  %g = dtfm.param "bn.g" init(ones) : tensor<8xbf16>
+  %b = dtfm.param "bn.b" init(zeros) : tensor<8xbf16>
+  %m = dtfm.param "bn.mean" init(zeros) frozen : tensor<8xbf16>
+  %v = dtfm.param "bn.var" init(ones) frozen : tensor<8xbf16>
+  // CHECK: dtfm.conv2d %{{.*}}, %{{.*}}, %{{.*}} {padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x3x16x16xbf16>, tensor<8x3x3x3xbf16>, tensor<8xbf16>) -> tensor<2x8x8x8xbf16>
+  %c = dtfm.conv2d %img, %w, %cb {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>} : (tensor<2x3x16x16xbf16>, tensor<8x3x3x3xbf16>, tensor<8xbf16>) -> tensor<2x8x8x8xbf16>
+  // CHECK: dtfm.batchnorm %{{.*}} {momentum = 2.000000e-01 : f64}
+  %n = dtfm.batchnorm %c, %g, %b, %m, %v {momentum = 0.2 : f64} : (tensor<2x8x8x8xbf16>, tensor<8xbf16>, tensor<8xbf16>, tensor<8xbf16>, tensor<8xbf16>) -> tensor<2x8x8x8xbf16>
+  %r = dtfm.relu %n : (tensor<2x8x8x8xbf16>) -> tensor<2x8x8x8xbf16>
+  // CHECK: dtfm.max_pool2d %{{.*}} {kernel = array<i64: 3, 3>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x8x8x8xbf16>) -> tensor<2x8x4x4xbf16>
+  %p = dtfm.max_pool2d %r {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>} : (tensor<2x8x8x8xbf16>) -> tensor<2x8x4x4xbf16>
+  // CHECK: dtfm.avg_pool2d %{{.*}} {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>} : (tensor<2x8x4x4xbf16>) -> tensor<2x8x2x2xbf16>
+  %ap = dtfm.avg_pool2d %p {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>} : (tensor<2x8x4x4xbf16>) -> tensor<2x8x2x2xbf16>
+  // CHECK: dtfm.global_avg_pool %{{.*}} : (tensor<2x8x2x2xbf16>) -> tensor<2x8x1x1xbf16>
+  %gp = dtfm.global_avg_pool %ap : (tensor<2x8x2x2xbf16>) -> tensor<2x8x1x1xbf16>
+  // CHECK: dtfm.flatten %{{.*}} : (tensor<2x8x1x1xbf16>) -> tensor<2x8xbf16>
+  %f = dtfm.flatten %gp : (tensor<2x8x1x1xbf16>) -> tensor<2x8xbf16>
+  %fw = dtfm.param "fc.w" init(normal, 0.1) : tensor<8x10xbf16>
+  %logits = dtfm.linear %f, %fw : (tensor<2x8xbf16>, tensor<8x10xbf16>) -> tensor<2x10xbf16>
+  %lab = dtfm.label "labels" : tensor<2xi32>
+  %loss = dtfm.cross_entropy %logits, %lab : (tensor<2x10xbf16>, tensor<2xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}

@@ -1,0 +1,3 @@
+func.func @f() {
+  %x = dtfm.input "x" : tensor<2x
+}

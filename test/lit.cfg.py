@@ -1,0 +1,34 @@
+# -*- Python -*-
+# lit configuration of dtfm's regression tests (test/).
+
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "DTFM"
+# The internal shell provides `not` (Debian ships no llvm `not` binary).
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["Unit", "lit.cfg.py", "lit.site.cfg.py", "CMakeLists.txt",
+                   "Inputs"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.dtfm_obj_root, "test")
+
+config.environment["FILECHECK_OPTS"] = "-enable-var-scope"
+llvm_config.with_system_environment(["HOME", "TMP", "TEMP", "PATH"])
+llvm_config.use_default_substitutions()
+
+# PyTorch, ONNX and friends live under Debian's interpreter, not the first
+# python3 on PATH.
+torch_python = "/usr/bin/python3"
+config.substitutions.append(("%torch_python", torch_python))
+config.substitutions.append(("%dtfm_src_root", config.dtfm_src_root))
+config.substitutions.append(("%dtfm_obj_root", config.dtfm_obj_root))
+config.substitutions.append(("%cmake_generator", config.cmake_generator))
+config.substitutions.append(("%cmake", config.cmake_command))
+config.substitutions.append(("%cxx", config.cxx_compiler))
+
+tool_dirs = [config.dtfm_tools_dir, config.llvm_tools_dir]
+llvm_config.add_tool_substitutions(["dtfm-opt", "dtfm-translate"], tool_dirs)
