@@ -1,0 +1,102 @@
+//===- ExampleOps.cpp - Example dtfm custom-operator plugin ---------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+//
+// Registers two operator kinds for `dtfm.custom`:
+//
+//   swiglu(gate [.., N], up [.., N]) -> [.., N]
+//     silu(gate) * up. Forward 6 FLOPs per element (sigmoid 4, two
+//     multiplies); backward twice that; keeps both inputs.
+//
+//   rmsnorm(x [.., D], weight [D]) {epsilon: float} -> [.., D]
+//     x / sqrt(mean(x^2) + epsilon) * weight. Forward 4 FLOPs per element;
+//     backward twice that; keeps x and one f32 per row.
+//
+// Only dtfm/Support/CustomOps.h is needed: no MLIR, no LLVM.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Support/CustomOps.h"
+
+#include <string>
+#include <variant>
+
+using namespace dtfm;
+
+namespace {
+
+std::string shapeText(const TensorDesc &t) {
+  std::string text = "[";
+  for (size_t i = 0; i < t.shape.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(t.shape[i]);
+  return text + "]";
+}
+
+bool inferSwiglu(const CustomOpCall &call, std::vector<TensorDesc> &results,
+                 std::string &error) {
+  if (call.operands.size() != 2) {
+    error = "expected 2 operands (gate, up), found " +
+            std::to_string(call.operands.size());
+    return false;
+  }
+  if (!(call.operands[0] == call.operands[1])) {
+    error = "expected gate and up of one type, found " +
+            shapeText(call.operands[0]) + " and " +
+            shapeText(call.operands[1]);
+    return false;
+  }
+  results = {call.operands[0]};
+  return true;
+}
+
+CustomOpCost costSwiglu(const CustomOpCall &call,
+                        const std::vector<TensorDesc> &) {
+  CustomOpCost cost;
+  cost.forwardFlops = 6 * call.operands[0].numElements();
+  cost.backwardFlops = 2 * cost.forwardFlops;
+  cost.savedActivationBytes =
+      call.operands[0].bytes() + call.operands[1].bytes();
+  return cost;
+}
+
+bool inferRmsnorm(const CustomOpCall &call, std::vector<TensorDesc> &results,
+                  std::string &error) {
+  if (call.operands.size() != 2 || call.operands[0].shape.empty()) {
+    error = "expected operands x [.., D] and weight [D]";
+    return false;
+  }
+  int64_t d = call.operands[0].shape.back();
+  if (call.operands[1].shape != std::vector<int64_t>{d}) {
+    error = "expected weight of shape [" + std::to_string(d) + "], found " +
+            shapeText(call.operands[1]);
+    return false;
+  }
+  auto eps = call.params.find("epsilon");
+  if (eps == call.params.end() || !std::holds_alternative<double>(eps->second) ||
+      std::get<double>(eps->second) <= 0) {
+    error = "expected a positive float param 'epsilon'";
+    return false;
+  }
+  results = {call.operands[0]};
+  return true;
+}
+
+CustomOpCost costRmsnorm(const CustomOpCall &call,
+                         const std::vector<TensorDesc> &) {
+  const TensorDesc &x = call.operands[0];
+  CustomOpCost cost;
+  cost.forwardFlops = 4 * x.numElements();
+  cost.backwardFlops = 2 * cost.forwardFlops;
+  cost.savedActivationBytes = x.bytes() + 4 * (x.numElements() / x.shape.back());
+  return cost;
+}
+
+} // namespace
+
+extern "C" void dtfmRegisterCustomOps(CustomOpRegistry &registry) {
+  registry.add({"swiglu", "silu(gate) * up", inferSwiglu, costSwiglu});
+  registry.add({"rmsnorm", "root-mean-square normalisation", inferRmsnorm,
+                costRmsnorm});
+}
