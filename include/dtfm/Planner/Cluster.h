@@ -1,0 +1,96 @@
+//===- Cluster.h - Devices and links of a heterogeneous cluster -*- C++ -*-===//
+//
+// Part of dtfm. Plain C++ (no MLIR): shared by the planner, the passes and
+// the runtime's simulator.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTFM_PLANNER_CLUSTER_H
+#define DTFM_PLANNER_CLUSTER_H
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace dtfm::planner {
+
+/// One accelerator.
+struct Device {
+  std::string name;
+  std::string region;
+  /// Peak FLOP/s of the device in the training precision.
+  double peakFlops = 0;
+  /// Fraction of the peak reached in practice (lambda in FusionLLM).
+  double efficiency = 1;
+  double memoryBytes = 0;
+
+  /// Sustained speed S(p) = lambda * peak.
+  double speed() const { return efficiency * peakFlops; }
+};
+
+/// A dense n x n matrix of doubles, row-major.
+class SquareMatrix {
+public:
+  SquareMatrix() = default;
+  explicit SquareMatrix(size_t n, double fill = 0) : n(n), data(n * n, fill) {}
+
+  size_t size() const { return n; }
+  double &operator()(size_t i, size_t j) { return data[i * n + j]; }
+  double operator()(size_t i, size_t j) const { return data[i * n + j]; }
+
+  /// Replaces a(i,j) and a(j,i) by their mean, as DT-FM does with measured
+  /// asymmetric links.
+  void symmetrize();
+
+private:
+  size_t n = 0;
+  std::vector<double> data;
+};
+
+/// Devices and the point-to-point links between every pair of them.
+struct Cluster {
+  std::string name;
+  std::vector<Device> devices;
+  /// One-way latency in milliseconds; symmetric, diagonal unused.
+  SquareMatrix delayMs;
+  /// Bandwidth in Gbit/s (10^9 bit/s); symmetric, diagonal unused.
+  SquareMatrix bandwidthGbps;
+
+  size_t size() const { return devices.size(); }
+
+  /// alpha of a link, in seconds.
+  double latencySeconds(size_t a, size_t b) const {
+    return delayMs(a, b) / 1000.0;
+  }
+  /// alpha + bytes / beta, in seconds (8 bits per byte, 10^9 bit/s per Gbps).
+  double transferSeconds(size_t a, size_t b, double bytes) const {
+    return latencySeconds(a, b) + 8.0 * bytes / (bandwidthGbps(a, b) * 1e9);
+  }
+
+  /// Checks shapes and values: matrices n x n, finite, delays >= 0,
+  /// bandwidths > 0 off the diagonal, devices with positive speed and memory
+  /// where given. On failure returns false with a one-line `error` naming the
+  /// offending device or link.
+  bool validate(std::string &error) const;
+};
+
+/// Reads a comma-separated numeric matrix. Rejects (false, one-line `error`
+/// with file, line and column) empty files, ragged or non-square tables,
+/// unparsable or non-finite cells.
+bool readCsvMatrix(const std::string &path, SquareMatrix &matrix,
+                   std::string &error);
+
+/// Reads one name per line (the scenarios' `<prefix>_regions.csv`).
+bool readLines(const std::string &path, std::vector<std::string> &lines,
+               std::string &error);
+
+/// Loads a device-level scenario: `<dir>/<prefix>_delay_ms.csv`,
+/// `<prefix>_bandwidth_gbps.csv` and `<prefix>_regions.csv`, with every
+/// device a V100 (125 TFLOP/s fp16 peak, 16 GB) as in the DT-FM paper.
+/// Asymmetric matrices are symmetrised.
+bool loadScenarioMatrices(const std::string &dir, const std::string &prefix,
+                          Cluster &cluster, std::string &error);
+
+} // namespace dtfm::planner
+
+#endif // DTFM_PLANNER_CLUSTER_H

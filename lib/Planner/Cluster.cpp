@@ -1,0 +1,188 @@
+//===- Cluster.cpp - Devices and links of a heterogeneous cluster ---------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Planner/Cluster.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+using namespace dtfm::planner;
+
+void SquareMatrix::symmetrize() {
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = i + 1; j < n; ++j) {
+      double mean = ((*this)(i, j) + (*this)(j, i)) / 2.0;
+      (*this)(i, j) = (*this)(j, i) = mean;
+    }
+}
+
+static std::string linkName(const Cluster &c, size_t a, size_t b) {
+  return "link " + c.devices[a].name + " <-> " + c.devices[b].name;
+}
+
+bool Cluster::validate(std::string &error) const {
+  size_t n = devices.size();
+  if (n == 0) {
+    error = "cluster has no devices";
+    return false;
+  }
+  if (delayMs.size() != n || bandwidthGbps.size() != n) {
+    error = "cluster has " + std::to_string(n) + " devices but " +
+            std::to_string(delayMs.size()) + "x" +
+            std::to_string(delayMs.size()) + " delays and " +
+            std::to_string(bandwidthGbps.size()) + "x" +
+            std::to_string(bandwidthGbps.size()) + " bandwidths";
+    return false;
+  }
+  for (const Device &d : devices) {
+    if (!(d.peakFlops >= 0) || !(d.efficiency > 0 && d.efficiency <= 1) ||
+        !(d.memoryBytes >= 0) || !std::isfinite(d.peakFlops) ||
+        !std::isfinite(d.memoryBytes)) {
+      error = "device " + d.name +
+              ": expected peak_flops >= 0, 0 < efficiency <= 1 and "
+              "memory_bytes >= 0";
+      return false;
+    }
+  }
+  for (size_t a = 0; a < n; ++a)
+    for (size_t b = 0; b < n; ++b) {
+      if (a == b)
+        continue;
+      double delay = delayMs(a, b), bw = bandwidthGbps(a, b);
+      if (!std::isfinite(delay) || delay < 0) {
+        error = linkName(*this, a, b) + ": delay must be finite and >= 0, got " +
+                std::to_string(delay) + " ms";
+        return false;
+      }
+      if (!std::isfinite(bw) || bw <= 0) {
+        error = linkName(*this, a, b) +
+                ": bandwidth must be finite and > 0, got " +
+                std::to_string(bw) + " Gbps";
+        return false;
+      }
+    }
+  return true;
+}
+
+bool dtfm::planner::readCsvMatrix(const std::string &path,
+                                  SquareMatrix &matrix, std::string &error) {
+  std::ifstream in(path);
+  if (!in) {
+    error = path + ": cannot open file";
+    return false;
+  }
+  std::vector<std::vector<double>> rows;
+  std::string line;
+  size_t lineNo = 0;
+  while (std::getline(in, line)) {
+    ++lineNo;
+    if (!line.empty() && line.back() == '\r')
+      line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos)
+      continue;
+    std::vector<double> row;
+    std::stringstream cells(line);
+    std::string cell;
+    size_t column = 0;
+    while (std::getline(cells, cell, ',')) {
+      ++column;
+      const char *begin = cell.c_str();
+      char *end = nullptr;
+      errno = 0;
+      double value = std::strtod(begin, &end);
+      while (end && (*end == ' ' || *end == '\t'))
+        ++end;
+      if (end == begin || *end != '\0' || errno == ERANGE ||
+          !std::isfinite(value)) {
+        error = path + ":" + std::to_string(lineNo) + ":" +
+                std::to_string(column) + ": expected a finite number, got '" +
+                cell + "'";
+        return false;
+      }
+      row.push_back(value);
+    }
+    if (!rows.empty() && row.size() != rows.front().size()) {
+      error = path + ":" + std::to_string(lineNo) + ": expected " +
+              std::to_string(rows.front().size()) + " columns, got " +
+              std::to_string(row.size());
+      return false;
+    }
+    rows.push_back(std::move(row));
+  }
+  if (rows.empty()) {
+    error = path + ": empty matrix";
+    return false;
+  }
+  if (rows.size() != rows.front().size()) {
+    error = path + ": matrix is not square (" + std::to_string(rows.size()) +
+            " rows, " + std::to_string(rows.front().size()) + " columns)";
+    return false;
+  }
+  matrix = SquareMatrix(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i)
+    for (size_t j = 0; j < rows.size(); ++j)
+      matrix(i, j) = rows[i][j];
+  return true;
+}
+
+bool dtfm::planner::readLines(const std::string &path,
+                              std::vector<std::string> &lines,
+                              std::string &error) {
+  std::ifstream in(path);
+  if (!in) {
+    error = path + ": cannot open file";
+    return false;
+  }
+  lines.clear();
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r')
+      line.pop_back();
+    if (!line.empty())
+      lines.push_back(line);
+  }
+  return true;
+}
+
+bool dtfm::planner::loadScenarioMatrices(const std::string &dir,
+                                         const std::string &prefix,
+                                         Cluster &cluster,
+                                         std::string &error) {
+  std::string base = dir + "/" + prefix;
+  Cluster result;
+  result.name = prefix;
+  std::vector<std::string> regions;
+  if (!readCsvMatrix(base + "_delay_ms.csv", result.delayMs, error) ||
+      !readCsvMatrix(base + "_bandwidth_gbps.csv", result.bandwidthGbps,
+                     error) ||
+      !readLines(base + "_regions.csv", regions, error))
+    return false;
+  if (regions.size() != result.delayMs.size()) {
+    error = base + "_regions.csv: expected " +
+            std::to_string(result.delayMs.size()) + " regions, got " +
+            std::to_string(regions.size());
+    return false;
+  }
+  result.delayMs.symmetrize();
+  result.bandwidthGbps.symmetrize();
+  for (size_t i = 0; i < regions.size(); ++i) {
+    Device d;
+    d.name = "gpu" + std::to_string(i);
+    d.region = regions[i];
+    d.peakFlops = 125e12;
+    d.memoryBytes = 16e9;
+    result.devices.push_back(d);
+  }
+  if (!result.validate(error)) {
+    error = base + ": " + error;
+    return false;
+  }
+  cluster = std::move(result);
+  return true;
+}

@@ -1,0 +1,81 @@
+//===- CostModel.cpp - DT-FM's communication cost of a layout -------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Planner/CostModel.h"
+#include "dtfm/Planner/Matching.h"
+#include "dtfm/Planner/Tsp.h"
+
+#include <algorithm>
+
+using namespace dtfm::planner;
+
+double CostModel::dataParallelLinkCost(int a, int b) const {
+  return 2.0 * cluster.transferSeconds(a, b, volume.dataParallelBytes / dDP);
+}
+
+double CostModel::pipelineLinkCost(int a, int b) const {
+  return cluster.transferSeconds(a, b, volume.pipelineBytes);
+}
+
+double CostModel::groupDataParallelCost(const std::vector<int> &group) const {
+  double worst = 0;
+  for (int d : group) {
+    double sum = 0;
+    for (int other : group)
+      if (other != d)
+        sum += dataParallelLinkCost(d, other);
+    worst = std::max(worst, sum);
+  }
+  return worst;
+}
+
+double CostModel::groupPipelineWeight(const std::vector<int> &a,
+                                      const std::vector<int> &b,
+                                      std::vector<int> *match) const {
+  int n = static_cast<int>(a.size());
+  std::vector<double> cost(n * n);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j)
+      cost[i * n + j] = pipelineLinkCost(a[i], b[j]);
+  return bottleneckPerfectMatching(cost, n, match);
+}
+
+/// Coarsened graph: weights between every pair of groups.
+static std::vector<double> coarsen(const CostModel &model,
+                                   const Partition &partition) {
+  int groups = static_cast<int>(partition.size());
+  std::vector<double> weight(groups * groups, 0);
+  for (int i = 0; i < groups; ++i)
+    for (int j = i + 1; j < groups; ++j)
+      weight[i * groups + j] = weight[j * groups + i] =
+          model.groupPipelineWeight(partition[i], partition[j]);
+  return weight;
+}
+
+double CostModel::totalCost(const Partition &partition) const {
+  double dp = 0;
+  for (const std::vector<int> &group : partition)
+    dp = std::max(dp, groupDataParallelCost(group));
+  int groups = static_cast<int>(partition.size());
+  return dp + 2.0 * openLoopTsp(coarsen(*this, partition), groups);
+}
+
+LayoutCost CostModel::evaluate(const Partition &partition) const {
+  LayoutCost result;
+  for (const std::vector<int> &group : partition)
+    result.dataParallel =
+        std::max(result.dataParallel, groupDataParallelCost(group));
+  int groups = static_cast<int>(partition.size());
+  result.pipeline =
+      2.0 * openLoopTsp(coarsen(*this, partition), groups, &result.order);
+  for (size_t k = 0; k + 1 < result.order.size(); ++k) {
+    std::vector<int> match;
+    groupPipelineWeight(partition[result.order[k]],
+                        partition[result.order[k + 1]], &match);
+    result.matchings.push_back(std::move(match));
+  }
+  return result;
+}
