@@ -120,7 +120,7 @@ static void improvePath(const std::vector<double> &w, int n,
 
 double dtfm::planner::openLoopTsp(const std::vector<double> &weight, int n,
                                   std::vector<int> *order, int exactLimit,
-                                  uint64_t seed) {
+                                  uint64_t seed, int starts) {
   if (n <= 1) {
     if (order)
       *order = n == 1 ? std::vector<int>{0} : std::vector<int>{};
@@ -142,7 +142,10 @@ double dtfm::planner::openLoopTsp(const std::vector<double> &weight, int n,
       best = std::move(path);
     }
   };
-  for (int start = 0; start < n; ++start) {
+  int startCount = starts > 0 && starts < n ? starts : n;
+  for (int s = 0; s < startCount; ++s) {
+    // Spread the start nodes evenly when not starting from all of them.
+    int start = static_cast<int>(static_cast<long>(s) * n / startCount);
     std::vector<int> path{start};
     std::vector<bool> used(n, false);
     used[start] = true;

@@ -193,7 +193,7 @@ TEST(Cluster, CsvErrorsNameFileLineAndColumn) {
 }
 
 TEST(Cluster, LoadsTheDtfmScenarios) {
-  std::string dir = dtfm::planner::testing::scenariosDir();
+  std::string dir = testutil::scenariosDir();
   if (dir.empty())
     GTEST_SKIP() << "../shared/scenarios not found (set DTFM_SCENARIOS_DIR)";
   for (const char *prefix : {"0_dc_ondemand", "1_dc_spot", "2_multi_dc",

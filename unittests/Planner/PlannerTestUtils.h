@@ -13,7 +13,7 @@
 #include <random>
 #include <string>
 
-namespace dtfm::planner::testing {
+namespace dtfm::planner::testutil {
 
 /// A cluster of n identical devices with random symmetric links: delays in
 /// [1, 100] ms, bandwidths in [0.1, 10] Gbps.
@@ -47,6 +47,6 @@ inline std::string scenariosDir() {
   return "";
 }
 
-} // namespace dtfm::planner::testing
+} // namespace dtfm::planner::testutil
 
 #endif // DTFM_UNITTESTS_PLANNER_PLANNERTESTUTILS_H

@@ -1,0 +1,593 @@
+//===- Search.cpp - Device assignment search (DT-FM and baselines) --------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Planner/Search.h"
+#include "dtfm/Planner/Tsp.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+
+using namespace dtfm::planner;
+
+const char *dtfm::planner::searchAlgorithmName(SearchAlgorithm algorithm) {
+  switch (algorithm) {
+  case SearchAlgorithm::RankOrder:
+    return "rank-order";
+  case SearchAlgorithm::Random:
+    return "random";
+  case SearchAlgorithm::KernighanLin:
+    return "kl";
+  case SearchAlgorithm::Genetic:
+    return "genetic";
+  case SearchAlgorithm::GeneticPaper:
+    return "genetic-paper";
+  }
+  return "?";
+}
+
+std::vector<SearchAlgorithm> dtfm::planner::allSearchAlgorithms() {
+  return {SearchAlgorithm::RankOrder, SearchAlgorithm::Random,
+          SearchAlgorithm::KernighanLin, SearchAlgorithm::GeneticPaper,
+          SearchAlgorithm::Genetic};
+}
+
+std::optional<SearchAlgorithm>
+dtfm::planner::parseSearchAlgorithm(const std::string &name) {
+  for (SearchAlgorithm a : allSearchAlgorithms())
+    if (name == searchAlgorithmName(a))
+      return a;
+  return std::nullopt;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// Stops a search when its budget is spent.
+class Deadline {
+public:
+  explicit Deadline(double seconds)
+      : start(Clock::now()), seconds(seconds) {}
+  bool expired() const { return seconds > 0 && elapsed() >= seconds; }
+  double elapsed() const {
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  }
+
+private:
+  Clock::time_point start;
+  double seconds;
+};
+
+/// A partition with its per-group data-parallel costs and coarsened pipeline
+/// weights cached, so that the cost after swapping two devices is found by
+/// recomputing only what the swap touches: two groups' DP costs, their rows
+/// of the coarsened graph, and the TSP.
+class LayoutState {
+public:
+  LayoutState(const CostModel &model, Partition partition, int64_t &counter)
+      : model(model), groups(std::move(partition)), counter(&counter) {
+    numGroups = static_cast<int>(groups.size());
+    groupOf.assign(model.getCluster().size(), -1);
+    for (int g = 0; g < numGroups; ++g)
+      for (int d : groups[g])
+        groupOf[d] = g;
+    groupDp.resize(numGroups);
+    weight.assign(numGroups * numGroups, 0);
+    for (int g = 0; g < numGroups; ++g)
+      groupDp[g] = model.groupDataParallelCost(groups[g]);
+    for (int a = 0; a < numGroups; ++a)
+      for (int b = a + 1; b < numGroups; ++b)
+        weight[a * numGroups + b] = weight[b * numGroups + a] =
+            model.groupPipelineWeight(groups[a], groups[b]);
+    total = combine(groupDp, weight);
+  }
+
+  double cost() const { return total; }
+  const Partition &partition() const { return groups; }
+  int group(int device) const { return groupOf[device]; }
+
+  /// The cost if devices `a` and `b` (in different groups) traded places.
+  double costAfterSwap(int a, int b) const {
+    int ga = groupOf[a], gb = groupOf[b];
+    scratchGroups[0] = groups[ga];
+    scratchGroups[1] = groups[gb];
+    std::replace(scratchGroups[0].begin(), scratchGroups[0].end(), a, b);
+    std::replace(scratchGroups[1].begin(), scratchGroups[1].end(), b, a);
+    scratchDp = groupDp;
+    scratchDp[ga] = model.groupDataParallelCost(scratchGroups[0]);
+    scratchDp[gb] = model.groupDataParallelCost(scratchGroups[1]);
+    scratchWeight = weight;
+    refreshRows(ga, gb, scratchGroups[0], scratchGroups[1], scratchWeight);
+    return combine(scratchDp, scratchWeight);
+  }
+
+  void swap(int a, int b) {
+    int ga = groupOf[a], gb = groupOf[b];
+    std::replace(groups[ga].begin(), groups[ga].end(), a, b);
+    std::replace(groups[gb].begin(), groups[gb].end(), b, a);
+    groupOf[a] = gb;
+    groupOf[b] = ga;
+    groupDp[ga] = model.groupDataParallelCost(groups[ga]);
+    groupDp[gb] = model.groupDataParallelCost(groups[gb]);
+    refreshRows(ga, gb, groups[ga], groups[gb], weight);
+    total = combine(groupDp, weight);
+  }
+
+private:
+  /// Recomputes the coarsened weights of groups ga and gb (given their new
+  /// members) against every group.
+  void refreshRows(int ga, int gb, const std::vector<int> &membersA,
+                   const std::vector<int> &membersB,
+                   std::vector<double> &w) const {
+    auto membersOf = [&](int g) -> const std::vector<int> & {
+      return g == ga ? membersA : g == gb ? membersB : groups[g];
+    };
+    for (int changed : {ga, gb})
+      for (int other = 0; other < numGroups; ++other) {
+        if (other == changed || (changed == gb && other == ga))
+          continue;
+        w[changed * numGroups + other] = w[other * numGroups + changed] =
+            model.groupPipelineWeight(membersOf(changed), membersOf(other));
+      }
+  }
+
+  double combine(const std::vector<double> &dp,
+                 const std::vector<double> &w) const {
+    ++*counter;
+    double dpCost = *std::max_element(dp.begin(), dp.end());
+    // Inside searches a few TSP starts suffice; the final layout is
+    // re-evaluated with the full solver.
+    return dpCost + 2.0 * openLoopTsp(w, numGroups, nullptr, kExactTspLimit,
+                                      /*seed=*/0, /*starts=*/4);
+  }
+
+  const CostModel &model;
+  Partition groups;
+  int64_t *counter;
+  int numGroups = 0;
+  std::vector<int> groupOf;
+  std::vector<double> groupDp;
+  std::vector<double> weight;
+  double total = 0;
+  mutable Partition scratchGroups{2};
+  mutable std::vector<double> scratchDp, scratchWeight;
+};
+
+/// Shared state of one search run.
+struct SearchContext {
+  const CostModel &model;
+  const SearchOptions &options;
+  std::mt19937_64 rng;
+  Deadline deadline;
+  int64_t evaluations = 0;
+  int n, dDP, dPP;
+
+  SearchContext(const CostModel &model, const SearchOptions &options)
+      : model(model), options(options), rng(options.seed),
+        deadline(options.timeBudgetSeconds) {
+    dDP = options.dataParallel;
+    dPP = options.pipelineParallel;
+    n = dDP * dPP;
+  }
+
+  /// w_{d,d'} of the local-search gains: the pipeline transfer time.
+  double w(int a, int b) const { return model.pipelineLinkCost(a, b); }
+
+  Partition rankOrder() const {
+    Partition p(dPP);
+    for (int d = 0; d < n; ++d)
+      p[d / dDP].push_back(d);
+    return p;
+  }
+
+  Partition randomPartition() {
+    std::vector<int> devices(n);
+    std::iota(devices.begin(), devices.end(), 0);
+    std::shuffle(devices.begin(), devices.end(), rng);
+    Partition p(dPP);
+    for (int i = 0; i < n; ++i)
+      p[i / dDP].push_back(devices[i]);
+    return p;
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Local searches
+//===----------------------------------------------------------------------===//
+
+/// The two endpoints of the fastest link inside a group.
+std::pair<int, int> fastestLink(const SearchContext &ctx,
+                                const std::vector<int> &group) {
+  std::pair<int, int> best{group[0], group.size() > 1 ? group[1] : group[0]};
+  double bestCost = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < group.size(); ++i)
+    for (size_t j = i + 1; j < group.size(); ++j) {
+      double c = ctx.w(group[i], group[j]);
+      if (c < bestCost) {
+        bestCost = c;
+        best = {group[i], group[j]};
+      }
+    }
+  return best;
+}
+
+/// The paper's gain for moving x (whose fast partner is px) out of its
+/// group into `to`: mean cost from x to `to` minus the cost of x's fast link.
+double paperGainTerm(const SearchContext &ctx, int x, int px,
+                     const std::vector<int> &to) {
+  double mean = 0;
+  for (int d : to)
+    mean += ctx.w(x, d);
+  mean /= static_cast<double>(to.size());
+  return mean - ctx.w(x, px);
+}
+
+/// DT-FM's local search: for each pair of groups, the four swaps between
+/// the endpoints of each group's fastest link, tried in order of the paper's
+/// gain (positive gains only) and applied when the exact cost improves.
+/// Repeats until a pass over all pairs changes nothing.
+void paperLocalSearch(SearchContext &ctx, LayoutState &state) {
+  const double eps = 1e-12;
+  for (bool improved = true; improved && !ctx.deadline.expired();) {
+    improved = false;
+    for (int gj = 0; gj < ctx.dPP; ++gj)
+      for (int gk = gj + 1; gk < ctx.dPP; ++gk) {
+        const Partition &p = state.partition();
+        if (p[gj].size() < 2 || p[gk].size() < 2)
+          continue;
+        auto [a1, a2] = fastestLink(ctx, p[gj]);
+        auto [b1, b2] = fastestLink(ctx, p[gk]);
+        struct Candidate {
+          int x, y;
+          double gain;
+        };
+        std::vector<Candidate> candidates;
+        for (auto [x, px] : {std::pair{a1, a2}, std::pair{a2, a1}})
+          for (auto [y, py] : {std::pair{b1, b2}, std::pair{b2, b1}}) {
+            double gain = paperGainTerm(ctx, x, px, p[gk]) +
+                          paperGainTerm(ctx, y, py, p[gj]);
+            if (gain > 0)
+              candidates.push_back({x, y, gain});
+          }
+        std::stable_sort(candidates.begin(), candidates.end(),
+                         [](const Candidate &l, const Candidate &r) {
+                           return l.gain > r.gain;
+                         });
+        for (const Candidate &c : candidates) {
+          if (state.costAfterSwap(c.x, c.y) < state.cost() - eps) {
+            state.swap(c.x, c.y);
+            improved = true;
+            break;
+          }
+        }
+      }
+  }
+}
+
+/// The circular variant: a random cycle of three groups g0 -> g1 -> g2 ->
+/// g0, each sending one endpoint of its fastest link to the next, chosen by
+/// the summed paper gain; applied when the exact cost improves. `tries`
+/// random cycles.
+void circularLocalSearch(SearchContext &ctx, LayoutState &state, int tries) {
+  if (ctx.dPP < 3 || ctx.dDP < 2)
+    return;
+  const double eps = 1e-12;
+  std::uniform_int_distribution<int> pick(0, ctx.dPP - 1);
+  for (int t = 0; t < tries && !ctx.deadline.expired(); ++t) {
+    int g[3] = {pick(ctx.rng), 0, 0};
+    do
+      g[1] = pick(ctx.rng);
+    while (g[1] == g[0]);
+    do
+      g[2] = pick(ctx.rng);
+    while (g[2] == g[0] || g[2] == g[1]);
+    const Partition &p = state.partition();
+    int chosen[3];
+    double gain = 0;
+    for (int i = 0; i < 3; ++i) {
+      auto [x1, x2] = fastestLink(ctx, p[g[i]]);
+      const std::vector<int> &next = p[g[(i + 1) % 3]];
+      double g1 = paperGainTerm(ctx, x1, x2, next);
+      double g2 = paperGainTerm(ctx, x2, x1, next);
+      chosen[i] = g1 >= g2 ? x1 : x2;
+      gain += std::max(g1, g2);
+    }
+    if (gain <= 0)
+      continue;
+    // The 3-cycle c0 -> g1, c1 -> g2, c2 -> g0 as two swaps.
+    double before = state.cost();
+    state.swap(chosen[0], chosen[1]); // c0 -> g1, c1 -> g0
+    state.swap(chosen[1], chosen[2]); // c1 -> g2, c2 -> g0
+    if (state.cost() >= before - eps) {
+      state.swap(chosen[1], chosen[2]);
+      state.swap(chosen[0], chosen[1]);
+    }
+  }
+}
+
+/// dtfm's exact-cost descent: first-improvement swaps between devices of
+/// different groups, scanned in a random order, until a full scan finds none.
+void exactSwapDescent(SearchContext &ctx, LayoutState &state) {
+  const double eps = 1e-12;
+  std::vector<std::pair<int, int>> pairs;
+  for (int a = 0; a < ctx.n; ++a)
+    for (int b = a + 1; b < ctx.n; ++b)
+      pairs.push_back({a, b});
+  std::shuffle(pairs.begin(), pairs.end(), ctx.rng);
+  size_t sinceImprovement = 0, i = 0;
+  while (sinceImprovement < pairs.size() && !ctx.deadline.expired()) {
+    auto [a, b] = pairs[i];
+    i = (i + 1) % pairs.size();
+    ++sinceImprovement;
+    if (state.group(a) == state.group(b))
+      continue;
+    if (state.costAfterSwap(a, b) < state.cost() - eps) {
+      state.swap(a, b);
+      sinceImprovement = 0;
+    }
+  }
+}
+
+/// Kernighan-Lin between two groups: repeatedly tentatively swap the unlocked
+/// pair with the best classic gain (reduction of the summed intra-group link
+/// costs), lock it, and keep the prefix of swaps with the best cumulative
+/// gain. Returns whether anything changed.
+bool kernighanLinPass(SearchContext &ctx, LayoutState &state, int gj,
+                      int gk) {
+  std::vector<int> A = state.partition()[gj], B = state.partition()[gk];
+  auto internal = [&](int x, const std::vector<int> &group) {
+    double s = 0;
+    for (int d : group)
+      if (d != x)
+        s += ctx.w(x, d);
+    return s;
+  };
+  std::vector<bool> lockedA(A.size(), false), lockedB(B.size(), false);
+  std::vector<std::pair<int, int>> swaps;
+  std::vector<double> cumulative;
+  double sum = 0;
+  for (size_t step = 0; step < A.size(); ++step) {
+    double bestGain = -std::numeric_limits<double>::infinity();
+    size_t bi = 0, bj = 0;
+    for (size_t i = 0; i < A.size(); ++i) {
+      if (lockedA[i])
+        continue;
+      for (size_t j = 0; j < B.size(); ++j) {
+        if (lockedB[j])
+          continue;
+        int x = A[i], y = B[j];
+        // Sum of intra-group costs removed minus added by the swap.
+        double gain = internal(x, A) + internal(y, B) -
+                      (internal(x, B) - ctx.w(x, y)) -
+                      (internal(y, A) - ctx.w(x, y));
+        if (gain > bestGain) {
+          bestGain = gain;
+          bi = i;
+          bj = j;
+        }
+      }
+    }
+    std::swap(A[bi], B[bj]);
+    lockedA[bi] = lockedB[bj] = true;
+    swaps.push_back({A[bi], B[bj]}); // after the swap: A[bi] came from B
+    sum += bestGain;
+    cumulative.push_back(sum);
+  }
+  size_t bestPrefix = 0;
+  double bestSum = 1e-12;
+  for (size_t k = 0; k < cumulative.size(); ++k)
+    if (cumulative[k] > bestSum) {
+      bestSum = cumulative[k];
+      bestPrefix = k + 1;
+    }
+  for (size_t k = 0; k < bestPrefix; ++k)
+    state.swap(swaps[k].second, swaps[k].first);
+  return bestPrefix > 0;
+}
+
+//===----------------------------------------------------------------------===//
+// Algorithms
+//===----------------------------------------------------------------------===//
+
+Partition searchRandom(SearchContext &ctx) {
+  Partition best;
+  double bestCost = std::numeric_limits<double>::infinity();
+  for (int k = 0; k < std::max(1, ctx.options.randomSamples); ++k) {
+    if (k > 0 && ctx.deadline.expired())
+      break;
+    Partition p = ctx.randomPartition();
+    ++ctx.evaluations;
+    double c = ctx.model.totalCost(p);
+    if (c < bestCost) {
+      bestCost = c;
+      best = std::move(p);
+      if (ctx.options.progress)
+        ctx.options.progress(k, bestCost);
+    }
+  }
+  return best;
+}
+
+Partition searchKernighanLin(SearchContext &ctx) {
+  Partition best;
+  double bestCost = std::numeric_limits<double>::infinity();
+  for (int start = 0; start < 4; ++start) {
+    if (start > 0 && ctx.deadline.expired())
+      break;
+    LayoutState state(ctx.model, ctx.randomPartition(), ctx.evaluations);
+    for (bool changed = true; changed && !ctx.deadline.expired();) {
+      changed = false;
+      for (int gj = 0; gj < ctx.dPP; ++gj)
+        for (int gk = gj + 1; gk < ctx.dPP; ++gk)
+          changed |= kernighanLinPass(ctx, state, gj, gk);
+    }
+    if (state.cost() < bestCost) {
+      bestCost = state.cost();
+      best = state.partition();
+      if (ctx.options.progress)
+        ctx.options.progress(start, bestCost);
+    }
+  }
+  return best;
+}
+
+/// Child of two parents: p1's groups, with a random half of the devices
+/// moved to the group p2 gives them (p2's groups first relabelled to agree
+/// with p1's as much as possible), balance kept by swapping.
+Partition crossover(SearchContext &ctx, const Partition &p1,
+                    const Partition &p2) {
+  int groups = ctx.dPP;
+  std::vector<int> groupOf1(ctx.n), groupOf2(ctx.n);
+  for (int g = 0; g < groups; ++g) {
+    for (int d : p1[g])
+      groupOf1[d] = g;
+    for (int d : p2[g])
+      groupOf2[d] = g;
+  }
+  // Greedy relabelling of p2's groups by overlap with p1's.
+  std::vector<std::vector<int>> overlap(groups, std::vector<int>(groups, 0));
+  for (int d = 0; d < ctx.n; ++d)
+    ++overlap[groupOf2[d]][groupOf1[d]];
+  std::vector<int> label(groups, -1);
+  std::vector<bool> taken(groups, false);
+  for (int round = 0; round < groups; ++round) {
+    int bi = -1, bj = -1, bestOverlap = -1;
+    for (int i = 0; i < groups; ++i)
+      for (int j = 0; j < groups; ++j)
+        if (label[i] < 0 && !taken[j] && overlap[i][j] > bestOverlap) {
+          bestOverlap = overlap[i][j];
+          bi = i;
+          bj = j;
+        }
+    label[bi] = bj;
+    taken[bj] = true;
+  }
+  std::vector<int> child = groupOf1;
+  std::vector<int> devices(ctx.n);
+  std::iota(devices.begin(), devices.end(), 0);
+  std::shuffle(devices.begin(), devices.end(), ctx.rng);
+  std::vector<bool> fixed(ctx.n, false);
+  for (int i = 0; i < ctx.n / 2; ++i) {
+    int d = devices[i];
+    int target = label[groupOf2[d]];
+    fixed[d] = true;
+    if (child[d] == target)
+      continue;
+    // Swap with a not-yet-fixed device of the target group.
+    for (int e = 0; e < ctx.n; ++e) {
+      if (child[e] == target && !fixed[e]) {
+        child[e] = child[d];
+        child[d] = target;
+        break;
+      }
+    }
+  }
+  Partition result(groups);
+  for (int d = 0; d < ctx.n; ++d)
+    result[child[d]].push_back(d);
+  return result;
+}
+
+Partition searchGenetic(SearchContext &ctx, bool exactDescent) {
+  struct Member {
+    Partition partition;
+    double cost;
+  };
+  auto improve = [&](Partition p) {
+    LayoutState state(ctx.model, std::move(p), ctx.evaluations);
+    paperLocalSearch(ctx, state);
+    circularLocalSearch(ctx, state, ctx.dPP);
+    if (exactDescent) {
+      exactSwapDescent(ctx, state);
+      paperLocalSearch(ctx, state);
+    }
+    Member m{state.partition(), state.cost()};
+    for (std::vector<int> &g : m.partition)
+      std::sort(g.begin(), g.end());
+    std::sort(m.partition.begin(), m.partition.end());
+    return m;
+  };
+
+  std::vector<Member> population;
+  double best = std::numeric_limits<double>::infinity();
+  auto report = [&](int generation) {
+    for (const Member &m : population)
+      if (m.cost < best) {
+        best = m.cost;
+        if (ctx.options.progress)
+          ctx.options.progress(generation, best);
+      }
+  };
+  int size = std::max(2, ctx.options.population);
+  population.push_back(improve(ctx.rankOrder()));
+  while (static_cast<int>(population.size()) < size &&
+         !ctx.deadline.expired())
+    population.push_back(improve(ctx.randomPartition()));
+  report(0);
+
+  std::uniform_int_distribution<size_t> pick(0, population.size() - 1);
+  for (int generation = 1; generation <= ctx.options.offspring; ++generation) {
+    if (ctx.deadline.expired() || population.size() < 2)
+      break;
+    size_t i = pick(ctx.rng), j = pick(ctx.rng);
+    while (j == i)
+      j = pick(ctx.rng);
+    Member child =
+        improve(crossover(ctx, population[i].partition,
+                          population[j].partition));
+    auto worst = std::max_element(
+        population.begin(), population.end(),
+        [](const Member &l, const Member &r) { return l.cost < r.cost; });
+    bool duplicate = std::any_of(
+        population.begin(), population.end(),
+        [&](const Member &m) { return m.partition == child.partition; });
+    if (!duplicate && child.cost < worst->cost) {
+      *worst = std::move(child);
+      report(generation);
+    }
+  }
+  return std::min_element(population.begin(), population.end(),
+                          [](const Member &l, const Member &r) {
+                            return l.cost < r.cost;
+                          })
+      ->partition;
+}
+
+} // namespace
+
+SearchResult dtfm::planner::searchLayout(const CostModel &model,
+                                         SearchAlgorithm algorithm,
+                                         const SearchOptions &options) {
+  SearchContext ctx(model, options);
+  Partition partition;
+  switch (algorithm) {
+  case SearchAlgorithm::RankOrder:
+    partition = ctx.rankOrder();
+    break;
+  case SearchAlgorithm::Random:
+    partition = searchRandom(ctx);
+    break;
+  case SearchAlgorithm::KernighanLin:
+    partition = searchKernighanLin(ctx);
+    break;
+  case SearchAlgorithm::Genetic:
+    partition = searchGenetic(ctx, /*exactDescent=*/true);
+    break;
+  case SearchAlgorithm::GeneticPaper:
+    partition = searchGenetic(ctx, /*exactDescent=*/false);
+    break;
+  }
+  SearchResult result;
+  result.cost = model.evaluate(partition);
+  result.partition = std::move(partition);
+  result.evaluations = ctx.evaluations + 1;
+  result.wallSeconds = ctx.deadline.elapsed();
+  return result;
+}
