@@ -65,6 +65,21 @@ private:
   double seconds;
 };
 
+/// The cost of a layout, with a smooth tie-breaker: many swaps leave the
+/// DT-FM cost unchanged (it is a max of maxima), so descents also accept
+/// swaps that keep it and lower the sum of every group's DP cost plus the
+/// pipeline path's edge weights, which lets them walk across plateaus.
+struct Score {
+  double cost = 0;
+  double tieBreak = 0;
+  bool betterThan(const Score &other) const {
+    const double eps = 1e-12;
+    if (cost < other.cost - eps)
+      return true;
+    return cost <= other.cost + eps && tieBreak < other.tieBreak - eps;
+  }
+};
+
 /// A partition with its per-group data-parallel costs and coarsened pipeline
 /// weights cached, so that the cost after swapping two devices is found by
 /// recomputing only what the swap touches: two groups' DP costs, their rows
@@ -89,12 +104,15 @@ public:
     total = combine(groupDp, weight);
   }
 
-  double cost() const { return total; }
+  double cost() const { return total.cost; }
+  Score score() const { return total; }
   const Partition &partition() const { return groups; }
   int group(int device) const { return groupOf[device]; }
 
   /// The cost if devices `a` and `b` (in different groups) traded places.
-  double costAfterSwap(int a, int b) const {
+  double costAfterSwap(int a, int b) const { return scoreAfterSwap(a, b).cost; }
+
+  Score scoreAfterSwap(int a, int b) const {
     int ga = groupOf[a], gb = groupOf[b];
     scratchGroups[0] = groups[ga];
     scratchGroups[1] = groups[gb];
@@ -138,14 +156,19 @@ private:
       }
   }
 
-  double combine(const std::vector<double> &dp,
-                 const std::vector<double> &w) const {
+  Score combine(const std::vector<double> &dp,
+                const std::vector<double> &w) const {
     ++*counter;
-    double dpCost = *std::max_element(dp.begin(), dp.end());
+    Score score;
     // Inside searches a few TSP starts suffice; the final layout is
     // re-evaluated with the full solver.
-    return dpCost + 2.0 * openLoopTsp(w, numGroups, nullptr, kExactTspLimit,
-                                      /*seed=*/0, /*starts=*/4);
+    double path = openLoopTsp(w, numGroups, &scratchOrder, kExactTspLimit,
+                              /*seed=*/0, /*starts=*/4);
+    score.cost = *std::max_element(dp.begin(), dp.end()) + 2.0 * path;
+    for (double groupCost : dp)
+      score.tieBreak += groupCost;
+    score.tieBreak += 2.0 * path;
+    return score;
   }
 
   const CostModel &model;
@@ -155,7 +178,8 @@ private:
   std::vector<int> groupOf;
   std::vector<double> groupDp;
   std::vector<double> weight;
-  double total = 0;
+  Score total;
+  mutable std::vector<int> scratchOrder;
   mutable Partition scratchGroups{2};
   mutable std::vector<double> scratchDp, scratchWeight;
 };
@@ -184,6 +208,16 @@ struct SearchContext {
     Partition p(dPP);
     for (int d = 0; d < n; ++d)
       p[d / dDP].push_back(d);
+    return p;
+  }
+
+  /// Group j = devices j, j + D_PP, j + 2 D_PP, ...: rank order with the
+  /// pipeline innermost (consecutive devices, often one machine, form one
+  /// pipeline).
+  Partition strided() const {
+    Partition p(dPP);
+    for (int d = 0; d < n; ++d)
+      p[d % dPP].push_back(d);
     return p;
   }
 
@@ -315,7 +349,6 @@ void circularLocalSearch(SearchContext &ctx, LayoutState &state, int tries) {
 /// dtfm's exact-cost descent: first-improvement swaps between devices of
 /// different groups, scanned in a random order, until a full scan finds none.
 void exactSwapDescent(SearchContext &ctx, LayoutState &state) {
-  const double eps = 1e-12;
   std::vector<std::pair<int, int>> pairs;
   for (int a = 0; a < ctx.n; ++a)
     for (int b = a + 1; b < ctx.n; ++b)
@@ -328,7 +361,7 @@ void exactSwapDescent(SearchContext &ctx, LayoutState &state) {
     ++sinceImprovement;
     if (state.group(a) == state.group(b))
       continue;
-    if (state.costAfterSwap(a, b) < state.cost() - eps) {
+    if (state.scoreAfterSwap(a, b).betterThan(state.score())) {
       state.swap(a, b);
       sinceImprovement = 0;
     }
@@ -527,6 +560,8 @@ Partition searchGenetic(SearchContext &ctx, bool exactDescent) {
   };
   int size = std::max(2, ctx.options.population);
   population.push_back(improve(ctx.rankOrder()));
+  if (size > 1)
+    population.push_back(improve(ctx.strided()));
   while (static_cast<int>(population.size()) < size &&
          !ctx.deadline.expired())
     population.push_back(improve(ctx.randomPartition()));
