@@ -114,6 +114,9 @@ double dtfm::planner::bottleneckPerfectMatching(const std::vector<double> &cost,
     }
     return maximumBipartiteMatching(n, adjacent, matching) == n;
   };
+  // The lower bound is often already feasible (e.g. uniform clusters).
+  if (lo < hi && feasible(thresholds[lo]))
+    hi = lo;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
     if (feasible(thresholds[mid]))

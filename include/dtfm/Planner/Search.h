@@ -59,8 +59,8 @@ struct SearchOptions {
   /// Random: how many partitions are drawn.
   int randomSamples = 100;
   /// Genetic: population size and number of offspring.
-  int population = 12;
-  int offspring = 60;
+  int population = 6;
+  int offspring = 12;
   /// Called with (generation, best cost) whenever the best improves.
   std::function<void(int, double)> progress;
 };
