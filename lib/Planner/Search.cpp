@@ -558,7 +558,12 @@ Partition searchGenetic(SearchContext &ctx, bool exactDescent) {
           ctx.options.progress(generation, best);
       }
   };
-  int size = std::max(2, ctx.options.population);
+  bool small = ctx.n <= 16;
+  int size = ctx.options.population > 0 ? ctx.options.population
+                                        : (small ? 12 : 6);
+  size = std::max(2, size);
+  int offspring = ctx.options.offspring > 0 ? ctx.options.offspring
+                                            : (small ? 60 : 12);
   population.push_back(improve(ctx.rankOrder()));
   if (size > 1)
     population.push_back(improve(ctx.strided()));
@@ -568,7 +573,7 @@ Partition searchGenetic(SearchContext &ctx, bool exactDescent) {
   report(0);
 
   std::uniform_int_distribution<size_t> pick(0, population.size() - 1);
-  for (int generation = 1; generation <= ctx.options.offspring; ++generation) {
+  for (int generation = 1; generation <= offspring; ++generation) {
     if (ctx.deadline.expired() || population.size() < 2)
       break;
     size_t i = pick(ctx.rng), j = pick(ctx.rng);

@@ -58,9 +58,11 @@ struct SearchOptions {
   double timeBudgetSeconds = 0;
   /// Random: how many partitions are drawn.
   int randomSamples = 100;
-  /// Genetic: population size and number of offspring.
-  int population = 6;
-  int offspring = 12;
+  /// Genetic: population size and number of offspring; 0 picks by size:
+  /// 12 and 60 up to 16 devices (evaluations are cheap there), 6 and 12
+  /// beyond (enough to match the paper's scheduler on its 64-GPU scenarios).
+  int population = 0;
+  int offspring = 0;
   /// Called with (generation, best cost) whenever the best improves.
   std::function<void(int, double)> progress;
 };
