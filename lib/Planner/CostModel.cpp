@@ -34,13 +34,14 @@ double CostModel::groupDataParallelCost(const std::vector<int> &group) const {
 
 double CostModel::groupPipelineWeight(const std::vector<int> &a,
                                       const std::vector<int> &b,
-                                      std::vector<int> *match) const {
+                                      std::vector<int> *match,
+                                      int *matchableBelow) const {
   int n = static_cast<int>(a.size());
   std::vector<double> cost(n * n);
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < n; ++j)
       cost[i * n + j] = pipelineLinkCost(a[i], b[j]);
-  return bottleneckPerfectMatching(cost, n, match);
+  return bottleneckPerfectMatching(cost, n, match, matchableBelow);
 }
 
 /// Coarsened graph: weights between every pair of groups.

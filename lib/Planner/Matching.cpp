@@ -75,7 +75,10 @@ int dtfm::planner::maximumBipartiteMatching(
 
 double dtfm::planner::bottleneckPerfectMatching(const std::vector<double> &cost,
                                                 int n,
-                                                std::vector<int> *match) {
+                                                std::vector<int> *match,
+                                                int *matchableBelow) {
+  if (matchableBelow)
+    *matchableBelow = 0;
   if (n == 0) {
     if (match)
       match->clear();
@@ -127,6 +130,12 @@ double dtfm::planner::bottleneckPerfectMatching(const std::vector<double> &cost,
   if (match) {
     feasible(thresholds[lo]);
     *match = matching;
+  }
+  if (matchableBelow && lo > 0) {
+    feasible(thresholds[lo - 1]);
+    *matchableBelow = static_cast<int>(
+        std::count_if(matching.begin(), matching.end(),
+                      [](int r) { return r >= 0; }));
   }
   return thresholds[lo];
 }

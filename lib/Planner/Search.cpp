@@ -65,18 +65,30 @@ private:
   double seconds;
 };
 
-/// The cost of a layout, with a smooth tie-breaker: many swaps leave the
-/// DT-FM cost unchanged (it is a max of maxima), so descents also accept
-/// swaps that keep it and lower the sum of every group's DP cost plus the
-/// pipeline path's edge weights, which lets them walk across plateaus.
+/// The cost of a layout, with tie-breakers: many swaps leave the DT-FM cost
+/// unchanged (it is a max of maxima), so descents also accept swaps that keep
+/// it and improve, in order,
+///  1. concentration: minus the sum over group pairs of the squared number
+///     of devices matchable below the pair's bottleneck -- a pipeline edge
+///     only gets cheaper when all D_DP pairs do, so reward pairs of groups
+///     close to that (convex, so it prefers finishing one pair to spreading);
+///  2. the sum of every group's DP cost plus the pipeline path length.
+/// Both let the descent walk across plateaus of the primary cost.
 struct Score {
   double cost = 0;
+  double concentration = 0;
   double tieBreak = 0;
   bool betterThan(const Score &other) const {
     const double eps = 1e-12;
     if (cost < other.cost - eps)
       return true;
-    return cost <= other.cost + eps && tieBreak < other.tieBreak - eps;
+    if (cost > other.cost + eps)
+      return false;
+    if (concentration < other.concentration - eps)
+      return true;
+    if (concentration > other.concentration + eps)
+      return false;
+    return tieBreak < other.tieBreak - eps;
   }
 };
 
@@ -95,13 +107,13 @@ public:
         groupOf[d] = g;
     groupDp.resize(numGroups);
     weight.assign(numGroups * numGroups, 0);
+    matchable.assign(numGroups * numGroups, 0);
     for (int g = 0; g < numGroups; ++g)
       groupDp[g] = model.groupDataParallelCost(groups[g]);
     for (int a = 0; a < numGroups; ++a)
       for (int b = a + 1; b < numGroups; ++b)
-        weight[a * numGroups + b] = weight[b * numGroups + a] =
-            model.groupPipelineWeight(groups[a], groups[b]);
-    total = combine(groupDp, weight);
+        setPair(a, b, groups[a], groups[b], weight, matchable);
+    total = combine(groupDp, weight, matchable);
   }
 
   double cost() const { return total.cost; }
@@ -122,8 +134,10 @@ public:
     scratchDp[ga] = model.groupDataParallelCost(scratchGroups[0]);
     scratchDp[gb] = model.groupDataParallelCost(scratchGroups[1]);
     scratchWeight = weight;
-    refreshRows(ga, gb, scratchGroups[0], scratchGroups[1], scratchWeight);
-    return combine(scratchDp, scratchWeight);
+    scratchMatchable = matchable;
+    refreshRows(ga, gb, scratchGroups[0], scratchGroups[1], scratchWeight,
+                scratchMatchable);
+    return combine(scratchDp, scratchWeight, scratchMatchable);
   }
 
   void swap(int a, int b) {
@@ -134,16 +148,25 @@ public:
     groupOf[b] = ga;
     groupDp[ga] = model.groupDataParallelCost(groups[ga]);
     groupDp[gb] = model.groupDataParallelCost(groups[gb]);
-    refreshRows(ga, gb, groups[ga], groups[gb], weight);
-    total = combine(groupDp, weight);
+    refreshRows(ga, gb, groups[ga], groups[gb], weight, matchable);
+    total = combine(groupDp, weight, matchable);
   }
 
 private:
   /// Recomputes the coarsened weights of groups ga and gb (given their new
   /// members) against every group.
+  void setPair(int a, int b, const std::vector<int> &membersA,
+               const std::vector<int> &membersB, std::vector<double> &w,
+               std::vector<int> &m) const {
+    int below = 0;
+    w[a * numGroups + b] = w[b * numGroups + a] =
+        model.groupPipelineWeight(membersA, membersB, nullptr, &below);
+    m[a * numGroups + b] = m[b * numGroups + a] = below;
+  }
+
   void refreshRows(int ga, int gb, const std::vector<int> &membersA,
-                   const std::vector<int> &membersB,
-                   std::vector<double> &w) const {
+                   const std::vector<int> &membersB, std::vector<double> &w,
+                   std::vector<int> &m) const {
     auto membersOf = [&](int g) -> const std::vector<int> & {
       return g == ga ? membersA : g == gb ? membersB : groups[g];
     };
@@ -151,13 +174,12 @@ private:
       for (int other = 0; other < numGroups; ++other) {
         if (other == changed || (changed == gb && other == ga))
           continue;
-        w[changed * numGroups + other] = w[other * numGroups + changed] =
-            model.groupPipelineWeight(membersOf(changed), membersOf(other));
+        setPair(changed, other, membersOf(changed), membersOf(other), w, m);
       }
   }
 
-  Score combine(const std::vector<double> &dp,
-                const std::vector<double> &w) const {
+  Score combine(const std::vector<double> &dp, const std::vector<double> &w,
+                const std::vector<int> &m) const {
     ++*counter;
     Score score;
     // Inside searches a few TSP starts suffice; the final layout is
@@ -167,6 +189,11 @@ private:
     score.cost = *std::max_element(dp.begin(), dp.end()) + 2.0 * path;
     for (double groupCost : dp)
       score.tieBreak += groupCost;
+    for (int a = 0; a < numGroups; ++a)
+      for (int b = a + 1; b < numGroups; ++b) {
+        double below = m[a * numGroups + b];
+        score.concentration -= below * below;
+      }
     score.tieBreak += 2.0 * path;
     return score;
   }
@@ -178,10 +205,12 @@ private:
   std::vector<int> groupOf;
   std::vector<double> groupDp;
   std::vector<double> weight;
+  std::vector<int> matchable;
   Score total;
   mutable std::vector<int> scratchOrder;
   mutable Partition scratchGroups{2};
   mutable std::vector<double> scratchDp, scratchWeight;
+  mutable std::vector<int> scratchMatchable;
 };
 
 /// Shared state of one search run.

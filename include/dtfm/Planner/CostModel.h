@@ -74,9 +74,11 @@ public:
   /// DATAP-COST of one group.
   double groupDataParallelCost(const std::vector<int> &group) const;
   /// Bottleneck matching weight between two groups; fills `match` when given.
+  /// `matchableBelow` as in bottleneckPerfectMatching.
   double groupPipelineWeight(const std::vector<int> &a,
                              const std::vector<int> &b,
-                             std::vector<int> *match = nullptr) const;
+                             std::vector<int> *match = nullptr,
+                             int *matchableBelow = nullptr) const;
 
   /// Full cost, including the best pipeline order and matchings.
   LayoutCost evaluate(const Partition &partition) const;

@@ -22,8 +22,13 @@ int maximumBipartiteMatching(int n, const std::vector<std::vector<int>> &adjacen
 /// search over the sorted distinct costs with a Hopcroft-Karp feasibility test
 /// (O(n^2 log n + n^2.5 log n)). Returns that maximum; fills `match` with p
 /// when given.
+///
+/// `matchableBelow`, when given, receives the size of a maximum matching
+/// using only edges strictly cheaper than the bottleneck: how close the pair
+/// is to a better bottleneck (n - 1 would need one more cheap pair).
 double bottleneckPerfectMatching(const std::vector<double> &cost, int n,
-                                 std::vector<int> *match = nullptr);
+                                 std::vector<int> *match = nullptr,
+                                 int *matchableBelow = nullptr);
 
 } // namespace dtfm::planner
 
