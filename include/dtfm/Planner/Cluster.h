@@ -91,6 +91,18 @@ bool readLines(const std::string &path, std::vector<std::string> &lines,
 bool loadScenarioMatrices(const std::string &dir, const std::string &prefix,
                           Cluster &cluster, std::string &error);
 
+/// Loads a cluster file (proto/cluster.proto in text format). Device-level
+/// CSV matrices it names are read relative to the file's folder. Every error
+/// is one line naming the file (and line:column for syntax errors, the
+/// device, region or link otherwise).
+bool loadClusterFile(const std::string &path, Cluster &cluster,
+                     std::string &error);
+
+/// Same, from text already in memory; `path` is used in messages and to
+/// resolve CSV paths.
+bool parseClusterText(const std::string &text, const std::string &path,
+                      Cluster &cluster, std::string &error);
+
 } // namespace dtfm::planner
 
 #endif // DTFM_PLANNER_CLUSTER_H

@@ -1,0 +1,187 @@
+//===- ClusterFile.cpp - Cluster files (proto text format) ----------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Planner/Cluster.h"
+
+#include "cluster.pb.h"
+
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+using namespace dtfm::planner;
+
+namespace {
+/// Keeps the first syntax error as "file:line:column: message".
+class FirstError : public google::protobuf::io::ErrorCollector {
+public:
+  explicit FirstError(const std::string &path) : path(path) {}
+  void AddError(int line, google::protobuf::io::ColumnNumber column,
+                const std::string &message) override {
+    if (text.empty())
+      text = path + ":" + std::to_string(line + 1) + ":" +
+             std::to_string(column + 1) + ": " + message;
+  }
+  std::string text;
+
+private:
+  std::string path;
+};
+
+std::string folderOf(const std::string &path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+std::string resolve(const std::string &base, const std::string &file) {
+  return !file.empty() && file[0] == '/' ? file : base + "/" + file;
+}
+
+bool checkLink(const dtfm::proto::LinkSpec &link, const std::string &what,
+               std::string &error) {
+  if (!(link.delay_ms() >= 0) || !(link.bandwidth_gbps() > 0)) {
+    std::ostringstream os;
+    os << what << ": expected delay_ms >= 0 and bandwidth_gbps > 0, got "
+       << link.delay_ms() << " ms and " << link.bandwidth_gbps() << " Gbps";
+    error = os.str();
+    return false;
+  }
+  return true;
+}
+} // namespace
+
+bool dtfm::planner::parseClusterText(const std::string &text,
+                                     const std::string &path,
+                                     Cluster &cluster, std::string &error) {
+  dtfm::proto::ClusterSpec spec;
+  google::protobuf::TextFormat::Parser parser;
+  FirstError errors(path);
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(text, &spec)) {
+    error = errors.text.empty() ? path + ": malformed cluster file"
+                                : errors.text;
+    return false;
+  }
+  auto fail = [&](const std::string &message) {
+    error = path + ": " + message;
+    return false;
+  };
+
+  Cluster result;
+  result.name = spec.name();
+  std::set<std::string> names;
+  for (const dtfm::proto::DeviceSpec &d : spec.devices()) {
+    if (d.name().empty())
+      return fail("a device has no name");
+    uint32_t count = d.count() == 0 ? 1 : d.count();
+    for (uint32_t i = 0; i < count; ++i) {
+      Device device;
+      device.name = count > 1 ? d.name() + std::to_string(i) : d.name();
+      device.region = d.region();
+      device.peakFlops = d.peak_flops();
+      device.efficiency = d.efficiency() == 0 ? 1 : d.efficiency();
+      device.memoryBytes = d.memory_bytes();
+      if (!names.insert(device.name).second)
+        return fail("duplicate device name '" + device.name + "'");
+      result.devices.push_back(device);
+    }
+  }
+  size_t n = result.devices.size();
+  if (n == 0)
+    return fail("no devices");
+
+  bool matrices = !spec.delay_matrix_csv().empty() ||
+                  !spec.bandwidth_matrix_csv().empty();
+  if (matrices) {
+    if (spec.delay_matrix_csv().empty() || spec.bandwidth_matrix_csv().empty())
+      return fail("give both delay_matrix_csv and bandwidth_matrix_csv");
+    if (spec.region_links_size() > 0 || spec.has_intra_region() ||
+        spec.has_inter_region_default())
+      return fail("give either region links or device-level matrices, not "
+                  "both");
+    std::string base = folderOf(path);
+    if (!readCsvMatrix(resolve(base, spec.delay_matrix_csv()), result.delayMs,
+                       error) ||
+        !readCsvMatrix(resolve(base, spec.bandwidth_matrix_csv()),
+                       result.bandwidthGbps, error))
+      return false;
+    if (result.delayMs.size() != n || result.bandwidthGbps.size() != n)
+      return fail("matrices are " + std::to_string(result.delayMs.size()) +
+                  "x" + std::to_string(result.delayMs.size()) + " and " +
+                  std::to_string(result.bandwidthGbps.size()) + "x" +
+                  std::to_string(result.bandwidthGbps.size()) + ", but the "
+                  "cluster has " + std::to_string(n) + " devices");
+    result.delayMs.symmetrize();
+    result.bandwidthGbps.symmetrize();
+  } else {
+    if (spec.has_intra_region() &&
+        !checkLink(spec.intra_region(), "intra_region", error))
+      return fail(error);
+    if (spec.has_inter_region_default() &&
+        !checkLink(spec.inter_region_default(), "inter_region_default", error))
+      return fail(error);
+    std::map<std::pair<std::string, std::string>,
+             const dtfm::proto::LinkSpec *>
+        links;
+    for (const dtfm::proto::LinkSpec &link : spec.region_links()) {
+      std::string what = "link " + link.a() + " <-> " + link.b();
+      if (!checkLink(link, what, error))
+        return fail(error);
+      if (link.a() == link.b())
+        return fail(what + ": use intra_region for links inside a region");
+      auto key = std::minmax(link.a(), link.b());
+      if (!links.emplace(key, &link).second)
+        return fail(what + ": given twice");
+    }
+    result.delayMs = SquareMatrix(n);
+    result.bandwidthGbps = SquareMatrix(n);
+    for (size_t i = 0; i < n; ++i)
+      for (size_t j = 0; j < n; ++j) {
+        if (i == j)
+          continue;
+        const std::string &ra = result.devices[i].region;
+        const std::string &rb = result.devices[j].region;
+        const dtfm::proto::LinkSpec *link = nullptr;
+        if (ra == rb) {
+          if (!spec.has_intra_region())
+            return fail("region '" + ra + "' has several devices but no "
+                        "intra_region link is given");
+          link = &spec.intra_region();
+        } else {
+          auto it = links.find(std::minmax(ra, rb));
+          if (it != links.end())
+            link = it->second;
+          else if (spec.has_inter_region_default())
+            link = &spec.inter_region_default();
+          else
+            return fail("no link between regions '" + ra + "' and '" + rb +
+                        "' (add region_links or inter_region_default)");
+        }
+        result.delayMs(i, j) = link->delay_ms();
+        result.bandwidthGbps(i, j) = link->bandwidth_gbps();
+      }
+  }
+  if (!result.validate(error))
+    return fail(error);
+  cluster = std::move(result);
+  return true;
+}
+
+bool dtfm::planner::loadClusterFile(const std::string &path,
+                                    Cluster &cluster, std::string &error) {
+  std::ifstream in(path);
+  if (!in) {
+    error = path + ": cannot open cluster file";
+    return false;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return parseClusterText(text.str(), path, cluster, error);
+}

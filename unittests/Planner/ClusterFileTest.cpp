@@ -1,0 +1,116 @@
+//===- ClusterFileTest.cpp - Cluster files and presets --------------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Planner/Cluster.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+using namespace dtfm::planner;
+
+namespace {
+
+std::string presetPath(const std::string &name) {
+  const char *src = std::getenv("DTFM_SOURCE_DIR");
+  return std::string(src ? src : ".") + "/examples/clusters/" + name +
+         ".textproto";
+}
+
+size_t indexOf(const Cluster &c, const std::string &name) {
+  for (size_t i = 0; i < c.size(); ++i)
+    if (c.devices[i].name == name)
+      return i;
+  ADD_FAILURE() << "no device " << name;
+  return 0;
+}
+
+TEST(ClusterFile, PresetsLoad) {
+  struct Expect {
+    const char *name;
+    size_t devices;
+  } presets[] = {{"dc-ondemand", 64}, {"dc-spot", 48},     {"multi-dc", 64},
+                 {"geo-regional", 64}, {"geo-worldwide", 64}, {"local-8", 8}};
+  for (const Expect &e : presets) {
+    Cluster c;
+    std::string error;
+    ASSERT_TRUE(loadClusterFile(presetPath(e.name), c, error)) << error;
+    EXPECT_EQ(c.size(), e.devices) << e.name;
+    EXPECT_EQ(c.name, e.name);
+  }
+}
+
+TEST(ClusterFile, WorldwideLinksFollowTableTwo) {
+  Cluster c;
+  std::string error;
+  ASSERT_TRUE(loadClusterFile(presetPath("geo-worldwide"), c, error)) << error;
+  size_t seoul = indexOf(c, "seoul-gpu3"), ireland = indexOf(c, "ireland-gpu0");
+  EXPECT_EQ(c.delayMs(seoul, ireland), 228);
+  EXPECT_EQ(c.bandwidthGbps(ireland, seoul), 0.335);
+  size_t seoul2 = indexOf(c, "seoul-gpu5");
+  EXPECT_EQ(c.delayMs(seoul, seoul2), 5);
+  EXPECT_EQ(c.bandwidthGbps(seoul, seoul2), 2);
+  EXPECT_EQ(c.devices[seoul].peakFlops, 125e12);
+}
+
+std::string parseError(const std::string &text) {
+  Cluster c;
+  std::string error;
+  EXPECT_FALSE(parseClusterText(text, "c.textproto", c, error)) << text;
+  return error;
+}
+
+TEST(ClusterFile, ErrorsNameTheFileAndWhatIsWrong) {
+  EXPECT_EQ(parseError("devices { name: \"a\" \n count: x }"),
+            "c.textproto:2:9: Expected integer, got: x");
+  EXPECT_EQ(parseError("name: \"empty\""), "c.textproto: no devices");
+  EXPECT_EQ(parseError("devices { name: \"a\" region: \"r\" count: 2 }"),
+            "c.textproto: region 'r' has several devices but no intra_region "
+            "link is given");
+  EXPECT_EQ(parseError("devices { name: \"a\" region: \"x\" }\n"
+                       "devices { name: \"b\" region: \"y\" }"),
+            "c.textproto: no link between regions 'x' and 'y' (add "
+            "region_links or inter_region_default)");
+  EXPECT_EQ(parseError("devices { name: \"a\" region: \"x\" }\n"
+                       "devices { name: \"b\" region: \"y\" }\n"
+                       "region_links { a: \"x\" b: \"y\" bandwidth_gbps: 0 }"),
+            "c.textproto: link x <-> y: expected delay_ms >= 0 and "
+            "bandwidth_gbps > 0, got 0 ms and 0 Gbps");
+  EXPECT_EQ(parseError("devices { name: \"a\" }\ndevices { name: \"a\" }"),
+            "c.textproto: duplicate device name 'a'");
+  EXPECT_EQ(parseError("devices { name: \"a\" efficiency: 2 }"),
+            "c.textproto: device a: expected peak_flops >= 0, 0 < efficiency "
+            "<= 1 and memory_bytes >= 0");
+}
+
+TEST(ClusterFile, DeviceMatricesAreReadRelativeToTheFileAndSymmetrised) {
+  std::string dir = ::testing::TempDir();
+  std::ofstream(dir + "/d.csv") << "0,10\n20,0\n";
+  std::ofstream(dir + "/b.csv") << "0,1\n3,0\n";
+  std::ofstream(dir + "/bad.csv") << "0,1,2\n1,0,2\n2,2,0\n";
+  std::string devices = "devices { name: \"g\" count: 2 }\n";
+  Cluster c;
+  std::string error;
+  ASSERT_TRUE(parseClusterText(devices + "delay_matrix_csv: \"d.csv\"\n"
+                                         "bandwidth_matrix_csv: \"b.csv\"",
+                               dir + "/c.textproto", c, error))
+      << error;
+  EXPECT_EQ(c.delayMs(0, 1), 15);
+  EXPECT_EQ(c.bandwidthGbps(1, 0), 2);
+  EXPECT_FALSE(parseClusterText(devices + "delay_matrix_csv: \"bad.csv\"\n"
+                                          "bandwidth_matrix_csv: \"b.csv\"",
+                                dir + "/c.textproto", c, error));
+  EXPECT_NE(error.find("matrices are 3x3 and 2x2, but the cluster has 2 "
+                       "devices"),
+            std::string::npos)
+      << error;
+  EXPECT_FALSE(parseClusterText(devices + "delay_matrix_csv: \"d.csv\"",
+                                dir + "/c.textproto", c, error));
+  EXPECT_NE(error.find("give both"), std::string::npos) << error;
+}
+
+} // namespace
