@@ -72,6 +72,10 @@ LayoutCost CostModel::evaluate(const Partition &partition) const {
   int groups = static_cast<int>(partition.size());
   result.pipeline =
       2.0 * openLoopTsp(coarsen(*this, partition), groups, &result.order);
+  // A path and its reverse cost the same; start from the lower group index
+  // so that equal layouts print alike.
+  if (!result.order.empty() && result.order.front() > result.order.back())
+    std::reverse(result.order.begin(), result.order.end());
   for (size_t k = 0; k + 1 < result.order.size(); ++k) {
     std::vector<int> match;
     groupPipelineWeight(partition[result.order[k]],

@@ -45,4 +45,50 @@ def PrintCosts : Pass<"dtfm-print-costs", "mlir::ModuleOp"> {
   ];
 }
 
+def AssignDevices : Pass<"dtfm-assign-devices", "mlir::ModuleOp"> {
+  let summary = "Assign the cluster's devices to data-parallel groups and "
+                "pipeline stages (DT-FM scheduler and baselines)";
+  let description = [{
+    Splits the N devices of a cluster file into D_PP data-parallel groups of
+    D_DP devices, orders the groups into a pipeline and matches the devices of
+    neighbouring stages, minimising DT-FM's communication cost
+    (DATAP-COST + PIPELINEP-COST; lib/Planner/CostModel.h). The result is a
+    `dtfm.assignment` dictionary on the module: the cluster, algorithm, seed,
+    D_DP, D_PP, the communication volumes, the three costs in seconds, and
+    `stages`: stage s lists its devices so that entry i of every stage belongs
+    to pipeline i (the per-micro-batch-group device matching).
+
+    Volumes derived from the model: c_DP = 4 bytes (fp32 gradient) x trainable
+    parameters / D_PP, the gradient bytes of one stage; c_PP = the mean bytes
+    of the values that cross from one `dtfm.layer` to a later one (the
+    activation of one micro-batch at a stage boundary) x the micro-batches
+    each pipeline carries per iteration (`micro-batches`). Both can be given
+    directly instead. With dp = pp = 0 every factorisation N = D_DP x D_PP
+    with D_PP no larger than the number of layers is searched and the
+    cheapest kept.
+  }];
+  let options = [
+    Option<"clusterFile", "cluster", "std::string", /*default=*/"\"\"",
+           "Cluster file (proto/cluster.proto text format)">,
+    Option<"algorithm", "algorithm", "std::string", /*default=*/"\"genetic\"",
+           "rank-order, random, kl, genetic-paper or genetic">,
+    Option<"seed", "seed", "uint64_t", /*default=*/"0", "Random seed">,
+    Option<"budget", "budget", "double", /*default=*/"0",
+           "Time budget in seconds (0: none, deterministic)">,
+    Option<"dataParallel", "dp", "int", /*default=*/"0",
+           "D_DP (0 with pp=0: search every factorisation)">,
+    Option<"pipelineParallel", "pp", "int", /*default=*/"0", "D_PP">,
+    Option<"microBatches", "micro-batches", "int", /*default=*/"1",
+           "Micro-batches each pipeline carries per iteration">,
+    Option<"dpBytes", "dp-bytes", "double", /*default=*/"0",
+           "c_DP in bytes (0: derive from the model)">,
+    Option<"ppBytes", "pp-bytes", "double", /*default=*/"0",
+           "c_PP in bytes (0: derive from the model)">,
+    Option<"printTable", "print-table", "bool", /*default=*/"false",
+           "Print the assignment as a table on stdout">,
+    Option<"progress", "progress", "bool", /*default=*/"false",
+           "Report search progress on stderr">,
+  ];
+}
+
 #endif // DTFM_PASSES

@@ -1,0 +1,17 @@
+// RUN: dtfm-translate --import-gpt tiny -o %t.mlir
+// RUN: not dtfm-opt %t.mlir --dtfm-assign-devices 2>&1 | FileCheck %s --check-prefix=NOFILE
+// NOFILE: error: dtfm-assign-devices: no cluster file given (cluster=<file.textproto>)
+// RUN: not dtfm-opt %t.mlir --dtfm-assign-devices=cluster=%S/Inputs/missing.textproto 2>&1 | FileCheck %s --check-prefix=MISSING
+// MISSING: error: dtfm-assign-devices: {{.*}}missing.textproto: cannot open cluster file
+// RUN: not dtfm-opt %t.mlir --dtfm-assign-devices=cluster=%S/Inputs/nonsquare.textproto 2>&1 | FileCheck %s --check-prefix=SQUARE
+// SQUARE: error: dtfm-assign-devices: {{.*}}nonsquare.csv: matrix is not square (2 rows, 3 columns)
+// RUN: not dtfm-opt %t.mlir --dtfm-assign-devices=cluster=%S/Inputs/zero-bandwidth.textproto 2>&1 | FileCheck %s --check-prefix=ZERO
+// ZERO: error: dtfm-assign-devices: {{.*}}zero-bandwidth.textproto: link g0 <-> g1: bandwidth must be finite and > 0, got 0.000000 Gbps
+// RUN: not dtfm-opt %t.mlir --dtfm-assign-devices=cluster=%S/Inputs/negative-link.textproto 2>&1 | FileCheck %s --check-prefix=NEGATIVE
+// NEGATIVE: error: dtfm-assign-devices: {{.*}}negative-link.textproto: link A <-> B: expected delay_ms >= 0 and bandwidth_gbps > 0, got 1 ms and -2 Gbps
+// RUN: not dtfm-opt %t.mlir --dtfm-assign-devices="cluster=%S/Inputs/two-regions.textproto dp=3 pp=2" 2>&1 | FileCheck %s --check-prefix=FACTOR
+// FACTOR: error: dtfm-assign-devices: cluster 'two-regions' has 4 devices, which is not dp 3 x pp 2
+// RUN: not dtfm-opt %t.mlir --dtfm-assign-devices="cluster=%S/Inputs/two-regions.textproto algorithm=annealing" 2>&1 | FileCheck %s --check-prefix=ALGO
+// ALGO: error: dtfm-assign-devices: unknown algorithm 'annealing'
+// RUN: not dtfm-opt %t.mlir --dtfm-assign-devices="cluster=%S/Inputs/two-regions.textproto dp=-1" 2>&1 | FileCheck %s --check-prefix=NEG
+// NEG: error: dtfm-assign-devices: dp, pp, dp-bytes, pp-bytes and budget must be >= 0

@@ -1,0 +1,34 @@
+// RUN: dtfm-translate --import-gpt tiny -o %t.mlir
+// RUN: dtfm-opt %t.mlir --dtfm-annotate-costs --dtfm-assign-devices="cluster=%S/Inputs/two-regions.textproto dp=2 pp=2 dp-bytes=1e6 pp-bytes=1e8 print-table=true" -o %t.out | FileCheck %s --check-prefix=TABLE
+// RUN: FileCheck %s --check-prefix=ATTR < %t.out
+// RUN: dtfm-opt %t.mlir --dtfm-assign-devices="cluster=%S/Inputs/two-regions.textproto dp=2 pp=2 dp-bytes=1e8 pp-bytes=1e6 print-table=true" -o /dev/null | FileCheck %s --check-prefix=SWAPPED
+// RUN: dtfm-opt %t.mlir --dtfm-assign-devices="cluster=%dtfm_src_root/examples/clusters/local-8.textproto print-table=true" -o /dev/null | FileCheck %s --check-prefix=AUTO
+// RUN: dtfm-opt %t.mlir --dtfm-assign-devices="cluster=%S/Inputs/two-regions.textproto dp=2 pp=2 algorithm=rank-order print-table=true" -o /dev/null | FileCheck %s --check-prefix=RANK
+// RUN: dtfm-opt %t.mlir --dtfm-assign-devices="cluster=%S/Inputs/two-regions.textproto pp=2 progress=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=PROGRESS
+
+// COM: c_PP large: pipelines stay inside a region, data-parallel groups span
+// COM: both. DP: 2 (0.05 + 8*5e5/1e9) = 0.108 s. PP: each stage pair matched
+// COM: inside a region, 0.001 + 8e8/1e10 = 0.081 s, times 2 = 0.162 s.
+// TABLE: === dtfm device assignment ===
+// TABLE-NEXT: cluster two-regions, 4 devices, algorithm genetic, seed 0
+// TABLE-NEXT: D_DP 2 x D_PP 2; c_DP 1e+06 B, c_PP 1e+08 B
+// TABLE-NEXT: cost 0.270000 s = DATAP 0.108000 s + PIPELINEP 0.162000 s
+// TABLE-NEXT: stage 0 DATAP 0.108000 s [[D0:[ab]]][[I:[01]]]({{[AB]}}) [[E0:[ab]]][[J:[01]]]({{[AB]}})
+// COM: Pipeline i keeps to one region: stage 1 entry i has the same letter.
+// TABLE-NEXT: stage 1 DATAP 0.108000 s [[D0]]{{[01]}}({{[AB]}}) [[E0]]{{[01]}}({{[AB]}})
+
+// ATTR: dtfm.assignment = {algorithm = "genetic", cluster = "two-regions", {{.*}}dp = 2 : i64, dp_bytes = 1.000000e+06 : f64, {{.*}}pp = 2 : i64, pp_bytes = 1.000000e+08 : f64, seed = 0 : i64, stages = {{\[\[".*", ".*"\], \[".*", ".*"\]\]}}
+
+// COM: c_DP large: data-parallel groups stay inside a region.
+// COM: DP: 2 (0.001 + 8*5e7/1e10) = 0.082 s; PP: 2 (0.05 + 8e6/1e9) = 0.116 s.
+// SWAPPED: cost 0.198000 s = DATAP 0.082000 s + PIPELINEP 0.116000 s
+// SWAPPED: stage 0 DATAP 0.082000 s [[X:[ab]]]{{[01]}}({{[AB]}}) [[X]]{{[01]}}({{[AB]}})
+
+// COM: dp = pp = 0: every factorisation with at most 4 stages (tiny has 4 layers).
+// AUTO: cluster local-8, 8 devices
+// AUTO: D_DP {{[0-9]}} x D_PP {{[1-4]}};
+
+// RANK: stage 0 DATAP {{.*}} a0(A) a1(A)
+// RANK: stage 1 DATAP {{.*}} b0(B) b1(B)
+
+// PROGRESS: dtfm-assign-devices: dp 2 pp 2 generation 0 best {{[0-9.]+}} s
