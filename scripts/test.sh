@@ -14,10 +14,10 @@ trap 'rm -f "$log"' EXIT
 status=0
 ninja -C "$BUILD_DIR" check-dtfm 2>&1 | tee "$log" || status=$?
 
-count() { sed -n "s/^ *$1: *\([0-9]*\).*/\1/p" "$log" | tail -n 1; }
+count() { sed -n "s/^ *$1 *: *\([0-9]*\).*/\1/p" "$log" | tail -n 1; }
 passed=$(count Passed); failed=$(count Failed)
-unsupported=$(count Unsupported)
-passed=${passed:-0}; failed=${failed:-0}; unsupported=${unsupported:-0}
+unsupported=$(count Unsupported); skipped=$(count Skipped)
+passed=${passed:-0}; failed=${failed:-0}; unsupported=$(( ${unsupported:-0} + ${skipped:-0} ))
 if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then
   failed=1 # the build or lit itself failed before counting tests
 fi
