@@ -12,12 +12,18 @@
 
 using namespace dtfm::planner;
 
-double CostModel::dataParallelLinkCost(int a, int b) const {
-  return 2.0 * cluster.transferSeconds(a, b, volume.dataParallelBytes / dDP);
-}
-
-double CostModel::pipelineLinkCost(int a, int b) const {
-  return cluster.transferSeconds(a, b, volume.pipelineBytes);
+CostModel::CostModel(const Cluster &cluster, CommVolume volume,
+                     int dataParallelDegree)
+    : cluster(cluster), volume(volume), dDP(dataParallelDegree),
+      dpLink(cluster.size()), ppLink(cluster.size()) {
+  double shard = volume.dataParallelBytes / std::max(1, dDP);
+  for (size_t a = 0; a < cluster.size(); ++a)
+    for (size_t b = 0; b < cluster.size(); ++b) {
+      if (a == b)
+        continue;
+      dpLink(a, b) = 2.0 * cluster.transferSeconds(a, b, shard);
+      ppLink(a, b) = cluster.transferSeconds(a, b, volume.pipelineBytes);
+    }
 }
 
 double CostModel::groupDataParallelCost(const std::vector<int> &group) const {

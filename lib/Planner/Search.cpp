@@ -124,7 +124,13 @@ public:
   /// The cost if devices `a` and `b` (in different groups) traded places.
   double costAfterSwap(int a, int b) const { return scoreAfterSwap(a, b).cost; }
 
-  Score scoreAfterSwap(int a, int b) const {
+  /// The score if `a` and `b` traded places. With an `incumbent`, a swap
+  /// that is certainly worse is rejected early and gets a lower bound of its
+  /// cost (above the incumbent's) instead of the exact score: first when the
+  /// data-parallel cost alone exceeds the incumbent, then when it plus twice
+  /// a minimum spanning tree (no longer than any Hamiltonian path) does.
+  Score scoreAfterSwap(int a, int b, const Score *incumbent = nullptr) const {
+    const double eps = 1e-12;
     int ga = groupOf[a], gb = groupOf[b];
     scratchGroups[0] = groups[ga];
     scratchGroups[1] = groups[gb];
@@ -133,10 +139,18 @@ public:
     scratchDp = groupDp;
     scratchDp[ga] = model.groupDataParallelCost(scratchGroups[0]);
     scratchDp[gb] = model.groupDataParallelCost(scratchGroups[1]);
+    double dpMax = *std::max_element(scratchDp.begin(), scratchDp.end());
+    if (incumbent && dpMax > incumbent->cost + eps)
+      return Score{dpMax, 0, 0};
     scratchWeight = weight;
     scratchMatchable = matchable;
     refreshRows(ga, gb, scratchGroups[0], scratchGroups[1], scratchWeight,
                 scratchMatchable);
+    if (incumbent) {
+      double bound = dpMax + 2.0 * spanningTreeWeight(scratchWeight);
+      if (bound > incumbent->cost + eps)
+        return Score{bound, 0, 0};
+    }
     return combine(scratchDp, scratchWeight, scratchMatchable);
   }
 
@@ -176,6 +190,27 @@ private:
           continue;
         setPair(changed, other, membersOf(changed), membersOf(other), w, m);
       }
+  }
+
+  /// Prim's minimum spanning tree over the coarsened graph.
+  double spanningTreeWeight(const std::vector<double> &w) const {
+    std::vector<double> dist(numGroups,
+                             std::numeric_limits<double>::infinity());
+    std::vector<bool> in(numGroups, false);
+    dist[0] = 0;
+    double total = 0;
+    for (int step = 0; step < numGroups; ++step) {
+      int next = -1;
+      for (int v = 0; v < numGroups; ++v)
+        if (!in[v] && (next < 0 || dist[v] < dist[next]))
+          next = v;
+      in[next] = true;
+      total += dist[next];
+      for (int v = 0; v < numGroups; ++v)
+        if (!in[v])
+          dist[v] = std::min(dist[v], w[next * numGroups + v]);
+    }
+    return total;
   }
 
   Score combine(const std::vector<double> &dp, const std::vector<double> &w,
@@ -390,7 +425,8 @@ void exactSwapDescent(SearchContext &ctx, LayoutState &state) {
     ++sinceImprovement;
     if (state.group(a) == state.group(b))
       continue;
-    if (state.scoreAfterSwap(a, b).betterThan(state.score())) {
+    Score current = state.score();
+    if (state.scoreAfterSwap(a, b, &current).betterThan(current)) {
       state.swap(a, b);
       sinceImprovement = 0;
     }
@@ -566,10 +602,10 @@ Partition searchGenetic(SearchContext &ctx, bool exactDescent) {
     LayoutState state(ctx.model, std::move(p), ctx.evaluations);
     paperLocalSearch(ctx, state);
     circularLocalSearch(ctx, state, ctx.dPP);
-    if (exactDescent) {
+    // The descent tries every swap, the paper's candidates included, so
+    // nothing is left for the paper's local search afterwards.
+    if (exactDescent)
       exactSwapDescent(ctx, state);
-      paperLocalSearch(ctx, state);
-    }
     Member m{state.partition(), state.cost()};
     for (std::vector<int> &g : m.partition)
       std::sort(g.begin(), g.end());

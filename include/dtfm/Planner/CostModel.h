@@ -58,18 +58,19 @@ struct LayoutCost {
 /// between calls, so it is safe to share between threads.
 class CostModel {
 public:
-  CostModel(const Cluster &cluster, CommVolume volume, int dataParallelDegree)
-      : cluster(cluster), volume(volume), dDP(dataParallelDegree) {}
+  /// Precomputes both link costs for every device pair (searches evaluate
+  /// them millions of times).
+  CostModel(const Cluster &cluster, CommVolume volume, int dataParallelDegree);
 
   const Cluster &getCluster() const { return cluster; }
   CommVolume getVolume() const { return volume; }
 
   /// Seconds for one data-parallel exchange between two devices:
   /// 2 (alpha + c_DP / (D_DP beta)).
-  double dataParallelLinkCost(int a, int b) const;
+  double dataParallelLinkCost(int a, int b) const { return dpLink(a, b); }
   /// Seconds for one pipeline transfer between two devices:
   /// alpha + c_PP / beta.
-  double pipelineLinkCost(int a, int b) const;
+  double pipelineLinkCost(int a, int b) const { return ppLink(a, b); }
 
   /// DATAP-COST of one group.
   double groupDataParallelCost(const std::vector<int> &group) const;
@@ -89,6 +90,7 @@ private:
   const Cluster &cluster;
   CommVolume volume;
   int dDP;
+  SquareMatrix dpLink, ppLink;
 };
 
 } // namespace dtfm::planner
