@@ -238,9 +238,8 @@ struct AssignDevices
                        result.cost.pipeline, result.wallSeconds);
     planner::CostModel costModel(cluster, volume, dp);
     for (auto [s, stage] : llvm::enumerate(stages)) {
-      std::vector<int> sorted = stage;
       os << llvm::format("stage %2zu  DATAP %9.6f s  ", s,
-                         costModel.groupDataParallelCost(sorted));
+                         costModel.groupDataParallelCost(stage));
       for (auto [i, d] : llvm::enumerate(stage))
         os << (i ? " " : "") << cluster.devices[d].name << "("
            << cluster.devices[d].region << ")";

@@ -64,15 +64,21 @@ TEST(BottleneckMatching, EqualsBruteForceOnRandomInstances) {
   }
 }
 
+/// A random symmetric n x n weight matrix with a zero diagonal.
+std::vector<double> randomSymmetric(int n, std::mt19937_64 &rng) {
+  std::uniform_real_distribution<double> value(0, 10);
+  std::vector<double> w(n * n, 0);
+  for (int i = 0; i < n; ++i)
+    for (int j = i + 1; j < n; ++j)
+      w[i * n + j] = w[j * n + i] = value(rng);
+  return w;
+}
+
 TEST(OpenLoopTsp, ExactEqualsBruteForce) {
   std::mt19937_64 rng(2);
-  std::uniform_real_distribution<double> value(0, 10);
   for (int trial = 0; trial < 300; ++trial) {
     int n = 1 + trial % 8;
-    std::vector<double> w(n * n, 0);
-    for (int i = 0; i < n; ++i)
-      for (int j = i + 1; j < n; ++j)
-        w[i * n + j] = w[j * n + i] = value(rng);
+    std::vector<double> w = randomSymmetric(n, rng);
     std::vector<int> order;
     double ours = openLoopTsp(w, n, &order);
     EXPECT_NEAR(ours, bruteForceOpenTsp(w, n), 1e-9) << "trial " << trial;
@@ -85,14 +91,10 @@ TEST(OpenLoopTsp, ExactEqualsBruteForce) {
 
 TEST(OpenLoopTsp, HeuristicIsNearlyAlwaysOptimalOnSmallInstances) {
   std::mt19937_64 rng(3);
-  std::uniform_real_distribution<double> value(0, 10);
   int optimal = 0, trials = 200;
   for (int trial = 0; trial < trials; ++trial) {
     int n = 4 + trial % 5;
-    std::vector<double> w(n * n, 0);
-    for (int i = 0; i < n; ++i)
-      for (int j = i + 1; j < n; ++j)
-        w[i * n + j] = w[j * n + i] = value(rng);
+    std::vector<double> w = randomSymmetric(n, rng);
     std::vector<int> order;
     double heuristic = openLoopTsp(w, n, &order, /*exactLimit=*/0);
     double exact = bruteForceOpenTsp(w, n);
