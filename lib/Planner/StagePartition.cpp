@@ -1,0 +1,146 @@
+//===- StagePartition.cpp - Uneven pipeline stages on a chain -------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Planner/StagePartition.h"
+
+#include <algorithm>
+#include <functional>
+#include <limits>
+#include <sstream>
+
+using namespace dtfm::planner;
+
+int dtfm::planner::inFlightMicroBatches(const StagePartitionOptions &options,
+                                        int stage, int stages) {
+  int all = std::max(1, options.microBatches);
+  if (options.schedule == PipelineSchedule::GPipe)
+    return all;
+  return std::min(all, stages - stage);
+}
+
+double dtfm::planner::stageMemoryBytes(const std::vector<ChainBlock> &blocks,
+                                       int first, int last, int stage,
+                                       int stages,
+                                       const StagePartitionOptions &options) {
+  double parameters = 0, activations = 0;
+  for (int i = first; i < last; ++i) {
+    parameters += blocks[i].parameterBytes;
+    activations += blocks[i].activationBytes;
+  }
+  return options.stateBytesPerParameterByte * parameters +
+         inFlightMicroBatches(options, stage, stages) * activations;
+}
+
+namespace {
+/// min over contiguous splits of max_j cost(j, first, last), by dynamic
+/// programming over (stages used, blocks covered). Returns the bounds, or an
+/// empty vector when every split has an infinite stage.
+std::vector<int>
+minMaxSplit(int blocks, int stages,
+            const std::function<double(int, int, int)> &cost,
+            double &bestValue) {
+  const double inf = std::numeric_limits<double>::infinity();
+  // best[j][i]: stages 0..j-1 cover blocks 0..i-1.
+  std::vector<std::vector<double>> best(stages + 1,
+                                        std::vector<double>(blocks + 1, inf));
+  std::vector<std::vector<int>> cut(stages + 1,
+                                    std::vector<int>(blocks + 1, -1));
+  best[0][0] = 0;
+  for (int j = 1; j <= stages; ++j)
+    for (int i = j; i <= blocks - (stages - j); ++i)
+      for (int k = j - 1; k < i; ++k) {
+        if (best[j - 1][k] == inf)
+          continue;
+        double value = std::max(best[j - 1][k], cost(j - 1, k, i));
+        if (value < best[j][i]) {
+          best[j][i] = value;
+          cut[j][i] = k;
+        }
+      }
+  bestValue = best[stages][blocks];
+  if (bestValue == inf)
+    return {};
+  std::vector<int> bounds(stages + 1);
+  bounds[stages] = blocks;
+  for (int j = stages, i = blocks; j > 0; --j) {
+    i = cut[j][i];
+    bounds[j - 1] = i;
+  }
+  return bounds;
+}
+} // namespace
+
+bool dtfm::planner::partitionChain(const std::vector<ChainBlock> &blocks,
+                                   const std::vector<StageDevice> &devices,
+                                   const StagePartitionOptions &options,
+                                   StagePlan &plan, std::string &error) {
+  int n = static_cast<int>(blocks.size());
+  int stages = static_cast<int>(devices.size());
+  if (stages == 0 || n < stages) {
+    error = "cannot split " + std::to_string(n) + " blocks into " +
+            std::to_string(stages) + " non-empty stages";
+    return false;
+  }
+  for (const StageDevice &d : devices)
+    if (!(d.speed > 0)) {
+      error = "device " + d.name + " has no compute speed";
+      return false;
+    }
+  // Prefix sums make every segment O(1).
+  std::vector<double> flops(n + 1, 0);
+  for (int i = 0; i < n; ++i)
+    flops[i + 1] = flops[i] + blocks[i].flops;
+  auto memory = [&](int j, int first, int last) {
+    return stageMemoryBytes(blocks, first, last, j, stages, options);
+  };
+  auto time = [&](int j, int first, int last) {
+    if (memory(j, first, last) > devices[j].memoryBytes)
+      return std::numeric_limits<double>::infinity();
+    return (flops[last] - flops[first]) / devices[j].speed;
+  };
+
+  double bottleneck = 0;
+  std::vector<int> bounds = minMaxSplit(n, stages, time, bottleneck);
+  if (bounds.empty()) {
+    // Explain with the most memory-balanced split: its fullest device.
+    double ratio = 0;
+    std::vector<int> balanced = minMaxSplit(
+        n, stages,
+        [&](int j, int first, int last) {
+          return memory(j, first, last) /
+                 std::max(devices[j].memoryBytes, 1.0);
+        },
+        ratio);
+    int worst = 0;
+    double worstRatio = -1, needed = 0;
+    for (int j = 0; j < stages; ++j) {
+      double bytes = memory(j, balanced[j], balanced[j + 1]);
+      double r = bytes / std::max(devices[j].memoryBytes, 1.0);
+      if (r > worstRatio) {
+        worstRatio = r;
+        worst = j;
+        needed = bytes;
+      }
+    }
+    std::ostringstream os;
+    os.precision(4);
+    os << "model does not fit: device " << devices[worst].name << " (stage "
+       << worst << ") needs " << needed / 1e9 << " GB but has "
+       << devices[worst].memoryBytes / 1e9 << " GB, even in the most "
+       << "memory-balanced split";
+    error = os.str();
+    return false;
+  }
+  plan.bounds = bounds;
+  plan.stageSeconds.clear();
+  plan.stageMemoryBytes.clear();
+  for (int j = 0; j < stages; ++j) {
+    plan.stageSeconds.push_back(time(j, bounds[j], bounds[j + 1]));
+    plan.stageMemoryBytes.push_back(memory(j, bounds[j], bounds[j + 1]));
+  }
+  plan.bottleneckSeconds = bottleneck;
+  return true;
+}

@@ -1,0 +1,145 @@
+//===- StagePartitionTest.cpp - Chain partitioner vs brute force ----------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Planner/StagePartition.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <limits>
+#include <random>
+
+using namespace dtfm::planner;
+
+namespace {
+
+/// Best bottleneck over every way to cut the chain (inf when none fits).
+double bruteForce(const std::vector<ChainBlock> &blocks,
+                  const std::vector<StageDevice> &devices,
+                  const StagePartitionOptions &options) {
+  int n = blocks.size(), stages = devices.size();
+  double best = std::numeric_limits<double>::infinity();
+  std::vector<int> bounds{0};
+  std::function<void(int)> recurse = [&](int stage) {
+    if (stage == stages - 1) {
+      bounds.push_back(n);
+      double worst = 0;
+      for (int j = 0; j < stages; ++j) {
+        double mem = stageMemoryBytes(blocks, bounds[j], bounds[j + 1], j,
+                                      stages, options);
+        double flops = 0;
+        for (int i = bounds[j]; i < bounds[j + 1]; ++i)
+          flops += blocks[i].flops;
+        worst = mem > devices[j].memoryBytes
+                    ? std::numeric_limits<double>::infinity()
+                    : std::max(worst, flops / devices[j].speed);
+      }
+      best = std::min(best, worst);
+      bounds.pop_back();
+      return;
+    }
+    for (int cut = bounds.back() + 1; cut <= n - (stages - stage - 1); ++cut) {
+      bounds.push_back(cut);
+      recurse(stage + 1);
+      bounds.pop_back();
+    }
+  };
+  recurse(0);
+  return best;
+}
+
+TEST(StagePartition, EqualsBruteForceOnRandomChains) {
+  std::mt19937_64 rng(17);
+  std::uniform_real_distribution<double> flops(1, 10), bytes(1, 5),
+      speed(1, 4), memory(8, 40);
+  int feasible = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    int stages = 1 + trial % 4;
+    int n = stages + static_cast<int>(rng() % 7);
+    std::vector<ChainBlock> blocks(n);
+    for (ChainBlock &b : blocks)
+      b = {flops(rng), bytes(rng), bytes(rng)};
+    std::vector<StageDevice> devices(stages);
+    for (int j = 0; j < stages; ++j)
+      devices[j] = {"d" + std::to_string(j), speed(rng), memory(rng)};
+    StagePartitionOptions options;
+    options.stateBytesPerParameterByte = 2;
+    options.microBatches = 1 + trial % 3;
+    options.schedule =
+        trial % 2 ? PipelineSchedule::GPipe : PipelineSchedule::OneFOneB;
+    double expected = bruteForce(blocks, devices, options);
+    StagePlan plan;
+    std::string error;
+    bool ok = partitionChain(blocks, devices, options, plan, error);
+    ASSERT_EQ(ok, expected != std::numeric_limits<double>::infinity())
+        << "trial " << trial << ": " << error;
+    if (!ok) {
+      EXPECT_NE(error.find("does not fit"), std::string::npos) << error;
+      continue;
+    }
+    ++feasible;
+    EXPECT_NEAR(plan.bottleneckSeconds, expected, 1e-9) << "trial " << trial;
+    ASSERT_EQ(plan.bounds.size(), static_cast<size_t>(stages + 1));
+    EXPECT_EQ(plan.bounds.front(), 0);
+    EXPECT_EQ(plan.bounds.back(), n);
+    for (int j = 0; j < stages; ++j) {
+      EXPECT_LT(plan.bounds[j], plan.bounds[j + 1]);
+      EXPECT_LE(plan.stageMemoryBytes[j], devices[j].memoryBytes);
+    }
+  }
+  // Both outcomes must have been exercised.
+  EXPECT_GT(feasible, 50);
+  EXPECT_LT(feasible, 300);
+}
+
+TEST(StagePartition, FastDevicesGetProportionallyMoreLayers) {
+  // 28 equal layers; two devices 4x faster than the other six.
+  std::vector<ChainBlock> blocks(28, ChainBlock{1e12, 1e6, 1e6});
+  std::vector<StageDevice> devices;
+  for (int j = 0; j < 8; ++j)
+    devices.push_back({"gpu" + std::to_string(j), j < 2 ? 4e12 : 1e12, 1e12});
+  StagePlan plan;
+  std::string error;
+  ASSERT_TRUE(partitionChain(blocks, devices, {}, plan, error)) << error;
+  // Optimum: 8 layers on each fast device, 2 on each slow one: 2 s.
+  EXPECT_EQ(plan.bounds,
+            (std::vector<int>{0, 8, 16, 18, 20, 22, 24, 26, 28}));
+  EXPECT_DOUBLE_EQ(plan.bottleneckSeconds, 2.0);
+}
+
+TEST(StagePartition, MemoryForcesAnUnevenSplit) {
+  // Equal speed, but stage 0 can hold only one layer's state.
+  std::vector<ChainBlock> blocks(6, ChainBlock{1, 10, 0});
+  std::vector<StageDevice> devices{{"small", 1, 45}, {"big", 1, 1000}};
+  StagePlan plan;
+  std::string error;
+  ASSERT_TRUE(partitionChain(blocks, devices, {}, plan, error)) << error;
+  EXPECT_EQ(plan.bounds, (std::vector<int>{0, 1, 6}));
+}
+
+TEST(StagePartition, InfeasibleNamesDeviceBytesAndCapacity) {
+  std::vector<ChainBlock> blocks(4, ChainBlock{1, 1e9, 0});
+  std::vector<StageDevice> devices{{"gpu0", 1, 8e9}, {"gpu1", 1, 6e9}};
+  StagePlan plan;
+  std::string error;
+  ASSERT_FALSE(partitionChain(blocks, devices, {}, plan, error));
+  EXPECT_EQ(error, "model does not fit: device gpu1 (stage 1) needs 8 GB but "
+                   "has 6 GB, even in the most memory-balanced split");
+  ASSERT_FALSE(partitionChain(std::vector<ChainBlock>(1), devices, {}, plan,
+                              error));
+  EXPECT_EQ(error, "cannot split 1 blocks into 2 non-empty stages");
+}
+
+TEST(StagePartition, OneFOneBKeepsFewerMicroBatchesLaterInThePipeline) {
+  StagePartitionOptions options;
+  options.microBatches = 8;
+  EXPECT_EQ(inFlightMicroBatches(options, 0, 4), 4);
+  EXPECT_EQ(inFlightMicroBatches(options, 3, 4), 1);
+  options.schedule = PipelineSchedule::GPipe;
+  EXPECT_EQ(inFlightMicroBatches(options, 3, 4), 8);
+}
+
+} // namespace
