@@ -18,6 +18,7 @@ config.test_exec_root = os.path.join(config.dtfm_obj_root, "test")
 
 config.environment["FILECHECK_OPTS"] = "-enable-var-scope"
 llvm_config.with_system_environment(["HOME", "TMP", "TEMP", "PATH"])
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.use_default_substitutions()
 
 # PyTorch, ONNX and friends live under Debian's interpreter, not the first

@@ -85,7 +85,7 @@ struct AssignDevices
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto fail = [&](const Twine &message) {
-      module.emitError() << "dtfm-assign-devices: " << message;
+      mlir::emitError(toolLoc(module, clusterFile)) << "dtfm-assign-devices: " << message;
       signalPassFailure();
     };
     if (clusterFile.empty())

@@ -88,7 +88,7 @@ struct PrintCosts : public mlir::dtfm::impl::PrintCostsBase<PrintCosts> {
 
   void runOnOperation() override {
     if (format != "table" && format != "json") {
-      getOperation()->emitError()
+      mlir::emitError(toolLoc(getOperation(), ""))
           << "dtfm-print-costs: unknown format '" << format.getValue()
           << "' (expected table or json)";
       return signalPassFailure();

@@ -16,6 +16,21 @@ namespace mlir::dtfm {
 #define GEN_PASS_DECL
 #include "dtfm/Passes/Passes.h.inc"
 
+/// Where a planning pass reports problems that concern the whole module and
+/// the cluster file rather than one op: the cluster file (line 0, so no
+/// source excerpt is shown), or else the input file, also at line 0. Keeps
+/// each diagnostic on one line.
+inline Location toolLoc(ModuleOp module, llvm::StringRef clusterFile) {
+  llvm::StringRef file = clusterFile;
+  if (file.empty()) {
+    auto input = dyn_cast<FileLineColLoc>(module.getLoc());
+    if (!input)
+      return module.getLoc();
+    file = input.getFilename().getValue();
+  }
+  return FileLineColLoc::get(module.getContext(), file, 0, 0);
+}
+
 #define GEN_PASS_REGISTRATION
 #include "dtfm/Passes/Passes.h.inc"
 

@@ -91,4 +91,40 @@ def AssignDevices : Pass<"dtfm-assign-devices", "mlir::ModuleOp"> {
   ];
 }
 
+def PartitionStages : Pass<"dtfm-partition-stages", "mlir::ModuleOp"> {
+  let summary = "Split the model into uneven, compute- and memory-aware "
+                "pipeline stages";
+  let description = [{
+    Blocks are the maximal runs of consecutive ops (IR order, which is a
+    topological order) that share a `dtfm.layer`; the pass splits them into
+    D_PP contiguous non-empty stages minimising the slowest stage's
+    FLOPs / (lambda peak) on the devices that run it, subject to each device
+    holding its parameter state and the in-flight activations of the schedule
+    (lib/Planner/StagePartition.h; exact dynamic programming).
+
+    Stage devices: with a `dtfm.assignment` (from --dtfm-assign-devices),
+    stage s runs on its data-parallel group, taken at its slowest and smallest
+    member; otherwise every device of the cluster runs one stage, in file
+    order (`stages` may pick the first N). Every op gets `dtfm.stage`; the
+    module gets `dtfm.stages` = {bounds, stage_seconds, memory_bytes,
+    bottleneck_s}.
+  }];
+  let options = [
+    Option<"clusterFile", "cluster", "std::string", /*default=*/"\"\"",
+           "Cluster file (proto/cluster.proto text format)">,
+    Option<"numStages", "stages", "int", /*default=*/"0",
+           "Stages when there is no assignment (0: one per device)">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "Micro-batch schedule for activation memory: 1f1b or gpipe">,
+    Option<"microBatches", "micro-batches", "int", /*default=*/"1",
+           "Micro-batches per iteration">,
+    Option<"stateBytes", "state-bytes-per-param-byte", "double",
+           /*default=*/"4",
+           "Bytes of weights, gradients and optimizer state per parameter "
+           "byte">,
+    Option<"printTable", "print-table", "bool", /*default=*/"false",
+           "Print the stages as a table on stdout">,
+  ];
+}
+
 #endif // DTFM_PASSES

@@ -1,0 +1,203 @@
+//===- PartitionStages.cpp - Uneven pipeline stages as a pass -------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Analysis/CostAnalysis.h"
+#include "dtfm/Passes/Passes.h"
+#include "dtfm/Planner/Cluster.h"
+#include "dtfm/Planner/StagePartition.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <cmath>
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace mlir::dtfm {
+#define GEN_PASS_DEF_PARTITIONSTAGES
+#include "dtfm/Passes/Passes.h.inc"
+} // namespace mlir::dtfm
+
+using namespace mlir;
+using namespace mlir::dtfm;
+namespace planner = ::dtfm::planner;
+
+static constexpr llvm::StringLiteral kStageAttrName = "dtfm.stage";
+static constexpr llvm::StringLiteral kStagesAttrName = "dtfm.stages";
+
+namespace {
+
+/// A run of consecutive ops with one layer name.
+struct Block {
+  std::string layer;
+  SmallVector<Operation *> ops;
+  planner::ChainBlock cost;
+};
+
+struct PartitionStages
+    : public mlir::dtfm::impl::PartitionStagesBase<PartitionStages> {
+  using PartitionStagesBase::PartitionStagesBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto fail = [&](const Twine &message) {
+      mlir::emitError(toolLoc(module, clusterFile)) << "dtfm-partition-stages: " << message;
+      signalPassFailure();
+    };
+    if (clusterFile.empty())
+      return fail("no cluster file given (cluster=<file.textproto>)");
+    planner::StagePartitionOptions options;
+    if (schedule == "gpipe")
+      options.schedule = planner::PipelineSchedule::GPipe;
+    else if (schedule != "1f1b")
+      return fail("unknown schedule '" + schedule.getValue() +
+                  "' (expected 1f1b or gpipe)");
+    if (microBatches <= 0 || numStages < 0 || !(stateBytes >= 0))
+      return fail("micro-batches must be > 0, stages and "
+                  "state-bytes-per-param-byte >= 0");
+    options.microBatches = microBatches;
+    options.stateBytesPerParameterByte = stateBytes;
+
+    planner::Cluster cluster;
+    std::string error;
+    if (!planner::loadClusterFile(clusterFile, cluster, error))
+      return fail(error);
+    std::vector<planner::StageDevice> devices;
+    if (failed(stageDevices(module, cluster, devices)))
+      return signalPassFailure();
+
+    CostAnalysis &costs = getAnalysis<CostAnalysis>();
+    if (!costs.isValid())
+      return signalPassFailure();
+    std::vector<Block> blocks;
+    for (const OpCost &cost : costs.getOpCosts()) {
+      if (blocks.empty() || blocks.back().layer != cost.layer)
+        blocks.push_back(Block{cost.layer, {}, {}});
+      Block &block = blocks.back();
+      block.ops.push_back(cost.op);
+      block.cost.flops += static_cast<double>(cost.forwardFlops) +
+                          static_cast<double>(cost.backwardFlops);
+      block.cost.parameterBytes += static_cast<double>(cost.parameterBytes);
+      block.cost.activationBytes +=
+          static_cast<double>(cost.savedActivationBytes);
+    }
+    std::vector<planner::ChainBlock> chain;
+    for (const Block &block : blocks)
+      chain.push_back(block.cost);
+
+    planner::StagePlan plan;
+    if (!planner::partitionChain(chain, devices, options, plan, error))
+      return fail(error);
+
+    Builder b(module.getContext());
+    for (size_t s = 0; s + 1 < plan.bounds.size(); ++s)
+      for (int i = plan.bounds[s]; i < plan.bounds[s + 1]; ++i)
+        for (Operation *op : blocks[i].ops)
+          op->setAttr(kStageAttrName, b.getI64IntegerAttr(s));
+    // Ops without a cost (func.return) follow their operands' last stage.
+    module.walk([&](Operation *op) {
+      if (op->hasAttr(kStageAttrName) || isa<CostOpInterface>(op) ||
+          op->getNumOperands() == 0)
+        return;
+      int64_t stage = 0;
+      for (Value operand : op->getOperands())
+        if (Operation *def = operand.getDefiningOp())
+          if (auto s = def->getAttrOfType<IntegerAttr>(kStageAttrName))
+            stage = std::max(stage, s.getInt());
+      op->setAttr(kStageAttrName, b.getI64IntegerAttr(stage));
+    });
+    SmallVector<int64_t> bounds(plan.bounds.begin(), plan.bounds.end());
+    SmallVector<Attribute> seconds, memory;
+    for (size_t s = 0; s < plan.stageSeconds.size(); ++s) {
+      seconds.push_back(b.getF64FloatAttr(plan.stageSeconds[s]));
+      memory.push_back(b.getI64IntegerAttr(
+          static_cast<int64_t>(std::llround(plan.stageMemoryBytes[s]))));
+    }
+    module->setAttr(
+        kStagesAttrName,
+        b.getDictionaryAttr({
+            b.getNamedAttr("bounds", b.getDenseI64ArrayAttr(bounds)),
+            b.getNamedAttr("stage_seconds", b.getArrayAttr(seconds)),
+            b.getNamedAttr("memory_bytes", b.getArrayAttr(memory)),
+            b.getNamedAttr("bottleneck_s",
+                           b.getF64FloatAttr(plan.bottleneckSeconds)),
+        }));
+    if (printTable)
+      print(blocks, devices, plan);
+    markAnalysesPreserved<CostAnalysis>();
+  }
+
+  /// The device of each stage: from dtfm.assignment when present, else the
+  /// first `stages` devices of the cluster, one per stage.
+  LogicalResult stageDevices(ModuleOp module, const planner::Cluster &cluster,
+                             std::vector<planner::StageDevice> &devices) {
+    llvm::StringMap<size_t> byName;
+    for (size_t i = 0; i < cluster.size(); ++i)
+      byName[cluster.devices[i].name] = i;
+    auto assignment = module->getAttrOfType<DictionaryAttr>("dtfm.assignment");
+    if (!assignment) {
+      size_t count = numStages > 0 ? static_cast<size_t>(numStages)
+                                   : cluster.size();
+      if (count > cluster.size())
+        return mlir::emitError(toolLoc(module, clusterFile))
+               << "dtfm-partition-stages: " << count << " stages but cluster '"
+               << cluster.name << "' has " << cluster.size() << " devices";
+      for (size_t i = 0; i < count; ++i)
+        devices.push_back({cluster.devices[i].name, cluster.devices[i].speed(),
+                           cluster.devices[i].memoryBytes});
+      return success();
+    }
+    auto stages = assignment.getAs<ArrayAttr>("stages");
+    if (!stages || stages.empty())
+      return mlir::emitError(toolLoc(module, clusterFile))
+             << "dtfm-partition-stages: dtfm.assignment has no stages";
+    for (Attribute stage : stages) {
+      auto members = dyn_cast<ArrayAttr>(stage);
+      planner::StageDevice device;
+      device.speed = std::numeric_limits<double>::infinity();
+      device.memoryBytes = std::numeric_limits<double>::infinity();
+      for (Attribute member : members ? members : ArrayAttr()) {
+        auto name = dyn_cast<StringAttr>(member);
+        auto it = name ? byName.find(name.getValue()) : byName.end();
+        if (it == byName.end())
+          return mlir::emitError(toolLoc(module, clusterFile))
+                 << "dtfm-partition-stages: dtfm.assignment names device "
+                 << member << ", which cluster '" << cluster.name
+                 << "' does not have";
+        const planner::Device &d = cluster.devices[it->second];
+        if (device.name.empty())
+          device.name = d.name;
+        device.speed = std::min(device.speed, d.speed());
+        device.memoryBytes = std::min(device.memoryBytes, d.memoryBytes);
+      }
+      devices.push_back(device);
+    }
+    return success();
+  }
+
+  void print(const std::vector<Block> &blocks,
+             const std::vector<planner::StageDevice> &devices,
+             const planner::StagePlan &plan) {
+    raw_ostream &os = llvm::outs();
+    os << "=== dtfm pipeline stages ===\n";
+    os << llvm::format("%zu stages over %zu blocks; slowest stage %.6g s per "
+                       "micro-batch\n",
+                       devices.size(), blocks.size(), plan.bottleneckSeconds);
+    for (size_t s = 0; s < devices.size(); ++s) {
+      int first = plan.bounds[s], last = plan.bounds[s + 1];
+      os << llvm::format("stage %2zu  %-16s %3d blocks  %10.6g s  %10.4g GB  ",
+                         s, devices[s].name.c_str(), last - first,
+                         plan.stageSeconds[s],
+                         plan.stageMemoryBytes[s] / 1e9);
+      os << (blocks[first].layer.empty() ? "-" : blocks[first].layer);
+      if (last - first > 1)
+        os << " .. "
+           << (blocks[last - 1].layer.empty() ? "-" : blocks[last - 1].layer);
+      os << "\n";
+    }
+    os.flush();
+  }
+};
+} // namespace

@@ -1,0 +1,29 @@
+// RUN: dtfm-translate --import-gpt tiny --layers 10 -o %t.mlir
+// RUN: dtfm-opt %t.mlir --dtfm-partition-stages="cluster=%S/Inputs/mixed-4.textproto print-table=true" -o %t.out | FileCheck %s --check-prefix=MIXED
+// RUN: FileCheck %s --check-prefix=IR < %t.out
+// RUN: dtfm-opt %t.mlir --dtfm-partition-stages="cluster=%dtfm_src_root/examples/clusters/local-8.textproto stages=4 print-table=true" -o /dev/null | FileCheck %s --check-prefix=EVEN
+// RUN: dtfm-opt %t.mlir --dtfm-annotate-costs --dtfm-assign-devices="cluster=%S/Inputs/two-regions.textproto dp=2 pp=2" --dtfm-partition-stages="cluster=%S/Inputs/two-regions.textproto print-table=true" -o /dev/null | FileCheck %s --check-prefix=ASSIGNED
+
+// COM: 12 blocks (embedding, 10 layers, head); the two 4x faster devices take
+// COM: 5 blocks each, the slow ones 1 each.
+// MIXED: === dtfm pipeline stages ===
+// MIXED-NEXT: 4 stages over 12 blocks
+// MIXED-NEXT: stage 0 fast0 5 blocks {{.*}} embedding .. layer.3
+// MIXED-NEXT: stage 1 fast1 5 blocks {{.*}} layer.4 .. layer.8
+// MIXED-NEXT: stage 2 slow0 1 blocks {{.*}} layer.9
+// MIXED-NEXT: stage 3 slow1 1 blocks {{.*}} head
+
+// IR: dtfm.stages = {bottleneck_s = {{.*}}, bounds = array<i64: 0, 5, 10, 11, 12>
+// IR: dtfm.input "tokens" {dtfm.layer = "embedding", dtfm.stage = 0 : i64}
+// IR: dtfm.add {{.*}}{dtfm.layer = "layer.3", dtfm.stage = 0 : i64}
+// IR: dtfm.layernorm {{.*}}{dtfm.layer = "layer.4", dtfm.stage = 1 : i64}
+// IR: dtfm.cross_entropy {{.*}}{dtfm.layer = "head", dtfm.stage = 3 : i64}
+// IR: return {{.*}}{dtfm.stage = 3 : i64}
+
+// EVEN: stage 0 cpu0 3 blocks
+// EVEN: stage 3 cpu3 3 blocks
+
+// COM: With an assignment, the stage devices are its data-parallel groups.
+// ASSIGNED: 2 stages over 12 blocks
+// ASSIGNED: stage 0 {{[ab][01]}} 6 blocks
+// ASSIGNED: stage 1 {{[ab][01]}} 6 blocks
