@@ -94,8 +94,8 @@ struct AssignDevices
         planner::parseSearchAlgorithm(algorithm);
     if (!algo)
       return fail("unknown algorithm '" + algorithm.getValue() +
-                  "' (expected rank-order, random, kl, genetic-paper or "
-                  "genetic)");
+                  "' (expected rank-order, random, kl, op-fence, "
+                  "genetic-paper or genetic)");
     if (dataParallel < 0 || pipelineParallel < 0 || microBatches <= 0 ||
         dpBytes < 0 || ppBytes < 0 || budget < 0)
       return fail("dp, pp, dp-bytes, pp-bytes and budget must be >= 0 and "

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Planner/Search.h"
+#include "dtfm/Planner/Louvain.h"
 #include "dtfm/Planner/Tsp.h"
 
 #include <algorithm>
@@ -28,14 +29,16 @@ const char *dtfm::planner::searchAlgorithmName(SearchAlgorithm algorithm) {
     return "genetic";
   case SearchAlgorithm::GeneticPaper:
     return "genetic-paper";
+  case SearchAlgorithm::OpFence:
+    return "op-fence";
   }
   return "?";
 }
 
 std::vector<SearchAlgorithm> dtfm::planner::allSearchAlgorithms() {
   return {SearchAlgorithm::RankOrder, SearchAlgorithm::Random,
-          SearchAlgorithm::KernighanLin, SearchAlgorithm::GeneticPaper,
-          SearchAlgorithm::Genetic};
+          SearchAlgorithm::KernighanLin, SearchAlgorithm::OpFence,
+          SearchAlgorithm::GeneticPaper, SearchAlgorithm::Genetic};
 }
 
 std::optional<SearchAlgorithm>
@@ -665,6 +668,47 @@ Partition searchGenetic(SearchContext &ctx, bool exactDescent) {
       ->partition;
 }
 
+/// OP-Fence: communities own contiguous stage ranges.
+Partition searchOpFence(SearchContext &ctx) {
+  const Cluster &cluster = ctx.model.getCluster();
+  std::vector<int> community = clusterDevicesByBandwidth(cluster);
+  int count = *std::max_element(community.begin(), community.end()) + 1;
+  std::vector<std::vector<int>> members(count);
+  for (int d = 0; d < ctx.n; ++d)
+    members[community[d]].push_back(d);
+  auto meanBandwidth = [&](int a, int b) {
+    double sum = 0;
+    for (int x : members[a])
+      for (int y : members[b])
+        sum += cluster.bandwidthGbps(x, y);
+    return sum / (members[a].size() * members[b].size());
+  };
+  // Chain: start at the largest community, always step to the unvisited one
+  // with the fastest mean link (ties to the lower label).
+  std::vector<int> chain;
+  std::vector<bool> used(count, false);
+  int current = 0;
+  for (int c = 1; c < count; ++c)
+    if (members[c].size() > members[current].size())
+      current = c;
+  for (int step = 0; step < count; ++step) {
+    chain.push_back(current);
+    used[current] = true;
+    int next = -1;
+    for (int c = 0; c < count; ++c)
+      if (!used[c] && (next < 0 || meanBandwidth(current, c) >
+                                       meanBandwidth(current, next)))
+        next = c;
+    current = next;
+  }
+  Partition p(ctx.dPP);
+  int position = 0;
+  for (int c : chain)
+    for (int d : members[c])
+      p[position++ / ctx.dDP].push_back(d);
+  return p;
+}
+
 } // namespace
 
 SearchResult dtfm::planner::searchLayout(const CostModel &model,
@@ -687,6 +731,9 @@ SearchResult dtfm::planner::searchLayout(const CostModel &model,
     break;
   case SearchAlgorithm::GeneticPaper:
     partition = searchGenetic(ctx, /*exactDescent=*/false);
+    break;
+  case SearchAlgorithm::OpFence:
+    partition = searchOpFence(ctx);
     break;
   }
   SearchResult result;

@@ -110,6 +110,31 @@ TEST(Search, EveryAlgorithmReturnsABalancedPartitionAndIsDeterministic) {
   }
 }
 
+TEST(Search, OpFenceKeepsEachStageInsideOneCommunity) {
+  // Two regions of four devices: 10 Gbps inside, 0.5 Gbps between.
+  Cluster c;
+  c.delayMs = SquareMatrix(8, 1);
+  c.bandwidthGbps = SquareMatrix(8);
+  for (int i = 0; i < 8; ++i) {
+    c.devices.push_back({"d" + std::to_string(i), "r", 1, 1, 1});
+    for (int j = 0; j < 8; ++j)
+      c.bandwidthGbps(i, j) = (i % 2) == (j % 2) ? 10 : 0.5;
+  }
+  CostModel model(c, {1e8, 1e8}, 2);
+  SearchOptions options;
+  options.dataParallel = 2;
+  options.pipelineParallel = 4;
+  SearchResult r = searchLayout(model, SearchAlgorithm::OpFence, options);
+  for (const std::vector<int> &group : r.partition)
+    EXPECT_EQ(group[0] % 2, group[1] % 2);
+  // The slow link is crossed once along the pipeline.
+  int crossings = 0;
+  for (size_t k = 0; k + 1 < r.cost.order.size(); ++k)
+    crossings += r.partition[r.cost.order[k]][0] % 2 !=
+                 r.partition[r.cost.order[k + 1]][0] % 2;
+  EXPECT_EQ(crossings, 1);
+}
+
 TEST(Search, NamesRoundTrip) {
   for (SearchAlgorithm algorithm : allSearchAlgorithms())
     EXPECT_EQ(parseSearchAlgorithm(searchAlgorithmName(algorithm)), algorithm);

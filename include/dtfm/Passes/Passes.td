@@ -71,7 +71,7 @@ def AssignDevices : Pass<"dtfm-assign-devices", "mlir::ModuleOp"> {
     Option<"clusterFile", "cluster", "std::string", /*default=*/"\"\"",
            "Cluster file (proto/cluster.proto text format)">,
     Option<"algorithm", "algorithm", "std::string", /*default=*/"\"genetic\"",
-           "rank-order, random, kl, genetic-paper or genetic">,
+           "rank-order, random, kl, op-fence, genetic-paper or genetic">,
     Option<"seed", "seed", "uint64_t", /*default=*/"0", "Random seed">,
     Option<"budget", "budget", "double", /*default=*/"0",
            "Time budget in seconds (0: none, deterministic)">,

@@ -23,6 +23,12 @@
 //               cost with incremental re-evaluation. The offspring replaces
 //               the worst member when it is better and not a duplicate.
 //   genetic-paper  the same without dtfm's exact-cost descent.
+//   op-fence    FusionLLM's OP-Fence in this setting: Louvain communities of
+//               devices by bandwidth each own a contiguous range of pipeline
+//               stages (a connected sub-DAG), so slow links between
+//               communities are crossed only where one range ends; the
+//               communities are chained greedily by mean bandwidth, starting
+//               from the largest.
 //
 // All algorithms are deterministic for a given seed unless a time budget
 // cuts them short.
@@ -42,9 +48,9 @@
 namespace dtfm::planner {
 
 enum class SearchAlgorithm { RankOrder, Random, KernighanLin, Genetic,
-                             GeneticPaper };
+                             GeneticPaper, OpFence };
 
-/// "rank-order", "random", "kl", "genetic", "genetic-paper".
+/// "rank-order", "random", "kl", "genetic", "genetic-paper", "op-fence".
 const char *searchAlgorithmName(SearchAlgorithm algorithm);
 std::optional<SearchAlgorithm> parseSearchAlgorithm(const std::string &name);
 /// All algorithms, in the order above.
