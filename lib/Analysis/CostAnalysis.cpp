@@ -35,6 +35,7 @@ void CostTotals::add(const OpCost &cost) {
   parameterBytes += cost.parameterBytes;
   forwardFlops += cost.forwardFlops;
   backwardFlops += cost.backwardFlops;
+  optimizerFlops += cost.optimizerFlops;
   savedActivationBytes += cost.savedActivationBytes;
   resultBytes += cost.totalResultBytes();
 }
@@ -104,12 +105,24 @@ FailureOr<OpCost> mlir::dtfm::getOpCost(CostOpInterface op) {
 }
 
 CostAnalysis::CostAnalysis(Operation *root) {
+  root->walk([&](BackwardOp) { training = true; });
   llvm::StringMap<size_t> layerIndex;
   root->walk([&](CostOpInterface op) {
     FailureOr<OpCost> cost = getOpCost(op);
     if (failed(cost)) {
       valid = false;
       return;
+    }
+    if (training) {
+      if (isa<BackwardOp, AccumulateOp>(op.getOperation())) {
+        cost->backwardFlops = cost->forwardFlops;
+        cost->forwardFlops = 0;
+      } else if (isa<SgdUpdateOp, AdamWUpdateOp>(op.getOperation())) {
+        cost->optimizerFlops = cost->forwardFlops;
+        cost->forwardFlops = 0;
+      } else {
+        cost->backwardFlops = 0;
+      }
     }
     auto [it, inserted] = layerIndex.try_emplace(cost->layer,
                                                  layerTotals.size());

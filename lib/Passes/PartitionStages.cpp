@@ -71,17 +71,47 @@ struct PartitionStages
     CostAnalysis &costs = getAnalysis<CostAnalysis>();
     if (!costs.isValid())
       return signalPassFailure();
+    // Forward ops form the blocks. In a training graph (after
+    // --dtfm-autodiff) the backward, accumulate and update ops join the
+    // block of their layer; CostAnalysis files every op's FLOPs under the
+    // phase that does them, so summing all three phases counts each once.
+    auto isTrainingOp = [](Operation *op) {
+      return isa<BackwardOp, AccumulateOp, SgdUpdateOp, AdamWUpdateOp>(op);
+    };
+    auto work = [](const OpCost &c) {
+      return static_cast<double>(c.forwardFlops) +
+             static_cast<double>(c.backwardFlops) +
+             static_cast<double>(c.optimizerFlops);
+    };
     std::vector<Block> blocks;
+    llvm::StringMap<size_t> blockOfLayer;
     for (const OpCost &cost : costs.getOpCosts()) {
-      if (blocks.empty() || blocks.back().layer != cost.layer)
+      if (isTrainingOp(cost.op))
+        continue;
+      if (blocks.empty() || blocks.back().layer != cost.layer) {
+        blockOfLayer.try_emplace(cost.layer, blocks.size());
         blocks.push_back(Block{cost.layer, {}, {}});
+      }
       Block &block = blocks.back();
       block.ops.push_back(cost.op);
-      block.cost.flops += static_cast<double>(cost.forwardFlops) +
-                          static_cast<double>(cost.backwardFlops);
+      block.cost.flops += work(cost);
       block.cost.parameterBytes += static_cast<double>(cost.parameterBytes);
       block.cost.activationBytes +=
           static_cast<double>(cost.savedActivationBytes);
+    }
+    for (const OpCost &cost : costs.getOpCosts()) {
+      if (!isTrainingOp(cost.op))
+        continue;
+      auto it = blockOfLayer.find(cost.layer);
+      if (it == blockOfLayer.end()) {
+        cost.op->emitOpError() << "belongs to layer '" << cost.layer
+                               << "', which no forward op has";
+        return signalPassFailure();
+      }
+      Block &block = blocks[it->second];
+      block.ops.push_back(cost.op);
+      // Optimizer state is in stateBytesPerParameterByte already.
+      block.cost.flops += work(cost);
     }
     std::vector<planner::ChainBlock> chain;
     for (const Block &block : blocks)

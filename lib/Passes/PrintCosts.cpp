@@ -76,6 +76,7 @@ static llvm::json::Object totalsToJson(const CostTotals &t) {
       {"param_bytes", t.parameterBytes},
       {"fwd_flops", t.forwardFlops},
       {"bwd_flops", t.backwardFlops},
+      {"optimizer_flops", t.optimizerFlops},
       {"training_flops", t.trainingFlops()},
       {"saved_bytes", t.savedActivationBytes},
       {"result_bytes", t.resultBytes},
@@ -148,6 +149,8 @@ struct PrintCosts : public mlir::dtfm::impl::PrintCostsBase<PrintCosts> {
     line("parameter bytes", t.parameterBytes, humanBytes(t.parameterBytes));
     line("forward FLOPs", t.forwardFlops, humanCount(t.forwardFlops));
     line("backward FLOPs", t.backwardFlops, humanCount(t.backwardFlops));
+    if (analysis.isTrainingGraph())
+      line("optimizer FLOPs", t.optimizerFlops, humanCount(t.optimizerFlops));
     line("training FLOPs", t.trainingFlops(), humanCount(t.trainingFlops()));
     line("saved activation bytes", t.savedActivationBytes,
          humanBytes(t.savedActivationBytes));

@@ -18,12 +18,17 @@ namespace mlir::dtfm {
 /// Discardable attribute written by --dtfm-annotate-costs.
 inline constexpr llvm::StringLiteral kCostAttrName = "dtfm.cost";
 
-/// The cost of one op for one micro-batch.
+/// The cost of one op for one micro-batch. In a training graph (one with
+/// dtfm.backward ops) CostAnalysis files each op's work under the phase that
+/// does it: forward ops only forward FLOPs (their backward work is done by
+/// their dtfm.backward), backward and accumulate ops backward FLOPs, and
+/// optimizer updates optimizer FLOPs, so that nothing is counted twice.
 struct OpCost {
   Operation *op = nullptr;
   std::string layer;
   int64_t forwardFlops = 0;
   int64_t backwardFlops = 0;
+  int64_t optimizerFlops = 0;
   int64_t savedActivationBytes = 0;
   int64_t parameterBytes = 0;
   /// Elements of the parameter defined by a dtfm.param (0 for other ops).
@@ -42,11 +47,14 @@ struct CostTotals {
   int64_t parameterBytes = 0;
   int64_t forwardFlops = 0;
   int64_t backwardFlops = 0;
+  int64_t optimizerFlops = 0;
   int64_t savedActivationBytes = 0;
   int64_t resultBytes = 0;
 
   void add(const OpCost &cost);
-  int64_t trainingFlops() const { return forwardFlops + backwardFlops; }
+  int64_t trainingFlops() const {
+    return forwardFlops + backwardFlops + optimizerFlops;
+  }
 };
 
 /// The cost dictionary the annotate pass attaches to `op`.
@@ -65,6 +73,8 @@ public:
 
   /// False when an annotation was malformed (a diagnostic was emitted).
   bool isValid() const { return valid; }
+  /// Whether the graph has dtfm.backward ops (after --dtfm-autodiff).
+  bool isTrainingGraph() const { return training; }
   ArrayRef<OpCost> getOpCosts() const { return opCosts; }
   ArrayRef<std::pair<std::string, CostTotals>> getLayerTotals() const {
     return layerTotals;
@@ -77,6 +87,7 @@ public:
 
 private:
   bool valid = true;
+  bool training = false;
   SmallVector<OpCost> opCosts;
   SmallVector<std::pair<std::string, CostTotals>> layerTotals;
   CostTotals totals;

@@ -45,6 +45,34 @@ def PrintCosts : Pass<"dtfm-print-costs", "mlir::ModuleOp"> {
   ];
 }
 
+def Autodiff : Pass<"dtfm-autodiff", "mlir::ModuleOp"> {
+  let summary = "Build the backward graph and the optimizer updates";
+  let description = [{
+    For every function with a loss (`dtfm.cross_entropy`): walks the forward
+    ops in reverse and adds, for each op on a path from a trainable parameter
+    to the loss, one `dtfm.backward` op whose inputs are the forward op's
+    operands (the saved activations, explicit values) and the gradients of
+    its results, and whose results are the gradients of the operands that
+    need them (`wrt`); gradients of values used more than once are summed by
+    `dtfm.accumulate`. Each trainable `dtfm.param` then gets an
+    `dtfm.sgd_update` or `dtfm.adamw_update` with the hyper-parameters as
+    attributes. Training ops carry the `dtfm.layer` of the op (or
+    parameter) they belong to, so that stage partitioning keeps them with it.
+  }];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
+           "adamw or sgd">,
+    Option<"lr", "lr", "double", /*default=*/"1e-3", "Learning rate">,
+    Option<"momentum", "momentum", "double", /*default=*/"0.9",
+           "SGD momentum">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
+    Option<"epsilon", "epsilon", "double", /*default=*/"1e-8", "AdamW epsilon">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"0.01",
+           "Weight decay (decoupled for AdamW)">,
+  ];
+}
+
 def AssignDevices : Pass<"dtfm-assign-devices", "mlir::ModuleOp"> {
   let summary = "Assign the cluster's devices to data-parallel groups and "
                 "pipeline stages (DT-FM scheduler and baselines)";

@@ -593,3 +593,104 @@ func.func @case61() {
   %y = dtfm.custom "no_such_kind"(%x) : (tensor<2x3xf32>) -> tensor<2x3xf32>
   return
 }
+
+// -----
+
+func.func @backward_wrt_count() {
+  %x = dtfm.input "x" : tensor<2x3xf32>
+  // expected-error @+1 {{expected one gradient per 'wrt' index (2), found 1}}
+  %g = dtfm.backward "dtfm.relu"(%x, %x) {flops = 6 : i64, wrt = array<i64: 0, 1>} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @backward_wrt_range() {
+  %x = dtfm.input "x" : tensor<2x3xf32>
+  // expected-error @+1 {{'wrt' index 5 is out of range [0, 2)}}
+  %g = dtfm.backward "dtfm.relu"(%x, %x) {flops = 6 : i64, wrt = array<i64: 5>} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @backward_type() {
+  %x = dtfm.input "x" : tensor<2x3xf32>
+  // expected-error @+1 {{expected the gradient of input #0 to have type 'tensor<2x3xf32>', found 'tensor<3x2xf32>'}}
+  %g = dtfm.backward "dtfm.relu"(%x, %x) {flops = 6 : i64, wrt = array<i64: 0>} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<3x2xf32>
+  return
+}
+
+// -----
+
+func.func @backward_name() {
+  %x = dtfm.input "x" : tensor<2x3xf32>
+  // expected-error @+1 {{expected a dtfm forward op name, found 'relu'}}
+  %g = dtfm.backward "relu"(%x) {flops = 6 : i64, wrt = array<i64: 0>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @accumulate_one() {
+  %x = dtfm.input "x" : tensor<2x3xf32>
+  // expected-error @+1 {{expected at least 2 gradients, found 1}}
+  %s = dtfm.accumulate %x : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @accumulate_types() {
+  %x = dtfm.input "x" : tensor<2x3xf32>
+  %y = dtfm.input "y" : tensor<2x3xf16>
+  // expected-error @+1 {{expected every gradient of type 'tensor<2x3xf32>', found 'tensor<2x3xf16>'}}
+  %s = dtfm.accumulate %x, %y : (tensor<2x3xf32>, tensor<2x3xf16>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @update_not_param() {
+  %x = dtfm.input "x" : tensor<3xf32>
+  // expected-error @+1 {{expected the parameter operand to be a dtfm.param}}
+  %u = dtfm.sgd_update %x, %x {lr = 0.5 : f64} : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @update_lr() {
+  %p = dtfm.param "p" init(zeros) : tensor<3xf32>
+  // expected-error @+1 {{expected a positive lr, found 0}}
+  %u = dtfm.adamw_update %p, %p {lr = 0.0 : f64} : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @update_momentum() {
+  %p = dtfm.param "p" init(zeros) : tensor<3xf32>
+  // expected-error @+1 {{expected momentum in [0, 1), found 1}}
+  %u = dtfm.sgd_update %p, %p {lr = 0.5 : f64, momentum = 1.0 : f64} : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @update_grad_type() {
+  %p = dtfm.param "p" init(zeros) : tensor<3xf32>
+  %g = dtfm.input "g" : tensor<4xf32>
+  // expected-error @+1 {{expected gradient and result of type 'tensor<3xf32>', found 'tensor<4xf32>'}}
+  %u = dtfm.sgd_update %p, %g {lr = 0.5 : f64} : (tensor<3xf32>, tensor<4xf32>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @adamw_beta() {
+  %p = dtfm.param "p" init(zeros) : tensor<3xf32>
+  // expected-error @+1 {{expected betas in [0, 1), found 1.5}}
+  %u = dtfm.adamw_update %p, %p {lr = 0.5 : f64, beta2 = 1.5 : f64} : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return
+}

@@ -74,3 +74,19 @@ func.func @resnet_ops() -> tensor<f32> {
   %loss = dtfm.cross_entropy %logits, %lab : (tensor<2x10xbf16>, tensor<2xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// CHECK-LABEL: func.func @training_ops
+func.func @training_ops() {
+  %x = dtfm.input "x" : tensor<2x4xf32>
+  %w = dtfm.param "w" init(normal, 0.1) : tensor<4x3xf32>
+  %dy = dtfm.input "dy" : tensor<2x3xf32>
+  // CHECK: dtfm.backward "dtfm.linear"(%{{.*}}, %{{.*}}, %{{.*}}) {flops = 96 : i64, wrt = array<i64: 0, 1>} : (tensor<2x4xf32>, tensor<4x3xf32>, tensor<2x3xf32>) -> (tensor<2x4xf32>, tensor<4x3xf32>)
+  %dx, %dw = dtfm.backward "dtfm.linear"(%x, %w, %dy) {flops = 96 : i64, wrt = array<i64: 0, 1>} : (tensor<2x4xf32>, tensor<4x3xf32>, tensor<2x3xf32>) -> (tensor<2x4xf32>, tensor<4x3xf32>)
+  // CHECK: dtfm.accumulate %{{.*}}, %{{.*}} : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %s = dtfm.accumulate %dw, %dw : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  // CHECK: dtfm.sgd_update %{{.*}}, %{{.*}} {lr = 5.000000e-01 : f64, momentum = 5.000000e-01 : f64}
+  %u = dtfm.sgd_update %w, %s {lr = 0.5 : f64, momentum = 0.5 : f64} : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  // CHECK: dtfm.adamw_update %{{.*}}, %{{.*}} {beta1 = 5.000000e-01 : f64, lr = 2.500000e-01 : f64}
+  %a = dtfm.adamw_update %w, %s {lr = 0.25 : f64, beta1 = 0.5 : f64} : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  return
+}

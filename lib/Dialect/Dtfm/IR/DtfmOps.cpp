@@ -765,3 +765,100 @@ int64_t CustomOp::getBackwardFlops() {
 int64_t CustomOp::getSavedActivationBytes() {
   return customCost(*this).savedActivationBytes;
 }
+
+//===----------------------------------------------------------------------===//
+// Training ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult BackwardOp::verify() {
+  if (!getForward().starts_with("dtfm."))
+    return emitOpError() << "expected a dtfm forward op name, found '"
+                         << getForward() << "'";
+  ArrayRef<int64_t> wrt = getWrt();
+  if (wrt.size() != getGrads().size())
+    return emitOpError() << "expected one gradient per 'wrt' index ("
+                         << wrt.size() << "), found " << getGrads().size();
+  for (auto [index, grad] : llvm::zip(wrt, getGrads())) {
+    if (index < 0 || index >= static_cast<int64_t>(getInputs().size()))
+      return emitOpError() << "'wrt' index " << index << " is out of range ["
+                           << 0 << ", " << getInputs().size() << ")";
+    Type expected = getInputs()[index].getType();
+    if (grad.getType() != expected)
+      return emitOpError() << "expected the gradient of input #" << index
+                           << " to have type " << expected << ", found "
+                           << grad.getType();
+  }
+  if (getFlops() < 0)
+    return emitOpError() << "expected non-negative flops, found "
+                         << getFlops();
+  return success();
+}
+int64_t BackwardOp::getForwardFlops() { return getFlops(); }
+int64_t BackwardOp::getBackwardFlops() { return 0; }
+
+LogicalResult AccumulateOp::verify() {
+  if (getGrads().size() < 2)
+    return emitOpError() << "expected at least 2 gradients, found "
+                         << getGrads().size();
+  for (Value grad : getGrads())
+    if (grad.getType() != getResult().getType())
+      return emitOpError() << "expected every gradient of type "
+                           << getResult().getType() << ", found "
+                           << grad.getType();
+  return success();
+}
+int64_t AccumulateOp::getForwardFlops() {
+  return (static_cast<int64_t>(getGrads().size()) - 1) * numel(getResult());
+}
+int64_t AccumulateOp::getBackwardFlops() { return 0; }
+
+/// Shared checks of the optimizer updates.
+static LogicalResult verifyUpdate(Operation *op, Value param, double lr) {
+  for (Value v : {op->getOperand(1), Value(op->getResult(0))})
+    if (v.getType() != param.getType())
+      return op->emitOpError() << "expected gradient and result of type "
+                               << param.getType() << ", found "
+                               << v.getType();
+  if (!param.getDefiningOp<ParamOp>())
+    return op->emitOpError("expected the parameter operand to be a dtfm.param");
+  if (!(lr > 0))
+    return op->emitOpError() << "expected a positive lr, found " << lr;
+  return success();
+}
+
+LogicalResult SgdUpdateOp::verify() {
+  if (failed(verifyUpdate(*this, getParam(), getLr().convertToDouble())))
+    return failure();
+  double momentum = getMomentum().convertToDouble();
+  if (!(momentum >= 0 && momentum < 1))
+    return emitOpError() << "expected momentum in [0, 1), found " << momentum;
+  if (!(getWeightDecay().convertToDouble() >= 0))
+    return emitOpError() << "expected a non-negative weight_decay";
+  return success();
+}
+int64_t SgdUpdateOp::getForwardFlops() {
+  int64_t perElement = 2 + (getMomentum().convertToDouble() > 0 ? 2 : 0) +
+                       (getWeightDecay().convertToDouble() > 0 ? 2 : 0);
+  return perElement * numel(getParam());
+}
+int64_t SgdUpdateOp::getBackwardFlops() { return 0; }
+int64_t SgdUpdateOp::getParameterBytes() {
+  return getMomentum().convertToDouble() > 0 ? 4 * numel(getParam()) : 0;
+}
+
+LogicalResult AdamWUpdateOp::verify() {
+  if (failed(verifyUpdate(*this, getParam(), getLr().convertToDouble())))
+    return failure();
+  for (double beta :
+       {getBeta1().convertToDouble(), getBeta2().convertToDouble()})
+    if (!(beta >= 0 && beta < 1))
+      return emitOpError() << "expected betas in [0, 1), found " << beta;
+  if (!(getEpsilon().convertToDouble() > 0))
+    return emitOpError() << "expected a positive epsilon";
+  if (!(getWeightDecay().convertToDouble() >= 0))
+    return emitOpError() << "expected a non-negative weight_decay";
+  return success();
+}
+int64_t AdamWUpdateOp::getForwardFlops() { return 12 * numel(getParam()); }
+int64_t AdamWUpdateOp::getBackwardFlops() { return 0; }
+int64_t AdamWUpdateOp::getParameterBytes() { return 8 * numel(getParam()); }

@@ -398,4 +398,90 @@ def Dtfm_CustomOp : Dtfm_ComputeOp<"custom",
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// Training: gradients and optimizer updates (built by --dtfm-autodiff)
+//===----------------------------------------------------------------------===//
+
+def Dtfm_BackwardOp : Dtfm_Op<"backward", [Pure,
+    DeclareOpInterfaceMethods<Dtfm_CostOpInterface, ["getBackwardFlops"]>]> {
+  let summary = "gradients of one forward op";
+  let description = [{
+    The composite gradient of the forward op named by `forward` (e.g.
+    "dtfm.linear"). Its inputs are that op's operands (the saved activations
+    and parameters, explicit SSA values) followed by the gradients of its
+    results (none for the loss, whose gradient is 1); it yields one gradient
+    per operand listed in `wrt` (operand indices), each of that operand's
+    type. `flops` is the forward op's backward FLOPs (from its cost
+    interface), the work this op does.
+
+    ```mlir
+    %dx, %dw = dtfm.backward "dtfm.linear"(%x, %w, %dy) {flops = 8 : i64,
+        wrt = array<i64: 0, 1>} : (...) -> (...)
+    ```
+  }];
+  let arguments = (ins StrAttr:$forward, Variadic<Dtfm_Tensor>:$inputs,
+                       DenseI64ArrayAttr:$wrt, I64Attr:$flops);
+  let results = (outs Variadic<Dtfm_FloatTensor>:$grads);
+  let assemblyFormat = [{
+    $forward `(` $inputs `)` attr-dict `:` functional-type($inputs, $grads)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dtfm_AccumulateOp : Dtfm_Op<"accumulate", [Pure,
+    DeclareOpInterfaceMethods<Dtfm_CostOpInterface, ["getBackwardFlops"]>]> {
+  let summary = "sum of the gradients of a value used more than once";
+  let description = "(n - 1) x numel FLOPs.";
+  let arguments = (ins Variadic<Dtfm_FloatTensor>:$grads);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = "$grads attr-dict `:` functional-type($grads, $result)";
+  let hasVerifier = 1;
+}
+
+def Dtfm_SgdUpdateOp : Dtfm_Op<"sgd_update", [
+    DeclareOpInterfaceMethods<Dtfm_CostOpInterface,
+                              ["getBackwardFlops", "getParameterBytes"]>]> {
+  let summary = "SGD with momentum and weight decay on one parameter";
+  let description = [{
+    Not side-effect free: it updates the parameter's state in place (the
+    result names the new value), so it is never removed as dead code.
+
+    v = momentum v + g + weight_decay p;  p = p - lr v. Forward 2 FLOPs per
+    element, +2 with momentum, +2 with weight decay. Reports its momentum
+    buffer (one f32 per element when momentum > 0) as parameter bytes.
+  }];
+  let arguments = (ins Dtfm_FloatTensor:$param, Dtfm_FloatTensor:$grad,
+                       F64Attr:$lr, DefaultValuedAttr<F64Attr, "0.0">:$momentum,
+                       DefaultValuedAttr<F64Attr, "0.0">:$weight_decay);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $param `,` $grad attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dtfm_AdamWUpdateOp : Dtfm_Op<"adamw_update", [
+    DeclareOpInterfaceMethods<Dtfm_CostOpInterface,
+                              ["getBackwardFlops", "getParameterBytes"]>]> {
+  let summary = "AdamW (decoupled weight decay) on one parameter";
+  let description = [{
+    Not side-effect free, like sgd_update.
+
+    m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+    p = p - lr (m^ / (sqrt(v^) + eps) + weight_decay p), with bias-corrected
+    m^, v^. 12 FLOPs per element. Reports its two moments (two f32 per
+    element) as parameter bytes.
+  }];
+  let arguments = (ins Dtfm_FloatTensor:$param, Dtfm_FloatTensor:$grad,
+                       F64Attr:$lr, DefaultValuedAttr<F64Attr, "0.9">:$beta1,
+                       DefaultValuedAttr<F64Attr, "0.999">:$beta2,
+                       DefaultValuedAttr<F64Attr, "1e-8">:$epsilon,
+                       DefaultValuedAttr<F64Attr, "0.01">:$weight_decay);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $param `,` $grad attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // DTFM_OPS

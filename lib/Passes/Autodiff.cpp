@@ -1,0 +1,189 @@
+//===- Autodiff.cpp - Backward graph and optimizer updates ----------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace mlir::dtfm {
+#define GEN_PASS_DEF_AUTODIFF
+#include "dtfm/Passes/Passes.h.inc"
+} // namespace mlir::dtfm
+
+using namespace mlir;
+using namespace mlir::dtfm;
+
+namespace {
+
+struct Autodiff : public mlir::dtfm::impl::AutodiffBase<Autodiff> {
+  using AutodiffBase::AutodiffBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (optimizer != "adamw" && optimizer != "sgd") {
+      mlir::emitError(toolLoc(module, ""))
+          << "dtfm-autodiff: unknown optimizer '" << optimizer.getValue()
+          << "' (expected adamw or sgd)";
+      return signalPassFailure();
+    }
+    if (!(lr > 0)) {
+      mlir::emitError(toolLoc(module, ""))
+          << "dtfm-autodiff: lr must be positive, got " << lr.getValue();
+      return signalPassFailure();
+    }
+    bool found = false;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      SmallVector<CrossEntropyOp> losses;
+      func.walk([&](CrossEntropyOp op) { losses.push_back(op); });
+      if (losses.empty())
+        continue;
+      if (losses.size() > 1) {
+        losses[1].emitOpError("is a second loss; dtfm-autodiff expects one "
+                              "dtfm.cross_entropy per function");
+        return signalPassFailure();
+      }
+      if (llvm::any_of(func.getOps<BackwardOp>(), [](auto) { return true; })) {
+        func.emitOpError("already has a backward graph");
+        return signalPassFailure();
+      }
+      found = true;
+      differentiate(func, losses.front());
+    }
+    if (!found) {
+      mlir::emitError(toolLoc(module, ""))
+          << "dtfm-autodiff: no function has a loss (dtfm.cross_entropy); "
+             "nothing to differentiate";
+      return signalPassFailure();
+    }
+  }
+
+  /// Whether `value` depends on a trainable parameter.
+  static bool isTrainablePath(Value value,
+                              const llvm::DenseSet<Value> &dependsOnParams) {
+    return dependsOnParams.contains(value);
+  }
+
+  void differentiate(func::FuncOp func, CrossEntropyOp loss) {
+    Block &body = func.getBody().front();
+    SmallVector<Operation *> forward;
+    for (Operation &op : body.without_terminator())
+      forward.push_back(&op);
+
+    // Values that depend on a trainable parameter need gradients.
+    llvm::DenseSet<Value> needsGrad;
+    for (Operation *op : forward) {
+      if (auto param = dyn_cast<ParamOp>(op)) {
+        if (!param.getFrozen())
+          needsGrad.insert(param.getResult());
+        continue;
+      }
+      bool any = llvm::any_of(op->getOperands(), [&](Value v) {
+        return needsGrad.contains(v);
+      });
+      if (any)
+        for (Value r : op->getResults())
+          needsGrad.insert(r);
+    }
+
+    OpBuilder b(func.getContext());
+    b.setInsertionPoint(body.getTerminator());
+    llvm::MapVector<Value, SmallVector<Value>> grads;
+    auto layerOf = [](Operation *op) {
+      return op->getAttrOfType<StringAttr>(kLayerAttrName);
+    };
+    auto tag = [&](Operation *created, Operation *owner) {
+      if (StringAttr layer = layerOf(owner))
+        created->setAttr(kLayerAttrName, layer);
+    };
+    // The summed gradient of `value`, or null when nothing reached it.
+    auto gradOf = [&](Value value, Operation *owner) -> Value {
+      auto it = grads.find(value);
+      if (it == grads.end() || it->second.empty())
+        return Value();
+      if (it->second.size() == 1)
+        return it->second.front();
+      auto sum = b.create<AccumulateOp>(owner->getLoc(), value.getType(),
+                                        it->second);
+      tag(sum, owner);
+      it->second = {sum.getResult()};
+      return sum.getResult();
+    };
+
+    for (Operation *op : llvm::reverse(forward)) {
+      if (isa<ParamOp, InputOp, LabelOp>(op))
+        continue;
+      SmallVector<Value> inputs(op->getOperands());
+      if (op != loss.getOperation()) {
+        bool anyGrad = false;
+        for (Value result : op->getResults()) {
+          Value g = gradOf(result, op);
+          if (!g)
+            continue;
+          anyGrad = true;
+          inputs.push_back(g);
+        }
+        // Results without a gradient (unused, or off the loss path) have
+        // nothing to propagate; a multi-result op with only some gradients
+        // would need zeros, which dtfm's ops never produce.
+        if (!anyGrad)
+          continue;
+        if (inputs.size() != op->getNumOperands() + op->getNumResults()) {
+          op->emitOpError("has results without gradients; dtfm-autodiff "
+                          "supports this only for single-result ops");
+          return signalPassFailure();
+        }
+      }
+      SmallVector<int64_t> wrt;
+      SmallVector<Type> gradTypes;
+      for (auto [index, operand] : llvm::enumerate(op->getOperands()))
+        if (needsGrad.contains(operand) &&
+            isa<FloatType>(cast<RankedTensorType>(operand.getType())
+                               .getElementType())) {
+          wrt.push_back(index);
+          gradTypes.push_back(operand.getType());
+        }
+      if (wrt.empty())
+        continue;
+      int64_t flops = 0;
+      if (auto cost = dyn_cast<CostOpInterface>(op))
+        flops = cost.getBackwardFlops();
+      auto backward = b.create<BackwardOp>(
+          op->getLoc(), gradTypes, b.getStringAttr(op->getName().getStringRef()),
+          inputs, b.getDenseI64ArrayAttr(wrt), b.getI64IntegerAttr(flops));
+      tag(backward, op);
+      for (auto [index, grad] : llvm::zip(wrt, backward.getGrads()))
+        grads[op->getOperand(index)].push_back(grad);
+    }
+
+    for (Operation *op : forward) {
+      auto param = dyn_cast<ParamOp>(op);
+      if (!param || param.getFrozen())
+        continue;
+      Value g = gradOf(param.getResult(), op);
+      if (!g)
+        continue; // not on the loss path
+      Operation *update;
+      if (optimizer == "sgd")
+        update = b.create<SgdUpdateOp>(
+            op->getLoc(), param.getType(), param.getResult(), g,
+            b.getF64FloatAttr(lr), b.getF64FloatAttr(momentum),
+            b.getF64FloatAttr(weightDecay));
+      else
+        update = b.create<AdamWUpdateOp>(
+            op->getLoc(), param.getType(), param.getResult(), g,
+            b.getF64FloatAttr(lr), b.getF64FloatAttr(beta1),
+            b.getF64FloatAttr(beta2), b.getF64FloatAttr(epsilon),
+            b.getF64FloatAttr(weightDecay));
+      tag(update, op);
+    }
+  }
+};
+} // namespace
