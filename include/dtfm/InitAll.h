@@ -20,8 +20,11 @@ inline void registerAllDialects(DialectRegistry &registry) {
   registry.insert<DtfmDialect, func::FuncDialect>();
 }
 
-/// Every dtfm pass.
-inline void registerAllPasses() { registerDtfmPasses(); }
+/// Every dtfm pass and pipeline.
+inline void registerAllPasses() {
+  registerDtfmPasses();
+  registerDtfmPipelines();
+}
 
 } // namespace mlir::dtfm
 

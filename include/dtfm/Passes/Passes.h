@@ -34,6 +34,9 @@ inline Location toolLoc(ModuleOp module, llvm::StringRef clusterFile) {
 #define GEN_PASS_REGISTRATION
 #include "dtfm/Passes/Passes.h.inc"
 
+/// Registers the pass pipelines (--dtfm-plan).
+void registerDtfmPipelines();
+
 } // namespace mlir::dtfm
 
 #endif // DTFM_PASSES_PASSES_H

@@ -1,0 +1,84 @@
+//===- PassPipelines.cpp - --dtfm-plan and friends ------------------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Passes/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+#include "mlir/Pass/PassRegistry.h"
+
+using namespace mlir;
+using namespace mlir::dtfm;
+
+namespace {
+struct PlanOptions : public PassPipelineOptions<PlanOptions> {
+  Option<std::string> cluster{*this, "cluster",
+                              llvm::cl::desc("Cluster file (text format)")};
+  Option<std::string> algorithm{
+      *this, "algorithm",
+      llvm::cl::desc("Device assignment: rank-order, random, kl, op-fence, "
+                     "genetic-paper or genetic"),
+      llvm::cl::init("genetic")};
+  Option<uint64_t> seed{*this, "seed", llvm::cl::desc("Random seed"),
+                        llvm::cl::init(0)};
+  Option<double> budget{*this, "budget",
+                        llvm::cl::desc("Search budget in seconds (0: none)"),
+                        llvm::cl::init(0)};
+  Option<int> dp{*this, "dp", llvm::cl::desc("D_DP (0: search)"),
+                 llvm::cl::init(0)};
+  Option<int> pp{*this, "pp", llvm::cl::desc("D_PP (0: search)"),
+                 llvm::cl::init(0)};
+  Option<int> microBatches{*this, "micro-batches",
+                           llvm::cl::desc("Micro-batches per iteration"),
+                           llvm::cl::init(1)};
+  Option<std::string> schedule{*this, "schedule",
+                               llvm::cl::desc("1f1b or gpipe"),
+                               llvm::cl::init("1f1b")};
+  Option<std::string> optimizer{*this, "optimizer",
+                                llvm::cl::desc("adamw or sgd"),
+                                llvm::cl::init("adamw")};
+  Option<double> lr{*this, "lr", llvm::cl::desc("Learning rate"),
+                    llvm::cl::init(1e-3)};
+  Option<bool> printTable{*this, "print-table",
+                          llvm::cl::desc("Print assignment and stages"),
+                          llvm::cl::init(false)};
+};
+
+/// annotate -> autodiff -> assign -> partition. Devices are assigned before
+/// the stages are sized because the stage sizes depend on which devices run
+/// them (speed and memory of each data-parallel group).
+void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
+  pm.addPass(createAnnotateCosts());
+  AutodiffOptions autodiff;
+  autodiff.optimizer = options.optimizer;
+  autodiff.lr = options.lr;
+  pm.addPass(createAutodiff(autodiff));
+  AssignDevicesOptions assign;
+  assign.clusterFile = options.cluster;
+  assign.algorithm = options.algorithm;
+  assign.seed = options.seed;
+  assign.budget = options.budget;
+  assign.dataParallel = options.dp;
+  assign.pipelineParallel = options.pp;
+  assign.microBatches = options.microBatches;
+  assign.printTable = options.printTable;
+  pm.addPass(createAssignDevices(assign));
+  PartitionStagesOptions partition;
+  partition.clusterFile = options.cluster;
+  partition.schedule = options.schedule;
+  partition.microBatches = options.microBatches;
+  partition.printTable = options.printTable;
+  pm.addPass(createPartitionStages(partition));
+}
+} // namespace
+
+void mlir::dtfm::registerDtfmPipelines() {
+  PassPipelineRegistration<PlanOptions>(
+      "dtfm-plan",
+      "Plan training on a cluster: annotate costs, build the backward graph, "
+      "assign devices, partition stages",
+      buildPlanPipeline);
+}

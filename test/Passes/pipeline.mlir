@@ -1,0 +1,21 @@
+// RUN: dtfm-translate --import-gpt tiny --layers 6 -o %t.mlir
+// RUN: dtfm-opt %t.mlir --dtfm-plan="cluster=%S/Inputs/mixed-4.textproto dp=1 pp=4 print-table=true" -o %t.out | FileCheck %s --check-prefix=TABLE
+// RUN: FileCheck %s --check-prefix=IR < %t.out
+// RUN: not dtfm-opt %t.mlir --dtfm-plan="cluster=%S/Inputs/missing.textproto" 2>&1 | FileCheck %s --check-prefix=MISSING
+
+// COM: annotate -> autodiff -> assign (pure pipeline, 4 stages) -> partition.
+// TABLE: === dtfm device assignment ===
+// TABLE: D_DP 1 x D_PP 4
+// TABLE: === dtfm pipeline stages ===
+// TABLE-NEXT: 4 stages over 8 blocks
+// COM: The two fast devices take more blocks than the slow ones.
+// TABLE-DAG: fast{{[01]}} {{[3-5]}} blocks
+// TABLE-DAG: slow{{[01]}} 1 blocks
+
+// IR: dtfm.assignment = {algorithm = "genetic", cluster = "mixed-4"
+// IR-SAME: dtfm.stages = {bottleneck_s
+// IR: dtfm.cost = {
+// IR: dtfm.backward "dtfm.cross_entropy"{{.*}}dtfm.stage = 3 : i64
+// IR: dtfm.adamw_update {{.*}}dtfm.stage = 0 : i64
+
+// MISSING: error: dtfm-assign-devices: {{.*}}missing.textproto: cannot open cluster file
