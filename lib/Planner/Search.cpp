@@ -711,6 +711,115 @@ Partition searchOpFence(SearchContext &ctx) {
 
 } // namespace
 
+Partition dtfm::planner::searchWithObjective(
+    const Cluster &cluster, const LayoutObjective &objective,
+    const SearchOptions &options, const std::vector<Partition> &seeds,
+    int64_t *evaluations) {
+  CostModel unused(cluster, {0, 0}, std::max(1, options.dataParallel));
+  SearchContext ctx(unused, options);
+  struct Member {
+    Partition partition;
+    double cost;
+  };
+  auto evaluate = [&](const Partition &p) {
+    ++ctx.evaluations;
+    return objective(p);
+  };
+  auto canonical = [](Partition &p) {
+    for (std::vector<int> &g : p)
+      std::sort(g.begin(), g.end());
+  };
+  const double eps = 1e-12;
+  auto descend = [&](Partition p) {
+    canonical(p);
+    double cost = evaluate(p);
+    for (bool improved = true; improved && !ctx.deadline.expired();) {
+      improved = false;
+      // Neighbouring stages trade places.
+      for (int s = 0; s + 1 < ctx.dPP && !improved; ++s) {
+        std::swap(p[s], p[s + 1]);
+        double c = evaluate(p);
+        if (c < cost - eps) {
+          cost = c;
+          improved = true;
+        } else {
+          std::swap(p[s], p[s + 1]);
+        }
+      }
+      // Two devices of different stages trade places.
+      for (int g = 0; g < ctx.dPP && !improved && !ctx.deadline.expired();
+           ++g)
+        for (int h = g + 1; h < ctx.dPP && !improved; ++h)
+          for (size_t i = 0; i < p[g].size() && !improved; ++i)
+            for (size_t j = 0; j < p[h].size() && !improved; ++j) {
+              std::swap(p[g][i], p[h][j]);
+              double c = evaluate(p);
+              if (c < cost - eps) {
+                cost = c;
+                improved = true;
+              } else {
+                std::swap(p[g][i], p[h][j]);
+              }
+            }
+    }
+    canonical(p);
+    return Member{p, cost};
+  };
+
+  bool small = ctx.n <= 16;
+  int size = std::max(2, options.population > 0 ? options.population
+                                                : (small ? 8 : 4));
+  int offspring = options.offspring > 0 ? options.offspring
+                                        : (small ? 24 : 6);
+  std::vector<Member> population;
+  for (const Partition &seed : seeds) {
+    if (static_cast<int>(population.size()) >= size ||
+        (!population.empty() && ctx.deadline.expired()))
+      break;
+    population.push_back(descend(seed));
+  }
+  while (static_cast<int>(population.size()) < size &&
+         !ctx.deadline.expired())
+    population.push_back(descend(ctx.randomPartition()));
+  double best = std::numeric_limits<double>::infinity();
+  auto report = [&](int generation) {
+    for (const Member &m : population)
+      if (m.cost < best) {
+        best = m.cost;
+        if (options.progress)
+          options.progress(generation, best);
+      }
+  };
+  report(0);
+  std::uniform_int_distribution<size_t> pick(0, population.size() - 1);
+  for (int generation = 1; generation <= offspring; ++generation) {
+    if (ctx.deadline.expired() || population.size() < 2)
+      break;
+    size_t i = pick(ctx.rng), j = pick(ctx.rng);
+    while (j == i)
+      j = pick(ctx.rng);
+    Member child = descend(
+        crossover(ctx, population[i].partition, population[j].partition));
+    auto worst = std::max_element(
+        population.begin(), population.end(),
+        [](const Member &l, const Member &r) { return l.cost < r.cost; });
+    bool duplicate = std::any_of(
+        population.begin(), population.end(),
+        [&](const Member &m) { return m.partition == child.partition; });
+    if (!duplicate && child.cost < worst->cost) {
+      *worst = std::move(child);
+      report(generation);
+    }
+  }
+  if (evaluations)
+    *evaluations += ctx.evaluations;
+  return std::min_element(population.begin(), population.end(),
+                          [](const Member &l, const Member &r) {
+                            return l.cost < r.cost;
+                          })
+      ->partition;
+}
+
 SearchResult dtfm::planner::searchLayout(const CostModel &model,
                                          SearchAlgorithm algorithm,
                                          const SearchOptions &options) {

@@ -1,0 +1,142 @@
+//===- Hetero.cpp - Devices of mixed speed and memory in one plan ---------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Planner/Hetero.h"
+
+#include <algorithm>
+#include <numeric>
+
+using namespace dtfm::planner;
+
+std::vector<int> dtfm::planner::evenBounds(int blocks, int stages) {
+  std::vector<int> bounds{0};
+  for (int s = 0; s < stages; ++s)
+    bounds.push_back(bounds.back() + blocks / stages +
+                     (s < blocks % stages ? 1 : 0));
+  return bounds;
+}
+
+HeteroModel::HeteroModel(HeteroProblem p)
+    : problem(std::move(p)),
+      links(*problem.cluster, {0, problem.boundaryBytes},
+            problem.dataParallel) {}
+
+HeteroCost HeteroModel::evaluate(const Partition &stages,
+                                 bool rebalance) const {
+  HeteroCost cost;
+  const Cluster &cluster = *problem.cluster;
+  int pp = static_cast<int>(stages.size());
+  std::vector<StageDevice> devices;
+  for (const std::vector<int> &group : stages) {
+    StageDevice d{cluster.devices[group[0]].name,
+                  std::numeric_limits<double>::infinity(),
+                  std::numeric_limits<double>::infinity()};
+    for (int member : group) {
+      d.speed = std::min(d.speed, cluster.devices[member].speed());
+      d.memoryBytes = std::min(d.memoryBytes, cluster.devices[member].memoryBytes);
+    }
+    devices.push_back(d);
+  }
+  int n = static_cast<int>(problem.blocks.size());
+  if (rebalance) {
+    if (!partitionChain(problem.blocks, devices, problem.stageOptions,
+                        cost.plan, cost.error))
+      return cost;
+  } else {
+    if (n < pp) {
+      cost.error = "fewer blocks than stages";
+      return cost;
+    }
+    cost.plan.bounds = evenBounds(n, pp);
+    for (int s = 0; s < pp; ++s) {
+      double flops = 0;
+      for (int i = cost.plan.bounds[s]; i < cost.plan.bounds[s + 1]; ++i)
+        flops += problem.blocks[i].flops;
+      double memory =
+          stageMemoryBytes(problem.blocks, cost.plan.bounds[s],
+                           cost.plan.bounds[s + 1], s, pp, problem.stageOptions);
+      if (memory > devices[s].memoryBytes) {
+        cost.error = "device " + devices[s].name + " cannot hold its stage";
+        return cost;
+      }
+      cost.plan.stageSeconds.push_back(flops / devices[s].speed);
+      cost.plan.stageMemoryBytes.push_back(memory);
+      cost.plan.bottleneckSeconds =
+          std::max(cost.plan.bottleneckSeconds, cost.plan.stageSeconds.back());
+    }
+  }
+  // FusionLLM eq. 3 over the stages.
+  double sum = 0, slowestStep = 0;
+  for (int s = 0; s < pp; ++s) {
+    double compute = cost.plan.stageSeconds[s];
+    double comm = s + 1 < pp ? 2.0 * links.groupPipelineWeight(stages[s],
+                                                               stages[s + 1])
+                             : 0.0;
+    sum += compute + comm;
+    slowestStep = std::max({slowestStep, compute, comm});
+  }
+  int microBatches = std::max(1, problem.stageOptions.microBatches);
+  cost.pipelineSeconds = sum + (microBatches - 1) * slowestStep;
+  // Data-parallel synchronisation of each stage's own gradients.
+  for (int s = 0; s < pp; ++s) {
+    double parameterBytes = 0;
+    for (int i = cost.plan.bounds[s]; i < cost.plan.bounds[s + 1]; ++i)
+      parameterBytes += problem.blocks[i].parameterBytes;
+    CostModel dp(cluster,
+                 {parameterBytes * problem.gradientBytesPerParameterByte, 0},
+                 problem.dataParallel);
+    cost.dataParallelSeconds =
+        std::max(cost.dataParallelSeconds, dp.groupDataParallelCost(stages[s]));
+  }
+  cost.feasible = true;
+  return cost;
+}
+
+Partition dtfm::planner::searchHetero(const HeteroModel &model,
+                                      const SearchOptions &options,
+                                      int64_t *evaluations) {
+  const HeteroProblem &problem = model.getProblem();
+  const Cluster &cluster = *problem.cluster;
+  int n = static_cast<int>(cluster.size());
+  int dp = options.dataParallel, pp = options.pipelineParallel;
+
+  std::vector<Partition> seeds;
+  Partition rank(pp), strided(pp), bySpeed(pp);
+  for (int d = 0; d < n; ++d) {
+    rank[d / dp].push_back(d);
+    strided[d % pp].push_back(d);
+  }
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return cluster.devices[a].speed() > cluster.devices[b].speed();
+  });
+  for (int i = 0; i < n; ++i)
+    bySpeed[i / dp].push_back(order[i]);
+  seeds = {rank, strided, bySpeed};
+  // DT-FM's communication-optimal layout, in its pipeline order, for its
+  // own volumes: c_DP = one stage's share of the gradients.
+  double parameterBytes = 0;
+  for (const ChainBlock &block : problem.blocks)
+    parameterBytes += block.parameterBytes;
+  CostModel dtfm(cluster,
+                 {parameterBytes * problem.gradientBytesPerParameterByte / pp,
+                  problem.boundaryBytes},
+                 dp);
+  SearchOptions dtfmOptions = options;
+  dtfmOptions.progress = nullptr;
+  dtfmOptions.timeBudgetSeconds = options.timeBudgetSeconds / 4;
+  SearchResult best = searchLayout(dtfm, SearchAlgorithm::Genetic, dtfmOptions);
+  Partition ordered;
+  for (int g : best.cost.order)
+    ordered.push_back(best.partition[g]);
+  seeds.push_back(ordered);
+
+  LayoutObjective objective = [&](const Partition &p) {
+    return model.evaluate(p).iterationSeconds();
+  };
+  return searchWithObjective(cluster, objective, options, seeds, evaluations);
+}
