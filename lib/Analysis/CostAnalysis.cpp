@@ -133,3 +133,45 @@ CostAnalysis::CostAnalysis(Operation *root) {
     opCosts.push_back(std::move(*cost));
   });
 }
+
+bool mlir::dtfm::isTrainingOp(Operation *op) {
+  return isa<BackwardOp, AccumulateOp, SgdUpdateOp, AdamWUpdateOp>(op);
+}
+
+FailureOr<SmallVector<LayerBlock>>
+mlir::dtfm::buildLayerChain(const CostAnalysis &costs) {
+  auto work = [](const OpCost &c) {
+    return static_cast<double>(c.forwardFlops) +
+           static_cast<double>(c.backwardFlops) +
+           static_cast<double>(c.optimizerFlops);
+  };
+  SmallVector<LayerBlock> blocks;
+  llvm::StringMap<size_t> blockOfLayer;
+  for (const OpCost &cost : costs.getOpCosts()) {
+    if (isTrainingOp(cost.op))
+      continue;
+    if (blocks.empty() || blocks.back().layer != cost.layer) {
+      blockOfLayer.try_emplace(cost.layer, blocks.size());
+      blocks.push_back(LayerBlock{cost.layer, {}, 0, 0, 0});
+    }
+    LayerBlock &block = blocks.back();
+    block.ops.push_back(cost.op);
+    block.flops += work(cost);
+    block.parameterBytes += static_cast<double>(cost.parameterBytes);
+    block.activationBytes += static_cast<double>(cost.savedActivationBytes);
+  }
+  for (const OpCost &cost : costs.getOpCosts()) {
+    if (!isTrainingOp(cost.op))
+      continue;
+    auto it = blockOfLayer.find(cost.layer);
+    if (it == blockOfLayer.end())
+      return cost.op->emitOpError()
+             << "belongs to layer '" << cost.layer
+             << "', which no forward op has";
+    LayerBlock &block = blocks[it->second];
+    block.ops.push_back(cost.op);
+    // Optimizer state is accounted by the partitioner's state factor.
+    block.flops += work(cost);
+  }
+  return blocks;
+}

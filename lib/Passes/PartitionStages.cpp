@@ -29,13 +29,6 @@ static constexpr llvm::StringLiteral kStagesAttrName = "dtfm.stages";
 
 namespace {
 
-/// A run of consecutive ops with one layer name.
-struct Block {
-  std::string layer;
-  SmallVector<Operation *> ops;
-  planner::ChainBlock cost;
-};
-
 struct PartitionStages
     : public mlir::dtfm::impl::PartitionStagesBase<PartitionStages> {
   using PartitionStagesBase::PartitionStagesBase;
@@ -71,51 +64,14 @@ struct PartitionStages
     CostAnalysis &costs = getAnalysis<CostAnalysis>();
     if (!costs.isValid())
       return signalPassFailure();
-    // Forward ops form the blocks. In a training graph (after
-    // --dtfm-autodiff) the backward, accumulate and update ops join the
-    // block of their layer; CostAnalysis files every op's FLOPs under the
-    // phase that does them, so summing all three phases counts each once.
-    auto isTrainingOp = [](Operation *op) {
-      return isa<BackwardOp, AccumulateOp, SgdUpdateOp, AdamWUpdateOp>(op);
-    };
-    auto work = [](const OpCost &c) {
-      return static_cast<double>(c.forwardFlops) +
-             static_cast<double>(c.backwardFlops) +
-             static_cast<double>(c.optimizerFlops);
-    };
-    std::vector<Block> blocks;
-    llvm::StringMap<size_t> blockOfLayer;
-    for (const OpCost &cost : costs.getOpCosts()) {
-      if (isTrainingOp(cost.op))
-        continue;
-      if (blocks.empty() || blocks.back().layer != cost.layer) {
-        blockOfLayer.try_emplace(cost.layer, blocks.size());
-        blocks.push_back(Block{cost.layer, {}, {}});
-      }
-      Block &block = blocks.back();
-      block.ops.push_back(cost.op);
-      block.cost.flops += work(cost);
-      block.cost.parameterBytes += static_cast<double>(cost.parameterBytes);
-      block.cost.activationBytes +=
-          static_cast<double>(cost.savedActivationBytes);
-    }
-    for (const OpCost &cost : costs.getOpCosts()) {
-      if (!isTrainingOp(cost.op))
-        continue;
-      auto it = blockOfLayer.find(cost.layer);
-      if (it == blockOfLayer.end()) {
-        cost.op->emitOpError() << "belongs to layer '" << cost.layer
-                               << "', which no forward op has";
-        return signalPassFailure();
-      }
-      Block &block = blocks[it->second];
-      block.ops.push_back(cost.op);
-      // Optimizer state is in stateBytesPerParameterByte already.
-      block.cost.flops += work(cost);
-    }
+    FailureOr<SmallVector<LayerBlock>> chainOrFailure = buildLayerChain(costs);
+    if (failed(chainOrFailure))
+      return signalPassFailure();
+    SmallVector<LayerBlock> &blocks = *chainOrFailure;
     std::vector<planner::ChainBlock> chain;
-    for (const Block &block : blocks)
-      chain.push_back(block.cost);
+    for (const LayerBlock &block : blocks)
+      chain.push_back({block.flops, block.parameterBytes,
+                       block.activationBytes});
 
     planner::StagePlan plan;
     if (!planner::partitionChain(chain, devices, options, plan, error))
@@ -207,7 +163,7 @@ struct PartitionStages
     return success();
   }
 
-  void print(const std::vector<Block> &blocks,
+  void print(ArrayRef<LayerBlock> blocks,
              const std::vector<planner::StageDevice> &devices,
              const planner::StagePlan &plan) {
     raw_ostream &os = llvm::outs();

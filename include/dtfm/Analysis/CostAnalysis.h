@@ -93,6 +93,25 @@ private:
   CostTotals totals;
 };
 
+/// One block of the model as the stage partitioner sees it: a maximal run of
+/// consecutive forward ops (IR order, which is topological) sharing a
+/// `dtfm.layer`, plus the training ops (backward, accumulate, updates) of
+/// that layer. FLOPs of all three phases, each counted once.
+struct LayerBlock {
+  std::string layer;
+  SmallVector<Operation *> ops;
+  double flops = 0;
+  double parameterBytes = 0;  ///< of dtfm.param ops only
+  double activationBytes = 0; ///< saved for backward, per micro-batch
+};
+
+/// The model's blocks in order. Fails (with a diagnostic on the op) when a
+/// training op names a layer that no forward op has.
+FailureOr<SmallVector<LayerBlock>> buildLayerChain(const CostAnalysis &costs);
+
+/// Whether `op` belongs to the training part of a graph (built by autodiff).
+bool isTrainingOp(Operation *op);
+
 } // namespace mlir::dtfm
 
 #endif // DTFM_ANALYSIS_COSTANALYSIS_H
