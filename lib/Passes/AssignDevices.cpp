@@ -11,6 +11,7 @@
 
 #include "dtfm/Analysis/CostAnalysis.h"
 #include "dtfm/Passes/Passes.h"
+#include "dtfm/Planner/Hetero.h"
 #include "dtfm/Planner/Search.h"
 
 #include "mlir/IR/Builders.h"
@@ -18,6 +19,8 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
 
 namespace mlir::dtfm {
 #define GEN_PASS_DEF_ASSIGNDEVICES
@@ -90,12 +93,13 @@ struct AssignDevices
     };
     if (clusterFile.empty())
       return fail("no cluster file given (cluster=<file.textproto>)");
+    bool hetero = algorithm == "hetero";
     std::optional<planner::SearchAlgorithm> algo =
         planner::parseSearchAlgorithm(algorithm);
-    if (!algo)
+    if (!algo && !hetero)
       return fail("unknown algorithm '" + algorithm.getValue() +
                   "' (expected rank-order, random, kl, op-fence, "
-                  "genetic-paper or genetic)");
+                  "genetic-paper, genetic or hetero)");
     if (dataParallel < 0 || pipelineParallel < 0 || microBatches <= 0 ||
         dpBytes < 0 || ppBytes < 0 || budget < 0)
       return fail("dp, pp, dp-bytes, pp-bytes and budget must be >= 0 and "
@@ -136,8 +140,38 @@ struct AssignDevices
       planner::SearchResult result;
       planner::CommVolume volume;
       int dp = 0, pp = 0;
+      /// hetero: predicted iteration time (its objective).
+      std::optional<planner::HeteroCost> hetero;
+      double score() const {
+        return hetero ? hetero->iterationSeconds() : result.cost.total();
+      }
     };
     std::optional<Best> best;
+
+    // hetero: the model as a chain of blocks, re-balanced per candidate.
+    planner::HeteroProblem heteroProblem;
+    if (hetero) {
+      FailureOr<SmallVector<LayerBlock>> chain = buildLayerChain(costs);
+      if (failed(chain))
+        return signalPassFailure();
+      double parameterBytes = 0;
+      for (const LayerBlock &block : *chain) {
+        heteroProblem.blocks.push_back(
+            {block.flops, block.parameterBytes, block.activationBytes});
+        parameterBytes += block.parameterBytes;
+      }
+      heteroProblem.cluster = &cluster;
+      heteroProblem.boundaryBytes =
+          ppBytes > 0 ? ppBytes : model.boundaryBytes;
+      // fp32 gradients, as for c_DP.
+      heteroProblem.gradientBytesPerParameterByte =
+          parameterBytes > 0
+              ? 4.0 * static_cast<double>(model.trainableParameters) /
+                    parameterBytes
+              : 1.0;
+      heteroProblem.stageOptions.microBatches = microBatches;
+    }
+
     for (auto [dp, pp] : shapes) {
       planner::CommVolume volume;
       volume.dataParallelBytes =
@@ -158,12 +192,53 @@ struct AssignDevices
               "dtfm-assign-devices: dp %d pp %d generation %d best %.6f s\n",
               dp, pp, generation, cost);
         };
+      if (hetero) {
+        if (static_cast<size_t>(pp) > heteroProblem.blocks.size())
+          continue;
+        planner::HeteroProblem problem = heteroProblem;
+        problem.dataParallel = dp;
+        problem.pipelineParallel = pp;
+        planner::HeteroModel heteroModel(problem);
+        planner::SearchResult result;
+        auto start = std::chrono::steady_clock::now();
+        result.partition = planner::searchHetero(heteroModel, options,
+                                                 &result.evaluations);
+        result.wallSeconds = std::chrono::duration<double>(
+                                 std::chrono::steady_clock::now() - start)
+                                 .count();
+        planner::HeteroCost cost = heteroModel.evaluate(result.partition);
+        if (!cost.feasible)
+          continue;
+        // The groups are already in stage order: keep it, and match the
+        // devices of neighbouring stages as DT-FM does.
+        planner::LayoutCost &layout = result.cost;
+        planner::LayoutCost dtfmCost = costModel.evaluate(result.partition);
+        layout.dataParallel = dtfmCost.dataParallel;
+        layout.pipeline = dtfmCost.pipeline;
+        for (int s = 0; s < pp; ++s)
+          layout.order.push_back(s);
+        for (int s = 0; s + 1 < pp; ++s) {
+          std::vector<int> match;
+          costModel.groupPipelineWeight(result.partition[s],
+                                        result.partition[s + 1], &match);
+          layout.matchings.push_back(std::move(match));
+        }
+        Best candidate{std::move(result), volume, dp, pp, std::move(cost)};
+        if (!best || candidate.score() < best->score())
+          best = std::move(candidate);
+        continue;
+      }
       planner::SearchResult result =
           planner::searchLayout(costModel, *algo, options);
-      if (!best || result.cost.total() < best->result.cost.total())
-        best = Best{std::move(result), volume, dp, pp};
+      Best candidate{std::move(result), volume, dp, pp, std::nullopt};
+      if (!best || candidate.score() < best->score())
+        best = std::move(candidate);
     }
-    record(module, cluster, best->result, best->volume, best->dp, best->pp);
+    if (!best)
+      return fail("no device layout fits the model in memory (algorithm "
+                  "hetero tried " + Twine(shapes.size()) + " shapes)");
+    record(module, cluster, best->result, best->volume, best->dp, best->pp,
+           best->hetero);
     markAllAnalysesPreserved();
   }
 
@@ -195,7 +270,8 @@ struct AssignDevices
 
   void record(ModuleOp module, const planner::Cluster &cluster,
               const planner::SearchResult &result,
-              planner::CommVolume volume, int dp, int pp) {
+              planner::CommVolume volume, int dp, int pp,
+              const std::optional<planner::HeteroCost> &hetero) {
     Builder b(module.getContext());
     std::vector<std::vector<int>> stages = stagesInPipelineOrder(result);
     SmallVector<Attribute> stageAttrs;
@@ -220,6 +296,14 @@ struct AssignDevices
         b.getNamedAttr("total_cost_s", b.getF64FloatAttr(result.cost.total())),
         b.getNamedAttr("stages", b.getArrayAttr(stageAttrs)),
     };
+    if (hetero) {
+      fields.push_back(b.getNamedAttr(
+          "iteration_s", b.getF64FloatAttr(hetero->iterationSeconds())));
+      SmallVector<int64_t> bounds(hetero->plan.bounds.begin(),
+                                  hetero->plan.bounds.end());
+      fields.push_back(
+          b.getNamedAttr("stage_bounds", b.getDenseI64ArrayAttr(bounds)));
+    }
     module->setAttr(kAssignmentAttrName, b.getDictionaryAttr(fields));
 
     if (!printTable)
@@ -236,6 +320,11 @@ struct AssignDevices
                        "(search %.3f s)\n",
                        result.cost.total(), result.cost.dataParallel,
                        result.cost.pipeline, result.wallSeconds);
+    if (hetero)
+      os << llvm::format("hetero: predicted iteration %.6f s = pipeline %.6f "
+                         "s + data-parallel sync %.6f s\n",
+                         hetero->iterationSeconds(), hetero->pipelineSeconds,
+                         hetero->dataParallelSeconds);
     planner::CostModel costModel(cluster, volume, dp);
     for (auto [s, stage] : llvm::enumerate(stages)) {
       os << llvm::format("stage %2zu  DATAP %9.6f s  ", s,

@@ -32,3 +32,13 @@
 // RANK: stage 1 DATAP {{.*}} b0(B) b1(B)
 
 // PROGRESS: dtfm-assign-devices: dp 2 pp 2 generation 0 best {{[0-9.]+}} s
+
+// COM: hetero: stages re-balanced for the devices that run them; the two 4x
+// COM: faster devices take 5 of the 12 blocks each.
+// RUN: dtfm-translate --import-gpt tiny --layers 10 | dtfm-opt --dtfm-annotate-costs --dtfm-autodiff --dtfm-assign-devices="cluster=%S/Inputs/mixed-4.textproto algorithm=hetero dp=1 pp=4 micro-batches=4 print-table=true" -o %t.hetero | FileCheck %s --check-prefix=HETERO
+// RUN: FileCheck %s --check-prefix=HETERO-ATTR < %t.hetero
+// HETERO: algorithm hetero
+// HETERO: hetero: predicted iteration {{[0-9.]+}} s = pipeline {{[0-9.]+}} s + data-parallel sync 0.000000 s
+// HETERO: stage 0 {{.*}} fast0(lan)
+// HETERO: stage 1 {{.*}} fast1(lan)
+// HETERO-ATTR: iteration_s = {{.*}}stage_bounds = array<i64: 0, 5, 10, 11, 12>

@@ -94,12 +94,17 @@ def AssignDevices : Pass<"dtfm-assign-devices", "mlir::ModuleOp"> {
     directly instead. With dp = pp = 0 every factorisation N = D_DP x D_PP
     with D_PP no larger than the number of layers is searched and the
     cheapest kept.
+
+    `algorithm=hetero` (docs/Scheduler.md) minimises the predicted iteration
+    time instead -- FusionLLM's pipelined time over stages re-balanced for
+    each candidate's devices, plus data-parallel synchronisation -- and adds
+    `iteration_s` and `stage_bounds` to the record.
   }];
   let options = [
     Option<"clusterFile", "cluster", "std::string", /*default=*/"\"\"",
            "Cluster file (proto/cluster.proto text format)">,
     Option<"algorithm", "algorithm", "std::string", /*default=*/"\"genetic\"",
-           "rank-order, random, kl, op-fence, genetic-paper or genetic">,
+           "rank-order, random, kl, op-fence, genetic-paper, genetic or hetero">,
     Option<"seed", "seed", "uint64_t", /*default=*/"0", "Random seed">,
     Option<"budget", "budget", "double", /*default=*/"0",
            "Time budget in seconds (0: none, deterministic)">,
