@@ -24,11 +24,9 @@ HeteroModel::HeteroModel(HeteroProblem p)
       links(*problem.cluster, {0, problem.boundaryBytes},
             problem.dataParallel) {}
 
-HeteroCost HeteroModel::evaluate(const Partition &stages,
-                                 bool rebalance) const {
-  HeteroCost cost;
-  const Cluster &cluster = *problem.cluster;
-  int pp = static_cast<int>(stages.size());
+/// The stage devices: each group at its slowest and smallest member.
+static std::vector<StageDevice> stageDevices(const Cluster &cluster,
+                                             const Partition &stages) {
   std::vector<StageDevice> devices;
   for (const std::vector<int> &group : stages) {
     StageDevice d{cluster.devices[group[0]].name,
@@ -36,42 +34,53 @@ HeteroCost HeteroModel::evaluate(const Partition &stages,
                   std::numeric_limits<double>::infinity()};
     for (int member : group) {
       d.speed = std::min(d.speed, cluster.devices[member].speed());
-      d.memoryBytes = std::min(d.memoryBytes, cluster.devices[member].memoryBytes);
+      d.memoryBytes =
+          std::min(d.memoryBytes, cluster.devices[member].memoryBytes);
     }
     devices.push_back(d);
   }
+  return devices;
+}
+
+/// The even split as a plan, or false when a stage does not fit.
+static bool evenPlan(const HeteroProblem &problem,
+                     const std::vector<StageDevice> &devices, StagePlan &plan,
+                     std::string &error) {
   int n = static_cast<int>(problem.blocks.size());
-  if (rebalance) {
-    if (!partitionChain(problem.blocks, devices, problem.stageOptions,
-                        cost.plan, cost.error))
-      return cost;
-  } else {
-    if (n < pp) {
-      cost.error = "fewer blocks than stages";
-      return cost;
-    }
-    cost.plan.bounds = evenBounds(n, pp);
-    for (int s = 0; s < pp; ++s) {
-      double flops = 0;
-      for (int i = cost.plan.bounds[s]; i < cost.plan.bounds[s + 1]; ++i)
-        flops += problem.blocks[i].flops;
-      double memory =
-          stageMemoryBytes(problem.blocks, cost.plan.bounds[s],
-                           cost.plan.bounds[s + 1], s, pp, problem.stageOptions);
-      if (memory > devices[s].memoryBytes) {
-        cost.error = "device " + devices[s].name + " cannot hold its stage";
-        return cost;
-      }
-      cost.plan.stageSeconds.push_back(flops / devices[s].speed);
-      cost.plan.stageMemoryBytes.push_back(memory);
-      cost.plan.bottleneckSeconds =
-          std::max(cost.plan.bottleneckSeconds, cost.plan.stageSeconds.back());
-    }
+  int pp = static_cast<int>(devices.size());
+  if (n < pp) {
+    error = "fewer blocks than stages";
+    return false;
   }
+  plan = StagePlan();
+  plan.bounds = evenBounds(n, pp);
+  for (int s = 0; s < pp; ++s) {
+    double flops = 0;
+    for (int i = plan.bounds[s]; i < plan.bounds[s + 1]; ++i)
+      flops += problem.blocks[i].flops;
+    double memory = stageMemoryBytes(problem.blocks, plan.bounds[s],
+                                     plan.bounds[s + 1], s, pp,
+                                     problem.stageOptions);
+    if (memory > devices[s].memoryBytes) {
+      error = "device " + devices[s].name + " cannot hold its stage";
+      return false;
+    }
+    plan.stageSeconds.push_back(flops / devices[s].speed);
+    plan.stageMemoryBytes.push_back(memory);
+    plan.bottleneckSeconds =
+        std::max(plan.bottleneckSeconds, plan.stageSeconds.back());
+  }
+  return true;
+}
+
+HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
+  HeteroCost cost;
+  const Cluster &cluster = *problem.cluster;
+  int pp = static_cast<int>(stages.size());
   // FusionLLM eq. 3 over the stages.
   double sum = 0, slowestStep = 0;
   for (int s = 0; s < pp; ++s) {
-    double compute = cost.plan.stageSeconds[s];
+    double compute = plan.stageSeconds[s];
     double comm = s + 1 < pp ? 2.0 * links.groupPipelineWeight(stages[s],
                                                                stages[s + 1])
                              : 0.0;
@@ -83,7 +92,7 @@ HeteroCost HeteroModel::evaluate(const Partition &stages,
   // Data-parallel synchronisation of each stage's own gradients.
   for (int s = 0; s < pp; ++s) {
     double parameterBytes = 0;
-    for (int i = cost.plan.bounds[s]; i < cost.plan.bounds[s + 1]; ++i)
+    for (int i = plan.bounds[s]; i < plan.bounds[s + 1]; ++i)
       parameterBytes += problem.blocks[i].parameterBytes;
     CostModel dp(cluster,
                  {parameterBytes * problem.gradientBytesPerParameterByte, 0},
@@ -91,8 +100,38 @@ HeteroCost HeteroModel::evaluate(const Partition &stages,
     cost.dataParallelSeconds =
         std::max(cost.dataParallelSeconds, dp.groupDataParallelCost(stages[s]));
   }
+  cost.plan = std::move(plan);
   cost.feasible = true;
   return cost;
+}
+
+HeteroCost HeteroModel::evaluate(const Partition &stages,
+                                 bool rebalance) const {
+  std::vector<StageDevice> devices = stageDevices(*problem.cluster, stages);
+  HeteroCost best;
+  StagePlan even;
+  std::string evenError;
+  bool evenFits = evenPlan(problem, devices, even, evenError);
+  if (evenFits)
+    best = score(stages, std::move(even));
+  else
+    best.error = evenError;
+  if (!rebalance)
+    return best;
+  // The compute-optimal split, unless the even one is better overall (its
+  // smaller stages can sync their gradients faster).
+  StagePlan balanced;
+  std::string error;
+  if (!partitionChain(problem.blocks, devices, problem.stageOptions, balanced,
+                      error)) {
+    if (!best.feasible)
+      best.error = error;
+    return best;
+  }
+  HeteroCost candidate = score(stages, std::move(balanced));
+  if (!best.feasible || candidate.iterationSeconds() < best.iterationSeconds())
+    return candidate;
+  return best;
 }
 
 Partition dtfm::planner::searchHetero(const HeteroModel &model,
@@ -117,6 +156,14 @@ Partition dtfm::planner::searchHetero(const HeteroModel &model,
   for (int i = 0; i < n; ++i)
     bySpeed[i / dp].push_back(order[i]);
   seeds = {rank, strided, bySpeed};
+  // OP-Fence's layout (already in stage order).
+  {
+    CostModel unused(cluster, {0, 0}, dp);
+    SearchOptions fenceOptions = options;
+    fenceOptions.progress = nullptr;
+    seeds.push_back(
+        searchLayout(unused, SearchAlgorithm::OpFence, fenceOptions).partition);
+  }
   // DT-FM's communication-optimal layout, in its pipeline order, for its
   // own volumes: c_DP = one stage's share of the gradients.
   double parameterBytes = 0;

@@ -769,6 +769,7 @@ Partition dtfm::planner::searchWithObjective(
   bool small = ctx.n <= 16;
   int size = std::max(2, options.population > 0 ? options.population
                                                 : (small ? 8 : 4));
+  size = std::max<int>(size, seeds.size()); // every seed gets a place
   int offspring = options.offspring > 0 ? options.offspring
                                         : (small ? 24 : 6);
   std::vector<Member> population;

@@ -67,12 +67,16 @@ public:
   explicit HeteroModel(HeteroProblem problem);
 
   const HeteroProblem &getProblem() const { return problem; }
-  /// With `rebalance`, stages are sized for the groups' devices; otherwise
-  /// the blocks are split evenly (the first stages take one more when they
-  /// do not divide), as DT-FM and rank order assume.
+  /// Without `rebalance` the blocks are split evenly (the first stages take
+  /// one more when they do not divide), as DT-FM and rank order assume; with
+  /// it, the better of that and the split sized for the groups' devices by
+  /// the chain partitioner (which minimises the slowest stage, but may give
+  /// a stage more parameters to synchronise).
   HeteroCost evaluate(const Partition &stages, bool rebalance = true) const;
 
 private:
+  HeteroCost score(const Partition &stages, StagePlan plan) const;
+
   HeteroProblem problem;
   CostModel links; ///< pipeline link costs for boundaryBytes
 };

@@ -1,0 +1,207 @@
+//===- HeteroBench.cpp - hetero vs equal-layer plans ----------------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+//
+// Predicted iteration time (FusionLLM's pipelined time + data-parallel sync,
+// lib/Planner/Hetero.h) of GPT3-1.3B at D_DP = D_PP = 8 on
+//   - mixed clusters built from examples/clusters/dc-ondemand.textproto:
+//     `mixed-speed` (nodes 4-7 four times slower) and `mixed-memory`
+//     (nodes 4-7 with 6 GB), and
+//   - the DT-FM paper's five scenarios (../shared/scenarios, skipped with a
+//     message when absent),
+// for algorithm=hetero (stages re-balanced per candidate) against DT-FM's
+// genetic search, OP-Fence and rank order (equal layers per stage, the
+// assumption of those algorithms), all scored by the same model.
+//
+//   bench-hetero [--json] [--micro-batches N] [--seed S] [--scenarios DIR]
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Analysis/CostAnalysis.h"
+#include "dtfm/InitAll.h"
+#include "dtfm/Planner/Hetero.h"
+#include "dtfm/Target/Gpt/ImportGpt.h"
+
+#include "mlir/IR/MLIRContext.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+using namespace dtfm::planner;
+namespace dtfm_mlir = mlir::dtfm;
+
+namespace {
+
+struct Workload {
+  std::vector<ChainBlock> blocks;
+  double boundaryBytes = 0;
+  double parameterBytes = 0;
+  double gradientBytesPerParameterByte = 2; // f16 parameters, fp32 gradients
+};
+
+/// GPT3-1.3B's blocks (embedding, 24 layers, head) from the dtfm importer.
+Workload gptWorkload() {
+  mlir::MLIRContext context;
+  dtfm_mlir::GptConfig config = *dtfm_mlir::getGptPreset("gpt3-1.3b");
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      dtfm_mlir::buildGptModule(&context, config);
+  dtfm_mlir::CostAnalysis costs(module->getOperation());
+  Workload w;
+  for (const dtfm_mlir::LayerBlock &block :
+       *dtfm_mlir::buildLayerChain(costs)) {
+    w.blocks.push_back({block.flops, block.parameterBytes,
+                        block.activationBytes});
+    w.parameterBytes += block.parameterBytes;
+  }
+  // The residual stream [B, s, h] in f16 crosses every stage boundary.
+  w.boundaryBytes = 2.0 * config.microBatch * config.seqLen * config.hidden;
+  return w;
+}
+
+struct Row {
+  std::string scenario;
+  std::string algorithm;
+  double iterationSeconds;
+  double wallSeconds;
+};
+
+void print(const Row &row, bool json) {
+  if (json)
+    std::printf("{\"scenario\":\"%s\",\"algorithm\":\"%s\","
+                "\"iteration_s\":%.6f,\"wall_s\":%.4f}\n",
+                row.scenario.c_str(), row.algorithm.c_str(),
+                row.iterationSeconds, row.wallSeconds);
+  else
+    std::printf("  %-14s %14.3f %9.3f\n", row.algorithm.c_str(),
+                row.iterationSeconds, row.wallSeconds);
+  std::fflush(stdout);
+}
+
+/// Runs every algorithm on one cluster; returns hetero's speed-up over the
+/// best equal-layer plan.
+double runScenario(const std::string &name, const Cluster &cluster,
+                   const Workload &workload, int microBatches, uint64_t seed,
+                   bool json) {
+  const int dp = 8, pp = 8;
+  HeteroProblem problem;
+  problem.cluster = &cluster;
+  problem.blocks = workload.blocks;
+  problem.boundaryBytes = workload.boundaryBytes;
+  problem.gradientBytesPerParameterByte =
+      workload.gradientBytesPerParameterByte;
+  problem.dataParallel = dp;
+  problem.pipelineParallel = pp;
+  problem.stageOptions.microBatches = microBatches;
+  HeteroModel model(problem);
+  if (!json)
+    std::printf("\n%s\n  %-14s %14s %9s\n", name.c_str(), "algorithm",
+                "iteration_s", "wall_s");
+
+  SearchOptions options;
+  options.dataParallel = dp;
+  options.pipelineParallel = pp;
+  options.seed = seed;
+  CostModel dtfm(cluster,
+                 {workload.parameterBytes *
+                      workload.gradientBytesPerParameterByte / pp,
+                  workload.boundaryBytes * microBatches},
+                 dp);
+  double bestEqual = std::numeric_limits<double>::infinity();
+  for (SearchAlgorithm algorithm :
+       {SearchAlgorithm::RankOrder, SearchAlgorithm::OpFence,
+        SearchAlgorithm::Genetic}) {
+    auto start = std::chrono::steady_clock::now();
+    SearchResult r = searchLayout(dtfm, algorithm, options);
+    Partition ordered;
+    for (int g : r.cost.order)
+      ordered.push_back(r.partition[g]);
+    double t = model.evaluate(ordered, /*rebalance=*/false).iterationSeconds();
+    double wall = std::chrono::duration<double>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
+    bestEqual = std::min(bestEqual, t);
+    print({name, searchAlgorithmName(algorithm), t, wall}, json);
+  }
+  auto start = std::chrono::steady_clock::now();
+  Partition p = searchHetero(model, options);
+  double t = model.evaluate(p).iterationSeconds();
+  double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  print({name, "hetero", t, wall}, json);
+  double speedup = bestEqual / t;
+  if (!json)
+    std::printf("  hetero vs best equal-layer plan: %.2fx\n", speedup);
+  return speedup;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  bool json = false;
+  int microBatches = 32;
+  uint64_t seed = 0;
+  std::string dir = std::string(DTFM_SOURCE_DIR) + "/../shared/scenarios";
+  if (const char *env = std::getenv("DTFM_SCENARIOS_DIR"))
+    dir = env;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      return i + 1 < argc ? argv[++i] : "";
+    };
+    if (arg == "--json")
+      json = true;
+    else if (arg == "--micro-batches")
+      microBatches = std::atoi(value().c_str());
+    else if (arg == "--seed")
+      seed = std::strtoull(value().c_str(), nullptr, 10);
+    else if (arg == "--scenarios")
+      dir = value();
+    else {
+      std::fprintf(stderr, "bench-hetero: error: unknown argument '%s'\n",
+                   arg.c_str());
+      return 2;
+    }
+  }
+  if (microBatches <= 0) {
+    std::fprintf(stderr, "bench-hetero: error: --micro-batches must be > 0\n");
+    return 2;
+  }
+  Workload workload = gptWorkload();
+
+  Cluster base;
+  std::string error;
+  std::string preset =
+      std::string(DTFM_SOURCE_DIR) + "/examples/clusters/dc-ondemand.textproto";
+  if (!loadClusterFile(preset, base, error)) {
+    std::fprintf(stderr, "bench-hetero: error: %s\n", error.c_str());
+    return 1;
+  }
+  Cluster mixedSpeed = base, mixedMemory = base;
+  mixedSpeed.name = "mixed-speed";
+  mixedMemory.name = "mixed-memory";
+  for (size_t d = 32; d < base.size(); ++d) {
+    mixedSpeed.devices[d].peakFlops /= 4;
+    mixedMemory.devices[d].memoryBytes = 6e9;
+  }
+  runScenario("mixed-speed", mixedSpeed, workload, microBatches, seed, json);
+  runScenario("mixed-memory", mixedMemory, workload, microBatches, seed, json);
+
+  for (const char *prefix : {"0_dc_ondemand", "1_dc_spot", "2_multi_dc",
+                             "3_geo_regional", "4_geo_worldwide"}) {
+    Cluster cluster;
+    if (!loadScenarioMatrices(dir, prefix, cluster, error)) {
+      std::fprintf(stderr,
+                   "bench-hetero: skipping the DT-FM scenarios: %s (set "
+                   "DTFM_SCENARIOS_DIR or --scenarios)\n",
+                   error.c_str());
+      break;
+    }
+    runScenario(prefix, cluster, workload, microBatches, seed, json);
+  }
+  return 0;
+}
