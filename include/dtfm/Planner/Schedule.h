@@ -1,0 +1,84 @@
+//===- Schedule.h - Micro-batch schedules on three slots ---------*- C++ -*-===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+//
+// GPipe and 1F1B schedules of n_b micro-batches through S pipeline stages,
+// with every instruction on one of three slots per stage -- receive,
+// compute, send -- as DT-FM's runtime does (its §3.5: three CUDA streams),
+// so that transfers overlap computation. Each slot runs its instructions in
+// order; an instruction also waits for its explicit dependencies.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTFM_PLANNER_SCHEDULE_H
+#define DTFM_PLANNER_SCHEDULE_H
+
+#include "dtfm/Planner/StagePartition.h"
+
+#include <string>
+#include <vector>
+
+namespace dtfm::planner {
+
+enum class Slot { Receive = 0, Compute = 1, Send = 2 };
+enum class Phase { Forward, Backward };
+
+/// "recv", "compute", "send" / "fwd", "bwd".
+const char *slotName(Slot slot);
+const char *phaseName(Phase phase);
+
+/// Names one instruction: its stage, slot and position in that slot.
+struct InstructionRef {
+  int stage = 0;
+  Slot slot = Slot::Compute;
+  int index = 0;
+  bool operator==(const InstructionRef &o) const {
+    return stage == o.stage && slot == o.slot && index == o.index;
+  }
+};
+
+/// Receive: the activation (forward) or gradient (backward) of a
+/// micro-batch from the neighbouring stage. Compute: the stage's forward or
+/// backward of a micro-batch. Send: the result to the neighbour.
+struct Instruction {
+  Phase phase = Phase::Forward;
+  int microBatch = 0;
+  /// Stage at the other end (receive/send), -1 for compute.
+  int peer = -1;
+  std::vector<InstructionRef> deps;
+};
+
+/// The three ordered instruction streams of one stage.
+struct StageSchedule {
+  std::vector<Instruction> slots[3];
+  const std::vector<Instruction> &operator[](Slot s) const {
+    return slots[static_cast<int>(s)];
+  }
+  std::vector<Instruction> &operator[](Slot s) {
+    return slots[static_cast<int>(s)];
+  }
+};
+
+/// Builds the schedule. GPipe: all forwards, then the backwards in reverse
+/// order. 1F1B (PipeDream-flush): min(S - s - 1, n_b) warm-up forwards at
+/// stage s, then one forward and one backward alternately, then the
+/// remaining backwards.
+std::vector<StageSchedule> buildSchedule(PipelineSchedule kind, int stages,
+                                         int microBatches);
+
+/// Largest number of micro-batches whose activations stage `stage` holds at
+/// once (forwards done minus backwards done, over its compute order).
+int peakInFlight(const StageSchedule &stage);
+
+/// Executes the schedule abstractly (any slot whose next instruction's
+/// dependencies are done may run it) and checks that everything finishes:
+/// no cycle across slots or stages. On failure returns false with the first
+/// stuck instruction in `error`.
+bool checkSchedule(const std::vector<StageSchedule> &schedule,
+                   std::string &error);
+
+} // namespace dtfm::planner
+
+#endif // DTFM_PLANNER_SCHEDULE_H

@@ -1,0 +1,137 @@
+//===- Schedule.cpp - Micro-batch schedules on three slots ----------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Planner/Schedule.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <tuple>
+
+using namespace dtfm::planner;
+
+const char *dtfm::planner::slotName(Slot slot) {
+  switch (slot) {
+  case Slot::Receive:
+    return "recv";
+  case Slot::Compute:
+    return "compute";
+  case Slot::Send:
+    return "send";
+  }
+  return "?";
+}
+
+const char *dtfm::planner::phaseName(Phase phase) {
+  return phase == Phase::Forward ? "fwd" : "bwd";
+}
+
+/// The compute order of one stage as (phase, micro-batch) pairs.
+static std::vector<std::pair<Phase, int>>
+computeOrder(PipelineSchedule kind, int stage, int stages, int microBatches) {
+  std::vector<std::pair<Phase, int>> order;
+  if (kind == PipelineSchedule::GPipe) {
+    for (int m = 0; m < microBatches; ++m)
+      order.push_back({Phase::Forward, m});
+    for (int m = microBatches - 1; m >= 0; --m)
+      order.push_back({Phase::Backward, m});
+    return order;
+  }
+  int warmup = std::min(stages - stage - 1, microBatches);
+  int forward = 0, backward = 0;
+  for (; forward < warmup; ++forward)
+    order.push_back({Phase::Forward, forward});
+  while (forward < microBatches) {
+    order.push_back({Phase::Forward, forward++});
+    order.push_back({Phase::Backward, backward++});
+  }
+  while (backward < microBatches)
+    order.push_back({Phase::Backward, backward++});
+  return order;
+}
+
+std::vector<StageSchedule>
+dtfm::planner::buildSchedule(PipelineSchedule kind, int stages,
+                             int microBatches) {
+  std::vector<StageSchedule> schedule(stages);
+  // Where each (stage, phase, micro-batch) landed in each slot.
+  std::map<std::tuple<int, Slot, Phase, int>, int> where;
+  auto add = [&](int s, Slot slot, Instruction inst) {
+    std::vector<Instruction> &list = schedule[s][slot];
+    where[{s, slot, inst.phase, inst.microBatch}] = list.size();
+    list.push_back(std::move(inst));
+    return InstructionRef{s, slot, static_cast<int>(list.size()) - 1};
+  };
+  // Compute and receive slots follow the compute order; a receive comes
+  // right before the compute that needs it.
+  for (int s = 0; s < stages; ++s) {
+    for (auto [phase, m] : computeOrder(kind, s, stages, microBatches)) {
+      Instruction compute{phase, m, -1, {}};
+      int from = phase == Phase::Forward ? s - 1 : s + 1;
+      if (from >= 0 && from < stages)
+        compute.deps.push_back(add(s, Slot::Receive, {phase, m, from, {}}));
+      if (phase == Phase::Backward) // its own forward, for the saved inputs
+        compute.deps.push_back(
+            {s, Slot::Compute, where.at({s, Slot::Compute, Phase::Forward, m})});
+      InstructionRef done = add(s, Slot::Compute, compute);
+      int to = phase == Phase::Forward ? s + 1 : s - 1;
+      if (to >= 0 && to < stages)
+        add(s, Slot::Send, {phase, m, to, {done}});
+    }
+  }
+  // A receive waits for the matching send of its peer.
+  for (int s = 0; s < stages; ++s)
+    for (Instruction &recv : schedule[s][Slot::Receive])
+      recv.deps.push_back(
+          {recv.peer, Slot::Send,
+           where.at({recv.peer, Slot::Send, recv.phase, recv.microBatch})});
+  return schedule;
+}
+
+int dtfm::planner::peakInFlight(const StageSchedule &stage) {
+  int live = 0, peak = 0;
+  for (const Instruction &inst : stage[Slot::Compute]) {
+    live += inst.phase == Phase::Forward ? 1 : -1;
+    peak = std::max(peak, live);
+  }
+  return peak;
+}
+
+bool dtfm::planner::checkSchedule(const std::vector<StageSchedule> &schedule,
+                                  std::string &error) {
+  int stages = static_cast<int>(schedule.size());
+  std::vector<std::array<int, 3>> next(stages, {0, 0, 0});
+  auto done = [&](const InstructionRef &r) {
+    return r.index < next[r.stage][static_cast<int>(r.slot)];
+  };
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int s = 0; s < stages; ++s)
+      for (int slot = 0; slot < 3; ++slot) {
+        const std::vector<Instruction> &list = schedule[s].slots[slot];
+        while (next[s][slot] < static_cast<int>(list.size()) &&
+               std::all_of(list[next[s][slot]].deps.begin(),
+                           list[next[s][slot]].deps.end(), done)) {
+          ++next[s][slot];
+          progress = true;
+        }
+      }
+  }
+  for (int s = 0; s < stages; ++s)
+    for (int slot = 0; slot < 3; ++slot) {
+      const std::vector<Instruction> &list = schedule[s].slots[slot];
+      if (next[s][slot] < static_cast<int>(list.size())) {
+        const Instruction &stuck = list[next[s][slot]];
+        error = "stage " + std::to_string(s) + " " +
+                slotName(static_cast<Slot>(slot)) + " #" +
+                std::to_string(next[s][slot]) + " (" +
+                phaseName(stuck.phase) + " micro-batch " +
+                std::to_string(stuck.microBatch) + ") never runs";
+        return false;
+      }
+    }
+  return true;
+}
