@@ -1,0 +1,64 @@
+//===- Compression.h - AdaTopK ratios per link --------------------*- C++ -*-===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+//
+// FusionLLM's AdaTopK (its eq. 7): given a user ratio r, the link that takes
+// R_i seconds dense gets the top-k ratio
+//
+//   r_i = max(1, 3 r R_i / max_p R_p)
+//
+// where 3 is the cost of one kept element (an f32 value and an i64 index)
+// in dense f32 elements: the slowest link sends 3/r_i = 1/r of its dense
+// bytes. A link whose r_i <= 3 would send at least its dense bytes and
+// stays dense, as does any link faster than `denseBelow` x the slowest.
+// The uniform baseline compresses every link past the threshold with r.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTFM_PLANNER_COMPRESSION_H
+#define DTFM_PLANNER_COMPRESSION_H
+
+#include <vector>
+
+namespace dtfm::planner {
+
+/// One transfer on one link.
+struct LinkTransfer {
+  double denseBytes = 0;
+  double latencySeconds = 0;
+  double bandwidthGbps = 0;
+
+  /// alpha + bytes / beta.
+  double seconds(double bytes) const {
+    return latencySeconds + 8.0 * bytes / (bandwidthGbps * 1e9);
+  }
+};
+
+struct CompressionOptions {
+  /// r: the ratio the slowest link achieves (1 = no compression).
+  double targetRatio = 1;
+  /// Uniform top-k with ratio r on every link past the threshold.
+  bool uniform = false;
+  /// Links with R_i < denseBelow x max_p R_p stay dense (0: none).
+  double denseBelow = 0;
+};
+
+struct LinkCompression {
+  bool compressed = false;
+  /// Top-k ratio: numel / k (1 when dense).
+  double ratio = 1;
+  /// Bytes on the wire: 3 x dense / ratio when compressed.
+  double bytes = 0;
+  double seconds = 0;
+};
+
+/// The compression of each transfer (same order).
+std::vector<LinkCompression>
+planCompression(const std::vector<LinkTransfer> &links,
+                const CompressionOptions &options);
+
+} // namespace dtfm::planner
+
+#endif // DTFM_PLANNER_COMPRESSION_H

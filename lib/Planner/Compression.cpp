@@ -1,0 +1,39 @@
+//===- Compression.cpp - AdaTopK ratios per link --------------------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Planner/Compression.h"
+
+#include <algorithm>
+
+using namespace dtfm::planner;
+
+std::vector<LinkCompression>
+dtfm::planner::planCompression(const std::vector<LinkTransfer> &links,
+                               const CompressionOptions &options) {
+  double slowest = 0;
+  for (const LinkTransfer &link : links)
+    slowest = std::max(slowest, link.seconds(link.denseBytes));
+  std::vector<LinkCompression> plan;
+  for (const LinkTransfer &link : links) {
+    LinkCompression c;
+    double dense = link.seconds(link.denseBytes);
+    double ratio = 1;
+    bool eligible = options.targetRatio > 1 && slowest > 0 &&
+                    dense >= options.denseBelow * slowest;
+    if (eligible)
+      ratio = options.uniform
+                  ? options.targetRatio
+                  : std::max(1.0, 3.0 * options.targetRatio * dense / slowest);
+    // Top-k pays 3 dense elements per kept element: only ratios above 3
+    // make the transfer smaller.
+    c.compressed = eligible && ratio > 3.0;
+    c.ratio = c.compressed ? ratio : 1.0;
+    c.bytes = c.compressed ? 3.0 * link.denseBytes / ratio : link.denseBytes;
+    c.seconds = link.seconds(c.bytes);
+    plan.push_back(c);
+  }
+  return plan;
+}
