@@ -73,6 +73,27 @@ def Autodiff : Pass<"dtfm-autodiff", "mlir::ModuleOp"> {
   ];
 }
 
+def InsertSendRecv : Pass<"dtfm-insert-send-recv", "mlir::ModuleOp"> {
+  let summary = "Turn every value that crosses stages into a send/recv pair";
+  let description = [{
+    After --dtfm-partition-stages: for each value defined on stage a and used
+    on stage b != a (forward activations, backward gradients, a tied
+    parameter), inserts a `dtfm.send` right after its definition and a
+    `dtfm.recv` right before its first use on b, and makes b's uses read the
+    received value. The pair shares a tag (numbered in IR order) and the
+    value's bytes; latency and bandwidth are those of the slowest matched
+    device pair between the two stages (the `dtfm.assignment` groups, or the
+    cluster's first devices, one per stage).
+  }];
+  let options = [
+    Option<"clusterFile", "cluster", "std::string", /*default=*/"\"\"",
+           "Cluster file (proto/cluster.proto text format)">,
+  ];
+  let statistics = [
+    Statistic<"numPairs", "num-pairs", "send/recv pairs inserted">,
+  ];
+}
+
 def AssignDevices : Pass<"dtfm-assign-devices", "mlir::ModuleOp"> {
   let summary = "Assign the cluster's devices to data-parallel groups and "
                 "pipeline stages (DT-FM scheduler and baselines)";

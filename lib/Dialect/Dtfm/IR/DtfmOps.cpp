@@ -862,3 +862,40 @@ LogicalResult AdamWUpdateOp::verify() {
 int64_t AdamWUpdateOp::getForwardFlops() { return 12 * numel(getParam()); }
 int64_t AdamWUpdateOp::getBackwardFlops() { return 0; }
 int64_t AdamWUpdateOp::getParameterBytes() { return 8 * numel(getParam()); }
+
+//===----------------------------------------------------------------------===//
+// Communication ops
+//===----------------------------------------------------------------------===//
+
+/// Shared checks of send and recv: bytes match the type, link is valid.
+static LogicalResult verifyTransfer(Operation *op, Type type, int64_t peer,
+                                    int64_t bytes, double latency,
+                                    double bandwidth) {
+  if (peer < 0)
+    return op->emitOpError() << "expected a non-negative peer, found " << peer;
+  if (bytes != getTensorBytes(type))
+    return op->emitOpError() << "expected bytes = " << getTensorBytes(type)
+                             << " (the size of " << type << "), found "
+                             << bytes;
+  if (!(latency >= 0) || !(bandwidth > 0))
+    return op->emitOpError() << "expected latency_s >= 0 and bandwidth_gbps "
+                                "> 0, found "
+                             << latency << " and " << bandwidth;
+  return success();
+}
+
+LogicalResult SendOp::verify() {
+  return verifyTransfer(*this, getValue().getType(), getPeer(), getBytes(),
+                        getLatencyS().convertToDouble(),
+                        getBandwidthGbps().convertToDouble());
+}
+int64_t SendOp::getForwardFlops() { return 0; }
+int64_t SendOp::getBackwardFlops() { return 0; }
+
+LogicalResult RecvOp::verify() {
+  return verifyTransfer(*this, getResult().getType(), getPeer(), getBytes(),
+                        getLatencyS().convertToDouble(),
+                        getBandwidthGbps().convertToDouble());
+}
+int64_t RecvOp::getForwardFlops() { return 0; }
+int64_t RecvOp::getBackwardFlops() { return 0; }

@@ -484,4 +484,35 @@ def Dtfm_AdamWUpdateOp : Dtfm_Op<"adamw_update", [
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Communication (inserted by --dtfm-insert-send-recv)
+//===----------------------------------------------------------------------===//
+
+def Dtfm_SendOp : Dtfm_Op<"send", [
+    DeclareOpInterfaceMethods<Dtfm_CostOpInterface, ["getBackwardFlops"]>]> {
+  let summary = "send a value to the stage `peer`";
+  let description = [{
+    One half of a point-to-point transfer; the matching `dtfm.recv` on stage
+    `peer` has the same `tag` and `bytes`. `latency_s` and `bandwidth_gbps`
+    describe the link (the slowest of the matched device pairs between the
+    two stages' groups). No FLOPs.
+  }];
+  let arguments = (ins Dtfm_Tensor:$value, I64Attr:$peer, I64Attr:$tag,
+                       I64Attr:$bytes, F64Attr:$latency_s,
+                       F64Attr:$bandwidth_gbps);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
+  let hasVerifier = 1;
+}
+
+def Dtfm_RecvOp : Dtfm_Op<"recv", [
+    DeclareOpInterfaceMethods<Dtfm_CostOpInterface, ["getBackwardFlops"]>]> {
+  let summary = "receive a value from the stage `peer`";
+  let description = "The other half of a dtfm.send with the same tag.";
+  let arguments = (ins I64Attr:$peer, I64Attr:$tag, I64Attr:$bytes,
+                       F64Attr:$latency_s, F64Attr:$bandwidth_gbps);
+  let results = (outs Dtfm_Tensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 #endif // DTFM_OPS

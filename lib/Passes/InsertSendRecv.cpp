@@ -1,0 +1,176 @@
+//===- InsertSendRecv.cpp - send/recv on edges between stages -------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Passes/Passes.h"
+#include "dtfm/Planner/Cluster.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
+
+namespace mlir::dtfm {
+#define GEN_PASS_DEF_INSERTSENDRECV
+#include "dtfm/Passes/Passes.h.inc"
+} // namespace mlir::dtfm
+
+using namespace mlir;
+using namespace mlir::dtfm;
+namespace planner = ::dtfm::planner;
+
+static constexpr llvm::StringLiteral kStageAttrName = "dtfm.stage";
+
+namespace {
+struct InsertSendRecv
+    : public mlir::dtfm::impl::InsertSendRecvBase<InsertSendRecv> {
+  using InsertSendRecvBase::InsertSendRecvBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto fail = [&](const Twine &message) {
+      mlir::emitError(toolLoc(module, clusterFile))
+          << "dtfm-insert-send-recv: " << message;
+      signalPassFailure();
+    };
+    if (clusterFile.empty())
+      return fail("no cluster file given (cluster=<file.textproto>)");
+    planner::Cluster cluster;
+    std::string error;
+    if (!planner::loadClusterFile(clusterFile, cluster, error))
+      return fail(error);
+
+    // Every op must be staged.
+    int64_t stages = 0;
+    WalkResult staged = module.walk([&](Operation *op) {
+      if (isa<ModuleOp, func::FuncOp>(op))
+        return WalkResult::advance();
+      auto stage = op->getAttrOfType<IntegerAttr>(kStageAttrName);
+      if (!stage) {
+        op->emitOpError("has no dtfm.stage; run --dtfm-partition-stages "
+                        "first");
+        return WalkResult::interrupt();
+      }
+      stages = std::max(stages, stage.getInt() + 1);
+      return WalkResult::advance();
+    });
+    if (staged.wasInterrupted())
+      return signalPassFailure();
+
+    // The devices of each stage, entry i = pipeline i.
+    std::vector<std::vector<size_t>> devices;
+    if (failed(stageDevices(module, cluster, stages, devices)))
+      return signalPassFailure();
+
+    Builder b(module.getContext());
+    int64_t tag = 0;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      SmallVector<Operation *> ops;
+      for (Operation &op : func.getBody().front())
+        ops.push_back(&op);
+      for (Operation *op : ops) {
+        int64_t from = stageOf(op);
+        OpBuilder after(op->getContext());
+        after.setInsertionPointAfter(op);
+        for (Value value : op->getResults()) {
+          // Users on other stages, grouped by stage (ordered map: stable).
+          std::map<int64_t, SmallVector<OpOperand *>> byStage;
+          for (OpOperand &use : value.getUses()) {
+            int64_t to = stageOf(use.getOwner());
+            if (to != from)
+              byStage[to].push_back(&use);
+          }
+          for (auto &[to, uses] : byStage) {
+            int64_t bytes = getTensorBytes(value.getType());
+            auto [latency, bandwidth] =
+                slowestLink(cluster, devices[from], devices[to], bytes);
+            auto send = after.create<SendOp>(
+                op->getLoc(), value, b.getI64IntegerAttr(to),
+                b.getI64IntegerAttr(tag), b.getI64IntegerAttr(bytes),
+                b.getF64FloatAttr(latency), b.getF64FloatAttr(bandwidth));
+            send->setAttr(kStageAttrName, b.getI64IntegerAttr(from));
+            after.setInsertionPointAfter(send);
+            Operation *first = uses.front()->getOwner();
+            for (OpOperand *use : uses)
+              if (use->getOwner()->isBeforeInBlock(first))
+                first = use->getOwner();
+            OpBuilder before(first);
+            auto recv = before.create<RecvOp>(
+                op->getLoc(), value.getType(), b.getI64IntegerAttr(from),
+                b.getI64IntegerAttr(tag), b.getI64IntegerAttr(bytes),
+                b.getF64FloatAttr(latency), b.getF64FloatAttr(bandwidth));
+            recv->setAttr(kStageAttrName, b.getI64IntegerAttr(to));
+            for (OpOperand *use : uses)
+              use->set(recv.getResult());
+            ++tag;
+            ++numPairs;
+          }
+        }
+      }
+    }
+  }
+
+  static int64_t stageOf(Operation *op) {
+    return op->getAttrOfType<IntegerAttr>(kStageAttrName).getInt();
+  }
+
+  /// (latency s, bandwidth Gbps) of the matched pair that takes longest to
+  /// move `bytes`.
+  static std::pair<double, double>
+  slowestLink(const planner::Cluster &cluster, const std::vector<size_t> &a,
+              const std::vector<size_t> &b, int64_t bytes) {
+    double worst = -1, latency = 0, bandwidth = 0;
+    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+      if (a[i] == b[i])
+        continue;
+      double t = cluster.transferSeconds(a[i], b[i], bytes);
+      if (t > worst) {
+        worst = t;
+        latency = cluster.latencySeconds(a[i], b[i]);
+        bandwidth = cluster.bandwidthGbps(a[i], b[i]);
+      }
+    }
+    return {latency, worst < 0 ? 1e9 : bandwidth};
+  }
+
+  LogicalResult stageDevices(ModuleOp module, const planner::Cluster &cluster,
+                             int64_t stages,
+                             std::vector<std::vector<size_t>> &devices) {
+    llvm::StringMap<size_t> byName;
+    for (size_t i = 0; i < cluster.size(); ++i)
+      byName[cluster.devices[i].name] = i;
+    auto assignment = module->getAttrOfType<DictionaryAttr>("dtfm.assignment");
+    if (!assignment) {
+      if (stages > static_cast<int64_t>(cluster.size()))
+        return mlir::emitError(toolLoc(module, clusterFile))
+               << "dtfm-insert-send-recv: " << stages
+               << " stages but cluster '" << cluster.name << "' has "
+               << cluster.size() << " devices";
+      for (int64_t s = 0; s < stages; ++s)
+        devices.push_back({static_cast<size_t>(s)});
+      return success();
+    }
+    auto groups = assignment.getAs<ArrayAttr>("stages");
+    if (!groups || static_cast<int64_t>(groups.size()) < stages)
+      return mlir::emitError(toolLoc(module, clusterFile))
+             << "dtfm-insert-send-recv: dtfm.assignment has fewer stages "
+                "than the ops use ("
+             << stages << ")";
+    for (Attribute group : groups) {
+      std::vector<size_t> members;
+      for (Attribute member : cast<ArrayAttr>(group)) {
+        auto it = byName.find(cast<StringAttr>(member).getValue());
+        if (it == byName.end())
+          return mlir::emitError(toolLoc(module, clusterFile))
+                 << "dtfm-insert-send-recv: dtfm.assignment names device "
+                 << member << ", which cluster '" << cluster.name
+                 << "' does not have";
+        members.push_back(it->second);
+      }
+      devices.push_back(members);
+    }
+    return success();
+  }
+};
+} // namespace
