@@ -94,6 +94,15 @@ def InsertSendRecv : Pass<"dtfm-insert-send-recv", "mlir::ModuleOp"> {
   ];
 }
 
+def VerifyPlan : Pass<"dtfm-verify-plan", "mlir::ModuleOp"> {
+  let summary = "Check a planned module's communication";
+  let description = [{
+    Every `dtfm.send` has exactly one `dtfm.recv` with its tag, the same
+    bytes and mirrored stages (the send's stage is the recv's peer and the
+    other way round), and no recv lacks its send. Read-only.
+  }];
+}
+
 def AssignDevices : Pass<"dtfm-assign-devices", "mlir::ModuleOp"> {
   let summary = "Assign the cluster's devices to data-parallel groups and "
                 "pipeline stages (DT-FM scheduler and baselines)";

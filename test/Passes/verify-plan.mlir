@@ -1,0 +1,48 @@
+// RUN: dtfm-translate --import-gpt tiny | dtfm-opt --dtfm-autodiff --dtfm-partition-stages="cluster=%dtfm_src_root/examples/clusters/local-8.textproto stages=3" --dtfm-insert-send-recv=cluster=%dtfm_src_root/examples/clusters/local-8.textproto --dtfm-verify-plan -o /dev/null
+// RUN: dtfm-opt %s -split-input-file -verify-diagnostics --dtfm-verify-plan
+
+func.func @no_recv() {
+  %x = dtfm.input "x" {dtfm.stage = 0 : i64} : tensor<2xf32>
+  // expected-error @+1 {{with tag 3 has no matching recv}}
+  dtfm.send %x {peer = 1 : i64, tag = 3 : i64, bytes = 8 : i64, latency_s = 0.0 : f64, bandwidth_gbps = 1.0 : f64, dtfm.stage = 0 : i64} : tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @no_send() {
+  // expected-error @+1 {{with tag 4 has no send}}
+  %r = dtfm.recv {peer = 0 : i64, tag = 4 : i64, bytes = 8 : i64, latency_s = 0.0 : f64, bandwidth_gbps = 1.0 : f64, dtfm.stage = 1 : i64} : tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @bytes() {
+  %x = dtfm.input "x" {dtfm.stage = 0 : i64} : tensor<2xf32>
+  dtfm.send %x {peer = 1 : i64, tag = 0 : i64, bytes = 8 : i64, latency_s = 0.0 : f64, bandwidth_gbps = 1.0 : f64, dtfm.stage = 0 : i64} : tensor<2xf32>
+  // expected-error @+1 {{receives 16 bytes but its send (tag 0) sends 8}}
+  %r = dtfm.recv {peer = 0 : i64, tag = 0 : i64, bytes = 16 : i64, latency_s = 0.0 : f64, bandwidth_gbps = 1.0 : f64, dtfm.stage = 1 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @peers() {
+  %x = dtfm.input "x" {dtfm.stage = 0 : i64} : tensor<2xf32>
+  dtfm.send %x {peer = 2 : i64, tag = 0 : i64, bytes = 8 : i64, latency_s = 0.0 : f64, bandwidth_gbps = 1.0 : f64, dtfm.stage = 0 : i64} : tensor<2xf32>
+  // expected-error @+1 {{and its send (tag 0) disagree on stages: send on 0 to 2, recv on 1 from 0}}
+  %r = dtfm.recv {peer = 0 : i64, tag = 0 : i64, bytes = 8 : i64, latency_s = 0.0 : f64, bandwidth_gbps = 1.0 : f64, dtfm.stage = 1 : i64} : tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @duplicate_recv() {
+  %x = dtfm.input "x" {dtfm.stage = 0 : i64} : tensor<2xf32>
+  dtfm.send %x {peer = 1 : i64, tag = 0 : i64, bytes = 8 : i64, latency_s = 0.0 : f64, bandwidth_gbps = 1.0 : f64, dtfm.stage = 0 : i64} : tensor<2xf32>
+  %r = dtfm.recv {peer = 0 : i64, tag = 0 : i64, bytes = 8 : i64, latency_s = 0.0 : f64, bandwidth_gbps = 1.0 : f64, dtfm.stage = 1 : i64} : tensor<2xf32>
+  // expected-error @+1 {{is a second recv for tag 0 (one per send)}}
+  %s = dtfm.recv {peer = 0 : i64, tag = 0 : i64, bytes = 8 : i64, latency_s = 0.0 : f64, bandwidth_gbps = 1.0 : f64, dtfm.stage = 1 : i64} : tensor<2xf32>
+  return
+}
