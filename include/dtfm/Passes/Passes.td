@@ -94,6 +94,33 @@ def InsertSendRecv : Pass<"dtfm-insert-send-recv", "mlir::ModuleOp"> {
   ];
 }
 
+def InsertCompression : Pass<"dtfm-insert-compression", "mlir::ModuleOp"> {
+  let summary = "AdaTopK: top-k compression on the slowest links";
+  let description = [{
+    After --dtfm-insert-send-recv: estimates each transfer's dense time
+    R_i = latency + bytes / bandwidth and gives it FusionLLM's ratio
+    r_i = max(1, 3 r R_i / max_p R_p) (lib/Planner/Compression.h); a
+    transfer whose r_i exceeds 3 (so that f32/bf16 values plus i64 indices
+    are smaller than the dense tensor) and that is not faster than
+    `dense-below` x the slowest becomes `dtfm.topk_compress` -> a send of the
+    values (the original tag) and of the indices (a new tag) -> two recvs ->
+    `dtfm.topk_decompress`. `uniform=true` is the baseline: ratio r on every
+    transfer past the threshold. The send/recv bytes are the compressed
+    sizes, so everything downstream sees them.
+  }];
+  let options = [
+    Option<"ratio", "ratio", "double", /*default=*/"1",
+           "Target compression ratio r on the slowest link (> 1)">,
+    Option<"uniform", "uniform", "bool", /*default=*/"false",
+           "Uniform top-k with ratio r instead of AdaTopK">,
+    Option<"denseBelow", "dense-below", "double", /*default=*/"0",
+           "Links faster than this fraction of the slowest stay dense">,
+  ];
+  let statistics = [
+    Statistic<"numCompressed", "num-compressed", "Transfers compressed">,
+  ];
+}
+
 def VerifyPlan : Pass<"dtfm-verify-plan", "mlir::ModuleOp"> {
   let summary = "Check a planned module's communication";
   let description = [{

@@ -899,3 +899,46 @@ LogicalResult RecvOp::verify() {
 }
 int64_t RecvOp::getForwardFlops() { return 0; }
 int64_t RecvOp::getBackwardFlops() { return 0; }
+
+//===----------------------------------------------------------------------===//
+// Top-k compression
+//===----------------------------------------------------------------------===//
+
+LogicalResult TopKCompressOp::verify() {
+  int64_t k = getK();
+  int64_t n = numel(getInput());
+  if (k > n)
+    return emitOpError() << "expected k <= " << n << " (the input's elements), "
+                         << "found " << k;
+  Type element = tensorOf(getInput()).getElementType();
+  if (failed(verifyResultType(*this, getValues(), {k}, element)))
+    return failure();
+  auto indices = tensorOf(getIndices());
+  if (indices.getShape() != ArrayRef<int64_t>{k} ||
+      !indices.getElementType().isInteger(64))
+    return emitOpError() << "expected indices of type 'tensor<" << k
+                         << "xi64>', found " << indices;
+  return success();
+}
+int64_t TopKCompressOp::getForwardFlops() { return 4 * numel(getInput()); }
+int64_t TopKCompressOp::getBackwardFlops() { return 0; }
+
+LogicalResult TopKDecompressOp::verify() {
+  auto values = tensorOf(getValues());
+  auto indices = tensorOf(getIndices());
+  if (values.getRank() != 1 || indices.getShape() != values.getShape())
+    return emitOpError() << "expected 1-D values and indices of one length, "
+                            "found "
+                         << shapeOf(getValues()) << " and "
+                         << shapeOf(getIndices());
+  if (tensorOf(getResult()).getElementType() != values.getElementType())
+    return emitOpError() << "expected result element type "
+                         << values.getElementType() << ", found "
+                         << tensorOf(getResult()).getElementType();
+  if (values.getDimSize(0) > numel(getResult()))
+    return emitOpError() << "expected at most " << numel(getResult())
+                         << " values, found " << values.getDimSize(0);
+  return success();
+}
+int64_t TopKDecompressOp::getForwardFlops() { return numel(getResult()); }
+int64_t TopKDecompressOp::getBackwardFlops() { return 0; }

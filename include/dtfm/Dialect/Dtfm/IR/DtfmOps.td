@@ -515,4 +515,30 @@ def Dtfm_RecvOp : Dtfm_Op<"recv", [
   let hasVerifier = 1;
 }
 
+def Dtfm_TopKCompressOp : Dtfm_ComputeOp<"topk_compress",
+    ["getBackwardFlops"]> {
+  let summary = "keep the k largest-magnitude elements: values and indices";
+  let description = [{
+    AdaTopK's compressor (FusionLLM §5): the k entries of largest absolute
+    value, as values (the input's element type) and flat i64 indices. About
+    4 FLOPs per input element (selection). No error feedback: the dropped
+    entries are lost for this transfer.
+  }];
+  let arguments = (ins Dtfm_FloatTensor:$input,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$k);
+  let results = (outs Dtfm_FloatTensor:$values, Dtfm_IndexTensor:$indices);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def Dtfm_TopKDecompressOp : Dtfm_ComputeOp<"topk_decompress",
+    ["getBackwardFlops"]> {
+  let summary = "scatter top-k values back into a dense zero tensor";
+  let description = "numel(result) FLOPs (zero fill and scatter).";
+  let arguments = (ins Dtfm_FloatTensor:$values, Dtfm_IndexTensor:$indices);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $values `,` $indices attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 #endif // DTFM_OPS

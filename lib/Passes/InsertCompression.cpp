@@ -1,0 +1,124 @@
+//===- InsertCompression.cpp - AdaTopK on the slowest links ---------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Passes/Passes.h"
+#include "dtfm/Planner/Compression.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <map>
+
+namespace mlir::dtfm {
+#define GEN_PASS_DEF_INSERTCOMPRESSION
+#include "dtfm/Passes/Passes.h.inc"
+} // namespace mlir::dtfm
+
+using namespace mlir;
+using namespace mlir::dtfm;
+namespace planner = ::dtfm::planner;
+
+namespace {
+struct InsertCompression
+    : public mlir::dtfm::impl::InsertCompressionBase<InsertCompression> {
+  using InsertCompressionBase::InsertCompressionBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (!(ratio > 1) || denseBelow < 0) {
+      mlir::emitError(toolLoc(module, ""))
+          << "dtfm-insert-compression: ratio must be > 1 and dense-below >= "
+             "0, got "
+          << ratio.getValue() << " and " << denseBelow.getValue();
+      return signalPassFailure();
+    }
+    SmallVector<SendOp> sends;
+    std::map<int64_t, RecvOp> recvOfTag;
+    int64_t nextTag = 0;
+    module.walk([&](Operation *op) {
+      if (auto send = dyn_cast<SendOp>(op)) {
+        sends.push_back(send);
+        nextTag = std::max<int64_t>(nextTag, send.getTag() + 1);
+      } else if (auto recv = dyn_cast<RecvOp>(op)) {
+        recvOfTag[recv.getTag()] = recv;
+        nextTag = std::max<int64_t>(nextTag, recv.getTag() + 1);
+      }
+    });
+    std::vector<planner::LinkTransfer> links;
+    for (SendOp send : sends)
+      links.push_back({static_cast<double>(send.getBytes()),
+                       send.getLatencyS().convertToDouble(),
+                       send.getBandwidthGbps().convertToDouble()});
+    planner::CompressionOptions options;
+    options.targetRatio = ratio;
+    options.uniform = uniform;
+    options.denseBelow = denseBelow;
+    std::vector<planner::LinkCompression> plan =
+        planner::planCompression(links, options);
+
+    Builder b(module.getContext());
+    for (auto [send, compression] : llvm::zip(sends, plan)) {
+      if (!compression.compressed)
+        continue;
+      auto it = recvOfTag.find(send.getTag());
+      if (it == recvOfTag.end()) {
+        send.emitOpError() << "has no recv with tag " << send.getTag()
+                           << "; run --dtfm-verify-plan";
+        return signalPassFailure();
+      }
+      RecvOp recv = it->second;
+      auto dense = cast<RankedTensorType>(send.getValue().getType());
+      int64_t numel = dense.getNumElements();
+      int64_t k = std::max<int64_t>(
+          1, static_cast<int64_t>(static_cast<double>(numel) /
+                                  compression.ratio));
+      auto valuesType = RankedTensorType::get({k}, dense.getElementType());
+      auto indicesType = RankedTensorType::get({k}, b.getI64Type());
+      int64_t indexTag = nextTag++;
+      Attribute sendStage = send->getAttr("dtfm.stage");
+      Attribute recvStage = recv->getAttr("dtfm.stage");
+      auto transfer = [&](OpBuilder &builder, Value value, int64_t tag) {
+        auto op = builder.create<SendOp>(
+            send.getLoc(), value, send.getPeerAttr(), b.getI64IntegerAttr(tag),
+            b.getI64IntegerAttr(getTensorBytes(value.getType())),
+            send.getLatencySAttr(), send.getBandwidthGbpsAttr());
+        if (sendStage)
+          op->setAttr("dtfm.stage", sendStage);
+      };
+      auto receive = [&](OpBuilder &builder, Type type, int64_t tag) {
+        auto op = builder.create<RecvOp>(
+            recv.getLoc(), type, recv.getPeerAttr(), b.getI64IntegerAttr(tag),
+            b.getI64IntegerAttr(getTensorBytes(type)), recv.getLatencySAttr(),
+            recv.getBandwidthGbpsAttr());
+        if (recvStage)
+          op->setAttr("dtfm.stage", recvStage);
+        return op.getResult();
+      };
+
+      OpBuilder atSend(send);
+      auto compress = atSend.create<TopKCompressOp>(
+          send.getLoc(), valuesType, indicesType, send.getValue(),
+          b.getI64IntegerAttr(k));
+      compress->setAttr("dtfm.ratio", b.getF64FloatAttr(compression.ratio));
+      if (sendStage)
+        compress->setAttr("dtfm.stage", sendStage);
+      transfer(atSend, compress.getValues(), send.getTag());
+      transfer(atSend, compress.getIndices(), indexTag);
+
+      OpBuilder atRecv(recv);
+      Value values = receive(atRecv, valuesType, recv.getTag());
+      Value indices = receive(atRecv, indicesType, indexTag);
+      auto decompress = atRecv.create<TopKDecompressOp>(recv.getLoc(), dense,
+                                                        values, indices);
+      if (recvStage)
+        decompress->setAttr("dtfm.stage", recvStage);
+      recv.getResult().replaceAllUsesWith(decompress.getResult());
+      recv.erase();
+      send.erase();
+      ++numCompressed;
+    }
+  }
+};
+} // namespace
