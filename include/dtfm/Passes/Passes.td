@@ -121,6 +121,30 @@ def InsertCompression : Pass<"dtfm-insert-compression", "mlir::ModuleOp"> {
   ];
 }
 
+def ScheduleMicrobatches : Pass<"dtfm-schedule-microbatches",
+                                 "mlir::ModuleOp"> {
+  let summary = "GPipe or 1F1B over n_b micro-batches on three slots";
+  let description = [{
+    After partitioning (and send/recv insertion): puts every op on one of
+    its stage's three slots (`dtfm.slot` = recv, compute or send, as DT-FM's
+    runtime runs them on three streams so that transfers overlap compute)
+    and tags its phase (`dtfm.phase` = fwd, bwd or opt), then records the
+    per-stage instruction streams of the schedule (lib/Planner/Schedule.h) as
+    `dtfm.schedule` = {kind, micro_batches, peak_in_flight, stages}, where
+    each stage is a dictionary of its recv, compute and send streams, each
+    instruction written "F3" / "B3" (forward /
+    backward of micro-batch 3; receives and sends carry the peer stage,
+    "F3<1"/"F3>1"). The schedule is checked to run to completion (no cycle
+    across slots or stages).
+  }];
+  let options = [
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "1f1b or gpipe">,
+    Option<"microBatches", "micro-batches", "int", /*default=*/"1",
+           "Micro-batches per iteration (n_b)">,
+  ];
+}
+
 def VerifyPlan : Pass<"dtfm-verify-plan", "mlir::ModuleOp"> {
   let summary = "Check a planned module's communication";
   let description = [{

@@ -1,0 +1,122 @@
+//===- ScheduleMicrobatches.cpp - Micro-batch schedules on three slots ----===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Analysis/CostAnalysis.h"
+#include "dtfm/Passes/Passes.h"
+#include "dtfm/Planner/Schedule.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlir::dtfm {
+#define GEN_PASS_DEF_SCHEDULEMICROBATCHES
+#include "dtfm/Passes/Passes.h.inc"
+} // namespace mlir::dtfm
+
+using namespace mlir;
+using namespace mlir::dtfm;
+namespace planner = ::dtfm::planner;
+
+namespace {
+struct ScheduleMicrobatches
+    : public mlir::dtfm::impl::ScheduleMicrobatchesBase<ScheduleMicrobatches> {
+  using ScheduleMicrobatchesBase::ScheduleMicrobatchesBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto fail = [&](const Twine &message) {
+      mlir::emitError(toolLoc(module, ""))
+          << "dtfm-schedule-microbatches: " << message;
+      signalPassFailure();
+    };
+    planner::PipelineSchedule kind;
+    if (schedule == "1f1b")
+      kind = planner::PipelineSchedule::OneFOneB;
+    else if (schedule == "gpipe")
+      kind = planner::PipelineSchedule::GPipe;
+    else
+      return fail("unknown schedule '" + schedule.getValue() +
+                  "' (expected 1f1b or gpipe)");
+    if (microBatches <= 0)
+      return fail("micro-batches must be positive, got " +
+                  Twine(microBatches.getValue()));
+
+    Builder b(module.getContext());
+    int64_t stages = 0;
+    WalkResult walk = module.walk([&](Operation *op) {
+      if (isa<ModuleOp, func::FuncOp>(op))
+        return WalkResult::advance();
+      auto stage = op->getAttrOfType<IntegerAttr>("dtfm.stage");
+      if (!stage) {
+        op->emitOpError("has no dtfm.stage; run --dtfm-partition-stages "
+                        "first");
+        return WalkResult::interrupt();
+      }
+      stages = std::max<int64_t>(stages, stage.getInt() + 1);
+      StringRef slot = isa<RecvOp>(op)   ? "recv"
+                       : isa<SendOp>(op) ? "send"
+                                         : "compute";
+      op->setAttr("dtfm.slot", b.getStringAttr(slot));
+      StringRef phase = isa<SgdUpdateOp, AdamWUpdateOp>(op) ? "opt"
+                        : isa<BackwardOp, AccumulateOp>(op) ? "bwd"
+                                                            : "fwd";
+      // A transfer belongs to the phase of the value it moves.
+      if (auto send = dyn_cast<SendOp>(op))
+        if (Operation *def = send.getValue().getDefiningOp())
+          if (isTrainingOp(def))
+            phase = "bwd";
+      if (auto recv = dyn_cast<RecvOp>(op))
+        if (!recv.getResult().use_empty() &&
+            llvm::all_of(recv.getResult().getUsers(), isTrainingOp))
+          phase = "bwd";
+      op->setAttr("dtfm.phase", b.getStringAttr(phase));
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return signalPassFailure();
+
+    std::vector<planner::StageSchedule> plan =
+        planner::buildSchedule(kind, stages, microBatches);
+    std::string error;
+    if (!planner::checkSchedule(plan, error))
+      return fail(error);
+
+    SmallVector<Attribute> stageAttrs;
+    SmallVector<int64_t> peaks;
+    for (const planner::StageSchedule &stage : plan) {
+      auto stream = [&](planner::Slot slot) {
+        SmallVector<Attribute> items;
+        for (const planner::Instruction &inst : stage[slot]) {
+          std::string text =
+              (inst.phase == planner::Phase::Forward ? "F" : "B") +
+              std::to_string(inst.microBatch);
+          if (slot == planner::Slot::Receive)
+            text += "<" + std::to_string(inst.peer);
+          else if (slot == planner::Slot::Send)
+            text += ">" + std::to_string(inst.peer);
+          items.push_back(b.getStringAttr(text));
+        }
+        return b.getArrayAttr(items);
+      };
+      stageAttrs.push_back(b.getDictionaryAttr({
+          b.getNamedAttr("recv", stream(planner::Slot::Receive)),
+          b.getNamedAttr("compute", stream(planner::Slot::Compute)),
+          b.getNamedAttr("send", stream(planner::Slot::Send)),
+      }));
+      peaks.push_back(planner::peakInFlight(stage));
+    }
+    module->setAttr(
+        "dtfm.schedule",
+        b.getDictionaryAttr({
+            b.getNamedAttr("kind", b.getStringAttr(schedule.getValue())),
+            b.getNamedAttr("micro_batches",
+                           b.getI64IntegerAttr(microBatches)),
+            b.getNamedAttr("peak_in_flight", b.getDenseI64ArrayAttr(peaks)),
+            b.getNamedAttr("stages", b.getArrayAttr(stageAttrs)),
+        }));
+  }
+};
+} // namespace
