@@ -135,7 +135,8 @@ CostAnalysis::CostAnalysis(Operation *root) {
 }
 
 bool mlir::dtfm::isTrainingOp(Operation *op) {
-  return isa<BackwardOp, AccumulateOp, SgdUpdateOp, AdamWUpdateOp>(op);
+  return isa<BackwardOp, AccumulateOp, SgdUpdateOp, AdamWUpdateOp,
+             GradSyncOp>(op);
 }
 
 FailureOr<SmallVector<LayerBlock>>

@@ -60,7 +60,8 @@ struct ScheduleMicrobatches
                        : isa<SendOp>(op) ? "send"
                                          : "compute";
       op->setAttr("dtfm.slot", b.getStringAttr(slot));
-      StringRef phase = isa<SgdUpdateOp, AdamWUpdateOp>(op) ? "opt"
+      StringRef phase = isa<SgdUpdateOp, AdamWUpdateOp, GradSyncOp>(op)
+                            ? "opt"
                         : isa<BackwardOp, AccumulateOp>(op) ? "bwd"
                                                             : "fwd";
       // A transfer belongs to the phase of the value it moves.

@@ -38,6 +38,17 @@ double CostModel::groupDataParallelCost(const std::vector<int> &group) const {
   return worst;
 }
 
+double CostModel::groupRingAllReduceCost(const std::vector<int> &group) const {
+  size_t n = group.size();
+  if (n < 2)
+    return 0;
+  double slowest = 0;
+  for (size_t i = 0; i < n; ++i)
+    slowest = std::max(slowest,
+                       dataParallelLinkCost(group[i], group[(i + 1) % n]) / 2);
+  return 2.0 * static_cast<double>(n - 1) * slowest;
+}
+
 double CostModel::groupPipelineWeight(const std::vector<int> &a,
                                       const std::vector<int> &b,
                                       std::vector<int> *match,

@@ -157,6 +157,19 @@ TEST(CostModel, DataParallelCostSumsOverPeersAndTakesTheWorstDevice) {
   EXPECT_NEAR(model.groupDataParallelCost({0, 1, 2, 3}), 13.06, 1e-12);
 }
 
+TEST(CostModel, RingAllReduceIsNeverCheaperThanTheParameterServer) {
+  Cluster c = handCluster();
+  CostModel model(c, {1e9, 1e8}, 4);
+  // Ring 0-1-2-3-0 moving c/4 = 2e9 bit per step: links 8, 0.5, 4, 8 Gbps;
+  // slowest 1-2: 0.01 + 4 = 4.01 s; 2 (D - 1) = 6 steps: 24.06 s.
+  EXPECT_NEAR(model.groupRingAllReduceCost({0, 1, 2, 3}), 24.06, 1e-9);
+  EXPECT_LE(model.groupDataParallelCost({0, 1, 2, 3}),
+            model.groupRingAllReduceCost({0, 1, 2, 3}));
+  // Two devices: one exchange each way, the same for both algorithms.
+  EXPECT_NEAR(model.groupRingAllReduceCost({0, 1}),
+              model.groupDataParallelCost({0, 1}), 1e-12);
+}
+
 TEST(Cluster, ValidationNamesTheLink) {
   Cluster c = handCluster();
   c.bandwidthGbps(1, 2) = 0;

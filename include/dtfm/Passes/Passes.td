@@ -121,6 +121,24 @@ def InsertCompression : Pass<"dtfm-insert-compression", "mlir::ModuleOp"> {
   ];
 }
 
+def InsertGradSync : Pass<"dtfm-insert-grad-sync", "mlir::ModuleOp"> {
+  let summary = "Synchronise gradients within each data-parallel group";
+  let description = [{
+    After --dtfm-autodiff, --dtfm-assign-devices and --dtfm-partition-stages:
+    every optimizer update on stage s reads its gradient through a
+    `dtfm.grad_sync` over stage s's data-parallel group. The algorithm is
+    chosen per group by the cost model for the stage's total gradient bytes
+    -- DT-FM's sharded parameter server (DATAP-COST) or ring all-reduce --
+    or forced with `sync=ps|ring`. Groups of one device need no sync.
+  }];
+  let options = [
+    Option<"clusterFile", "cluster", "std::string", /*default=*/"\"\"",
+           "Cluster file (proto/cluster.proto text format)">,
+    Option<"sync", "sync", "std::string", /*default=*/"\"auto\"",
+           "auto, ps or ring">,
+  ];
+}
+
 def ScheduleMicrobatches : Pass<"dtfm-schedule-microbatches",
                                  "mlir::ModuleOp"> {
   let summary = "GPipe or 1F1B over n_b micro-batches on three slots";

@@ -72,8 +72,14 @@ public:
   /// alpha + c_PP / beta.
   double pipelineLinkCost(int a, int b) const { return ppLink(a, b); }
 
-  /// DATAP-COST of one group.
+  /// DATAP-COST of one group (DT-FM's sharded parameter server).
   double groupDataParallelCost(const std::vector<int> &group) const;
+  /// Ring all-reduce of c_DP over `group` in the given cyclic order:
+  /// 2 (D - 1) steps, each as slow as the slowest ring link moving c_DP / D:
+  /// 2 (D - 1) max_i (alpha_i + c_DP / (D beta_i)). Under these link costs
+  /// it is never cheaper than the parameter server (whose worst device sums
+  /// D - 1 of the same terms), and equal on uniform links.
+  double groupRingAllReduceCost(const std::vector<int> &group) const;
   /// Bottleneck matching weight between two groups; fills `match` when given.
   /// `matchableBelow` as in bottleneckPerfectMatching.
   double groupPipelineWeight(const std::vector<int> &a,

@@ -942,3 +942,28 @@ LogicalResult TopKDecompressOp::verify() {
 }
 int64_t TopKDecompressOp::getForwardFlops() { return numel(getResult()); }
 int64_t TopKDecompressOp::getBackwardFlops() { return 0; }
+
+//===----------------------------------------------------------------------===//
+// GradSyncOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult GradSyncOp::verify() {
+  if (getAlgorithm() != "ps" && getAlgorithm() != "ring")
+    return emitOpError() << "expected algorithm \"ps\" or \"ring\", found \""
+                         << getAlgorithm() << "\"";
+  if (getGroup().size() < 2)
+    return emitOpError() << "expected a group of at least 2 devices, found "
+                         << getGroup().size();
+  if (getResult().getType() != getGrad().getType())
+    return emitOpError() << "expected result type " << getGrad().getType()
+                         << ", found " << getResult().getType();
+  if (getBytes() != getTensorBytes(getGrad().getType()))
+    return emitOpError() << "expected bytes = "
+                         << getTensorBytes(getGrad().getType()) << ", found "
+                         << getBytes();
+  if (!(getSeconds().convertToDouble() >= 0))
+    return emitOpError("expected non-negative seconds");
+  return success();
+}
+int64_t GradSyncOp::getForwardFlops() { return 0; }
+int64_t GradSyncOp::getBackwardFlops() { return 0; }

@@ -515,6 +515,23 @@ def Dtfm_RecvOp : Dtfm_Op<"recv", [
   let hasVerifier = 1;
 }
 
+def Dtfm_GradSyncOp : Dtfm_Op<"grad_sync", [
+    DeclareOpInterfaceMethods<Dtfm_CostOpInterface, ["getBackwardFlops"]>]> {
+  let summary = "synchronise one gradient across a data-parallel group";
+  let description = [{
+    Averages `grad` over the devices in `group` with `algorithm`: "ps"
+    (DT-FM's sharded parameter server: every device owns 1/D of the tensor,
+    gathers and scatters its shard) or "ring" (ring all-reduce).
+    `seconds` is the cost model's estimate for this tensor. No FLOPs counted
+    (the additions are negligible next to the transfers).
+  }];
+  let arguments = (ins Dtfm_FloatTensor:$grad, StrAttr:$algorithm,
+                       StrArrayAttr:$group, I64Attr:$bytes, F64Attr:$seconds);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = "$grad attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Dtfm_TopKCompressOp : Dtfm_ComputeOp<"topk_compress",
     ["getBackwardFlops"]> {
   let summary = "keep the k largest-magnitude elements: values and indices";

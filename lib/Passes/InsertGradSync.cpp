@@ -1,0 +1,115 @@
+//===- InsertGradSync.cpp - Data-parallel gradient synchronisation --------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Passes/Passes.h"
+#include "dtfm/Planner/CostModel.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <map>
+
+namespace mlir::dtfm {
+#define GEN_PASS_DEF_INSERTGRADSYNC
+#include "dtfm/Passes/Passes.h.inc"
+} // namespace mlir::dtfm
+
+using namespace mlir;
+using namespace mlir::dtfm;
+namespace planner = ::dtfm::planner;
+
+namespace {
+struct InsertGradSync
+    : public mlir::dtfm::impl::InsertGradSyncBase<InsertGradSync> {
+  using InsertGradSyncBase::InsertGradSyncBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto fail = [&](const Twine &message) {
+      mlir::emitError(toolLoc(module, clusterFile))
+          << "dtfm-insert-grad-sync: " << message;
+      signalPassFailure();
+    };
+    if (sync != "auto" && sync != "ps" && sync != "ring")
+      return fail("unknown sync '" + sync.getValue() +
+                  "' (expected auto, ps or ring)");
+    if (clusterFile.empty())
+      return fail("no cluster file given (cluster=<file.textproto>)");
+    planner::Cluster cluster;
+    std::string error;
+    if (!planner::loadClusterFile(clusterFile, cluster, error))
+      return fail(error);
+    auto assignment = module->getAttrOfType<DictionaryAttr>("dtfm.assignment");
+    auto stages = assignment ? assignment.getAs<ArrayAttr>("stages")
+                             : ArrayAttr();
+    if (!stages)
+      return fail("no dtfm.assignment; run --dtfm-assign-devices first");
+
+    // Updates per stage, in IR order.
+    std::map<int64_t, SmallVector<Operation *>> updates;
+    WalkResult walk = module.walk([&](Operation *op) {
+      if (!isa<SgdUpdateOp, AdamWUpdateOp>(op))
+        return WalkResult::advance();
+      auto stage = op->getAttrOfType<IntegerAttr>("dtfm.stage");
+      if (!stage || stage.getInt() >= static_cast<int64_t>(stages.size())) {
+        op->emitOpError("has no dtfm.stage of the assignment; run "
+                        "--dtfm-partition-stages first");
+        return WalkResult::interrupt();
+      }
+      updates[stage.getInt()].push_back(op);
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return signalPassFailure();
+    if (updates.empty())
+      return fail("no optimizer updates; run --dtfm-autodiff first");
+
+    llvm::StringMap<int> byName;
+    for (size_t i = 0; i < cluster.size(); ++i)
+      byName[cluster.devices[i].name] = static_cast<int>(i);
+    Builder b(module.getContext());
+    for (auto &[stage, ops] : updates) {
+      auto names = cast<ArrayAttr>(stages[stage]);
+      std::vector<int> group;
+      for (Attribute name : names) {
+        auto it = byName.find(cast<StringAttr>(name).getValue());
+        if (it == byName.end())
+          return fail("dtfm.assignment names a device that cluster '" +
+                      cluster.name + "' does not have");
+        group.push_back(it->second);
+      }
+      if (group.size() < 2)
+        continue;
+      int dp = static_cast<int>(group.size());
+      double total = 0;
+      for (Operation *op : ops)
+        total += getTensorBytes(op->getOperand(1).getType());
+      planner::CostModel stageModel(cluster, {total, 0}, dp);
+      std::string algorithm = sync;
+      if (algorithm == "auto")
+        algorithm = stageModel.groupRingAllReduceCost(group) <
+                            stageModel.groupDataParallelCost(group)
+                        ? "ring"
+                        : "ps";
+      for (Operation *op : ops) {
+        Value grad = op->getOperand(1);
+        int64_t bytes = getTensorBytes(grad.getType());
+        planner::CostModel tensorModel(cluster, {double(bytes), 0}, dp);
+        double seconds = algorithm == "ring"
+                             ? tensorModel.groupRingAllReduceCost(group)
+                             : tensorModel.groupDataParallelCost(group);
+        OpBuilder builder(op);
+        auto syncOp = builder.create<GradSyncOp>(
+            op->getLoc(), grad.getType(), grad, b.getStringAttr(algorithm),
+            names, b.getI64IntegerAttr(bytes), b.getF64FloatAttr(seconds));
+        for (StringRef attr : {"dtfm.stage", "dtfm.layer"})
+          if (Attribute value = op->getAttr(attr))
+            syncOp->setAttr(attr, value);
+        op->setOperand(1, syncOp.getResult());
+      }
+    }
+  }
+};
+} // namespace
