@@ -45,11 +45,31 @@ struct PlanOptions : public PassPipelineOptions<PlanOptions> {
   Option<bool> printTable{*this, "print-table",
                           llvm::cl::desc("Print assignment and stages"),
                           llvm::cl::init(false)};
+  Option<double> dpBytes{*this, "dp-bytes",
+                         llvm::cl::desc("c_DP in bytes (0: derive)"),
+                         llvm::cl::init(0)};
+  Option<double> ppBytes{*this, "pp-bytes",
+                         llvm::cl::desc("c_PP in bytes (0: derive)"),
+                         llvm::cl::init(0)};
+  Option<bool> programs{
+      *this, "programs",
+      llvm::cl::desc("Go on to stage programs: send/recv, compression, "
+                     "gradient sync, schedule, one program per device"),
+      llvm::cl::init(false)};
+  Option<double> compressRatio{
+      *this, "compress-ratio",
+      llvm::cl::desc("AdaTopK target ratio (1: no compression)"),
+      llvm::cl::init(1)};
+  Option<std::string> sync{*this, "sync",
+                           llvm::cl::desc("Gradient sync: auto, ps or ring"),
+                           llvm::cl::init("auto")};
 };
 
 /// annotate -> autodiff -> assign -> partition. Devices are assigned before
 /// the stages are sized because the stage sizes depend on which devices run
-/// them (speed and memory of each data-parallel group).
+/// them (speed and memory of each data-parallel group). With programs=true:
+/// -> send/recv -> [compression] -> gradient sync -> schedule -> one program
+/// per device -> verify.
 void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
   pm.addPass(createAnnotateCosts());
   AutodiffOptions autodiff;
@@ -65,6 +85,8 @@ void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
   assign.pipelineParallel = options.pp;
   assign.microBatches = options.microBatches;
   assign.printTable = options.printTable;
+  assign.dpBytes = options.dpBytes;
+  assign.ppBytes = options.ppBytes;
   pm.addPass(createAssignDevices(assign));
   PartitionStagesOptions partition;
   partition.clusterFile = options.cluster;
@@ -72,6 +94,25 @@ void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
   partition.microBatches = options.microBatches;
   partition.printTable = options.printTable;
   pm.addPass(createPartitionStages(partition));
+  if (!options.programs)
+    return;
+  pm.addPass(createInsertSendRecv(InsertSendRecvOptions{options.cluster}));
+  if (options.compressRatio > 1) {
+    InsertCompressionOptions compression;
+    compression.ratio = options.compressRatio;
+    pm.addPass(createInsertCompression(compression));
+  }
+  InsertGradSyncOptions sync;
+  sync.clusterFile = options.cluster;
+  sync.sync = options.sync;
+  pm.addPass(createInsertGradSync(sync));
+  ScheduleMicrobatchesOptions schedule;
+  schedule.schedule = options.schedule;
+  schedule.microBatches = options.microBatches;
+  pm.addPass(createScheduleMicrobatches(schedule));
+  pm.addPass(
+      createEmitStagePrograms(EmitStageProgramsOptions{options.cluster}));
+  pm.addPass(createVerifyPlan());
 }
 } // namespace
 

@@ -6,6 +6,8 @@
 
 #include "dtfm/Passes/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
 #include <map>
 
 namespace mlir::dtfm {
@@ -17,63 +19,99 @@ using namespace mlir;
 using namespace mlir::dtfm;
 
 namespace {
+/// One end of a transfer: who sends to whom under which tag. In device
+/// programs (after --dtfm-emit-stage-programs) the ends are device names;
+/// before, stage numbers.
+struct Transfer {
+  int64_t tag;
+  std::string from, to;
+  Operation *op;
+  int64_t bytes;
+};
+
 struct VerifyPlan : public mlir::dtfm::impl::VerifyPlanBase<VerifyPlan> {
   using VerifyPlanBase::VerifyPlanBase;
 
-  static int64_t stageOf(Operation *op) {
+  /// This op's own end: its program's device, else its stage.
+  static std::string self(Operation *op) {
+    if (auto func = op->getParentOfType<func::FuncOp>())
+      if (auto device = func->getAttrOfType<StringAttr>("dtfm.device"))
+        return device.str();
     auto stage = op->getAttrOfType<IntegerAttr>("dtfm.stage");
-    return stage ? stage.getInt() : -1;
+    return stage ? "stage " + std::to_string(stage.getInt()) : "?";
+  }
+  /// The other end: `peer_device` when set, else the peer stage.
+  static std::string other(Operation *op, int64_t peer) {
+    if (auto device = op->getAttrOfType<StringAttr>("peer_device"))
+      return device.str();
+    return "stage " + std::to_string(peer);
   }
 
   void runOnOperation() override {
-    std::map<int64_t, SmallVector<SendOp>> sends;
-    std::map<int64_t, SmallVector<RecvOp>> recvs;
+    std::map<int64_t, SmallVector<Transfer>> sends, recvs;
     getOperation().walk([&](Operation *op) {
       if (auto send = dyn_cast<SendOp>(op))
-        sends[send.getTag()].push_back(send);
+        sends[send.getTag()].push_back({send.getTag(), self(op),
+                                        other(op, send.getPeer()), op,
+                                        send.getBytes()});
       else if (auto recv = dyn_cast<RecvOp>(op))
-        recvs[recv.getTag()].push_back(recv);
+        recvs[recv.getTag()].push_back({recv.getTag(),
+                                        other(op, recv.getPeer()), self(op),
+                                        op, recv.getBytes()});
     });
     bool ok = true;
+    auto report = [&](Operation *op) {
+      ok = false;
+      return op->emitOpError();
+    };
     for (auto &[tag, list] : sends) {
-      if (list.size() > 1) {
-        list[1].emitOpError() << "reuses tag " << tag;
-        ok = false;
-        continue;
-      }
-      SendOp send = list.front();
-      auto it = recvs.find(tag);
-      if (it == recvs.end()) {
-        send.emitOpError() << "with tag " << tag << " has no matching recv";
-        ok = false;
-        continue;
-      }
-      if (it->second.size() > 1) {
-        it->second[1].emitOpError()
-            << "is a second recv for tag " << tag << " (one per send)";
-        ok = false;
-        continue;
-      }
-      RecvOp recv = it->second.front();
-      if (recv.getBytes() != send.getBytes()) {
-        recv.emitOpError() << "receives " << recv.getBytes()
-                           << " bytes but its send (tag " << tag
-                           << ") sends " << send.getBytes();
-        ok = false;
-      }
-      if (recv.getPeer() != stageOf(send) || send.getPeer() != stageOf(recv)) {
-        recv.emitOpError() << "and its send (tag " << tag
-                           << ") disagree on stages: send on "
-                           << stageOf(send) << " to " << send.getPeer()
-                           << ", recv on " << stageOf(recv) << " from "
-                           << recv.getPeer();
-        ok = false;
+      for (size_t i = 0; i < list.size(); ++i) {
+        const Transfer &send = list[i];
+        bool duplicate = false;
+        for (size_t j = 0; j < i; ++j)
+          duplicate |= list[j].from == send.from && list[j].to == send.to;
+        if (duplicate) {
+          report(send.op) << "reuses tag " << tag << " from " << send.from
+                          << " to " << send.to;
+          continue;
+        }
+        SmallVector<const Transfer *> matches;
+        for (const Transfer &recv : recvs[tag])
+          if (recv.from == send.from && recv.to == send.to)
+            matches.push_back(&recv);
+        if (matches.empty()) {
+          if (!recvs[tag].empty() && list.size() == 1 &&
+              recvs[tag].size() == 1) {
+            const Transfer &recv = recvs[tag].front();
+            report(recv.op) << "and its send (tag " << tag
+                            << ") disagree on ends: send from " << send.from
+                            << " to " << send.to << ", recv from "
+                            << recv.from << " on " << recv.to;
+          } else {
+            report(send.op) << "with tag " << tag << " from " << send.from
+                            << " to " << send.to << " has no matching recv";
+          }
+          continue;
+        }
+        if (matches.size() > 1) {
+          report(matches[1]->op)
+              << "is a second recv for tag " << tag << " (one per send)";
+          continue;
+        }
+        if (matches.front()->bytes != send.bytes)
+          report(matches.front()->op)
+              << "receives " << matches.front()->bytes
+              << " bytes but its send (tag " << tag << ") sends "
+              << send.bytes;
       }
     }
     for (auto &[tag, list] : recvs)
-      if (!sends.count(tag)) {
-        list.front().emitOpError() << "with tag " << tag << " has no send";
-        ok = false;
+      for (const Transfer &recv : list) {
+        bool matched = false;
+        for (const Transfer &send : sends[tag])
+          matched |= send.from == recv.from && send.to == recv.to;
+        if (!matched && sends[tag].empty())
+          report(recv.op) << "with tag " << tag << " has no send";
       }
     if (!ok)
       return signalPassFailure();

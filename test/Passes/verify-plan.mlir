@@ -3,7 +3,7 @@
 
 func.func @no_recv() {
   %x = dtfm.input "x" {dtfm.stage = 0 : i64} : tensor<2xf32>
-  // expected-error @+1 {{with tag 3 has no matching recv}}
+  // expected-error @+1 {{with tag 3 from stage 0 to stage 1 has no matching recv}}
   dtfm.send %x {peer = 1 : i64, tag = 3 : i64, bytes = 8 : i64, latency_s = 0.0 : f64, bandwidth_gbps = 1.0 : f64, dtfm.stage = 0 : i64} : tensor<2xf32>
   return
 }
@@ -31,7 +31,7 @@ func.func @bytes() {
 func.func @peers() {
   %x = dtfm.input "x" {dtfm.stage = 0 : i64} : tensor<2xf32>
   dtfm.send %x {peer = 2 : i64, tag = 0 : i64, bytes = 8 : i64, latency_s = 0.0 : f64, bandwidth_gbps = 1.0 : f64, dtfm.stage = 0 : i64} : tensor<2xf32>
-  // expected-error @+1 {{and its send (tag 0) disagree on stages: send on 0 to 2, recv on 1 from 0}}
+  // expected-error @+1 {{and its send (tag 0) disagree on ends: send from stage 0 to stage 2, recv from stage 0 on stage 1}}
   %r = dtfm.recv {peer = 0 : i64, tag = 0 : i64, bytes = 8 : i64, latency_s = 0.0 : f64, bandwidth_gbps = 1.0 : f64, dtfm.stage = 1 : i64} : tensor<2xf32>
   return
 }

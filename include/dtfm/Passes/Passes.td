@@ -163,6 +163,28 @@ def ScheduleMicrobatches : Pass<"dtfm-schedule-microbatches",
   ];
 }
 
+def EmitStagePrograms : Pass<"dtfm-emit-stage-programs", "mlir::ModuleOp"> {
+  let summary = "One self-contained program per device";
+  let description = [{
+    After --dtfm-schedule-microbatches: replaces the model function by one
+    `func.func @<device>` per device of the plan, holding a copy of its
+    stage's ops (which, after --dtfm-insert-send-recv, only use values of
+    that stage) and, as attributes: `dtfm.device`, `dtfm.stage`,
+    `dtfm.pipeline` (its index in the stage's data-parallel group, i.e. the
+    micro-batch group it runs), `dtfm.peers` {prev, next} (the devices of
+    its pipeline on the neighbouring stages), `dtfm.streams` (the ordered
+    recv / compute / send instruction streams of its stage),
+    `dtfm.param_shards` (for each parameter of the stage, the element range
+    this device owns under the sharded parameter server) and
+    `dtfm.recv_buffer_bytes` (bytes to preallocate for receives). Sends and
+    receives gain `peer_device`.
+  }];
+  let options = [
+    Option<"clusterFile", "cluster", "std::string", /*default=*/"\"\"",
+           "Cluster file (proto/cluster.proto text format)">,
+  ];
+}
+
 def VerifyPlan : Pass<"dtfm-verify-plan", "mlir::ModuleOp"> {
   let summary = "Check a planned module's communication";
   let description = [{

@@ -1,0 +1,165 @@
+//===- EmitStagePrograms.cpp - One program per device ---------------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Passes/Passes.h"
+#include "dtfm/Planner/Cluster.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace mlir::dtfm {
+#define GEN_PASS_DEF_EMITSTAGEPROGRAMS
+#include "dtfm/Passes/Passes.h.inc"
+} // namespace mlir::dtfm
+
+using namespace mlir;
+using namespace mlir::dtfm;
+namespace planner = ::dtfm::planner;
+
+namespace {
+/// A symbol name from a device name ("oregon-gpu3" -> "oregon_gpu3").
+std::string symbolFor(StringRef device) {
+  std::string name;
+  for (char c : device)
+    name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0])))
+    name = "d_" + name;
+  return name;
+}
+
+struct EmitStagePrograms
+    : public mlir::dtfm::impl::EmitStageProgramsBase<EmitStagePrograms> {
+  using EmitStageProgramsBase::EmitStageProgramsBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto fail = [&](const Twine &message) {
+      mlir::emitError(toolLoc(module, clusterFile))
+          << "dtfm-emit-stage-programs: " << message;
+      signalPassFailure();
+    };
+    if (clusterFile.empty())
+      return fail("no cluster file given (cluster=<file.textproto>)");
+    planner::Cluster cluster;
+    std::string error;
+    if (!planner::loadClusterFile(clusterFile, cluster, error))
+      return fail(error);
+    auto schedule = module->getAttrOfType<DictionaryAttr>("dtfm.schedule");
+    auto streams = schedule ? schedule.getAs<ArrayAttr>("stages") : ArrayAttr();
+    if (!streams)
+      return fail("no dtfm.schedule; run --dtfm-schedule-microbatches first");
+    int64_t numStages = streams.size();
+
+    SmallVector<func::FuncOp> models;
+    for (auto func : module.getOps<func::FuncOp>())
+      if (!func.isExternal())
+        models.push_back(func);
+    if (models.size() != 1)
+      return fail("expected one model function, found " +
+                  Twine(models.size()));
+    func::FuncOp model = models.front();
+
+    // Devices of each stage, indexed by pipeline.
+    std::vector<std::vector<std::string>> devices(numStages);
+    auto assignment = module->getAttrOfType<DictionaryAttr>("dtfm.assignment");
+    if (auto groups = assignment ? assignment.getAs<ArrayAttr>("stages")
+                                 : ArrayAttr()) {
+      if (static_cast<int64_t>(groups.size()) != numStages)
+        return fail("dtfm.assignment has " + Twine(groups.size()) +
+                    " stages but the schedule " + Twine(numStages));
+      for (int64_t s = 0; s < numStages; ++s)
+        for (Attribute name : cast<ArrayAttr>(groups[s]))
+          devices[s].push_back(cast<StringAttr>(name).str());
+    } else {
+      if (numStages > static_cast<int64_t>(cluster.size()))
+        return fail(Twine(numStages) + " stages but cluster '" +
+                    cluster.name + "' has " + Twine(cluster.size()) +
+                    " devices");
+      for (int64_t s = 0; s < numStages; ++s)
+        devices[s].push_back(cluster.devices[s].name);
+    }
+
+    // Ops of each stage in IR order.
+    std::vector<SmallVector<Operation *>> stageOps(numStages);
+    for (Operation &op : model.getBody().front()) {
+      if (isa<func::ReturnOp>(op))
+        continue;
+      auto stage = op.getAttrOfType<IntegerAttr>("dtfm.stage");
+      if (!stage || stage.getInt() < 0 || stage.getInt() >= numStages) {
+        op.emitOpError("has no dtfm.stage within the schedule's stages");
+        return signalPassFailure();
+      }
+      stageOps[stage.getInt()].push_back(&op);
+    }
+
+    Builder b(module.getContext());
+    OpBuilder top(module.getContext());
+    top.setInsertionPoint(model);
+    for (int64_t s = 0; s < numStages; ++s) {
+      int64_t groupSize = devices[s].size();
+      for (int64_t i = 0; i < groupSize; ++i) {
+        const std::string &device = devices[s][i];
+        auto deviceAt = [&](int64_t stage) -> std::string {
+          if (stage < 0 || stage >= numStages)
+            return "";
+          const std::vector<std::string> &group = devices[stage];
+          return group[std::min<int64_t>(i, group.size() - 1)];
+        };
+        auto func = top.create<func::FuncOp>(model.getLoc(), symbolFor(device),
+                                             b.getFunctionType({}, {}));
+        OpBuilder body = OpBuilder::atBlockEnd(func.addEntryBlock());
+        IRMapping mapping;
+        SmallVector<Attribute> shards;
+        int64_t recvBytes = 0;
+        for (Operation *op : stageOps[s]) {
+          for (Value operand : op->getOperands())
+            if (!mapping.contains(operand)) {
+              op->emitOpError("uses a value of another stage; run "
+                              "--dtfm-insert-send-recv first");
+              return signalPassFailure();
+            }
+          Operation *copy = body.clone(*op, mapping);
+          if (auto send = dyn_cast<SendOp>(copy))
+            copy->setAttr("peer_device",
+                          b.getStringAttr(deviceAt(send.getPeer())));
+          if (auto recv = dyn_cast<RecvOp>(copy)) {
+            copy->setAttr("peer_device",
+                          b.getStringAttr(deviceAt(recv.getPeer())));
+            recvBytes += recv.getBytes();
+          }
+          if (auto param = dyn_cast<ParamOp>(copy)) {
+            int64_t n = getNumElements(param.getType());
+            shards.push_back(b.getDictionaryAttr({
+                b.getNamedAttr("name", param.getNameAttr()),
+                b.getNamedAttr("begin", b.getI64IntegerAttr(i * n / groupSize)),
+                b.getNamedAttr("end",
+                               b.getI64IntegerAttr((i + 1) * n / groupSize)),
+                b.getNamedAttr("bytes", b.getI64IntegerAttr(
+                                            getTensorBytes(param.getType()))),
+            }));
+          }
+        }
+        body.create<func::ReturnOp>(model.getLoc());
+        func->setAttr("dtfm.device", b.getStringAttr(device));
+        func->setAttr("dtfm.stage", b.getI64IntegerAttr(s));
+        func->setAttr("dtfm.pipeline", b.getI64IntegerAttr(i));
+        func->setAttr("dtfm.peers",
+                      b.getDictionaryAttr({
+                          b.getNamedAttr("prev", b.getStringAttr(deviceAt(s - 1))),
+                          b.getNamedAttr("next", b.getStringAttr(deviceAt(s + 1))),
+                      }));
+        func->setAttr("dtfm.streams", streams[s]);
+        func->setAttr("dtfm.param_shards", b.getArrayAttr(shards));
+        func->setAttr("dtfm.recv_buffer_bytes", b.getI64IntegerAttr(recvBytes));
+      }
+    }
+    if (auto name = model->getAttr("dtfm.model"))
+      module->setAttr("dtfm.model", name);
+    model.erase();
+  }
+};
+} // namespace
