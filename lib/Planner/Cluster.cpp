@@ -7,6 +7,7 @@
 #include "dtfm/Planner/Cluster.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -185,4 +186,35 @@ bool dtfm::planner::loadScenarioMatrices(const std::string &dir,
   }
   cluster = std::move(result);
   return true;
+}
+
+uint64_t dtfm::planner::clusterFingerprint(const Cluster &cluster) {
+  uint64_t hash = 1469598103934665603ull;
+  auto mix = [&](const std::string &text) {
+    for (unsigned char c : text) {
+      hash ^= c;
+      hash *= 1099511628211ull;
+    }
+    hash ^= 0xff; // separator
+    hash *= 1099511628211ull;
+  };
+  auto number = [&](double value) {
+    char buffer[32];
+    std::snprintf(buffer, sizeof(buffer), "%.17g", value);
+    mix(buffer);
+  };
+  for (const Device &d : cluster.devices) {
+    mix(d.name);
+    mix(d.region);
+    number(d.peakFlops);
+    number(d.efficiency);
+    number(d.memoryBytes);
+  }
+  for (size_t i = 0; i < cluster.size(); ++i)
+    for (size_t j = 0; j < cluster.size(); ++j)
+      if (i != j) {
+        number(cluster.delayMs(i, j));
+        number(cluster.bandwidthGbps(i, j));
+      }
+  return hash;
 }

@@ -8,6 +8,8 @@
 //   dtfm-translate --import-gpt custom --layers 4 --hidden 256 --heads 8 \
 //                  --seq-len 128 --vocab 1000
 //   dtfm-translate --list-gpt-presets
+//   dtfm-translate --export-plan --cluster c.textproto planned.mlir -o plan.pb
+//   dtfm-translate --import-plan [--cluster c.textproto] plan.pb
 //
 // A preset gives every size; any flag overrides it. `custom` starts from no
 // sizes and needs all of them. The module is verified before anything is
@@ -18,9 +20,17 @@
 #include "dtfm/InitAll.h"
 #include "dtfm/Support/PluginFlags.h"
 #include "dtfm/Target/Gpt/ImportGpt.h"
+#include "dtfm/Target/Plan/Plan.h"
+
+#include "plan.pb.h"
+
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/SourceMgr.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -56,6 +66,26 @@ static cl::opt<int64_t> microBatch("micro-batch",
 static cl::opt<std::string> dtype("dtype",
                                   cl::desc("Element type: f32, f16 or bf16"),
                                   cl::cat(gptCategory));
+static cl::OptionCategory planCategory("Plan file options");
+static cl::opt<bool> exportPlan(
+    "export-plan",
+    cl::desc("Write the plan file (protobuf) of a planned module"),
+    cl::cat(planCategory));
+static cl::opt<bool> importPlan(
+    "import-plan", cl::desc("Read a plan file back into MLIR"),
+    cl::cat(planCategory));
+static cl::opt<std::string>
+    clusterFile("cluster",
+                cl::desc("Cluster file the plan is for (required by "
+                         "--export-plan, checked by --import-plan)"),
+                cl::value_desc("file.textproto"), cl::cat(planCategory));
+static cl::opt<bool> planText(
+    "plan-text",
+    cl::desc("Write the plan in protobuf text format instead of binary"),
+    cl::cat(planCategory));
+static cl::opt<std::string> inputFilename(cl::Positional,
+                                          cl::desc("<input file>"),
+                                          cl::init("-"));
 static cl::opt<std::string> outputFilename("o", cl::desc("Output file"),
                                            cl::value_desc("filename"),
                                            cl::init("-"));
@@ -108,6 +138,90 @@ static FailureOr<mlir::dtfm::GptConfig> gptConfigFromFlags(std::string &error) {
   return config;
 }
 
+/// Writes `text` to the output file; nothing is left behind on failure.
+static int writeOutput(llvm::StringRef text) {
+  std::string error;
+  std::unique_ptr<llvm::ToolOutputFile> output =
+      openOutputFile(outputFilename, &error);
+  if (!output)
+    return fail(error);
+  output->os() << text;
+  output->os().flush();
+  if (output->os().has_error())
+    return fail("cannot write '" + outputFilename + "'");
+  output->keep();
+  return 0;
+}
+
+/// --export-plan and --import-plan.
+static int runPlanTranslation() {
+  if (exportPlan && importPlan)
+    return fail("give --export-plan or --import-plan, not both");
+  std::optional<::dtfm::planner::Cluster> cluster;
+  std::string error;
+  if (!clusterFile.empty()) {
+    cluster.emplace();
+    if (!::dtfm::planner::loadClusterFile(clusterFile, *cluster, error))
+      return fail(error);
+  }
+  std::string errorMessage;
+  std::unique_ptr<llvm::MemoryBuffer> input =
+      openInputFile(inputFilename, &errorMessage);
+  if (!input)
+    return fail(errorMessage);
+
+  DialectRegistry registry;
+  mlir::dtfm::registerAllDialects(registry);
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+
+  if (exportPlan) {
+    if (!cluster)
+      return fail("--export-plan needs --cluster=<file.textproto>");
+    llvm::SourceMgr sourceMgr;
+    sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
+    SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+    OwningOpRef<ModuleOp> module =
+        parseSourceFile<ModuleOp>(sourceMgr, &context);
+    if (!module)
+      return 1;
+    ::dtfm::proto::Plan plan;
+    if (failed(mlir::dtfm::exportPlan(*module, *cluster, plan)))
+      return 1;
+    std::string bytes;
+    if (planText) {
+      if (!google::protobuf::TextFormat::PrintToString(plan, &bytes))
+        return fail("cannot print the plan");
+    } else if (!plan.SerializeToString(&bytes)) {
+      return fail("cannot serialise the plan");
+    }
+    return writeOutput(bytes);
+  }
+
+  // Binary first; then text format, quietly (a failure is reported below).
+  struct Quiet : google::protobuf::io::ErrorCollector {
+    void AddError(int, google::protobuf::io::ColumnNumber,
+                  const std::string &) override {}
+  } quiet;
+  google::protobuf::TextFormat::Parser textParser;
+  textParser.RecordErrorsTo(&quiet);
+  ::dtfm::proto::Plan plan;
+  if (!plan.ParseFromString(input->getBuffer().str()) &&
+      !textParser.ParseFromString(input->getBuffer().str(), &plan))
+    return fail(inputFilename + ": not a plan file (neither binary nor text "
+                                "protobuf)");
+  if (!mlir::dtfm::checkPlan(plan, cluster ? &*cluster : nullptr, error))
+    return fail(inputFilename + ": " + error);
+  OwningOpRef<ModuleOp> module = mlir::dtfm::importPlan(&context, plan);
+  if (!module || failed(verify(*module)))
+    return fail(inputFilename + ": the plan does not rebuild a valid module");
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module->print(os);
+  os << "\n"; // as dtfm-opt ends its output
+  return writeOutput(os.str());
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   if (!::dtfm::loadPluginsFromCommandLine("dtfm-translate", argc, argv))
@@ -127,9 +241,12 @@ int main(int argc, char **argv) {
     }
     return 0;
   }
+  if (exportPlan || importPlan)
+    return runPlanTranslation();
   if (importGpt.getNumOccurrences() == 0)
     return fail("no translation given (use --import-gpt=<preset>, "
-                "--list-gpt-presets, or --help)");
+                "--export-plan, --import-plan, --list-gpt-presets, or "
+                "--help)");
 
   std::string error;
   FailureOr<mlir::dtfm::GptConfig> config = gptConfigFromFlags(error);

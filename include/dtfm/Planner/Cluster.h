@@ -9,6 +9,7 @@
 #define DTFM_PLANNER_CLUSTER_H
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,11 @@ bool readLines(const std::string &path, std::vector<std::string> &lines,
 /// Asymmetric matrices are symmetrised.
 bool loadScenarioMatrices(const std::string &dir, const std::string &prefix,
                           Cluster &cluster, std::string &error);
+
+/// A 64-bit fingerprint (FNV-1a) of the devices (names, regions, speeds,
+/// memory) and both link matrices, so that a plan can tell whether it is
+/// used on the cluster it was made for.
+uint64_t clusterFingerprint(const Cluster &cluster);
 
 /// Loads a cluster file (proto/cluster.proto in text format). Device-level
 /// CSV matrices it names are read relative to the file's folder. Every error

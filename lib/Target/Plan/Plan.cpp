@@ -1,0 +1,295 @@
+//===- Plan.cpp - plan.pb export and import -------------------------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Target/Plan/Plan.h"
+#include "dtfm/Dialect/Dtfm/IR/DtfmOps.h"
+
+#include "plan.pb.h"
+
+#include "mlir/AsmParser/AsmParser.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::dtfm;
+namespace pb = ::dtfm::proto;
+
+//===----------------------------------------------------------------------===//
+// Export
+//===----------------------------------------------------------------------===//
+
+/// The module's file at line 0: whole-module errors print on one line.
+static Location wholeFile(ModuleOp module) {
+  if (auto file = dyn_cast<FileLineColLoc>(module.getLoc()))
+    return FileLineColLoc::get(file.getFilename(), 0, 0);
+  return module.getLoc();
+}
+
+static std::string printAttr(Attribute attr) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  attr.print(os);
+  return text;
+}
+
+/// The typed value of simple attributes, and always the MLIR text.
+static pb::PlanAttr toPlanAttr(Attribute attr) {
+  pb::PlanAttr out;
+  out.set_mlir(printAttr(attr));
+  if (auto i = dyn_cast<IntegerAttr>(attr))
+    out.set_i(i.getValue().getSExtValue());
+  else if (auto f = dyn_cast<FloatAttr>(attr))
+    out.set_f(f.getValueAsDouble());
+  else if (auto s = dyn_cast<StringAttr>(attr))
+    out.set_s(s.str());
+  else if (auto ints = dyn_cast<DenseI64ArrayAttr>(attr))
+    for (int64_t v : ints.asArrayRef())
+      out.mutable_ints()->add_values(v);
+  else if (isa<UnitAttr>(attr))
+    out.set_unit(true);
+  return out;
+}
+
+static LogicalResult fillValue(Operation *op, Value value, int64_t id,
+                               pb::PlanValue &out) {
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  if (!type || !type.hasStaticShape())
+    return op->emitOpError("has a result that is not a static tensor");
+  out.set_id(id);
+  for (int64_t d : type.getShape())
+    out.add_shape(d);
+  std::string dtype;
+  llvm::raw_string_ostream os(dtype);
+  type.getElementType().print(os);
+  out.set_dtype(dtype);
+  return success();
+}
+
+/// Every attribute of an op: inherent (properties) and discardable.
+static SmallVector<NamedAttribute> allAttrs(Operation *op) {
+  SmallVector<NamedAttribute> attrs;
+  if (auto props =
+          dyn_cast_or_null<DictionaryAttr>(op->getPropertiesAsAttribute()))
+    attrs.append(props.begin(), props.end());
+  for (NamedAttribute attr : op->getDiscardableAttrs())
+    attrs.push_back(attr);
+  return attrs;
+}
+
+LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
+                                     const ::dtfm::planner::Cluster &cluster,
+                                     pb::Plan &plan) {
+  auto assignment = module->getAttrOfType<DictionaryAttr>("dtfm.assignment");
+  if (assignment)
+    if (auto name = assignment.getAs<StringAttr>("cluster"))
+      if (name.getValue() != cluster.name)
+        return emitError(wholeFile(module))
+               << "the module was planned for cluster '" << name.getValue()
+               << "', not '" << cluster.name << "'";
+  auto schedule = module->getAttrOfType<DictionaryAttr>("dtfm.schedule");
+  plan.set_format_version(kPlanFormatVersion);
+  plan.set_cluster_name(cluster.name);
+  plan.set_cluster_fingerprint(::dtfm::planner::clusterFingerprint(cluster));
+  for (const ::dtfm::planner::Device &d : cluster.devices)
+    plan.add_cluster_devices(d.name);
+  if (auto model = module->getAttrOfType<StringAttr>("dtfm.model"))
+    plan.set_model(model.str());
+  if (schedule) {
+    if (auto kind = schedule.getAs<StringAttr>("kind"))
+      plan.set_schedule(kind.str());
+    if (auto n = schedule.getAs<IntegerAttr>("micro_batches"))
+      plan.set_micro_batches(n.getInt());
+  }
+  for (NamedAttribute attr : module->getAttrs())
+    (*plan.mutable_module_attrs())[attr.getName().str()] =
+        toPlanAttr(attr.getValue());
+
+  llvm::StringSet<> names;
+  for (const ::dtfm::planner::Device &d : cluster.devices)
+    names.insert(d.name);
+  for (auto func : module.getOps<func::FuncOp>()) {
+    auto device = func->getAttrOfType<StringAttr>("dtfm.device");
+    if (!device)
+      return emitError(func.getLoc())
+             << "function @" << func.getSymName()
+             << " is not a device program (no dtfm.device); run "
+                "--dtfm-emit-stage-programs first";
+    if (!names.contains(device.getValue()))
+      return emitError(func.getLoc())
+             << "function @" << func.getSymName() << " runs on device '"
+             << device.getValue() << "', which cluster '" << cluster.name
+             << "' does not have";
+    pb::DeviceProgram &program = *plan.add_programs();
+    program.set_device(device.str());
+    if (auto s = func->getAttrOfType<IntegerAttr>("dtfm.stage"))
+      program.set_stage(s.getInt());
+    if (auto p = func->getAttrOfType<IntegerAttr>("dtfm.pipeline"))
+      program.set_pipeline(p.getInt());
+    if (auto peers = func->getAttrOfType<DictionaryAttr>("dtfm.peers")) {
+      if (auto prev = peers.getAs<StringAttr>("prev"))
+        program.set_prev(prev.str());
+      if (auto next = peers.getAs<StringAttr>("next"))
+        program.set_next(next.str());
+    }
+    if (auto streams = func->getAttrOfType<DictionaryAttr>("dtfm.streams")) {
+      auto copy = [&](StringRef key, auto *out) {
+        if (auto list = streams.getAs<ArrayAttr>(key))
+          for (Attribute item : list)
+            out->Add(cast<StringAttr>(item).str());
+      };
+      copy("recv", program.mutable_recv_stream());
+      copy("compute", program.mutable_compute_stream());
+      copy("send", program.mutable_send_stream());
+    }
+    if (auto bytes = func->getAttrOfType<IntegerAttr>("dtfm.recv_buffer_bytes"))
+      program.set_recv_buffer_bytes(bytes.getInt());
+    if (auto shards = func->getAttrOfType<ArrayAttr>("dtfm.param_shards"))
+      for (Attribute entry : shards) {
+        auto dict = cast<DictionaryAttr>(entry);
+        pb::ParamShard &shard = *program.add_shards();
+        shard.set_name(dict.getAs<StringAttr>("name").str());
+        shard.set_begin(dict.getAs<IntegerAttr>("begin").getInt());
+        shard.set_end(dict.getAs<IntegerAttr>("end").getInt());
+        shard.set_bytes(dict.getAs<IntegerAttr>("bytes").getInt());
+      }
+    for (NamedAttribute attr : func->getDiscardableAttrs())
+      (*program.mutable_attrs())[attr.getName().str()] =
+          toPlanAttr(attr.getValue());
+
+    llvm::DenseMap<Value, int64_t> ids;
+    for (Operation &op : func.getBody().front()) {
+      if (isa<func::ReturnOp>(op))
+        continue;
+      pb::PlanOp &out = *program.add_ops();
+      out.set_name(op.getName().getStringRef().str());
+      for (Value operand : op.getOperands()) {
+        auto it = ids.find(operand);
+        if (it == ids.end())
+          return op.emitOpError("uses a value defined outside its program");
+        out.add_operands(it->second);
+      }
+      for (Value result : op.getResults()) {
+        int64_t id = static_cast<int64_t>(ids.size());
+        ids[result] = id;
+        if (failed(fillValue(&op, result, id, *out.add_results())))
+          return failure();
+      }
+      for (NamedAttribute attr : allAttrs(&op))
+        (*out.mutable_attrs())[attr.getName().str()] =
+            toPlanAttr(attr.getValue());
+    }
+  }
+  if (plan.programs_size() == 0)
+    return emitError(wholeFile(module))
+           << "no device programs; run --dtfm-emit-stage-programs first";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Check and import
+//===----------------------------------------------------------------------===//
+
+bool mlir::dtfm::checkPlan(const pb::Plan &plan,
+                           const ::dtfm::planner::Cluster *cluster,
+                           std::string &error) {
+  if (plan.format_version() != kPlanFormatVersion) {
+    error = "plan format version " + std::to_string(plan.format_version()) +
+            ", but this dtfm reads version " +
+            std::to_string(kPlanFormatVersion);
+    return false;
+  }
+  if (cluster &&
+      plan.cluster_fingerprint() !=
+          ::dtfm::planner::clusterFingerprint(*cluster)) {
+    error = "plan was made for cluster '" + plan.cluster_name() +
+            "', not for cluster '" + cluster->name +
+            "' (devices or links differ)";
+    return false;
+  }
+  return true;
+}
+
+OwningOpRef<ModuleOp> mlir::dtfm::importPlan(MLIRContext *context,
+                                             const pb::Plan &plan) {
+  context->loadDialect<DtfmDialect, func::FuncDialect>();
+  Location loc = NameLoc::get(StringAttr::get(context, "plan"));
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  auto parse = [&](const pb::PlanAttr &attr) -> Attribute {
+    return parseAttribute(attr.mlir(), context);
+  };
+  // Sorted, so the output does not depend on the map's order.
+  auto sortedAttrs = [&](const auto &map,
+                         SmallVector<NamedAttribute> &out) -> LogicalResult {
+    std::vector<std::string> keys;
+    for (const auto &entry : map)
+      keys.push_back(entry.first);
+    std::sort(keys.begin(), keys.end());
+    for (const std::string &key : keys) {
+      Attribute value = parse(map.at(key));
+      if (!value)
+        return emitError(loc) << "plan: cannot parse attribute '" << key
+                              << "' = " << map.at(key).mlir();
+      out.push_back(NamedAttribute(StringAttr::get(context, key), value));
+    }
+    return success();
+  };
+  SmallVector<NamedAttribute> moduleAttrs;
+  if (failed(sortedAttrs(plan.module_attrs(), moduleAttrs)))
+    return nullptr;
+  for (NamedAttribute attr : moduleAttrs)
+    (*module)->setAttr(attr.getName(), attr.getValue());
+
+  OpBuilder b = OpBuilder::atBlockEnd(module->getBody());
+  for (const pb::DeviceProgram &program : plan.programs()) {
+    std::string symbol;
+    for (char c : program.device())
+      symbol += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+    auto func = b.create<func::FuncOp>(loc, symbol, b.getFunctionType({}, {}));
+    SmallVector<NamedAttribute> funcAttrs;
+    if (failed(sortedAttrs(program.attrs(), funcAttrs)))
+      return nullptr;
+    for (NamedAttribute attr : funcAttrs)
+      func->setAttr(attr.getName(), attr.getValue());
+    OpBuilder body = OpBuilder::atBlockEnd(func.addEntryBlock());
+    llvm::DenseMap<int64_t, Value> values;
+    for (const pb::PlanOp &op : program.ops()) {
+      OperationState state(loc, op.name());
+      for (int64_t id : op.operands()) {
+        auto it = values.find(id);
+        if (it == values.end()) {
+          emitError(loc) << "plan: " << program.device() << ": op "
+                         << op.name() << " uses unknown value " << id;
+          return nullptr;
+        }
+        state.operands.push_back(it->second);
+      }
+      for (const pb::PlanValue &result : op.results()) {
+        Type element = parseType(result.dtype(), context);
+        if (!element) {
+          emitError(loc) << "plan: unknown element type '" << result.dtype()
+                         << "'";
+          return nullptr;
+        }
+        state.types.push_back(RankedTensorType::get(
+            SmallVector<int64_t>(result.shape().begin(), result.shape().end()),
+            element));
+      }
+      SmallVector<NamedAttribute> attrs;
+      if (failed(sortedAttrs(op.attrs(), attrs)))
+        return nullptr;
+      Operation *created = body.create(state);
+      created->setAttrs(DictionaryAttr::get(context, attrs));
+      for (auto [result, planValue] :
+           llvm::zip(created->getResults(), op.results()))
+        values[planValue.id()] = result;
+    }
+    body.create<func::ReturnOp>(loc);
+  }
+  return module;
+}
