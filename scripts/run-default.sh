@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up the machine, builds dtfm and runs its main job on the embedded
-# default: import the GPT-3 1.3B preset, annotate its costs, print the cost
-# table (per layer and totals; add --per-op to see every op).
+# defaults: the `tiny` GPT preset (DTFM_MODEL to change it) planned for the
+# `local-8` cluster (DTFM_CLUSTER): cost table, device assignment, pipeline
+# stages, then one program per device written to build/default/plan.pb.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,8 +10,20 @@ scripts/setup.sh
 scripts/build.sh dtfm-opt dtfm-translate
 
 BIN=${DTFM_BUILD_DIR:-build}/bin
-per_op=false
-[ "${1:-}" = "--per-op" ] && per_op=true
-"$BIN/dtfm-translate" --import-gpt "${DTFM_MODEL:-gpt3-1.3b}" |
-  "$BIN/dtfm-opt" --dtfm-annotate-costs \
-    --dtfm-print-costs="per-op=$per_op" -o /dev/null
+OUT=${DTFM_BUILD_DIR:-build}/default
+MODEL=${DTFM_MODEL:-tiny}
+CLUSTER=${DTFM_CLUSTER:-examples/clusters/local-8.textproto}
+mkdir -p "$OUT"
+
+"$BIN/dtfm-translate" --import-gpt "$MODEL" -o "$OUT/model.mlir"
+"$BIN/dtfm-opt" "$OUT/model.mlir" --dtfm-annotate-costs \
+  --dtfm-print-costs="per-op=false" -o /dev/null
+echo
+"$BIN/dtfm-opt" "$OUT/model.mlir" -o "$OUT/planned.mlir" \
+  --dtfm-plan="cluster=$CLUSTER programs=true micro-batches=4 print-table=true"
+"$BIN/dtfm-translate" --export-plan --cluster "$CLUSTER" "$OUT/planned.mlir" \
+  -o "$OUT/plan.pb"
+echo
+echo "plan for $MODEL on $(basename "$CLUSTER" .textproto): $OUT/plan.pb" \
+     "($(wc -c < "$OUT/plan.pb") bytes; read it with" \
+     "dtfm-translate --import-plan $OUT/plan.pb)"
