@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Passes/Passes.h"
+#include "dtfm/Planner/Schedule.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -113,6 +114,31 @@ struct VerifyPlan : public mlir::dtfm::impl::VerifyPlanBase<VerifyPlan> {
         if (!matched && sends[tag].empty())
           report(recv.op) << "with tag " << tag << " has no send";
       }
+    // The recorded schedule must run to completion.
+    if (auto schedule =
+            getOperation()->getAttrOfType<DictionaryAttr>("dtfm.schedule")) {
+      std::vector<std::array<std::vector<std::string>, 3>> streams;
+      auto stages = schedule.getAs<ArrayAttr>("stages");
+      for (Attribute stage : stages ? stages : ArrayAttr()) {
+        auto dict = dyn_cast<DictionaryAttr>(stage);
+        std::array<std::vector<std::string>, 3> slots;
+        const char *keys[3] = {"recv", "compute", "send"};
+        for (int slot = 0; slot < 3; ++slot)
+          if (auto list = dict ? dict.getAs<ArrayAttr>(keys[slot]) : ArrayAttr())
+            for (Attribute item : list)
+              if (auto text = dyn_cast<StringAttr>(item))
+                slots[slot].push_back(text.str());
+        streams.push_back(std::move(slots));
+      }
+      std::vector<::dtfm::planner::StageSchedule> plan;
+      std::string error;
+      if (!::dtfm::planner::parseSchedule(streams, plan, error) ||
+          !::dtfm::planner::checkSchedule(plan, error)) {
+        mlir::emitError(toolLoc(getOperation(), ""))
+            << "dtfm-verify-plan: dtfm.schedule: " << error;
+        ok = false;
+      }
+    }
     if (!ok)
       return signalPassFailure();
     markAllAnalysesPreserved();

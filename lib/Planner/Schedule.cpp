@@ -7,6 +7,7 @@
 #include "dtfm/Planner/Schedule.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <array>
 #include <map>
 #include <tuple>
@@ -133,5 +134,87 @@ bool dtfm::planner::checkSchedule(const std::vector<StageSchedule> &schedule,
         return false;
       }
     }
+  return true;
+}
+
+bool dtfm::planner::parseSchedule(
+    const std::vector<std::array<std::vector<std::string>, 3>> &streams,
+    std::vector<StageSchedule> &schedule, std::string &error) {
+  int stages = static_cast<int>(streams.size());
+  schedule.assign(stages, StageSchedule());
+  std::map<std::tuple<int, Slot, Phase, int>, int> where;
+  for (int s = 0; s < stages; ++s)
+    for (int slot = 0; slot < 3; ++slot)
+      for (const std::string &item : streams[s][slot]) {
+        Instruction inst;
+        size_t pos = 1;
+        bool ok = item.size() >= 2 && (item[0] == 'F' || item[0] == 'B');
+        if (ok) {
+          inst.phase = item[0] == 'F' ? Phase::Forward : Phase::Backward;
+          size_t end = item.find_first_not_of("0123456789", 1);
+          ok = end != 1;
+          inst.microBatch = std::atoi(item.substr(1, end - 1).c_str());
+          pos = end;
+          char marker = slot == 0 ? '<' : '>';
+          if (slot == 1)
+            ok &= end == std::string::npos;
+          else
+            ok &= end != std::string::npos && item[end] == marker &&
+                  item.size() > end + 1 &&
+                  item.find_first_not_of("0123456789", end + 1) ==
+                      std::string::npos;
+          if (ok && slot != 1)
+            inst.peer = std::atoi(item.substr(pos + 1).c_str());
+          ok &= inst.peer < stages;
+        }
+        if (!ok) {
+          error = "stage " + std::to_string(s) + " " +
+                  slotName(static_cast<Slot>(slot)) + ": malformed item '" +
+                  item + "'";
+          return false;
+        }
+        std::vector<Instruction> &list = schedule[s].slots[slot];
+        where[{s, static_cast<Slot>(slot), inst.phase, inst.microBatch}] =
+            static_cast<int>(list.size());
+        list.push_back(inst);
+      }
+  auto find = [&](int s, Slot slot, Phase phase, int m, InstructionRef &ref) {
+    auto it = where.find({s, slot, phase, m});
+    if (it == where.end())
+      return false;
+    ref = {s, slot, it->second};
+    return true;
+  };
+  for (int s = 0; s < stages; ++s) {
+    for (Instruction &recv : schedule[s][Slot::Receive]) {
+      InstructionRef send;
+      if (!find(recv.peer, Slot::Send, recv.phase, recv.microBatch, send)) {
+        error = "stage " + std::to_string(s) + " receives " +
+                phaseName(recv.phase) + " micro-batch " +
+                std::to_string(recv.microBatch) + " that stage " +
+                std::to_string(recv.peer) + " never sends";
+        return false;
+      }
+      recv.deps.push_back(send);
+    }
+    for (Instruction &compute : schedule[s][Slot::Compute]) {
+      InstructionRef ref;
+      if (find(s, Slot::Receive, compute.phase, compute.microBatch, ref))
+        compute.deps.push_back(ref);
+      if (compute.phase == Phase::Backward &&
+          find(s, Slot::Compute, Phase::Forward, compute.microBatch, ref))
+        compute.deps.push_back(ref);
+    }
+    for (Instruction &send : schedule[s][Slot::Send]) {
+      InstructionRef ref;
+      if (!find(s, Slot::Compute, send.phase, send.microBatch, ref)) {
+        error = "stage " + std::to_string(s) + " sends " +
+                phaseName(send.phase) + " micro-batch " +
+                std::to_string(send.microBatch) + " it never computes";
+        return false;
+      }
+      send.deps.push_back(ref);
+    }
+  }
   return true;
 }

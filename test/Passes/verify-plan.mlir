@@ -1,5 +1,9 @@
 // RUN: dtfm-translate --import-gpt tiny | dtfm-opt --dtfm-autodiff --dtfm-partition-stages="cluster=%dtfm_src_root/examples/clusters/local-8.textproto stages=3" --dtfm-insert-send-recv=cluster=%dtfm_src_root/examples/clusters/local-8.textproto --dtfm-verify-plan -o /dev/null
 // RUN: dtfm-opt %s -split-input-file -verify-diagnostics --dtfm-verify-plan
+// RUN: not dtfm-opt %S/Inputs/schedule-cycle.mlir --dtfm-verify-plan 2>&1 | FileCheck %s --check-prefix=CYCLE
+// CYCLE: schedule-cycle.mlir:0:0: error: dtfm-verify-plan: dtfm.schedule: stage 0 recv #0 (bwd micro-batch 0) never runs
+// RUN: not dtfm-opt %S/Inputs/schedule-malformed.mlir --dtfm-verify-plan 2>&1 | FileCheck %s --check-prefix=MALFORMED
+// MALFORMED: schedule-malformed.mlir:0:0: error: dtfm-verify-plan: dtfm.schedule: stage 1 recv: malformed item 'X2<0'
 
 func.func @no_recv() {
   %x = dtfm.input "x" {dtfm.stage = 0 : i64} : tensor<2xf32>
@@ -46,3 +50,4 @@ func.func @duplicate_recv() {
   %s = dtfm.recv {peer = 0 : i64, tag = 0 : i64, bytes = 8 : i64, latency_s = 0.0 : f64, bandwidth_gbps = 1.0 : f64, dtfm.stage = 1 : i64} : tensor<2xf32>
   return
 }
+

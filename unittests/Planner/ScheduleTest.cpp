@@ -68,6 +68,47 @@ TEST(Schedule, PeakInFlightMatchesThePartitionersMemoryModel) {
       }
 }
 
+TEST(Schedule, ParsingTheWrittenFormRebuildsTheDependencies) {
+  for (PipelineSchedule kind :
+       {PipelineSchedule::GPipe, PipelineSchedule::OneFOneB}) {
+    auto built = buildSchedule(kind, 3, 5);
+    std::vector<std::array<std::vector<std::string>, 3>> written;
+    for (const StageSchedule &stage : built) {
+      std::array<std::vector<std::string>, 3> slots;
+      for (int slot = 0; slot < 3; ++slot)
+        for (const Instruction &inst : stage.slots[slot]) {
+          std::string text = (inst.phase == Phase::Forward ? "F" : "B") +
+                             std::to_string(inst.microBatch);
+          if (slot == 0)
+            text += "<" + std::to_string(inst.peer);
+          if (slot == 2)
+            text += ">" + std::to_string(inst.peer);
+          slots[slot].push_back(text);
+        }
+      written.push_back(slots);
+    }
+    std::vector<StageSchedule> parsed;
+    std::string error;
+    ASSERT_TRUE(parseSchedule(written, parsed, error)) << error;
+    for (size_t s = 0; s < built.size(); ++s)
+      for (int slot = 0; slot < 3; ++slot) {
+        ASSERT_EQ(parsed[s].slots[slot].size(), built[s].slots[slot].size());
+        for (size_t i = 0; i < built[s].slots[slot].size(); ++i)
+          EXPECT_EQ(parsed[s].slots[slot][i].deps,
+                    built[s].slots[slot][i].deps)
+              << "stage " << s << " slot " << slot << " #" << i;
+      }
+    EXPECT_TRUE(checkSchedule(parsed, error)) << error;
+  }
+  std::vector<std::array<std::vector<std::string>, 3>> lonely(2);
+  lonely[1][0] = {"F0<0"};
+  std::vector<StageSchedule> parsed;
+  std::string error;
+  EXPECT_FALSE(parseSchedule(lonely, parsed, error));
+  EXPECT_EQ(error, "stage 1 receives fwd micro-batch 0 that stage 0 never "
+                   "sends");
+}
+
 TEST(Schedule, CheckFindsACycle) {
   auto schedule = buildSchedule(PipelineSchedule::OneFOneB, 2, 2);
   // Make stage 0's first send wait for its last compute: stage 1 can never

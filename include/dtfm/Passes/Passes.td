@@ -189,8 +189,10 @@ def VerifyPlan : Pass<"dtfm-verify-plan", "mlir::ModuleOp"> {
   let summary = "Check a planned module's communication";
   let description = [{
     Every `dtfm.send` has exactly one `dtfm.recv` with its tag, the same
-    bytes and mirrored stages (the send's stage is the recv's peer and the
-    other way round), and no recv lacks its send. Read-only.
+    bytes and the same ends (sender and receiver: devices in device
+    programs, stages before), and no recv lacks its send. When the module
+    has a `dtfm.schedule`, its streams are rebuilt with their dependencies
+    and must run to completion: no cycle across slots or stages. Read-only.
   }];
 }
 

@@ -17,6 +17,7 @@
 
 #include "dtfm/Planner/StagePartition.h"
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,14 @@ struct StageSchedule {
 /// remaining backwards.
 std::vector<StageSchedule> buildSchedule(PipelineSchedule kind, int stages,
                                          int microBatches);
+
+/// Rebuilds a schedule from its written form (per stage: the recv, compute
+/// and send streams as "F3<1", "F3", "F3>1"), deriving the dependencies as
+/// buildSchedule does. On a malformed item or a transfer without its
+/// counterpart returns false with a one-line `error`.
+bool parseSchedule(
+    const std::vector<std::array<std::vector<std::string>, 3>> &streams,
+    std::vector<StageSchedule> &schedule, std::string &error);
 
 /// Largest number of micro-batches whose activations stage `stage` holds at
 /// once (forwards done minus backwards done, over its compute order).
