@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Target/Plan/Plan.h"
+#include "dtfm/Analysis/CostAnalysis.h"
 #include "dtfm/Dialect/Dtfm/IR/DtfmOps.h"
 
 #include "plan.pb.h"
@@ -96,8 +97,20 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
   plan.set_format_version(kPlanFormatVersion);
   plan.set_cluster_name(cluster.name);
   plan.set_cluster_fingerprint(::dtfm::planner::clusterFingerprint(cluster));
-  for (const ::dtfm::planner::Device &d : cluster.devices)
+  for (const ::dtfm::planner::Device &d : cluster.devices) {
     plan.add_cluster_devices(d.name);
+    pb::PlanDevice &device = *plan.add_devices();
+    device.set_name(d.name);
+    device.set_region(d.region);
+    device.set_peak_flops(d.peakFlops);
+    device.set_efficiency(d.efficiency);
+    device.set_memory_bytes(d.memoryBytes);
+  }
+  for (size_t i = 0; i < cluster.size(); ++i)
+    for (size_t j = 0; j < cluster.size(); ++j) {
+      plan.add_delay_ms(cluster.delayMs(i, j));
+      plan.add_bandwidth_gbps(cluster.bandwidthGbps(i, j));
+    }
   if (auto model = module->getAttrOfType<StringAttr>("dtfm.model"))
     plan.set_model(model.str());
   if (schedule) {
@@ -161,6 +174,15 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
     for (NamedAttribute attr : func->getDiscardableAttrs())
       (*program.mutable_attrs())[attr.getName().str()] =
           toPlanAttr(attr.getValue());
+    CostAnalysis costs(func);
+    if (!costs.isValid())
+      return failure();
+    program.set_forward_flops(costs.getTotals().forwardFlops);
+    program.set_backward_flops(costs.getTotals().backwardFlops);
+    program.set_optimizer_flops(costs.getTotals().optimizerFlops);
+    for (const ::dtfm::planner::Device &d : cluster.devices)
+      if (d.name == device.getValue())
+        program.set_speed_flops(d.speed());
 
     llvm::DenseMap<Value, int64_t> ids;
     for (Operation &op : func.getBody().front()) {
