@@ -1,0 +1,40 @@
+//===- PlanLoader.h - Read plan.pb for the runtime ---------------*- C++ -*-===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTFM_RUNTIME_PLANLOADER_H
+#define DTFM_RUNTIME_PLANLOADER_H
+
+#include "dtfm/Runtime/Simulator.h"
+
+#include <string>
+
+namespace dtfm::proto {
+class Plan;
+} // namespace dtfm::proto
+
+namespace dtfm::runtime {
+
+/// Version of plan.proto this runtime reads.
+inline constexpr unsigned kRuntimePlanVersion = 1;
+
+/// Reads a plan file (binary, or protobuf text format) and checks its
+/// version. On failure returns false with a one-line `error` naming the file.
+bool readPlanFile(const std::string &path, proto::Plan &plan,
+                  std::string &error);
+
+/// The cluster a plan carries (devices and link matrices), checked against
+/// the plan's fingerprint.
+bool clusterFromPlan(const proto::Plan &plan, planner::Cluster &cluster,
+                     std::string &error);
+
+/// The simulator's view of a plan: per device its streams, work per phase,
+/// bytes sent per phase and peer, and gradient-sync time.
+bool simulationInput(const proto::Plan &plan, SimInput &input,
+                     std::string &error);
+
+} // namespace dtfm::runtime
+
+#endif // DTFM_RUNTIME_PLANLOADER_H

@@ -1,0 +1,94 @@
+//===- Simulator.h - Discrete-event simulation of a plan ---------*- C++ -*-===//
+//
+// Part of dtfm. Plain C++ (no MLIR): the runtime's side of the plan.
+//
+//===----------------------------------------------------------------------===//
+//
+// Runs the device programs of a plan on a model of the cluster:
+//
+//  * every device has three slots -- receive, compute, send -- each running
+//    its instruction stream in order (DT-FM's three CUDA streams);
+//  * a compute instruction takes FLOPs / (lambda peak): the program's
+//    forward or backward work of one micro-batch; it starts once the slot
+//    is free, its input has been received and (backward) its own forward
+//    is done;
+//  * a send occupies the send slot and the directed link for bytes / beta;
+//    transfers on one directed link are served one after the other in the
+//    order they become ready (FIFO: the same total throughput as sharing
+//    the bandwidth, with simpler arithmetic); the data arrives alpha later;
+//  * a receive occupies the receive slot from when it starts until the data
+//    arrives;
+//  * after its last micro-batch a device synchronises gradients (the sum of
+//    its dtfm.grad_sync estimates) and runs the optimizer step.
+//
+// The iteration ends when the last device finishes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTFM_RUNTIME_SIMULATOR_H
+#define DTFM_RUNTIME_SIMULATOR_H
+
+#include "dtfm/Planner/Cluster.h"
+
+#include <array>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace dtfm::runtime {
+
+/// One device program, as the simulator needs it.
+struct SimProgram {
+  std::string device;
+  int stage = 0;
+  std::string prev, next; ///< devices of the neighbouring stages, or ""
+  double forwardFlops = 0;  ///< per micro-batch
+  double backwardFlops = 0; ///< per micro-batch
+  double optimizerFlops = 0; ///< per iteration
+  double syncSeconds = 0;    ///< gradient synchronisation per iteration
+  /// recv, compute and send streams: "F3<1", "F3", "F3>1".
+  std::array<std::vector<std::string>, 3> streams;
+  /// Bytes sent per micro-batch, by phase ('F' or 'B') and peer device.
+  std::map<std::pair<char, std::string>, double> sendBytes;
+};
+
+struct SimInput {
+  planner::Cluster cluster;
+  std::vector<SimProgram> programs;
+  int microBatches = 1;
+};
+
+/// One interval on one slot of one device (for traces).
+struct SimEvent {
+  std::string device;
+  int slot = 0; ///< 0 recv, 1 compute, 2 send
+  std::string name;
+  double start = 0, end = 0;
+};
+
+struct SimResult {
+  double iterationSeconds = 0;
+  /// Per device: compute busy time and the rest of the iteration.
+  std::map<std::string, double> busySeconds, idleSeconds;
+  /// 1 - (compute busy time) / (devices x iteration).
+  double bubbleFraction = 0;
+  /// Bytes per directed link "a->b" in one iteration.
+  std::map<std::string, double> linkBytes;
+  double totalFlops = 0;
+  double achievedFlopsPerSecond() const {
+    return iterationSeconds > 0 ? totalFlops / iterationSeconds : 0;
+  }
+  std::vector<SimEvent> events;
+};
+
+/// Simulates one iteration. False with a one-line `error` on an unknown
+/// device, a malformed stream or a schedule that cannot finish.
+bool simulate(const SimInput &input, SimResult &result, std::string &error);
+
+/// The events as Chrome Trace Event JSON (chrome://tracing, Perfetto): one
+/// process per device, threads recv / compute / send, times in microseconds.
+std::string chromeTrace(const SimResult &result);
+
+} // namespace dtfm::runtime
+
+#endif // DTFM_RUNTIME_SIMULATOR_H

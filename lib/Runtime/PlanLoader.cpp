@@ -1,0 +1,123 @@
+//===- PlanLoader.cpp - Read plan.pb for the runtime ----------------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Runtime/PlanLoader.h"
+
+#include "plan.pb.h"
+
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+
+#include <fstream>
+#include <sstream>
+
+using namespace dtfm::runtime;
+
+bool dtfm::runtime::readPlanFile(const std::string &path, proto::Plan &plan,
+                                 std::string &error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = path + ": cannot open plan file";
+    return false;
+  }
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  std::string bytes = buffer.str();
+  struct Quiet : google::protobuf::io::ErrorCollector {
+    void AddError(int, google::protobuf::io::ColumnNumber,
+                  const std::string &) override {}
+  } quiet;
+  google::protobuf::TextFormat::Parser parser;
+  parser.RecordErrorsTo(&quiet);
+  if (!plan.ParseFromString(bytes) && !parser.ParseFromString(bytes, &plan)) {
+    error = path + ": not a plan file (neither binary nor text protobuf)";
+    return false;
+  }
+  if (plan.format_version() != kRuntimePlanVersion) {
+    error = path + ": plan format version " +
+            std::to_string(plan.format_version()) +
+            ", but this runtime reads version " +
+            std::to_string(kRuntimePlanVersion);
+    return false;
+  }
+  return true;
+}
+
+bool dtfm::runtime::clusterFromPlan(const proto::Plan &plan,
+                                    planner::Cluster &cluster,
+                                    std::string &error) {
+  size_t n = plan.devices_size();
+  if (n == 0 || static_cast<size_t>(plan.delay_ms_size()) != n * n ||
+      static_cast<size_t>(plan.bandwidth_gbps_size()) != n * n) {
+    error = "the plan carries no complete cluster (devices and N x N links)";
+    return false;
+  }
+  cluster = planner::Cluster();
+  cluster.name = plan.cluster_name();
+  cluster.delayMs = planner::SquareMatrix(n);
+  cluster.bandwidthGbps = planner::SquareMatrix(n);
+  for (const proto::PlanDevice &d : plan.devices())
+    cluster.devices.push_back(
+        {d.name(), d.region(), d.peak_flops(), d.efficiency(), d.memory_bytes()});
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < n; ++j) {
+      cluster.delayMs(i, j) = plan.delay_ms(i * n + j);
+      cluster.bandwidthGbps(i, j) = plan.bandwidth_gbps(i * n + j);
+    }
+  if (planner::clusterFingerprint(cluster) != plan.cluster_fingerprint()) {
+    error = "the plan's cluster does not match its fingerprint (corrupt plan)";
+    return false;
+  }
+  return cluster.validate(error);
+}
+
+bool dtfm::runtime::simulationInput(const proto::Plan &plan, SimInput &input,
+                                    std::string &error) {
+  if (!clusterFromPlan(plan, input.cluster, error))
+    return false;
+  input.microBatches = static_cast<int>(std::max<int64_t>(1, plan.micro_batches()));
+  input.programs.clear();
+  for (const proto::DeviceProgram &p : plan.programs()) {
+    SimProgram program;
+    program.device = p.device();
+    program.stage = static_cast<int>(p.stage());
+    program.prev = p.prev();
+    program.next = p.next();
+    program.forwardFlops = p.forward_flops();
+    program.backwardFlops = p.backward_flops();
+    program.optimizerFlops = p.optimizer_flops();
+    program.streams[0].assign(p.recv_stream().begin(), p.recv_stream().end());
+    program.streams[1].assign(p.compute_stream().begin(),
+                              p.compute_stream().end());
+    program.streams[2].assign(p.send_stream().begin(), p.send_stream().end());
+    for (const proto::PlanOp &op : p.ops()) {
+      auto attr = [&](const char *key) -> const proto::PlanAttr * {
+        auto it = op.attrs().find(key);
+        return it == op.attrs().end() ? nullptr : &it->second;
+      };
+      if (op.name() == "dtfm.send") {
+        const proto::PlanAttr *bytes = attr("bytes");
+        const proto::PlanAttr *phase = attr("dtfm.phase");
+        const proto::PlanAttr *peer = attr("peer_device");
+        if (!bytes || !peer) {
+          error = p.device() + ": a dtfm.send without bytes or peer_device";
+          return false;
+        }
+        char key = phase && phase->s() == "bwd" ? 'B' : 'F';
+        program.sendBytes[{key, peer->s()}] += static_cast<double>(bytes->i());
+      } else if (op.name() == "dtfm.grad_sync") {
+        if (const proto::PlanAttr *seconds = attr("seconds"))
+          program.syncSeconds += seconds->f();
+      }
+    }
+    input.programs.push_back(std::move(program));
+  }
+  if (input.programs.empty()) {
+    error = "the plan has no device programs";
+    return false;
+  }
+  return true;
+}

@@ -1,0 +1,265 @@
+//===- Simulator.cpp - Discrete-event simulation of a plan ----------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Runtime/Simulator.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <sstream>
+#include <tuple>
+
+using namespace dtfm::runtime;
+
+namespace {
+
+/// A parsed stream item: "F3<1" / "F3" / "F3>1".
+struct Item {
+  char phase = 'F';
+  int microBatch = 0;
+  int peerStage = -1;
+};
+
+bool parseItem(const std::string &text, int slot, Item &item) {
+  if (text.size() < 2 || (text[0] != 'F' && text[0] != 'B'))
+    return false;
+  item.phase = text[0];
+  size_t end = text.find_first_not_of("0123456789", 1);
+  if (end == 1)
+    return false;
+  item.microBatch = std::atoi(text.substr(1, end - 1).c_str());
+  if (slot == 1)
+    return end == std::string::npos;
+  char marker = slot == 0 ? '<' : '>';
+  if (end == std::string::npos || text[end] != marker ||
+      text.size() == end + 1 ||
+      text.find_first_not_of("0123456789", end + 1) != std::string::npos)
+    return false;
+  item.peerStage = std::atoi(text.substr(end + 1).c_str());
+  return true;
+}
+
+using Key = std::tuple<std::string, char, int>; // device, phase, micro-batch
+using TransferKey =
+    std::tuple<std::string, std::string, char, int>; // from, to, phase, mb
+
+} // namespace
+
+bool dtfm::runtime::simulate(const SimInput &input, SimResult &result,
+                             std::string &error) {
+  result = SimResult();
+  const planner::Cluster &cluster = input.cluster;
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < cluster.size(); ++i)
+    index[cluster.devices[i].name] = i;
+
+  struct DeviceState {
+    const SimProgram *program;
+    double speed = 0;
+    std::array<std::vector<Item>, 3> items;
+    std::array<size_t, 3> next{0, 0, 0};
+    std::array<double, 3> free{0, 0, 0};
+    std::map<std::pair<char, int>, bool> receives; // which inputs arrive
+  };
+  std::vector<DeviceState> devices;
+  for (const SimProgram &program : input.programs) {
+    auto it = index.find(program.device);
+    if (it == index.end()) {
+      error = "program for unknown device '" + program.device + "'";
+      return false;
+    }
+    DeviceState state;
+    state.program = &program;
+    state.speed = cluster.devices[it->second].speed();
+    if (!(state.speed > 0)) {
+      error = "device '" + program.device + "' has no compute speed";
+      return false;
+    }
+    for (int slot = 0; slot < 3; ++slot)
+      for (const std::string &text : program.streams[slot]) {
+        Item item;
+        if (!parseItem(text, slot, item)) {
+          error = program.device + ": malformed stream item '" + text + "'";
+          return false;
+        }
+        state.items[slot].push_back(item);
+        if (slot == 0)
+          state.receives[{item.phase, item.microBatch}] = true;
+      }
+    devices.push_back(std::move(state));
+  }
+  auto peerDevice = [&](const DeviceState &d, int peerStage) {
+    return peerStage < d.program->stage ? d.program->prev : d.program->next;
+  };
+
+  std::map<Key, double> computeEnd, recvEnd;
+  std::map<TransferKey, double> arrival;
+  std::map<std::pair<std::string, std::string>, double> linkFree;
+  auto name = [](const Item &item) {
+    return std::string(1, item.phase) + std::to_string(item.microBatch);
+  };
+
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (DeviceState &d : devices) {
+      const std::string &self = d.program->device;
+      for (int slot = 0; slot < 3; ++slot) {
+        while (d.next[slot] < d.items[slot].size()) {
+          const Item &item = d.items[slot][d.next[slot]];
+          double start = d.free[slot], end;
+          std::string label = name(item);
+          if (slot == 0) { // receive: wait for the data
+            std::string from = peerDevice(d, item.peerStage);
+            auto it = arrival.find({from, self, item.phase, item.microBatch});
+            if (it == arrival.end())
+              break;
+            end = std::max(start, it->second);
+            recvEnd[{self, item.phase, item.microBatch}] = end;
+            label += "<" + from;
+          } else if (slot == 1) { // compute
+            if (d.receives.count({item.phase, item.microBatch})) {
+              auto it = recvEnd.find({self, item.phase, item.microBatch});
+              if (it == recvEnd.end())
+                break;
+              start = std::max(start, it->second);
+            }
+            if (item.phase == 'B') {
+              auto it = computeEnd.find({self, 'F', item.microBatch});
+              if (it == computeEnd.end())
+                break;
+              start = std::max(start, it->second);
+            }
+            double flops = item.phase == 'F' ? d.program->forwardFlops
+                                             : d.program->backwardFlops;
+            end = start + flops / d.speed;
+            computeEnd[{self, item.phase, item.microBatch}] = end;
+            result.busySeconds[self] += end - start;
+            result.totalFlops += flops;
+          } else { // send
+            auto done = computeEnd.find({self, item.phase, item.microBatch});
+            if (done == computeEnd.end())
+              break;
+            std::string to = peerDevice(d, item.peerStage);
+            auto peer = index.find(to);
+            if (peer == index.end()) {
+              error = self + " sends to unknown device '" + to + "'";
+              return false;
+            }
+            size_t a = index[self], b = peer->second;
+            auto bytes = d.program->sendBytes.find({item.phase, to});
+            double size = bytes == d.program->sendBytes.end() ? 0
+                                                               : bytes->second;
+            double &link = linkFree[{self, to}];
+            start = std::max({start, done->second, link});
+            double transmit = 8.0 * size / (cluster.bandwidthGbps(a, b) * 1e9);
+            end = start + transmit;
+            link = end;
+            arrival[{self, to, item.phase, item.microBatch}] =
+                end + cluster.latencySeconds(a, b);
+            result.linkBytes[self + "->" + to] += size;
+            label += ">" + to;
+          }
+          d.free[slot] = end;
+          result.events.push_back({self, slot, label, start, end});
+          ++d.next[slot];
+          progress = true;
+        }
+      }
+    }
+  }
+  for (const DeviceState &d : devices)
+    for (int slot = 0; slot < 3; ++slot)
+      if (d.next[slot] < d.items[slot].size()) {
+        const char *slots[3] = {"recv", "compute", "send"};
+        error = d.program->device + ": " + slots[slot] + " item '" +
+                d.program->streams[slot][d.next[slot]] +
+                "' can never run (its input never comes)";
+        return false;
+      }
+
+  // Gradient synchronisation, then the optimizer step.
+  for (const DeviceState &d : devices) {
+    const std::string &self = d.program->device;
+    double start = std::max({d.free[0], d.free[1], d.free[2]});
+    if (d.program->syncSeconds > 0) {
+      result.events.push_back(
+          {self, 2, "grad sync", start, start + d.program->syncSeconds});
+      start += d.program->syncSeconds;
+    }
+    double step = d.program->optimizerFlops / d.speed;
+    if (step > 0)
+      result.events.push_back({self, 1, "optimizer", start, start + step});
+    result.busySeconds[self] += step;
+    result.totalFlops += d.program->optimizerFlops;
+    result.iterationSeconds = std::max(result.iterationSeconds, start + step);
+  }
+  double busy = 0;
+  for (const DeviceState &d : devices) {
+    const std::string &self = d.program->device;
+    busy += result.busySeconds[self];
+    result.idleSeconds[self] =
+        result.iterationSeconds - result.busySeconds[self];
+  }
+  if (result.iterationSeconds > 0 && !devices.empty())
+    result.bubbleFraction =
+        1.0 - busy / (result.iterationSeconds * devices.size());
+  return true;
+}
+
+/// JSON string escaping for names.
+static std::string quoted(const std::string &text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      char buffer[8];
+      std::snprintf(buffer, sizeof(buffer), "\\u%04x", c);
+      out += buffer;
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string dtfm::runtime::chromeTrace(const SimResult &result) {
+  std::map<std::string, int> pid;
+  for (const SimEvent &e : result.events)
+    pid.emplace(e.device, static_cast<int>(pid.size()));
+  std::ostringstream os;
+  os.precision(17);
+  os << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[";
+  bool first = true;
+  auto comma = [&]() {
+    if (!first)
+      os << ",";
+    first = false;
+  };
+  const char *slots[3] = {"recv", "compute", "send"};
+  for (const auto &[device, id] : pid) {
+    comma();
+    os << "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" << id
+       << ",\"tid\":0,\"args\":{\"name\":" << quoted(device) << "}}";
+    for (int slot = 0; slot < 3; ++slot) {
+      comma();
+      os << "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" << id
+         << ",\"tid\":" << slot << ",\"args\":{\"name\":\"" << slots[slot]
+         << "\"}}";
+    }
+  }
+  for (const SimEvent &e : result.events) {
+    comma();
+    os << "{\"ph\":\"X\",\"name\":" << quoted(e.name)
+       << ",\"cat\":\"" << slots[e.slot] << "\",\"pid\":" << pid[e.device]
+       << ",\"tid\":" << e.slot << ",\"ts\":" << e.start * 1e6
+       << ",\"dur\":" << (e.end - e.start) * 1e6 << "}";
+  }
+  os << "]}\n";
+  return os.str();
+}

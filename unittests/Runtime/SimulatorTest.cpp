@@ -1,0 +1,160 @@
+//===- SimulatorTest.cpp - Hand-computed timelines -------------------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Planner/Schedule.h"
+#include "dtfm/Runtime/Simulator.h"
+
+#include <gtest/gtest.h>
+
+using namespace dtfm;
+using namespace dtfm::runtime;
+
+namespace {
+
+/// Two devices at 1 FLOP/s, one link of 1 s latency and 1 byte/s.
+planner::Cluster slowPair(double bytesPerSecond = 1) {
+  planner::Cluster c;
+  c.name = "pair";
+  c.devices = {{"d0", "r", 1, 1, 1e9}, {"d1", "r", 1, 1, 1e9}};
+  c.delayMs = planner::SquareMatrix(2, 1000);
+  c.bandwidthGbps = planner::SquareMatrix(2, 8 * bytesPerSecond / 1e9);
+  return c;
+}
+
+/// d0: forward 2, backward 4, optimizer 1 FLOPs, sends 1 byte forward;
+/// d1: forward 3, backward 6, optimizer 2, sends 2 bytes back.
+SimInput twoStages(planner::PipelineSchedule kind, int microBatches,
+                   double bytesPerSecond = 1) {
+  SimInput input;
+  input.cluster = slowPair(bytesPerSecond);
+  input.microBatches = microBatches;
+  auto schedule = planner::buildSchedule(kind, 2, microBatches);
+  const char *names[2] = {"d0", "d1"};
+  for (int s = 0; s < 2; ++s) {
+    SimProgram p;
+    p.device = names[s];
+    p.stage = s;
+    p.prev = s == 1 ? "d0" : "";
+    p.next = s == 0 ? "d1" : "";
+    p.forwardFlops = s == 0 ? 2 : 3;
+    p.backwardFlops = 2 * p.forwardFlops;
+    p.optimizerFlops = s == 0 ? 1 : 2;
+    if (s == 0)
+      p.sendBytes[{'F', "d1"}] = 1;
+    else
+      p.sendBytes[{'B', "d0"}] = 2;
+    for (int slot = 0; slot < 3; ++slot)
+      for (const planner::Instruction &inst : schedule[s].slots[slot]) {
+        std::string text =
+            (inst.phase == planner::Phase::Forward ? "F" : "B") +
+            std::to_string(inst.microBatch);
+        if (slot == 0)
+          text += "<" + std::to_string(inst.peer);
+        if (slot == 2)
+          text += ">" + std::to_string(inst.peer);
+        p.streams[slot].push_back(text);
+      }
+    input.programs.push_back(p);
+  }
+  return input;
+}
+
+double eventEnd(const SimResult &r, const std::string &device, int slot,
+                const std::string &name) {
+  for (const SimEvent &e : r.events)
+    if (e.device == device && e.slot == slot && e.name == name)
+      return e.end;
+  ADD_FAILURE() << "no event " << name << " on " << device;
+  return -1;
+}
+
+TEST(Simulator, HandComputedGPipeTimeline) {
+  SimResult r;
+  std::string error;
+  ASSERT_TRUE(simulate(twoStages(planner::PipelineSchedule::GPipe, 2), r,
+                       error))
+      << error;
+  // d0: F0 0-2, F1 2-4; sends 2-3 and 4-5, arriving at 4 and 6.
+  EXPECT_DOUBLE_EQ(eventEnd(r, "d0", 2, "F1>d1"), 5);
+  // d1: F0 4-7, F1 7-10, B1 10-16, B0 16-22; sends back 16-18 (arrives 19)
+  // and 22-24 (arrives 25).
+  EXPECT_DOUBLE_EQ(eventEnd(r, "d1", 1, "B0"), 22);
+  // d0: B1 19-23, B0 25-29, optimizer 29-30.
+  EXPECT_DOUBLE_EQ(eventEnd(r, "d0", 1, "B1"), 23);
+  EXPECT_DOUBLE_EQ(eventEnd(r, "d0", 1, "B0"), 29);
+  EXPECT_DOUBLE_EQ(r.iterationSeconds, 30);
+  EXPECT_DOUBLE_EQ(r.busySeconds["d0"], 13);
+  EXPECT_DOUBLE_EQ(r.busySeconds["d1"], 20);
+  EXPECT_DOUBLE_EQ(r.bubbleFraction, 1 - 33.0 / 60.0);
+  EXPECT_DOUBLE_EQ(r.linkBytes["d0->d1"], 2);
+  EXPECT_DOUBLE_EQ(r.linkBytes["d1->d0"], 4);
+  EXPECT_DOUBLE_EQ(r.achievedFlopsPerSecond(), 33.0 / 30.0);
+}
+
+TEST(Simulator, MoreBandwidthIsNeverSlower) {
+  for (auto kind :
+       {planner::PipelineSchedule::GPipe, planner::PipelineSchedule::OneFOneB})
+    for (int micro = 1; micro <= 6; ++micro) {
+      double previous = 1e300;
+      for (double bandwidth : {0.25, 1.0, 4.0, 16.0, 1e6}) {
+        SimResult r;
+        std::string error;
+        ASSERT_TRUE(simulate(twoStages(kind, micro, bandwidth), r, error));
+        EXPECT_LE(r.iterationSeconds, previous + 1e-9);
+        previous = r.iterationSeconds;
+      }
+    }
+}
+
+TEST(Simulator, OneMoreMicroBatchNeverShortensAnIteration) {
+  for (auto kind :
+       {planner::PipelineSchedule::GPipe, planner::PipelineSchedule::OneFOneB}) {
+    double previous = 0;
+    for (int micro = 1; micro <= 8; ++micro) {
+      SimResult r;
+      std::string error;
+      ASSERT_TRUE(simulate(twoStages(kind, micro), r, error));
+      EXPECT_GE(r.iterationSeconds, previous - 1e-9);
+      previous = r.iterationSeconds;
+    }
+  }
+}
+
+TEST(Simulator, ComputeBoundPlansApproachTotalWorkOverTotalSpeed) {
+  // Fast links: the pipeline fills, and with many micro-batches the
+  // iteration tends to the slowest stage's work (here: d1, 9 per
+  // micro-batch) -- the work-over-speed bound of the bottleneck stage.
+  SimResult r;
+  std::string error;
+  ASSERT_TRUE(simulate(twoStages(planner::PipelineSchedule::OneFOneB, 64, 1e9),
+                       r, error));
+  double bound = 64 * 9.0 + 2;
+  EXPECT_GE(r.iterationSeconds, bound);
+  EXPECT_LE(r.iterationSeconds, bound * 1.05);
+}
+
+TEST(Simulator, ErrorsAndTrace) {
+  SimInput input = twoStages(planner::PipelineSchedule::GPipe, 1);
+  input.programs[1].streams[0] = {"F0<0", "F1<0"}; // nothing sends F1
+  SimResult r;
+  std::string error;
+  EXPECT_FALSE(simulate(input, r, error));
+  EXPECT_EQ(error, "d1: recv item 'F1<0' can never run (its input never "
+                   "comes)");
+  input = twoStages(planner::PipelineSchedule::GPipe, 1);
+  input.programs[0].streams[1] = {"Q0"};
+  EXPECT_FALSE(simulate(input, r, error));
+  EXPECT_EQ(error, "d0: malformed stream item 'Q0'");
+  ASSERT_TRUE(simulate(twoStages(planner::PipelineSchedule::GPipe, 1), r,
+                       error));
+  std::string trace = chromeTrace(r);
+  EXPECT_EQ(trace.rfind("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", 0),
+            0u);
+  EXPECT_NE(trace.find("\"ph\":\"X\",\"name\":\"F0\""), std::string::npos);
+  EXPECT_NE(trace.find("\"name\":\"thread_name\""), std::string::npos);
+}
+
+} // namespace
