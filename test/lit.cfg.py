@@ -32,4 +32,5 @@ config.substitutions.append(("%cmake", config.cmake_command))
 config.substitutions.append(("%cxx", config.cxx_compiler))
 
 tool_dirs = [config.dtfm_tools_dir, config.llvm_tools_dir]
-llvm_config.add_tool_substitutions(["dtfm-opt", "dtfm-translate"], tool_dirs)
+llvm_config.add_tool_substitutions(["dtfm-opt", "dtfm-translate", "dtfm-run"],
+                                   tool_dirs)
