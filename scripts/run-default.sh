@@ -2,12 +2,13 @@
 # Sets up the machine, builds dtfm and runs its main job on the embedded
 # defaults: the `tiny` GPT preset (DTFM_MODEL to change it) planned for the
 # `local-8` cluster (DTFM_CLUSTER): cost table, device assignment, pipeline
-# stages, then one program per device written to build/default/plan.pb.
+# stages, then one program per device written to build/default/plan.pb,
+# simulated with dtfm-run (summary, and a Chrome trace).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/setup.sh
-scripts/build.sh dtfm-opt dtfm-translate
+scripts/build.sh dtfm-opt dtfm-translate dtfm-run
 
 BIN=${DTFM_BUILD_DIR:-build}/bin
 OUT=${DTFM_BUILD_DIR:-build}/default
@@ -24,6 +25,9 @@ echo
 "$BIN/dtfm-translate" --export-plan --cluster "$CLUSTER" "$OUT/planned.mlir" \
   -o "$OUT/plan.pb"
 echo
+"$BIN/dtfm-run" "$OUT/plan.pb" --simulate --trace "$OUT/trace.json"
+echo
 echo "plan for $MODEL on $(basename "$CLUSTER" .textproto): $OUT/plan.pb" \
      "($(wc -c < "$OUT/plan.pb") bytes; read it with" \
-     "dtfm-translate --import-plan $OUT/plan.pb)"
+     "dtfm-translate --import-plan $OUT/plan.pb); trace: $OUT/trace.json" \
+     "(chrome://tracing or Perfetto)"
