@@ -87,12 +87,14 @@ struct InsertGradSync
       for (Operation *op : ops)
         total += getTensorBytes(op->getOperand(1).getType());
       planner::CostModel stageModel(cluster, {total, 0}, dp);
+      double psSeconds = stageModel.groupDataParallelCost(group);
+      double ringSeconds = stageModel.groupRingAllReduceCost(group);
       std::string algorithm = sync;
       if (algorithm == "auto")
-        algorithm = stageModel.groupRingAllReduceCost(group) <
-                            stageModel.groupDataParallelCost(group)
-                        ? "ring"
-                        : "ps";
+        algorithm = ringSeconds < psSeconds ? "ring" : "ps";
+      // The stage's gradients travel as one bucket (DT-FM's c_DP): the time
+      // of the whole exchange, recorded on every sync of the stage.
+      double stageSeconds = algorithm == "ring" ? ringSeconds : psSeconds;
       for (Operation *op : ops) {
         Value grad = op->getOperand(1);
         int64_t bytes = getTensorBytes(grad.getType());
@@ -107,6 +109,8 @@ struct InsertGradSync
         for (StringRef attr : {"dtfm.stage", "dtfm.layer"})
           if (Attribute value = op->getAttr(attr))
             syncOp->setAttr(attr, value);
+        syncOp->setAttr("dtfm.bucket_seconds",
+                        b.getF64FloatAttr(stageSeconds));
         op->setOperand(1, syncOp.getResult());
       }
     }

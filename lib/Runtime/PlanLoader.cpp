@@ -11,6 +11,7 @@
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -109,7 +110,11 @@ bool dtfm::runtime::simulationInput(const proto::Plan &plan, SimInput &input,
         char key = phase && phase->s() == "bwd" ? 'B' : 'F';
         program.sendBytes[{key, peer->s()}] += static_cast<double>(bytes->i());
       } else if (op.name() == "dtfm.grad_sync") {
-        if (const proto::PlanAttr *seconds = attr("seconds"))
+        // One bucket per stage (dtfm.bucket_seconds); plans without it sync
+        // tensor by tensor.
+        if (const proto::PlanAttr *bucket = attr("dtfm.bucket_seconds"))
+          program.syncSeconds = std::max(program.syncSeconds, bucket->f());
+        else if (const proto::PlanAttr *seconds = attr("seconds"))
           program.syncSeconds += seconds->f();
       }
     }

@@ -129,7 +129,10 @@ def InsertGradSync : Pass<"dtfm-insert-grad-sync", "mlir::ModuleOp"> {
     `dtfm.grad_sync` over stage s's data-parallel group. The algorithm is
     chosen per group by the cost model for the stage's total gradient bytes
     -- DT-FM's sharded parameter server (DATAP-COST) or ring all-reduce --
-    or forced with `sync=ps|ring`. Groups of one device need no sync.
+    or forced with `sync=ps|ring`. Groups of one device need no sync. The
+    stage's gradients travel as one bucket: every sync of the stage records
+    the whole exchange's time as `dtfm.bucket_seconds` (its own `seconds`
+    is the tensor's share if it travelled alone).
   }];
   let options = [
     Option<"clusterFile", "cluster", "std::string", /*default=*/"\"\"",

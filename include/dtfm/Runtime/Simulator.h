@@ -18,8 +18,8 @@
 //    the bandwidth, with simpler arithmetic); the data arrives alpha later;
 //  * a receive occupies the receive slot from when it starts until the data
 //    arrives;
-//  * after its last micro-batch a device synchronises gradients (the sum of
-//    its dtfm.grad_sync estimates) and runs the optimizer step.
+//  * after its last micro-batch a device synchronises gradients (its stage's
+//    bucketed exchange, dtfm.bucket_seconds) and runs the optimizer step.
 //
 // The iteration ends when the last device finishes.
 //
