@@ -39,7 +39,10 @@ struct InsertCompression
     int64_t nextTag = 0;
     module.walk([&](Operation *op) {
       if (auto send = dyn_cast<SendOp>(op)) {
-        sends.push_back(send);
+        // Parameters (and their gradients) that move once per iteration are
+        // not activations: top-k does not apply to weights.
+        if (!send->hasAttr("dtfm.once_per_iteration"))
+          sends.push_back(send);
         nextTag = std::max<int64_t>(nextTag, send.getTag() + 1);
       } else if (auto recv = dyn_cast<RecvOp>(op)) {
         recvOfTag[recv.getTag()] = recv;

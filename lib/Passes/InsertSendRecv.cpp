@@ -9,6 +9,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 
 namespace mlir::dtfm {
@@ -65,6 +66,21 @@ struct InsertSendRecv
 
     Builder b(module.getContext());
     int64_t tag = 0;
+    // Receives of parameters (a tied weight used on another stage): the
+    // parameter, and its gradient on the way back, move once per iteration,
+    // not once per micro-batch.
+    llvm::DenseSet<Operation *> parameterRecvs;
+    auto movesOncePerIteration = [&](Value value) {
+      if (value.getDefiningOp<ParamOp>())
+        return true;
+      auto backward = value.getDefiningOp<BackwardOp>();
+      if (!backward)
+        return false;
+      unsigned result = cast<OpResult>(value).getResultNumber();
+      Value wrt = backward.getInputs()[backward.getWrt()[result]];
+      Operation *def = wrt.getDefiningOp();
+      return def && (isa<ParamOp>(def) || parameterRecvs.contains(def));
+    };
     for (auto func : module.getOps<func::FuncOp>()) {
       SmallVector<Operation *> ops;
       for (Operation &op : func.getBody().front())
@@ -90,6 +106,9 @@ struct InsertSendRecv
                 b.getI64IntegerAttr(tag), b.getI64IntegerAttr(bytes),
                 b.getF64FloatAttr(latency), b.getF64FloatAttr(bandwidth));
             send->setAttr(kStageAttrName, b.getI64IntegerAttr(from));
+            bool once = movesOncePerIteration(value);
+            if (once)
+              send->setAttr("dtfm.once_per_iteration", b.getUnitAttr());
             after.setInsertionPointAfter(send);
             Operation *first = uses.front()->getOwner();
             for (OpOperand *use : uses)
@@ -101,6 +120,11 @@ struct InsertSendRecv
                 b.getI64IntegerAttr(tag), b.getI64IntegerAttr(bytes),
                 b.getF64FloatAttr(latency), b.getF64FloatAttr(bandwidth));
             recv->setAttr(kStageAttrName, b.getI64IntegerAttr(to));
+            if (once) {
+              recv->setAttr("dtfm.once_per_iteration", b.getUnitAttr());
+              if (value.getDefiningOp<ParamOp>())
+                parameterRecvs.insert(recv);
+            }
             for (OpOperand *use : uses)
               use->set(recv.getResult());
             ++tag;

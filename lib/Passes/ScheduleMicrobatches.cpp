@@ -65,14 +65,28 @@ struct ScheduleMicrobatches
                         : isa<BackwardOp, AccumulateOp>(op) ? "bwd"
                                                             : "fwd";
       // A transfer belongs to the phase of the value it moves.
-      if (auto send = dyn_cast<SendOp>(op))
-        if (Operation *def = send.getValue().getDefiningOp())
-          if (isTrainingOp(def))
-            phase = "bwd";
-      if (auto recv = dyn_cast<RecvOp>(op))
-        if (!recv.getResult().use_empty() &&
-            llvm::all_of(recv.getResult().getUsers(), isTrainingOp))
+      if (auto send = dyn_cast<SendOp>(op)) {
+        Operation *def = send.getValue().getDefiningOp();
+        // Compressed transfers: look through the compressor.
+        if (auto compress = dyn_cast_or_null<TopKCompressOp>(def))
+          def = compress.getInput().getDefiningOp();
+        if (def && isTrainingOp(def))
           phase = "bwd";
+      }
+      if (auto recv = dyn_cast<RecvOp>(op)) {
+        // A received value feeds training ops directly or through a
+        // decompressor.
+        SmallVector<Operation *> users(recv.getResult().getUsers().begin(),
+                                       recv.getResult().getUsers().end());
+        for (size_t i = 0; i < users.size(); ++i)
+          if (auto decompress = dyn_cast<TopKDecompressOp>(users[i])) {
+            users.erase(users.begin() + i--);
+            users.append(decompress.getResult().getUsers().begin(),
+                         decompress.getResult().getUsers().end());
+          }
+        if (!users.empty() && llvm::all_of(users, isTrainingOp))
+          phase = "bwd";
+      }
       op->setAttr("dtfm.phase", b.getStringAttr(phase));
       return WalkResult::advance();
     });

@@ -107,6 +107,10 @@ bool dtfm::runtime::simulationInput(const proto::Plan &plan, SimInput &input,
           error = p.device() + ": a dtfm.send without bytes or peer_device";
           return false;
         }
+        if (attr("dtfm.once_per_iteration")) {
+          program.iterationBytes[peer->s()] += static_cast<double>(bytes->i());
+          continue;
+        }
         char key = phase && phase->s() == "bwd" ? 'B' : 'F';
         program.sendBytes[{key, peer->s()}] += static_cast<double>(bytes->i());
       } else if (op.name() == "dtfm.grad_sync") {

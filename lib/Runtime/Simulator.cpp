@@ -186,10 +186,20 @@ bool dtfm::runtime::simulate(const SimInput &input, SimResult &result,
   for (const DeviceState &d : devices) {
     const std::string &self = d.program->device;
     double start = std::max({d.free[0], d.free[1], d.free[2]});
-    if (d.program->syncSeconds > 0) {
-      result.events.push_back(
-          {self, 2, "grad sync", start, start + d.program->syncSeconds});
-      start += d.program->syncSeconds;
+    double sync = d.program->syncSeconds;
+    for (const auto &[peer, bytes] : d.program->iterationBytes) {
+      auto it = index.find(peer);
+      if (it == index.end()) {
+        error = self + " sends to unknown device '" + peer + "'";
+        return false;
+      }
+      size_t a = index[self], b = it->second;
+      sync += cluster.transferSeconds(a, b, bytes);
+      result.linkBytes[self + "->" + peer] += bytes;
+    }
+    if (sync > 0) {
+      result.events.push_back({self, 2, "grad sync", start, start + sync});
+      start += sync;
     }
     double step = d.program->optimizerFlops / d.speed;
     if (step > 0)

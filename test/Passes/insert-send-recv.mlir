@@ -6,19 +6,22 @@
 // COM: Forward graph on 2 stages: the tied token embedding (256x64 f32) and
 // COM: the residual stream (4x32x64 f32) cross from stage 0 to stage 1.
 // CHECK: %[[WTE:.*]] = dtfm.param "wte"
-// CHECK-NEXT: dtfm.send %[[WTE]] {bandwidth_gbps = 4.000000e+01 : f64, bytes = 65536 : i64, dtfm.stage = 0 : i64, latency_s = 5.000000e-05 : f64, peer = 1 : i64, tag = 0 : i64} : tensor<256x64xf32>
+// COM: A parameter moves once per iteration, not per micro-batch.
+// CHECK-NEXT: dtfm.send %[[WTE]] {bandwidth_gbps = 4.000000e+01 : f64, bytes = 65536 : i64, dtfm.once_per_iteration, dtfm.stage = 0 : i64, latency_s = 5.000000e-05 : f64, peer = 1 : i64, tag = 0 : i64} : tensor<256x64xf32>
 // CHECK: dtfm.send %{{[0-9]+}} {{{.*}}bytes = 32768 : i64, dtfm.stage = 0 : i64, {{.*}}peer = 1 : i64, tag = 1 : i64}
 // CHECK-NEXT: dtfm.param "h.1.ln_1.gamma"
 // COM: The recv sits right before the first use on the receiving stage.
 // CHECK: %[[R:.*]] = dtfm.recv {{{.*}}bytes = 32768 : i64, dtfm.stage = 1 : i64, {{.*}}peer = 0 : i64, tag = 1 : i64} : tensor<4x32x64xf32>
 // CHECK-NEXT: dtfm.layernorm %[[R]]
-// CHECK: %[[RW:.*]] = dtfm.recv {{{.*}}tag = 0 : i64} : tensor<256x64xf32>
+// CHECK: %[[RW:.*]] = dtfm.recv {{{.*}}dtfm.once_per_iteration{{.*}}tag = 0 : i64} : tensor<256x64xf32>
 // CHECK-NEXT: dtfm.matmul %{{.*}}, %[[RW]] transpose_rhs
 // CHECK-NOT: dtfm.send
 
-// COM: Training graph: gradients flow back from stage 1 to stage 0.
-// TRAIN: dtfm.send {{.*}}dtfm.stage = 1 : i64, {{.*}}peer = 0 : i64{{.*}} : tensor<4x32x64xf32>
-// TRAIN: dtfm.recv {{.*}}dtfm.stage = 0 : i64, {{.*}}peer = 1 : i64{{.*}} : tensor<4x32x64xf32>
+// COM: Training graph: gradients flow back from stage 1 to stage 0; the tied
+// COM: embedding's gradient also moves once per iteration.
+// TRAIN-DAG: dtfm.send {{.*}}dtfm.once_per_iteration, dtfm.stage = 1 : i64, {{.*}}peer = 0 : i64{{.*}} : tensor<256x64xf32>
+// TRAIN-DAG: dtfm.send {{.*}}bytes = 32768 : i64, dtfm.stage = 1 : i64, {{.*}}peer = 0 : i64{{.*}} : tensor<4x32x64xf32>
+// TRAIN-DAG: dtfm.recv {{.*}}bytes = 32768 : i64, dtfm.stage = 0 : i64, {{.*}}peer = 1 : i64{{.*}} : tensor<4x32x64xf32>
 
 // COM: With an assignment the link is the slowest matched pair: 50 ms,
 // COM: 1 Gbps between the regions, or 1 ms, 10 Gbps inside one.

@@ -136,6 +136,19 @@ TEST(Simulator, ComputeBoundPlansApproachTotalWorkOverTotalSpeed) {
   EXPECT_LE(r.iterationSeconds, bound * 1.05);
 }
 
+TEST(Simulator, OncePerIterationBytesMoveDuringTheSyncStep) {
+  SimInput input = twoStages(planner::PipelineSchedule::GPipe, 2);
+  // d1 returns a tied weight's gradient, 3 bytes, once: 1 s latency + 3 s.
+  input.programs[1].iterationBytes["d0"] = 3;
+  SimResult r;
+  std::string error;
+  ASSERT_TRUE(simulate(input, r, error)) << error;
+  // d1's last send ends at 24; then 4 s of sync and its 2 s optimizer step.
+  EXPECT_DOUBLE_EQ(eventEnd(r, "d1", 2, "grad sync"), 28);
+  EXPECT_DOUBLE_EQ(eventEnd(r, "d1", 1, "optimizer"), 30);
+  EXPECT_DOUBLE_EQ(r.linkBytes["d1->d0"], 4 + 3);
+}
+
 TEST(Simulator, ErrorsAndTrace) {
   SimInput input = twoStages(planner::PipelineSchedule::GPipe, 1);
   input.programs[1].streams[0] = {"F0<0", "F1<0"}; // nothing sends F1

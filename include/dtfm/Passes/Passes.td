@@ -83,7 +83,10 @@ def InsertSendRecv : Pass<"dtfm-insert-send-recv", "mlir::ModuleOp"> {
     received value. The pair shares a tag (numbered in IR order) and the
     value's bytes; latency and bandwidth are those of the slowest matched
     device pair between the two stages (the `dtfm.assignment` groups, or the
-    cluster's first devices, one per stage).
+    cluster's first devices, one per stage). A parameter used on another
+    stage (a tied weight) and the gradient that returns for it are marked
+    `dtfm.once_per_iteration`: they move once per iteration, not once per
+    micro-batch.
   }];
   let options = [
     Option<"clusterFile", "cluster", "std::string", /*default=*/"\"\"",
@@ -105,7 +108,8 @@ def InsertCompression : Pass<"dtfm-insert-compression", "mlir::ModuleOp"> {
     `dense-below` x the slowest becomes `dtfm.topk_compress` -> a send of the
     values (the original tag) and of the indices (a new tag) -> two recvs ->
     `dtfm.topk_decompress`. `uniform=true` is the baseline: ratio r on every
-    transfer past the threshold. The send/recv bytes are the compressed
+    transfer past the threshold. Transfers marked `dtfm.once_per_iteration`
+    (a tied weight and its gradient) are neither compressed nor counted. The send/recv bytes are the compressed
     sizes, so everything downstream sees them.
   }];
   let options = [

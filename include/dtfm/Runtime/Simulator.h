@@ -19,7 +19,9 @@
 //  * a receive occupies the receive slot from when it starts until the data
 //    arrives;
 //  * after its last micro-batch a device synchronises gradients (its stage's
-//    bucketed exchange, dtfm.bucket_seconds) and runs the optimizer step.
+//    bucketed exchange, dtfm.bucket_seconds; then what moves once per
+//    iteration, such as a tied weight's gradient) and runs the optimizer
+//    step.
 //
 // The iteration ends when the last device finishes.
 //
@@ -50,6 +52,9 @@ struct SimProgram {
   std::array<std::vector<std::string>, 3> streams;
   /// Bytes sent per micro-batch, by phase ('F' or 'B') and peer device.
   std::map<std::pair<char, std::string>, double> sendBytes;
+  /// Bytes sent once per iteration (tied parameters and their gradients),
+  /// by peer device: moved during the synchronisation step.
+  std::map<std::string, double> iterationBytes;
 };
 
 struct SimInput {
