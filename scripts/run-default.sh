@@ -25,9 +25,10 @@ echo
 "$BIN/dtfm-translate" --export-plan --cluster "$CLUSTER" "$OUT/planned.mlir" \
   -o "$OUT/plan.pb"
 echo
-"$BIN/dtfm-run" "$OUT/plan.pb" --simulate --trace "$OUT/trace.json"
+"$BIN/dtfm-run" "$OUT/plan.pb" --simulate --trace "$OUT/trace.json" \
+  --report "$OUT/report.html"
 echo
 echo "plan for $MODEL on $(basename "$CLUSTER" .textproto): $OUT/plan.pb" \
      "($(wc -c < "$OUT/plan.pb") bytes; read it with" \
      "dtfm-translate --import-plan $OUT/plan.pb); trace: $OUT/trace.json" \
-     "(chrome://tracing or Perfetto)"
+     "(chrome://tracing or Perfetto); report: $OUT/report.html"

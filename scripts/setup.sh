@@ -14,6 +14,8 @@ packages=(
   libprotobuf-dev protobuf-compiler libonnx-dev libgloo-dev libopenblas-dev
   # numerical oracle and model export in tests
   python3-torch python3-torchvision python3-onnx
+  # headless rendering of the plan report in tests (PIL reads the screenshot)
+  chromium python3-pil
 )
 
 missing=()

@@ -31,6 +31,11 @@ config.substitutions.append(("%cmake_generator", config.cmake_generator))
 config.substitutions.append(("%cmake", config.cmake_command))
 config.substitutions.append(("%cxx", config.cxx_compiler))
 
+# Headless Chromium renders the plan report (scripts/setup.sh installs it).
+import shutil
+if shutil.which("chromium"):
+    config.available_features.add("chromium")
+
 tool_dirs = [config.dtfm_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(["dtfm-opt", "dtfm-translate", "dtfm-run"],
                                    tool_dirs)

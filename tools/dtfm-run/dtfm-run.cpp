@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 //
-//   dtfm-run plan.pb --simulate [--trace out.json] [--json]
+//   dtfm-run plan.pb --simulate [--trace out.json] [--report out.html] [--json]
 //
 // Simulates one training iteration of the plan's device programs on the
 // cluster the plan carries (lib/Runtime/Simulator.h) and prints the
@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Runtime/PlanLoader.h"
+#include "dtfm/Runtime/Report.h"
 #include "dtfm/Runtime/Simulator.h"
 
 #include "plan.pb.h"
@@ -32,10 +33,11 @@ static int fail(const std::string &message) {
 }
 
 static const char *kUsage =
-    "usage: dtfm-run <plan.pb> --simulate [--trace out.json] [--json]\n";
+    "usage: dtfm-run <plan.pb> --simulate [--trace out.json] "
+    "[--report out.html] [--json]\n";
 
 int main(int argc, char **argv) {
-  std::string planPath, tracePath;
+  std::string planPath, tracePath, reportPath;
   bool simulateFlag = false, json = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -47,6 +49,10 @@ int main(int argc, char **argv) {
       tracePath = argv[++i];
     else if (arg.rfind("--trace=", 0) == 0)
       tracePath = arg.substr(8);
+    else if (arg == "--report" && i + 1 < argc)
+      reportPath = argv[++i];
+    else if (arg.rfind("--report=", 0) == 0)
+      reportPath = arg.substr(9);
     else if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);
       return 0;
@@ -74,19 +80,32 @@ int main(int argc, char **argv) {
   if (!runtime::simulate(input, result, error))
     return fail(planPath + ": " + error);
 
-  if (!tracePath.empty()) {
-    // Written next to its final name, then renamed: never half-written.
-    std::string temp = tracePath + ".tmp";
+  // Outputs are written next to their final name, then renamed: never
+  // half-written.
+  auto writeFile = [&](const std::string &path, const std::string &text) {
+    std::string temp = path + ".tmp";
     {
       std::ofstream out(temp, std::ios::binary);
-      out << runtime::chromeTrace(result);
-      if (!out)
-        return fail("cannot write '" + tracePath + "'");
+      out << text;
+      if (!out) {
+        std::remove(temp.c_str());
+        return false;
+      }
     }
-    if (std::rename(temp.c_str(), tracePath.c_str()) != 0) {
+    if (std::rename(temp.c_str(), path.c_str()) != 0) {
       std::remove(temp.c_str());
-      return fail("cannot write '" + tracePath + "'");
+      return false;
     }
+    return true;
+  };
+  if (!tracePath.empty() &&
+      !writeFile(tracePath, runtime::chromeTrace(result)))
+    return fail("cannot write '" + tracePath + "'");
+  if (!reportPath.empty()) {
+    std::string title = "dtfm plan: " + plan.model() + " on " +
+                        plan.cluster_name();
+    if (!writeFile(reportPath, runtime::planReport(title, input, result)))
+      return fail("cannot write '" + reportPath + "'");
   }
 
   if (json) {
@@ -119,5 +138,7 @@ int main(int argc, char **argv) {
     std::printf("%-24s %14.0f\n", link.c_str(), bytes);
   if (!tracePath.empty())
     std::printf("trace written to %s\n", tracePath.c_str());
+  if (!reportPath.empty())
+    std::printf("report written to %s\n", reportPath.c_str());
   return 0;
 }
