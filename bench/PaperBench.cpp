@@ -16,6 +16,7 @@
 //   bench-paper [--json] [--layers 24,32,40] [--batch 1024,2048,4096]
 //               [--algorithms a,b] [--compress-ratio 10] [--scenarios DIR]
 //               [--seed 0]
+//   bench-paper --scale [--json]   GPT3-175B on 1024 devices, timed
 //
 // Defaults: 24 layers, batch 1024 sequences of 2048 tokens, D_DP = D_PP = 8,
 // micro-batches of one sequence (n_b = batch / 8 per pipeline), 1F1B.
@@ -64,10 +65,21 @@ struct Row {
   double iterationSeconds, pflops, wallSeconds;
 };
 
+/// What to plan.
+struct Job {
+  std::string preset = "gpt3-1.3b";
+  int layers = 0; ///< 0: the preset's
+  int dp = 8, pp = 8;
+  int microBatches = 1;
+  double budget = 0;
+};
+
 /// Plans and simulates one configuration; false with `error` on failure.
-bool runOne(const std::string &clusterFile, const std::string &algorithm,
-            bool compression, double ratio, int layers, int batch,
-            uint64_t seed, Row &row, std::string &error) {
+/// `planSeconds` and `simulateSeconds` time the two halves.
+bool runJob(const std::string &clusterFile, const std::string &algorithm,
+            bool compression, double ratio, const Job &job, uint64_t seed,
+            Row &row, double &planSeconds, double &simulateSeconds,
+            std::string &error) {
   mlir::DialectRegistry registry;
   mlir::dtfm::registerAllDialects(registry);
   mlir::MLIRContext context(registry);
@@ -78,17 +90,23 @@ bool runOne(const std::string &clusterFile, const std::string &algorithm,
     return mlir::success();
   });
 
-  mlir::dtfm::GptConfig config = *mlir::dtfm::getGptPreset("gpt3-1.3b");
-  config.layers = layers;
+  auto clock = std::chrono::steady_clock::now;
+  auto since = [&](auto start) {
+    return std::chrono::duration<double>(clock() - start).count();
+  };
+  auto start = clock();
+  mlir::dtfm::GptConfig config = *mlir::dtfm::getGptPreset(job.preset);
+  if (job.layers > 0)
+    config.layers = job.layers;
   mlir::OwningOpRef<mlir::ModuleOp> module =
       mlir::dtfm::buildGptModule(&context, config);
-  const int dp = 8, pp = 8;
-  int microBatches = std::max(1, batch / dp);
+  const int dp = job.dp, pp = job.pp;
+  int microBatches = job.microBatches;
   std::ostringstream pipeline;
   pipeline << "dtfm-plan{cluster=" << clusterFile
            << " algorithm=" << algorithm << " dp=" << dp << " pp=" << pp
            << " seed=" << seed << " micro-batches=" << microBatches
-           << " programs=true"
+           << " budget=" << job.budget << " programs=true"
            << (compression ? " compress-ratio=" + std::to_string(ratio) : "")
            << "}";
   mlir::PassManager pm(&context, mlir::ModuleOp::getOperationName());
@@ -96,7 +114,6 @@ bool runOne(const std::string &clusterFile, const std::string &algorithm,
     error = "bad pipeline " + pipeline.str();
     return false;
   }
-  auto start = std::chrono::steady_clock::now();
   if (mlir::failed(pm.run(*module))) {
     error = "planning failed: " + diagnostics;
     return false;
@@ -109,23 +126,52 @@ bool runOne(const std::string &clusterFile, const std::string &algorithm,
     error = "export failed: " + diagnostics;
     return false;
   }
+  planSeconds = since(start);
+  start = clock();
+  // Through the wire format, as dtfm-run reads it.
+  std::string bytes;
+  plan.SerializeToString(&bytes);
+  ::dtfm::proto::Plan loaded;
+  loaded.ParseFromString(bytes);
   ::dtfm::runtime::SimInput input;
   ::dtfm::runtime::SimResult result;
-  if (!::dtfm::runtime::simulationInput(plan, input, error) ||
+  if (!::dtfm::runtime::simulationInput(loaded, input, error) ||
       !::dtfm::runtime::simulate(input, result, error))
     return false;
+  simulateSeconds = since(start);
   row.iterationSeconds = result.iterationSeconds;
   row.pflops = result.achievedFlopsPerSecond() / 1e15;
-  row.wallSeconds = std::chrono::duration<double>(
-                        std::chrono::steady_clock::now() - start)
-                        .count();
+  row.wallSeconds = planSeconds + simulateSeconds;
   return true;
+}
+
+/// 1024 devices: 32 regions of 32 (2 Gbps, 5 ms inside; 0.1-1.2 Gbps and
+/// 10-250 ms between, seeded), 80 GB each. Returns the cluster file.
+std::string writeScaleCluster(const std::string &dir) {
+  std::string path = dir + "/synthetic-1024.textproto";
+  std::ofstream out(path);
+  out << "name: \"synthetic-1024\"\n";
+  for (int r = 0; r < 32; ++r)
+    out << "devices { name: \"r" << r << "-gpu\" region: \"r" << r
+        << "\" count: 32 peak_flops: 125e12 memory_bytes: 80e9 }\n";
+  out << "intra_region { delay_ms: 5 bandwidth_gbps: 2 }\n";
+  uint64_t state = 7;
+  auto uniform = [&](double lo, double hi) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return lo + (hi - lo) * double(state >> 11) / double(1ull << 53);
+  };
+  for (int a = 0; a < 32; ++a)
+    for (int b = a + 1; b < 32; ++b)
+      out << "region_links { a: \"r" << a << "\" b: \"r" << b
+          << "\" delay_ms: " << uniform(10, 250)
+          << " bandwidth_gbps: " << uniform(0.1, 1.2) << " }\n";
+  return path;
 }
 
 } // namespace
 
 int main(int argc, char **argv) {
-  bool json = false;
+  bool json = false, scale = false;
   std::vector<int> layerCounts{24}, batches{1024};
   std::vector<std::string> algorithms{"rank-order", "random", "kl",
                                       "genetic", "hetero"};
@@ -146,6 +192,8 @@ int main(int argc, char **argv) {
     };
     if (arg == "--json")
       json = true;
+    else if (arg == "--scale")
+      scale = true;
     else if (arg == "--layers")
       numbers(layerCounts);
     else if (arg == "--batch")
@@ -179,6 +227,40 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "bench-paper: error: cannot create a temp folder\n");
     return 1;
   }
+  if (scale) {
+    // GPT3-175B on 1024 devices (D_DP = D_PP = 32, 4 micro-batches), the
+    // genetic search with a 20 s budget: planning and simulation timed.
+    std::string clusterFile = writeScaleCluster(tempDir);
+    Job job;
+    job.preset = "gpt3-175b";
+    job.dp = job.pp = 32;
+    job.microBatches = 4;
+    job.budget = 20;
+    Row row{"synthetic-1024", "genetic", false, 96, 128, 0, 0, 0};
+    double planSeconds = 0, simulateSeconds = 0;
+    std::string error;
+    bool ok = runJob(clusterFile, "genetic", false, ratio, job, seed, row,
+                     planSeconds, simulateSeconds, error);
+    std::remove(clusterFile.c_str());
+    rmdir(tempDir);
+    if (!ok) {
+      std::fprintf(stderr, "bench-paper: scale: %s\n", error.c_str());
+      return 1;
+    }
+    if (json)
+      std::printf("{\"scenario\":\"synthetic-1024\",\"model\":\"gpt3-175b\","
+                  "\"devices\":1024,\"plan_s\":%.3f,\"simulate_s\":%.3f,"
+                  "\"iteration_s\":%.6f,\"pflops\":%.6f}\n",
+                  planSeconds, simulateSeconds, row.iterationSeconds,
+                  row.pflops);
+    else
+      std::printf("GPT3-175B on 1024 devices (32 x 32): planned in %.1f s, "
+                  "simulated in %.1f s; iteration %.3f s, %.4f PFLOP/s\n",
+                  planSeconds, simulateSeconds, row.iterationSeconds,
+                  row.pflops);
+    return 0;
+  }
+
   std::map<std::string, std::map<std::string, double>> best; // scen -> alg
   for (const char *prefix : scenarios) {
     std::string delay = dir + "/" + prefix + "_delay_ms.csv";
@@ -210,8 +292,12 @@ int main(int argc, char **argv) {
           for (bool compression : {false, true}) {
             Row row{prefix, algorithm, compression, layers, batch, 0, 0, 0};
             std::string error;
-            if (!runOne(clusterFile, algorithm, compression, ratio, layers,
-                        batch, seed, row, error)) {
+            Job job;
+            job.layers = layers;
+            job.microBatches = std::max(1, batch / job.dp);
+            double planSeconds, simulateSeconds;
+            if (!runJob(clusterFile, algorithm, compression, ratio, job, seed,
+                        row, planSeconds, simulateSeconds, error)) {
               std::fprintf(stderr, "bench-paper: %s %s: %s\n", prefix,
                            algorithm.c_str(), error.c_str());
               continue;
