@@ -1,0 +1,108 @@
+//===- Kernels.h - CPU kernels of the dtfm ops, forward and backward -*- C++ -*-===//
+//
+// Part of dtfm. Plain C++ (fp32), no MLIR: the CPU backend of the runtime.
+//
+//===----------------------------------------------------------------------===//
+//
+// Layouts and conventions follow the dialect (docs/CostModel.md): linear
+// weights are [in, out], images NCHW, attention over [B, S, H] split into
+// heads, losses averaged over rows. Every backward takes the gradient of the
+// forward's result and accumulates (+=) into the gradients it is given, so
+// that values used several times sum their gradients; callers zero them.
+// Matmuls go through OpenBLAS's sgemm; everything else is plain loops,
+// deterministic for a given input.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTFM_RUNTIME_CPU_KERNELS_H
+#define DTFM_RUNTIME_CPU_KERNELS_H
+
+#include <cstdint>
+#include <vector>
+
+namespace dtfm::runtime::cpu {
+
+/// A dense fp32 tensor (integer inputs such as token ids are stored as
+/// floats holding exact integers).
+struct Tensor {
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+
+  Tensor() = default;
+  explicit Tensor(std::vector<int64_t> shape, float fill = 0);
+  int64_t numel() const;
+  int64_t dim(int i) const { return shape[i < 0 ? shape.size() + i : i]; }
+};
+
+// C[M,N] (+)= A[M,K] * B[K,N] (or B^T when transposeB, B being [N,K]).
+void gemm(const float *a, const float *b, float *c, int64_t m, int64_t n,
+          int64_t k, bool transposeA, bool transposeB, bool accumulate);
+
+//===--- dense --------------------------------------------------------===//
+
+/// [.., M, K] x [K, N] or batched [.., K, N] (rhs [N, K] when transposeRhs).
+Tensor matmul(const Tensor &lhs, const Tensor &rhs, bool transposeRhs);
+void matmulBackward(const Tensor &lhs, const Tensor &rhs, bool transposeRhs,
+                    const Tensor &dOut, Tensor *dLhs, Tensor *dRhs);
+
+/// x [.., K] * w [K, N] + b [N].
+Tensor linear(const Tensor &x, const Tensor &w, const Tensor *bias);
+void linearBackward(const Tensor &x, const Tensor &w, const Tensor &dOut,
+                    Tensor *dx, Tensor *dw, Tensor *dBias);
+
+/// NumPy broadcasting.
+Tensor add(const Tensor &a, const Tensor &b);
+void addBackward(const Tensor &dOut, Tensor *da, Tensor *db);
+
+/// Over the last dimension; `mean` and `rstd` (one per row) are kept.
+Tensor layerNorm(const Tensor &x, const Tensor &gamma, const Tensor &beta,
+                 double epsilon, std::vector<float> &mean,
+                 std::vector<float> &rstd);
+void layerNormBackward(const Tensor &x, const Tensor &gamma,
+                       const std::vector<float> &mean,
+                       const std::vector<float> &rstd, const Tensor &dOut,
+                       Tensor *dx, Tensor *dGamma, Tensor *dBeta);
+
+Tensor gelu(const Tensor &x, bool tanhApproximation);
+void geluBackward(const Tensor &x, bool tanhApproximation, const Tensor &dOut,
+                  Tensor *dx);
+
+Tensor relu(const Tensor &x);
+void reluBackward(const Tensor &out, const Tensor &dOut, Tensor *dx);
+
+/// Along the last axis.
+Tensor softmax(const Tensor &x);
+void softmaxBackward(const Tensor &out, const Tensor &dOut, Tensor *dx);
+
+/// softmax(mask(Q K^T / sqrt(d))) V per head; `probs` [B, heads, S, S] kept.
+Tensor causalAttention(const Tensor &q, const Tensor &k, const Tensor &v,
+                       int64_t heads, Tensor &probs);
+void causalAttentionBackward(const Tensor &q, const Tensor &k, const Tensor &v,
+                             int64_t heads, const Tensor &probs,
+                             const Tensor &dOut, Tensor *dq, Tensor *dk,
+                             Tensor *dv);
+
+/// indices [..] (exact integers) x table [V, H] -> [.., H].
+Tensor embedding(const Tensor &indices, const Tensor &table);
+void embeddingBackward(const Tensor &indices, const Tensor &dOut,
+                       Tensor *dTable);
+
+/// Mean softmax cross-entropy of logits [.., V] against labels [..];
+/// `probs` kept.
+float crossEntropy(const Tensor &logits, const Tensor &labels, Tensor &probs);
+void crossEntropyBackward(const Tensor &probs, const Tensor &labels,
+                          float dLoss, Tensor *dLogits);
+
+//===--- optimizers ----------------------------------------------------===//
+
+/// v = momentum v + g + wd p; p -= lr v.
+void sgdStep(Tensor &param, const Tensor &grad, Tensor &velocity, double lr,
+             double momentum, double weightDecay);
+/// Decoupled weight decay; `step` counts from 1 (bias correction).
+void adamwStep(Tensor &param, const Tensor &grad, Tensor &m, Tensor &v,
+               int64_t step, double lr, double beta1, double beta2,
+               double epsilon, double weightDecay);
+
+} // namespace dtfm::runtime::cpu
+
+#endif // DTFM_RUNTIME_CPU_KERNELS_H

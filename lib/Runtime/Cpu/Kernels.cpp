@@ -1,0 +1,516 @@
+//===- Kernels.cpp - CPU kernels of the dtfm ops, forward and backward ----===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Runtime/Cpu/Kernels.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <limits>
+
+using namespace dtfm::runtime::cpu;
+
+Tensor::Tensor(std::vector<int64_t> s, float fill) : shape(std::move(s)) {
+  data.assign(numel(), fill);
+}
+
+int64_t Tensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+void dtfm::runtime::cpu::gemm(const float *a, const float *b, float *c,
+                              int64_t m, int64_t n, int64_t k, bool transposeA,
+                              bool transposeB, bool accumulate) {
+  cblas_sgemm(CblasRowMajor, transposeA ? CblasTrans : CblasNoTrans,
+              transposeB ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a,
+              transposeA ? m : k, b, transposeB ? k : n,
+              accumulate ? 1.0f : 0.0f, c, n);
+}
+
+/// Makes `t` a zero tensor of `shape` unless it already has that shape
+/// (gradients accumulate into caller-provided tensors).
+static void ensure(Tensor *t, const std::vector<int64_t> &shape) {
+  if (t && t->shape != shape)
+    *t = Tensor(shape);
+}
+
+//===----------------------------------------------------------------------===//
+// matmul, linear
+//===----------------------------------------------------------------------===//
+
+Tensor dtfm::runtime::cpu::matmul(const Tensor &lhs, const Tensor &rhs,
+                                  bool transposeRhs) {
+  int64_t k = lhs.dim(-1), m = lhs.dim(-2);
+  int64_t n = transposeRhs ? rhs.dim(-2) : rhs.dim(-1);
+  int64_t batch = lhs.numel() / (m * k);
+  bool shared = rhs.shape.size() == 2;
+  std::vector<int64_t> shape(lhs.shape.begin(), lhs.shape.end() - 1);
+  shape.push_back(n);
+  Tensor out(shape);
+  if (shared) // one GEMM over all rows
+    gemm(lhs.data.data(), rhs.data.data(), out.data.data(), batch * m, n, k,
+         false, transposeRhs, false);
+  else
+    for (int64_t i = 0; i < batch; ++i)
+      gemm(lhs.data.data() + i * m * k, rhs.data.data() + i * k * n,
+           out.data.data() + i * m * n, m, n, k, false, transposeRhs, false);
+  return out;
+}
+
+void dtfm::runtime::cpu::matmulBackward(const Tensor &lhs, const Tensor &rhs,
+                                        bool transposeRhs, const Tensor &dOut,
+                                        Tensor *dLhs, Tensor *dRhs) {
+  int64_t k = lhs.dim(-1), m = lhs.dim(-2);
+  int64_t n = transposeRhs ? rhs.dim(-2) : rhs.dim(-1);
+  int64_t batch = lhs.numel() / (m * k);
+  bool shared = rhs.shape.size() == 2;
+  ensure(dLhs, lhs.shape);
+  ensure(dRhs, rhs.shape);
+  int64_t rows = shared ? batch * m : m;
+  int64_t steps = shared ? 1 : batch;
+  for (int64_t i = 0; i < steps; ++i) {
+    const float *a = lhs.data.data() + i * m * k;
+    const float *b = rhs.data.data() + (shared ? 0 : i * k * n);
+    const float *g = dOut.data.data() + i * m * n;
+    // dA = dC * B^T (B [K,N]) or dC * B (B [N,K]).
+    if (dLhs)
+      gemm(g, b, dLhs->data.data() + i * m * k, rows, k, n, false,
+           !transposeRhs, true);
+    // dB = A^T * dC [K,N], or dC^T * A [N,K].
+    if (dRhs) {
+      float *db = dRhs->data.data() + (shared ? 0 : i * k * n);
+      if (transposeRhs)
+        gemm(g, a, db, n, k, rows, true, false, true);
+      else
+        gemm(a, g, db, k, n, rows, true, false, true);
+    }
+  }
+}
+
+Tensor dtfm::runtime::cpu::linear(const Tensor &x, const Tensor &w,
+                                  const Tensor *bias) {
+  int64_t k = x.dim(-1), n = w.dim(1), rows = x.numel() / k;
+  std::vector<int64_t> shape(x.shape.begin(), x.shape.end() - 1);
+  shape.push_back(n);
+  Tensor out(shape);
+  gemm(x.data.data(), w.data.data(), out.data.data(), rows, n, k, false,
+       false, false);
+  if (bias)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < n; ++j)
+        out.data[r * n + j] += bias->data[j];
+  return out;
+}
+
+void dtfm::runtime::cpu::linearBackward(const Tensor &x, const Tensor &w,
+                                        const Tensor &dOut, Tensor *dx,
+                                        Tensor *dw, Tensor *dBias) {
+  int64_t k = x.dim(-1), n = w.dim(1), rows = x.numel() / k;
+  ensure(dx, x.shape);
+  ensure(dw, w.shape);
+  ensure(dBias, {n});
+  if (dx)
+    gemm(dOut.data.data(), w.data.data(), dx->data.data(), rows, k, n, false,
+         true, true);
+  if (dw)
+    gemm(x.data.data(), dOut.data.data(), dw->data.data(), k, n, rows, true,
+         false, true);
+  if (dBias)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < n; ++j)
+        dBias->data[j] += dOut.data[r * n + j];
+}
+
+//===----------------------------------------------------------------------===//
+// add (broadcasting)
+//===----------------------------------------------------------------------===//
+
+/// Index into a broadcast operand for each element of the result.
+static std::vector<int64_t> broadcastIndex(const std::vector<int64_t> &out,
+                                           const std::vector<int64_t> &in) {
+  int64_t total = 1;
+  for (int64_t d : out)
+    total *= d;
+  std::vector<int64_t> index(total);
+  size_t rank = out.size(), offset = rank - in.size();
+  std::vector<int64_t> coord(rank, 0);
+  for (int64_t flat = 0; flat < total; ++flat) {
+    int64_t pos = 0;
+    for (size_t d = offset; d < rank; ++d)
+      pos = pos * in[d - offset] + (in[d - offset] == 1 ? 0 : coord[d]);
+    index[flat] = pos;
+    for (int64_t d = static_cast<int64_t>(rank) - 1; d >= 0; --d) {
+      if (++coord[d] < out[d])
+        break;
+      coord[d] = 0;
+    }
+  }
+  return index;
+}
+
+static std::vector<int64_t> broadcastShape(const std::vector<int64_t> &a,
+                                           const std::vector<int64_t> &b) {
+  size_t rank = std::max(a.size(), b.size());
+  std::vector<int64_t> shape(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t x = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t y = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    shape[i] = std::max(x, y);
+  }
+  return shape;
+}
+
+Tensor dtfm::runtime::cpu::add(const Tensor &a, const Tensor &b) {
+  Tensor out(broadcastShape(a.shape, b.shape));
+  std::vector<int64_t> ia = broadcastIndex(out.shape, a.shape);
+  std::vector<int64_t> ib = broadcastIndex(out.shape, b.shape);
+  for (int64_t i = 0; i < out.numel(); ++i)
+    out.data[i] = a.data[ia[i]] + b.data[ib[i]];
+  return out;
+}
+
+void dtfm::runtime::cpu::addBackward(const Tensor &dOut, Tensor *da,
+                                     Tensor *db) {
+  for (Tensor *d : {da, db}) {
+    if (!d)
+      continue;
+    std::vector<int64_t> index = broadcastIndex(dOut.shape, d->shape);
+    for (int64_t i = 0; i < dOut.numel(); ++i)
+      d->data[index[i]] += dOut.data[i];
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// layernorm, gelu, relu, softmax
+//===----------------------------------------------------------------------===//
+
+Tensor dtfm::runtime::cpu::layerNorm(const Tensor &x, const Tensor &gamma,
+                                     const Tensor &beta, double epsilon,
+                                     std::vector<float> &mean,
+                                     std::vector<float> &rstd) {
+  int64_t d = x.dim(-1), rows = x.numel() / d;
+  Tensor out(x.shape);
+  mean.assign(rows, 0);
+  rstd.assign(rows, 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *in = x.data.data() + r * d;
+    double m = 0, v = 0;
+    for (int64_t j = 0; j < d; ++j)
+      m += in[j];
+    m /= d;
+    for (int64_t j = 0; j < d; ++j)
+      v += (in[j] - m) * (in[j] - m);
+    v /= d;
+    double s = 1.0 / std::sqrt(v + epsilon);
+    mean[r] = static_cast<float>(m);
+    rstd[r] = static_cast<float>(s);
+    for (int64_t j = 0; j < d; ++j)
+      out.data[r * d + j] =
+          static_cast<float>((in[j] - m) * s) * gamma.data[j] + beta.data[j];
+  }
+  return out;
+}
+
+void dtfm::runtime::cpu::layerNormBackward(
+    const Tensor &x, const Tensor &gamma, const std::vector<float> &mean,
+    const std::vector<float> &rstd, const Tensor &dOut, Tensor *dx,
+    Tensor *dGamma, Tensor *dBeta) {
+  int64_t d = x.dim(-1), rows = x.numel() / d;
+  ensure(dx, x.shape);
+  ensure(dGamma, gamma.shape);
+  ensure(dBeta, gamma.shape);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *in = x.data.data() + r * d;
+    const float *g = dOut.data.data() + r * d;
+    double sumDy = 0, sumDyXhat = 0;
+    for (int64_t j = 0; j < d; ++j) {
+      double xhat = (in[j] - mean[r]) * rstd[r];
+      double dy = g[j] * gamma.data[j];
+      sumDy += dy;
+      sumDyXhat += dy * xhat;
+      if (dGamma)
+        dGamma->data[j] += static_cast<float>(g[j] * xhat);
+      if (dBeta)
+        dBeta->data[j] += g[j];
+    }
+    if (dx)
+      for (int64_t j = 0; j < d; ++j) {
+        double xhat = (in[j] - mean[r]) * rstd[r];
+        double dy = g[j] * gamma.data[j];
+        dx->data[r * d + j] += static_cast<float>(
+            rstd[r] * (dy - sumDy / d - xhat * sumDyXhat / d));
+      }
+  }
+}
+
+static const double kSqrt2OverPi = 0.7978845608028654;
+
+Tensor dtfm::runtime::cpu::gelu(const Tensor &x, bool tanhApproximation) {
+  Tensor out(x.shape);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    double v = x.data[i];
+    out.data[i] = static_cast<float>(
+        tanhApproximation
+            ? 0.5 * v * (1 + std::tanh(kSqrt2OverPi * (v + 0.044715 * v * v * v)))
+            : 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))));
+  }
+  return out;
+}
+
+void dtfm::runtime::cpu::geluBackward(const Tensor &x, bool tanhApproximation,
+                                      const Tensor &dOut, Tensor *dx) {
+  ensure(dx, x.shape);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    double v = x.data[i], grad;
+    if (tanhApproximation) {
+      double inner = kSqrt2OverPi * (v + 0.044715 * v * v * v);
+      double t = std::tanh(inner);
+      grad = 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * kSqrt2OverPi *
+                                 (1 + 3 * 0.044715 * v * v);
+    } else {
+      double cdf = 0.5 * (1 + std::erf(v / std::sqrt(2.0)));
+      double pdf = std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
+      grad = cdf + v * pdf;
+    }
+    dx->data[i] += static_cast<float>(grad * dOut.data[i]);
+  }
+}
+
+Tensor dtfm::runtime::cpu::relu(const Tensor &x) {
+  Tensor out(x.shape);
+  for (int64_t i = 0; i < x.numel(); ++i)
+    out.data[i] = std::max(0.0f, x.data[i]);
+  return out;
+}
+
+void dtfm::runtime::cpu::reluBackward(const Tensor &out, const Tensor &dOut,
+                                      Tensor *dx) {
+  ensure(dx, out.shape);
+  for (int64_t i = 0; i < out.numel(); ++i)
+    if (out.data[i] > 0)
+      dx->data[i] += dOut.data[i];
+}
+
+Tensor dtfm::runtime::cpu::softmax(const Tensor &x) {
+  int64_t d = x.dim(-1), rows = x.numel() / d;
+  Tensor out(x.shape);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *in = x.data.data() + r * d;
+    float *o = out.data.data() + r * d;
+    float peak = *std::max_element(in, in + d);
+    double sum = 0;
+    for (int64_t j = 0; j < d; ++j)
+      sum += (o[j] = std::exp(in[j] - peak));
+    for (int64_t j = 0; j < d; ++j)
+      o[j] = static_cast<float>(o[j] / sum);
+  }
+  return out;
+}
+
+void dtfm::runtime::cpu::softmaxBackward(const Tensor &out, const Tensor &dOut,
+                                         Tensor *dx) {
+  int64_t d = out.dim(-1), rows = out.numel() / d;
+  ensure(dx, out.shape);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *y = out.data.data() + r * d;
+    const float *g = dOut.data.data() + r * d;
+    double dot = 0;
+    for (int64_t j = 0; j < d; ++j)
+      dot += y[j] * g[j];
+    for (int64_t j = 0; j < d; ++j)
+      dx->data[r * d + j] += static_cast<float>(y[j] * (g[j] - dot));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// causal attention
+//===----------------------------------------------------------------------===//
+
+Tensor dtfm::runtime::cpu::causalAttention(const Tensor &q, const Tensor &k,
+                                           const Tensor &v, int64_t heads,
+                                           Tensor &probs) {
+  int64_t b = q.dim(0), s = q.dim(1), h = q.dim(2), dh = h / heads;
+  double scale = 1.0 / std::sqrt(static_cast<double>(dh));
+  Tensor out(q.shape);
+  probs = Tensor({b, heads, s, s});
+  for (int64_t n = 0; n < b; ++n)
+    for (int64_t hd = 0; hd < heads; ++hd) {
+      float *p = probs.data.data() + ((n * heads + hd) * s) * s;
+      for (int64_t i = 0; i < s; ++i) {
+        const float *qi = q.data.data() + (n * s + i) * h + hd * dh;
+        double peak = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j <= i; ++j) {
+          const float *kj = k.data.data() + (n * s + j) * h + hd * dh;
+          double dot = 0;
+          for (int64_t c = 0; c < dh; ++c)
+            dot += qi[c] * kj[c];
+          p[i * s + j] = static_cast<float>(dot * scale);
+          peak = std::max(peak, dot * scale);
+        }
+        double sum = 0;
+        for (int64_t j = 0; j <= i; ++j)
+          sum += (p[i * s + j] = static_cast<float>(std::exp(p[i * s + j] - peak)));
+        for (int64_t j = 0; j <= i; ++j)
+          p[i * s + j] = static_cast<float>(p[i * s + j] / sum);
+        float *oi = out.data.data() + (n * s + i) * h + hd * dh;
+        for (int64_t j = 0; j <= i; ++j) {
+          const float *vj = v.data.data() + (n * s + j) * h + hd * dh;
+          for (int64_t c = 0; c < dh; ++c)
+            oi[c] += p[i * s + j] * vj[c];
+        }
+      }
+    }
+  return out;
+}
+
+void dtfm::runtime::cpu::causalAttentionBackward(
+    const Tensor &q, const Tensor &k, const Tensor &v, int64_t heads,
+    const Tensor &probs, const Tensor &dOut, Tensor *dq, Tensor *dk,
+    Tensor *dv) {
+  int64_t b = q.dim(0), s = q.dim(1), h = q.dim(2), dh = h / heads;
+  double scale = 1.0 / std::sqrt(static_cast<double>(dh));
+  ensure(dq, q.shape);
+  ensure(dk, k.shape);
+  ensure(dv, v.shape);
+  std::vector<double> dp(s), ds(s);
+  for (int64_t n = 0; n < b; ++n)
+    for (int64_t hd = 0; hd < heads; ++hd) {
+      const float *p = probs.data.data() + ((n * heads + hd) * s) * s;
+      for (int64_t i = 0; i < s; ++i) {
+        const float *go = dOut.data.data() + (n * s + i) * h + hd * dh;
+        // dP_ij = dO_i . V_j ; dV_j += P_ij dO_i.
+        double dot = 0;
+        for (int64_t j = 0; j <= i; ++j) {
+          const float *vj = v.data.data() + (n * s + j) * h + hd * dh;
+          double acc = 0;
+          for (int64_t c = 0; c < dh; ++c)
+            acc += go[c] * vj[c];
+          dp[j] = acc;
+          dot += acc * p[i * s + j];
+          if (dv) {
+            float *dvj = dv->data.data() + (n * s + j) * h + hd * dh;
+            for (int64_t c = 0; c < dh; ++c)
+              dvj[c] += static_cast<float>(p[i * s + j] * go[c]);
+          }
+        }
+        // Softmax backward, then the scaled QK^T product.
+        const float *qi = q.data.data() + (n * s + i) * h + hd * dh;
+        for (int64_t j = 0; j <= i; ++j) {
+          double dsij = p[i * s + j] * (dp[j] - dot) * scale;
+          const float *kj = k.data.data() + (n * s + j) * h + hd * dh;
+          if (dq) {
+            float *dqi = dq->data.data() + (n * s + i) * h + hd * dh;
+            for (int64_t c = 0; c < dh; ++c)
+              dqi[c] += static_cast<float>(dsij * kj[c]);
+          }
+          if (dk) {
+            float *dkj = dk->data.data() + (n * s + j) * h + hd * dh;
+            for (int64_t c = 0; c < dh; ++c)
+              dkj[c] += static_cast<float>(dsij * qi[c]);
+          }
+        }
+      }
+    }
+}
+
+//===----------------------------------------------------------------------===//
+// embedding, cross-entropy
+//===----------------------------------------------------------------------===//
+
+Tensor dtfm::runtime::cpu::embedding(const Tensor &indices,
+                                     const Tensor &table) {
+  int64_t h = table.dim(1);
+  std::vector<int64_t> shape = indices.shape;
+  shape.push_back(h);
+  Tensor out(shape);
+  for (int64_t i = 0; i < indices.numel(); ++i) {
+    int64_t row = static_cast<int64_t>(indices.data[i]);
+    std::copy(table.data.begin() + row * h, table.data.begin() + (row + 1) * h,
+              out.data.begin() + i * h);
+  }
+  return out;
+}
+
+void dtfm::runtime::cpu::embeddingBackward(const Tensor &indices,
+                                           const Tensor &dOut,
+                                           Tensor *dTable) {
+  if (!dTable)
+    return;
+  int64_t h = dTable->dim(1);
+  for (int64_t i = 0; i < indices.numel(); ++i) {
+    int64_t row = static_cast<int64_t>(indices.data[i]);
+    for (int64_t c = 0; c < h; ++c)
+      dTable->data[row * h + c] += dOut.data[i * h + c];
+  }
+}
+
+float dtfm::runtime::cpu::crossEntropy(const Tensor &logits,
+                                       const Tensor &labels, Tensor &probs) {
+  probs = softmax(logits);
+  int64_t v = logits.dim(-1), rows = logits.numel() / v;
+  double loss = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t label = static_cast<int64_t>(labels.data[r]);
+    loss -= std::log(std::max(probs.data[r * v + label], 1e-30f));
+  }
+  return static_cast<float>(loss / rows);
+}
+
+void dtfm::runtime::cpu::crossEntropyBackward(const Tensor &probs,
+                                              const Tensor &labels,
+                                              float dLoss, Tensor *dLogits) {
+  int64_t v = probs.dim(-1), rows = probs.numel() / v;
+  ensure(dLogits, probs.shape);
+  float scale = dLoss / static_cast<float>(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t label = static_cast<int64_t>(labels.data[r]);
+    for (int64_t j = 0; j < v; ++j)
+      dLogits->data[r * v + j] +=
+          scale * (probs.data[r * v + j] - (j == label ? 1.0f : 0.0f));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// optimizers
+//===----------------------------------------------------------------------===//
+
+void dtfm::runtime::cpu::sgdStep(Tensor &param, const Tensor &grad,
+                                 Tensor &velocity, double lr, double momentum,
+                                 double weightDecay) {
+  ensure(&velocity, param.shape);
+  for (int64_t i = 0; i < param.numel(); ++i) {
+    double g = grad.data[i] + weightDecay * param.data[i];
+    double vel = momentum * velocity.data[i] + g;
+    velocity.data[i] = static_cast<float>(vel);
+    param.data[i] -= static_cast<float>(lr * vel);
+  }
+}
+
+void dtfm::runtime::cpu::adamwStep(Tensor &param, const Tensor &grad,
+                                   Tensor &m, Tensor &v, int64_t step,
+                                   double lr, double beta1, double beta2,
+                                   double epsilon, double weightDecay) {
+  ensure(&m, param.shape);
+  ensure(&v, param.shape);
+  double c1 = 1 - std::pow(beta1, static_cast<double>(step));
+  double c2 = 1 - std::pow(beta2, static_cast<double>(step));
+  for (int64_t i = 0; i < param.numel(); ++i) {
+    double g = grad.data[i];
+    double mi = beta1 * m.data[i] + (1 - beta1) * g;
+    double vi = beta2 * v.data[i] + (1 - beta2) * g * g;
+    m.data[i] = static_cast<float>(mi);
+    v.data[i] = static_cast<float>(vi);
+    double p = param.data[i];
+    p -= lr * weightDecay * p;
+    p -= lr * (mi / c1) / (std::sqrt(vi / c2) + epsilon);
+    param.data[i] = static_cast<float>(p);
+  }
+}

@@ -1,0 +1,226 @@
+//===- KernelsTest.cpp - CPU kernels against finite differences -----------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+//
+// Each backward is checked against central finite differences of the
+// forward (in double precision around fp32 inputs) on small random inputs:
+// L = sum(out * R) for a random R, so dOut = R.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Runtime/Cpu/Kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+
+using namespace dtfm::runtime::cpu;
+
+namespace {
+
+Tensor random(std::vector<int64_t> shape, std::mt19937_64 &rng,
+              double scale = 1.0) {
+  Tensor t(shape);
+  std::normal_distribution<double> normal(0, scale);
+  for (float &x : t.data)
+    x = static_cast<float>(normal(rng));
+  return t;
+}
+
+double dotWith(const Tensor &a, const Tensor &r) {
+  double s = 0;
+  for (int64_t i = 0; i < a.numel(); ++i)
+    s += static_cast<double>(a.data[i]) * r.data[i];
+  return s;
+}
+
+/// Compares `analytic` (the gradient of sum(forward() * R) w.r.t. `input`)
+/// with central differences.
+void expectGradient(Tensor &input, const Tensor &analytic,
+                    const std::function<Tensor()> &forward, const Tensor &r,
+                    const char *what, double eps = 1e-2, double tol = 2e-2) {
+  ASSERT_EQ(analytic.shape, input.shape) << what;
+  for (int64_t i = 0; i < input.numel(); ++i) {
+    float saved = input.data[i];
+    input.data[i] = saved + static_cast<float>(eps);
+    double plus = dotWith(forward(), r);
+    input.data[i] = saved - static_cast<float>(eps);
+    double minus = dotWith(forward(), r);
+    input.data[i] = saved;
+    double numeric = (plus - minus) / (2 * eps);
+    EXPECT_NEAR(analytic.data[i], numeric,
+                tol * std::max(1.0, std::fabs(numeric)))
+        << what << " element " << i;
+  }
+}
+
+TEST(Kernels, MatmulAgainstNaiveAndGradients) {
+  std::mt19937_64 rng(1);
+  for (bool transpose : {false, true})
+    for (bool batched : {false, true}) {
+      Tensor a = random({2, 3, 4}, rng);
+      Tensor b = batched ? random(transpose ? std::vector<int64_t>{2, 5, 4}
+                                            : std::vector<int64_t>{2, 4, 5},
+                                  rng)
+                         : random(transpose ? std::vector<int64_t>{5, 4}
+                                            : std::vector<int64_t>{4, 5},
+                                  rng);
+      Tensor c = matmul(a, b, transpose);
+      ASSERT_EQ(c.shape, (std::vector<int64_t>{2, 3, 5}));
+      for (int n = 0; n < 2; ++n)
+        for (int i = 0; i < 3; ++i)
+          for (int j = 0; j < 5; ++j) {
+            double s = 0;
+            for (int k = 0; k < 4; ++k) {
+              int64_t bi = transpose ? j * 4 + k : k * 5 + j;
+              if (batched)
+                bi += n * 20;
+              s += a.data[(n * 3 + i) * 4 + k] * b.data[bi];
+            }
+            EXPECT_NEAR(c.data[(n * 3 + i) * 5 + j], s, 1e-4);
+          }
+      Tensor r = random(c.shape, rng);
+      Tensor da, db;
+      matmulBackward(a, b, transpose, r, &da, &db);
+      auto f = [&]() { return matmul(a, b, transpose); };
+      expectGradient(a, da, f, r, "dA");
+      expectGradient(b, db, f, r, "dB");
+    }
+}
+
+TEST(Kernels, LinearAddLayerNorm) {
+  std::mt19937_64 rng(2);
+  Tensor x = random({3, 4}, rng), w = random({4, 6}, rng),
+         b = random({6}, rng);
+  Tensor r = random({3, 6}, rng);
+  Tensor dx, dw, db;
+  linearBackward(x, w, r, &dx, &dw, &db);
+  auto f = [&]() { return linear(x, w, &b); };
+  expectGradient(x, dx, f, r, "linear dx");
+  expectGradient(w, dw, f, r, "linear dw");
+  expectGradient(b, db, f, r, "linear db");
+
+  Tensor p = random({2, 3, 4}, rng), q = random({3, 1}, rng);
+  Tensor ra = random({2, 3, 4}, rng);
+  Tensor dp(p.shape), dq(q.shape);
+  addBackward(ra, &dp, &dq);
+  auto g = [&]() { return add(p, q); };
+  expectGradient(p, dp, g, ra, "add lhs");
+  expectGradient(q, dq, g, ra, "add broadcast rhs");
+
+  Tensor y = random({3, 5}, rng), gamma = random({5}, rng),
+         beta = random({5}, rng), rl = random({3, 5}, rng);
+  std::vector<float> mean, rstd;
+  layerNorm(y, gamma, beta, 1e-5, mean, rstd);
+  Tensor dy, dg, dbeta;
+  layerNormBackward(y, gamma, mean, rstd, rl, &dy, &dg, &dbeta);
+  auto h = [&]() {
+    std::vector<float> m, s;
+    return layerNorm(y, gamma, beta, 1e-5, m, s);
+  };
+  expectGradient(y, dy, h, rl, "layernorm dx", 1e-3, 3e-2);
+  expectGradient(gamma, dg, h, rl, "layernorm dgamma");
+  expectGradient(beta, dbeta, h, rl, "layernorm dbeta");
+}
+
+TEST(Kernels, ActivationsAndSoftmax) {
+  std::mt19937_64 rng(3);
+  for (bool approx : {false, true}) {
+    Tensor x = random({3, 4}, rng), r = random({3, 4}, rng), dx;
+    geluBackward(x, approx, r, &dx);
+    expectGradient(x, dx, [&]() { return gelu(x, approx); }, r, "gelu");
+  }
+  Tensor z = random({3, 4}, rng), rz = random({3, 4}, rng), dz;
+  for (float &v : z.data) // keep away from the kink
+    v += v > 0 ? 0.1f : -0.1f;
+  reluBackward(relu(z), rz, &dz);
+  expectGradient(z, dz, [&]() { return relu(z); }, rz, "relu");
+  Tensor s = random({2, 5}, rng), rs = random({2, 5}, rng), ds;
+  softmaxBackward(softmax(s), rs, &ds);
+  expectGradient(s, ds, [&]() { return softmax(s); }, rs, "softmax");
+  Tensor sm = softmax(s);
+  for (int row = 0; row < 2; ++row) {
+    double sum = 0;
+    for (int j = 0; j < 5; ++j)
+      sum += sm.data[row * 5 + j];
+    EXPECT_NEAR(sum, 1.0, 1e-6);
+  }
+}
+
+TEST(Kernels, CausalAttention) {
+  std::mt19937_64 rng(4);
+  Tensor q = random({2, 4, 6}, rng, 0.5), k = random({2, 4, 6}, rng, 0.5),
+         v = random({2, 4, 6}, rng);
+  Tensor probs;
+  Tensor out = causalAttention(q, k, v, 2, probs);
+  // Position 0 attends only to itself: out = v there.
+  for (int c = 0; c < 6; ++c)
+    EXPECT_NEAR(out.data[c], v.data[c], 1e-6);
+  // Masked entries are zero, rows sum to 1.
+  EXPECT_EQ(probs.data[0 * 4 + 1], 0.0f);
+  Tensor r = random(out.shape, rng), dq, dk, dv;
+  causalAttentionBackward(q, k, v, 2, probs, r, &dq, &dk, &dv);
+  auto f = [&]() {
+    Tensor p;
+    return causalAttention(q, k, v, 2, p);
+  };
+  expectGradient(q, dq, f, r, "attention dq");
+  expectGradient(k, dk, f, r, "attention dk");
+  expectGradient(v, dv, f, r, "attention dv");
+}
+
+TEST(Kernels, EmbeddingAndCrossEntropy) {
+  std::mt19937_64 rng(5);
+  Tensor table = random({5, 3}, rng);
+  Tensor ids({2, 2});
+  ids.data = {1, 4, 1, 0};
+  Tensor out = embedding(ids, table);
+  EXPECT_EQ(out.data[3], table.data[4 * 3]);
+  Tensor r = random(out.shape, rng), dTable(table.shape);
+  embeddingBackward(ids, r, &dTable);
+  expectGradient(table, dTable, [&]() { return embedding(ids, table); }, r,
+                 "embedding");
+
+  Tensor logits = random({3, 4}, rng), labels({3});
+  labels.data = {0, 3, 1};
+  Tensor probs;
+  float loss = crossEntropy(logits, labels, probs);
+  double expected = 0;
+  for (int row = 0; row < 3; ++row) {
+    double z = 0;
+    for (int j = 0; j < 4; ++j)
+      z += std::exp(logits.data[row * 4 + j]);
+    expected -= logits.data[row * 4 + static_cast<int>(labels.data[row])] -
+                std::log(z);
+  }
+  EXPECT_NEAR(loss, expected / 3, 1e-5);
+  Tensor dLogits;
+  crossEntropyBackward(probs, labels, 1.0f, &dLogits);
+  Tensor one({1}, 1.0f);
+  expectGradient(logits, dLogits,
+                 [&]() {
+                   Tensor p;
+                   return Tensor({1}, crossEntropy(logits, labels, p));
+                 },
+                 one, "cross-entropy");
+}
+
+TEST(Kernels, Optimizers) {
+  Tensor p({2}, 1.0f), g({2}, 0.5f), vel, m, v;
+  sgdStep(p, g, vel, 0.1, 0.9, 0.0);
+  EXPECT_FLOAT_EQ(p.data[0], 1.0f - 0.05f);
+  sgdStep(p, g, vel, 0.1, 0.9, 0.0); // v = 0.9 * 0.5 + 0.5
+  EXPECT_FLOAT_EQ(p.data[0], 0.95f - 0.1f * 0.95f);
+  Tensor q({1}, 1.0f), gq({1}, 2.0f);
+  adamwStep(q, gq, m, v, 1, 0.1, 0.9, 0.999, 1e-8, 0.0);
+  // First step: m^ = g, v^ = g^2: update = lr * sign(g).
+  EXPECT_NEAR(q.data[0], 0.9, 1e-6);
+  adamwStep(q, gq, m, v, 2, 0.1, 0.9, 0.999, 1e-8, 0.5);
+  EXPECT_NEAR(q.data[0], 0.9 - 0.1 * 0.5 * 0.9 - 0.1, 1e-6);
+}
+
+} // namespace
