@@ -159,6 +159,12 @@ struct Autodiff : public mlir::dtfm::impl::AutodiffBase<Autodiff> {
           op->getLoc(), gradTypes, b.getStringAttr(op->getName().getStringRef()),
           inputs, b.getDenseI64ArrayAttr(wrt), b.getI64IntegerAttr(flops));
       tag(backward, op);
+      // The forward op's attributes (transpose_rhs, num_heads, epsilon, ...)
+      // travel with its gradient, which a runtime needs to compute it.
+      if (auto props =
+              dyn_cast_or_null<DictionaryAttr>(op->getPropertiesAsAttribute()))
+        if (!props.empty())
+          backward->setAttr("dtfm.forward_attrs", props);
       for (auto [index, grad] : llvm::zip(wrt, backward.getGrads()))
         grads[op->getOperand(index)].push_back(grad);
     }

@@ -54,7 +54,9 @@ def Autodiff : Pass<"dtfm-autodiff", "mlir::ModuleOp"> {
     operands (the saved activations, explicit values) and the gradients of
     its results, and whose results are the gradients of the operands that
     need them (`wrt`); gradients of values used more than once are summed by
-    `dtfm.accumulate`. Each trainable `dtfm.param` then gets an
+    `dtfm.accumulate`. The forward op's own attributes (transpose_rhs,
+    num_heads, epsilon, ...) are copied to its backward op as
+    `dtfm.forward_attrs`. Each trainable `dtfm.param` then gets an
     `dtfm.sgd_update` or `dtfm.adamw_update` with the hyper-parameters as
     attributes. Training ops carry the `dtfm.layer` of the op (or
     parameter) they belong to, so that stage partitioning keeps them with it.
