@@ -5,15 +5,20 @@
 //===----------------------------------------------------------------------===//
 //
 //   dtfm-run plan.pb --simulate [--trace out.json] [--report out.html] [--json]
+//   dtfm-run plan.pb --execute [--steps N] [--seed S] [--tokens file.bin]
+//            [--init-from params.bin] [--save-params params.bin]
 //
 // Simulates one training iteration of the plan's device programs on the
 // cluster the plan carries (lib/Runtime/Simulator.h) and prints the
 // iteration time, per-device busy and idle time, the bubble fraction, the
-// bytes per link and the achieved FLOP/s. Executing a plan on real devices
-// is not part of this build: without --simulate the tool says so and exits 1.
+// bytes per link and the achieved FLOP/s. --execute trains for real on the
+// CPU (lib/Runtime/Executor.h); this build executes single-device plans
+// (multi-device execution needs the transport, not built yet) and says so
+// for others.
 //
 //===----------------------------------------------------------------------===//
 
+#include "dtfm/Runtime/Executor.h"
 #include "dtfm/Runtime/PlanLoader.h"
 #include "dtfm/Runtime/Report.h"
 #include "dtfm/Runtime/Simulator.h"
@@ -21,6 +26,9 @@
 #include "plan.pb.h"
 
 #include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <random>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -34,15 +42,140 @@ static int fail(const std::string &message) {
 
 static const char *kUsage =
     "usage: dtfm-run <plan.pb> --simulate [--trace out.json] "
-    "[--report out.html] [--json]\n";
+    "[--report out.html] [--json]\n"
+    "       dtfm-run <plan.pb> --execute [--steps N] [--seed S] "
+    "[--tokens file.bin] [--init-from params.bin] [--save-params params.bin]\n";
+
+/// Vocabulary size: rows of the table an embedding reads, or 0.
+static int64_t vocabularyOf(const proto::DeviceProgram &program) {
+  std::map<int64_t, int64_t> rows;
+  for (const proto::PlanOp &op : program.ops()) {
+    if (op.name() == "dtfm.param" && op.results_size() == 1 &&
+        op.results(0).shape_size() == 2)
+      rows[op.results(0).id()] = op.results(0).shape(0);
+    if (op.name() == "dtfm.embedding" && op.operands_size() == 2 &&
+        rows.count(op.operands(1)))
+      return rows[op.operands(1)];
+  }
+  return 0;
+}
+
+/// Trains a single-device plan for real.
+static int execute(const std::string &planPath, const proto::Plan &plan,
+                   int steps, uint64_t seed, const std::string &tokensPath,
+                   const std::string &initPath, const std::string &savePath) {
+  if (plan.programs_size() != 1)
+    return fail(planPath + ": " + std::to_string(plan.programs_size()) +
+                " device programs; this build executes single-device plans "
+                "only (use --simulate for the others)");
+  const proto::DeviceProgram &program = plan.programs(0);
+  runtime::ProgramExecutor executor(program);
+  std::string error;
+  if (!(initPath.empty() ? executor.initialize(seed, error)
+                         : executor.loadParameters(initPath, error)))
+    return fail(error);
+  int microBatches = static_cast<int>(std::max<int64_t>(1, plan.micro_batches()));
+  std::vector<runtime::InputSpec> specs = executor.inputs();
+  int64_t vocab = vocabularyOf(program);
+
+  // Token stream: from the file (int32), or synthetic from the seed. Each
+  // micro-batch takes B x (S + 1) tokens: inputs are the first S of a row,
+  // labels the last S (next-token prediction).
+  std::vector<int32_t> stream;
+  if (!tokensPath.empty()) {
+    std::ifstream in(tokensPath, std::ios::binary | std::ios::ate);
+    if (!in)
+      return fail(tokensPath + ": cannot open token file");
+    std::streamsize size = in.tellg();
+    if (size <= 0 || size % 4 != 0)
+      return fail(tokensPath + ": expected int32 tokens");
+    stream.resize(size / 4);
+    in.seekg(0);
+    in.read(reinterpret_cast<char *>(stream.data()), size);
+    for (int32_t t : stream)
+      if (t < 0 || (vocab > 0 && t >= vocab))
+        return fail(tokensPath + ": token " + std::to_string(t) +
+                    " outside the vocabulary of " + std::to_string(vocab));
+  }
+  std::mt19937_64 rng(seed ^ 0x5eedull);
+  size_t cursor = 0;
+  auto nextToken = [&]() -> float {
+    if (!stream.empty()) {
+      int32_t t = stream[cursor % stream.size()];
+      ++cursor;
+      return static_cast<float>(t);
+    }
+    return static_cast<float>(rng() % static_cast<uint64_t>(std::max<int64_t>(vocab, 2)));
+  };
+  for (int step = 1; step <= steps; ++step) {
+    std::vector<runtime::MicroBatch> batches(microBatches);
+    for (runtime::MicroBatch &batch : batches) {
+      const runtime::InputSpec *tokens = nullptr, *labels = nullptr;
+      for (const runtime::InputSpec &spec : specs) {
+        if (spec.isInteger && !spec.isLabel && spec.shape.size() == 2)
+          tokens = &spec;
+        if (spec.isInteger && spec.isLabel && spec.shape.size() == 2)
+          labels = &spec;
+      }
+      if (tokens && labels && tokens->shape == labels->shape) {
+        runtime::cpu::Tensor in(tokens->shape), out(labels->shape);
+        int64_t rows = tokens->shape[0], seq = tokens->shape[1];
+        for (int64_t r = 0; r < rows; ++r) {
+          std::vector<float> row(seq + 1);
+          for (float &t : row)
+            t = nextToken();
+          for (int64_t j = 0; j < seq; ++j) {
+            in.data[r * seq + j] = row[j];
+            out.data[r * seq + j] = row[j + 1];
+          }
+        }
+        batch[tokens->name] = in;
+        batch[labels->name] = out;
+      }
+      for (const runtime::InputSpec &spec : specs) {
+        if (batch.count(spec.name))
+          continue;
+        runtime::cpu::Tensor t(spec.shape);
+        std::normal_distribution<double> normal(0, 1);
+        for (float &x : t.data)
+          x = spec.isInteger ? nextToken() : static_cast<float>(normal(rng));
+        batch[spec.name] = t;
+      }
+    }
+    double loss = 0;
+    if (!executor.step(batches, loss, error))
+      return fail(planPath + ": " + error);
+    std::printf("step %d loss %.6f\n", step, loss);
+    std::fflush(stdout);
+  }
+  if (!savePath.empty() && !executor.saveParameters(savePath, error))
+    return fail(error);
+  return 0;
+}
 
 int main(int argc, char **argv) {
-  std::string planPath, tracePath, reportPath;
-  bool simulateFlag = false, json = false;
+  std::string planPath, tracePath, reportPath, tokensPath, initPath, savePath;
+  bool simulateFlag = false, json = false, executeFlag = false;
+  int steps = 1;
+  uint64_t seed = 0;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--simulate")
       simulateFlag = true;
+    else if (arg == "--execute")
+      executeFlag = true;
+    else if (arg == "--steps" && i + 1 < argc) {
+      steps = std::atoi(argv[++i]);
+      if (steps <= 0)
+        return fail("--steps must be positive");
+    } else if (arg == "--seed" && i + 1 < argc)
+      seed = std::strtoull(argv[++i], nullptr, 10);
+    else if (arg == "--tokens" && i + 1 < argc)
+      tokensPath = argv[++i];
+    else if (arg == "--init-from" && i + 1 < argc)
+      initPath = argv[++i];
+    else if (arg == "--save-params" && i + 1 < argc)
+      savePath = argv[++i];
     else if (arg == "--json")
       json = true;
     else if (arg == "--trace" && i + 1 < argc)
@@ -70,8 +203,12 @@ int main(int argc, char **argv) {
   std::string error;
   if (!runtime::readPlanFile(planPath, plan, error))
     return fail(error);
-  if (!simulateFlag)
-    return fail("this build can only simulate plans; run with --simulate");
+  if (simulateFlag == executeFlag)
+    return fail(std::string("give exactly one of --simulate and --execute\n") +
+                kUsage);
+  if (executeFlag)
+    return execute(planPath, plan, steps, seed, tokensPath, initPath,
+                   savePath);
 
   runtime::SimInput input;
   if (!runtime::simulationInput(plan, input, error))

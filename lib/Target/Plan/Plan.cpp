@@ -202,9 +202,15 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
         if (failed(fillValue(&op, result, id, *out.add_results())))
           return failure();
       }
-      for (NamedAttribute attr : allAttrs(&op))
+      for (NamedAttribute attr : allAttrs(&op)) {
         (*out.mutable_attrs())[attr.getName().str()] =
             toPlanAttr(attr.getValue());
+        if (auto dict = dyn_cast<DictionaryAttr>(attr.getValue()))
+          for (NamedAttribute entry : dict)
+            (*out.mutable_nested_attrs())[attr.getName().str() + "/" +
+                                          entry.getName().str()] =
+                toPlanAttr(entry.getValue());
+      }
     }
   }
   if (plan.programs_size() == 0)

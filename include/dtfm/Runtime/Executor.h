@@ -1,0 +1,78 @@
+//===- Executor.h - Run a device program on the CPU --------------*- C++ -*-===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+//
+// Executes one device program of a plan with the CPU kernels: for each
+// micro-batch its forward and backward ops in program order (backward ops
+// recompute what they need -- layernorm statistics, attention and softmax
+// probabilities -- from the forward operands they receive), gradients
+// averaged over the micro-batches, then the optimizer-phase ops once
+// (gradient syncs are the identity on one device; updates write the
+// parameter store). Deterministic for a given seed and plan.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTFM_RUNTIME_EXECUTOR_H
+#define DTFM_RUNTIME_EXECUTOR_H
+
+#include "dtfm/Runtime/Cpu/Kernels.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace dtfm::proto {
+class DeviceProgram;
+} // namespace dtfm::proto
+
+namespace dtfm::runtime {
+
+/// Values of the program's inputs and labels, by their names.
+using MicroBatch = std::map<std::string, cpu::Tensor>;
+
+/// A model input or label the program reads.
+struct InputSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+  bool isLabel = false;
+  bool isInteger = false;
+};
+
+class ProgramExecutor {
+public:
+  explicit ProgramExecutor(const proto::DeviceProgram &program);
+
+  /// Parameters from their initializers (seeded per parameter name).
+  bool initialize(uint64_t seed, std::string &error);
+  /// Parameters from a file written by saveParameters (or by a test): every
+  /// parameter of the program must be there with its shape.
+  bool loadParameters(const std::string &path, std::string &error);
+  /// Writes every parameter (binary: "DTFMPAR1", count, then per parameter
+  /// its name, rank, dims and fp32 data); temp file + rename.
+  bool saveParameters(const std::string &path, std::string &error) const;
+
+  std::vector<InputSpec> inputs() const;
+
+  /// One training iteration over `batches`; `loss` is their mean loss.
+  bool step(const std::vector<MicroBatch> &batches, double &loss,
+            std::string &error);
+
+  const std::map<std::string, cpu::Tensor> &parameters() const {
+    return params;
+  }
+
+private:
+  const proto::DeviceProgram &program;
+  std::map<std::string, cpu::Tensor> params;
+  struct OptimizerState {
+    cpu::Tensor m, v, velocity;
+    int64_t step = 0;
+  };
+  std::map<std::string, OptimizerState> optimizer;
+};
+
+} // namespace dtfm::runtime
+
+#endif // DTFM_RUNTIME_EXECUTOR_H

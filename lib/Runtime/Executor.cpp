@@ -1,0 +1,427 @@
+//===- Executor.cpp - Run a device program on the CPU ---------------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Runtime/Executor.h"
+
+#include "plan.pb.h"
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <random>
+
+using namespace dtfm::runtime;
+using cpu::Tensor;
+
+namespace {
+
+const dtfm::proto::PlanAttr *findAttr(const dtfm::proto::PlanOp &op,
+                                      const std::string &key) {
+  auto it = op.attrs().find(key);
+  if (it != op.attrs().end())
+    return &it->second;
+  it = op.nested_attrs().find("dtfm.forward_attrs/" + key);
+  return it == op.nested_attrs().end() ? nullptr : &it->second;
+}
+
+int64_t intAttr(const dtfm::proto::PlanOp &op, const std::string &key,
+                int64_t fallback) {
+  const dtfm::proto::PlanAttr *a = findAttr(op, key);
+  return a && a->value_case() == dtfm::proto::PlanAttr::kI ? a->i() : fallback;
+}
+
+double floatAttr(const dtfm::proto::PlanOp &op, const std::string &key,
+                 double fallback) {
+  const dtfm::proto::PlanAttr *a = findAttr(op, key);
+  return a && a->value_case() == dtfm::proto::PlanAttr::kF ? a->f() : fallback;
+}
+
+bool unitAttr(const dtfm::proto::PlanOp &op, const std::string &key) {
+  const dtfm::proto::PlanAttr *a = findAttr(op, key);
+  return a && a->value_case() == dtfm::proto::PlanAttr::kUnit;
+}
+
+std::string stringAttr(const dtfm::proto::PlanOp &op, const std::string &key) {
+  const dtfm::proto::PlanAttr *a = findAttr(op, key);
+  return a && a->value_case() == dtfm::proto::PlanAttr::kS ? a->s() : "";
+}
+
+std::vector<int64_t> shapeOf(const dtfm::proto::PlanValue &v) {
+  return std::vector<int64_t>(v.shape().begin(), v.shape().end());
+}
+
+std::string phaseOf(const dtfm::proto::PlanOp &op) {
+  std::string phase = stringAttr(op, "dtfm.phase");
+  if (!phase.empty())
+    return phase;
+  return op.name() == "dtfm.sgd_update" || op.name() == "dtfm.adamw_update" ||
+                 op.name() == "dtfm.grad_sync"
+             ? "opt"
+             : "fwd";
+}
+
+uint64_t hashName(uint64_t seed, const std::string &name) {
+  uint64_t h = 1469598103934665603ull ^ seed;
+  for (unsigned char c : name) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+/// The gradients of one forward op (see dtfm.backward): recomputes what the
+/// backward needs from the forward operands among its inputs.
+bool runBackward(const dtfm::proto::PlanOp &op,
+                 std::map<int64_t, Tensor> &values, std::string &error) {
+  std::string forward = stringAttr(op, "forward");
+  const dtfm::proto::PlanAttr *wrtAttr = findAttr(op, "wrt");
+  if (!wrtAttr || wrtAttr->value_case() != dtfm::proto::PlanAttr::kInts) {
+    error = "dtfm.backward without wrt";
+    return false;
+  }
+  std::vector<int64_t> wrt(wrtAttr->ints().values().begin(),
+                           wrtAttr->ints().values().end());
+  bool isLoss = forward == "dtfm.cross_entropy";
+  int numOperands = op.operands_size() - (isLoss ? 0 : 1);
+  auto in = [&](int i) -> const Tensor & { return values.at(op.operands(i)); };
+  const Tensor *dOut = isLoss ? nullptr : &in(op.operands_size() - 1);
+  std::vector<Tensor> grads(numOperands);
+  std::vector<Tensor *> want(numOperands, nullptr);
+  for (int64_t index : wrt) {
+    if (index < 0 || index >= numOperands) {
+      error = "dtfm.backward wrt index out of range";
+      return false;
+    }
+    grads[index] = Tensor(in(index).shape);
+    want[index] = &grads[index];
+  }
+  auto at = [&](int i) { return i < numOperands ? want[i] : nullptr; };
+  if (forward == "dtfm.linear") {
+    cpu::linearBackward(in(0), in(1), *dOut, at(0), at(1),
+                        numOperands > 2 ? at(2) : nullptr);
+  } else if (forward == "dtfm.matmul") {
+    cpu::matmulBackward(in(0), in(1), unitAttr(op, "transpose_rhs"), *dOut,
+                        at(0), at(1));
+  } else if (forward == "dtfm.add") {
+    cpu::addBackward(*dOut, at(0), at(1));
+  } else if (forward == "dtfm.layernorm") {
+    std::vector<float> mean, rstd;
+    cpu::layerNorm(in(0), in(1), in(2), floatAttr(op, "epsilon", 1e-5), mean,
+                   rstd);
+    cpu::layerNormBackward(in(0), in(1), mean, rstd, *dOut, at(0), at(1),
+                           at(2));
+  } else if (forward == "dtfm.gelu") {
+    cpu::geluBackward(in(0), unitAttr(op, "tanh_approximation"), *dOut, at(0));
+  } else if (forward == "dtfm.relu") {
+    cpu::reluBackward(cpu::relu(in(0)), *dOut, at(0));
+  } else if (forward == "dtfm.softmax") {
+    cpu::softmaxBackward(cpu::softmax(in(0)), *dOut, at(0));
+  } else if (forward == "dtfm.causal_attention") {
+    Tensor probs;
+    int64_t heads = intAttr(op, "num_heads", 1);
+    cpu::causalAttention(in(0), in(1), in(2), heads, probs);
+    cpu::causalAttentionBackward(in(0), in(1), in(2), heads, probs, *dOut,
+                                 at(0), at(1), at(2));
+  } else if (forward == "dtfm.embedding") {
+    cpu::embeddingBackward(in(0), *dOut, at(1));
+  } else if (forward == "dtfm.cross_entropy") {
+    Tensor probs;
+    cpu::crossEntropy(in(0), in(1), probs);
+    cpu::crossEntropyBackward(probs, in(1), 1.0f, at(0));
+  } else if (forward == "dtfm.reshape" || forward == "dtfm.flatten") {
+    if (at(0)) {
+      grads[0].data = dOut->data;
+    }
+  } else {
+    error = "no CPU backward for " + forward + " yet";
+    return false;
+  }
+  for (size_t k = 0; k < wrt.size(); ++k) {
+    Tensor g = std::move(grads[wrt[k]]);
+    g.shape = shapeOf(op.results(k));
+    values[op.results(k).id()] = std::move(g);
+  }
+  return true;
+}
+
+} // namespace
+
+ProgramExecutor::ProgramExecutor(const proto::DeviceProgram &program)
+    : program(program) {}
+
+std::vector<InputSpec> ProgramExecutor::inputs() const {
+  std::vector<InputSpec> specs;
+  for (const proto::PlanOp &op : program.ops())
+    if ((op.name() == "dtfm.input" || op.name() == "dtfm.label") &&
+        op.results_size() == 1)
+      specs.push_back({stringAttr(op, "name"), shapeOf(op.results(0)),
+                       op.name() == "dtfm.label",
+                       op.results(0).dtype()[0] == 'i'});
+  return specs;
+}
+
+bool ProgramExecutor::initialize(uint64_t seed, std::string &error) {
+  params.clear();
+  for (const proto::PlanOp &op : program.ops()) {
+    if (op.name() != "dtfm.param")
+      continue;
+    std::string name = stringAttr(op, "name");
+    Tensor t(shapeOf(op.results(0)));
+    int64_t init = intAttr(op, "init", -1);
+    double scale = floatAttr(op, "scale", 0);
+    std::mt19937_64 rng(hashName(seed, name));
+    switch (init) {
+    case 0: // zeros
+      break;
+    case 1: // ones
+      std::fill(t.data.begin(), t.data.end(), 1.0f);
+      break;
+    case 2: // constant
+      std::fill(t.data.begin(), t.data.end(), static_cast<float>(scale));
+      break;
+    case 3: { // normal
+      std::normal_distribution<double> normal(0, scale);
+      for (float &x : t.data)
+        x = static_cast<float>(normal(rng));
+      break;
+    }
+    case 4: { // uniform
+      std::uniform_real_distribution<double> uniform(-scale, scale);
+      for (float &x : t.data)
+        x = static_cast<float>(uniform(rng));
+      break;
+    }
+    default:
+      error = "parameter '" + name + "' has an unknown initializer";
+      return false;
+    }
+    params[name] = std::move(t);
+  }
+  optimizer.clear();
+  return true;
+}
+
+bool ProgramExecutor::loadParameters(const std::string &path,
+                                     std::string &error) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[8];
+  uint32_t count = 0;
+  if (!in || !in.read(magic, 8) || std::memcmp(magic, "DTFMPAR1", 8) != 0 ||
+      !in.read(reinterpret_cast<char *>(&count), 4)) {
+    error = path + ": not a dtfm parameter file";
+    return false;
+  }
+  std::map<std::string, Tensor> loaded;
+  for (uint32_t i = 0; i < count; ++i) {
+    uint32_t length = 0, rank = 0;
+    in.read(reinterpret_cast<char *>(&length), 4);
+    std::string name(length, '\0');
+    in.read(name.data(), length);
+    in.read(reinterpret_cast<char *>(&rank), 4);
+    std::vector<int64_t> shape(rank);
+    in.read(reinterpret_cast<char *>(shape.data()), 8 * rank);
+    Tensor t(shape);
+    in.read(reinterpret_cast<char *>(t.data.data()), 4 * t.numel());
+    if (!in) {
+      error = path + ": truncated at parameter " + std::to_string(i);
+      return false;
+    }
+    loaded[name] = std::move(t);
+  }
+  for (const proto::PlanOp &op : program.ops()) {
+    if (op.name() != "dtfm.param")
+      continue;
+    std::string name = stringAttr(op, "name");
+    auto it = loaded.find(name);
+    if (it == loaded.end()) {
+      error = path + ": no parameter '" + name + "'";
+      return false;
+    }
+    if (it->second.shape != shapeOf(op.results(0))) {
+      error = path + ": parameter '" + name + "' has the wrong shape";
+      return false;
+    }
+    params[name] = it->second;
+  }
+  optimizer.clear();
+  return true;
+}
+
+bool ProgramExecutor::saveParameters(const std::string &path,
+                                     std::string &error) const {
+  std::string temp = path + ".tmp";
+  {
+    std::ofstream out(temp, std::ios::binary);
+    out.write("DTFMPAR1", 8);
+    uint32_t count = static_cast<uint32_t>(params.size());
+    out.write(reinterpret_cast<const char *>(&count), 4);
+    for (const auto &[name, t] : params) {
+      uint32_t length = static_cast<uint32_t>(name.size());
+      uint32_t rank = static_cast<uint32_t>(t.shape.size());
+      out.write(reinterpret_cast<const char *>(&length), 4);
+      out.write(name.data(), length);
+      out.write(reinterpret_cast<const char *>(&rank), 4);
+      out.write(reinterpret_cast<const char *>(t.shape.data()), 8 * rank);
+      out.write(reinterpret_cast<const char *>(t.data.data()), 4 * t.numel());
+    }
+    if (!out) {
+      std::remove(temp.c_str());
+      error = "cannot write '" + path + "'";
+      return false;
+    }
+  }
+  if (std::rename(temp.c_str(), path.c_str()) != 0) {
+    std::remove(temp.c_str());
+    error = "cannot write '" + path + "'";
+    return false;
+  }
+  return true;
+}
+
+bool ProgramExecutor::step(const std::vector<MicroBatch> &batches,
+                           double &loss, std::string &error) {
+  std::map<int64_t, Tensor> values;
+  std::map<int64_t, std::string> paramOfValue;
+  std::map<int64_t, Tensor> gradSum; // optimizer inputs, summed
+  loss = 0;
+  auto fail = [&](const proto::PlanOp &op, const std::string &message) {
+    error = program.device() + ": " + op.name() + ": " + message;
+    return false;
+  };
+  auto operand = [&](const proto::PlanOp &op, int i) -> const Tensor & {
+    return values.at(op.operands(i));
+  };
+  auto set = [&](const proto::PlanOp &op, int i, Tensor t) {
+    t.shape = shapeOf(op.results(i)); // views (reshape) adopt their type
+    values[op.results(i).id()] = std::move(t);
+  };
+
+  for (const MicroBatch &batch : batches) {
+    for (const proto::PlanOp &op : program.ops()) {
+      if (phaseOf(op) == "opt")
+        continue;
+      const std::string &name = op.name();
+      if (name == "dtfm.param") {
+        std::string p = stringAttr(op, "name");
+        values[op.results(0).id()] = params.at(p);
+        paramOfValue[op.results(0).id()] = p;
+      } else if (name == "dtfm.input" || name == "dtfm.label") {
+        auto it = batch.find(stringAttr(op, "name"));
+        if (it == batch.end())
+          return fail(op, "no data for '" + stringAttr(op, "name") + "'");
+        if (it->second.shape != shapeOf(op.results(0)))
+          return fail(op, "data for '" + it->first + "' has the wrong shape");
+        values[op.results(0).id()] = it->second;
+      } else if (name == "dtfm.embedding") {
+        set(op, 0, cpu::embedding(operand(op, 0), operand(op, 1)));
+      } else if (name == "dtfm.add") {
+        set(op, 0, cpu::add(operand(op, 0), operand(op, 1)));
+      } else if (name == "dtfm.linear") {
+        const Tensor *bias = op.operands_size() > 2 ? &operand(op, 2) : nullptr;
+        set(op, 0, cpu::linear(operand(op, 0), operand(op, 1), bias));
+      } else if (name == "dtfm.matmul") {
+        set(op, 0, cpu::matmul(operand(op, 0), operand(op, 1),
+                               unitAttr(op, "transpose_rhs")));
+      } else if (name == "dtfm.layernorm") {
+        std::vector<float> mean, rstd;
+        set(op, 0, cpu::layerNorm(operand(op, 0), operand(op, 1),
+                                  operand(op, 2),
+                                  floatAttr(op, "epsilon", 1e-5), mean, rstd));
+      } else if (name == "dtfm.gelu") {
+        set(op, 0, cpu::gelu(operand(op, 0), unitAttr(op, "tanh_approximation")));
+      } else if (name == "dtfm.relu") {
+        set(op, 0, cpu::relu(operand(op, 0)));
+      } else if (name == "dtfm.softmax") {
+        int64_t axis = intAttr(op, "axis", -1);
+        int64_t rank = static_cast<int64_t>(operand(op, 0).shape.size());
+        if (axis != -1 && axis != rank - 1)
+          return fail(op, "only the last axis is supported");
+        set(op, 0, cpu::softmax(operand(op, 0)));
+      } else if (name == "dtfm.causal_attention") {
+        Tensor probs;
+        set(op, 0, cpu::causalAttention(operand(op, 0), operand(op, 1),
+                                        operand(op, 2),
+                                        intAttr(op, "num_heads", 1), probs));
+      } else if (name == "dtfm.cross_entropy") {
+        Tensor probs;
+        float l = cpu::crossEntropy(operand(op, 0), operand(op, 1), probs);
+        loss += l;
+        set(op, 0, Tensor({}, l));
+      } else if (name == "dtfm.reshape" || name == "dtfm.flatten") {
+        set(op, 0, operand(op, 0));
+      } else if (name == "dtfm.accumulate") {
+        Tensor sum = operand(op, 0);
+        for (int i = 1; i < op.operands_size(); ++i)
+          for (int64_t j = 0; j < sum.numel(); ++j)
+            sum.data[j] += operand(op, i).data[j];
+        set(op, 0, std::move(sum));
+      } else if (name == "dtfm.backward") {
+        if (!runBackward(op, values, error)) {
+          error = program.device() + ": " + error;
+          return false;
+        }
+      } else if (name == "dtfm.send" || name == "dtfm.recv") {
+        return fail(op, "needs a transport: this build executes "
+                        "single-device plans only");
+      } else {
+        return fail(op, "no CPU kernel for this op yet");
+      }
+    }
+    // Inputs of the optimizer phase, summed over micro-batches.
+    for (const proto::PlanOp &op : program.ops()) {
+      if (phaseOf(op) != "opt")
+        continue;
+      for (int64_t id : op.operands()) {
+        auto it = values.find(id);
+        if (it == values.end() || paramOfValue.count(id))
+          continue;
+        Tensor &sum = gradSum[id];
+        if (sum.shape != it->second.shape)
+          sum = Tensor(it->second.shape);
+        for (int64_t j = 0; j < sum.numel(); ++j)
+          sum.data[j] += it->second.data[j];
+      }
+    }
+  }
+  double scale = 1.0 / static_cast<double>(batches.size());
+  loss *= scale;
+  for (auto &[id, sum] : gradSum) {
+    for (float &x : sum.data)
+      x = static_cast<float>(x * scale);
+    values[id] = sum;
+  }
+
+  for (const proto::PlanOp &op : program.ops()) {
+    if (phaseOf(op) != "opt")
+      continue;
+    const std::string &name = op.name();
+    if (name == "dtfm.grad_sync") { // one device: nothing to synchronise
+      values[op.results(0).id()] = values.at(op.operands(0));
+      continue;
+    }
+    if (name != "dtfm.sgd_update" && name != "dtfm.adamw_update")
+      return fail(op, "unexpected op in the optimizer phase");
+    auto p = paramOfValue.find(op.operands(0));
+    if (p == paramOfValue.end())
+      return fail(op, "updates a value that is not a parameter");
+    Tensor &param = params.at(p->second);
+    const Tensor &grad = values.at(op.operands(1));
+    OptimizerState &state = optimizer[p->second];
+    ++state.step;
+    if (name == "dtfm.sgd_update")
+      cpu::sgdStep(param, grad, state.velocity, floatAttr(op, "lr", 0),
+                   floatAttr(op, "momentum", 0),
+                   floatAttr(op, "weight_decay", 0));
+    else
+      cpu::adamwStep(param, grad, state.m, state.v, state.step,
+                     floatAttr(op, "lr", 0), floatAttr(op, "beta1", 0.9),
+                     floatAttr(op, "beta2", 0.999),
+                     floatAttr(op, "epsilon", 1e-8),
+                     floatAttr(op, "weight_decay", 0.01));
+  }
+  return true;
+}

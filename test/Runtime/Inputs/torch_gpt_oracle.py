@@ -1,0 +1,160 @@
+"""PyTorch oracle for dtfm-run --execute on the tiny GPT.
+
+  prepare DIR  writes DIR/params.bin (DTFMPAR1) and DIR/tokens.bin (int32)
+  check DIR LOG  rebuilds the same model in torch, trains the same steps with
+               SGD (lr 0.1, momentum 0.9, weight decay 0.01), and compares
+               the losses dtfm-run printed (LOG) and its saved parameters
+               (DIR/after.bin).
+"""
+import math
+import struct
+import sys
+
+import numpy as np
+import torch
+
+LAYERS, HIDDEN, HEADS, SEQ, VOCAB, BATCH = 2, 64, 4, 32, 256, 4
+MICRO_BATCHES, STEPS = 2, 2
+
+
+def shapes():
+    out = {"wte": (VOCAB, HIDDEN), "wpe": (SEQ, HIDDEN)}
+    for i in range(LAYERS):
+        p = f"h.{i}."
+        for ln in ("ln_1", "ln_2"):
+            out[p + ln + ".gamma"] = (HIDDEN,)
+            out[p + ln + ".beta"] = (HIDDEN,)
+        for lin, (fi, fo) in {"attn.q": (HIDDEN, HIDDEN),
+                              "attn.k": (HIDDEN, HIDDEN),
+                              "attn.v": (HIDDEN, HIDDEN),
+                              "attn.proj": (HIDDEN, HIDDEN),
+                              "mlp.fc": (HIDDEN, 4 * HIDDEN),
+                              "mlp.proj": (4 * HIDDEN, HIDDEN)}.items():
+            out[p + lin + ".weight"] = (fi, fo)
+            out[p + lin + ".bias"] = (fo,)
+    out["ln_f.gamma"] = (HIDDEN,)
+    out["ln_f.beta"] = (HIDDEN,)
+    return out
+
+
+def write_params(path, params):
+    with open(path, "wb") as f:
+        f.write(b"DTFMPAR1")
+        f.write(struct.pack("<I", len(params)))
+        for name in sorted(params):
+            a = params[name].astype(np.float32)
+            f.write(struct.pack("<I", len(name)))
+            f.write(name.encode())
+            f.write(struct.pack("<I", a.ndim))
+            f.write(struct.pack(f"<{a.ndim}q", *a.shape))
+            f.write(a.tobytes())
+
+
+def read_params(path):
+    params = {}
+    with open(path, "rb") as f:
+        assert f.read(8) == b"DTFMPAR1"
+        (count,) = struct.unpack("<I", f.read(4))
+        for _ in range(count):
+            (n,) = struct.unpack("<I", f.read(4))
+            name = f.read(n).decode()
+            (rank,) = struct.unpack("<I", f.read(4))
+            dims = struct.unpack(f"<{rank}q", f.read(8 * rank))
+            size = int(np.prod(dims)) if rank else 1
+            params[name] = np.frombuffer(f.read(4 * size),
+                                         dtype=np.float32).reshape(dims)
+    return params
+
+
+def prepare(d):
+    rng = np.random.default_rng(1234)
+    params = {}
+    for name, shape in shapes().items():
+        if name.endswith(".gamma"):
+            params[name] = 1 + 0.1 * rng.standard_normal(shape)
+        else:
+            params[name] = 0.05 * rng.standard_normal(shape)
+    write_params(f"{d}/params.bin", params)
+    # A learnable stream: a short repeated pattern plus noise.
+    n = STEPS * MICRO_BATCHES * BATCH * (SEQ + 1)
+    pattern = rng.integers(0, VOCAB, 16)
+    tokens = np.array([pattern[i % 16] if rng.random() < 0.8
+                       else rng.integers(0, VOCAB) for i in range(n)],
+                      dtype=np.int32)
+    tokens.tofile(f"{d}/tokens.bin")
+
+
+def forward(p, tokens, labels):
+    x = p["wte"][tokens] + p["wpe"]
+    dh = HIDDEN // HEADS
+    mask = torch.triu(torch.ones(SEQ, SEQ, dtype=torch.bool), 1)
+
+    def ln(x, name):
+        return torch.nn.functional.layer_norm(
+            x, (HIDDEN,), p[name + ".gamma"], p[name + ".beta"], 1e-5)
+
+    def lin(x, name):
+        return x @ p[name + ".weight"] + p[name + ".bias"]
+
+    for i in range(LAYERS):
+        pre = f"h.{i}."
+        a = ln(x, pre + "ln_1")
+        q, k, v = (lin(a, pre + "attn." + t).view(BATCH, SEQ, HEADS, dh)
+                   .transpose(1, 2) for t in "qkv")
+        s = (q @ k.transpose(-1, -2)) / math.sqrt(dh)
+        s = s.masked_fill(mask, float("-inf"))
+        o = (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(
+            BATCH, SEQ, HIDDEN)
+        x = x + lin(o, pre + "attn.proj")
+        m = ln(x, pre + "ln_2")
+        x = x + lin(torch.nn.functional.gelu(lin(m, pre + "mlp.fc")),
+                    pre + "mlp.proj")
+    x = ln(x, "ln_f")
+    logits = x @ p["wte"].T
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB),
+                                             labels.reshape(-1))
+
+
+def check(d, log):
+    torch.manual_seed(0)
+    start = read_params(f"{d}/params.bin")
+    p = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True)
+         for k, v in start.items()}
+    opt = torch.optim.SGD(list(p.values()), lr=0.1, momentum=0.9,
+                          weight_decay=0.01)
+    tokens = np.fromfile(f"{d}/tokens.bin", dtype=np.int32)
+    cursor = 0
+    expected = []
+    for _ in range(STEPS):
+        opt.zero_grad()
+        total = 0
+        for _ in range(MICRO_BATCHES):
+            rows = tokens[cursor:cursor + BATCH * (SEQ + 1)].reshape(
+                BATCH, SEQ + 1)
+            cursor += BATCH * (SEQ + 1)
+            t = torch.tensor(rows[:, :-1], dtype=torch.long)
+            y = torch.tensor(rows[:, 1:], dtype=torch.long)
+            loss = forward(p, t, y) / MICRO_BATCHES
+            loss.backward()
+            total += loss.item()
+        opt.step()
+        expected.append(total)
+    got = [float(line.split()[3]) for line in open(log)
+           if line.startswith("step ")]
+    assert len(got) == STEPS, got
+    for step, (a, b) in enumerate(zip(got, expected), 1):
+        assert abs(a - b) < 1e-4 * max(1, abs(b)), (step, a, b)
+        print(f"step {step}: loss dtfm {a:.6f} torch {b:.6f}")
+    after = read_params(f"{d}/after.bin")
+    worst = max(float(np.max(np.abs(after[k] - p[k].detach().numpy())))
+                for k in p)
+    assert worst < 1e-4, worst
+    print(f"parameters after {STEPS} steps match torch (max |diff| "
+          f"{'< 1e-5' if worst < 1e-5 else '< 1e-4'})")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "prepare":
+        prepare(sys.argv[2])
+    else:
+        check(sys.argv[2], sys.argv[3])
