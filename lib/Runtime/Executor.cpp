@@ -50,6 +50,33 @@ std::string stringAttr(const dtfm::proto::PlanOp &op, const std::string &key) {
   return a && a->value_case() == dtfm::proto::PlanAttr::kS ? a->s() : "";
 }
 
+std::vector<int64_t> intsAttr(const dtfm::proto::PlanOp &op,
+                              const std::string &key,
+                              std::vector<int64_t> fallback) {
+  const dtfm::proto::PlanAttr *a = findAttr(op, key);
+  if (!a || a->value_case() != dtfm::proto::PlanAttr::kInts)
+    return fallback;
+  return std::vector<int64_t>(a->ints().values().begin(),
+                              a->ints().values().end());
+}
+
+/// Strides, padding and dilations of a window op (dialect defaults).
+cpu::Window windowOf(const dtfm::proto::PlanOp &op) {
+  std::vector<int64_t> strides = intsAttr(op, "strides", {1, 1});
+  std::vector<int64_t> padding = intsAttr(op, "padding", {0, 0, 0, 0});
+  std::vector<int64_t> dilations = intsAttr(op, "dilations", {1, 1});
+  cpu::Window w;
+  w.strideH = strides[0];
+  w.strideW = strides[1];
+  w.padTop = padding[0];
+  w.padLeft = padding[1];
+  w.padBottom = padding[2];
+  w.padRight = padding[3];
+  w.dilationH = dilations[0];
+  w.dilationW = dilations[1];
+  return w;
+}
+
 std::vector<int64_t> shapeOf(const dtfm::proto::PlanValue &v) {
   return std::vector<int64_t>(v.shape().begin(), v.shape().end());
 }
@@ -132,6 +159,22 @@ bool runBackward(const dtfm::proto::PlanOp &op,
     Tensor probs;
     cpu::crossEntropy(in(0), in(1), probs);
     cpu::crossEntropyBackward(probs, in(1), 1.0f, at(0));
+  } else if (forward == "dtfm.conv2d") {
+    cpu::conv2dBackward(in(0), in(1), windowOf(op), intAttr(op, "groups", 1),
+                        *dOut, at(0), at(1), numOperands > 2 ? at(2) : nullptr);
+  } else if (forward == "dtfm.batchnorm") {
+    cpu::batchNormBackward(in(0), in(1), floatAttr(op, "epsilon", 1e-5), *dOut,
+                           at(0), at(1), at(2));
+  } else if (forward == "dtfm.max_pool2d" || forward == "dtfm.avg_pool2d") {
+    std::vector<int64_t> kernel = intsAttr(op, "kernel", {1, 1});
+    if (forward == "dtfm.max_pool2d")
+      cpu::maxPool2dBackward(in(0), kernel[0], kernel[1], windowOf(op), *dOut,
+                             at(0));
+    else
+      cpu::avgPool2dBackward(in(0), kernel[0], kernel[1], windowOf(op), *dOut,
+                             at(0));
+  } else if (forward == "dtfm.global_avg_pool") {
+    cpu::globalAvgPoolBackward(in(0), *dOut, at(0));
   } else if (forward == "dtfm.reshape" || forward == "dtfm.flatten") {
     if (at(0)) {
       grads[0].data = dOut->data;
@@ -353,6 +396,32 @@ bool ProgramExecutor::step(const std::vector<MicroBatch> &batches,
         set(op, 0, Tensor({}, l));
       } else if (name == "dtfm.reshape" || name == "dtfm.flatten") {
         set(op, 0, operand(op, 0));
+      } else if (name == "dtfm.conv2d") {
+        const Tensor *bias = op.operands_size() > 2 ? &operand(op, 2) : nullptr;
+        set(op, 0, cpu::conv2d(operand(op, 0), operand(op, 1), bias,
+                               windowOf(op), intAttr(op, "groups", 1)));
+      } else if (name == "dtfm.batchnorm") {
+        // The running statistics are frozen parameters: updated in place.
+        Tensor *mean = nullptr, *var = nullptr;
+        auto pm = paramOfValue.find(op.operands(3));
+        auto pv = paramOfValue.find(op.operands(4));
+        if (pm != paramOfValue.end())
+          mean = &params.at(pm->second);
+        if (pv != paramOfValue.end())
+          var = &params.at(pv->second);
+        set(op, 0, cpu::batchNorm(operand(op, 0), operand(op, 1),
+                                  operand(op, 2),
+                                  floatAttr(op, "epsilon", 1e-5), mean, var,
+                                  floatAttr(op, "momentum", 0.1)));
+      } else if (name == "dtfm.max_pool2d" || name == "dtfm.avg_pool2d") {
+        std::vector<int64_t> kernel = intsAttr(op, "kernel", {1, 1});
+        set(op, 0, name == "dtfm.max_pool2d"
+                       ? cpu::maxPool2d(operand(op, 0), kernel[0], kernel[1],
+                                        windowOf(op))
+                       : cpu::avgPool2d(operand(op, 0), kernel[0], kernel[1],
+                                        windowOf(op)));
+      } else if (name == "dtfm.global_avg_pool") {
+        set(op, 0, cpu::globalAvgPool(operand(op, 0)));
       } else if (name == "dtfm.accumulate") {
         Tensor sum = operand(op, 0);
         for (int i = 1; i < op.operands_size(); ++i)

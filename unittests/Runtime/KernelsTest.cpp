@@ -209,6 +209,74 @@ TEST(Kernels, EmbeddingAndCrossEntropy) {
                  one, "cross-entropy");
 }
 
+TEST(Kernels, ConvolutionWithStridePaddingGroupsAndDilation) {
+  std::mt19937_64 rng(6);
+  Window window;
+  window.strideH = 2;
+  window.padTop = window.padLeft = 1;
+  window.padBottom = 1;
+  window.dilationW = 2;
+  Tensor x = random({2, 4, 5, 6}, rng), w = random({6, 2, 3, 2}, rng),
+         b = random({6}, rng);
+  Tensor out = conv2d(x, w, &b, window, /*groups=*/2);
+  // Output size: H (5 + 2 - 3) / 2 + 1 = 3; W (6 + 1 - 2*1 - 1) / 1 + 1 = 5.
+  ASSERT_EQ(out.shape, (std::vector<int64_t>{2, 6, 3, 5}));
+  // One element by hand: n 1, o 4 (group 1: input channels 2-3), y 1, x 2.
+  double expected = b.data[4];
+  for (int c = 0; c < 2; ++c)
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 2; ++j) {
+        int iy = 1 * 2 - 1 + i, ix = 2 - 1 + j * 2;
+        if (iy >= 0 && iy < 5 && ix >= 0 && ix < 6)
+          expected += x.data[((1 * 4 + 2 + c) * 5 + iy) * 6 + ix] *
+                      w.data[((4 * 2 + c) * 3 + i) * 2 + j];
+      }
+  EXPECT_NEAR(out.data[((1 * 6 + 4) * 3 + 1) * 5 + 2], expected, 1e-4);
+  Tensor r = random(out.shape, rng), dx, dw, db;
+  conv2dBackward(x, w, window, 2, r, &dx, &dw, &db);
+  auto f = [&]() { return conv2d(x, w, &b, window, 2); };
+  expectGradient(x, dx, f, r, "conv dx");
+  expectGradient(w, dw, f, r, "conv dw");
+  expectGradient(b, db, f, r, "conv db");
+}
+
+TEST(Kernels, BatchNormAndPooling) {
+  std::mt19937_64 rng(7);
+  Tensor x = random({3, 2, 3, 3}, rng), gamma = random({2}, rng),
+         beta = random({2}, rng), r = random({3, 2, 3, 3}, rng);
+  Tensor mean({2}, 0.0f), var({2}, 1.0f);
+  Tensor y = batchNorm(x, gamma, beta, 1e-5, &mean, &var, 0.1);
+  EXPECT_NE(mean.data[0], 0.0f); // running statistics moved
+  Tensor dx, dg, db;
+  batchNormBackward(x, gamma, 1e-5, r, &dx, &dg, &db);
+  auto f = [&]() {
+    return batchNorm(x, gamma, beta, 1e-5, nullptr, nullptr, 0.1);
+  };
+  expectGradient(x, dx, f, r, "batchnorm dx", 1e-3, 3e-2);
+  expectGradient(gamma, dg, f, r, "batchnorm dgamma");
+  expectGradient(beta, db, f, r, "batchnorm dbeta");
+
+  Window window;
+  window.strideH = window.strideW = 2;
+  window.padTop = window.padLeft = 1;
+  Tensor z = random({1, 2, 5, 5}, rng);
+  Tensor m = maxPool2d(z, 3, 3, window);
+  ASSERT_EQ(m.shape, (std::vector<int64_t>{1, 2, 2, 2}));
+  Tensor rm = random(m.shape, rng), dz;
+  maxPool2dBackward(z, 3, 3, window, rm, &dz);
+  expectGradient(z, dz, [&]() { return maxPool2d(z, 3, 3, window); }, rm,
+                 "max pool", 1e-3);
+  Tensor a = avgPool2d(z, 3, 3, window), ra = random(a.shape, rng), da;
+  avgPool2dBackward(z, 3, 3, window, ra, &da);
+  expectGradient(z, da, [&]() { return avgPool2d(z, 3, 3, window); }, ra,
+                 "avg pool");
+  Tensor g = globalAvgPool(z), rg = random(g.shape, rng), dg2;
+  ASSERT_EQ(g.shape, (std::vector<int64_t>{1, 2, 1, 1}));
+  globalAvgPoolBackward(z, rg, &dg2);
+  expectGradient(z, dg2, [&]() { return globalAvgPool(z); }, rg,
+                 "global avg pool");
+}
+
 TEST(Kernels, Optimizers) {
   Tensor p({2}, 1.0f), g({2}, 0.5f), vel, m, v;
   sgdStep(p, g, vel, 0.1, 0.9, 0.0);

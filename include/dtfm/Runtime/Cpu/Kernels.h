@@ -93,6 +93,44 @@ float crossEntropy(const Tensor &logits, const Tensor &labels, Tensor &probs);
 void crossEntropyBackward(const Tensor &probs, const Tensor &labels,
                           float dLoss, Tensor *dLogits);
 
+//===--- convolutional networks (NCHW) ----------------------------------===//
+
+/// Window geometry: strides {sh, sw}, padding {top, left, bottom, right},
+/// dilations {dh, dw}.
+struct Window {
+  int64_t strideH = 1, strideW = 1;
+  int64_t padTop = 0, padLeft = 0, padBottom = 0, padRight = 0;
+  int64_t dilationH = 1, dilationW = 1;
+};
+
+/// x [N, C, H, W] * w [O, C/groups, kH, kW] (+ b [O]).
+Tensor conv2d(const Tensor &x, const Tensor &w, const Tensor *bias,
+              const Window &window, int64_t groups);
+void conv2dBackward(const Tensor &x, const Tensor &w, const Window &window,
+                    int64_t groups, const Tensor &dOut, Tensor *dx, Tensor *dw,
+                    Tensor *dBias);
+
+/// Training mode: batch statistics per channel (dim 1); updates the running
+/// statistics with `momentum` when given.
+Tensor batchNorm(const Tensor &x, const Tensor &gamma, const Tensor &beta,
+                 double epsilon, Tensor *runningMean, Tensor *runningVar,
+                 double momentum);
+void batchNormBackward(const Tensor &x, const Tensor &gamma, double epsilon,
+                       const Tensor &dOut, Tensor *dx, Tensor *dGamma,
+                       Tensor *dBeta);
+
+/// Max pooling (padded cells never win) and average pooling (padding counted
+/// in the divisor) over kernel {kH, kW}.
+Tensor maxPool2d(const Tensor &x, int64_t kh, int64_t kw, const Window &window);
+void maxPool2dBackward(const Tensor &x, int64_t kh, int64_t kw,
+                       const Window &window, const Tensor &dOut, Tensor *dx);
+Tensor avgPool2d(const Tensor &x, int64_t kh, int64_t kw, const Window &window);
+void avgPool2dBackward(const Tensor &x, int64_t kh, int64_t kw,
+                       const Window &window, const Tensor &dOut, Tensor *dx);
+/// Mean over every dimension after the first two: [N, C, ...] -> [N, C, 1..].
+Tensor globalAvgPool(const Tensor &x);
+void globalAvgPoolBackward(const Tensor &x, const Tensor &dOut, Tensor *dx);
+
 //===--- optimizers ----------------------------------------------------===//
 
 /// v = momentum v + g + wd p; p -= lr v.
