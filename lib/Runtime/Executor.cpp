@@ -248,33 +248,54 @@ bool ProgramExecutor::initialize(uint64_t seed, std::string &error) {
   return true;
 }
 
-bool ProgramExecutor::loadParameters(const std::string &path,
-                                     std::string &error) {
+bool dtfm::runtime::readTensorFile(const std::string &path,
+                                   std::map<std::string, Tensor> &tensors,
+                                   std::string &error) {
   std::ifstream in(path, std::ios::binary);
   char magic[8];
   uint32_t count = 0;
   if (!in || !in.read(magic, 8) || std::memcmp(magic, "DTFMPAR1", 8) != 0 ||
       !in.read(reinterpret_cast<char *>(&count), 4)) {
-    error = path + ": not a dtfm parameter file";
+    error = path + ": not a dtfm tensor file";
     return false;
   }
-  std::map<std::string, Tensor> loaded;
   for (uint32_t i = 0; i < count; ++i) {
     uint32_t length = 0, rank = 0;
     in.read(reinterpret_cast<char *>(&length), 4);
+    if (!in || length > (1u << 16)) {
+      error = path + ": truncated or corrupt at tensor " + std::to_string(i);
+      return false;
+    }
     std::string name(length, '\0');
     in.read(name.data(), length);
     in.read(reinterpret_cast<char *>(&rank), 4);
+    if (!in || rank > 16) {
+      error = path + ": truncated or corrupt at tensor " + std::to_string(i);
+      return false;
+    }
     std::vector<int64_t> shape(rank);
     in.read(reinterpret_cast<char *>(shape.data()), 8 * rank);
+    for (int64_t d : shape)
+      if (d < 0 || d > (int64_t(1) << 40)) {
+        error = path + ": corrupt shape of tensor '" + name + "'";
+        return false;
+      }
     Tensor t(shape);
     in.read(reinterpret_cast<char *>(t.data.data()), 4 * t.numel());
     if (!in) {
-      error = path + ": truncated at parameter " + std::to_string(i);
+      error = path + ": truncated at tensor '" + name + "'";
       return false;
     }
-    loaded[name] = std::move(t);
+    tensors[name] = std::move(t);
   }
+  return true;
+}
+
+bool ProgramExecutor::loadParameters(const std::string &path,
+                                     std::string &error) {
+  std::map<std::string, Tensor> loaded;
+  if (!readTensorFile(path, loaded, error))
+    return false;
   for (const proto::PlanOp &op : program.ops()) {
     if (op.name() != "dtfm.param")
       continue;

@@ -6,7 +6,8 @@
 //
 //   dtfm-run plan.pb --simulate [--trace out.json] [--report out.html] [--json]
 //   dtfm-run plan.pb --execute [--steps N] [--seed S] [--tokens file.bin]
-//            [--init-from params.bin] [--save-params params.bin]
+//            [--inputs inputs.bin] [--init-from params.bin]
+//            [--save-params params.bin]
 //
 // Simulates one training iteration of the plan's device programs on the
 // cluster the plan carries (lib/Runtime/Simulator.h) and prints the
@@ -44,7 +45,8 @@ static const char *kUsage =
     "usage: dtfm-run <plan.pb> --simulate [--trace out.json] "
     "[--report out.html] [--json]\n"
     "       dtfm-run <plan.pb> --execute [--steps N] [--seed S] "
-    "[--tokens file.bin] [--init-from params.bin] [--save-params params.bin]\n";
+    "[--tokens file.bin] [--inputs inputs.bin] [--init-from params.bin] "
+    "[--save-params params.bin]\n";
 
 /// Vocabulary size: rows of the table an embedding reads, or 0.
 static int64_t vocabularyOf(const proto::DeviceProgram &program) {
@@ -63,7 +65,8 @@ static int64_t vocabularyOf(const proto::DeviceProgram &program) {
 /// Trains a single-device plan for real.
 static int execute(const std::string &planPath, const proto::Plan &plan,
                    int steps, uint64_t seed, const std::string &tokensPath,
-                   const std::string &initPath, const std::string &savePath) {
+                   const std::string &inputsPath, const std::string &initPath,
+                   const std::string &savePath) {
   if (plan.programs_size() != 1)
     return fail(planPath + ": " + std::to_string(plan.programs_size()) +
                 " device programs; this build executes single-device plans "
@@ -97,6 +100,13 @@ static int execute(const std::string &planPath, const proto::Plan &plan,
         return fail(tokensPath + ": token " + std::to_string(t) +
                     " outside the vocabulary of " + std::to_string(vocab));
   }
+  // Explicit inputs: tensors named "<input>@<k>" for the k-th micro-batch of
+  // the run (counting across steps).
+  std::map<std::string, runtime::cpu::Tensor> given;
+  if (!inputsPath.empty() &&
+      !runtime::readTensorFile(inputsPath, given, error))
+    return fail(error);
+  int64_t microBatchIndex = 0;
   std::mt19937_64 rng(seed ^ 0x5eedull);
   size_t cursor = 0;
   auto nextToken = [&]() -> float {
@@ -110,6 +120,15 @@ static int execute(const std::string &planPath, const proto::Plan &plan,
   for (int step = 1; step <= steps; ++step) {
     std::vector<runtime::MicroBatch> batches(microBatches);
     for (runtime::MicroBatch &batch : batches) {
+      for (const runtime::InputSpec &spec : specs) {
+        auto it = given.find(spec.name + "@" + std::to_string(microBatchIndex));
+        if (it == given.end())
+          continue;
+        if (it->second.shape != spec.shape)
+          return fail(inputsPath + ": '" + it->first + "' has the wrong shape");
+        batch[spec.name] = it->second;
+      }
+      ++microBatchIndex;
       const runtime::InputSpec *tokens = nullptr, *labels = nullptr;
       for (const runtime::InputSpec &spec : specs) {
         if (spec.isInteger && !spec.isLabel && spec.shape.size() == 2)
@@ -117,7 +136,8 @@ static int execute(const std::string &planPath, const proto::Plan &plan,
         if (spec.isInteger && spec.isLabel && spec.shape.size() == 2)
           labels = &spec;
       }
-      if (tokens && labels && tokens->shape == labels->shape) {
+      if (tokens && labels && tokens->shape == labels->shape &&
+          !batch.count(tokens->name) && !batch.count(labels->name)) {
         runtime::cpu::Tensor in(tokens->shape), out(labels->shape);
         int64_t rows = tokens->shape[0], seq = tokens->shape[1];
         for (int64_t r = 0; r < rows; ++r) {
@@ -154,7 +174,8 @@ static int execute(const std::string &planPath, const proto::Plan &plan,
 }
 
 int main(int argc, char **argv) {
-  std::string planPath, tracePath, reportPath, tokensPath, initPath, savePath;
+  std::string planPath, tracePath, reportPath, tokensPath, inputsPath,
+      initPath, savePath;
   bool simulateFlag = false, json = false, executeFlag = false;
   int steps = 1;
   uint64_t seed = 0;
@@ -172,6 +193,8 @@ int main(int argc, char **argv) {
       seed = std::strtoull(argv[++i], nullptr, 10);
     else if (arg == "--tokens" && i + 1 < argc)
       tokensPath = argv[++i];
+    else if (arg == "--inputs" && i + 1 < argc)
+      inputsPath = argv[++i];
     else if (arg == "--init-from" && i + 1 < argc)
       initPath = argv[++i];
     else if (arg == "--save-params" && i + 1 < argc)
@@ -207,8 +230,8 @@ int main(int argc, char **argv) {
     return fail(std::string("give exactly one of --simulate and --execute\n") +
                 kUsage);
   if (executeFlag)
-    return execute(planPath, plan, steps, seed, tokensPath, initPath,
-                   savePath);
+    return execute(planPath, plan, steps, seed, tokensPath, inputsPath,
+                   initPath, savePath);
 
   runtime::SimInput input;
   if (!runtime::simulationInput(plan, input, error))

@@ -40,6 +40,12 @@ struct InputSpec {
   bool isInteger = false;
 };
 
+/// Reads a tensor file ("DTFMPAR1": count, then per tensor its name, rank,
+/// int64 dims and fp32 data), as saveParameters writes.
+bool readTensorFile(const std::string &path,
+                    std::map<std::string, cpu::Tensor> &tensors,
+                    std::string &error);
+
 class ProgramExecutor {
 public:
   explicit ProgramExecutor(const proto::DeviceProgram &program);
