@@ -346,12 +346,9 @@ bool ProgramExecutor::saveParameters(const std::string &path,
   return true;
 }
 
-bool ProgramExecutor::step(const std::vector<MicroBatch> &batches,
-                           double &loss, std::string &error) {
-  std::map<int64_t, Tensor> values;
-  std::map<int64_t, std::string> paramOfValue;
-  std::map<int64_t, Tensor> gradSum; // optimizer inputs, summed
-  loss = 0;
+bool ProgramExecutor::runPhase(const std::string &phase, ValueTable &values,
+                               const MicroBatch &batch, double &loss,
+                               std::string &error) {
   auto fail = [&](const proto::PlanOp &op, const std::string &message) {
     error = program.device() + ": " + op.name() + ": " + message;
     return false;
@@ -363,134 +360,147 @@ bool ProgramExecutor::step(const std::vector<MicroBatch> &batches,
     t.shape = shapeOf(op.results(i)); // views (reshape) adopt their type
     values[op.results(i).id()] = std::move(t);
   };
-
-  for (const MicroBatch &batch : batches) {
-    for (const proto::PlanOp &op : program.ops()) {
-      if (phaseOf(op) == "opt")
-        continue;
-      const std::string &name = op.name();
-      if (name == "dtfm.param") {
-        std::string p = stringAttr(op, "name");
-        values[op.results(0).id()] = params.at(p);
-        paramOfValue[op.results(0).id()] = p;
-      } else if (name == "dtfm.input" || name == "dtfm.label") {
-        auto it = batch.find(stringAttr(op, "name"));
-        if (it == batch.end())
-          return fail(op, "no data for '" + stringAttr(op, "name") + "'");
-        if (it->second.shape != shapeOf(op.results(0)))
-          return fail(op, "data for '" + it->first + "' has the wrong shape");
-        values[op.results(0).id()] = it->second;
-      } else if (name == "dtfm.embedding") {
-        set(op, 0, cpu::embedding(operand(op, 0), operand(op, 1)));
-      } else if (name == "dtfm.add") {
-        set(op, 0, cpu::add(operand(op, 0), operand(op, 1)));
-      } else if (name == "dtfm.linear") {
-        const Tensor *bias = op.operands_size() > 2 ? &operand(op, 2) : nullptr;
-        set(op, 0, cpu::linear(operand(op, 0), operand(op, 1), bias));
-      } else if (name == "dtfm.matmul") {
-        set(op, 0, cpu::matmul(operand(op, 0), operand(op, 1),
-                               unitAttr(op, "transpose_rhs")));
-      } else if (name == "dtfm.layernorm") {
-        std::vector<float> mean, rstd;
-        set(op, 0, cpu::layerNorm(operand(op, 0), operand(op, 1),
-                                  operand(op, 2),
-                                  floatAttr(op, "epsilon", 1e-5), mean, rstd));
-      } else if (name == "dtfm.gelu") {
-        set(op, 0, cpu::gelu(operand(op, 0), unitAttr(op, "tanh_approximation")));
-      } else if (name == "dtfm.relu") {
-        set(op, 0, cpu::relu(operand(op, 0)));
-      } else if (name == "dtfm.softmax") {
-        int64_t axis = intAttr(op, "axis", -1);
-        int64_t rank = static_cast<int64_t>(operand(op, 0).shape.size());
-        if (axis != -1 && axis != rank - 1)
-          return fail(op, "only the last axis is supported");
-        set(op, 0, cpu::softmax(operand(op, 0)));
-      } else if (name == "dtfm.causal_attention") {
-        Tensor probs;
-        set(op, 0, cpu::causalAttention(operand(op, 0), operand(op, 1),
-                                        operand(op, 2),
-                                        intAttr(op, "num_heads", 1), probs));
-      } else if (name == "dtfm.cross_entropy") {
-        Tensor probs;
-        float l = cpu::crossEntropy(operand(op, 0), operand(op, 1), probs);
-        loss += l;
-        set(op, 0, Tensor({}, l));
-      } else if (name == "dtfm.reshape" || name == "dtfm.flatten") {
-        set(op, 0, operand(op, 0));
-      } else if (name == "dtfm.conv2d") {
-        const Tensor *bias = op.operands_size() > 2 ? &operand(op, 2) : nullptr;
-        set(op, 0, cpu::conv2d(operand(op, 0), operand(op, 1), bias,
-                               windowOf(op), intAttr(op, "groups", 1)));
-      } else if (name == "dtfm.batchnorm") {
-        // The running statistics are frozen parameters: updated in place.
-        Tensor *mean = nullptr, *var = nullptr;
-        auto pm = paramOfValue.find(op.operands(3));
-        auto pv = paramOfValue.find(op.operands(4));
-        if (pm != paramOfValue.end())
-          mean = &params.at(pm->second);
-        if (pv != paramOfValue.end())
-          var = &params.at(pv->second);
-        set(op, 0, cpu::batchNorm(operand(op, 0), operand(op, 1),
-                                  operand(op, 2),
-                                  floatAttr(op, "epsilon", 1e-5), mean, var,
-                                  floatAttr(op, "momentum", 0.1)));
-      } else if (name == "dtfm.max_pool2d" || name == "dtfm.avg_pool2d") {
-        std::vector<int64_t> kernel = intsAttr(op, "kernel", {1, 1});
-        set(op, 0, name == "dtfm.max_pool2d"
-                       ? cpu::maxPool2d(operand(op, 0), kernel[0], kernel[1],
-                                        windowOf(op))
-                       : cpu::avgPool2d(operand(op, 0), kernel[0], kernel[1],
-                                        windowOf(op)));
-      } else if (name == "dtfm.global_avg_pool") {
-        set(op, 0, cpu::globalAvgPool(operand(op, 0)));
-      } else if (name == "dtfm.accumulate") {
-        Tensor sum = operand(op, 0);
-        for (int i = 1; i < op.operands_size(); ++i)
-          for (int64_t j = 0; j < sum.numel(); ++j)
-            sum.data[j] += operand(op, i).data[j];
-        set(op, 0, std::move(sum));
-      } else if (name == "dtfm.backward") {
-        if (!runBackward(op, values, error)) {
-          error = program.device() + ": " + error;
-          return false;
-        }
-      } else if (name == "dtfm.send" || name == "dtfm.recv") {
-        return fail(op, "needs a transport: this build executes "
-                        "single-device plans only");
-      } else {
-        return fail(op, "no CPU kernel for this op yet");
-      }
+  for (const proto::PlanOp &op : program.ops()) {
+    const std::string &name = op.name();
+    if (phaseOf(op) != phase || name == "dtfm.send")
+      continue;
+    if (name == "dtfm.recv") { // filled by the receive slot
+      if (!values.count(op.results(0).id()))
+        return fail(op, "its value was never received");
+      continue;
     }
-    // Inputs of the optimizer phase, summed over micro-batches.
-    for (const proto::PlanOp &op : program.ops()) {
-      if (phaseOf(op) != "opt")
-        continue;
-      for (int64_t id : op.operands()) {
-        auto it = values.find(id);
-        if (it == values.end() || paramOfValue.count(id))
-          continue;
-        Tensor &sum = gradSum[id];
-        if (sum.shape != it->second.shape)
-          sum = Tensor(it->second.shape);
+    if (name == "dtfm.param") {
+      std::string p = stringAttr(op, "name");
+      values[op.results(0).id()] = params.at(p);
+      paramOfValue[op.results(0).id()] = p;
+    } else if (name == "dtfm.input" || name == "dtfm.label") {
+      auto it = batch.find(stringAttr(op, "name"));
+      if (it == batch.end())
+        return fail(op, "no data for '" + stringAttr(op, "name") + "'");
+      if (it->second.shape != shapeOf(op.results(0)))
+        return fail(op, "data for '" + it->first + "' has the wrong shape");
+      values[op.results(0).id()] = it->second;
+    } else if (name == "dtfm.embedding") {
+      set(op, 0, cpu::embedding(operand(op, 0), operand(op, 1)));
+    } else if (name == "dtfm.add") {
+      set(op, 0, cpu::add(operand(op, 0), operand(op, 1)));
+    } else if (name == "dtfm.linear") {
+      const Tensor *bias = op.operands_size() > 2 ? &operand(op, 2) : nullptr;
+      set(op, 0, cpu::linear(operand(op, 0), operand(op, 1), bias));
+    } else if (name == "dtfm.matmul") {
+      set(op, 0, cpu::matmul(operand(op, 0), operand(op, 1),
+                             unitAttr(op, "transpose_rhs")));
+    } else if (name == "dtfm.layernorm") {
+      std::vector<float> mean, rstd;
+      set(op, 0, cpu::layerNorm(operand(op, 0), operand(op, 1),
+                                operand(op, 2),
+                                floatAttr(op, "epsilon", 1e-5), mean, rstd));
+    } else if (name == "dtfm.gelu") {
+      set(op, 0, cpu::gelu(operand(op, 0), unitAttr(op, "tanh_approximation")));
+    } else if (name == "dtfm.relu") {
+      set(op, 0, cpu::relu(operand(op, 0)));
+    } else if (name == "dtfm.softmax") {
+      int64_t axis = intAttr(op, "axis", -1);
+      int64_t rank = static_cast<int64_t>(operand(op, 0).shape.size());
+      if (axis != -1 && axis != rank - 1)
+        return fail(op, "only the last axis is supported");
+      set(op, 0, cpu::softmax(operand(op, 0)));
+    } else if (name == "dtfm.causal_attention") {
+      Tensor probs;
+      set(op, 0, cpu::causalAttention(operand(op, 0), operand(op, 1),
+                                      operand(op, 2),
+                                      intAttr(op, "num_heads", 1), probs));
+    } else if (name == "dtfm.cross_entropy") {
+      Tensor probs;
+      float l = cpu::crossEntropy(operand(op, 0), operand(op, 1), probs);
+      loss += l;
+      set(op, 0, Tensor({}, l));
+    } else if (name == "dtfm.reshape" || name == "dtfm.flatten") {
+      set(op, 0, operand(op, 0));
+    } else if (name == "dtfm.conv2d") {
+      const Tensor *bias = op.operands_size() > 2 ? &operand(op, 2) : nullptr;
+      set(op, 0, cpu::conv2d(operand(op, 0), operand(op, 1), bias,
+                             windowOf(op), intAttr(op, "groups", 1)));
+    } else if (name == "dtfm.batchnorm") {
+      // The running statistics are frozen parameters: updated in place.
+      Tensor *mean = nullptr, *var = nullptr;
+      auto pm = paramOfValue.find(op.operands(3));
+      auto pv = paramOfValue.find(op.operands(4));
+      if (pm != paramOfValue.end())
+        mean = &params.at(pm->second);
+      if (pv != paramOfValue.end())
+        var = &params.at(pv->second);
+      set(op, 0, cpu::batchNorm(operand(op, 0), operand(op, 1),
+                                operand(op, 2),
+                                floatAttr(op, "epsilon", 1e-5), mean, var,
+                                floatAttr(op, "momentum", 0.1)));
+    } else if (name == "dtfm.max_pool2d" || name == "dtfm.avg_pool2d") {
+      std::vector<int64_t> kernel = intsAttr(op, "kernel", {1, 1});
+      set(op, 0, name == "dtfm.max_pool2d"
+                     ? cpu::maxPool2d(operand(op, 0), kernel[0], kernel[1],
+                                      windowOf(op))
+                     : cpu::avgPool2d(operand(op, 0), kernel[0], kernel[1],
+                                      windowOf(op)));
+    } else if (name == "dtfm.global_avg_pool") {
+      set(op, 0, cpu::globalAvgPool(operand(op, 0)));
+    } else if (name == "dtfm.accumulate") {
+      Tensor sum = operand(op, 0);
+      for (int i = 1; i < op.operands_size(); ++i)
         for (int64_t j = 0; j < sum.numel(); ++j)
-          sum.data[j] += it->second.data[j];
+          sum.data[j] += operand(op, i).data[j];
+      set(op, 0, std::move(sum));
+    } else if (name == "dtfm.backward") {
+      if (!runBackward(op, values, error)) {
+        error = program.device() + ": " + error;
+        return false;
       }
+    } else {
+      return fail(op, "no CPU kernel for this op yet");
     }
   }
-  double scale = 1.0 / static_cast<double>(batches.size());
-  loss *= scale;
+  return true;
+}
+
+void ProgramExecutor::collectGradients(const ValueTable &values) {
+  for (const proto::PlanOp &op : program.ops()) {
+    if (phaseOf(op) != "opt")
+      continue;
+    for (int64_t id : op.operands()) {
+      auto it = values.find(id);
+      if (it == values.end() || paramOfValue.count(id))
+        continue;
+      Tensor &sum = gradSum[id];
+      if (sum.shape != it->second.shape)
+        sum = Tensor(it->second.shape);
+      for (int64_t j = 0; j < sum.numel(); ++j)
+        sum.data[j] += it->second.data[j];
+    }
+  }
+}
+
+bool ProgramExecutor::finishIteration(int microBatches, const SyncFn &sync,
+                                      std::string &error) {
+  ValueTable values;
+  auto fail = [&](const proto::PlanOp &op, const std::string &message) {
+    error = program.device() + ": " + op.name() + ": " + message;
+    return false;
+  };
+  double scale = 1.0 / static_cast<double>(std::max(1, microBatches));
   for (auto &[id, sum] : gradSum) {
     for (float &x : sum.data)
       x = static_cast<float>(x * scale);
-    values[id] = sum;
+    values[id] = std::move(sum);
   }
-
+  gradSum.clear();
   for (const proto::PlanOp &op : program.ops()) {
     if (phaseOf(op) != "opt")
       continue;
     const std::string &name = op.name();
-    if (name == "dtfm.grad_sync") { // one device: nothing to synchronise
-      values[op.results(0).id()] = values.at(op.operands(0));
+    if (name == "dtfm.grad_sync") {
+      Tensor grad = values.at(op.operands(0));
+      if (sync && !sync(op, grad, error))
+        return false;
+      values[op.results(0).id()] = std::move(grad);
       continue;
     }
     if (name != "dtfm.sgd_update" && name != "dtfm.adamw_update")
@@ -514,4 +524,25 @@ bool ProgramExecutor::step(const std::vector<MicroBatch> &batches,
                      floatAttr(op, "weight_decay", 0.01));
   }
   return true;
+}
+
+bool ProgramExecutor::step(const std::vector<MicroBatch> &batches,
+                           double &loss, std::string &error) {
+  loss = 0;
+  for (const MicroBatch &batch : batches) {
+    ValueTable values;
+    for (const proto::PlanOp &op : program.ops())
+      if (op.name() == "dtfm.send" || op.name() == "dtfm.recv") {
+        error = program.device() + ": " + op.name() +
+                ": needs a transport (run the plan with its workers)";
+        return false;
+      }
+    if (!runPhase("fwd", values, batch, loss, error) ||
+        !runPhase("bwd", values, batch, loss, error))
+      return false;
+    collectGradients(values);
+  }
+  loss /= static_cast<double>(std::max<size_t>(1, batches.size()));
+  // One device: gradient syncs are the identity.
+  return finishIteration(static_cast<int>(batches.size()), nullptr, error);
 }

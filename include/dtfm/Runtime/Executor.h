@@ -19,12 +19,14 @@
 
 #include "dtfm/Runtime/Cpu/Kernels.h"
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
 namespace dtfm::proto {
 class DeviceProgram;
+class PlanOp;
 } // namespace dtfm::proto
 
 namespace dtfm::runtime {
@@ -46,8 +48,15 @@ bool readTensorFile(const std::string &path,
                     std::map<std::string, cpu::Tensor> &tensors,
                     std::string &error);
 
+/// Values of one micro-batch, by value id.
+using ValueTable = std::map<int64_t, cpu::Tensor>;
+
 class ProgramExecutor {
 public:
+  /// Averages a gradient across its data-parallel group (dtfm.grad_sync).
+  using SyncFn = std::function<bool(const proto::PlanOp &op,
+                                    cpu::Tensor &grad, std::string &error)>;
+
   explicit ProgramExecutor(const proto::DeviceProgram &program);
 
   /// Parameters from their initializers (seeded per parameter name).
@@ -61,9 +70,23 @@ public:
 
   std::vector<InputSpec> inputs() const;
 
-  /// One training iteration over `batches`; `loss` is their mean loss.
+  /// One training iteration over `batches` on one device (no send/recv in
+  /// the program); `loss` is their mean loss.
   bool step(const std::vector<MicroBatch> &batches, double &loss,
             std::string &error);
+
+  /// The pieces of an iteration, for workers that move values between
+  /// devices: runs the compute ops of `phase` ("fwd" or "bwd") for one
+  /// micro-batch (received values must already be in `values`; sends are
+  /// left to the caller); adds the micro-batch's optimizer inputs to the
+  /// iteration's sums; after the last micro-batch, averages them, runs the
+  /// gradient syncs through `sync` and the updates. `loss` accumulates the
+  /// micro-batch's loss when this program computes one.
+  bool runPhase(const std::string &phase, ValueTable &values,
+                const MicroBatch &batch, double &loss, std::string &error);
+  void collectGradients(const ValueTable &values);
+  bool finishIteration(int microBatches, const SyncFn &sync,
+                       std::string &error);
 
   const std::map<std::string, cpu::Tensor> &parameters() const {
     return params;
@@ -72,6 +95,8 @@ public:
 private:
   const proto::DeviceProgram &program;
   std::map<std::string, cpu::Tensor> params;
+  std::map<int64_t, std::string> paramOfValue; // value id -> parameter
+  ValueTable gradSum; // optimizer inputs summed over micro-batches
   struct OptimizerState {
     cpu::Tensor m, v, velocity;
     int64_t step = 0;
