@@ -315,15 +315,16 @@ bool ProgramExecutor::loadParameters(const std::string &path,
   return true;
 }
 
-bool ProgramExecutor::saveParameters(const std::string &path,
-                                     std::string &error) const {
+bool dtfm::runtime::writeTensorFile(const std::string &path,
+                                    const std::map<std::string, Tensor> &tensors,
+                                    std::string &error) {
   std::string temp = path + ".tmp";
   {
     std::ofstream out(temp, std::ios::binary);
     out.write("DTFMPAR1", 8);
-    uint32_t count = static_cast<uint32_t>(params.size());
+    uint32_t count = static_cast<uint32_t>(tensors.size());
     out.write(reinterpret_cast<const char *>(&count), 4);
-    for (const auto &[name, t] : params) {
+    for (const auto &[name, t] : tensors) {
       uint32_t length = static_cast<uint32_t>(name.size());
       uint32_t rank = static_cast<uint32_t>(t.shape.size());
       out.write(reinterpret_cast<const char *>(&length), 4);
@@ -332,6 +333,7 @@ bool ProgramExecutor::saveParameters(const std::string &path,
       out.write(reinterpret_cast<const char *>(t.shape.data()), 8 * rank);
       out.write(reinterpret_cast<const char *>(t.data.data()), 4 * t.numel());
     }
+    out.flush();
     if (!out) {
       std::remove(temp.c_str());
       error = "cannot write '" + path + "'";
@@ -343,6 +345,71 @@ bool ProgramExecutor::saveParameters(const std::string &path,
     error = "cannot write '" + path + "'";
     return false;
   }
+  return true;
+}
+
+bool ProgramExecutor::saveParameters(const std::string &path,
+                                     std::string &error) const {
+  return writeTensorFile(path, params, error);
+}
+
+std::map<std::string, Tensor> ProgramExecutor::state() const {
+  std::map<std::string, Tensor> out;
+  for (const auto &[name, t] : params)
+    out["param/" + name] = t;
+  for (const auto &[name, s] : optimizer) {
+    if (!s.m.data.empty())
+      out["opt.m/" + name] = s.m;
+    if (!s.v.data.empty())
+      out["opt.v/" + name] = s.v;
+    if (!s.velocity.data.empty())
+      out["opt.velocity/" + name] = s.velocity;
+    // Steps are small integers: exact in fp32.
+    out["opt.step/" + name] = Tensor({1}, static_cast<float>(s.step));
+  }
+  return out;
+}
+
+bool ProgramExecutor::restoreState(const std::map<std::string, Tensor> &state,
+                                   std::string &error) {
+  std::map<std::string, Tensor> restored;
+  for (const proto::PlanOp &op : program.ops()) {
+    if (op.name() != "dtfm.param")
+      continue;
+    std::string name = stringAttr(op, "name");
+    auto it = state.find("param/" + name);
+    if (it == state.end() || it->second.shape != shapeOf(op.results(0))) {
+      error = "no parameter '" + name + "' of the right shape";
+      return false;
+    }
+    restored[name] = it->second;
+  }
+  std::map<std::string, OptimizerState> restoredOptimizer;
+  for (const auto &[key, t] : state) {
+    size_t slash = key.find('/');
+    std::string kind = key.substr(0, slash), name = key.substr(slash + 1);
+    if (kind == "param")
+      continue;
+    if (!restored.count(name)) {
+      error = "optimizer state for unknown parameter '" + name + "'";
+      return false;
+    }
+    OptimizerState &s = restoredOptimizer[name];
+    if (kind == "opt.m")
+      s.m = t;
+    else if (kind == "opt.v")
+      s.v = t;
+    else if (kind == "opt.velocity")
+      s.velocity = t;
+    else if (kind == "opt.step" && t.numel() == 1)
+      s.step = static_cast<int64_t>(t.data[0]);
+    else {
+      error = "unknown state entry '" + key + "'";
+      return false;
+    }
+  }
+  params = std::move(restored);
+  optimizer = std::move(restoredOptimizer);
   return true;
 }
 
@@ -492,17 +559,25 @@ bool ProgramExecutor::finishIteration(int microBatches, const SyncFn &sync,
     values[id] = std::move(sum);
   }
   gradSum.clear();
+  // Gradient syncs first, all in one bucket.
+  std::vector<std::pair<const proto::PlanOp *, Tensor *>> synced;
   for (const proto::PlanOp &op : program.ops()) {
-    if (phaseOf(op) != "opt")
+    if (phaseOf(op) != "opt" || op.name() != "dtfm.grad_sync")
+      continue;
+    auto in = values.find(op.operands(0));
+    if (in == values.end())
+      return fail(op, "its gradient was never computed");
+    values[op.results(0).id()] = in->second;
+  }
+  for (const proto::PlanOp &op : program.ops())
+    if (phaseOf(op) == "opt" && op.name() == "dtfm.grad_sync")
+      synced.push_back({&op, &values.at(op.results(0).id())});
+  if (sync && !synced.empty() && !sync(synced, error))
+    return false;
+  for (const proto::PlanOp &op : program.ops()) {
+    if (phaseOf(op) != "opt" || op.name() == "dtfm.grad_sync")
       continue;
     const std::string &name = op.name();
-    if (name == "dtfm.grad_sync") {
-      Tensor grad = values.at(op.operands(0));
-      if (sync && !sync(op, grad, error))
-        return false;
-      values[op.results(0).id()] = std::move(grad);
-      continue;
-    }
     if (name != "dtfm.sgd_update" && name != "dtfm.adamw_update")
       return fail(op, "unexpected op in the optimizer phase");
     auto p = paramOfValue.find(op.operands(0));

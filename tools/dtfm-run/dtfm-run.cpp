@@ -5,34 +5,36 @@
 //===----------------------------------------------------------------------===//
 //
 //   dtfm-run plan.pb --simulate [--trace out.json] [--report out.html] [--json]
-//   dtfm-run plan.pb --execute [--steps N] [--seed S] [--tokens file.bin]
-//            [--inputs inputs.bin] [--init-from params.bin]
-//            [--save-params params.bin]
+//   dtfm-run plan.pb --execute [options]
 //
-// Simulates one training iteration of the plan's device programs on the
-// cluster the plan carries (lib/Runtime/Simulator.h) and prints the
+// --simulate runs one training iteration of the plan's device programs on
+// the cluster the plan carries (lib/Runtime/Simulator.h) and prints the
 // iteration time, per-device busy and idle time, the bubble fraction, the
-// bytes per link and the achieved FLOP/s. --execute trains for real on the
-// CPU (lib/Runtime/Executor.h); this build executes single-device plans
-// (multi-device execution needs the transport, not built yet) and says so
-// for others.
+// bytes per link and the achieved FLOP/s.
+//
+// --execute trains for real on the CPU: one worker process per device
+// program on this machine (lib/Runtime/Launcher.h), or this process as one
+// worker of a multi-host run (--rank with --rendezvous, or --store for a
+// shared directory); see lib/Runtime/Worker.h.
 //
 //===----------------------------------------------------------------------===//
 
-#include "dtfm/Runtime/Executor.h"
+#include "dtfm/Planner/Cluster.h"
+#include "dtfm/Runtime/Launcher.h"
 #include "dtfm/Runtime/PlanLoader.h"
 #include "dtfm/Runtime/Report.h"
 #include "dtfm/Runtime/Simulator.h"
+#include "dtfm/Runtime/Worker.h"
 
 #include "plan.pb.h"
 
 #include <cstdio>
 #include <cstdlib>
-#include <map>
-#include <random>
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <unistd.h>
+#include <vector>
 
 using namespace dtfm;
 
@@ -44,168 +46,128 @@ static int fail(const std::string &message) {
 static const char *kUsage =
     "usage: dtfm-run <plan.pb> --simulate [--trace out.json] "
     "[--report out.html] [--json]\n"
-    "       dtfm-run <plan.pb> --execute [--steps N] [--seed S] "
-    "[--tokens file.bin] [--inputs inputs.bin] [--init-from params.bin] "
-    "[--save-params params.bin]\n";
+    "       dtfm-run <plan.pb> --execute [--steps N] [--seed S]\n"
+    "         data:        [--tokens file.bin] [--inputs inputs.bin]\n"
+    "         parameters:  [--init-from params.bin] [--save-params "
+    "params.bin]\n"
+    "         checkpoints: [--checkpoint-dir DIR] [--checkpoint-every K]\n"
+    "         links:       [--shape-links] [--serial-slots] "
+    "[--timeout SECONDS]\n"
+    "         output:      [--trace out.json] [--log steps.jsonl] "
+    "[--calibration-steps N]\n"
+    "         cluster:     [--cluster cluster.textproto] (refuse a plan "
+    "made for another)\n"
+    "         multi-host:  --rank R (--rendezvous HOST:PORT | --store DIR)\n";
 
-/// Vocabulary size: rows of the table an embedding reads, or 0.
-static int64_t vocabularyOf(const proto::DeviceProgram &program) {
-  std::map<int64_t, int64_t> rows;
-  for (const proto::PlanOp &op : program.ops()) {
-    if (op.name() == "dtfm.param" && op.results_size() == 1 &&
-        op.results(0).shape_size() == 2)
-      rows[op.results(0).id()] = op.results(0).shape(0);
-    if (op.name() == "dtfm.embedding" && op.operands_size() == 2 &&
-        rows.count(op.operands(1)))
-      return rows[op.operands(1)];
+/// A positive integer option value, or an error.
+static bool positive(const char *flag, const char *text, long long &value) {
+  char *end = nullptr;
+  value = std::strtoll(text, &end, 10);
+  if (!end || *end != '\0' || value <= 0) {
+    std::fprintf(stderr, "dtfm-run: error: %s expects a positive integer, "
+                         "got '%s'\n",
+                 flag, text);
+    return false;
   }
-  return 0;
-}
-
-/// Trains a single-device plan for real.
-static int execute(const std::string &planPath, const proto::Plan &plan,
-                   int steps, uint64_t seed, const std::string &tokensPath,
-                   const std::string &inputsPath, const std::string &initPath,
-                   const std::string &savePath) {
-  if (plan.programs_size() != 1)
-    return fail(planPath + ": " + std::to_string(plan.programs_size()) +
-                " device programs; this build executes single-device plans "
-                "only (use --simulate for the others)");
-  const proto::DeviceProgram &program = plan.programs(0);
-  runtime::ProgramExecutor executor(program);
-  std::string error;
-  if (!(initPath.empty() ? executor.initialize(seed, error)
-                         : executor.loadParameters(initPath, error)))
-    return fail(error);
-  int microBatches = static_cast<int>(std::max<int64_t>(1, plan.micro_batches()));
-  std::vector<runtime::InputSpec> specs = executor.inputs();
-  int64_t vocab = vocabularyOf(program);
-
-  // Token stream: from the file (int32), or synthetic from the seed. Each
-  // micro-batch takes B x (S + 1) tokens: inputs are the first S of a row,
-  // labels the last S (next-token prediction).
-  std::vector<int32_t> stream;
-  if (!tokensPath.empty()) {
-    std::ifstream in(tokensPath, std::ios::binary | std::ios::ate);
-    if (!in)
-      return fail(tokensPath + ": cannot open token file");
-    std::streamsize size = in.tellg();
-    if (size <= 0 || size % 4 != 0)
-      return fail(tokensPath + ": expected int32 tokens");
-    stream.resize(size / 4);
-    in.seekg(0);
-    in.read(reinterpret_cast<char *>(stream.data()), size);
-    for (int32_t t : stream)
-      if (t < 0 || (vocab > 0 && t >= vocab))
-        return fail(tokensPath + ": token " + std::to_string(t) +
-                    " outside the vocabulary of " + std::to_string(vocab));
-  }
-  // Explicit inputs: tensors named "<input>@<k>" for the k-th micro-batch of
-  // the run (counting across steps).
-  std::map<std::string, runtime::cpu::Tensor> given;
-  if (!inputsPath.empty() &&
-      !runtime::readTensorFile(inputsPath, given, error))
-    return fail(error);
-  int64_t microBatchIndex = 0;
-  std::mt19937_64 rng(seed ^ 0x5eedull);
-  size_t cursor = 0;
-  auto nextToken = [&]() -> float {
-    if (!stream.empty()) {
-      int32_t t = stream[cursor % stream.size()];
-      ++cursor;
-      return static_cast<float>(t);
-    }
-    return static_cast<float>(rng() % static_cast<uint64_t>(std::max<int64_t>(vocab, 2)));
-  };
-  for (int step = 1; step <= steps; ++step) {
-    std::vector<runtime::MicroBatch> batches(microBatches);
-    for (runtime::MicroBatch &batch : batches) {
-      for (const runtime::InputSpec &spec : specs) {
-        auto it = given.find(spec.name + "@" + std::to_string(microBatchIndex));
-        if (it == given.end())
-          continue;
-        if (it->second.shape != spec.shape)
-          return fail(inputsPath + ": '" + it->first + "' has the wrong shape");
-        batch[spec.name] = it->second;
-      }
-      ++microBatchIndex;
-      const runtime::InputSpec *tokens = nullptr, *labels = nullptr;
-      for (const runtime::InputSpec &spec : specs) {
-        if (spec.isInteger && !spec.isLabel && spec.shape.size() == 2)
-          tokens = &spec;
-        if (spec.isInteger && spec.isLabel && spec.shape.size() == 2)
-          labels = &spec;
-      }
-      if (tokens && labels && tokens->shape == labels->shape &&
-          !batch.count(tokens->name) && !batch.count(labels->name)) {
-        runtime::cpu::Tensor in(tokens->shape), out(labels->shape);
-        int64_t rows = tokens->shape[0], seq = tokens->shape[1];
-        for (int64_t r = 0; r < rows; ++r) {
-          std::vector<float> row(seq + 1);
-          for (float &t : row)
-            t = nextToken();
-          for (int64_t j = 0; j < seq; ++j) {
-            in.data[r * seq + j] = row[j];
-            out.data[r * seq + j] = row[j + 1];
-          }
-        }
-        batch[tokens->name] = in;
-        batch[labels->name] = out;
-      }
-      for (const runtime::InputSpec &spec : specs) {
-        if (batch.count(spec.name))
-          continue;
-        runtime::cpu::Tensor t(spec.shape);
-        std::normal_distribution<double> normal(0, 1);
-        for (float &x : t.data)
-          x = spec.isInteger ? nextToken() : static_cast<float>(normal(rng));
-        batch[spec.name] = t;
-      }
-    }
-    double loss = 0;
-    if (!executor.step(batches, loss, error))
-      return fail(planPath + ": " + error);
-    std::printf("step %d loss %.6f\n", step, loss);
-    std::fflush(stdout);
-  }
-  if (!savePath.empty() && !executor.saveParameters(savePath, error))
-    return fail(error);
-  return 0;
+  return true;
 }
 
 int main(int argc, char **argv) {
-  std::string planPath, tracePath, reportPath, tokensPath, inputsPath,
-      initPath, savePath;
+  std::string planPath, tracePath, reportPath, clusterPath;
   bool simulateFlag = false, json = false, executeFlag = false;
-  int steps = 1;
-  uint64_t seed = 0;
+  bool logGiven = false;
+  runtime::WorkerOptions worker;
+  worker.rank = -1;
+  // What the launcher passes on to each local worker.
+  std::vector<std::string> forwarded;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
+    bool hasValue = i + 1 < argc;
+    auto takesValue = [&](const char *flag) { return arg == flag && hasValue; };
+    long long number = 0;
     if (arg == "--simulate")
       simulateFlag = true;
     else if (arg == "--execute")
       executeFlag = true;
-    else if (arg == "--steps" && i + 1 < argc) {
-      steps = std::atoi(argv[++i]);
-      if (steps <= 0)
-        return fail("--steps must be positive");
-    } else if (arg == "--seed" && i + 1 < argc)
-      seed = std::strtoull(argv[++i], nullptr, 10);
-    else if (arg == "--tokens" && i + 1 < argc)
-      tokensPath = argv[++i];
-    else if (arg == "--inputs" && i + 1 < argc)
-      inputsPath = argv[++i];
-    else if (arg == "--init-from" && i + 1 < argc)
-      initPath = argv[++i];
-    else if (arg == "--save-params" && i + 1 < argc)
-      savePath = argv[++i];
-    else if (arg == "--json")
+    else if (takesValue("--steps") || takesValue("--checkpoint-every") ||
+             takesValue("--timeout") || takesValue("--calibration-steps")) {
+      const char *value = argv[++i];
+      if (arg == "--calibration-steps") {
+        char *end = nullptr;
+        number = std::strtoll(value, &end, 10);
+        if (!end || *end != '\0' || number < 0)
+          return fail("--calibration-steps expects a count, got '" +
+                      std::string(value) + "'");
+      } else if (!positive(arg.c_str(), value, number)) {
+        return 1;
+      }
+      if (arg == "--steps")
+        worker.steps = static_cast<int>(number);
+      else if (arg == "--checkpoint-every")
+        worker.checkpointEvery = static_cast<int>(number);
+      else if (arg == "--timeout")
+        worker.timeout = std::chrono::seconds(number);
+      else
+        worker.calibrationSteps = static_cast<int>(number);
+      forwarded.insert(forwarded.end(), {arg, value});
+      continue;
+    } else if (takesValue("--seed")) {
+      char *end = nullptr;
+      worker.seed = std::strtoull(argv[++i], &end, 10);
+      if (!end || *end != '\0')
+        return fail("--seed expects an integer, got '" +
+                    std::string(argv[i]) + "'");
+      forwarded.insert(forwarded.end(), {arg, argv[i]});
+      continue;
+    } else if (takesValue("--rank")) {
+      char *end = nullptr;
+      worker.rank = static_cast<int>(std::strtol(argv[++i], &end, 10));
+      if (!end || *end != '\0' || worker.rank < 0)
+        return fail("--rank expects a rank, got '" + std::string(argv[i]) +
+                    "'");
+    } else if (takesValue("--tokens") || takesValue("--inputs") ||
+               takesValue("--init-from") || takesValue("--save-params") ||
+               takesValue("--checkpoint-dir") || takesValue("--log") ||
+               takesValue("--rendezvous") || takesValue("--store") ||
+               takesValue("--cluster")) {
+      std::string value = argv[++i];
+      if (arg == "--tokens")
+        worker.tokensPath = value;
+      else if (arg == "--inputs")
+        worker.inputsPath = value;
+      else if (arg == "--init-from")
+        worker.initPath = value;
+      else if (arg == "--save-params")
+        worker.savePath = value;
+      else if (arg == "--checkpoint-dir")
+        worker.checkpointDir = value;
+      else if (arg == "--log") {
+        worker.logPath = value;
+        logGiven = true;
+      } else if (arg == "--rendezvous")
+        worker.rendezvous = value;
+      else if (arg == "--store")
+        worker.storeDir = value;
+      else
+        clusterPath = value;
+      if (arg != "--rendezvous" && arg != "--store")
+        forwarded.insert(forwarded.end(), {arg, value});
+      continue;
+    } else if (arg == "--shape-links" || arg == "--serial-slots") {
+      (arg == "--shape-links" ? worker.shapeLinks : worker.serialSlots) = true;
+      forwarded.push_back(arg);
+      continue;
+    } else if (arg == "--json")
       json = true;
-    else if (arg == "--trace" && i + 1 < argc)
+    else if (arg == "--trace" && hasValue) {
       tracePath = argv[++i];
-    else if (arg.rfind("--trace=", 0) == 0)
+      forwarded.insert(forwarded.end(), {arg, tracePath});
+      continue;
+    } else if (arg.rfind("--trace=", 0) == 0) {
       tracePath = arg.substr(8);
-    else if (arg == "--report" && i + 1 < argc)
+      forwarded.push_back(arg);
+      continue;
+    } else if (arg == "--report" && hasValue)
       reportPath = argv[++i];
     else if (arg.rfind("--report=", 0) == 0)
       reportPath = arg.substr(9);
@@ -213,7 +175,8 @@ int main(int argc, char **argv) {
       std::fputs(kUsage, stdout);
       return 0;
     } else if (!arg.empty() && arg[0] == '-')
-      return fail("unknown option '" + arg + "'\n" + kUsage);
+      return fail("unknown option '" + arg + "' (or its value is missing)\n" +
+                  kUsage);
     else if (planPath.empty())
       planPath = arg;
     else
@@ -229,9 +192,45 @@ int main(int argc, char **argv) {
   if (simulateFlag == executeFlag)
     return fail(std::string("give exactly one of --simulate and --execute\n") +
                 kUsage);
-  if (executeFlag)
-    return execute(planPath, plan, steps, seed, tokensPath, inputsPath,
-                   initPath, savePath);
+  if (!clusterPath.empty()) {
+    planner::Cluster cluster;
+    if (!planner::loadClusterFile(clusterPath, cluster, error))
+      return fail(error);
+    if (planner::clusterFingerprint(cluster) != plan.cluster_fingerprint())
+      return fail(planPath + ": made for cluster '" + plan.cluster_name() +
+                  "', not for " + clusterPath + " ('" + cluster.name +
+                  "'); plan again for this cluster");
+  }
+  if (executeFlag) {
+    if (!logGiven)
+      worker.logPath = planPath + ".log.jsonl";
+    worker.tracePath = tracePath;
+    worker.progressBar = ::isatty(STDOUT_FILENO);
+    if (!worker.checkpointDir.empty() &&
+        ::access(worker.checkpointDir.c_str(), W_OK) != 0)
+      return fail("--checkpoint-dir " + worker.checkpointDir +
+                  ": not a writable directory");
+    if (worker.rank >= 0) {
+      if (plan.programs_size() > 1 && worker.rendezvous.empty() &&
+          worker.storeDir.empty())
+        return fail("--rank needs --rendezvous HOST:PORT or --store DIR");
+      return runtime::runWorker(planPath, plan, worker);
+    }
+    if (!worker.rendezvous.empty() || !worker.storeDir.empty())
+      return fail("--rendezvous and --store go with --rank");
+    if (plan.programs_size() == 1) {
+      worker.rank = 0;
+      return runtime::runWorker(planPath, plan, worker);
+    }
+    std::vector<std::string> arguments = {planPath, "--execute"};
+    arguments.insert(arguments.end(), forwarded.begin(), forwarded.end());
+    if (!logGiven)
+      arguments.insert(arguments.end(), {"--log", worker.logPath});
+    std::vector<std::string> devices;
+    for (const proto::DeviceProgram &p : plan.programs())
+      devices.push_back(p.device());
+    return runtime::launchLocalWorkers(arguments, devices, worker.timeout);
+  }
 
   runtime::SimInput input;
   if (!runtime::simulationInput(plan, input, error))

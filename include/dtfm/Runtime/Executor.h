@@ -48,14 +48,21 @@ bool readTensorFile(const std::string &path,
                     std::map<std::string, cpu::Tensor> &tensors,
                     std::string &error);
 
+/// Writes tensors in that format; temp file + rename (never half-written).
+bool writeTensorFile(const std::string &path,
+                     const std::map<std::string, cpu::Tensor> &tensors,
+                     std::string &error);
+
 /// Values of one micro-batch, by value id.
 using ValueTable = std::map<int64_t, cpu::Tensor>;
 
 class ProgramExecutor {
 public:
-  /// Averages a gradient across its data-parallel group (dtfm.grad_sync).
-  using SyncFn = std::function<bool(const proto::PlanOp &op,
-                                    cpu::Tensor &grad, std::string &error)>;
+  /// Averages the gradients of the program's dtfm.grad_sync ops across
+  /// their data-parallel groups, all at once (one bucket), in place.
+  using SyncFn = std::function<bool(
+      const std::vector<std::pair<const proto::PlanOp *, cpu::Tensor *>> &grads,
+      std::string &error)>;
 
   explicit ProgramExecutor(const proto::DeviceProgram &program);
 
@@ -69,6 +76,13 @@ public:
   bool saveParameters(const std::string &path, std::string &error) const;
 
   std::vector<InputSpec> inputs() const;
+
+  /// Parameters and optimizer state ("param/<name>", "opt.m/<name>", ...),
+  /// for checkpoints; restoreState takes them back (every parameter of the
+  /// program must be there).
+  std::map<std::string, cpu::Tensor> state() const;
+  bool restoreState(const std::map<std::string, cpu::Tensor> &state,
+                    std::string &error);
 
   /// One training iteration over `batches` on one device (no send/recv in
   /// the program); `loss` is their mean loss.

@@ -1,10 +1,14 @@
 """PyTorch oracle for dtfm-run --execute on the tiny GPT.
 
-  prepare DIR  writes DIR/params.bin (DTFMPAR1) and DIR/tokens.bin (int32)
-  check DIR LOG  rebuilds the same model in torch, trains the same steps with
-               SGD (lr 0.1, momentum 0.9, weight decay 0.01), and compares
-               the losses dtfm-run printed (LOG) and its saved parameters
-               (DIR/after.bin).
+  prepare DIR [STEPS MICRO]  writes DIR/params.bin (DTFMPAR1) and
+               DIR/tokens.bin (int32)
+  check DIR LOG [STEPS MICRO]  rebuilds the same model in torch, trains the
+               same steps with SGD (lr 0.1, momentum 0.9, weight decay 0.01),
+               and compares the losses dtfm-run printed (LOG) and its saved
+               parameters (DIR/after.bin).
+
+STEPS and MICRO (micro-batches per step over every data-parallel replica;
+2 and 2 by default) must match the run.
 """
 import math
 import struct
@@ -155,6 +159,10 @@ def check(d, log):
 
 if __name__ == "__main__":
     if sys.argv[1] == "prepare":
+        if len(sys.argv) > 3:
+            STEPS, MICRO_BATCHES = int(sys.argv[3]), int(sys.argv[4])
         prepare(sys.argv[2])
     else:
+        if len(sys.argv) > 4:
+            STEPS, MICRO_BATCHES = int(sys.argv[4]), int(sys.argv[5])
         check(sys.argv[2], sys.argv[3])

@@ -1,0 +1,107 @@
+//===- Transport.h - Moving tensors between workers --------------*- C++ -*-===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+//
+// The workers of a plan (one per device program, world rank = the program's
+// index in the plan) bootstrap through a key-value store -- Gloo's file
+// store for workers on one machine, or a small TCP store served by rank 0
+// for multi-host runs -- and then move tensors with Gloo's TCP transport:
+// point-to-point messages for the pipeline, allreduce for each data-parallel
+// group.
+//
+// Sends are queued: one link thread per destination takes them in order.
+// With link shaping on, each direction behaves like the cluster's link: a
+// message occupies the link for bytes / bandwidth (messages queue behind
+// each other: a token bucket without burst) and is delivered one latency
+// after it has left, so the paper's scenarios can be reproduced on loopback.
+//
+// Every failure names the peer: a peer that never shows up in the store, a
+// closed connection (the peer died), a wait that outlives the timeout.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTFM_RUNTIME_TRANSPORT_H
+#define DTFM_RUNTIME_TRANSPORT_H
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dtfm::runtime {
+
+/// One direction of a link; bytesPerSecond 0 means unshaped.
+struct LinkShape {
+  double latencySeconds = 0;
+  double bytesPerSecond = 0;
+};
+
+struct TransportOptions {
+  int rank = 0;
+  std::vector<std::string> names; ///< device of each world rank
+  /// Rendezvous: a directory shared by the local workers (Gloo file store),
+  /// or "host:port" of the TCP store rank 0 serves.
+  std::string storeDir;
+  std::string rendezvous;
+  /// Bound on every wait: rendezvous, receives, sends, collectives.
+  std::chrono::milliseconds timeout{60000};
+  /// size x size, row = sender; empty for unshaped links.
+  std::vector<LinkShape> links;
+  /// World ranks of each collective group this rank belongs to (every
+  /// member passes the same groups, in the same order).
+  std::vector<std::vector<int>> groups;
+};
+
+class Transport {
+public:
+  static std::unique_ptr<Transport> connect(const TransportOptions &options,
+                                            std::string &error);
+  ~Transport();
+
+  int rank() const;
+  int size() const;
+  /// "cpu3 (rank 3)".
+  std::string describe(int rank) const;
+
+  /// Queues a message for `peer` (asynchronous; errors surface on a later
+  /// call or on flush). `leaves` (if given) is when the message will have
+  /// left this end of a shaped link (now on an unshaped one); control
+  /// messages (losses, checkpoints, traces) are never shaped. The receiver
+  /// must post the matching recv: Gloo hands a message over only then.
+  bool send(int peer, uint64_t slot, std::vector<char> message,
+            std::string &error,
+            std::chrono::steady_clock::time_point *leaves = nullptr,
+            bool control = false);
+  /// Receives exactly `bytes` bytes from `peer` into `data`.
+  bool recv(int peer, uint64_t slot, void *data, size_t bytes,
+            std::string &error);
+  /// Posts a receive without waiting (messages for it may then arrive in
+  /// any order relative to other receives); waitPosted completes it.
+  int postRecv(int peer, uint64_t slot, void *data, size_t bytes);
+  bool waitPosted(int handle, std::string &error);
+  /// Waits until every queued message has left.
+  bool flush(std::string &error);
+  /// Sums `data` over the members of group `group` (index into the
+  /// options' groups), in place.
+  bool allreduceSum(int group, float *data, size_t count, std::string &error);
+  /// Every rank of the world has reached this point.
+  bool barrier(std::string &error);
+  /// The smallest of every rank's `value`.
+  bool allreduceMin(int64_t &value, std::string &error);
+
+private:
+  struct Impl;
+  explicit Transport(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl;
+};
+
+/// Parses "host:port"; false with an error for anything else.
+bool parseHostPort(const std::string &text, std::string &host, int &port,
+                   std::string &error);
+
+} // namespace dtfm::runtime
+
+#endif // DTFM_RUNTIME_TRANSPORT_H

@@ -1,0 +1,69 @@
+//===- Worker.h - One device of a plan, trained for real ---------*- C++ -*-===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+//
+// A worker runs one device program of a plan (world rank = its index in the
+// plan). Its three slots are three threads following the program's
+// streams, the CPU counterpart of DT-FM's three CUDA streams: the receive
+// thread takes "F3<1" entries in order into preallocated buffers, the
+// compute thread runs "F3"/"B3" as soon as their receives are in, the send
+// thread hands "F3>1" entries to the transport as soon as they are
+// computed. Nothing waits for the other workers except the data it needs:
+// no barrier per micro-batch; the gradient allreduce of each data-parallel
+// group ends the iteration.
+//
+// Values used once per iteration (a tied embedding sent to the last stage)
+// travel with micro-batch 0's forward; their gradients are summed over the
+// micro-batches and travel with the last backward.
+//
+// Rank 0 reports each step (loss over every pipeline and micro-batch,
+// tokens/s, GFLOP/s, measured vs simulated iteration time), gathers the
+// parameters for --save-params and the events for --trace.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTFM_RUNTIME_WORKER_H
+#define DTFM_RUNTIME_WORKER_H
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace dtfm::proto {
+class Plan;
+} // namespace dtfm::proto
+
+namespace dtfm::runtime {
+
+struct WorkerOptions {
+  int rank = 0;
+  int steps = 1;
+  uint64_t seed = 0;
+  std::string tokensPath, inputsPath, initPath, savePath;
+  /// Checkpoints: every `checkpointEvery` steps (0: only at the end) and
+  /// at the end; a run resumes from the newest complete one.
+  std::string checkpointDir;
+  int checkpointEvery = 0;
+  bool shapeLinks = false;
+  /// One thread does receive, compute and send in turn (the baseline the
+  /// overlap benchmark compares against).
+  bool serialSlots = false;
+  std::chrono::milliseconds timeout{60000};
+  std::string storeDir, rendezvous;
+  std::string tracePath, logPath;
+  /// Steps that calibrate the simulator's device speeds before the
+  /// predictions are printed (0: the plan's speeds as they are).
+  int calibrationSteps = 1;
+  bool progressBar = false;
+};
+
+/// Runs the worker of `options.rank`; returns the process exit status.
+/// Errors are printed as "dtfm-run: error: <device> (rank r): ...".
+int runWorker(const std::string &planPath, const proto::Plan &plan,
+              const WorkerOptions &options);
+
+} // namespace dtfm::runtime
+
+#endif // DTFM_RUNTIME_WORKER_H

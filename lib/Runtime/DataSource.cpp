@@ -1,0 +1,111 @@
+//===- DataSource.cpp - Training data for the workers ---------------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Runtime/DataSource.h"
+
+#include <fstream>
+#include <random>
+
+using namespace dtfm::runtime;
+
+bool DataSource::open(const std::string &tokensPath,
+                      const std::string &inputs, uint64_t seedValue,
+                      int64_t vocab, std::string &error) {
+  seed = seedValue;
+  vocabulary = vocab;
+  inputsPath = inputs;
+  tokens.clear();
+  given.clear();
+  if (!tokensPath.empty()) {
+    std::ifstream in(tokensPath, std::ios::binary | std::ios::ate);
+    if (!in) {
+      error = tokensPath + ": cannot open token file";
+      return false;
+    }
+    std::streamsize size = in.tellg();
+    if (size <= 0 || size % 4 != 0) {
+      error = tokensPath + ": expected int32 tokens";
+      return false;
+    }
+    tokens.resize(size / 4);
+    in.seekg(0);
+    in.read(reinterpret_cast<char *>(tokens.data()), size);
+    for (size_t i = 0; i < tokens.size(); ++i)
+      if (tokens[i] < 0 || (vocabulary > 0 && tokens[i] >= vocabulary)) {
+        error = tokensPath + ": token " + std::to_string(tokens[i]) +
+                " at position " + std::to_string(i) +
+                " outside the vocabulary of " + std::to_string(vocabulary);
+        return false;
+      }
+  }
+  if (!inputsPath.empty() && !readTensorFile(inputsPath, given, error))
+    return false;
+  return true;
+}
+
+bool DataSource::microBatch(int64_t index, const std::vector<InputSpec> &specs,
+                            MicroBatch &batch, std::string &error) const {
+  batch.clear();
+  for (const InputSpec &spec : specs) {
+    auto it = given.find(spec.name + "@" + std::to_string(index));
+    if (it == given.end())
+      continue;
+    if (it->second.shape != spec.shape) {
+      error = inputsPath + ": '" + it->first + "' has the wrong shape";
+      return false;
+    }
+    batch[spec.name] = it->second;
+  }
+  std::mt19937_64 rng(seed ^ (0x9e3779b97f4a7c15ull * (index + 1)));
+  uint64_t range = static_cast<uint64_t>(std::max<int64_t>(vocabulary, 2));
+
+  const InputSpec *inputs = nullptr, *labels = nullptr;
+  for (const InputSpec &spec : specs) {
+    if (spec.isInteger && !spec.isLabel && spec.shape.size() == 2)
+      inputs = &spec;
+    if (spec.isInteger && spec.isLabel && spec.shape.size() == 2)
+      labels = &spec;
+  }
+  // A stage may hold only one side of the pair (first stage: inputs, last:
+  // labels): both come from the same rows.
+  const InputSpec *pair = inputs ? inputs : labels;
+  bool matched = !(inputs && labels) || inputs->shape == labels->shape;
+  if (pair && matched &&
+      !(inputs && batch.count(inputs->name)) &&
+      !(labels && batch.count(labels->name))) {
+    int64_t rows = pair->shape[0], seq = pair->shape[1];
+    cpu::Tensor in(pair->shape), out(pair->shape);
+    size_t position = static_cast<size_t>(index * rows * (seq + 1));
+    std::vector<float> row(seq + 1);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (float &t : row) {
+        t = tokens.empty()
+                ? static_cast<float>(rng() % range)
+                : static_cast<float>(tokens[position % tokens.size()]);
+        ++position;
+      }
+      for (int64_t j = 0; j < seq; ++j) {
+        in.data[r * seq + j] = row[j];
+        out.data[r * seq + j] = row[j + 1];
+      }
+    }
+    if (inputs)
+      batch[inputs->name] = std::move(in);
+    if (labels)
+      batch[labels->name] = std::move(out);
+  }
+  for (const InputSpec &spec : specs) {
+    if (batch.count(spec.name))
+      continue;
+    cpu::Tensor t(spec.shape);
+    std::normal_distribution<double> normal(0, 1);
+    for (float &x : t.data)
+      x = spec.isInteger ? static_cast<float>(rng() % range)
+                         : static_cast<float>(normal(rng));
+    batch[spec.name] = std::move(t);
+  }
+  return true;
+}

@@ -1,0 +1,688 @@
+//===- Transport.cpp - Moving tensors between workers ---------------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Runtime/Transport.h"
+
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/common/error.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+
+using namespace dtfm::runtime;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+//===--- stores -----------------------------------------------------------===//
+
+/// A Gloo store that can also say whether a key is there yet (to name the
+/// peers that never showed up).
+class KeyValueStore : public gloo::rendezvous::Store {
+public:
+  virtual bool has(const std::string &key) = 0;
+};
+
+class LocalFileStore : public KeyValueStore {
+public:
+  explicit LocalFileStore(const std::string &dir) : files(dir) {}
+  void set(const std::string &key, const std::vector<char> &data) override {
+    files.set(key, data);
+  }
+  std::vector<char> get(const std::string &key) override {
+    return files.get(key);
+  }
+  void wait(const std::vector<std::string> &keys) override {
+    files.wait(keys);
+  }
+  void wait(const std::vector<std::string> &keys,
+            const std::chrono::milliseconds &timeout) override {
+    files.wait(keys, timeout);
+  }
+  bool has(const std::string &key) override { return files.has(key); }
+
+private:
+  struct Files : gloo::rendezvous::FileStore {
+    using FileStore::FileStore;
+    bool has(const std::string &key) { return check({key}); }
+  } files;
+};
+
+bool writeAll(int fd, const void *data, size_t size) {
+  const char *p = static_cast<const char *>(data);
+  while (size > 0) {
+    ssize_t n = ::send(fd, p, size, MSG_NOSIGNAL);
+    if (n <= 0)
+      return false;
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool readAll(int fd, void *data, size_t size) {
+  char *p = static_cast<char *>(data);
+  while (size > 0) {
+    ssize_t n = ::recv(fd, p, size, 0);
+    if (n <= 0)
+      return false;
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool readString(int fd, std::string &s) {
+  uint32_t length = 0;
+  if (!readAll(fd, &length, 4) || length > (64u << 20))
+    return false;
+  s.resize(length);
+  return readAll(fd, s.data(), length);
+}
+
+bool writeString(int fd, const char *data, size_t size) {
+  uint32_t length = static_cast<uint32_t>(size);
+  return writeAll(fd, &length, 4) && writeAll(fd, data, size);
+}
+
+/// The TCP store rank 0 serves for multi-host runs. Requests: 'S' key value
+/// (set), 'G' key (get: a found byte, then the value).
+class TcpStoreServer {
+public:
+  bool start(int port, std::string &error) {
+    listener = ::socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_ANY);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    if (listener < 0 ||
+        ::bind(listener, reinterpret_cast<sockaddr *>(&addr), sizeof addr) !=
+            0 ||
+        ::listen(listener, 64) != 0) {
+      error = "cannot serve the rendezvous store on port " +
+              std::to_string(port) + ": " + std::strerror(errno);
+      if (listener >= 0)
+        ::close(listener);
+      listener = -1;
+      return false;
+    }
+    acceptor = std::thread([this] { acceptLoop(); });
+    return true;
+  }
+
+  ~TcpStoreServer() {
+    stopping = true;
+    if (acceptor.joinable())
+      acceptor.join();
+    for (std::thread &t : clients)
+      t.join();
+    if (listener >= 0)
+      ::close(listener);
+  }
+
+private:
+  void acceptLoop() {
+    while (!stopping) {
+      pollfd p{listener, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0)
+        continue;
+      int fd = ::accept(listener, nullptr, nullptr);
+      if (fd >= 0)
+        clients.emplace_back([this, fd] { serve(fd); });
+    }
+  }
+
+  void serve(int fd) {
+    while (!stopping) {
+      pollfd p{fd, POLLIN, 0};
+      int ready = ::poll(&p, 1, 50);
+      if (ready == 0)
+        continue;
+      char op = 0;
+      std::string key, value;
+      if (ready < 0 || !readAll(fd, &op, 1) || !readString(fd, key))
+        break;
+      if (op == 'S') {
+        if (!readString(fd, value))
+          break;
+        std::lock_guard<std::mutex> lock(mutex);
+        data[key] = value;
+        continue;
+      }
+      bool found;
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        auto it = data.find(key);
+        found = it != data.end();
+        if (found)
+          value = it->second;
+      }
+      char flag = found ? 1 : 0;
+      if (!writeAll(fd, &flag, 1) ||
+          (found && !writeString(fd, value.data(), value.size())))
+        break;
+    }
+    ::close(fd);
+  }
+
+  int listener = -1;
+  std::atomic<bool> stopping{false};
+  std::thread acceptor;
+  std::vector<std::thread> clients;
+  std::mutex mutex;
+  std::map<std::string, std::string> data;
+};
+
+class TcpStoreClient : public KeyValueStore {
+public:
+  TcpStoreClient(int fd, std::chrono::milliseconds timeout)
+      : fd(fd), timeout(timeout) {}
+  ~TcpStoreClient() override { ::close(fd); }
+
+  static std::unique_ptr<TcpStoreClient>
+  connect(const std::string &host, int port,
+          std::chrono::milliseconds timeout, std::string &error) {
+    addrinfo hints{}, *found = nullptr;
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints,
+                      &found) != 0 ||
+        !found) {
+      error = "cannot resolve rendezvous host '" + host + "'";
+      return nullptr;
+    }
+    Clock::time_point deadline = Clock::now() + timeout;
+    while (true) {
+      int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      if (fd >= 0 &&
+          ::connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
+        ::freeaddrinfo(found);
+        int one = 1;
+        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        return std::make_unique<TcpStoreClient>(fd, timeout);
+      }
+      if (fd >= 0)
+        ::close(fd);
+      if (Clock::now() >= deadline)
+        break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ::freeaddrinfo(found);
+    error = "no rendezvous store at " + host + ":" + std::to_string(port) +
+            " within " + std::to_string(timeout.count()) +
+            " ms (is rank 0 running?)";
+    return nullptr;
+  }
+
+  void set(const std::string &key, const std::vector<char> &value) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    char op = 'S';
+    if (!writeAll(fd, &op, 1) || !writeString(fd, key.data(), key.size()) ||
+        !writeString(fd, value.data(), value.size()))
+      throw gloo::IoException("lost the rendezvous store");
+  }
+
+  bool lookup(const std::string &key, std::vector<char> *value) {
+    std::lock_guard<std::mutex> lock(mutex);
+    char op = 'G', found = 0;
+    if (!writeAll(fd, &op, 1) || !writeString(fd, key.data(), key.size()) ||
+        !readAll(fd, &found, 1))
+      throw gloo::IoException("lost the rendezvous store");
+    if (!found)
+      return false;
+    std::string text;
+    if (!readString(fd, text))
+      throw gloo::IoException("lost the rendezvous store");
+    if (value)
+      value->assign(text.begin(), text.end());
+    return true;
+  }
+
+  bool has(const std::string &key) override { return lookup(key, nullptr); }
+
+  std::vector<char> get(const std::string &key) override {
+    wait({key}, timeout);
+    std::vector<char> value;
+    lookup(key, &value);
+    return value;
+  }
+
+  void wait(const std::vector<std::string> &keys) override {
+    wait(keys, timeout);
+  }
+
+  void wait(const std::vector<std::string> &keys,
+            const std::chrono::milliseconds &limit) override {
+    Clock::time_point deadline = Clock::now() + limit;
+    for (const std::string &key : keys)
+      while (!has(key)) {
+        if (Clock::now() >= deadline)
+          throw gloo::IoException("timed out waiting for store key '" + key +
+                                  "'");
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+  }
+
+private:
+  int fd;
+  std::chrono::milliseconds timeout;
+  std::mutex mutex;
+};
+
+/// The address this machine uses to reach `host` (no packet is sent).
+std::string localAddressToward(const std::string &host, int port) {
+  if (host == "localhost" || host.rfind("127.", 0) == 0)
+    return "127.0.0.1";
+  addrinfo hints{}, *found = nullptr;
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  std::string result = "127.0.0.1";
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints,
+                    &found) == 0 &&
+      found) {
+    int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+    sockaddr_in local{};
+    socklen_t length = sizeof local;
+    if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr *>(&local), &length) ==
+            0) {
+      char text[INET_ADDRSTRLEN];
+      if (::inet_ntop(AF_INET, &local.sin_addr, text, sizeof text))
+        result = text;
+    }
+    if (fd >= 0)
+      ::close(fd);
+    ::freeaddrinfo(found);
+  }
+  return result;
+}
+
+} // namespace
+
+bool dtfm::runtime::parseHostPort(const std::string &text, std::string &host,
+                                  int &port, std::string &error) {
+  size_t colon = text.rfind(':');
+  char *end = nullptr;
+  long value = colon == std::string::npos
+                   ? 0
+                   : std::strtol(text.c_str() + colon + 1, &end, 10);
+  if (colon == std::string::npos || colon == 0 || !end || *end != '\0' ||
+      value <= 0 || value > 65535) {
+    error = "--rendezvous: expected host:port, got '" + text + "'";
+    return false;
+  }
+  host = text.substr(0, colon);
+  port = static_cast<int>(value);
+  return true;
+}
+
+//===--- transport --------------------------------------------------------===//
+
+struct Transport::Impl {
+  TransportOptions options;
+  std::unique_ptr<TcpStoreServer> server;
+  std::unique_ptr<KeyValueStore> store;
+  std::shared_ptr<gloo::transport::Device> device;
+  std::shared_ptr<gloo::rendezvous::Context> world;
+  std::vector<std::shared_ptr<gloo::rendezvous::Context>> groups;
+  // Collective tags, per context (members of a context call in step).
+  uint32_t worldTag = 0;
+  std::vector<uint32_t> groupTags;
+
+  /// One direction of a link: messages leave in order, each released when
+  /// the link model says it has arrived.
+  struct Link {
+    struct Message {
+      Clock::time_point release;
+      uint64_t slot;
+      std::vector<char> bytes;
+    };
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::deque<Message> queue;
+    bool busy = false, stopping = false;
+    Clock::time_point freeAt{};
+    std::thread thread;
+  };
+  std::map<int, std::unique_ptr<Link>> links;
+  struct Posted {
+    std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
+    int peer = 0;
+    std::string error;
+  };
+  std::map<int, Posted> posted;
+  int nextHandle = 0;
+  std::mutex postedMutex;
+  std::mutex linksMutex, errorMutex;
+  std::string linkError;
+
+  std::string describe(int rank) const {
+    return options.names[rank] + " (rank " + std::to_string(rank) + ")";
+  }
+
+  void runLink(int peer, Link &link) {
+    while (true) {
+      Link::Message message;
+      {
+        std::unique_lock<std::mutex> lock(link.mutex);
+        link.changed.wait(lock,
+                          [&] { return link.stopping || !link.queue.empty(); });
+        if (link.queue.empty())
+          return;
+        message = std::move(link.queue.front());
+        link.queue.pop_front();
+        link.busy = true;
+      }
+      std::this_thread::sleep_until(message.release);
+      try {
+        auto buffer = world->createUnboundBuffer(message.bytes.data(),
+                                                 message.bytes.size());
+        buffer->send(peer, message.slot);
+        buffer->waitSend(options.timeout);
+      } catch (const std::exception &e) {
+        std::lock_guard<std::mutex> lock(errorMutex);
+        if (linkError.empty())
+          linkError = "sending to " + describe(peer) + ": " + e.what();
+      }
+      {
+        std::lock_guard<std::mutex> lock(link.mutex);
+        link.busy = false;
+      }
+      link.changed.notify_all();
+    }
+  }
+
+  bool takeLinkError(std::string &error) {
+    std::lock_guard<std::mutex> lock(errorMutex);
+    if (linkError.empty())
+      return false;
+    error = linkError;
+    return true;
+  }
+
+  ~Impl() {
+    for (auto &[peer, link] : links) {
+      {
+        std::lock_guard<std::mutex> lock(link->mutex);
+        link->stopping = true;
+      }
+      link->changed.notify_all();
+      link->thread.join();
+    }
+  }
+};
+
+Transport::Transport(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
+Transport::~Transport() = default;
+
+int Transport::rank() const { return impl->options.rank; }
+int Transport::size() const {
+  return static_cast<int>(impl->options.names.size());
+}
+std::string Transport::describe(int rank) const {
+  return impl->describe(rank);
+}
+
+std::unique_ptr<Transport> Transport::connect(const TransportOptions &options,
+                                              std::string &error) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  int size = static_cast<int>(options.names.size());
+  int rank = options.rank;
+  std::string hostname = "127.0.0.1";
+  if (!options.rendezvous.empty()) {
+    std::string host;
+    int port = 0;
+    if (!parseHostPort(options.rendezvous, host, port, error))
+      return nullptr;
+    if (rank == 0) {
+      impl->server = std::make_unique<TcpStoreServer>();
+      if (!impl->server->start(port, error))
+        return nullptr;
+    }
+    impl->store = TcpStoreClient::connect(host, port, options.timeout, error);
+    if (!impl->store)
+      return nullptr;
+    hostname = localAddressToward(host, port);
+  } else {
+    impl->store = std::make_unique<LocalFileStore>(options.storeDir);
+  }
+
+  try {
+    // Everyone announces itself first, so that a peer that never comes is
+    // named rather than left to a transport timeout.
+    impl->store->set("alive/" + std::to_string(rank), {'1'});
+    Clock::time_point deadline = Clock::now() + options.timeout;
+    std::vector<bool> seen(size, false);
+    while (true) {
+      std::vector<std::string> missing;
+      for (int r = 0; r < size; ++r) {
+        if (!seen[r])
+          seen[r] = impl->store->has("alive/" + std::to_string(r));
+        if (!seen[r])
+          missing.push_back(impl->describe(r));
+      }
+      if (missing.empty())
+        break;
+      if (Clock::now() >= deadline) {
+        std::string list;
+        for (const std::string &m : missing)
+          list += (list.empty() ? "" : ", ") + m;
+        error = "no sign of " + list + " within " +
+                std::to_string(options.timeout.count()) +
+                " ms of rendezvous (--timeout)";
+        return nullptr;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+
+    gloo::transport::tcp::attr attr;
+    attr.hostname = hostname;
+    impl->device = gloo::transport::tcp::CreateDevice(attr);
+    impl->world = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    impl->world->setTimeout(options.timeout);
+    gloo::rendezvous::PrefixStore worldStore("world", *impl->store);
+    impl->world->connectFullMesh(worldStore, impl->device);
+    for (const std::vector<int> &group : options.groups) {
+      std::string prefix = "group";
+      int groupRank = -1;
+      for (size_t i = 0; i < group.size(); ++i) {
+        prefix += "." + std::to_string(group[i]);
+        if (group[i] == rank)
+          groupRank = static_cast<int>(i);
+      }
+      if (groupRank < 0) {
+        error = "rank " + std::to_string(rank) + " is not in its group";
+        return nullptr;
+      }
+      auto context = std::make_shared<gloo::rendezvous::Context>(
+          groupRank, static_cast<int>(group.size()));
+      context->setTimeout(options.timeout);
+      gloo::rendezvous::PrefixStore groupStore(prefix, *impl->store);
+      context->connectFullMesh(groupStore, impl->device);
+      impl->groups.push_back(context);
+      impl->groupTags.push_back(0);
+    }
+  } catch (const std::exception &e) {
+    error = "rendezvous failed: " + std::string(e.what());
+    return nullptr;
+  }
+  return std::unique_ptr<Transport>(new Transport(std::move(impl)));
+}
+
+bool Transport::send(int peer, uint64_t slot, std::vector<char> message,
+                     std::string &error, Clock::time_point *leaves,
+                     bool control) {
+  if (impl->takeLinkError(error))
+    return false;
+  Impl::Link *link;
+  {
+    std::lock_guard<std::mutex> lock(impl->linksMutex);
+    std::unique_ptr<Impl::Link> &entry = impl->links[peer];
+    if (!entry) {
+      entry = std::make_unique<Impl::Link>();
+      Impl::Link *created = entry.get();
+      created->thread =
+          std::thread([this, peer, created] { impl->runLink(peer, *created); });
+    }
+    link = entry.get();
+  }
+  Clock::time_point now = Clock::now(), release = now;
+  const std::vector<LinkShape> &shapes = impl->options.links;
+  size_t index = static_cast<size_t>(rank()) * size() + peer;
+  {
+    std::lock_guard<std::mutex> lock(link->mutex);
+    Clock::time_point left = now;
+    if (!control && index < shapes.size() &&
+        shapes[index].bytesPerSecond > 0) {
+      const LinkShape &shape = shapes[index];
+      Clock::time_point start = std::max(now, link->freeAt);
+      auto serialise = std::chrono::duration_cast<Clock::duration>(
+          std::chrono::duration<double>(
+              static_cast<double>(message.size()) / shape.bytesPerSecond));
+      link->freeAt = start + serialise;
+      left = link->freeAt;
+      release = link->freeAt +
+                std::chrono::duration_cast<Clock::duration>(
+                    std::chrono::duration<double>(shape.latencySeconds));
+    }
+    link->queue.push_back({release, slot, std::move(message)});
+    if (leaves)
+      *leaves = left;
+  }
+  link->changed.notify_all();
+  return true;
+}
+
+bool Transport::recv(int peer, uint64_t slot, void *data, size_t bytes,
+                     std::string &error) {
+  try {
+    auto buffer = impl->world->createUnboundBuffer(data, bytes);
+    buffer->recv(peer, slot);
+    buffer->waitRecv(impl->options.timeout);
+  } catch (const std::exception &e) {
+    error = "receiving from " + describe(peer) + ": " + e.what();
+    return false;
+  }
+  return true;
+}
+
+int Transport::postRecv(int peer, uint64_t slot, void *data, size_t bytes) {
+  Impl::Posted p;
+  p.peer = peer;
+  try {
+    p.buffer = impl->world->createUnboundBuffer(data, bytes);
+    p.buffer->recv(peer, slot);
+  } catch (const std::exception &e) {
+    p.error = e.what();
+  }
+  std::lock_guard<std::mutex> lock(impl->postedMutex);
+  int handle = impl->nextHandle++;
+  impl->posted[handle] = std::move(p);
+  return handle;
+}
+
+bool Transport::waitPosted(int handle, std::string &error) {
+  Impl::Posted p;
+  {
+    std::lock_guard<std::mutex> lock(impl->postedMutex);
+    auto it = impl->posted.find(handle);
+    if (it == impl->posted.end()) {
+      error = "no posted receive " + std::to_string(handle);
+      return false;
+    }
+    p = std::move(it->second);
+    impl->posted.erase(it);
+  }
+  try {
+    if (p.error.empty())
+      p.buffer->waitRecv(impl->options.timeout);
+  } catch (const std::exception &e) {
+    p.error = e.what();
+  }
+  if (!p.error.empty()) {
+    error = "receiving from " + describe(p.peer) + ": " + p.error;
+    return false;
+  }
+  return true;
+}
+
+bool Transport::flush(std::string &error) {
+  std::vector<Impl::Link *> all;
+  {
+    std::lock_guard<std::mutex> lock(impl->linksMutex);
+    for (auto &[peer, link] : impl->links)
+      all.push_back(link.get());
+  }
+  for (Impl::Link *link : all) {
+    std::unique_lock<std::mutex> lock(link->mutex);
+    link->changed.wait(lock,
+                       [&] { return link->queue.empty() && !link->busy; });
+  }
+  return !impl->takeLinkError(error);
+}
+
+bool Transport::allreduceSum(int group, float *data, size_t count,
+                             std::string &error) {
+  try {
+    gloo::AllreduceOptions options(impl->groups.at(group));
+    options.setOutput(data, count);
+    options.setReduceFunction(
+        static_cast<void (*)(void *, const void *, const void *, size_t)>(
+            &gloo::sum<float>));
+    options.setTag(impl->groupTags.at(group)++);
+    gloo::allreduce(options);
+  } catch (const std::exception &e) {
+    std::string members;
+    for (int r : impl->options.groups.at(group))
+      members += (members.empty() ? "" : ", ") + describe(r);
+    error = "gradient allreduce with " + members + ": " + e.what();
+    return false;
+  }
+  return true;
+}
+
+bool Transport::barrier(std::string &error) {
+  int64_t ignored = 0;
+  return allreduceMin(ignored, error);
+}
+
+bool Transport::allreduceMin(int64_t &value, std::string &error) {
+  try {
+    gloo::AllreduceOptions options(impl->world);
+    options.setOutput(&value, 1);
+    options.setReduceFunction(
+        static_cast<void (*)(void *, const void *, const void *, size_t)>(
+            &gloo::min<int64_t>));
+    options.setTag(impl->worldTag++);
+    gloo::allreduce(options);
+  } catch (const std::exception &e) {
+    error = "world collective: " + std::string(e.what());
+    return false;
+  }
+  return true;
+}

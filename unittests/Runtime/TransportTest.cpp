@@ -1,0 +1,204 @@
+//===- TransportTest.cpp - Gloo transport and link shaping ----------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+//
+// Two or three ranks in one process (threads), over loopback, with a fresh
+// file-store directory each.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Runtime/Transport.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <numeric>
+#include <thread>
+#include <unistd.h>
+
+using namespace dtfm::runtime;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string freshStore() {
+  char pattern[] = "/tmp/dtfm-transport-test-XXXXXX";
+  const char *dir = ::mkdtemp(pattern);
+  EXPECT_NE(dir, nullptr);
+  return dir ? dir : "/tmp";
+}
+
+TransportOptions optionsFor(int rank, const std::string &store, int size = 2) {
+  TransportOptions o;
+  o.rank = rank;
+  for (int r = 0; r < size; ++r)
+    o.names.push_back("dev" + std::to_string(r));
+  o.storeDir = store;
+  o.timeout = std::chrono::milliseconds(5000);
+  return o;
+}
+
+/// Runs `body(rank, transport)` on `size` connected ranks.
+void withRanks(int size, const std::function<void(TransportOptions &)> &tweak,
+               const std::function<void(int, Transport &)> &body,
+               bool finalBarrier = true) {
+  std::string store = freshStore();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r)
+    threads.emplace_back([&, r] {
+      TransportOptions o = optionsFor(r, store, size);
+      tweak(o);
+      std::string error;
+      std::unique_ptr<Transport> t = Transport::connect(o, error);
+      ASSERT_TRUE(t) << error;
+      body(r, *t);
+      if (finalBarrier) {
+        EXPECT_TRUE(t->barrier(error)) << error;
+      }
+    });
+  for (std::thread &t : threads)
+    t.join();
+  std::filesystem::remove_all(store);
+}
+
+TEST(TransportTest, SendRecvAndAllreduce) {
+  withRanks(
+      3, [](TransportOptions &o) { o.groups = {{0, 1, 2}}; },
+      [](int rank, Transport &t) {
+        std::string error;
+        if (rank == 0) {
+          std::vector<float> v = {1, 2, 3};
+          const char *raw = reinterpret_cast<const char *>(v.data());
+          ASSERT_TRUE(t.send(2, 42, std::vector<char>(raw, raw + 12), error))
+              << error;
+          ASSERT_TRUE(t.flush(error)) << error;
+        }
+        if (rank == 2) {
+          std::vector<float> v(3);
+          ASSERT_TRUE(t.recv(0, 42, v.data(), 12, error)) << error;
+          EXPECT_EQ(v, (std::vector<float>{1, 2, 3}));
+        }
+        std::vector<float> x = {float(rank), 1};
+        ASSERT_TRUE(t.allreduceSum(0, x.data(), 2, error)) << error;
+        EXPECT_EQ(x, (std::vector<float>{3, 3}));
+        int64_t low = 10 - rank;
+        ASSERT_TRUE(t.allreduceMin(low, error)) << error;
+        EXPECT_EQ(low, 8);
+      });
+}
+
+TEST(TransportTest, PostedReceivesTakeMessagesInAnyOrder) {
+  withRanks(
+      2, [](TransportOptions &) {},
+      [](int rank, Transport &t) {
+        std::string error;
+        if (rank == 0) {
+          for (uint64_t slot : {7, 5}) {
+            std::vector<char> m(4, static_cast<char>(slot));
+            ASSERT_TRUE(t.send(1, slot, m, error)) << error;
+          }
+          ASSERT_TRUE(t.flush(error)) << error;
+          return;
+        }
+        std::vector<char> a(4), b(4);
+        int first = t.postRecv(0, 5, a.data(), 4);
+        int second = t.postRecv(0, 7, b.data(), 4);
+        ASSERT_TRUE(t.waitPosted(first, error)) << error;
+        ASSERT_TRUE(t.waitPosted(second, error)) << error;
+        EXPECT_EQ(a[0], 5);
+        EXPECT_EQ(b[0], 7);
+      });
+}
+
+/// Shaped links: 1 MB and 4 MB messages stream at the link's bandwidth
+/// (within 10%), and a message arrives no sooner than the latency.
+TEST(TransportTest, ShapedLinkKeepsBandwidthAndLatency) {
+  const double bytesPerSecond = 400e6 / 8; // 400 Mbit/s
+  const double latency = 0.02;             // 20 ms
+  for (size_t size : {size_t(1) << 20, size_t(4) << 20}) {
+    int count = size == (size_t(1) << 20) ? 8 : 3;
+    double throughput = 0, firstArrival = 0;
+    Clock::time_point start;
+    withRanks(
+        2,
+        [&](TransportOptions &o) {
+          o.links.assign(4, LinkShape{});
+          o.links[1] = {latency, bytesPerSecond}; // 0 -> 1
+          o.links[2] = {latency, bytesPerSecond}; // 1 -> 0
+        },
+        [&](int rank, Transport &t) {
+          std::string error;
+          ASSERT_TRUE(t.barrier(error)) << error;
+          if (rank == 0) {
+            start = Clock::now();
+            for (int i = 0; i < count; ++i)
+              ASSERT_TRUE(t.send(1, i, std::vector<char>(size, 'x'), error))
+                  << error;
+            ASSERT_TRUE(t.flush(error)) << error;
+            return;
+          }
+          std::vector<char> buffer(size);
+          Clock::time_point first;
+          for (int i = 0; i < count; ++i) {
+            ASSERT_TRUE(t.recv(0, i, buffer.data(), size, error)) << error;
+            if (i == 0)
+              first = Clock::now();
+          }
+          Clock::time_point last = Clock::now();
+          // Messages after the first arrive one serialisation apart.
+          throughput = static_cast<double>(size) * (count - 1) /
+                       std::chrono::duration<double>(last - first).count();
+          firstArrival = std::chrono::duration<double>(first - start).count();
+        });
+    EXPECT_NEAR(throughput / bytesPerSecond, 1.0, 0.10)
+        << size << "-byte messages: " << throughput * 8 / 1e6 << " Mbit/s";
+    EXPECT_GE(firstArrival, latency + size / bytesPerSecond - 1e-3);
+  }
+}
+
+TEST(TransportTest, TimeoutNamesThePeer) {
+  withRanks(
+      2,
+      [](TransportOptions &o) { o.timeout = std::chrono::milliseconds(300); },
+      [](int rank, Transport &t) {
+        if (rank != 1)
+          return;
+        std::string error;
+        char byte;
+        EXPECT_FALSE(t.recv(0, 9, &byte, 1, error));
+        EXPECT_NE(error.find("dev0 (rank 0)"), std::string::npos) << error;
+      },
+      /*finalBarrier=*/false); // a timed-out pair is closed for good
+}
+
+TEST(TransportTest, MissingPeerIsNamed) {
+  std::string store = freshStore();
+  TransportOptions o = optionsFor(1, store, 3);
+  o.timeout = std::chrono::milliseconds(300);
+  std::string error;
+  Clock::time_point start = Clock::now();
+  EXPECT_FALSE(Transport::connect(o, error));
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 5.0);
+  EXPECT_NE(error.find("no sign of dev0 (rank 0), dev2 (rank 2)"),
+            std::string::npos)
+      << error;
+  std::filesystem::remove_all(store);
+}
+
+TEST(TransportTest, HostPortParsing) {
+  std::string host, error;
+  int port = 0;
+  EXPECT_TRUE(parseHostPort("10.0.0.1:2900", host, port, error));
+  EXPECT_EQ(host, "10.0.0.1");
+  EXPECT_EQ(port, 2900);
+  EXPECT_FALSE(parseHostPort("nohost", host, port, error));
+  EXPECT_FALSE(parseHostPort("h:70000", host, port, error));
+  EXPECT_FALSE(parseHostPort(":80", host, port, error));
+}
+
+} // namespace
