@@ -87,6 +87,17 @@ struct ScheduleMicrobatches
         if (!users.empty() && llvm::all_of(users, isTrainingOp))
           phase = "bwd";
       }
+      // AdaTopK's ops belong to the phase of the value they carry.
+      if (auto compress = dyn_cast<TopKCompressOp>(op)) {
+        Operation *def = compress.getInput().getDefiningOp();
+        if (def && isTrainingOp(def))
+          phase = "bwd";
+      }
+      if (auto decompress = dyn_cast<TopKDecompressOp>(op)) {
+        auto users = decompress.getResult().getUsers();
+        if (!users.empty() && llvm::all_of(users, isTrainingOp))
+          phase = "bwd";
+      }
       op->setAttr("dtfm.phase", b.getStringAttr(phase));
       return WalkResult::advance();
     });

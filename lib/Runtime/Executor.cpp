@@ -436,6 +436,10 @@ bool ProgramExecutor::runPhase(const std::string &phase, ValueTable &values,
         return fail(op, "its value was never received");
       continue;
     }
+    for (int i = 0; i < op.operands_size(); ++i)
+      if (!values.count(op.operands(i)))
+        return fail(op, "operand " + std::to_string(i) +
+                            " was not computed in this phase");
     if (name == "dtfm.param") {
       std::string p = stringAttr(op, "name");
       values[op.results(0).id()] = params.at(p);
@@ -516,6 +520,14 @@ bool ProgramExecutor::runPhase(const std::string &phase, ValueTable &values,
         for (int64_t j = 0; j < sum.numel(); ++j)
           sum.data[j] += operand(op, i).data[j];
       set(op, 0, std::move(sum));
+    } else if (name == "dtfm.topk_compress") {
+      Tensor kept, indices;
+      cpu::topK(operand(op, 0), intAttr(op, "k", 1), kept, indices);
+      set(op, 0, std::move(kept));
+      set(op, 1, std::move(indices));
+    } else if (name == "dtfm.topk_decompress") {
+      set(op, 0, cpu::scatterTopK(operand(op, 0), operand(op, 1),
+                                  shapeOf(op.results(0))));
     } else if (name == "dtfm.backward") {
       if (!runBackward(op, values, error)) {
         error = program.device() + ": " + error;

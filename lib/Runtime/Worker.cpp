@@ -14,6 +14,9 @@
 
 #include "plan.pb.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <cstdio>
@@ -282,7 +285,16 @@ bool Worker::prepare(std::string &error) {
       lastStageRanks.push_back(r);
   }
   pipelines = static_cast<int>(pipelineIds.size());
-  planHash = fingerprint(plan.SerializeAsString());
+  {
+    // Map fields serialise in any order unless asked not to.
+    std::string bytes;
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    plan.SerializeToCodedStream(&coded);
+    coded.Trim();
+    planHash = fingerprint(bytes);
+  }
 
   auto parseStream = [&](const google::protobuf::RepeatedPtrField<std::string>
                              &stream,

@@ -853,3 +853,37 @@ void dtfm::runtime::cpu::globalAvgPoolBackward(const Tensor &x,
     for (int64_t i = 0; i < inner; ++i)
       dx->data[p * inner + i] += dOut.data[p] / inner;
 }
+
+void dtfm::runtime::cpu::topK(const Tensor &x, int64_t k, Tensor &values,
+                              Tensor &indices) {
+  int64_t n = x.numel();
+  k = std::min(k, n);
+  std::vector<int64_t> order(n);
+  for (int64_t i = 0; i < n; ++i)
+    order[i] = i;
+  auto larger = [&](int64_t a, int64_t b) {
+    float ma = std::fabs(x.data[a]), mb = std::fabs(x.data[b]);
+    return ma != mb ? ma > mb : a < b;
+  };
+  std::nth_element(order.begin(), order.begin() + k, order.end(), larger);
+  std::sort(order.begin(), order.begin() + k);
+  values = Tensor({k});
+  indices = Tensor({k});
+  for (int64_t i = 0; i < k; ++i) {
+    values.data[i] = x.data[order[i]];
+    indices.data[i] = static_cast<float>(order[i]);
+  }
+}
+
+Tensor dtfm::runtime::cpu::scatterTopK(const Tensor &values,
+                                       const Tensor &indices,
+                                       const std::vector<int64_t> &shape) {
+  Tensor out(shape);
+  int64_t n = out.numel();
+  for (int64_t i = 0; i < values.numel() && i < indices.numel(); ++i) {
+    int64_t at = static_cast<int64_t>(indices.data[i]);
+    if (at >= 0 && at < n)
+      out.data[at] = values.data[i];
+  }
+  return out;
+}

@@ -1,10 +1,11 @@
 """Compares the losses two dtfm-run --execute logs printed, step by step.
 
-  compare_losses.py LOG_A LOG_B RTOL [FIRST_STEP]
+  compare_losses.py LOG_A LOG_B TOL [FIRST_STEP] [--learns]
 
 Only steps present in both logs from FIRST_STEP on are compared (a resumed
 run prints the steps after its checkpoint); every such step must agree
-within RTOL relative, and there must be at least one.
+within TOL: relative, or absolute (in nats) when written "abs:X". With
+--learns, LOG_A's last loss must also be below 0.7 x its first.
 """
 import sys
 
@@ -19,15 +20,24 @@ def losses(path):
     return out
 
 
-a, b = losses(sys.argv[1]), losses(sys.argv[2])
-rtol = float(sys.argv[3])
-first = int(sys.argv[4]) if len(sys.argv) > 4 else 1
+args = [a for a in sys.argv[1:] if a != "--learns"]
+a, b = losses(args[0]), losses(args[1])
+absolute = args[2].startswith("abs:")
+tol = float(args[2][4:] if absolute else args[2])
+first = int(args[3]) if len(args) > 3 else 1
 common = sorted(s for s in a if s in b and s >= first)
 assert common, "no common steps"
 worst = 0.0
 for s in common:
-    diff = abs(a[s] - b[s]) / max(abs(b[s]), 1e-12)
-    assert diff <= rtol, (s, a[s], b[s])
+    diff = abs(a[s] - b[s])
+    if not absolute:
+        diff /= max(abs(b[s]), 1e-12)
+    assert diff <= tol, (s, a[s], b[s])
     worst = max(worst, diff)
-print(f"steps {common[0]}-{common[-1]}: losses agree within {rtol:g} "
+kind = "nats" if absolute else "relative"
+print(f"steps {common[0]}-{common[-1]}: losses agree within {tol:g} {kind} "
       f"(worst {'0' if worst == 0 else f'{worst:.1e}'})")
+if "--learns" in sys.argv:
+    start, end = a[min(a)], a[max(a)]
+    assert end < 0.7 * start, (start, end)
+    print(f"loss falls from {start:.2f} to {end:.2f}")

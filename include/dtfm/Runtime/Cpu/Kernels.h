@@ -131,6 +131,16 @@ void avgPool2dBackward(const Tensor &x, int64_t kh, int64_t kw,
 Tensor globalAvgPool(const Tensor &x);
 void globalAvgPoolBackward(const Tensor &x, const Tensor &dOut, Tensor *dx);
 
+//===--- compression (AdaTopK) -----------------------------------------===//
+
+/// The k entries of largest magnitude (ties: the lower index), in index
+/// order: values [k] and flat indices [k] (held as floats, exact below
+/// 2^24 elements).
+void topK(const Tensor &x, int64_t k, Tensor &values, Tensor &indices);
+/// Zeros of `shape` with `values` scattered at `indices`.
+Tensor scatterTopK(const Tensor &values, const Tensor &indices,
+                   const std::vector<int64_t> &shape);
+
 //===--- optimizers ----------------------------------------------------===//
 
 /// v = momentum v + g + wd p; p -= lr v.

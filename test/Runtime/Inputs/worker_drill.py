@@ -1,0 +1,149 @@
+"""Drills for dtfm-run's workers that need process control (lit cannot
+kill one worker of a running job). Every wait is bounded.
+
+  worker_drill.py kill-and-resume DTFM_RUN PLAN DIR STEPS VICTIM_RANK
+      Runs the plan uninterrupted (checkpoints every 5 steps), then again in
+      DIR/ckpt, kills worker VICTIM_RANK with SIGKILL once step 12 is
+      logged, checks that every worker stopped and the launcher named the
+      victim, and resumes from the checkpoint: the resumed steps must print
+      exactly the uninterrupted run's losses.
+  multi-host DTFM_RUN PLAN DIR STEPS WORKERS
+      Starts WORKERS processes by hand with --rank and a TCP --rendezvous
+      on loopback and compares their losses with a launcher run.
+"""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                          **kw)
+
+
+def losses(text):
+    out = {}
+    for line in text.splitlines():
+        line = line.split("\r")[-1]
+        if line.startswith("step "):
+            w = line.split()
+            out[int(w[1])] = w[3]
+    return out
+
+
+def worker_pid(plan, rank):
+    """The pid of the local worker of `rank` for `plan` (from /proc)."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            args = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        args = [a.decode(errors="replace") for a in args]
+        if plan in args and "--rank" in args and \
+                args[args.index("--rank") + 1] == str(rank):
+            return int(pid)
+    return None
+
+
+def kill_and_resume(dtfm_run, plan, d, steps, victim):
+    common = [dtfm_run, plan, "--execute", "--steps", str(steps),
+              "--timeout", "10", "--checkpoint-every", "5"]
+    for sub in ("full", "ckpt"):
+        subprocess.run(["rm", "-rf", f"{d}/{sub}", f"{d}/{sub}.jsonl"])
+        os.makedirs(f"{d}/{sub}")
+    full = run(common + ["--checkpoint-dir", f"{d}/full",
+                         "--log", f"{d}/full.jsonl"])
+    assert full.returncode == 0, full.stderr
+    reference = losses(full.stdout)
+    assert len(reference) == steps, full.stdout
+
+    log = f"{d}/ckpt.jsonl"
+    job = subprocess.Popen(common + ["--checkpoint-dir", f"{d}/ckpt",
+                                     "--log", log],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    deadline = time.time() + 60
+    killed_at = None
+    while time.time() < deadline and job.poll() is None:
+        logged = open(log).read().count("\n") if os.path.exists(log) else 0
+        pid = worker_pid(plan, victim) if logged >= 12 else None
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+            killed_at = time.time()
+            break
+        time.sleep(0.002)
+    assert killed_at, "the run ended before the victim could be killed"
+    out, err = job.communicate(timeout=60)
+    stopped = time.time() - killed_at
+    assert job.returncode != 0, "launcher exited 0 after a worker died"
+    assert worker_pid(plan, victim) is None
+    print(f"launcher exit status {job.returncode}")
+    for line in err.splitlines():
+        if "killed by signal" in line:
+            print(line)
+    others = [line for line in err.splitlines()
+              if "(rank" in line and "error:" in line and
+              "killed by signal" not in line and "worker " not in line]
+    assert others, err
+    print(f"all workers stopped within {'10' if stopped < 10 else 'MORE'} s")
+    ckpts = sorted(f for f in os.listdir(f"{d}/ckpt") if f.endswith(".ckpt"))
+    assert ckpts and not [f for f in os.listdir(f"{d}/ckpt")
+                          if f.endswith(".tmp")], ckpts
+    print("checkpoints intact, no temporary files")
+
+    resumed = run(common + ["--checkpoint-dir", f"{d}/ckpt", "--log", log])
+    assert resumed.returncode == 0, resumed.stderr
+    first = resumed.stdout.splitlines()[0]
+    print(first.split(" in ")[0])
+    got = losses(resumed.stdout)
+    start = min(got)
+    assert max(got) == steps and start > 1, got
+    for s in got:
+        assert got[s] == reference[s], (s, got[s], reference[s])
+    print(f"resumed steps {start}-{steps} equal the uninterrupted run")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def multi_host(dtfm_run, plan, d, steps, workers):
+    common = [dtfm_run, plan, "--execute", "--steps", str(steps),
+              "--timeout", "20", "--log", f"{d}/mh.jsonl"]
+    local = run(common)
+    assert local.returncode == 0, local.stderr
+    port = free_port()
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    jobs = [subprocess.Popen(common + ["--rank", str(r), "--rendezvous",
+                                       f"127.0.0.1:{port}"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=env)
+            for r in reversed(range(workers))]  # rank 0 last: clients wait
+    outs = [j.communicate(timeout=120) for j in jobs]
+    for j, (out, err) in zip(jobs, outs):
+        assert j.returncode == 0, err
+    rank0 = outs[-1][0]
+    assert losses(rank0) == losses(local.stdout), (rank0, local.stdout)
+    print(f"{workers} hand-started workers over a TCP rendezvous: "
+          f"{len(losses(rank0))} steps equal the local launcher's")
+
+
+if __name__ == "__main__":
+    mode = sys.argv[1]
+    if mode == "kill-and-resume":
+        kill_and_resume(sys.argv[2], os.path.abspath(sys.argv[3]),
+                        sys.argv[4], int(sys.argv[5]), int(sys.argv[6]))
+    elif mode == "multi-host":
+        multi_host(sys.argv[2], os.path.abspath(sys.argv[3]), sys.argv[4],
+                   int(sys.argv[5]), int(sys.argv[6]))
+    else:
+        sys.exit(f"unknown drill {mode}")
