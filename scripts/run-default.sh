@@ -3,7 +3,9 @@
 # defaults: the `tiny` GPT preset (DTFM_MODEL to change it) planned for the
 # `local-8` cluster (DTFM_CLUSTER): cost table, device assignment, pipeline
 # stages, then one program per device written to build/default/plan.pb,
-# simulated with dtfm-run (summary, and a Chrome trace).
+# simulated with dtfm-run (summary, and a Chrome trace), then trained for a
+# few steps by one local worker process per device over shaped loopback
+# links (DTFM_STEPS), printing the measured and the predicted iteration time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,7 +30,11 @@ echo
 "$BIN/dtfm-run" "$OUT/plan.pb" --simulate --trace "$OUT/trace.json" \
   --report "$OUT/report.html"
 echo
+"$BIN/dtfm-run" "$OUT/plan.pb" --execute --steps "${DTFM_STEPS:-20}" \
+  --shape-links --log "$OUT/steps.jsonl" --trace "$OUT/execution.json"
+echo
 echo "plan for $MODEL on $(basename "$CLUSTER" .textproto): $OUT/plan.pb" \
      "($(wc -c < "$OUT/plan.pb") bytes; read it with" \
      "dtfm-translate --import-plan $OUT/plan.pb); trace: $OUT/trace.json" \
-     "(chrome://tracing or Perfetto); report: $OUT/report.html"
+     "(chrome://tracing or Perfetto); report: $OUT/report.html;" \
+     "training: $OUT/steps.jsonl, $OUT/execution.json"

@@ -46,6 +46,14 @@ bool DataSource::open(const std::string &tokensPath,
   return true;
 }
 
+uint64_t DataSource::successor(uint64_t token, uint64_t range) const {
+  uint64_t h = (token + 1) * 0x9e3779b97f4a7c15ull ^ (seed + 0x5eed);
+  h ^= h >> 31;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 29;
+  return h % range;
+}
+
 bool DataSource::microBatch(int64_t index, const std::vector<InputSpec> &specs,
                             MicroBatch &batch, std::string &error) const {
   batch.clear();
@@ -81,10 +89,18 @@ bool DataSource::microBatch(int64_t index, const std::vector<InputSpec> &specs,
     size_t position = static_cast<size_t>(index * rows * (seq + 1));
     std::vector<float> row(seq + 1);
     for (int64_t r = 0; r < rows; ++r) {
+      uint64_t previous = rng() % range;
       for (float &t : row) {
-        t = tokens.empty()
-                ? static_cast<float>(rng() % range)
-                : static_cast<float>(tokens[position % tokens.size()]);
+        if (tokens.empty()) {
+          // A learnable stream: a fixed successor per token (from the seed)
+          // three times in four, noise otherwise.
+          uint64_t next = rng() % 4 ? successor(previous, range)
+                                    : rng() % range;
+          t = static_cast<float>(next);
+          previous = next;
+        } else {
+          t = static_cast<float>(tokens[position % tokens.size()]);
+        }
         ++position;
       }
       for (int64_t j = 0; j < seq; ++j) {

@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -648,20 +649,60 @@ bool Transport::flush(std::string &error) {
 
 bool Transport::allreduceSum(int group, float *data, size_t count,
                              std::string &error) {
+  const std::vector<int> &members = impl->options.groups.at(group);
+  uint32_t tag = impl->groupTags.at(group)++;
+  if (!impl->options.links.empty())
+    return ringAllreduce(members, tag, data, count, error);
   try {
     gloo::AllreduceOptions options(impl->groups.at(group));
     options.setOutput(data, count);
     options.setReduceFunction(
         static_cast<void (*)(void *, const void *, const void *, size_t)>(
             &gloo::sum<float>));
-    options.setTag(impl->groupTags.at(group)++);
+    options.setTag(tag);
     gloo::allreduce(options);
   } catch (const std::exception &e) {
-    std::string members;
-    for (int r : impl->options.groups.at(group))
-      members += (members.empty() ? "" : ", ") + describe(r);
-    error = "gradient allreduce with " + members + ": " + e.what();
+    std::string names;
+    for (int r : members)
+      names += (names.empty() ? "" : ", ") + describe(r);
+    error = "gradient allreduce with " + names + ": " + e.what();
     return false;
+  }
+  return true;
+}
+
+bool Transport::ringAllreduce(const std::vector<int> &members, uint32_t tag,
+                              float *data, size_t count, std::string &error) {
+  // Reduce-scatter then allgather around the ring, over the shaped
+  // point-to-point links: 2 (n - 1) steps of count / n elements each.
+  int n = static_cast<int>(members.size());
+  int me = static_cast<int>(std::find(members.begin(), members.end(), rank()) -
+                            members.begin());
+  int next = members[(me + 1) % n], prev = members[(me + n - 1) % n];
+  auto begin = [&](int chunk) { return count * chunk / n; };
+  auto length = [&](int chunk) { return begin(chunk + 1) - begin(chunk); };
+  std::vector<float> incoming(count / n + 1);
+  for (int step = 0; step < 2 * (n - 1); ++step) {
+    bool reducing = step < n - 1;
+    int s = reducing ? step : step - (n - 1);
+    int sendChunk = reducing ? (me - s + n) % n : (me + 1 - s + n) % n;
+    int recvChunk = reducing ? (me - s - 1 + 2 * n) % n : (me - s + n) % n;
+    uint64_t slot = (uint64_t(1) << 54) | (uint64_t(tag) << 16) |
+                    static_cast<uint64_t>(step);
+    const char *raw =
+        reinterpret_cast<const char *>(data + begin(sendChunk));
+    int handle = postRecv(prev, slot, incoming.data(),
+                          length(recvChunk) * sizeof(float));
+    if (!send(next, slot,
+              std::vector<char>(raw, raw + length(sendChunk) * sizeof(float)),
+              error) ||
+        !waitPosted(handle, error)) {
+      error = "gradient allreduce: " + error;
+      return false;
+    }
+    float *target = data + begin(recvChunk);
+    for (size_t i = 0; i < length(recvChunk); ++i)
+      target[i] = reducing ? target[i] + incoming[i] : incoming[i];
   }
   return true;
 }

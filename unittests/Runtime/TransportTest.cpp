@@ -92,6 +92,28 @@ TEST(TransportTest, SendRecvAndAllreduce) {
       });
 }
 
+/// With shaped links the allreduce is a ring over the shaped links: same
+/// sums, on every member, for sizes that do not divide evenly.
+TEST(TransportTest, ShapedRingAllreduce) {
+  withRanks(
+      3,
+      [](TransportOptions &o) {
+        o.groups = {{0, 1, 2}};
+        o.links.assign(9, LinkShape{1e-4, 1e9});
+      },
+      [](int rank, Transport &t) {
+        std::string error;
+        for (size_t count : {size_t(1), size_t(10), size_t(1000)}) {
+          std::vector<float> x(count);
+          for (size_t i = 0; i < count; ++i)
+            x[i] = static_cast<float>(rank * 1000 + i);
+          ASSERT_TRUE(t.allreduceSum(0, x.data(), count, error)) << error;
+          for (size_t i = 0; i < count; ++i)
+            ASSERT_EQ(x[i], static_cast<float>(3000 + 3 * i)) << i;
+        }
+      });
+}
+
 TEST(TransportTest, PostedReceivesTakeMessagesInAnyOrder) {
   withRanks(
       2, [](TransportOptions &) {},

@@ -85,7 +85,9 @@ public:
   /// Waits until every queued message has left.
   bool flush(std::string &error);
   /// Sums `data` over the members of group `group` (index into the
-  /// options' groups), in place.
+  /// options' groups), in place: Gloo's allreduce, or with shaped links a
+  /// ring over the shaped point-to-point links (so data-parallel traffic
+  /// pays the cluster's bandwidth and latency too).
   bool allreduceSum(int group, float *data, size_t count, std::string &error);
   /// Every rank of the world has reached this point.
   bool barrier(std::string &error);
@@ -93,6 +95,9 @@ public:
   bool allreduceMin(int64_t &value, std::string &error);
 
 private:
+  bool ringAllreduce(const std::vector<int> &members, uint32_t tag,
+                     float *data, size_t count, std::string &error);
+
   struct Impl;
   explicit Transport(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl;
