@@ -14,12 +14,15 @@
 //     x / sqrt(mean(x^2) + epsilon) * weight. Forward 4 FLOPs per element;
 //     backward twice that; keeps x and one f32 per row.
 //
-// Only dtfm/Support/CustomOps.h is needed: no MLIR, no LLVM.
+// Each kind also brings its CPU kernels (forward and backward) for
+// dtfm-run --execute. Only dtfm/Support/CustomOps.h is needed: no MLIR, no
+// LLVM.
 //
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Support/CustomOps.h"
 
+#include <cmath>
 #include <string>
 #include <variant>
 
@@ -93,10 +96,82 @@ CustomOpCost costRmsnorm(const CustomOpCall &call,
   return cost;
 }
 
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+bool swigluForward(const CustomOpCall &,
+                   const std::vector<const KernelTensor *> &in,
+                   std::vector<KernelTensor> &out, std::string &) {
+  const std::vector<float> &gate = in[0]->data, &up = in[1]->data;
+  for (size_t i = 0; i < gate.size(); ++i)
+    out[0].data[i] = gate[i] * sigmoid(gate[i]) * up[i];
+  return true;
+}
+
+bool swigluBackward(const CustomOpCall &,
+                    const std::vector<const KernelTensor *> &in,
+                    const KernelTensor &dOut, const std::vector<bool> &wanted,
+                    std::vector<KernelTensor> &grads, std::string &) {
+  const std::vector<float> &gate = in[0]->data, &up = in[1]->data;
+  for (size_t i = 0; i < gate.size(); ++i) {
+    float s = sigmoid(gate[i]);
+    if (wanted[0])
+      grads[0].data[i] = dOut.data[i] * up[i] * (s + gate[i] * s * (1 - s));
+    if (wanted[1])
+      grads[1].data[i] = dOut.data[i] * gate[i] * s;
+  }
+  return true;
+}
+
+double epsilonOf(const CustomOpCall &call) {
+  return std::get<double>(call.params.at("epsilon"));
+}
+
+bool rmsnormForward(const CustomOpCall &call,
+                    const std::vector<const KernelTensor *> &in,
+                    std::vector<KernelTensor> &out, std::string &) {
+  const std::vector<float> &x = in[0]->data, &w = in[1]->data;
+  size_t d = w.size(), rows = x.size() / d;
+  for (size_t r = 0; r < rows; ++r) {
+    double sum = 0;
+    for (size_t j = 0; j < d; ++j)
+      sum += double(x[r * d + j]) * x[r * d + j];
+    float scale = static_cast<float>(1 / std::sqrt(sum / d + epsilonOf(call)));
+    for (size_t j = 0; j < d; ++j)
+      out[0].data[r * d + j] = x[r * d + j] * scale * w[j];
+  }
+  return true;
+}
+
+bool rmsnormBackward(const CustomOpCall &call,
+                     const std::vector<const KernelTensor *> &in,
+                     const KernelTensor &dOut, const std::vector<bool> &wanted,
+                     std::vector<KernelTensor> &grads, std::string &) {
+  const std::vector<float> &x = in[0]->data, &w = in[1]->data;
+  size_t d = w.size(), rows = x.size() / d;
+  for (size_t r = 0; r < rows; ++r) {
+    const float *xr = &x[r * d], *dy = &dOut.data[r * d];
+    double sum = 0, dot = 0;
+    for (size_t j = 0; j < d; ++j) {
+      sum += double(xr[j]) * xr[j];
+      dot += double(dy[j]) * w[j] * xr[j];
+    }
+    double scale = 1 / std::sqrt(sum / d + epsilonOf(call));
+    for (size_t j = 0; j < d; ++j) {
+      if (wanted[0])
+        grads[0].data[r * d + j] = static_cast<float>(
+            scale * w[j] * dy[j] - scale * scale * scale / d * xr[j] * dot);
+      if (wanted[1])
+        grads[1].data[j] += static_cast<float>(dy[j] * xr[j] * scale);
+    }
+  }
+  return true;
+}
+
 } // namespace
 
 extern "C" void dtfmRegisterCustomOps(CustomOpRegistry &registry) {
-  registry.add({"swiglu", "silu(gate) * up", inferSwiglu, costSwiglu});
+  registry.add({"swiglu", "silu(gate) * up", inferSwiglu, costSwiglu,
+                swigluForward, swigluBackward});
   registry.add({"rmsnorm", "root-mean-square normalisation", inferRmsnorm,
-                costRmsnorm});
+                costRmsnorm, rmsnormForward, rmsnormBackward});
 }

@@ -6,6 +6,8 @@
 
 #include "dtfm/Runtime/Executor.h"
 
+#include "dtfm/Support/CustomOps.h"
+
 #include "plan.pb.h"
 
 #include <cstdio>
@@ -100,6 +102,61 @@ uint64_t hashName(uint64_t seed, const std::string &name) {
   return h;
 }
 
+/// The kind and params of a dtfm.custom op, or of its backward (whose
+/// forward attributes travel as dtfm.forward_attrs).
+dtfm::CustomOpCall customCall(const dtfm::proto::PlanOp &op,
+                              const std::vector<const Tensor *> &operands) {
+  dtfm::CustomOpCall call;
+  call.kind = stringAttr(op, "kind");
+  for (const Tensor *t : operands)
+    call.operands.push_back({t->shape, dtfm::DType::F32});
+  for (const auto &[key, attr] : op.nested_attrs()) {
+    std::string name;
+    for (const char *prefix : {"params/", "dtfm.forward_attrs/params/"})
+      if (key.rfind(prefix, 0) == 0)
+        name = key.substr(std::strlen(prefix));
+    if (name.empty() || name.find('/') != std::string::npos)
+      continue;
+    switch (attr.value_case()) {
+    case dtfm::proto::PlanAttr::kI:
+      call.params[name] = attr.i();
+      break;
+    case dtfm::proto::PlanAttr::kF:
+      call.params[name] = attr.f();
+      break;
+    case dtfm::proto::PlanAttr::kS:
+      call.params[name] = attr.s();
+      break;
+    case dtfm::proto::PlanAttr::kInts:
+      call.params[name] = std::vector<int64_t>(attr.ints().values().begin(),
+                                               attr.ints().values().end());
+      break;
+    default:
+      break;
+    }
+  }
+  return call;
+}
+
+/// The registered definition of a custom kind with the kernel wanted.
+const dtfm::CustomOpDef *customKernels(const std::string &kind, bool backward,
+                                       std::string &error) {
+  const dtfm::CustomOpDef *def = dtfm::CustomOpRegistry::global().lookup(kind);
+  if (!def) {
+    error = "custom op kind '" + kind +
+            "' is not registered (load its plugin with --load-dtfm-plugin)";
+    return nullptr;
+  }
+  if (backward ? !def->backward : !def->forward) {
+    error = "the plugin of custom op kind '" + kind + "' registers no CPU " +
+            (backward ? "backward" : "forward") + " kernel";
+    return nullptr;
+  }
+  return def;
+}
+
+dtfm::KernelTensor toKernel(const Tensor &t) { return {t.shape, t.data}; }
+
 /// The gradients of one forward op (see dtfm.backward): recomputes what the
 /// backward needs from the forward operands among its inputs.
 bool runBackward(const dtfm::proto::PlanOp &op,
@@ -179,6 +236,39 @@ bool runBackward(const dtfm::proto::PlanOp &op,
     if (at(0)) {
       grads[0].data = dOut->data;
     }
+  } else if (forward == "dtfm.custom") {
+    std::vector<const Tensor *> operands;
+    for (int i = 0; i < numOperands; ++i)
+      operands.push_back(&in(i));
+    dtfm::CustomOpCall call = customCall(op, operands);
+    const dtfm::CustomOpDef *def = customKernels(call.kind, true, error);
+    if (!def)
+      return false;
+    std::vector<dtfm::KernelTensor> inputs, operandGrads;
+    std::vector<const dtfm::KernelTensor *> views;
+    std::vector<bool> wanted(numOperands, false);
+    for (int i = 0; i < numOperands; ++i) {
+      inputs.push_back(toKernel(in(i)));
+      operandGrads.push_back(toKernel(Tensor(in(i).shape)));
+      wanted[i] = at(i) != nullptr;
+    }
+    for (const dtfm::KernelTensor &t : inputs)
+      views.push_back(&t);
+    if (!def->backward(call, views, toKernel(*dOut), wanted, operandGrads,
+                       error)) {
+      error = "custom op '" + call.kind + "' backward: " + error;
+      return false;
+    }
+    for (int i = 0; i < numOperands; ++i)
+      if (at(i)) {
+        if (operandGrads[i].data.size() != grads[i].data.size()) {
+          error = "custom op '" + call.kind +
+                  "' backward resized the gradient of operand " +
+                  std::to_string(i);
+          return false;
+        }
+        grads[i].data = std::move(operandGrads[i].data);
+      }
   } else {
     error = "no CPU backward for " + forward + " yet";
     return false;
@@ -416,8 +506,9 @@ bool ProgramExecutor::restoreState(const std::map<std::string, Tensor> &state,
 bool ProgramExecutor::runPhase(const std::string &phase, ValueTable &values,
                                const MicroBatch &batch, double &loss,
                                std::string &error) {
+  int index = -1;
   auto fail = [&](const proto::PlanOp &op, const std::string &message) {
-    error = program.device() + ": " + op.name() + ": " + message;
+    error = "op #" + std::to_string(index) + " " + op.name() + ": " + message;
     return false;
   };
   auto operand = [&](const proto::PlanOp &op, int i) -> const Tensor & {
@@ -428,6 +519,7 @@ bool ProgramExecutor::runPhase(const std::string &phase, ValueTable &values,
     values[op.results(i).id()] = std::move(t);
   };
   for (const proto::PlanOp &op : program.ops()) {
+    ++index;
     const std::string &name = op.name();
     if (phaseOf(op) != phase || name == "dtfm.send")
       continue;
@@ -520,6 +612,36 @@ bool ProgramExecutor::runPhase(const std::string &phase, ValueTable &values,
         for (int64_t j = 0; j < sum.numel(); ++j)
           sum.data[j] += operand(op, i).data[j];
       set(op, 0, std::move(sum));
+    } else if (name == "dtfm.custom") {
+      std::vector<const Tensor *> operands;
+      for (int i = 0; i < op.operands_size(); ++i)
+        operands.push_back(&operand(op, i));
+      dtfm::CustomOpCall call = customCall(op, operands);
+      const dtfm::CustomOpDef *def = customKernels(call.kind, false, error);
+      if (!def)
+        return fail(op, error);
+      std::vector<dtfm::KernelTensor> inputs, results;
+      std::vector<const dtfm::KernelTensor *> views;
+      for (const Tensor *t : operands)
+        inputs.push_back(toKernel(*t));
+      for (const dtfm::KernelTensor &t : inputs)
+        views.push_back(&t);
+      for (const proto::PlanValue &r : op.results())
+        results.push_back(toKernel(Tensor(shapeOf(r))));
+      if (!def->forward(call, views, results, error))
+        return fail(op, "'" + call.kind + "': " + error);
+      if (results.size() != static_cast<size_t>(op.results_size()))
+        return fail(op, "'" + call.kind + "' kernel changed the result count");
+      for (int i = 0; i < op.results_size(); ++i) {
+        if (results[i].data.size() !=
+            static_cast<size_t>(Tensor(shapeOf(op.results(i))).numel()))
+          return fail(op, "'" + call.kind + "' kernel resized result " +
+                              std::to_string(i));
+        Tensor t;
+        t.shape = results[i].shape;
+        t.data = std::move(results[i].data);
+        set(op, i, std::move(t));
+      }
     } else if (name == "dtfm.topk_compress") {
       Tensor kept, indices;
       cpu::topK(operand(op, 0), intAttr(op, "k", 1), kept, indices);
@@ -529,10 +651,8 @@ bool ProgramExecutor::runPhase(const std::string &phase, ValueTable &values,
       set(op, 0, cpu::scatterTopK(operand(op, 0), operand(op, 1),
                                   shapeOf(op.results(0))));
     } else if (name == "dtfm.backward") {
-      if (!runBackward(op, values, error)) {
-        error = program.device() + ": " + error;
-        return false;
-      }
+      if (!runBackward(op, values, error))
+        return fail(op, error);
     } else {
       return fail(op, "no CPU kernel for this op yet");
     }
@@ -561,7 +681,7 @@ bool ProgramExecutor::finishIteration(int microBatches, const SyncFn &sync,
                                       std::string &error) {
   ValueTable values;
   auto fail = [&](const proto::PlanOp &op, const std::string &message) {
-    error = program.device() + ": " + op.name() + ": " + message;
+    error = op.name() + ": " + message;
     return false;
   };
   double scale = 1.0 / static_cast<double>(std::max(1, microBatches));
@@ -611,25 +731,4 @@ bool ProgramExecutor::finishIteration(int microBatches, const SyncFn &sync,
                      floatAttr(op, "weight_decay", 0.01));
   }
   return true;
-}
-
-bool ProgramExecutor::step(const std::vector<MicroBatch> &batches,
-                           double &loss, std::string &error) {
-  loss = 0;
-  for (const MicroBatch &batch : batches) {
-    ValueTable values;
-    for (const proto::PlanOp &op : program.ops())
-      if (op.name() == "dtfm.send" || op.name() == "dtfm.recv") {
-        error = program.device() + ": " + op.name() +
-                ": needs a transport (run the plan with its workers)";
-        return false;
-      }
-    if (!runPhase("fwd", values, batch, loss, error) ||
-        !runPhase("bwd", values, batch, loss, error))
-      return false;
-    collectGradients(values);
-  }
-  loss /= static_cast<double>(std::max<size_t>(1, batches.size()));
-  // One device: gradient syncs are the identity.
-  return finishIteration(static_cast<int>(batches.size()), nullptr, error);
 }

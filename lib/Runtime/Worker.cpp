@@ -722,8 +722,10 @@ bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
     Clock::time_point start = Clock::now();
     std::string phase = entry.phase == 'F' ? "fwd" : "bwd";
     if (!executor.runPhase(phase, table, batches[entry.microBatch], lossSum,
-                           error))
+                           error)) {
+      error = planPath + ": " + error;
       return false;
+    }
     Clock::time_point end = Clock::now();
     record(1, std::string(1, entry.phase) + std::to_string(entry.microBatch),
            start, end);
@@ -788,8 +790,11 @@ bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
           [&](const auto &grads, std::string &e) {
             return syncGradients(grads, e);
           },
-          error))
+          error)) {
+    if (error.rfind("gradient allreduce", 0) != 0)
+      error = planPath + ": " + error;
     return false;
+  }
   record(1, "optimizer", start, Clock::now());
   if (transport && !transport->flush(error))
     return false;

@@ -25,6 +25,7 @@
 #include "dtfm/Runtime/Report.h"
 #include "dtfm/Runtime/Simulator.h"
 #include "dtfm/Runtime/Worker.h"
+#include "dtfm/Support/PluginFlags.h"
 
 #include "plan.pb.h"
 
@@ -57,7 +58,8 @@ static const char *kUsage =
     "[--calibration-steps N]\n"
     "         cluster:     [--cluster cluster.textproto] (refuse a plan "
     "made for another)\n"
-    "         multi-host:  --rank R (--rendezvous HOST:PORT | --store DIR)\n";
+    "         multi-host:  --rank R (--rendezvous HOST:PORT | --store DIR)\n"
+    "         kernels:     [--load-dtfm-plugin lib.so] (custom operators)\n";
 
 /// A positive integer option value, or an error.
 static bool positive(const char *flag, const char *text, long long &value) {
@@ -80,8 +82,18 @@ int main(int argc, char **argv) {
   worker.rank = -1;
   // What the launcher passes on to each local worker.
   std::vector<std::string> forwarded;
+  // Custom operators' kernels (--load-dtfm-plugin, repeatable).
+  if (!loadPluginsFromCommandLine("dtfm-run", argc, argv))
+    return 1;
+  for (const std::string &path : scanPluginFlags(argc, argv))
+    forwarded.push_back("--" + std::string(kLoadPluginFlag) + "=" + path);
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
+    if (arg.rfind("--" + std::string(kLoadPluginFlag), 0) == 0) {
+      if (arg == "--" + std::string(kLoadPluginFlag))
+        ++i; // its value
+      continue;
+    }
     bool hasValue = i + 1 < argc;
     auto takesValue = [&](const char *flag) { return arg == flag && hasValue; };
     long long number = 0;

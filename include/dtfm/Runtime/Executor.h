@@ -4,7 +4,8 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Executes one device program of a plan with the CPU kernels: for each
+// Executes one device program of a plan with the CPU kernels (custom
+// operators through their plugins' kernels): for each
 // micro-batch its forward and backward ops in program order (backward ops
 // recompute what they need -- layernorm statistics, attention and softmax
 // probabilities -- from the forward operands they receive), gradients
@@ -84,18 +85,14 @@ public:
   bool restoreState(const std::map<std::string, cpu::Tensor> &state,
                     std::string &error);
 
-  /// One training iteration over `batches` on one device (no send/recv in
-  /// the program); `loss` is their mean loss.
-  bool step(const std::vector<MicroBatch> &batches, double &loss,
-            std::string &error);
-
-  /// The pieces of an iteration, for workers that move values between
-  /// devices: runs the compute ops of `phase` ("fwd" or "bwd") for one
-  /// micro-batch (received values must already be in `values`; sends are
-  /// left to the caller); adds the micro-batch's optimizer inputs to the
-  /// iteration's sums; after the last micro-batch, averages them, runs the
-  /// gradient syncs through `sync` and the updates. `loss` accumulates the
-  /// micro-batch's loss when this program computes one.
+  /// One iteration, in pieces (the workers of lib/Runtime/Worker.h move
+  /// values between devices in between). runPhase runs the compute ops of
+  /// `phase` ("fwd" or "bwd") for one micro-batch (received values must
+  /// already be in `values`; sends are left to the caller; `loss`
+  /// accumulates the micro-batch's loss when this program computes one);
+  /// collectGradients adds the micro-batch's optimizer inputs to the
+  /// iteration's sums; finishIteration, after the last micro-batch,
+  /// averages them, runs the gradient syncs through `sync` and the updates.
   bool runPhase(const std::string &phase, ValueTable &values,
                 const MicroBatch &batch, double &loss, std::string &error);
   void collectGradients(const ValueTable &values);

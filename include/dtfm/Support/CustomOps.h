@@ -112,6 +112,28 @@ struct CustomOpCost {
   int64_t savedActivationBytes = 0;
 };
 
+/// A tensor as the CPU runtime hands it to a kernel: row-major fp32
+/// (integer tensors hold their values as floats).
+struct KernelTensor {
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+};
+
+/// Forward kernel: `results` arrive shaped as inferResults said and filled
+/// with zeros. Returns false with a one-line `error` on failure.
+using CustomForwardKernel = std::function<bool(
+    const CustomOpCall &call, const std::vector<const KernelTensor *> &operands,
+    std::vector<KernelTensor> &results, std::string &error)>;
+
+/// Backward kernel of a single-result op: given the operands and the
+/// gradient of the result, writes the gradient of every operand whose
+/// `wanted` flag is set into `operandGrads` (one per operand, shaped like it
+/// and filled with zeros).
+using CustomBackwardKernel = std::function<bool(
+    const CustomOpCall &call, const std::vector<const KernelTensor *> &operands,
+    const KernelTensor &resultGrad, const std::vector<bool> &wanted,
+    std::vector<KernelTensor> &operandGrads, std::string &error)>;
+
 /// The definition of one custom kind.
 struct CustomOpDef {
   std::string kind;
@@ -125,6 +147,10 @@ struct CustomOpDef {
   std::function<CustomOpCost(const CustomOpCall &call,
                              const std::vector<TensorDesc> &results)>
       cost;
+  /// CPU kernels for dtfm-run --execute (optional: a kind without them can
+  /// be planned and simulated but not trained).
+  CustomForwardKernel forward;
+  CustomBackwardKernel backward;
 };
 
 /// Kind -> definition. The tools use one process-wide instance (`global()`).

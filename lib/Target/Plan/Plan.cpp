@@ -17,6 +17,8 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <functional>
+
 using namespace mlir;
 using namespace mlir::dtfm;
 namespace pb = ::dtfm::proto;
@@ -205,11 +207,19 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
       for (NamedAttribute attr : allAttrs(&op)) {
         (*out.mutable_attrs())[attr.getName().str()] =
             toPlanAttr(attr.getValue());
+        // Dictionaries at any depth, keyed by their path ("a/b/c").
+        std::function<void(const std::string &, DictionaryAttr)> flatten =
+            [&](const std::string &prefix, DictionaryAttr dict) {
+              for (NamedAttribute entry : dict) {
+                std::string key = prefix + "/" + entry.getName().str();
+                (*out.mutable_nested_attrs())[key] =
+                    toPlanAttr(entry.getValue());
+                if (auto inner = dyn_cast<DictionaryAttr>(entry.getValue()))
+                  flatten(key, inner);
+              }
+            };
         if (auto dict = dyn_cast<DictionaryAttr>(attr.getValue()))
-          for (NamedAttribute entry : dict)
-            (*out.mutable_nested_attrs())[attr.getName().str() + "/" +
-                                          entry.getName().str()] =
-                toPlanAttr(entry.getValue());
+          flatten(attr.getName().str(), dict);
       }
     }
   }

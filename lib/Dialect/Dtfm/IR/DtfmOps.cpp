@@ -788,7 +788,7 @@ LogicalResult BackwardOp::verify() {
                            << " to have type " << expected << ", found "
                            << grad.getType();
   }
-  if (getFlops() < 0)
+  if (static_cast<int64_t>(getFlops()) < 0)
     return emitOpError() << "expected non-negative flops, found "
                          << getFlops();
   return success();
@@ -957,7 +957,8 @@ LogicalResult GradSyncOp::verify() {
   if (getResult().getType() != getGrad().getType())
     return emitOpError() << "expected result type " << getGrad().getType()
                          << ", found " << getResult().getType();
-  if (getBytes() != getTensorBytes(getGrad().getType()))
+  if (static_cast<int64_t>(getBytes()) !=
+      getTensorBytes(getGrad().getType()))
     return emitOpError() << "expected bytes = "
                          << getTensorBytes(getGrad().getType()) << ", found "
                          << getBytes();
