@@ -608,9 +608,11 @@ bool ProgramExecutor::runPhase(const std::string &phase, ValueTable &values,
       set(op, 0, cpu::globalAvgPool(operand(op, 0)));
     } else if (name == "dtfm.accumulate") {
       Tensor sum = operand(op, 0);
-      for (int i = 1; i < op.operands_size(); ++i)
-        for (int64_t j = 0; j < sum.numel(); ++j)
-          sum.data[j] += operand(op, i).data[j];
+      for (int i = 1; i < op.operands_size(); ++i) {
+        const std::vector<float> &term = operand(op, i).data;
+        for (size_t j = 0; j < sum.data.size(); ++j)
+          sum.data[j] += term[j];
+      }
       set(op, 0, std::move(sum));
     } else if (name == "dtfm.custom") {
       std::vector<const Tensor *> operands;

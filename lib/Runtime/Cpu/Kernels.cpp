@@ -19,12 +19,6 @@ Tensor::Tensor(std::vector<int64_t> s, float fill) : shape(std::move(s)) {
   data.assign(numel(), fill);
 }
 
-int64_t Tensor::numel() const {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
 
 void dtfm::runtime::cpu::gemm(const float *a, const float *b, float *c,
                               int64_t m, int64_t n, int64_t k, bool transposeA,
@@ -168,7 +162,31 @@ static std::vector<int64_t> broadcastShape(const std::vector<int64_t> &a,
   return shape;
 }
 
+/// Whether `small` is a suffix of `full`'s shape (the operand repeats over
+/// the leading dimensions: a bias, a position table).
+static bool isSuffix(const std::vector<int64_t> &full,
+                     const std::vector<int64_t> &small) {
+  return small.size() <= full.size() &&
+         std::equal(small.begin(), small.end(),
+                    full.end() - static_cast<long>(small.size()));
+}
+
 Tensor dtfm::runtime::cpu::add(const Tensor &a, const Tensor &b) {
+  // Common cases without index tables: equal shapes, or one operand
+  // repeating over the other's leading dimensions.
+  if (a.shape == b.shape || isSuffix(a.shape, b.shape) ||
+      isSuffix(b.shape, a.shape)) {
+    const Tensor &big = a.numel() >= b.numel() ? a : b;
+    const Tensor &small = &big == &a ? b : a;
+    Tensor out = big;
+    int64_t n = small.numel(), total = out.numel();
+    float *o = out.data.data();
+    const float *x = small.data.data();
+    for (int64_t base = 0; base < total; base += n)
+      for (int64_t i = 0; i < n; ++i)
+        o[base + i] += x[i];
+    return out;
+  }
   Tensor out(broadcastShape(a.shape, b.shape));
   std::vector<int64_t> ia = broadcastIndex(out.shape, a.shape);
   std::vector<int64_t> ib = broadcastIndex(out.shape, b.shape);
@@ -182,6 +200,15 @@ void dtfm::runtime::cpu::addBackward(const Tensor &dOut, Tensor *da,
   for (Tensor *d : {da, db}) {
     if (!d)
       continue;
+    if (isSuffix(dOut.shape, d->shape)) {
+      int64_t n = d->numel(), total = dOut.numel();
+      float *g = d->data.data();
+      const float *x = dOut.data.data();
+      for (int64_t base = 0; base < total; base += n)
+        for (int64_t i = 0; i < n; ++i)
+          g[i] += x[base + i];
+      continue;
+    }
     std::vector<int64_t> index = broadcastIndex(dOut.shape, d->shape);
     for (int64_t i = 0; i < dOut.numel(); ++i)
       d->data[index[i]] += dOut.data[i];
@@ -255,12 +282,13 @@ static const double kSqrt2OverPi = 0.7978845608028654;
 
 Tensor dtfm::runtime::cpu::gelu(const Tensor &x, bool tanhApproximation) {
   Tensor out(x.shape);
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    double v = x.data[i];
-    out.data[i] = static_cast<float>(
-        tanhApproximation
-            ? 0.5 * v * (1 + std::tanh(kSqrt2OverPi * (v + 0.044715 * v * v * v)))
-            : 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))));
+  const float c = static_cast<float>(kSqrt2OverPi), r = 0.70710678f;
+  int64_t n = x.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    float v = x.data[i];
+    out.data[i] = tanhApproximation
+                      ? 0.5f * v * (1 + std::tanh(c * (v + 0.044715f * v * v * v)))
+                      : 0.5f * v * (1 + std::erf(v * r));
   }
   return out;
 }
@@ -268,19 +296,20 @@ Tensor dtfm::runtime::cpu::gelu(const Tensor &x, bool tanhApproximation) {
 void dtfm::runtime::cpu::geluBackward(const Tensor &x, bool tanhApproximation,
                                       const Tensor &dOut, Tensor *dx) {
   ensure(dx, x.shape);
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    double v = x.data[i], grad;
+  const float c = static_cast<float>(kSqrt2OverPi), r = 0.70710678f,
+              invSqrt2Pi = 0.39894228f;
+  int64_t n = x.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    float v = x.data[i], grad;
     if (tanhApproximation) {
-      double inner = kSqrt2OverPi * (v + 0.044715 * v * v * v);
-      double t = std::tanh(inner);
-      grad = 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * kSqrt2OverPi *
-                                 (1 + 3 * 0.044715 * v * v);
+      float t = std::tanh(c * (v + 0.044715f * v * v * v));
+      grad = 0.5f * (1 + t) +
+             0.5f * v * (1 - t * t) * c * (1 + 3 * 0.044715f * v * v);
     } else {
-      double cdf = 0.5 * (1 + std::erf(v / std::sqrt(2.0)));
-      double pdf = std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
-      grad = cdf + v * pdf;
+      grad = 0.5f * (1 + std::erf(v * r)) +
+             v * std::exp(-0.5f * v * v) * invSqrt2Pi;
     }
-    dx->data[i] += static_cast<float>(grad * dOut.data[i]);
+    dx->data[i] += grad * dOut.data[i];
   }
 }
 
@@ -334,39 +363,36 @@ void dtfm::runtime::cpu::softmaxBackward(const Tensor &out, const Tensor &dOut,
 // causal attention
 //===----------------------------------------------------------------------===//
 
+// Attention per (batch row, head) with sgemm on the head's strided slice
+// of Q, K, V (leading dimension h): S = Q K^T scale, causal softmax, O = P V.
 Tensor dtfm::runtime::cpu::causalAttention(const Tensor &q, const Tensor &k,
                                            const Tensor &v, int64_t heads,
                                            Tensor &probs) {
   int64_t b = q.dim(0), s = q.dim(1), h = q.dim(2), dh = h / heads;
-  double scale = 1.0 / std::sqrt(static_cast<double>(dh));
+  float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dh)));
   Tensor out(q.shape);
   probs = Tensor({b, heads, s, s});
   for (int64_t n = 0; n < b; ++n)
     for (int64_t hd = 0; hd < heads; ++hd) {
       float *p = probs.data.data() + ((n * heads + hd) * s) * s;
+      size_t offset = static_cast<size_t>(n * s * h + hd * dh);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s, s, dh, scale,
+                  q.data.data() + offset, h, k.data.data() + offset, h, 0.0f,
+                  p, s);
       for (int64_t i = 0; i < s; ++i) {
-        const float *qi = q.data.data() + (n * s + i) * h + hd * dh;
-        double peak = -std::numeric_limits<double>::infinity();
-        for (int64_t j = 0; j <= i; ++j) {
-          const float *kj = k.data.data() + (n * s + j) * h + hd * dh;
-          double dot = 0;
-          for (int64_t c = 0; c < dh; ++c)
-            dot += qi[c] * kj[c];
-          p[i * s + j] = static_cast<float>(dot * scale);
-          peak = std::max(peak, dot * scale);
-        }
-        double sum = 0;
+        float *row = p + i * s;
+        float peak = *std::max_element(row, row + i + 1);
+        float sum = 0;
         for (int64_t j = 0; j <= i; ++j)
-          sum += (p[i * s + j] = static_cast<float>(std::exp(p[i * s + j] - peak)));
+          sum += (row[j] = std::exp(row[j] - peak));
+        float inverse = 1.0f / sum;
         for (int64_t j = 0; j <= i; ++j)
-          p[i * s + j] = static_cast<float>(p[i * s + j] / sum);
-        float *oi = out.data.data() + (n * s + i) * h + hd * dh;
-        for (int64_t j = 0; j <= i; ++j) {
-          const float *vj = v.data.data() + (n * s + j) * h + hd * dh;
-          for (int64_t c = 0; c < dh; ++c)
-            oi[c] += p[i * s + j] * vj[c];
-        }
+          row[j] *= inverse;
+        std::fill(row + i + 1, row + s, 0.0f); // masked
       }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s, dh, s, 1.0f, p,
+                  s, v.data.data() + offset, h, 0.0f,
+                  out.data.data() + offset, h);
     }
   return out;
 }
@@ -376,48 +402,42 @@ void dtfm::runtime::cpu::causalAttentionBackward(
     const Tensor &probs, const Tensor &dOut, Tensor *dq, Tensor *dk,
     Tensor *dv) {
   int64_t b = q.dim(0), s = q.dim(1), h = q.dim(2), dh = h / heads;
-  double scale = 1.0 / std::sqrt(static_cast<double>(dh));
+  float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dh)));
   ensure(dq, q.shape);
   ensure(dk, k.shape);
   ensure(dv, v.shape);
-  std::vector<double> dp(s), ds(s);
+  std::vector<float> dp(static_cast<size_t>(s * s));
   for (int64_t n = 0; n < b; ++n)
     for (int64_t hd = 0; hd < heads; ++hd) {
       const float *p = probs.data.data() + ((n * heads + hd) * s) * s;
+      size_t offset = static_cast<size_t>(n * s * h + hd * dh);
+      const float *go = dOut.data.data() + offset;
+      // dV += P^T dO; dP = dO V^T.
+      if (dv)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s, dh, s, 1.0f, p,
+                    s, go, h, 1.0f, dv->data.data() + offset, h);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s, s, dh, 1.0f, go,
+                  h, v.data.data() + offset, h, 0.0f, dp.data(), s);
+      // dS = P (dP - rowsum(P dP)) scale, zero above the diagonal.
       for (int64_t i = 0; i < s; ++i) {
-        const float *go = dOut.data.data() + (n * s + i) * h + hd * dh;
-        // dP_ij = dO_i . V_j ; dV_j += P_ij dO_i.
-        double dot = 0;
-        for (int64_t j = 0; j <= i; ++j) {
-          const float *vj = v.data.data() + (n * s + j) * h + hd * dh;
-          double acc = 0;
-          for (int64_t c = 0; c < dh; ++c)
-            acc += go[c] * vj[c];
-          dp[j] = acc;
-          dot += acc * p[i * s + j];
-          if (dv) {
-            float *dvj = dv->data.data() + (n * s + j) * h + hd * dh;
-            for (int64_t c = 0; c < dh; ++c)
-              dvj[c] += static_cast<float>(p[i * s + j] * go[c]);
-          }
-        }
-        // Softmax backward, then the scaled QK^T product.
-        const float *qi = q.data.data() + (n * s + i) * h + hd * dh;
-        for (int64_t j = 0; j <= i; ++j) {
-          double dsij = p[i * s + j] * (dp[j] - dot) * scale;
-          const float *kj = k.data.data() + (n * s + j) * h + hd * dh;
-          if (dq) {
-            float *dqi = dq->data.data() + (n * s + i) * h + hd * dh;
-            for (int64_t c = 0; c < dh; ++c)
-              dqi[c] += static_cast<float>(dsij * kj[c]);
-          }
-          if (dk) {
-            float *dkj = dk->data.data() + (n * s + j) * h + hd * dh;
-            for (int64_t c = 0; c < dh; ++c)
-              dkj[c] += static_cast<float>(dsij * qi[c]);
-          }
-        }
+        const float *pi = p + i * s;
+        float *di = dp.data() + i * s;
+        float dot = 0;
+        for (int64_t j = 0; j <= i; ++j)
+          dot += pi[j] * di[j];
+        for (int64_t j = 0; j <= i; ++j)
+          di[j] = pi[j] * (di[j] - dot) * scale;
+        std::fill(di + i + 1, di + s, 0.0f);
       }
+      // dQ += dS K; dK += dS^T Q.
+      if (dq)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s, dh, s, 1.0f,
+                    dp.data(), s, k.data.data() + offset, h, 1.0f,
+                    dq->data.data() + offset, h);
+      if (dk)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s, dh, s, 1.0f,
+                    dp.data(), s, q.data.data() + offset, h, 1.0f,
+                    dk->data.data() + offset, h);
     }
 }
 

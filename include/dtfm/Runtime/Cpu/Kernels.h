@@ -30,7 +30,12 @@ struct Tensor {
 
   Tensor() = default;
   explicit Tensor(std::vector<int64_t> shape, float fill = 0);
-  int64_t numel() const;
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    return n;
+  }
   int64_t dim(int i) const { return shape[i < 0 ? shape.size() + i : i]; }
 };
 
