@@ -112,7 +112,17 @@ struct Autodiff : public mlir::dtfm::impl::AutodiffBase<Autodiff> {
         return it->second.front();
       auto sum = b.create<AccumulateOp>(owner->getLoc(), value.getType(),
                                         it->second);
-      tag(sum, owner);
+      // Sum where the contributions are when they all come from one layer
+      // (a value used twice by the next layer): once pipelined, one
+      // gradient then crosses the stage boundary instead of one per use.
+      Operation *first = it->second.front().getDefiningOp();
+      bool oneLayer =
+          first && layerOf(first) &&
+          llvm::all_of(it->second, [&](Value g) {
+            Operation *def = g.getDefiningOp();
+            return def && layerOf(def) == layerOf(first);
+          });
+      tag(sum, oneLayer ? first : owner);
       it->second = {sum.getResult()};
       return sum.getResult();
     };

@@ -417,6 +417,18 @@ struct Transport::Impl {
     }
   }
 
+  Link *linkTo(int peer) {
+    std::lock_guard<std::mutex> lock(linksMutex);
+    std::unique_ptr<Link> &entry = links[peer];
+    if (!entry) {
+      entry = std::make_unique<Link>();
+      Link *created = entry.get();
+      created->thread =
+          std::thread([this, peer, created] { runLink(peer, *created); });
+    }
+    return entry.get();
+  }
+
   bool takeLinkError(std::string &error) {
     std::lock_guard<std::mutex> lock(errorMutex);
     if (linkError.empty())
@@ -540,18 +552,7 @@ bool Transport::send(int peer, uint64_t slot, std::vector<char> message,
                      bool control) {
   if (impl->takeLinkError(error))
     return false;
-  Impl::Link *link;
-  {
-    std::lock_guard<std::mutex> lock(impl->linksMutex);
-    std::unique_ptr<Impl::Link> &entry = impl->links[peer];
-    if (!entry) {
-      entry = std::make_unique<Impl::Link>();
-      Impl::Link *created = entry.get();
-      created->thread =
-          std::thread([this, peer, created] { impl->runLink(peer, *created); });
-    }
-    link = entry.get();
-  }
+  Impl::Link *link = impl->linkTo(peer);
   Clock::time_point now = Clock::now(), release = now;
   const std::vector<LinkShape> &shapes = impl->options.links;
   size_t index = static_cast<size_t>(rank()) * size() + peer;
@@ -590,6 +591,12 @@ bool Transport::recv(int peer, uint64_t slot, void *data, size_t bytes,
     return false;
   }
   return true;
+}
+
+void Transport::openLinks(const std::vector<int> &peers) {
+  for (int peer : peers)
+    if (peer != rank() && peer >= 0 && peer < size())
+      impl->linkTo(peer);
 }
 
 int Transport::postRecv(int peer, uint64_t slot, void *data, size_t bytes) {

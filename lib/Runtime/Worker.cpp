@@ -21,7 +21,10 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <dirent.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -102,6 +105,12 @@ uint64_t controlSlot(ControlKind kind, int64_t step, int part) {
          (static_cast<uint64_t>(step) << 8) | static_cast<uint64_t>(part);
 }
 
+double threadCpuSeconds() {
+  timespec t{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
 uint64_t fingerprint(const std::string &bytes) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : bytes) {
@@ -180,6 +189,14 @@ private:
   bool prepare(std::string &error);
   bool connect(std::string &error);
   bool runStep(int64_t step, double &lossSum, std::string &error);
+  /// The compute slot's stream for one step, on this thread or on a
+  /// lower-priority one beside the receive and send threads.
+  bool runComputeSlot(int64_t step, std::vector<MicroBatch> &batches,
+                      std::vector<ValueTable> &values, double &lossSum,
+                      std::string &error);
+  bool runComputeThread(int64_t step, std::vector<MicroBatch> &batches,
+                        std::vector<ValueTable> &values, double &lossSum,
+                        std::string &error);
   bool receiveEntry(int64_t step, const StreamEntry &entry,
                     std::string &error);
   bool sendEntry(int64_t step, const StreamEntry &entry, std::string &error);
@@ -197,8 +214,19 @@ private:
                 const std::string &blob, std::string &error);
   bool recvBlob(int peer, ControlKind kind, int64_t step, std::string &blob,
                 std::string &error);
+  /// A step rank 0 has finished but not printed (its losses may still be
+  /// on the way).
+  struct PendingStep {
+    int64_t step = 0;
+    double seconds = 0, simulatedSeconds = 0, total = 0;
+    bool calibrated = false;
+    std::vector<double> parts; // loss sums from the last stages
+    std::vector<int> handles;
+  };
   bool reportStep(int64_t step, double lossSum, double seconds,
                   std::string &error);
+  bool printStep(PendingStep &pending, std::string &error);
+  std::unique_ptr<PendingStep> reported;
   bool calibrate(std::string &error);
   bool checkpoint(int64_t step, std::string &error);
   bool resume(int64_t &step, std::string &error);
@@ -212,6 +240,7 @@ private:
   const proto::DeviceProgram &program;
   ProgramExecutor executor;
   std::unique_ptr<Transport> transport;
+  std::vector<LinkShape> linkShapes; // size x size when links are shaped
   DataSource data;
 
   int size = 1, microBatches = 1, pipelines = 1;
@@ -471,8 +500,17 @@ bool Worker::connect(std::string &error) {
     }
     break;
   }
+  linkShapes = t.links;
   transport = Transport::connect(t, error);
-  return transport != nullptr;
+  if (!transport)
+    return false;
+  std::vector<int> peers = {0};
+  for (const Transfer &s : sends)
+    peers.push_back(s.peerRank);
+  for (const std::vector<int> &group : t.groups)
+    peers.insert(peers.end(), group.begin(), group.end());
+  transport->openLinks(peers);
+  return true;
 }
 
 void Worker::record(int slot, const std::string &name, Clock::time_point start,
@@ -488,18 +526,28 @@ void Worker::record(int slot, const std::string &name, Clock::time_point start,
 bool Worker::receiveEntry(int64_t step, const StreamEntry &entry,
                           std::string &error) {
   Clock::time_point start = Clock::now();
+  double serialise = 0; // seconds the entry's bytes occupy its link
   for (size_t i = 0; i < receives.size(); ++i) {
     const Transfer &t = receives[i];
     if (t.phase != entry.phase || t.peerStage != entry.peerStage ||
         t.oncePerIteration)
       continue;
     cpu::Tensor &buffer = buffers[i][entry.microBatch];
+    size_t link = static_cast<size_t>(t.peerRank) * size + options.rank;
+    if (link < linkShapes.size() && linkShapes[link].bytesPerSecond > 0)
+      serialise += buffer.data.size() * 4.0 / linkShapes[link].bytesPerSecond;
     if (!transport->recv(t.peerRank,
                          dataSlot(step, t.phase, entry.microBatch,
                                   microBatches, t.tag),
                          buffer.data.data(), buffer.data.size() * 4, error))
       return false;
   }
+  // One thread doing everything cannot take data in while it computes: a
+  // receive lasts at least as long as the link needs for its bytes.
+  if (options.serialSlots)
+    std::this_thread::sleep_until(
+        start + std::chrono::duration_cast<Clock::duration>(
+                    std::chrono::duration<double>(serialise)));
   std::string from;
   for (const Transfer &t : receives)
     if (t.phase == entry.phase && t.peerStage == entry.peerStage &&
@@ -685,6 +733,53 @@ bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
   }
 
   std::vector<ValueTable> values(microBatches);
+  bool computed = overlapped ? runComputeThread(step, batches, values, lossSum,
+                                                error)
+                             : runComputeSlot(step, batches, values, lossSum,
+                                              error);
+  if (overlapped) {
+    receiver.join();
+    sender.join();
+  }
+  if (!computed)
+    return false;
+  Clock::time_point start = Clock::now();
+  if (!executor.finishIteration(
+          microBatches,
+          [&](const auto &grads, std::string &e) {
+            return syncGradients(grads, e);
+          },
+          error)) {
+    if (error.rfind("gradient allreduce", 0) != 0)
+      error = planPath + ": " + error;
+    return false;
+  }
+  record(1, "optimizer", start, Clock::now());
+  if (transport && !transport->flush(error))
+    return false;
+  return true;
+}
+
+bool Worker::runComputeThread(int64_t step, std::vector<MicroBatch> &batches,
+                              std::vector<ValueTable> &values, double &lossSum,
+                              std::string &error) {
+  // Compute runs at a lower priority than the receive, send and link
+  // threads, so that they move data as soon as it is there even when the
+  // workers outnumber the cores (nice can only be raised without
+  // privileges, hence a thread of its own).
+  bool ok = false;
+  std::thread compute([&] {
+    ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 5);
+    ok = runComputeSlot(step, batches, values, lossSum, error);
+  });
+  compute.join();
+  return ok;
+}
+
+bool Worker::runComputeSlot(int64_t step, std::vector<MicroBatch> &batches,
+                            std::vector<ValueTable> &values, double &lossSum,
+                            std::string &error) {
+  bool overlapped = !options.serialSlots && transport;
   for (const StreamEntry &entry : computeStream) {
     std::pair<char, int> key{entry.phase, entry.microBatch};
     bool needsTied = entry.phase == 'F' ? tiedForward
@@ -720,6 +815,7 @@ bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
         table[t.value] = cpu::Tensor(t.shape);
     }
     Clock::time_point start = Clock::now();
+    double cpuStart = threadCpuSeconds();
     std::string phase = entry.phase == 'F' ? "fwd" : "bwd";
     if (!executor.runPhase(phase, table, batches[entry.microBatch], lossSum,
                            error)) {
@@ -729,9 +825,8 @@ bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
     Clock::time_point end = Clock::now();
     record(1, std::string(1, entry.phase) + std::to_string(entry.microBatch),
            start, end);
-    double seconds = std::chrono::duration<double>(end - start).count();
     if (step - firstStep < options.calibrationSteps) {
-      calibrationSeconds += seconds;
+      calibrationSeconds += threadCpuSeconds() - cpuStart;
       calibrationFlops += entry.phase == 'F' ? program.forward_flops()
                                              : program.backward_flops();
     }
@@ -780,24 +875,6 @@ bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
       table.clear();
     }
   }
-  if (overlapped) {
-    receiver.join();
-    sender.join();
-  }
-  Clock::time_point start = Clock::now();
-  if (!executor.finishIteration(
-          microBatches,
-          [&](const auto &grads, std::string &e) {
-            return syncGradients(grads, e);
-          },
-          error)) {
-    if (error.rfind("gradient allreduce", 0) != 0)
-      error = planPath + ": " + error;
-    return false;
-  }
-  record(1, "optimizer", start, Clock::now());
-  if (transport && !transport->flush(error))
-    return false;
   return true;
 }
 
@@ -829,9 +906,9 @@ bool Worker::recvBlob(int peer, ControlKind kind, int64_t step,
 }
 
 bool Worker::calibrate(std::string &error) {
-  // Each worker's sustained speed while every worker runs: compute FLOPs
-  // over compute seconds of the first steps (cores are shared, so this is
-  // what a device of this run really achieves).
+  // Each worker's speed on a core of its own: compute FLOPs over the compute
+  // thread's CPU time in the first steps (FusionLLM §3.5 profiles the same
+  // way). Sharing of this machine's cores is modelled below.
   double speed = calibrationSeconds > 0 ? calibrationFlops / calibrationSeconds
                                         : 0;
   std::vector<double> speeds(size, 0);
@@ -850,15 +927,36 @@ bool Worker::calibrate(std::string &error) {
   SimInput input;
   if (!simulationInput(plan, input, error))
     return false;
-  for (planner::Device &d : input.cluster.devices)
-    for (int r = 0; r < size; ++r)
-      if (names[r] == d.name && speeds[r] > 0) {
-        d.peakFlops = speeds[r];
-        d.efficiency = 1;
-      }
+  // Local workers time-share the machine's cores. Processor sharing, in the
+  // mean: when the simulated iteration keeps A compute slots busy on
+  // average and A exceeds the cores C, each runs at C / A of its speed;
+  // solved as a damped fixed point (A depends on the speeds).
+  double cores = options.storeDir.empty()
+                     ? 0 // one worker per host (--rendezvous): no sharing
+                     : std::max(1u, std::thread::hardware_concurrency());
+  double share = 1;
   SimResult result;
-  if (!simulate(input, result, error))
-    return false;
+  for (int round = 0; round < 30; ++round) {
+    for (planner::Device &d : input.cluster.devices)
+      for (int r = 0; r < size; ++r)
+        if (names[r] == d.name && speeds[r] > 0) {
+          d.peakFlops = speeds[r] * share;
+          d.efficiency = 1;
+        }
+    result = SimResult();
+    if (!simulate(input, result, error))
+      return false;
+    if (cores == 0 || result.iterationSeconds <= 0)
+      break;
+    double busy = 0;
+    for (const auto &[device, seconds] : result.busySeconds)
+      busy += seconds;
+    double active = busy / result.iterationSeconds;
+    double next = std::min(1.0, cores / std::max(active, 1e-9));
+    if (std::abs(next - share) < 1e-3)
+      break;
+    share = 0.5 * (share + next);
+  }
   simulatedSeconds = result.iterationSeconds;
   calibrated = true;
   return true;
@@ -871,21 +969,40 @@ bool Worker::reportStep(int64_t step, double lossSum, double seconds,
   if (options.rank != 0) {
     if (!last)
       return true;
-    std::string blob(reinterpret_cast<const char *>(&lossSum), 8);
-    return sendBlob(0, kLoss, step, blob, error);
+    const char *raw = reinterpret_cast<const char *>(&lossSum);
+    return transport->send(0, controlSlot(kLoss, step, 0),
+                           std::vector<char>(raw, raw + 8), error, nullptr,
+                           true);
   }
-  double total = last ? lossSum : 0;
-  for (int r : lastStageRanks) {
-    if (r == 0)
-      continue;
-    std::string blob;
-    if (!recvBlob(r, kLoss, step, blob, error))
+  // Rank 0 posts the receives of this step's losses and prints the step
+  // before (whose losses are in by now): waiting here would hold the first
+  // stage back from the next iteration.
+  auto pending = std::make_unique<PendingStep>();
+  pending->step = step;
+  pending->seconds = seconds;
+  pending->simulatedSeconds = simulatedSeconds;
+  pending->calibrated = calibrated;
+  pending->total = last ? lossSum : 0;
+  pending->parts.assign(lastStageRanks.size(), 0);
+  for (size_t i = 0; i < lastStageRanks.size(); ++i)
+    if (lastStageRanks[i] != 0)
+      pending->handles.push_back(transport->postRecv(
+          lastStageRanks[i], controlSlot(kLoss, step, 0), &pending->parts[i],
+          8));
+  bool ok = !reported || printStep(*reported, error);
+  reported = std::move(pending);
+  return ok;
+}
+
+bool Worker::printStep(PendingStep &pending, std::string &error) {
+  for (int handle : pending.handles)
+    if (!transport->waitPosted(handle, error))
       return false;
-    double part = 0;
-    if (blob.size() == 8)
-      std::memcpy(&part, blob.data(), 8);
+  double total = pending.total;
+  for (double part : pending.parts)
     total += part;
-  }
+  int64_t step = pending.step;
+  double seconds = pending.seconds;
   double loss = total / (pipelines * microBatches);
   // Tokens (or samples) and FLOPs of one iteration of the whole plan.
   double tokens = 0, flops = 0;
@@ -913,7 +1030,8 @@ bool Worker::reportStep(int64_t step, double lossSum, double seconds,
                 "(simulated %.2f ms%s)",
                 static_cast<long long>(step), loss, rate,
                 tokenModel ? "tok/s" : "samples/s", gflops, seconds * 1e3,
-                simulatedSeconds * 1e3, calibrated ? ", calibrated" : "");
+                pending.simulatedSeconds * 1e3,
+                pending.calibrated ? ", calibrated" : "");
   if (options.progressBar) {
     int width = 20;
     int done = static_cast<int>(width * step / std::max(1, options.steps));
@@ -932,7 +1050,8 @@ bool Worker::reportStep(int64_t step, double lossSum, double seconds,
                  "\"calibrated\":%s}\n",
                  static_cast<long long>(step), loss,
                  tokenModel ? "tokens_per_s" : "samples_per_s", rate, gflops,
-                 seconds, simulatedSeconds, calibrated ? "true" : "false");
+                 seconds, pending.simulatedSeconds,
+                 pending.calibrated ? "true" : "false");
     std::fflush(log);
   }
   return true;
@@ -1138,6 +1257,8 @@ int Worker::run() {
     if (due && !checkpoint(step, error))
       fatal(error);
   }
+  if (reported && !printStep(*reported, error))
+    fatal(error);
   if (!finish(error))
     fatal(error);
   if (log)

@@ -25,8 +25,9 @@ func.func @mlp() -> tensor<f32> {
   // CHECK: %[[DS:.*]] = dtfm.backward "dtfm.cross_entropy"(%[[S]], %{{.*}}) {dtfm.layer = "l1", flops = 12 : i64, wrt = array<i64: 0>}
   // CHECK: %[[DA:.*]]:2 = dtfm.backward "dtfm.add"(%[[R]], %[[Y]], %[[DS]]) {dtfm.layer = "l1", flops = 6 : i64, wrt = array<i64: 0, 1>}
   // CHECK: %[[DR:.*]] = dtfm.backward "dtfm.relu"(%[[Y]], %[[DA]]#0) {dtfm.layer = "l1", flops = 6 : i64, wrt = array<i64: 0>}
-  // COM: y is used twice: its gradients are summed.
-  // CHECK: %[[DY:.*]] = dtfm.accumulate %[[DA]]#1, %[[DR]] {dtfm.layer = "l0"}
+  // COM: y is used twice: its gradients are summed, in l1 where both come
+  // COM: from (a stage boundary after l0 then carries one gradient).
+  // CHECK: %[[DY:.*]] = dtfm.accumulate %[[DA]]#1, %[[DR]] {dtfm.layer = "l1"}
   // COM: Only W needs a gradient (x is an input, the bias is frozen).
   // CHECK: %[[DW:.*]] = dtfm.backward "dtfm.linear"(%[[X]], %[[W]], %[[F]], %[[DY]]) {dtfm.layer = "l0", flops = 102 : i64, wrt = array<i64: 1>} : {{.*}} -> tensor<4x3xf32>
   // COM: AdamW's other hyper-parameters are at their defaults (not printed).
@@ -48,7 +49,8 @@ func.func @mlp() -> tensor<f32> {
 // COSTS-NEXT: training FLOPs 376
 
 // COM: The GPT: one backward op per differentiable forward op, an update per
-// COM: trainable parameter, the tied embedding's two gradients summed.
-// GPT: dtfm.accumulate %{{.*}}, %{{.*}} {dtfm.layer = "embedding"} : (tensor<4x32x64xf32>, tensor<4x32x64xf32>) -> tensor<4x32x64xf32>
+// COM: trainable parameter, the embedding output summed in layer.0 (its two
+// COM: users), the tied embedding's two gradients summed in its own layer.
+// GPT: dtfm.accumulate %{{.*}}, %{{.*}} {dtfm.layer = "layer.0"} : (tensor<4x32x64xf32>, tensor<4x32x64xf32>) -> tensor<4x32x64xf32>
 // GPT: dtfm.accumulate %{{.*}}, %{{.*}} {dtfm.layer = "embedding"} : (tensor<256x64xf32>, tensor<256x64xf32>) -> tensor<256x64xf32>
 // GPT: dtfm.adamw_update

@@ -3,10 +3,12 @@
 // RUN: FileCheck %s --check-prefix=IR < %t.out
 
 // COM: The frozen batchnorm statistics get no gradient and no update; the
-// COM: residual inputs (pooled stem output, first block) get summed gradients.
+// COM: residual inputs (pooled stem output, first block) get summed gradients,
+// COM: summed in the block that uses them twice (one gradient crosses a stage
+// COM: boundary, not two).
 // GRAD-DAG: dtfm.backward "dtfm.batchnorm"({{.*}}) {dtfm.forward_attrs = {epsilon = {{.*}}, momentum = {{.*}}}, dtfm.layer = "stem", flops = {{[0-9]+}} : i64, wrt = array<i64: 0, 1, 2>}
-// GRAD-DAG: dtfm.accumulate {{.*}} {dtfm.layer = "stem"} : (tensor<8x8x8x8xf32>, tensor<8x8x8x8xf32>) -> tensor<8x8x8x8xf32>
 // GRAD-DAG: dtfm.accumulate {{.*}} {dtfm.layer = "block1"} : (tensor<8x8x8x8xf32>, tensor<8x8x8x8xf32>) -> tensor<8x8x8x8xf32>
+// GRAD-DAG: dtfm.accumulate {{.*}} {dtfm.layer = "block2"} : (tensor<8x8x8x8xf32>, tensor<8x8x8x8xf32>) -> tensor<8x8x8x8xf32>
 // GRAD-DAG: dtfm.backward "dtfm.max_pool2d"
 // GRAD-DAG: dtfm.backward "dtfm.global_avg_pool"
 // GRAD-DAG: dtfm.backward "dtfm.flatten"

@@ -78,6 +78,9 @@ public:
   /// Receives exactly `bytes` bytes from `peer` into `data`.
   bool recv(int peer, uint64_t slot, void *data, size_t bytes,
             std::string &error);
+  /// Starts the link threads to `peers` now (from this thread, whose
+  /// scheduling priority they inherit) rather than on the first send.
+  void openLinks(const std::vector<int> &peers);
   /// Posts a receive without waiting (messages for it may then arrive in
   /// any order relative to other receives); waitPosted completes it.
   int postRecv(int peer, uint64_t slot, void *data, size_t bytes);
