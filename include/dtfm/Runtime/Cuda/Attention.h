@@ -1,0 +1,47 @@
+//===- Attention.h - Causal self-attention on the GPU ------------*- C++ -*-===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+//
+// dtfm.causal_attention and its backward from the kernels and cuBLASLt:
+// heads split to [b, heads, s, dh], S = Q K^T and O = P V as batched
+// strided matmuls, the scale, mask and softmax in one kernel; the backward
+// runs the same products transposed. Numerically the CPU kernel's
+// algorithm; probabilities are kept for the backward, as there.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTFM_RUNTIME_CUDA_ATTENTION_H
+#define DTFM_RUNTIME_CUDA_ATTENTION_H
+
+#include "dtfm/Runtime/Cuda/Device.h"
+
+namespace dtfm::runtime::cuda {
+
+struct AttentionShape {
+  int64_t batch = 0, seq = 0, hidden = 0, heads = 1;
+  int64_t headDim() const { return hidden / heads; }
+  /// Floats of scratch the forward and the backward need.
+  int64_t scratchFloats() const {
+    return 5 * batch * seq * hidden + batch * heads * seq * seq;
+  }
+};
+
+/// out = attention(q, k, v) ([b, s, h] each, out zero-filled by the
+/// caller); probs [b, heads, s, s] kept.
+bool causalAttention(Matmul &matmul, const AttentionShape &shape,
+                     const float *q, const float *k, const float *v,
+                     float *out, float *probs, float *scratch,
+                     cudaStream_t stream, std::string &error);
+
+/// dq, dk, dv += the gradients (each may be null).
+bool causalAttentionBackward(Matmul &matmul, const AttentionShape &shape,
+                             const float *q, const float *k, const float *v,
+                             const float *probs, const float *dOut, float *dq,
+                             float *dk, float *dv, float *scratch,
+                             cudaStream_t stream, std::string &error);
+
+} // namespace dtfm::runtime::cuda
+
+#endif // DTFM_RUNTIME_CUDA_ATTENTION_H

@@ -1,0 +1,187 @@
+//===- Elementwise.cu - Elementwise, embedding and optimizer kernels ------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.cuh"
+#include "dtfm/Runtime/Cuda/Kernels.h"
+
+#include <cuda_runtime.h>
+
+using namespace dtfm::runtime::cuda::detail;
+
+namespace {
+
+__global__ void addRepeatedKernel(const float *a, int64_t na, const float *b,
+                                  int64_t nb, float *out, int64_t n) {
+  DTFM_GRID_STRIDE(i, n) out[i] = a[i % na] + b[i % nb];
+}
+
+__global__ void sumRepeatedKernel(const float *dOut, int64_t n, float *grad,
+                                  int64_t m) {
+  DTFM_GRID_STRIDE(j, m) {
+    float sum = 0;
+    for (int64_t i = j; i < n; i += m)
+      sum += dOut[i];
+    grad[j] += sum;
+  }
+}
+
+constexpr float kSqrt2OverPi = 0.7978845608f;
+constexpr float kInvSqrt2 = 0.70710678f;
+constexpr float kInvSqrt2Pi = 0.39894228f;
+
+__global__ void geluKernel(const float *x, float *y, int64_t n, bool tanhApp) {
+  DTFM_GRID_STRIDE(i, n) {
+    float v = x[i];
+    y[i] = tanhApp
+               ? 0.5f * v * (1 + tanhf(kSqrt2OverPi * (v + 0.044715f * v * v * v)))
+               : 0.5f * v * (1 + erff(v * kInvSqrt2));
+  }
+}
+
+__global__ void geluBackwardKernel(const float *x, const float *dy, float *dx,
+                                   int64_t n, bool tanhApp) {
+  DTFM_GRID_STRIDE(i, n) {
+    float v = x[i], grad;
+    if (tanhApp) {
+      float t = tanhf(kSqrt2OverPi * (v + 0.044715f * v * v * v));
+      grad = 0.5f * (1 + t) + 0.5f * v * (1 - t * t) * kSqrt2OverPi *
+                                  (1 + 3 * 0.044715f * v * v);
+    } else {
+      grad = 0.5f * (1 + erff(v * kInvSqrt2)) +
+             v * expf(-0.5f * v * v) * kInvSqrt2Pi;
+    }
+    dx[i] += grad * dy[i];
+  }
+}
+
+__global__ void reluKernel(const float *x, float *y, int64_t n) {
+  DTFM_GRID_STRIDE(i, n) y[i] = fmaxf(0.0f, x[i]);
+}
+
+__global__ void reluBackwardKernel(const float *y, const float *dy, float *dx,
+                                   int64_t n) {
+  DTFM_GRID_STRIDE(i, n) dx[i] += y[i] > 0 ? dy[i] : 0.0f;
+}
+
+__global__ void accumulateKernel(const float *src, float *dst, int64_t n) {
+  DTFM_GRID_STRIDE(i, n) dst[i] += src[i];
+}
+
+__global__ void embeddingKernel(const float *indices, const float *table,
+                                float *out, int64_t n, int64_t h) {
+  DTFM_GRID_STRIDE(i, n * h) {
+    int64_t row = static_cast<int64_t>(indices[i / h]);
+    out[i] = table[row * h + i % h];
+  }
+}
+
+__global__ void embeddingBackwardKernel(const float *indices,
+                                        const float *dOut, float *dTable,
+                                        int64_t n, int64_t h) {
+  DTFM_GRID_STRIDE(i, n * h) {
+    int64_t row = static_cast<int64_t>(indices[i / h]);
+    atomicAdd(&dTable[row * h + i % h], dOut[i]);
+  }
+}
+
+__global__ void sgdKernel(float *param, const float *grad, float *velocity,
+                          int64_t n, float lr, float momentum,
+                          float weightDecay) {
+  DTFM_GRID_STRIDE(i, n) {
+    float g = grad[i] + weightDecay * param[i];
+    float v = momentum * velocity[i] + g;
+    velocity[i] = v;
+    param[i] -= lr * v;
+  }
+}
+
+__global__ void adamwKernel(float *param, const float *grad, float *m,
+                            float *v, int64_t n, float c1, float c2, float lr,
+                            float beta1, float beta2, float epsilon,
+                            float weightDecay) {
+  DTFM_GRID_STRIDE(i, n) {
+    float g = grad[i];
+    float mi = beta1 * m[i] + (1 - beta1) * g;
+    float vi = beta2 * v[i] + (1 - beta2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    float p = param[i];
+    p -= lr * weightDecay * p;
+    p -= lr * (mi / c1) / (sqrtf(vi / c2) + epsilon);
+    param[i] = p;
+  }
+}
+
+} // namespace
+
+namespace dtfm::runtime::cuda {
+
+void addRepeated(const float *a, int64_t na, const float *b, int64_t nb,
+                 float *out, int64_t n, cudaStream_t stream) {
+  addRepeatedKernel<<<blocksFor(n), kThreads, 0, stream>>>(a, na, b, nb, out,
+                                                           n);
+}
+
+void sumRepeated(const float *dOut, int64_t n, float *grad, int64_t m,
+                 cudaStream_t stream) {
+  sumRepeatedKernel<<<blocksFor(m), kThreads, 0, stream>>>(dOut, n, grad, m);
+}
+
+void gelu(const float *x, float *y, int64_t n, bool tanhApproximation,
+          cudaStream_t stream) {
+  geluKernel<<<blocksFor(n), kThreads, 0, stream>>>(x, y, n,
+                                                    tanhApproximation);
+}
+
+void geluBackward(const float *x, const float *dy, float *dx, int64_t n,
+                  bool tanhApproximation, cudaStream_t stream) {
+  geluBackwardKernel<<<blocksFor(n), kThreads, 0, stream>>>(
+      x, dy, dx, n, tanhApproximation);
+}
+
+void relu(const float *x, float *y, int64_t n, cudaStream_t stream) {
+  reluKernel<<<blocksFor(n), kThreads, 0, stream>>>(x, y, n);
+}
+
+void reluBackward(const float *y, const float *dy, float *dx, int64_t n,
+                  cudaStream_t stream) {
+  reluBackwardKernel<<<blocksFor(n), kThreads, 0, stream>>>(y, dy, dx, n);
+}
+
+void accumulate(const float *src, float *dst, int64_t n, cudaStream_t stream) {
+  accumulateKernel<<<blocksFor(n), kThreads, 0, stream>>>(src, dst, n);
+}
+
+void embedding(const float *indices, const float *table, float *out,
+               int64_t n, int64_t h, cudaStream_t stream) {
+  embeddingKernel<<<blocksFor(n * h), kThreads, 0, stream>>>(indices, table,
+                                                             out, n, h);
+}
+
+void embeddingBackward(const float *indices, const float *dOut,
+                       float *dTable, int64_t n, int64_t h,
+                       cudaStream_t stream) {
+  embeddingBackwardKernel<<<blocksFor(n * h), kThreads, 0, stream>>>(
+      indices, dOut, dTable, n, h);
+}
+
+void sgdStep(float *param, const float *grad, float *velocity, int64_t n,
+             float lr, float momentum, float weightDecay,
+             cudaStream_t stream) {
+  sgdKernel<<<blocksFor(n), kThreads, 0, stream>>>(param, grad, velocity, n,
+                                                   lr, momentum, weightDecay);
+}
+
+void adamwStep(float *param, const float *grad, float *m, float *v, int64_t n,
+               int64_t step, float lr, float beta1, float beta2, float epsilon,
+               float weightDecay, cudaStream_t stream) {
+  float c1 = 1 - powf(beta1, static_cast<float>(step));
+  float c2 = 1 - powf(beta2, static_cast<float>(step));
+  adamwKernel<<<blocksFor(n), kThreads, 0, stream>>>(
+      param, grad, m, v, n, c1, c2, lr, beta1, beta2, epsilon, weightDecay);
+}
+
+} // namespace dtfm::runtime::cuda

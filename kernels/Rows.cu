@@ -1,0 +1,259 @@
+//===- Rows.cu - Row-wise kernels: layernorm, softmax, cross-entropy ------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+//
+// One block per row; the attention helpers (head split/merge, causal softmax
+// on the score matrices cuBLASLt produces) are here too.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.cuh"
+#include "dtfm/Runtime/Cuda/Kernels.h"
+
+#include <cuda_runtime.h>
+
+using namespace dtfm::runtime::cuda::detail;
+
+namespace {
+
+__global__ void layerNormKernel(const float *x, const float *gamma,
+                                const float *beta, float *y, float *mean,
+                                float *rstd, int64_t d, float epsilon) {
+  __shared__ float scratch[32];
+  const float *in = x + blockIdx.x * d;
+  float *out = y + blockIdx.x * d;
+  float sum = 0;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+    sum += in[j];
+  float m = blockSum(sum, scratch) / d;
+  float squares = 0;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+    squares += (in[j] - m) * (in[j] - m);
+  float s = rsqrtf(blockSum(squares, scratch) / d + epsilon);
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+    out[j] = (in[j] - m) * s * gamma[j] + beta[j];
+  if (threadIdx.x == 0) {
+    mean[blockIdx.x] = m;
+    rstd[blockIdx.x] = s;
+  }
+}
+
+__global__ void layerNormBackwardRows(const float *x, const float *gamma,
+                                      const float *mean, const float *rstd,
+                                      const float *dy, float *dx, int64_t d) {
+  __shared__ float scratch[32];
+  int64_t r = blockIdx.x;
+  const float *in = x + r * d, *g = dy + r * d;
+  float m = mean[r], s = rstd[r];
+  float sumDy = 0, sumDyXhat = 0;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    float dyj = g[j] * gamma[j];
+    sumDy += dyj;
+    sumDyXhat += dyj * (in[j] - m) * s;
+  }
+  sumDy = blockSum(sumDy, scratch);
+  sumDyXhat = blockSum(sumDyXhat, scratch);
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    float xhat = (in[j] - m) * s;
+    dx[r * d + j] += s * (g[j] * gamma[j] - sumDy / d - xhat * sumDyXhat / d);
+  }
+}
+
+__global__ void layerNormBackwardColumns(const float *x, const float *mean,
+                                         const float *rstd, const float *dy,
+                                         float *dgamma, float *dbeta,
+                                         int64_t rows, int64_t d) {
+  DTFM_GRID_STRIDE(j, d) {
+    float sumGamma = 0, sumBeta = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      float g = dy[r * d + j];
+      sumGamma += g * (x[r * d + j] - mean[r]) * rstd[r];
+      sumBeta += g;
+    }
+    if (dgamma)
+      dgamma[j] += sumGamma;
+    if (dbeta)
+      dbeta[j] += sumBeta;
+  }
+}
+
+__global__ void softmaxKernel(const float *x, float *y, int64_t d) {
+  __shared__ float scratch[32];
+  const float *in = x + blockIdx.x * d;
+  float *out = y + blockIdx.x * d;
+  float peak = -INFINITY;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+    peak = fmaxf(peak, in[j]);
+  peak = blockMax(peak, scratch);
+  float sum = 0;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+    sum += (out[j] = expf(in[j] - peak));
+  float inverse = 1.0f / blockSum(sum, scratch);
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+    out[j] *= inverse;
+}
+
+__global__ void softmaxBackwardKernel(const float *y, const float *dy,
+                                      float *dx, int64_t d) {
+  __shared__ float scratch[32];
+  int64_t base = blockIdx.x * d;
+  float dot = 0;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+    dot += y[base + j] * dy[base + j];
+  dot = blockSum(dot, scratch);
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+    dx[base + j] += y[base + j] * (dy[base + j] - dot);
+}
+
+__global__ void crossEntropyKernel(const float *labels, const float *probs,
+                                   float *loss, int64_t classes,
+                                   int64_t rows) {
+  if (threadIdx.x != 0)
+    return;
+  int64_t r = blockIdx.x;
+  int64_t label = static_cast<int64_t>(labels[r]);
+  float p = fmaxf(probs[r * classes + label], 1e-30f);
+  atomicAdd(loss, -logf(p) / rows);
+}
+
+__global__ void crossEntropyBackwardKernel(const float *probs,
+                                           const float *labels,
+                                           float *dlogits, int64_t rows,
+                                           int64_t classes, float scale) {
+  DTFM_GRID_STRIDE(i, rows * classes) {
+    int64_t r = i / classes, j = i % classes;
+    float onehot = j == static_cast<int64_t>(labels[r]) ? 1.0f : 0.0f;
+    dlogits[i] += scale / rows * (probs[i] - onehot);
+  }
+}
+
+__global__ void splitHeadsKernel(const float *x, float *y, int64_t b,
+                                 int64_t s, int64_t heads, int64_t dh) {
+  DTFM_GRID_STRIDE(i, b * s * heads * dh) {
+    // i indexes [b, s, heads, dh]; y is [b, heads, s, dh].
+    int64_t c = i % dh, hd = (i / dh) % heads, t = (i / (dh * heads)) % s,
+            n = i / (dh * heads * s);
+    y[((n * heads + hd) * s + t) * dh + c] = x[i];
+  }
+}
+
+__global__ void mergeHeadsKernel(const float *x, float *y, int64_t b,
+                                 int64_t s, int64_t heads, int64_t dh) {
+  DTFM_GRID_STRIDE(i, b * s * heads * dh) {
+    int64_t c = i % dh, hd = (i / dh) % heads, t = (i / (dh * heads)) % s,
+            n = i / (dh * heads * s);
+    y[i] += x[((n * heads + hd) * s + t) * dh + c];
+  }
+}
+
+/// One block per (matrix, row) of the score matrices.
+__global__ void causalSoftmaxKernel(float *scores, int64_t s, float scale) {
+  __shared__ float scratch[32];
+  int64_t row = blockIdx.x % s;
+  float *p = scores + blockIdx.x * s;
+  float peak = -INFINITY;
+  for (int64_t j = threadIdx.x; j <= row; j += blockDim.x)
+    peak = fmaxf(peak, p[j] * scale);
+  peak = blockMax(peak, scratch);
+  float sum = 0;
+  for (int64_t j = threadIdx.x; j <= row; j += blockDim.x)
+    sum += (p[j] = expf(p[j] * scale - peak));
+  float inverse = 1.0f / blockSum(sum, scratch);
+  for (int64_t j = threadIdx.x; j < s; j += blockDim.x)
+    p[j] = j <= row ? p[j] * inverse : 0.0f;
+}
+
+__global__ void causalSoftmaxBackwardKernel(const float *probs, float *grad,
+                                            int64_t s, float scale) {
+  __shared__ float scratch[32];
+  int64_t row = blockIdx.x % s;
+  const float *p = probs + blockIdx.x * s;
+  float *g = grad + blockIdx.x * s;
+  float dot = 0;
+  for (int64_t j = threadIdx.x; j <= row; j += blockDim.x)
+    dot += p[j] * g[j];
+  dot = blockSum(dot, scratch);
+  for (int64_t j = threadIdx.x; j < s; j += blockDim.x)
+    g[j] = j <= row ? p[j] * (g[j] - dot) * scale : 0.0f;
+}
+
+unsigned rowBlocks(int64_t rows) { return static_cast<unsigned>(rows); }
+
+} // namespace
+
+namespace dtfm::runtime::cuda {
+
+void layerNorm(const float *x, const float *gamma, const float *beta,
+               float *y, float *mean, float *rstd, int64_t rows, int64_t d,
+               float epsilon, cudaStream_t stream) {
+  layerNormKernel<<<rowBlocks(rows), kThreads, 0, stream>>>(
+      x, gamma, beta, y, mean, rstd, d, epsilon);
+}
+
+void layerNormBackward(const float *x, const float *gamma, const float *mean,
+                       const float *rstd, const float *dy, float *dx,
+                       float *dgamma, float *dbeta, int64_t rows, int64_t d,
+                       cudaStream_t stream) {
+  if (dx)
+    layerNormBackwardRows<<<rowBlocks(rows), kThreads, 0, stream>>>(
+        x, gamma, mean, rstd, dy, dx, d);
+  if (dgamma || dbeta)
+    layerNormBackwardColumns<<<blocksFor(d), kThreads, 0, stream>>>(
+        x, mean, rstd, dy, dgamma, dbeta, rows, d);
+}
+
+void softmax(const float *x, float *y, int64_t rows, int64_t d,
+             cudaStream_t stream) {
+  softmaxKernel<<<rowBlocks(rows), kThreads, 0, stream>>>(x, y, d);
+}
+
+void softmaxBackward(const float *y, const float *dy, float *dx, int64_t rows,
+                     int64_t d, cudaStream_t stream) {
+  softmaxBackwardKernel<<<rowBlocks(rows), kThreads, 0, stream>>>(y, dy, dx,
+                                                                  d);
+}
+
+void crossEntropy(const float *logits, const float *labels, float *probs,
+                  float *loss, int64_t rows, int64_t classes,
+                  cudaStream_t stream) {
+  softmax(logits, probs, rows, classes, stream);
+  cudaMemsetAsync(loss, 0, sizeof(float), stream);
+  crossEntropyKernel<<<rowBlocks(rows), 32, 0, stream>>>(labels, probs, loss,
+                                                         classes, rows);
+}
+
+void crossEntropyBackward(const float *probs, const float *labels,
+                          float *dlogits, int64_t rows, int64_t classes,
+                          float scale, cudaStream_t stream) {
+  crossEntropyBackwardKernel<<<blocksFor(rows * classes), kThreads, 0,
+                               stream>>>(probs, labels, dlogits, rows, classes,
+                                         scale);
+}
+
+void splitHeads(const float *x, float *y, int64_t b, int64_t s, int64_t heads,
+                int64_t dh, cudaStream_t stream) {
+  splitHeadsKernel<<<blocksFor(b * s * heads * dh), kThreads, 0, stream>>>(
+      x, y, b, s, heads, dh);
+}
+
+void mergeHeads(const float *x, float *y, int64_t b, int64_t s, int64_t heads,
+                int64_t dh, cudaStream_t stream) {
+  mergeHeadsKernel<<<blocksFor(b * s * heads * dh), kThreads, 0, stream>>>(
+      x, y, b, s, heads, dh);
+}
+
+void causalSoftmax(float *scores, int64_t count, int64_t s, float scale,
+                   cudaStream_t stream) {
+  causalSoftmaxKernel<<<rowBlocks(count * s), 128, 0, stream>>>(scores, s,
+                                                                scale);
+}
+
+void causalSoftmaxBackward(const float *probs, float *grad, int64_t count,
+                           int64_t s, float scale, cudaStream_t stream) {
+  causalSoftmaxBackwardKernel<<<rowBlocks(count * s), 128, 0, stream>>>(
+      probs, grad, s, scale);
+}
+
+} // namespace dtfm::runtime::cuda

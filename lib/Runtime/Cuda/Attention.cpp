@@ -1,0 +1,105 @@
+//===- Attention.cpp - Causal self-attention on the GPU -------------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Runtime/Cuda/Attention.h"
+#include "dtfm/Runtime/Cuda/Kernels.h"
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+using namespace dtfm::runtime::cuda;
+
+namespace {
+
+/// [count] matrices, row-major, dense: C = op(A) op(B) (+ C).
+MatmulShape batched(bool transA, bool transB, int64_t m, int64_t n,
+                    int64_t k, int64_t count, bool accumulate) {
+  MatmulShape s;
+  s.transA = transA;
+  s.transB = transB;
+  s.m = m;
+  s.n = n;
+  s.k = k;
+  s.batch = count;
+  s.strideA = m * k;
+  s.strideB = k * n;
+  s.strideC = m * n;
+  s.accumulate = accumulate;
+  return s;
+}
+
+} // namespace
+
+bool dtfm::runtime::cuda::causalAttention(Matmul &matmul,
+                                          const AttentionShape &shape,
+                                          const float *q, const float *k,
+                                          const float *v, float *out,
+                                          float *probs, float *scratch,
+                                          cudaStream_t stream,
+                                          std::string &error) {
+  int64_t b = shape.batch, s = shape.seq, heads = shape.heads,
+          dh = shape.headDim(), count = b * heads, n = b * s * shape.hidden;
+  float *qs = scratch, *ks = qs + n, *vs = ks + n, *os = vs + n;
+  for (auto [from, to] : {std::pair{q, qs}, std::pair{k, ks}, std::pair{v, vs}})
+    splitHeads(from, to, b, s, heads, dh, stream);
+  // S = Q K^T per (batch row, head).
+  if (!matmul.run(batched(false, true, s, s, dh, count, false), qs, ks, probs,
+                  stream, error))
+    return false;
+  causalSoftmax(probs, count, s,
+                static_cast<float>(1.0 / std::sqrt(static_cast<double>(dh))),
+                stream);
+  // O = P V.
+  if (!matmul.run(batched(false, false, s, dh, s, count, false), probs, vs,
+                  os, stream, error))
+    return false;
+  mergeHeads(os, out, b, s, heads, dh, stream);
+  return true;
+}
+
+bool dtfm::runtime::cuda::causalAttentionBackward(
+    Matmul &matmul, const AttentionShape &shape, const float *q,
+    const float *k, const float *v, const float *probs, const float *dOut,
+    float *dq, float *dk, float *dv, float *scratch, cudaStream_t stream,
+    std::string &error) {
+  int64_t b = shape.batch, s = shape.seq, heads = shape.heads,
+          dh = shape.headDim(), count = b * heads, n = b * s * shape.hidden;
+  float *qs = scratch, *ks = qs + n, *vs = ks + n, *gs = vs + n;
+  float *dp = gs + n, *grad = dp + count * s * s;
+  splitHeads(q, qs, b, s, heads, dh, stream);
+  splitHeads(k, ks, b, s, heads, dh, stream);
+  splitHeads(v, vs, b, s, heads, dh, stream);
+  splitHeads(dOut, gs, b, s, heads, dh, stream);
+  // dV = P^T dO.
+  if (dv) {
+    if (!matmul.run(batched(true, false, s, dh, s, count, false), probs, gs,
+                    grad, stream, error))
+      return false;
+    mergeHeads(grad, dv, b, s, heads, dh, stream);
+  }
+  // dP = dO V^T, then dS in place.
+  if (!matmul.run(batched(false, true, s, s, dh, count, false), gs, vs, dp,
+                  stream, error))
+    return false;
+  causalSoftmaxBackward(
+      probs, dp, count, s,
+      static_cast<float>(1.0 / std::sqrt(static_cast<double>(dh))), stream);
+  // dQ = dS K; dK = dS^T Q.
+  if (dq) {
+    if (!matmul.run(batched(false, false, s, dh, s, count, false), dp, ks,
+                    grad, stream, error))
+      return false;
+    mergeHeads(grad, dq, b, s, heads, dh, stream);
+  }
+  if (dk) {
+    if (!matmul.run(batched(true, false, s, dh, s, count, false), dp, qs,
+                    grad, stream, error))
+      return false;
+    mergeHeads(grad, dk, b, s, heads, dh, stream);
+  }
+  return true;
+}
