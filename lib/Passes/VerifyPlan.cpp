@@ -51,14 +51,17 @@ struct VerifyPlan : public mlir::dtfm::impl::VerifyPlanBase<VerifyPlan> {
   void runOnOperation() override {
     std::map<int64_t, SmallVector<Transfer>> sends, recvs;
     getOperation().walk([&](Operation *op) {
-      if (auto send = dyn_cast<SendOp>(op))
-        sends[send.getTag()].push_back({send.getTag(), self(op),
-                                        other(op, send.getPeer()), op,
-                                        send.getBytes()});
-      else if (auto recv = dyn_cast<RecvOp>(op))
-        recvs[recv.getTag()].push_back({recv.getTag(),
-                                        other(op, recv.getPeer()), self(op),
-                                        op, recv.getBytes()});
+      // Tags and bytes are verified non-negative, so the int64 views are
+      // exact.
+      if (auto send = dyn_cast<SendOp>(op)) {
+        auto tag = static_cast<int64_t>(send.getTag());
+        sends[tag].push_back({tag, self(op), other(op, send.getPeer()), op,
+                              static_cast<int64_t>(send.getBytes())});
+      } else if (auto recv = dyn_cast<RecvOp>(op)) {
+        auto tag = static_cast<int64_t>(recv.getTag());
+        recvs[tag].push_back({tag, other(op, recv.getPeer()), self(op), op,
+                              static_cast<int64_t>(recv.getBytes())});
+      }
     });
     bool ok = true;
     auto report = [&](Operation *op) {

@@ -297,7 +297,9 @@ std::vector<InputSpec> ProgramExecutor::inputs() const {
   return specs;
 }
 
-bool ProgramExecutor::initialize(uint64_t seed, std::string &error) {
+bool ProgramExecutor::initialize(
+    uint64_t seed, std::string &error,
+    const std::map<std::string, Tensor> *weights) {
   params.clear();
   for (const proto::PlanOp &op : program.ops()) {
     if (op.name() != "dtfm.param")
@@ -326,6 +328,23 @@ bool ProgramExecutor::initialize(uint64_t seed, std::string &error) {
       std::uniform_real_distribution<double> uniform(-scale, scale);
       for (float &x : t.data)
         x = static_cast<float>(uniform(rng));
+      break;
+    }
+    case 5: { // external: the plan's weights file
+      auto it = weights ? weights->find(name) : decltype(weights->end()){};
+      if (!weights || it == weights->end()) {
+        error = "parameter '" + name + "' takes its values from the weights "
+                "file, which " +
+                (weights ? "has no tensor of that name"
+                         : "the plan does not name (dtfm.weights)");
+        return false;
+      }
+      if (it->second.shape != t.shape) {
+        error = "parameter '" + name + "' has another shape in the weights "
+                "file";
+        return false;
+      }
+      t = it->second;
       break;
     }
     default:

@@ -429,8 +429,17 @@ bool Worker::prepare(std::string &error) {
   if (!data.open(options.tokensPath, options.inputsPath, options.seed,
                  vocabulary, error))
     return false;
+  // Imported models carry their values in a weights file the plan names.
+  std::map<std::string, cpu::Tensor> weights;
+  auto named = plan.module_attrs().find("dtfm.weights");
+  bool hasWeights = named != plan.module_attrs().end() &&
+                    named->second.value_case() == proto::PlanAttr::kS;
+  if (hasWeights && options.initPath.empty() &&
+      !readTensorFile(named->second.s(), weights, error))
+    return false;
   if (!(options.initPath.empty()
-            ? executor.initialize(options.seed, error)
+            ? executor.initialize(options.seed, error,
+                                  hasWeights ? &weights : nullptr)
             : executor.loadParameters(options.initPath, error)))
     return false;
 

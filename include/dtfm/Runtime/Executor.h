@@ -67,8 +67,10 @@ public:
 
   explicit ProgramExecutor(const proto::DeviceProgram &program);
 
-  /// Parameters from their initializers (seeded per parameter name).
-  bool initialize(uint64_t seed, std::string &error);
+  /// Parameters from their initializers (seeded per parameter name);
+  /// `external` ones from `weights` (the plan's weights file), by name.
+  bool initialize(uint64_t seed, std::string &error,
+                  const std::map<std::string, cpu::Tensor> *weights = nullptr);
   /// Parameters from a file written by saveParameters (or by a test): every
   /// parameter of the program must be there with its shape.
   bool loadParameters(const std::string &path, std::string &error);

@@ -35,6 +35,7 @@ def Dtfm_InitKind : I32EnumAttr<"InitKind", "parameter initializer", [
     I32EnumAttrCase<"constant", 2>,
     I32EnumAttrCase<"normal", 3>,
     I32EnumAttrCase<"uniform", 4>,
+    I32EnumAttrCase<"external", 5>,
   ]> {
   let cppNamespace = "::mlir::dtfm";
 }
@@ -59,7 +60,9 @@ def Dtfm_ParamOp : Dtfm_Op<"param", [
   let description = [{
     Defines one parameter tensor with a unique name and its initializer:
     `zeros`, `ones`, `constant` (every element = scale), `normal` (mean 0,
-    standard deviation = scale) or `uniform` (U(-scale, scale)). A `frozen`
+    standard deviation = scale), `uniform` (U(-scale, scale)) or `external`
+    (the values of the tensor of this name in the weights file the module
+    names in `dtfm.weights`, as an imported ONNX model has). A `frozen`
     parameter is not trained (e.g. batchnorm running statistics). The same
     value may feed several ops (a tied output projection uses the token
     embedding table).
