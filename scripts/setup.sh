@@ -11,7 +11,7 @@ packages=(
   # unit tests
   libgtest-dev libgmock-dev
   # formats, transport and compute (used by the planner, importer and runtime)
-  libprotobuf-dev protobuf-compiler libonnx-dev libgloo-dev libopenblas-dev
+  libprotobuf-dev protobuf-compiler libonnx-dev libonnx-testdata libgloo-dev libopenblas-dev
   # numerical oracle and model export in tests
   python3-torch python3-torchvision python3-onnx
   # headless rendering of the plan report in tests (PIL reads the screenshot)

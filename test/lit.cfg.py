@@ -36,6 +36,10 @@ import shutil
 if shutil.which("chromium"):
     config.available_features.add("chromium")
 
+# Debian's libonnx-testdata (scripts/setup.sh installs it): single-op models.
+if os.path.isdir("/usr/share/libonnx-testdata/data/node"):
+    config.available_features.add("onnx-testdata")
+
 tool_dirs = [config.dtfm_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(["dtfm-opt", "dtfm-translate", "dtfm-run"],
                                    tool_dirs)

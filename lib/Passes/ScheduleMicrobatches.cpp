@@ -8,6 +8,7 @@
 #include "dtfm/Passes/Passes.h"
 #include "dtfm/Planner/Schedule.h"
 
+#include "llvm/ADT/DenseSet.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
@@ -45,6 +46,32 @@ struct ScheduleMicrobatches
                   Twine(microBatches.getValue()));
 
     Builder b(module.getContext());
+    // A transfer moves a backward value when its value comes from a
+    // training op or only training ops read it on arrival. Both ends must
+    // agree (the runtime pairs them by phase), so the rule is applied to the
+    // pair: a tag is backward when either end says so.
+    llvm::DenseSet<int64_t> backwardTags;
+    module.walk([&](Operation *op) {
+      if (auto send = dyn_cast<SendOp>(op)) {
+        Operation *def = send.getValue().getDefiningOp();
+        if (auto compress = dyn_cast_or_null<TopKCompressOp>(def))
+          def = compress.getInput().getDefiningOp();
+        if (def && isTrainingOp(def))
+          backwardTags.insert(static_cast<int64_t>(send.getTag()));
+      }
+      if (auto recv = dyn_cast<RecvOp>(op)) {
+        SmallVector<Operation *> users(recv.getResult().getUsers().begin(),
+                                       recv.getResult().getUsers().end());
+        for (size_t i = 0; i < users.size(); ++i)
+          if (auto decompress = dyn_cast<TopKDecompressOp>(users[i])) {
+            users.erase(users.begin() + i--);
+            users.append(decompress.getResult().getUsers().begin(),
+                         decompress.getResult().getUsers().end());
+          }
+        if (!users.empty() && llvm::all_of(users, isTrainingOp))
+          backwardTags.insert(static_cast<int64_t>(recv.getTag()));
+      }
+    });
     int64_t stages = 0;
     WalkResult walk = module.walk([&](Operation *op) {
       if (isa<ModuleOp, func::FuncOp>(op))
@@ -65,28 +92,12 @@ struct ScheduleMicrobatches
                         : isa<BackwardOp, AccumulateOp>(op) ? "bwd"
                                                             : "fwd";
       // A transfer belongs to the phase of the value it moves.
-      if (auto send = dyn_cast<SendOp>(op)) {
-        Operation *def = send.getValue().getDefiningOp();
-        // Compressed transfers: look through the compressor.
-        if (auto compress = dyn_cast_or_null<TopKCompressOp>(def))
-          def = compress.getInput().getDefiningOp();
-        if (def && isTrainingOp(def))
+      if (auto send = dyn_cast<SendOp>(op))
+        if (backwardTags.contains(static_cast<int64_t>(send.getTag())))
           phase = "bwd";
-      }
-      if (auto recv = dyn_cast<RecvOp>(op)) {
-        // A received value feeds training ops directly or through a
-        // decompressor.
-        SmallVector<Operation *> users(recv.getResult().getUsers().begin(),
-                                       recv.getResult().getUsers().end());
-        for (size_t i = 0; i < users.size(); ++i)
-          if (auto decompress = dyn_cast<TopKDecompressOp>(users[i])) {
-            users.erase(users.begin() + i--);
-            users.append(decompress.getResult().getUsers().begin(),
-                         decompress.getResult().getUsers().end());
-          }
-        if (!users.empty() && llvm::all_of(users, isTrainingOp))
+      if (auto recv = dyn_cast<RecvOp>(op))
+        if (backwardTags.contains(static_cast<int64_t>(recv.getTag())))
           phase = "bwd";
-      }
       // AdaTopK's ops belong to the phase of the value they carry.
       if (auto compress = dyn_cast<TopKCompressOp>(op)) {
         Operation *def = compress.getInput().getDefiningOp();

@@ -20,6 +20,7 @@
 #include "dtfm/InitAll.h"
 #include "dtfm/Support/PluginFlags.h"
 #include "dtfm/Target/Gpt/ImportGpt.h"
+#include "dtfm/Target/Onnx/ImportOnnx.h"
 #include "dtfm/Target/Plan/Plan.h"
 
 #include "plan.pb.h"
@@ -66,6 +67,28 @@ static cl::opt<int64_t> microBatch("micro-batch",
 static cl::opt<std::string> dtype("dtype",
                                   cl::desc("Element type: f32, f16 or bf16"),
                                   cl::cat(gptCategory));
+static cl::OptionCategory onnxCategory("ONNX import options");
+static cl::opt<std::string>
+    importOnnxPath("import-onnx",
+                   cl::desc("Import an ONNX model (as PyTorch exports it)"),
+                   cl::value_desc("model.onnx"), cl::cat(onnxCategory));
+static cl::opt<std::string> weightsFile(
+    "weights",
+    cl::desc("Where --import-onnx writes the initializers' values (default: "
+             "the output file + .weights.bin)"),
+    cl::value_desc("file"), cl::cat(onnxCategory));
+static cl::list<std::string>
+    shapeOverrides("shape",
+                   cl::desc("Static shape of an input with dynamic "
+                            "dimensions (repeatable)"),
+                   cl::value_desc("name=d0,d1,..."), cl::cat(onnxCategory));
+static cl::opt<std::string>
+    lossKind("loss", cl::desc("Append a training loss: cross-entropy"),
+             cl::cat(onnxCategory));
+static cl::opt<std::string>
+    labelsName("labels", cl::desc("Name of the loss's label input"),
+               cl::init("labels"), cl::cat(onnxCategory));
+
 static cl::OptionCategory planCategory("Plan file options");
 static cl::opt<bool> exportPlan(
     "export-plan",
@@ -222,6 +245,45 @@ static int runPlanTranslation() {
   return writeOutput(os.str());
 }
 
+/// --import-onnx: the module to the output, the weights beside it.
+static int runOnnxImport() {
+  mlir::dtfm::OnnxImportOptions options;
+  std::string error;
+  for (const std::string &text : shapeOverrides)
+    if (!mlir::dtfm::parseShapeOverride(text, options.shapes, error))
+      return fail(error);
+  options.loss = lossKind;
+  options.labels = labelsName;
+  if (!weightsFile.empty())
+    options.weightsPath = weightsFile;
+  else if (outputFilename != "-")
+    options.weightsPath = outputFilename + ".weights.bin";
+  else
+    return fail("--import-onnx writing to stdout needs --weights=<file>");
+  DialectRegistry registry;
+  mlir::dtfm::registerAllDialects(registry);
+  MLIRContext context(registry);
+  // Diagnostics (a verifier failure) would name the ONNX file.
+  OwningOpRef<ModuleOp> module =
+      mlir::dtfm::importOnnx(&context, importOnnxPath, options, error);
+  if (!module)
+    return fail(error);
+  if (failed(verify(*module))) {
+    std::remove(options.weightsPath.c_str());
+    return fail(importOnnxPath + ": the imported module does not verify (see "
+                                 "above)");
+  }
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module->print(os);
+  os << "\n";
+  os.flush();
+  int status = writeOutput(text);
+  if (status != 0)
+    std::remove(options.weightsPath.c_str());
+  return status;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   if (!::dtfm::loadPluginsFromCommandLine("dtfm-translate", argc, argv))
@@ -243,10 +305,12 @@ int main(int argc, char **argv) {
   }
   if (exportPlan || importPlan)
     return runPlanTranslation();
+  if (importOnnxPath.getNumOccurrences())
+    return runOnnxImport();
   if (importGpt.getNumOccurrences() == 0)
     return fail("no translation given (use --import-gpt=<preset>, "
-                "--export-plan, --import-plan, --list-gpt-presets, or "
-                "--help)");
+                "--import-onnx=<model.onnx>, --export-plan, --import-plan, "
+                "--list-gpt-presets, or --help)");
 
   std::string error;
   FailureOr<mlir::dtfm::GptConfig> config = gptConfigFromFlags(error);

@@ -1,0 +1,794 @@
+//===- ImportOnnx.cpp - ONNX models into the dtfm dialect -----------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Target/Onnx/ImportOnnx.h"
+
+#include "dtfm/Dialect/Dtfm/IR/DtfmDialect.h"
+#include "dtfm/Dialect/Dtfm/IR/DtfmOps.h"
+#include "dtfm/Runtime/Executor.h"
+
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+
+#include <fstream>
+#include <functional>
+#include <set>
+
+using namespace mlir;
+using namespace mlir::dtfm;
+
+bool mlir::dtfm::parseShapeOverride(
+    const std::string &text, std::map<std::string, std::vector<int64_t>> &shapes,
+    std::string &error) {
+  size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) {
+    error = "--shape: expected name=d0,d1,..., got '" + text + "'";
+    return false;
+  }
+  std::vector<int64_t> dims;
+  std::string rest = text.substr(eq + 1);
+  size_t at = 0;
+  while (at <= rest.size()) {
+    size_t comma = rest.find(',', at);
+    std::string item = rest.substr(at, comma == std::string::npos
+                                           ? std::string::npos
+                                           : comma - at);
+    char *end = nullptr;
+    long long d = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || !end || *end != '\0' || d <= 0) {
+      error = "--shape " + text + ": '" + item +
+              "' is not a positive dimension";
+      return false;
+    }
+    dims.push_back(d);
+    if (comma == std::string::npos)
+      break;
+    at = comma + 1;
+  }
+  shapes[text.substr(0, eq)] = dims;
+  return true;
+}
+
+namespace {
+
+/// The op types this importer maps (see convert()).
+const std::set<std::string> kSupported = {
+    "Add",        "AveragePool", "BatchNormalization", "Constant",
+    "Conv",       "Dropout",     "Flatten",            "Gemm",
+    "GlobalAveragePool", "Identity", "MatMul",         "MaxPool",
+    "Relu",       "Reshape",     "Softmax"};
+
+class OnnxImporter {
+public:
+  OnnxImporter(MLIRContext *context, const std::string &path,
+               const OnnxImportOptions &options)
+      : b(context), path(path), options(options) {}
+
+  OwningOpRef<ModuleOp> run(std::string &error);
+
+private:
+  bool fail(const std::string &message) {
+    if (problem.empty())
+      problem = path + ": " + message;
+    return false;
+  }
+  bool failAt(const onnx::NodeProto &node, const std::string &message) {
+    return fail("node '" + node.name() + "' (" + node.op_type() +
+                "): " + message);
+  }
+
+  bool load();
+  bool mapGraph();
+  bool convert(const onnx::NodeProto &node);
+
+  /// Shape and element type of a named value, from the inferred graph.
+  bool typeOf(const std::string &name, RankedTensorType &type);
+  RankedTensorType floatType(ArrayRef<int64_t> shape) {
+    return RankedTensorType::get(shape, b.getF32Type());
+  }
+  /// The value of `name`: a computed one, a graph input, or an initializer
+  /// as a parameter (made on first use).
+  Value valueOf(const std::string &name, bool frozen = false);
+  /// An initializer or Constant's integers (Reshape shapes).
+  bool constantInts(const std::string &name, std::vector<int64_t> &values);
+  const onnx::TensorProto *initializer(const std::string &name) {
+    auto it = initializers.find(name);
+    return it == initializers.end() ? nullptr : it->second;
+  }
+  bool floats(const onnx::TensorProto &t, std::vector<float> &out);
+
+  Value tag(Operation *op, const onnx::NodeProto &node);
+  Location at(const onnx::NodeProto &node) {
+    return NameLoc::get(b.getStringAttr(node.name().empty() ? node.op_type()
+                                                             : node.name()));
+  }
+
+  OpBuilder b;
+  const std::string &path;
+  const OnnxImportOptions &options;
+  onnx::ModelProto model;
+  std::string problem;
+
+  std::map<std::string, const onnx::TensorProto *> initializers;
+  std::map<std::string, const onnx::TensorProto *> constants; // Constant ops
+  std::map<std::string, RankedTensorType> types;
+  std::map<std::string, Value> values;
+  std::map<std::string, std::string> layerOfValue;
+  std::map<std::string, ::dtfm::runtime::cpu::Tensor> weights;
+  std::map<std::string, std::string> renamed; // Identity / Dropout outputs
+  std::set<std::string> consumed; // values some node or the graph reads
+};
+
+bool OnnxImporter::load() {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return fail("cannot open the model");
+  if (!model.ParseFromIstream(&in))
+    return fail("not an ONNX model (protobuf does not parse)");
+  try {
+    onnx::checker::check_model(model);
+  } catch (const std::exception &e) {
+    return fail("ONNX checker: " + std::string(e.what()));
+  }
+  // Static shapes: overrides first, then every graph input must be static.
+  onnx::GraphProto *graph = model.mutable_graph();
+  std::set<std::string> initializerNames;
+  for (const onnx::TensorProto &t : graph->initializer())
+    initializerNames.insert(t.name());
+  std::set<std::string> inputNames;
+  for (const onnx::ValueInfoProto &input : graph->input())
+    if (!initializerNames.count(input.name()))
+      inputNames.insert(input.name());
+  for (const auto &[name, dims] : options.shapes)
+    if (!inputNames.count(name))
+      return fail("--shape " + name + ": the model has no such input");
+  for (onnx::ValueInfoProto &input : *graph->mutable_input()) {
+    if (initializerNames.count(input.name()))
+      continue;
+    onnx::TensorShapeProto *shape =
+        input.mutable_type()->mutable_tensor_type()->mutable_shape();
+    auto given = options.shapes.find(input.name());
+    if (given != options.shapes.end()) {
+      if (given->second.size() != static_cast<size_t>(shape->dim_size()))
+        return fail("--shape " + input.name() + ": the input has rank " +
+                    std::to_string(shape->dim_size()) + ", not " +
+                    std::to_string(given->second.size()));
+      for (int i = 0; i < shape->dim_size(); ++i)
+        shape->mutable_dim(i)->set_dim_value(given->second[i]);
+      continue;
+    }
+    for (int i = 0; i < shape->dim_size(); ++i)
+      if (!shape->dim(i).has_dim_value() || shape->dim(i).dim_value() <= 0)
+        return fail("input '" + input.name() + "' has a dynamic dimension " +
+                    std::to_string(i) +
+                    (shape->dim(i).dim_param().empty()
+                         ? ""
+                         : " ('" + shape->dim(i).dim_param() + "')") +
+                    "; give its shape with --shape " + input.name() +
+                    "=d0,d1,...");
+  }
+  // Outputs' dynamic dimensions are re-inferred from the inputs.
+  for (onnx::ValueInfoProto &output : *graph->mutable_output())
+    output.mutable_type()->mutable_tensor_type()->clear_shape();
+  graph->clear_value_info();
+  try {
+    onnx::ShapeInferenceOptions inference{true, 1, true};
+    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(),
+                                       inference);
+  } catch (const std::exception &e) {
+    return fail("ONNX shape inference: " + std::string(e.what()));
+  }
+  return true;
+}
+
+bool OnnxImporter::typeOf(const std::string &name, RankedTensorType &type) {
+  auto it = types.find(name);
+  if (it == types.end())
+    return fail("no inferred shape for value '" + name + "'");
+  type = it->second;
+  return true;
+}
+
+bool OnnxImporter::floats(const onnx::TensorProto &t,
+                          std::vector<float> &out) {
+  int64_t n = 1;
+  for (int64_t d : t.dims())
+    n *= d;
+  out.assign(n, 0);
+  if (t.data_type() != onnx::TensorProto::FLOAT)
+    return fail("initializer '" + t.name() + "' is not float32");
+  if (t.data_location() == onnx::TensorProto::EXTERNAL)
+    return fail("initializer '" + t.name() +
+                "' has external data (export with the weights inside)");
+  if (t.has_raw_data()) {
+    if (t.raw_data().size() != static_cast<size_t>(n) * 4)
+      return fail("initializer '" + t.name() + "' has the wrong byte size");
+    std::memcpy(out.data(), t.raw_data().data(), n * 4);
+  } else if (t.float_data_size() == n) {
+    std::copy(t.float_data().begin(), t.float_data().end(), out.begin());
+  } else {
+    return fail("initializer '" + t.name() + "' has no data");
+  }
+  return true;
+}
+
+bool OnnxImporter::constantInts(const std::string &name,
+                                std::vector<int64_t> &out) {
+  const onnx::TensorProto *t = initializer(name);
+  if (!t) {
+    auto it = constants.find(name);
+    t = it == constants.end() ? nullptr : it->second;
+  }
+  if (!t || t->data_type() != onnx::TensorProto::INT64)
+    return fail("value '" + name + "' must be a constant int64 tensor");
+  out.clear();
+  if (t->has_raw_data()) {
+    out.resize(t->raw_data().size() / 8);
+    std::memcpy(out.data(), t->raw_data().data(), out.size() * 8);
+  } else {
+    out.assign(t->int64_data().begin(), t->int64_data().end());
+  }
+  return true;
+}
+
+/// The layer of a parameter from its module path: up to the first numeric
+/// component (a block of a sequence: "layer1.0.downsample.0.weight" ->
+/// "layer1.0", "h.3.attn.c_attn.weight" -> "h.3"), else without the last
+/// component ("conv1.weight" -> "conv1"). Keeps a block's branches in one
+/// layer, so layers stay contiguous in the graph's order.
+std::string layerOfParameter(const std::string &name) {
+  std::vector<std::string> parts;
+  size_t at = 0;
+  while (true) {
+    size_t dot = name.find('.', at);
+    parts.push_back(name.substr(at, dot == std::string::npos ? dot : dot - at));
+    if (dot == std::string::npos)
+      break;
+    at = dot + 1;
+  }
+  size_t keep = std::max<size_t>(1, parts.size() - 1);
+  for (size_t i = 1; i + 1 < parts.size(); ++i)
+    if (!parts[i].empty() &&
+        parts[i].find_first_not_of("0123456789") == std::string::npos) {
+      keep = i + 1;
+      break;
+    }
+  std::string layer;
+  for (size_t i = 0; i < keep; ++i)
+    layer += (i ? "." : "") + parts[i];
+  return layer;
+}
+
+Value OnnxImporter::valueOf(const std::string &name, bool frozen) {
+  auto alias = renamed.find(name);
+  if (alias != renamed.end())
+    return valueOf(alias->second, frozen);
+  auto it = values.find(name);
+  if (it != values.end())
+    return it->second;
+  const onnx::TensorProto *t = initializer(name);
+  bool constant = false;
+  if (!t) {
+    auto c = constants.find(name);
+    if (c != constants.end() &&
+        c->second->data_type() == onnx::TensorProto::FLOAT) {
+      t = c->second; // a float Constant: a frozen parameter
+      constant = true;
+    }
+  }
+  if (!t) {
+    fail("value '" + name + "' is used before it is defined");
+    return Value();
+  }
+  frozen = frozen || constant;
+  std::vector<float> data;
+  if (!floats(*t, data))
+    return Value();
+  std::vector<int64_t> shape(t->dims().begin(), t->dims().end());
+  ::dtfm::runtime::cpu::Tensor tensor(shape);
+  tensor.data = std::move(data);
+  weights[name] = std::move(tensor);
+  auto op = b.create<ParamOp>(
+      NameLoc::get(b.getStringAttr(name)), floatType(shape),
+      b.getStringAttr(name), InitKindAttr::get(b.getContext(), InitKind::external),
+      FloatAttr(), frozen ? b.getUnitAttr() : UnitAttr());
+  std::string layer = layerOfParameter(name);
+  op->setAttr(kLayerAttrName, b.getStringAttr(layer));
+  layerOfValue[name] = layer;
+  values[name] = op.getResult();
+  return op.getResult();
+}
+
+Value OnnxImporter::tag(Operation *op, const onnx::NodeProto &node) {
+  // The node's layer: that of its first parameter, else of its first input.
+  std::string layer;
+  for (const std::string &input : node.input())
+    if (initializer(input)) {
+      layer = layerOfParameter(input);
+      break;
+    }
+  if (layer.empty())
+    for (const std::string &input : node.input()) {
+      auto it = layerOfValue.find(input);
+      if (it != layerOfValue.end()) {
+        layer = it->second;
+        break;
+      }
+    }
+  if (layer.empty())
+    layer = "input";
+  op->setAttr(kLayerAttrName, b.getStringAttr(layer));
+  for (const std::string &output : node.output())
+    layerOfValue[output] = layer;
+  for (const std::string &input : node.input())
+    if (!layerOfValue.count(input))
+      layerOfValue[input] = layer;
+  return op->getNumResults() ? op->getResult(0) : Value();
+}
+
+std::map<std::string, const onnx::AttributeProto *>
+attributesOf(const onnx::NodeProto &node) {
+  std::map<std::string, const onnx::AttributeProto *> out;
+  for (const onnx::AttributeProto &a : node.attribute())
+    out[a.name()] = &a;
+  return out;
+}
+
+/// Explicit [top, left, bottom, right] pads for auto_pad SAME_UPPER or
+/// SAME_LOWER (VALID and NOTSET: the given pads).
+bool explicitPads(const std::string &autoPad, ArrayRef<int64_t> inputShape,
+                  ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                  ArrayRef<int64_t> dilations, std::vector<int64_t> &pads) {
+  if (autoPad.empty() || autoPad == "NOTSET")
+    return true;
+  if (autoPad == "VALID") {
+    pads = {0, 0, 0, 0};
+    return true;
+  }
+  if (autoPad != "SAME_UPPER" && autoPad != "SAME_LOWER")
+    return false;
+  pads.assign(4, 0);
+  for (int i = 0; i < 2; ++i) {
+    int64_t in = inputShape[2 + i];
+    int64_t out = (in + strides[i] - 1) / strides[i];
+    int64_t span = (kernel[i] - 1) * dilations[i] + 1;
+    int64_t total = std::max<int64_t>(0, (out - 1) * strides[i] + span - in);
+    int64_t small = total / 2, large = total - small;
+    pads[i] = autoPad == "SAME_UPPER" ? small : large;
+    pads[i + 2] = autoPad == "SAME_UPPER" ? large : small;
+  }
+  return true;
+}
+
+bool OnnxImporter::convert(const onnx::NodeProto &node) {
+  const std::string &type = node.op_type();
+  auto attrs = attributesOf(node);
+  auto ints = [&](const char *name, std::vector<int64_t> fallback) {
+    auto it = attrs.find(name);
+    return it == attrs.end() ? fallback
+                             : std::vector<int64_t>(it->second->ints().begin(),
+                                                    it->second->ints().end());
+  };
+  auto integer = [&](const char *name, int64_t fallback) {
+    auto it = attrs.find(name);
+    return it == attrs.end() ? fallback : it->second->i();
+  };
+  auto real = [&](const char *name, double fallback) {
+    auto it = attrs.find(name);
+    return it == attrs.end() ? fallback : static_cast<double>(it->second->f());
+  };
+  auto input = [&](int i, bool frozen = false) {
+    return i < node.input_size() && !node.input(i).empty()
+               ? valueOf(node.input(i), frozen)
+               : Value();
+  };
+  if (type == "Reshape" && !initializer(node.input(1)) &&
+      !constants.count(node.input(1)))
+    return failAt(node, "the shape must be a constant (an initializer or a "
+                        "Constant)");
+  RankedTensorType result;
+  if (node.output_size() > 0 && type != "Constant" && type != "Identity" &&
+      type != "Dropout" && type != "Reshape" && !typeOf(node.output(0), result))
+    return false;
+  Location loc = at(node);
+  Value out;
+
+  if (type == "Constant") {
+    auto it = attrs.find("value");
+    if (it == attrs.end())
+      return failAt(node, "only 'value' constants are supported");
+    constants[node.output(0)] = &it->second->t();
+    return true;
+  }
+  if (type == "Identity" || type == "Dropout") {
+    renamed[node.output(0)] = node.input(0);
+    return true;
+  }
+  if (type == "Conv") {
+    Value x = input(0), w = input(1), bias = input(2);
+    if (!x || !w || (node.input_size() > 2 && !bias))
+      return false;
+    auto wType = cast<RankedTensorType>(w.getType());
+    auto xType = cast<RankedTensorType>(x.getType());
+    std::vector<int64_t> kernel =
+        ints("kernel_shape", std::vector<int64_t>(wType.getShape().drop_front(2)));
+    if (kernel.size() != 2 || xType.getRank() != 4)
+      return failAt(node, "only 2-D convolutions are supported");
+    std::vector<int64_t> strides = ints("strides", {1, 1}),
+                         dilations = ints("dilations", {1, 1}),
+                         pads = ints("pads", {0, 0, 0, 0});
+    if (attrs.count("auto_pad") &&
+        !explicitPads(attrs["auto_pad"]->s(), xType.getShape(), kernel,
+                      strides, dilations, pads))
+      return failAt(node, "unknown auto_pad '" + attrs["auto_pad"]->s() + "'");
+    out = tag(b.create<Conv2dOp>(loc, result, x, w, bias,
+                                 b.getDenseI64ArrayAttr(strides),
+                                 b.getDenseI64ArrayAttr(pads),
+                                 b.getDenseI64ArrayAttr(dilations),
+                                 b.getI64IntegerAttr(integer("group", 1))),
+              node);
+  } else if (type == "BatchNormalization") {
+    // A training-mode export lists the updated running statistics (and the
+    // batch's) as outputs; dtfm.batchnorm updates its running statistics
+    // itself, so they are fine as long as nothing reads them.
+    for (int i = 1; i < node.output_size(); ++i)
+      if (!node.output(i).empty() && consumed.count(node.output(i)))
+        return failAt(node, "output '" + node.output(i) +
+                                "' (a running statistic) is read by the "
+                                "graph; dtfm.batchnorm keeps them internal");
+    Value x = input(0), gamma = input(1), beta = input(2),
+          mean = input(3, true), var = input(4, true);
+    if (!x || !gamma || !beta || !mean || !var)
+      return false;
+    // ONNX's momentum weighs the running statistic; dtfm's (PyTorch's)
+    // weighs the batch statistic.
+    out = tag(b.create<BatchNormOp>(
+                  loc, result, x, gamma, beta, mean, var,
+                  b.getF64FloatAttr(real("epsilon", 1e-5)),
+                  b.getF64FloatAttr(1.0 - real("momentum", 0.9))),
+              node);
+  } else if (type == "Relu") {
+    Value x = input(0);
+    if (!x)
+      return false;
+    out = tag(b.create<ReluOp>(loc, result, x), node);
+  } else if (type == "MaxPool" || type == "AveragePool") {
+    if (integer("ceil_mode", 0) != 0)
+      return failAt(node, "ceil_mode=1 is not supported");
+    if (ints("dilations", {1, 1}) != std::vector<int64_t>{1, 1})
+      return failAt(node, "dilated pooling is not supported");
+    Value x = input(0);
+    if (!x)
+      return false;
+    auto xType = cast<RankedTensorType>(x.getType());
+    if (xType.getRank() != 4)
+      return failAt(node, "only 2-D pooling is supported");
+    std::vector<int64_t> pads = ints("pads", {0, 0, 0, 0}),
+                         kernelShape = ints("kernel_shape", {}),
+                         strides = ints("strides", {1, 1});
+    if (attrs.count("auto_pad") &&
+        !explicitPads(attrs["auto_pad"]->s(), xType.getShape(), kernelShape,
+                      strides, {1, 1}, pads))
+      return failAt(node, "unknown auto_pad '" + attrs["auto_pad"]->s() + "'");
+    bool padded = pads != std::vector<int64_t>{0, 0, 0, 0};
+    if (type == "AveragePool" && padded &&
+        integer("count_include_pad", 0) != 1)
+      return failAt(node, "padded average pooling must count the padding "
+                          "(count_include_pad=1)");
+    auto kernel = b.getDenseI64ArrayAttr(kernelShape);
+    auto strideAttr = b.getDenseI64ArrayAttr(strides);
+    auto padding = b.getDenseI64ArrayAttr(pads);
+    out = type == "MaxPool"
+              ? tag(b.create<MaxPool2dOp>(loc, result, x, kernel, strideAttr,
+                                          padding),
+                    node)
+              : tag(b.create<AvgPool2dOp>(loc, result, x, kernel, strideAttr,
+                                          padding),
+                    node);
+  } else if (type == "GlobalAveragePool") {
+    Value x = input(0);
+    if (!x)
+      return false;
+    out = tag(b.create<GlobalAvgPoolOp>(loc, result, x), node);
+  } else if (type == "Add") {
+    Value lhs = input(0), rhs = input(1);
+    if (!lhs || !rhs)
+      return false;
+    out = tag(b.create<AddOp>(loc, result, lhs, rhs), node);
+  } else if (type == "Flatten") {
+    Value x = input(0);
+    if (!x)
+      return false;
+    int64_t axis = integer("axis", 1);
+    if (axis < 0)
+      axis += cast<RankedTensorType>(x.getType()).getRank();
+    out = tag(b.create<FlattenOp>(loc, result, x, b.getI64IntegerAttr(axis)),
+              node);
+  } else if (type == "Reshape") {
+    std::vector<int64_t> shape;
+    if (!constantInts(node.input(1), shape))
+      return false;
+    Value x = input(0);
+    if (!x)
+      return false;
+    // The result from the constant shape: 0 copies the input's dimension
+    // (unless allowzero), -1 takes what is left.
+    auto xType = cast<RankedTensorType>(x.getType());
+    int64_t known = 1, unknown = -1;
+    for (size_t i = 0; i < shape.size(); ++i) {
+      if (shape[i] == 0 && integer("allowzero", 0) == 0) {
+        if (i >= static_cast<size_t>(xType.getRank()))
+          return failAt(node, "shape copies a dimension the input lacks");
+        shape[i] = xType.getDimSize(i);
+      }
+      if (shape[i] == -1) {
+        if (unknown >= 0)
+          return failAt(node, "shape has two -1 dimensions");
+        unknown = static_cast<int64_t>(i);
+      } else if (shape[i] <= 0) {
+        return failAt(node, "shape has a dimension " +
+                                std::to_string(shape[i]));
+      } else {
+        known *= shape[i];
+      }
+    }
+    if (unknown >= 0) {
+      if (xType.getNumElements() % known != 0)
+        return failAt(node, "shape does not divide the input's elements");
+      shape[unknown] = xType.getNumElements() / known;
+    }
+    result = RankedTensorType::get(shape, xType.getElementType());
+    out = tag(b.create<ReshapeOp>(loc, result, x), node);
+  } else if (type == "Softmax") {
+    Value x = input(0);
+    if (!x)
+      return false;
+    int64_t axis = integer("axis", -1);
+    if (axis != -1 && axis != result.getRank() - 1)
+      return failAt(node, "softmax over another axis than the last");
+    out = tag(b.create<SoftmaxOp>(loc, result, x, b.getI64IntegerAttr(-1)),
+              node);
+  } else if (type == "MatMul") {
+    Value lhs = input(0), rhs = input(1);
+    if (!lhs || !rhs)
+      return false;
+    out = tag(b.create<MatmulOp>(loc, result, lhs, rhs, UnitAttr()), node);
+  } else if (type == "Gemm") {
+    if (integer("transA", 0) != 0 || real("alpha", 1) != 1 ||
+        real("beta", 1) != 1)
+      return failAt(node, "only Gemm(A, B, C) with transA=0, alpha=beta=1");
+    const onnx::TensorProto *weight = initializer(node.input(1));
+    bool transB = integer("transB", 0) != 0;
+    Value x = input(0);
+    if (!x)
+      return false;
+    Value w;
+    if (weight && transB) {
+      // A Linear layer: store W^T ([K, N]) as the parameter, as
+      // dtfm.linear wants it.
+      std::vector<float> data;
+      if (!floats(*weight, data))
+        return false;
+      int64_t n = weight->dims(0), k = weight->dims(1);
+      ::dtfm::runtime::cpu::Tensor t({k, n});
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < k; ++j)
+          t.data[j * n + i] = data[i * k + j];
+      std::string name = node.input(1);
+      weights[name] = std::move(t);
+      auto param = b.create<ParamOp>(
+          NameLoc::get(b.getStringAttr(name)), floatType({k, n}),
+          b.getStringAttr(name),
+          InitKindAttr::get(b.getContext(), InitKind::external), FloatAttr(),
+          UnitAttr());
+      param->setAttr(kLayerAttrName,
+                     b.getStringAttr(layerOfParameter(name)));
+      w = param.getResult();
+    } else {
+      w = input(1);
+    }
+    Value bias = input(2);
+    if (!w || (node.input_size() > 2 && !bias))
+      return false;
+    bool vectorBias =
+        !bias || cast<RankedTensorType>(bias.getType()).getShape() ==
+                     ArrayRef<int64_t>{result.getShape().back()};
+    if (weight && transB && vectorBias) {
+      out = tag(b.create<LinearOp>(loc, result, x, w, bias), node);
+    } else {
+      // B used as it is (transposed by the matmul), any broadcastable C.
+      bool transposed = transB && !weight;
+      Value product = tag(b.create<MatmulOp>(loc, result, x, w,
+                                             transposed ? b.getUnitAttr()
+                                                        : UnitAttr()),
+                          node);
+      if (weight && transB) // W^T was stored: a plain product
+        product.getDefiningOp()->removeAttr("transpose_rhs");
+      out = bias ? tag(b.create<AddOp>(loc, result, product, bias), node)
+                 : product;
+    }
+  } else {
+    return failAt(node, "unsupported op"); // filtered before; kept safe
+  }
+  if (!out)
+    return false;
+  values[node.output(0)] = out;
+  return true;
+}
+
+bool OnnxImporter::mapGraph() {
+  const onnx::GraphProto &graph = model.graph();
+  for (const onnx::TensorProto &t : graph.initializer())
+    initializers[t.name()] = &t;
+  auto record = [&](const onnx::ValueInfoProto &info) {
+    const auto &tensor = info.type().tensor_type();
+    if (!tensor.has_shape())
+      return;
+    std::vector<int64_t> shape;
+    for (const auto &d : tensor.shape().dim()) {
+      if (!d.has_dim_value())
+        return;
+      shape.push_back(d.dim_value());
+    }
+    Type element = tensor.elem_type() == onnx::TensorProto::INT64 ||
+                           tensor.elem_type() == onnx::TensorProto::INT32
+                       ? Type(b.getI64Type())
+                       : Type(b.getF32Type());
+    types[info.name()] = RankedTensorType::get(shape, element);
+  };
+  for (const auto &v : graph.input())
+    record(v);
+  for (const auto &v : graph.value_info())
+    record(v);
+  for (const auto &v : graph.output()) {
+    record(v);
+    consumed.insert(v.name());
+  }
+  for (const onnx::NodeProto &node : graph.node())
+    consumed.insert(node.input().begin(), node.input().end());
+  return true;
+}
+
+OwningOpRef<ModuleOp> OnnxImporter::run(std::string &error) {
+  if (!load() || !mapGraph()) {
+    error = problem;
+    return nullptr;
+  }
+  const onnx::GraphProto &graph = model.graph();
+  // Every unsupported op type, counted, in one diagnostic.
+  std::map<std::string, int> unsupported;
+  for (const onnx::NodeProto &node : graph.node())
+    if (!kSupported.count(node.op_type()) ||
+        (!node.domain().empty() && node.domain() != "ai.onnx"))
+      ++unsupported[node.domain().empty() ? node.op_type()
+                                          : node.domain() + "." +
+                                                node.op_type()];
+  if (!unsupported.empty()) {
+    std::string list;
+    for (const auto &[op, count] : unsupported)
+      list += (list.empty() ? "" : ", ") + op + " x" + std::to_string(count);
+    error = path + ": unsupported ONNX ops: " + list;
+    return nullptr;
+  }
+  if (graph.output_size() == 0) {
+    error = path + ": the graph has no output";
+    return nullptr;
+  }
+  if (!options.loss.empty() && options.loss != "cross-entropy") {
+    error = "--loss: unknown loss '" + options.loss +
+            "' (known: cross-entropy)";
+    return nullptr;
+  }
+
+  Location loc = NameLoc::get(b.getStringAttr(graph.name()));
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  b.setInsertionPointToEnd(module->getBody());
+  // The result type is set once the output is built.
+  RankedTensorType returnType = RankedTensorType::get({}, b.getF32Type());
+  std::string name = graph.name().empty() ? "model" : graph.name();
+  for (char &c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)))
+      c = '_';
+  auto func = b.create<func::FuncOp>(loc, name,
+                                     b.getFunctionType({}, {returnType}));
+  func->setAttr("dtfm.model", b.getStringAttr(name));
+  b.setInsertionPointToStart(func.addEntryBlock());
+
+  for (const onnx::ValueInfoProto &input : graph.input()) {
+    if (initializers.count(input.name()))
+      continue;
+    RankedTensorType type;
+    if (!typeOf(input.name(), type)) {
+      error = problem;
+      return nullptr;
+    }
+    auto op = b.create<InputOp>(NameLoc::get(b.getStringAttr(input.name())),
+                                type, b.getStringAttr(input.name()));
+    op->setAttr(kLayerAttrName, b.getStringAttr("input"));
+    values[input.name()] = op.getResult();
+    layerOfValue[input.name()] = "input";
+  }
+  for (const onnx::NodeProto &node : graph.node())
+    if (!convert(node)) {
+      error = problem;
+      return nullptr;
+    }
+  Value result = valueOf(graph.output(0).name());
+  if (!result) {
+    error = problem;
+    return nullptr;
+  }
+  if (!options.loss.empty()) {
+    auto logits = cast<RankedTensorType>(result.getType());
+    if (logits.getRank() < 2) {
+      error = path + ": --loss cross-entropy needs logits of rank >= 2, the "
+                     "output has rank " +
+              std::to_string(logits.getRank());
+      return nullptr;
+    }
+    auto labelShape = logits.getShape().drop_back();
+    std::string layer = layerOfValue[graph.output(0).name()];
+    auto label = b.create<LabelOp>(
+        NameLoc::get(b.getStringAttr(options.labels)),
+        RankedTensorType::get(labelShape, b.getI64Type()),
+        b.getStringAttr(options.labels));
+    label->setAttr(kLayerAttrName, b.getStringAttr(layer));
+    auto loss = b.create<CrossEntropyOp>(
+        NameLoc::get(b.getStringAttr("loss")),
+        RankedTensorType::get({}, b.getF32Type()), result, label.getResult());
+    loss->setAttr(kLayerAttrName, b.getStringAttr(layer));
+    result = loss.getResult();
+  }
+  b.create<func::ReturnOp>(loc, result);
+  func.setType(b.getFunctionType({}, {result.getType()}));
+
+  // A variant the dialect does not have (a 1-D convolution, integer
+  // operands, ...) fails an op's verifier: reported as one line naming the
+  // ONNX node.
+  std::string diagnostic;
+  {
+    ScopedDiagnosticHandler handler(b.getContext(), [&](Diagnostic &d) {
+      if (diagnostic.empty()) {
+        std::string where;
+        if (auto name = dyn_cast<NameLoc>(d.getLocation()))
+          where = "node '" + name.getName().str() + "': ";
+        diagnostic = where + d.str();
+      }
+      return success();
+    });
+    if (failed(verify(*module))) {
+      error = path + ": " + diagnostic;
+      return nullptr;
+    }
+  }
+
+  // Only what the module uses goes to the weights file.
+  if (!options.weightsPath.empty()) {
+    module->getOperation()->setAttr("dtfm.weights",
+                                    b.getStringAttr(options.weightsPath));
+    if (!::dtfm::runtime::writeTensorFile(options.weightsPath, weights, error))
+      return nullptr;
+  }
+  return module;
+}
+
+} // namespace
+
+OwningOpRef<ModuleOp> mlir::dtfm::importOnnx(MLIRContext *context,
+                                             const std::string &path,
+                                             const OnnxImportOptions &options,
+                                             std::string &error) {
+  context->getOrLoadDialect<DtfmDialect>();
+  context->getOrLoadDialect<func::FuncDialect>();
+  OnnxImporter importer(context, path, options);
+  return importer.run(error);
+}

@@ -1,0 +1,161 @@
+"""Models exported by PyTorch 1.13 for dtfm-translate --import-onnx.
+
+  export DIR ARCH SIZE BATCH   ARCH = resnet18 | resnet50: torchvision's
+      model (10 classes, seeded), exported for training (BatchNormalization
+      keeps its batch statistics) to DIR/ARCH.onnx; DIR/inputs.bin holds
+      images@0 and labels@0; DIR/expected.txt the forward loss in PyTorch
+      (train mode, float32) and an independent FLOP count of the forward
+      pass in dtfm's conventions (docs/CostModel.md).
+  export-unsupported DIR   a small model with ops the dialect lacks.
+  export-dynamic DIR       a convolution with a dynamic batch dimension.
+  check-flops DIR COSTS   compares the forward FLOPs dtfm-opt printed.
+  check-loss DIR LOG      compares the first step's loss dtfm-run printed.
+"""
+import struct
+import sys
+
+import numpy as np
+import torch
+import torchvision
+
+
+def write_tensors(path, tensors):
+    with open(path, "wb") as f:
+        f.write(b"DTFMPAR1")
+        f.write(struct.pack("<I", len(tensors)))
+        for name in sorted(tensors):
+            a = np.asarray(tensors[name], dtype=np.float32)
+            f.write(struct.pack("<I", len(name)))
+            f.write(name.encode())
+            f.write(struct.pack("<I", a.ndim))
+            f.write(struct.pack(f"<{a.ndim}q", *a.shape))
+            f.write(a.tobytes())
+
+
+def count_flops(model, x):
+    """Forward FLOPs by dtfm's conventions, from module hooks."""
+    total = [0]
+
+    def numel(t):
+        return int(np.prod(t.shape))
+
+    def hook(module, inputs, output):
+        if isinstance(module, torch.nn.Conv2d):
+            n, o, ho, wo = output.shape
+            c = inputs[0].shape[1]
+            kh, kw = module.kernel_size
+            total[0] += 2 * n * o * ho * wo * (c // module.groups) * kh * kw
+            if module.bias is not None:
+                total[0] += numel(output)
+        elif isinstance(module, torch.nn.BatchNorm2d):
+            total[0] += 8 * numel(output)
+        elif isinstance(module, torch.nn.ReLU):
+            total[0] += numel(output)
+        elif isinstance(module, torch.nn.MaxPool2d):
+            k = module.kernel_size
+            total[0] += numel(output) * k * k
+        elif isinstance(module, torch.nn.AdaptiveAvgPool2d):
+            total[0] += numel(inputs[0])
+        elif isinstance(module, torch.nn.Linear):
+            r = numel(inputs[0]) // module.in_features
+            total[0] += 2 * r * module.in_features * module.out_features
+            total[0] += r * module.out_features
+        elif isinstance(module, torchvision.models.resnet.BasicBlock) or \
+                isinstance(module, torchvision.models.resnet.Bottleneck):
+            total[0] += numel(output)  # the residual add
+
+    handles = [m.register_forward_hook(hook) for m in model.modules()]
+    with torch.no_grad():
+        out = model(x)
+    for h in handles:
+        h.remove()
+    # ReLU modules are reused inside blocks: the hook fires per call, as
+    # the graph has one op per call. Cross-entropy: 5 R V + 2 R.
+    r, v = out.shape
+    return total[0] + 5 * r * v + 2 * r
+
+
+def export(d, arch, size, batch):
+    torch.manual_seed(0)
+    model = getattr(torchvision.models, arch)(num_classes=10)
+    model.train()
+    x = torch.randn(batch, 3, size, size)
+    y = torch.randint(0, 10, (batch,))
+    flops = count_flops(model, x)
+    torch.manual_seed(0)
+    model = getattr(torchvision.models, arch)(num_classes=10)
+    model.train()
+    loss = torch.nn.functional.cross_entropy(model(x), y).item()
+    torch.manual_seed(0)
+    model = getattr(torchvision.models, arch)(num_classes=10)
+    model.train()
+    torch.onnx.export(model, x, f"{d}/{arch}.onnx", opset_version=13,
+                      training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False, input_names=["images"],
+                      output_names=["logits"])
+    write_tensors(f"{d}/inputs.bin", {"images@0": x.numpy(),
+                                      "labels@0": y.numpy()})
+    with open(f"{d}/expected.txt", "w") as f:
+        f.write(f"{loss:.8f} {flops}\n")
+
+
+def expected(d):
+    loss, flops = open(f"{d}/expected.txt").read().split()
+    return float(loss), int(flops)
+
+
+def check_flops(d, costs):
+    _, want = expected(d)
+    got = None
+    for line in open(costs):
+        if line.startswith("forward FLOPs"):
+            got = int(line.split()[2])
+    assert got is not None, "no forward FLOPs in " + costs
+    ratio = got / want
+    assert abs(ratio - 1) <= 0.02, (got, want)
+    print(f"forward FLOPs: dtfm {got} independent {want} "
+          f"(within 2%: ratio {ratio:.4f})")
+
+
+def check_loss(d, log):
+    want, _ = expected(d)
+    got = [float(line.split()[3]) for line in open(log)
+           if line.startswith("step 1 ")]
+    assert got, "no step 1 in " + log
+    assert abs(got[0] - want) <= 1e-4 * max(1.0, abs(want)), (got[0], want)
+    print(f"forward loss: dtfm {got[0]:.6f} torch {want:.6f} (within 1e-4)")
+
+
+class Unsupported(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return torch.sin(self.fc(x)).transpose(0, 1) * 2 + torch.cos(x.t())
+
+
+def export_unsupported(d):
+    torch.onnx.export(Unsupported(), torch.randn(4, 8),
+                      f"{d}/unsupported.onnx", opset_version=13)
+
+
+def export_dynamic(d):
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU())
+    torch.onnx.export(model, torch.randn(2, 3, 8, 8), f"{d}/dynamic.onnx",
+                      opset_version=13, input_names=["images"],
+                      dynamic_axes={"images": {0: "batch"}})
+
+
+if __name__ == "__main__":
+    mode, d = sys.argv[1], sys.argv[2]
+    if mode == "export-unsupported":
+        export_unsupported(d)
+    elif mode == "export-dynamic":
+        export_dynamic(d)
+    elif mode == "export":
+        export(d, sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    elif mode == "check-flops":
+        check_flops(d, sys.argv[3])
+    else:
+        check_loss(d, sys.argv[3])
