@@ -6,6 +6,8 @@
 
 #include "dtfm/Target/Onnx/ImportOnnx.h"
 
+#include "FusePatterns.h"
+
 #include "dtfm/Dialect/Dtfm/IR/DtfmDialect.h"
 #include "dtfm/Dialect/Dtfm/IR/DtfmOps.h"
 #include "dtfm/Runtime/Executor.h"
@@ -19,6 +21,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <set>
@@ -65,7 +68,10 @@ const std::set<std::string> kSupported = {
     "Add",        "AveragePool", "BatchNormalization", "Constant",
     "Conv",       "Dropout",     "Flatten",            "Gemm",
     "GlobalAveragePool", "Identity", "MatMul",         "MaxPool",
-    "Relu",       "Reshape",     "Softmax"};
+    "Relu",       "Reshape",     "Softmax",
+    // Recognised chains (FusePatterns.cpp).
+    "dtfm.CausalAttention", "dtfm.Embedding", "dtfm.Gelu", "dtfm.LayerNorm",
+    "dtfm.Linear"};
 
 class OnnxImporter {
 public:
@@ -126,6 +132,7 @@ private:
   std::map<std::string, ::dtfm::runtime::cpu::Tensor> weights;
   std::map<std::string, std::string> renamed; // Identity / Dropout outputs
   std::set<std::string> consumed; // values some node or the graph reads
+  std::map<std::string, Operation *> unplaced; // params awaiting a layer
 };
 
 bool OnnxImporter::load() {
@@ -187,6 +194,7 @@ bool OnnxImporter::load() {
   } catch (const std::exception &e) {
     return fail("ONNX shape inference: " + std::string(e.what()));
   }
+  fuseOnnxPatterns(*model.mutable_graph());
   return true;
 }
 
@@ -301,8 +309,15 @@ Value OnnxImporter::valueOf(const std::string &name, bool frozen) {
       NameLoc::get(b.getStringAttr(name)), floatType(shape),
       b.getStringAttr(name), InitKindAttr::get(b.getContext(), InitKind::external),
       FloatAttr(), frozen ? b.getUnitAttr() : UnitAttr());
-  std::string layer = layerOfParameter(name);
-  op->setAttr(kLayerAttrName, b.getStringAttr(layer));
+  // A name that is no module path ("onnx::MatMul_267", an exported
+  // transposed copy) takes the layer of the op that reads it (tag()).
+  bool modulePath = name.find('.') != std::string::npos &&
+                    name.find(':') == std::string::npos;
+  std::string layer = modulePath ? layerOfParameter(name) : "";
+  if (modulePath)
+    op->setAttr(kLayerAttrName, b.getStringAttr(layer));
+  else
+    unplaced[name] = op;
   layerOfValue[name] = layer;
   values[name] = op.getResult();
   return op.getResult();
@@ -310,16 +325,37 @@ Value OnnxImporter::valueOf(const std::string &name, bool frozen) {
 
 Value OnnxImporter::tag(Operation *op, const onnx::NodeProto &node) {
   // The node's layer: that of its first parameter, else of its first input.
+  // The node's layer: from its first parameter's module path, else from the
+  // node's scope (PyTorch names nodes "/h.0/Add", "/layer1/layer1.1/relu/
+  // Relu": the module path starts at the last dotted component), else that
+  // of its first input.
   std::string layer;
   for (const std::string &input : node.input())
-    if (initializer(input)) {
+    if (initializer(input) && input.find('.') != std::string::npos &&
+        input.find(':') == std::string::npos) {
       layer = layerOfParameter(input);
       break;
     }
+  if (layer.empty() && node.name().size() > 1 && node.name()[0] == '/') {
+    std::vector<std::string> scopes;
+    size_t at = 1;
+    for (size_t slash; (slash = node.name().find('/', at)) != std::string::npos;
+         at = slash + 1)
+      scopes.push_back(node.name().substr(at, slash - at));
+    size_t start = 0;
+    for (size_t i = 0; i < scopes.size(); ++i)
+      if (scopes[i].find('.') != std::string::npos)
+        start = i;
+    std::string path;
+    for (size_t i = start; i < scopes.size(); ++i)
+      path += (path.empty() ? "" : ".") + scopes[i];
+    if (!path.empty())
+      layer = layerOfParameter(path + ".op");
+  }
   if (layer.empty())
     for (const std::string &input : node.input()) {
       auto it = layerOfValue.find(input);
-      if (it != layerOfValue.end()) {
+      if (it != layerOfValue.end() && !it->second.empty()) {
         layer = it->second;
         break;
       }
@@ -327,6 +363,14 @@ Value OnnxImporter::tag(Operation *op, const onnx::NodeProto &node) {
   if (layer.empty())
     layer = "input";
   op->setAttr(kLayerAttrName, b.getStringAttr(layer));
+  for (const std::string &input : node.input()) {
+    auto it = unplaced.find(input);
+    if (it == unplaced.end())
+      continue;
+    it->second->setAttr(kLayerAttrName, b.getStringAttr(layer));
+    layerOfValue[input] = layer;
+    unplaced.erase(it);
+  }
   for (const std::string &output : node.output())
     layerOfValue[output] = layer;
   for (const std::string &input : node.input())
@@ -616,6 +660,43 @@ bool OnnxImporter::convert(const onnx::NodeProto &node) {
       out = bias ? tag(b.create<AddOp>(loc, result, product, bias), node)
                  : product;
     }
+  } else if (type == "dtfm.LayerNorm") {
+    Value x = input(0), gamma = input(1), beta = input(2);
+    if (!x || !gamma || !beta)
+      return false;
+    out = tag(b.create<LayerNormOp>(loc, result, x, gamma, beta,
+                                    b.getF64FloatAttr(real("epsilon", 1e-5))),
+              node);
+  } else if (type == "dtfm.Gelu") {
+    Value x = input(0);
+    if (!x)
+      return false;
+    out = tag(b.create<GeluOp>(loc, result, x, UnitAttr()), node);
+  } else if (type == "dtfm.Linear") {
+    Value x = input(0), w = input(1), bias = input(2);
+    if (!x || !w || !bias)
+      return false;
+    out = tag(b.create<LinearOp>(loc, result, x, w, bias), node);
+  } else if (type == "dtfm.Embedding") {
+    Value indices = input(0), table = input(1);
+    if (!indices || !table)
+      return false;
+    out = tag(b.create<EmbeddingOp>(loc, result, indices, table), node);
+  } else if (type == "dtfm.CausalAttention") {
+    Value q = input(0), k = input(1), v = input(2);
+    if (!q || !k || !v)
+      return false;
+    int64_t heads = integer("num_heads", 1);
+    int64_t hidden = cast<RankedTensorType>(q.getType()).getShape().back();
+    double expected = std::sqrt(static_cast<double>(hidden / heads));
+    if (std::fabs(real("divisor", 0) - expected) > 1e-4 * expected)
+      return failAt(node, "attention scores scaled by " +
+                              std::to_string(real("divisor", 0)) +
+                              ", not sqrt(head dim) = " +
+                              std::to_string(expected));
+    out = tag(b.create<CausalAttentionOp>(loc, result, q, k, v,
+                                          b.getI64IntegerAttr(heads)),
+              node);
   } else {
     return failAt(node, "unsupported op"); // filtered before; kept safe
   }

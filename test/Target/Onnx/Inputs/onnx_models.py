@@ -6,11 +6,16 @@
       images@0 and labels@0; DIR/expected.txt the forward loss in PyTorch
       (train mode, float32) and an independent FLOP count of the forward
       pass in dtfm's conventions (docs/CostModel.md).
+  export-gpt DIR   a GPT-2-style decoder built from torch.nn modules (2
+      blocks, hidden 32, 4 heads, 16 tokens, vocabulary 64, batch 2),
+      exported with opset 14; DIR/inputs.bin holds tokens@0 and labels@0,
+      DIR/expected.txt the loss and the forward FLOPs.
   export-unsupported DIR   a small model with ops the dialect lacks.
   export-dynamic DIR       a convolution with a dynamic batch dimension.
   check-flops DIR COSTS   compares the forward FLOPs dtfm-opt printed.
   check-loss DIR LOG      compares the first step's loss dtfm-run printed.
 """
+import math
 import struct
 import sys
 
@@ -126,6 +131,78 @@ def check_loss(d, log):
     print(f"forward loss: dtfm {got[0]:.6f} torch {want:.6f} (within 1e-4)")
 
 
+class Block(torch.nn.Module):
+    def __init__(self, h, heads):
+        super().__init__()
+        self.ln_1, self.ln_2 = torch.nn.LayerNorm(h), torch.nn.LayerNorm(h)
+        self.q, self.k, self.v = (torch.nn.Linear(h, h) for _ in range(3))
+        self.proj = torch.nn.Linear(h, h)
+        self.fc, self.out = torch.nn.Linear(h, 4 * h), torch.nn.Linear(4 * h, h)
+        self.heads = heads
+
+    def forward(self, x):
+        b, t, h = x.shape
+        d = h // self.heads
+        a = self.ln_1(x)
+        q, k, v = (m(a).view(b, t, self.heads, d).transpose(1, 2)
+                   for m in (self.q, self.k, self.v))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(d)
+        mask = torch.triu(torch.ones(t, t, dtype=torch.bool), 1)
+        att = att.masked_fill(mask, float("-inf")).softmax(-1)
+        y = (att @ v).transpose(1, 2).reshape(b, t, h)
+        x = x + self.proj(y)
+        return x + self.out(torch.nn.functional.gelu(self.fc(self.ln_2(x))))
+
+
+class Gpt(torch.nn.Module):
+    def __init__(self, vocab, h, heads, layers, seq):
+        super().__init__()
+        self.wte = torch.nn.Embedding(vocab, h)
+        self.wpe = torch.nn.Parameter(0.02 * torch.randn(seq, h))
+        self.h = torch.nn.ModuleList([Block(h, heads) for _ in range(layers)])
+        self.ln_f = torch.nn.LayerNorm(h)
+        self.head = torch.nn.Linear(h, vocab, bias=False)
+        # Distinct layernorm parameters (the exporter would merge equal
+        # initializers into one tied parameter).
+        for m in self.modules():
+            if isinstance(m, torch.nn.LayerNorm):
+                torch.nn.init.normal_(m.weight, 1, 0.1)
+                torch.nn.init.normal_(m.bias, 0, 0.1)
+
+    def forward(self, tokens):
+        x = self.wte(tokens) + self.wpe
+        for block in self.h:
+            x = block(x)
+        return self.head(self.ln_f(x))
+
+
+def export_gpt(d, vocab=64, h=32, heads=4, layers=2, seq=16, batch=2):
+    torch.manual_seed(0)
+    model = Gpt(vocab, h, heads, layers, seq)
+    tokens = torch.randint(0, vocab, (batch, seq))
+    labels = torch.randint(0, vocab, (batch, seq))
+    loss = torch.nn.functional.cross_entropy(
+        model(tokens).reshape(-1, vocab), labels.reshape(-1)).item()
+    torch.onnx.export(model, tokens, f"{d}/gpt.onnx", opset_version=14,
+                      input_names=["tokens"], output_names=["logits"])
+    write_tensors(f"{d}/inputs.bin", {"tokens@0": tokens.numpy(),
+                                      "labels@0": labels.numpy()})
+    r = batch * seq
+    per_block = (4 * (2 * r * h * h + r * h)           # q, k, v, proj
+                 + 2 * r * h * 4 * h + r * 4 * h        # fc
+                 + 2 * r * 4 * h * h + r * h            # out
+                 + 2 * 8 * r * h                         # two layernorms
+                 + 8 * r * 4 * h                         # gelu
+                 + 4 * batch * seq * seq * h + 6 * batch * heads * seq * seq
+                 + 2 * r * h)                            # two residual adds
+    flops = (r * h                                       # + wpe
+             + layers * per_block + 8 * r * h           # ln_f
+             + 2 * r * h * vocab                         # head
+             + 5 * r * vocab + 2 * r)                    # cross-entropy
+    with open(f"{d}/expected.txt", "w") as f:
+        f.write(f"{loss:.8f} {flops}\n")
+
+
 class Unsupported(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -149,7 +226,9 @@ def export_dynamic(d):
 
 if __name__ == "__main__":
     mode, d = sys.argv[1], sys.argv[2]
-    if mode == "export-unsupported":
+    if mode == "export-gpt":
+        export_gpt(d)
+    elif mode == "export-unsupported":
         export_unsupported(d)
     elif mode == "export-dynamic":
         export_dynamic(d)

@@ -1,0 +1,24 @@
+//===- FusePatterns.h - PyTorch's decompositions back into fused ops ------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTFM_LIB_TARGET_ONNX_FUSEPATTERNS_H
+#define DTFM_LIB_TARGET_ONNX_FUSEPATTERNS_H
+
+namespace onnx {
+class GraphProto;
+} // namespace onnx
+
+namespace mlir::dtfm {
+
+/// Replaces LayerNorm, GELU, Linear (MatMul + Add), embedding (Gather) and
+/// causal self-attention chains with nodes of the op types "dtfm.LayerNorm",
+/// "dtfm.Gelu", "dtfm.Linear", "dtfm.Embedding" and "dtfm.CausalAttention"
+/// (see FusePatterns.cpp); returns how many.
+int fuseOnnxPatterns(onnx::GraphProto &graph);
+
+} // namespace mlir::dtfm
+
+#endif // DTFM_LIB_TARGET_ONNX_FUSEPATTERNS_H
