@@ -195,7 +195,9 @@ TEST(TransportTest, ShapedLinkKeepsBandwidthAndLatency) {
 TEST(TransportTest, TimeoutNamesThePeer) {
   withRanks(
       2,
-      [](TransportOptions &o) { o.timeout = std::chrono::milliseconds(300); },
+      // Long enough for the rendezvous on a loaded machine; the receive
+      // below then waits it out.
+      [](TransportOptions &o) { o.timeout = std::chrono::milliseconds(2000); },
       [](int rank, Transport &t) {
         if (rank != 1)
           return;
