@@ -192,6 +192,12 @@ bool runBackward(const dtfm::proto::PlanOp &op,
                         at(0), at(1));
   } else if (forward == "dtfm.add") {
     cpu::addBackward(*dOut, at(0), at(1));
+  } else if (forward == "dtfm.sub") {
+    cpu::subBackward(in(0), in(1), *dOut, at(0), at(1));
+  } else if (forward == "dtfm.mul") {
+    cpu::mulBackward(in(0), in(1), *dOut, at(0), at(1));
+  } else if (forward == "dtfm.div") {
+    cpu::divBackward(in(0), in(1), *dOut, at(0), at(1));
   } else if (forward == "dtfm.layernorm") {
     std::vector<float> mean, rstd;
     cpu::layerNorm(in(0), in(1), in(2), floatAttr(op, "epsilon", 1e-5), mean,
@@ -566,6 +572,12 @@ bool ProgramExecutor::runPhase(const std::string &phase, ValueTable &values,
       set(op, 0, cpu::embedding(operand(op, 0), operand(op, 1)));
     } else if (name == "dtfm.add") {
       set(op, 0, cpu::add(operand(op, 0), operand(op, 1)));
+    } else if (name == "dtfm.sub") {
+      set(op, 0, cpu::sub(operand(op, 0), operand(op, 1)));
+    } else if (name == "dtfm.mul") {
+      set(op, 0, cpu::mul(operand(op, 0), operand(op, 1)));
+    } else if (name == "dtfm.div") {
+      set(op, 0, cpu::div(operand(op, 0), operand(op, 1)));
     } else if (name == "dtfm.linear") {
       const Tensor *bias = op.operands_size() > 2 ? &operand(op, 2) : nullptr;
       set(op, 0, cpu::linear(operand(op, 0), operand(op, 1), bias));

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <tuple>
 
 using namespace dtfm::runtime::cpu;
 
@@ -90,6 +91,36 @@ TEST(Kernels, MatmulAgainstNaiveAndGradients) {
       expectGradient(a, da, f, r, "dA");
       expectGradient(b, db, f, r, "dB");
     }
+}
+
+TEST(Kernels, SubMulDivWithBroadcasting) {
+  std::mt19937_64 rng(12);
+  Tensor a = random({2, 3, 4}, rng), b = random({3, 1}, rng);
+  for (float &x : b.data) // keep divisors away from zero
+    x = x > 0 ? x + 0.5f : x - 0.5f;
+  Tensor r = random({2, 3, 4}, rng);
+  Tensor s = sub(a, b), m = mul(a, b), q = div(a, b);
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < 4; ++j) {
+        int64_t at = (n * 3 + i) * 4 + j;
+        EXPECT_FLOAT_EQ(s.data[at], a.data[at] - b.data[i]);
+        EXPECT_FLOAT_EQ(m.data[at], a.data[at] * b.data[i]);
+        EXPECT_FLOAT_EQ(q.data[at], a.data[at] / b.data[i]);
+      }
+  using Forward = Tensor (*)(const Tensor &, const Tensor &);
+  using Backward = void (*)(const Tensor &, const Tensor &, const Tensor &,
+                            Tensor *, Tensor *);
+  for (auto [f, g, what] : {std::tuple<Forward, Backward, const char *>{
+                                sub, subBackward, "sub"},
+                            {mul, mulBackward, "mul"},
+                            {div, divBackward, "div"}}) {
+    Tensor da(a.shape), db(b.shape);
+    g(a, b, r, &da, &db);
+    auto forward = [&, f = f]() { return f(a, b); };
+    expectGradient(a, da, forward, r, what);
+    expectGradient(b, db, forward, r, what, 1e-3);
+  }
 }
 
 TEST(Kernels, LinearAddLayerNorm) {

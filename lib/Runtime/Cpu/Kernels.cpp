@@ -215,6 +215,72 @@ void dtfm::runtime::cpu::addBackward(const Tensor &dOut, Tensor *da,
   }
 }
 
+namespace {
+
+/// out[i] = f(a[ia[i]], b[ib[i]]) over the broadcast shape.
+template <typename F>
+Tensor broadcastBinary(const Tensor &a, const Tensor &b, F f) {
+  Tensor out(broadcastShape(a.shape, b.shape));
+  std::vector<int64_t> ia = broadcastIndex(out.shape, a.shape);
+  std::vector<int64_t> ib = broadcastIndex(out.shape, b.shape);
+  for (int64_t i = 0; i < out.numel(); ++i)
+    out.data[i] = f(a.data[ia[i]], b.data[ib[i]]);
+  return out;
+}
+
+/// da[ia[i]] += dOut[i] * ga(a, b); db[ib[i]] += dOut[i] * gb(a, b).
+template <typename GA, typename GB>
+void broadcastBinaryBackward(const Tensor &a, const Tensor &b,
+                             const Tensor &dOut, Tensor *da, Tensor *db, GA ga,
+                             GB gb) {
+  std::vector<int64_t> ia = broadcastIndex(dOut.shape, a.shape);
+  std::vector<int64_t> ib = broadcastIndex(dOut.shape, b.shape);
+  if (da)
+    ensure(da, a.shape);
+  if (db)
+    ensure(db, b.shape);
+  for (int64_t i = 0; i < dOut.numel(); ++i) {
+    float x = a.data[ia[i]], y = b.data[ib[i]], g = dOut.data[i];
+    if (da)
+      da->data[ia[i]] += g * ga(x, y);
+    if (db)
+      db->data[ib[i]] += g * gb(x, y);
+  }
+}
+
+} // namespace
+
+Tensor dtfm::runtime::cpu::sub(const Tensor &a, const Tensor &b) {
+  return broadcastBinary(a, b, [](float x, float y) { return x - y; });
+}
+Tensor dtfm::runtime::cpu::mul(const Tensor &a, const Tensor &b) {
+  return broadcastBinary(a, b, [](float x, float y) { return x * y; });
+}
+Tensor dtfm::runtime::cpu::div(const Tensor &a, const Tensor &b) {
+  return broadcastBinary(a, b, [](float x, float y) { return x / y; });
+}
+void dtfm::runtime::cpu::subBackward(const Tensor &a, const Tensor &b,
+                                     const Tensor &dOut, Tensor *da,
+                                     Tensor *db) {
+  broadcastBinaryBackward(
+      a, b, dOut, da, db, [](float, float) { return 1.0f; },
+      [](float, float) { return -1.0f; });
+}
+void dtfm::runtime::cpu::mulBackward(const Tensor &a, const Tensor &b,
+                                     const Tensor &dOut, Tensor *da,
+                                     Tensor *db) {
+  broadcastBinaryBackward(
+      a, b, dOut, da, db, [](float, float y) { return y; },
+      [](float x, float) { return x; });
+}
+void dtfm::runtime::cpu::divBackward(const Tensor &a, const Tensor &b,
+                                     const Tensor &dOut, Tensor *da,
+                                     Tensor *db) {
+  broadcastBinaryBackward(
+      a, b, dOut, da, db, [](float, float y) { return 1.0f / y; },
+      [](float x, float y) { return -x / (y * y); });
+}
+
 //===----------------------------------------------------------------------===//
 // layernorm, gelu, relu, softmax
 //===----------------------------------------------------------------------===//

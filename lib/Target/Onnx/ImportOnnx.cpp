@@ -65,7 +65,8 @@ namespace {
 
 /// The op types this importer maps (see convert()).
 const std::set<std::string> kSupported = {
-    "Add",        "AveragePool", "BatchNormalization", "Constant",
+    "Add",        "AveragePool", "BatchNormalization", "Constant", "Div",
+    "Mul",        "Sub",
     "Conv",       "Dropout",     "Flatten",            "Gemm",
     "GlobalAveragePool", "Identity", "MatMul",         "MaxPool",
     "Relu",       "Reshape",     "Softmax",
@@ -127,6 +128,7 @@ private:
   std::map<std::string, const onnx::TensorProto *> initializers;
   std::map<std::string, const onnx::TensorProto *> constants; // Constant ops
   std::map<std::string, RankedTensorType> types;
+  std::map<std::string, std::string> badTypes; // value -> ONNX type name
   std::map<std::string, Value> values;
   std::map<std::string, std::string> layerOfValue;
   std::map<std::string, ::dtfm::runtime::cpu::Tensor> weights;
@@ -199,6 +201,10 @@ bool OnnxImporter::load() {
 }
 
 bool OnnxImporter::typeOf(const std::string &name, RankedTensorType &type) {
+  auto bad = badTypes.find(name);
+  if (bad != badTypes.end())
+    return fail("value '" + name + "' has element type " + bad->second +
+                " (dtfm takes float32, and int32/int64 indices)");
   auto it = types.find(name);
   if (it == types.end())
     return fail("no inferred shape for value '" + name + "'");
@@ -543,11 +549,17 @@ bool OnnxImporter::convert(const onnx::NodeProto &node) {
     if (!x)
       return false;
     out = tag(b.create<GlobalAvgPoolOp>(loc, result, x), node);
-  } else if (type == "Add") {
+  } else if (type == "Add" || type == "Sub" || type == "Mul" ||
+             type == "Div") {
     Value lhs = input(0), rhs = input(1);
     if (!lhs || !rhs)
       return false;
-    out = tag(b.create<AddOp>(loc, result, lhs, rhs), node);
+    Operation *op =
+        type == "Add"   ? b.create<AddOp>(loc, result, lhs, rhs).getOperation()
+        : type == "Sub" ? b.create<SubOp>(loc, result, lhs, rhs).getOperation()
+        : type == "Mul" ? b.create<MulOp>(loc, result, lhs, rhs).getOperation()
+                        : b.create<DivOp>(loc, result, lhs, rhs).getOperation();
+    out = tag(op, node);
   } else if (type == "Flatten") {
     Value x = input(0);
     if (!x)
@@ -720,10 +732,20 @@ bool OnnxImporter::mapGraph() {
         return;
       shape.push_back(d.dim_value());
     }
-    Type element = tensor.elem_type() == onnx::TensorProto::INT64 ||
-                           tensor.elem_type() == onnx::TensorProto::INT32
-                       ? Type(b.getI64Type())
-                       : Type(b.getF32Type());
+    Type element;
+    switch (tensor.elem_type()) {
+    case onnx::TensorProto::FLOAT:
+      element = b.getF32Type();
+      break;
+    case onnx::TensorProto::INT64:
+    case onnx::TensorProto::INT32:
+      element = b.getI64Type();
+      break;
+    default: // refused when the value is used (typeOf)
+      badTypes[info.name()] = onnx::TensorProto::DataType_Name(
+          static_cast<onnx::TensorProto::DataType>(tensor.elem_type()));
+      return;
+    }
     types[info.name()] = RankedTensorType::get(shape, element);
   };
   for (const auto &v : graph.input())

@@ -694,3 +694,19 @@ func.func @adamw_beta() {
   %u = dtfm.adamw_update %p, %p {lr = 0.5 : f64, beta2 = 1.5 : f64} : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
   return
 }
+
+// -----
+
+func.func @mul_no_broadcast(%a: tensor<2x3xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{'dtfm.mul' op operand shapes [2, 3] and [4] do not broadcast}}
+  %0 = dtfm.mul %a, %b : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @div_result(%a: tensor<2x3xf32>, %b: tensor<3xf32>) {
+  // expected-error @+1 {{'dtfm.div' op expected result type 'tensor<2x3xf32>', found 'tensor<3xf32>'}}
+  %0 = dtfm.div %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return
+}

@@ -50,6 +50,18 @@ Tensor matmul(const Tensor &lhs, const Tensor &rhs, bool transposeRhs);
 void matmulBackward(const Tensor &lhs, const Tensor &rhs, bool transposeRhs,
                     const Tensor &dOut, Tensor *dLhs, Tensor *dRhs);
 
+/// a - b, a * b, a / b with NumPy broadcasting; the backwards add into the
+/// operands' gradients (reduced over broadcast dimensions).
+Tensor sub(const Tensor &a, const Tensor &b);
+Tensor mul(const Tensor &a, const Tensor &b);
+Tensor div(const Tensor &a, const Tensor &b);
+void subBackward(const Tensor &a, const Tensor &b, const Tensor &dOut,
+                 Tensor *da, Tensor *db);
+void mulBackward(const Tensor &a, const Tensor &b, const Tensor &dOut,
+                 Tensor *da, Tensor *db);
+void divBackward(const Tensor &a, const Tensor &b, const Tensor &dOut,
+                 Tensor *da, Tensor *db);
+
 /// x [.., K] * w [K, N] + b [N].
 Tensor linear(const Tensor &x, const Tensor &w, const Tensor *bias);
 void linearBackward(const Tensor &x, const Tensor &w, const Tensor &dOut,

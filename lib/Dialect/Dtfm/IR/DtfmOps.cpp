@@ -279,28 +279,58 @@ int64_t LinearOp::getSavedActivationBytes() {
 // AddOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult AddOp::verify() {
-  if (failed(verifySameElementType(*this, {getLhs(), getRhs()},
-                                   {"lhs", "rhs"})))
+/// Operands of one element type whose shapes broadcast (NumPy rules) to the
+/// result's.
+static LogicalResult verifyBroadcastBinary(Operation *op, Value lhsValue,
+                                           Value rhsValue, Value result) {
+  if (failed(verifySameElementType(op, {lhsValue, rhsValue}, {"lhs", "rhs"})))
     return failure();
-  ArrayRef<int64_t> lhs = tensorOf(getLhs()).getShape();
-  ArrayRef<int64_t> rhs = tensorOf(getRhs()).getShape();
+  ArrayRef<int64_t> lhs = tensorOf(lhsValue).getShape();
+  ArrayRef<int64_t> rhs = tensorOf(rhsValue).getShape();
   size_t rank = std::max(lhs.size(), rhs.size());
   SmallVector<int64_t> shape(rank);
   for (size_t i = 0; i < rank; ++i) {
     int64_t a = i < rank - lhs.size() ? 1 : lhs[i - (rank - lhs.size())];
     int64_t b = i < rank - rhs.size() ? 1 : rhs[i - (rank - rhs.size())];
     if (a != b && a != 1 && b != 1)
-      return emitOpError() << "operand shapes " << fmtShape(lhs) << " and "
-                           << fmtShape(rhs) << " do not broadcast";
+      return op->emitOpError() << "operand shapes " << fmtShape(lhs)
+                               << " and " << fmtShape(rhs)
+                               << " do not broadcast";
     shape[i] = std::max(a, b);
   }
-  return verifyResultType(*this, getResult(), shape,
-                          tensorOf(getLhs()).getElementType());
+  return verifyResultType(op, result, shape,
+                          tensorOf(lhsValue).getElementType());
 }
 
+LogicalResult AddOp::verify() {
+  return verifyBroadcastBinary(*this, getLhs(), getRhs(), getResult());
+}
 int64_t AddOp::getForwardFlops() { return numel(getResult()); }
 int64_t AddOp::getBackwardFlops() { return numel(getResult()); }
+
+LogicalResult SubOp::verify() {
+  return verifyBroadcastBinary(*this, getLhs(), getRhs(), getResult());
+}
+int64_t SubOp::getForwardFlops() { return numel(getResult()); }
+int64_t SubOp::getBackwardFlops() { return numel(getResult()); }
+
+LogicalResult MulOp::verify() {
+  return verifyBroadcastBinary(*this, getLhs(), getRhs(), getResult());
+}
+int64_t MulOp::getForwardFlops() { return numel(getResult()); }
+int64_t MulOp::getBackwardFlops() { return 2 * numel(getResult()); }
+int64_t MulOp::getSavedActivationBytes() {
+  return activationBytes(getLhs()) + activationBytes(getRhs());
+}
+
+LogicalResult DivOp::verify() {
+  return verifyBroadcastBinary(*this, getLhs(), getRhs(), getResult());
+}
+int64_t DivOp::getForwardFlops() { return numel(getResult()); }
+int64_t DivOp::getBackwardFlops() { return 4 * numel(getResult()); }
+int64_t DivOp::getSavedActivationBytes() {
+  return activationBytes(getLhs()) + activationBytes(getRhs());
+}
 
 //===----------------------------------------------------------------------===//
 // LayerNormOp, GeluOp, ReluOp, SoftmaxOp

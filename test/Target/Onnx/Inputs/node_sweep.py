@@ -16,6 +16,7 @@ import sys
 import onnx
 
 SUPPORTED = {"Add", "AveragePool", "BatchNormalization", "Constant", "Conv",
+             "Div", "Mul", "Sub",
              "Dropout", "Flatten", "Gemm", "GlobalAveragePool", "Identity",
              "MatMul", "MaxPool", "Relu", "Reshape", "Softmax"}
 

@@ -165,6 +165,43 @@ def Dtfm_AddOp : Dtfm_ComputeOp<"add", ["getBackwardFlops"]> {
   }];
 }
 
+/// Elementwise binary ops with NumPy broadcasting (like dtfm.add).
+class Dtfm_BroadcastBinaryOp<string mnemonic, list<string> costOverrides>
+    : Dtfm_ComputeOp<mnemonic, costOverrides> {
+  let arguments = (ins Dtfm_FloatTensor:$lhs, Dtfm_FloatTensor:$rhs);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Dtfm_SubOp : Dtfm_BroadcastBinaryOp<"sub", ["getBackwardFlops"]> {
+  let summary = "elementwise difference with NumPy broadcasting";
+  let description = [{
+    Forward numel(result) FLOPs; backward numel(result) (the negation).
+    Keeps nothing.
+  }];
+}
+
+def Dtfm_MulOp : Dtfm_BroadcastBinaryOp<"mul",
+    ["getBackwardFlops", "getSavedActivationBytes"]> {
+  let summary = "elementwise product with NumPy broadcasting";
+  let description = [{
+    Forward numel(result) FLOPs; backward 2 numel(result) (each gradient is
+    the other operand times the incoming one). Keeps both operands (those
+    that are not parameters).
+  }];
+}
+
+def Dtfm_DivOp : Dtfm_BroadcastBinaryOp<"div",
+    ["getBackwardFlops", "getSavedActivationBytes"]> {
+  let summary = "elementwise quotient with NumPy broadcasting";
+  let description = [{
+    Forward numel(result) FLOPs; backward 4 numel(result) (dy / b, and
+    -dy a / b^2). Keeps both operands (those that are not parameters).
+  }];
+}
+
 def Dtfm_LayerNormOp : Dtfm_ComputeOp<"layernorm",
     ["getSavedActivationBytes"]> {
   let summary = "layer normalisation over the last dimension";
