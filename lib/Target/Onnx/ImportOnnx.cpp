@@ -66,7 +66,8 @@ namespace {
 /// The op types this importer maps (see convert()).
 const std::set<std::string> kSupported = {
     "Add",        "AveragePool", "BatchNormalization", "Constant", "Div",
-    "Mul",        "Sub",
+    "Mul",        "Sub",         "Squeeze",            "Unsqueeze",
+    "Cast",
     "Conv",       "Dropout",     "Flatten",            "Gemm",
     "GlobalAveragePool", "Identity", "MatMul",         "MaxPool",
     "Relu",       "Reshape",     "Softmax",
@@ -447,7 +448,8 @@ bool OnnxImporter::convert(const onnx::NodeProto &node) {
                         "Constant)");
   RankedTensorType result;
   if (node.output_size() > 0 && type != "Constant" && type != "Identity" &&
-      type != "Dropout" && type != "Reshape" && !typeOf(node.output(0), result))
+      type != "Dropout" && type != "Reshape" && type != "Squeeze" &&
+      type != "Unsqueeze" && !typeOf(node.output(0), result))
     return false;
   Location loc = at(node);
   Value out;
@@ -604,6 +606,58 @@ bool OnnxImporter::convert(const onnx::NodeProto &node) {
     }
     result = RankedTensorType::get(shape, xType.getElementType());
     out = tag(b.create<ReshapeOp>(loc, result, x), node);
+  } else if (type == "Squeeze" || type == "Unsqueeze") {
+    // Only the shape changes: a reshape. The axes: an attribute (opset
+    // < 13) or a constant second input.
+    Value x = input(0);
+    if (!x)
+      return false;
+    std::vector<int64_t> axes = ints("axes", {});
+    if (node.input_size() > 1 && !node.input(1).empty()) {
+      if (!initializer(node.input(1)) && !constants.count(node.input(1)))
+        return failAt(node, "the axes must be a constant");
+      if (!constantInts(node.input(1), axes))
+        return false;
+    }
+    auto xType = cast<RankedTensorType>(x.getType());
+    std::vector<int64_t> shape(xType.getShape().begin(),
+                               xType.getShape().end());
+    int64_t rank = type == "Squeeze"
+                       ? xType.getRank()
+                       : xType.getRank() + static_cast<int64_t>(axes.size());
+    std::set<int64_t> chosen;
+    for (int64_t a : axes) {
+      if (a < -rank || a >= rank)
+        return failAt(node, "axis " + std::to_string(a) + " out of range");
+      chosen.insert(a < 0 ? a + rank : a);
+    }
+    std::vector<int64_t> dims;
+    if (type == "Squeeze") {
+      for (int64_t i = 0; i < xType.getRank(); ++i) {
+        bool drop = axes.empty() ? shape[i] == 1 : chosen.count(i) > 0;
+        if (drop && shape[i] != 1)
+          return failAt(node, "squeezes dimension " + std::to_string(i) +
+                                  " of size " + std::to_string(shape[i]));
+        if (!drop)
+          dims.push_back(shape[i]);
+      }
+    } else {
+      size_t next = 0;
+      for (int64_t i = 0; i < rank; ++i)
+        dims.push_back(chosen.count(i) ? 1 : shape[next++]);
+    }
+    result = RankedTensorType::get(dims, xType.getElementType());
+    out = tag(b.create<ReshapeOp>(loc, result, x), node);
+  } else if (type == "Cast") {
+    Value x = input(0);
+    if (!x)
+      return false;
+    if (cast<RankedTensorType>(x.getType()).getElementType() !=
+        result.getElementType())
+      return failAt(node, "casts between float and integer tensors are not "
+                          "supported");
+    out = x; // float to float, or integer to integer: the same tensor here
+    layerOfValue[node.output(0)] = layerOfValue[node.input(0)];
   } else if (type == "Softmax") {
     Value x = input(0);
     if (!x)

@@ -16,7 +16,7 @@ import sys
 import onnx
 
 SUPPORTED = {"Add", "AveragePool", "BatchNormalization", "Constant", "Conv",
-             "Div", "Mul", "Sub",
+             "Div", "Mul", "Sub", "Squeeze", "Unsqueeze", "Cast",
              "Dropout", "Flatten", "Gemm", "GlobalAveragePool", "Identity",
              "MatMul", "MaxPool", "Relu", "Reshape", "Softmax"}
 
