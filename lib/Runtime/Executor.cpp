@@ -192,6 +192,8 @@ bool runBackward(const dtfm::proto::PlanOp &op,
                         at(0), at(1));
   } else if (forward == "dtfm.add") {
     cpu::addBackward(*dOut, at(0), at(1));
+  } else if (forward == "dtfm.transpose") {
+    cpu::transposeBackward(*dOut, intsAttr(op, "perm", {}), at(0));
   } else if (forward == "dtfm.sub") {
     cpu::subBackward(in(0), in(1), *dOut, at(0), at(1));
   } else if (forward == "dtfm.mul") {
@@ -572,6 +574,8 @@ bool ProgramExecutor::runPhase(const std::string &phase, ValueTable &values,
       set(op, 0, cpu::embedding(operand(op, 0), operand(op, 1)));
     } else if (name == "dtfm.add") {
       set(op, 0, cpu::add(operand(op, 0), operand(op, 1)));
+    } else if (name == "dtfm.transpose") {
+      set(op, 0, cpu::transpose(operand(op, 0), intsAttr(op, "perm", {})));
     } else if (name == "dtfm.sub") {
       set(op, 0, cpu::sub(operand(op, 0), operand(op, 1)));
     } else if (name == "dtfm.mul") {

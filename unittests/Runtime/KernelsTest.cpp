@@ -123,6 +123,22 @@ TEST(Kernels, SubMulDivWithBroadcasting) {
   }
 }
 
+TEST(Kernels, TransposeAndItsGradient) {
+  std::mt19937_64 rng(13);
+  Tensor x = random({2, 3, 4}, rng);
+  std::vector<int64_t> perm = {2, 0, 1};
+  Tensor y = transpose(x, perm);
+  ASSERT_EQ(y.shape, (std::vector<int64_t>{4, 2, 3}));
+  for (int64_t a = 0; a < 2; ++a)
+    for (int64_t b = 0; b < 3; ++b)
+      for (int64_t c = 0; c < 4; ++c)
+        EXPECT_EQ(y.data[(c * 2 + a) * 3 + b], x.data[(a * 3 + b) * 4 + c]);
+  Tensor r = random(y.shape, rng), dx(x.shape);
+  transposeBackward(r, perm, &dx);
+  expectGradient(x, dx, [&]() { return transpose(x, perm); }, r,
+                 "transpose");
+}
+
 TEST(Kernels, LinearAddLayerNorm) {
   std::mt19937_64 rng(2);
   Tensor x = random({3, 4}, rng), w = random({4, 6}, rng),

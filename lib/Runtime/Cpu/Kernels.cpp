@@ -250,6 +250,42 @@ void broadcastBinaryBackward(const Tensor &a, const Tensor &b,
 
 } // namespace
 
+Tensor dtfm::runtime::cpu::transpose(const Tensor &x,
+                                     const std::vector<int64_t> &perm) {
+  size_t rank = perm.size();
+  std::vector<int64_t> shape(rank), inStride(rank, 1);
+  for (size_t i = rank; i-- > 1;)
+    inStride[i - 1] = inStride[i] * x.shape[i];
+  for (size_t i = 0; i < rank; ++i)
+    shape[i] = x.shape[perm[i]];
+  Tensor out(shape);
+  std::vector<int64_t> coord(rank, 0);
+  for (int64_t flat = 0; flat < out.numel(); ++flat) {
+    int64_t at = 0;
+    for (size_t i = 0; i < rank; ++i)
+      at += coord[i] * inStride[perm[i]];
+    out.data[flat] = x.data[at];
+    for (size_t d = rank; d-- > 0;) {
+      if (++coord[d] < shape[d])
+        break;
+      coord[d] = 0;
+    }
+  }
+  return out;
+}
+
+void dtfm::runtime::cpu::transposeBackward(const Tensor &dOut,
+                                           const std::vector<int64_t> &perm,
+                                           Tensor *dx) {
+  std::vector<int64_t> inverse(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i)
+    inverse[perm[i]] = static_cast<int64_t>(i);
+  Tensor back = transpose(dOut, inverse);
+  ensure(dx, back.shape);
+  for (int64_t i = 0; i < back.numel(); ++i)
+    dx->data[i] += back.data[i];
+}
+
 Tensor dtfm::runtime::cpu::sub(const Tensor &a, const Tensor &b) {
   return broadcastBinary(a, b, [](float x, float y) { return x - y; });
 }

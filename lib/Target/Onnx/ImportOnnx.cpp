@@ -67,7 +67,7 @@ namespace {
 const std::set<std::string> kSupported = {
     "Add",        "AveragePool", "BatchNormalization", "Constant", "Div",
     "Mul",        "Sub",         "Squeeze",            "Unsqueeze",
-    "Cast",
+    "Cast",       "Transpose",
     "Conv",       "Dropout",     "Flatten",            "Gemm",
     "GlobalAveragePool", "Identity", "MatMul",         "MaxPool",
     "Relu",       "Reshape",     "Softmax",
@@ -648,6 +648,18 @@ bool OnnxImporter::convert(const onnx::NodeProto &node) {
     }
     result = RankedTensorType::get(dims, xType.getElementType());
     out = tag(b.create<ReshapeOp>(loc, result, x), node);
+  } else if (type == "Transpose") {
+    Value x = input(0);
+    if (!x)
+      return false;
+    int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
+    std::vector<int64_t> perm = ints("perm", {});
+    if (perm.empty()) // default: reverse the dimensions
+      for (int64_t i = rank; i-- > 0;)
+        perm.push_back(i);
+    out = tag(b.create<TransposeOp>(loc, result, x,
+                                    b.getDenseI64ArrayAttr(perm)),
+              node);
   } else if (type == "Cast") {
     Value x = input(0);
     if (!x)

@@ -710,3 +710,19 @@ func.func @div_result(%a: tensor<2x3xf32>, %b: tensor<3xf32>) {
   %0 = dtfm.div %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<3xf32>
   return
 }
+
+// -----
+
+func.func @transpose_not_permutation(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'dtfm.transpose' op expected perm to be a permutation of [0, 2), found [0, 0]}}
+  %0 = dtfm.transpose %a {perm = array<i64: 0, 0>} : (tensor<2x3xf32>) -> tensor<2x2xf32>
+  return
+}
+
+// -----
+
+func.func @transpose_result(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'dtfm.transpose' op expected result type 'tensor<3x2xf32>', found 'tensor<2x3xf32>'}}
+  %0 = dtfm.transpose %a {perm = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}

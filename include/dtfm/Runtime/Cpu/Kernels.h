@@ -62,6 +62,12 @@ void mulBackward(const Tensor &a, const Tensor &b, const Tensor &dOut,
 void divBackward(const Tensor &a, const Tensor &b, const Tensor &dOut,
                  Tensor *da, Tensor *db);
 
+/// Result dim i = input dim perm[i]; the backward adds the inverse
+/// permutation of dOut into dx.
+Tensor transpose(const Tensor &x, const std::vector<int64_t> &perm);
+void transposeBackward(const Tensor &dOut, const std::vector<int64_t> &perm,
+                       Tensor *dx);
+
 /// x [.., K] * w [K, N] + b [N].
 Tensor linear(const Tensor &x, const Tensor &w, const Tensor *bias);
 void linearBackward(const Tensor &x, const Tensor &w, const Tensor &dOut,

@@ -639,6 +639,27 @@ LogicalResult ReshapeOp::verify() {
 int64_t ReshapeOp::getForwardFlops() { return 0; }
 int64_t ReshapeOp::getBackwardFlops() { return 0; }
 
+LogicalResult TransposeOp::verify() {
+  auto input = tensorOf(getInput());
+  ArrayRef<int64_t> perm = getPerm();
+  if (static_cast<int64_t>(perm.size()) != input.getRank())
+    return emitOpError() << "expected a permutation of " << input.getRank()
+                         << " dimensions, found " << perm.size();
+  SmallVector<bool> seen(perm.size(), false);
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= input.getRank() || seen[p])
+      return emitOpError() << "expected perm to be a permutation of [0, "
+                           << input.getRank() << "), found "
+                           << fmtShape(perm);
+    seen[p] = true;
+    shape.push_back(input.getDimSize(p));
+  }
+  return verifyResultType(*this, getResult(), shape, input.getElementType());
+}
+int64_t TransposeOp::getForwardFlops() { return 0; }
+int64_t TransposeOp::getBackwardFlops() { return 0; }
+
 //===----------------------------------------------------------------------===//
 // CrossEntropyOp
 //===----------------------------------------------------------------------===//

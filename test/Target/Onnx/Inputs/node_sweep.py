@@ -17,6 +17,7 @@ import onnx
 
 SUPPORTED = {"Add", "AveragePool", "BatchNormalization", "Constant", "Conv",
              "Div", "Mul", "Sub", "Squeeze", "Unsqueeze", "Cast",
+             "Transpose",
              "Dropout", "Flatten", "Gemm", "GlobalAveragePool", "Identity",
              "MatMul", "MaxPool", "Relu", "Reshape", "Softmax"}
 

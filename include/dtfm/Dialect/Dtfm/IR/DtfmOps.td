@@ -390,6 +390,17 @@ def Dtfm_ReshapeOp : Dtfm_ComputeOp<"reshape", ["getBackwardFlops"]> {
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
 
+def Dtfm_TransposeOp : Dtfm_ComputeOp<"transpose", ["getBackwardFlops"]> {
+  let summary = "dimensions permuted: result dim i = input dim perm[i]";
+  let description = [{
+    No FLOPs (data movement, as reshape); the backward applies the inverse
+    permutation. Keeps nothing.
+  }];
+  let arguments = (ins Dtfm_Tensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs Dtfm_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
 //===----------------------------------------------------------------------===//
 // Loss
 //===----------------------------------------------------------------------===//
