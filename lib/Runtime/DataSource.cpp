@@ -113,14 +113,21 @@ bool DataSource::microBatch(int64_t index, const std::vector<InputSpec> &specs,
     if (labels)
       batch[labels->name] = std::move(out);
   }
+  // Anything else: seeded per input and micro-batch, so that a stage
+  // holding only some of the inputs draws the same values as a single
+  // device holding them all.
   for (const InputSpec &spec : specs) {
     if (batch.count(spec.name))
       continue;
+    uint64_t h = 1469598103934665603ull;
+    for (unsigned char c : spec.name)
+      h = (h ^ c) * 1099511628211ull;
+    std::mt19937_64 own(seed ^ h ^ (0x9e3779b97f4a7c15ull * (index + 1)));
     cpu::Tensor t(spec.shape);
     std::normal_distribution<double> normal(0, 1);
     for (float &x : t.data)
-      x = spec.isInteger ? static_cast<float>(rng() % range)
-                         : static_cast<float>(normal(rng));
+      x = spec.isInteger ? static_cast<float>(own() % range)
+                         : static_cast<float>(normal(own));
     batch[spec.name] = std::move(t);
   }
   return true;

@@ -192,6 +192,13 @@ bool runBackward(const dtfm::proto::PlanOp &op,
                         at(0), at(1));
   } else if (forward == "dtfm.add") {
     cpu::addBackward(*dOut, at(0), at(1));
+  } else if (forward == "dtfm.sqrt" || forward == "dtfm.tanh" ||
+             forward == "dtfm.erf" || forward == "dtfm.exp") {
+    cpu::elementwiseMathBackward(in(0), forward.substr(5), *dOut, at(0));
+  } else if (forward == "dtfm.pow") {
+    cpu::powerBackward(in(0), floatAttr(op, "exponent", 1), *dOut, at(0));
+  } else if (forward == "dtfm.reduce_mean") {
+    cpu::reduceMeanBackward(in(0), intsAttr(op, "axes", {}), *dOut, at(0));
   } else if (forward == "dtfm.transpose") {
     cpu::transposeBackward(*dOut, intsAttr(op, "perm", {}), at(0));
   } else if (forward == "dtfm.sub") {
@@ -574,6 +581,14 @@ bool ProgramExecutor::runPhase(const std::string &phase, ValueTable &values,
       set(op, 0, cpu::embedding(operand(op, 0), operand(op, 1)));
     } else if (name == "dtfm.add") {
       set(op, 0, cpu::add(operand(op, 0), operand(op, 1)));
+    } else if (name == "dtfm.sqrt" || name == "dtfm.tanh" ||
+               name == "dtfm.erf" || name == "dtfm.exp") {
+      set(op, 0, cpu::elementwiseMath(operand(op, 0), name.substr(5)));
+    } else if (name == "dtfm.pow") {
+      set(op, 0, cpu::power(operand(op, 0), floatAttr(op, "exponent", 1)));
+    } else if (name == "dtfm.reduce_mean") {
+      set(op, 0, cpu::reduceMean(operand(op, 0), intsAttr(op, "axes", {}),
+                                 unitAttr(op, "keepdims")));
     } else if (name == "dtfm.transpose") {
       set(op, 0, cpu::transpose(operand(op, 0), intsAttr(op, "perm", {})));
     } else if (name == "dtfm.sub") {

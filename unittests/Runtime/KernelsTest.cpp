@@ -17,6 +17,7 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <string>
 #include <tuple>
 
 using namespace dtfm::runtime::cpu;
@@ -120,6 +121,49 @@ TEST(Kernels, SubMulDivWithBroadcasting) {
     auto forward = [&, f = f]() { return f(a, b); };
     expectGradient(a, da, forward, r, what);
     expectGradient(b, db, forward, r, what, 1e-3);
+  }
+}
+
+TEST(Kernels, ElementwiseMathPowAndReduceMean) {
+  std::mt19937_64 rng(14);
+  Tensor x = random({2, 3, 4}, rng, 0.5);
+  Tensor positive = x;
+  for (float &v : positive.data)
+    v = std::fabs(v) + 0.5f;
+  Tensor r = random(x.shape, rng);
+  for (const char *kind : {"sqrt", "tanh", "erf", "exp"}) {
+    Tensor &in = std::string(kind) == "sqrt" ? positive : x;
+    Tensor y = elementwiseMath(in, kind);
+    EXPECT_NEAR(y.data[5],
+                std::string(kind) == "sqrt"   ? std::sqrt(in.data[5])
+                : std::string(kind) == "tanh" ? std::tanh(in.data[5])
+                : std::string(kind) == "erf"  ? std::erf(in.data[5])
+                                              : std::exp(in.data[5]),
+                1e-6);
+    Tensor dx(in.shape);
+    elementwiseMathBackward(in, kind, r, &dx);
+    expectGradient(in, dx, [&]() { return elementwiseMath(in, kind); }, r,
+                   kind, 1e-3);
+  }
+  for (double e : {2.0, 3.0, 0.5}) {
+    Tensor dx(positive.shape);
+    powerBackward(positive, e, r, &dx);
+    expectGradient(positive, dx, [&]() { return power(positive, e); }, r,
+                   "pow", 1e-3);
+  }
+  for (bool keep : {true, false}) {
+    Tensor m = reduceMean(x, {-1, 0}, keep);
+    ASSERT_EQ(m.shape, keep ? std::vector<int64_t>({1, 3, 1})
+                            : std::vector<int64_t>({3}));
+    double want = 0;
+    for (int64_t a = 0; a < 2; ++a)
+      for (int64_t c = 0; c < 4; ++c)
+        want += x.data[(a * 3 + 1) * 4 + c];
+    EXPECT_NEAR(m.data[1], want / 8, 1e-6);
+    Tensor rm = random(m.shape, rng), dx(x.shape);
+    reduceMeanBackward(x, {-1, 0}, rm, &dx);
+    expectGradient(x, dx, [&]() { return reduceMean(x, {-1, 0}, keep); }, rm,
+                   "reduce_mean");
   }
 }
 

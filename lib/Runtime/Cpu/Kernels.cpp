@@ -250,6 +250,126 @@ void broadcastBinaryBackward(const Tensor &a, const Tensor &b,
 
 } // namespace
 
+Tensor dtfm::runtime::cpu::elementwiseMath(const Tensor &x,
+                                           const std::string &kind) {
+  Tensor out(x.shape);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    float v = x.data[i];
+    out.data[i] = kind == "sqrt"   ? std::sqrt(v)
+                  : kind == "tanh" ? std::tanh(v)
+                  : kind == "erf"  ? std::erf(v)
+                                   : std::exp(v);
+  }
+  return out;
+}
+
+void dtfm::runtime::cpu::elementwiseMathBackward(const Tensor &x,
+                                                 const std::string &kind,
+                                                 const Tensor &dOut,
+                                                 Tensor *dx) {
+  ensure(dx, x.shape);
+  const float twoOverSqrtPi = 1.12837917f;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    float v = x.data[i], d;
+    if (kind == "sqrt")
+      d = 0.5f / std::sqrt(v);
+    else if (kind == "tanh") {
+      float t = std::tanh(v);
+      d = 1 - t * t;
+    } else if (kind == "erf")
+      d = twoOverSqrtPi * std::exp(-v * v);
+    else
+      d = std::exp(v);
+    dx->data[i] += dOut.data[i] * d;
+  }
+}
+
+Tensor dtfm::runtime::cpu::power(const Tensor &x, double exponent) {
+  Tensor out(x.shape);
+  for (int64_t i = 0; i < x.numel(); ++i)
+    out.data[i] = static_cast<float>(std::pow(x.data[i], exponent));
+  return out;
+}
+
+void dtfm::runtime::cpu::powerBackward(const Tensor &x, double exponent,
+                                       const Tensor &dOut, Tensor *dx) {
+  ensure(dx, x.shape);
+  for (int64_t i = 0; i < x.numel(); ++i)
+    dx->data[i] += static_cast<float>(
+        dOut.data[i] * exponent * std::pow(x.data[i], exponent - 1));
+}
+
+namespace {
+
+/// For each element of x, the index of its mean in the keepdims result;
+/// and how many elements each mean averages.
+std::vector<int64_t> reducedIndex(const std::vector<int64_t> &shape,
+                                  const std::vector<int64_t> &axes,
+                                  int64_t &count) {
+  int64_t rank = static_cast<int64_t>(shape.size());
+  std::vector<bool> reduced(rank, false);
+  for (int64_t a : axes)
+    reduced[a < 0 ? a + rank : a] = true;
+  std::vector<int64_t> kept(shape);
+  count = 1;
+  for (int64_t i = 0; i < rank; ++i)
+    if (reduced[i]) {
+      count *= shape[i];
+      kept[i] = 1;
+    }
+  int64_t total = 1;
+  for (int64_t d : shape)
+    total *= d;
+  std::vector<int64_t> index(total), coord(rank, 0);
+  for (int64_t flat = 0; flat < total; ++flat) {
+    int64_t at = 0;
+    for (int64_t i = 0; i < rank; ++i)
+      at = at * kept[i] + (reduced[i] ? 0 : coord[i]);
+    index[flat] = at;
+    for (int64_t d = rank; d-- > 0;) {
+      if (++coord[d] < shape[d])
+        break;
+      coord[d] = 0;
+    }
+  }
+  return index;
+}
+
+} // namespace
+
+Tensor dtfm::runtime::cpu::reduceMean(const Tensor &x,
+                                      const std::vector<int64_t> &axes,
+                                      bool keepdims) {
+  int64_t rank = static_cast<int64_t>(x.shape.size()), count = 1;
+  std::vector<int64_t> index = reducedIndex(x.shape, axes, count);
+  std::vector<bool> reduced(rank, false);
+  for (int64_t a : axes)
+    reduced[a < 0 ? a + rank : a] = true;
+  std::vector<int64_t> shape;
+  for (int64_t i = 0; i < rank; ++i)
+    if (!reduced[i])
+      shape.push_back(x.shape[i]);
+    else if (keepdims)
+      shape.push_back(1);
+  Tensor out(shape);
+  std::vector<double> sums(out.numel(), 0);
+  for (int64_t i = 0; i < x.numel(); ++i)
+    sums[index[i]] += x.data[i];
+  for (int64_t i = 0; i < out.numel(); ++i)
+    out.data[i] = static_cast<float>(sums[i] / count);
+  return out;
+}
+
+void dtfm::runtime::cpu::reduceMeanBackward(const Tensor &x,
+                                            const std::vector<int64_t> &axes,
+                                            const Tensor &dOut, Tensor *dx) {
+  int64_t count = 1;
+  std::vector<int64_t> index = reducedIndex(x.shape, axes, count);
+  ensure(dx, x.shape);
+  for (int64_t i = 0; i < x.numel(); ++i)
+    dx->data[i] += dOut.data[index[i]] / static_cast<float>(count);
+}
+
 Tensor dtfm::runtime::cpu::transpose(const Tensor &x,
                                      const std::vector<int64_t> &perm) {
   size_t rank = perm.size();

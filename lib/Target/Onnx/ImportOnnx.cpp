@@ -67,7 +67,9 @@ namespace {
 const std::set<std::string> kSupported = {
     "Add",        "AveragePool", "BatchNormalization", "Constant", "Div",
     "Mul",        "Sub",         "Squeeze",            "Unsqueeze",
-    "Cast",       "Transpose",
+    "Cast",       "Transpose",   "Sqrt",               "Tanh",
+    "Erf",        "Exp",         "Pow",                "ReduceMean",
+    "Neg",
     "Conv",       "Dropout",     "Flatten",            "Gemm",
     "GlobalAveragePool", "Identity", "MatMul",         "MaxPool",
     "Relu",       "Reshape",     "Softmax",
@@ -648,6 +650,63 @@ bool OnnxImporter::convert(const onnx::NodeProto &node) {
     }
     result = RankedTensorType::get(dims, xType.getElementType());
     out = tag(b.create<ReshapeOp>(loc, result, x), node);
+  } else if (type == "Sqrt" || type == "Tanh" || type == "Erf" ||
+             type == "Exp") {
+    Value x = input(0);
+    if (!x)
+      return false;
+    Operation *op =
+        type == "Sqrt"   ? b.create<SqrtOp>(loc, result, x).getOperation()
+        : type == "Tanh" ? b.create<TanhOp>(loc, result, x).getOperation()
+        : type == "Erf"  ? b.create<ErfOp>(loc, result, x).getOperation()
+                         : b.create<ExpOp>(loc, result, x).getOperation();
+    out = tag(op, node);
+  } else if (type == "Neg") {
+    // x * -1, the constant a frozen parameter of its own.
+    Value x = input(0);
+    if (!x)
+      return false;
+    std::string name = node.output(0) + ".minus_one";
+    ::dtfm::runtime::cpu::Tensor t(std::vector<int64_t>{}, -1.0f);
+    weights[name] = t;
+    auto minusOne = b.create<ParamOp>(
+        NameLoc::get(b.getStringAttr(name)), floatType({}),
+        b.getStringAttr(name),
+        InitKindAttr::get(b.getContext(), InitKind::external), FloatAttr(),
+        b.getUnitAttr());
+    out = tag(b.create<MulOp>(loc, result, x, minusOne.getResult()), node);
+    minusOne->setAttr(kLayerAttrName, out.getDefiningOp()->getAttr(kLayerAttrName));
+  } else if (type == "Pow") {
+    const onnx::TensorProto *e = initializer(node.input(1));
+    if (!e) {
+      auto c = constants.find(node.input(1));
+      e = c == constants.end() ? nullptr : c->second;
+    }
+    std::vector<float> exponent;
+    if (!e || !floats(*e, exponent) || exponent.size() != 1)
+      return failAt(node, "the exponent must be one float constant");
+    Value x = input(0);
+    if (!x)
+      return false;
+    out = tag(b.create<PowOp>(loc, result, x,
+                              b.getF64FloatAttr(exponent[0])),
+              node);
+  } else if (type == "ReduceMean") {
+    std::vector<int64_t> axes = ints("axes", {});
+    if (node.input_size() > 1 && !node.input(1).empty() &&
+        !constantInts(node.input(1), axes))
+      return false;
+    Value x = input(0);
+    if (!x)
+      return false;
+    if (axes.empty()) // all of them
+      for (int64_t i = 0; i < cast<RankedTensorType>(x.getType()).getRank();
+           ++i)
+        axes.push_back(i);
+    out = tag(b.create<ReduceMeanOp>(
+                  loc, result, x, b.getDenseI64ArrayAttr(axes),
+                  integer("keepdims", 1) ? b.getUnitAttr() : UnitAttr()),
+              node);
   } else if (type == "Transpose") {
     Value x = input(0);
     if (!x)
@@ -685,14 +744,20 @@ bool OnnxImporter::convert(const onnx::NodeProto &node) {
       return false;
     out = tag(b.create<MatmulOp>(loc, result, lhs, rhs, UnitAttr()), node);
   } else if (type == "Gemm") {
-    if (integer("transA", 0) != 0 || real("alpha", 1) != 1 ||
-        real("beta", 1) != 1)
-      return failAt(node, "only Gemm(A, B, C) with transA=0, alpha=beta=1");
+    if (real("alpha", 1) != 1 || real("beta", 1) != 1)
+      return failAt(node, "only Gemm with alpha = beta = 1");
     const onnx::TensorProto *weight = initializer(node.input(1));
     bool transB = integer("transB", 0) != 0;
     Value x = input(0);
     if (!x)
       return false;
+    if (integer("transA", 0) != 0) { // A^T as a transpose of its own
+      auto a = cast<RankedTensorType>(x.getType());
+      x = tag(b.create<TransposeOp>(
+                  loc, floatType({a.getDimSize(1), a.getDimSize(0)}), x,
+                  b.getDenseI64ArrayAttr({1, 0})),
+              node);
+    }
     Value w;
     if (weight && transB) {
       // A Linear layer: store W^T ([K, N]) as the parameter, as

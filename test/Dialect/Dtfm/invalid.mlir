@@ -726,3 +726,27 @@ func.func @transpose_result(%a: tensor<2x3xf32>) {
   %0 = dtfm.transpose %a {perm = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
   return
 }
+
+// -----
+
+func.func @reduce_mean_axis(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'dtfm.reduce_mean' op axis 2 out of range for rank 2}}
+  %0 = dtfm.reduce_mean %a {axes = array<i64: 2>} : (tensor<2x3xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_mean_result(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'dtfm.reduce_mean' op expected result type 'tensor<2x1xf32>', found 'tensor<2xf32>'}}
+  %0 = dtfm.reduce_mean %a {axes = array<i64: -1>, keepdims} : (tensor<2x3xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @sqrt_result(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'dtfm.sqrt' op expected result type 'tensor<2x3xf32>', found 'tensor<3xf32>'}}
+  %0 = dtfm.sqrt %a : (tensor<2x3xf32>) -> tensor<3xf32>
+  return
+}

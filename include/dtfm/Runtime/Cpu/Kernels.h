@@ -18,6 +18,7 @@
 #define DTFM_RUNTIME_CPU_KERNELS_H
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace dtfm::runtime::cpu {
@@ -61,6 +62,21 @@ void mulBackward(const Tensor &a, const Tensor &b, const Tensor &dOut,
                  Tensor *da, Tensor *db);
 void divBackward(const Tensor &a, const Tensor &b, const Tensor &dOut,
                  Tensor *da, Tensor *db);
+
+/// "sqrt", "tanh", "erf" or "exp" of every element; the backward adds
+/// dOut times the derivative into dx.
+Tensor elementwiseMath(const Tensor &x, const std::string &kind);
+void elementwiseMathBackward(const Tensor &x, const std::string &kind,
+                             const Tensor &dOut, Tensor *dx);
+Tensor power(const Tensor &x, double exponent);
+void powerBackward(const Tensor &x, double exponent, const Tensor &dOut,
+                   Tensor *dx);
+/// Mean over `axes` (negative from the end); dimensions kept as 1 with
+/// keepdims. The backward spreads dOut evenly over the reduced elements.
+Tensor reduceMean(const Tensor &x, const std::vector<int64_t> &axes,
+                  bool keepdims);
+void reduceMeanBackward(const Tensor &x, const std::vector<int64_t> &axes,
+                        const Tensor &dOut, Tensor *dx);
 
 /// Result dim i = input dim perm[i]; the backward adds the inverse
 /// permutation of dOut into dx.

@@ -639,6 +639,53 @@ LogicalResult ReshapeOp::verify() {
 int64_t ReshapeOp::getForwardFlops() { return 0; }
 int64_t ReshapeOp::getBackwardFlops() { return 0; }
 
+/// An elementwise op of one float tensor: the result has the input's type.
+static LogicalResult verifySameType(Operation *op, Value input, Value result) {
+  auto type = tensorOf(input);
+  return verifyResultType(op, result, type.getShape(), type.getElementType());
+}
+
+#define DTFM_ELEMENTWISE_MATH(Op)                                              \
+  LogicalResult Op::verify() {                                                 \
+    return verifySameType(*this, getInput(), getResult());                    \
+  }                                                                            \
+  int64_t Op::getForwardFlops() { return numel(getResult()); }                 \
+  int64_t Op::getBackwardFlops() { return 2 * numel(getResult()); }            \
+  int64_t Op::getSavedActivationBytes() { return activationBytes(getInput()); }
+DTFM_ELEMENTWISE_MATH(SqrtOp)
+DTFM_ELEMENTWISE_MATH(TanhOp)
+DTFM_ELEMENTWISE_MATH(ErfOp)
+DTFM_ELEMENTWISE_MATH(ExpOp)
+DTFM_ELEMENTWISE_MATH(PowOp)
+#undef DTFM_ELEMENTWISE_MATH
+
+LogicalResult ReduceMeanOp::verify() {
+  auto input = tensorOf(getInput());
+  int64_t rank = input.getRank();
+  SmallVector<bool> reduced(rank, false);
+  for (int64_t a : getAxes()) {
+    if (a < -rank || a >= rank)
+      return emitOpError() << "axis " << a << " out of range for rank "
+                           << rank;
+    int64_t axis = a < 0 ? a + rank : a;
+    if (reduced[axis])
+      return emitOpError() << "axis " << a << " given twice";
+    reduced[axis] = true;
+  }
+  if (getAxes().empty())
+    return emitOpError("expected at least one axis");
+  SmallVector<int64_t> shape;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (!reduced[i])
+      shape.push_back(input.getDimSize(i));
+    else if (getKeepdims())
+      shape.push_back(1);
+  }
+  return verifyResultType(*this, getResult(), shape, input.getElementType());
+}
+int64_t ReduceMeanOp::getForwardFlops() { return numel(getInput()); }
+int64_t ReduceMeanOp::getBackwardFlops() { return numel(getInput()); }
+
 LogicalResult TransposeOp::verify() {
   auto input = tensorOf(getInput());
   ArrayRef<int64_t> perm = getPerm();

@@ -17,7 +17,8 @@ import onnx
 
 SUPPORTED = {"Add", "AveragePool", "BatchNormalization", "Constant", "Conv",
              "Div", "Mul", "Sub", "Squeeze", "Unsqueeze", "Cast",
-             "Transpose",
+             "Transpose", "Sqrt", "Tanh", "Erf", "Exp", "Pow", "ReduceMean",
+             "Neg",
              "Dropout", "Flatten", "Gemm", "GlobalAveragePool", "Identity",
              "MatMul", "MaxPool", "Relu", "Reshape", "Softmax"}
 

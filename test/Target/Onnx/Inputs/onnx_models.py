@@ -203,6 +203,36 @@ def export_gpt(d, vocab=64, h=32, heads=4, layers=2, seq=16, batch=2):
         f.write(f"{loss:.8f} {flops}\n")
 
 
+class Mixed(torch.nn.Module):
+    """Primitive ops no fused chain covers: an RMSNorm written out, tanh,
+    erf, exp, a transpose pair and an unsqueeze/squeeze pair."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = torch.nn.Linear(16, 32), torch.nn.Linear(32, 5)
+        self.w = torch.nn.Parameter(1 + 0.1 * torch.randn(32))
+
+    def forward(self, x):
+        h = self.fc1(x)
+        h = h / torch.sqrt((h ** 2).mean(-1, keepdim=True) + 1e-6) * self.w
+        h = torch.tanh(h) + 0.1 * torch.erf(h) - 0.05 * torch.exp(-h * h)
+        h = h.t().unsqueeze(0).squeeze(0).t()
+        return self.fc2(h)
+
+
+def export_mixed(d, batch=8):
+    torch.manual_seed(0)
+    model = Mixed()
+    x = torch.randn(batch, 16)
+    y = torch.randint(0, 5, (batch,))
+    loss = torch.nn.functional.cross_entropy(model(x), y).item()
+    torch.onnx.export(model, x, f"{d}/mixed.onnx", opset_version=13,
+                      input_names=["x"], output_names=["logits"])
+    write_tensors(f"{d}/inputs.bin", {"x@0": x.numpy(), "labels@0": y.numpy()})
+    with open(f"{d}/expected.txt", "w") as f:
+        f.write(f"{loss:.8f} 0\n")
+
+
 class Unsupported(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -226,7 +256,9 @@ def export_dynamic(d):
 
 if __name__ == "__main__":
     mode, d = sys.argv[1], sys.argv[2]
-    if mode == "export-gpt":
+    if mode == "export-mixed":
+        export_mixed(d)
+    elif mode == "export-gpt":
         export_gpt(d)
     elif mode == "export-unsupported":
         export_unsupported(d)

@@ -202,6 +202,45 @@ def Dtfm_DivOp : Dtfm_BroadcastBinaryOp<"div",
   }];
 }
 
+/// Elementwise functions of one tensor: forward numel(result) FLOPs (a
+/// transcendental counts as one), backward 2 numel(result); they keep their
+/// input.
+class Dtfm_ElementwiseMathOp<string mnemonic, string what>
+    : Dtfm_ComputeOp<mnemonic, ["getBackwardFlops", "getSavedActivationBytes"]> {
+  let summary = what;
+  let arguments = (ins Dtfm_FloatTensor:$input);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def Dtfm_SqrtOp : Dtfm_ElementwiseMathOp<"sqrt", "elementwise square root">;
+def Dtfm_TanhOp : Dtfm_ElementwiseMathOp<"tanh", "elementwise tanh">;
+def Dtfm_ErfOp : Dtfm_ElementwiseMathOp<"erf", "elementwise error function">;
+def Dtfm_ExpOp : Dtfm_ElementwiseMathOp<"exp", "elementwise exponential">;
+
+def Dtfm_PowOp : Dtfm_ComputeOp<"pow",
+    ["getBackwardFlops", "getSavedActivationBytes"]> {
+  let summary = "elementwise power by a constant exponent";
+  let description = [{
+    Forward numel(result) FLOPs, backward 2 numel(result); keeps its input.
+  }];
+  let arguments = (ins Dtfm_FloatTensor:$input, F64Attr:$exponent);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def Dtfm_ReduceMeanOp : Dtfm_ComputeOp<"reduce_mean", ["getBackwardFlops"]> {
+  let summary = "mean over the given axes (kept as size 1 with keepdims)";
+  let description = [{
+    Forward numel(input) FLOPs; backward numel(input) (the gradient spread
+    evenly). Keeps nothing. Negative axes count from the end.
+  }];
+  let arguments = (ins Dtfm_FloatTensor:$input, DenseI64ArrayAttr:$axes,
+                       UnitAttr:$keepdims);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
 def Dtfm_LayerNormOp : Dtfm_ComputeOp<"layernorm",
     ["getSavedActivationBytes"]> {
   let summary = "layer normalisation over the last dimension";
