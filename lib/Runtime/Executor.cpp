@@ -199,6 +199,18 @@ bool runBackward(const dtfm::proto::PlanOp &op,
     cpu::powerBackward(in(0), floatAttr(op, "exponent", 1), *dOut, at(0));
   } else if (forward == "dtfm.reduce_mean") {
     cpu::reduceMeanBackward(in(0), intsAttr(op, "axes", {}), *dOut, at(0));
+  } else if (forward == "dtfm.concat") {
+    std::vector<Tensor *> parts;
+    std::vector<Tensor> unwanted;
+    unwanted.reserve(numOperands);
+    for (int i = 0; i < numOperands; ++i) {
+      unwanted.emplace_back(in(i).shape);
+      parts.push_back(at(i) ? at(i) : &unwanted.back());
+    }
+    cpu::concatBackward(*dOut, intAttr(op, "axis", 0), parts);
+  } else if (forward == "dtfm.slice") {
+    cpu::sliceBackward(in(0), intsAttr(op, "starts", {}),
+                       intsAttr(op, "steps", {}), *dOut, at(0));
   } else if (forward == "dtfm.transpose") {
     cpu::transposeBackward(*dOut, intsAttr(op, "perm", {}), at(0));
   } else if (forward == "dtfm.sub") {
@@ -589,6 +601,15 @@ bool ProgramExecutor::runPhase(const std::string &phase, ValueTable &values,
     } else if (name == "dtfm.reduce_mean") {
       set(op, 0, cpu::reduceMean(operand(op, 0), intsAttr(op, "axes", {}),
                                  unitAttr(op, "keepdims")));
+    } else if (name == "dtfm.concat") {
+      std::vector<const Tensor *> parts;
+      for (int i = 0; i < op.operands_size(); ++i)
+        parts.push_back(&operand(op, i));
+      set(op, 0, cpu::concat(parts, intAttr(op, "axis", 0)));
+    } else if (name == "dtfm.slice") {
+      set(op, 0, cpu::slice(operand(op, 0), intsAttr(op, "starts", {}),
+                            intsAttr(op, "ends", {}),
+                            intsAttr(op, "steps", {})));
     } else if (name == "dtfm.transpose") {
       set(op, 0, cpu::transpose(operand(op, 0), intsAttr(op, "perm", {})));
     } else if (name == "dtfm.sub") {

@@ -167,6 +167,27 @@ TEST(Kernels, ElementwiseMathPowAndReduceMean) {
   }
 }
 
+TEST(Kernels, ConcatSliceAndGradients) {
+  std::mt19937_64 rng(15);
+  Tensor a = random({2, 3, 4}, rng), b = random({2, 1, 4}, rng);
+  Tensor c = concat({&a, &b}, 1);
+  ASSERT_EQ(c.shape, (std::vector<int64_t>{2, 4, 4}));
+  EXPECT_EQ(c.data[(1 * 4 + 3) * 4 + 2], b.data[(1 * 1 + 0) * 4 + 2]);
+  EXPECT_EQ(c.data[(1 * 4 + 2) * 4 + 1], a.data[(1 * 3 + 2) * 4 + 1]);
+  Tensor r = random(c.shape, rng), da(a.shape), db(b.shape);
+  concatBackward(r, 1, {&da, &db});
+  expectGradient(a, da, [&]() { return concat({&a, &b}, 1); }, r, "concat a");
+  expectGradient(b, db, [&]() { return concat({&a, &b}, 1); }, r, "concat b");
+  std::vector<int64_t> starts = {0, 1, 1}, ends = {2, 3, 4}, steps = {1, 1, 2};
+  Tensor s = slice(a, starts, ends, steps);
+  ASSERT_EQ(s.shape, (std::vector<int64_t>{2, 2, 2}));
+  EXPECT_EQ(s.data[(1 * 2 + 1) * 2 + 1], a.data[(1 * 3 + 2) * 4 + 3]);
+  Tensor rs = random(s.shape, rng), dx(a.shape);
+  sliceBackward(a, starts, steps, rs, &dx);
+  expectGradient(a, dx, [&]() { return slice(a, starts, ends, steps); }, rs,
+                 "slice");
+}
+
 TEST(Kernels, TransposeAndItsGradient) {
   std::mt19937_64 rng(13);
   Tensor x = random({2, 3, 4}, rng);

@@ -370,6 +370,108 @@ void dtfm::runtime::cpu::reduceMeanBackward(const Tensor &x,
     dx->data[i] += dOut.data[index[i]] / static_cast<float>(count);
 }
 
+Tensor dtfm::runtime::cpu::concat(const std::vector<const Tensor *> &inputs,
+                                  int64_t axis) {
+  std::vector<int64_t> shape = inputs[0]->shape;
+  shape[axis] = 0;
+  for (const Tensor *t : inputs)
+    shape[axis] += t->shape[axis];
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < axis; ++i)
+    outer *= shape[i];
+  for (size_t i = axis + 1; i < shape.size(); ++i)
+    inner *= shape[i];
+  Tensor out(shape);
+  int64_t offset = 0;
+  for (const Tensor *t : inputs) {
+    int64_t block = t->shape[axis] * inner;
+    for (int64_t o = 0; o < outer; ++o)
+      std::copy(t->data.begin() + o * block, t->data.begin() + (o + 1) * block,
+                out.data.begin() + o * shape[axis] * inner + offset);
+    offset += block;
+  }
+  return out;
+}
+
+void dtfm::runtime::cpu::concatBackward(const Tensor &dOut, int64_t axis,
+                                        const std::vector<Tensor *> &grads) {
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < axis; ++i)
+    outer *= dOut.shape[i];
+  for (size_t i = axis + 1; i < dOut.shape.size(); ++i)
+    inner *= dOut.shape[i];
+  int64_t offset = 0;
+  for (Tensor *g : grads) {
+    int64_t block = g->shape[axis] * inner;
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = 0; j < block; ++j)
+        g->data[o * block + j] +=
+            dOut.data[o * dOut.shape[axis] * inner + offset + j];
+    offset += block;
+  }
+}
+
+namespace {
+
+/// Flat input index of every result element of a slice.
+std::vector<int64_t> sliceIndex(const std::vector<int64_t> &inShape,
+                                const std::vector<int64_t> &outShape,
+                                const std::vector<int64_t> &starts,
+                                const std::vector<int64_t> &steps) {
+  size_t rank = inShape.size();
+  std::vector<int64_t> stride(rank, 1);
+  for (size_t i = rank; i-- > 1;)
+    stride[i - 1] = stride[i] * inShape[i];
+  int64_t total = 1;
+  for (int64_t d : outShape)
+    total *= d;
+  std::vector<int64_t> index(total), coord(rank, 0);
+  for (int64_t flat = 0; flat < total; ++flat) {
+    int64_t at = 0;
+    for (size_t i = 0; i < rank; ++i)
+      at += (starts[i] + coord[i] * steps[i]) * stride[i];
+    index[flat] = at;
+    for (size_t d = rank; d-- > 0;) {
+      if (++coord[d] < outShape[d])
+        break;
+      coord[d] = 0;
+    }
+  }
+  return index;
+}
+
+std::vector<int64_t> sliceShape(const std::vector<int64_t> &starts,
+                                const std::vector<int64_t> &ends,
+                                const std::vector<int64_t> &steps) {
+  std::vector<int64_t> shape;
+  for (size_t i = 0; i < starts.size(); ++i)
+    shape.push_back((ends[i] - starts[i] + steps[i] - 1) / steps[i]);
+  return shape;
+}
+
+} // namespace
+
+Tensor dtfm::runtime::cpu::slice(const Tensor &x,
+                                 const std::vector<int64_t> &starts,
+                                 const std::vector<int64_t> &ends,
+                                 const std::vector<int64_t> &steps) {
+  Tensor out(sliceShape(starts, ends, steps));
+  std::vector<int64_t> index = sliceIndex(x.shape, out.shape, starts, steps);
+  for (int64_t i = 0; i < out.numel(); ++i)
+    out.data[i] = x.data[index[i]];
+  return out;
+}
+
+void dtfm::runtime::cpu::sliceBackward(const Tensor &x,
+                                       const std::vector<int64_t> &starts,
+                                       const std::vector<int64_t> &steps,
+                                       const Tensor &dOut, Tensor *dx) {
+  ensure(dx, x.shape);
+  std::vector<int64_t> index = sliceIndex(x.shape, dOut.shape, starts, steps);
+  for (int64_t i = 0; i < dOut.numel(); ++i)
+    dx->data[index[i]] += dOut.data[i];
+}
+
 Tensor dtfm::runtime::cpu::transpose(const Tensor &x,
                                      const std::vector<int64_t> &perm) {
   size_t rank = perm.size();

@@ -69,7 +69,7 @@ const std::set<std::string> kSupported = {
     "Mul",        "Sub",         "Squeeze",            "Unsqueeze",
     "Cast",       "Transpose",   "Sqrt",               "Tanh",
     "Erf",        "Exp",         "Pow",                "ReduceMean",
-    "Neg",
+    "Neg",        "Concat",      "Slice",              "Split",
     "Conv",       "Dropout",     "Flatten",            "Gemm",
     "GlobalAveragePool", "Identity", "MatMul",         "MaxPool",
     "Relu",       "Reshape",     "Softmax",
@@ -451,7 +451,8 @@ bool OnnxImporter::convert(const onnx::NodeProto &node) {
   RankedTensorType result;
   if (node.output_size() > 0 && type != "Constant" && type != "Identity" &&
       type != "Dropout" && type != "Reshape" && type != "Squeeze" &&
-      type != "Unsqueeze" && !typeOf(node.output(0), result))
+      type != "Unsqueeze" && type != "Slice" && type != "Split" &&
+      !typeOf(node.output(0), result))
     return false;
   Location loc = at(node);
   Value out;
@@ -707,6 +708,102 @@ bool OnnxImporter::convert(const onnx::NodeProto &node) {
                   loc, result, x, b.getDenseI64ArrayAttr(axes),
                   integer("keepdims", 1) ? b.getUnitAttr() : UnitAttr()),
               node);
+  } else if (type == "Concat") {
+    SmallVector<Value> parts;
+    for (int i = 0; i < node.input_size(); ++i) {
+      Value v = input(i);
+      if (!v)
+        return false;
+      parts.push_back(v);
+    }
+    int64_t axis = integer("axis", 0);
+    if (axis < 0)
+      axis += result.getRank();
+    out = tag(b.create<ConcatOp>(loc, result, parts,
+                                 b.getI64IntegerAttr(axis)),
+              node);
+  } else if (type == "Slice" || type == "Split") {
+    Value x = input(0);
+    if (!x)
+      return false;
+    auto xType = cast<RankedTensorType>(x.getType());
+    int64_t rank = xType.getRank();
+    auto makeSlice = [&](std::vector<int64_t> starts, std::vector<int64_t> ends,
+                         std::vector<int64_t> steps) {
+      std::vector<int64_t> shape;
+      for (int64_t i = 0; i < rank; ++i)
+        shape.push_back((ends[i] - starts[i] + steps[i] - 1) / steps[i]);
+      return tag(b.create<SliceOp>(
+                     loc, RankedTensorType::get(shape, xType.getElementType()),
+                     x, b.getDenseI64ArrayAttr(starts),
+                     b.getDenseI64ArrayAttr(ends),
+                     b.getDenseI64ArrayAttr(steps)),
+                 node);
+    };
+    std::vector<int64_t> full(xType.getShape().begin(), xType.getShape().end());
+    if (type == "Split") {
+      int64_t axis = integer("axis", 0);
+      if (axis < 0)
+        axis += rank;
+      std::vector<int64_t> sizes = ints("split", {});
+      if (node.input_size() > 1 && !node.input(1).empty() &&
+          !constantInts(node.input(1), sizes))
+        return false;
+      int parts = node.output_size();
+      if (sizes.empty()) {
+        if (full[axis] % parts != 0)
+          return failAt(node, "an even split of " +
+                                  std::to_string(full[axis]) + " into " +
+                                  std::to_string(parts));
+        sizes.assign(parts, full[axis] / parts);
+      }
+      if (static_cast<int>(sizes.size()) != parts)
+        return failAt(node, "split sizes and outputs differ in number");
+      int64_t begin = 0;
+      for (int i = 0; i < parts; ++i) {
+        std::vector<int64_t> starts(rank, 0), ends = full,
+                             steps(rank, 1);
+        starts[axis] = begin;
+        ends[axis] = begin + sizes[i];
+        begin += sizes[i];
+        if (sizes[i] <= 0 || ends[axis] > full[axis])
+          return failAt(node, "split sizes do not fit the axis");
+        values[node.output(i)] = makeSlice(starts, ends, steps);
+      }
+      return true;
+    }
+    std::vector<int64_t> starts, ends, axes, steps;
+    if (!constantInts(node.input(1), starts) ||
+        !constantInts(node.input(2), ends))
+      return false;
+    if (node.input_size() > 3 && !node.input(3).empty() &&
+        !constantInts(node.input(3), axes))
+      return false;
+    if (node.input_size() > 4 && !node.input(4).empty() &&
+        !constantInts(node.input(4), steps))
+      return false;
+    if (axes.empty())
+      for (size_t i = 0; i < starts.size(); ++i)
+        axes.push_back(static_cast<int64_t>(i));
+    if (steps.empty())
+      steps.assign(starts.size(), 1);
+    std::vector<int64_t> s0(rank, 0), e0 = full, st0(rank, 1);
+    for (size_t i = 0; i < axes.size(); ++i) {
+      int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
+      if (a < 0 || a >= rank || steps[i] < 1)
+        return failAt(node, "only slices with positive steps on valid axes");
+      auto clampIndex = [&](int64_t v) {
+        if (v < 0)
+          v += full[a];
+        return std::max<int64_t>(0, std::min(v, full[a]));
+      };
+      s0[a] = clampIndex(starts[i]);
+      e0[a] = clampIndex(ends[i]);
+      st0[a] = steps[i];
+      if (s0[a] >= e0[a])
+        return failAt(node, "an empty slice");
+    }
+    out = makeSlice(s0, e0, st0);
   } else if (type == "Transpose") {
     Value x = input(0);
     if (!x)

@@ -750,3 +750,19 @@ func.func @sqrt_result(%a: tensor<2x3xf32>) {
   %0 = dtfm.sqrt %a : (tensor<2x3xf32>) -> tensor<3xf32>
   return
 }
+
+// -----
+
+func.func @concat_shapes(%a: tensor<2x3xf32>, %b: tensor<3x3xf32>) {
+  // expected-error @+1 {{'dtfm.concat' op operand shapes [2, 3] and [3, 3] differ outside axis 1}}
+  %0 = dtfm.concat %a, %b {axis = 1 : i64} : (tensor<2x3xf32>, tensor<3x3xf32>) -> tensor<2x6xf32>
+  return
+}
+
+// -----
+
+func.func @slice_bounds(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'dtfm.slice' op dimension 1: expected 0 <= start < end <= 3 and step >= 1, found 1, 4, 1}}
+  %0 = dtfm.slice %a {starts = array<i64: 0, 1>, ends = array<i64: 2, 4>, steps = array<i64: 1, 1>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}

@@ -78,6 +78,20 @@ Tensor reduceMean(const Tensor &x, const std::vector<int64_t> &axes,
 void reduceMeanBackward(const Tensor &x, const std::vector<int64_t> &axes,
                         const Tensor &dOut, Tensor *dx);
 
+/// Operands joined along `axis`; the backward adds each operand's slice of
+/// dOut into grads[i] (null ones skipped).
+Tensor concat(const std::vector<const Tensor *> &inputs, int64_t axis);
+void concatBackward(const Tensor &dOut, int64_t axis,
+                    const std::vector<Tensor *> &grads);
+/// Per dimension elements start, start + step, ... below end; the backward
+/// scatters dOut back into dx.
+Tensor slice(const Tensor &x, const std::vector<int64_t> &starts,
+             const std::vector<int64_t> &ends,
+             const std::vector<int64_t> &steps);
+void sliceBackward(const Tensor &x, const std::vector<int64_t> &starts,
+                   const std::vector<int64_t> &steps, const Tensor &dOut,
+                   Tensor *dx);
+
 /// Result dim i = input dim perm[i]; the backward adds the inverse
 /// permutation of dOut into dx.
 Tensor transpose(const Tensor &x, const std::vector<int64_t> &perm);

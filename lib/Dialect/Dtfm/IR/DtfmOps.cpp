@@ -659,6 +659,59 @@ DTFM_ELEMENTWISE_MATH(ExpOp)
 DTFM_ELEMENTWISE_MATH(PowOp)
 #undef DTFM_ELEMENTWISE_MATH
 
+LogicalResult ConcatOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("expected at least one operand");
+  auto first = tensorOf(getInputs()[0]);
+  int64_t rank = first.getRank(), axis = getAxis();
+  if (axis < 0 || axis >= rank)
+    return emitOpError() << "axis " << axis << " out of range for rank "
+                         << rank;
+  SmallVector<int64_t> shape(first.getShape());
+  shape[axis] = 0;
+  for (Value v : getInputs()) {
+    auto t = tensorOf(v);
+    if (t.getElementType() != first.getElementType() || t.getRank() != rank)
+      return emitOpError() << "expected operands of rank " << rank
+                           << " and element type " << first.getElementType()
+                           << ", found " << t;
+    for (int64_t i = 0; i < rank; ++i)
+      if (i != axis && t.getDimSize(i) != first.getDimSize(i))
+        return emitOpError() << "operand shapes " << shapeOf(getInputs()[0])
+                             << " and " << shapeOf(v) << " differ outside "
+                             << "axis " << axis;
+    shape[axis] += t.getDimSize(axis);
+  }
+  return verifyResultType(*this, getResult(), shape, first.getElementType());
+}
+int64_t ConcatOp::getForwardFlops() { return 0; }
+int64_t ConcatOp::getBackwardFlops() { return 0; }
+
+LogicalResult SliceOp::verify() {
+  auto input = tensorOf(getInput());
+  int64_t rank = input.getRank();
+  ArrayRef<int64_t> starts = getStarts(), ends = getEnds(),
+                    steps = getSteps();
+  if (static_cast<int64_t>(starts.size()) != rank ||
+      static_cast<int64_t>(ends.size()) != rank ||
+      static_cast<int64_t>(steps.size()) != rank)
+    return emitOpError() << "expected starts, ends and steps of " << rank
+                         << " entries each";
+  SmallVector<int64_t> shape;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (steps[i] < 1 || starts[i] < 0 || starts[i] >= ends[i] ||
+        ends[i] > input.getDimSize(i))
+      return emitOpError() << "dimension " << i << ": expected 0 <= start < "
+                           << "end <= " << input.getDimSize(i)
+                           << " and step >= 1, found " << starts[i] << ", "
+                           << ends[i] << ", " << steps[i];
+    shape.push_back((ends[i] - starts[i] + steps[i] - 1) / steps[i]);
+  }
+  return verifyResultType(*this, getResult(), shape, input.getElementType());
+}
+int64_t SliceOp::getForwardFlops() { return 0; }
+int64_t SliceOp::getBackwardFlops() { return 0; }
+
 LogicalResult ReduceMeanOp::verify() {
   auto input = tensorOf(getInput());
   int64_t rank = input.getRank();

@@ -18,7 +18,7 @@ import onnx
 SUPPORTED = {"Add", "AveragePool", "BatchNormalization", "Constant", "Conv",
              "Div", "Mul", "Sub", "Squeeze", "Unsqueeze", "Cast",
              "Transpose", "Sqrt", "Tanh", "Erf", "Exp", "Pow", "ReduceMean",
-             "Neg",
+             "Neg", "Concat", "Slice", "Split",
              "Dropout", "Flatten", "Gemm", "GlobalAveragePool", "Identity",
              "MatMul", "MaxPool", "Relu", "Reshape", "Softmax"}
 

@@ -205,7 +205,8 @@ def export_gpt(d, vocab=64, h=32, heads=4, layers=2, seq=16, batch=2):
 
 class Mixed(torch.nn.Module):
     """Primitive ops no fused chain covers: an RMSNorm written out, tanh,
-    erf, exp, a transpose pair and an unsqueeze/squeeze pair."""
+    erf, exp, a transpose pair, an unsqueeze/squeeze pair, a split, strided
+    slices and a concat."""
 
     def __init__(self):
         super().__init__()
@@ -217,6 +218,8 @@ class Mixed(torch.nn.Module):
         h = h / torch.sqrt((h ** 2).mean(-1, keepdim=True) + 1e-6) * self.w
         h = torch.tanh(h) + 0.1 * torch.erf(h) - 0.05 * torch.exp(-h * h)
         h = h.t().unsqueeze(0).squeeze(0).t()
+        first, second = torch.split(h, [16, 16], dim=1)     # Split
+        h = torch.cat([second, first[:, ::2], first[:, 1::2]], dim=1)
         return self.fc2(h)
 
 

@@ -241,6 +241,30 @@ def Dtfm_ReduceMeanOp : Dtfm_ComputeOp<"reduce_mean", ["getBackwardFlops"]> {
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
 
+def Dtfm_ConcatOp : Dtfm_ComputeOp<"concat", ["getBackwardFlops"]> {
+  let summary = "operands joined along one axis";
+  let description = [{
+    No FLOPs (data movement); the backward hands each operand its slice of
+    the gradient. Keeps nothing.
+  }];
+  let arguments = (ins Variadic<Dtfm_FloatTensor>:$inputs, I64Attr:$axis);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
+}
+
+def Dtfm_SliceOp : Dtfm_ComputeOp<"slice", ["getBackwardFlops"]> {
+  let summary = "a strided window: per dimension start, end and step";
+  let description = [{
+    Result dimension i takes elements start[i], start[i] + step[i], ...
+    below end[i] (0 <= start < end <= size, step >= 1). No FLOPs; the
+    backward scatters the gradient back. Keeps nothing.
+  }];
+  let arguments = (ins Dtfm_FloatTensor:$input, DenseI64ArrayAttr:$starts,
+                       DenseI64ArrayAttr:$ends, DenseI64ArrayAttr:$steps);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
 def Dtfm_LayerNormOp : Dtfm_ComputeOp<"layernorm",
     ["getSavedActivationBytes"]> {
   let summary = "layer normalisation over the last dimension";
