@@ -72,9 +72,11 @@ bool DataSource::microBatch(int64_t index, const std::vector<InputSpec> &specs,
 
   const InputSpec *inputs = nullptr, *labels = nullptr;
   for (const InputSpec &spec : specs) {
-    if (spec.isInteger && !spec.isLabel && spec.shape.size() == 2)
+    if (spec.isInteger && !spec.isBoolean && !spec.isLabel &&
+        spec.shape.size() == 2)
       inputs = &spec;
-    if (spec.isInteger && spec.isLabel && spec.shape.size() == 2)
+    if (spec.isInteger && !spec.isBoolean && spec.isLabel &&
+        spec.shape.size() == 2)
       labels = &spec;
   }
   // A stage may hold only one side of the pair (first stage: inputs, last:
@@ -126,7 +128,8 @@ bool DataSource::microBatch(int64_t index, const std::vector<InputSpec> &specs,
     cpu::Tensor t(spec.shape);
     std::normal_distribution<double> normal(0, 1);
     for (float &x : t.data)
-      x = spec.isInteger ? static_cast<float>(own() % range)
+      x = spec.isBoolean   ? static_cast<float>(own() % 2)
+          : spec.isInteger ? static_cast<float>(own() % range)
                          : static_cast<float>(normal(own));
     batch[spec.name] = std::move(t);
   }

@@ -208,6 +208,10 @@ bool runBackward(const dtfm::proto::PlanOp &op,
       parts.push_back(at(i) ? at(i) : &unwanted.back());
     }
     cpu::concatBackward(*dOut, intAttr(op, "axis", 0), parts);
+  } else if (forward == "dtfm.gather") {
+    cpu::gatherBackward(in(0), in(1), intAttr(op, "axis", 0), *dOut, at(0));
+  } else if (forward == "dtfm.where") {
+    cpu::whereBackward(in(0), *dOut, at(1), at(2));
   } else if (forward == "dtfm.slice") {
     cpu::sliceBackward(in(0), intsAttr(op, "starts", {}),
                        intsAttr(op, "steps", {}), *dOut, at(0));
@@ -320,7 +324,8 @@ std::vector<InputSpec> ProgramExecutor::inputs() const {
         op.results_size() == 1)
       specs.push_back({stringAttr(op, "name"), shapeOf(op.results(0)),
                        op.name() == "dtfm.label",
-                       op.results(0).dtype()[0] == 'i'});
+                       op.results(0).dtype()[0] == 'i',
+                       op.results(0).dtype() == "i1"});
   return specs;
 }
 
@@ -589,6 +594,22 @@ bool ProgramExecutor::runPhase(const std::string &phase, ValueTable &values,
       if (it->second.shape != shapeOf(op.results(0)))
         return fail(op, "data for '" + it->first + "' has the wrong shape");
       values[op.results(0).id()] = it->second;
+    } else if (name == "dtfm.constant") {
+      Tensor t(shapeOf(op.results(0)));
+      std::vector<int64_t> elements = intsAttr(op, "values", {});
+      if (static_cast<int64_t>(elements.size()) != t.numel())
+        return fail(op, "has the wrong number of values");
+      std::copy(elements.begin(), elements.end(), t.data.begin());
+      values[op.results(0).id()] = std::move(t);
+    } else if (name == "dtfm.gather") {
+      Tensor out;
+      std::string why;
+      if (!cpu::gather(operand(op, 0), operand(op, 1), intAttr(op, "axis", 0),
+                       out, why))
+        return fail(op, why);
+      set(op, 0, std::move(out));
+    } else if (name == "dtfm.where") {
+      set(op, 0, cpu::where(operand(op, 0), operand(op, 1), operand(op, 2)));
     } else if (name == "dtfm.embedding") {
       set(op, 0, cpu::embedding(operand(op, 0), operand(op, 1)));
     } else if (name == "dtfm.add") {

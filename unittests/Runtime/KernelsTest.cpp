@@ -188,6 +188,50 @@ TEST(Kernels, ConcatSliceAndGradients) {
                  "slice");
 }
 
+TEST(Kernels, GatherWhereAndGradients) {
+  std::mt19937_64 rng(16);
+  Tensor x = random({2, 5, 3}, rng);
+  Tensor indices({2, 2});
+  indices.data = {4, 0, -1, 4}; // repeated and negative: gradients add up
+  Tensor g;
+  std::string error;
+  ASSERT_TRUE(gather(x, indices, 1, g, error)) << error;
+  ASSERT_EQ(g.shape, (std::vector<int64_t>{2, 2, 2, 3}));
+  for (int64_t o = 0; o < 2; ++o)
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t c = 0; c < 3; ++c) {
+        int64_t row = i == 1 ? 0 : 4;
+        EXPECT_EQ(g.data[(o * 4 + i) * 3 + c], x.data[(o * 5 + row) * 3 + c]);
+      }
+  Tensor r = random(g.shape, rng), dx(x.shape);
+  gatherBackward(x, indices, 1, r, &dx);
+  auto gathered = [&]() {
+    Tensor out;
+    std::string why;
+    gather(x, indices, 1, out, why);
+    return out;
+  };
+  expectGradient(x, dx, gathered, r, "gather");
+  Tensor outside({1});
+  outside.data = {-6};
+  EXPECT_FALSE(gather(x, outside, 1, g, error));
+  EXPECT_EQ(error, "index -6 outside [-5, 5) on axis 1");
+
+  Tensor condition({3, 1});
+  condition.data = {1, 0, 1};
+  Tensor a = random({3, 4}, rng), b = random({4}, rng);
+  Tensor w = where(condition, a, b);
+  ASSERT_EQ(w.shape, (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ(w.data[0 * 4 + 2], a.data[0 * 4 + 2]);
+  EXPECT_EQ(w.data[1 * 4 + 2], b.data[2]);
+  Tensor rw = random(w.shape, rng), da(a.shape), db(b.shape);
+  whereBackward(condition, rw, &da, &db);
+  expectGradient(a, da, [&]() { return where(condition, a, b); }, rw,
+                 "where a");
+  expectGradient(b, db, [&]() { return where(condition, a, b); }, rw,
+                 "where b");
+}
+
 TEST(Kernels, TransposeAndItsGradient) {
   std::mt19937_64 rng(13);
   Tensor x = random({2, 3, 4}, rng);

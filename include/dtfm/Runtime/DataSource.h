@@ -18,7 +18,8 @@
 //    (a hash of the token and the seed) three times in four, by a random
 //    token otherwise.
 //  - --inputs files: tensors named "<input>@<k>".
-//  - anything else: seeded normal values (integers: tokens).
+//  - anything else: seeded normal values (integers: tokens; booleans, i1
+//    masks: 0 or 1).
 //
 //===----------------------------------------------------------------------===//
 

@@ -41,6 +41,7 @@ struct InputSpec {
   std::vector<int64_t> shape;
   bool isLabel = false;
   bool isInteger = false;
+  bool isBoolean = false; // i1: drawn as 0 or 1
 };
 
 /// Reads a tensor file ("DTFMPAR1": count, then per tensor its name, rank,

@@ -472,6 +472,98 @@ void dtfm::runtime::cpu::sliceBackward(const Tensor &x,
     dx->data[index[i]] += dOut.data[i];
 }
 
+/// x viewed as [outer, size, inner] around `axis`.
+static void splitAround(const std::vector<int64_t> &shape, int64_t axis,
+                        int64_t &outer, int64_t &size, int64_t &inner) {
+  outer = 1;
+  inner = 1;
+  for (int64_t i = 0; i < axis; ++i)
+    outer *= shape[i];
+  size = shape[axis];
+  for (size_t i = axis + 1; i < shape.size(); ++i)
+    inner *= shape[i];
+}
+
+bool dtfm::runtime::cpu::gather(const Tensor &x, const Tensor &indices,
+                                int64_t axis, Tensor &out,
+                                std::string &error) {
+  int64_t outer, size, inner;
+  splitAround(x.shape, axis, outer, size, inner);
+  std::vector<int64_t> rows(indices.numel());
+  for (int64_t i = 0; i < indices.numel(); ++i) {
+    int64_t index = static_cast<int64_t>(indices.data[i]);
+    if (index < -size || index >= size) {
+      error = "index " + std::to_string(index) + " outside [" +
+              std::to_string(-size) + ", " + std::to_string(size) +
+              ") on axis " + std::to_string(axis);
+      return false;
+    }
+    rows[i] = index < 0 ? index + size : index;
+  }
+  std::vector<int64_t> shape(x.shape.begin(), x.shape.begin() + axis);
+  shape.insert(shape.end(), indices.shape.begin(), indices.shape.end());
+  shape.insert(shape.end(), x.shape.begin() + axis + 1, x.shape.end());
+  out = Tensor(shape);
+  int64_t count = static_cast<int64_t>(rows.size());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < count; ++i)
+      std::copy_n(x.data.begin() + (o * size + rows[i]) * inner, inner,
+                  out.data.begin() + (o * count + i) * inner);
+  return true;
+}
+
+void dtfm::runtime::cpu::gatherBackward(const Tensor &x, const Tensor &indices,
+                                        int64_t axis, const Tensor &dOut,
+                                        Tensor *dx) {
+  if (!dx)
+    return;
+  ensure(dx, x.shape);
+  int64_t outer, size, inner;
+  splitAround(x.shape, axis, outer, size, inner);
+  int64_t count = indices.numel();
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t row = static_cast<int64_t>(indices.data[i]);
+      if (row < 0)
+        row += size;
+      float *g = dx->data.data() + (o * size + row) * inner;
+      const float *d = dOut.data.data() + (o * count + i) * inner;
+      for (int64_t c = 0; c < inner; ++c)
+        g[c] += d[c];
+    }
+}
+
+Tensor dtfm::runtime::cpu::where(const Tensor &condition, const Tensor &a,
+                                 const Tensor &b) {
+  Tensor out(broadcastShape(broadcastShape(condition.shape, a.shape),
+                            b.shape));
+  std::vector<int64_t> ic = broadcastIndex(out.shape, condition.shape);
+  std::vector<int64_t> ia = broadcastIndex(out.shape, a.shape);
+  std::vector<int64_t> ib = broadcastIndex(out.shape, b.shape);
+  for (int64_t i = 0; i < out.numel(); ++i)
+    out.data[i] =
+        condition.data[ic[i]] != 0 ? a.data[ia[i]] : b.data[ib[i]];
+  return out;
+}
+
+void dtfm::runtime::cpu::whereBackward(const Tensor &condition,
+                                       const Tensor &dOut, Tensor *da,
+                                       Tensor *db) {
+  std::vector<int64_t> ic = broadcastIndex(dOut.shape, condition.shape);
+  std::vector<int64_t> ia, ib;
+  if (da)
+    ia = broadcastIndex(dOut.shape, da->shape);
+  if (db)
+    ib = broadcastIndex(dOut.shape, db->shape);
+  for (int64_t i = 0; i < dOut.numel(); ++i) {
+    bool chooseA = condition.data[ic[i]] != 0;
+    if (chooseA && da)
+      da->data[ia[i]] += dOut.data[i];
+    if (!chooseA && db)
+      db->data[ib[i]] += dOut.data[i];
+  }
+}
+
 Tensor dtfm::runtime::cpu::transpose(const Tensor &x,
                                      const std::vector<int64_t> &perm) {
   size_t rank = perm.size();

@@ -70,6 +70,7 @@ const std::set<std::string> kSupported = {
     "Cast",       "Transpose",   "Sqrt",               "Tanh",
     "Erf",        "Exp",         "Pow",                "ReduceMean",
     "Neg",        "Concat",      "Slice",              "Split",
+    "Gather",     "Where",
     "Conv",       "Dropout",     "Flatten",            "Gemm",
     "GlobalAveragePool", "Identity", "MatMul",         "MaxPool",
     "Relu",       "Reshape",     "Softmax",
@@ -108,8 +109,13 @@ private:
   /// The value of `name`: a computed one, a graph input, or an initializer
   /// as a parameter (made on first use).
   Value valueOf(const std::string &name, bool frozen = false);
-  /// An initializer or Constant's integers (Reshape shapes).
+  /// An initializer or a Constant's tensor, if `name` is one.
+  const onnx::TensorProto *constantTensor(const std::string &name);
+  /// An initializer or Constant's integers (int64, int32 or bool as 0/1).
   bool constantInts(const std::string &name, std::vector<int64_t> &values);
+  /// An integer or boolean operand: a computed value or graph input, or a
+  /// constant as a dtfm.constant (made on first use).
+  Value integerValueOf(const std::string &name);
   const onnx::TensorProto *initializer(const std::string &name) {
     auto it = initializers.find(name);
     return it == initializers.end() ? nullptr : it->second;
@@ -207,7 +213,7 @@ bool OnnxImporter::typeOf(const std::string &name, RankedTensorType &type) {
   auto bad = badTypes.find(name);
   if (bad != badTypes.end())
     return fail("value '" + name + "' has element type " + bad->second +
-                " (dtfm takes float32, and int32/int64 indices)");
+                " (dtfm takes float32, int32/int64 indices and bool masks)");
   auto it = types.find(name);
   if (it == types.end())
     return fail("no inferred shape for value '" + name + "'");
@@ -238,23 +244,73 @@ bool OnnxImporter::floats(const onnx::TensorProto &t,
   return true;
 }
 
+const onnx::TensorProto *
+OnnxImporter::constantTensor(const std::string &name) {
+  if (const onnx::TensorProto *t = initializer(name))
+    return t;
+  auto it = constants.find(name);
+  return it == constants.end() ? nullptr : it->second;
+}
+
 bool OnnxImporter::constantInts(const std::string &name,
                                 std::vector<int64_t> &out) {
-  const onnx::TensorProto *t = initializer(name);
-  if (!t) {
-    auto it = constants.find(name);
-    t = it == constants.end() ? nullptr : it->second;
-  }
-  if (!t || t->data_type() != onnx::TensorProto::INT64)
-    return fail("value '" + name + "' must be a constant int64 tensor");
+  const onnx::TensorProto *t = constantTensor(name);
+  int type = t ? t->data_type() : onnx::TensorProto::UNDEFINED;
+  if (type != onnx::TensorProto::INT64 && type != onnx::TensorProto::INT32 &&
+      type != onnx::TensorProto::BOOL)
+    return fail("value '" + name +
+                "' must be a constant int64, int32 or bool tensor");
   out.clear();
   if (t->has_raw_data()) {
-    out.resize(t->raw_data().size() / 8);
-    std::memcpy(out.data(), t->raw_data().data(), out.size() * 8);
-  } else {
+    const std::string &raw = t->raw_data();
+    if (type == onnx::TensorProto::INT64) {
+      out.resize(raw.size() / 8);
+      std::memcpy(out.data(), raw.data(), out.size() * 8);
+    } else if (type == onnx::TensorProto::INT32) {
+      std::vector<int32_t> narrow(raw.size() / 4);
+      std::memcpy(narrow.data(), raw.data(), narrow.size() * 4);
+      out.assign(narrow.begin(), narrow.end());
+    } else {
+      for (char c : raw)
+        out.push_back(c != 0);
+    }
+  } else if (type == onnx::TensorProto::INT64) {
     out.assign(t->int64_data().begin(), t->int64_data().end());
+  } else { // int32 and bool are stored in int32_data
+    for (int32_t v : t->int32_data())
+      out.push_back(type == onnx::TensorProto::BOOL ? v != 0 : v);
   }
+  int64_t n = 1;
+  for (int64_t d : t->dims())
+    n *= d;
+  if (static_cast<int64_t>(out.size()) != n)
+    return fail("constant '" + name + "' has " + std::to_string(out.size()) +
+                " elements for " + std::to_string(n));
   return true;
+}
+
+Value OnnxImporter::integerValueOf(const std::string &name) {
+  auto alias = renamed.find(name);
+  if (alias != renamed.end())
+    return integerValueOf(alias->second);
+  auto it = values.find(name);
+  if (it != values.end())
+    return it->second;
+  std::vector<int64_t> elements;
+  if (!constantInts(name, elements))
+    return Value();
+  const onnx::TensorProto *t = constantTensor(name);
+  Type element = t->data_type() == onnx::TensorProto::BOOL
+                     ? b.getI1Type()
+                     : b.getI64Type();
+  std::vector<int64_t> shape(t->dims().begin(), t->dims().end());
+  auto op = b.create<ConstantOp>(NameLoc::get(b.getStringAttr(name)),
+                                 RankedTensorType::get(shape, element),
+                                 b.getDenseI64ArrayAttr(elements));
+  unplaced[name] = op; // takes the layer of the op that reads it (tag())
+  layerOfValue[name] = "";
+  values[name] = op.getResult();
+  return op.getResult();
 }
 
 /// The layer of a parameter from its module path: up to the first numeric
@@ -708,6 +764,32 @@ bool OnnxImporter::convert(const onnx::NodeProto &node) {
                   loc, result, x, b.getDenseI64ArrayAttr(axes),
                   integer("keepdims", 1) ? b.getUnitAttr() : UnitAttr()),
               node);
+  } else if (type == "Gather") {
+    Value x = input(0);
+    Value indices = x ? integerValueOf(node.input(1)) : Value();
+    if (!indices)
+      return false;
+    if (!cast<RankedTensorType>(indices.getType()).getElementType().isInteger(
+            64))
+      return failAt(node, "indices must be int64 or int32");
+    int64_t axis = integer("axis", 0);
+    if (axis < 0)
+      axis += cast<RankedTensorType>(x.getType()).getRank();
+    out = tag(b.create<GatherOp>(loc, result, x, indices,
+                                 b.getI64IntegerAttr(axis)),
+              node);
+  } else if (type == "Where") {
+    Value condition = integerValueOf(node.input(0));
+    if (!condition)
+      return false;
+    if (!cast<RankedTensorType>(condition.getType())
+             .getElementType()
+             .isInteger(1))
+      return failAt(node, "the condition must be bool");
+    Value lhs = input(1), rhs = input(2);
+    if (!lhs || !rhs)
+      return false;
+    out = tag(b.create<WhereOp>(loc, result, condition, lhs, rhs), node);
   } else if (type == "Concat") {
     SmallVector<Value> parts;
     for (int i = 0; i < node.input_size(); ++i) {
@@ -968,6 +1050,9 @@ bool OnnxImporter::mapGraph() {
     case onnx::TensorProto::INT64:
     case onnx::TensorProto::INT32:
       element = b.getI64Type();
+      break;
+    case onnx::TensorProto::BOOL:
+      element = b.getI1Type();
       break;
     default: // refused when the value is used (typeOf)
       badTypes[info.name()] = onnx::TensorProto::DataType_Name(

@@ -766,3 +766,59 @@ func.func @slice_bounds(%a: tensor<2x3xf32>) {
   %0 = dtfm.slice %a {starts = array<i64: 0, 1>, ends = array<i64: 2, 4>, steps = array<i64: 1, 1>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
   return
 }
+
+// -----
+
+func.func @constant_count() {
+  // expected-error @+1 {{'dtfm.constant' op expected 3 values for 'tensor<3xi64>', found 2}}
+  %0 = dtfm.constant [1, 2] : tensor<3xi64>
+  return
+}
+
+// -----
+
+func.func @constant_boolean() {
+  // expected-error @+1 {{'dtfm.constant' op expected boolean values 0 or 1, found 2}}
+  %0 = dtfm.constant [0, 2] : tensor<2xi1>
+  return
+}
+
+// -----
+
+func.func @constant_float() {
+  // expected-error @+1 {{'dtfm.constant' op result #0 must be statically shaped tensor of 1-bit signless integer or 32-bit signless integer or 64-bit signless integer values}}
+  %0 = dtfm.constant [0, 2] : tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @gather_axis(%a: tensor<2x3xf32>, %i: tensor<4xi64>) {
+  // expected-error @+1 {{'dtfm.gather' op axis 2 out of range for rank 2}}
+  %0 = dtfm.gather %a, %i {axis = 2 : i64} : (tensor<2x3xf32>, tensor<4xi64>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @gather_result(%a: tensor<2x3xf32>, %i: tensor<4x5xi64>) {
+  // expected-error @+1 {{'dtfm.gather' op expected result type 'tensor<2x4x5xf32>', found 'tensor<2x4xf32>'}}
+  %0 = dtfm.gather %a, %i {axis = 1 : i64} : (tensor<2x3xf32>, tensor<4x5xi64>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @where_broadcast(%c: tensor<3xi1>, %a: tensor<2x4xf32>, %b: tensor<2x4xf32>) {
+  // expected-error @+1 {{'dtfm.where' op operand shapes [3], [2, 4] and [2, 4] do not broadcast}}
+  %0 = dtfm.where %c, %a, %b : (tensor<3xi1>, tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @where_condition(%c: tensor<4xi64>, %a: tensor<2x4xf32>, %b: tensor<2x4xf32>) {
+  // expected-error @+1 {{'dtfm.where' op operand #0 must be statically shaped tensor of 1-bit signless integer values}}
+  %0 = dtfm.where %c, %a, %b : (tensor<4xi64>, tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  return
+}

@@ -92,6 +92,19 @@ void sliceBackward(const Tensor &x, const std::vector<int64_t> &starts,
                    const std::vector<int64_t> &steps, const Tensor &dOut,
                    Tensor *dx);
 
+/// ONNX Gather: entries of x along `axis` picked by `indices` (negative
+/// ones count from the end); false with `error` set for an index outside
+/// [-size, size). The backward scatter-adds dOut into dx.
+bool gather(const Tensor &x, const Tensor &indices, int64_t axis, Tensor &out,
+            std::string &error);
+void gatherBackward(const Tensor &x, const Tensor &indices, int64_t axis,
+                    const Tensor &dOut, Tensor *dx);
+/// condition ? a : b elementwise with NumPy broadcasting of the three; the
+/// backward sends each element's gradient to the chosen side.
+Tensor where(const Tensor &condition, const Tensor &a, const Tensor &b);
+void whereBackward(const Tensor &condition, const Tensor &dOut, Tensor *da,
+                   Tensor *db);
+
 /// Result dim i = input dim perm[i]; the backward adds the inverse
 /// permutation of dOut into dx.
 Tensor transpose(const Tensor &x, const std::vector<int64_t> &perm);

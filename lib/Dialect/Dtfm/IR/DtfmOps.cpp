@@ -687,6 +687,66 @@ LogicalResult ConcatOp::verify() {
 int64_t ConcatOp::getForwardFlops() { return 0; }
 int64_t ConcatOp::getBackwardFlops() { return 0; }
 
+LogicalResult ConstantOp::verify() {
+  auto type = tensorOf(getResult());
+  if (static_cast<int64_t>(getValues().size()) != type.getNumElements())
+    return emitOpError() << "expected " << type.getNumElements()
+                         << " values for " << type << ", found "
+                         << getValues().size();
+  if (type.getElementType().isInteger(1))
+    for (int64_t v : getValues())
+      if (v != 0 && v != 1)
+        return emitOpError() << "expected boolean values 0 or 1, found " << v;
+  return success();
+}
+int64_t ConstantOp::getForwardFlops() { return 0; }
+int64_t ConstantOp::getBackwardFlops() { return 0; }
+
+LogicalResult GatherOp::verify() {
+  auto input = tensorOf(getInput());
+  int64_t rank = input.getRank(), axis = getAxis();
+  if (axis < 0 || axis >= rank)
+    return emitOpError() << "axis " << axis << " out of range for rank "
+                         << rank;
+  SmallVector<int64_t> shape(input.getShape().take_front(axis));
+  llvm::append_range(shape, tensorOf(getIndices()).getShape());
+  llvm::append_range(shape, input.getShape().drop_front(axis + 1));
+  return verifyResultType(*this, getResult(), shape, input.getElementType());
+}
+int64_t GatherOp::getForwardFlops() { return 0; }
+int64_t GatherOp::getBackwardFlops() { return numel(getResult()); }
+int64_t GatherOp::getSavedActivationBytes() {
+  return activationBytes(getIndices());
+}
+
+LogicalResult WhereOp::verify() {
+  if (failed(verifySameElementType(*this, {getLhs(), getRhs()},
+                                   {"lhs", "rhs"})))
+    return failure();
+  SmallVector<int64_t> shape;
+  for (Value v : {getCondition(), getLhs(), getRhs()}) {
+    ArrayRef<int64_t> dims = tensorOf(v).getShape();
+    if (dims.size() > shape.size())
+      shape.insert(shape.begin(), dims.size() - shape.size(), 1);
+    size_t offset = shape.size() - dims.size();
+    for (size_t i = 0; i < dims.size(); ++i) {
+      int64_t &d = shape[offset + i];
+      if (d != dims[i] && d != 1 && dims[i] != 1)
+        return emitOpError() << "operand shapes " << shapeOf(getCondition())
+                             << ", " << shapeOf(getLhs()) << " and "
+                             << shapeOf(getRhs()) << " do not broadcast";
+      d = std::max(d, dims[i]);
+    }
+  }
+  return verifyResultType(*this, getResult(), shape,
+                          tensorOf(getLhs()).getElementType());
+}
+int64_t WhereOp::getForwardFlops() { return numel(getResult()); }
+int64_t WhereOp::getBackwardFlops() { return numel(getResult()); }
+int64_t WhereOp::getSavedActivationBytes() {
+  return activationBytes(getCondition());
+}
+
 LogicalResult SliceOp::verify() {
   auto input = tensorOf(getInput());
   int64_t rank = input.getRank();

@@ -206,12 +206,15 @@ def export_gpt(d, vocab=64, h=32, heads=4, layers=2, seq=16, batch=2):
 class Mixed(torch.nn.Module):
     """Primitive ops no fused chain covers: an RMSNorm written out, tanh,
     erf, exp, a transpose pair, an unsqueeze/squeeze pair, a split, strided
-    slices and a concat."""
+    slices, a concat, a Where on a constant mask and Gathers of columns
+    (constant indices, repeated and negative, and a single index)."""
 
     def __init__(self):
         super().__init__()
         self.fc1, self.fc2 = torch.nn.Linear(16, 32), torch.nn.Linear(32, 5)
         self.w = torch.nn.Parameter(1 + 0.1 * torch.randn(32))
+        self.register_buffer("keep", torch.rand(32) > 0.3)
+        self.columns = [(i * 7) % 32 for i in range(28)] + [0, 0, 5, -1]
 
     def forward(self, x):
         h = self.fc1(x)
@@ -220,6 +223,9 @@ class Mixed(torch.nn.Module):
         h = h.t().unsqueeze(0).squeeze(0).t()
         first, second = torch.split(h, [16, 16], dim=1)     # Split
         h = torch.cat([second, first[:, ::2], first[:, 1::2]], dim=1)
+        h = torch.where(self.keep, h, -0.5 * h)              # Where
+        h = h[:, torch.tensor(self.columns)]                 # Gather
+        h = h + 0.1 * h[:, 3].unsqueeze(1)                   # Gather (one)
         return self.fc2(h)
 
 

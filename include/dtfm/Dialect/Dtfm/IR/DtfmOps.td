@@ -26,7 +26,9 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def Dtfm_FloatTensor : StaticShapeTensorOf<[F32, F16, BF16]>;
 def Dtfm_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
-def Dtfm_Tensor : StaticShapeTensorOf<[F32, F16, BF16, I32, I64]>;
+def Dtfm_MaskTensor : StaticShapeTensorOf<[I1]>;
+def Dtfm_IntegerTensor : StaticShapeTensorOf<[I1, I32, I64]>;
+def Dtfm_Tensor : StaticShapeTensorOf<[F32, F16, BF16, I1, I32, I64]>;
 def Dtfm_LossTensor : 0DTensorOf<[F32]>;
 
 def Dtfm_InitKind : I32EnumAttr<"InitKind", "parameter initializer", [
@@ -95,6 +97,24 @@ def Dtfm_LabelOp : Dtfm_Op<"label", [
   let arguments = (ins StrAttr:$name);
   let results = (outs Dtfm_Tensor:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def Dtfm_ConstantOp : Dtfm_Op<"constant", [Pure,
+    DeclareOpInterfaceMethods<Dtfm_CostOpInterface, ["getBackwardFlops"]>]> {
+  let summary = "an integer or boolean constant (indices, masks)";
+  let description = [{
+    The elements in row-major order; booleans (i1) are 0 or 1. Float
+    constants are frozen `dtfm.param`s instead, whose values live in the
+    weights file.
+
+    ```mlir
+    %i = dtfm.constant [2, 0] : tensor<2xi64>
+    ```
+  }];
+  let arguments = (ins DenseI64ArrayAttr:$values);
+  let results = (outs Dtfm_IntegerTensor:$result);
+  let assemblyFormat = "$values attr-dict `:` type($result)";
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -263,6 +283,41 @@ def Dtfm_SliceOp : Dtfm_ComputeOp<"slice", ["getBackwardFlops"]> {
                        DenseI64ArrayAttr:$ends, DenseI64ArrayAttr:$steps);
   let results = (outs Dtfm_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def Dtfm_GatherOp : Dtfm_ComputeOp<"gather",
+    ["getBackwardFlops", "getSavedActivationBytes"]> {
+  let summary = "take entries along one axis by index (ONNX Gather)";
+  let description = [{
+    Result shape: input[:axis] + indices + input[axis+1:]. An index i < 0
+    counts from the end (i + size); one outside [-size, size) is a run-time
+    error. No forward FLOPs; the backward scatter-adds the gradient,
+    numel(result) FLOPs. Keeps the indices. A gather of parameter rows on
+    axis 0 is a `dtfm.embedding`.
+  }];
+  let arguments = (ins Dtfm_FloatTensor:$input, Dtfm_IndexTensor:$indices,
+                       I64Attr:$axis);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $indices attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Dtfm_WhereOp : Dtfm_ComputeOp<"where",
+    ["getBackwardFlops", "getSavedActivationBytes"]> {
+  let summary = "elementwise choice: condition ? lhs : rhs (broadcasting)";
+  let description = [{
+    The three operands broadcast (NumPy rules) to the result's shape.
+    Forward numel(result) FLOPs (one select each); backward numel(result)
+    (each element's gradient goes to one side). Keeps the condition.
+  }];
+  let arguments = (ins Dtfm_MaskTensor:$condition, Dtfm_FloatTensor:$lhs,
+                       Dtfm_FloatTensor:$rhs);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $condition `,` $lhs `,` $rhs attr-dict `:`
+    functional-type(operands, results)
+  }];
 }
 
 def Dtfm_LayerNormOp : Dtfm_ComputeOp<"layernorm",

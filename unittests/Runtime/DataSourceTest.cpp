@@ -1,0 +1,43 @@
+//===- DataSourceTest.cpp - Synthetic micro-batches ------------------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Runtime/DataSource.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+using namespace dtfm::runtime;
+
+TEST(DataSource, DrawsEachKindOfInputInItsRange) {
+  DataSource source;
+  std::string error;
+  ASSERT_TRUE(source.open("", "", 7, 50, error)) << error;
+  std::vector<InputSpec> specs = {
+      {"tokens", {2, 8}, false, true, false},
+      {"labels", {2, 8}, true, true, false},
+      {"mask", {64}, false, true, true},
+      {"images", {16}, false, false, false}};
+  MicroBatch batch, again;
+  ASSERT_TRUE(source.microBatch(3, specs, batch, error)) << error;
+  ASSERT_TRUE(source.microBatch(3, specs, again, error)) << error;
+  std::set<float> maskValues(batch["mask"].data.begin(),
+                             batch["mask"].data.end());
+  EXPECT_EQ(maskValues, (std::set<float>{0, 1}));
+  for (float t : batch["tokens"].data)
+    EXPECT_TRUE(t >= 0 && t < 50 && t == static_cast<int>(t));
+  // Labels are the tokens shifted by one within a row.
+  for (int r = 0; r < 2; ++r)
+    for (int j = 0; j + 1 < 8; ++j)
+      EXPECT_EQ(batch["labels"].data[r * 8 + j],
+                batch["tokens"].data[r * 8 + j + 1]);
+  bool fractional = false;
+  for (float x : batch["images"].data)
+    fractional = fractional || x != static_cast<int>(x);
+  EXPECT_TRUE(fractional);
+  for (const auto &[name, tensor] : batch)
+    EXPECT_EQ(tensor.data, again[name].data) << name;
+}
