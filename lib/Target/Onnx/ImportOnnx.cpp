@@ -109,6 +109,9 @@ private:
   /// The value of `name`: a computed one, a graph input, or an initializer
   /// as a parameter (made on first use).
   Value valueOf(const std::string &name, bool frozen = false);
+  /// A frozen scalar parameter holding `value` (Neg's -1, Gemm's alpha),
+  /// placed in the layer of the op that reads it.
+  Value scalarConstant(const std::string &name, double value);
   /// An initializer or a Constant's tensor, if `name` is one.
   const onnx::TensorProto *constantTensor(const std::string &name);
   /// An initializer or Constant's integers (int64, int32 or bool as 0/1).
@@ -289,6 +292,20 @@ bool OnnxImporter::constantInts(const std::string &name,
   return true;
 }
 
+Value OnnxImporter::scalarConstant(const std::string &name, double value) {
+  weights[name] = ::dtfm::runtime::cpu::Tensor(std::vector<int64_t>{},
+                                               static_cast<float>(value));
+  auto op = b.create<ParamOp>(
+      NameLoc::get(b.getStringAttr(name)), floatType({}),
+      b.getStringAttr(name),
+      InitKindAttr::get(b.getContext(), InitKind::external), FloatAttr(),
+      b.getUnitAttr());
+  unplaced[name] = op;
+  layerOfValue[name] = "";
+  values[name] = op.getResult();
+  return op.getResult();
+}
+
 Value OnnxImporter::integerValueOf(const std::string &name) {
   auto alias = renamed.find(name);
   if (alias != renamed.end())
@@ -428,13 +445,15 @@ Value OnnxImporter::tag(Operation *op, const onnx::NodeProto &node) {
   if (layer.empty())
     layer = "input";
   op->setAttr(kLayerAttrName, b.getStringAttr(layer));
-  for (const std::string &input : node.input()) {
-    auto it = unplaced.find(input);
-    if (it == unplaced.end())
+  // Parameters and constants awaiting a layer join their first reader's.
+  for (auto it = unplaced.begin(); it != unplaced.end();) {
+    if (!llvm::is_contained(op->getOperands(), it->second->getResult(0))) {
+      ++it;
       continue;
+    }
     it->second->setAttr(kLayerAttrName, b.getStringAttr(layer));
-    layerOfValue[input] = layer;
-    unplaced.erase(it);
+    layerOfValue[it->first] = layer;
+    it = unplaced.erase(it);
   }
   for (const std::string &output : node.output())
     layerOfValue[output] = layer;
@@ -723,16 +742,8 @@ bool OnnxImporter::convert(const onnx::NodeProto &node) {
     Value x = input(0);
     if (!x)
       return false;
-    std::string name = node.output(0) + ".minus_one";
-    ::dtfm::runtime::cpu::Tensor t(std::vector<int64_t>{}, -1.0f);
-    weights[name] = t;
-    auto minusOne = b.create<ParamOp>(
-        NameLoc::get(b.getStringAttr(name)), floatType({}),
-        b.getStringAttr(name),
-        InitKindAttr::get(b.getContext(), InitKind::external), FloatAttr(),
-        b.getUnitAttr());
-    out = tag(b.create<MulOp>(loc, result, x, minusOne.getResult()), node);
-    minusOne->setAttr(kLayerAttrName, out.getDefiningOp()->getAttr(kLayerAttrName));
+    Value minusOne = scalarConstant(node.output(0) + ".minus_one", -1);
+    out = tag(b.create<MulOp>(loc, result, x, minusOne), node);
   } else if (type == "Pow") {
     const onnx::TensorProto *e = initializer(node.input(1));
     if (!e) {
@@ -912,19 +923,35 @@ bool OnnxImporter::convert(const onnx::NodeProto &node) {
     Value x = input(0);
     if (!x)
       return false;
-    int64_t axis = integer("axis", -1);
-    if (axis != -1 && axis != result.getRank() - 1)
-      return failAt(node, "softmax over another axis than the last");
-    out = tag(b.create<SoftmaxOp>(loc, result, x, b.getI64IntegerAttr(-1)),
+    int64_t rank = result.getRank(), axis = integer("axis", -1);
+    if (axis < 0)
+      axis += rank;
+    if (axis == rank - 1) {
+      out = tag(b.create<SoftmaxOp>(loc, result, x, b.getI64IntegerAttr(-1)),
+                node);
+    } else { // swap the axis with the last, softmax, swap back
+      SmallVector<int64_t> perm, swapped(result.getShape());
+      for (int64_t i = 0; i < rank; ++i)
+        perm.push_back(i);
+      std::swap(perm[axis], perm[rank - 1]);
+      std::swap(swapped[axis], swapped[rank - 1]);
+      auto swappedType = floatType(swapped);
+      Value t = tag(b.create<TransposeOp>(loc, swappedType, x,
+                                          b.getDenseI64ArrayAttr(perm)),
+                    node);
+      t = tag(b.create<SoftmaxOp>(loc, swappedType, t, b.getI64IntegerAttr(-1)),
               node);
+      out = tag(b.create<TransposeOp>(loc, result, t,
+                                      b.getDenseI64ArrayAttr(perm)),
+                node);
+    }
   } else if (type == "MatMul") {
     Value lhs = input(0), rhs = input(1);
     if (!lhs || !rhs)
       return false;
     out = tag(b.create<MatmulOp>(loc, result, lhs, rhs, UnitAttr()), node);
   } else if (type == "Gemm") {
-    if (real("alpha", 1) != 1 || real("beta", 1) != 1)
-      return failAt(node, "only Gemm with alpha = beta = 1");
+    double alpha = real("alpha", 1), beta = real("beta", 1);
     const onnx::TensorProto *weight = initializer(node.input(1));
     bool transB = integer("transB", 0) != 0;
     Value x = input(0);
@@ -968,7 +995,7 @@ bool OnnxImporter::convert(const onnx::NodeProto &node) {
     bool vectorBias =
         !bias || cast<RankedTensorType>(bias.getType()).getShape() ==
                      ArrayRef<int64_t>{result.getShape().back()};
-    if (weight && transB && vectorBias) {
+    if (weight && transB && vectorBias && alpha == 1 && beta == 1) {
       out = tag(b.create<LinearOp>(loc, result, x, w, bias), node);
     } else {
       // B used as it is (transposed by the matmul), any broadcastable C.
@@ -979,6 +1006,17 @@ bool OnnxImporter::convert(const onnx::NodeProto &node) {
                           node);
       if (weight && transB) // W^T was stored: a plain product
         product.getDefiningOp()->removeAttr("transpose_rhs");
+      // alpha * A B + beta * C, each scale a frozen scalar of its own.
+      if (alpha != 1)
+        product = tag(b.create<MulOp>(loc, result, product,
+                                      scalarConstant(node.output(0) + ".alpha",
+                                                     alpha)),
+                      node);
+      if (bias && beta != 1)
+        bias = tag(b.create<MulOp>(loc, bias.getType(), bias,
+                                   scalarConstant(node.output(0) + ".beta",
+                                                  beta)),
+                   node);
       out = bias ? tag(b.create<AddOp>(loc, result, product, bias), node)
                  : product;
     }

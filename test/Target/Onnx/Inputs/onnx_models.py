@@ -206,8 +206,9 @@ def export_gpt(d, vocab=64, h=32, heads=4, layers=2, seq=16, batch=2):
 class Mixed(torch.nn.Module):
     """Primitive ops no fused chain covers: an RMSNorm written out, tanh,
     erf, exp, a transpose pair, an unsqueeze/squeeze pair, a split, strided
-    slices, a concat, a Where on a constant mask and Gathers of columns
-    (constant indices, repeated and negative, and a single index)."""
+    slices, a concat, a Where on a constant mask, Gathers of columns
+    (constant indices, repeated and negative, and a single index), a Gemm
+    with alpha and beta and a softmax over the batch axis."""
 
     def __init__(self):
         super().__init__()
@@ -215,6 +216,8 @@ class Mixed(torch.nn.Module):
         self.w = torch.nn.Parameter(1 + 0.1 * torch.randn(32))
         self.register_buffer("keep", torch.rand(32) > 0.3)
         self.columns = [(i * 7) % 32 for i in range(28)] + [0, 0, 5, -1]
+        self.w2 = torch.nn.Parameter(0.2 * torch.randn(32, 32))
+        self.b2 = torch.nn.Parameter(0.1 * torch.randn(32))
 
     def forward(self, x):
         h = self.fc1(x)
@@ -226,6 +229,8 @@ class Mixed(torch.nn.Module):
         h = torch.where(self.keep, h, -0.5 * h)              # Where
         h = h[:, torch.tensor(self.columns)]                 # Gather
         h = h + 0.1 * h[:, 3].unsqueeze(1)                   # Gather (one)
+        h = torch.addmm(self.b2, h, self.w2, beta=0.5, alpha=2.0)  # Gemm
+        h = h * torch.softmax(h, dim=0)            # Softmax on the first axis
         return self.fc2(h)
 
 
