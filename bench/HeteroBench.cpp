@@ -19,12 +19,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "dtfm/Analysis/CostAnalysis.h"
-#include "dtfm/InitAll.h"
-#include "dtfm/Planner/Hetero.h"
-#include "dtfm/Target/Gpt/ImportGpt.h"
+#include "GptWorkload.h"
 
-#include "mlir/IR/MLIRContext.h"
+#include "dtfm/Planner/Hetero.h"
 
 #include <chrono>
 #include <cstdio>
@@ -32,35 +29,11 @@
 #include <string>
 
 using namespace dtfm::planner;
-namespace dtfm_mlir = mlir::dtfm;
 
 namespace {
 
-struct Workload {
-  std::vector<ChainBlock> blocks;
-  double boundaryBytes = 0;
-  double parameterBytes = 0;
-  double gradientBytesPerParameterByte = 2; // f16 parameters, fp32 gradients
-};
-
-/// GPT3-1.3B's blocks (embedding, 24 layers, head) from the dtfm importer.
-Workload gptWorkload() {
-  mlir::MLIRContext context;
-  dtfm_mlir::GptConfig config = *dtfm_mlir::getGptPreset("gpt3-1.3b");
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      dtfm_mlir::buildGptModule(&context, config);
-  dtfm_mlir::CostAnalysis costs(module->getOperation());
-  Workload w;
-  for (const dtfm_mlir::LayerBlock &block :
-       *dtfm_mlir::buildLayerChain(costs)) {
-    w.blocks.push_back({block.flops, block.parameterBytes,
-                        block.activationBytes});
-    w.parameterBytes += block.parameterBytes;
-  }
-  // The residual stream [B, s, h] in f16 crosses every stage boundary.
-  w.boundaryBytes = 2.0 * config.microBatch * config.seqLen * config.hidden;
-  return w;
-}
+using dtfm::bench::gptWorkload;
+using dtfm::bench::Workload;
 
 struct Row {
   std::string scenario;

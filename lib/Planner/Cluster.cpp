@@ -218,3 +218,20 @@ uint64_t dtfm::planner::clusterFingerprint(const Cluster &cluster) {
       }
   return hash;
 }
+
+Cluster dtfm::planner::subCluster(const Cluster &cluster,
+                                  const std::vector<int> &keep) {
+  Cluster sub;
+  sub.name = cluster.name;
+  size_t n = keep.size();
+  sub.delayMs = SquareMatrix(n);
+  sub.bandwidthGbps = SquareMatrix(n);
+  for (size_t i = 0; i < n; ++i) {
+    sub.devices.push_back(cluster.devices[keep[i]]);
+    for (size_t j = 0; j < n; ++j) {
+      sub.delayMs(i, j) = cluster.delayMs(keep[i], keep[j]);
+      sub.bandwidthGbps(i, j) = cluster.bandwidthGbps(keep[i], keep[j]);
+    }
+  }
+  return sub;
+}

@@ -75,6 +75,10 @@ struct Cluster {
   bool validate(std::string &error) const;
 };
 
+/// The devices `keep` (indices into `cluster`, in that order) with the links
+/// among them; the name is kept.
+Cluster subCluster(const Cluster &cluster, const std::vector<int> &keep);
+
 /// Reads a comma-separated numeric matrix. Rejects (false, one-line `error`
 /// with file, line and column) empty files, ragged or non-square tables,
 /// unparsable or non-finite cells.

@@ -1,0 +1,230 @@
+//===- ShapeBench.cpp - shape-searching planner vs the fixed 8 x 8 plan ---===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+//
+// Predicted iteration time (lib/Planner/Hetero.h's model) of GPT3-1.3B for
+// one global batch (default 256 sequences = 8 pipelines x 32 micro-batches
+// of 1) on 64 devices:
+//
+//   fixed-8x8   D_DP = D_PP = 8 on every device, micro-batch 1, equal
+//               stages: the best of rank order, OP-Fence and DT-FM's
+//               genetic layout (what DT-FM plans);
+//   shape       the shape search (lib/Planner/ShapeSearch.h): devices used,
+//               D_DP, D_PP, micro-batch size and count, uneven stages;
+//
+// on the DT-FM paper's five scenarios (../shared/scenarios; skipped with a
+// message when absent) and on mixed clusters built from
+// examples/clusters/dc-ondemand.textproto: `two-generations` (32 of the 64
+// devices four times slower, 16 GB) and `far-region` (8 devices moved to a
+// region behind 10 Mbit/s and 250 ms links).
+//
+//   bench-shape [--json] [--global-batch G] [--budget S] [--scenarios DIR]
+//
+//===----------------------------------------------------------------------===//
+
+#include "GptWorkload.h"
+
+#include "dtfm/Planner/ShapeSearch.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+using namespace dtfm::planner;
+using dtfm::bench::Workload;
+
+namespace {
+
+struct Row {
+  std::string scenario;
+  std::string algorithm;
+  double iterationSeconds = 0;
+  size_t devicesUsed = 0;
+  double searchSeconds = 0;
+  std::string shape;
+};
+
+void print(const Row &row, bool json) {
+  if (json)
+    std::printf("{\"scenario\":\"%s\",\"algorithm\":\"%s\","
+                "\"iteration_s\":%.6f,\"devices_used\":%zu,"
+                "\"search_s\":%.4f,\"shape\":\"%s\"}\n",
+                row.scenario.c_str(), row.algorithm.c_str(),
+                row.iterationSeconds, row.devicesUsed, row.searchSeconds,
+                row.shape.c_str());
+  else
+    std::printf("  %-10s %12.3f %8zu %9.3f  %s\n", row.algorithm.c_str(),
+                row.iterationSeconds, row.devicesUsed, row.searchSeconds,
+                row.shape.c_str());
+}
+
+std::string describe(int dp, int pp, int64_t size, int microBatches) {
+  return "dp " + std::to_string(dp) + " x pp " + std::to_string(pp) +
+         ", micro-batch " + std::to_string(size) + " x " +
+         std::to_string(microBatches);
+}
+
+void runScenario(const std::string &name, const Cluster &cluster,
+                 const Workload &workload, int64_t globalBatch, double budget,
+                 bool json) {
+  if (!json)
+    std::printf("\n%s\n  %-10s %12s %8s %9s  %s\n", name.c_str(), "plan",
+                "iteration_s", "devices", "search_s", "shape");
+  // The fixed shape: every device, 8 x 8, the model's micro-batch size.
+  const int dp = 8, pp = 8;
+  int microBatches =
+      static_cast<int>(globalBatch / (dp * workload.microBatchSize));
+  HeteroProblem fixed;
+  fixed.cluster = &cluster;
+  fixed.blocks = workload.blocks;
+  fixed.boundaryBytes = workload.boundaryBytes;
+  fixed.gradientBytesPerParameterByte = workload.gradientBytesPerParameterByte;
+  fixed.dataParallel = dp;
+  fixed.pipelineParallel = pp;
+  fixed.stageOptions.microBatches = microBatches;
+  HeteroModel model(fixed);
+  SearchOptions options;
+  options.dataParallel = dp;
+  options.pipelineParallel = pp;
+  CostModel dtfm(cluster,
+                 {workload.parameterBytes *
+                      workload.gradientBytesPerParameterByte / pp,
+                  workload.boundaryBytes * microBatches},
+                 dp);
+  auto start = std::chrono::steady_clock::now();
+  double baseline = std::numeric_limits<double>::infinity();
+  for (SearchAlgorithm algorithm :
+       {SearchAlgorithm::RankOrder, SearchAlgorithm::OpFence,
+        SearchAlgorithm::Genetic}) {
+    SearchResult r = searchLayout(dtfm, algorithm, options);
+    Partition ordered;
+    for (int g : r.cost.order)
+      ordered.push_back(r.partition[g]);
+    baseline = std::min(
+        baseline, model.evaluate(ordered, /*rebalance=*/false).iterationSeconds());
+  }
+  double baselineWall = std::chrono::duration<double>(
+                            std::chrono::steady_clock::now() - start)
+                            .count();
+  print({name, "fixed-8x8", baseline, cluster.size(), baselineWall,
+         describe(dp, pp, workload.microBatchSize, microBatches)},
+        json);
+
+  ShapeProblem problem;
+  problem.cluster = &cluster;
+  problem.blocks = workload.blocks;
+  problem.boundaryBytes = workload.boundaryBytes;
+  problem.gradientBytesPerParameterByte =
+      workload.gradientBytesPerParameterByte;
+  problem.referenceMicroBatchSize = workload.microBatchSize;
+  problem.globalBatch = globalBatch;
+  problem.microBatchSizes = {1, 2, 4, 8};
+  ShapeSearchOptions shapeOptions;
+  shapeOptions.budgetSeconds = budget;
+  ShapeSearchResult result;
+  std::string error;
+  if (!searchShapes(problem, shapeOptions, result, error)) {
+    std::fprintf(stderr, "bench-shape: %s: %s\n", name.c_str(), error.c_str());
+    return;
+  }
+  const ShapeChoice &best = result.best;
+  print({name, "shape", best.iterationSeconds(), best.devices.size(),
+         result.searchSeconds,
+         describe(best.dataParallel, best.pipelineParallel,
+                  best.microBatchSize, best.microBatches)},
+        json);
+  if (!json) {
+    std::printf("  speed-up %.2fx; %lld shapes scored%s\n",
+                baseline / best.iterationSeconds(),
+                static_cast<long long>(result.shapesScored),
+                result.budgetExhausted ? " (budget reached)" : "");
+    std::printf("  chosen: pipeline %.3f s + data-parallel sync %.3f s\n",
+                best.cost.pipelineSeconds, best.cost.dataParallelSeconds);
+    for (const ShapeChoice &other : result.runnersUp)
+      std::printf("  runner-up %.3f s: %zu devices, %s\n",
+                  other.iterationSeconds(), other.devices.size(),
+                  describe(other.dataParallel, other.pipelineParallel,
+                           other.microBatchSize, other.microBatches)
+                      .c_str());
+    for (const IdleDevices &idle : result.idle)
+      std::printf("  idle %zu: %s\n", idle.devices.size(),
+                  idle.reason.c_str());
+  }
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  bool json = false;
+  int64_t globalBatch = 256;
+  double budget = 5;
+  std::string dir = std::string(DTFM_SOURCE_DIR) + "/../shared/scenarios";
+  if (const char *env = std::getenv("DTFM_SCENARIOS_DIR"))
+    dir = env;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      return i + 1 < argc ? argv[++i] : "";
+    };
+    if (arg == "--json")
+      json = true;
+    else if (arg == "--global-batch")
+      globalBatch = std::atoll(value().c_str());
+    else if (arg == "--budget")
+      budget = std::atof(value().c_str());
+    else if (arg == "--scenarios")
+      dir = value();
+    else {
+      std::fprintf(stderr, "bench-shape: error: unknown argument '%s'\n",
+                   arg.c_str());
+      return 2;
+    }
+  }
+  if (globalBatch <= 0 || globalBatch % 8 != 0 || budget < 0) {
+    std::fprintf(stderr, "bench-shape: error: --global-batch must be a "
+                         "positive multiple of 8 and --budget >= 0\n");
+    return 2;
+  }
+  Workload workload = dtfm::bench::gptWorkload();
+
+  Cluster base;
+  std::string error;
+  std::string preset =
+      std::string(DTFM_SOURCE_DIR) + "/examples/clusters/dc-ondemand.textproto";
+  if (!loadClusterFile(preset, base, error)) {
+    std::fprintf(stderr, "bench-shape: error: %s\n", error.c_str());
+    return 1;
+  }
+  Cluster generations = base, far = base;
+  generations.name = "two-generations";
+  for (size_t d = 32; d < base.size(); ++d)
+    generations.devices[d].peakFlops /= 4;
+  far.name = "far-region";
+  for (size_t d = 56; d < base.size(); ++d) {
+    far.devices[d].region = "far";
+    for (size_t other = 0; other < 56; ++other) {
+      far.bandwidthGbps(d, other) = far.bandwidthGbps(other, d) = 0.01;
+      far.delayMs(d, other) = far.delayMs(other, d) = 250;
+    }
+  }
+  runScenario("two-generations", generations, workload, globalBatch, budget,
+              json);
+  runScenario("far-region", far, workload, globalBatch, budget, json);
+
+  for (const char *prefix : {"0_dc_ondemand", "1_dc_spot", "2_multi_dc",
+                             "3_geo_regional", "4_geo_worldwide"}) {
+    Cluster cluster;
+    if (!loadScenarioMatrices(dir, prefix, cluster, error)) {
+      std::fprintf(stderr,
+                   "bench-shape: skipping the DT-FM scenarios: %s (set "
+                   "DTFM_SCENARIOS_DIR or --scenarios)\n",
+                   error.c_str());
+      break;
+    }
+    runScenario(prefix, cluster, workload, globalBatch, budget, json);
+  }
+  return 0;
+}

@@ -1,0 +1,433 @@
+//===- ShapeSearch.cpp - Choosing the plan's shape ------------------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Planner/ShapeSearch.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <numeric>
+#include <set>
+#include <tuple>
+
+using namespace dtfm::planner;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string format(const char *fmt, double a, double b = 0, double c = 0) {
+  char buffer[160];
+  std::snprintf(buffer, sizeof buffer, fmt, a, b, c);
+  return buffer;
+}
+
+class Searcher {
+public:
+  Searcher(const ShapeProblem &problem, const ShapeSearchOptions &options)
+      : problem(problem), options(options), cluster(*problem.cluster),
+        start(Clock::now()) {}
+
+  bool run(ShapeSearchResult &result, std::string &error);
+
+private:
+  double elapsed() const {
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  }
+  /// Whether the share `fraction` of the budget is spent (and remember it).
+  bool outOfTime(double fraction) {
+    if (options.budgetSeconds <= 0 ||
+        elapsed() < fraction * options.budgetSeconds)
+      return false;
+    exhausted = true;
+    return true;
+  }
+
+  void buildUnits();
+  std::vector<int> devicesOf(const std::vector<bool> &inUnits) const;
+  /// The micro-batch size phase 1 uses for `dp` (0: none divides G).
+  int64_t defaultSize(int dp) const;
+  /// Best seed layout (optionally refined) of one shape on `devices`.
+  ShapeChoice scoreShape(const std::vector<int> &devices, int dp, int pp,
+                         int64_t size, bool refine);
+  /// Best over the factorisations of the subset (phase 1 sizes).
+  ShapeChoice scoreSubset(const std::vector<bool> &inUnits);
+  /// Why `unit` is idle: its links and speed, and `with`, the best plan
+  /// found on the chosen devices plus it.
+  std::string idleReason(const std::vector<int> &unit, const ShapeChoice &best,
+                         const ShapeChoice &with) const;
+
+  const ShapeProblem &problem;
+  const ShapeSearchOptions &options;
+  const Cluster &cluster;
+  Clock::time_point start;
+  bool exhausted = false;
+  int64_t scored = 0;
+  std::vector<std::vector<int>> units;
+  std::map<std::vector<bool>, ShapeChoice> subsetCache;
+  /// Every shape scored: best of its seeds (or refined).
+  std::vector<ShapeChoice> all;
+};
+
+void Searcher::buildUnits() {
+  std::map<std::tuple<std::string, double, double>, size_t> indexOf;
+  for (size_t d = 0; d < cluster.size(); ++d) {
+    const Device &device = cluster.devices[d];
+    auto key = std::make_tuple(device.region, device.speed(),
+                               device.memoryBytes);
+    auto [it, inserted] = indexOf.try_emplace(key, units.size());
+    if (inserted)
+      units.emplace_back();
+    units[it->second].push_back(static_cast<int>(d));
+  }
+}
+
+std::vector<int> Searcher::devicesOf(const std::vector<bool> &inUnits) const {
+  std::vector<int> devices;
+  for (size_t u = 0; u < units.size(); ++u)
+    if (inUnits[u])
+      devices.insert(devices.end(), units[u].begin(), units[u].end());
+  std::sort(devices.begin(), devices.end());
+  return devices;
+}
+
+int64_t Searcher::defaultSize(int dp) const {
+  auto fits = [&](int64_t size) {
+    return size > 0 && problem.globalBatch % (dp * size) == 0;
+  };
+  if (fits(problem.referenceMicroBatchSize) &&
+      std::count(problem.microBatchSizes.begin(),
+                 problem.microBatchSizes.end(),
+                 problem.referenceMicroBatchSize))
+    return problem.referenceMicroBatchSize;
+  for (int64_t size : problem.microBatchSizes)
+    if (fits(size))
+      return size;
+  return 0;
+}
+
+ShapeChoice Searcher::scoreShape(const std::vector<int> &devices, int dp,
+                                 int pp, int64_t size, bool refine) {
+  ++scored;
+  Cluster sub = subCluster(cluster, devices);
+  double scale = static_cast<double>(size) /
+                 static_cast<double>(problem.referenceMicroBatchSize);
+  HeteroProblem hp;
+  hp.cluster = &sub;
+  for (const ChainBlock &block : problem.blocks)
+    hp.blocks.push_back({block.flops * scale, block.parameterBytes,
+                         block.activationBytes * scale});
+  hp.boundaryBytes = problem.boundaryBytes * scale;
+  hp.gradientBytesPerParameterByte = problem.gradientBytesPerParameterByte;
+  hp.dataParallel = dp;
+  hp.pipelineParallel = pp;
+  hp.stageOptions = problem.stageOptions;
+  int microBatches = static_cast<int>(problem.globalBatch / (dp * size));
+  hp.stageOptions.microBatches = microBatches;
+  HeteroModel model(hp);
+
+  // Seeds, in the sub-cluster's indices.
+  int n = static_cast<int>(devices.size());
+  std::vector<int> byRegion(n), bySpeed(n);
+  std::iota(byRegion.begin(), byRegion.end(), 0);
+  std::stable_sort(byRegion.begin(), byRegion.end(), [&](int a, int b) {
+    return sub.devices[a].region < sub.devices[b].region;
+  });
+  bySpeed = byRegion;
+  std::stable_sort(bySpeed.begin(), bySpeed.end(), [&](int a, int b) {
+    return sub.devices[a].speed() > sub.devices[b].speed();
+  });
+  Partition rank(pp), strided(pp), fastest(pp);
+  for (int i = 0; i < n; ++i) {
+    rank[i / dp].push_back(byRegion[i]);
+    strided[i % pp].push_back(byRegion[i]);
+    fastest[i / dp].push_back(bySpeed[i]);
+  }
+  Partition best;
+  HeteroCost bestCost;
+  for (const Partition &seed : {rank, strided, fastest}) {
+    HeteroCost cost = model.evaluate(seed);
+    if (best.empty() || cost.iterationSeconds() < bestCost.iterationSeconds()) {
+      best = seed;
+      bestCost = std::move(cost);
+    }
+  }
+  if (refine && bestCost.feasible) {
+    // First-improvement swaps of two devices of different stages, and of
+    // neighbouring stages, until none improves or the cap is reached.
+    int evaluations = 0;
+    bool improved = true;
+    auto tryCandidate = [&](Partition &candidate) {
+      ++evaluations;
+      HeteroCost cost = model.evaluate(candidate);
+      if (cost.iterationSeconds() < bestCost.iterationSeconds() * (1 - 1e-12)) {
+        best = candidate;
+        bestCost = std::move(cost);
+        return true;
+      }
+      return false;
+    };
+    while (improved && evaluations < options.refineEvaluations &&
+           !outOfTime(1.0)) {
+      improved = false;
+      for (int s = 0; s + 1 < pp && !improved; ++s) {
+        Partition candidate = best;
+        std::swap(candidate[s], candidate[s + 1]);
+        improved = tryCandidate(candidate);
+      }
+      for (int s1 = 0; s1 < pp && !improved; ++s1)
+        for (int s2 = s1 + 1; s2 < pp && !improved; ++s2)
+          for (int i = 0; i < dp && !improved; ++i)
+            for (int j = 0; j < dp && !improved; ++j) {
+              if (evaluations >= options.refineEvaluations)
+                break;
+              Partition candidate = best;
+              std::swap(candidate[s1][i], candidate[s2][j]);
+              improved = tryCandidate(candidate);
+            }
+    }
+  }
+  ShapeChoice choice;
+  choice.devices = devices;
+  choice.dataParallel = dp;
+  choice.pipelineParallel = pp;
+  choice.microBatchSize = size;
+  choice.microBatches = microBatches;
+  for (const std::vector<int> &group : best) {
+    std::vector<int> mapped;
+    for (int member : group)
+      mapped.push_back(devices[member]);
+    choice.stages.push_back(std::move(mapped));
+  }
+  choice.cost = std::move(bestCost);
+  return choice;
+}
+
+ShapeChoice Searcher::scoreSubset(const std::vector<bool> &inUnits) {
+  auto cached = subsetCache.find(inUnits);
+  if (cached != subsetCache.end())
+    return cached->second;
+  std::vector<int> devices = devicesOf(inUnits);
+  int n = static_cast<int>(devices.size());
+  int maxStages = std::min<int>(n, static_cast<int>(problem.blocks.size()));
+  ShapeChoice best;
+  for (int pp = 1; pp <= maxStages; ++pp) {
+    if (n % pp != 0)
+      continue;
+    int dp = n / pp;
+    int64_t size = defaultSize(dp);
+    if (size == 0)
+      continue;
+    ShapeChoice choice = scoreShape(devices, dp, pp, size, false);
+    all.push_back(choice);
+    if (best.stages.empty() ||
+        choice.iterationSeconds() < best.iterationSeconds())
+      best = std::move(choice);
+  }
+  subsetCache[inUnits] = best;
+  return best;
+}
+
+std::string Searcher::idleReason(const std::vector<int> &unit,
+                                 const ShapeChoice &best,
+                                 const ShapeChoice &with) const {
+  const Device &device = cluster.devices[unit[0]];
+  double bestGbps = 0, bestDelay = std::numeric_limits<double>::infinity();
+  double fastest = 0;
+  for (int used : best.devices) {
+    fastest = std::max(fastest, cluster.devices[used].speed());
+    for (int d : unit) {
+      bestGbps = std::max(bestGbps, cluster.bandwidthGbps(d, used));
+      bestDelay = std::min(bestDelay, cluster.delayMs(d, used));
+    }
+  }
+  std::string reason = "region " + device.region + ": " +
+                       format("%.3g Gbps and %.3g ms at best to the devices "
+                              "in use",
+                              bestGbps, bestDelay);
+  if (device.speed() < fastest)
+    reason += format(", %.2gx slower than the fastest in use",
+                     fastest / device.speed());
+  if (with.stages.empty() || !with.cost.feasible)
+    reason += "; no plan adding them fits in memory";
+  else
+    reason += format("; adding them costs %.3g s/iteration (%.4g s vs %.4g s)",
+                     with.iterationSeconds() - best.iterationSeconds(),
+                     with.iterationSeconds(), best.iterationSeconds());
+  return reason;
+}
+
+bool Searcher::run(ShapeSearchResult &result, std::string &error) {
+  if (problem.blocks.empty() || cluster.size() == 0) {
+    error = "nothing to plan: no blocks or no devices";
+    return false;
+  }
+  if (problem.globalBatch <= 0 || problem.referenceMicroBatchSize <= 0) {
+    error = "the global batch and the micro-batch size must be positive";
+    return false;
+  }
+  buildUnits();
+
+  // Phase 1: greedy elimination from every unit, and greedy addition from
+  // the best single unit (small fast subsets elimination may not reach).
+  auto better = [](const ShapeChoice &a, const ShapeChoice &b) {
+    return !a.stages.empty() && a.cost.feasible &&
+           (b.stages.empty() || a.iterationSeconds() < b.iterationSeconds());
+  };
+  auto greedy = [&](std::vector<bool> current, bool add) {
+    ShapeChoice currentBest = scoreSubset(current);
+    while (!outOfTime(0.6)) {
+      std::vector<bool> bestNext;
+      ShapeChoice bestChoice;
+      size_t inUse = std::count(current.begin(), current.end(), true);
+      for (size_t u = 0; u < units.size() && !outOfTime(0.6); ++u) {
+        if (current[u] != !add || (!add && inUse == 1))
+          continue;
+        std::vector<bool> next = current;
+        next[u] = add;
+        ShapeChoice choice = scoreSubset(next);
+        if (better(choice, bestChoice)) {
+          bestNext = next;
+          bestChoice = std::move(choice);
+        }
+      }
+      if (bestNext.empty() || !better(bestChoice, currentBest))
+        break;
+      current = bestNext;
+      currentBest = std::move(bestChoice);
+    }
+  };
+  greedy(std::vector<bool>(units.size(), true), /*add=*/false);
+  {
+    std::vector<bool> bestSingle;
+    ShapeChoice bestChoice;
+    for (size_t u = 0; u < units.size() && !outOfTime(0.6); ++u) {
+      std::vector<bool> single(units.size(), false);
+      single[u] = true;
+      ShapeChoice choice = scoreSubset(single);
+      if (better(choice, bestChoice)) {
+        bestSingle = single;
+        bestChoice = std::move(choice);
+      }
+    }
+    if (!bestSingle.empty())
+      greedy(bestSingle, /*add=*/true);
+  }
+
+  // Phase 2: every micro-batch size for the best shapes, then refinement.
+  auto byTime = [](const ShapeChoice &a, const ShapeChoice &b) {
+    return a.iterationSeconds() < b.iterationSeconds();
+  };
+  std::vector<ShapeChoice> ranked = all;
+  std::stable_sort(ranked.begin(), ranked.end(), byTime);
+  std::set<std::tuple<std::vector<int>, int, int>> refinedKeys;
+  for (const ShapeChoice &shape : ranked) {
+    if (static_cast<int>(refinedKeys.size()) >= options.refinedShapes ||
+        !shape.cost.feasible || outOfTime(1.0))
+      break;
+    if (!refinedKeys
+             .insert({shape.devices, shape.dataParallel,
+                      shape.pipelineParallel})
+             .second)
+      continue;
+    ShapeChoice bestSize = shape;
+    for (int64_t size : problem.microBatchSizes) {
+      if (size == shape.microBatchSize ||
+          problem.globalBatch % (shape.dataParallel * size) != 0)
+        continue;
+      ShapeChoice choice = scoreShape(shape.devices, shape.dataParallel,
+                                      shape.pipelineParallel, size, false);
+      all.push_back(choice);
+      if (choice.iterationSeconds() < bestSize.iterationSeconds())
+        bestSize = std::move(choice);
+    }
+    if (outOfTime(1.0))
+      break;
+    all.push_back(scoreShape(shape.devices, shape.dataParallel,
+                             shape.pipelineParallel, bestSize.microBatchSize,
+                             true));
+  }
+
+  // Phase 3: no idle unit would help the chosen devices (checked at the
+  // phase-1 effort; these scores also explain the idle devices).
+  auto unitsOf = [&](const std::vector<int> &devices) {
+    std::vector<bool> in(units.size(), false);
+    for (size_t u = 0; u < units.size(); ++u)
+      in[u] = std::binary_search(devices.begin(), devices.end(), units[u][0]);
+    return in;
+  };
+  for (size_t round = 0; round < units.size(); ++round) {
+    std::stable_sort(all.begin(), all.end(), byTime);
+    if (all.empty() || !all.front().cost.feasible)
+      break;
+    double bestSeconds = all.front().iterationSeconds();
+    std::vector<bool> chosen = unitsOf(all.front().devices);
+    bool improved = false;
+    for (size_t u = 0; u < units.size(); ++u) {
+      if (chosen[u])
+        continue;
+      std::vector<bool> more = chosen;
+      more[u] = true;
+      improved |= scoreSubset(more).iterationSeconds() < bestSeconds;
+    }
+    if (!improved)
+      break;
+  }
+
+  std::stable_sort(all.begin(), all.end(), byTime);
+  if (all.empty() || !all.front().cost.feasible) {
+    ShapeChoice everything = scoreSubset(std::vector<bool>(units.size(), true));
+    error = everything.stages.empty()
+                ? "no micro-batch size divides the global batch of " +
+                      std::to_string(problem.globalBatch) +
+                      " samples for any data-parallel width"
+                : "no plan shape fits in memory (with all " +
+                      std::to_string(cluster.size()) + " devices, D_DP " +
+                      std::to_string(everything.dataParallel) + " x D_PP " +
+                      std::to_string(everything.pipelineParallel) + ": " +
+                      everything.cost.error + ")";
+    return false;
+  }
+  result.best = all.front();
+  std::set<std::tuple<int, int, int64_t, size_t>> seen{
+      {result.best.dataParallel, result.best.pipelineParallel,
+       result.best.microBatchSize, result.best.devices.size()}};
+  for (const ShapeChoice &choice : all) {
+    if (static_cast<int>(result.runnersUp.size()) >= options.runnersUp ||
+        !choice.cost.feasible)
+      break;
+    if (seen.insert({choice.dataParallel, choice.pipelineParallel,
+                     choice.microBatchSize, choice.devices.size()})
+            .second)
+      result.runnersUp.push_back(choice);
+  }
+  std::vector<bool> chosen = unitsOf(result.best.devices);
+  for (size_t u = 0; u < units.size(); ++u) {
+    if (chosen[u])
+      continue;
+    std::vector<bool> more = chosen;
+    more[u] = true;
+    result.idle.push_back(
+        {units[u], idleReason(units[u], result.best, scoreSubset(more))});
+  }
+  result.shapesScored = scored;
+  result.budgetExhausted = exhausted;
+  result.searchSeconds = elapsed();
+  return true;
+}
+
+} // namespace
+
+bool dtfm::planner::searchShapes(const ShapeProblem &problem,
+                                 const ShapeSearchOptions &options,
+                                 ShapeSearchResult &result,
+                                 std::string &error) {
+  result = ShapeSearchResult();
+  Searcher searcher(problem, options);
+  return searcher.run(result, error);
+}
