@@ -13,6 +13,7 @@
 #include "dtfm/Passes/Passes.h"
 #include "dtfm/Planner/Hetero.h"
 #include "dtfm/Planner/Search.h"
+#include "dtfm/Planner/ShapeSearch.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
@@ -24,6 +25,8 @@
 
 namespace mlir::dtfm {
 #define GEN_PASS_DEF_ASSIGNDEVICES
+#define GEN_PASS_DEF_CHOOSESHAPE
+#define GEN_PASS_DEF_PRINTPLANSUMMARY
 #include "dtfm/Passes/Passes.h.inc"
 } // namespace mlir::dtfm
 
@@ -31,8 +34,9 @@ using namespace mlir;
 using namespace mlir::dtfm;
 namespace planner = ::dtfm::planner;
 
-/// Name of the module attribute the pass writes.
+/// Names of the module attributes the passes write.
 static constexpr llvm::StringLiteral kAssignmentAttrName = "dtfm.assignment";
+static constexpr llvm::StringLiteral kShapeAttrName = "dtfm.shape";
 
 namespace {
 
@@ -109,6 +113,53 @@ struct AssignDevices
     std::string error;
     if (!planner::loadClusterFile(clusterFile, cluster, error))
       return fail(error);
+    // A shape chosen by --dtfm-choose-shape: its devices, D_DP x D_PP,
+    // micro-batches and (for hetero) its layout.
+    int microBatchCount = microBatches;
+    std::optional<planner::Partition> chosenLayout;
+    int shapeDp = dataParallel, shapePp = pipelineParallel;
+    if (auto shape = module->getAttrOfType<DictionaryAttr>(kShapeAttrName)) {
+      auto devices = shape.getAs<ArrayAttr>("devices");
+      auto layout = shape.getAs<ArrayAttr>("stages");
+      auto dpAttr = shape.getAs<IntegerAttr>("dp");
+      auto ppAttr = shape.getAs<IntegerAttr>("pp");
+      auto nbAttr = shape.getAs<IntegerAttr>("micro_batches");
+      if (!devices || !layout || !dpAttr || !ppAttr || !nbAttr)
+        return fail("dtfm.shape lacks devices, stages, dp, pp or "
+                    "micro_batches");
+      if ((dataParallel && dataParallel != dpAttr.getInt()) ||
+          (pipelineParallel && pipelineParallel != ppAttr.getInt()))
+        return fail("dp/pp contradict the chosen shape (dtfm.shape: dp " +
+                    Twine(dpAttr.getInt()) + ", pp " + Twine(ppAttr.getInt()) +
+                    ")");
+      std::vector<int> used;
+      llvm::StringMap<int> indexOf;
+      for (auto [i, d] : llvm::enumerate(cluster.devices))
+        indexOf[d.name] = static_cast<int>(i);
+      for (Attribute a : devices) {
+        auto it = indexOf.find(cast<StringAttr>(a).getValue());
+        if (it == indexOf.end())
+          return fail("dtfm.shape names device '" +
+                      cast<StringAttr>(a).getValue() + "', which cluster '" +
+                      cluster.name + "' lacks");
+        used.push_back(it->second);
+      }
+      cluster = planner::subCluster(cluster, used);
+      llvm::StringMap<int> subIndex;
+      for (auto [i, d] : llvm::enumerate(cluster.devices))
+        subIndex[d.name] = static_cast<int>(i);
+      planner::Partition adopted;
+      for (Attribute stage : layout) {
+        adopted.emplace_back();
+        for (Attribute a : cast<ArrayAttr>(stage))
+          adopted.back().push_back(
+              subIndex.lookup(cast<StringAttr>(a).getValue()));
+      }
+      chosenLayout = std::move(adopted);
+      shapeDp = static_cast<int>(dpAttr.getInt());
+      shapePp = static_cast<int>(ppAttr.getInt());
+      microBatchCount = static_cast<int>(nbAttr.getInt());
+    }
     int n = static_cast<int>(cluster.size());
 
     CostAnalysis &costs = getAnalysis<CostAnalysis>();
@@ -118,13 +169,13 @@ struct AssignDevices
 
     // Candidate shapes.
     std::vector<std::pair<int, int>> shapes;
-    if (dataParallel == 0 && pipelineParallel == 0) {
+    if (shapeDp == 0 && shapePp == 0) {
       int64_t maxStages = std::max<int64_t>(1, model.layers);
       for (int pp = 1; pp <= n; ++pp)
         if (n % pp == 0 && pp <= maxStages)
           shapes.push_back({n / pp, pp});
     } else {
-      int dp = dataParallel, pp = pipelineParallel;
+      int dp = shapeDp, pp = shapePp;
       if (dp == 0 && n % pp == 0)
         dp = n / pp;
       if (pp == 0 && n % dp == 0)
@@ -169,7 +220,7 @@ struct AssignDevices
               ? 4.0 * static_cast<double>(model.trainableParameters) /
                     parameterBytes
               : 1.0;
-      heteroProblem.stageOptions.microBatches = microBatches;
+      heteroProblem.stageOptions.microBatches = microBatchCount;
     }
 
     for (auto [dp, pp] : shapes) {
@@ -179,7 +230,7 @@ struct AssignDevices
                       : 4.0 * static_cast<double>(model.trainableParameters) /
                             pp;
       volume.pipelineBytes =
-          ppBytes > 0 ? ppBytes : model.boundaryBytes * microBatches;
+          ppBytes > 0 ? ppBytes : model.boundaryBytes * microBatchCount;
       planner::CostModel costModel(cluster, volume, dp);
       planner::SearchOptions options;
       options.dataParallel = dp;
@@ -201,7 +252,9 @@ struct AssignDevices
         planner::HeteroModel heteroModel(problem);
         planner::SearchResult result;
         auto start = std::chrono::steady_clock::now();
-        result.partition = planner::searchHetero(heteroModel, options,
+        result.partition =
+            chosenLayout ? *chosenLayout
+                         : planner::searchHetero(heteroModel, options,
                                                  &result.evaluations);
         result.wallSeconds = std::chrono::duration<double>(
                                  std::chrono::steady_clock::now() - start)
@@ -337,4 +390,230 @@ struct AssignDevices
     os.flush();
   }
 };
+} // namespace
+
+namespace {
+
+struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
+  using ChooseShapeBase::ChooseShapeBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto fail = [&](const Twine &message) {
+      mlir::emitError(toolLoc(module, clusterFile))
+          << "dtfm-choose-shape: " << message;
+      signalPassFailure();
+    };
+    if (clusterFile.empty())
+      return fail("no cluster file given (cluster=<file.textproto>)");
+    if (globalBatch <= 0)
+      return fail("global-batch must be a positive number of samples");
+    if (budget < 0 || !(stateBytes >= 0) ||
+        (schedule != "1f1b" && schedule != "gpipe"))
+      return fail("budget and state-bytes-per-param-byte must be >= 0 and "
+                  "schedule 1f1b or gpipe");
+    for (int64_t size : microBatchSizes)
+      if (size <= 0)
+        return fail("micro-batch sizes must be positive, found " +
+                    Twine(size));
+    planner::Cluster cluster;
+    std::string error;
+    if (!planner::loadClusterFile(clusterFile, cluster, error))
+      return fail(error);
+    FailureOr<int64_t> modelSize = modelMicroBatchSize(module, error);
+    if (failed(modelSize))
+      return fail(error);
+
+    // The sizes the model accepts: each tried on a copy.
+    std::vector<int64_t> candidates(microBatchSizes.begin(),
+                                    microBatchSizes.end());
+    if (candidates.empty())
+      for (int64_t d = std::max<int64_t>(1, *modelSize / 4);
+           d <= *modelSize * 4; ++d)
+        if (globalBatch % d == 0)
+          candidates.push_back(d);
+    std::vector<int64_t> sizes;
+    std::string refusal;
+    for (int64_t size : candidates) {
+      OwningOpRef<ModuleOp> copy = module.clone();
+      std::string why;
+      if (succeeded(rebatchModule(*copy, size, why)))
+        sizes.push_back(size);
+      else if (refusal.empty())
+        refusal = why;
+    }
+    if (sizes.empty())
+      return fail(candidates.empty()
+                      ? "no micro-batch size near the model's (" +
+                            Twine(*modelSize) + ") divides global-batch " +
+                            Twine(globalBatch.getValue())
+                      : Twine(refusal));
+
+    CostAnalysis &costs = getAnalysis<CostAnalysis>();
+    if (!costs.isValid())
+      return signalPassFailure();
+    FailureOr<SmallVector<LayerBlock>> chain = buildLayerChain(costs);
+    if (failed(chain))
+      return signalPassFailure();
+    ModelVolumes volumes = measureModel(costs);
+    planner::ShapeProblem problem;
+    problem.cluster = &cluster;
+    double parameterBytes = 0;
+    for (const LayerBlock &block : *chain) {
+      problem.blocks.push_back(
+          {block.flops, block.parameterBytes, block.activationBytes});
+      parameterBytes += block.parameterBytes;
+    }
+    problem.boundaryBytes = volumes.boundaryBytes;
+    problem.gradientBytesPerParameterByte =
+        parameterBytes > 0 ? 4.0 *
+                                 static_cast<double>(
+                                     volumes.trainableParameters) /
+                                 parameterBytes
+                           : 1.0;
+    problem.referenceMicroBatchSize = *modelSize;
+    problem.globalBatch = globalBatch;
+    problem.microBatchSizes = sizes;
+    problem.fixedDataParallel = dataParallel;
+    problem.fixedPipelineParallel = pipelineParallel;
+    problem.stageOptions.stateBytesPerParameterByte = stateBytes;
+    problem.stageOptions.schedule = schedule == "gpipe"
+                                        ? planner::PipelineSchedule::GPipe
+                                        : planner::PipelineSchedule::OneFOneB;
+    planner::ShapeSearchOptions options;
+    options.budgetSeconds =
+        budget > 0 ? budget : (cluster.size() <= 128 ? 3.0 : 10.0);
+    planner::ShapeSearchResult result;
+    if (!planner::searchShapes(problem, options, result, error))
+      return fail(error);
+    if (failed(rebatchModule(module, result.best.microBatchSize, error)))
+      return fail(error); // accepted on a copy above: not expected
+    record(module, cluster, result);
+  }
+
+  void record(ModuleOp module, const planner::Cluster &cluster,
+              const planner::ShapeSearchResult &result) {
+    Builder b(module.getContext());
+    auto names = [&](const std::vector<int> &devices) {
+      SmallVector<Attribute> list;
+      for (int d : devices)
+        list.push_back(b.getStringAttr(cluster.devices[d].name));
+      return b.getArrayAttr(list);
+    };
+    auto shapeFields = [&](const planner::ShapeChoice &c) {
+      return SmallVector<NamedAttribute>{
+          b.getNamedAttr("dp", b.getI64IntegerAttr(c.dataParallel)),
+          b.getNamedAttr("pp", b.getI64IntegerAttr(c.pipelineParallel)),
+          b.getNamedAttr("micro_batch_size",
+                         b.getI64IntegerAttr(c.microBatchSize)),
+          b.getNamedAttr("micro_batches", b.getI64IntegerAttr(c.microBatches)),
+          b.getNamedAttr("devices_used",
+                         b.getI64IntegerAttr(c.devices.size())),
+          b.getNamedAttr("iteration_s",
+                         b.getF64FloatAttr(c.iterationSeconds())),
+      };
+    };
+    const planner::ShapeChoice &best = result.best;
+    SmallVector<NamedAttribute> fields = shapeFields(best);
+    SmallVector<Attribute> stages, runnersUp, idle;
+    for (const std::vector<int> &stage : best.stages)
+      stages.push_back(names(stage));
+    for (const planner::ShapeChoice &other : result.runnersUp)
+      runnersUp.push_back(b.getDictionaryAttr(shapeFields(other)));
+    for (const planner::IdleDevices &group : result.idle)
+      idle.push_back(b.getDictionaryAttr(
+          {b.getNamedAttr("devices", names(group.devices)),
+           b.getNamedAttr("reason", b.getStringAttr(group.reason))}));
+    fields.append({
+        b.getNamedAttr("cluster", b.getStringAttr(cluster.name)),
+        b.getNamedAttr("global_batch", b.getI64IntegerAttr(globalBatch)),
+        b.getNamedAttr("pipeline_s",
+                       b.getF64FloatAttr(best.cost.pipelineSeconds)),
+        b.getNamedAttr("data_parallel_s",
+                       b.getF64FloatAttr(best.cost.dataParallelSeconds)),
+        b.getNamedAttr("devices", names(best.devices)),
+        b.getNamedAttr("stages", b.getArrayAttr(stages)),
+        b.getNamedAttr("runners_up", b.getArrayAttr(runnersUp)),
+        b.getNamedAttr("idle", b.getArrayAttr(idle)),
+        b.getNamedAttr("shapes_scored",
+                       b.getI64IntegerAttr(result.shapesScored)),
+    });
+    if (result.budgetExhausted)
+      fields.push_back(
+          b.getNamedAttr("budget_exhausted", b.getUnitAttr()));
+    module->setAttr(kShapeAttrName, b.getDictionaryAttr(fields));
+  }
+};
+
+struct PrintPlanSummary
+    : public mlir::dtfm::impl::PrintPlanSummaryBase<PrintPlanSummary> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    markAllAnalysesPreserved();
+    auto shape = module->getAttrOfType<DictionaryAttr>(kShapeAttrName);
+    if (!shape) {
+      mlir::emitError(toolLoc(module, ""))
+          << "dtfm-print-plan-summary: the module has no dtfm.shape; plan "
+             "with --dtfm-plan=...,global-batch=N or run "
+             "--dtfm-choose-shape first";
+      return signalPassFailure();
+    }
+    auto integer = [](DictionaryAttr d, StringRef name) -> int64_t {
+      auto a = d.getAs<IntegerAttr>(name);
+      return a ? a.getInt() : 0;
+    };
+    auto real = [](DictionaryAttr d, StringRef name) -> double {
+      auto a = d.getAs<FloatAttr>(name);
+      return a ? a.getValueAsDouble() : 0;
+    };
+    raw_ostream &os = llvm::outs();
+    auto row = [&](StringRef label, DictionaryAttr d) {
+      os << llvm::format("%-10s %6lld %6lld %6lld x %-6lld %8lld %12.4f\n",
+                         label.str().c_str(), (long long)integer(d, "dp"),
+                         (long long)integer(d, "pp"),
+                         (long long)integer(d, "micro_batch_size"),
+                         (long long)integer(d, "micro_batches"),
+                         (long long)integer(d, "devices_used"),
+                         real(d, "iteration_s"));
+    };
+    os << "=== dtfm plan shape ===\n";
+    os << llvm::format("cluster %s, global batch %lld samples; %lld shapes "
+                       "scored%s\n",
+                       shape.getAs<StringAttr>("cluster").getValue().str().c_str(),
+                       (long long)integer(shape, "global_batch"),
+                       (long long)integer(shape, "shapes_scored"),
+                       shape.get("budget_exhausted")
+                           ? " (search budget reached)"
+                           : "");
+    os << "           dp     pp     micro-batch  devices  iteration_s\n";
+    row("chosen", shape);
+    if (auto runners = shape.getAs<ArrayAttr>("runners_up"))
+      for (Attribute other : runners)
+        row("runner-up", cast<DictionaryAttr>(other));
+    os << llvm::format("predicted: pipeline %.4f s + data-parallel sync "
+                       "%.4f s\n",
+                       real(shape, "pipeline_s"),
+                       real(shape, "data_parallel_s"));
+    if (auto stages = shape.getAs<ArrayAttr>("stages"))
+      for (auto [s, stage] : llvm::enumerate(stages)) {
+        os << llvm::format("stage %2zu:", s);
+        for (Attribute d : cast<ArrayAttr>(stage))
+          os << " " << cast<StringAttr>(d).getValue();
+        os << "\n";
+      }
+    auto idle = shape.getAs<ArrayAttr>("idle");
+    if (!idle || idle.empty())
+      os << "idle: none\n";
+    else
+      for (Attribute entry : idle) {
+        auto group = cast<DictionaryAttr>(entry);
+        os << "idle:";
+        for (Attribute d : group.getAs<ArrayAttr>("devices"))
+          os << " " << cast<StringAttr>(d).getValue();
+        os << " -- " << group.getAs<StringAttr>("reason").getValue() << "\n";
+      }
+    os.flush();
+  }
+};
+
 } // namespace

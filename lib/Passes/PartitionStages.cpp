@@ -50,7 +50,8 @@ struct PartitionStages
     if (microBatches <= 0 || numStages < 0 || !(stateBytes >= 0))
       return fail("micro-batches must be > 0, stages and "
                   "state-bytes-per-param-byte >= 0");
-    options.microBatches = microBatches;
+    options.microBatches =
+        static_cast<int>(planMicroBatches(module, microBatches));
     options.stateBytesPerParameterByte = stateBytes;
 
     planner::Cluster cluster;

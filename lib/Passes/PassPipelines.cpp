@@ -60,18 +60,40 @@ struct PlanOptions : public PassPipelineOptions<PlanOptions> {
       *this, "compress-ratio",
       llvm::cl::desc("AdaTopK target ratio (1: no compression)"),
       llvm::cl::init(1)};
+  Option<int64_t> globalBatch{
+      *this, "global-batch",
+      llvm::cl::desc("Samples per iteration: search the plan's shape "
+                     "(devices used, D_DP x D_PP, micro-batch size and count; "
+                     "--dtfm-choose-shape)"),
+      llvm::cl::init(0)};
+  ListOption<int64_t> microBatchSizes{
+      *this, "micro-batch-sizes",
+      llvm::cl::desc("Micro-batch sizes the shape search may choose")};
   Option<std::string> sync{*this, "sync",
                            llvm::cl::desc("Gradient sync: auto, ps or ring"),
                            llvm::cl::init("auto")};
 };
 
-/// annotate -> autodiff -> assign -> partition. Devices are assigned before
+/// annotate -> [choose shape -> annotate] -> autodiff -> assign -> partition. Devices are assigned before
 /// the stages are sized because the stage sizes depend on which devices run
 /// them (speed and memory of each data-parallel group). With programs=true:
 /// -> send/recv -> [compression] -> gradient sync -> schedule -> one program
 /// per device -> verify.
 void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
   pm.addPass(createAnnotateCosts());
+  if (options.globalBatch != 0) {
+    // The shape first: it may change the micro-batch size, hence the costs.
+    ChooseShapeOptions shape;
+    shape.clusterFile = options.cluster;
+    shape.globalBatch = options.globalBatch;
+    shape.microBatchSizes = options.microBatchSizes;
+    shape.budget = options.budget;
+    shape.schedule = options.schedule;
+    shape.dataParallel = options.dp;
+    shape.pipelineParallel = options.pp;
+    pm.addPass(createChooseShape(shape));
+    pm.addPass(createAnnotateCosts());
+  }
   AutodiffOptions autodiff;
   autodiff.optimizer = options.optimizer;
   autodiff.lr = options.lr;

@@ -44,6 +44,7 @@ struct ScheduleMicrobatches
     if (microBatches <= 0)
       return fail("micro-batches must be positive, got " +
                   Twine(microBatches.getValue()));
+    int count = static_cast<int>(planMicroBatches(module, microBatches));
 
     Builder b(module.getContext());
     // A transfer moves a backward value when its value comes from a
@@ -116,7 +117,7 @@ struct ScheduleMicrobatches
       return signalPassFailure();
 
     std::vector<planner::StageSchedule> plan =
-        planner::buildSchedule(kind, stages, microBatches);
+        planner::buildSchedule(kind, stages, count);
     std::string error;
     if (!planner::checkSchedule(plan, error))
       return fail(error);
@@ -150,7 +151,7 @@ struct ScheduleMicrobatches
         b.getDictionaryAttr({
             b.getNamedAttr("kind", b.getStringAttr(schedule.getValue())),
             b.getNamedAttr("micro_batches",
-                           b.getI64IntegerAttr(microBatches)),
+                           b.getI64IntegerAttr(count)),
             b.getNamedAttr("peak_in_flight", b.getDenseI64ArrayAttr(peaks)),
             b.getNamedAttr("stages", b.getArrayAttr(stageAttrs)),
         }));

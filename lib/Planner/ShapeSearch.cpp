@@ -220,6 +220,10 @@ ShapeChoice Searcher::scoreSubset(const std::vector<bool> &inUnits) {
     if (n % pp != 0)
       continue;
     int dp = n / pp;
+    if ((problem.fixedPipelineParallel > 0 &&
+         pp != problem.fixedPipelineParallel) ||
+        (problem.fixedDataParallel > 0 && dp != problem.fixedDataParallel))
+      continue;
     int64_t size = defaultSize(dp);
     if (size == 0)
       continue;
@@ -380,29 +384,39 @@ bool Searcher::run(ShapeSearchResult &result, std::string &error) {
   }
 
   std::stable_sort(all.begin(), all.end(), byTime);
-  if (all.empty() || !all.front().cost.feasible) {
+  if (all.empty()) {
+    error = "no shape of the devices' subsets has a micro-batch size that "
+            "divides the global batch of " +
+            std::to_string(problem.globalBatch) + " samples" +
+            (problem.fixedDataParallel || problem.fixedPipelineParallel
+                 ? " with the given dp and pp"
+                 : "");
+    return false;
+  }
+  if (!all.front().cost.feasible) {
     ShapeChoice everything = scoreSubset(std::vector<bool>(units.size(), true));
-    error = everything.stages.empty()
-                ? "no micro-batch size divides the global batch of " +
-                      std::to_string(problem.globalBatch) +
-                      " samples for any data-parallel width"
-                : "no plan shape fits in memory (with all " +
-                      std::to_string(cluster.size()) + " devices, D_DP " +
-                      std::to_string(everything.dataParallel) + " x D_PP " +
-                      std::to_string(everything.pipelineParallel) + ": " +
-                      everything.cost.error + ")";
+    const ShapeChoice &shown = everything.stages.empty() ? all.front()
+                                                         : everything;
+    error = "no plan shape fits in memory (with " +
+            std::to_string(shown.devices.size()) + " of " +
+            std::to_string(cluster.size()) + " devices, D_DP " +
+            std::to_string(shown.dataParallel) + " x D_PP " +
+            std::to_string(shown.pipelineParallel) + ": " + shown.cost.error +
+            ")";
     return false;
   }
   result.best = all.front();
-  std::set<std::tuple<int, int, int64_t, size_t>> seen{
+  // Runner-ups differ in D_DP, D_PP or the number of devices (each at its
+  // best micro-batch size).
+  std::set<std::tuple<int, int, size_t>> seen{
       {result.best.dataParallel, result.best.pipelineParallel,
-       result.best.microBatchSize, result.best.devices.size()}};
+       result.best.devices.size()}};
   for (const ShapeChoice &choice : all) {
     if (static_cast<int>(result.runnersUp.size()) >= options.runnersUp ||
         !choice.cost.feasible)
       break;
     if (seen.insert({choice.dataParallel, choice.pipelineParallel,
-                     choice.microBatchSize, choice.devices.size()})
+                     choice.devices.size()})
             .second)
       result.runnersUp.push_back(choice);
   }

@@ -31,6 +31,23 @@ inline Location toolLoc(ModuleOp module, llvm::StringRef clusterFile) {
   return FileLineColLoc::get(module.getContext(), file, 0, 0);
 }
 
+/// Micro-batches per pipeline: those of the shape --dtfm-choose-shape chose
+/// (`dtfm.shape`), else `option`.
+inline int64_t planMicroBatches(ModuleOp module, int64_t option) {
+  if (auto shape = module->getAttrOfType<DictionaryAttr>("dtfm.shape"))
+    if (auto count = shape.getAs<IntegerAttr>("micro_batches"))
+      return count.getInt();
+  return option;
+}
+
+/// The model's micro-batch size: dimension 0 of its inputs and labels,
+/// which must agree (one-line `error` otherwise).
+FailureOr<int64_t> modelMicroBatchSize(ModuleOp module, std::string &error);
+
+/// Changes the micro-batch size of a forward graph (see --dtfm-rebatch). On
+/// failure the module may be half-changed: work on a clone to try.
+LogicalResult rebatchModule(ModuleOp module, int64_t size, std::string &error);
+
 #define GEN_PASS_REGISTRATION
 #include "dtfm/Passes/Passes.h.inc"
 

@@ -292,4 +292,73 @@ def PartitionStages : Pass<"dtfm-partition-stages", "mlir::ModuleOp"> {
   ];
 }
 
+def Rebatch : Pass<"dtfm-rebatch", "mlir::ModuleOp"> {
+  let summary = "Change the micro-batch size of a forward graph";
+  let description = [{
+    The model's micro-batch size is dimension 0 of its `dtfm.input` and
+    `dtfm.label` values (they must agree). Every value computed from them
+    carries the batch in dimension 0 (also after reshapes that merge it
+    with later dimensions); the pass scales that dimension from the old size
+    to `micro-batch-size` and re-verifies the module. A model that moves the
+    batch elsewhere (a transpose of it, a softmax or mean over it) fails
+    verification and is refused with one line naming the op. Forward graphs
+    only (before --dtfm-autodiff).
+  }];
+  let options = [
+    Option<"microBatchSize", "micro-batch-size", "int64_t", /*default=*/"0",
+           "The new micro-batch size">,
+  ];
+}
+
+def ChooseShape : Pass<"dtfm-choose-shape", "mlir::ModuleOp"> {
+  let summary = "Choose the plan's shape: devices used, D_DP x D_PP, "
+                "micro-batch size and count";
+  let description = [{
+    For a global batch of `global-batch` samples per iteration, searches
+    (lib/Planner/ShapeSearch.h) which devices of the cluster to use, D_PP
+    (uneven stages), D_DP (the same in every stage: the runtime runs D_DP
+    identical pipelines), the micro-batch size (among `micro-batch-sizes`,
+    default every divisor of the global batch from a quarter to four times
+    the model's, that the model accepts: see --dtfm-rebatch) and the
+    micro-batch count, minimising the hetero model's predicted iteration
+    time with every stage in memory. Rebatches the model to the chosen size
+    and records `dtfm.shape` on the module: the shape, the devices used and
+    the layout (`stages`), `iteration_s`, `search_s`, the runner-up shapes
+    with their predicted times and the idle devices with the reason.
+    --dtfm-assign-devices, --dtfm-partition-stages and
+    --dtfm-schedule-microbatches then follow it. Runs on forward graphs
+    (before --dtfm-autodiff).
+  }];
+  let options = [
+    Option<"clusterFile", "cluster", "std::string", /*default=*/"\"\"",
+           "Cluster file (proto/cluster.proto text format)">,
+    Option<"globalBatch", "global-batch", "int64_t", /*default=*/"0",
+           "Samples per iteration over all pipelines">,
+    ListOption<"microBatchSizes", "micro-batch-sizes", "int64_t",
+               "Candidate micro-batch sizes (default: see above)">,
+    Option<"budget", "budget", "double", /*default=*/"0",
+           "Search budget in seconds (0: 3 s up to 128 devices, else 10 s)">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "Micro-batch schedule for activation memory: 1f1b or gpipe">,
+    Option<"stateBytes", "state-bytes-per-param-byte", "double",
+           /*default=*/"4",
+           "Bytes of weights, gradients and optimizer state per parameter "
+           "byte">,
+    Option<"dataParallel", "dp", "int", /*default=*/"0",
+           "Only shapes with this D_DP (0: any)">,
+    Option<"pipelineParallel", "pp", "int", /*default=*/"0",
+           "Only shapes with this D_PP (0: any)">,
+  ];
+}
+
+def PrintPlanSummary : Pass<"dtfm-print-plan-summary", "mlir::ModuleOp"> {
+  let summary = "Print the chosen shape, the runner-ups and the idle devices";
+  let description = [{
+    Prints the `dtfm.shape` record of --dtfm-choose-shape as a table on
+    stdout: the chosen shape and its predicted iteration time, the runner-up
+    shapes with theirs, the devices left idle with the reason, and the search
+    time. Read-only.
+  }];
+}
+
 #endif // DTFM_PASSES

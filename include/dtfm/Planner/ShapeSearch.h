@@ -55,6 +55,9 @@ struct ShapeProblem {
   /// Micro-batch sizes the model accepts (each divides no more than it
   /// must: a size is used with D_DP only when D_DP x size divides G).
   std::vector<int64_t> microBatchSizes;
+  /// When positive, only shapes with this D_DP / D_PP.
+  int fixedDataParallel = 0;
+  int fixedPipelineParallel = 0;
   /// Schedule and state bytes per parameter byte (microBatches is set per
   /// candidate).
   StagePartitionOptions stageOptions;
@@ -91,7 +94,9 @@ struct IdleDevices {
 
 struct ShapeSearchResult {
   ShapeChoice best;
-  std::vector<ShapeChoice> runnersUp; ///< other shapes, best first
+  /// Best first; each differs from the others and the best in D_DP, D_PP
+  /// or the number of devices.
+  std::vector<ShapeChoice> runnersUp;
   std::vector<IdleDevices> idle;
   int64_t shapesScored = 0;
   double searchSeconds = 0;

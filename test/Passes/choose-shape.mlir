@@ -1,0 +1,55 @@
+// RUN: dtfm-translate --import-gpt tiny -o %t.mlir
+// RUN: sed s/MEMORY/4e9/ %S/Inputs/lan-8.textproto > %t.lan.textproto
+// RUN: sed s/MEMORY/2.5e6/ %S/Inputs/lan-8.textproto > %t.small.textproto
+// RUN: sed s/MEMORY/1e5/ %S/Inputs/lan-8.textproto > %t.tiny.textproto
+
+// COM: One region behind a 10 Mbit/s link is left idle, with the reason.
+// RUN: dtfm-opt %t.mlir --dtfm-plan="cluster=%S/Inputs/far-region.textproto algorithm=hetero global-batch=32" --dtfm-print-plan-summary -o %t.far.mlir | FileCheck %s --check-prefix=FAR
+// RUN: FileCheck %s --check-prefix=FARIR < %t.far.mlir
+// FAR: === dtfm plan shape ===
+// FAR-NEXT: cluster far, global batch 32 samples; {{[0-9]+}} shapes scored
+// FAR: chosen 4 1 4 x 2 4
+// FAR: stage  0: near0 near1 near2 near3
+// FAR-NEXT: idle: far0 far1 -- region away: 0.01 Gbps and 250 ms at best to the devices in use; adding them costs {{[0-9.]+}} s/iteration
+// FARIR: dtfm.assignment = {algorithm = "hetero", cluster = "far", data_parallel_cost_s = {{[^,]*}}, dp = 4 : i64, dp_bytes = {{[^,]*}}, iteration_s = {{[^,]*}}, pipeline_cost_s = {{[^,]*}}, pp = 1 : i64, pp_bytes = {{[^,]*}}, seed = 0 : i64, stage_bounds = array<i64: 0, 4>, stages = {{\[\["near[0-3]", "near[0-3]", "near[0-3]", "near[0-3]"\]\]}}
+// FARIR-SAME: dtfm.shape = {cluster = "far", data_parallel_s = {{[^,]*}}, devices = ["near0", "near1", "near2", "near3"], devices_used = 4 : i64, dp = 4 : i64, global_batch = 32 : i64, idle = [{devices = ["far0", "far1"], reason = "region away:
+// FARIR-SAME: micro_batch_size = 4 : i64, micro_batches = 2 : i64
+
+// COM: Compute-bound on a fast network, the model fitting: pure data
+// COM: parallelism on every device; the runner-ups are pipelined.
+// RUN: dtfm-opt %t.mlir --dtfm-choose-shape="cluster=%t.lan.textproto global-batch=64" --dtfm-print-plan-summary -o /dev/null | FileCheck %s --check-prefix=DP
+// DP: chosen 8 1 {{[0-9]+}} x {{[0-9]+}} 8
+// DP-NEXT: runner-up 4 2
+// DP: idle: none
+
+// COM: The model does not fit one 2.5 MB device: it is pipelined.
+// RUN: dtfm-opt %t.mlir --dtfm-choose-shape="cluster=%t.small.textproto global-batch=64" --dtfm-print-plan-summary -o /dev/null | FileCheck %s --check-prefix=PIPE
+// PIPE: chosen 4 2 1 x 16 8
+
+// COM: A smaller micro-batch: the model is rebatched to it.
+// RUN: dtfm-opt %t.mlir --dtfm-choose-shape="cluster=%t.lan.textproto global-batch=64 micro-batch-sizes=2" | FileCheck %s --check-prefix=REBATCH
+// REBATCH: micro_batch_size = 2 : i64, micro_batches = 4 : i64
+// REBATCH: dtfm.input "tokens" {{.*}}: tensor<2x32xi64>
+// REBATCH: dtfm.cross_entropy {{.*}}: (tensor<2x32x256xf32>, tensor<2x32xi64>) -> tensor<f32>
+
+// COM: Fixed dp: only shapes with it.
+// RUN: dtfm-opt %t.mlir --dtfm-choose-shape="cluster=%t.lan.textproto global-batch=64 dp=2" --dtfm-print-plan-summary -o /dev/null | FileCheck %s --check-prefix=FIXED
+// FIXED: chosen 2 4
+
+// COM: Errors: one line each.
+// RUN: not dtfm-opt %t.mlir --dtfm-choose-shape="cluster=%t.tiny.textproto global-batch=64" -o %t.none 2>&1 | FileCheck %s --check-prefix=NOFIT
+// RUN: not ls %t.none
+// NOFIT: error: dtfm-choose-shape: no plan shape fits in memory (with 8 of 8 devices, D_DP 8 x D_PP 1: model does not fit: device gpu0 (stage 0) needs {{.*}} GB but has 0.0001 GB
+// RUN: not dtfm-opt %t.mlir --dtfm-choose-shape="cluster=%t.lan.textproto" 2>&1 | FileCheck %s --check-prefix=NOBATCH
+// NOBATCH: error: dtfm-choose-shape: global-batch must be a positive number of samples
+// RUN: not dtfm-opt %t.mlir --dtfm-choose-shape="cluster=%t.lan.textproto global-batch=64 micro-batch-sizes=0" 2>&1 | FileCheck %s --check-prefix=BADSIZE
+// BADSIZE: error: dtfm-choose-shape: micro-batch sizes must be positive, found 0
+// RUN: not dtfm-opt %t.mlir --dtfm-choose-shape="cluster=%t.lan.textproto global-batch=63 micro-batch-sizes=2" 2>&1 | FileCheck %s --check-prefix=NODIV
+// NODIV: error: dtfm-choose-shape: no shape of the devices' subsets has a micro-batch size that divides the global batch of 63 samples
+// RUN: not dtfm-opt %t.mlir --dtfm-choose-shape="global-batch=64" 2>&1 | FileCheck %s --check-prefix=NOCLUSTER
+// NOCLUSTER: error: dtfm-choose-shape: no cluster file given
+// RUN: not dtfm-opt %t.mlir --dtfm-print-plan-summary 2>&1 | FileCheck %s --check-prefix=NOSHAPE
+// NOSHAPE: error: dtfm-print-plan-summary: the module has no dtfm.shape
+// RUN: dtfm-opt %t.mlir --dtfm-choose-shape="cluster=%t.lan.textproto global-batch=64" -o %t.shaped.mlir
+// RUN: not dtfm-opt %t.shaped.mlir --dtfm-autodiff --dtfm-assign-devices="cluster=%t.lan.textproto dp=2" 2>&1 | FileCheck %s --check-prefix=CONTRADICT
+// CONTRADICT: error: dtfm-assign-devices: dp/pp contradict the chosen shape (dtfm.shape: dp 8, pp 1)
