@@ -8,6 +8,7 @@
 #define DTFM_BENCH_GPTWORKLOAD_H
 
 #include "dtfm/Analysis/CostAnalysis.h"
+#include "dtfm/Planner/Hetero.h"
 #include "dtfm/Planner/StagePartition.h"
 #include "dtfm/Target/Gpt/ImportGpt.h"
 
@@ -43,6 +44,28 @@ inline Workload gptWorkload() {
   w.boundaryBytes = 2.0 * config.microBatch * config.seqLen * config.hidden;
   w.microBatchSize = config.microBatch;
   return w;
+}
+
+/// The predicted iteration time of `algorithm`'s layout (DT-FM's cost
+/// model: equal layers per stage, in its pipeline order), scored by `model`
+/// without re-balancing the stages.
+inline double equalLayerSeconds(const planner::HeteroModel &model,
+                                const Workload &workload,
+                                planner::SearchAlgorithm algorithm,
+                                const planner::SearchOptions &options,
+                                int microBatches) {
+  const planner::HeteroProblem &problem = model.getProblem();
+  int dp = options.dataParallel, pp = options.pipelineParallel;
+  planner::CostModel dtfm(*problem.cluster,
+                          {workload.parameterBytes *
+                               workload.gradientBytesPerParameterByte / pp,
+                           workload.boundaryBytes * microBatches},
+                          dp);
+  planner::SearchResult r = planner::searchLayout(dtfm, algorithm, options);
+  planner::Partition ordered;
+  for (int g : r.cost.order)
+    ordered.push_back(r.partition[g]);
+  return model.evaluate(ordered, /*rebalance=*/false).iterationSeconds();
 }
 
 } // namespace dtfm::bench

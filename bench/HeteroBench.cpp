@@ -78,21 +78,13 @@ double runScenario(const std::string &name, const Cluster &cluster,
   options.dataParallel = dp;
   options.pipelineParallel = pp;
   options.seed = seed;
-  CostModel dtfm(cluster,
-                 {workload.parameterBytes *
-                      workload.gradientBytesPerParameterByte / pp,
-                  workload.boundaryBytes * microBatches},
-                 dp);
   double bestEqual = std::numeric_limits<double>::infinity();
   for (SearchAlgorithm algorithm :
        {SearchAlgorithm::RankOrder, SearchAlgorithm::OpFence,
         SearchAlgorithm::Genetic}) {
     auto start = std::chrono::steady_clock::now();
-    SearchResult r = searchLayout(dtfm, algorithm, options);
-    Partition ordered;
-    for (int g : r.cost.order)
-      ordered.push_back(r.partition[g]);
-    double t = model.evaluate(ordered, /*rebalance=*/false).iterationSeconds();
+    double t = dtfm::bench::equalLayerSeconds(model, workload, algorithm,
+                                              options, microBatches);
     double wall = std::chrono::duration<double>(
                       std::chrono::steady_clock::now() - start)
                       .count();

@@ -92,23 +92,14 @@ double fixedPlan(const std::string &name, const Cluster &cluster,
   SearchOptions options;
   options.dataParallel = dp;
   options.pipelineParallel = pp;
-  CostModel dtfm(cluster,
-                 {workload.parameterBytes *
-                      workload.gradientBytesPerParameterByte / pp,
-                  workload.boundaryBytes * microBatches},
-                 dp);
   auto start = std::chrono::steady_clock::now();
   double baseline = std::numeric_limits<double>::infinity();
   for (SearchAlgorithm algorithm :
        {SearchAlgorithm::RankOrder, SearchAlgorithm::OpFence,
-        SearchAlgorithm::Genetic}) {
-    SearchResult r = searchLayout(dtfm, algorithm, options);
-    Partition ordered;
-    for (int g : r.cost.order)
-      ordered.push_back(r.partition[g]);
-    baseline = std::min(
-        baseline, model.evaluate(ordered, /*rebalance=*/false).iterationSeconds());
-  }
+        SearchAlgorithm::Genetic})
+    baseline = std::min(baseline,
+                        dtfm::bench::equalLayerSeconds(
+                            model, workload, algorithm, options, microBatches));
   double baselineWall = std::chrono::duration<double>(
                             std::chrono::steady_clock::now() - start)
                             .count();

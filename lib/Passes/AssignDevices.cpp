@@ -85,6 +85,32 @@ ModelVolumes measureModel(const CostAnalysis &costs) {
   return volumes;
 }
 
+/// The model as the planner's chain of blocks, and the gradient bytes
+/// exchanged per parameter byte (fp32 gradients, as for c_DP).
+struct PlannerChain {
+  std::vector<planner::ChainBlock> blocks;
+  double gradientBytesPerParameterByte = 1;
+};
+
+FailureOr<PlannerChain> plannerChain(const CostAnalysis &costs,
+                                     const ModelVolumes &volumes) {
+  FailureOr<SmallVector<LayerBlock>> chain = buildLayerChain(costs);
+  if (failed(chain))
+    return failure();
+  PlannerChain result;
+  double parameterBytes = 0;
+  for (const LayerBlock &block : *chain) {
+    result.blocks.push_back(
+        {block.flops, block.parameterBytes, block.activationBytes});
+    parameterBytes += block.parameterBytes;
+  }
+  if (parameterBytes > 0)
+    result.gradientBytesPerParameterByte =
+        4.0 * static_cast<double>(volumes.trainableParameters) /
+        parameterBytes;
+  return result;
+}
+
 struct AssignDevices
     : public mlir::dtfm::impl::AssignDevicesBase<AssignDevices> {
   using AssignDevicesBase::AssignDevicesBase;
@@ -202,24 +228,15 @@ struct AssignDevices
     // hetero: the model as a chain of blocks, re-balanced per candidate.
     planner::HeteroProblem heteroProblem;
     if (hetero) {
-      FailureOr<SmallVector<LayerBlock>> chain = buildLayerChain(costs);
+      FailureOr<PlannerChain> chain = plannerChain(costs, model);
       if (failed(chain))
         return signalPassFailure();
-      double parameterBytes = 0;
-      for (const LayerBlock &block : *chain) {
-        heteroProblem.blocks.push_back(
-            {block.flops, block.parameterBytes, block.activationBytes});
-        parameterBytes += block.parameterBytes;
-      }
+      heteroProblem.blocks = std::move(chain->blocks);
       heteroProblem.cluster = &cluster;
       heteroProblem.boundaryBytes =
           ppBytes > 0 ? ppBytes : model.boundaryBytes;
-      // fp32 gradients, as for c_DP.
       heteroProblem.gradientBytesPerParameterByte =
-          parameterBytes > 0
-              ? 4.0 * static_cast<double>(model.trainableParameters) /
-                    parameterBytes
-              : 1.0;
+          chain->gradientBytesPerParameterByte;
       heteroProblem.stageOptions.microBatches = microBatchCount;
     }
 
@@ -452,25 +469,16 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
     CostAnalysis &costs = getAnalysis<CostAnalysis>();
     if (!costs.isValid())
       return signalPassFailure();
-    FailureOr<SmallVector<LayerBlock>> chain = buildLayerChain(costs);
+    ModelVolumes volumes = measureModel(costs);
+    FailureOr<PlannerChain> chain = plannerChain(costs, volumes);
     if (failed(chain))
       return signalPassFailure();
-    ModelVolumes volumes = measureModel(costs);
     planner::ShapeProblem problem;
     problem.cluster = &cluster;
-    double parameterBytes = 0;
-    for (const LayerBlock &block : *chain) {
-      problem.blocks.push_back(
-          {block.flops, block.parameterBytes, block.activationBytes});
-      parameterBytes += block.parameterBytes;
-    }
+    problem.blocks = std::move(chain->blocks);
     problem.boundaryBytes = volumes.boundaryBytes;
     problem.gradientBytesPerParameterByte =
-        parameterBytes > 0 ? 4.0 *
-                                 static_cast<double>(
-                                     volumes.trainableParameters) /
-                                 parameterBytes
-                           : 1.0;
+        chain->gradientBytesPerParameterByte;
     problem.referenceMicroBatchSize = *modelSize;
     problem.globalBatch = globalBatch;
     problem.microBatchSizes = sizes;

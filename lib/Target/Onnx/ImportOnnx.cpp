@@ -109,6 +109,9 @@ private:
   /// The value of `name`: a computed one, a graph input, or an initializer
   /// as a parameter (made on first use).
   Value valueOf(const std::string &name, bool frozen = false);
+  /// A `dtfm.param init(external)` whose values go to the weights file.
+  ParamOp externalParam(const std::string &name,
+                        ::dtfm::runtime::cpu::Tensor tensor, bool frozen);
   /// A frozen scalar parameter holding `value` (Neg's -1, Gemm's alpha),
   /// placed in the layer of the op that reads it.
   Value scalarConstant(const std::string &name, double value);
@@ -292,14 +295,23 @@ bool OnnxImporter::constantInts(const std::string &name,
   return true;
 }
 
-Value OnnxImporter::scalarConstant(const std::string &name, double value) {
-  weights[name] = ::dtfm::runtime::cpu::Tensor(std::vector<int64_t>{},
-                                               static_cast<float>(value));
-  auto op = b.create<ParamOp>(
-      NameLoc::get(b.getStringAttr(name)), floatType({}),
-      b.getStringAttr(name),
+ParamOp OnnxImporter::externalParam(const std::string &name,
+                                    ::dtfm::runtime::cpu::Tensor tensor,
+                                    bool frozen) {
+  auto type = floatType(tensor.shape);
+  weights[name] = std::move(tensor);
+  return b.create<ParamOp>(
+      NameLoc::get(b.getStringAttr(name)), type, b.getStringAttr(name),
       InitKindAttr::get(b.getContext(), InitKind::external), FloatAttr(),
-      b.getUnitAttr());
+      frozen ? b.getUnitAttr() : UnitAttr());
+}
+
+Value OnnxImporter::scalarConstant(const std::string &name, double value) {
+  ParamOp op = externalParam(
+      name,
+      ::dtfm::runtime::cpu::Tensor(std::vector<int64_t>{},
+                                   static_cast<float>(value)),
+      /*frozen=*/true);
   unplaced[name] = op;
   layerOfValue[name] = "";
   values[name] = op.getResult();
@@ -383,14 +395,10 @@ Value OnnxImporter::valueOf(const std::string &name, bool frozen) {
   std::vector<float> data;
   if (!floats(*t, data))
     return Value();
-  std::vector<int64_t> shape(t->dims().begin(), t->dims().end());
-  ::dtfm::runtime::cpu::Tensor tensor(shape);
+  ::dtfm::runtime::cpu::Tensor tensor(
+      std::vector<int64_t>(t->dims().begin(), t->dims().end()));
   tensor.data = std::move(data);
-  weights[name] = std::move(tensor);
-  auto op = b.create<ParamOp>(
-      NameLoc::get(b.getStringAttr(name)), floatType(shape),
-      b.getStringAttr(name), InitKindAttr::get(b.getContext(), InitKind::external),
-      FloatAttr(), frozen ? b.getUnitAttr() : UnitAttr());
+  ParamOp op = externalParam(name, std::move(tensor), frozen);
   // A name that is no module path ("onnx::MatMul_267", an exported
   // transposed copy) takes the layer of the op that reads it (tag()).
   bool modulePath = name.find('.') != std::string::npos &&
@@ -406,7 +414,6 @@ Value OnnxImporter::valueOf(const std::string &name, bool frozen) {
 }
 
 Value OnnxImporter::tag(Operation *op, const onnx::NodeProto &node) {
-  // The node's layer: that of its first parameter, else of its first input.
   // The node's layer: from its first parameter's module path, else from the
   // node's scope (PyTorch names nodes "/h.0/Add", "/layer1/layer1.1/relu/
   // Relu": the module path starts at the last dotted component), else that
@@ -977,12 +984,7 @@ bool OnnxImporter::convert(const onnx::NodeProto &node) {
         for (int64_t j = 0; j < k; ++j)
           t.data[j * n + i] = data[i * k + j];
       std::string name = node.input(1);
-      weights[name] = std::move(t);
-      auto param = b.create<ParamOp>(
-          NameLoc::get(b.getStringAttr(name)), floatType({k, n}),
-          b.getStringAttr(name),
-          InitKindAttr::get(b.getContext(), InitKind::external), FloatAttr(),
-          UnitAttr());
+      ParamOp param = externalParam(name, std::move(t), /*frozen=*/false);
       param->setAttr(kLayerAttrName,
                      b.getStringAttr(layerOfParameter(name)));
       w = param.getResult();
