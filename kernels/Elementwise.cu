@@ -70,6 +70,10 @@ __global__ void accumulateKernel(const float *src, float *dst, int64_t n) {
   DTFM_GRID_STRIDE(i, n) dst[i] += src[i];
 }
 
+__global__ void scaleKernel(float *x, int64_t n, float factor) {
+  DTFM_GRID_STRIDE(i, n) x[i] *= factor;
+}
+
 __global__ void embeddingKernel(const float *indices, const float *table,
                                 float *out, int64_t n, int64_t h) {
   DTFM_GRID_STRIDE(i, n * h) {
@@ -153,6 +157,10 @@ void reluBackward(const float *y, const float *dy, float *dx, int64_t n,
 
 void accumulate(const float *src, float *dst, int64_t n, cudaStream_t stream) {
   accumulateKernel<<<blocksFor(n), kThreads, 0, stream>>>(src, dst, n);
+}
+
+void scale(float *x, int64_t n, float factor, cudaStream_t stream) {
+  scaleKernel<<<blocksFor(n), kThreads, 0, stream>>>(x, n, factor);
 }
 
 void embedding(const float *indices, const float *table, float *out,

@@ -40,6 +40,21 @@ if shutil.which("chromium"):
 if os.path.isdir("/usr/share/libonnx-testdata/data/node"):
     config.available_features.add("onnx-testdata")
 
+# The CUDA backend: built (tests of --backend), and a GPU to run it on (the
+# GPU tests; without one lit reports them UNSUPPORTED).
+if config.dtfm_enable_cuda.upper() in ("ON", "1", "TRUE", "YES"):
+    config.available_features.add("cuda-built")
+    import subprocess
+    try:
+        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True,
+                                text=True, timeout=30)
+        if listed.returncode == 0 and "GPU" in listed.stdout:
+            config.available_features.add("cuda-device")
+    except (OSError, subprocess.SubprocessError):
+        pass
+else:
+    config.available_features.add("cuda-off")
+
 tool_dirs = [config.dtfm_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(["dtfm-opt", "dtfm-translate", "dtfm-run"],
                                    tool_dirs)

@@ -6,6 +6,8 @@
 
 #include "dtfm/Runtime/Executor.h"
 
+#include "PlanOps.h"
+
 #include "dtfm/Support/CustomOps.h"
 
 #include "plan.pb.h"
@@ -17,50 +19,10 @@
 #include <random>
 
 using namespace dtfm::runtime;
+using namespace dtfm::runtime::planops;
 using cpu::Tensor;
 
 namespace {
-
-const dtfm::proto::PlanAttr *findAttr(const dtfm::proto::PlanOp &op,
-                                      const std::string &key) {
-  auto it = op.attrs().find(key);
-  if (it != op.attrs().end())
-    return &it->second;
-  it = op.nested_attrs().find("dtfm.forward_attrs/" + key);
-  return it == op.nested_attrs().end() ? nullptr : &it->second;
-}
-
-int64_t intAttr(const dtfm::proto::PlanOp &op, const std::string &key,
-                int64_t fallback) {
-  const dtfm::proto::PlanAttr *a = findAttr(op, key);
-  return a && a->value_case() == dtfm::proto::PlanAttr::kI ? a->i() : fallback;
-}
-
-double floatAttr(const dtfm::proto::PlanOp &op, const std::string &key,
-                 double fallback) {
-  const dtfm::proto::PlanAttr *a = findAttr(op, key);
-  return a && a->value_case() == dtfm::proto::PlanAttr::kF ? a->f() : fallback;
-}
-
-bool unitAttr(const dtfm::proto::PlanOp &op, const std::string &key) {
-  const dtfm::proto::PlanAttr *a = findAttr(op, key);
-  return a && a->value_case() == dtfm::proto::PlanAttr::kUnit;
-}
-
-std::string stringAttr(const dtfm::proto::PlanOp &op, const std::string &key) {
-  const dtfm::proto::PlanAttr *a = findAttr(op, key);
-  return a && a->value_case() == dtfm::proto::PlanAttr::kS ? a->s() : "";
-}
-
-std::vector<int64_t> intsAttr(const dtfm::proto::PlanOp &op,
-                              const std::string &key,
-                              std::vector<int64_t> fallback) {
-  const dtfm::proto::PlanAttr *a = findAttr(op, key);
-  if (!a || a->value_case() != dtfm::proto::PlanAttr::kInts)
-    return fallback;
-  return std::vector<int64_t>(a->ints().values().begin(),
-                              a->ints().values().end());
-}
 
 /// Strides, padding and dilations of a window op (dialect defaults).
 cpu::Window windowOf(const dtfm::proto::PlanOp &op) {
@@ -77,20 +39,6 @@ cpu::Window windowOf(const dtfm::proto::PlanOp &op) {
   w.dilationH = dilations[0];
   w.dilationW = dilations[1];
   return w;
-}
-
-std::vector<int64_t> shapeOf(const dtfm::proto::PlanValue &v) {
-  return std::vector<int64_t>(v.shape().begin(), v.shape().end());
-}
-
-std::string phaseOf(const dtfm::proto::PlanOp &op) {
-  std::string phase = stringAttr(op, "dtfm.phase");
-  if (!phase.empty())
-    return phase;
-  return op.name() == "dtfm.sgd_update" || op.name() == "dtfm.adamw_update" ||
-                 op.name() == "dtfm.grad_sync"
-             ? "opt"
-             : "fwd";
 }
 
 uint64_t hashName(uint64_t seed, const std::string &name) {
@@ -313,6 +261,8 @@ bool runBackward(const dtfm::proto::PlanOp &op,
 }
 
 } // namespace
+
+StageExecutor::~StageExecutor() = default;
 
 ProgramExecutor::ProgramExecutor(const proto::DeviceProgram &program)
     : program(program) {}
@@ -554,9 +504,9 @@ bool ProgramExecutor::restoreState(const std::map<std::string, Tensor> &state,
   return true;
 }
 
-bool ProgramExecutor::runPhase(const std::string &phase, ValueTable &values,
-                               const MicroBatch &batch, double &loss,
-                               std::string &error) {
+bool ProgramExecutor::runPhase(const std::string &phase, int /*microBatch*/,
+                               ValueTable &values, const MicroBatch &batch,
+                               double &loss, std::string &error) {
   int index = -1;
   auto fail = [&](const proto::PlanOp &op, const std::string &message) {
     error = "op #" + std::to_string(index) + " " + op.name() + ": " + message;
@@ -754,7 +704,8 @@ bool ProgramExecutor::runPhase(const std::string &phase, ValueTable &values,
   return true;
 }
 
-void ProgramExecutor::collectGradients(const ValueTable &values) {
+void ProgramExecutor::collectGradients(int /*microBatch*/,
+                                       const ValueTable &values) {
   for (const proto::PlanOp &op : program.ops()) {
     if (phaseOf(op) != "opt")
       continue;

@@ -180,7 +180,7 @@ public:
   Worker(const std::string &planPath, const proto::Plan &plan,
          const WorkerOptions &options)
       : planPath(planPath), plan(plan), options(options),
-        program(plan.programs(options.rank)), executor(program) {}
+        program(plan.programs(options.rank)) {}
 
   int run();
 
@@ -238,7 +238,7 @@ private:
   const proto::Plan &plan;
   const WorkerOptions &options;
   const proto::DeviceProgram &program;
-  ProgramExecutor executor;
+  std::unique_ptr<StageExecutor> executor;
   std::unique_ptr<Transport> transport;
   std::vector<LinkShape> linkShapes; // size x size when links are shaped
   DataSource data;
@@ -410,7 +410,10 @@ bool Worker::prepare(std::string &error) {
     buffers.push_back(std::vector<cpu::Tensor>(
         t.oncePerIteration ? 1 : microBatches, cpu::Tensor(t.shape)));
 
-  inputs = executor.inputs();
+  executor = makeExecutor(options.backend, program, options.rank, error);
+  if (!executor)
+    return false;
+  inputs = executor->inputs();
   int64_t vocabulary = 0;
   for (const proto::DeviceProgram &p : plan.programs()) {
     std::map<int64_t, int64_t> rows;
@@ -438,9 +441,9 @@ bool Worker::prepare(std::string &error) {
       !readTensorFile(named->second.s(), weights, error))
     return false;
   if (!(options.initPath.empty()
-            ? executor.initialize(options.seed, error,
+            ? executor->initialize(options.seed, error,
                                   hasWeights ? &weights : nullptr)
-            : executor.loadParameters(options.initPath, error)))
+            : executor->loadParameters(options.initPath, error)))
     return false;
 
   SimInput input;
@@ -753,7 +756,7 @@ bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
   if (!computed)
     return false;
   Clock::time_point start = Clock::now();
-  if (!executor.finishIteration(
+  if (!executor->finishIteration(
           microBatches,
           [&](const auto &grads, std::string &e) {
             return syncGradients(grads, e);
@@ -826,8 +829,8 @@ bool Worker::runComputeSlot(int64_t step, std::vector<MicroBatch> &batches,
     Clock::time_point start = Clock::now();
     double cpuStart = threadCpuSeconds();
     std::string phase = entry.phase == 'F' ? "fwd" : "bwd";
-    if (!executor.runPhase(phase, table, batches[entry.microBatch], lossSum,
-                           error)) {
+    if (!executor->runPhase(phase, entry.microBatch, table,
+                            batches[entry.microBatch], lossSum, error)) {
       error = planPath + ": " + error;
       return false;
     }
@@ -880,7 +883,7 @@ bool Worker::runComputeSlot(int64_t step, std::vector<MicroBatch> &batches,
             !sendEntry(step, s, error))
           return false;
     if (entry.phase == 'B') {
-      executor.collectGradients(table);
+      executor->collectGradients(entry.microBatch, table);
       table.clear();
     }
   }
@@ -1096,7 +1099,7 @@ std::vector<int64_t> checkpointSteps(const std::string &dir,
 }
 
 bool Worker::checkpoint(int64_t step, std::string &error) {
-  std::map<std::string, cpu::Tensor> state = executor.state();
+  std::map<std::string, cpu::Tensor> state = executor->state();
   cpu::Tensor meta({5});
   meta.data[0] = static_cast<float>(step & 0xffffff);
   for (int i = 0; i < 4; ++i)
@@ -1145,7 +1148,7 @@ bool Worker::resume(int64_t &step, std::string &error) {
     return false;
   }
   state.erase(meta);
-  if (!executor.restoreState(state, error)) {
+  if (!executor->restoreState(state, error)) {
     error = path + ": " + error;
     return false;
   }
@@ -1156,7 +1159,7 @@ bool Worker::resume(int64_t &step, std::string &error) {
 bool Worker::finish(std::string &error) {
   // Parameters: pipeline 0 holds one copy of each; rank 0 writes them all.
   if (!options.savePath.empty()) {
-    std::map<std::string, cpu::Tensor> all = executor.parameters();
+    std::map<std::string, cpu::Tensor> all = executor->parameters();
     if (options.rank == 0) {
       for (int r = 1; r < size; ++r) {
         if (plan.programs(r).pipeline() != program.pipeline())

@@ -12,14 +12,17 @@
 // iteration time, per-device busy and idle time, the bubble fraction, the
 // bytes per link and the achieved FLOP/s.
 //
-// --execute trains for real on the CPU: one worker process per device
-// program on this machine (lib/Runtime/Launcher.h), or this process as one
-// worker of a multi-host run (--rank with --rendezvous, or --store for a
-// shared directory); see lib/Runtime/Worker.h.
+// --execute trains for real: one worker process per device program on this
+// machine (lib/Runtime/Launcher.h), or this process as one worker of a
+// multi-host run (--rank with --rendezvous, or --store for a shared
+// directory); see lib/Runtime/Worker.h. --backend=cpu|cuda|auto (default
+// auto: CUDA when there is a device and every op has a CUDA kernel, else
+// the CPU with a one-line notice) picks what runs the programs.
 //
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Planner/Cluster.h"
+#include "dtfm/Runtime/Backend.h"
 #include "dtfm/Runtime/Launcher.h"
 #include "dtfm/Runtime/PlanLoader.h"
 #include "dtfm/Runtime/Report.h"
@@ -59,6 +62,7 @@ static const char *kUsage =
     "         cluster:     [--cluster cluster.textproto] (refuse a plan "
     "made for another)\n"
     "         multi-host:  --rank R (--rendezvous HOST:PORT | --store DIR)\n"
+    "         device:      [--backend cpu|cuda|auto] (default auto)\n"
     "         kernels:     [--load-dtfm-plugin lib.so] (custom operators)\n";
 
 /// A positive integer option value, or an error.
@@ -78,6 +82,7 @@ int main(int argc, char **argv) {
   std::string planPath, tracePath, reportPath, clusterPath;
   bool simulateFlag = false, json = false, executeFlag = false;
   bool logGiven = false;
+  runtime::BackendRequest backendRequest = runtime::BackendRequest::Auto;
   runtime::WorkerOptions worker;
   worker.rank = -1;
   // What the launcher passes on to each local worker.
@@ -165,6 +170,12 @@ int main(int argc, char **argv) {
       if (arg != "--rendezvous" && arg != "--store")
         forwarded.insert(forwarded.end(), {arg, value});
       continue;
+    } else if (takesValue("--backend") || arg.rfind("--backend=", 0) == 0) {
+      std::string value = arg == "--backend" ? argv[++i] : arg.substr(10);
+      if (!runtime::parseBackendRequest(value, backendRequest))
+        return fail("--backend expects cpu, cuda or auto, got '" + value +
+                    "'");
+      continue;
     } else if (arg == "--shape-links" || arg == "--serial-slots") {
       (arg == "--shape-links" ? worker.shapeLinks : worker.serialSlots) = true;
       forwarded.push_back(arg);
@@ -222,6 +233,15 @@ int main(int argc, char **argv) {
         ::access(worker.checkpointDir.c_str(), W_OK) != 0)
       return fail("--checkpoint-dir " + worker.checkpointDir +
                   ": not a writable directory");
+    // Resolved once here; local workers get the answer.
+    std::string notice;
+    if (!runtime::resolveBackend(backendRequest, plan, worker.backend, notice,
+                                 error))
+      return fail(error);
+    if (!notice.empty())
+      std::fprintf(stderr, "dtfm-run: notice: %s\n", notice.c_str());
+    forwarded.insert(forwarded.end(),
+                     {"--backend", runtime::backendName(worker.backend)});
     if (worker.rank >= 0) {
       if (plan.programs_size() > 1 && worker.rendezvous.empty() &&
           worker.storeDir.empty())

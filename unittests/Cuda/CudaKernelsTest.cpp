@@ -104,6 +104,17 @@ TEST_F(CudaKernelsTest, AddAndItsBackward) {
   }
 }
 
+TEST_F(CudaKernelsTest, AccumulateAndScale) {
+  Tensor a = random({777}), b = random({777});
+  auto da = upload(a), db = upload(b);
+  cuda::accumulate(db.floats(), da.floats(), a.numel(), stream);
+  cuda::scale(da.floats(), a.numel(), 0.25f, stream);
+  std::vector<float> want(a.data.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    want[i] = (a.data[i] + b.data[i]) * 0.25f;
+  expectNear(download(da, a.numel()), want, 1e-6, "accumulate + scale");
+}
+
 TEST_F(CudaKernelsTest, GeluReluAndBackwards) {
   Tensor x = random({1000}, 2), dy = random({1000});
   for (bool tanh : {false, true}) {

@@ -58,7 +58,11 @@ bool writeTensorFile(const std::string &path,
 /// Values of one micro-batch, by value id.
 using ValueTable = std::map<int64_t, cpu::Tensor>;
 
-class ProgramExecutor {
+/// What a worker needs of the executor of its device program, whichever
+/// device runs it: the CPU (ProgramExecutor, below) or a GPU
+/// (cuda::CudaExecutor, Cuda/Executor.h). Values crossing devices and
+/// parameters in files are host tensors either way.
+class StageExecutor {
 public:
   /// Averages the gradients of the program's dtfm.grad_sync ops across
   /// their data-parallel groups, all at once (one bucket), in place.
@@ -66,43 +70,72 @@ public:
       const std::vector<std::pair<const proto::PlanOp *, cpu::Tensor *>> &grads,
       std::string &error)>;
 
-  explicit ProgramExecutor(const proto::DeviceProgram &program);
+  virtual ~StageExecutor();
 
   /// Parameters from their initializers (seeded per parameter name);
   /// `external` ones from `weights` (the plan's weights file), by name.
-  bool initialize(uint64_t seed, std::string &error,
-                  const std::map<std::string, cpu::Tensor> *weights = nullptr);
+  virtual bool
+  initialize(uint64_t seed, std::string &error,
+             const std::map<std::string, cpu::Tensor> *weights = nullptr) = 0;
   /// Parameters from a file written by saveParameters (or by a test): every
   /// parameter of the program must be there with its shape.
-  bool loadParameters(const std::string &path, std::string &error);
+  virtual bool loadParameters(const std::string &path, std::string &error) = 0;
   /// Writes every parameter (binary: "DTFMPAR1", count, then per parameter
   /// its name, rank, dims and fp32 data); temp file + rename.
-  bool saveParameters(const std::string &path, std::string &error) const;
+  virtual bool saveParameters(const std::string &path,
+                              std::string &error) const = 0;
 
-  std::vector<InputSpec> inputs() const;
+  virtual std::vector<InputSpec> inputs() const = 0;
 
   /// Parameters and optimizer state ("param/<name>", "opt.m/<name>", ...),
   /// for checkpoints; restoreState takes them back (every parameter of the
   /// program must be there).
-  std::map<std::string, cpu::Tensor> state() const;
-  bool restoreState(const std::map<std::string, cpu::Tensor> &state,
-                    std::string &error);
+  virtual std::map<std::string, cpu::Tensor> state() const = 0;
+  virtual bool restoreState(const std::map<std::string, cpu::Tensor> &state,
+                            std::string &error) = 0;
 
   /// One iteration, in pieces (the workers of lib/Runtime/Worker.h move
   /// values between devices in between). runPhase runs the compute ops of
-  /// `phase` ("fwd" or "bwd") for one micro-batch (received values must
-  /// already be in `values`; sends are left to the caller; `loss`
-  /// accumulates the micro-batch's loss when this program computes one);
-  /// collectGradients adds the micro-batch's optimizer inputs to the
-  /// iteration's sums; finishIteration, after the last micro-batch,
+  /// `phase` ("fwd" or "bwd") for micro-batch `microBatch`: the values its
+  /// dtfm.recv ops receive must already be in `values`, and on return the
+  /// operands of its dtfm.send ops are there (sends are left to the
+  /// caller); `loss` accumulates the micro-batch's loss when this program
+  /// computes one. collectGradients adds the micro-batch's optimizer inputs
+  /// to the iteration's sums; finishIteration, after the last micro-batch,
   /// averages them, runs the gradient syncs through `sync` and the updates.
-  bool runPhase(const std::string &phase, ValueTable &values,
-                const MicroBatch &batch, double &loss, std::string &error);
-  void collectGradients(const ValueTable &values);
-  bool finishIteration(int microBatches, const SyncFn &sync,
-                       std::string &error);
+  virtual bool runPhase(const std::string &phase, int microBatch,
+                        ValueTable &values, const MicroBatch &batch,
+                        double &loss, std::string &error) = 0;
+  virtual void collectGradients(int microBatch, const ValueTable &values) = 0;
+  virtual bool finishIteration(int microBatches, const SyncFn &sync,
+                               std::string &error) = 0;
 
-  const std::map<std::string, cpu::Tensor> &parameters() const {
+  /// Every parameter, by name (host copies).
+  virtual std::map<std::string, cpu::Tensor> parameters() const = 0;
+};
+
+/// The CPU executor.
+class ProgramExecutor : public StageExecutor {
+public:
+  explicit ProgramExecutor(const proto::DeviceProgram &program);
+
+  bool initialize(uint64_t seed, std::string &error,
+                  const std::map<std::string, cpu::Tensor> *weights =
+                      nullptr) override;
+  bool loadParameters(const std::string &path, std::string &error) override;
+  bool saveParameters(const std::string &path,
+                      std::string &error) const override;
+  std::vector<InputSpec> inputs() const override;
+  std::map<std::string, cpu::Tensor> state() const override;
+  bool restoreState(const std::map<std::string, cpu::Tensor> &state,
+                    std::string &error) override;
+  bool runPhase(const std::string &phase, int microBatch, ValueTable &values,
+                const MicroBatch &batch, double &loss,
+                std::string &error) override;
+  void collectGradients(int microBatch, const ValueTable &values) override;
+  bool finishIteration(int microBatches, const SyncFn &sync,
+                       std::string &error) override;
+  std::map<std::string, cpu::Tensor> parameters() const override {
     return params;
   }
 

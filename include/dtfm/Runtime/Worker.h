@@ -27,6 +27,8 @@
 #ifndef DTFM_RUNTIME_WORKER_H
 #define DTFM_RUNTIME_WORKER_H
 
+#include "dtfm/Runtime/Backend.h"
+
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -57,6 +59,8 @@ struct WorkerOptions {
   /// predictions are printed (0: the plan's speeds as they are).
   int calibrationSteps = 1;
   bool progressBar = false;
+  /// The device that runs the program (resolved: see Backend.h).
+  Backend backend = Backend::Cpu;
 };
 
 /// Runs the worker of `options.rank`; returns the process exit status.

@@ -44,6 +44,8 @@ void reluBackward(const float *y, const float *dy, float *dx, int64_t n,
                   cudaStream_t stream);
 /// dst[i] += src[i].
 void accumulate(const float *src, float *dst, int64_t n, cudaStream_t stream);
+/// x[i] *= factor.
+void scale(float *x, int64_t n, float factor, cudaStream_t stream);
 
 //===--- rows: layernorm, softmax, cross-entropy ----------------------===//
 

@@ -1,0 +1,50 @@
+//===- Executor.h - Run a device program on a GPU ----------------*- C++ -*-===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+//
+// The CUDA counterpart of the CPU executor (dtfm/Runtime/Executor.h), with
+// the same numerics (the kernels are checked against the CPU ones) and the
+// same state and files, so that a plan trains alike on either backend and
+// checkpoints move between them.
+//
+// Values live on the device for the whole micro-batch (the forward's saved
+// operands stay there for its backward); gradients are summed and the
+// optimizer state kept on the device. Three CUDA streams carry DT-FM's three
+// slots: received values are copied in on the receive stream, the compute
+// stream waits for them through events, and values to send are copied out
+// on the send stream once the compute stream's event says they are ready.
+// The bytes between workers still travel through the worker's transport
+// (lib/Runtime/Transport.h), as host memory.
+//
+// Ops without a CUDA kernel -- conv2d, batchnorm, pooling, the ONNX
+// elementwise and shape ops, custom ops -- are refused before a worker
+// starts (supportsProgram), so that --backend=auto can fall back to the CPU.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTFM_RUNTIME_CUDA_EXECUTOR_H
+#define DTFM_RUNTIME_CUDA_EXECUTOR_H
+
+#include "dtfm/Runtime/Executor.h"
+
+#include <memory>
+#include <string>
+
+namespace dtfm::runtime::cuda {
+
+/// Whether every op of `program` has a CUDA kernel (and its operands a
+/// shape the kernel takes); otherwise `reason` names the first that does
+/// not, as "op #N dtfm.conv2d has no CUDA kernel".
+bool supportsProgram(const proto::DeviceProgram &program, std::string &reason);
+
+/// The executor of `program` on CUDA device `device`; null with `error`
+/// when the device, its streams or cuBLASLt cannot be set up.
+std::unique_ptr<StageExecutor>
+makeCudaExecutor(const proto::DeviceProgram &program, int device,
+                 std::string &error);
+
+} // namespace dtfm::runtime::cuda
+
+#endif // DTFM_RUNTIME_CUDA_EXECUTOR_H

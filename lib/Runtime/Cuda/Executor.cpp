@@ -1,0 +1,977 @@
+//===- Executor.cpp - Run a device program on a GPU -----------------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Runtime/Cuda/Executor.h"
+
+#include "../PlanOps.h"
+#include "dtfm/Runtime/Cuda/Attention.h"
+#include "dtfm/Runtime/Cuda/Device.h"
+#include "dtfm/Runtime/Cuda/Kernels.h"
+
+#include "plan.pb.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <set>
+#include <vector>
+
+using namespace dtfm;
+using namespace dtfm::runtime;
+using namespace dtfm::runtime::planops;
+using cpu::Tensor;
+
+namespace {
+
+using ShapeVec = std::vector<int64_t>;
+
+int64_t numelOf(const ShapeVec &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+std::string spell(const ShapeVec &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "x" : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+/// Whether `operand` repeats over `out`: equal to its trailing dimensions
+/// once leading ones are dropped (what addRepeated / sumRepeated compute).
+bool repeatsOver(ShapeVec operand, const ShapeVec &out) {
+  while (!operand.empty() && operand.front() == 1 &&
+         numelOf(operand) != numelOf(out))
+    operand.erase(operand.begin());
+  if (operand.size() > out.size())
+    return numelOf(operand) == numelOf(out);
+  return std::equal(operand.rbegin(), operand.rend(), out.rbegin());
+}
+
+/// Ops with a CUDA forward, and forwards with a CUDA backward.
+const std::set<std::string> &forwardOps() {
+  static const std::set<std::string> ops = {
+      "dtfm.param",     "dtfm.input",          "dtfm.label",
+      "dtfm.constant",  "dtfm.recv",           "dtfm.send",
+      "dtfm.embedding", "dtfm.add",            "dtfm.linear",
+      "dtfm.matmul",    "dtfm.layernorm",      "dtfm.gelu",
+      "dtfm.relu",      "dtfm.softmax",        "dtfm.causal_attention",
+      "dtfm.reshape",   "dtfm.flatten",        "dtfm.cross_entropy",
+      "dtfm.accumulate", "dtfm.topk_compress", "dtfm.topk_decompress",
+      "dtfm.backward",  "dtfm.grad_sync",      "dtfm.sgd_update",
+      "dtfm.adamw_update"};
+  return ops;
+}
+
+const std::set<std::string> &backwardOps() {
+  static const std::set<std::string> ops = {
+      "dtfm.embedding", "dtfm.add",     "dtfm.linear",
+      "dtfm.matmul",    "dtfm.layernorm", "dtfm.gelu",
+      "dtfm.relu",      "dtfm.softmax", "dtfm.causal_attention",
+      "dtfm.reshape",   "dtfm.flatten", "dtfm.cross_entropy"};
+  return ops;
+}
+
+/// A device tensor: fp32, row-major; buffers are shared by views
+/// (reshape) and returned to the executor's pool when the last one goes.
+struct DTensor {
+  ShapeVec shape;
+  std::shared_ptr<float> buffer;
+  float *data() const { return buffer.get(); }
+  int64_t numel() const { return numelOf(shape); }
+};
+
+/// Device memory reused by size: the same shapes come back every
+/// micro-batch, and cudaMalloc / cudaFree synchronise the device.
+class Pool {
+public:
+  ~Pool() {
+    for (auto &[bytes, list] : free)
+      for (void *p : list)
+        cudaFree(p);
+  }
+  float *take(size_t bytes) {
+    auto it = free.find(bytes);
+    if (it != free.end() && !it->second.empty()) {
+      void *p = it->second.back();
+      it->second.pop_back();
+      return static_cast<float *>(p);
+    }
+    void *p = nullptr;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) {
+      cudaGetLastError();
+      // Give the cached blocks back and try once more.
+      for (auto &[size, list] : free)
+        for (void *q : list)
+          cudaFree(q);
+      free.clear();
+      if (cudaMalloc(&p, bytes) != cudaSuccess) {
+        cudaGetLastError();
+        return nullptr;
+      }
+    }
+    return static_cast<float *>(p);
+  }
+  void give(float *p, size_t bytes) { free[bytes].push_back(p); }
+
+private:
+  std::map<size_t, std::vector<void *>> free;
+};
+
+class CudaExecutor : public StageExecutor {
+public:
+  CudaExecutor(const proto::DeviceProgram &program, int device)
+      : program(program), device(device), host(program),
+        pool(std::make_shared<Pool>()) {}
+  ~CudaExecutor() override;
+
+  bool setUp(std::string &error);
+
+  bool initialize(uint64_t seed, std::string &error,
+                  const std::map<std::string, Tensor> *weights) override {
+    return host.initialize(seed, error, weights) && fromHost(error);
+  }
+  bool loadParameters(const std::string &path, std::string &error) override {
+    return host.loadParameters(path, error) && fromHost(error);
+  }
+  bool saveParameters(const std::string &path,
+                      std::string &error) const override {
+    return writeTensorFile(path, parameters(), error);
+  }
+  std::vector<InputSpec> inputs() const override { return host.inputs(); }
+  std::map<std::string, Tensor> state() const override;
+  bool restoreState(const std::map<std::string, Tensor> &state,
+                    std::string &error) override {
+    return host.restoreState(state, error) && fromHost(error);
+  }
+  bool runPhase(const std::string &phase, int microBatch, ValueTable &values,
+                const MicroBatch &batch, double &loss,
+                std::string &error) override;
+  void collectGradients(int microBatch, const ValueTable &values) override;
+  bool finishIteration(int microBatches, const SyncFn &sync,
+                       std::string &error) override;
+  std::map<std::string, Tensor> parameters() const override;
+
+private:
+  cudaStream_t receiveStream() const { return streams[0]; }
+  cudaStream_t computeStream() const { return streams[1]; }
+  cudaStream_t sendStream() const { return streams[2]; }
+  /// Makes `waiter` wait for what `signaller` has queued so far.
+  bool order(cudaStream_t signaller, cudaStream_t waiter, std::string &error);
+  bool allocate(const ShapeVec &shape, bool zero, DTensor &out,
+                std::string &error);
+  bool upload(const Tensor &t, cudaStream_t stream, DTensor &out,
+              std::string &error);
+  /// Copies to the host on `stream` and waits for it.
+  bool download(const DTensor &t, cudaStream_t stream, Tensor &out,
+                std::string &error) const;
+  /// Parameters and optimizer state from the host executor's.
+  bool fromHost(std::string &error);
+  bool runForward(const proto::PlanOp &op, std::map<int64_t, DTensor> &table,
+                  std::vector<const DTensor *> &losses, std::string &error);
+  bool runBackward(const proto::PlanOp &op, std::map<int64_t, DTensor> &table,
+                   std::string &error);
+  bool checkLaunch(std::string &error) const;
+
+  const proto::DeviceProgram &program;
+  int device;
+  /// Initializers, parameter files and the state's format, on the host.
+  ProgramExecutor host;
+  std::shared_ptr<Pool> pool;
+  cudaStream_t streams[3] = {nullptr, nullptr, nullptr};
+  std::unique_ptr<cuda::Matmul> matmul;
+
+  std::map<std::string, DTensor> params;
+  std::map<int64_t, std::string> paramOfValue;
+  struct OptimizerState {
+    DTensor m, v, velocity;
+    int64_t step = 0;
+  };
+  std::map<std::string, OptimizerState> optimizer;
+  /// Values of the micro-batches in flight (forward results kept for the
+  /// backward), by micro-batch and value id.
+  std::map<int, std::map<int64_t, DTensor>> live;
+  std::map<int64_t, DTensor> gradSum;
+};
+
+bool cudaFailed(cudaError_t status, const std::string &what,
+                std::string &error) {
+  if (status == cudaSuccess)
+    return false;
+  error = what + ": " + cudaGetErrorString(status);
+  cudaGetLastError();
+  return true;
+}
+
+CudaExecutor::~CudaExecutor() {
+  cudaSetDevice(device);
+  for (cudaStream_t s : streams)
+    if (s)
+      cudaStreamSynchronize(s);
+  live.clear();
+  gradSum.clear();
+  params.clear();
+  optimizer.clear();
+  matmul.reset();
+  for (cudaStream_t s : streams)
+    if (s)
+      cudaStreamDestroy(s);
+}
+
+bool CudaExecutor::setUp(std::string &error) {
+  if (cudaFailed(cudaSetDevice(device),
+                 "selecting CUDA device " + std::to_string(device), error))
+    return false;
+  for (cudaStream_t &s : streams)
+    if (cudaFailed(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
+                   "creating a CUDA stream", error))
+      return false;
+  matmul = std::make_unique<cuda::Matmul>();
+  return true;
+}
+
+bool CudaExecutor::checkLaunch(std::string &error) const {
+  return !cudaFailed(cudaGetLastError(), "CUDA kernel launch", error);
+}
+
+bool CudaExecutor::order(cudaStream_t signaller, cudaStream_t waiter,
+                         std::string &error) {
+  cudaEvent_t event;
+  if (cudaFailed(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+                 "creating a CUDA event", error))
+    return false;
+  bool ok = !cudaFailed(cudaEventRecord(event, signaller),
+                        "recording a CUDA event", error) &&
+            !cudaFailed(cudaStreamWaitEvent(waiter, event, 0),
+                        "waiting for a CUDA event", error);
+  // Released once the event completes.
+  cudaEventDestroy(event);
+  return ok;
+}
+
+bool CudaExecutor::allocate(const ShapeVec &shape, bool zero, DTensor &out,
+                            std::string &error) {
+  size_t bytes = static_cast<size_t>(std::max<int64_t>(1, numelOf(shape))) *
+                 sizeof(float);
+  bytes = (bytes + 511) / 512 * 512;
+  float *p = pool->take(bytes);
+  if (!p) {
+    error = "out of GPU memory allocating " + std::to_string(bytes) +
+            " bytes for a " + spell(shape) + " tensor";
+    return false;
+  }
+  std::weak_ptr<Pool> owner = pool;
+  out.shape = shape;
+  out.buffer = std::shared_ptr<float>(p, [owner, bytes](float *q) {
+    if (auto alive = owner.lock())
+      alive->give(q, bytes);
+    else
+      cudaFree(q);
+  });
+  if (zero)
+    return !cudaFailed(
+        cudaMemsetAsync(p, 0, numelOf(shape) * sizeof(float), computeStream()),
+        "clearing a GPU tensor", error);
+  return true;
+}
+
+bool CudaExecutor::upload(const Tensor &t, cudaStream_t stream, DTensor &out,
+                          std::string &error) {
+  if (!allocate(t.shape, false, out, error))
+    return false;
+  return !cudaFailed(cudaMemcpyAsync(out.data(), t.data.data(),
+                                     t.data.size() * sizeof(float),
+                                     cudaMemcpyHostToDevice, stream),
+                     "copying to the GPU", error);
+}
+
+bool CudaExecutor::download(const DTensor &t, cudaStream_t stream, Tensor &out,
+                            std::string &error) const {
+  out = Tensor(t.shape);
+  return !cudaFailed(cudaMemcpyAsync(out.data.data(), t.data(),
+                                     out.data.size() * sizeof(float),
+                                     cudaMemcpyDeviceToHost, stream),
+                     "copying from the GPU", error) &&
+         !cudaFailed(cudaStreamSynchronize(stream), "waiting for the GPU",
+                     error);
+}
+
+bool CudaExecutor::fromHost(std::string &error) {
+  if (cudaFailed(cudaSetDevice(device), "selecting the CUDA device", error))
+    return false;
+  params.clear();
+  optimizer.clear();
+  for (const auto &[key, t] : host.state()) {
+    size_t slash = key.find('/');
+    std::string kind = key.substr(0, slash), name = key.substr(slash + 1);
+    if (kind == "opt.step") {
+      optimizer[name].step = static_cast<int64_t>(t.data.at(0));
+      continue;
+    }
+    DTensor d;
+    if (!upload(t, computeStream(), d, error))
+      return false;
+    if (kind == "param")
+      params[name] = std::move(d);
+    else if (kind == "opt.m")
+      optimizer[name].m = std::move(d);
+    else if (kind == "opt.v")
+      optimizer[name].v = std::move(d);
+    else if (kind == "opt.velocity")
+      optimizer[name].velocity = std::move(d);
+  }
+  return !cudaFailed(cudaStreamSynchronize(computeStream()),
+                     "copying parameters to the GPU", error);
+}
+
+std::map<std::string, Tensor> CudaExecutor::parameters() const {
+  std::map<std::string, Tensor> out;
+  std::string error;
+  cudaSetDevice(device);
+  for (const auto &[name, t] : params)
+    download(t, computeStream(), out[name], error);
+  return out;
+}
+
+std::map<std::string, Tensor> CudaExecutor::state() const {
+  std::map<std::string, Tensor> out;
+  std::string error;
+  cudaSetDevice(device);
+  for (const auto &[name, t] : params)
+    download(t, computeStream(), out["param/" + name], error);
+  for (const auto &[name, s] : optimizer) {
+    if (s.m.buffer)
+      download(s.m, computeStream(), out["opt.m/" + name], error);
+    if (s.v.buffer)
+      download(s.v, computeStream(), out["opt.v/" + name], error);
+    if (s.velocity.buffer)
+      download(s.velocity, computeStream(), out["opt.velocity/" + name],
+               error);
+    out["opt.step/" + name] = Tensor({1}, static_cast<float>(s.step));
+  }
+  return out;
+}
+
+bool CudaExecutor::runPhase(const std::string &phase, int microBatch,
+                            ValueTable &values, const MicroBatch &batch,
+                            double &loss, std::string &error) {
+  if (cudaFailed(cudaSetDevice(device), "selecting the CUDA device", error))
+    return false;
+  std::map<int64_t, DTensor> &table = live[microBatch];
+  // Pooled buffers may still be read by queued compute work: the receive
+  // stream's copies into them start after it.
+  if (!order(computeStream(), receiveStream(), error))
+    return false;
+  std::vector<const DTensor *> losses;
+  bool received = false, computedSinceMark = false;
+  int index = -1;
+  for (const proto::PlanOp &op : program.ops()) {
+    ++index;
+    const std::string &name = op.name();
+    if (phaseOf(op) != phase || name == "dtfm.send")
+      continue;
+    auto fail = [&](const std::string &message) {
+      error = "op #" + std::to_string(index) + " " + name + ": " + message;
+      return false;
+    };
+    if (name == "dtfm.recv" || name == "dtfm.input" || name == "dtfm.label") {
+      if (computedSinceMark) {
+        if (!order(computeStream(), receiveStream(), error))
+          return false;
+        computedSinceMark = false;
+      }
+      const Tensor *source = nullptr;
+      if (name == "dtfm.recv") {
+        auto it = values.find(op.results(0).id());
+        if (it == values.end())
+          return fail("its value was never received");
+        source = &it->second;
+      } else {
+        auto it = batch.find(stringAttr(op, "name"));
+        if (it == batch.end())
+          return fail("no data for '" + stringAttr(op, "name") + "'");
+        if (it->second.shape != shapeOf(op.results(0)))
+          return fail("data for '" + it->first + "' has the wrong shape");
+        source = &it->second;
+      }
+      DTensor d;
+      if (!upload(*source, receiveStream(), d, error))
+        return fail(error);
+      d.shape = shapeOf(op.results(0));
+      table[op.results(0).id()] = std::move(d);
+      received = true;
+      continue;
+    }
+    if (received) { // the compute stream waits for the copies so far
+      if (!order(receiveStream(), computeStream(), error))
+        return false;
+      received = false;
+    }
+    for (int i = 0; i < op.operands_size(); ++i)
+      if (!table.count(op.operands(i)))
+        return fail("operand " + std::to_string(i) +
+                    " was not computed in this phase");
+    computedSinceMark = true;
+    bool ok = name == "dtfm.backward" ? runBackward(op, table, error)
+                                      : runForward(op, table, losses, error);
+    if (!ok || !checkLaunch(error))
+      return fail(error);
+  }
+  if (received && !order(receiveStream(), computeStream(), error))
+    return false;
+  // Values to send, out on the send stream once computed.
+  if (!order(computeStream(), sendStream(), error))
+    return false;
+  for (const proto::PlanOp &op : program.ops()) {
+    if (op.name() != "dtfm.send" || phaseOf(op) != phase)
+      continue;
+    auto it = table.find(op.operands(0));
+    if (it == table.end()) {
+      error = "dtfm.send: its value was not computed in this phase";
+      return false;
+    }
+    if (!download(it->second, sendStream(), values[op.operands(0)], error))
+      return false;
+  }
+  for (const DTensor *l : losses) {
+    Tensor value;
+    if (!download(*l, computeStream(), value, error))
+      return false;
+    loss += value.data.at(0);
+  }
+  return true;
+}
+
+bool CudaExecutor::runForward(const proto::PlanOp &op,
+                              std::map<int64_t, DTensor> &table,
+                              std::vector<const DTensor *> &losses,
+                              std::string &error) {
+  const std::string &name = op.name();
+  cudaStream_t stream = computeStream();
+  auto in = [&](int i) -> const DTensor & { return table.at(op.operands(i)); };
+  ShapeVec shape = op.results_size() ? shapeOf(op.results(0)) : ShapeVec{};
+  DTensor out;
+  auto fresh = [&](bool zero) { return allocate(shape, zero, out, error); };
+  auto set = [&](int i, DTensor t) {
+    t.shape = shapeOf(op.results(i));
+    table[op.results(i).id()] = std::move(t);
+    return true;
+  };
+
+  if (name == "dtfm.param") {
+    std::string p = stringAttr(op, "name");
+    auto it = params.find(p);
+    if (it == params.end()) {
+      error = "unknown parameter '" + p + "'";
+      return false;
+    }
+    paramOfValue[op.results(0).id()] = p;
+    return set(0, it->second);
+  }
+  if (name == "dtfm.constant") {
+    Tensor t(shape);
+    std::vector<int64_t> elements = intsAttr(op, "values", {});
+    if (static_cast<int64_t>(elements.size()) != t.numel()) {
+      error = "has the wrong number of values";
+      return false;
+    }
+    std::copy(elements.begin(), elements.end(), t.data.begin());
+    if (!upload(t, stream, out, error))
+      return false;
+    return set(0, std::move(out));
+  }
+  if (name == "dtfm.reshape" || name == "dtfm.flatten")
+    return set(0, in(0));
+  if (name == "dtfm.embedding") {
+    const DTensor &ids = in(0), &weights = in(1);
+    if (!fresh(false))
+      return false;
+    cuda::embedding(ids.data(), weights.data(), out.data(), ids.numel(),
+                    weights.shape.back(), stream);
+    return set(0, std::move(out));
+  }
+  if (name == "dtfm.add") {
+    const DTensor &a = in(0), &b = in(1);
+    if (!fresh(false))
+      return false;
+    cuda::addRepeated(a.data(), a.numel(), b.data(), b.numel(), out.data(),
+                      out.numel(), stream);
+    return set(0, std::move(out));
+  }
+  if (name == "dtfm.accumulate") {
+    if (!fresh(false))
+      return false;
+    if (cudaFailed(cudaMemcpyAsync(out.data(), in(0).data(),
+                                   out.numel() * sizeof(float),
+                                   cudaMemcpyDeviceToDevice, stream),
+                   "copying on the GPU", error))
+      return false;
+    for (int i = 1; i < op.operands_size(); ++i)
+      cuda::accumulate(in(i).data(), out.data(), out.numel(), stream);
+    return set(0, std::move(out));
+  }
+  if (name == "dtfm.linear" || name == "dtfm.matmul") {
+    const DTensor &lhs = in(0), &rhs = in(1);
+    bool transposeRhs = name == "dtfm.matmul" && unitAttr(op, "transpose_rhs");
+    cuda::MatmulShape m;
+    m.transB = transposeRhs;
+    int64_t k = lhs.shape.back();
+    m.k = k;
+    m.n = transposeRhs ? rhs.shape[rhs.shape.size() - 2] : rhs.shape.back();
+    if (rhs.shape.size() == 2) {
+      m.m = lhs.numel() / k;
+    } else { // batched over the leading dimensions
+      m.m = lhs.shape[lhs.shape.size() - 2];
+      m.batch = lhs.numel() / (m.m * k);
+      m.strideA = m.m * k;
+      m.strideB = k * m.n;
+      m.strideC = m.m * m.n;
+    }
+    if (!fresh(false) ||
+        !matmul->run(m, lhs.data(), rhs.data(), out.data(), stream, error))
+      return false;
+    if (name == "dtfm.linear" && op.operands_size() > 2)
+      cuda::addRepeated(out.data(), out.numel(), in(2).data(), in(2).numel(),
+                        out.data(), out.numel(), stream);
+    return set(0, std::move(out));
+  }
+  if (name == "dtfm.layernorm") {
+    const DTensor &x = in(0);
+    int64_t d = x.shape.back(), rows = x.numel() / d;
+    DTensor mean, rstd;
+    if (!fresh(false) || !allocate({rows}, false, mean, error) ||
+        !allocate({rows}, false, rstd, error))
+      return false;
+    cuda::layerNorm(x.data(), in(1).data(), in(2).data(), out.data(),
+                    mean.data(), rstd.data(), rows, d,
+                    static_cast<float>(floatAttr(op, "epsilon", 1e-5)),
+                    stream);
+    return set(0, std::move(out));
+  }
+  if (name == "dtfm.gelu" || name == "dtfm.relu") {
+    if (!fresh(false))
+      return false;
+    if (name == "dtfm.gelu")
+      cuda::gelu(in(0).data(), out.data(), out.numel(),
+                 unitAttr(op, "tanh_approximation"), stream);
+    else
+      cuda::relu(in(0).data(), out.data(), out.numel(), stream);
+    return set(0, std::move(out));
+  }
+  if (name == "dtfm.softmax") {
+    int64_t d = in(0).shape.back();
+    if (!fresh(false))
+      return false;
+    cuda::softmax(in(0).data(), out.data(), out.numel() / d, d, stream);
+    return set(0, std::move(out));
+  }
+  if (name == "dtfm.causal_attention") {
+    const DTensor &q = in(0);
+    cuda::AttentionShape a{q.shape[0], q.shape[1], q.shape[2],
+                           intAttr(op, "num_heads", 1)};
+    DTensor probs, scratch;
+    if (!fresh(true) ||
+        !allocate({a.batch * a.heads * a.seq * a.seq}, false, probs, error) ||
+        !allocate({a.scratchFloats()}, false, scratch, error))
+      return false;
+    if (!cuda::causalAttention(*matmul, a, q.data(), in(1).data(),
+                               in(2).data(), out.data(), probs.data(),
+                               scratch.data(), stream, error))
+      return false;
+    return set(0, std::move(out));
+  }
+  if (name == "dtfm.cross_entropy") {
+    const DTensor &logits = in(0);
+    int64_t classes = logits.shape.back(), rows = logits.numel() / classes;
+    DTensor probs;
+    if (!fresh(false) || !allocate(logits.shape, false, probs, error))
+      return false;
+    cuda::crossEntropy(logits.data(), in(1).data(), probs.data(), out.data(),
+                       rows, classes, stream);
+    set(0, std::move(out));
+    losses.push_back(&table.at(op.results(0).id()));
+    return true;
+  }
+  if (name == "dtfm.topk_compress") {
+    const DTensor &x = in(0);
+    int64_t k = intAttr(op, "k", 1);
+    DTensor kept, indices, workspace;
+    int64_t workFloats = static_cast<int64_t>(
+        (cuda::topKWorkspaceBytes(x.numel()) + sizeof(float) - 1) /
+        sizeof(float));
+    if (!allocate(shapeOf(op.results(0)), false, kept, error) ||
+        !allocate(shapeOf(op.results(1)), false, indices, error) ||
+        !allocate({workFloats}, false, workspace, error))
+      return false;
+    cuda::topK(x.data(), x.numel(), k, kept.data(), indices.data(),
+               workspace.data(), stream);
+    set(0, std::move(kept));
+    return set(1, std::move(indices));
+  }
+  if (name == "dtfm.topk_decompress") {
+    if (!fresh(false))
+      return false;
+    cuda::scatterTopK(in(0).data(), in(1).data(), in(0).numel(), out.data(),
+                      out.numel(), stream);
+    return set(0, std::move(out));
+  }
+  error = "no CUDA kernel for this op";
+  return false;
+}
+
+bool CudaExecutor::runBackward(const proto::PlanOp &op,
+                               std::map<int64_t, DTensor> &table,
+                               std::string &error) {
+  std::string forward = stringAttr(op, "forward");
+  std::vector<int64_t> wrt = intsAttr(op, "wrt", {});
+  bool isLoss = forward == "dtfm.cross_entropy";
+  int numOperands = op.operands_size() - (isLoss ? 0 : 1);
+  cudaStream_t stream = computeStream();
+  auto in = [&](int i) -> const DTensor & { return table.at(op.operands(i)); };
+  const DTensor *dOut = isLoss ? nullptr : &in(op.operands_size() - 1);
+  std::vector<DTensor> grads(numOperands);
+  for (int64_t index : wrt) {
+    if (index < 0 || index >= numOperands) {
+      error = "dtfm.backward wrt index out of range";
+      return false;
+    }
+    if (!allocate(in(index).shape, true, grads[index], error))
+      return false;
+  }
+  auto at = [&](int i) -> float * {
+    return i < numOperands ? grads[i].data() : nullptr;
+  };
+  // Recomputed forward values (as the CPU backward does).
+  DTensor scratch, extra;
+
+  if (forward == "dtfm.linear" || forward == "dtfm.matmul") {
+    const DTensor &lhs = in(0), &rhs = in(1);
+    bool transposeRhs =
+        forward == "dtfm.matmul" && unitAttr(op, "transpose_rhs");
+    int64_t k = lhs.shape.back();
+    int64_t n =
+        transposeRhs ? rhs.shape[rhs.shape.size() - 2] : rhs.shape.back();
+    bool batched = rhs.shape.size() > 2;
+    int64_t m = batched ? lhs.shape[lhs.shape.size() - 2] : lhs.numel() / k;
+    int64_t batch = batched ? lhs.numel() / (m * k) : 1;
+    auto strided = [&](cuda::MatmulShape s, int64_t sa, int64_t sb,
+                       int64_t sc) {
+      if (batched) {
+        s.batch = batch;
+        s.strideA = sa;
+        s.strideB = sb;
+        s.strideC = sc;
+      }
+      s.accumulate = true;
+      return s;
+    };
+    if (at(0)) { // dLhs[m,k] += dOut[m,n] op(rhs)^T
+      cuda::MatmulShape s;
+      s.transB = !transposeRhs;
+      s.m = m;
+      s.n = k;
+      s.k = n;
+      if (!matmul->run(strided(s, m * n, k * n, m * k), dOut->data(),
+                       rhs.data(), at(0), stream, error))
+        return false;
+    }
+    if (at(1)) {
+      cuda::MatmulShape s;
+      s.transA = true;
+      if (!transposeRhs) { // dRhs[k,n] += lhs^T dOut
+        s.m = k;
+        s.n = n;
+        s.k = m;
+        if (!matmul->run(strided(s, m * k, m * n, k * n), lhs.data(),
+                         dOut->data(), at(1), stream, error))
+          return false;
+      } else { // dRhs[n,k] += dOut^T lhs
+        s.m = n;
+        s.n = k;
+        s.k = m;
+        if (!matmul->run(strided(s, m * n, m * k, n * k), dOut->data(),
+                         lhs.data(), at(1), stream, error))
+          return false;
+      }
+    }
+    if (forward == "dtfm.linear" && numOperands > 2 && at(2))
+      cuda::sumRepeated(dOut->data(), dOut->numel(), at(2), in(2).numel(),
+                        stream);
+  } else if (forward == "dtfm.add") {
+    for (int i = 0; i < 2; ++i)
+      if (at(i))
+        cuda::sumRepeated(dOut->data(), dOut->numel(), at(i), in(i).numel(),
+                          stream);
+  } else if (forward == "dtfm.layernorm") {
+    const DTensor &x = in(0);
+    int64_t d = x.shape.back(), rows = x.numel() / d;
+    DTensor mean, rstd;
+    if (!allocate(x.shape, false, scratch, error) ||
+        !allocate({rows}, false, mean, error) ||
+        !allocate({rows}, false, rstd, error))
+      return false;
+    cuda::layerNorm(x.data(), in(1).data(), in(2).data(), scratch.data(),
+                    mean.data(), rstd.data(), rows, d,
+                    static_cast<float>(floatAttr(op, "epsilon", 1e-5)),
+                    stream);
+    cuda::layerNormBackward(x.data(), in(1).data(), mean.data(), rstd.data(),
+                            dOut->data(), at(0), at(1), at(2), rows, d,
+                            stream);
+  } else if (forward == "dtfm.gelu") {
+    if (at(0))
+      cuda::geluBackward(in(0).data(), dOut->data(), at(0), in(0).numel(),
+                         unitAttr(op, "tanh_approximation"), stream);
+  } else if (forward == "dtfm.relu") {
+    if (at(0)) {
+      if (!allocate(in(0).shape, false, scratch, error))
+        return false;
+      cuda::relu(in(0).data(), scratch.data(), in(0).numel(), stream);
+      cuda::reluBackward(scratch.data(), dOut->data(), at(0), in(0).numel(),
+                         stream);
+    }
+  } else if (forward == "dtfm.softmax") {
+    if (at(0)) {
+      int64_t d = in(0).shape.back(), rows = in(0).numel() / d;
+      if (!allocate(in(0).shape, false, scratch, error))
+        return false;
+      cuda::softmax(in(0).data(), scratch.data(), rows, d, stream);
+      cuda::softmaxBackward(scratch.data(), dOut->data(), at(0), rows, d,
+                            stream);
+    }
+  } else if (forward == "dtfm.causal_attention") {
+    const DTensor &q = in(0);
+    cuda::AttentionShape a{q.shape[0], q.shape[1], q.shape[2],
+                           intAttr(op, "num_heads", 1)};
+    DTensor out, probs;
+    if (!allocate(q.shape, true, out, error) ||
+        !allocate({a.batch * a.heads * a.seq * a.seq}, false, probs, error) ||
+        !allocate({a.scratchFloats()}, false, scratch, error))
+      return false;
+    if (!cuda::causalAttention(*matmul, a, q.data(), in(1).data(),
+                               in(2).data(), out.data(), probs.data(),
+                               scratch.data(), stream, error) ||
+        !cuda::causalAttentionBackward(*matmul, a, q.data(), in(1).data(),
+                                       in(2).data(), probs.data(),
+                                       dOut->data(), at(0), at(1), at(2),
+                                       scratch.data(), stream, error))
+      return false;
+  } else if (forward == "dtfm.embedding") {
+    if (at(1))
+      cuda::embeddingBackward(in(0).data(), dOut->data(), at(1),
+                              in(0).numel(), in(1).shape.back(), stream);
+  } else if (forward == "dtfm.cross_entropy") {
+    const DTensor &logits = in(0);
+    int64_t classes = logits.shape.back(), rows = logits.numel() / classes;
+    if (!allocate(logits.shape, false, scratch, error) ||
+        !allocate({1}, false, extra, error))
+      return false;
+    cuda::crossEntropy(logits.data(), in(1).data(), scratch.data(),
+                       extra.data(), rows, classes, stream);
+    if (at(0))
+      cuda::crossEntropyBackward(scratch.data(), in(1).data(), at(0), rows,
+                                 classes, 1.0f, stream);
+  } else if (forward == "dtfm.reshape" || forward == "dtfm.flatten") {
+    if (at(0))
+      cuda::accumulate(dOut->data(), at(0), dOut->numel(), stream);
+  } else {
+    error = "no CUDA backward for " + forward;
+    return false;
+  }
+  for (size_t k = 0; k < wrt.size(); ++k) {
+    DTensor g = std::move(grads[wrt[k]]);
+    g.shape = shapeOf(op.results(k));
+    table[op.results(k).id()] = std::move(g);
+  }
+  return true;
+}
+
+void CudaExecutor::collectGradients(int microBatch, const ValueTable &) {
+  cudaSetDevice(device);
+  auto found = live.find(microBatch);
+  if (found == live.end())
+    return;
+  std::map<int64_t, DTensor> &table = found->second;
+  std::string error;
+  for (const proto::PlanOp &op : program.ops()) {
+    if (phaseOf(op) != "opt")
+      continue;
+    for (int64_t id : op.operands()) {
+      auto it = table.find(id);
+      if (it == table.end() || paramOfValue.count(id))
+        continue;
+      DTensor &sum = gradSum[id];
+      if (sum.shape != it->second.shape &&
+          !allocate(it->second.shape, true, sum, error))
+        continue; // finishIteration reports the missing gradient
+      cuda::accumulate(it->second.data(), sum.data(), sum.numel(),
+                       computeStream());
+    }
+  }
+  live.erase(found);
+}
+
+bool CudaExecutor::finishIteration(int microBatches, const SyncFn &sync,
+                                   std::string &error) {
+  if (cudaFailed(cudaSetDevice(device), "selecting the CUDA device", error))
+    return false;
+  cudaStream_t stream = computeStream();
+  auto fail = [&](const proto::PlanOp &op, const std::string &message) {
+    error = op.name() + ": " + message;
+    return false;
+  };
+  std::map<int64_t, DTensor> values;
+  float scale = static_cast<float>(1.0 / std::max(1, microBatches));
+  for (auto &[id, sum] : gradSum) {
+    cuda::scale(sum.data(), sum.numel(), scale, stream);
+    values[id] = std::move(sum);
+  }
+  gradSum.clear();
+  // Gradient syncs, in one bucket through the host (the worker's
+  // transport), then back to the device.
+  std::vector<const proto::PlanOp *> syncs;
+  for (const proto::PlanOp &op : program.ops()) {
+    if (phaseOf(op) != "opt" || op.name() != "dtfm.grad_sync")
+      continue;
+    auto in = values.find(op.operands(0));
+    if (in == values.end())
+      return fail(op, "its gradient was never computed");
+    values[op.results(0).id()] = in->second;
+    syncs.push_back(&op);
+  }
+  if (sync && !syncs.empty()) {
+    std::vector<Tensor> hostGrads(syncs.size());
+    std::vector<std::pair<const proto::PlanOp *, Tensor *>> synced;
+    for (size_t i = 0; i < syncs.size(); ++i) {
+      if (!download(values.at(syncs[i]->results(0).id()), stream, hostGrads[i],
+                    error))
+        return false;
+      synced.push_back({syncs[i], &hostGrads[i]});
+    }
+    if (!sync(synced, error))
+      return false;
+    for (size_t i = 0; i < syncs.size(); ++i) {
+      DTensor d;
+      if (!upload(hostGrads[i], stream, d, error))
+        return false;
+      values[syncs[i]->results(0).id()] = std::move(d);
+    }
+  }
+  for (const proto::PlanOp &op : program.ops()) {
+    if (phaseOf(op) != "opt" || op.name() == "dtfm.grad_sync")
+      continue;
+    const std::string &name = op.name();
+    if (name != "dtfm.sgd_update" && name != "dtfm.adamw_update")
+      return fail(op, "unexpected op in the optimizer phase");
+    auto p = paramOfValue.find(op.operands(0));
+    if (p == paramOfValue.end())
+      return fail(op, "updates a value that is not a parameter");
+    DTensor &param = params.at(p->second);
+    auto grad = values.find(op.operands(1));
+    if (grad == values.end())
+      return fail(op, "its gradient was never computed");
+    OptimizerState &state = optimizer[p->second];
+    ++state.step;
+    float lr = static_cast<float>(floatAttr(op, "lr", 0));
+    if (name == "dtfm.sgd_update") {
+      if (!state.velocity.buffer &&
+          !allocate(param.shape, true, state.velocity, error))
+        return false;
+      cuda::sgdStep(param.data(), grad->second.data(), state.velocity.data(),
+                    param.numel(), lr,
+                    static_cast<float>(floatAttr(op, "momentum", 0)),
+                    static_cast<float>(floatAttr(op, "weight_decay", 0)),
+                    stream);
+    } else {
+      if ((!state.m.buffer && !allocate(param.shape, true, state.m, error)) ||
+          (!state.v.buffer && !allocate(param.shape, true, state.v, error)))
+        return false;
+      cuda::adamwStep(param.data(), grad->second.data(), state.m.data(),
+                      state.v.data(), param.numel(), state.step, lr,
+                      static_cast<float>(floatAttr(op, "beta1", 0.9)),
+                      static_cast<float>(floatAttr(op, "beta2", 0.999)),
+                      static_cast<float>(floatAttr(op, "epsilon", 1e-8)),
+                      static_cast<float>(floatAttr(op, "weight_decay", 0.01)),
+                      stream);
+    }
+    if (!checkLaunch(error))
+      return fail(op, error);
+  }
+  return !cudaFailed(cudaStreamSynchronize(stream), "the optimizer step",
+                     error);
+}
+
+} // namespace
+
+bool dtfm::runtime::cuda::supportsProgram(const proto::DeviceProgram &program,
+                                          std::string &reason) {
+  std::map<int64_t, ShapeVec> shapes;
+  for (const proto::PlanOp &op : program.ops())
+    for (const proto::PlanValue &v : op.results())
+      shapes[v.id()] = shapeOf(v);
+  auto shapeOfOperand = [&](const proto::PlanOp &op, int i) {
+    auto it = shapes.find(op.operands(i));
+    return it == shapes.end() ? ShapeVec{} : it->second;
+  };
+  int index = -1;
+  for (const proto::PlanOp &op : program.ops()) {
+    ++index;
+    std::string where = "op #" + std::to_string(index) + " " + op.name();
+    const std::string &name = op.name();
+    if (!forwardOps().count(name)) {
+      reason = where + " has no CUDA kernel";
+      return false;
+    }
+    std::string kind =
+        name == "dtfm.backward" ? stringAttr(op, "forward") : name;
+    if (name == "dtfm.backward" && !backwardOps().count(kind)) {
+      reason = where + " of " + kind + " has no CUDA kernel";
+      return false;
+    }
+    if (kind == "dtfm.add" && op.operands_size() >= 2) {
+      ShapeVec a = shapeOfOperand(op, 0), b = shapeOfOperand(op, 1);
+      ShapeVec out = name == "dtfm.add" ? shapeOf(op.results(0))
+                                        : shapeOfOperand(op, 2); // dOut
+      if (!repeatsOver(a, out) || !repeatsOver(b, out)) {
+        reason = where + ": broadcasting " + spell(a) + " with " + spell(b) +
+                 " has no CUDA kernel (only equal shapes, or one repeating "
+                 "over the other's leading dimensions)";
+        return false;
+      }
+    }
+    if (kind == "dtfm.softmax") {
+      int64_t axis = intAttr(op, "axis", -1);
+      int64_t rank = static_cast<int64_t>(shapeOfOperand(op, 0).size());
+      if (axis != -1 && axis != rank - 1) {
+        reason = where + ": only the last axis has a CUDA kernel";
+        return false;
+      }
+    }
+    if (kind == "dtfm.matmul" && op.operands_size() >= 2) {
+      ShapeVec lhs = shapeOfOperand(op, 0), rhs = shapeOfOperand(op, 1);
+      if (rhs.size() > 2 &&
+          (lhs.size() != rhs.size() ||
+           !std::equal(lhs.begin(), lhs.end() - 2, rhs.begin()))) {
+        reason = where + ": batched " + spell(lhs) + " x " + spell(rhs) +
+                 " with broadcast batch dimensions has no CUDA kernel";
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+std::unique_ptr<StageExecutor>
+dtfm::runtime::cuda::makeCudaExecutor(const proto::DeviceProgram &program,
+                                      int device, std::string &error) {
+  auto executor = std::make_unique<CudaExecutor>(program, device);
+  if (!executor->setUp(error))
+    return nullptr;
+  return executor;
+}
