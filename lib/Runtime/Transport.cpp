@@ -547,6 +547,40 @@ std::unique_ptr<Transport> Transport::connect(const TransportOptions &options,
   return std::unique_ptr<Transport>(new Transport(std::move(impl)));
 }
 
+bool Transport::publish(const std::string &key, const std::string &value,
+                        std::string &error) {
+  try {
+    impl->store->set("shared/" + key,
+                     std::vector<char>(value.begin(), value.end()));
+  } catch (const std::exception &e) {
+    error = "publishing '" + key + "' in the rendezvous store: " + e.what();
+    return false;
+  }
+  return true;
+}
+
+bool Transport::lookup(const std::string &key, std::string &value,
+                       std::string &error) {
+  Clock::time_point deadline = Clock::now() + impl->options.timeout;
+  try {
+    while (!impl->store->has("shared/" + key)) {
+      if (Clock::now() >= deadline) {
+        error = "'" + key + "' did not appear in the rendezvous store within " +
+                std::to_string(impl->options.timeout.count()) +
+                " ms (--timeout)";
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    std::vector<char> bytes = impl->store->get("shared/" + key);
+    value.assign(bytes.begin(), bytes.end());
+  } catch (const std::exception &e) {
+    error = "looking up '" + key + "' in the rendezvous store: " + e.what();
+    return false;
+  }
+  return true;
+}
+
 bool Transport::send(int peer, uint64_t slot, std::vector<char> message,
                      std::string &error, Clock::time_point *leaves,
                      bool control) {

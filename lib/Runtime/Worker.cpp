@@ -516,6 +516,23 @@ bool Worker::connect(std::string &error) {
   transport = Transport::connect(t, error);
   if (!transport)
     return false;
+  // Device collectives for the gradients, unless links are shaped (then the
+  // gradients pay the cluster's links through the transport's ring).
+  if (!t.groups.empty() && !options.shapeLinks) {
+    const std::vector<int> &group = t.groups[0];
+    int position = static_cast<int>(
+        std::find(group.begin(), group.end(), options.rank) - group.begin());
+    std::string key = "group";
+    for (int r : group)
+      key += "." + std::to_string(r);
+    auto share = [&](const std::string &name, std::string &value,
+                     bool publish, std::string &e) {
+      return publish ? transport->publish(key + "/" + name, value, e)
+                     : transport->lookup(key + "/" + name, value, e);
+    };
+    if (!executor->connectGroup(group, position, share, error))
+      return false;
+  }
   std::vector<int> peers = {0};
   for (const Transfer &s : sends)
     peers.push_back(s.peerRank);

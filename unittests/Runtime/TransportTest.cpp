@@ -192,6 +192,35 @@ TEST(TransportTest, ShapedLinkKeepsBandwidthAndLatency) {
   }
 }
 
+TEST(TransportTest, PublishedValuesReachEveryRank) {
+  withRanks(
+      3, [](TransportOptions &) {},
+      [](int rank, Transport &t) {
+        std::string error, value;
+        // Binary values (an NCCL unique id is 128 arbitrary bytes).
+        std::string id("\0\x01\xff id", 6);
+        if (rank == 1) {
+          ASSERT_TRUE(t.publish("group.0.1.2/nccl-id", id, error)) << error;
+        }
+        ASSERT_TRUE(t.lookup("group.0.1.2/nccl-id", value, error)) << error;
+        EXPECT_EQ(value, id);
+      });
+}
+
+TEST(TransportTest, LookupOfAnAbsentKeyTimesOut) {
+  withRanks(
+      2, [](TransportOptions &o) { o.timeout = std::chrono::milliseconds(200); },
+      [](int rank, Transport &t) {
+        std::string error, value;
+        EXPECT_FALSE(t.lookup("never", value, error));
+        EXPECT_NE(error.find("'never' did not appear in the rendezvous store "
+                             "within 200 ms"),
+                  std::string::npos)
+            << error;
+      },
+      /*finalBarrier=*/false);
+}
+
 TEST(TransportTest, TimeoutNamesThePeer) {
   withRanks(
       2,

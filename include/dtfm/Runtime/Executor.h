@@ -70,7 +70,23 @@ public:
       const std::vector<std::pair<const proto::PlanOp *, cpu::Tensor *>> &grads,
       std::string &error)>;
 
+  /// Shares a small value between the members of a group through the
+  /// rendezvous: the first member publishes, the others look it up.
+  using ShareFn = std::function<bool(const std::string &key,
+                                     std::string &value, bool publish,
+                                     std::string &error)>;
+
   virtual ~StageExecutor();
+
+  /// Called once the workers are connected, by every member of this
+  /// program's data-parallel group (world ranks `members`, this one at
+  /// `position`): an executor with collectives of its own (NCCL on the GPU)
+  /// sets them up here and then averages the gradients itself instead of
+  /// through finishIteration's SyncFn. The CPU executor has none.
+  virtual bool connectGroup(const std::vector<int> &members, int position,
+                            const ShareFn &share, std::string &error) {
+    return true;
+  }
 
   /// Parameters from their initializers (seeded per parameter name);
   /// `external` ones from `weights` (the plan's weights file), by name.

@@ -94,6 +94,12 @@ public:
   bool allreduceSum(int group, float *data, size_t count, std::string &error);
   /// Every rank of the world has reached this point.
   bool barrier(std::string &error);
+  /// A small value shared through the rendezvous store (e.g. an NCCL
+  /// unique id): publish sets `key`; lookup waits for it, up to the
+  /// timeout. Keys are per run.
+  bool publish(const std::string &key, const std::string &value,
+               std::string &error);
+  bool lookup(const std::string &key, std::string &value, std::string &error);
   /// The smallest of every rank's `value`.
   bool allreduceMin(int64_t &value, std::string &error);
 

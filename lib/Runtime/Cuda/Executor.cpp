@@ -14,8 +14,11 @@
 #include "plan.pb.h"
 
 #include <cuda_runtime.h>
+#include <nccl.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <set>
@@ -158,6 +161,8 @@ public:
   bool finishIteration(int microBatches, const SyncFn &sync,
                        std::string &error) override;
   std::map<std::string, Tensor> parameters() const override;
+  bool connectGroup(const std::vector<int> &members, int position,
+                    const ShareFn &share, std::string &error) override;
 
 private:
   cudaStream_t receiveStream() const { return streams[0]; }
@@ -199,6 +204,10 @@ private:
   /// backward), by micro-batch and value id.
   std::map<int, std::map<int64_t, DTensor>> live;
   std::map<int64_t, DTensor> gradSum;
+  /// The data-parallel group's NCCL communicator (null: gradients go
+  /// through the worker's transport).
+  ncclComm_t comm = nullptr;
+  int groupSize = 1;
 };
 
 bool cudaFailed(cudaError_t status, const std::string &what,
@@ -220,6 +229,8 @@ CudaExecutor::~CudaExecutor() {
   params.clear();
   optimizer.clear();
   matmul.reset();
+  if (comm)
+    ncclCommDestroy(comm);
   for (cudaStream_t s : streams)
     if (s)
       cudaStreamDestroy(s);
@@ -239,6 +250,61 @@ bool CudaExecutor::setUp(std::string &error) {
 
 bool CudaExecutor::checkLaunch(std::string &error) const {
   return !cudaFailed(cudaGetLastError(), "CUDA kernel launch", error);
+}
+
+bool CudaExecutor::connectGroup(const std::vector<int> &members, int position,
+                                const ShareFn &share, std::string &error) {
+  if (cudaFailed(cudaSetDevice(device), "selecting the CUDA device", error))
+    return false;
+  // NCCL takes one rank per GPU: where members share a GPU (several workers
+  // on one device), every member sees it and all keep the transport.
+  char bus[32] = {0}, host[256] = {0};
+  if (cudaFailed(cudaDeviceGetPCIBusId(bus, sizeof bus, device),
+                 "reading the GPU's PCI bus id", error))
+    return false;
+  ::gethostname(host, sizeof host - 1);
+  std::string mine = std::string(host) + "/" + bus;
+  if (!share("gpu." + std::to_string(position), mine, true, error))
+    return false;
+  std::set<std::string> gpus;
+  for (size_t i = 0; i < members.size(); ++i) {
+    std::string theirs;
+    if (!share("gpu." + std::to_string(i), theirs, false, error))
+      return false;
+    gpus.insert(theirs);
+  }
+  if (gpus.size() != members.size())
+    return true;
+  ncclUniqueId id;
+  std::string bytes;
+  if (position == 0) {
+    ncclResult_t status = ncclGetUniqueId(&id);
+    if (status != ncclSuccess) {
+      error = std::string("NCCL unique id: ") + ncclGetErrorString(status);
+      return false;
+    }
+    bytes.assign(reinterpret_cast<const char *>(&id), sizeof id);
+    if (!share("nccl-id", bytes, true, error))
+      return false;
+  } else {
+    if (!share("nccl-id", bytes, false, error))
+      return false;
+    if (bytes.size() != sizeof id) {
+      error = "malformed NCCL unique id in the rendezvous store";
+      return false;
+    }
+    std::memcpy(&id, bytes.data(), sizeof id);
+  }
+  ncclResult_t status =
+      ncclCommInitRank(&comm, static_cast<int>(members.size()), id, position);
+  if (status != ncclSuccess) {
+    comm = nullptr;
+    error = std::string("NCCL communicator of the data-parallel group: ") +
+            ncclGetErrorString(status);
+    return false;
+  }
+  groupSize = static_cast<int>(members.size());
+  return true;
 }
 
 bool CudaExecutor::order(cudaStream_t signaller, cudaStream_t waiter,
@@ -845,7 +911,32 @@ bool CudaExecutor::finishIteration(int microBatches, const SyncFn &sync,
     values[op.results(0).id()] = in->second;
     syncs.push_back(&op);
   }
-  if (sync && !syncs.empty()) {
+  if (comm && !syncs.empty()) { // on the device, averaged in place
+    ncclGroupStart();
+    for (const proto::PlanOp *op : syncs) {
+      DTensor &g = values.at(op->results(0).id());
+      ncclResult_t status =
+          ncclAllReduce(g.data(), g.data(), static_cast<size_t>(g.numel()),
+                        ncclFloat, ncclSum, comm, stream);
+      if (status != ncclSuccess) {
+        ncclGroupEnd();
+        error = std::string("gradient allreduce (NCCL): ") +
+                ncclGetErrorString(status);
+        return false;
+      }
+    }
+    ncclResult_t status = ncclGroupEnd();
+    if (status != ncclSuccess) {
+      error = std::string("gradient allreduce (NCCL): ") +
+              ncclGetErrorString(status);
+      return false;
+    }
+    for (const proto::PlanOp *op : syncs) {
+      DTensor &g = values.at(op->results(0).id());
+      cuda::scale(g.data(), g.numel(), 1.0f / static_cast<float>(groupSize),
+                  stream);
+    }
+  } else if (sync && !syncs.empty()) {
     std::vector<Tensor> hostGrads(syncs.size());
     std::vector<std::pair<const proto::PlanOp *, Tensor *>> synced;
     for (size_t i = 0; i < syncs.size(); ++i) {
