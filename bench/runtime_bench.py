@@ -2,7 +2,7 @@
 
   /usr/bin/python3 bench/runtime_bench.py [--bin build/bin] [--steps N]
                                            [--only overlap,fidelity,kernels]
-                                           [--json]
+                                           [--backend cpu|cuda] [--json]
 
 Three measurements, each side by side in one run:
 
@@ -18,6 +18,9 @@ Three measurements, each side by side in one run:
             them that way). Target: within +-15%.
   kernels   single-device step of the tiny GPT, dtfm vs PyTorch 1.13 (same
             model, float32, 2 threads each). Target: <= 1.25x.
+
+--backend cuda runs the workers on the GPU (--only overlap: the two-stage
+pipeline on one GPU with and without overlapped slots); default cpu.
 
 Prints a table; with --json one JSON object per result line.
 """
@@ -47,6 +50,7 @@ class Bench:
         self.bin = args.bin
         self.work = work
         self.steps = args.steps
+        self.backend = args.backend
 
     def tool(self, name):
         return os.path.join(self.bin, name)
@@ -71,7 +75,8 @@ class Bench:
         log = f"{self.work}/{tag}.jsonl"
         trace = f"{self.work}/{tag}.trace.json"
         sh([self.tool("dtfm-run"), plan, "--execute", "--steps",
-            str(self.steps), "--log", log, "--trace", trace, *flags], env=env)
+            str(self.steps), "--log", log, "--trace", trace, "--backend",
+            self.backend, *flags], env=env)
         rows = [json.loads(line) for line in open(log)]
         # Skip the first steps (warm-up, calibration).
         settled = rows[2:] if len(rows) > 4 else rows[1:]
@@ -118,7 +123,8 @@ def overlap(b):
     serial = b.execute(plan, "overlap-serial", "--shape-links",
                        "--serial-slots")
     return [{
-        "bench": "overlap", "plan": "tiny-4L, 2 stages, 1F1B, 16 micro-batches",
+        "bench": "overlap", "backend": b.backend,
+        "plan": "tiny-4L, 2 stages, 1F1B, 16 micro-batches",
         "link_mbps": round(bandwidth * 1e3, 2),
         "compute_ms_per_microbatch": round(compute * 1e3, 3),
         "three_slots_s": slots["measured_s"],
@@ -190,6 +196,7 @@ def main():
     parser.add_argument("--bin", default=f"{ROOT}/build/bin")
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--only", default="overlap,fidelity,kernels")
+    parser.add_argument("--backend", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     rows = []
