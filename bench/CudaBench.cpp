@@ -139,22 +139,20 @@ int main(int argc, char **argv) {
   auto elementwise = [&](const char *what, double bytesMoved,
                          const std::function<void()> &body) {
     double s = timeIt(stream, reps, body);
-    Row r{"elementwise", what, s, bytesMoved / s / 1e9, "GB/s",
-          bytesMoved / s / peakBandwidth};
+    Row r{"elementwise",        what,   s,
+          bytesMoved / s / 1e9, "GB/s", bytesMoved / s / peakBandwidth};
     rows.push_back(r);
   };
   elementwise("add (2 reads, 1 write)", 3.0 * bytes, [&] {
     cuda::addRepeated(a.floats(), n, b.floats(), n, c.floats(), n, stream);
   });
-  elementwise("gelu (1 read, 1 write)", 2.0 * bytes, [&] {
-    cuda::gelu(a.floats(), c.floats(), n, false, stream);
-  });
-  elementwise("accumulate (2 reads, 1 write)", 3.0 * bytes, [&] {
-    cuda::accumulate(a.floats(), c.floats(), n, stream);
-  });
+  elementwise("gelu (1 read, 1 write)", 2.0 * bytes,
+              [&] { cuda::gelu(a.floats(), c.floats(), n, false, stream); });
+  elementwise("accumulate (2 reads, 1 write)", 3.0 * bytes,
+              [&] { cuda::accumulate(a.floats(), c.floats(), n, stream); });
   elementwise("adamw step (4 reads, 3 writes)", 7.0 * bytes, [&] {
-    cuda::adamwStep(c.floats(), a.floats(), b.floats(), d.floats(), n, 1,
-                    1e-9f, 0.9f, 0.999f, 1e-8f, 0.0f, stream);
+    cuda::adamwStep(c.floats(), a.floats(), b.floats(), d.floats(), n, 1, 1e-9f,
+                    0.9f, 0.999f, 1e-8f, 0.0f, stream);
   });
 
   // Matmuls.
@@ -174,8 +172,8 @@ int main(int argc, char **argv) {
       std::string error;
       bool ok = true;
       double seconds = timeIt(stream, reps, [&] {
-        ok = ok && matmul.run(s, ma.data(), mb.data(), mc.data(), stream,
-                              error);
+        ok =
+            ok && matmul.run(s, ma.data(), mb.data(), mc.data(), stream, error);
       });
       if (!ok) {
         std::fprintf(stderr, "bench-cuda: matmul %s: %s\n", name,
@@ -207,8 +205,8 @@ int main(int argc, char **argv) {
       std::printf("{\"bench\":\"%s\",\"what\":\"%s\",\"device\":\"%s\","
                   "\"seconds\":%.6g,\"rate\":%.6g,\"unit\":\"%s\","
                   "\"of_peak\":%.4g}\n",
-                  r.bench.c_str(), r.what.c_str(), prop.name, r.seconds,
-                  r.rate, r.unit, r.ofPeak);
+                  r.bench.c_str(), r.what.c_str(), prop.name, r.seconds, r.rate,
+                  r.unit, r.ofPeak);
   } else {
     std::printf("device: %s, peak memory bandwidth %.0f GB/s\n", prop.name,
                 peakBandwidth / 1e9);

@@ -1,4 +1,5 @@
-//===- Backend.h - Which device runs a worker's program ----------*- C++ -*-===//
+//===- Backend.h - Which device runs a worker's program ----------*- C++
+//-*-===//
 //
 // Part of dtfm.
 //

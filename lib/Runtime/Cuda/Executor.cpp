@@ -61,24 +61,24 @@ bool repeatsOver(ShapeVec operand, const ShapeVec &out) {
 /// Ops with a CUDA forward, and forwards with a CUDA backward.
 const std::set<std::string> &forwardOps() {
   static const std::set<std::string> ops = {
-      "dtfm.param",     "dtfm.input",          "dtfm.label",
-      "dtfm.constant",  "dtfm.recv",           "dtfm.send",
-      "dtfm.embedding", "dtfm.add",            "dtfm.linear",
-      "dtfm.matmul",    "dtfm.layernorm",      "dtfm.gelu",
-      "dtfm.relu",      "dtfm.softmax",        "dtfm.causal_attention",
-      "dtfm.reshape",   "dtfm.flatten",        "dtfm.cross_entropy",
-      "dtfm.accumulate", "dtfm.topk_compress", "dtfm.topk_decompress",
-      "dtfm.backward",  "dtfm.grad_sync",      "dtfm.sgd_update",
+      "dtfm.param",       "dtfm.input",         "dtfm.label",
+      "dtfm.constant",    "dtfm.recv",          "dtfm.send",
+      "dtfm.embedding",   "dtfm.add",           "dtfm.linear",
+      "dtfm.matmul",      "dtfm.layernorm",     "dtfm.gelu",
+      "dtfm.relu",        "dtfm.softmax",       "dtfm.causal_attention",
+      "dtfm.reshape",     "dtfm.flatten",       "dtfm.cross_entropy",
+      "dtfm.accumulate",  "dtfm.topk_compress", "dtfm.topk_decompress",
+      "dtfm.backward",    "dtfm.grad_sync",     "dtfm.sgd_update",
       "dtfm.adamw_update"};
   return ops;
 }
 
 const std::set<std::string> &backwardOps() {
   static const std::set<std::string> ops = {
-      "dtfm.embedding", "dtfm.add",     "dtfm.linear",
+      "dtfm.embedding", "dtfm.add",       "dtfm.linear",
       "dtfm.matmul",    "dtfm.layernorm", "dtfm.gelu",
-      "dtfm.relu",      "dtfm.softmax", "dtfm.causal_attention",
-      "dtfm.reshape",   "dtfm.flatten", "dtfm.cross_entropy"};
+      "dtfm.relu",      "dtfm.softmax",   "dtfm.causal_attention",
+      "dtfm.reshape",   "dtfm.flatten",   "dtfm.cross_entropy"};
   return ops;
 }
 
@@ -324,8 +324,8 @@ bool CudaExecutor::order(cudaStream_t signaller, cudaStream_t waiter,
 
 bool CudaExecutor::allocate(const ShapeVec &shape, bool zero, DTensor &out,
                             std::string &error) {
-  size_t bytes = static_cast<size_t>(std::max<int64_t>(1, numelOf(shape))) *
-                 sizeof(float);
+  size_t bytes =
+      static_cast<size_t>(std::max<int64_t>(1, numelOf(shape))) * sizeof(float);
   bytes = (bytes + 511) / 512 * 512;
   float *p = pool->take(bytes);
   if (!p) {
@@ -418,8 +418,7 @@ std::map<std::string, Tensor> CudaExecutor::state() const {
     if (s.v.buffer)
       download(s.v, computeStream(), out["opt.v/" + name], error);
     if (s.velocity.buffer)
-      download(s.velocity, computeStream(), out["opt.velocity/" + name],
-               error);
+      download(s.velocity, computeStream(), out["opt.velocity/" + name], error);
     out["opt.step/" + name] = Tensor({1}, static_cast<float>(s.step));
   }
   return out;
@@ -617,8 +616,7 @@ bool CudaExecutor::runForward(const proto::PlanOp &op,
       return false;
     cuda::layerNorm(x.data(), in(1).data(), in(2).data(), out.data(),
                     mean.data(), rstd.data(), rows, d,
-                    static_cast<float>(floatAttr(op, "epsilon", 1e-5)),
-                    stream);
+                    static_cast<float>(floatAttr(op, "epsilon", 1e-5)), stream);
     return set(0, std::move(out));
   }
   if (name == "dtfm.gelu" || name == "dtfm.relu") {
@@ -647,9 +645,9 @@ bool CudaExecutor::runForward(const proto::PlanOp &op,
         !allocate({a.batch * a.heads * a.seq * a.seq}, false, probs, error) ||
         !allocate({a.scratchFloats()}, false, scratch, error))
       return false;
-    if (!cuda::causalAttention(*matmul, a, q.data(), in(1).data(),
-                               in(2).data(), out.data(), probs.data(),
-                               scratch.data(), stream, error))
+    if (!cuda::causalAttention(*matmul, a, q.data(), in(1).data(), in(2).data(),
+                               out.data(), probs.data(), scratch.data(), stream,
+                               error))
       return false;
     return set(0, std::move(out));
   }
@@ -785,11 +783,9 @@ bool CudaExecutor::runBackward(const proto::PlanOp &op,
       return false;
     cuda::layerNorm(x.data(), in(1).data(), in(2).data(), scratch.data(),
                     mean.data(), rstd.data(), rows, d,
-                    static_cast<float>(floatAttr(op, "epsilon", 1e-5)),
-                    stream);
+                    static_cast<float>(floatAttr(op, "epsilon", 1e-5)), stream);
     cuda::layerNormBackward(x.data(), in(1).data(), mean.data(), rstd.data(),
-                            dOut->data(), at(0), at(1), at(2), rows, d,
-                            stream);
+                            dOut->data(), at(0), at(1), at(2), rows, d, stream);
   } else if (forward == "dtfm.gelu") {
     if (at(0))
       cuda::geluBackward(in(0).data(), dOut->data(), at(0), in(0).numel(),
@@ -820,18 +816,17 @@ bool CudaExecutor::runBackward(const proto::PlanOp &op,
         !allocate({a.batch * a.heads * a.seq * a.seq}, false, probs, error) ||
         !allocate({a.scratchFloats()}, false, scratch, error))
       return false;
-    if (!cuda::causalAttention(*matmul, a, q.data(), in(1).data(),
-                               in(2).data(), out.data(), probs.data(),
-                               scratch.data(), stream, error) ||
-        !cuda::causalAttentionBackward(*matmul, a, q.data(), in(1).data(),
-                                       in(2).data(), probs.data(),
-                                       dOut->data(), at(0), at(1), at(2),
-                                       scratch.data(), stream, error))
+    if (!cuda::causalAttention(*matmul, a, q.data(), in(1).data(), in(2).data(),
+                               out.data(), probs.data(), scratch.data(), stream,
+                               error) ||
+        !cuda::causalAttentionBackward(
+            *matmul, a, q.data(), in(1).data(), in(2).data(), probs.data(),
+            dOut->data(), at(0), at(1), at(2), scratch.data(), stream, error))
       return false;
   } else if (forward == "dtfm.embedding") {
     if (at(1))
-      cuda::embeddingBackward(in(0).data(), dOut->data(), at(1),
-                              in(0).numel(), in(1).shape.back(), stream);
+      cuda::embeddingBackward(in(0).data(), dOut->data(), at(1), in(0).numel(),
+                              in(1).shape.back(), stream);
   } else if (forward == "dtfm.cross_entropy") {
     const DTensor &logits = in(0);
     int64_t classes = logits.shape.back(), rows = logits.numel() / classes;
@@ -974,11 +969,10 @@ bool CudaExecutor::finishIteration(int microBatches, const SyncFn &sync,
       if (!state.velocity.buffer &&
           !allocate(param.shape, true, state.velocity, error))
         return false;
-      cuda::sgdStep(param.data(), grad->second.data(), state.velocity.data(),
-                    param.numel(), lr,
-                    static_cast<float>(floatAttr(op, "momentum", 0)),
-                    static_cast<float>(floatAttr(op, "weight_decay", 0)),
-                    stream);
+      cuda::sgdStep(
+          param.data(), grad->second.data(), state.velocity.data(),
+          param.numel(), lr, static_cast<float>(floatAttr(op, "momentum", 0)),
+          static_cast<float>(floatAttr(op, "weight_decay", 0)), stream);
     } else {
       if ((!state.m.buffer && !allocate(param.shape, true, state.m, error)) ||
           (!state.v.buffer && !allocate(param.shape, true, state.v, error)))

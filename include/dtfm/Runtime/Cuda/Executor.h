@@ -1,4 +1,5 @@
-//===- Executor.h - Run a device program on a GPU ----------------*- C++ -*-===//
+//===- Executor.h - Run a device program on a GPU ----------------*- C++
+//-*-===//
 //
 // Part of dtfm.
 //
