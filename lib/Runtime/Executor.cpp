@@ -754,26 +754,20 @@ bool ProgramExecutor::finishIteration(int microBatches, const SyncFn &sync,
   for (const proto::PlanOp &op : program.ops()) {
     if (phaseOf(op) != "opt" || op.name() == "dtfm.grad_sync")
       continue;
-    const std::string &name = op.name();
-    if (name != "dtfm.sgd_update" && name != "dtfm.adamw_update")
-      return fail(op, "unexpected op in the optimizer phase");
-    auto p = paramOfValue.find(op.operands(0));
-    if (p == paramOfValue.end())
-      return fail(op, "updates a value that is not a parameter");
-    Tensor &param = params.at(p->second);
+    OptimizerUpdate update;
+    if (!readUpdate(op, paramOfValue, update, error))
+      return fail(op, error);
+    Tensor &param = params.at(update.parameter);
     const Tensor &grad = values.at(op.operands(1));
-    OptimizerState &state = optimizer[p->second];
+    OptimizerState &state = optimizer[update.parameter];
     ++state.step;
-    if (name == "dtfm.sgd_update")
-      cpu::sgdStep(param, grad, state.velocity, floatAttr(op, "lr", 0),
-                   floatAttr(op, "momentum", 0),
-                   floatAttr(op, "weight_decay", 0));
+    if (update.adamw)
+      cpu::adamwStep(param, grad, state.m, state.v, state.step, update.lr,
+                     update.beta1, update.beta2, update.epsilon,
+                     update.weightDecay);
     else
-      cpu::adamwStep(param, grad, state.m, state.v, state.step,
-                     floatAttr(op, "lr", 0), floatAttr(op, "beta1", 0.9),
-                     floatAttr(op, "beta2", 0.999),
-                     floatAttr(op, "epsilon", 1e-8),
-                     floatAttr(op, "weight_decay", 0.01));
+      cpu::sgdStep(param, grad, state.velocity, update.lr, update.momentum,
+                   update.weightDecay);
   }
   return true;
 }

@@ -12,6 +12,7 @@
 #include "plan.pb.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,43 @@ inline std::string phaseOf(const dtfm::proto::PlanOp &op) {
                  op.name() == "dtfm.grad_sync"
              ? "opt"
              : "fwd";
+}
+
+/// A dtfm.sgd_update or dtfm.adamw_update with the dialect's defaults, and
+/// the parameter it updates.
+struct OptimizerUpdate {
+  bool adamw = false;
+  std::string parameter;
+  double lr = 0, momentum = 0, beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;
+  double weightDecay = 0;
+};
+
+/// Reads an optimizer-phase op other than dtfm.grad_sync; false with
+/// `error` when it is not an update of a parameter (`paramOfValue`: the
+/// parameter of each dtfm.param value).
+inline bool readUpdate(const dtfm::proto::PlanOp &op,
+                       const std::map<int64_t, std::string> &paramOfValue,
+                       OptimizerUpdate &update, std::string &error) {
+  const std::string &name = op.name();
+  if (name != "dtfm.sgd_update" && name != "dtfm.adamw_update") {
+    error = "unexpected op in the optimizer phase";
+    return false;
+  }
+  auto p = paramOfValue.find(op.operands(0));
+  if (p == paramOfValue.end()) {
+    error = "updates a value that is not a parameter";
+    return false;
+  }
+  update = OptimizerUpdate();
+  update.adamw = name == "dtfm.adamw_update";
+  update.parameter = p->second;
+  update.lr = floatAttr(op, "lr", 0);
+  update.momentum = floatAttr(op, "momentum", 0);
+  update.beta1 = floatAttr(op, "beta1", 0.9);
+  update.beta2 = floatAttr(op, "beta2", 0.999);
+  update.epsilon = floatAttr(op, "epsilon", 1e-8);
+  update.weightDecay = floatAttr(op, "weight_decay", update.adamw ? 0.01 : 0);
+  return true;
 }
 
 } // namespace dtfm::runtime::planops

@@ -952,38 +952,31 @@ bool CudaExecutor::finishIteration(int microBatches, const SyncFn &sync,
   for (const proto::PlanOp &op : program.ops()) {
     if (phaseOf(op) != "opt" || op.name() == "dtfm.grad_sync")
       continue;
-    const std::string &name = op.name();
-    if (name != "dtfm.sgd_update" && name != "dtfm.adamw_update")
-      return fail(op, "unexpected op in the optimizer phase");
-    auto p = paramOfValue.find(op.operands(0));
-    if (p == paramOfValue.end())
-      return fail(op, "updates a value that is not a parameter");
-    DTensor &param = params.at(p->second);
+    OptimizerUpdate update;
+    if (!readUpdate(op, paramOfValue, update, error))
+      return fail(op, error);
+    DTensor &param = params.at(update.parameter);
     auto grad = values.find(op.operands(1));
     if (grad == values.end())
       return fail(op, "its gradient was never computed");
-    OptimizerState &state = optimizer[p->second];
+    OptimizerState &state = optimizer[update.parameter];
     ++state.step;
-    float lr = static_cast<float>(floatAttr(op, "lr", 0));
-    if (name == "dtfm.sgd_update") {
-      if (!state.velocity.buffer &&
-          !allocate(param.shape, true, state.velocity, error))
-        return false;
-      cuda::sgdStep(
-          param.data(), grad->second.data(), state.velocity.data(),
-          param.numel(), lr, static_cast<float>(floatAttr(op, "momentum", 0)),
-          static_cast<float>(floatAttr(op, "weight_decay", 0)), stream);
-    } else {
+    auto f = [](double x) { return static_cast<float>(x); };
+    if (update.adamw) {
       if ((!state.m.buffer && !allocate(param.shape, true, state.m, error)) ||
           (!state.v.buffer && !allocate(param.shape, true, state.v, error)))
         return false;
       cuda::adamwStep(param.data(), grad->second.data(), state.m.data(),
-                      state.v.data(), param.numel(), state.step, lr,
-                      static_cast<float>(floatAttr(op, "beta1", 0.9)),
-                      static_cast<float>(floatAttr(op, "beta2", 0.999)),
-                      static_cast<float>(floatAttr(op, "epsilon", 1e-8)),
-                      static_cast<float>(floatAttr(op, "weight_decay", 0.01)),
-                      stream);
+                      state.v.data(), param.numel(), state.step, f(update.lr),
+                      f(update.beta1), f(update.beta2), f(update.epsilon),
+                      f(update.weightDecay), stream);
+    } else {
+      if (!state.velocity.buffer &&
+          !allocate(param.shape, true, state.velocity, error))
+        return false;
+      cuda::sgdStep(param.data(), grad->second.data(), state.velocity.data(),
+                    param.numel(), f(update.lr), f(update.momentum),
+                    f(update.weightDecay), stream);
     }
     if (!checkLaunch(error))
       return fail(op, error);
