@@ -151,7 +151,7 @@ void runScenario(const std::string &name, const Cluster &cluster,
     std::printf("%lld shapes scored%s\n",
                 static_cast<long long>(result.shapesScored),
                 result.budgetExhausted ? " (budget reached)" : "");
-    std::printf("  chosen: pipeline %.3f s + data-parallel sync %.3f s\n",
+    std::printf("  chosen: pipeline %.3f s + gradient sync %.3f s\n",
                 best.cost.pipelineSeconds, best.cost.dataParallelSeconds);
     for (const ShapeChoice &other : result.runnersUp)
       std::printf("  runner-up %.3f s: %zu devices, %s\n",

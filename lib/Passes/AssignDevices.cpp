@@ -22,6 +22,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <set>
 
 namespace mlir::dtfm {
 #define GEN_PASS_DEF_ASSIGNDEVICES
@@ -85,30 +86,77 @@ ModelVolumes measureModel(const CostAnalysis &costs) {
   return volumes;
 }
 
-/// The model as the planner's chain of blocks, and the gradient bytes
-/// exchanged per parameter byte (fp32 gradients, as for c_DP).
+/// The model as the planner's chain of blocks, the parameters blocks share,
+/// and the gradient bytes the plan's syncs carry per parameter byte: each
+/// trainable parameter's gradient has its own type (frozen ones have none).
 struct PlannerChain {
   std::vector<planner::ChainBlock> blocks;
+  std::vector<planner::TiedParameter> tied;
   double gradientBytesPerParameterByte = 1;
 };
 
-FailureOr<PlannerChain> plannerChain(const CostAnalysis &costs,
-                                     const ModelVolumes &volumes) {
+FailureOr<PlannerChain> plannerChain(const CostAnalysis &costs) {
   FailureOr<SmallVector<LayerBlock>> chain = buildLayerChain(costs);
   if (failed(chain))
     return failure();
   PlannerChain result;
   double parameterBytes = 0;
+  DenseMap<Operation *, int> blockOf;
   for (const LayerBlock &block : *chain) {
+    for (Operation *op : block.ops)
+      blockOf[op] = static_cast<int>(result.blocks.size());
     result.blocks.push_back(
         {block.flops, block.parameterBytes, block.activationBytes});
     parameterBytes += block.parameterBytes;
   }
+  // Parameters read by the forward ops of other blocks, once per reader.
+  double gradientBytes = 0;
+  for (const LayerBlock &block : *chain)
+    for (Operation *op : block.ops) {
+      auto param = dyn_cast<ParamOp>(op);
+      if (!param)
+        continue;
+      if (!param.getFrozen())
+        gradientBytes += static_cast<double>(getTensorBytes(param.getType()));
+      int owner = blockOf[op];
+      std::set<int> readers;
+      for (Operation *user : param->getUsers()) {
+        auto it = blockOf.find(user);
+        if (it != blockOf.end() && it->second != owner && !isTrainingOp(user))
+          readers.insert(it->second);
+      }
+      for (int reader : readers)
+        result.tied.push_back(
+            {owner, reader,
+             static_cast<double>(getTensorBytes(param.getType()))});
+    }
   if (parameterBytes > 0)
-    result.gradientBytesPerParameterByte =
-        4.0 * static_cast<double>(volumes.trainableParameters) /
-        parameterBytes;
+    result.gradientBytesPerParameterByte = gradientBytes / parameterBytes;
   return result;
+}
+
+/// What the plan's later passes will do to communication, as the hetero
+/// model needs it: the gradient sync (--dtfm-insert-grad-sync) and AdaTopK's
+/// ratio (--dtfm-insert-compression). False with `error` when invalid.
+bool parseCommunication(StringRef sync, double compressRatio,
+                        planner::HeteroProblem &problem, std::string &error) {
+  if (sync == "auto")
+    problem.sync = planner::GradientSync::Auto;
+  else if (sync == "ps")
+    problem.sync = planner::GradientSync::ParameterServer;
+  else if (sync == "ring")
+    problem.sync = planner::GradientSync::Ring;
+  else {
+    error = ("unknown sync '" + sync + "' (expected auto, ps or ring)").str();
+    return false;
+  }
+  if (!(compressRatio >= 1)) {
+    error = "compress-ratio must be >= 1 (1: dense), found " +
+            std::to_string(compressRatio);
+    return false;
+  }
+  problem.compression.targetRatio = compressRatio;
+  return true;
 }
 
 struct AssignDevices
@@ -134,6 +182,12 @@ struct AssignDevices
         dpBytes < 0 || ppBytes < 0 || budget < 0)
       return fail("dp, pp, dp-bytes, pp-bytes and budget must be >= 0 and "
                   "micro-batches > 0");
+    planner::HeteroProblem heteroProblem;
+    {
+      std::string error;
+      if (!parseCommunication(sync, compressRatio, heteroProblem, error))
+        return fail(error);
+    }
 
     planner::Cluster cluster;
     std::string error;
@@ -226,12 +280,12 @@ struct AssignDevices
     std::optional<Best> best;
 
     // hetero: the model as a chain of blocks, re-balanced per candidate.
-    planner::HeteroProblem heteroProblem;
     if (hetero) {
-      FailureOr<PlannerChain> chain = plannerChain(costs, model);
+      FailureOr<PlannerChain> chain = plannerChain(costs);
       if (failed(chain))
         return signalPassFailure();
       heteroProblem.blocks = std::move(chain->blocks);
+      heteroProblem.tied = std::move(chain->tied);
       heteroProblem.cluster = &cluster;
       heteroProblem.boundaryBytes =
           ppBytes > 0 ? ppBytes : model.boundaryBytes;
@@ -392,7 +446,7 @@ struct AssignDevices
                        result.cost.pipeline, result.wallSeconds);
     if (hetero)
       os << llvm::format("hetero: predicted iteration %.6f s = pipeline %.6f "
-                         "s + data-parallel sync %.6f s\n",
+                         "s + gradient sync %.6f s\n",
                          hetero->iterationSeconds(), hetero->pipelineSeconds,
                          hetero->dataParallelSeconds);
     planner::CostModel costModel(cluster, volume, dp);
@@ -433,8 +487,11 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
       if (size <= 0)
         return fail("micro-batch sizes must be positive, found " +
                     Twine(size));
-    planner::Cluster cluster;
+    planner::HeteroProblem communication;
     std::string error;
+    if (!parseCommunication(sync, compressRatio, communication, error))
+      return fail(error);
+    planner::Cluster cluster;
     if (!planner::loadClusterFile(clusterFile, cluster, error))
       return fail(error);
     FailureOr<int64_t> modelSize = modelMicroBatchSize(module, error);
@@ -470,7 +527,7 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
     if (!costs.isValid())
       return signalPassFailure();
     ModelVolumes volumes = measureModel(costs);
-    FailureOr<PlannerChain> chain = plannerChain(costs, volumes);
+    FailureOr<PlannerChain> chain = plannerChain(costs);
     if (failed(chain))
       return signalPassFailure();
     planner::ShapeProblem problem;
@@ -479,6 +536,9 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
     problem.boundaryBytes = volumes.boundaryBytes;
     problem.gradientBytesPerParameterByte =
         chain->gradientBytesPerParameterByte;
+    problem.tied = std::move(chain->tied);
+    problem.sync = communication.sync;
+    problem.compression = communication.compression;
     problem.referenceMicroBatchSize = *modelSize;
     problem.globalBatch = globalBatch;
     problem.microBatchSizes = sizes;
@@ -598,7 +658,7 @@ struct PrintPlanSummary
     if (auto runners = shape.getAs<ArrayAttr>("runners_up"))
       for (Attribute other : runners)
         row("runner-up", cast<DictionaryAttr>(other));
-    os << llvm::format("predicted: pipeline %.4f s + data-parallel sync "
+    os << llvm::format("predicted: pipeline %.4f s + gradient sync "
                        "%.4f s\n",
                        real(shape, "pipeline_s"),
                        real(shape, "data_parallel_s"));

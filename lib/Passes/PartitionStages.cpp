@@ -74,9 +74,20 @@ struct PartitionStages
       chain.push_back({block.flops, block.parameterBytes,
                        block.activationBytes});
 
+    // hetero's assignment chose the bounds with the layout (its model
+    // scored them); other assignments leave the split to the partitioner.
     planner::StagePlan plan;
-    if (!planner::partitionChain(chain, devices, options, plan, error))
+    auto assignment = module->getAttrOfType<DictionaryAttr>("dtfm.assignment");
+    auto chosen = assignment ? assignment.getAs<DenseI64ArrayAttr>("stage_bounds")
+                             : DenseI64ArrayAttr();
+    if (chosen) {
+      std::vector<int> bounds(chosen.asArrayRef().begin(),
+                              chosen.asArrayRef().end());
+      if (!planner::planForBounds(chain, devices, options, bounds, plan, error))
+        return fail("dtfm.assignment's stage_bounds: " + error);
+    } else if (!planner::partitionChain(chain, devices, options, plan, error)) {
       return fail(error);
+    }
 
     Builder b(module.getContext());
     for (size_t s = 0; s + 1 < plan.bounds.size(); ++s)

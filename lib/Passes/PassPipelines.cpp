@@ -91,6 +91,8 @@ void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
     shape.schedule = options.schedule;
     shape.dataParallel = options.dp;
     shape.pipelineParallel = options.pp;
+    shape.sync = options.sync;
+    shape.compressRatio = options.compressRatio;
     pm.addPass(createChooseShape(shape));
     pm.addPass(createAnnotateCosts());
   }
@@ -109,6 +111,8 @@ void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
   assign.printTable = options.printTable;
   assign.dpBytes = options.dpBytes;
   assign.ppBytes = options.ppBytes;
+  assign.sync = options.sync;
+  assign.compressRatio = options.compressRatio;
   pm.addPass(createAssignDevices(assign));
   PartitionStagesOptions partition;
   partition.clusterFile = options.cluster;

@@ -52,53 +52,121 @@ static bool evenPlan(const HeteroProblem &problem,
     error = "fewer blocks than stages";
     return false;
   }
-  plan = StagePlan();
-  plan.bounds = evenBounds(n, pp);
-  for (int s = 0; s < pp; ++s) {
-    double flops = 0;
-    for (int i = plan.bounds[s]; i < plan.bounds[s + 1]; ++i)
-      flops += problem.blocks[i].flops;
-    double memory = stageMemoryBytes(problem.blocks, plan.bounds[s],
-                                     plan.bounds[s + 1], s, pp,
-                                     problem.stageOptions);
-    if (memory > devices[s].memoryBytes) {
-      error = "device " + devices[s].name + " cannot hold its stage";
-      return false;
-    }
-    plan.stageSeconds.push_back(flops / devices[s].speed);
-    plan.stageMemoryBytes.push_back(memory);
-    plan.bottleneckSeconds =
-        std::max(plan.bottleneckSeconds, plan.stageSeconds.back());
-  }
-  return true;
+  return planForBounds(problem.blocks, devices, problem.stageOptions,
+                       evenBounds(n, pp), plan, error);
 }
 
 HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
   HeteroCost cost;
   const Cluster &cluster = *problem.cluster;
   int pp = static_cast<int>(stages.size());
-  // FusionLLM eq. 3 over the stages.
-  double sum = 0, slowestStep = 0;
-  for (int s = 0; s < pp; ++s) {
-    double compute = plan.stageSeconds[s];
-    double comm = s + 1 < pp ? 2.0 * links.groupPipelineWeight(stages[s],
-                                                               stages[s + 1])
-                             : 0.0;
-    sum += compute + comm;
-    slowestStep = std::max({slowestStep, compute, comm});
+  int dp = static_cast<int>(stages[0].size());
+  // Pipeline i's device at each stage, chained through the bottleneck
+  // matchings of neighbouring groups (as --dtfm-assign-devices lays them out).
+  std::vector<std::vector<int>> pipelines(dp, std::vector<int>(pp));
+  std::vector<int> position(dp);
+  for (int i = 0; i < dp; ++i) {
+    position[i] = i;
+    pipelines[i][0] = stages[0][i];
   }
+  std::vector<int> match;
+  for (int s = 0; s + 1 < pp; ++s) {
+    links.groupPipelineWeight(stages[s], stages[s + 1], &match);
+    for (int i = 0; i < dp; ++i) {
+      position[i] = match[position[i]];
+      pipelines[i][s + 1] = stages[s + 1][position[i]];
+    }
+  }
+  // Per micro-batch, boundary s of pipeline i carries the activation forward
+  // (transfer 2k) and its gradient backward (2k + 1), k = i (pp - 1) + s;
+  // AdaTopK, when asked for, compresses them as --dtfm-insert-compression.
+  int boundaries = std::max(0, pp - 1);
+  std::vector<LinkTransfer> transfers;
+  transfers.reserve(2 * dp * boundaries);
+  for (int i = 0; i < dp; ++i)
+    for (int s = 0; s + 1 < pp; ++s) {
+      int a = pipelines[i][s], b = pipelines[i][s + 1];
+      transfers.push_back({problem.boundaryBytes, cluster.latencySeconds(a, b),
+                           cluster.bandwidthGbps(a, b)});
+      transfers.push_back({problem.boundaryBytes, cluster.latencySeconds(b, a),
+                           cluster.bandwidthGbps(b, a)});
+    }
+  std::vector<double> seconds(transfers.size()), occupancy(transfers.size());
+  std::vector<LinkCompression> compressed;
+  if (problem.compression.targetRatio > 1)
+    compressed = planCompression(transfers, problem.compression);
+  for (size_t t = 0; t < transfers.size(); ++t) {
+    double bytes =
+        compressed.empty() ? transfers[t].denseBytes : compressed[t].bytes;
+    seconds[t] = transfers[t].seconds(bytes);
+    occupancy[t] = seconds[t] - transfers[t].latencySeconds;
+  }
+  // Each pipeline, as the runtime runs it: one micro-batch's forward and
+  // backward through every stage (FusionLLM eq. 3's sum, latency included),
+  // then n_b - 1 steady steps. A step is bounded by every stage's compute,
+  // by its one send stream (activations on, gradients back: the link's
+  // latency overlaps the next transfer, only bytes / bandwidth occupy it),
+  // and by the schedule's window: stage s keeps w_s micro-batches in flight
+  // (1F1B: min(n_b, pp - s)), each one a round trip through the later stages.
   int microBatches = std::max(1, problem.stageOptions.microBatches);
-  cost.pipelineSeconds = sum + (microBatches - 1) * slowestStep;
-  // Data-parallel synchronisation of each stage's own gradients.
+  for (int i = 0; i < dp; ++i) {
+    int first = 2 * i * boundaries;
+    double step = 0, roundTrip = 0;
+    for (int s = pp - 1; s >= 0; --s) {
+      double compute = plan.stageSeconds[s];
+      double send = 0;
+      roundTrip += compute;
+      if (s + 1 < pp) {
+        int k = first + 2 * s;
+        send += occupancy[k];
+        roundTrip += seconds[k] + seconds[k + 1];
+      }
+      if (s > 0)
+        send += occupancy[first + 2 * (s - 1) + 1];
+      int window = inFlightMicroBatches(problem.stageOptions, s, pp);
+      step = std::max({step, compute, send, roundTrip / window});
+    }
+    // The last round trip from stage 0 is the fill and drain.
+    cost.pipelineSeconds = std::max(cost.pipelineSeconds,
+                                    roundTrip + (microBatches - 1) * step);
+  }
+  // Data-parallel synchronisation of each stage's own gradients, then the
+  // tied parameters crossing stages, pipeline by pipeline.
+  auto stageOf = [&](int block) {
+    return static_cast<int>(std::upper_bound(plan.bounds.begin() + 1,
+                                             plan.bounds.end() - 1, block) -
+                            plan.bounds.begin() - 1);
+  };
   for (int s = 0; s < pp; ++s) {
     double parameterBytes = 0;
     for (int i = plan.bounds[s]; i < plan.bounds[s + 1]; ++i)
       parameterBytes += problem.blocks[i].parameterBytes;
-    CostModel dp(cluster,
-                 {parameterBytes * problem.gradientBytesPerParameterByte, 0},
-                 problem.dataParallel);
+    CostModel sync(cluster,
+                   {parameterBytes * problem.gradientBytesPerParameterByte, 0},
+                   problem.dataParallel);
+    double seconds = 0;
+    if (dp > 1) {
+      double ps = sync.groupDataParallelCost(stages[s]);
+      double ring = sync.groupRingAllReduceCost(stages[s]);
+      seconds = problem.sync == GradientSync::ParameterServer ? ps
+                : problem.sync == GradientSync::Ring          ? ring
+                                                              : std::min(ps, ring);
+    }
+    double tied = 0;
+    for (int i = 0; i < dp; ++i) {
+      double mine = 0;
+      for (const TiedParameter &t : problem.tied) {
+        int owner = stageOf(t.owner), reader = stageOf(t.reader);
+        if (owner == reader || (s != owner && s != reader))
+          continue;
+        int peer = s == owner ? reader : owner;
+        mine += cluster.transferSeconds(pipelines[i][s], pipelines[i][peer],
+                                        t.bytes);
+      }
+      tied = std::max(tied, mine);
+    }
     cost.dataParallelSeconds =
-        std::max(cost.dataParallelSeconds, dp.groupDataParallelCost(stages[s]));
+        std::max(cost.dataParallelSeconds, seconds + tied);
   }
   cost.plan = std::move(plan);
   cost.feasible = true;

@@ -124,6 +124,9 @@ ShapeChoice Searcher::scoreShape(const std::vector<int> &devices, int dp,
                          block.activationBytes * scale});
   hp.boundaryBytes = problem.boundaryBytes * scale;
   hp.gradientBytesPerParameterByte = problem.gradientBytesPerParameterByte;
+  hp.tied = problem.tied;
+  hp.sync = problem.sync;
+  hp.compression = problem.compression;
   hp.dataParallel = dp;
   hp.pipelineParallel = pp;
   hp.stageOptions = problem.stageOptions;

@@ -34,6 +34,44 @@ double dtfm::planner::stageMemoryBytes(const std::vector<ChainBlock> &blocks,
          inFlightMicroBatches(options, stage, stages) * activations;
 }
 
+bool dtfm::planner::planForBounds(const std::vector<ChainBlock> &blocks,
+                                  const std::vector<StageDevice> &devices,
+                                  const StagePartitionOptions &options,
+                                  const std::vector<int> &bounds,
+                                  StagePlan &plan, std::string &error) {
+  int stages = static_cast<int>(devices.size());
+  if (static_cast<int>(bounds.size()) != stages + 1 || bounds.front() != 0 ||
+      bounds.back() != static_cast<int>(blocks.size()) ||
+      !std::is_sorted(bounds.begin(), bounds.end(), std::less_equal<int>()) ||
+      std::adjacent_find(bounds.begin(), bounds.end()) != bounds.end()) {
+    error = "stage bounds must rise strictly from 0 to " +
+            std::to_string(blocks.size()) + " over " + std::to_string(stages) +
+            " stages";
+    return false;
+  }
+  plan = StagePlan();
+  plan.bounds = bounds;
+  for (int s = 0; s < stages; ++s) {
+    double flops = 0;
+    for (int i = bounds[s]; i < bounds[s + 1]; ++i)
+      flops += blocks[i].flops;
+    double memory =
+        stageMemoryBytes(blocks, bounds[s], bounds[s + 1], s, stages, options);
+    if (memory > devices[s].memoryBytes) {
+      error = "device " + devices[s].name + " cannot hold stage " +
+              std::to_string(s) + " (" + std::to_string(memory / 1e9) +
+              " GB needed, " + std::to_string(devices[s].memoryBytes / 1e9) +
+              " GB available)";
+      return false;
+    }
+    plan.stageSeconds.push_back(flops / devices[s].speed);
+    plan.stageMemoryBytes.push_back(memory);
+    plan.bottleneckSeconds =
+        std::max(plan.bottleneckSeconds, plan.stageSeconds.back());
+  }
+  return true;
+}
+
 namespace {
 /// min over contiguous splits of max_j cost(j, first, last), by dynamic
 /// programming over (stages used, blocks covered). Returns the bounds, or an

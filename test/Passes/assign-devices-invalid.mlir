@@ -15,3 +15,7 @@
 // ALGO: error: dtfm-assign-devices: unknown algorithm 'annealing'
 // RUN: not dtfm-opt %t.mlir --dtfm-assign-devices="cluster=%S/Inputs/two-regions.textproto dp=-1" 2>&1 | FileCheck %s --check-prefix=NEG
 // NEG: error: dtfm-assign-devices: dp, pp, dp-bytes, pp-bytes and budget must be >= 0
+// RUN: not dtfm-opt %t.mlir --dtfm-assign-devices="cluster=%S/Inputs/two-regions.textproto algorithm=hetero sync=tree" 2>&1 | FileCheck %s --check-prefix=SYNC
+// SYNC: error: dtfm-assign-devices: unknown sync 'tree' (expected auto, ps or ring)
+// RUN: not dtfm-opt %t.mlir --dtfm-assign-devices="cluster=%S/Inputs/two-regions.textproto algorithm=hetero compress-ratio=0" 2>&1 | FileCheck %s --check-prefix=RATIO
+// RATIO: error: dtfm-assign-devices: compress-ratio must be >= 1 (1: dense), found 0.000000

@@ -46,6 +46,10 @@
 // BADSIZE: error: dtfm-choose-shape: micro-batch sizes must be positive, found 0
 // RUN: not dtfm-opt %t.mlir --dtfm-choose-shape="cluster=%t.lan.textproto global-batch=63 micro-batch-sizes=2" 2>&1 | FileCheck %s --check-prefix=NODIV
 // NODIV: error: dtfm-choose-shape: no shape of the devices' subsets has a micro-batch size that divides the global batch of 63 samples
+// RUN: not dtfm-opt %t.mlir --dtfm-choose-shape="cluster=%t.lan.textproto global-batch=64 sync=tree" 2>&1 | FileCheck %s --check-prefix=BADSYNC
+// BADSYNC: error: dtfm-choose-shape: unknown sync 'tree' (expected auto, ps or ring)
+// RUN: not dtfm-opt %t.mlir --dtfm-choose-shape="cluster=%t.lan.textproto global-batch=64 compress-ratio=0.5" 2>&1 | FileCheck %s --check-prefix=BADRATIO
+// BADRATIO: error: dtfm-choose-shape: compress-ratio must be >= 1 (1: dense), found 0.500000
 // RUN: not dtfm-opt %t.mlir --dtfm-choose-shape="global-batch=64" 2>&1 | FileCheck %s --check-prefix=NOCLUSTER
 // NOCLUSTER: error: dtfm-choose-shape: no cluster file given
 // RUN: not dtfm-opt %t.mlir --dtfm-print-plan-summary 2>&1 | FileCheck %s --check-prefix=NOSHAPE

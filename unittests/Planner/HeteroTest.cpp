@@ -84,4 +84,104 @@ TEST(Hetero, InfeasibleMemoryIsReported) {
   EXPECT_EQ(cost.iterationSeconds(), std::numeric_limits<double>::infinity());
 }
 
+/// Two devices of 1e12 FLOP/s joined by a link of `delayMs` and 8 Gbps
+/// (1 GB/s); two blocks of `flops` each, 1e8 bytes at the boundary,
+/// 8 micro-batches, one stage per device.
+HeteroProblem twoStageProblem(const Cluster &c, double flops) {
+  HeteroProblem p;
+  p.cluster = &c;
+  p.blocks.assign(2, ChainBlock{flops, 1e6, 1e6});
+  p.boundaryBytes = 1e8;
+  p.dataParallel = 1;
+  p.pipelineParallel = 2;
+  p.stageOptions.microBatches = 8;
+  return p;
+}
+
+Cluster linkedPair(double delayMs) {
+  Cluster c;
+  c.name = "pair";
+  c.delayMs = SquareMatrix(2, delayMs);
+  c.bandwidthGbps = SquareMatrix(2, 8);
+  for (int i = 0; i < 2; ++i)
+    c.devices.push_back({"gpu" + std::to_string(i), "lan", 1e12, 1, 1e12});
+  return c;
+}
+
+TEST(Hetero, PipelineTimeOverlapsLatencyAndIsBoundByTheScheduleWindow) {
+  // C = 1 s per stage, each transfer 0.1 s latency + 0.1 s on the wire.
+  // One micro-batch's round trip from stage 0: 1 + 1 + 2 x 0.2 = 2.4 s.
+  // 1F1B keeps 2 in flight at stage 0: steps of max(C 1, send 0.1,
+  // 2.4 / 2) = 1.2 s; total 2.4 + 7 x 1.2 = 10.8 s.
+  Cluster c = linkedPair(100);
+  HeteroProblem p = twoStageProblem(c, 1e12);
+  HeteroCost oneF = HeteroModel(p).evaluate({{0}, {1}});
+  ASSERT_TRUE(oneF.feasible) << oneF.error;
+  EXPECT_NEAR(oneF.pipelineSeconds, 10.8, 1e-9);
+  // GPipe keeps all 8 in flight: compute-bound steps of 1 s.
+  p.stageOptions.schedule = PipelineSchedule::GPipe;
+  EXPECT_NEAR(HeteroModel(p).evaluate({{0}, {1}}).pipelineSeconds, 9.4, 1e-9);
+  // A 1 s latency with 0.1 s of compute: the round trip is 0.2 + 2 x 1.1 =
+  // 2.4 s; GPipe's 8 in flight hide the latency (steps of 2.4 / 8 = 0.3 s,
+  // not the 2.2 s a transfer takes end to end).
+  Cluster far = linkedPair(1000);
+  HeteroProblem q = twoStageProblem(far, 1e11);
+  q.stageOptions.schedule = PipelineSchedule::GPipe;
+  EXPECT_NEAR(HeteroModel(q).evaluate({{0}, {1}}).pipelineSeconds,
+              2.4 + 7 * 0.3, 1e-9);
+}
+
+TEST(Hetero, AdaTopKShrinksThePipelineTransfers) {
+  // Communication-bound: C = 0.01 s, transfers 1 ms + 0.1 s. Dense: round
+  // trip 0.02 + 2 x 0.101 = 0.222 s, steps 0.111 s (window 2) -> 0.999 s.
+  // r = 10: both transfers are the slowest, ratio 3 r = 30, 3 / 30 of the
+  // bytes: 1 ms + 0.01 s each; round trip 0.042 s, steps 0.021 s -> 0.189 s.
+  Cluster c = linkedPair(1);
+  HeteroProblem p = twoStageProblem(c, 1e10);
+  EXPECT_NEAR(HeteroModel(p).evaluate({{0}, {1}}).pipelineSeconds, 0.999,
+              1e-9);
+  p.compression.targetRatio = 10;
+  EXPECT_NEAR(HeteroModel(p).evaluate({{0}, {1}}).pipelineSeconds, 0.189,
+              1e-9);
+}
+
+TEST(Hetero, TiedParametersAcrossStagesAreExchangedOncePerIteration) {
+  // Block 0 owns 1e9 bytes that block 1 reads: on different stages the
+  // weight goes out and its gradient comes back, 0.1 s + 1 s each way (the
+  // two directions on the two devices at once).
+  Cluster c = linkedPair(100);
+  HeteroProblem p = twoStageProblem(c, 1e12);
+  HeteroCost untied = HeteroModel(p).evaluate({{0}, {1}});
+  p.tied.push_back({0, 1, 1e9});
+  HeteroCost tied = HeteroModel(p).evaluate({{0}, {1}});
+  EXPECT_DOUBLE_EQ(untied.dataParallelSeconds, 0);
+  EXPECT_NEAR(tied.dataParallelSeconds, 1.1, 1e-9);
+  EXPECT_DOUBLE_EQ(tied.pipelineSeconds, untied.pipelineSeconds);
+  // On one stage they cost nothing.
+  p.pipelineParallel = 1;
+  p.dataParallel = 2;
+  HeteroProblem untiedOneStage = p;
+  untiedOneStage.tied.clear();
+  EXPECT_DOUBLE_EQ(
+      HeteroModel(p).evaluate({{0, 1}}).dataParallelSeconds,
+      HeteroModel(untiedOneStage).evaluate({{0, 1}}).dataParallelSeconds);
+}
+
+TEST(Hetero, AutomaticGradientSyncTakesTheCheaperAlgorithm) {
+  Cluster c = mixedCluster(4, 0, 1.0);
+  c.delayMs(0, 3) = c.delayMs(3, 0) = 40;
+  HeteroProblem p = problemFor(c, 4, 1, 4);
+  Partition all{{0, 1, 2, 3}};
+  p.sync = GradientSync::ParameterServer;
+  double ps = HeteroModel(p).evaluate(all).dataParallelSeconds;
+  p.sync = GradientSync::Ring;
+  double ring = HeteroModel(p).evaluate(all).dataParallelSeconds;
+  p.sync = GradientSync::Auto;
+  double automatic = HeteroModel(p).evaluate(all).dataParallelSeconds;
+  EXPECT_GT(ps, 0);
+  EXPECT_GT(ring, 0);
+  EXPECT_NE(ps, ring);
+  EXPECT_DOUBLE_EQ(automatic, std::min(ps, ring));
+}
+
 } // namespace

@@ -253,6 +253,12 @@ def AssignDevices : Pass<"dtfm-assign-devices", "mlir::ModuleOp"> {
            "Print the assignment as a table on stdout">,
     Option<"progress", "progress", "bool", /*default=*/"false",
            "Report search progress on stderr">,
+    Option<"sync", "sync", "std::string", /*default=*/"\"auto\"",
+           "Gradient sync the plan will use (hetero's model): auto, ps or "
+           "ring">,
+    Option<"compressRatio", "compress-ratio", "double", /*default=*/"1",
+           "AdaTopK target ratio the plan will use (hetero's model; 1: "
+           "dense)">,
   ];
 }
 
@@ -348,6 +354,12 @@ def ChooseShape : Pass<"dtfm-choose-shape", "mlir::ModuleOp"> {
            "Only shapes with this D_DP (0: any)">,
     Option<"pipelineParallel", "pp", "int", /*default=*/"0",
            "Only shapes with this D_PP (0: any)">,
+    Option<"sync", "sync", "std::string", /*default=*/"\"auto\"",
+           "Gradient sync the plan will use (hetero's model): auto, ps or "
+           "ring">,
+    Option<"compressRatio", "compress-ratio", "double", /*default=*/"1",
+           "AdaTopK target ratio the plan will use (hetero's model; 1: "
+           "dense)">,
   ];
 }
 

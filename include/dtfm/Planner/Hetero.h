@@ -7,16 +7,26 @@
 // algorithm=hetero: search device assignments (data-parallel groups in
 // pipeline order) where every candidate's stages are re-balanced for its own
 // devices by the exact chain partitioner (StagePartition.h), scored by the
-// pipelined iteration time of FusionLLM (eq. 3) plus data-parallel
-// synchronisation:
+// pipelined iteration time of FusionLLM (eq. 3) refined to the runtime's
+// three slots, plus data-parallel synchronisation. For each pipeline (its
+// devices chained by the bottleneck matchings of neighbouring groups):
 //
-//   T = sum_p (C_p + R_p) + (n_b - 1) max_p max(C_p, R_p) + max_p DP_p
+//   T = sum_p (C_p + R_p) + (n_b - 1) max_p max(C_p, S_p, W_p / w_p)
+//       + max_p DP_p
 //
-// C_p: compute of stage p per micro-batch on its group's slowest member
-// (FLOPs / lambda peak); R_p: activations forward and gradients backward
-// across the boundary to stage p+1, through the bottleneck matching of the
-// two groups (DT-FM's eq. 3 weights); DP_p: DT-FM's DATAP-COST of group p
-// with c_DP = the gradient bytes of stage p's own parameters.
+// C_p: compute of stage p per micro-batch (forward + backward) on its
+// group's slowest member (FLOPs / lambda peak); R_p: the activation forward
+// and its gradient backward across boundary p, latency + bytes / bandwidth
+// each; S_p: stage p's send stream per micro-batch (activation to p+1,
+// gradient to p-1: bytes / bandwidth only, a link's latency overlaps the
+// next transfer); W_p / w_p: stage p keeps w_p micro-batches in flight
+// (1F1B: min(n_b, D_PP - p)), each a round trip W_p = sum_{q >= p} (C_q +
+// R_q) through the later stages. DP_p: DT-FM's DATAP-COST of group p with
+// c_DP = the gradient bytes of stage p's own parameters (or the ring's
+// all-reduce, or the cheaper of both, as the plan will sync), plus the
+// once-per-iteration exchange of parameters tied to another stage's blocks
+// (the weight out, its gradient back). With AdaTopK the
+// transfers carry the bytes --dtfm-insert-compression will give them.
 //
 // Relation to DT-FM's objective: DT-FM assumes equal stages on identical
 // devices and scores only communication (DATAP + 2 TSP); here compute and
@@ -28,6 +38,7 @@
 #ifndef DTFM_PLANNER_HETERO_H
 #define DTFM_PLANNER_HETERO_H
 
+#include "dtfm/Planner/Compression.h"
 #include "dtfm/Planner/CostModel.h"
 #include "dtfm/Planner/Search.h"
 #include "dtfm/Planner/StagePartition.h"
@@ -35,6 +46,8 @@
 #include <limits>
 
 namespace dtfm::planner {
+
+enum class GradientSync { Auto, ParameterServer, Ring };
 
 struct HeteroProblem {
   const Cluster *cluster = nullptr;
@@ -47,11 +60,21 @@ struct HeteroProblem {
   int dataParallel = 1;
   int pipelineParallel = 1;
   StagePartitionOptions stageOptions;
+  /// Parameters shared between blocks (see TiedParameter).
+  std::vector<TiedParameter> tied;
+  /// How stage groups all-reduce their gradients: --dtfm-insert-grad-sync's
+  /// `auto` takes the cheaper of DT-FM's sharded parameter server and a ring.
+  GradientSync sync = GradientSync::Auto;
+  /// AdaTopK on the pipeline's transfers, as the plan will compress them
+  /// (targetRatio 1: dense).
+  CompressionOptions compression;
 };
 
 struct HeteroCost {
   bool feasible = false;
   double pipelineSeconds = 0;
+  /// After its pipeline, the slowest stage's gradient all-reduce plus its
+  /// tied parameters' exchange with other stages.
   double dataParallelSeconds = 0;
   double iterationSeconds() const {
     return feasible ? pipelineSeconds + dataParallelSeconds

@@ -49,6 +49,11 @@ struct ShapeProblem {
   std::vector<ChainBlock> blocks;
   double boundaryBytes = 0;
   double gradientBytesPerParameterByte = 1;
+  /// Parameters shared between blocks (their bytes do not scale).
+  std::vector<TiedParameter> tied;
+  GradientSync sync = GradientSync::Auto;
+  /// AdaTopK as the plan will apply it (targetRatio 1: dense).
+  CompressionOptions compression;
   int64_t referenceMicroBatchSize = 1;
   /// Samples per iteration (over all pipelines).
   int64_t globalBatch = 1;

@@ -33,6 +33,15 @@ struct ChainBlock {
   double activationBytes = 0; ///< activations kept for backward
 };
 
+/// A parameter owned by one block and read by another (GPT's tied token
+/// embedding and head). When the two land on different stages the runtime
+/// sends the weight once per iteration and its gradient back.
+struct TiedParameter {
+  int owner = 0;  ///< block that owns (and updates) it
+  int reader = 0; ///< another block reading it
+  double bytes = 0;
+};
+
 /// The device (or data-parallel group, taken at its slowest and smallest
 /// member) that runs one stage.
 struct StageDevice {
@@ -67,6 +76,15 @@ int inFlightMicroBatches(const StagePartitionOptions &options, int stage,
 double stageMemoryBytes(const std::vector<ChainBlock> &blocks, int first,
                         int last, int stage, int stages,
                         const StagePartitionOptions &options);
+
+/// The plan of given bounds (bounds[0] = 0 < ... < bounds[D] = blocks), or
+/// false with a one-line `error` when they are malformed or a stage does not
+/// fit its device.
+bool planForBounds(const std::vector<ChainBlock> &blocks,
+                   const std::vector<StageDevice> &devices,
+                   const StagePartitionOptions &options,
+                   const std::vector<int> &bounds, StagePlan &plan,
+                   std::string &error);
 
 /// The optimal plan, or false with a one-line `error`: too few blocks for
 /// the stages, a device without speed, or (memory) the device that even the
