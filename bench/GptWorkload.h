@@ -20,10 +20,27 @@ namespace dtfm::bench {
 
 struct Workload {
   std::vector<planner::ChainBlock> blocks; ///< one micro-batch
+  std::vector<planner::TiedParameter> tied; ///< the token embedding and head
   double boundaryBytes = 0;
   double parameterBytes = 0;
-  double gradientBytesPerParameterByte = 2; // f16 parameters, fp32 gradients
+  /// What the plan's syncs carry: f16 gradients of f16 parameters.
+  double gradientBytesPerParameterByte = 1;
   int64_t microBatchSize = 1;
+
+  /// The hetero model's problem for this workload.
+  planner::HeteroProblem problem(const planner::Cluster &cluster, int dp,
+                                 int pp, int microBatches) const {
+    planner::HeteroProblem p;
+    p.cluster = &cluster;
+    p.blocks = blocks;
+    p.tied = tied;
+    p.boundaryBytes = boundaryBytes;
+    p.gradientBytesPerParameterByte = gradientBytesPerParameterByte;
+    p.dataParallel = dp;
+    p.pipelineParallel = pp;
+    p.stageOptions.microBatches = microBatches;
+    return p;
+  }
 };
 
 /// GPT3-1.3B's blocks (embedding, 24 layers, head) from the dtfm importer.
@@ -33,13 +50,13 @@ inline Workload gptWorkload() {
   mlir::OwningOpRef<mlir::ModuleOp> module =
       mlir::dtfm::buildGptModule(&context, config);
   mlir::dtfm::CostAnalysis costs(module->getOperation());
+  mlir::dtfm::PlannerChain chain = *mlir::dtfm::buildPlannerChain(costs);
   Workload w;
-  for (const mlir::dtfm::LayerBlock &block :
-       *mlir::dtfm::buildLayerChain(costs)) {
-    w.blocks.push_back(
-        {block.flops, block.parameterBytes, block.activationBytes});
+  w.blocks = std::move(chain.blocks);
+  w.tied = std::move(chain.tied);
+  w.gradientBytesPerParameterByte = chain.gradientBytesPerParameterByte;
+  for (const planner::ChainBlock &block : w.blocks)
     w.parameterBytes += block.parameterBytes;
-  }
   // The residual stream [B, s, h] in f16 crosses every stage boundary.
   w.boundaryBytes = 2.0 * config.microBatch * config.seqLen * config.hidden;
   w.microBatchSize = config.microBatch;
@@ -56,9 +73,10 @@ inline double equalLayerSeconds(const planner::HeteroModel &model,
                                 int microBatches) {
   const planner::HeteroProblem &problem = model.getProblem();
   int dp = options.dataParallel, pp = options.pipelineParallel;
+  // DT-FM's c_DP counts fp32 gradients (4 bytes per f16 parameter's 2), as
+  // its reference scheduler and --dtfm-assign-devices do.
   planner::CostModel dtfm(*problem.cluster,
-                          {workload.parameterBytes *
-                               workload.gradientBytesPerParameterByte / pp,
+                          {workload.parameterBytes * 2.0 / pp,
                            workload.boundaryBytes * microBatches},
                           dp);
   planner::SearchResult r = planner::searchLayout(dtfm, algorithm, options);

@@ -60,16 +60,7 @@ double runScenario(const std::string &name, const Cluster &cluster,
                    const Workload &workload, int microBatches, uint64_t seed,
                    bool json) {
   const int dp = 8, pp = 8;
-  HeteroProblem problem;
-  problem.cluster = &cluster;
-  problem.blocks = workload.blocks;
-  problem.boundaryBytes = workload.boundaryBytes;
-  problem.gradientBytesPerParameterByte =
-      workload.gradientBytesPerParameterByte;
-  problem.dataParallel = dp;
-  problem.pipelineParallel = pp;
-  problem.stageOptions.microBatches = microBatches;
-  HeteroModel model(problem);
+  HeteroModel model(workload.problem(cluster, dp, pp, microBatches));
   if (!json)
     std::printf("\n%s\n  %-14s %14s %9s\n", name.c_str(), "algorithm",
                 "iteration_s", "wall_s");

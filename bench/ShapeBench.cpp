@@ -23,8 +23,11 @@
 // `--scale` adds a synthetic cluster of 1024 devices (32 regions of 32) with
 // a 16 x larger global batch, for the search time (no fixed baseline).
 //
+// `--compress-ratio R` plans both for AdaTopK with target ratio R on the
+// pipeline's transfers (what --dtfm-plan compress-ratio=R inserts).
+//
 //   bench-shape [--json] [--global-batch G] [--budget S] [--scale]
-//               [--scenarios DIR]
+//               [--compress-ratio R] [--scenarios DIR]
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,16 +53,17 @@ struct Row {
   size_t devicesUsed = 0;
   double searchSeconds = 0;
   std::string shape;
+  double compressRatio = 1;
 };
 
 void print(const Row &row, bool json) {
   if (json)
     std::printf("{\"scenario\":\"%s\",\"algorithm\":\"%s\","
                 "\"iteration_s\":%.6f,\"devices_used\":%zu,"
-                "\"search_s\":%.4f,\"shape\":\"%s\"}\n",
+                "\"search_s\":%.4f,\"shape\":\"%s\",\"compress_ratio\":%g}\n",
                 row.scenario.c_str(), row.algorithm.c_str(),
                 row.iterationSeconds, row.devicesUsed, row.searchSeconds,
-                row.shape.c_str());
+                row.shape.c_str(), row.compressRatio);
   else
     std::printf("  %-10s %12.3f %8zu %9.3f  %s\n", row.algorithm.c_str(),
                 row.iterationSeconds, row.devicesUsed, row.searchSeconds,
@@ -75,19 +79,14 @@ std::string describe(int dp, int pp, int64_t size, int microBatches) {
 /// The fixed plan: every device, 8 x 8, the model's micro-batch size, equal
 /// stages; the best of rank order, OP-Fence and DT-FM's genetic layout.
 double fixedPlan(const std::string &name, const Cluster &cluster,
-                 const Workload &workload, int64_t globalBatch, bool json) {
+                 const Workload &workload, int64_t globalBatch,
+                 double compressRatio, bool json) {
   // The fixed shape: every device, 8 x 8, the model's micro-batch size.
   const int dp = 8, pp = 8;
   int microBatches =
       static_cast<int>(globalBatch / (dp * workload.microBatchSize));
-  HeteroProblem fixed;
-  fixed.cluster = &cluster;
-  fixed.blocks = workload.blocks;
-  fixed.boundaryBytes = workload.boundaryBytes;
-  fixed.gradientBytesPerParameterByte = workload.gradientBytesPerParameterByte;
-  fixed.dataParallel = dp;
-  fixed.pipelineParallel = pp;
-  fixed.stageOptions.microBatches = microBatches;
+  HeteroProblem fixed = workload.problem(cluster, dp, pp, microBatches);
+  fixed.compression.targetRatio = compressRatio;
   HeteroModel model(fixed);
   SearchOptions options;
   options.dataParallel = dp;
@@ -104,7 +103,8 @@ double fixedPlan(const std::string &name, const Cluster &cluster,
                             std::chrono::steady_clock::now() - start)
                             .count();
   print({name, "fixed-8x8", baseline, cluster.size(), baselineWall,
-         describe(dp, pp, workload.microBatchSize, microBatches)},
+         describe(dp, pp, workload.microBatchSize, microBatches),
+         compressRatio},
         json);
 
   return baseline;
@@ -112,13 +112,14 @@ double fixedPlan(const std::string &name, const Cluster &cluster,
 
 void runScenario(const std::string &name, const Cluster &cluster,
                  const Workload &workload, int64_t globalBatch, double budget,
-                 bool json, bool withBaseline = true) {
+                 double compressRatio, bool json, bool withBaseline = true) {
   if (!json)
     std::printf("\n%s\n  %-10s %12s %8s %9s  %s\n", name.c_str(), "plan",
                 "iteration_s", "devices", "search_s", "shape");
   double baseline = std::numeric_limits<double>::infinity();
   if (withBaseline)
-    baseline = fixedPlan(name, cluster, workload, globalBatch, json);
+    baseline =
+        fixedPlan(name, cluster, workload, globalBatch, compressRatio, json);
 
   ShapeProblem problem;
   problem.cluster = &cluster;
@@ -126,6 +127,8 @@ void runScenario(const std::string &name, const Cluster &cluster,
   problem.boundaryBytes = workload.boundaryBytes;
   problem.gradientBytesPerParameterByte =
       workload.gradientBytesPerParameterByte;
+  problem.tied = workload.tied;
+  problem.compression.targetRatio = compressRatio;
   problem.referenceMicroBatchSize = workload.microBatchSize;
   problem.globalBatch = globalBatch;
   problem.microBatchSizes = {1, 2, 4, 8};
@@ -141,7 +144,8 @@ void runScenario(const std::string &name, const Cluster &cluster,
   print({name, "shape", best.iterationSeconds(), best.devices.size(),
          result.searchSeconds,
          describe(best.dataParallel, best.pipelineParallel,
-                  best.microBatchSize, best.microBatches)},
+                  best.microBatchSize, best.microBatches),
+         compressRatio},
         json);
   if (!json) {
     if (withBaseline)
@@ -170,7 +174,7 @@ void runScenario(const std::string &name, const Cluster &cluster,
 int main(int argc, char **argv) {
   bool json = false, scale = false;
   int64_t globalBatch = 256;
-  double budget = 5;
+  double budget = 5, compressRatio = 1;
   std::string dir = std::string(DTFM_SOURCE_DIR) + "/../shared/scenarios";
   if (const char *env = std::getenv("DTFM_SCENARIOS_DIR"))
     dir = env;
@@ -187,6 +191,8 @@ int main(int argc, char **argv) {
       budget = std::atof(value().c_str());
     else if (arg == "--scenarios")
       dir = value();
+    else if (arg == "--compress-ratio")
+      compressRatio = std::atof(value().c_str());
     else if (arg == "--scale")
       scale = true;
     else {
@@ -195,9 +201,11 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (globalBatch <= 0 || globalBatch % 8 != 0 || budget < 0) {
+  if (globalBatch <= 0 || globalBatch % 8 != 0 || budget < 0 ||
+      !(compressRatio >= 1)) {
     std::fprintf(stderr, "bench-shape: error: --global-batch must be a "
-                         "positive multiple of 8 and --budget >= 0\n");
+                         "positive multiple of 8, --budget >= 0 and "
+                         "--compress-ratio >= 1\n");
     return 2;
   }
   Workload workload = dtfm::bench::gptWorkload();
@@ -223,8 +231,9 @@ int main(int argc, char **argv) {
     }
   }
   runScenario("two-generations", generations, workload, globalBatch, budget,
+              compressRatio, json);
+  runScenario("far-region", far, workload, globalBatch, budget, compressRatio,
               json);
-  runScenario("far-region", far, workload, globalBatch, budget, json);
 
   if (scale) {
     // 32 regions of 32 V100s: 10 Gbps / 1 ms inside, 0.1-2 Gbps and
@@ -253,7 +262,7 @@ int main(int argc, char **argv) {
       }
     }
     runScenario("synthetic-1024", big, workload, globalBatch * 16, budget,
-                json, /*withBaseline=*/false);
+                compressRatio, json, /*withBaseline=*/false);
   }
 
   for (const char *prefix : {"0_dc_ondemand", "1_dc_spot", "2_multi_dc",
@@ -266,7 +275,8 @@ int main(int argc, char **argv) {
                    error.c_str());
       break;
     }
-    runScenario(prefix, cluster, workload, globalBatch, budget, json);
+    runScenario(prefix, cluster, workload, globalBatch, budget, compressRatio,
+                json);
   }
   return 0;
 }

@@ -8,7 +8,10 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
+
+#include <set>
 
 using namespace mlir;
 using namespace mlir::dtfm;
@@ -175,4 +178,44 @@ mlir::dtfm::buildLayerChain(const CostAnalysis &costs) {
     block.flops += work(cost);
   }
   return blocks;
+}
+
+FailureOr<PlannerChain>
+mlir::dtfm::buildPlannerChain(const CostAnalysis &costs) {
+  FailureOr<SmallVector<LayerBlock>> chain = buildLayerChain(costs);
+  if (failed(chain))
+    return failure();
+  PlannerChain result;
+  double parameterBytes = 0;
+  DenseMap<Operation *, int> blockOf;
+  for (const LayerBlock &block : *chain) {
+    for (Operation *op : block.ops)
+      blockOf[op] = static_cast<int>(result.blocks.size());
+    result.blocks.push_back(
+        {block.flops, block.parameterBytes, block.activationBytes});
+    parameterBytes += block.parameterBytes;
+  }
+  // Parameters read by the forward ops of other blocks, once per reader.
+  double gradientBytes = 0;
+  for (const LayerBlock &block : *chain)
+    for (Operation *op : block.ops) {
+      auto param = dyn_cast<ParamOp>(op);
+      if (!param)
+        continue;
+      double bytes = static_cast<double>(getTensorBytes(param.getType()));
+      if (!param.getFrozen())
+        gradientBytes += bytes;
+      int owner = blockOf[op];
+      std::set<int> readers;
+      for (Operation *user : param->getUsers()) {
+        auto it = blockOf.find(user);
+        if (it != blockOf.end() && it->second != owner && !isTrainingOp(user))
+          readers.insert(it->second);
+      }
+      for (int reader : readers)
+        result.tied.push_back({owner, reader, bytes});
+    }
+  if (parameterBytes > 0)
+    result.gradientBytesPerParameterByte = gradientBytes / parameterBytes;
+  return result;
 }

@@ -22,7 +22,6 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
-#include <set>
 
 namespace mlir::dtfm {
 #define GEN_PASS_DEF_ASSIGNDEVICES
@@ -84,55 +83,6 @@ ModelVolumes measureModel(const CostAnalysis &costs) {
   }
   volumes.boundaryBytes = sum / static_cast<double>(count);
   return volumes;
-}
-
-/// The model as the planner's chain of blocks, the parameters blocks share,
-/// and the gradient bytes the plan's syncs carry per parameter byte: each
-/// trainable parameter's gradient has its own type (frozen ones have none).
-struct PlannerChain {
-  std::vector<planner::ChainBlock> blocks;
-  std::vector<planner::TiedParameter> tied;
-  double gradientBytesPerParameterByte = 1;
-};
-
-FailureOr<PlannerChain> plannerChain(const CostAnalysis &costs) {
-  FailureOr<SmallVector<LayerBlock>> chain = buildLayerChain(costs);
-  if (failed(chain))
-    return failure();
-  PlannerChain result;
-  double parameterBytes = 0;
-  DenseMap<Operation *, int> blockOf;
-  for (const LayerBlock &block : *chain) {
-    for (Operation *op : block.ops)
-      blockOf[op] = static_cast<int>(result.blocks.size());
-    result.blocks.push_back(
-        {block.flops, block.parameterBytes, block.activationBytes});
-    parameterBytes += block.parameterBytes;
-  }
-  // Parameters read by the forward ops of other blocks, once per reader.
-  double gradientBytes = 0;
-  for (const LayerBlock &block : *chain)
-    for (Operation *op : block.ops) {
-      auto param = dyn_cast<ParamOp>(op);
-      if (!param)
-        continue;
-      if (!param.getFrozen())
-        gradientBytes += static_cast<double>(getTensorBytes(param.getType()));
-      int owner = blockOf[op];
-      std::set<int> readers;
-      for (Operation *user : param->getUsers()) {
-        auto it = blockOf.find(user);
-        if (it != blockOf.end() && it->second != owner && !isTrainingOp(user))
-          readers.insert(it->second);
-      }
-      for (int reader : readers)
-        result.tied.push_back(
-            {owner, reader,
-             static_cast<double>(getTensorBytes(param.getType()))});
-    }
-  if (parameterBytes > 0)
-    result.gradientBytesPerParameterByte = gradientBytes / parameterBytes;
-  return result;
 }
 
 /// What the plan's later passes will do to communication, as the hetero
@@ -281,7 +231,7 @@ struct AssignDevices
 
     // hetero: the model as a chain of blocks, re-balanced per candidate.
     if (hetero) {
-      FailureOr<PlannerChain> chain = plannerChain(costs);
+      FailureOr<PlannerChain> chain = buildPlannerChain(costs);
       if (failed(chain))
         return signalPassFailure();
       heteroProblem.blocks = std::move(chain->blocks);
@@ -527,7 +477,7 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
     if (!costs.isValid())
       return signalPassFailure();
     ModelVolumes volumes = measureModel(costs);
-    FailureOr<PlannerChain> chain = plannerChain(costs);
+    FailureOr<PlannerChain> chain = buildPlannerChain(costs);
     if (failed(chain))
       return signalPassFailure();
     planner::ShapeProblem problem;

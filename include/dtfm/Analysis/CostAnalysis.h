@@ -8,6 +8,7 @@
 #define DTFM_ANALYSIS_COSTANALYSIS_H
 
 #include "dtfm/Dialect/Dtfm/IR/DtfmOps.h"
+#include "dtfm/Planner/StagePartition.h"
 #include "mlir/Pass/AnalysisManager.h"
 #include "llvm/ADT/SmallVector.h"
 
@@ -108,6 +109,18 @@ struct LayerBlock {
 /// The model's blocks in order. Fails (with a diagnostic on the op) when a
 /// training op names a layer that no forward op has.
 FailureOr<SmallVector<LayerBlock>> buildLayerChain(const CostAnalysis &costs);
+
+/// The model as the planner's chain of blocks (lib/Planner, for one
+/// micro-batch), the parameters that blocks share, and the gradient bytes
+/// the plan's syncs carry per parameter byte: each trainable parameter's
+/// gradient has its own type, frozen ones have none.
+struct PlannerChain {
+  std::vector<::dtfm::planner::ChainBlock> blocks;
+  std::vector<::dtfm::planner::TiedParameter> tied;
+  double gradientBytesPerParameterByte = 1;
+};
+
+FailureOr<PlannerChain> buildPlannerChain(const CostAnalysis &costs);
 
 /// Whether `op` belongs to the training part of a graph (built by autodiff).
 bool isTrainingOp(Operation *op);
