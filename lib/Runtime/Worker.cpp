@@ -249,6 +249,12 @@ private:
   std::vector<int> lastStageRanks;
   std::vector<StreamEntry> recvStream, computeStream, sendStream;
   std::vector<Transfer> receives, sends;
+  /// Peers whose per-micro-batch values the executor moves itself (NCCL
+  /// between GPUs): the transport carries none of them.
+  std::set<int> devicePeers;
+  bool onDevice(const Transfer &t) const {
+    return !t.oncePerIteration && devicePeers.count(t.peerRank) > 0;
+  }
   std::map<std::pair<char, int>, int> expectedReceives; // per (phase, mb)
   bool tiedForward = false, tiedBackward = false; // once-per-iteration recvs
   struct TiedReceive {
@@ -533,6 +539,22 @@ bool Worker::connect(std::string &error) {
     if (!executor->connectGroup(group, position, share, error))
       return false;
   }
+  // Pipeline links between devices (same condition).
+  if (!options.shapeLinks) {
+    std::map<int, int> linkOps;
+    for (const std::vector<Transfer> *list : {&sends, &receives})
+      for (const Transfer &t : *list)
+        if (!t.oncePerIteration)
+          linkOps[t.op] = t.peerRank;
+    auto share = [&](const std::string &name, std::string &value,
+                     bool publish, std::string &e) {
+      return publish ? transport->publish("links/" + name, value, e)
+                     : transport->lookup("links/" + name, value, e);
+    };
+    if (!executor->connectPeers(options.rank, linkOps, share, devicePeers,
+                                error))
+      return false;
+  }
   std::vector<int> peers = {0};
   for (const Transfer &s : sends)
     peers.push_back(s.peerRank);
@@ -559,7 +581,7 @@ bool Worker::receiveEntry(int64_t step, const StreamEntry &entry,
   for (size_t i = 0; i < receives.size(); ++i) {
     const Transfer &t = receives[i];
     if (t.phase != entry.phase || t.peerStage != entry.peerStage ||
-        t.oncePerIteration)
+        t.oncePerIteration || onDevice(t))
       continue;
     cpu::Tensor &buffer = buffers[i][entry.microBatch];
     size_t link = static_cast<size_t>(t.peerRank) * size + options.rank;
@@ -834,7 +856,7 @@ bool Worker::runComputeSlot(int64_t step, std::vector<MicroBatch> &batches,
     ValueTable &table = values[entry.microBatch];
     for (size_t i = 0; i < receives.size(); ++i) {
       const Transfer &t = receives[i];
-      if (t.phase != entry.phase)
+      if (t.phase != entry.phase || onDevice(t))
         continue;
       if (!t.oncePerIteration)
         table[t.value] = buffers[i][entry.microBatch];
@@ -863,7 +885,7 @@ bool Worker::runComputeSlot(int64_t step, std::vector<MicroBatch> &batches,
     std::vector<std::pair<int, std::vector<char>>> messages;
     for (size_t i = 0; i < sends.size(); ++i) {
       const Transfer &t = sends[i];
-      if (t.phase != entry.phase)
+      if (t.phase != entry.phase || onDevice(t))
         continue;
       const cpu::Tensor &value = table.at(t.value);
       if (t.oncePerIteration) {

@@ -22,6 +22,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,19 @@ public:
   /// through finishIteration's SyncFn. The CPU executor has none.
   virtual bool connectGroup(const std::vector<int> &members, int position,
                             const ShareFn &share, std::string &error) {
+    return true;
+  }
+
+  /// Called once the workers are connected, with the program's
+  /// per-micro-batch dtfm.send / dtfm.recv ops (op index -> the peer's world
+  /// rank; this worker is `rank`). An executor that can move those values
+  /// between devices itself (NCCL send/recv between distinct GPUs) sets the
+  /// links up and adds the peers it takes to `taken`: values to and from
+  /// them then never pass through the worker -- runPhase receives them and
+  /// sends them itself, in tag order per peer. The CPU executor takes none.
+  virtual bool connectPeers(int rank, const std::map<int, int> &linkOps,
+                            const ShareFn &share, std::set<int> &taken,
+                            std::string &error) {
     return true;
   }
 

@@ -163,8 +163,19 @@ public:
   std::map<std::string, Tensor> parameters() const override;
   bool connectGroup(const std::vector<int> &members, int position,
                     const ShareFn &share, std::string &error) override;
+  bool connectPeers(int rank, const std::map<int, int> &linkOps,
+                    const ShareFn &share, std::set<int> &taken,
+                    std::string &error) override;
 
 private:
+  /// "<host>/<PCI bus id>" of this executor's GPU.
+  bool gpuIdentity(std::string &identity, std::string &error) const;
+  /// The phase's dtfm.recv / dtfm.send ops on NCCL links, by peer then tag
+  /// (the order both ends post them in).
+  std::vector<std::pair<int, const proto::PlanOp *>>
+  linkedOps(const std::string &name, const std::string &phase) const;
+  /// Releases the buffers of sends the send stream has finished.
+  void reapSends();
   cudaStream_t receiveStream() const { return streams[0]; }
   cudaStream_t computeStream() const { return streams[1]; }
   cudaStream_t sendStream() const { return streams[2]; }
@@ -208,6 +219,13 @@ private:
   /// through the worker's transport).
   ncclComm_t comm = nullptr;
   int groupSize = 1;
+  /// Pipeline links on NCCL, by peer rank: one communicator per direction
+  /// (the sender is its rank 0), so that activations going one way never
+  /// queue behind gradients coming the other.
+  std::map<int, ncclComm_t> sendComms, recvComms;
+  std::map<int, int> peerOfOp; ///< linked send/recv op index -> peer rank
+  /// Values being sent, kept alive until their send completes.
+  std::vector<std::pair<cudaEvent_t, std::vector<DTensor>>> pendingSends;
 };
 
 bool cudaFailed(cudaError_t status, const std::string &what,
@@ -229,8 +247,15 @@ CudaExecutor::~CudaExecutor() {
   params.clear();
   optimizer.clear();
   matmul.reset();
+  reapSends();
+  for (auto &[event, held] : pendingSends)
+    cudaEventDestroy(event);
+  pendingSends.clear();
   if (comm)
     ncclCommDestroy(comm);
+  for (auto *comms : {&sendComms, &recvComms})
+    for (auto &[peer, c] : *comms)
+      ncclCommDestroy(c);
   for (cudaStream_t s : streams)
     if (s)
       cudaStreamDestroy(s);
@@ -258,12 +283,9 @@ bool CudaExecutor::connectGroup(const std::vector<int> &members, int position,
     return false;
   // NCCL takes one rank per GPU: where members share a GPU (several workers
   // on one device), every member sees it and all keep the transport.
-  char bus[32] = {0}, host[256] = {0};
-  if (cudaFailed(cudaDeviceGetPCIBusId(bus, sizeof bus, device),
-                 "reading the GPU's PCI bus id", error))
+  std::string mine;
+  if (!gpuIdentity(mine, error))
     return false;
-  ::gethostname(host, sizeof host - 1);
-  std::string mine = std::string(host) + "/" + bus;
   if (!share("gpu." + std::to_string(position), mine, true, error))
     return false;
   std::set<std::string> gpus;
@@ -305,6 +327,124 @@ bool CudaExecutor::connectGroup(const std::vector<int> &members, int position,
   }
   groupSize = static_cast<int>(members.size());
   return true;
+}
+
+bool CudaExecutor::gpuIdentity(std::string &identity,
+                               std::string &error) const {
+  char bus[32] = {0}, host[256] = {0};
+  if (cudaFailed(cudaDeviceGetPCIBusId(bus, sizeof bus, device),
+                 "reading the GPU's PCI bus id", error))
+    return false;
+  ::gethostname(host, sizeof host - 1);
+  identity = std::string(host) + "/" + bus;
+  return true;
+}
+
+bool CudaExecutor::connectPeers(int rank, const std::map<int, int> &linkOps,
+                                const ShareFn &share, std::set<int> &taken,
+                                std::string &error) {
+  if (linkOps.empty())
+    return true;
+  if (cudaFailed(cudaSetDevice(device), "selecting the CUDA device", error))
+    return false;
+  std::string mine;
+  if (!gpuIdentity(mine, error) ||
+      !share("gpu." + std::to_string(rank), mine, true, error))
+    return false;
+  // Both ends see both identities, so they agree on which links take NCCL:
+  // those between distinct GPUs.
+  std::set<int> peers;
+  for (const auto &[op, peer] : linkOps)
+    peers.insert(peer);
+  std::vector<int> linked;
+  for (int peer : peers) {
+    std::string theirs;
+    if (!share("gpu." + std::to_string(peer), theirs, false, error))
+      return false;
+    if (theirs != mine)
+      linked.push_back(peer);
+  }
+  if (linked.empty())
+    return true;
+  // The sender of each direction makes its unique id; every worker
+  // publishes its own before looking up its peers'.
+  auto key = [](int from, int to) {
+    return "nccl." + std::to_string(from) + "-" + std::to_string(to);
+  };
+  std::map<int, ncclUniqueId> outgoing, incoming;
+  for (int peer : linked) {
+    ncclUniqueId id;
+    ncclResult_t status = ncclGetUniqueId(&id);
+    if (status != ncclSuccess) {
+      error = std::string("NCCL unique id: ") + ncclGetErrorString(status);
+      return false;
+    }
+    std::string bytes(reinterpret_cast<const char *>(&id), sizeof id);
+    if (!share(key(rank, peer), bytes, true, error))
+      return false;
+    outgoing[peer] = id;
+  }
+  for (int peer : linked) {
+    std::string bytes;
+    if (!share(key(peer, rank), bytes, false, error))
+      return false;
+    if (bytes.size() != sizeof(ncclUniqueId)) {
+      error = "malformed NCCL unique id in the rendezvous store";
+      return false;
+    }
+    std::memcpy(&incoming[peer], bytes.data(), sizeof(ncclUniqueId));
+  }
+  // All communicators at once: each initialisation waits for its peer, and
+  // grouped they cannot wait for one another in a cycle.
+  ncclGroupStart();
+  for (int peer : linked) {
+    ncclCommInitRank(&sendComms[peer], 2, outgoing[peer], 0);
+    ncclCommInitRank(&recvComms[peer], 2, incoming[peer], 1);
+  }
+  ncclResult_t status = ncclGroupEnd();
+  if (status != ncclSuccess) {
+    error = std::string("NCCL communicators of the pipeline links: ") +
+            ncclGetErrorString(status);
+    return false;
+  }
+  for (const auto &[op, peer] : linkOps)
+    if (sendComms.count(peer))
+      peerOfOp[op] = peer;
+  taken.insert(linked.begin(), linked.end());
+  return true;
+}
+
+std::vector<std::pair<int, const proto::PlanOp *>>
+CudaExecutor::linkedOps(const std::string &name,
+                        const std::string &phase) const {
+  std::vector<std::tuple<int, int64_t, const proto::PlanOp *>> found;
+  int index = -1;
+  for (const proto::PlanOp &op : program.ops()) {
+    ++index;
+    auto peer = peerOfOp.find(index);
+    if (op.name() == name && phaseOf(op) == phase && peer != peerOfOp.end())
+      found.emplace_back(peer->second, intAttr(op, "tag", 0), &op);
+  }
+  std::sort(found.begin(), found.end(), [](const auto &a, const auto &b) {
+    return std::make_pair(std::get<0>(a), std::get<1>(a)) <
+           std::make_pair(std::get<0>(b), std::get<1>(b));
+  });
+  std::vector<std::pair<int, const proto::PlanOp *>> ordered;
+  for (const auto &[peer, tag, op] : found)
+    ordered.emplace_back(peer, op);
+  return ordered;
+}
+
+void CudaExecutor::reapSends() {
+  auto done = std::remove_if(pendingSends.begin(), pendingSends.end(),
+                             [](auto &pending) {
+                               if (cudaEventQuery(pending.first) != cudaSuccess)
+                                 return false;
+                               cudaEventDestroy(pending.first);
+                               return true;
+                             });
+  pendingSends.erase(done, pendingSends.end());
+  cudaGetLastError(); // cudaErrorNotReady is not an error here
 }
 
 bool CudaExecutor::order(cudaStream_t signaller, cudaStream_t waiter,
@@ -430,17 +570,34 @@ bool CudaExecutor::runPhase(const std::string &phase, int microBatch,
   if (cudaFailed(cudaSetDevice(device), "selecting the CUDA device", error))
     return false;
   std::map<int64_t, DTensor> &table = live[microBatch];
+  reapSends();
   // Pooled buffers may still be read by queued compute work: the receive
   // stream's copies into them start after it.
   if (!order(computeStream(), receiveStream(), error))
     return false;
   std::vector<const DTensor *> losses;
   bool received = false, computedSinceMark = false;
+  // Values from NCCL-linked peers: every receive of the phase posted first,
+  // in the order the peer sends them.
+  for (const auto &[peer, op] : linkedOps("dtfm.recv", phase)) {
+    DTensor d;
+    if (!allocate(shapeOf(op->results(0)), false, d, error))
+      return false;
+    ncclResult_t status =
+        ncclRecv(d.data(), static_cast<size_t>(d.numel()), ncclFloat, 0,
+                 recvComms.at(peer), receiveStream());
+    if (status != ncclSuccess) {
+      error = std::string("dtfm.recv over NCCL: ") + ncclGetErrorString(status);
+      return false;
+    }
+    table[op->results(0).id()] = std::move(d);
+    received = true;
+  }
   int index = -1;
   for (const proto::PlanOp &op : program.ops()) {
     ++index;
     const std::string &name = op.name();
-    if (phaseOf(op) != phase || name == "dtfm.send")
+    if (phaseOf(op) != phase || name == "dtfm.send" || peerOfOp.count(index))
       continue;
     auto fail = [&](const std::string &message) {
       error = "op #" + std::to_string(index) + " " + name + ": " + message;
@@ -491,11 +648,44 @@ bool CudaExecutor::runPhase(const std::string &phase, int microBatch,
   }
   if (received && !order(receiveStream(), computeStream(), error))
     return false;
-  // Values to send, out on the send stream once computed.
+  // Values to send, out on the send stream once computed: to NCCL-linked
+  // peers directly (the buffers held until the stream is past them), to the
+  // others through the host.
   if (!order(computeStream(), sendStream(), error))
     return false;
+  std::vector<DTensor> sending;
+  for (const auto &[peer, op] : linkedOps("dtfm.send", phase)) {
+    auto it = table.find(op->operands(0));
+    if (it == table.end()) {
+      error = "dtfm.send: its value was not computed in this phase";
+      return false;
+    }
+    ncclResult_t status =
+        ncclSend(it->second.data(), static_cast<size_t>(it->second.numel()),
+                 ncclFloat, 1, sendComms.at(peer), sendStream());
+    if (status != ncclSuccess) {
+      error = std::string("dtfm.send over NCCL: ") + ncclGetErrorString(status);
+      return false;
+    }
+    sending.push_back(it->second);
+  }
+  if (!sending.empty()) {
+    cudaEvent_t sent;
+    if (cudaFailed(cudaEventCreateWithFlags(&sent, cudaEventDisableTiming),
+                   "creating a CUDA event", error))
+      return false;
+    if (cudaFailed(cudaEventRecord(sent, sendStream()),
+                   "recording a CUDA event", error)) {
+      cudaEventDestroy(sent);
+      return false;
+    }
+    pendingSends.emplace_back(sent, std::move(sending));
+  }
+  index = -1;
   for (const proto::PlanOp &op : program.ops()) {
-    if (op.name() != "dtfm.send" || phaseOf(op) != phase)
+    ++index;
+    if (op.name() != "dtfm.send" || phaseOf(op) != phase ||
+        peerOfOp.count(index))
       continue;
     auto it = table.find(op.operands(0));
     if (it == table.end()) {

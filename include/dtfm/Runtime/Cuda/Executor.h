@@ -16,7 +16,8 @@
 // slots: received values are copied in on the receive stream, the compute
 // stream waits for them through events, and values to send are copied out
 // on the send stream once the compute stream's event says they are ready.
-// The bytes between workers still travel through the worker's transport
+// Between workers on distinct GPUs the values go through NCCL send/recv on
+// those streams (connectPeers); otherwise through the worker's transport
 // (lib/Runtime/Transport.h), as host memory.
 //
 // Ops without a CUDA kernel -- conv2d, batchnorm, pooling, the ONNX
