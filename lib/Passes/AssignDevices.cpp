@@ -89,13 +89,15 @@ ModelVolumes measureModel(const CostAnalysis &costs) {
 /// model needs it: the gradient sync (--dtfm-insert-grad-sync) and AdaTopK's
 /// ratio (--dtfm-insert-compression). False with `error` when invalid.
 bool parseCommunication(StringRef sync, double compressRatio,
-                        planner::HeteroProblem &problem, std::string &error) {
+                        planner::GradientSync &gradientSync,
+                        planner::CompressionOptions &compression,
+                        std::string &error) {
   if (sync == "auto")
-    problem.sync = planner::GradientSync::Auto;
+    gradientSync = planner::GradientSync::Auto;
   else if (sync == "ps")
-    problem.sync = planner::GradientSync::ParameterServer;
+    gradientSync = planner::GradientSync::ParameterServer;
   else if (sync == "ring")
-    problem.sync = planner::GradientSync::Ring;
+    gradientSync = planner::GradientSync::Ring;
   else {
     error = ("unknown sync '" + sync + "' (expected auto, ps or ring)").str();
     return false;
@@ -105,7 +107,7 @@ bool parseCommunication(StringRef sync, double compressRatio,
             std::to_string(compressRatio);
     return false;
   }
-  problem.compression.targetRatio = compressRatio;
+  compression.targetRatio = compressRatio;
   return true;
 }
 
@@ -135,7 +137,8 @@ struct AssignDevices
     planner::HeteroProblem heteroProblem;
     {
       std::string error;
-      if (!parseCommunication(sync, compressRatio, heteroProblem, error))
+      if (!parseCommunication(sync, compressRatio, heteroProblem.sync,
+                              heteroProblem.compression, error))
         return fail(error);
     }
 
@@ -437,9 +440,10 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
       if (size <= 0)
         return fail("micro-batch sizes must be positive, found " +
                     Twine(size));
-    planner::HeteroProblem communication;
+    planner::ShapeProblem problem;
     std::string error;
-    if (!parseCommunication(sync, compressRatio, communication, error))
+    if (!parseCommunication(sync, compressRatio, problem.sync,
+                            problem.compression, error))
       return fail(error);
     planner::Cluster cluster;
     if (!planner::loadClusterFile(clusterFile, cluster, error))
@@ -480,15 +484,12 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
     FailureOr<PlannerChain> chain = buildPlannerChain(costs);
     if (failed(chain))
       return signalPassFailure();
-    planner::ShapeProblem problem;
     problem.cluster = &cluster;
     problem.blocks = std::move(chain->blocks);
     problem.boundaryBytes = volumes.boundaryBytes;
     problem.gradientBytesPerParameterByte =
         chain->gradientBytesPerParameterByte;
     problem.tied = std::move(chain->tied);
-    problem.sync = communication.sync;
-    problem.compression = communication.compression;
     problem.referenceMicroBatchSize = *modelSize;
     problem.globalBatch = globalBatch;
     problem.microBatchSizes = sizes;

@@ -86,9 +86,10 @@ struct InsertGradSync
       double total = 0;
       for (Operation *op : ops)
         total += getTensorBytes(op->getOperand(1).getType());
-      planner::CostModel stageModel(cluster, {total, 0}, dp);
-      double psSeconds = stageModel.groupDataParallelCost(group);
-      double ringSeconds = stageModel.groupRingAllReduceCost(group);
+      double psSeconds =
+          planner::groupDataParallelCost(cluster, group, total, dp);
+      double ringSeconds =
+          planner::groupRingAllReduceCost(cluster, group, total, dp);
       std::string algorithm = sync;
       if (algorithm == "auto")
         algorithm = ringSeconds < psSeconds ? "ring" : "ps";
@@ -98,10 +99,12 @@ struct InsertGradSync
       for (Operation *op : ops) {
         Value grad = op->getOperand(1);
         int64_t bytes = getTensorBytes(grad.getType());
-        planner::CostModel tensorModel(cluster, {double(bytes), 0}, dp);
-        double seconds = algorithm == "ring"
-                             ? tensorModel.groupRingAllReduceCost(group)
-                             : tensorModel.groupDataParallelCost(group);
+        double seconds =
+            algorithm == "ring"
+                ? planner::groupRingAllReduceCost(cluster, group, double(bytes),
+                                                  dp)
+                : planner::groupDataParallelCost(cluster, group, double(bytes),
+                                                 dp);
         OpBuilder builder(op);
         auto syncOp = builder.create<GradSyncOp>(
             op->getLoc(), grad.getType(), grad, b.getStringAttr(algorithm),

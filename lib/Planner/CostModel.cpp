@@ -26,27 +26,64 @@ CostModel::CostModel(const Cluster &cluster, CommVolume volume,
     }
 }
 
-double CostModel::groupDataParallelCost(const std::vector<int> &group) const {
+namespace {
+/// DATAP-COST over `link` (the two-way exchange cost of a device pair).
+template <typename LinkCost>
+double parameterServerCost(const std::vector<int> &group, LinkCost link) {
   double worst = 0;
   for (int d : group) {
     double sum = 0;
     for (int other : group)
       if (other != d)
-        sum += dataParallelLinkCost(d, other);
+        sum += link(d, other);
     worst = std::max(worst, sum);
   }
   return worst;
 }
 
-double CostModel::groupRingAllReduceCost(const std::vector<int> &group) const {
+template <typename LinkCost>
+double ringCost(const std::vector<int> &group, LinkCost link) {
   size_t n = group.size();
   if (n < 2)
     return 0;
   double slowest = 0;
   for (size_t i = 0; i < n; ++i)
-    slowest = std::max(slowest,
-                       dataParallelLinkCost(group[i], group[(i + 1) % n]) / 2);
+    slowest = std::max(slowest, link(group[i], group[(i + 1) % n]) / 2);
   return 2.0 * static_cast<double>(n - 1) * slowest;
+}
+
+/// dpLink's entries, computed for one pair.
+auto directLink(const Cluster &cluster, double bytes, int degree) {
+  double shard = bytes / std::max(1, degree);
+  return [&cluster, shard](int a, int b) {
+    return 2.0 * cluster.transferSeconds(a, b, shard);
+  };
+}
+} // namespace
+
+double CostModel::groupDataParallelCost(const std::vector<int> &group) const {
+  return parameterServerCost(
+      group, [this](int a, int b) { return dataParallelLinkCost(a, b); });
+}
+
+double CostModel::groupRingAllReduceCost(const std::vector<int> &group) const {
+  return ringCost(group,
+                  [this](int a, int b) { return dataParallelLinkCost(a, b); });
+}
+
+double dtfm::planner::groupDataParallelCost(const Cluster &cluster,
+                                            const std::vector<int> &group,
+                                            double bytes,
+                                            int dataParallelDegree) {
+  return parameterServerCost(group,
+                             directLink(cluster, bytes, dataParallelDegree));
+}
+
+double dtfm::planner::groupRingAllReduceCost(const Cluster &cluster,
+                                             const std::vector<int> &group,
+                                             double bytes,
+                                             int dataParallelDegree) {
+  return ringCost(group, directLink(cluster, bytes, dataParallelDegree));
 }
 
 double CostModel::groupPipelineWeight(const std::vector<int> &a,

@@ -141,13 +141,14 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
     double parameterBytes = 0;
     for (int i = plan.bounds[s]; i < plan.bounds[s + 1]; ++i)
       parameterBytes += problem.blocks[i].parameterBytes;
-    CostModel sync(cluster,
-                   {parameterBytes * problem.gradientBytesPerParameterByte, 0},
-                   problem.dataParallel);
+    double gradientBytes =
+        parameterBytes * problem.gradientBytesPerParameterByte;
     double seconds = 0;
     if (dp > 1) {
-      double ps = sync.groupDataParallelCost(stages[s]);
-      double ring = sync.groupRingAllReduceCost(stages[s]);
+      double ps = groupDataParallelCost(cluster, stages[s], gradientBytes,
+                                        problem.dataParallel);
+      double ring = groupRingAllReduceCost(cluster, stages[s], gradientBytes,
+                                           problem.dataParallel);
       seconds = problem.sync == GradientSync::ParameterServer ? ps
                 : problem.sync == GradientSync::Ring          ? ring
                                                               : std::min(ps, ring);

@@ -76,9 +76,10 @@ public:
   double groupDataParallelCost(const std::vector<int> &group) const;
   /// Ring all-reduce of c_DP over `group` in the given cyclic order:
   /// 2 (D - 1) steps, each as slow as the slowest ring link moving c_DP / D:
-  /// 2 (D - 1) max_i (alpha_i + c_DP / (D beta_i)). Under these link costs
-  /// it is never cheaper than the parameter server (whose worst device sums
-  /// D - 1 of the same terms), and equal on uniform links.
+  /// 2 (D - 1) max_i (alpha_i + c_DP / (D beta_i)). Equal to the parameter
+  /// server (whose worst device sums D - 1 of the same terms) on uniform
+  /// links; cheaper only when the ring's order avoids the group's slowest
+  /// pairs, which the parameter server's worst device always pays.
   double groupRingAllReduceCost(const std::vector<int> &group) const;
   /// Bottleneck matching weight between two groups; fills `match` when given.
   /// `matchableBelow` as in bottleneckPerfectMatching.
@@ -98,6 +99,17 @@ private:
   int dDP;
   SquareMatrix dpLink, ppLink;
 };
+
+/// The same two costs for one group and `bytes` of gradients shared over
+/// `dataParallelDegree` devices, from the cluster's links directly: for a
+/// group costed once, where precomputing every device pair would cost more
+/// than the group itself.
+double groupDataParallelCost(const Cluster &cluster,
+                             const std::vector<int> &group, double bytes,
+                             int dataParallelDegree);
+double groupRingAllReduceCost(const Cluster &cluster,
+                              const std::vector<int> &group, double bytes,
+                              int dataParallelDegree);
 
 } // namespace dtfm::planner
 
