@@ -42,6 +42,22 @@ __device__ inline float blockSum(float value, float *scratch) {
   return total;
 }
 
+/// Sum over the block in double (statistics of long reductions).
+__device__ inline double blockSum(double value, double *scratch) {
+  for (int offset = 16; offset > 0; offset /= 2)
+    value += __shfl_down_sync(0xffffffffu, value, offset);
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  __syncthreads();
+  if (lane == 0)
+    scratch[warp] = value;
+  __syncthreads();
+  int warps = (blockDim.x + 31) / 32;
+  double total = 0;
+  for (int w = 0; w < warps; ++w)
+    total += scratch[w];
+  return total;
+}
+
 /// Maximum over the block (every thread gets the result).
 __device__ inline float blockMax(float value, float *scratch) {
   for (int offset = 16; offset > 0; offset /= 2)

@@ -19,6 +19,8 @@
 #ifndef DTFM_RUNTIME_CUDA_KERNELS_H
 #define DTFM_RUNTIME_CUDA_KERNELS_H
 
+#include "dtfm/Runtime/Cuda/IndexMaps.h"
+
 #include <cstddef>
 #include <cstdint>
 
@@ -46,6 +48,82 @@ void reluBackward(const float *y, const float *dy, float *dx, int64_t n,
 void accumulate(const float *src, float *dst, int64_t n, cudaStream_t stream);
 /// x[i] *= factor.
 void scale(float *x, int64_t n, float factor, cudaStream_t stream);
+
+//===--- strided: broadcasting, permuting, slicing, reducing -----------===//
+// (views and per-element math in IndexMaps.h)
+
+/// dst[dstView.at(i)] = alpha * src[srcView.at(i)] (+= with `accumulate`)
+/// over the views' common iteration shape. A destination element must be
+/// written at most once (true of permutations, slices and blocks).
+void copyStrided(const float *src, const StridedView &srcView, float *dst,
+                 const StridedView &dstView, float alpha, bool accumulate,
+                 cudaStream_t stream);
+/// out[i] = op(a[aView.at(i)], b[bView.at(i)]), out dense over the views'
+/// iteration shape (NumPy broadcasting through stride-0 views).
+void binaryStrided(BinaryOp op, const float *a, const StridedView &aView,
+                   const float *b, const StridedView &bView, float *out,
+                   cudaStream_t stream);
+/// out[i] = condition != 0 ? a : b, each through its view.
+void whereStrided(const float *condition, const StridedView &conditionView,
+                  const float *a, const StridedView &aView, const float *b,
+                  const StridedView &bView, float *out, cudaStream_t stream);
+/// out[result.at(j)] (+)= alpha * sum of term(operands) over the reduced
+/// part, for every kept element j: gradients of broadcast operands, means.
+/// Deterministic (no atomics).
+void reduceStrided(ReduceTerm term, const float *const operands[3],
+                   const ReductionViews &views, float *out, float alpha,
+                   bool accumulate, cudaStream_t stream);
+/// y = op(x) elementwise (sqrt, tanh, erf, exp, pow with `exponent`).
+void unary(UnaryOp op, const float *x, float *y, int64_t n, double exponent,
+           cudaStream_t stream);
+/// dx += dy * op'(x).
+void unaryBackward(UnaryOp op, const float *x, const float *dy, float *dx,
+                   int64_t n, double exponent, cudaStream_t stream);
+/// ONNX Gather; an index outside [-size, size) sets *badIndex (a device
+/// int the caller clears and reads) and writes 0.
+void gather(const float *x, const float *indices, const GatherGeometry &g,
+            float *out, int *badIndex, cudaStream_t stream);
+/// dx[source] += dOut (atomic: repeated indices add up).
+void gatherBackward(const float *indices, const float *dOut,
+                    const GatherGeometry &g, float *dx, cudaStream_t stream);
+
+//===--- convolution, batchnorm, pooling (NCHW) -----------------------===//
+
+/// Column matrices [images][columnRows][spatial] of `images` images from
+/// `first`, group `group` (the matmuls with the filters go through
+/// cuBLASLt).
+void im2col(const float *x, const ConvGeometry &g, int64_t first,
+            int64_t images, int64_t group, float *columns,
+            cudaStream_t stream);
+/// dx += the column-matrix gradients `dcolumns` folded back onto the image.
+void col2im(const float *dcolumns, const ConvGeometry &g, int64_t first,
+            int64_t images, int64_t group, float *dx, cudaStream_t stream);
+/// Training-mode batch normalisation over dimension 1 of x viewed as
+/// [n, c, inner]: batch mean and biased variance per channel (kept in
+/// `mean`, `variance`), y = (x - mean) / sqrt(var + eps) * gamma + beta.
+void batchNorm(const float *x, const float *gamma, const float *beta,
+               float *y, float *mean, float *variance, int64_t n, int64_t c,
+               int64_t inner, float epsilon, cudaStream_t stream);
+/// running = (1 - momentum) running + momentum batch (the variance made
+/// unbiased over `count` elements, as PyTorch keeps it); either may be null.
+void batchNormRunningStats(float *runningMean, float *runningVariance,
+                           const float *mean, const float *variance,
+                           int64_t c, int64_t count, float momentum,
+                           cudaStream_t stream);
+/// dx, dgamma, dbeta += the gradients (each may be null); statistics
+/// recomputed from x.
+void batchNormBackward(const float *x, const float *gamma, const float *dy,
+                       float *dx, float *dgamma, float *dbeta, int64_t n,
+                       int64_t c, int64_t inner, float epsilon,
+                       cudaStream_t stream);
+void maxPool2d(const float *x, const PoolGeometry &g, float *y,
+               cudaStream_t stream);
+void maxPool2dBackward(const float *x, const float *dy, const PoolGeometry &g,
+                       float *dx, cudaStream_t stream);
+void avgPool2d(const float *x, const PoolGeometry &g, float *y,
+               cudaStream_t stream);
+void avgPool2dBackward(const float *dy, const PoolGeometry &g, float *dx,
+                       cudaStream_t stream);
 
 //===--- rows: layernorm, softmax, cross-entropy ----------------------===//
 

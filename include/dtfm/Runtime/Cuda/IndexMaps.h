@@ -1,0 +1,463 @@
+//===- IndexMaps.h - Where each GPU thread reads and writes -----*- C++ -*-===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+//
+// The index arithmetic and per-element math of the CUDA kernels that
+// broadcast, permute, slice, concatenate, reduce, gather, convolve and pool,
+// written once as plain C++ that compiles for the device (inside kernels/)
+// and for the host. The kernels are grid-stride loops over these functions;
+// the host build lets unittests/Runtime/IndexMapsTest check every map
+// against the CPU kernels on machines without a GPU.
+//
+// No CUDA headers here: this file is part of every build.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTFM_RUNTIME_CUDA_INDEXMAPS_H
+#define DTFM_RUNTIME_CUDA_INDEXMAPS_H
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#ifdef __CUDACC__
+#define DTFM_HOST_DEVICE __host__ __device__
+#else
+#define DTFM_HOST_DEVICE
+#endif
+
+namespace dtfm::runtime::cuda {
+
+/// Ranks the strided kernels take (the dialect's tensors stay far below).
+constexpr int kMaxRank = 8;
+
+/// An operand read or written along an iteration shape: element `flat`
+/// (row-major over `shape`) lives at offset + sum(coord[d] * stride[d]).
+/// Stride 0 repeats an operand along a dimension (broadcasting).
+struct StridedView {
+  int rank = 0;
+  int64_t shape[kMaxRank] = {};
+  int64_t stride[kMaxRank] = {};
+  int64_t offset = 0;
+
+  DTFM_HOST_DEVICE int64_t at(int64_t flat) const {
+    int64_t position = offset;
+    for (int d = rank - 1; d >= 0; --d) {
+      int64_t size = shape[d];
+      position += (flat % size) * stride[d];
+      flat /= size;
+    }
+    return position;
+  }
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int d = 0; d < rank; ++d)
+      n *= shape[d];
+    return n;
+  }
+};
+
+/// Row-major strides of `shape`.
+inline std::vector<int64_t> contiguousStrides(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;)
+    strides[d - 1] = strides[d] * shape[d];
+  return strides;
+}
+
+/// A dense tensor of `shape` read in its own order.
+inline StridedView contiguousView(const std::vector<int64_t> &shape) {
+  StridedView v;
+  v.rank = static_cast<int>(shape.size());
+  std::vector<int64_t> strides = contiguousStrides(shape);
+  for (int d = 0; d < v.rank; ++d) {
+    v.shape[d] = shape[d];
+    v.stride[d] = strides[d];
+  }
+  return v;
+}
+
+/// NumPy broadcasting: `operand` (aligned to the right, size-1 dimensions
+/// repeating) read along `out`.
+inline StridedView broadcastView(const std::vector<int64_t> &operand,
+                                 const std::vector<int64_t> &out) {
+  StridedView v = contiguousView(out);
+  std::vector<int64_t> strides = contiguousStrides(operand);
+  size_t lead = out.size() - operand.size();
+  for (size_t d = 0; d < out.size(); ++d)
+    v.stride[d] = d < lead || operand[d - lead] == 1 ? 0 : strides[d - lead];
+  return v;
+}
+
+/// dtfm.transpose: result dimension i is input dimension perm[i]; reads the
+/// input in the result's order.
+inline StridedView permutedView(const std::vector<int64_t> &input,
+                                const std::vector<int64_t> &perm) {
+  StridedView v;
+  v.rank = static_cast<int>(perm.size());
+  std::vector<int64_t> strides = contiguousStrides(input);
+  for (int d = 0; d < v.rank; ++d) {
+    v.shape[d] = input[perm[d]];
+    v.stride[d] = strides[perm[d]];
+  }
+  return v;
+}
+
+/// dtfm.slice: elements start, start + step, ... of `input` along each
+/// dimension, in the result's (`out`) order.
+inline StridedView sliceView(const std::vector<int64_t> &input,
+                             const std::vector<int64_t> &out,
+                             const std::vector<int64_t> &starts,
+                             const std::vector<int64_t> &steps) {
+  StridedView v = contiguousView(out);
+  std::vector<int64_t> strides = contiguousStrides(input);
+  for (int d = 0; d < v.rank; ++d) {
+    v.stride[d] = strides[d] * steps[d];
+    v.offset += starts[d] * strides[d];
+  }
+  return v;
+}
+
+/// The block of a tensor of shape `whole` holding `part` at `begin` along
+/// `axis` (one operand of a dtfm.concat), in the part's order.
+inline StridedView axisBlockView(const std::vector<int64_t> &whole,
+                                 int64_t axis, int64_t begin,
+                                 const std::vector<int64_t> &part) {
+  StridedView v = contiguousView(part);
+  std::vector<int64_t> strides = contiguousStrides(whole);
+  for (int d = 0; d < v.rank; ++d)
+    v.stride[d] = strides[d];
+  v.offset = begin * strides[axis];
+  return v;
+}
+
+/// A reduction of views sharing one iteration shape: result element j
+/// (row-major over the kept dimensions) combines every element whose kept
+/// coordinates are j's. Each view splits in two: its kept part (numbered by
+/// j) and its reduced part (numbered by the position in the reduction).
+struct ReductionViews {
+  static constexpr int kOperands = 3;
+  StridedView kept[kOperands], reduced[kOperands];
+  /// Where result j is written.
+  StridedView result;
+  int64_t keptCount = 1, reducedCount = 1;
+};
+
+/// Splits `views` (operands, same iteration shape) and `result` (the
+/// result's view along the same shape; its strides on reduced dimensions
+/// are ignored) at the dimensions marked in `reducedDims`.
+inline ReductionViews splitReduction(const std::vector<StridedView> &views,
+                                     const StridedView &result,
+                                     const std::vector<bool> &reducedDims) {
+  ReductionViews r;
+  auto split = [&](const StridedView &v, StridedView &kept,
+                   StridedView &reduced) {
+    kept = StridedView();
+    reduced = StridedView();
+    kept.offset = v.offset;
+    for (int d = 0; d < v.rank; ++d) {
+      StridedView &to = reducedDims[d] ? reduced : kept;
+      to.shape[to.rank] = v.shape[d];
+      to.stride[to.rank] = v.stride[d];
+      ++to.rank;
+    }
+  };
+  for (size_t i = 0; i < views.size() && i < ReductionViews::kOperands; ++i)
+    split(views[i], r.kept[i], r.reduced[i]);
+  StridedView ignored;
+  split(result, r.result, ignored);
+  r.keptCount = r.result.numel();
+  r.reducedCount = ignored.numel();
+  return r;
+}
+
+/// The dimensions along which `operand` repeats when broadcast to `out`:
+/// the ones its gradient sums over.
+inline std::vector<bool> broadcastDims(const std::vector<int64_t> &operand,
+                                       const std::vector<int64_t> &out) {
+  std::vector<bool> reduced(out.size(), false);
+  size_t lead = out.size() - operand.size();
+  for (size_t d = 0; d < out.size(); ++d)
+    reduced[d] = out[d] != 1 && (d < lead || operand[d - lead] == 1);
+  return reduced;
+}
+
+//===--- per-element math -------------------------------------------------===//
+
+enum class BinaryOp { Add, Sub, Mul, Div };
+
+DTFM_HOST_DEVICE inline float applyBinary(BinaryOp op, float a, float b) {
+  switch (op) {
+  case BinaryOp::Add:
+    return a + b;
+  case BinaryOp::Sub:
+    return a - b;
+  case BinaryOp::Mul:
+    return a * b;
+  case BinaryOp::Div:
+    break;
+  }
+  return a / b;
+}
+
+enum class UnaryOp { Sqrt, Tanh, Erf, Exp, Pow };
+
+DTFM_HOST_DEVICE inline float applyUnary(UnaryOp op, float x,
+                                         double exponent) {
+  switch (op) {
+  case UnaryOp::Sqrt:
+    return sqrtf(x);
+  case UnaryOp::Tanh:
+    return tanhf(x);
+  case UnaryOp::Erf:
+    return erff(x);
+  case UnaryOp::Exp:
+    return expf(x);
+  case UnaryOp::Pow:
+    break;
+  }
+  return static_cast<float>(pow(static_cast<double>(x), exponent));
+}
+
+/// dOut times the derivative at x (what the backward adds into dx).
+DTFM_HOST_DEVICE inline float unaryGradient(UnaryOp op, float x, float dOut,
+                                            double exponent) {
+  switch (op) {
+  case UnaryOp::Sqrt:
+    return dOut * (0.5f / sqrtf(x));
+  case UnaryOp::Tanh: {
+    float t = tanhf(x);
+    return dOut * (1 - t * t);
+  }
+  case UnaryOp::Erf:
+    return dOut * (1.12837917f * expf(-x * x));
+  case UnaryOp::Exp:
+    return dOut * expf(x);
+  case UnaryOp::Pow:
+    break;
+  }
+  return static_cast<float>(dOut * exponent *
+                            pow(static_cast<double>(x), exponent - 1));
+}
+
+/// What a reduction sums, from up to three operands p0, p1, p2 read at the
+/// same iteration element.
+enum class ReduceTerm {
+  Value,           ///< p0 (sums, means, add/sub gradients)
+  Product,         ///< p0 * p1 (mul gradients)
+  Quotient,        ///< p0 / p1 (div: dividend's gradient)
+  DivisorGradient, ///< -p0 * p1 / (p2 * p2) (div: divisor's gradient)
+  WhereTrue,       ///< p1 != 0 ? p0 : 0 (where: the true side's gradient)
+  WhereFalse,      ///< p1 == 0 ? p0 : 0
+};
+
+DTFM_HOST_DEVICE inline float reduceTerm(ReduceTerm term, float p0, float p1,
+                                         float p2) {
+  switch (term) {
+  case ReduceTerm::Value:
+    return p0;
+  case ReduceTerm::Product:
+    return p0 * p1;
+  case ReduceTerm::Quotient:
+    return p0 / p1;
+  case ReduceTerm::DivisorGradient:
+    return -p0 * p1 / (p2 * p2);
+  case ReduceTerm::WhereTrue:
+    return p1 != 0 ? p0 : 0.0f;
+  case ReduceTerm::WhereFalse:
+    break;
+  }
+  return p1 == 0 ? p0 : 0.0f;
+}
+
+/// Operands a term reads.
+DTFM_HOST_DEVICE inline int reduceTermOperands(ReduceTerm term) {
+  return term == ReduceTerm::Value             ? 1
+         : term == ReduceTerm::DivisorGradient ? 3
+                                               : 2;
+}
+
+//===--- gather (ONNX Gather along an axis) --------------------------------===//
+
+/// x viewed as [outer, size, inner], `count` indices: the result is
+/// [outer, count, inner].
+struct GatherGeometry {
+  int64_t outer = 1, size = 1, count = 1, inner = 1;
+
+  /// The element of x that result element `flat` copies, or -1 when its
+  /// index lies outside [-size, size).
+  DTFM_HOST_DEVICE int64_t source(const float *indices, int64_t flat) const {
+    int64_t c = flat % inner;
+    int64_t i = (flat / inner) % count;
+    int64_t o = flat / (inner * count);
+    int64_t row = static_cast<int64_t>(indices[i]);
+    if (row < -size || row >= size)
+      return -1;
+    if (row < 0)
+      row += size;
+    return (o * size + row) * inner + c;
+  }
+  int64_t resultCount() const { return outer * count * inner; }
+};
+
+//===--- convolution (im2col) and pooling, NCHW ----------------------------===//
+
+struct ConvGeometry {
+  int64_t n = 1, c = 1, h = 1, w = 1; ///< input
+  int64_t o = 1, kh = 1, kw = 1;      ///< filters [o, c / groups, kh, kw]
+  int64_t ho = 1, wo = 1;             ///< output
+  int64_t groups = 1;
+  int64_t strideH = 1, strideW = 1, padTop = 0, padLeft = 0;
+  int64_t dilationH = 1, dilationW = 1;
+
+  DTFM_HOST_DEVICE int64_t channelsPerGroup() const { return c / groups; }
+  DTFM_HOST_DEVICE int64_t filtersPerGroup() const { return o / groups; }
+  /// Rows of a column matrix: one per (channel of the group, kernel cell).
+  DTFM_HOST_DEVICE int64_t columnRows() const {
+    return channelsPerGroup() * kh * kw;
+  }
+  DTFM_HOST_DEVICE int64_t spatial() const { return ho * wo; }
+
+  /// Element `flat` of the column matrices [images][columnRows][spatial] of
+  /// images first.. and group g: the input pixel under that kernel cell, or
+  /// 0 in the padding.
+  DTFM_HOST_DEVICE float column(const float *x, int64_t first, int64_t g,
+                                int64_t flat) const {
+    int64_t p = flat % spatial();
+    int64_t row = (flat / spatial()) % columnRows();
+    int64_t image = first + flat / (spatial() * columnRows());
+    int64_t j = row % kw, i = (row / kw) % kh, ch = row / (kw * kh);
+    int64_t iy = (p / wo) * strideH - padTop + i * dilationH;
+    int64_t ix = (p % wo) * strideW - padLeft + j * dilationW;
+    if (iy < 0 || iy >= h || ix < 0 || ix >= w)
+      return 0.0f;
+    return x[((image * c + g * channelsPerGroup() + ch) * h + iy) * w + ix];
+  }
+  /// Input-gradient element of images first.. and group g numbered `flat`
+  /// over [images][channelsPerGroup][h][w]: its offset in dx (out) and the
+  /// sum of the column-matrix gradients `dcol` that read it (the result).
+  DTFM_HOST_DEVICE float columnGradient(const float *dcol, int64_t first,
+                                        int64_t g, int64_t flat,
+                                        int64_t &out) const {
+    int64_t ix = flat % w, iy = (flat / w) % h;
+    int64_t ch = (flat / (w * h)) % channelsPerGroup();
+    int64_t image = flat / (w * h * channelsPerGroup());
+    out = (((first + image) * c + g * channelsPerGroup() + ch) * h + iy) * w +
+          ix;
+    const float *base = dcol + image * columnRows() * spatial();
+    float sum = 0;
+    for (int64_t i = 0; i < kh; ++i) {
+      int64_t ty = iy + padTop - i * dilationH;
+      if (ty < 0 || ty % strideH != 0 || ty / strideH >= ho)
+        continue;
+      for (int64_t j = 0; j < kw; ++j) {
+        int64_t tx = ix + padLeft - j * dilationW;
+        if (tx < 0 || tx % strideW != 0 || tx / strideW >= wo)
+          continue;
+        int64_t row = (ch * kh + i) * kw + j;
+        sum += base[row * spatial() + (ty / strideH) * wo + tx / strideW];
+      }
+    }
+    return sum;
+  }
+};
+
+/// Pooling windows over planes [planes, h, w] -> [planes, ho, wo]: padded
+/// cells never win a max and count in an average's divisor (the CPU
+/// kernels' conventions).
+struct PoolGeometry {
+  int64_t planes = 1, h = 1, w = 1, ho = 1, wo = 1, kh = 1, kw = 1;
+  int64_t strideH = 1, strideW = 1, padTop = 0, padLeft = 0;
+
+  /// The input element (offset) that wins the max of output `flat`, the
+  /// first in window order among equals; -1 when the window holds only
+  /// padding.
+  DTFM_HOST_DEVICE int64_t argMax(const float *x, int64_t flat) const {
+    int64_t plane = flat / (ho * wo), y = (flat / wo) % ho, xo = flat % wo;
+    int64_t best = -1;
+    float bestValue = 0;
+    for (int64_t i = 0; i < kh; ++i) {
+      int64_t iy = y * strideH - padTop + i;
+      if (iy < 0 || iy >= h)
+        continue;
+      for (int64_t j = 0; j < kw; ++j) {
+        int64_t ix = xo * strideW - padLeft + j;
+        if (ix < 0 || ix >= w)
+          continue;
+        int64_t at = (plane * h + iy) * w + ix;
+        if (best < 0 || x[at] > bestValue) {
+          best = at;
+          bestValue = x[at];
+        }
+      }
+    }
+    return best;
+  }
+  DTFM_HOST_DEVICE float average(const float *x, int64_t flat) const {
+    int64_t plane = flat / (ho * wo), y = (flat / wo) % ho, xo = flat % wo;
+    double sum = 0;
+    for (int64_t i = 0; i < kh; ++i) {
+      int64_t iy = y * strideH - padTop + i;
+      if (iy < 0 || iy >= h)
+        continue;
+      for (int64_t j = 0; j < kw; ++j) {
+        int64_t ix = xo * strideW - padLeft + j;
+        if (ix >= 0 && ix < w)
+          sum += x[(plane * h + iy) * w + ix];
+      }
+    }
+    return static_cast<float>(sum / static_cast<double>(kh * kw));
+  }
+  /// The outputs whose windows hold input (iy, ix): rows [y0, y1), columns
+  /// [x0, x1).
+  DTFM_HOST_DEVICE void covering(int64_t iy, int64_t ix, int64_t &y0,
+                                 int64_t &y1, int64_t &x0,
+                                 int64_t &x1) const {
+    // y * strideH - padTop <= iy <= y * strideH - padTop + kh - 1
+    int64_t low = iy + padTop - kh + 1, high = iy + padTop;
+    y0 = low <= 0 ? 0 : (low + strideH - 1) / strideH;
+    y1 = high < 0 ? 0 : high / strideH + 1;
+    low = ix + padLeft - kw + 1;
+    high = ix + padLeft;
+    x0 = low <= 0 ? 0 : (low + strideW - 1) / strideW;
+    x1 = high < 0 ? 0 : high / strideW + 1;
+    if (y1 > ho)
+      y1 = ho;
+    if (x1 > wo)
+      x1 = wo;
+  }
+  /// The gradient of input element `flat` of a max pooling: dOut of every
+  /// window it wins.
+  DTFM_HOST_DEVICE float maxGradient(const float *x, const float *dOut,
+                                     int64_t flat) const {
+    int64_t plane = flat / (h * w), iy = (flat / w) % h, ix = flat % w;
+    int64_t y0, y1, x0, x1;
+    covering(iy, ix, y0, y1, x0, x1);
+    float sum = 0;
+    for (int64_t y = y0; y < y1; ++y)
+      for (int64_t xo = x0; xo < x1; ++xo) {
+        int64_t out = (plane * ho + y) * wo + xo;
+        if (argMax(x, out) == flat)
+          sum += dOut[out];
+      }
+    return sum;
+  }
+  /// The gradient of input element `flat` of an average pooling.
+  DTFM_HOST_DEVICE float averageGradient(const float *dOut,
+                                         int64_t flat) const {
+    int64_t plane = flat / (h * w), iy = (flat / w) % h, ix = flat % w;
+    int64_t y0, y1, x0, x1;
+    covering(iy, ix, y0, y1, x0, x1);
+    float sum = 0;
+    for (int64_t y = y0; y < y1; ++y)
+      for (int64_t xo = x0; xo < x1; ++xo)
+        sum += dOut[(plane * ho + y) * wo + xo] / static_cast<float>(kh * kw);
+    return sum;
+  }
+};
+
+} // namespace dtfm::runtime::cuda
+
+#endif // DTFM_RUNTIME_CUDA_INDEXMAPS_H

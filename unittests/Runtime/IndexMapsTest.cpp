@@ -1,0 +1,431 @@
+//===- IndexMapsTest.cpp - The GPU kernels' index maps on the host ----------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+//
+// The CUDA kernels of the strided, gather, convolution and pooling ops are
+// grid-stride loops over the functions of IndexMaps.h. Here the same
+// functions run in plain loops on the host -- one iteration per GPU thread,
+// as the kernels distribute them -- and must reproduce the CPU kernels
+// (themselves checked against finite differences and PyTorch). Runs on
+// every machine; the GPU tests (unittests/Cuda) cover the launches.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Runtime/Cpu/Kernels.h"
+#include "dtfm/Runtime/Cuda/IndexMaps.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <random>
+
+using namespace dtfm::runtime;
+using namespace dtfm::runtime::cuda;
+using cpu::Tensor;
+
+namespace {
+
+Tensor random(std::vector<int64_t> shape, std::mt19937 &rng) {
+  Tensor t(std::move(shape));
+  std::normal_distribution<float> normal(0, 1);
+  for (float &x : t.data)
+    x = normal(rng);
+  return t;
+}
+
+void expectNear(const Tensor &got, const Tensor &want, double rtol,
+                const char *what) {
+  ASSERT_EQ(got.shape, want.shape) << what;
+  for (size_t i = 0; i < got.data.size(); ++i)
+    ASSERT_NEAR(got.data[i], want.data[i],
+                rtol * std::max(1.0f, std::fabs(want.data[i])))
+        << what << " at " << i;
+}
+
+/// copyStrided's kernel, one iteration per thread.
+void copy(const Tensor &src, const StridedView &srcView, Tensor &dst,
+          const StridedView &dstView, float alpha, bool accumulate) {
+  for (int64_t i = 0; i < srcView.numel(); ++i) {
+    float value = alpha * src.data[srcView.at(i)];
+    float &to = dst.data[dstView.at(i)];
+    to = accumulate ? to + value : value;
+  }
+}
+
+/// reduceStrided's per-thread kernel.
+void reduce(ReduceTerm term, std::vector<const Tensor *> operands,
+            const ReductionViews &v, Tensor &out, float alpha,
+            bool accumulate) {
+  int count = reduceTermOperands(term);
+  for (int64_t j = 0; j < v.keptCount; ++j) {
+    float sum = 0;
+    for (int64_t r = 0; r < v.reducedCount; ++r) {
+      float x[3] = {0, 0, 0};
+      for (int k = 0; k < count; ++k)
+        x[k] = operands[k]->data[v.kept[k].at(j) + v.reduced[k].at(r)];
+      sum += reduceTerm(term, x[0], x[1], x[2]);
+    }
+    float &to = out.data[v.result.at(j)];
+    to = (accumulate ? to : 0.0f) + alpha * sum;
+  }
+}
+
+std::vector<int64_t> broadcast(std::vector<int64_t> a,
+                               std::vector<int64_t> b) {
+  while (a.size() < b.size())
+    a.insert(a.begin(), 1);
+  while (b.size() < a.size())
+    b.insert(b.begin(), 1);
+  for (size_t i = 0; i < a.size(); ++i)
+    a[i] = std::max(a[i], b[i]);
+  return a;
+}
+
+/// The gradient of operand `x` of a broadcasting op as the executor
+/// computes it: a reduction of `term` over x's broadcast dimensions.
+Tensor operandGradient(ReduceTerm term, const Tensor &x,
+                       const std::vector<const Tensor *> &operands,
+                       const std::vector<int64_t> &out) {
+  std::vector<StridedView> views;
+  for (const Tensor *t : operands)
+    views.push_back(broadcastView(t->shape, out));
+  Tensor grad(x.shape);
+  reduce(term, operands,
+         splitReduction(views, broadcastView(x.shape, out),
+                        broadcastDims(x.shape, out)),
+         grad, 1.0f, true);
+  return grad;
+}
+
+TEST(IndexMapsTest, BroadcastingBinaryOpsAndTheirGradients) {
+  std::mt19937 rng(1);
+  for (auto [sa, sb] :
+       {std::pair<std::vector<int64_t>, std::vector<int64_t>>{{4, 1, 5},
+                                                              {3, 1}},
+        {{2, 3, 4}, {2, 3, 4}},
+        {{6}, {2, 3, 6}},
+        {{2, 1, 3, 1}, {1, 4, 1, 5}}}) {
+    Tensor a = random(sa, rng), b = random(sb, rng);
+    for (float &y : b.data)
+      y += y < 0 ? -0.5f : 0.5f; // away from 0 for div
+    std::vector<int64_t> out = broadcast(sa, sb);
+    Tensor dOut = random(out, rng);
+    for (BinaryOp op :
+         {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div}) {
+      StridedView va = broadcastView(sa, out), vb = broadcastView(sb, out);
+      Tensor got(out);
+      for (int64_t i = 0; i < va.numel(); ++i)
+        got.data[i] = applyBinary(op, a.data[va.at(i)], b.data[vb.at(i)]);
+      Tensor want = op == BinaryOp::Add   ? cpu::add(a, b)
+                    : op == BinaryOp::Sub ? cpu::sub(a, b)
+                    : op == BinaryOp::Mul ? cpu::mul(a, b)
+                                          : cpu::div(a, b);
+      expectNear(got, want, 1e-6, "forward");
+
+      Tensor wantA(sa), wantB(sb), gotA, gotB;
+      if (op == BinaryOp::Add || op == BinaryOp::Sub) {
+        if (op == BinaryOp::Add)
+          cpu::addBackward(dOut, &wantA, &wantB);
+        else
+          cpu::subBackward(a, b, dOut, &wantA, &wantB);
+        gotA = operandGradient(ReduceTerm::Value, a, {&dOut}, out);
+        gotB = operandGradient(ReduceTerm::Value, b, {&dOut}, out);
+        if (op == BinaryOp::Sub)
+          for (float &g : gotB.data)
+            g = -g; // the executor's alpha = -1
+      } else if (op == BinaryOp::Mul) {
+        cpu::mulBackward(a, b, dOut, &wantA, &wantB);
+        gotA = operandGradient(ReduceTerm::Product, a, {&dOut, &b}, out);
+        gotB = operandGradient(ReduceTerm::Product, b, {&dOut, &a}, out);
+      } else {
+        cpu::divBackward(a, b, dOut, &wantA, &wantB);
+        gotA = operandGradient(ReduceTerm::Quotient, a, {&dOut, &b}, out);
+        gotB = operandGradient(ReduceTerm::DivisorGradient, b,
+                               {&dOut, &a, &b}, out);
+      }
+      expectNear(gotA, wantA, 1e-5, "lhs gradient");
+      expectNear(gotB, wantB, 1e-5, "rhs gradient");
+    }
+  }
+}
+
+TEST(IndexMapsTest, WhereAndItsGradients) {
+  std::mt19937 rng(2);
+  Tensor condition({3, 1}), a = random({2, 3, 4}, rng), b = random({4}, rng);
+  condition.data = {1, 0, 1};
+  std::vector<int64_t> out = {2, 3, 4};
+  StridedView vc = broadcastView(condition.shape, out),
+              va = broadcastView(a.shape, out), vb = broadcastView(b.shape, out);
+  Tensor got(out);
+  for (int64_t i = 0; i < va.numel(); ++i)
+    got.data[i] = condition.data[vc.at(i)] != 0 ? a.data[va.at(i)]
+                                                : b.data[vb.at(i)];
+  expectNear(got, cpu::where(condition, a, b), 0, "where");
+  Tensor dOut = random(out, rng), wantA(a.shape), wantB(b.shape);
+  cpu::whereBackward(condition, dOut, &wantA, &wantB);
+  expectNear(operandGradient(ReduceTerm::WhereTrue, a, {&dOut, &condition},
+                             out),
+             wantA, 1e-6, "where true side");
+  expectNear(operandGradient(ReduceTerm::WhereFalse, b, {&dOut, &condition},
+                             out),
+             wantB, 1e-6, "where false side");
+}
+
+TEST(IndexMapsTest, TransposeSliceAndConcat) {
+  std::mt19937 rng(3);
+  for (std::vector<int64_t> perm :
+       {std::vector<int64_t>{2, 0, 1}, {1, 0, 2}, {0, 1, 2}}) {
+    Tensor x = random({2, 3, 4}, rng);
+    Tensor want = cpu::transpose(x, perm);
+    Tensor got(want.shape);
+    copy(x, permutedView(x.shape, perm), got, contiguousView(got.shape), 1,
+         false);
+    expectNear(got, want, 0, "transpose");
+    Tensor dOut = random(want.shape, rng), dx(x.shape), wantDx(x.shape);
+    cpu::transposeBackward(dOut, perm, &wantDx);
+    copy(dOut, contiguousView(dOut.shape), dx, permutedView(x.shape, perm), 1,
+         true);
+    expectNear(dx, wantDx, 0, "transpose gradient");
+  }
+
+  Tensor x = random({5, 6, 7}, rng);
+  std::vector<int64_t> starts = {1, 0, 2}, ends = {5, 6, 7}, steps = {2, 1, 3};
+  Tensor want = cpu::slice(x, starts, ends, steps);
+  Tensor got(want.shape);
+  copy(x, sliceView(x.shape, want.shape, starts, steps), got,
+       contiguousView(want.shape), 1, false);
+  expectNear(got, want, 0, "slice");
+  Tensor dOut = random(want.shape, rng), dx(x.shape), wantDx(x.shape);
+  cpu::sliceBackward(x, starts, steps, dOut, &wantDx);
+  copy(dOut, contiguousView(dOut.shape), dx,
+       sliceView(x.shape, dOut.shape, starts, steps), 1, true);
+  expectNear(dx, wantDx, 0, "slice gradient");
+
+  Tensor p0 = random({2, 1, 3}, rng), p1 = random({2, 4, 3}, rng),
+         p2 = random({2, 2, 3}, rng);
+  Tensor joined = cpu::concat({&p0, &p1, &p2}, 1);
+  Tensor mine(joined.shape);
+  int64_t begin = 0;
+  for (const Tensor *p : {&p0, &p1, &p2}) {
+    copy(*p, contiguousView(p->shape), mine,
+         axisBlockView(joined.shape, 1, begin, p->shape), 1, false);
+    begin += p->shape[1];
+  }
+  expectNear(mine, joined, 0, "concat");
+  Tensor dJoined = random(joined.shape, rng);
+  Tensor w0(p0.shape), w1(p1.shape), w2(p2.shape);
+  cpu::concatBackward(dJoined, 1, {&w0, &w1, &w2});
+  begin = 0;
+  for (auto [p, w] : {std::pair{&p0, &w0}, {&p1, &w1}, {&p2, &w2}}) {
+    Tensor g(p->shape);
+    copy(dJoined, axisBlockView(joined.shape, 1, begin, p->shape), g,
+         contiguousView(p->shape), 1, true);
+    expectNear(g, *w, 0, "concat gradient");
+    begin += p->shape[1];
+  }
+}
+
+TEST(IndexMapsTest, MeansAndTheirGradients) {
+  std::mt19937 rng(4);
+  Tensor x = random({3, 4, 5, 6}, rng);
+  for (auto [axes, keepdims] :
+       {std::pair<std::vector<int64_t>, bool>{{1, 3}, false},
+        {{-1}, true},
+        {{0, 1, 2, 3}, false},
+        {{2, 3}, true}}) {
+    Tensor want = cpu::reduceMean(x, axes, keepdims);
+    std::vector<bool> reduced(4, false);
+    int64_t count = 1;
+    std::vector<int64_t> kept = x.shape;
+    for (int64_t a : axes) {
+      int64_t d = a < 0 ? a + 4 : a;
+      reduced[d] = true;
+      count *= x.shape[d];
+      kept[d] = 1;
+    }
+    Tensor got(want.shape);
+    reduce(ReduceTerm::Value, {&x},
+           splitReduction({contiguousView(x.shape)},
+                          broadcastView(kept, x.shape), reduced),
+           got, 1.0f / static_cast<float>(count), false);
+    expectNear(got, want, 1e-5, "mean");
+    Tensor dOut = random(want.shape, rng), dx(x.shape), wantDx(x.shape);
+    cpu::reduceMeanBackward(x, axes, dOut, &wantDx);
+    copy(dOut, broadcastView(kept, x.shape), dx, contiguousView(x.shape),
+         1.0f / static_cast<float>(count), true);
+    expectNear(dx, wantDx, 1e-6, "mean gradient");
+  }
+}
+
+TEST(IndexMapsTest, GatherAlongAnAxisWithNegativeAndBadIndices) {
+  std::mt19937 rng(5);
+  Tensor x = random({3, 5, 4}, rng), indices({2, 3});
+  indices.data = {0, 4, -1, 2, -5, 2};
+  Tensor want;
+  std::string error;
+  ASSERT_TRUE(cpu::gather(x, indices, 1, want, error)) << error;
+  GatherGeometry g{3, 5, 6, 4};
+  Tensor got(want.shape);
+  for (int64_t i = 0; i < g.resultCount(); ++i)
+    got.data[i] = x.data[g.source(indices.data.data(), i)];
+  expectNear(got, want, 0, "gather");
+  Tensor dOut = random(want.shape, rng), dx(x.shape), wantDx(x.shape);
+  cpu::gatherBackward(x, indices, 1, dOut, &wantDx);
+  for (int64_t i = 0; i < g.resultCount(); ++i)
+    dx.data[g.source(indices.data.data(), i)] += dOut.data[i];
+  expectNear(dx, wantDx, 1e-6, "gather gradient");
+  indices.data[3] = 5;
+  EXPECT_EQ(g.source(indices.data.data(), 3 * 4), -1);
+  indices.data[3] = -6;
+  EXPECT_EQ(g.source(indices.data.data(), 3 * 4), -1);
+}
+
+TEST(IndexMapsTest, ConvolutionThroughColumnMatrices) {
+  std::mt19937 rng(6);
+  struct Case {
+    int64_t n, c, h, w, o, kh, kw, groups;
+    cpu::Window window;
+  };
+  cpu::Window strided;
+  strided.strideH = 2;
+  strided.strideW = 1;
+  strided.padTop = 1;
+  strided.padLeft = 2;
+  strided.padBottom = 0;
+  strided.padRight = 1;
+  cpu::Window dilated;
+  dilated.dilationH = 2;
+  dilated.dilationW = 2;
+  dilated.padTop = dilated.padBottom = dilated.padLeft = dilated.padRight = 2;
+  for (const Case &k : {Case{2, 4, 7, 6, 6, 3, 3, 2, strided},
+                        Case{3, 3, 8, 8, 4, 3, 2, 1, dilated},
+                        Case{1, 2, 5, 5, 2, 1, 1, 1, cpu::Window()}}) {
+    Tensor x = random({k.n, k.c, k.h, k.w}, rng);
+    Tensor w = random({k.o, k.c / k.groups, k.kh, k.kw}, rng);
+    Tensor want = cpu::conv2d(x, w, nullptr, k.window, k.groups);
+    ConvGeometry g;
+    g.n = k.n, g.c = k.c, g.h = k.h, g.w = k.w, g.o = k.o, g.kh = k.kh,
+    g.kw = k.kw, g.groups = k.groups;
+    g.ho = want.shape[2], g.wo = want.shape[3];
+    g.strideH = k.window.strideH, g.strideW = k.window.strideW;
+    g.padTop = k.window.padTop, g.padLeft = k.window.padLeft;
+    g.dilationH = k.window.dilationH, g.dilationW = k.window.dilationW;
+    int64_t rows = g.columnRows(), spatial = g.spatial();
+    Tensor dOut = random(want.shape, rng), wantDx, wantDw;
+    cpu::conv2dBackward(x, w, k.window, k.groups, dOut, &wantDx, &wantDw,
+                        nullptr);
+    // As the executor: columns of two images at a time, the filters'
+    // products per image, col2im of the column gradients.
+    Tensor got(want.shape), dx(x.shape), dw(w.shape);
+    for (int64_t first = 0; first < k.n; first += 2) {
+      int64_t images = std::min<int64_t>(2, k.n - first);
+      for (int64_t grp = 0; grp < k.groups; ++grp) {
+        std::vector<float> columns(images * rows * spatial),
+            dcolumns(columns.size());
+        for (size_t i = 0; i < columns.size(); ++i)
+          columns[i] = g.column(x.data.data(), first, grp, i);
+        const float *filters = w.data.data() + grp * g.filtersPerGroup() * rows;
+        for (int64_t image = 0; image < images; ++image) {
+          int64_t outAt =
+              ((first + image) * g.o + grp * g.filtersPerGroup()) * spatial;
+          float *col = columns.data() + image * rows * spatial;
+          cpu::gemm(filters, col, got.data.data() + outAt, g.filtersPerGroup(),
+                    spatial, rows, false, false, false);
+          cpu::gemm(dOut.data.data() + outAt, col,
+                    dw.data.data() + grp * g.filtersPerGroup() * rows,
+                    g.filtersPerGroup(), rows, spatial, false, true, true);
+          cpu::gemm(filters, dOut.data.data() + outAt,
+                    dcolumns.data() + image * rows * spatial, rows, spatial,
+                    g.filtersPerGroup(), true, false, false);
+        }
+        for (int64_t i = 0; i < images * g.channelsPerGroup() * g.h * g.w;
+             ++i) {
+          int64_t at;
+          float sum = g.columnGradient(dcolumns.data(), first, grp, i, at);
+          dx.data[at] += sum;
+        }
+      }
+    }
+    expectNear(got, want, 1e-5, "conv2d");
+    expectNear(dw, wantDw, 1e-4, "conv2d filter gradient");
+    expectNear(dx, wantDx, 1e-5, "conv2d input gradient");
+  }
+}
+
+TEST(IndexMapsTest, PoolingWindowsOverlappingAndPadded) {
+  std::mt19937 rng(7);
+  for (auto [kh, kw, sh, sw, pt, pl, pb, pr] :
+       {std::array<int64_t, 8>{3, 3, 2, 2, 1, 1, 1, 1},
+        {2, 2, 2, 2, 0, 0, 0, 0},
+        {3, 2, 1, 2, 0, 1, 2, 0}}) {
+    Tensor x = random({2, 3, 7, 6}, rng);
+    // Ties inside windows: the first in window order wins, as on the CPU.
+    x.data[5] = x.data[6] = x.data[12] = 3.0f;
+    cpu::Window win;
+    win.strideH = sh, win.strideW = sw;
+    win.padTop = pt, win.padLeft = pl, win.padBottom = pb, win.padRight = pr;
+    Tensor wantMax = cpu::maxPool2d(x, kh, kw, win);
+    Tensor wantAvg = cpu::avgPool2d(x, kh, kw, win);
+    PoolGeometry g;
+    g.planes = 6, g.h = 7, g.w = 6, g.ho = wantMax.shape[2],
+    g.wo = wantMax.shape[3], g.kh = kh, g.kw = kw, g.strideH = sh,
+    g.strideW = sw, g.padTop = pt, g.padLeft = pl;
+    Tensor gotMax(wantMax.shape), gotAvg(wantAvg.shape);
+    for (int64_t i = 0; i < gotMax.numel(); ++i) {
+      int64_t at = g.argMax(x.data.data(), i);
+      gotMax.data[i] = at < 0 ? -INFINITY : x.data[at];
+      gotAvg.data[i] = g.average(x.data.data(), i);
+    }
+    expectNear(gotMax, wantMax, 0, "max pool");
+    expectNear(gotAvg, wantAvg, 1e-6, "average pool");
+    Tensor dOut = random(wantMax.shape, rng);
+    Tensor wantDmax(x.shape), wantDavg(x.shape), dmax(x.shape),
+        davg(x.shape);
+    cpu::maxPool2dBackward(x, kh, kw, win, dOut, &wantDmax);
+    cpu::avgPool2dBackward(x, kh, kw, win, dOut, &wantDavg);
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      dmax.data[i] += g.maxGradient(x.data.data(), dOut.data.data(), i);
+      davg.data[i] += g.averageGradient(dOut.data.data(), i);
+    }
+    expectNear(dmax, wantDmax, 1e-6, "max pool gradient");
+    expectNear(davg, wantDavg, 1e-6, "average pool gradient");
+  }
+}
+
+TEST(IndexMapsTest, UnaryMathAndGradients) {
+  std::mt19937 rng(8);
+  Tensor x = random({200}, rng), dOut = random({200}, rng);
+  for (float &v : x.data)
+    v = std::fabs(v) + 0.1f; // sqrt and fractional powers need x > 0
+  for (auto [op, kind] : {std::pair{UnaryOp::Sqrt, "sqrt"},
+                          {UnaryOp::Tanh, "tanh"},
+                          {UnaryOp::Erf, "erf"},
+                          {UnaryOp::Exp, "exp"}}) {
+    Tensor want = cpu::elementwiseMath(x, kind), wantDx(x.shape);
+    cpu::elementwiseMathBackward(x, kind, dOut, &wantDx);
+    Tensor got(x.shape), dx(x.shape);
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      got.data[i] = applyUnary(op, x.data[i], 0);
+      dx.data[i] += unaryGradient(op, x.data[i], dOut.data[i], 0);
+    }
+    expectNear(got, want, 1e-6, kind);
+    expectNear(dx, wantDx, 1e-6, kind);
+  }
+  for (double exponent : {2.0, 0.5, -1.5, 3.0}) {
+    Tensor want = cpu::power(x, exponent), wantDx(x.shape);
+    cpu::powerBackward(x, exponent, dOut, &wantDx);
+    Tensor got(x.shape), dx(x.shape);
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      got.data[i] = applyUnary(UnaryOp::Pow, x.data[i], exponent);
+      dx.data[i] += unaryGradient(UnaryOp::Pow, x.data[i], dOut.data[i],
+                                  exponent);
+    }
+    expectNear(got, want, 1e-6, "pow");
+    expectNear(dx, wantDx, 1e-6, "pow gradient");
+  }
+}
+
+} // namespace
