@@ -24,23 +24,6 @@ using cpu::Tensor;
 
 namespace {
 
-/// Strides, padding and dilations of a window op (dialect defaults).
-cpu::Window windowOf(const dtfm::proto::PlanOp &op) {
-  std::vector<int64_t> strides = intsAttr(op, "strides", {1, 1});
-  std::vector<int64_t> padding = intsAttr(op, "padding", {0, 0, 0, 0});
-  std::vector<int64_t> dilations = intsAttr(op, "dilations", {1, 1});
-  cpu::Window w;
-  w.strideH = strides[0];
-  w.strideW = strides[1];
-  w.padTop = padding[0];
-  w.padLeft = padding[1];
-  w.padBottom = padding[2];
-  w.padRight = padding[3];
-  w.dilationH = dilations[0];
-  w.dilationW = dilations[1];
-  return w;
-}
-
 uint64_t hashName(uint64_t seed, const std::string &name) {
   uint64_t h = 1469598103934665603ull ^ seed;
   for (unsigned char c : name) {

@@ -9,6 +9,8 @@
 #ifndef DTFM_LIB_RUNTIME_PLANOPS_H
 #define DTFM_LIB_RUNTIME_PLANOPS_H
 
+#include "dtfm/Runtime/Cpu/Kernels.h"
+
 #include "plan.pb.h"
 
 #include <cstdint>
@@ -64,6 +66,23 @@ inline std::vector<int64_t> intsAttr(const dtfm::proto::PlanOp &op,
 
 inline std::vector<int64_t> shapeOf(const dtfm::proto::PlanValue &v) {
   return std::vector<int64_t>(v.shape().begin(), v.shape().end());
+}
+
+/// Strides, padding and dilations of a window op (dialect defaults).
+inline runtime::cpu::Window windowOf(const dtfm::proto::PlanOp &op) {
+  std::vector<int64_t> strides = intsAttr(op, "strides", {1, 1});
+  std::vector<int64_t> padding = intsAttr(op, "padding", {0, 0, 0, 0});
+  std::vector<int64_t> dilations = intsAttr(op, "dilations", {1, 1});
+  runtime::cpu::Window w;
+  w.strideH = strides[0];
+  w.strideW = strides[1];
+  w.padTop = padding[0];
+  w.padLeft = padding[1];
+  w.padBottom = padding[2];
+  w.padRight = padding[3];
+  w.dilationH = dilations[0];
+  w.dilationW = dilations[1];
+  return w;
 }
 
 /// "fwd", "bwd" or "opt".

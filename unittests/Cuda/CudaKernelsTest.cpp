@@ -15,6 +15,7 @@
 #include "dtfm/Runtime/Cpu/Kernels.h"
 #include "dtfm/Runtime/Cuda/Attention.h"
 #include "dtfm/Runtime/Cuda/Device.h"
+#include "dtfm/Runtime/Cuda/IndexMaps.h"
 #include "dtfm/Runtime/Cuda/Kernels.h"
 
 #include <cuda_bf16.h>
@@ -351,6 +352,292 @@ TEST_F(CudaKernelsTest, MatmulsThroughCublasLt) {
           << i;
     }
   }
+}
+
+TEST_F(CudaKernelsTest, BroadcastingBinaryOpsWhereAndTheirGradients) {
+  // [64, 1, 40] op [33, 40]: dOut [64, 33, 40]; the rhs gradient reduces
+  // 64 rows onto 1320 elements (a block each), the lhs one 33 rows onto
+  // 2560 (likewise); the large case below takes a thread each.
+  for (auto [sa, sb] :
+       {std::pair<std::vector<int64_t>, std::vector<int64_t>>{{64, 1, 40},
+                                                              {33, 40}},
+        {{300, 200}, {300, 1}},
+        {{20000, 3}, {3}}}) {
+    Tensor a = random(sa), b = random(sb);
+    for (float &y : b.data)
+      y += y < 0 ? -0.5f : 0.5f;
+    Tensor probe = cpu::mul(a, b);
+    std::vector<int64_t> out = probe.shape;
+    Tensor dOut = random(out);
+    auto ga = upload(a), gb = upload(b), gd = upload(dOut);
+    cuda::StridedView va = cuda::broadcastView(sa, out),
+                      vb = cuda::broadcastView(sb, out);
+    for (cuda::BinaryOp op : {cuda::BinaryOp::Sub, cuda::BinaryOp::Mul,
+                              cuda::BinaryOp::Div}) {
+      auto gout = zeros(probe.numel());
+      cuda::binaryStrided(op, ga.floats(), va, gb.floats(), vb, gout.floats(),
+                          stream);
+      Tensor want = op == cuda::BinaryOp::Sub   ? cpu::sub(a, b)
+                    : op == cuda::BinaryOp::Mul ? cpu::mul(a, b)
+                                                : cpu::div(a, b);
+      expectNear(download(gout, want.numel()), want.data, 1e-6, "binary");
+      Tensor wantA(sa), wantB(sb);
+      if (op == cuda::BinaryOp::Sub)
+        cpu::subBackward(a, b, dOut, &wantA, &wantB);
+      else if (op == cuda::BinaryOp::Mul)
+        cpu::mulBackward(a, b, dOut, &wantA, &wantB);
+      else
+        cpu::divBackward(a, b, dOut, &wantA, &wantB);
+      auto gda = zeros(a.numel()), gdb = zeros(b.numel());
+      cuda::StridedView vd = cuda::contiguousView(out);
+      cuda::ReduceTerm ta = cuda::ReduceTerm::Value,
+                       tb = cuda::ReduceTerm::Value;
+      std::vector<cuda::StridedView> viewsA = {vd}, viewsB = {vd};
+      const float *opsA[3] = {gd.floats(), nullptr, nullptr},
+                  *opsB[3] = {gd.floats(), nullptr, nullptr};
+      if (op == cuda::BinaryOp::Mul) {
+        ta = tb = cuda::ReduceTerm::Product;
+        opsA[1] = gb.floats(), opsB[1] = ga.floats();
+        viewsA.push_back(vb), viewsB.push_back(va);
+      } else if (op == cuda::BinaryOp::Div) {
+        ta = cuda::ReduceTerm::Quotient;
+        tb = cuda::ReduceTerm::DivisorGradient;
+        opsA[1] = gb.floats(), opsB[1] = ga.floats(), opsB[2] = gb.floats();
+        viewsA.push_back(vb), viewsB.push_back(va), viewsB.push_back(vb);
+      }
+      cuda::reduceStrided(ta, opsA,
+                          cuda::splitReduction(viewsA, va,
+                                               cuda::broadcastDims(sa, out)),
+                          gda.floats(), 1.0f, true, stream);
+      cuda::reduceStrided(tb, opsB,
+                          cuda::splitReduction(viewsB, vb,
+                                               cuda::broadcastDims(sb, out)),
+                          gdb.floats(),
+                          op == cuda::BinaryOp::Sub ? -1.0f : 1.0f, true,
+                          stream);
+      expectNear(download(gda, a.numel()), wantA.data, 1e-4, "lhs gradient");
+      expectNear(download(gdb, b.numel()), wantB.data, 1e-4, "rhs gradient");
+    }
+  }
+  Tensor condition = integers({7, 1}, 2), a = random({5, 7, 9}),
+         b = random({9});
+  std::vector<int64_t> out = {5, 7, 9};
+  Tensor dOut = random(out), wantA(a.shape), wantB(b.shape);
+  cpu::whereBackward(condition, dOut, &wantA, &wantB);
+  auto gc = upload(condition), ga = upload(a), gb = upload(b),
+       gd = upload(dOut), gout = zeros(5 * 7 * 9), gda = zeros(a.numel()),
+       gdb = zeros(b.numel());
+  cuda::StridedView vc = cuda::broadcastView(condition.shape, out);
+  cuda::whereStrided(gc.floats(), vc, ga.floats(),
+                     cuda::broadcastView(a.shape, out), gb.floats(),
+                     cuda::broadcastView(b.shape, out), gout.floats(), stream);
+  expectNear(download(gout, 5 * 7 * 9), cpu::where(condition, a, b).data, 0,
+             "where");
+  const float *ops[3] = {gd.floats(), gc.floats(), nullptr};
+  cuda::reduceStrided(
+      cuda::ReduceTerm::WhereTrue, ops,
+      cuda::splitReduction({cuda::contiguousView(out), vc},
+                           cuda::broadcastView(a.shape, out),
+                           cuda::broadcastDims(a.shape, out)),
+      gda.floats(), 1.0f, true, stream);
+  cuda::reduceStrided(
+      cuda::ReduceTerm::WhereFalse, ops,
+      cuda::splitReduction({cuda::contiguousView(out), vc},
+                           cuda::broadcastView(b.shape, out),
+                           cuda::broadcastDims(b.shape, out)),
+      gdb.floats(), 1.0f, true, stream);
+  expectNear(download(gda, a.numel()), wantA.data, 1e-5, "where true side");
+  expectNear(download(gdb, b.numel()), wantB.data, 1e-5, "where false side");
+}
+
+TEST_F(CudaKernelsTest, MeansTransposeSliceConcat) {
+  Tensor x = random({16, 24, 300});
+  for (std::vector<int64_t> axes : {std::vector<int64_t>{2},
+                                    std::vector<int64_t>{0, 1}}) {
+    Tensor want = cpu::reduceMean(x, axes, true);
+    std::vector<bool> reduced(3, false);
+    std::vector<int64_t> kept = x.shape;
+    int64_t count = 1;
+    for (int64_t d : axes)
+      reduced[d] = true, kept[d] = 1, count *= x.shape[d];
+    auto gx = upload(x), gout = zeros(want.numel());
+    const float *ops[3] = {gx.floats(), nullptr, nullptr};
+    cuda::reduceStrided(cuda::ReduceTerm::Value, ops,
+                        cuda::splitReduction({cuda::contiguousView(x.shape)},
+                                             cuda::broadcastView(kept,
+                                                                 x.shape),
+                                             reduced),
+                        gout.floats(), 1.0f / count, false, stream);
+    expectNear(download(gout, want.numel()), want.data, 1e-4, "mean");
+    Tensor dOut = random(want.shape), wantDx(x.shape);
+    cpu::reduceMeanBackward(x, axes, dOut, &wantDx);
+    auto gd = upload(dOut), gdx = zeros(x.numel());
+    cuda::copyStrided(gd.floats(), cuda::broadcastView(kept, x.shape),
+                      gdx.floats(), cuda::contiguousView(x.shape),
+                      1.0f / count, true, stream);
+    expectNear(download(gdx, x.numel()), wantDx.data, 1e-5, "mean grad");
+  }
+  std::vector<int64_t> perm = {2, 0, 1};
+  Tensor t = cpu::transpose(x, perm);
+  auto gx = upload(x), gt = zeros(t.numel()), gback = zeros(x.numel());
+  cuda::copyStrided(gx.floats(), cuda::permutedView(x.shape, perm),
+                    gt.floats(), cuda::contiguousView(t.shape), 1, false,
+                    stream);
+  expectNear(download(gt, t.numel()), t.data, 0, "transpose");
+  cuda::copyStrided(gt.floats(), cuda::contiguousView(t.shape),
+                    gback.floats(), cuda::permutedView(x.shape, perm), 1, true,
+                    stream);
+  expectNear(download(gback, x.numel()), x.data, 0, "transpose back");
+  std::vector<int64_t> starts = {1, 0, 5}, ends = {16, 24, 300},
+                       steps = {3, 1, 7};
+  Tensor sliced = cpu::slice(x, starts, ends, steps);
+  auto gs = zeros(sliced.numel());
+  cuda::copyStrided(gx.floats(),
+                    cuda::sliceView(x.shape, sliced.shape, starts, steps),
+                    gs.floats(), cuda::contiguousView(sliced.shape), 1, false,
+                    stream);
+  expectNear(download(gs, sliced.numel()), sliced.data, 0, "slice");
+  Tensor p = random({16, 5, 300});
+  Tensor joined = cpu::concat({&x, &p}, 1);
+  auto gp = upload(p), gj = zeros(joined.numel());
+  cuda::copyStrided(gx.floats(), cuda::contiguousView(x.shape), gj.floats(),
+                    cuda::axisBlockView(joined.shape, 1, 0, x.shape), 1, false,
+                    stream);
+  cuda::copyStrided(gp.floats(), cuda::contiguousView(p.shape), gj.floats(),
+                    cuda::axisBlockView(joined.shape, 1, 24, p.shape), 1,
+                    false, stream);
+  expectNear(download(gj, joined.numel()), joined.data, 0, "concat");
+}
+
+TEST_F(CudaKernelsTest, UnaryMathAndGather) {
+  Tensor x = random({5000}), dy = random({5000});
+  for (float &v : x.data)
+    v = std::fabs(v) + 0.1f;
+  auto gx = upload(x), gdy = upload(dy);
+  for (auto [op, kind] : {std::pair{cuda::UnaryOp::Sqrt, "sqrt"},
+                          {cuda::UnaryOp::Tanh, "tanh"},
+                          {cuda::UnaryOp::Erf, "erf"},
+                          {cuda::UnaryOp::Exp, "exp"}}) {
+    auto gy = zeros(5000), gdx = zeros(5000);
+    cuda::unary(op, gx.floats(), gy.floats(), 5000, 0, stream);
+    cuda::unaryBackward(op, gx.floats(), gdy.floats(), gdx.floats(), 5000, 0,
+                        stream);
+    Tensor want;
+    cpu::elementwiseMathBackward(x, kind, dy, &want);
+    expectNear(download(gy, 5000), cpu::elementwiseMath(x, kind).data, 1e-5,
+               kind);
+    expectNear(download(gdx, 5000), want.data, 1e-5, kind);
+  }
+  auto gy = zeros(5000);
+  cuda::unary(cuda::UnaryOp::Pow, gx.floats(), gy.floats(), 5000, 1.5, stream);
+  expectNear(download(gy, 5000), cpu::power(x, 1.5).data, 1e-5, "pow");
+
+  Tensor table = random({3, 50, 8}), indices({4, 6});
+  for (int64_t i = 0; i < indices.numel(); ++i)
+    indices.data[i] = static_cast<float>(static_cast<int64_t>(rng() % 100) - 50);
+  Tensor want, dOut;
+  std::string error;
+  ASSERT_TRUE(cpu::gather(table, indices, 1, want, error)) << error;
+  dOut = random(want.shape);
+  Tensor wantDx(table.shape);
+  cpu::gatherBackward(table, indices, 1, dOut, &wantDx);
+  cuda::GatherGeometry g{3, 50, 24, 8};
+  auto gt = upload(table), gi = upload(indices), gd = upload(dOut),
+       gout = zeros(want.numel()), gdx = zeros(table.numel()), flag = zeros(1);
+  cuda::gather(gt.floats(), gi.floats(), g, gout.floats(),
+               static_cast<int *>(flag.data()), stream);
+  cuda::gatherBackward(gi.floats(), gd.floats(), g, gdx.floats(), stream);
+  expectNear(download(gout, want.numel()), want.data, 0, "gather");
+  expectNear(download(gdx, table.numel()), wantDx.data, 1e-5, "gather grad");
+  auto flagged = [&] {
+    int value = 0;
+    cudaStreamSynchronize(stream);
+    cudaMemcpy(&value, flag.data(), sizeof value, cudaMemcpyDeviceToHost);
+    return value;
+  };
+  EXPECT_EQ(flagged(), 0);
+  indices.data[7] = 50;
+  auto bad = upload(indices);
+  cuda::gather(gt.floats(), bad.floats(), g, gout.floats(),
+               static_cast<int *>(flag.data()), stream);
+  EXPECT_NE(flagged(), 0) << "an index out of range is flagged";
+}
+
+TEST_F(CudaKernelsTest, ColumnsBatchNormAndPooling) {
+  cuda::ConvGeometry g;
+  g.n = 3, g.c = 4, g.h = 9, g.w = 7, g.o = 6, g.kh = 3, g.kw = 3,
+  g.groups = 2, g.strideH = 2, g.padTop = 1, g.padLeft = 1, g.dilationW = 2;
+  g.ho = (9 + 2 - 3) / 2 + 1, g.wo = (7 + 2 - 2 * 2 - 1) + 1;
+  Tensor x = random({3, 4, 9, 7});
+  int64_t columns = 2 * g.columnRows() * g.spatial();
+  Tensor dcol = random({columns});
+  std::vector<float> want(columns), wantDx(x.numel(), 0.0f);
+  for (int64_t i = 0; i < columns; ++i)
+    want[i] = g.column(x.data.data(), 1, 1, i);
+  for (int64_t i = 0; i < 2 * g.channelsPerGroup() * g.h * g.w; ++i) {
+    int64_t at;
+    float sum = g.columnGradient(dcol.data.data(), 1, 1, i, at);
+    wantDx[at] += sum;
+  }
+  auto gx = upload(x), gcol = zeros(columns), gdcol = upload(dcol),
+       gdx = zeros(x.numel());
+  cuda::im2col(gx.floats(), g, 1, 2, 1, gcol.floats(), stream);
+  cuda::col2im(gdcol.floats(), g, 1, 2, 1, gdx.floats(), stream);
+  expectNear(download(gcol, columns), want, 0, "im2col");
+  expectNear(download(gdx, x.numel()), wantDx, 1e-6, "col2im");
+
+  Tensor bx = random({8, 16, 5, 5}, 3), gamma = random({16}),
+         beta = random({16}), dy = random({8, 16, 5, 5});
+  Tensor runMean = random({16}), runVar = random({16});
+  for (float &v : runVar.data)
+    v = std::fabs(v);
+  Tensor wantMean = runMean, wantVar = runVar;
+  Tensor y = cpu::batchNorm(bx, gamma, beta, 1e-5, &wantMean, &wantVar, 0.1);
+  Tensor dbx, dgamma, dbeta;
+  cpu::batchNormBackward(bx, gamma, 1e-5, dy, &dbx, &dgamma, &dbeta);
+  auto gbx = upload(bx), gg = upload(gamma), gb = upload(beta),
+       gdy = upload(dy), gy = zeros(bx.numel()), gm = zeros(16),
+       gv = zeros(16), grm = upload(runMean), grv = upload(runVar),
+       gdbx = zeros(bx.numel()), gdg = zeros(16), gdb = zeros(16);
+  cuda::batchNorm(gbx.floats(), gg.floats(), gb.floats(), gy.floats(),
+                  gm.floats(), gv.floats(), 8, 16, 25, 1e-5f, stream);
+  cuda::batchNormRunningStats(grm.floats(), grv.floats(), gm.floats(),
+                              gv.floats(), 16, 8 * 25, 0.1f, stream);
+  cuda::batchNormBackward(gbx.floats(), gg.floats(), gdy.floats(),
+                          gdbx.floats(), gdg.floats(), gdb.floats(), 8, 16,
+                          25, 1e-5f, stream);
+  expectNear(download(gy, bx.numel()), y.data, 1e-5, "batchnorm");
+  expectNear(download(grm, 16), wantMean.data, 1e-5, "running mean");
+  expectNear(download(grv, 16), wantVar.data, 1e-5, "running variance");
+  expectNear(download(gdbx, bx.numel()), dbx.data, 1e-4, "batchnorm dx");
+  expectNear(download(gdg, 16), dgamma.data, 1e-4, "batchnorm dgamma");
+  expectNear(download(gdb, 16), dbeta.data, 1e-4, "batchnorm dbeta");
+
+  cpu::Window window;
+  window.strideH = window.strideW = 2;
+  window.padTop = window.padLeft = window.padBottom = window.padRight = 1;
+  Tensor px = random({4, 8, 17, 17}), pmax = cpu::maxPool2d(px, 3, 3, window);
+  Tensor pavg = cpu::avgPool2d(px, 3, 3, window), pdy = random(pmax.shape);
+  Tensor wantMax, wantAvg;
+  cpu::maxPool2dBackward(px, 3, 3, window, pdy, &wantMax);
+  cpu::avgPool2dBackward(px, 3, 3, window, pdy, &wantAvg);
+  cuda::PoolGeometry pg;
+  pg.planes = 32, pg.h = pg.w = 17, pg.ho = pmax.shape[2],
+  pg.wo = pmax.shape[3], pg.kh = pg.kw = 3, pg.strideH = pg.strideW = 2,
+  pg.padTop = pg.padLeft = 1;
+  auto gpx = upload(px), gpdy = upload(pdy), gmax = zeros(pmax.numel()),
+       gavg = zeros(pmax.numel()), gdmax = zeros(px.numel()),
+       gdavg = zeros(px.numel());
+  cuda::maxPool2d(gpx.floats(), pg, gmax.floats(), stream);
+  cuda::avgPool2d(gpx.floats(), pg, gavg.floats(), stream);
+  cuda::maxPool2dBackward(gpx.floats(), gpdy.floats(), pg, gdmax.floats(),
+                          stream);
+  cuda::avgPool2dBackward(gpdy.floats(), pg, gdavg.floats(), stream);
+  expectNear(download(gmax, pmax.numel()), pmax.data, 0, "max pool");
+  expectNear(download(gavg, pmax.numel()), pavg.data, 1e-6, "avg pool");
+  expectNear(download(gdmax, px.numel()), wantMax.data, 1e-6, "max pool grad");
+  expectNear(download(gdavg, px.numel()), wantAvg.data, 1e-6,
+             "avg pool grad");
 }
 
 } // namespace

@@ -9,6 +9,7 @@
 #include "../PlanOps.h"
 #include "dtfm/Runtime/Cuda/Attention.h"
 #include "dtfm/Runtime/Cuda/Device.h"
+#include "dtfm/Runtime/Cuda/IndexMaps.h"
 #include "dtfm/Runtime/Cuda/Kernels.h"
 
 #include "plan.pb.h"
@@ -21,6 +22,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -59,28 +61,137 @@ bool repeatsOver(ShapeVec operand, const ShapeVec &out) {
 }
 
 /// Ops with a CUDA forward, and forwards with a CUDA backward.
-const std::set<std::string> &forwardOps() {
+/// Forwards with a CUDA backward (every one has a CUDA forward too).
+const std::set<std::string> &backwardOps() {
   static const std::set<std::string> ops = {
-      "dtfm.param",       "dtfm.input",         "dtfm.label",
-      "dtfm.constant",    "dtfm.recv",          "dtfm.send",
-      "dtfm.embedding",   "dtfm.add",           "dtfm.linear",
-      "dtfm.matmul",      "dtfm.layernorm",     "dtfm.gelu",
-      "dtfm.relu",        "dtfm.softmax",       "dtfm.causal_attention",
-      "dtfm.reshape",     "dtfm.flatten",       "dtfm.cross_entropy",
-      "dtfm.accumulate",  "dtfm.topk_compress", "dtfm.topk_decompress",
-      "dtfm.backward",    "dtfm.grad_sync",     "dtfm.sgd_update",
-      "dtfm.adamw_update"};
+      "dtfm.embedding",       "dtfm.add",          "dtfm.sub",
+      "dtfm.mul",             "dtfm.div",          "dtfm.sqrt",
+      "dtfm.tanh",            "dtfm.erf",          "dtfm.exp",
+      "dtfm.pow",             "dtfm.reduce_mean",  "dtfm.concat",
+      "dtfm.slice",           "dtfm.transpose",    "dtfm.gather",
+      "dtfm.where",           "dtfm.linear",       "dtfm.matmul",
+      "dtfm.layernorm",       "dtfm.gelu",         "dtfm.relu",
+      "dtfm.softmax",         "dtfm.causal_attention",
+      "dtfm.reshape",         "dtfm.flatten",      "dtfm.cross_entropy",
+      "dtfm.conv2d",          "dtfm.batchnorm",    "dtfm.max_pool2d",
+      "dtfm.avg_pool2d",      "dtfm.global_avg_pool"};
   return ops;
 }
 
-const std::set<std::string> &backwardOps() {
-  static const std::set<std::string> ops = {
-      "dtfm.embedding", "dtfm.add",       "dtfm.linear",
-      "dtfm.matmul",    "dtfm.layernorm", "dtfm.gelu",
-      "dtfm.relu",      "dtfm.softmax",   "dtfm.causal_attention",
-      "dtfm.reshape",   "dtfm.flatten",   "dtfm.cross_entropy"};
+/// Ops with a CUDA forward.
+const std::set<std::string> &forwardOps() {
+  static const std::set<std::string> ops = [] {
+    std::set<std::string> all = backwardOps();
+    for (const char *name :
+         {"dtfm.param", "dtfm.input", "dtfm.label", "dtfm.constant",
+          "dtfm.recv", "dtfm.send", "dtfm.accumulate", "dtfm.topk_compress",
+          "dtfm.topk_decompress", "dtfm.backward", "dtfm.grad_sync",
+          "dtfm.sgd_update", "dtfm.adamw_update"})
+      all.insert(name);
+    return all;
+  }();
   return ops;
 }
+
+std::optional<cuda::BinaryOp> binaryOpOf(const std::string &name) {
+  if (name == "dtfm.add")
+    return cuda::BinaryOp::Add;
+  if (name == "dtfm.sub")
+    return cuda::BinaryOp::Sub;
+  if (name == "dtfm.mul")
+    return cuda::BinaryOp::Mul;
+  if (name == "dtfm.div")
+    return cuda::BinaryOp::Div;
+  return std::nullopt;
+}
+
+std::optional<cuda::UnaryOp> unaryOpOf(const std::string &name) {
+  if (name == "dtfm.sqrt")
+    return cuda::UnaryOp::Sqrt;
+  if (name == "dtfm.tanh")
+    return cuda::UnaryOp::Tanh;
+  if (name == "dtfm.erf")
+    return cuda::UnaryOp::Erf;
+  if (name == "dtfm.exp")
+    return cuda::UnaryOp::Exp;
+  if (name == "dtfm.pow")
+    return cuda::UnaryOp::Pow;
+  return std::nullopt;
+}
+
+/// A mean over some dimensions of `shape`: which, the shape with them kept
+/// as 1, and how many elements each mean averages.
+struct MeanAxes {
+  std::vector<bool> reduced;
+  ShapeVec kept;
+  int64_t count = 1;
+};
+
+MeanAxes meanAxes(const ShapeVec &shape, const std::vector<int64_t> &axes) {
+  MeanAxes m;
+  int64_t rank = static_cast<int64_t>(shape.size());
+  m.reduced.assign(rank, false);
+  m.kept = shape;
+  for (int64_t a : axes) {
+    int64_t d = a < 0 ? a + rank : a;
+    if (d < 0 || d >= rank || m.reduced[d])
+      continue;
+    m.reduced[d] = true;
+    m.count *= shape[d];
+    m.kept[d] = 1;
+  }
+  return m;
+}
+
+/// The dimensions after the first two (global average pooling).
+std::vector<int64_t> spatialAxes(const ShapeVec &shape) {
+  std::vector<int64_t> axes;
+  for (size_t d = 2; d < shape.size(); ++d)
+    axes.push_back(static_cast<int64_t>(d));
+  return axes;
+}
+
+cuda::ConvGeometry convGeometry(const proto::PlanOp &op, const ShapeVec &x,
+                                const ShapeVec &w, const ShapeVec &out) {
+  cpu::Window window = windowOf(op);
+  cuda::ConvGeometry g;
+  g.n = x[0], g.c = x[1], g.h = x[2], g.w = x[3];
+  g.o = w[0], g.kh = w[2], g.kw = w[3];
+  g.ho = out[2], g.wo = out[3];
+  g.groups = intAttr(op, "groups", 1);
+  g.strideH = window.strideH, g.strideW = window.strideW;
+  g.padTop = window.padTop, g.padLeft = window.padLeft;
+  g.dilationH = window.dilationH, g.dilationW = window.dilationW;
+  return g;
+}
+
+cuda::PoolGeometry poolGeometry(const proto::PlanOp &op, const ShapeVec &x,
+                                const ShapeVec &out) {
+  cpu::Window window = windowOf(op);
+  std::vector<int64_t> kernel = intsAttr(op, "kernel", {1, 1});
+  cuda::PoolGeometry g;
+  g.planes = x[0] * x[1], g.h = x[2], g.w = x[3];
+  g.ho = out[2], g.wo = out[3];
+  g.kh = kernel[0], g.kw = kernel[1];
+  g.strideH = window.strideH, g.strideW = window.strideW;
+  g.padTop = window.padTop, g.padLeft = window.padLeft;
+  return g;
+}
+
+cuda::GatherGeometry gatherGeometry(const ShapeVec &x, int64_t axis,
+                                    int64_t count) {
+  cuda::GatherGeometry g;
+  g.size = x[axis];
+  g.count = count;
+  for (int64_t d = 0; d < axis; ++d)
+    g.outer *= x[d];
+  for (size_t d = axis + 1; d < x.size(); ++d)
+    g.inner *= x[d];
+  return g;
+}
+
+/// Column matrices of one convolution chunk stay under 256 MB.
+constexpr int64_t kColumnFloats = int64_t(1) << 26;
 
 /// A device tensor: fp32, row-major; buffers are shared by views
 /// (reshape) and returned to the executor's pool when the last one goes.
@@ -190,11 +301,15 @@ private:
                 std::string &error) const;
   /// Parameters and optimizer state from the host executor's.
   bool fromHost(std::string &error);
-  bool runForward(const proto::PlanOp &op, std::map<int64_t, DTensor> &table,
+  /// Op `opIndex` of the program.
+  bool runForward(int opIndex, const proto::PlanOp &op,
+                  std::map<int64_t, DTensor> &table,
                   std::vector<const DTensor *> &losses, std::string &error);
   bool runBackward(const proto::PlanOp &op, std::map<int64_t, DTensor> &table,
                    std::string &error);
   bool checkLaunch(std::string &error) const;
+  /// Fails naming the first gather of the phase that met a bad index.
+  bool checkGathers(std::string &error);
 
   const proto::DeviceProgram &program;
   int device;
@@ -224,6 +339,11 @@ private:
   /// queue behind gradients coming the other.
   std::map<int, ncclComm_t> sendComms, recvComms;
   std::map<int, int> peerOfOp; ///< linked send/recv op index -> peer rank
+  /// One int per op: set by a dtfm.gather that met an index out of range.
+  DTensor gatherFlags;
+  /// The dtfm.gather ops of the phase running (their flags are read at its
+  /// end).
+  std::vector<int> gathered;
   /// Values being sent, kept alive until their send completes.
   std::vector<std::pair<cudaEvent_t, std::vector<DTensor>>> pendingSends;
 };
@@ -270,6 +390,37 @@ bool CudaExecutor::setUp(std::string &error) {
                    "creating a CUDA stream", error))
       return false;
   matmul = std::make_unique<cuda::Matmul>();
+  return true;
+}
+
+bool CudaExecutor::checkGathers(std::string &error) {
+  std::vector<int> flags(program.ops_size(), 0);
+  if (cudaFailed(cudaMemcpyAsync(flags.data(), gatherFlags.data(),
+                                 flags.size() * sizeof(int),
+                                 cudaMemcpyDeviceToHost, computeStream()),
+                 "reading the gather flags", error) ||
+      cudaFailed(cudaStreamSynchronize(computeStream()), "waiting for the GPU",
+                 error))
+    return false;
+  std::vector<int> ran;
+  ran.swap(gathered);
+  for (int index : ran) {
+    if (!flags[index])
+      continue;
+    const proto::PlanOp &op = program.ops(index);
+    int64_t axis = intAttr(op, "axis", 0);
+    int64_t size = 0;
+    for (const proto::PlanOp &producer : program.ops())
+      for (const proto::PlanValue &v : producer.results())
+        if (v.id() == op.operands(0))
+          size = v.shape(axis);
+    error = "op #" + std::to_string(index) +
+            " dtfm.gather: an index outside [" + std::to_string(-size) +
+            ", " + std::to_string(size) + ") on axis " + std::to_string(axis);
+    cudaMemsetAsync(gatherFlags.data(), 0, flags.size() * sizeof(int),
+                    computeStream());
+    return false;
+  }
   return true;
 }
 
@@ -642,7 +793,7 @@ bool CudaExecutor::runPhase(const std::string &phase, int microBatch,
                     " was not computed in this phase");
     computedSinceMark = true;
     bool ok = name == "dtfm.backward" ? runBackward(op, table, error)
-                                      : runForward(op, table, losses, error);
+                                      : runForward(index, op, table, losses, error);
     if (!ok || !checkLaunch(error))
       return fail(error);
   }
@@ -695,6 +846,8 @@ bool CudaExecutor::runPhase(const std::string &phase, int microBatch,
     if (!download(it->second, sendStream(), values[op.operands(0)], error))
       return false;
   }
+  if (!gathered.empty() && !checkGathers(error))
+    return false;
   for (const DTensor *l : losses) {
     Tensor value;
     if (!download(*l, computeStream(), value, error))
@@ -704,7 +857,7 @@ bool CudaExecutor::runPhase(const std::string &phase, int microBatch,
   return true;
 }
 
-bool CudaExecutor::runForward(const proto::PlanOp &op,
+bool CudaExecutor::runForward(int opIndex, const proto::PlanOp &op,
                               std::map<int64_t, DTensor> &table,
                               std::vector<const DTensor *> &losses,
                               std::string &error) {
@@ -752,12 +905,170 @@ bool CudaExecutor::runForward(const proto::PlanOp &op,
                     weights.shape.back(), stream);
     return set(0, std::move(out));
   }
-  if (name == "dtfm.add") {
+  if (std::optional<cuda::BinaryOp> binary = binaryOpOf(name)) {
     const DTensor &a = in(0), &b = in(1);
     if (!fresh(false))
       return false;
-    cuda::addRepeated(a.data(), a.numel(), b.data(), b.numel(), out.data(),
-                      out.numel(), stream);
+    if (name == "dtfm.add" && repeatsOver(a.shape, shape) &&
+        repeatsOver(b.shape, shape)) // a bias, a position table: no views
+      cuda::addRepeated(a.data(), a.numel(), b.data(), b.numel(), out.data(),
+                        out.numel(), stream);
+    else
+      cuda::binaryStrided(*binary, a.data(), cuda::broadcastView(a.shape, shape),
+                          b.data(), cuda::broadcastView(b.shape, shape),
+                          out.data(), stream);
+    return set(0, std::move(out));
+  }
+  if (std::optional<cuda::UnaryOp> math = unaryOpOf(name)) {
+    if (!fresh(false))
+      return false;
+    cuda::unary(*math, in(0).data(), out.data(), out.numel(),
+                floatAttr(op, "exponent", 1), stream);
+    return set(0, std::move(out));
+  }
+  if (name == "dtfm.reduce_mean" || name == "dtfm.global_avg_pool") {
+    const DTensor &x = in(0);
+    MeanAxes m = meanAxes(x.shape, name == "dtfm.reduce_mean"
+                                       ? intsAttr(op, "axes", {})
+                                       : spatialAxes(x.shape));
+    if (!fresh(false))
+      return false;
+    const float *operands[3] = {x.data(), nullptr, nullptr};
+    cuda::reduceStrided(cuda::ReduceTerm::Value, operands,
+                        cuda::splitReduction({cuda::contiguousView(x.shape)},
+                                             cuda::broadcastView(m.kept, x.shape),
+                                             m.reduced),
+                        out.data(), 1.0f / static_cast<float>(m.count), false,
+                        stream);
+    return set(0, std::move(out));
+  }
+  if (name == "dtfm.transpose") {
+    if (!fresh(false))
+      return false;
+    cuda::copyStrided(in(0).data(),
+                      cuda::permutedView(in(0).shape, intsAttr(op, "perm", {})),
+                      out.data(), cuda::contiguousView(shape), 1.0f, false,
+                      stream);
+    return set(0, std::move(out));
+  }
+  if (name == "dtfm.slice") {
+    if (!fresh(false))
+      return false;
+    cuda::copyStrided(in(0).data(),
+                      cuda::sliceView(in(0).shape, shape,
+                                      intsAttr(op, "starts", {}),
+                                      intsAttr(op, "steps", {})),
+                      out.data(), cuda::contiguousView(shape), 1.0f, false,
+                      stream);
+    return set(0, std::move(out));
+  }
+  if (name == "dtfm.concat") {
+    int64_t axis = intAttr(op, "axis", 0), begin = 0;
+    if (!fresh(false))
+      return false;
+    for (int i = 0; i < op.operands_size(); ++i) {
+      const DTensor &part = in(i);
+      cuda::copyStrided(part.data(), cuda::contiguousView(part.shape),
+                        out.data(),
+                        cuda::axisBlockView(shape, axis, begin, part.shape),
+                        1.0f, false, stream);
+      begin += part.shape[axis];
+    }
+    return set(0, std::move(out));
+  }
+  if (name == "dtfm.gather") {
+    const DTensor &x = in(0), &indices = in(1);
+    if (!fresh(false))
+      return false;
+    if (!gatherFlags.buffer &&
+        !allocate({program.ops_size()}, true, gatherFlags, error))
+      return false;
+    cuda::gather(x.data(), indices.data(),
+                 gatherGeometry(x.shape, intAttr(op, "axis", 0),
+                                indices.numel()),
+                 out.data(),
+                 reinterpret_cast<int *>(gatherFlags.data()) + opIndex, stream);
+    gathered.push_back(opIndex);
+    return set(0, std::move(out));
+  }
+  if (name == "dtfm.where") {
+    const DTensor &c = in(0), &a = in(1), &b = in(2);
+    if (!fresh(false))
+      return false;
+    cuda::whereStrided(c.data(), cuda::broadcastView(c.shape, shape), a.data(),
+                       cuda::broadcastView(a.shape, shape), b.data(),
+                       cuda::broadcastView(b.shape, shape), out.data(), stream);
+    return set(0, std::move(out));
+  }
+  if (name == "dtfm.conv2d") {
+    const DTensor &x = in(0), &w = in(1);
+    cuda::ConvGeometry g = convGeometry(op, x.shape, w.shape, shape);
+    int64_t rows = g.columnRows(), spatial = g.spatial();
+    int64_t perChunk = std::clamp<int64_t>(
+        kColumnFloats / std::max<int64_t>(1, rows * spatial), 1, g.n);
+    DTensor columns;
+    if (!fresh(false) ||
+        !allocate({perChunk * rows * spatial}, false, columns, error))
+      return false;
+    for (int64_t first = 0; first < g.n; first += perChunk) {
+      int64_t images = std::min(perChunk, g.n - first);
+      for (int64_t group = 0; group < g.groups; ++group) {
+        cuda::im2col(x.data(), g, first, images, group, columns.data(),
+                     stream);
+        // out[image][group's filters] = filters [og, rows] x columns[image]
+        cuda::MatmulShape s;
+        s.m = g.filtersPerGroup();
+        s.n = spatial;
+        s.k = rows;
+        s.batch = images;
+        s.strideA = 0;
+        s.strideB = rows * spatial;
+        s.strideC = g.o * spatial;
+        if (!matmul->run(s, w.data() + group * g.filtersPerGroup() * rows,
+                         columns.data(),
+                         out.data() + (first * g.o +
+                                       group * g.filtersPerGroup()) *
+                                          spatial,
+                         stream, error))
+          return false;
+      }
+    }
+    if (op.operands_size() > 2)
+      cuda::binaryStrided(cuda::BinaryOp::Add, out.data(),
+                          cuda::contiguousView(shape), in(2).data(),
+                          cuda::broadcastView({g.o, 1, 1}, shape), out.data(),
+                          stream);
+    return set(0, std::move(out));
+  }
+  if (name == "dtfm.batchnorm") {
+    const DTensor &x = in(0);
+    int64_t n = x.shape[0], c = x.shape[1], inner = x.numel() / (n * c);
+    DTensor mean, variance;
+    if (!fresh(false) || !allocate({c}, false, mean, error) ||
+        !allocate({c}, false, variance, error))
+      return false;
+    cuda::batchNorm(x.data(), in(1).data(), in(2).data(), out.data(),
+                    mean.data(), variance.data(), n, c, inner,
+                    static_cast<float>(floatAttr(op, "epsilon", 1e-5)), stream);
+    // The running statistics are frozen parameters, updated in place.
+    auto running = [&](int i) -> float * {
+      auto p = op.operands_size() > i ? paramOfValue.find(op.operands(i))
+                                      : paramOfValue.end();
+      return p == paramOfValue.end() ? nullptr : params.at(p->second).data();
+    };
+    cuda::batchNormRunningStats(
+        running(3), running(4), mean.data(), variance.data(), c, n * inner,
+        static_cast<float>(floatAttr(op, "momentum", 0.1)), stream);
+    return set(0, std::move(out));
+  }
+  if (name == "dtfm.max_pool2d" || name == "dtfm.avg_pool2d") {
+    if (!fresh(false))
+      return false;
+    cuda::PoolGeometry g = poolGeometry(op, in(0).shape, shape);
+    if (name == "dtfm.max_pool2d")
+      cuda::maxPool2d(in(0).data(), g, out.data(), stream);
+    else
+      cuda::avgPool2d(in(0).data(), g, out.data(), stream);
     return set(0, std::move(out));
   }
   if (name == "dtfm.accumulate") {
@@ -958,11 +1269,184 @@ bool CudaExecutor::runBackward(const proto::PlanOp &op,
     if (forward == "dtfm.linear" && numOperands > 2 && at(2))
       cuda::sumRepeated(dOut->data(), dOut->numel(), at(2), in(2).numel(),
                         stream);
-  } else if (forward == "dtfm.add") {
-    for (int i = 0; i < 2; ++i)
-      if (at(i))
-        cuda::sumRepeated(dOut->data(), dOut->numel(), at(i), in(i).numel(),
+  } else if (binaryOpOf(forward)) {
+    // d(a op b): each side's term summed over the dimensions it repeats
+    // along.
+    const ShapeVec &out = dOut->shape;
+    for (int i = 0; i < 2; ++i) {
+      if (!at(i))
+        continue;
+      const DTensor &self = in(i), &other = in(1 - i);
+      bool plainSum = forward == "dtfm.add" || (forward == "dtfm.sub" && i == 0);
+      if (plainSum && repeatsOver(self.shape, out)) {
+        cuda::sumRepeated(dOut->data(), dOut->numel(), at(i), self.numel(),
                           stream);
+        continue;
+      }
+      cuda::ReduceTerm term = cuda::ReduceTerm::Value;
+      const float *operands[3] = {dOut->data(), nullptr, nullptr};
+      std::vector<cuda::StridedView> views = {
+          cuda::broadcastView(dOut->shape, out)};
+      float alpha = forward == "dtfm.sub" && i == 1 ? -1.0f : 1.0f;
+      if (forward == "dtfm.mul") {
+        term = cuda::ReduceTerm::Product;
+        operands[1] = other.data();
+        views.push_back(cuda::broadcastView(other.shape, out));
+      } else if (forward == "dtfm.div") {
+        const DTensor &a = in(0), &b = in(1);
+        term = i == 0 ? cuda::ReduceTerm::Quotient
+                      : cuda::ReduceTerm::DivisorGradient;
+        operands[1] = i == 0 ? b.data() : a.data();
+        views.push_back(cuda::broadcastView(i == 0 ? b.shape : a.shape, out));
+        if (i == 1) {
+          operands[2] = b.data();
+          views.push_back(cuda::broadcastView(b.shape, out));
+        }
+      }
+      cuda::reduceStrided(term, operands,
+                          cuda::splitReduction(
+                              views, cuda::broadcastView(self.shape, out),
+                              cuda::broadcastDims(self.shape, out)),
+                          at(i), alpha, true, stream);
+    }
+  } else if (std::optional<cuda::UnaryOp> math = unaryOpOf(forward)) {
+    if (at(0))
+      cuda::unaryBackward(*math, in(0).data(), dOut->data(), at(0),
+                          in(0).numel(), floatAttr(op, "exponent", 1), stream);
+  } else if (forward == "dtfm.reduce_mean" ||
+             forward == "dtfm.global_avg_pool") {
+    // dx += dOut spread evenly over the elements each mean averaged.
+    const DTensor &x = in(0);
+    MeanAxes m = meanAxes(x.shape, forward == "dtfm.reduce_mean"
+                                       ? intsAttr(op, "axes", {})
+                                       : spatialAxes(x.shape));
+    if (at(0))
+      cuda::copyStrided(dOut->data(), cuda::broadcastView(m.kept, x.shape),
+                        at(0), cuda::contiguousView(x.shape),
+                        1.0f / static_cast<float>(m.count), true, stream);
+  } else if (forward == "dtfm.transpose") {
+    if (at(0))
+      cuda::copyStrided(dOut->data(), cuda::contiguousView(dOut->shape), at(0),
+                        cuda::permutedView(in(0).shape,
+                                           intsAttr(op, "perm", {})),
+                        1.0f, true, stream);
+  } else if (forward == "dtfm.slice") {
+    if (at(0))
+      cuda::copyStrided(dOut->data(), cuda::contiguousView(dOut->shape), at(0),
+                        cuda::sliceView(in(0).shape, dOut->shape,
+                                        intsAttr(op, "starts", {}),
+                                        intsAttr(op, "steps", {})),
+                        1.0f, true, stream);
+  } else if (forward == "dtfm.concat") {
+    int64_t axis = intAttr(op, "axis", 0), begin = 0;
+    for (int i = 0; i < numOperands; ++i) {
+      if (at(i))
+        cuda::copyStrided(dOut->data(),
+                          cuda::axisBlockView(dOut->shape, axis, begin,
+                                              in(i).shape),
+                          at(i), cuda::contiguousView(in(i).shape), 1.0f, true,
+                          stream);
+      begin += in(i).shape[axis];
+    }
+  } else if (forward == "dtfm.gather") {
+    if (at(0))
+      cuda::gatherBackward(in(1).data(), dOut->data(),
+                           gatherGeometry(in(0).shape, intAttr(op, "axis", 0),
+                                          in(1).numel()),
+                           at(0), stream);
+  } else if (forward == "dtfm.where") {
+    const DTensor &condition = in(0);
+    const ShapeVec &out = dOut->shape;
+    for (int i = 1; i < 3; ++i) {
+      if (!at(i))
+        continue;
+      const float *operands[3] = {dOut->data(), condition.data(), nullptr};
+      cuda::reduceStrided(
+          i == 1 ? cuda::ReduceTerm::WhereTrue : cuda::ReduceTerm::WhereFalse,
+          operands,
+          cuda::splitReduction({cuda::broadcastView(out, out),
+                                cuda::broadcastView(condition.shape, out)},
+                               cuda::broadcastView(in(i).shape, out),
+                               cuda::broadcastDims(in(i).shape, out)),
+          at(i), 1.0f, true, stream);
+    }
+  } else if (forward == "dtfm.conv2d") {
+    const DTensor &x = in(0), &w = in(1);
+    cuda::ConvGeometry g = convGeometry(op, x.shape, w.shape, dOut->shape);
+    int64_t rows = g.columnRows(), spatial = g.spatial(),
+            og = g.filtersPerGroup();
+    int64_t perChunk = std::clamp<int64_t>(
+        kColumnFloats / std::max<int64_t>(1, rows * spatial), 1, g.n);
+    DTensor columns, dcolumns;
+    if ((at(1) &&
+         !allocate({perChunk * rows * spatial}, false, columns, error)) ||
+        (at(0) &&
+         !allocate({perChunk * rows * spatial}, false, dcolumns, error)))
+      return false;
+    for (int64_t first = 0; first < g.n && (at(0) || at(1));
+         first += perChunk) {
+      int64_t images = std::min(perChunk, g.n - first);
+      for (int64_t group = 0; group < g.groups; ++group) {
+        const float *filters = w.data() + group * og * rows;
+        const float *grads = dOut->data() + (first * g.o + group * og) * spatial;
+        if (at(1)) { // dW [og, rows] += dOut[image] [og, spatial] columns^T
+          cuda::im2col(x.data(), g, first, images, group, columns.data(),
+                       stream);
+          for (int64_t image = 0; image < images; ++image) {
+            cuda::MatmulShape s;
+            s.transB = true;
+            s.m = og;
+            s.n = rows;
+            s.k = spatial;
+            s.accumulate = true;
+            if (!matmul->run(s, grads + image * g.o * spatial,
+                             columns.data() + image * rows * spatial,
+                             at(1) + group * og * rows, stream, error))
+              return false;
+          }
+        }
+        if (at(0)) { // dcolumns[image] = W^T [rows, og] dOut[image]
+          cuda::MatmulShape s;
+          s.transA = true;
+          s.m = rows;
+          s.n = spatial;
+          s.k = og;
+          s.batch = images;
+          s.strideA = 0;
+          s.strideB = g.o * spatial;
+          s.strideC = rows * spatial;
+          if (!matmul->run(s, filters, grads, dcolumns.data(), stream, error))
+            return false;
+          cuda::col2im(dcolumns.data(), g, first, images, group, at(0),
+                       stream);
+        }
+      }
+    }
+    if (numOperands > 2 && at(2)) {
+      const float *operands[3] = {dOut->data(), nullptr, nullptr};
+      ShapeVec bias = {g.o, 1, 1};
+      cuda::reduceStrided(
+          cuda::ReduceTerm::Value, operands,
+          cuda::splitReduction({cuda::contiguousView(dOut->shape)},
+                               cuda::broadcastView(bias, dOut->shape),
+                               cuda::broadcastDims(bias, dOut->shape)),
+          at(2), 1.0f, true, stream);
+    }
+  } else if (forward == "dtfm.batchnorm") {
+    const DTensor &x = in(0);
+    int64_t n = x.shape[0], c = x.shape[1], inner = x.numel() / (n * c);
+    cuda::batchNormBackward(x.data(), in(1).data(), dOut->data(), at(0),
+                            at(1), at(2), n, c, inner,
+                            static_cast<float>(floatAttr(op, "epsilon", 1e-5)),
+                            stream);
+  } else if (forward == "dtfm.max_pool2d" || forward == "dtfm.avg_pool2d") {
+    if (at(0)) {
+      cuda::PoolGeometry g = poolGeometry(op, in(0).shape, dOut->shape);
+      if (forward == "dtfm.max_pool2d")
+        cuda::maxPool2dBackward(in(0).data(), dOut->data(), g, at(0), stream);
+      else
+        cuda::avgPool2dBackward(dOut->data(), g, at(0), stream);
+    }
   } else if (forward == "dtfm.layernorm") {
     const DTensor &x = in(0);
     int64_t d = x.shape.back(), rows = x.numel() / d;
@@ -1202,17 +1686,14 @@ bool dtfm::runtime::cuda::supportsProgram(const proto::DeviceProgram &program,
       reason = where + " of " + kind + " has no CUDA kernel";
       return false;
     }
-    if (kind == "dtfm.add" && op.operands_size() >= 2) {
-      ShapeVec a = shapeOfOperand(op, 0), b = shapeOfOperand(op, 1);
-      ShapeVec out = name == "dtfm.add" ? shapeOf(op.results(0))
-                                        : shapeOfOperand(op, 2); // dOut
-      if (!repeatsOver(a, out) || !repeatsOver(b, out)) {
-        reason = where + ": broadcasting " + spell(a) + " with " + spell(b) +
-                 " has no CUDA kernel (only equal shapes, or one repeating "
-                 "over the other's leading dimensions)";
+    for (int i = 0; i < op.operands_size(); ++i)
+      if (shapeOfOperand(op, i).size() > static_cast<size_t>(cuda::kMaxRank)) {
+        reason = where + ": operand " + std::to_string(i) + " of rank " +
+                 std::to_string(shapeOfOperand(op, i).size()) +
+                 " (the CUDA kernels take up to " +
+                 std::to_string(cuda::kMaxRank) + ")";
         return false;
       }
-    }
     if (kind == "dtfm.softmax") {
       int64_t axis = intAttr(op, "axis", -1);
       int64_t rank = static_cast<int64_t>(shapeOfOperand(op, 0).size());
