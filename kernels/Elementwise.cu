@@ -7,6 +7,8 @@
 #include "Common.cuh"
 #include "dtfm/Runtime/Cuda/Kernels.h"
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 using namespace dtfm::runtime::cuda::detail;
@@ -31,6 +33,16 @@ __global__ void sumRepeatedKernel(const float *dOut, int64_t n, float *grad,
 constexpr float kSqrt2OverPi = 0.7978845608f;
 constexpr float kInvSqrt2 = 0.70710678f;
 constexpr float kInvSqrt2Pi = 0.39894228f;
+
+__global__ void roundToHalfKernel(const float *x, uint16_t *y, int64_t n,
+                                  bool bfloat16) {
+  DTFM_GRID_STRIDE(i, n) {
+    if (bfloat16)
+      y[i] = __bfloat16_as_ushort(__float2bfloat16_rn(x[i]));
+    else
+      y[i] = __half_as_ushort(__float2half_rn(x[i]));
+  }
+}
 
 __global__ void geluKernel(const float *x, float *y, int64_t n, bool tanhApp) {
   DTFM_GRID_STRIDE(i, n) {
@@ -122,6 +134,13 @@ __global__ void adamwKernel(float *param, const float *grad, float *m,
 } // namespace
 
 namespace dtfm::runtime::cuda {
+
+void roundToHalf(const float *x, uint16_t *y, int64_t n, bool bfloat16,
+                 cudaStream_t stream) {
+  if (n > 0)
+    roundToHalfKernel<<<blocksFor(n), kThreads, 0, stream>>>(x, y, n,
+                                                             bfloat16);
+}
 
 void addRepeated(const float *a, int64_t na, const float *b, int64_t nb,
                  float *out, int64_t n, cudaStream_t stream) {

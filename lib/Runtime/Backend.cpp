@@ -73,7 +73,7 @@ bool dtfm::runtime::resolveBackend(BackendRequest request,
 std::unique_ptr<StageExecutor>
 dtfm::runtime::makeExecutor(Backend backend,
                             const proto::DeviceProgram &program, int rank,
-                            std::string &error) {
+                            bool planPrecisionMatmuls, std::string &error) {
   if (backend == Backend::Cpu)
     return std::make_unique<ProgramExecutor>(program);
 #if DTFM_HAVE_CUDA
@@ -83,9 +83,11 @@ dtfm::runtime::makeExecutor(Backend backend,
     error = "no CUDA device (" + why + ")";
     return nullptr;
   }
-  return cuda::makeCudaExecutor(program, rank % devices, error);
+  return cuda::makeCudaExecutor(program, rank % devices, planPrecisionMatmuls,
+                                error);
 #else
   (void)rank;
+  (void)planPrecisionMatmuls;
   error = "this dtfm-run was built without CUDA";
   return nullptr;
 #endif

@@ -416,7 +416,8 @@ bool Worker::prepare(std::string &error) {
     buffers.push_back(std::vector<cpu::Tensor>(
         t.oncePerIteration ? 1 : microBatches, cpu::Tensor(t.shape)));
 
-  executor = makeExecutor(options.backend, program, options.rank, error);
+  executor = makeExecutor(options.backend, program, options.rank,
+                          options.planPrecisionMatmuls, error);
   if (!executor)
     return false;
   inputs = executor->inputs();

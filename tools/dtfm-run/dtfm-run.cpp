@@ -63,6 +63,8 @@ static const char *kUsage =
     "made for another)\n"
     "         multi-host:  --rank R (--rendezvous HOST:PORT | --store DIR)\n"
     "         device:      [--backend cpu|cuda|auto] (default auto)\n"
+    "                      [--matmul-precision plan|fp32] (GPU matmuls "
+    "in the plan's f16/bf16, or fp32; default plan)\n"
     "         kernels:     [--load-dtfm-plugin lib.so] (custom operators)\n";
 
 /// A positive integer option value, or an error.
@@ -175,6 +177,16 @@ int main(int argc, char **argv) {
       if (!runtime::parseBackendRequest(value, backendRequest))
         return fail("--backend expects cpu, cuda or auto, got '" + value +
                     "'");
+      continue;
+    } else if (takesValue("--matmul-precision") ||
+               arg.rfind("--matmul-precision=", 0) == 0) {
+      std::string value =
+          arg == "--matmul-precision" ? argv[++i] : arg.substr(19);
+      if (value != "plan" && value != "fp32")
+        return fail("--matmul-precision expects plan or fp32, got '" + value +
+                    "'");
+      worker.planPrecisionMatmuls = value == "plan";
+      forwarded.insert(forwarded.end(), {"--matmul-precision", value});
       continue;
     } else if (arg == "--shape-links" || arg == "--serial-slots") {
       (arg == "--shape-links" ? worker.shapeLinks : worker.serialSlots) = true;

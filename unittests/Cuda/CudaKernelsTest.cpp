@@ -640,4 +640,51 @@ TEST_F(CudaKernelsTest, ColumnsBatchNormAndPooling) {
              "avg pool grad");
 }
 
+TEST_F(CudaKernelsTest, MixedPrecisionProductsKeepFloatResults) {
+  // The executor's fp16/bf16 matmuls: fp32 tensors rounded on the device,
+  // multiplied on tensor cores, results in fp32 -- equal to the CPU's
+  // product of the rounded inputs up to fp32 accumulation order.
+  cuda::Matmul matmul;
+  std::string error;
+  int64_t m = 64, n = 48, k = 96;
+  for (cuda::ElementType type :
+       {cuda::ElementType::F16, cuda::ElementType::BF16}) {
+    bool bf16 = type == cuda::ElementType::BF16;
+    Tensor a = random({m, k}), b = random({k, n}), c = random({m, n});
+    auto ga = upload(a), gb = upload(b), gc = upload(c);
+    cuda::DeviceBuffer ha(a.numel() * 2), hb(b.numel() * 2);
+    cuda::roundToHalf(ga.floats(), static_cast<uint16_t *>(ha.data()),
+                      a.numel(), bf16, stream);
+    cuda::roundToHalf(gb.floats(), static_cast<uint16_t *>(hb.data()),
+                      b.numel(), bf16, stream);
+    for (Tensor *t : {&a, &b})
+      for (float &x : t->data)
+        x = bf16 ? __bfloat162float(__float2bfloat16(x))
+                 : __half2float(__float2half(x));
+    std::vector<uint16_t> rounded(a.numel());
+    cudaStreamSynchronize(stream);
+    cudaMemcpy(rounded.data(), ha.data(), rounded.size() * 2,
+               cudaMemcpyDeviceToHost);
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      float back = bf16 ? __bfloat162float(
+                              *reinterpret_cast<__nv_bfloat16 *>(&rounded[i]))
+                        : __half2float(*reinterpret_cast<__half *>(&rounded[i]));
+      ASSERT_EQ(back, a.data[i]) << "rounding to nearest at " << i;
+    }
+    Tensor want = c;
+    cpu::gemm(a.data.data(), b.data.data(), want.data.data(), m, n, k, false,
+              false, true);
+    cuda::MatmulShape s;
+    s.m = m;
+    s.n = n;
+    s.k = k;
+    s.type = type;
+    s.floatOutput = true;
+    s.accumulate = true;
+    ASSERT_TRUE(matmul.run(s, ha.data(), hb.data(), gc.data(), stream, error))
+        << error;
+    expectNear(download(gc, m * n), want.data, 1e-4, "mixed-precision matmul");
+  }
+}
+
 } // namespace

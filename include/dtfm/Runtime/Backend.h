@@ -44,11 +44,14 @@ bool resolveBackend(BackendRequest request, const proto::Plan &plan,
                     Backend &backend, std::string &notice, std::string &error);
 
 /// The executor of `program` on `backend`; `rank` picks the GPU (ranks
-/// share this host's devices round robin). Null with `error` when the
-/// device cannot be set up.
+/// share this host's devices round robin). `planPrecisionMatmuls`: on the
+/// GPU, matmuls the plan types f16/bf16 multiply in that type (see
+/// cuda::makeCudaExecutor); the CPU computes in fp32 either way. Null with
+/// `error` when the device cannot be set up.
 std::unique_ptr<StageExecutor> makeExecutor(Backend backend,
                                             const proto::DeviceProgram &program,
-                                            int rank, std::string &error);
+                                            int rank, bool planPrecisionMatmuls,
+                                            std::string &error);
 
 } // namespace dtfm::runtime
 

@@ -61,6 +61,9 @@ struct WorkerOptions {
   bool progressBar = false;
   /// The device that runs the program (resolved: see Backend.h).
   Backend backend = Backend::Cpu;
+  /// On the GPU, matmuls in the plan's f16/bf16 (--matmul-precision=plan)
+  /// or in fp32 (--matmul-precision=fp32).
+  bool planPrecisionMatmuls = true;
 };
 
 /// Runs the worker of `options.rank`; returns the process exit status.

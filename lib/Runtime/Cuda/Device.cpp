@@ -117,7 +117,9 @@ struct Matmul::Impl {
             CUBLAS_STATUS_SUCCESS ||
         cublasLtMatrixLayoutCreate(&out.a, type, secondRows, secondCols,
                                    lda) != CUBLAS_STATUS_SUCCESS ||
-        cublasLtMatrixLayoutCreate(&out.c, type, s.n, s.m, ldc) !=
+        cublasLtMatrixLayoutCreate(&out.c,
+                                   s.floatOutput ? CUDA_R_32F : type, s.n,
+                                   s.m, ldc) !=
             CUBLAS_STATUS_SUCCESS) {
       error = "cublasLtMatrixLayoutCreate failed";
       return false;

@@ -241,9 +241,10 @@ private:
 
 class CudaExecutor : public StageExecutor {
 public:
-  CudaExecutor(const proto::DeviceProgram &program, int device)
-      : program(program), device(device), host(program),
-        pool(std::make_shared<Pool>()) {}
+  CudaExecutor(const proto::DeviceProgram &program, int device,
+               bool planPrecision)
+      : program(program), device(device), planPrecision(planPrecision),
+        host(program), pool(std::make_shared<Pool>()) {}
   ~CudaExecutor() override;
 
   bool setUp(std::string &error);
@@ -308,11 +309,22 @@ private:
   bool runBackward(const proto::PlanOp &op, std::map<int64_t, DTensor> &table,
                    std::string &error);
   bool checkLaunch(std::string &error) const;
+  /// The type op's matmuls multiply in: the plan's type of its result
+  /// (fp16/bf16 on tensor cores, accumulating in fp32), or fp32 when the
+  /// run asked for fp32 products or the plan is fp32.
+  cuda::ElementType productType(const proto::PlanOp &op) const;
+  /// c (fp32) = the product `shape` of a and b (fp32 tensors); in a half
+  /// type they are rounded into scratch first, each tensor once per op
+  /// (`rounded`).
+  bool multiply(cuda::MatmulShape shape, cuda::ElementType type,
+                const DTensor &a, const DTensor &b, float *c,
+                std::map<const float *, DTensor> &rounded, std::string &error);
   /// Fails naming the first gather of the phase that met a bad index.
   bool checkGathers(std::string &error);
 
   const proto::DeviceProgram &program;
   int device;
+  bool planPrecision;
   /// Initializers, parameter files and the state's format, on the host.
   ProgramExecutor host;
   std::shared_ptr<Pool> pool;
@@ -422,6 +434,41 @@ bool CudaExecutor::checkGathers(std::string &error) {
     return false;
   }
   return true;
+}
+
+cuda::ElementType CudaExecutor::productType(const proto::PlanOp &op) const {
+  if (!planPrecision || op.results_size() == 0)
+    return cuda::ElementType::F32;
+  const std::string &dtype = op.results(0).dtype();
+  return dtype == "f16"    ? cuda::ElementType::F16
+         : dtype == "bf16" ? cuda::ElementType::BF16
+                           : cuda::ElementType::F32;
+}
+
+bool CudaExecutor::multiply(cuda::MatmulShape shape, cuda::ElementType type,
+                            const DTensor &a, const DTensor &b, float *c,
+                            std::map<const float *, DTensor> &rounded,
+                            std::string &error) {
+  if (type == cuda::ElementType::F32)
+    return matmul->run(shape, a.data(), b.data(), c, computeStream(), error);
+  auto half = [&](const DTensor &t) -> const void * {
+    auto it = rounded.find(t.data());
+    if (it != rounded.end())
+      return it->second.data();
+    DTensor h;
+    if (!allocate({(t.numel() + 1) / 2}, false, h, error))
+      return nullptr;
+    cuda::roundToHalf(t.data(), reinterpret_cast<uint16_t *>(h.data()),
+                      t.numel(), type == cuda::ElementType::BF16,
+                      computeStream());
+    return rounded.emplace(t.data(), std::move(h)).first->second.data();
+  };
+  const void *ha = half(a), *hb = half(b);
+  if (!ha || !hb)
+    return false;
+  shape.type = type;
+  shape.floatOutput = true;
+  return matmul->run(shape, ha, hb, c, computeStream(), error);
 }
 
 bool CudaExecutor::checkLaunch(std::string &error) const {
@@ -1100,8 +1147,9 @@ bool CudaExecutor::runForward(int opIndex, const proto::PlanOp &op,
       m.strideB = k * m.n;
       m.strideC = m.m * m.n;
     }
-    if (!fresh(false) ||
-        !matmul->run(m, lhs.data(), rhs.data(), out.data(), stream, error))
+    std::map<const float *, DTensor> rounded;
+    if (!fresh(false) || !multiply(m, productType(op), lhs, rhs, out.data(),
+                                   rounded, error))
       return false;
     if (name == "dtfm.linear" && op.operands_size() > 2)
       cuda::addRepeated(out.data(), out.numel(), in(2).data(), in(2).numel(),
@@ -1226,6 +1274,8 @@ bool CudaExecutor::runBackward(const proto::PlanOp &op,
     bool batched = rhs.shape.size() > 2;
     int64_t m = batched ? lhs.shape[lhs.shape.size() - 2] : lhs.numel() / k;
     int64_t batch = batched ? lhs.numel() / (m * k) : 1;
+    cuda::ElementType type = productType(op);
+    std::map<const float *, DTensor> rounded;
     auto strided = [&](cuda::MatmulShape s, int64_t sa, int64_t sb,
                        int64_t sc) {
       if (batched) {
@@ -1243,8 +1293,8 @@ bool CudaExecutor::runBackward(const proto::PlanOp &op,
       s.m = m;
       s.n = k;
       s.k = n;
-      if (!matmul->run(strided(s, m * n, k * n, m * k), dOut->data(),
-                       rhs.data(), at(0), stream, error))
+      if (!multiply(strided(s, m * n, k * n, m * k), type, *dOut, rhs, at(0),
+                    rounded, error))
         return false;
     }
     if (at(1)) {
@@ -1254,15 +1304,15 @@ bool CudaExecutor::runBackward(const proto::PlanOp &op,
         s.m = k;
         s.n = n;
         s.k = m;
-        if (!matmul->run(strided(s, m * k, m * n, k * n), lhs.data(),
-                         dOut->data(), at(1), stream, error))
+        if (!multiply(strided(s, m * k, m * n, k * n), type, lhs, *dOut,
+                      at(1), rounded, error))
           return false;
       } else { // dRhs[n,k] += dOut^T lhs
         s.m = n;
         s.n = k;
         s.k = m;
-        if (!matmul->run(strided(s, m * n, m * k, n * k), dOut->data(),
-                         lhs.data(), at(1), stream, error))
+        if (!multiply(strided(s, m * n, m * k, n * k), type, *dOut, lhs,
+                      at(1), rounded, error))
           return false;
       }
     }
@@ -1718,8 +1768,10 @@ bool dtfm::runtime::cuda::supportsProgram(const proto::DeviceProgram &program,
 
 std::unique_ptr<StageExecutor>
 dtfm::runtime::cuda::makeCudaExecutor(const proto::DeviceProgram &program,
-                                      int device, std::string &error) {
-  auto executor = std::make_unique<CudaExecutor>(program, device);
+                                      int device, bool planPrecisionMatmuls,
+                                      std::string &error) {
+  auto executor =
+      std::make_unique<CudaExecutor>(program, device, planPrecisionMatmuls);
   if (!executor->setUp(error))
     return nullptr;
   return executor;

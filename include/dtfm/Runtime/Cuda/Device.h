@@ -62,14 +62,17 @@ struct MatmulShape {
   int64_t batch = 1;
   int64_t strideA = 0, strideB = 0, strideC = 0;
   ElementType type = ElementType::F32;
+  /// C in fp32 whatever `type` is: half operands, fp32 results (mixed
+  /// precision).
+  bool floatOutput = false;
   bool accumulate = false;
   /// Leading dimensions (row-major: elements between rows); 0 for dense.
   int64_t lda = 0, ldb = 0, ldc = 0;
 
   auto key() const {
     return std::make_tuple(transA, transB, m, n, k, batch, strideA, strideB,
-                           strideC, static_cast<int>(type), accumulate, lda,
-                           ldb, ldc);
+                           strideC, static_cast<int>(type), floatOutput,
+                           accumulate, lda, ldb, ldc);
   }
 };
 

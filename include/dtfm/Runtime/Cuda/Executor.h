@@ -20,9 +20,9 @@
 // those streams (connectPeers); otherwise through the worker's transport
 // (lib/Runtime/Transport.h), as host memory.
 //
-// Ops without a CUDA kernel -- conv2d, batchnorm, pooling, the ONNX
-// elementwise and shape ops, custom ops -- are refused before a worker
-// starts (supportsProgram), so that --backend=auto can fall back to the CPU.
+// Ops without a CUDA kernel -- custom ops, softmax over another axis than
+// the last -- are refused before a worker starts (supportsProgram), so that
+// --backend=auto can fall back to the CPU.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,14 +38,17 @@ namespace dtfm::runtime::cuda {
 
 /// Whether every op of `program` has a CUDA kernel (and its operands a
 /// shape the kernel takes); otherwise `reason` names the first that does
-/// not, as "op #N dtfm.conv2d has no CUDA kernel".
+/// not, as "op #N dtfm.custom has no CUDA kernel".
 bool supportsProgram(const proto::DeviceProgram &program, std::string &reason);
 
 /// The executor of `program` on CUDA device `device`; null with `error`
-/// when the device, its streams or cuBLASLt cannot be set up.
+/// when the device, its streams or cuBLASLt cannot be set up. With
+/// `planPrecisionMatmuls`, linear and matmul ops whose result the plan
+/// types f16 or bf16 multiply in that type on tensor cores, accumulating in
+/// fp32 (their results, the weights and every other op stay fp32).
 std::unique_ptr<StageExecutor>
 makeCudaExecutor(const proto::DeviceProgram &program, int device,
-                 std::string &error);
+                 bool planPrecisionMatmuls, std::string &error);
 
 } // namespace dtfm::runtime::cuda
 

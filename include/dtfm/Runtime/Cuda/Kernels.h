@@ -44,6 +44,10 @@ void geluBackward(const float *x, const float *dy, float *dx, int64_t n,
 void relu(const float *x, float *y, int64_t n, cudaStream_t stream);
 void reluBackward(const float *y, const float *dy, float *dx, int64_t n,
                   cudaStream_t stream);
+/// y = x rounded to fp16 (or bf16) to the nearest, as raw 16-bit values
+/// (the operands of mixed-precision matmuls).
+void roundToHalf(const float *x, uint16_t *y, int64_t n, bool bfloat16,
+                 cudaStream_t stream);
 /// dst[i] += src[i].
 void accumulate(const float *src, float *dst, int64_t n, cudaStream_t stream);
 /// x[i] *= factor.
