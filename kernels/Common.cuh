@@ -27,7 +27,8 @@ inline unsigned blocksFor(int64_t n) {
        i < (n); i += static_cast<int64_t>(blockDim.x) * gridDim.x)
 
 /// Sum over the block (every thread gets the result); `scratch` holds 32.
-__device__ inline float blockSum(float value, float *scratch) {
+/// Float for activations, double for statistics of long reductions.
+template <typename T> __device__ inline T blockSum(T value, T *scratch) {
   for (int offset = 16; offset > 0; offset /= 2)
     value += __shfl_down_sync(0xffffffffu, value, offset);
   int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -36,23 +37,7 @@ __device__ inline float blockSum(float value, float *scratch) {
     scratch[warp] = value;
   __syncthreads();
   int warps = (blockDim.x + 31) / 32;
-  float total = 0;
-  for (int w = 0; w < warps; ++w)
-    total += scratch[w];
-  return total;
-}
-
-/// Sum over the block in double (statistics of long reductions).
-__device__ inline double blockSum(double value, double *scratch) {
-  for (int offset = 16; offset > 0; offset /= 2)
-    value += __shfl_down_sync(0xffffffffu, value, offset);
-  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  __syncthreads();
-  if (lane == 0)
-    scratch[warp] = value;
-  __syncthreads();
-  int warps = (blockDim.x + 31) / 32;
-  double total = 0;
+  T total = 0;
   for (int w = 0; w < warps; ++w)
     total += scratch[w];
   return total;

@@ -428,33 +428,33 @@ struct PoolGeometry {
     if (x1 > wo)
       x1 = wo;
   }
-  /// The gradient of input element `flat` of a max pooling: dOut of every
-  /// window it wins.
-  DTFM_HOST_DEVICE float maxGradient(const float *x, const float *dOut,
-                                     int64_t flat) const {
-    int64_t plane = flat / (h * w), iy = (flat / w) % h, ix = flat % w;
-    int64_t y0, y1, x0, x1;
-    covering(iy, ix, y0, y1, x0, x1);
-    float sum = 0;
-    for (int64_t y = y0; y < y1; ++y)
-      for (int64_t xo = x0; xo < x1; ++xo) {
-        int64_t out = (plane * ho + y) * wo + xo;
-        if (argMax(x, out) == flat)
-          sum += dOut[out];
-      }
-    return sum;
-  }
-  /// The gradient of input element `flat` of an average pooling.
-  DTFM_HOST_DEVICE float averageGradient(const float *dOut,
-                                         int64_t flat) const {
+  /// The sum of term(output) over the outputs whose windows hold input
+  /// element `flat`, in output order.
+  template <typename Term>
+  DTFM_HOST_DEVICE float sumOverCovering(int64_t flat, Term term) const {
     int64_t plane = flat / (h * w), iy = (flat / w) % h, ix = flat % w;
     int64_t y0, y1, x0, x1;
     covering(iy, ix, y0, y1, x0, x1);
     float sum = 0;
     for (int64_t y = y0; y < y1; ++y)
       for (int64_t xo = x0; xo < x1; ++xo)
-        sum += dOut[(plane * ho + y) * wo + xo] / static_cast<float>(kh * kw);
+        sum += term((plane * ho + y) * wo + xo);
     return sum;
+  }
+  /// The gradient of input element `flat` of a max pooling: dOut of every
+  /// window it wins.
+  DTFM_HOST_DEVICE float maxGradient(const float *x, const float *dOut,
+                                     int64_t flat) const {
+    return sumOverCovering(flat, [&](int64_t out) {
+      return argMax(x, out) == flat ? dOut[out] : 0.0f;
+    });
+  }
+  /// The gradient of input element `flat` of an average pooling.
+  DTFM_HOST_DEVICE float averageGradient(const float *dOut,
+                                         int64_t flat) const {
+    float cells = static_cast<float>(kh * kw);
+    return sumOverCovering(flat,
+                           [&](int64_t out) { return dOut[out] / cells; });
   }
 };
 
