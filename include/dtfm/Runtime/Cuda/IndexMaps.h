@@ -371,33 +371,11 @@ struct PoolGeometry {
   int64_t planes = 1, h = 1, w = 1, ho = 1, wo = 1, kh = 1, kw = 1;
   int64_t strideH = 1, strideW = 1, padTop = 0, padLeft = 0;
 
-  /// The input element (offset) that wins the max of output `flat`, the
-  /// first in window order among equals; -1 when the window holds only
-  /// padding.
-  DTFM_HOST_DEVICE int64_t argMax(const float *x, int64_t flat) const {
+  /// Calls visit(offset) for every input cell of output `flat`'s window
+  /// inside the image, in window order.
+  template <typename Visit>
+  DTFM_HOST_DEVICE void forEachCell(int64_t flat, Visit visit) const {
     int64_t plane = flat / (ho * wo), y = (flat / wo) % ho, xo = flat % wo;
-    int64_t best = -1;
-    float bestValue = 0;
-    for (int64_t i = 0; i < kh; ++i) {
-      int64_t iy = y * strideH - padTop + i;
-      if (iy < 0 || iy >= h)
-        continue;
-      for (int64_t j = 0; j < kw; ++j) {
-        int64_t ix = xo * strideW - padLeft + j;
-        if (ix < 0 || ix >= w)
-          continue;
-        int64_t at = (plane * h + iy) * w + ix;
-        if (best < 0 || x[at] > bestValue) {
-          best = at;
-          bestValue = x[at];
-        }
-      }
-    }
-    return best;
-  }
-  DTFM_HOST_DEVICE float average(const float *x, int64_t flat) const {
-    int64_t plane = flat / (ho * wo), y = (flat / wo) % ho, xo = flat % wo;
-    double sum = 0;
     for (int64_t i = 0; i < kh; ++i) {
       int64_t iy = y * strideH - padTop + i;
       if (iy < 0 || iy >= h)
@@ -405,9 +383,27 @@ struct PoolGeometry {
       for (int64_t j = 0; j < kw; ++j) {
         int64_t ix = xo * strideW - padLeft + j;
         if (ix >= 0 && ix < w)
-          sum += x[(plane * h + iy) * w + ix];
+          visit((plane * h + iy) * w + ix);
       }
     }
+  }
+  /// The input element (offset) that wins the max of output `flat`, the
+  /// first in window order among equals; -1 when the window holds only
+  /// padding.
+  DTFM_HOST_DEVICE int64_t argMax(const float *x, int64_t flat) const {
+    int64_t best = -1;
+    float bestValue = 0;
+    forEachCell(flat, [&](int64_t at) {
+      if (best < 0 || x[at] > bestValue) {
+        best = at;
+        bestValue = x[at];
+      }
+    });
+    return best;
+  }
+  DTFM_HOST_DEVICE float average(const float *x, int64_t flat) const {
+    double sum = 0;
+    forEachCell(flat, [&](int64_t at) { sum += x[at]; });
     return static_cast<float>(sum / static_cast<double>(kh * kw));
   }
   /// The outputs whose windows hold input (iy, ix): rows [y0, y1), columns
