@@ -36,8 +36,7 @@ protected:
   void SetUp() override {
     std::string why;
     if (cuda::deviceCount(&why) == 0)
-      GTEST_SKIP() << "no CUDA device (" << why
-                   << "): the GPU tests need one";
+      GTEST_SKIP() << "no CUDA device (" << why << "): the GPU tests need one";
     cudaStreamCreate(&stream);
   }
   void TearDown() override {
@@ -75,9 +74,8 @@ protected:
     cudaMemcpy(out.data(), b.data(), n * 4, cudaMemcpyDeviceToHost);
     return out;
   }
-  void expectNear(const std::vector<float> &got,
-                  const std::vector<float> &want, double rtol,
-                  const char *what) {
+  void expectNear(const std::vector<float> &got, const std::vector<float> &want,
+                  double rtol, const char *what) {
     ASSERT_EQ(got.size(), want.size()) << what;
     for (size_t i = 0; i < got.size(); ++i)
       ASSERT_NEAR(got[i], want[i], rtol * std::max(1.0f, std::fabs(want[i])))
@@ -94,13 +92,12 @@ TEST_F(CudaKernelsTest, AddAndItsBackward) {
     auto da = upload(a), db = upload(*other), out = zeros(a.numel());
     cuda::addRepeated(da.floats(), a.numel(), db.floats(), other->numel(),
                       out.floats(), a.numel(), stream);
-    expectNear(download(out, a.numel()), cpu::add(a, *other).data, 1e-6,
-               "add");
+    expectNear(download(out, a.numel()), cpu::add(a, *other).data, 1e-6, "add");
     Tensor dOut = random(a.shape), want(other->shape);
     cpu::addBackward(dOut, nullptr, &want);
     auto dd = upload(dOut), grad = zeros(other->numel());
-    cuda::sumRepeated(dd.floats(), dOut.numel(), grad.floats(),
-                      other->numel(), stream);
+    cuda::sumRepeated(dd.floats(), dOut.numel(), grad.floats(), other->numel(),
+                      stream);
     expectNear(download(grad, other->numel()), want.data, 1e-5, "add grad");
   }
 }
@@ -145,10 +142,9 @@ TEST_F(CudaKernelsTest, LayerNormAndBackward) {
   Tensor y = cpu::layerNorm(x, gamma, beta, 1e-5, mean, rstd);
   Tensor dx, dgamma, dbeta;
   cpu::layerNormBackward(x, gamma, mean, rstd, dy, &dx, &dgamma, &dbeta);
-  auto gx = upload(x), gg = upload(gamma), gb = upload(beta),
-       gdy = upload(dy), gy = zeros(rows * d), gm = zeros(rows),
-       gr = zeros(rows), gdx = zeros(rows * d), gdg = zeros(d),
-       gdb = zeros(d);
+  auto gx = upload(x), gg = upload(gamma), gb = upload(beta), gdy = upload(dy),
+       gy = zeros(rows * d), gm = zeros(rows), gr = zeros(rows),
+       gdx = zeros(rows * d), gdg = zeros(d), gdb = zeros(d);
   cuda::layerNorm(gx.floats(), gg.floats(), gb.floats(), gy.floats(),
                   gm.floats(), gr.floats(), rows, d, 1e-5f, stream);
   cuda::layerNormBackward(gx.floats(), gg.floats(), gm.floats(), gr.floats(),
@@ -202,14 +198,13 @@ TEST_F(CudaKernelsTest, CausalAttentionAndBackward) {
   cuda::Matmul matmul;
   std::string error;
   ASSERT_TRUE(cuda::causalAttention(matmul, shape, gq.floats(), gk.floats(),
-                                    gv.floats(), gout.floats(),
-                                    gprobs.floats(), scratch.floats(), stream,
-                                    error))
+                                    gv.floats(), gout.floats(), gprobs.floats(),
+                                    scratch.floats(), stream, error))
       << error;
   ASSERT_TRUE(cuda::causalAttentionBackward(
       matmul, shape, gq.floats(), gk.floats(), gv.floats(), gprobs.floats(),
-      gdo.floats(), gdq.floats(), gdk.floats(), gdv.floats(),
-      scratch.floats(), stream, error))
+      gdo.floats(), gdq.floats(), gdk.floats(), gdv.floats(), scratch.floats(),
+      stream, error))
       << error;
   expectNear(download(gout, n), out.data, 1e-4, "attention");
   expectNear(download(gprobs, probs.numel()), probs.data, 1e-4,
@@ -231,8 +226,7 @@ TEST_F(CudaKernelsTest, EmbeddingAndBackward) {
                           stream);
   expectNear(download(out, dOut.numel()), cpu::embedding(indices, table).data,
              0, "embedding");
-  expectNear(download(grad, table.numel()), want.data, 1e-5,
-             "embedding grad");
+  expectNear(download(grad, table.numel()), want.data, 1e-5, "embedding grad");
 }
 
 TEST_F(CudaKernelsTest, OptimizerSteps) {
@@ -263,15 +257,16 @@ TEST_F(CudaKernelsTest, TopKMatchesTheCpuWithTies) {
       cpu::topK(x, k, values, indices);
       auto gx = upload(x), gvals = zeros(k), gidx = zeros(k),
            work = cuda::DeviceBuffer(cuda::topKWorkspaceBytes(n));
-      cuda::topK(gx.floats(), n, k, gvals.floats(), gidx.floats(),
-                 work.data(), stream);
+      cuda::topK(gx.floats(), n, k, gvals.floats(), gidx.floats(), work.data(),
+                 stream);
       expectNear(download(gidx, k), indices.data, 0, "top-k indices");
       expectNear(download(gvals, k), values.data, 0, "top-k values");
       auto dense = zeros(n);
       cuda::scatterTopK(gvals.floats(), gidx.floats(), k, dense.floats(), n,
                         stream);
-      expectNear(download(dense, n), cpu::scatterTopK(values, indices, {n}).data,
-                 0, "top-k scatter");
+      expectNear(download(dense, n),
+                 cpu::scatterTopK(values, indices, {n}).data, 0,
+                 "top-k scatter");
     }
   }
 }
@@ -301,16 +296,16 @@ TEST_F(CudaKernelsTest, MatmulsThroughCublasLt) {
         s.strideC = m * n;
         s.accumulate = acc;
         auto ga = upload(a), gb = upload(b), gc = upload(c);
-        ASSERT_TRUE(matmul.run(s, ga.data(), gb.data(), gc.data(), stream,
-                               error))
+        ASSERT_TRUE(
+            matmul.run(s, ga.data(), gb.data(), gc.data(), stream, error))
             << error;
         expectNear(download(gc, batch * m * n), want.data, 1e-4, "matmul");
       }
   EXPECT_EQ(matmul.cachedShapes(), 8u);
   // Half precisions with fp32 accumulation, against the CPU on the rounded
   // inputs.
-  for (cuda::ElementType type : {cuda::ElementType::F16,
-                                 cuda::ElementType::BF16}) {
+  for (cuda::ElementType type :
+       {cuda::ElementType::F16, cuda::ElementType::BF16}) {
     Tensor a = random({m, k}), b = random({k, n}), want({m, n});
     std::vector<uint16_t> ha(a.numel()), hb(b.numel());
     for (auto [src, dst] : {std::pair{&a, &ha}, std::pair{&b, &hb}})
@@ -343,10 +338,10 @@ TEST_F(CudaKernelsTest, MatmulsThroughCublasLt) {
     cudaMemcpy(hc.data(), gc.data(), hc.size() * 2, cudaMemcpyDeviceToHost);
     double tolerance = type == cuda::ElementType::F16 ? 2e-3 : 1e-2;
     for (int64_t i = 0; i < m * n; ++i) {
-      float got = type == cuda::ElementType::F16
-                      ? __half2float(*reinterpret_cast<__half *>(&hc[i]))
-                      : __bfloat162float(
-                            *reinterpret_cast<__nv_bfloat16 *>(&hc[i]));
+      float got =
+          type == cuda::ElementType::F16
+              ? __half2float(*reinterpret_cast<__half *>(&hc[i]))
+              : __bfloat162float(*reinterpret_cast<__nv_bfloat16 *>(&hc[i]));
       ASSERT_NEAR(got, want.data[i],
                   tolerance * std::max(8.0f, std::fabs(want.data[i])))
           << i;
@@ -358,11 +353,10 @@ TEST_F(CudaKernelsTest, BroadcastingBinaryOpsWhereAndTheirGradients) {
   // [64, 1, 40] op [33, 40]: dOut [64, 33, 40]; the rhs gradient reduces
   // 64 rows onto 1320 elements (a block each), the lhs one 33 rows onto
   // 2560 (likewise); the large case below takes a thread each.
-  for (auto [sa, sb] :
-       {std::pair<std::vector<int64_t>, std::vector<int64_t>>{{64, 1, 40},
-                                                              {33, 40}},
-        {{300, 200}, {300, 1}},
-        {{20000, 3}, {3}}}) {
+  for (auto [sa, sb] : {std::pair<std::vector<int64_t>, std::vector<int64_t>>{
+                            {64, 1, 40}, {33, 40}},
+                        {{300, 200}, {300, 1}},
+                        {{20000, 3}, {3}}}) {
     Tensor a = random(sa), b = random(sb);
     for (float &y : b.data)
       y += y < 0 ? -0.5f : 0.5f;
@@ -372,8 +366,8 @@ TEST_F(CudaKernelsTest, BroadcastingBinaryOpsWhereAndTheirGradients) {
     auto ga = upload(a), gb = upload(b), gd = upload(dOut);
     cuda::StridedView va = cuda::broadcastView(sa, out),
                       vb = cuda::broadcastView(sb, out);
-    for (cuda::BinaryOp op : {cuda::BinaryOp::Sub, cuda::BinaryOp::Mul,
-                              cuda::BinaryOp::Div}) {
+    for (cuda::BinaryOp op :
+         {cuda::BinaryOp::Sub, cuda::BinaryOp::Mul, cuda::BinaryOp::Div}) {
       auto gout = zeros(probe.numel());
       cuda::binaryStrided(op, ga.floats(), va, gb.floats(), vb, gout.floats(),
                           stream);
@@ -405,16 +399,11 @@ TEST_F(CudaKernelsTest, BroadcastingBinaryOpsWhereAndTheirGradients) {
         opsA[1] = gb.floats(), opsB[1] = ga.floats(), opsB[2] = gb.floats();
         viewsA.push_back(vb), viewsB.push_back(va), viewsB.push_back(vb);
       }
-      cuda::reduceStrided(ta, opsA,
-                          cuda::splitReduction(viewsA, va,
-                                               cuda::broadcastDims(sa, out)),
+      cuda::reduceStrided(ta, opsA, cuda::reductionOnto(sa, out, viewsA),
                           gda.floats(), 1.0f, true, stream);
-      cuda::reduceStrided(tb, opsB,
-                          cuda::splitReduction(viewsB, vb,
-                                               cuda::broadcastDims(sb, out)),
-                          gdb.floats(),
-                          op == cuda::BinaryOp::Sub ? -1.0f : 1.0f, true,
-                          stream);
+      cuda::reduceStrided(
+          tb, opsB, cuda::reductionOnto(sb, out, viewsB), gdb.floats(),
+          op == cuda::BinaryOp::Sub ? -1.0f : 1.0f, true, stream);
       expectNear(download(gda, a.numel()), wantA.data, 1e-4, "lhs gradient");
       expectNear(download(gdb, b.numel()), wantB.data, 1e-4, "rhs gradient");
     }
@@ -436,15 +425,11 @@ TEST_F(CudaKernelsTest, BroadcastingBinaryOpsWhereAndTheirGradients) {
   const float *ops[3] = {gd.floats(), gc.floats(), nullptr};
   cuda::reduceStrided(
       cuda::ReduceTerm::WhereTrue, ops,
-      cuda::splitReduction({cuda::contiguousView(out), vc},
-                           cuda::broadcastView(a.shape, out),
-                           cuda::broadcastDims(a.shape, out)),
+      cuda::reductionOnto(a.shape, out, {cuda::contiguousView(out), vc}),
       gda.floats(), 1.0f, true, stream);
   cuda::reduceStrided(
       cuda::ReduceTerm::WhereFalse, ops,
-      cuda::splitReduction({cuda::contiguousView(out), vc},
-                           cuda::broadcastView(b.shape, out),
-                           cuda::broadcastDims(b.shape, out)),
+      cuda::reductionOnto(b.shape, out, {cuda::contiguousView(out), vc}),
       gdb.floats(), 1.0f, true, stream);
   expectNear(download(gda, a.numel()), wantA.data, 1e-5, "where true side");
   expectNear(download(gdb, b.numel()), wantB.data, 1e-5, "where false side");
@@ -452,50 +437,41 @@ TEST_F(CudaKernelsTest, BroadcastingBinaryOpsWhereAndTheirGradients) {
 
 TEST_F(CudaKernelsTest, MeansTransposeSliceConcat) {
   Tensor x = random({16, 24, 300});
-  for (std::vector<int64_t> axes : {std::vector<int64_t>{2},
-                                    std::vector<int64_t>{0, 1}}) {
+  for (std::vector<int64_t> axes :
+       {std::vector<int64_t>{2}, std::vector<int64_t>{0, 1}}) {
     Tensor want = cpu::reduceMean(x, axes, true);
-    std::vector<bool> reduced(3, false);
-    std::vector<int64_t> kept = x.shape;
-    int64_t count = 1;
-    for (int64_t d : axes)
-      reduced[d] = true, kept[d] = 1, count *= x.shape[d];
+    cuda::MeanShape m = cuda::meanShape(x.shape, axes);
     auto gx = upload(x), gout = zeros(want.numel());
     const float *ops[3] = {gx.floats(), nullptr, nullptr};
-    cuda::reduceStrided(cuda::ReduceTerm::Value, ops,
-                        cuda::splitReduction({cuda::contiguousView(x.shape)},
-                                             cuda::broadcastView(kept,
-                                                                 x.shape),
-                                             reduced),
-                        gout.floats(), 1.0f / count, false, stream);
+    cuda::reduceStrided(
+        cuda::ReduceTerm::Value, ops,
+        cuda::reductionOnto(m.kept, x.shape, {cuda::contiguousView(x.shape)}),
+        gout.floats(), 1.0f / m.count, false, stream);
     expectNear(download(gout, want.numel()), want.data, 1e-4, "mean");
     Tensor dOut = random(want.shape), wantDx(x.shape);
     cpu::reduceMeanBackward(x, axes, dOut, &wantDx);
     auto gd = upload(dOut), gdx = zeros(x.numel());
-    cuda::copyStrided(gd.floats(), cuda::broadcastView(kept, x.shape),
+    cuda::copyStrided(gd.floats(), cuda::broadcastView(m.kept, x.shape),
                       gdx.floats(), cuda::contiguousView(x.shape),
-                      1.0f / count, true, stream);
+                      1.0f / m.count, true, stream);
     expectNear(download(gdx, x.numel()), wantDx.data, 1e-5, "mean grad");
   }
   std::vector<int64_t> perm = {2, 0, 1};
   Tensor t = cpu::transpose(x, perm);
   auto gx = upload(x), gt = zeros(t.numel()), gback = zeros(x.numel());
-  cuda::copyStrided(gx.floats(), cuda::permutedView(x.shape, perm),
-                    gt.floats(), cuda::contiguousView(t.shape), 1, false,
-                    stream);
+  cuda::copyStrided(gx.floats(), cuda::permutedView(x.shape, perm), gt.floats(),
+                    cuda::contiguousView(t.shape), 1, false, stream);
   expectNear(download(gt, t.numel()), t.data, 0, "transpose");
-  cuda::copyStrided(gt.floats(), cuda::contiguousView(t.shape),
-                    gback.floats(), cuda::permutedView(x.shape, perm), 1, true,
-                    stream);
+  cuda::copyStrided(gt.floats(), cuda::contiguousView(t.shape), gback.floats(),
+                    cuda::permutedView(x.shape, perm), 1, true, stream);
   expectNear(download(gback, x.numel()), x.data, 0, "transpose back");
   std::vector<int64_t> starts = {1, 0, 5}, ends = {16, 24, 300},
                        steps = {3, 1, 7};
   Tensor sliced = cpu::slice(x, starts, ends, steps);
   auto gs = zeros(sliced.numel());
-  cuda::copyStrided(gx.floats(),
-                    cuda::sliceView(x.shape, sliced.shape, starts, steps),
-                    gs.floats(), cuda::contiguousView(sliced.shape), 1, false,
-                    stream);
+  cuda::copyStrided(
+      gx.floats(), cuda::sliceView(x.shape, sliced.shape, starts, steps),
+      gs.floats(), cuda::contiguousView(sliced.shape), 1, false, stream);
   expectNear(download(gs, sliced.numel()), sliced.data, 0, "slice");
   Tensor p = random({16, 5, 300});
   Tensor joined = cpu::concat({&x, &p}, 1);
@@ -504,8 +480,8 @@ TEST_F(CudaKernelsTest, MeansTransposeSliceConcat) {
                     cuda::axisBlockView(joined.shape, 1, 0, x.shape), 1, false,
                     stream);
   cuda::copyStrided(gp.floats(), cuda::contiguousView(p.shape), gj.floats(),
-                    cuda::axisBlockView(joined.shape, 1, 24, p.shape), 1,
-                    false, stream);
+                    cuda::axisBlockView(joined.shape, 1, 24, p.shape), 1, false,
+                    stream);
   expectNear(download(gj, joined.numel()), joined.data, 0, "concat");
 }
 
@@ -534,14 +510,15 @@ TEST_F(CudaKernelsTest, UnaryMathAndGather) {
 
   Tensor table = random({3, 50, 8}), indices({4, 6});
   for (int64_t i = 0; i < indices.numel(); ++i)
-    indices.data[i] = static_cast<float>(static_cast<int64_t>(rng() % 100) - 50);
+    indices.data[i] =
+        static_cast<float>(static_cast<int64_t>(rng() % 100) - 50);
   Tensor want, dOut;
   std::string error;
   ASSERT_TRUE(cpu::gather(table, indices, 1, want, error)) << error;
   dOut = random(want.shape);
   Tensor wantDx(table.shape);
   cpu::gatherBackward(table, indices, 1, dOut, &wantDx);
-  cuda::GatherGeometry g{3, 50, 24, 8};
+  cuda::GatherGeometry g = cuda::gatherGeometry(table.shape, 1, 24);
   auto gt = upload(table), gi = upload(indices), gd = upload(dOut),
        gout = zeros(want.numel()), gdx = zeros(table.numel()), flag = zeros(1);
   cuda::gather(gt.floats(), gi.floats(), g, gout.floats(),
@@ -565,8 +542,8 @@ TEST_F(CudaKernelsTest, UnaryMathAndGather) {
 
 TEST_F(CudaKernelsTest, ColumnsBatchNormAndPooling) {
   cuda::ConvGeometry g;
-  g.n = 3, g.c = 4, g.h = 9, g.w = 7, g.o = 6, g.kh = 3, g.kw = 3,
-  g.groups = 2, g.strideH = 2, g.padTop = 1, g.padLeft = 1, g.dilationW = 2;
+  g.n = 3, g.c = 4, g.h = 9, g.w = 7, g.o = 6, g.kh = 3, g.kw = 3, g.groups = 2,
+  g.strideH = 2, g.padTop = 1, g.padLeft = 1, g.dilationW = 2;
   g.ho = (9 + 2 - 3) / 2 + 1, g.wo = (7 + 2 - 2 * 2 - 1) + 1;
   Tensor x = random({3, 4, 9, 7});
   int64_t columns = 2 * g.columnRows() * g.spatial();
@@ -596,16 +573,16 @@ TEST_F(CudaKernelsTest, ColumnsBatchNormAndPooling) {
   Tensor dbx, dgamma, dbeta;
   cpu::batchNormBackward(bx, gamma, 1e-5, dy, &dbx, &dgamma, &dbeta);
   auto gbx = upload(bx), gg = upload(gamma), gb = upload(beta),
-       gdy = upload(dy), gy = zeros(bx.numel()), gm = zeros(16),
-       gv = zeros(16), grm = upload(runMean), grv = upload(runVar),
-       gdbx = zeros(bx.numel()), gdg = zeros(16), gdb = zeros(16);
+       gdy = upload(dy), gy = zeros(bx.numel()), gm = zeros(16), gv = zeros(16),
+       grm = upload(runMean), grv = upload(runVar), gdbx = zeros(bx.numel()),
+       gdg = zeros(16), gdb = zeros(16);
   cuda::batchNorm(gbx.floats(), gg.floats(), gb.floats(), gy.floats(),
                   gm.floats(), gv.floats(), 8, 16, 25, 1e-5f, stream);
   cuda::batchNormRunningStats(grm.floats(), grv.floats(), gm.floats(),
                               gv.floats(), 16, 8 * 25, 0.1f, stream);
   cuda::batchNormBackward(gbx.floats(), gg.floats(), gdy.floats(),
-                          gdbx.floats(), gdg.floats(), gdb.floats(), 8, 16,
-                          25, 1e-5f, stream);
+                          gdbx.floats(), gdg.floats(), gdb.floats(), 8, 16, 25,
+                          1e-5f, stream);
   expectNear(download(gy, bx.numel()), y.data, 1e-5, "batchnorm");
   expectNear(download(grm, 16), wantMean.data, 1e-5, "running mean");
   expectNear(download(grv, 16), wantVar.data, 1e-5, "running variance");
@@ -636,8 +613,7 @@ TEST_F(CudaKernelsTest, ColumnsBatchNormAndPooling) {
   expectNear(download(gmax, pmax.numel()), pmax.data, 0, "max pool");
   expectNear(download(gavg, pmax.numel()), pavg.data, 1e-6, "avg pool");
   expectNear(download(gdmax, px.numel()), wantMax.data, 1e-6, "max pool grad");
-  expectNear(download(gdavg, px.numel()), wantAvg.data, 1e-6,
-             "avg pool grad");
+  expectNear(download(gdavg, px.numel()), wantAvg.data, 1e-6, "avg pool grad");
 }
 
 TEST_F(CudaKernelsTest, MixedPrecisionProductsKeepFloatResults) {
@@ -666,9 +642,10 @@ TEST_F(CudaKernelsTest, MixedPrecisionProductsKeepFloatResults) {
     cudaMemcpy(rounded.data(), ha.data(), rounded.size() * 2,
                cudaMemcpyDeviceToHost);
     for (int64_t i = 0; i < a.numel(); ++i) {
-      float back = bf16 ? __bfloat162float(
-                              *reinterpret_cast<__nv_bfloat16 *>(&rounded[i]))
-                        : __half2float(*reinterpret_cast<__half *>(&rounded[i]));
+      float back = bf16
+                       ? __bfloat162float(
+                             *reinterpret_cast<__nv_bfloat16 *>(&rounded[i]))
+                       : __half2float(*reinterpret_cast<__half *>(&rounded[i]));
       ASSERT_EQ(back, a.data[i]) << "rounding to nearest at " << i;
     }
     Tensor want = c;

@@ -60,21 +60,39 @@ bool repeatsOver(ShapeVec operand, const ShapeVec &out) {
   return std::equal(operand.rbegin(), operand.rend(), out.rbegin());
 }
 
-/// Ops with a CUDA forward, and forwards with a CUDA backward.
 /// Forwards with a CUDA backward (every one has a CUDA forward too).
 const std::set<std::string> &backwardOps() {
-  static const std::set<std::string> ops = {
-      "dtfm.embedding",       "dtfm.add",          "dtfm.sub",
-      "dtfm.mul",             "dtfm.div",          "dtfm.sqrt",
-      "dtfm.tanh",            "dtfm.erf",          "dtfm.exp",
-      "dtfm.pow",             "dtfm.reduce_mean",  "dtfm.concat",
-      "dtfm.slice",           "dtfm.transpose",    "dtfm.gather",
-      "dtfm.where",           "dtfm.linear",       "dtfm.matmul",
-      "dtfm.layernorm",       "dtfm.gelu",         "dtfm.relu",
-      "dtfm.softmax",         "dtfm.causal_attention",
-      "dtfm.reshape",         "dtfm.flatten",      "dtfm.cross_entropy",
-      "dtfm.conv2d",          "dtfm.batchnorm",    "dtfm.max_pool2d",
-      "dtfm.avg_pool2d",      "dtfm.global_avg_pool"};
+  static const std::set<std::string> ops = {"dtfm.embedding",
+                                            "dtfm.add",
+                                            "dtfm.sub",
+                                            "dtfm.mul",
+                                            "dtfm.div",
+                                            "dtfm.sqrt",
+                                            "dtfm.tanh",
+                                            "dtfm.erf",
+                                            "dtfm.exp",
+                                            "dtfm.pow",
+                                            "dtfm.reduce_mean",
+                                            "dtfm.concat",
+                                            "dtfm.slice",
+                                            "dtfm.transpose",
+                                            "dtfm.gather",
+                                            "dtfm.where",
+                                            "dtfm.linear",
+                                            "dtfm.matmul",
+                                            "dtfm.layernorm",
+                                            "dtfm.gelu",
+                                            "dtfm.relu",
+                                            "dtfm.softmax",
+                                            "dtfm.causal_attention",
+                                            "dtfm.reshape",
+                                            "dtfm.flatten",
+                                            "dtfm.cross_entropy",
+                                            "dtfm.conv2d",
+                                            "dtfm.batchnorm",
+                                            "dtfm.max_pool2d",
+                                            "dtfm.avg_pool2d",
+                                            "dtfm.global_avg_pool"};
   return ops;
 }
 
@@ -119,30 +137,6 @@ std::optional<cuda::UnaryOp> unaryOpOf(const std::string &name) {
   return std::nullopt;
 }
 
-/// A mean over some dimensions of `shape`: which, the shape with them kept
-/// as 1, and how many elements each mean averages.
-struct MeanAxes {
-  std::vector<bool> reduced;
-  ShapeVec kept;
-  int64_t count = 1;
-};
-
-MeanAxes meanAxes(const ShapeVec &shape, const std::vector<int64_t> &axes) {
-  MeanAxes m;
-  int64_t rank = static_cast<int64_t>(shape.size());
-  m.reduced.assign(rank, false);
-  m.kept = shape;
-  for (int64_t a : axes) {
-    int64_t d = a < 0 ? a + rank : a;
-    if (d < 0 || d >= rank || m.reduced[d])
-      continue;
-    m.reduced[d] = true;
-    m.count *= shape[d];
-    m.kept[d] = 1;
-  }
-  return m;
-}
-
 /// The dimensions after the first two (global average pooling).
 std::vector<int64_t> spatialAxes(const ShapeVec &shape) {
   std::vector<int64_t> axes;
@@ -175,18 +169,6 @@ cuda::PoolGeometry poolGeometry(const proto::PlanOp &op, const ShapeVec &x,
   g.kh = kernel[0], g.kw = kernel[1];
   g.strideH = window.strideH, g.strideW = window.strideW;
   g.padTop = window.padTop, g.padLeft = window.padLeft;
-  return g;
-}
-
-cuda::GatherGeometry gatherGeometry(const ShapeVec &x, int64_t axis,
-                                    int64_t count) {
-  cuda::GatherGeometry g;
-  g.size = x[axis];
-  g.count = count;
-  for (int64_t d = 0; d < axis; ++d)
-    g.outer *= x[d];
-  for (size_t d = axis + 1; d < x.size(); ++d)
-    g.inner *= x[d];
   return g;
 }
 
@@ -353,9 +335,9 @@ private:
   std::map<int, int> peerOfOp; ///< linked send/recv op index -> peer rank
   /// One int per op: set by a dtfm.gather that met an index out of range.
   DTensor gatherFlags;
-  /// The dtfm.gather ops of the phase running (their flags are read at its
-  /// end).
-  std::vector<int> gathered;
+  /// The dtfm.gather ops of the phase running, with the size of the axis
+  /// they index (their flags are read at its end).
+  std::vector<std::pair<int, int64_t>> gathered;
   /// Values being sent, kept alive until their send completes.
   std::vector<std::pair<cudaEvent_t, std::vector<DTensor>>> pendingSends;
 };
@@ -414,21 +396,15 @@ bool CudaExecutor::checkGathers(std::string &error) {
       cudaFailed(cudaStreamSynchronize(computeStream()), "waiting for the GPU",
                  error))
     return false;
-  std::vector<int> ran;
+  std::vector<std::pair<int, int64_t>> ran;
   ran.swap(gathered);
-  for (int index : ran) {
+  for (auto [index, size] : ran) {
     if (!flags[index])
       continue;
-    const proto::PlanOp &op = program.ops(index);
-    int64_t axis = intAttr(op, "axis", 0);
-    int64_t size = 0;
-    for (const proto::PlanOp &producer : program.ops())
-      for (const proto::PlanValue &v : producer.results())
-        if (v.id() == op.operands(0))
-          size = v.shape(axis);
+    int64_t axis = intAttr(program.ops(index), "axis", 0);
     error = "op #" + std::to_string(index) +
-            " dtfm.gather: an index outside [" + std::to_string(-size) +
-            ", " + std::to_string(size) + ") on axis " + std::to_string(axis);
+            " dtfm.gather: an index outside [" + std::to_string(-size) + ", " +
+            std::to_string(size) + ") on axis " + std::to_string(axis);
     cudaMemsetAsync(gatherFlags.data(), 0, flags.size() * sizeof(int),
                     computeStream());
     return false;
@@ -839,8 +815,9 @@ bool CudaExecutor::runPhase(const std::string &phase, int microBatch,
         return fail("operand " + std::to_string(i) +
                     " was not computed in this phase");
     computedSinceMark = true;
-    bool ok = name == "dtfm.backward" ? runBackward(op, table, error)
-                                      : runForward(index, op, table, losses, error);
+    bool ok = name == "dtfm.backward"
+                  ? runBackward(op, table, error)
+                  : runForward(index, op, table, losses, error);
     if (!ok || !checkLaunch(error))
       return fail(error);
   }
@@ -961,9 +938,9 @@ bool CudaExecutor::runForward(int opIndex, const proto::PlanOp &op,
       cuda::addRepeated(a.data(), a.numel(), b.data(), b.numel(), out.data(),
                         out.numel(), stream);
     else
-      cuda::binaryStrided(*binary, a.data(), cuda::broadcastView(a.shape, shape),
-                          b.data(), cuda::broadcastView(b.shape, shape),
-                          out.data(), stream);
+      cuda::binaryStrided(
+          *binary, a.data(), cuda::broadcastView(a.shape, shape), b.data(),
+          cuda::broadcastView(b.shape, shape), out.data(), stream);
     return set(0, std::move(out));
   }
   if (std::optional<cuda::UnaryOp> math = unaryOpOf(name)) {
@@ -975,38 +952,34 @@ bool CudaExecutor::runForward(int opIndex, const proto::PlanOp &op,
   }
   if (name == "dtfm.reduce_mean" || name == "dtfm.global_avg_pool") {
     const DTensor &x = in(0);
-    MeanAxes m = meanAxes(x.shape, name == "dtfm.reduce_mean"
-                                       ? intsAttr(op, "axes", {})
-                                       : spatialAxes(x.shape));
+    cuda::MeanShape m = cuda::meanShape(x.shape, name == "dtfm.reduce_mean"
+                                                     ? intsAttr(op, "axes", {})
+                                                     : spatialAxes(x.shape));
     if (!fresh(false))
       return false;
     const float *operands[3] = {x.data(), nullptr, nullptr};
-    cuda::reduceStrided(cuda::ReduceTerm::Value, operands,
-                        cuda::splitReduction({cuda::contiguousView(x.shape)},
-                                             cuda::broadcastView(m.kept, x.shape),
-                                             m.reduced),
-                        out.data(), 1.0f / static_cast<float>(m.count), false,
-                        stream);
+    cuda::reduceStrided(
+        cuda::ReduceTerm::Value, operands,
+        cuda::reductionOnto(m.kept, x.shape, {cuda::contiguousView(x.shape)}),
+        out.data(), 1.0f / static_cast<float>(m.count), false, stream);
     return set(0, std::move(out));
   }
   if (name == "dtfm.transpose") {
     if (!fresh(false))
       return false;
-    cuda::copyStrided(in(0).data(),
-                      cuda::permutedView(in(0).shape, intsAttr(op, "perm", {})),
-                      out.data(), cuda::contiguousView(shape), 1.0f, false,
-                      stream);
+    cuda::copyStrided(
+        in(0).data(), cuda::permutedView(in(0).shape, intsAttr(op, "perm", {})),
+        out.data(), cuda::contiguousView(shape), 1.0f, false, stream);
     return set(0, std::move(out));
   }
   if (name == "dtfm.slice") {
     if (!fresh(false))
       return false;
-    cuda::copyStrided(in(0).data(),
-                      cuda::sliceView(in(0).shape, shape,
-                                      intsAttr(op, "starts", {}),
-                                      intsAttr(op, "steps", {})),
-                      out.data(), cuda::contiguousView(shape), 1.0f, false,
-                      stream);
+    cuda::copyStrided(
+        in(0).data(),
+        cuda::sliceView(in(0).shape, shape, intsAttr(op, "starts", {}),
+                        intsAttr(op, "steps", {})),
+        out.data(), cuda::contiguousView(shape), 1.0f, false, stream);
     return set(0, std::move(out));
   }
   if (name == "dtfm.concat") {
@@ -1030,12 +1003,11 @@ bool CudaExecutor::runForward(int opIndex, const proto::PlanOp &op,
     if (!gatherFlags.buffer &&
         !allocate({program.ops_size()}, true, gatherFlags, error))
       return false;
-    cuda::gather(x.data(), indices.data(),
-                 gatherGeometry(x.shape, intAttr(op, "axis", 0),
-                                indices.numel()),
-                 out.data(),
+    cuda::GatherGeometry g =
+        cuda::gatherGeometry(x.shape, intAttr(op, "axis", 0), indices.numel());
+    cuda::gather(x.data(), indices.data(), g, out.data(),
                  reinterpret_cast<int *>(gatherFlags.data()) + opIndex, stream);
-    gathered.push_back(opIndex);
+    gathered.emplace_back(opIndex, g.size);
     return set(0, std::move(out));
   }
   if (name == "dtfm.where") {
@@ -1060,8 +1032,7 @@ bool CudaExecutor::runForward(int opIndex, const proto::PlanOp &op,
     for (int64_t first = 0; first < g.n; first += perChunk) {
       int64_t images = std::min(perChunk, g.n - first);
       for (int64_t group = 0; group < g.groups; ++group) {
-        cuda::im2col(x.data(), g, first, images, group, columns.data(),
-                     stream);
+        cuda::im2col(x.data(), g, first, images, group, columns.data(), stream);
         // out[image][group's filters] = filters [og, rows] x columns[image]
         cuda::MatmulShape s;
         s.m = g.filtersPerGroup();
@@ -1073,9 +1044,9 @@ bool CudaExecutor::runForward(int opIndex, const proto::PlanOp &op,
         s.strideC = g.o * spatial;
         if (!matmul->run(s, w.data() + group * g.filtersPerGroup() * rows,
                          columns.data(),
-                         out.data() + (first * g.o +
-                                       group * g.filtersPerGroup()) *
-                                          spatial,
+                         out.data() +
+                             (first * g.o + group * g.filtersPerGroup()) *
+                                 spatial,
                          stream, error))
           return false;
       }
@@ -1148,8 +1119,8 @@ bool CudaExecutor::runForward(int opIndex, const proto::PlanOp &op,
       m.strideC = m.m * m.n;
     }
     std::map<const float *, DTensor> rounded;
-    if (!fresh(false) || !multiply(m, productType(op), lhs, rhs, out.data(),
-                                   rounded, error))
+    if (!fresh(false) ||
+        !multiply(m, productType(op), lhs, rhs, out.data(), rounded, error))
       return false;
     if (name == "dtfm.linear" && op.operands_size() > 2)
       cuda::addRepeated(out.data(), out.numel(), in(2).data(), in(2).numel(),
@@ -1304,15 +1275,15 @@ bool CudaExecutor::runBackward(const proto::PlanOp &op,
         s.m = k;
         s.n = n;
         s.k = m;
-        if (!multiply(strided(s, m * k, m * n, k * n), type, lhs, *dOut,
-                      at(1), rounded, error))
+        if (!multiply(strided(s, m * k, m * n, k * n), type, lhs, *dOut, at(1),
+                      rounded, error))
           return false;
       } else { // dRhs[n,k] += dOut^T lhs
         s.m = n;
         s.n = k;
         s.k = m;
-        if (!multiply(strided(s, m * n, m * k, n * k), type, *dOut, lhs,
-                      at(1), rounded, error))
+        if (!multiply(strided(s, m * n, m * k, n * k), type, *dOut, lhs, at(1),
+                      rounded, error))
           return false;
       }
     }
@@ -1327,7 +1298,8 @@ bool CudaExecutor::runBackward(const proto::PlanOp &op,
       if (!at(i))
         continue;
       const DTensor &self = in(i), &other = in(1 - i);
-      bool plainSum = forward == "dtfm.add" || (forward == "dtfm.sub" && i == 0);
+      bool plainSum =
+          forward == "dtfm.add" || (forward == "dtfm.sub" && i == 0);
       if (plainSum && repeatsOver(self.shape, out)) {
         cuda::sumRepeated(dOut->data(), dOut->numel(), at(i), self.numel(),
                           stream);
@@ -1354,10 +1326,8 @@ bool CudaExecutor::runBackward(const proto::PlanOp &op,
         }
       }
       cuda::reduceStrided(term, operands,
-                          cuda::splitReduction(
-                              views, cuda::broadcastView(self.shape, out),
-                              cuda::broadcastDims(self.shape, out)),
-                          at(i), alpha, true, stream);
+                          cuda::reductionOnto(self.shape, out, views), at(i),
+                          alpha, true, stream);
     }
   } else if (std::optional<cuda::UnaryOp> math = unaryOpOf(forward)) {
     if (at(0))
@@ -1367,19 +1337,19 @@ bool CudaExecutor::runBackward(const proto::PlanOp &op,
              forward == "dtfm.global_avg_pool") {
     // dx += dOut spread evenly over the elements each mean averaged.
     const DTensor &x = in(0);
-    MeanAxes m = meanAxes(x.shape, forward == "dtfm.reduce_mean"
-                                       ? intsAttr(op, "axes", {})
-                                       : spatialAxes(x.shape));
+    cuda::MeanShape m = cuda::meanShape(x.shape, forward == "dtfm.reduce_mean"
+                                                     ? intsAttr(op, "axes", {})
+                                                     : spatialAxes(x.shape));
     if (at(0))
       cuda::copyStrided(dOut->data(), cuda::broadcastView(m.kept, x.shape),
                         at(0), cuda::contiguousView(x.shape),
                         1.0f / static_cast<float>(m.count), true, stream);
   } else if (forward == "dtfm.transpose") {
     if (at(0))
-      cuda::copyStrided(dOut->data(), cuda::contiguousView(dOut->shape), at(0),
-                        cuda::permutedView(in(0).shape,
-                                           intsAttr(op, "perm", {})),
-                        1.0f, true, stream);
+      cuda::copyStrided(
+          dOut->data(), cuda::contiguousView(dOut->shape), at(0),
+          cuda::permutedView(in(0).shape, intsAttr(op, "perm", {})), 1.0f, true,
+          stream);
   } else if (forward == "dtfm.slice") {
     if (at(0))
       cuda::copyStrided(dOut->data(), cuda::contiguousView(dOut->shape), at(0),
@@ -1391,18 +1361,18 @@ bool CudaExecutor::runBackward(const proto::PlanOp &op,
     int64_t axis = intAttr(op, "axis", 0), begin = 0;
     for (int i = 0; i < numOperands; ++i) {
       if (at(i))
-        cuda::copyStrided(dOut->data(),
-                          cuda::axisBlockView(dOut->shape, axis, begin,
-                                              in(i).shape),
-                          at(i), cuda::contiguousView(in(i).shape), 1.0f, true,
-                          stream);
+        cuda::copyStrided(
+            dOut->data(),
+            cuda::axisBlockView(dOut->shape, axis, begin, in(i).shape), at(i),
+            cuda::contiguousView(in(i).shape), 1.0f, true, stream);
       begin += in(i).shape[axis];
     }
   } else if (forward == "dtfm.gather") {
     if (at(0))
       cuda::gatherBackward(in(1).data(), dOut->data(),
-                           gatherGeometry(in(0).shape, intAttr(op, "axis", 0),
-                                          in(1).numel()),
+                           cuda::gatherGeometry(in(0).shape,
+                                                intAttr(op, "axis", 0),
+                                                in(1).numel()),
                            at(0), stream);
   } else if (forward == "dtfm.where") {
     const DTensor &condition = in(0);
@@ -1414,10 +1384,9 @@ bool CudaExecutor::runBackward(const proto::PlanOp &op,
       cuda::reduceStrided(
           i == 1 ? cuda::ReduceTerm::WhereTrue : cuda::ReduceTerm::WhereFalse,
           operands,
-          cuda::splitReduction({cuda::broadcastView(out, out),
-                                cuda::broadcastView(condition.shape, out)},
-                               cuda::broadcastView(in(i).shape, out),
-                               cuda::broadcastDims(in(i).shape, out)),
+          cuda::reductionOnto(in(i).shape, out,
+                              {cuda::contiguousView(out),
+                               cuda::broadcastView(condition.shape, out)}),
           at(i), 1.0f, true, stream);
     }
   } else if (forward == "dtfm.conv2d") {
@@ -1438,7 +1407,8 @@ bool CudaExecutor::runBackward(const proto::PlanOp &op,
       int64_t images = std::min(perChunk, g.n - first);
       for (int64_t group = 0; group < g.groups; ++group) {
         const float *filters = w.data() + group * og * rows;
-        const float *grads = dOut->data() + (first * g.o + group * og) * spatial;
+        const float *grads =
+            dOut->data() + (first * g.o + group * og) * spatial;
         if (at(1)) { // dW [og, rows] += dOut[image] [og, spatial] columns^T
           cuda::im2col(x.data(), g, first, images, group, columns.data(),
                        stream);
@@ -1467,28 +1437,24 @@ bool CudaExecutor::runBackward(const proto::PlanOp &op,
           s.strideC = rows * spatial;
           if (!matmul->run(s, filters, grads, dcolumns.data(), stream, error))
             return false;
-          cuda::col2im(dcolumns.data(), g, first, images, group, at(0),
-                       stream);
+          cuda::col2im(dcolumns.data(), g, first, images, group, at(0), stream);
         }
       }
     }
     if (numOperands > 2 && at(2)) {
       const float *operands[3] = {dOut->data(), nullptr, nullptr};
-      ShapeVec bias = {g.o, 1, 1};
       cuda::reduceStrided(
           cuda::ReduceTerm::Value, operands,
-          cuda::splitReduction({cuda::contiguousView(dOut->shape)},
-                               cuda::broadcastView(bias, dOut->shape),
-                               cuda::broadcastDims(bias, dOut->shape)),
+          cuda::reductionOnto({g.o, 1, 1}, dOut->shape,
+                              {cuda::contiguousView(dOut->shape)}),
           at(2), 1.0f, true, stream);
     }
   } else if (forward == "dtfm.batchnorm") {
     const DTensor &x = in(0);
     int64_t n = x.shape[0], c = x.shape[1], inner = x.numel() / (n * c);
-    cuda::batchNormBackward(x.data(), in(1).data(), dOut->data(), at(0),
-                            at(1), at(2), n, c, inner,
-                            static_cast<float>(floatAttr(op, "epsilon", 1e-5)),
-                            stream);
+    cuda::batchNormBackward(
+        x.data(), in(1).data(), dOut->data(), at(0), at(1), at(2), n, c, inner,
+        static_cast<float>(floatAttr(op, "epsilon", 1e-5)), stream);
   } else if (forward == "dtfm.max_pool2d" || forward == "dtfm.avg_pool2d") {
     if (at(0)) {
       cuda::PoolGeometry g = poolGeometry(op, in(0).shape, dOut->shape);

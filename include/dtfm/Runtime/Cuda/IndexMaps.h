@@ -60,7 +60,8 @@ struct StridedView {
 };
 
 /// Row-major strides of `shape`.
-inline std::vector<int64_t> contiguousStrides(const std::vector<int64_t> &shape) {
+inline std::vector<int64_t>
+contiguousStrides(const std::vector<int64_t> &shape) {
   std::vector<int64_t> strides(shape.size(), 1);
   for (size_t d = shape.size(); d-- > 1;)
     strides[d - 1] = strides[d] * shape[d];
@@ -184,6 +185,39 @@ inline std::vector<bool> broadcastDims(const std::vector<int64_t> &operand,
   return reduced;
 }
 
+/// The reduction of `views` (operands along `out`) onto an operand of shape
+/// `operand` broadcast to `out`: what that operand's gradient sums.
+inline ReductionViews reductionOnto(const std::vector<int64_t> &operand,
+                                    const std::vector<int64_t> &out,
+                                    const std::vector<StridedView> &views) {
+  return splitReduction(views, broadcastView(operand, out),
+                        broadcastDims(operand, out));
+}
+
+/// Means over `axes` (negative from the end; repeats count once) of a
+/// tensor of some shape: that shape with those dimensions kept as 1, and
+/// how many elements each mean averages.
+struct MeanShape {
+  std::vector<int64_t> kept;
+  int64_t count = 1;
+};
+
+inline MeanShape meanShape(const std::vector<int64_t> &shape,
+                           const std::vector<int64_t> &axes) {
+  MeanShape m{shape, 1};
+  int64_t rank = static_cast<int64_t>(shape.size());
+  std::vector<bool> reduced(shape.size(), false);
+  for (int64_t a : axes) {
+    int64_t d = a < 0 ? a + rank : a;
+    if (d < 0 || d >= rank || reduced[d])
+      continue;
+    reduced[d] = true;
+    m.count *= shape[d];
+    m.kept[d] = 1;
+  }
+  return m;
+}
+
 //===--- per-element math -------------------------------------------------===//
 
 enum class BinaryOp { Add, Sub, Mul, Div };
@@ -204,8 +238,7 @@ DTFM_HOST_DEVICE inline float applyBinary(BinaryOp op, float a, float b) {
 
 enum class UnaryOp { Sqrt, Tanh, Erf, Exp, Pow };
 
-DTFM_HOST_DEVICE inline float applyUnary(UnaryOp op, float x,
-                                         double exponent) {
+DTFM_HOST_DEVICE inline float applyUnary(UnaryOp op, float x, double exponent) {
   switch (op) {
   case UnaryOp::Sqrt:
     return sqrtf(x);
@@ -279,7 +312,8 @@ DTFM_HOST_DEVICE inline int reduceTermOperands(ReduceTerm term) {
                                                : 2;
 }
 
-//===--- gather (ONNX Gather along an axis) --------------------------------===//
+//===--- gather (ONNX Gather along an axis)
+//--------------------------------===//
 
 /// x viewed as [outer, size, inner], `count` indices: the result is
 /// [outer, count, inner].
@@ -302,7 +336,21 @@ struct GatherGeometry {
   int64_t resultCount() const { return outer * count * inner; }
 };
 
-//===--- convolution (im2col) and pooling, NCHW ----------------------------===//
+/// Gathering `count` indices along `axis` of a tensor of `shape`.
+inline GatherGeometry gatherGeometry(const std::vector<int64_t> &shape,
+                                     int64_t axis, int64_t count) {
+  GatherGeometry g;
+  g.size = shape[axis];
+  g.count = count;
+  for (int64_t d = 0; d < axis; ++d)
+    g.outer *= shape[d];
+  for (size_t d = axis + 1; d < shape.size(); ++d)
+    g.inner *= shape[d];
+  return g;
+}
+
+//===--- convolution (im2col) and pooling, NCHW
+//----------------------------===//
 
 struct ConvGeometry {
   int64_t n = 1, c = 1, h = 1, w = 1; ///< input
@@ -344,8 +392,8 @@ struct ConvGeometry {
     int64_t ix = flat % w, iy = (flat / w) % h;
     int64_t ch = (flat / (w * h)) % channelsPerGroup();
     int64_t image = flat / (w * h * channelsPerGroup());
-    out = (((first + image) * c + g * channelsPerGroup() + ch) * h + iy) * w +
-          ix;
+    out =
+        (((first + image) * c + g * channelsPerGroup() + ch) * h + iy) * w + ix;
     const float *base = dcol + image * columnRows() * spatial();
     float sum = 0;
     for (int64_t i = 0; i < kh; ++i) {
@@ -409,8 +457,7 @@ struct PoolGeometry {
   /// The outputs whose windows hold input (iy, ix): rows [y0, y1), columns
   /// [x0, x1).
   DTFM_HOST_DEVICE void covering(int64_t iy, int64_t ix, int64_t &y0,
-                                 int64_t &y1, int64_t &x0,
-                                 int64_t &x1) const {
+                                 int64_t &y1, int64_t &x0, int64_t &x1) const {
     // y * strideH - padTop <= iy <= y * strideH - padTop + kh - 1
     int64_t low = iy + padTop - kh + 1, high = iy + padTop;
     y0 = low <= 0 ? 0 : (low + strideH - 1) / strideH;
