@@ -127,16 +127,9 @@ struct ScheduleMicrobatches
     for (const planner::StageSchedule &stage : plan) {
       auto stream = [&](planner::Slot slot) {
         SmallVector<Attribute> items;
-        for (const planner::Instruction &inst : stage[slot]) {
-          std::string text =
-              (inst.phase == planner::Phase::Forward ? "F" : "B") +
-              std::to_string(inst.microBatch);
-          if (slot == planner::Slot::Receive)
-            text += "<" + std::to_string(inst.peer);
-          else if (slot == planner::Slot::Send)
-            text += ">" + std::to_string(inst.peer);
-          items.push_back(b.getStringAttr(text));
-        }
+        for (const planner::Instruction &inst : stage[slot])
+          items.push_back(
+              b.getStringAttr(::dtfm::format::formatEntry(inst.entry(), slot)));
         return b.getArrayAttr(items);
       };
       stageAttrs.push_back(b.getDictionaryAttr({

@@ -7,28 +7,11 @@
 #include "dtfm/Planner/Schedule.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <array>
 #include <map>
 #include <tuple>
 
 using namespace dtfm::planner;
-
-const char *dtfm::planner::slotName(Slot slot) {
-  switch (slot) {
-  case Slot::Receive:
-    return "recv";
-  case Slot::Compute:
-    return "compute";
-  case Slot::Send:
-    return "send";
-  }
-  return "?";
-}
-
-const char *dtfm::planner::phaseName(Phase phase) {
-  return phase == Phase::Forward ? "fwd" : "bwd";
-}
 
 /// The compute order of one stage as (phase, micro-batch) pairs.
 static std::vector<std::pair<Phase, int>>
@@ -146,27 +129,13 @@ bool dtfm::planner::parseSchedule(
   for (int s = 0; s < stages; ++s)
     for (int slot = 0; slot < 3; ++slot)
       for (const std::string &item : streams[s][slot]) {
+        format::StreamEntry entry;
+        bool ok = format::parseEntry(item, static_cast<Slot>(slot), entry) &&
+                  entry.peerStage < stages;
         Instruction inst;
-        size_t pos = 1;
-        bool ok = item.size() >= 2 && (item[0] == 'F' || item[0] == 'B');
-        if (ok) {
-          inst.phase = item[0] == 'F' ? Phase::Forward : Phase::Backward;
-          size_t end = item.find_first_not_of("0123456789", 1);
-          ok = end != 1;
-          inst.microBatch = std::atoi(item.substr(1, end - 1).c_str());
-          pos = end;
-          char marker = slot == 0 ? '<' : '>';
-          if (slot == 1)
-            ok &= end == std::string::npos;
-          else
-            ok &= end != std::string::npos && item[end] == marker &&
-                  item.size() > end + 1 &&
-                  item.find_first_not_of("0123456789", end + 1) ==
-                      std::string::npos;
-          if (ok && slot != 1)
-            inst.peer = std::atoi(item.substr(pos + 1).c_str());
-          ok &= inst.peer < stages;
-        }
+        inst.phase = entry.phase;
+        inst.microBatch = entry.microBatch;
+        inst.peer = entry.peerStage;
         if (!ok) {
           error = "stage " + std::to_string(s) + " " +
                   slotName(static_cast<Slot>(slot)) + ": malformed item '" +

@@ -41,7 +41,7 @@ bool DataSource::open(const std::string &tokensPath,
         return false;
       }
   }
-  if (!inputsPath.empty() && !readTensorFile(inputsPath, given, error))
+  if (!inputsPath.empty() && !format::readTensorFile(inputsPath, given, error))
     return false;
   return true;
 }

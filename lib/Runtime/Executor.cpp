@@ -322,53 +322,10 @@ bool ProgramExecutor::initialize(
   return true;
 }
 
-bool dtfm::runtime::readTensorFile(const std::string &path,
-                                   std::map<std::string, Tensor> &tensors,
-                                   std::string &error) {
-  std::ifstream in(path, std::ios::binary);
-  char magic[8];
-  uint32_t count = 0;
-  if (!in || !in.read(magic, 8) || std::memcmp(magic, "DTFMPAR1", 8) != 0 ||
-      !in.read(reinterpret_cast<char *>(&count), 4)) {
-    error = path + ": not a dtfm tensor file";
-    return false;
-  }
-  for (uint32_t i = 0; i < count; ++i) {
-    uint32_t length = 0, rank = 0;
-    in.read(reinterpret_cast<char *>(&length), 4);
-    if (!in || length > (1u << 16)) {
-      error = path + ": truncated or corrupt at tensor " + std::to_string(i);
-      return false;
-    }
-    std::string name(length, '\0');
-    in.read(name.data(), length);
-    in.read(reinterpret_cast<char *>(&rank), 4);
-    if (!in || rank > 16) {
-      error = path + ": truncated or corrupt at tensor " + std::to_string(i);
-      return false;
-    }
-    std::vector<int64_t> shape(rank);
-    in.read(reinterpret_cast<char *>(shape.data()), 8 * rank);
-    for (int64_t d : shape)
-      if (d < 0 || d > (int64_t(1) << 40)) {
-        error = path + ": corrupt shape of tensor '" + name + "'";
-        return false;
-      }
-    Tensor t(shape);
-    in.read(reinterpret_cast<char *>(t.data.data()), 4 * t.numel());
-    if (!in) {
-      error = path + ": truncated at tensor '" + name + "'";
-      return false;
-    }
-    tensors[name] = std::move(t);
-  }
-  return true;
-}
-
 bool ProgramExecutor::loadParameters(const std::string &path,
                                      std::string &error) {
   std::map<std::string, Tensor> loaded;
-  if (!readTensorFile(path, loaded, error))
+  if (!format::readTensorFile(path, loaded, error))
     return false;
   for (const proto::PlanOp &op : program.ops()) {
     if (op.name() != "dtfm.param")
@@ -389,42 +346,9 @@ bool ProgramExecutor::loadParameters(const std::string &path,
   return true;
 }
 
-bool dtfm::runtime::writeTensorFile(const std::string &path,
-                                    const std::map<std::string, Tensor> &tensors,
-                                    std::string &error) {
-  std::string temp = path + ".tmp";
-  {
-    std::ofstream out(temp, std::ios::binary);
-    out.write("DTFMPAR1", 8);
-    uint32_t count = static_cast<uint32_t>(tensors.size());
-    out.write(reinterpret_cast<const char *>(&count), 4);
-    for (const auto &[name, t] : tensors) {
-      uint32_t length = static_cast<uint32_t>(name.size());
-      uint32_t rank = static_cast<uint32_t>(t.shape.size());
-      out.write(reinterpret_cast<const char *>(&length), 4);
-      out.write(name.data(), length);
-      out.write(reinterpret_cast<const char *>(&rank), 4);
-      out.write(reinterpret_cast<const char *>(t.shape.data()), 8 * rank);
-      out.write(reinterpret_cast<const char *>(t.data.data()), 4 * t.numel());
-    }
-    out.flush();
-    if (!out) {
-      std::remove(temp.c_str());
-      error = "cannot write '" + path + "'";
-      return false;
-    }
-  }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    std::remove(temp.c_str());
-    error = "cannot write '" + path + "'";
-    return false;
-  }
-  return true;
-}
-
 bool ProgramExecutor::saveParameters(const std::string &path,
                                      std::string &error) const {
-  return writeTensorFile(path, params, error);
+  return format::writeTensorFile(path, params, error);
 }
 
 std::map<std::string, Tensor> ProgramExecutor::state() const {

@@ -8,44 +8,9 @@
 
 #include "plan.pb.h"
 
-#include <google/protobuf/io/tokenizer.h>
-#include <google/protobuf/text_format.h>
-
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 using namespace dtfm::runtime;
-
-bool dtfm::runtime::readPlanFile(const std::string &path, proto::Plan &plan,
-                                 std::string &error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error = path + ": cannot open plan file";
-    return false;
-  }
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  std::string bytes = buffer.str();
-  struct Quiet : google::protobuf::io::ErrorCollector {
-    void AddError(int, google::protobuf::io::ColumnNumber,
-                  const std::string &) override {}
-  } quiet;
-  google::protobuf::TextFormat::Parser parser;
-  parser.RecordErrorsTo(&quiet);
-  if (!plan.ParseFromString(bytes) && !parser.ParseFromString(bytes, &plan)) {
-    error = path + ": not a plan file (neither binary nor text protobuf)";
-    return false;
-  }
-  if (plan.format_version() != kRuntimePlanVersion) {
-    error = path + ": plan format version " +
-            std::to_string(plan.format_version()) +
-            ", but this runtime reads version " +
-            std::to_string(kRuntimePlanVersion);
-    return false;
-  }
-  return true;
-}
 
 bool dtfm::runtime::clusterFromPlan(const proto::Plan &plan,
                                     planner::Cluster &cluster,
@@ -81,6 +46,9 @@ bool dtfm::runtime::simulationInput(const proto::Plan &plan, SimInput &input,
     return false;
   input.microBatches = static_cast<int>(std::max<int64_t>(1, plan.micro_batches()));
   input.programs.clear();
+  int stages = 0;
+  for (const proto::DeviceProgram &p : plan.programs())
+    stages = std::max(stages, static_cast<int>(p.stage()) + 1);
   for (const proto::DeviceProgram &p : plan.programs()) {
     SimProgram program;
     program.device = p.device();
@@ -90,10 +58,11 @@ bool dtfm::runtime::simulationInput(const proto::Plan &plan, SimInput &input,
     program.forwardFlops = p.forward_flops();
     program.backwardFlops = p.backward_flops();
     program.optimizerFlops = p.optimizer_flops();
-    program.streams[0].assign(p.recv_stream().begin(), p.recv_stream().end());
-    program.streams[1].assign(p.compute_stream().begin(),
-                              p.compute_stream().end());
-    program.streams[2].assign(p.send_stream().begin(), p.send_stream().end());
+    if (!format::streamsFromProgram(p, input.microBatches, stages,
+                                    program.streams, error)) {
+      error = p.device() + ": " + error;
+      return false;
+    }
     for (const proto::PlanOp &op : p.ops()) {
       auto attr = [&](const char *key) -> const proto::PlanAttr * {
         auto it = op.attrs().find(key);

@@ -17,31 +17,12 @@ using namespace dtfm::runtime;
 
 namespace {
 
-/// A parsed stream item: "F3<1" / "F3" / "F3>1".
+/// A stream entry with its phase as the letter the keys below use.
 struct Item {
   char phase = 'F';
   int microBatch = 0;
   int peerStage = -1;
 };
-
-bool parseItem(const std::string &text, int slot, Item &item) {
-  if (text.size() < 2 || (text[0] != 'F' && text[0] != 'B'))
-    return false;
-  item.phase = text[0];
-  size_t end = text.find_first_not_of("0123456789", 1);
-  if (end == 1)
-    return false;
-  item.microBatch = std::atoi(text.substr(1, end - 1).c_str());
-  if (slot == 1)
-    return end == std::string::npos;
-  char marker = slot == 0 ? '<' : '>';
-  if (end == std::string::npos || text[end] != marker ||
-      text.size() == end + 1 ||
-      text.find_first_not_of("0123456789", end + 1) != std::string::npos)
-    return false;
-  item.peerStage = std::atoi(text.substr(end + 1).c_str());
-  return true;
-}
 
 using Key = std::tuple<std::string, char, int>; // device, phase, micro-batch
 using TransferKey =
@@ -80,12 +61,9 @@ bool dtfm::runtime::simulate(const SimInput &input, SimResult &result,
       return false;
     }
     for (int slot = 0; slot < 3; ++slot)
-      for (const std::string &text : program.streams[slot]) {
-        Item item;
-        if (!parseItem(text, slot, item)) {
-          error = program.device + ": malformed stream item '" + text + "'";
-          return false;
-        }
+      for (const format::StreamEntry &entry : program.streams[slot]) {
+        Item item{format::phaseLetter(entry.phase), entry.microBatch,
+                  entry.peerStage};
         state.items[slot].push_back(item);
         if (slot == 0)
           state.receives[{item.phase, item.microBatch}] = true;
@@ -175,9 +153,11 @@ bool dtfm::runtime::simulate(const SimInput &input, SimResult &result,
   for (const DeviceState &d : devices)
     for (int slot = 0; slot < 3; ++slot)
       if (d.next[slot] < d.items[slot].size()) {
-        const char *slots[3] = {"recv", "compute", "send"};
-        error = d.program->device + ": " + slots[slot] + " item '" +
-                d.program->streams[slot][d.next[slot]] +
+        auto which = static_cast<format::Slot>(slot);
+        error = d.program->device + ": " + format::slotName(which) +
+                " item '" +
+                format::formatEntry(d.program->streams[slot][d.next[slot]],
+                                    which) +
                 "' can never run (its input never comes)";
         return false;
       }

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Runtime/Worker.h"
+#include "dtfm/Format/Stream.h"
 
 #include "dtfm/Runtime/DataSource.h"
 #include "dtfm/Runtime/Executor.h"
@@ -39,33 +40,8 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-/// "F3<1", "F3", "F3>1".
-struct StreamEntry {
-  char phase = 'F';
-  int microBatch = 0;
-  int peerStage = -1;
-};
-
-bool parseEntry(const std::string &text, StreamEntry &entry) {
-  if (text.size() < 2 || (text[0] != 'F' && text[0] != 'B'))
-    return false;
-  entry.phase = text[0];
-  size_t end = 1;
-  while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end])))
-    ++end;
-  if (end == 1)
-    return false;
-  entry.microBatch = std::atoi(text.substr(1, end - 1).c_str());
-  if (end == text.size())
-    return true;
-  if ((text[end] != '<' && text[end] != '>') || end + 1 == text.size())
-    return false;
-  for (size_t i = end + 1; i < text.size(); ++i)
-    if (!std::isdigit(static_cast<unsigned char>(text[i])))
-      return false;
-  entry.peerStage = std::atoi(text.c_str() + end + 1);
-  return true;
-}
+using format::Phase;
+using format::StreamEntry;
 
 const proto::PlanAttr *attrOf(const proto::PlanOp &op, const char *key) {
   auto it = op.attrs().find(key);
@@ -75,7 +51,7 @@ const proto::PlanAttr *attrOf(const proto::PlanOp &op, const char *key) {
 /// A send or receive of the program.
 struct Transfer {
   int op = 0; ///< index in the program
-  char phase = 'F';
+  Phase phase = Phase::Forward;
   int peerStage = 0;
   int peerRank = 0;
   int64_t tag = 0;
@@ -86,9 +62,9 @@ struct Transfer {
 
 /// Message slots: step, phase, micro-batch and tag; control messages (bit
 /// 55) by kind and step. Gloo's collectives use the top byte.
-uint64_t dataSlot(int64_t step, char phase, int microBatch, int microBatches,
+uint64_t dataSlot(int64_t step, Phase phase, int microBatch, int microBatches,
                   int64_t tag) {
-  uint64_t s = static_cast<uint64_t>(step) * 2 + (phase == 'B' ? 1 : 0);
+  uint64_t s = static_cast<uint64_t>(step) * 2 + (phase == Phase::Backward ? 1 : 0);
   s = s * static_cast<uint64_t>(microBatches) + microBatch;
   return (s << 12) | static_cast<uint64_t>(tag & 0xfff);
 }
@@ -120,61 +96,6 @@ uint64_t fingerprint(const std::string &bytes) {
   return h;
 }
 
-std::string encodeTensors(const std::map<std::string, cpu::Tensor> &tensors) {
-  std::string out = "DTFMPAR1";
-  auto put = [&](const void *p, size_t n) {
-    out.append(static_cast<const char *>(p), n);
-  };
-  uint32_t count = static_cast<uint32_t>(tensors.size());
-  put(&count, 4);
-  for (const auto &[name, t] : tensors) {
-    uint32_t length = static_cast<uint32_t>(name.size());
-    uint32_t rank = static_cast<uint32_t>(t.shape.size());
-    put(&length, 4);
-    put(name.data(), length);
-    put(&rank, 4);
-    put(t.shape.data(), 8 * rank);
-    put(t.data.data(), 4 * t.numel());
-  }
-  return out;
-}
-
-bool decodeTensors(const std::string &bytes,
-                   std::map<std::string, cpu::Tensor> &tensors) {
-  size_t at = 0;
-  auto get = [&](void *p, size_t n) {
-    if (at + n > bytes.size())
-      return false;
-    std::memcpy(p, bytes.data() + at, n);
-    at += n;
-    return true;
-  };
-  char magic[8];
-  uint32_t count = 0;
-  if (!get(magic, 8) || std::memcmp(magic, "DTFMPAR1", 8) != 0 ||
-      !get(&count, 4))
-    return false;
-  for (uint32_t i = 0; i < count; ++i) {
-    uint32_t length = 0, rank = 0;
-    if (!get(&length, 4) || length > bytes.size())
-      return false;
-    std::string name(length, '\0');
-    if (!get(name.data(), length) || !get(&rank, 4) || rank > 16)
-      return false;
-    std::vector<int64_t> shape(rank);
-    if (!get(shape.data(), 8 * rank))
-      return false;
-    for (int64_t d : shape)
-      if (d < 0 || d > (int64_t(1) << 40))
-        return false;
-    cpu::Tensor t(shape);
-    if (!get(t.data.data(), 4 * t.numel()))
-      return false;
-    tensors[name] = std::move(t);
-  }
-  return at == bytes.size();
-}
-
 class Worker {
 public:
   Worker(const std::string &planPath, const proto::Plan &plan,
@@ -204,8 +125,8 @@ private:
   /// summed gradients (backward), between any two stages: outside the
   /// streams, at the start and at the end of the iteration.
   bool postTied(int64_t step, std::string &error);
-  bool waitTied(char phase, std::string &error);
-  bool sendOnce(int64_t step, char phase, const ValueTable &table,
+  bool waitTied(Phase phase, std::string &error);
+  bool sendOnce(int64_t step, Phase phase, const ValueTable &table,
                 std::string &error);
   bool syncGradients(
       const std::vector<std::pair<const proto::PlanOp *, cpu::Tensor *>> &grads,
@@ -255,10 +176,10 @@ private:
   bool onDevice(const Transfer &t) const {
     return !t.oncePerIteration && devicePeers.count(t.peerRank) > 0;
   }
-  std::map<std::pair<char, int>, int> expectedReceives; // per (phase, mb)
+  std::map<std::pair<Phase, int>, int> expectedReceives; // per (phase, mb)
   bool tiedForward = false, tiedBackward = false; // once-per-iteration recvs
   struct TiedReceive {
-    char phase;
+    Phase phase;
     int receive;
     int handle;
   };
@@ -272,10 +193,10 @@ private:
   // Step state shared by the three slots.
   std::mutex mutex;
   std::condition_variable changed;
-  std::map<std::pair<char, int>, int> received;
-  std::map<std::pair<char, int>, std::vector<std::pair<int, std::vector<char>>>>
+  std::map<std::pair<Phase, int>, int> received;
+  std::map<std::pair<Phase, int>, std::vector<std::pair<int, std::vector<char>>>>
       outbox; // computed values to send, by (phase, mb): (send, bytes)
-  std::set<std::pair<char, int>> computed;
+  std::set<std::pair<Phase, int>> computed;
   std::map<int, cpu::Tensor> onceGradientSums; // by send index
 
   // Timing: compute seconds of the calibration steps; trace events.
@@ -331,31 +252,23 @@ bool Worker::prepare(std::string &error) {
     planHash = fingerprint(bytes);
   }
 
-  auto parseStream = [&](const google::protobuf::RepeatedPtrField<std::string>
-                             &stream,
-                         bool wantPeer, std::vector<StreamEntry> &out) {
-    for (const std::string &text : stream) {
-      StreamEntry e;
-      if (!parseEntry(text, e) || (e.peerStage >= 0) != wantPeer ||
-          e.microBatch < 0 || e.microBatch >= microBatches) {
-        error = "bad stream entry '" + text + "'";
-        return false;
-      }
-      out.push_back(e);
-    }
-    return true;
-  };
-  if (!parseStream(program.recv_stream(), true, recvStream) ||
-      !parseStream(program.compute_stream(), false, computeStream) ||
-      !parseStream(program.send_stream(), true, sendStream))
+  int stages = 0;
+  for (const proto::DeviceProgram &p : plan.programs())
+    stages = std::max(stages, static_cast<int>(p.stage()) + 1);
+  format::Streams streams;
+  if (!format::streamsFromProgram(program, microBatches, stages, streams,
+                                  error))
     return false;
+  recvStream = std::move(streams[0]);
+  computeStream = std::move(streams[1]);
+  sendStream = std::move(streams[2]);
   // Once-per-iteration values ride with F0 and with the last backward:
   // forwards and backwards must each run in micro-batch order.
   int nextF = 0, nextB = 0;
   for (const StreamEntry &e : computeStream) {
-    int &next = e.phase == 'F' ? nextF : nextB;
+    int &next = e.phase == Phase::Forward ? nextF : nextB;
     if (e.microBatch != next) {
-      error = "compute stream runs " + std::string(1, e.phase) +
+      error = "compute stream runs " + std::string(1, format::phaseLetter(e.phase)) +
               std::to_string(e.microBatch) + " out of micro-batch order";
       return false;
     }
@@ -386,7 +299,7 @@ bool Worker::prepare(std::string &error) {
     }
     Transfer t;
     t.op = i;
-    t.phase = phase->s() == "bwd" ? 'B' : 'F';
+    t.phase = phase->s() == "bwd" ? Phase::Backward : Phase::Forward;
     t.peerStage = static_cast<int>(stage->i());
     t.peerRank = rankOf[peer->s()];
     t.tag = tag->i();
@@ -409,8 +322,8 @@ bool Worker::prepare(std::string &error) {
   std::stable_sort(receives.begin(), receives.end(), byTag);
   std::stable_sort(sends.begin(), sends.end(), byTag);
   for (const Transfer &t : receives) {
-    tiedForward |= t.oncePerIteration && t.phase == 'F';
-    tiedBackward |= t.oncePerIteration && t.phase == 'B';
+    tiedForward |= t.oncePerIteration && t.phase == Phase::Forward;
+    tiedBackward |= t.oncePerIteration && t.phase == Phase::Backward;
   }
   for (const Transfer &t : receives)
     buffers.push_back(std::vector<cpu::Tensor>(
@@ -445,7 +358,7 @@ bool Worker::prepare(std::string &error) {
   bool hasWeights = named != plan.module_attrs().end() &&
                     named->second.value_case() == proto::PlanAttr::kS;
   if (hasWeights && options.initPath.empty() &&
-      !readTensorFile(named->second.s(), weights, error))
+      !format::readTensorFile(named->second.s(), weights, error))
     return false;
   if (!(options.initPath.empty()
             ? executor->initialize(options.seed, error,
@@ -607,7 +520,7 @@ bool Worker::receiveEntry(int64_t step, const StreamEntry &entry,
       from = names[t.peerRank];
       break;
     }
-  record(0, std::string(1, entry.phase) + std::to_string(entry.microBatch) +
+  record(0, std::string(1, format::phaseLetter(entry.phase)) + std::to_string(entry.microBatch) +
                 "<" + from,
          start, Clock::now());
   {
@@ -625,7 +538,7 @@ bool Worker::postTied(int64_t step, std::string &error) {
     const Transfer &t = receives[i];
     if (!t.oncePerIteration)
       continue;
-    int carrier = t.phase == 'F' ? 0 : microBatches - 1;
+    int carrier = t.phase == Phase::Forward ? 0 : microBatches - 1;
     tiedPosted.push_back(
         {t.phase, static_cast<int>(i),
          transport->postRecv(t.peerRank,
@@ -637,7 +550,7 @@ bool Worker::postTied(int64_t step, std::string &error) {
   return true;
 }
 
-bool Worker::waitTied(char phase, std::string &error) {
+bool Worker::waitTied(Phase phase, std::string &error) {
   std::string from;
   for (const TiedReceive &r : tiedPosted) {
     if (r.phase != phase)
@@ -647,21 +560,21 @@ bool Worker::waitTied(char phase, std::string &error) {
     from = names[receives[r.receive].peerRank];
   }
   if (!from.empty())
-    record(0, std::string(phase == 'F' ? "tied<" : "tied grad<") + from,
+    record(0, std::string(phase == Phase::Forward ? "tied<" : "tied grad<") + from,
            tiedPostedAt, Clock::now());
   return true;
 }
 
-bool Worker::sendOnce(int64_t step, char phase, const ValueTable &table,
+bool Worker::sendOnce(int64_t step, Phase phase, const ValueTable &table,
                       std::string &error) {
   for (size_t i = 0; i < sends.size(); ++i) {
     const Transfer &t = sends[i];
     if (t.phase != phase || !t.oncePerIteration)
       continue;
     const cpu::Tensor &payload =
-        phase == 'F' ? table.at(t.value) : onceGradientSums.at(static_cast<int>(i));
+        phase == Phase::Forward ? table.at(t.value) : onceGradientSums.at(static_cast<int>(i));
     const char *raw = reinterpret_cast<const char *>(payload.data.data());
-    int carrier = phase == 'F' ? 0 : microBatches - 1;
+    int carrier = phase == Phase::Forward ? 0 : microBatches - 1;
     if (!transport->send(t.peerRank,
                          dataSlot(step, phase, carrier, microBatches, t.tag),
                          std::vector<char>(raw, raw + payload.data.size() * 4),
@@ -705,7 +618,7 @@ bool Worker::sendEntry(int64_t step, const StreamEntry &entry,
   // The send slot is busy while its messages leave (the simulator's model).
   std::this_thread::sleep_until(leaves);
   if (!to.empty())
-    record(2, std::string(1, entry.phase) + std::to_string(entry.microBatch) +
+    record(2, std::string(1, format::phaseLetter(entry.phase)) + std::to_string(entry.microBatch) +
                   ">" + to,
            start, leaves);
   return true;
@@ -833,8 +746,8 @@ bool Worker::runComputeSlot(int64_t step, std::vector<MicroBatch> &batches,
                             std::string &error) {
   bool overlapped = !options.serialSlots && transport;
   for (const StreamEntry &entry : computeStream) {
-    std::pair<char, int> key{entry.phase, entry.microBatch};
-    bool needsTied = entry.phase == 'F' ? tiedForward
+    std::pair<Phase, int> key{entry.phase, entry.microBatch};
+    bool needsTied = entry.phase == Phase::Forward ? tiedForward
                                         : tiedBackward &&
                                               entry.microBatch ==
                                                   microBatches - 1;
@@ -851,7 +764,7 @@ bool Worker::runComputeSlot(int64_t step, std::vector<MicroBatch> &batches,
     }
     // Tied values: waited for once, before the first forward and the last
     // backward.
-    if (needsTied && (entry.phase == 'B' || entry.microBatch == 0) &&
+    if (needsTied && (entry.phase == Phase::Backward || entry.microBatch == 0) &&
         !waitTied(entry.phase, error))
       return false;
     ValueTable &table = values[entry.microBatch];
@@ -861,25 +774,25 @@ bool Worker::runComputeSlot(int64_t step, std::vector<MicroBatch> &batches,
         continue;
       if (!t.oncePerIteration)
         table[t.value] = buffers[i][entry.microBatch];
-      else if (t.phase == 'F' || entry.microBatch == microBatches - 1)
+      else if (t.phase == Phase::Forward || entry.microBatch == microBatches - 1)
         table[t.value] = buffers[i][0];
       else // a summed gradient arrives with the last backward only
         table[t.value] = cpu::Tensor(t.shape);
     }
     Clock::time_point start = Clock::now();
     double cpuStart = threadCpuSeconds();
-    std::string phase = entry.phase == 'F' ? "fwd" : "bwd";
+    std::string phase = entry.phase == Phase::Forward ? "fwd" : "bwd";
     if (!executor->runPhase(phase, entry.microBatch, table,
                             batches[entry.microBatch], lossSum, error)) {
       error = planPath + ": " + error;
       return false;
     }
     Clock::time_point end = Clock::now();
-    record(1, std::string(1, entry.phase) + std::to_string(entry.microBatch),
+    record(1, std::string(1, format::phaseLetter(entry.phase)) + std::to_string(entry.microBatch),
            start, end);
     if (step - firstStep < options.calibrationSteps) {
       calibrationSeconds += threadCpuSeconds() - cpuStart;
-      calibrationFlops += entry.phase == 'F' ? program.forward_flops()
+      calibrationFlops += entry.phase == Phase::Forward ? program.forward_flops()
                                              : program.backward_flops();
     }
 
@@ -890,7 +803,7 @@ bool Worker::runComputeSlot(int64_t step, std::vector<MicroBatch> &batches,
         continue;
       const cpu::Tensor &value = table.at(t.value);
       if (t.oncePerIteration) {
-        if (t.phase == 'B') {
+        if (t.phase == Phase::Backward) {
           cpu::Tensor &sum = onceGradientSums[static_cast<int>(i)];
           if (sum.shape != value.shape)
             sum = cpu::Tensor(value.shape);
@@ -905,8 +818,8 @@ bool Worker::runComputeSlot(int64_t step, std::vector<MicroBatch> &batches,
           std::vector<char>(raw, raw + value.data.size() * 4));
     }
     if (transport &&
-        ((entry.phase == 'F' && entry.microBatch == 0) ||
-         (entry.phase == 'B' && entry.microBatch == microBatches - 1)) &&
+        ((entry.phase == Phase::Forward && entry.microBatch == 0) ||
+         (entry.phase == Phase::Backward && entry.microBatch == microBatches - 1)) &&
         !sendOnce(step, entry.phase, table, error))
       return false;
     {
@@ -922,7 +835,7 @@ bool Worker::runComputeSlot(int64_t step, std::vector<MicroBatch> &batches,
         if (s.phase == entry.phase && s.microBatch == entry.microBatch &&
             !sendEntry(step, s, error))
           return false;
-    if (entry.phase == 'B') {
+    if (entry.phase == Phase::Backward) {
       executor->collectGradients(entry.microBatch, table);
       table.clear();
     }
@@ -1147,7 +1060,7 @@ bool Worker::checkpoint(int64_t step, std::string &error) {
   state["meta/step-and-plan"] = meta;
   std::string path =
       options.checkpointDir + "/" + checkpointName(program.device(), step);
-  if (!writeTensorFile(path, state, error))
+  if (!format::writeTensorFile(path, state, error))
     return false;
   // Older checkpoints go once every worker has this one; the one before
   // stays, in case a worker died between writing and this barrier.
@@ -1176,7 +1089,7 @@ bool Worker::resume(int64_t &step, std::string &error) {
   std::string path =
       options.checkpointDir + "/" + checkpointName(program.device(), latest);
   std::map<std::string, cpu::Tensor> state;
-  if (!readTensorFile(path, state, error))
+  if (!format::readTensorFile(path, state, error))
     return false;
   auto meta = state.find("meta/step-and-plan");
   bool samePlan = meta != state.end() && meta->second.numel() == 5;
@@ -1208,16 +1121,18 @@ bool Worker::finish(std::string &error) {
         std::map<std::string, cpu::Tensor> part;
         if (!recvBlob(r, kParams, 0, blob, error))
           return false;
-        if (!decodeTensors(blob, part)) {
-          error = "corrupt parameters from " + transport->describe(r);
+        std::string why;
+        if (!format::decodeTensors(blob, transport->describe(r), part, why)) {
+          error = "corrupt parameters from " + transport->describe(r) + " (" +
+                  why + ")";
           return false;
         }
         all.insert(part.begin(), part.end());
       }
-      if (!writeTensorFile(options.savePath, all, error))
+      if (!format::writeTensorFile(options.savePath, all, error))
         return false;
     } else if (program.pipeline() == plan.programs(0).pipeline()) {
-      if (!sendBlob(0, kParams, 0, encodeTensors(all), error))
+      if (!sendBlob(0, kParams, 0, format::encodeTensors(all), error))
         return false;
     }
   }

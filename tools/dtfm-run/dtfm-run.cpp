@@ -21,6 +21,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dtfm/Format/PlanFile.h"
 #include "dtfm/Planner/Cluster.h"
 #include "dtfm/Runtime/Backend.h"
 #include "dtfm/Runtime/Launcher.h"
@@ -222,7 +223,7 @@ int main(int argc, char **argv) {
 
   proto::Plan plan;
   std::string error;
-  if (!runtime::readPlanFile(planPath, plan, error))
+  if (!format::readPlanFile(planPath, plan, error))
     return fail(error);
   if (simulateFlag == executeFlag)
     return fail(std::string("give exactly one of --simulate and --execute\n") +

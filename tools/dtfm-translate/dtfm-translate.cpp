@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dtfm/Format/PlanFile.h"
 #include "dtfm/InitAll.h"
 #include "dtfm/Support/PluginFlags.h"
 #include "dtfm/Target/Gpt/ImportGpt.h"
@@ -25,8 +26,6 @@
 
 #include "plan.pb.h"
 
-#include <google/protobuf/io/tokenizer.h>
-#include <google/protobuf/text_format.h>
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
@@ -212,27 +211,15 @@ static int runPlanTranslation() {
     if (failed(mlir::dtfm::exportPlan(*module, *cluster, plan)))
       return 1;
     std::string bytes;
-    if (planText) {
-      if (!google::protobuf::TextFormat::PrintToString(plan, &bytes))
-        return fail("cannot print the plan");
-    } else if (!plan.SerializeToString(&bytes)) {
-      return fail("cannot serialise the plan");
-    }
+    if (!::dtfm::format::serializePlan(plan, planText, bytes, error))
+      return fail(error);
     return writeOutput(bytes);
   }
 
-  // Binary first; then text format, quietly (a failure is reported below).
-  struct Quiet : google::protobuf::io::ErrorCollector {
-    void AddError(int, google::protobuf::io::ColumnNumber,
-                  const std::string &) override {}
-  } quiet;
-  google::protobuf::TextFormat::Parser textParser;
-  textParser.RecordErrorsTo(&quiet);
   ::dtfm::proto::Plan plan;
-  if (!plan.ParseFromString(input->getBuffer().str()) &&
-      !textParser.ParseFromString(input->getBuffer().str(), &plan))
-    return fail(inputFilename + ": not a plan file (neither binary nor text "
-                                "protobuf)");
+  if (!::dtfm::format::parsePlan(input->getBuffer().str(), inputFilename, plan,
+                                 error))
+    return fail(error);
   if (!mlir::dtfm::checkPlan(plan, cluster ? &*cluster : nullptr, error))
     return fail(inputFilename + ": " + error);
   OwningOpRef<ModuleOp> module = mlir::dtfm::importPlan(&context, plan);

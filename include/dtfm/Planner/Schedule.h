@@ -15,6 +15,7 @@
 #ifndef DTFM_PLANNER_SCHEDULE_H
 #define DTFM_PLANNER_SCHEDULE_H
 
+#include "dtfm/Format/Stream.h"
 #include "dtfm/Planner/StagePartition.h"
 
 #include <array>
@@ -23,12 +24,11 @@
 
 namespace dtfm::planner {
 
-enum class Slot { Receive = 0, Compute = 1, Send = 2 };
-enum class Phase { Forward, Backward };
-
-/// "recv", "compute", "send" / "fwd", "bwd".
-const char *slotName(Slot slot);
-const char *phaseName(Phase phase);
+/// Slots and phases are the plan format's (dtfm/Format/Stream.h).
+using format::Phase;
+using format::phaseName;
+using format::Slot;
+using format::slotName;
 
 /// Names one instruction: its stage, slot and position in that slot.
 struct InstructionRef {
@@ -49,6 +49,9 @@ struct Instruction {
   /// Stage at the other end (receive/send), -1 for compute.
   int peer = -1;
   std::vector<InstructionRef> deps;
+
+  /// The entry of the plan's stream that this instruction is.
+  format::StreamEntry entry() const { return {phase, microBatch, peer}; }
 };
 
 /// The three ordered instruction streams of one stage.

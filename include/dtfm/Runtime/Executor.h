@@ -45,17 +45,6 @@ struct InputSpec {
   bool isBoolean = false; // i1: drawn as 0 or 1
 };
 
-/// Reads a tensor file ("DTFMPAR1": count, then per tensor its name, rank,
-/// int64 dims and fp32 data), as saveParameters writes.
-bool readTensorFile(const std::string &path,
-                    std::map<std::string, cpu::Tensor> &tensors,
-                    std::string &error);
-
-/// Writes tensors in that format; temp file + rename (never half-written).
-bool writeTensorFile(const std::string &path,
-                     const std::map<std::string, cpu::Tensor> &tensors,
-                     std::string &error);
-
 /// Values of one micro-batch, by value id.
 using ValueTable = std::map<int64_t, cpu::Tensor>;
 

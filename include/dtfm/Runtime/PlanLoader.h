@@ -17,14 +17,6 @@ class Plan;
 
 namespace dtfm::runtime {
 
-/// Version of plan.proto this runtime reads.
-inline constexpr unsigned kRuntimePlanVersion = 1;
-
-/// Reads a plan file (binary, or protobuf text format) and checks its
-/// version. On failure returns false with a one-line `error` naming the file.
-bool readPlanFile(const std::string &path, proto::Plan &plan,
-                  std::string &error);
-
 /// The cluster a plan carries (devices and link matrices), checked against
 /// the plan's fingerprint.
 bool clusterFromPlan(const proto::Plan &plan, planner::Cluster &cluster,

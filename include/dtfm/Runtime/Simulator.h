@@ -30,6 +30,7 @@
 #ifndef DTFM_RUNTIME_SIMULATOR_H
 #define DTFM_RUNTIME_SIMULATOR_H
 
+#include "dtfm/Format/Stream.h"
 #include "dtfm/Planner/Cluster.h"
 
 #include <array>
@@ -48,8 +49,8 @@ struct SimProgram {
   double backwardFlops = 0; ///< per micro-batch
   double optimizerFlops = 0; ///< per iteration
   double syncSeconds = 0;    ///< gradient synchronisation per iteration
-  /// recv, compute and send streams: "F3<1", "F3", "F3>1".
-  std::array<std::vector<std::string>, 3> streams;
+  /// recv, compute and send streams.
+  format::Streams streams;
   /// Bytes sent per micro-batch, by phase ('F' or 'B') and peer device.
   std::map<std::pair<char, std::string>, double> sendBytes;
   /// Bytes sent once per iteration (tied parameters and their gradients),

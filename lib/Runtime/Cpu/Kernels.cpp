@@ -15,11 +15,6 @@
 
 using namespace dtfm::runtime::cpu;
 
-Tensor::Tensor(std::vector<int64_t> s, float fill) : shape(std::move(s)) {
-  data.assign(numel(), fill);
-}
-
-
 void dtfm::runtime::cpu::gemm(const float *a, const float *b, float *c,
                               int64_t m, int64_t n, int64_t k, bool transposeA,
                               bool transposeB, bool accumulate) {

@@ -240,7 +240,7 @@ public:
   }
   bool saveParameters(const std::string &path,
                       std::string &error) const override {
-    return writeTensorFile(path, parameters(), error);
+    return format::writeTensorFile(path, parameters(), error);
   }
   std::vector<InputSpec> inputs() const override { return host.inputs(); }
   std::map<std::string, Tensor> state() const override;

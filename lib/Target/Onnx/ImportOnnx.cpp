@@ -10,7 +10,7 @@
 
 #include "dtfm/Dialect/Dtfm/IR/DtfmDialect.h"
 #include "dtfm/Dialect/Dtfm/IR/DtfmOps.h"
-#include "dtfm/Runtime/Executor.h"
+#include "dtfm/Format/TensorFile.h"
 
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
@@ -111,7 +111,7 @@ private:
   Value valueOf(const std::string &name, bool frozen = false);
   /// A `dtfm.param init(external)` whose values go to the weights file.
   ParamOp externalParam(const std::string &name,
-                        ::dtfm::runtime::cpu::Tensor tensor, bool frozen);
+                        ::dtfm::format::Tensor tensor, bool frozen);
   /// A frozen scalar parameter holding `value` (Neg's -1, Gemm's alpha),
   /// placed in the layer of the op that reads it.
   Value scalarConstant(const std::string &name, double value);
@@ -146,7 +146,7 @@ private:
   std::map<std::string, std::string> badTypes; // value -> ONNX type name
   std::map<std::string, Value> values;
   std::map<std::string, std::string> layerOfValue;
-  std::map<std::string, ::dtfm::runtime::cpu::Tensor> weights;
+  std::map<std::string, ::dtfm::format::Tensor> weights;
   std::map<std::string, std::string> renamed; // Identity / Dropout outputs
   std::set<std::string> consumed; // values some node or the graph reads
   std::map<std::string, Operation *> unplaced; // params awaiting a layer
@@ -296,7 +296,7 @@ bool OnnxImporter::constantInts(const std::string &name,
 }
 
 ParamOp OnnxImporter::externalParam(const std::string &name,
-                                    ::dtfm::runtime::cpu::Tensor tensor,
+                                    ::dtfm::format::Tensor tensor,
                                     bool frozen) {
   auto type = floatType(tensor.shape);
   weights[name] = std::move(tensor);
@@ -309,7 +309,7 @@ ParamOp OnnxImporter::externalParam(const std::string &name,
 Value OnnxImporter::scalarConstant(const std::string &name, double value) {
   ParamOp op = externalParam(
       name,
-      ::dtfm::runtime::cpu::Tensor(std::vector<int64_t>{},
+      ::dtfm::format::Tensor(std::vector<int64_t>{},
                                    static_cast<float>(value)),
       /*frozen=*/true);
   unplaced[name] = op;
@@ -395,7 +395,7 @@ Value OnnxImporter::valueOf(const std::string &name, bool frozen) {
   std::vector<float> data;
   if (!floats(*t, data))
     return Value();
-  ::dtfm::runtime::cpu::Tensor tensor(
+  ::dtfm::format::Tensor tensor(
       std::vector<int64_t>(t->dims().begin(), t->dims().end()));
   tensor.data = std::move(data);
   ParamOp op = externalParam(name, std::move(tensor), frozen);
@@ -979,7 +979,7 @@ bool OnnxImporter::convert(const onnx::NodeProto &node) {
       if (!floats(*weight, data))
         return false;
       int64_t n = weight->dims(0), k = weight->dims(1);
-      ::dtfm::runtime::cpu::Tensor t({k, n});
+      ::dtfm::format::Tensor t({k, n});
       for (int64_t i = 0; i < n; ++i)
         for (int64_t j = 0; j < k; ++j)
           t.data[j * n + i] = data[i * k + j];
@@ -1231,7 +1231,7 @@ OwningOpRef<ModuleOp> OnnxImporter::run(std::string &error) {
   if (!options.weightsPath.empty()) {
     module->getOperation()->setAttr("dtfm.weights",
                                     b.getStringAttr(options.weightsPath));
-    if (!::dtfm::runtime::writeTensorFile(options.weightsPath, weights, error))
+    if (!::dtfm::format::writeTensorFile(options.weightsPath, weights, error))
       return nullptr;
   }
   return module;

@@ -7,6 +7,8 @@
 #include "dtfm/Target/Plan/Plan.h"
 #include "dtfm/Analysis/CostAnalysis.h"
 #include "dtfm/Dialect/Dtfm/IR/DtfmOps.h"
+#include "dtfm/Format/PlanFile.h"
+#include "dtfm/Format/Stream.h"
 
 #include "plan.pb.h"
 
@@ -96,7 +98,7 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
                << "the module was planned for cluster '" << name.getValue()
                << "', not '" << cluster.name << "'";
   auto schedule = module->getAttrOfType<DictionaryAttr>("dtfm.schedule");
-  plan.set_format_version(kPlanFormatVersion);
+  plan.set_format_version(::dtfm::format::kPlanFormatVersion);
   plan.set_cluster_name(cluster.name);
   plan.set_cluster_fingerprint(::dtfm::planner::clusterFingerprint(cluster));
   for (const ::dtfm::planner::Device &d : cluster.devices) {
@@ -153,14 +155,22 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
         program.set_next(next.str());
     }
     if (auto streams = func->getAttrOfType<DictionaryAttr>("dtfm.streams")) {
-      auto copy = [&](StringRef key, auto *out) {
-        if (auto list = streams.getAs<ArrayAttr>(key))
-          for (Attribute item : list)
-            out->Add(cast<StringAttr>(item).str());
-      };
-      copy("recv", program.mutable_recv_stream());
-      copy("compute", program.mutable_compute_stream());
-      copy("send", program.mutable_send_stream());
+      ::dtfm::format::Streams entries;
+      for (int s = 0; s < 3; ++s) {
+        auto slot = static_cast<::dtfm::format::Slot>(s);
+        auto list = streams.getAs<ArrayAttr>(::dtfm::format::slotName(slot));
+        for (Attribute item : list ? list : ArrayAttr()) {
+          auto text = dyn_cast<StringAttr>(item);
+          ::dtfm::format::StreamEntry entry;
+          if (!text || !::dtfm::format::parseEntry(text.getValue(), slot, entry))
+            return emitError(func.getLoc())
+                   << "function @" << func.getSymName() << ": malformed "
+                   << ::dtfm::format::slotName(slot) << " stream entry "
+                   << item;
+          entries[s].push_back(entry);
+        }
+      }
+      ::dtfm::format::streamsToProgram(entries, program);
     }
     if (auto bytes = func->getAttrOfType<IntegerAttr>("dtfm.recv_buffer_bytes"))
       program.set_recv_buffer_bytes(bytes.getInt());
@@ -236,12 +246,6 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
 bool mlir::dtfm::checkPlan(const pb::Plan &plan,
                            const ::dtfm::planner::Cluster *cluster,
                            std::string &error) {
-  if (plan.format_version() != kPlanFormatVersion) {
-    error = "plan format version " + std::to_string(plan.format_version()) +
-            ", but this dtfm reads version " +
-            std::to_string(kPlanFormatVersion);
-    return false;
-  }
   if (cluster &&
       plan.cluster_fingerprint() !=
           ::dtfm::planner::clusterFingerprint(*cluster)) {

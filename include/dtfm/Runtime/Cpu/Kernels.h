@@ -17,28 +17,16 @@
 #ifndef DTFM_RUNTIME_CPU_KERNELS_H
 #define DTFM_RUNTIME_CPU_KERNELS_H
 
+#include "dtfm/Format/TensorFile.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace dtfm::runtime::cpu {
 
-/// A dense fp32 tensor (integer inputs such as token ids are stored as
-/// floats holding exact integers).
-struct Tensor {
-  std::vector<int64_t> shape;
-  std::vector<float> data;
-
-  Tensor() = default;
-  explicit Tensor(std::vector<int64_t> shape, float fill = 0);
-  int64_t numel() const {
-    int64_t n = 1;
-    for (int64_t d : shape)
-      n *= d;
-    return n;
-  }
-  int64_t dim(int i) const { return shape[i < 0 ? shape.size() + i : i]; }
-};
+/// A dense fp32 tensor (dtfm/Format/TensorFile.h).
+using Tensor = format::Tensor;
 
 // C[M,N] (+)= A[M,K] * B[K,N] (or B^T when transposeB, B being [N,K]).
 void gemm(const float *a, const float *b, float *c, int64_t m, int64_t n,

@@ -19,9 +19,6 @@ class Plan;
 
 namespace mlir::dtfm {
 
-/// Version of plan.proto this build writes and reads.
-inline constexpr unsigned kPlanFormatVersion = 1;
-
 /// Fills `plan` from a module of device programs (after
 /// --dtfm-emit-stage-programs) planned for `cluster`. Fails with a
 /// diagnostic when the module is not such a module or names another cluster.
@@ -29,8 +26,9 @@ LogicalResult exportPlan(ModuleOp module,
                          const ::dtfm::planner::Cluster &cluster,
                          ::dtfm::proto::Plan &plan);
 
-/// Checks `plan`'s format version and, when `cluster` is given, that it was
-/// made for that cluster. On failure returns false with a one-line `error`.
+/// Checks, when `cluster` is given, that `plan` was made for that cluster
+/// (its format version is checked when it is read: dtfm/Format/PlanFile.h).
+/// On failure returns false with a one-line `error`.
 bool checkPlan(const ::dtfm::proto::Plan &plan,
                const ::dtfm::planner::Cluster *cluster, std::string &error);
 

@@ -1,0 +1,40 @@
+//===- PlanFile.h - Reading and writing plan files ---------------*- C++ -*-===//
+//
+// Part of dtfm. Plain C++ (no MLIR): shared by `dtfm-translate
+// --export-plan/--import-plan` and the runtime.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTFM_FORMAT_PLANFILE_H
+#define DTFM_FORMAT_PLANFILE_H
+
+#include <string>
+
+namespace dtfm::proto {
+class Plan;
+} // namespace dtfm::proto
+
+namespace dtfm::format {
+
+/// The version of plan.proto that this dtfm writes and reads (see the
+/// history in plan.proto).
+inline constexpr unsigned kPlanFormatVersion = 2;
+
+/// Decodes a plan from binary or protobuf text format and checks its
+/// version. On failure returns false with a one-line `error` that starts
+/// with `source`; a plan of another version is refused by its number, in
+/// either form, even when the fields of that version no longer parse.
+bool parsePlan(const std::string &bytes, const std::string &source,
+               proto::Plan &plan, std::string &error);
+
+/// parsePlan of a file's contents.
+bool readPlanFile(const std::string &path, proto::Plan &plan,
+                  std::string &error);
+
+/// The plan's bytes: binary, or protobuf text format when `text`.
+bool serializePlan(const proto::Plan &plan, bool text, std::string &bytes,
+                   std::string &error);
+
+} // namespace dtfm::format
+
+#endif // DTFM_FORMAT_PLANFILE_H

@@ -1,0 +1,156 @@
+//===- Program.h - The typed stage program the runtime executes --*- C++ -*-===//
+//
+// Part of dtfm. Plain C++ (no MLIR).
+//
+//===----------------------------------------------------------------------===//
+//
+// A device program of the plan, decoded once: every op becomes an OpKind
+// (OpKinds.def), its operands and result types, its phase, and its
+// attributes as typed fields with the dialect's defaults filled in. The
+// executors, the workers and the backends' support checks read this form
+// only; nothing after decoding compares op names or looks attributes up by
+// string. Adding an op: a line in OpKinds.def, its attributes here (when it
+// has new ones) and in decodeAttrs (Program.cpp), and a kernel table entry
+// per backend (docs/Runtime.md, "Adding an op").
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTFM_RUNTIME_PROGRAM_H
+#define DTFM_RUNTIME_PROGRAM_H
+
+#include "dtfm/Runtime/Cpu/Kernels.h"
+#include "dtfm/Support/CustomOps.h"
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dtfm::proto {
+class DeviceProgram;
+class PlanOp;
+} // namespace dtfm::proto
+
+namespace dtfm::runtime {
+
+enum class OpKind : uint8_t {
+#define DTFM_OP(kind, name) kind,
+#include "dtfm/Runtime/OpKinds.def"
+};
+
+inline constexpr size_t kNumOpKinds = 0
+#define DTFM_OP(kind, name) +1
+#include "dtfm/Runtime/OpKinds.def"
+    ;
+
+/// "dtfm.linear" for OpKind::Linear.
+const char *opName(OpKind kind);
+/// The kind of a dialect op name; nullopt for a name no kind has.
+std::optional<OpKind> opKindOf(std::string_view name);
+
+/// A table with one entry per op kind: each backend's kernels.
+template <typename T> using OpTable = std::array<T, kNumOpKinds>;
+
+/// When an op runs: per micro-batch forward or backward, or once per
+/// iteration after the last micro-batch.
+enum class OpPhase { Forward, Backward, Optimizer };
+const char *opPhaseName(OpPhase phase); // "fwd", "bwd", "opt"
+
+enum class ElementType { F32, F16, BF16, I1, I32, I64 };
+
+/// A value the program defines: its id and tensor type.
+struct ProgramValue {
+  int64_t id = 0;
+  std::vector<int64_t> shape;
+  ElementType type = ElementType::F32;
+};
+
+/// dtfm.param's initializers, as the dialect numbers them.
+enum class ParamInit { Zeros, Ones, Constant, Normal, Uniform, External };
+
+/// Attributes of every op kind, typed, with the dialect's defaults. A
+/// dtfm.backward has its forward op's attributes (dtfm.forward_attrs) here
+/// too, plus `wrt`.
+struct OpAttrs {
+  // dtfm.param / dtfm.input / dtfm.label
+  std::string name;
+  ParamInit init = ParamInit::Zeros;
+  double scale = 0;
+  // dtfm.constant
+  std::vector<int64_t> values;
+  // shapes and axes
+  int64_t axis = 0;             // concat, gather (0); softmax (-1)
+  std::vector<int64_t> axes;    // reduce_mean
+  bool keepdims = false;        // reduce_mean
+  std::vector<int64_t> starts, ends, steps; // slice
+  std::vector<int64_t> perm;    // transpose
+  // arithmetic
+  double exponent = 1;          // pow
+  bool transposeRhs = false;    // matmul
+  double epsilon = 1e-5;        // layernorm, batchnorm; adamw (1e-8)
+  double momentum = 0;          // batchnorm (0.1), sgd_update (0)
+  bool tanhApproximation = false; // gelu
+  int64_t numHeads = 1;         // causal_attention
+  // windows
+  std::array<int64_t, 2> kernel = {1, 1};
+  cpu::Window window;           // conv2d, pooling
+  int64_t groups = 1;           // conv2d
+  // compression
+  int64_t k = 1;                // topk_compress
+  // dtfm.custom (and its backward): kind and params; operands are filled
+  // in when it runs.
+  CustomOpCall custom;
+  // dtfm.backward
+  std::vector<int64_t> wrt;
+  // optimizer updates
+  double lr = 0, beta1 = 0.9, beta2 = 0.999, weightDecay = 0;
+  // transfers (dtfm.send / dtfm.recv) and dtfm.grad_sync
+  std::string peerDevice;
+  int64_t peerStage = -1;
+  int64_t tag = 0;
+  int64_t bytes = 0;
+  bool oncePerIteration = false;
+};
+
+struct ProgramOp {
+  /// Position in the program (diagnostics say "op #N").
+  int index = 0;
+  OpKind kind = OpKind::Constant;
+  /// The kind whose kernels run it: the forward op of a dtfm.backward, the
+  /// op's own kind otherwise.
+  OpKind computes = OpKind::Constant;
+  OpPhase phase = OpPhase::Forward;
+  std::vector<int64_t> operands;
+  std::vector<ProgramValue> results;
+  OpAttrs attrs;
+  /// The plan's op (for what only the transports read: raw attributes).
+  const proto::PlanOp *source = nullptr;
+
+  bool isBackward() const { return kind == OpKind::Backward; }
+  /// "op #3 dtfm.linear" (a backward: "op #9 dtfm.backward of dtfm.linear").
+  std::string describe() const;
+};
+
+/// One device's program, decoded.
+struct StageProgram {
+  const proto::DeviceProgram *source = nullptr;
+  std::vector<ProgramOp> ops;
+  /// Indices into `ops` of each phase's ops, in program order.
+  std::array<std::vector<int>, 3> byPhase;
+
+  const std::vector<int> &opsOf(OpPhase phase) const {
+    return byPhase[static_cast<int>(phase)];
+  }
+};
+
+/// Decodes `program`. On an op no kind has, a dtfm.backward of an op
+/// without kernels, or an attribute of the wrong type, returns false with
+/// a one-line `error` naming the op ("op #N dtfm.x: ...").
+bool decodeProgram(const proto::DeviceProgram &program, StageProgram &out,
+                   std::string &error);
+
+} // namespace dtfm::runtime
+
+#endif // DTFM_RUNTIME_PROGRAM_H

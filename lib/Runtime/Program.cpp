@@ -1,0 +1,366 @@
+//===- Program.cpp - Decoding a device program of the plan ----------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Runtime/Program.h"
+
+#include "plan.pb.h"
+
+#include <cstring>
+#include <unordered_map>
+
+using namespace dtfm::runtime;
+namespace pb = dtfm::proto;
+
+static const char *const kOpNames[] = {
+#define DTFM_OP(kind, name) name,
+#include "dtfm/Runtime/OpKinds.def"
+};
+
+const char *dtfm::runtime::opName(OpKind kind) {
+  return kOpNames[static_cast<size_t>(kind)];
+}
+
+std::optional<OpKind> dtfm::runtime::opKindOf(std::string_view name) {
+  static const std::unordered_map<std::string_view, OpKind> kinds = [] {
+    std::unordered_map<std::string_view, OpKind> map;
+    for (size_t i = 0; i < kNumOpKinds; ++i)
+      map[kOpNames[i]] = static_cast<OpKind>(i);
+    return map;
+  }();
+  auto it = kinds.find(name);
+  if (it == kinds.end())
+    return std::nullopt;
+  return it->second;
+}
+
+const char *dtfm::runtime::opPhaseName(OpPhase phase) {
+  switch (phase) {
+  case OpPhase::Forward:
+    return "fwd";
+  case OpPhase::Backward:
+    return "bwd";
+  case OpPhase::Optimizer:
+    return "opt";
+  }
+  return "?";
+}
+
+std::string ProgramOp::describe() const {
+  std::string text = "op #" + std::to_string(index) + " " + opName(kind);
+  if (kind == OpKind::Backward)
+    text += std::string(" of ") + opName(computes);
+  return text;
+}
+
+namespace {
+
+/// Reads the attributes of one plan op, each with a type check; a
+/// dtfm.backward's forward attributes come from dtfm.forward_attrs.
+class AttrReader {
+public:
+  AttrReader(const pb::PlanOp &op, std::string &error)
+      : op(op), error(error) {}
+
+  bool ok() const { return failed.empty(); }
+  const std::string &failure() const { return failed; }
+
+  void read(const char *key, int64_t &out) {
+    if (const pb::PlanAttr *a = find(key, pb::PlanAttr::kI))
+      out = a->i();
+  }
+  void read(const char *key, double &out) {
+    if (const pb::PlanAttr *a = find(key, pb::PlanAttr::kF))
+      out = a->f();
+  }
+  void read(const char *key, bool &out) {
+    if (const pb::PlanAttr *a = find(key, pb::PlanAttr::kUnit))
+      out = a->unit();
+  }
+  void read(const char *key, std::string &out) {
+    if (const pb::PlanAttr *a = find(key, pb::PlanAttr::kS))
+      out = a->s();
+  }
+  void read(const char *key, std::vector<int64_t> &out) {
+    if (const pb::PlanAttr *a = find(key, pb::PlanAttr::kInts))
+      out.assign(a->ints().values().begin(), a->ints().values().end());
+  }
+  /// An integer array attribute of exactly `N` elements.
+  template <size_t N> bool readFixed(const char *key, int64_t (&out)[N]) {
+    std::vector<int64_t> values;
+    read(key, values);
+    if (values.empty())
+      return true;
+    if (values.size() != N) {
+      fail(std::string("attribute '") + key + "' has " +
+           std::to_string(values.size()) + " elements, not " +
+           std::to_string(N));
+      return false;
+    }
+    std::copy(values.begin(), values.end(), out);
+    return true;
+  }
+  /// Whether the op has `key` at all (dtfm.once_per_iteration).
+  bool has(const char *key) const { return lookup(key) != nullptr; }
+
+  /// The params of a dtfm.custom, or of its backward.
+  void readCustomParams(dtfm::CustomOpCall &call) const {
+    for (const auto &[key, attr] : op.nested_attrs()) {
+      std::string name;
+      for (const char *prefix : {"params/", "dtfm.forward_attrs/params/"})
+        if (key.rfind(prefix, 0) == 0)
+          name = key.substr(std::strlen(prefix));
+      if (name.empty() || name.find('/') != std::string::npos)
+        continue;
+      switch (attr.value_case()) {
+      case pb::PlanAttr::kI:
+        call.params[name] = attr.i();
+        break;
+      case pb::PlanAttr::kF:
+        call.params[name] = attr.f();
+        break;
+      case pb::PlanAttr::kS:
+        call.params[name] = attr.s();
+        break;
+      case pb::PlanAttr::kInts:
+        call.params[name] = std::vector<int64_t>(attr.ints().values().begin(),
+                                                 attr.ints().values().end());
+        break;
+      default:
+        break;
+      }
+    }
+  }
+
+private:
+  const pb::PlanAttr *lookup(const char *key) const {
+    auto it = op.attrs().find(key);
+    if (it != op.attrs().end())
+      return &it->second;
+    it = op.nested_attrs().find(std::string("dtfm.forward_attrs/") + key);
+    return it == op.nested_attrs().end() ? nullptr : &it->second;
+  }
+  const pb::PlanAttr *find(const char *key, pb::PlanAttr::ValueCase want) {
+    const pb::PlanAttr *a = lookup(key);
+    if (!a)
+      return nullptr;
+    if (a->value_case() != want) {
+      fail(std::string("attribute '") + key + "' has the wrong type");
+      return nullptr;
+    }
+    return a;
+  }
+  void fail(const std::string &message) {
+    if (failed.empty())
+      failed = message;
+  }
+
+  const pb::PlanOp &op;
+  std::string &error;
+  std::string failed;
+};
+
+ElementType elementTypeOf(const std::string &dtype, bool &known) {
+  known = true;
+  if (dtype == "f32")
+    return ElementType::F32;
+  if (dtype == "f16")
+    return ElementType::F16;
+  if (dtype == "bf16")
+    return ElementType::BF16;
+  if (dtype == "i1")
+    return ElementType::I1;
+  if (dtype == "i32")
+    return ElementType::I32;
+  if (dtype == "i64")
+    return ElementType::I64;
+  known = false;
+  return ElementType::F32;
+}
+
+/// The attributes `kind` reads (for a backward: its forward's), with the
+/// dialect's defaults where the plan leaves them out.
+void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
+  switch (kind) {
+  case OpKind::Param: {
+    in.read("name", a.name);
+    int64_t init = -1;
+    in.read("init", init);
+    a.init = static_cast<ParamInit>(init); // range-checked by the caller
+    in.read("scale", a.scale);
+    break;
+  }
+  case OpKind::Input:
+  case OpKind::Label:
+    in.read("name", a.name);
+    break;
+  case OpKind::Constant:
+    in.read("values", a.values);
+    break;
+  case OpKind::Concat:
+  case OpKind::Gather:
+    in.read("axis", a.axis);
+    break;
+  case OpKind::Softmax:
+    a.axis = -1;
+    in.read("axis", a.axis);
+    break;
+  case OpKind::ReduceMean:
+    in.read("axes", a.axes);
+    in.read("keepdims", a.keepdims);
+    break;
+  case OpKind::Slice:
+    in.read("starts", a.starts);
+    in.read("ends", a.ends);
+    in.read("steps", a.steps);
+    break;
+  case OpKind::Transpose:
+    in.read("perm", a.perm);
+    break;
+  case OpKind::Pow:
+    in.read("exponent", a.exponent);
+    break;
+  case OpKind::Matmul:
+    in.read("transpose_rhs", a.transposeRhs);
+    break;
+  case OpKind::LayerNorm:
+    in.read("epsilon", a.epsilon);
+    break;
+  case OpKind::BatchNorm:
+    in.read("epsilon", a.epsilon);
+    a.momentum = 0.1;
+    in.read("momentum", a.momentum);
+    break;
+  case OpKind::Gelu:
+    in.read("tanh_approximation", a.tanhApproximation);
+    break;
+  case OpKind::CausalAttention:
+    in.read("num_heads", a.numHeads);
+    break;
+  case OpKind::Conv2d:
+  case OpKind::MaxPool2d:
+  case OpKind::AvgPool2d: {
+    int64_t kernel[2] = {1, 1}, strides[2] = {1, 1}, dilations[2] = {1, 1};
+    int64_t padding[4] = {0, 0, 0, 0};
+    in.readFixed("kernel", kernel);
+    in.readFixed("strides", strides);
+    in.readFixed("padding", padding);
+    in.readFixed("dilations", dilations);
+    a.kernel = {kernel[0], kernel[1]};
+    a.window.strideH = strides[0];
+    a.window.strideW = strides[1];
+    a.window.padTop = padding[0];
+    a.window.padLeft = padding[1];
+    a.window.padBottom = padding[2];
+    a.window.padRight = padding[3];
+    a.window.dilationH = dilations[0];
+    a.window.dilationW = dilations[1];
+    in.read("groups", a.groups);
+    break;
+  }
+  case OpKind::TopkCompress:
+    in.read("k", a.k);
+    break;
+  case OpKind::Custom:
+    in.read("kind", a.custom.kind);
+    in.readCustomParams(a.custom);
+    break;
+  case OpKind::SgdUpdate:
+  case OpKind::AdamwUpdate:
+    in.read("lr", a.lr);
+    in.read("momentum", a.momentum);
+    in.read("beta1", a.beta1);
+    in.read("beta2", a.beta2);
+    a.epsilon = 1e-8;
+    in.read("epsilon", a.epsilon);
+    a.weightDecay = kind == OpKind::AdamwUpdate ? 0.01 : 0;
+    in.read("weight_decay", a.weightDecay);
+    break;
+  case OpKind::Send:
+  case OpKind::Recv:
+    in.read("peer_device", a.peerDevice);
+    in.read("peer", a.peerStage);
+    in.read("tag", a.tag);
+    in.read("bytes", a.bytes);
+    a.oncePerIteration = in.has("dtfm.once_per_iteration");
+    break;
+  default:
+    break;
+  }
+}
+
+} // namespace
+
+bool dtfm::runtime::decodeProgram(const pb::DeviceProgram &program,
+                                  StageProgram &out, std::string &error) {
+  out = StageProgram();
+  out.source = &program;
+  out.ops.reserve(program.ops_size());
+  for (int i = 0; i < program.ops_size(); ++i) {
+    const pb::PlanOp &in = program.ops(i);
+    auto fail = [&](const std::string &message) {
+      error = "op #" + std::to_string(i) + " " + in.name() + ": " + message;
+      return false;
+    };
+    std::optional<OpKind> kind = opKindOf(in.name());
+    if (!kind)
+      return fail("not an op the runtime knows");
+    ProgramOp op;
+    op.index = i;
+    op.kind = op.computes = *kind;
+    op.source = &in;
+    op.operands.assign(in.operands().begin(), in.operands().end());
+    for (const pb::PlanValue &r : in.results()) {
+      ProgramValue value;
+      value.id = r.id();
+      value.shape.assign(r.shape().begin(), r.shape().end());
+      bool known = false;
+      value.type = elementTypeOf(r.dtype(), known);
+      if (!known)
+        return fail("result of unknown element type '" + r.dtype() + "'");
+      op.results.push_back(std::move(value));
+    }
+    AttrReader attrs(in, error);
+    std::string phase;
+    attrs.read("dtfm.phase", phase);
+    if (phase == "fwd")
+      op.phase = OpPhase::Forward;
+    else if (phase == "bwd")
+      op.phase = OpPhase::Backward;
+    else if (phase == "opt")
+      op.phase = OpPhase::Optimizer;
+    else if (!phase.empty())
+      return fail("unknown phase '" + phase + "'");
+    else
+      op.phase = *kind == OpKind::SgdUpdate || *kind == OpKind::AdamwUpdate ||
+                         *kind == OpKind::GradSync
+                     ? OpPhase::Optimizer
+                     : OpPhase::Forward;
+    if (*kind == OpKind::Backward) {
+      std::string forward;
+      attrs.read("forward", forward);
+      std::optional<OpKind> computes = opKindOf(forward);
+      if (!computes)
+        return fail("the gradient of '" + forward +
+                    "', which is not an op the runtime knows");
+      op.computes = *computes;
+      attrs.read("wrt", op.attrs.wrt);
+    }
+    decodeAttrs(op.computes, attrs, op.attrs);
+    if (*kind == OpKind::Send || *kind == OpKind::Recv)
+      decodeAttrs(*kind, attrs, op.attrs);
+    if (!attrs.ok())
+      return fail(attrs.failure());
+    if (op.computes == OpKind::Param) {
+      int64_t init = static_cast<int64_t>(op.attrs.init);
+      if (init < 0 || init > static_cast<int64_t>(ParamInit::External))
+        return fail("parameter '" + op.attrs.name +
+                    "' has an unknown initializer");
+    }
+    out.byPhase[static_cast<int>(op.phase)].push_back(i);
+    out.ops.push_back(std::move(op));
+  }
+  return true;
+}

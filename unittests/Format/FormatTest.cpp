@@ -1,0 +1,168 @@
+//===- FormatTest.cpp - Plan files, tensor files, stream entries ----------===//
+
+#include "dtfm/Format/PlanFile.h"
+#include "dtfm/Format/Stream.h"
+#include "dtfm/Format/TensorFile.h"
+
+#include "plan.pb.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <unistd.h>
+
+using namespace dtfm::format;
+
+namespace {
+
+TEST(StreamEntry, TextSpellingRoundTripsPerSlot) {
+  StreamEntry e;
+  ASSERT_TRUE(parseEntry("F3<1", Slot::Receive, e));
+  EXPECT_EQ(e, (StreamEntry{Phase::Forward, 3, 1}));
+  EXPECT_EQ(formatEntry(e, Slot::Receive), "F3<1");
+  ASSERT_TRUE(parseEntry("B12", Slot::Compute, e));
+  EXPECT_EQ(e, (StreamEntry{Phase::Backward, 12, -1}));
+  EXPECT_EQ(formatEntry(e, Slot::Compute), "B12");
+  ASSERT_TRUE(parseEntry("B0>7", Slot::Send, e));
+  EXPECT_EQ(e, (StreamEntry{Phase::Backward, 0, 7}));
+  EXPECT_EQ(formatEntry(e, Slot::Send), "B0>7");
+  EXPECT_EQ(entryLabel(e), "B0");
+}
+
+TEST(StreamEntry, MalformedTextIsRefused) {
+  StreamEntry e;
+  for (const char *text : {"", "Q0", "F", "F<1", "Fx", "F3>1", "F3<", "F3<1x",
+                           "F99999999999", "F3<-1", "F-3<1"})
+    EXPECT_FALSE(parseEntry(text, Slot::Receive, e)) << text;
+  EXPECT_FALSE(parseEntry("F3<1", Slot::Compute, e));
+  EXPECT_FALSE(parseEntry("F3<1", Slot::Send, e));
+  EXPECT_FALSE(parseEntry("F3", Slot::Send, e));
+}
+
+TEST(StreamEntry, ProgramEntriesRoundTripAndAreChecked) {
+  Streams streams;
+  streams[0] = {{Phase::Forward, 0, 0}, {Phase::Backward, 1, 2}};
+  streams[1] = {{Phase::Forward, 0, -1}, {Phase::Backward, 1, -1}};
+  streams[2] = {{Phase::Forward, 1, 2}};
+  dtfm::proto::DeviceProgram program;
+  program.set_stage(1);
+  streamsToProgram(streams, program);
+  Streams back;
+  std::string error;
+  ASSERT_TRUE(streamsFromProgram(program, 2, 3, back, error)) << error;
+  EXPECT_EQ(back, streams);
+
+  EXPECT_FALSE(streamsFromProgram(program, 1, 3, back, error));
+  EXPECT_EQ(error, "recv entry #1: micro-batch 1 outside [0, 1)");
+  EXPECT_FALSE(streamsFromProgram(program, 2, 2, back, error));
+  EXPECT_EQ(error, "recv entry #1: peer stage 2 is not another of the "
+                   "plan's 2 stages");
+  dtfm::proto::DeviceProgram self = program;
+  self.mutable_send_entries(0)->set_peer_stage(1);
+  EXPECT_FALSE(streamsFromProgram(self, 2, 3, back, error));
+  EXPECT_EQ(error, "send entry #0: peer stage 1 is not another of the "
+                   "plan's 3 stages");
+  dtfm::proto::DeviceProgram phase = program;
+  phase.mutable_compute_entries(1)->set_phase(
+      static_cast<dtfm::proto::StreamEntry::Phase>(5));
+  EXPECT_FALSE(streamsFromProgram(phase, 2, 3, back, error));
+  EXPECT_EQ(error, "compute entry #1: unknown phase 5");
+}
+
+std::string tempPath(const char *name) {
+  return "/tmp/dtfm-format-test-" + std::to_string(::getpid()) + "-" + name;
+}
+
+TEST(TensorFile, EncodesDecodesAndWritesAtomically) {
+  TensorMap tensors;
+  tensors["w"] = Tensor({2, 3}, 1.5f);
+  tensors["b"] = Tensor({3});
+  tensors["b"].data = {1, -2, 3};
+  tensors["s"] = Tensor({}, 4.0f);
+  TensorMap back;
+  std::string error;
+  ASSERT_TRUE(decodeTensors(encodeTensors(tensors), "x", back, error)) << error;
+  ASSERT_EQ(back.size(), 3u);
+  EXPECT_EQ(back["w"].shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(back["b"].data, (std::vector<float>{1, -2, 3}));
+  EXPECT_EQ(back["s"].data, (std::vector<float>{4}));
+
+  std::string path = tempPath("t.bin");
+  ASSERT_TRUE(writeTensorFile(path, tensors, error)) << error;
+  back.clear();
+  ASSERT_TRUE(readTensorFile(path, back, error)) << error;
+  EXPECT_EQ(back["w"].data, tensors["w"].data);
+  EXPECT_NE(::access((path + ".tmp").c_str(), F_OK), 0);
+  std::remove(path.c_str());
+  EXPECT_FALSE(writeTensorFile("/nonexistent-dir/t.bin", tensors, error));
+  EXPECT_EQ(error, "cannot write '/nonexistent-dir/t.bin'");
+}
+
+TEST(TensorFile, CorruptBytesGetOneLineErrors) {
+  TensorMap tensors;
+  tensors["w"] = Tensor({2, 2}, 1.0f);
+  std::string good = encodeTensors(tensors);
+  TensorMap back;
+  std::string error;
+  EXPECT_FALSE(decodeTensors("garbage", "f", back, error));
+  EXPECT_EQ(error, "f: not a dtfm tensor file");
+  EXPECT_FALSE(decodeTensors(good.substr(0, good.size() - 1), "f", back, error));
+  EXPECT_EQ(error, "f: truncated at tensor 'w'");
+  EXPECT_FALSE(decodeTensors(good + "x", "f", back, error));
+  EXPECT_EQ(error, "f: 1 trailing bytes after the last tensor");
+  // A huge name length, a rank of 17, a negative dimension, and dimensions
+  // whose product overflows: refused before anything is allocated.
+  std::string bad = good;
+  uint32_t hugeLength = 0xffffffffu;
+  bad.replace(12, 4, reinterpret_cast<const char *>(&hugeLength), 4);
+  EXPECT_FALSE(decodeTensors(bad, "f", back, error));
+  EXPECT_EQ(error, "f: truncated or corrupt at tensor 0");
+  bad = good;
+  uint32_t rank = 17;
+  bad.replace(17, 4, reinterpret_cast<const char *>(&rank), 4);
+  EXPECT_FALSE(decodeTensors(bad, "f", back, error));
+  EXPECT_EQ(error, "f: truncated or corrupt at tensor 0");
+  bad = good;
+  int64_t negative = -2;
+  bad.replace(21, 8, reinterpret_cast<const char *>(&negative), 8);
+  EXPECT_FALSE(decodeTensors(bad, "f", back, error));
+  EXPECT_EQ(error, "f: corrupt shape of tensor 'w'");
+  bad = good;
+  int64_t big = int64_t(1) << 40;
+  bad.replace(21, 8, reinterpret_cast<const char *>(&big), 8);
+  bad.replace(29, 8, reinterpret_cast<const char *>(&big), 8);
+  EXPECT_FALSE(decodeTensors(bad, "f", back, error));
+  EXPECT_EQ(error, "f: truncated at tensor 'w'");
+}
+
+TEST(PlanFile, VersionsAreCheckedInBothForms) {
+  dtfm::proto::Plan plan;
+  plan.set_format_version(kPlanFormatVersion);
+  plan.set_model("m");
+  std::string bytes, error;
+  for (bool text : {false, true}) {
+    ASSERT_TRUE(serializePlan(plan, text, bytes, error));
+    dtfm::proto::Plan back;
+    ASSERT_TRUE(parsePlan(bytes, "p", back, error)) << error;
+    EXPECT_EQ(back.model(), "m");
+  }
+  dtfm::proto::Plan old = plan;
+  old.set_format_version(1);
+  ASSERT_TRUE(serializePlan(old, false, bytes, error));
+  dtfm::proto::Plan back;
+  EXPECT_FALSE(parsePlan(bytes, "p", back, error));
+  EXPECT_EQ(error, "p: plan format version 1, but this dtfm reads version " +
+                       std::to_string(kPlanFormatVersion) +
+                       " (an older dtfm wrote it: export the plan again)");
+  // Version 1's text streams no longer parse: still refused by version.
+  std::string v1 = "format_version: 1\nprograms {\n  device: \"d\"\n"
+                   "  recv_stream: \"F0<1\"\n}\n";
+  EXPECT_FALSE(parsePlan(v1, "old.txt", back, error));
+  EXPECT_EQ(error.rfind("old.txt: plan format version 1, but", 0), 0u)
+      << error;
+  EXPECT_FALSE(parsePlan("programs { bogus: 1 }", "g", back, error));
+  EXPECT_EQ(error, "g: not a plan file (neither binary nor text protobuf)");
+}
+
+} // namespace
