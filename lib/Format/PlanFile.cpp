@@ -39,7 +39,8 @@ bool dtfm::format::parsePlan(const std::string &bytes,
     // A text plan of another version may not parse with this schema: name
     // its version when it states one.
     std::smatch match;
-    static const std::regex versionLine(R"((^|\n)\s*format_version\s*:\s*(\d{1,9})\s)");
+    static const std::regex versionLine(
+        R"((^|\n)\s*format_version\s*:\s*(\d{1,9})\s)");
     if (std::regex_search(bytes, match, versionLine) &&
         std::stoul(match[2].str()) != kPlanFormatVersion) {
       error = versionMismatch(source, std::stoul(match[2].str()));

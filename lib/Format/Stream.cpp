@@ -98,9 +98,8 @@ bool dtfm::format::streamsFromProgram(const proto::DeviceProgram &program,
       if (in.phase() != proto::StreamEntry::FORWARD &&
           in.phase() != proto::StreamEntry::BACKWARD)
         return fail("unknown phase " + std::to_string(in.phase()));
-      entry.phase = in.phase() == proto::StreamEntry::FORWARD
-                        ? Phase::Forward
-                        : Phase::Backward;
+      entry.phase = in.phase() == proto::StreamEntry::FORWARD ? Phase::Forward
+                                                              : Phase::Backward;
       if (in.micro_batch() < 0 || in.micro_batch() >= microBatches)
         return fail("micro-batch " + std::to_string(in.micro_batch()) +
                     " outside [0, " + std::to_string(microBatches) + ")");
@@ -131,8 +130,9 @@ void dtfm::format::streamsToProgram(const Streams &streams,
     lists[s]->Clear();
     for (const StreamEntry &entry : streams[s]) {
       proto::StreamEntry &out = *lists[s]->Add();
-      out.set_phase(entry.phase == Phase::Forward ? proto::StreamEntry::FORWARD
-                                                  : proto::StreamEntry::BACKWARD);
+      out.set_phase(entry.phase == Phase::Forward
+                        ? proto::StreamEntry::FORWARD
+                        : proto::StreamEntry::BACKWARD);
       out.set_micro_batch(entry.microBatch);
       if (static_cast<Slot>(s) != Slot::Compute)
         out.set_peer_stage(entry.peerStage);

@@ -46,11 +46,17 @@ bool dtfm::runtime::resolveBackend(BackendRequest request,
 #if DTFM_HAVE_CUDA
   // The plan first: what it needs does not depend on the machine.
   std::string reason;
-  for (const proto::DeviceProgram &program : plan.programs())
-    if (!cuda::supportsProgram(program, reason)) {
+  for (const proto::DeviceProgram &program : plan.programs()) {
+    StageProgram decoded;
+    if (!decodeProgram(program, decoded, reason)) {
+      error = "device program " + program.device() + ": " + reason;
+      return false;
+    }
+    if (!cuda::supportsProgram(decoded, reason)) {
       why = "device program " + program.device() + ": " + reason;
       break;
     }
+  }
   if (why.empty() && cuda::deviceCount(&reason) == 0)
     why = "no CUDA device (" + reason + ")";
 #else
@@ -72,7 +78,7 @@ bool dtfm::runtime::resolveBackend(BackendRequest request,
 
 std::unique_ptr<StageExecutor>
 dtfm::runtime::makeExecutor(Backend backend,
-                            const proto::DeviceProgram &program, int rank,
+                            const StageProgram &program, int rank,
                             bool planPrecisionMatmuls, std::string &error) {
   if (backend == Backend::Cpu)
     return std::make_unique<ProgramExecutor>(program);

@@ -61,8 +61,7 @@ namespace {
 /// dtfm.backward's forward attributes come from dtfm.forward_attrs.
 class AttrReader {
 public:
-  AttrReader(const pb::PlanOp &op, std::string &error)
-      : op(op), error(error) {}
+  AttrReader(const pb::PlanOp &op, std::string &error) : op(op), error(error) {}
 
   bool ok() const { return failed.empty(); }
   const std::string &failure() const { return failed; }
@@ -82,6 +81,10 @@ public:
   void read(const char *key, std::string &out) {
     if (const pb::PlanAttr *a = find(key, pb::PlanAttr::kS))
       out = a->s();
+  }
+  void read(const char *key, std::vector<std::string> &out) {
+    if (const pb::PlanAttr *a = find(key, pb::PlanAttr::kStrings))
+      out.assign(a->strings().values().begin(), a->strings().values().end());
   }
   void read(const char *key, std::vector<int64_t> &out) {
     if (const pb::PlanAttr *a = find(key, pb::PlanAttr::kInts))
@@ -188,7 +191,8 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
     in.read("name", a.name);
     int64_t init = -1;
     in.read("init", init);
-    a.init = static_cast<ParamInit>(init); // range-checked by the caller
+    // Out of range: refused when parameters are initialised.
+    a.init = static_cast<ParamInit>(init);
     in.read("scale", a.scale);
     break;
   }
@@ -278,6 +282,9 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
     a.weightDecay = kind == OpKind::AdamwUpdate ? 0.01 : 0;
     in.read("weight_decay", a.weightDecay);
     break;
+  case OpKind::GradSync:
+    in.read("group", a.group);
+    break;
   case OpKind::Send:
   case OpKind::Recv:
     in.read("peer_device", a.peerDevice);
@@ -349,16 +356,8 @@ bool dtfm::runtime::decodeProgram(const pb::DeviceProgram &program,
       attrs.read("wrt", op.attrs.wrt);
     }
     decodeAttrs(op.computes, attrs, op.attrs);
-    if (*kind == OpKind::Send || *kind == OpKind::Recv)
-      decodeAttrs(*kind, attrs, op.attrs);
     if (!attrs.ok())
       return fail(attrs.failure());
-    if (op.computes == OpKind::Param) {
-      int64_t init = static_cast<int64_t>(op.attrs.init);
-      if (init < 0 || init > static_cast<int64_t>(ParamInit::External))
-        return fail("parameter '" + op.attrs.name +
-                    "' has an unknown initializer");
-    }
     out.byPhase[static_cast<int>(op.phase)].push_back(i);
     out.ops.push_back(std::move(op));
   }

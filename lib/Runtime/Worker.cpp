@@ -43,10 +43,6 @@ namespace {
 using format::Phase;
 using format::StreamEntry;
 
-const proto::PlanAttr *attrOf(const proto::PlanOp &op, const char *key) {
-  auto it = op.attrs().find(key);
-  return it == op.attrs().end() ? nullptr : &it->second;
-}
 
 /// A send or receive of the program.
 struct Transfer {
@@ -129,7 +125,7 @@ private:
   bool sendOnce(int64_t step, Phase phase, const ValueTable &table,
                 std::string &error);
   bool syncGradients(
-      const std::vector<std::pair<const proto::PlanOp *, cpu::Tensor *>> &grads,
+      const std::vector<std::pair<const ProgramOp *, cpu::Tensor *>> &grads,
       std::string &error);
   bool sendBlob(int peer, ControlKind kind, int64_t step,
                 const std::string &blob, std::string &error);
@@ -159,6 +155,7 @@ private:
   const proto::Plan &plan;
   const WorkerOptions &options;
   const proto::DeviceProgram &program;
+  StageProgram typed; ///< `program`, decoded
   std::unique_ptr<StageExecutor> executor;
   std::unique_ptr<Transport> transport;
   std::vector<LinkShape> linkShapes; // size x size when links are shaped
@@ -282,39 +279,39 @@ bool Worker::prepare(std::string &error) {
   for (const StreamEntry &e : recvStream)
     ++expectedReceives[{e.phase, e.microBatch}];
 
-  for (int i = 0; i < program.ops_size(); ++i) {
-    const proto::PlanOp &op = program.ops(i);
-    bool isSend = op.name() == "dtfm.send", isRecv = op.name() == "dtfm.recv";
+  if (!decodeProgram(program, typed, error))
+    return false;
+  for (const ProgramOp &op : typed.ops) {
+    bool isSend = op.kind == OpKind::Send, isRecv = op.kind == OpKind::Recv;
     if (!isSend && !isRecv)
       continue;
-    const proto::PlanAttr *peer = attrOf(op, "peer_device");
-    const proto::PlanAttr *stage = attrOf(op, "peer");
-    const proto::PlanAttr *tag = attrOf(op, "tag");
-    const proto::PlanAttr *phase = attrOf(op, "dtfm.phase");
-    if (!peer || !stage || !tag || !phase || !rankOf.count(peer->s())) {
-      error = op.name() + " #" + std::to_string(i) +
+    const OpAttrs &a = op.attrs;
+    if (a.peerDevice.empty() || a.peerStage < 0 ||
+        op.phase == OpPhase::Optimizer || !rankOf.count(a.peerDevice) ||
+        (isSend ? op.operands.size() : op.results.size()) != 1) {
+      error = std::string(opName(op.kind)) + " #" + std::to_string(op.index) +
               " lacks peer_device, peer, tag or dtfm.phase, or names an "
               "unknown device";
       return false;
     }
     Transfer t;
-    t.op = i;
-    t.phase = phase->s() == "bwd" ? Phase::Backward : Phase::Forward;
-    t.peerStage = static_cast<int>(stage->i());
-    t.peerRank = rankOf[peer->s()];
-    t.tag = tag->i();
-    t.oncePerIteration = attrOf(op, "dtfm.once_per_iteration") != nullptr;
+    t.op = op.index;
+    t.phase = op.phase == OpPhase::Backward ? Phase::Backward : Phase::Forward;
+    t.peerStage = static_cast<int>(a.peerStage);
+    t.peerRank = rankOf[a.peerDevice];
+    t.tag = a.tag;
+    t.oncePerIteration = a.oncePerIteration;
     if (t.tag < 0 || t.tag > 0xfff) {
-      error = op.name() + " #" + std::to_string(i) + ": tag out of range";
+      error = std::string(opName(op.kind)) + " #" + std::to_string(op.index) +
+              ": tag out of range";
       return false;
     }
     if (isSend) {
-      t.value = op.operands(0);
+      t.value = op.operands[0];
       sends.push_back(t);
     } else {
-      t.value = op.results(0).id();
-      t.shape.assign(op.results(0).shape().begin(),
-                     op.results(0).shape().end());
+      t.value = op.results[0].id;
+      t.shape = op.results[0].shape;
       receives.push_back(t);
     }
   }
@@ -329,7 +326,7 @@ bool Worker::prepare(std::string &error) {
     buffers.push_back(std::vector<cpu::Tensor>(
         t.oncePerIteration ? 1 : microBatches, cpu::Tensor(t.shape)));
 
-  executor = makeExecutor(options.backend, program, options.rank,
+  executor = makeExecutor(options.backend, typed, options.rank,
                           options.planPrecisionMatmuls, error);
   if (!executor)
     return false;
@@ -403,28 +400,16 @@ bool Worker::connect(std::string &error) {
   }
   // The data-parallel group of this stage (every member computes the same
   // list from the plan).
-  for (const proto::PlanOp &op : program.ops()) {
-    if (op.name() != "dtfm.grad_sync")
-      continue;
-    auto it = op.attrs().find("group");
-    if (it == op.attrs().end())
+  for (const ProgramOp &op : typed.ops) {
+    if (op.kind != OpKind::GradSync || op.attrs.group.empty())
       continue;
     std::vector<int> group;
-    const proto::PlanAttr &a = it->second;
-    // Groups are arrays of device names: their MLIR spelling is the list.
-    std::string spelled = a.mlir();
-    size_t at = 0;
-    while ((at = spelled.find('"', at)) != std::string::npos) {
-      size_t end = spelled.find('"', at + 1);
-      if (end == std::string::npos)
-        break;
-      std::string device = spelled.substr(at + 1, end - at - 1);
+    for (const std::string &device : op.attrs.group) {
       if (!rankOf.count(device)) {
         error = "gradient sync group names unknown device '" + device + "'";
         return false;
       }
       group.push_back(rankOf[device]);
-      at = end + 1;
     }
     if (group.size() > 1) {
       t.groups.push_back(group);
@@ -625,7 +610,7 @@ bool Worker::sendEntry(int64_t step, const StreamEntry &entry,
 }
 
 bool Worker::syncGradients(
-    const std::vector<std::pair<const proto::PlanOp *, cpu::Tensor *>> &grads,
+    const std::vector<std::pair<const ProgramOp *, cpu::Tensor *>> &grads,
     std::string &error) {
   if (groupIndex < 0)
     return true; // a group of one: the identity
@@ -644,15 +629,7 @@ bool Worker::syncGradients(
     return false;
   record(2, "grad sync", start, Clock::now());
   // Every member of a group has the same programs: the same group size.
-  double members = 0;
-  for (const proto::PlanOp &op : program.ops())
-    if (op.name() == "dtfm.grad_sync") {
-      const std::string &spelled = op.attrs().at("group").mlir();
-      members = static_cast<double>(
-                    std::count(spelled.begin(), spelled.end(), '"')) /
-                2;
-      break;
-    }
+  double members = static_cast<double>(grads.front().first->attrs.group.size());
   float scale = static_cast<float>(1.0 / std::max(1.0, members));
   at = 0;
   for (const auto &[op, grad] : grads) {
@@ -781,7 +758,8 @@ bool Worker::runComputeSlot(int64_t step, std::vector<MicroBatch> &batches,
     }
     Clock::time_point start = Clock::now();
     double cpuStart = threadCpuSeconds();
-    std::string phase = entry.phase == Phase::Forward ? "fwd" : "bwd";
+    OpPhase phase =
+        entry.phase == Phase::Forward ? OpPhase::Forward : OpPhase::Backward;
     if (!executor->runPhase(phase, entry.microBatch, table,
                             batches[entry.microBatch], lossSum, error)) {
       error = planPath + ": " + error;

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dtfm/Runtime/Cpu/KernelTable.h"
 #include "dtfm/Runtime/Cuda/Executor.h"
 
 #include "plan.pb.h"
@@ -30,9 +31,18 @@ int64_t add(proto::DeviceProgram &program, const std::string &name,
     op->add_operands(id);
   proto::PlanValue *result = op->add_results();
   result->set_id(next);
+  result->set_dtype("f32");
   for (int64_t d : shape)
     result->add_shape(d);
   return next++;
+}
+
+/// Decodes `program` and asks the CUDA backend whether it takes it.
+bool supports(const proto::DeviceProgram &program, std::string &reason) {
+  runtime::StageProgram decoded;
+  if (!runtime::decodeProgram(program, decoded, reason))
+    return false;
+  return runtime::cuda::supportsProgram(decoded, reason);
 }
 
 TEST(CudaSupportTest, BroadcastsOfAnyShapeAreTakenRanksAboveEightAreNot) {
@@ -43,25 +53,35 @@ TEST(CudaSupportTest, BroadcastsOfAnyShapeAreTakenRanksAboveEightAreNot) {
   int64_t y = add(program, "dtfm.add", {x, bias}, {4, 8, 16});
   add(program, "dtfm.mul", {y, column}, {4, 8, 16});
   std::string reason;
-  EXPECT_TRUE(runtime::cuda::supportsProgram(program, reason)) << reason;
+  EXPECT_TRUE(supports(program, reason)) << reason;
 
   std::vector<int64_t> deep(9, 2);
   int64_t z = add(program, "dtfm.input", {}, deep);
   add(program, "dtfm.exp", {z}, deep);
-  EXPECT_FALSE(runtime::cuda::supportsProgram(program, reason));
+  EXPECT_FALSE(supports(program, reason));
   EXPECT_EQ(reason, "op #6 dtfm.exp: operand 0 of rank 9 (the CUDA kernels "
                     "take up to 8)");
 }
 
 TEST(CudaSupportTest, ConvolutionalAndOnnxOpsAndTheirBackwardsAreTaken) {
   proto::DeviceProgram program;
-  std::vector<std::string> forwards = {
-      "dtfm.conv2d",      "dtfm.batchnorm",       "dtfm.max_pool2d",
-      "dtfm.avg_pool2d",  "dtfm.global_avg_pool", "dtfm.sub",
-      "dtfm.div",         "dtfm.sqrt",            "dtfm.tanh",
-      "dtfm.erf",         "dtfm.pow",             "dtfm.reduce_mean",
-      "dtfm.concat",      "dtfm.slice",           "dtfm.transpose",
-      "dtfm.gather",      "dtfm.where"};
+  std::vector<std::string> forwards = {"dtfm.conv2d",
+                                       "dtfm.batchnorm",
+                                       "dtfm.max_pool2d",
+                                       "dtfm.avg_pool2d",
+                                       "dtfm.global_avg_pool",
+                                       "dtfm.sub",
+                                       "dtfm.div",
+                                       "dtfm.sqrt",
+                                       "dtfm.tanh",
+                                       "dtfm.erf",
+                                       "dtfm.pow",
+                                       "dtfm.reduce_mean",
+                                       "dtfm.concat",
+                                       "dtfm.slice",
+                                       "dtfm.transpose",
+                                       "dtfm.gather",
+                                       "dtfm.where"};
   int64_t x = add(program, "dtfm.input", {}, {2, 3, 8, 8});
   for (const std::string &name : forwards) {
     int64_t y = add(program, name, {x}, {2, 3, 8, 8});
@@ -72,7 +92,7 @@ TEST(CudaSupportTest, ConvolutionalAndOnnxOpsAndTheirBackwardsAreTaken) {
     op->add_operands(y);
   }
   std::string reason;
-  EXPECT_TRUE(runtime::cuda::supportsProgram(program, reason)) << reason;
+  EXPECT_TRUE(supports(program, reason)) << reason;
 }
 
 TEST(CudaSupportTest, OpsWithoutKernelsAreNamed) {
@@ -80,7 +100,7 @@ TEST(CudaSupportTest, OpsWithoutKernelsAreNamed) {
   int64_t x = add(program, "dtfm.input", {}, {2, 3});
   add(program, "dtfm.custom", {x}, {2, 3});
   std::string reason;
-  EXPECT_FALSE(runtime::cuda::supportsProgram(program, reason));
+  EXPECT_FALSE(supports(program, reason));
   EXPECT_EQ(reason, "op #1 dtfm.custom has no CUDA kernel");
 
   proto::DeviceProgram backward;
@@ -92,7 +112,7 @@ TEST(CudaSupportTest, OpsWithoutKernelsAreNamed) {
   (*op->mutable_attrs())["forward"].set_s("dtfm.custom");
   op->add_operands(a);
   op->add_operands(g);
-  EXPECT_FALSE(runtime::cuda::supportsProgram(backward, reason));
+  EXPECT_FALSE(supports(backward, reason));
   EXPECT_EQ(reason, "op #3 dtfm.backward of dtfm.custom has no CUDA kernel");
 }
 
@@ -106,10 +126,37 @@ TEST(CudaSupportTest, SoftmaxOnlyOverTheLastAxis) {
   last->add_operands(x);
   last->mutable_results(0)->set_id(x + 1000);
   std::string reason;
-  EXPECT_TRUE(runtime::cuda::supportsProgram(program, reason)) << reason;
+  EXPECT_TRUE(supports(program, reason)) << reason;
   (*last->mutable_attrs())["axis"].set_i(0);
-  EXPECT_FALSE(runtime::cuda::supportsProgram(program, reason));
+  EXPECT_FALSE(supports(program, reason));
   EXPECT_EQ(reason, "op #1 dtfm.softmax: only the last axis has a CUDA kernel");
+}
+
+} // namespace
+
+namespace {
+
+TEST(CudaSupportTest, EveryKindWithACpuKernelButCustomHasACudaKernel) {
+  // Decoding and the tables need no GPU: a program of one op per kind, and
+  // its backward where the CPU has one.
+  for (size_t i = 0; i < runtime::kNumOpKinds; ++i) {
+    auto kind = static_cast<runtime::OpKind>(i);
+    const runtime::cpu::KernelEntry &cpu = runtime::cpu::kernelTable()[i];
+    if (!cpu.forward || kind == runtime::OpKind::Custom)
+      continue;
+    proto::DeviceProgram program;
+    int64_t x = add(program, "dtfm.input", {}, {2, 3});
+    int64_t y = add(program, runtime::opName(kind), {x, x}, {2, 3});
+    if (cpu.backward) {
+      proto::PlanOp *op = program.add_ops();
+      op->set_name("dtfm.backward");
+      (*op->mutable_attrs())["forward"].set_s(runtime::opName(kind));
+      op->add_operands(x);
+      op->add_operands(y);
+    }
+    std::string reason;
+    EXPECT_TRUE(supports(program, reason)) << reason;
+  }
 }
 
 } // namespace

@@ -107,7 +107,8 @@ TEST(TensorFile, CorruptBytesGetOneLineErrors) {
   std::string error;
   EXPECT_FALSE(decodeTensors("garbage", "f", back, error));
   EXPECT_EQ(error, "f: not a dtfm tensor file");
-  EXPECT_FALSE(decodeTensors(good.substr(0, good.size() - 1), "f", back, error));
+  EXPECT_FALSE(
+      decodeTensors(good.substr(0, good.size() - 1), "f", back, error));
   EXPECT_EQ(error, "f: truncated at tensor 'w'");
   EXPECT_FALSE(decodeTensors(good + "x", "f", back, error));
   EXPECT_EQ(error, "f: 1 trailing bytes after the last tensor");
@@ -159,8 +160,7 @@ TEST(PlanFile, VersionsAreCheckedInBothForms) {
   std::string v1 = "format_version: 1\nprograms {\n  device: \"d\"\n"
                    "  recv_stream: \"F0<1\"\n}\n";
   EXPECT_FALSE(parsePlan(v1, "old.txt", back, error));
-  EXPECT_EQ(error.rfind("old.txt: plan format version 1, but", 0), 0u)
-      << error;
+  EXPECT_EQ(error.rfind("old.txt: plan format version 1, but", 0), 0u) << error;
   EXPECT_FALSE(parsePlan("programs { bogus: 1 }", "g", back, error));
   EXPECT_EQ(error, "g: not a plan file (neither binary nor text protobuf)");
 }

@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -222,18 +224,25 @@ TEST(TransportTest, LookupOfAnAbsentKeyTimesOut) {
 }
 
 TEST(TransportTest, TimeoutNamesThePeer) {
+  std::atomic<bool> timedOut{false};
   withRanks(
       2,
       // Long enough for the rendezvous on a loaded machine; the receive
       // below then waits it out.
       [](TransportOptions &o) { o.timeout = std::chrono::milliseconds(2000); },
-      [](int rank, Transport &t) {
-        if (rank != 1)
+      [&](int rank, Transport &t) {
+        if (rank != 1) {
+          // Stay connected until rank 1 has timed out: closing at once
+          // could cut rank 1's rendezvous short.
+          for (int i = 0; i < 1000 && !timedOut; ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
           return;
+        }
         std::string error;
         char byte;
         EXPECT_FALSE(t.recv(0, 9, &byte, 1, error));
         EXPECT_NE(error.find("dev0 (rank 0)"), std::string::npos) << error;
+        timedOut = true;
       },
       /*finalBarrier=*/false); // a timed-out pair is closed for good
 }

@@ -1,4 +1,5 @@
-//===- PlanFile.h - Reading and writing plan files ---------------*- C++ -*-===//
+//===- PlanFile.h - Reading and writing plan files ---------------*- C++
+//-*-===//
 //
 // Part of dtfm. Plain C++ (no MLIR): shared by `dtfm-translate
 // --export-plan/--import-plan` and the runtime.

@@ -1,4 +1,5 @@
-//===- Stream.h - Receive, compute and send stream entries -------*- C++ -*-===//
+//===- Stream.h - Receive, compute and send stream entries -------*- C++
+//-*-===//
 //
 // Part of dtfm. Plain C++ (no MLIR): shared by the planner, the plan
 // exporter, the simulator and the workers.

@@ -1,4 +1,5 @@
-//===- TensorFile.h - Host tensors and their file format ---------*- C++ -*-===//
+//===- TensorFile.h - Host tensors and their file format ---------*- C++
+//-*-===//
 //
 // Part of dtfm. Plain C++ (no MLIR).
 //

@@ -49,7 +49,7 @@ bool resolveBackend(BackendRequest request, const proto::Plan &plan,
 /// cuda::makeCudaExecutor); the CPU computes in fp32 either way. Null with
 /// `error` when the device cannot be set up.
 std::unique_ptr<StageExecutor> makeExecutor(Backend backend,
-                                            const proto::DeviceProgram &program,
+                                            const StageProgram &program,
                                             int rank, bool planPrecisionMatmuls,
                                             std::string &error);
 

@@ -1,17 +1,23 @@
-//===- Executor.h - Run a device program on the CPU --------------*- C++ -*-===//
+//===- Executor.h - Run a device program ------------------------*- C++ -*-===//
 //
 // Part of dtfm.
 //
 //===----------------------------------------------------------------------===//
 //
-// Executes one device program of a plan with the CPU kernels (custom
-// operators through their plugins' kernels): for each
-// micro-batch its forward and backward ops in program order (backward ops
-// recompute what they need -- layernorm statistics, attention and softmax
-// probabilities -- from the forward operands they receive), gradients
-// averaged over the micro-batches, then the optimizer-phase ops once
-// (gradient syncs are the identity on one device; updates write the
+// Executes one device program of a plan (its typed form, Program.h): for
+// each micro-batch its forward and backward ops in program order (backward
+// ops recompute what they need -- layernorm statistics, attention and
+// softmax probabilities -- from the forward operands they receive),
+// gradients averaged over the micro-batches, then the optimizer-phase ops
+// once (gradient syncs are the identity on one device; updates write the
 // parameter store). Deterministic for a given seed and plan.
+//
+// PhaseExecutor holds what every backend shares: the phase loop (which ops
+// run, values from the host, operand checks, diagnostics) and the host
+// state (parameter initialisation, parameter files, the optimizer state's
+// format). A backend implements the per-op work through its kernel table:
+// the CPU's (Cpu/KernelTable.h, ProgramExecutor) or the GPU's
+// (Cuda/Executor.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,17 +25,13 @@
 #define DTFM_RUNTIME_EXECUTOR_H
 
 #include "dtfm/Runtime/Cpu/Kernels.h"
+#include "dtfm/Runtime/Program.h"
 
 #include <functional>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
-
-namespace dtfm::proto {
-class DeviceProgram;
-class PlanOp;
-} // namespace dtfm::proto
 
 namespace dtfm::runtime {
 
@@ -57,14 +59,13 @@ public:
   /// Averages the gradients of the program's dtfm.grad_sync ops across
   /// their data-parallel groups, all at once (one bucket), in place.
   using SyncFn = std::function<bool(
-      const std::vector<std::pair<const proto::PlanOp *, cpu::Tensor *>> &grads,
+      const std::vector<std::pair<const ProgramOp *, cpu::Tensor *>> &grads,
       std::string &error)>;
 
   /// Shares a small value between the members of a group through the
   /// rendezvous: the first member publishes, the others look it up.
-  using ShareFn = std::function<bool(const std::string &key,
-                                     std::string &value, bool publish,
-                                     std::string &error)>;
+  using ShareFn = std::function<bool(const std::string &key, std::string &value,
+                                     bool publish, std::string &error)>;
 
   virtual ~StageExecutor();
 
@@ -115,16 +116,16 @@ public:
 
   /// One iteration, in pieces (the workers of lib/Runtime/Worker.h move
   /// values between devices in between). runPhase runs the compute ops of
-  /// `phase` ("fwd" or "bwd") for micro-batch `microBatch`: the values its
+  /// `phase` (forward or backward) for micro-batch `microBatch`: the values its
   /// dtfm.recv ops receive must already be in `values`, and on return the
   /// operands of its dtfm.send ops are there (sends are left to the
   /// caller); `loss` accumulates the micro-batch's loss when this program
   /// computes one. collectGradients adds the micro-batch's optimizer inputs
   /// to the iteration's sums; finishIteration, after the last micro-batch,
   /// averages them, runs the gradient syncs through `sync` and the updates.
-  virtual bool runPhase(const std::string &phase, int microBatch,
-                        ValueTable &values, const MicroBatch &batch,
-                        double &loss, std::string &error) = 0;
+  virtual bool runPhase(OpPhase phase, int microBatch, ValueTable &values,
+                        const MicroBatch &batch, double &loss,
+                        std::string &error) = 0;
   virtual void collectGradients(int microBatch, const ValueTable &values) = 0;
   virtual bool finishIteration(int microBatches, const SyncFn &sync,
                                std::string &error) = 0;
@@ -133,41 +134,126 @@ public:
   virtual std::map<std::string, cpu::Tensor> parameters() const = 0;
 };
 
-/// The CPU executor.
-class ProgramExecutor : public StageExecutor {
-public:
-  explicit ProgramExecutor(const proto::DeviceProgram &program);
+/// Parameters and optimizer state on the host, in the one format of
+/// parameter files and checkpoints; every backend initialises, loads and
+/// saves through it.
+struct HostState {
+  struct Moments {
+    cpu::Tensor m, v, velocity;
+    int64_t step = 0;
+  };
+  std::map<std::string, cpu::Tensor> params;
+  std::map<std::string, Moments> optimizer;
 
-  bool initialize(uint64_t seed, std::string &error,
-                  const std::map<std::string, cpu::Tensor> *weights =
-                      nullptr) override;
-  bool loadParameters(const std::string &path, std::string &error) override;
+  /// Parameters from their initializers (seeded per parameter name);
+  /// `external` ones from `weights`, by name. Clears the optimizer state.
+  bool initialize(const StageProgram &program, uint64_t seed,
+                  const std::map<std::string, cpu::Tensor> *weights,
+                  std::string &error);
+  /// Parameters from a tensor file: every parameter of the program must be
+  /// there with its shape. Clears the optimizer state.
+  bool load(const StageProgram &program, const std::string &path,
+            std::string &error);
+  /// "param/<name>", "opt.m/<name>", "opt.v/<name>", "opt.velocity/<name>",
+  /// "opt.step/<name>".
+  std::map<std::string, cpu::Tensor> state() const;
+  bool restore(const StageProgram &program,
+               const std::map<std::string, cpu::Tensor> &state,
+               std::string &error);
+};
+
+/// The model inputs and labels a program reads.
+std::vector<InputSpec> programInputs(const StageProgram &program);
+
+/// What the backends share: the phase loop and the host state. A backend
+/// implements the hooks below; runPhase calls them in program order.
+class PhaseExecutor : public StageExecutor {
+public:
+  std::vector<InputSpec> inputs() const override {
+    return programInputs(program);
+  }
+  bool runPhase(OpPhase phase, int microBatch, ValueTable &values,
+                const MicroBatch &batch, double &loss,
+                std::string &error) final;
+
+protected:
+  explicit PhaseExecutor(const StageProgram &program) : program(program) {}
+
+  /// Before the phase's first op (a GPU posts device-to-device receives).
+  virtual bool beginPhase(OpPhase phase, int microBatch, ValueTable &values,
+                          std::string &error) {
+    return true;
+  }
+  /// Whether the backend moves this dtfm.recv's value itself (NCCL); the
+  /// loop then leaves it alone.
+  virtual bool movesItself(const ProgramOp &op) const { return false; }
+  /// A value from the host for `op`'s result: a received activation or
+  /// gradient, a model input or a label.
+  virtual bool bindHostValue(const ProgramOp &op, int microBatch,
+                             const cpu::Tensor &value, ValueTable &values,
+                             std::string &error) = 0;
+  /// Whether value `id` of the micro-batch has been computed.
+  virtual bool hasValue(int microBatch, int64_t id,
+                        const ValueTable &values) const = 0;
+  /// Runs one op through the backend's kernel table (a dtfm.backward
+  /// through its forward kind's backward kernel).
+  virtual bool runOp(const ProgramOp &op, int microBatch, ValueTable &values,
+                     double &loss, std::string &error) = 0;
+  /// After the phase's last op: values for the phase's dtfm.send ops into
+  /// `values` (host), losses into `loss`.
+  virtual bool endPhase(OpPhase phase, int microBatch, ValueTable &values,
+                        double &loss, std::string &error) {
+    return true;
+  }
+
+  const StageProgram &program;
+};
+
+/// The CPU executor: the CPU kernel table on host tensors.
+class ProgramExecutor : public PhaseExecutor {
+public:
+  explicit ProgramExecutor(const StageProgram &program)
+      : PhaseExecutor(program) {}
+
+  bool initialize(
+      uint64_t seed, std::string &error,
+      const std::map<std::string, cpu::Tensor> *weights = nullptr) override {
+    return host.initialize(program, seed, weights, error);
+  }
+  bool loadParameters(const std::string &path, std::string &error) override {
+    return host.load(program, path, error);
+  }
   bool saveParameters(const std::string &path,
                       std::string &error) const override;
-  std::vector<InputSpec> inputs() const override;
-  std::map<std::string, cpu::Tensor> state() const override;
+  std::map<std::string, cpu::Tensor> state() const override {
+    return host.state();
+  }
   bool restoreState(const std::map<std::string, cpu::Tensor> &state,
-                    std::string &error) override;
-  bool runPhase(const std::string &phase, int microBatch, ValueTable &values,
-                const MicroBatch &batch, double &loss,
-                std::string &error) override;
+                    std::string &error) override {
+    return host.restore(program, state, error);
+  }
   void collectGradients(int microBatch, const ValueTable &values) override;
   bool finishIteration(int microBatches, const SyncFn &sync,
                        std::string &error) override;
   std::map<std::string, cpu::Tensor> parameters() const override {
-    return params;
+    return host.params;
   }
 
+protected:
+  bool bindHostValue(const ProgramOp &op, int microBatch,
+                     const cpu::Tensor &value, ValueTable &values,
+                     std::string &error) override;
+  bool hasValue(int microBatch, int64_t id,
+                const ValueTable &values) const override {
+    return values.count(id) > 0;
+  }
+  bool runOp(const ProgramOp &op, int microBatch, ValueTable &values,
+             double &loss, std::string &error) override;
+
 private:
-  const proto::DeviceProgram &program;
-  std::map<std::string, cpu::Tensor> params;
+  HostState host;
   std::map<int64_t, std::string> paramOfValue; // value id -> parameter
   ValueTable gradSum; // optimizer inputs summed over micro-batches
-  struct OptimizerState {
-    cpu::Tensor m, v, velocity;
-    int64_t step = 0;
-  };
-  std::map<std::string, OptimizerState> optimizer;
 };
 
 } // namespace dtfm::runtime

@@ -1,4 +1,5 @@
-//===- Program.h - The typed stage program the runtime executes --*- C++ -*-===//
+//===- Program.h - The typed stage program the runtime executes --*- C++
+//-*-===//
 //
 // Part of dtfm. Plain C++ (no MLIR).
 //
@@ -81,24 +82,24 @@ struct OpAttrs {
   // dtfm.constant
   std::vector<int64_t> values;
   // shapes and axes
-  int64_t axis = 0;             // concat, gather (0); softmax (-1)
-  std::vector<int64_t> axes;    // reduce_mean
-  bool keepdims = false;        // reduce_mean
+  int64_t axis = 0;                         // concat, gather (0); softmax (-1)
+  std::vector<int64_t> axes;                // reduce_mean
+  bool keepdims = false;                    // reduce_mean
   std::vector<int64_t> starts, ends, steps; // slice
-  std::vector<int64_t> perm;    // transpose
+  std::vector<int64_t> perm;                // transpose
   // arithmetic
-  double exponent = 1;          // pow
-  bool transposeRhs = false;    // matmul
-  double epsilon = 1e-5;        // layernorm, batchnorm; adamw (1e-8)
-  double momentum = 0;          // batchnorm (0.1), sgd_update (0)
+  double exponent = 1;            // pow
+  bool transposeRhs = false;      // matmul
+  double epsilon = 1e-5;          // layernorm, batchnorm; adamw (1e-8)
+  double momentum = 0;            // batchnorm (0.1), sgd_update (0)
   bool tanhApproximation = false; // gelu
-  int64_t numHeads = 1;         // causal_attention
+  int64_t numHeads = 1;           // causal_attention
   // windows
   std::array<int64_t, 2> kernel = {1, 1};
-  cpu::Window window;           // conv2d, pooling
-  int64_t groups = 1;           // conv2d
+  cpu::Window window; // conv2d, pooling
+  int64_t groups = 1; // conv2d
   // compression
-  int64_t k = 1;                // topk_compress
+  int64_t k = 1; // topk_compress
   // dtfm.custom (and its backward): kind and params; operands are filled
   // in when it runs.
   CustomOpCall custom;
@@ -112,6 +113,8 @@ struct OpAttrs {
   int64_t tag = 0;
   int64_t bytes = 0;
   bool oncePerIteration = false;
+  // dtfm.grad_sync: the devices of the data-parallel group
+  std::vector<std::string> group;
 };
 
 struct ProgramOp {

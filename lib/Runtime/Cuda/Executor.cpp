@@ -6,13 +6,10 @@
 
 #include "dtfm/Runtime/Cuda/Executor.h"
 
-#include "../PlanOps.h"
 #include "dtfm/Runtime/Cuda/Attention.h"
 #include "dtfm/Runtime/Cuda/Device.h"
 #include "dtfm/Runtime/Cuda/IndexMaps.h"
 #include "dtfm/Runtime/Cuda/Kernels.h"
-
-#include "plan.pb.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -24,11 +21,11 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <tuple>
 #include <vector>
 
 using namespace dtfm;
 using namespace dtfm::runtime;
-using namespace dtfm::runtime::planops;
 using cpu::Tensor;
 
 namespace {
@@ -60,81 +57,37 @@ bool repeatsOver(ShapeVec operand, const ShapeVec &out) {
   return std::equal(operand.rbegin(), operand.rend(), out.rbegin());
 }
 
-/// Forwards with a CUDA backward (every one has a CUDA forward too).
-const std::set<std::string> &backwardOps() {
-  static const std::set<std::string> ops = {"dtfm.embedding",
-                                            "dtfm.add",
-                                            "dtfm.sub",
-                                            "dtfm.mul",
-                                            "dtfm.div",
-                                            "dtfm.sqrt",
-                                            "dtfm.tanh",
-                                            "dtfm.erf",
-                                            "dtfm.exp",
-                                            "dtfm.pow",
-                                            "dtfm.reduce_mean",
-                                            "dtfm.concat",
-                                            "dtfm.slice",
-                                            "dtfm.transpose",
-                                            "dtfm.gather",
-                                            "dtfm.where",
-                                            "dtfm.linear",
-                                            "dtfm.matmul",
-                                            "dtfm.layernorm",
-                                            "dtfm.gelu",
-                                            "dtfm.relu",
-                                            "dtfm.softmax",
-                                            "dtfm.causal_attention",
-                                            "dtfm.reshape",
-                                            "dtfm.flatten",
-                                            "dtfm.cross_entropy",
-                                            "dtfm.conv2d",
-                                            "dtfm.batchnorm",
-                                            "dtfm.max_pool2d",
-                                            "dtfm.avg_pool2d",
-                                            "dtfm.global_avg_pool"};
-  return ops;
-}
-
-/// Ops with a CUDA forward.
-const std::set<std::string> &forwardOps() {
-  static const std::set<std::string> ops = [] {
-    std::set<std::string> all = backwardOps();
-    for (const char *name :
-         {"dtfm.param", "dtfm.input", "dtfm.label", "dtfm.constant",
-          "dtfm.recv", "dtfm.send", "dtfm.accumulate", "dtfm.topk_compress",
-          "dtfm.topk_decompress", "dtfm.backward", "dtfm.grad_sync",
-          "dtfm.sgd_update", "dtfm.adamw_update"})
-      all.insert(name);
-    return all;
-  }();
-  return ops;
-}
-
-std::optional<cuda::BinaryOp> binaryOpOf(const std::string &name) {
-  if (name == "dtfm.add")
+/// The elementwise kernels' operation of an op kind.
+std::optional<cuda::BinaryOp> binaryOpOf(OpKind kind) {
+  switch (kind) {
+  case OpKind::Add:
     return cuda::BinaryOp::Add;
-  if (name == "dtfm.sub")
+  case OpKind::Sub:
     return cuda::BinaryOp::Sub;
-  if (name == "dtfm.mul")
+  case OpKind::Mul:
     return cuda::BinaryOp::Mul;
-  if (name == "dtfm.div")
+  case OpKind::Div:
     return cuda::BinaryOp::Div;
-  return std::nullopt;
+  default:
+    return std::nullopt;
+  }
 }
 
-std::optional<cuda::UnaryOp> unaryOpOf(const std::string &name) {
-  if (name == "dtfm.sqrt")
+std::optional<cuda::UnaryOp> unaryOpOf(OpKind kind) {
+  switch (kind) {
+  case OpKind::Sqrt:
     return cuda::UnaryOp::Sqrt;
-  if (name == "dtfm.tanh")
+  case OpKind::Tanh:
     return cuda::UnaryOp::Tanh;
-  if (name == "dtfm.erf")
+  case OpKind::Erf:
     return cuda::UnaryOp::Erf;
-  if (name == "dtfm.exp")
+  case OpKind::Exp:
     return cuda::UnaryOp::Exp;
-  if (name == "dtfm.pow")
+  case OpKind::Pow:
     return cuda::UnaryOp::Pow;
-  return std::nullopt;
+  default:
+    return std::nullopt;
+  }
 }
 
 /// The dimensions after the first two (global average pooling).
@@ -145,24 +98,24 @@ std::vector<int64_t> spatialAxes(const ShapeVec &shape) {
   return axes;
 }
 
-cuda::ConvGeometry convGeometry(const proto::PlanOp &op, const ShapeVec &x,
+cuda::ConvGeometry convGeometry(const ProgramOp &op, const ShapeVec &x,
                                 const ShapeVec &w, const ShapeVec &out) {
-  cpu::Window window = windowOf(op);
+  const cpu::Window &window = op.attrs.window;
   cuda::ConvGeometry g;
   g.n = x[0], g.c = x[1], g.h = x[2], g.w = x[3];
   g.o = w[0], g.kh = w[2], g.kw = w[3];
   g.ho = out[2], g.wo = out[3];
-  g.groups = intAttr(op, "groups", 1);
+  g.groups = op.attrs.groups;
   g.strideH = window.strideH, g.strideW = window.strideW;
   g.padTop = window.padTop, g.padLeft = window.padLeft;
   g.dilationH = window.dilationH, g.dilationW = window.dilationW;
   return g;
 }
 
-cuda::PoolGeometry poolGeometry(const proto::PlanOp &op, const ShapeVec &x,
+cuda::PoolGeometry poolGeometry(const ProgramOp &op, const ShapeVec &x,
                                 const ShapeVec &out) {
-  cpu::Window window = windowOf(op);
-  std::vector<int64_t> kernel = intsAttr(op, "kernel", {1, 1});
+  const cpu::Window &window = op.attrs.window;
+  const std::array<int64_t, 2> &kernel = op.attrs.kernel;
   cuda::PoolGeometry g;
   g.planes = x[0] * x[1], g.h = x[2], g.w = x[3];
   g.ho = out[2], g.wo = out[3];
@@ -221,36 +174,73 @@ private:
   std::map<size_t, std::vector<void *>> free;
 };
 
-class CudaExecutor : public StageExecutor {
+/// What a CUDA forward kernel sees: the op, the micro-batch's device
+/// values, the compute stream, and its first result's shape and buffer.
+struct ForwardCall {
+  const ProgramOp &op;
+  std::map<int64_t, DTensor> &table;
+  cudaStream_t stream;
+  ShapeVec shape;
+  DTensor out;
+
+  const DTensor &in(int i) const { return table.at(op.operands[i]); }
+  int numOperands() const { return static_cast<int>(op.operands.size()); }
+  bool set(int i, DTensor t) {
+    t.shape = op.results[i].shape;
+    table[op.results[i].id] = std::move(t);
+    return true;
+  }
+};
+
+/// What a CUDA backward kernel sees: the forward's operands, the gradient
+/// of its result (null for the loss), the operands' gradients to add to
+/// (null where not wanted), and scratch tensors kept until it returns.
+struct BackwardCall {
+  const ProgramOp &op;
+  std::map<int64_t, DTensor> &table;
+  cudaStream_t stream;
+  int numOperands;
+  const DTensor *dOut;
+  std::vector<DTensor> &grads;
+  DTensor scratch, extra; // recomputed forward values
+
+  const DTensor &in(int i) const { return table.at(op.operands[i]); }
+  float *at(int i) const { return i < numOperands ? grads[i].data() : nullptr; }
+};
+
+class CudaExecutor;
+
+/// The CUDA backend's kernels, indexed by op kind (null: no CUDA kernel).
+struct CudaKernels {
+  bool (CudaExecutor::*forward)(ForwardCall &, std::string &) = nullptr;
+  bool (CudaExecutor::*backward)(BackwardCall &, std::string &) = nullptr;
+};
+
+class CudaExecutor : public PhaseExecutor {
 public:
-  CudaExecutor(const proto::DeviceProgram &program, int device,
-               bool planPrecision)
-      : program(program), device(device), planPrecision(planPrecision),
-        host(program), pool(std::make_shared<Pool>()) {}
+  CudaExecutor(const StageProgram &program, int device, bool planPrecision)
+      : PhaseExecutor(program), device(device), planPrecision(planPrecision),
+        pool(std::make_shared<Pool>()) {}
   ~CudaExecutor() override;
 
   bool setUp(std::string &error);
 
   bool initialize(uint64_t seed, std::string &error,
                   const std::map<std::string, Tensor> *weights) override {
-    return host.initialize(seed, error, weights) && fromHost(error);
+    return host.initialize(program, seed, weights, error) && fromHost(error);
   }
   bool loadParameters(const std::string &path, std::string &error) override {
-    return host.loadParameters(path, error) && fromHost(error);
+    return host.load(program, path, error) && fromHost(error);
   }
   bool saveParameters(const std::string &path,
                       std::string &error) const override {
     return format::writeTensorFile(path, parameters(), error);
   }
-  std::vector<InputSpec> inputs() const override { return host.inputs(); }
   std::map<std::string, Tensor> state() const override;
   bool restoreState(const std::map<std::string, Tensor> &state,
                     std::string &error) override {
-    return host.restoreState(state, error) && fromHost(error);
+    return host.restore(program, state, error) && fromHost(error);
   }
-  bool runPhase(const std::string &phase, int microBatch, ValueTable &values,
-                const MicroBatch &batch, double &loss,
-                std::string &error) override;
   void collectGradients(int microBatch, const ValueTable &values) override;
   bool finishIteration(int microBatches, const SyncFn &sync,
                        std::string &error) override;
@@ -261,13 +251,31 @@ public:
                     const ShareFn &share, std::set<int> &taken,
                     std::string &error) override;
 
+  /// The kernel table (supportsProgram looks ops up in it).
+  static const OpTable<CudaKernels> &kernelTable();
+
+protected:
+  bool beginPhase(OpPhase phase, int microBatch, ValueTable &values,
+                  std::string &error) override;
+  bool movesItself(const ProgramOp &op) const override {
+    return peerOfOp.count(op.index) > 0;
+  }
+  bool bindHostValue(const ProgramOp &op, int microBatch, const Tensor &value,
+                     ValueTable &values, std::string &error) override;
+  bool hasValue(int microBatch, int64_t id,
+                const ValueTable &values) const override;
+  bool runOp(const ProgramOp &op, int microBatch, ValueTable &values,
+             double &loss, std::string &error) override;
+  bool endPhase(OpPhase phase, int microBatch, ValueTable &values, double &loss,
+                std::string &error) override;
+
 private:
   /// "<host>/<PCI bus id>" of this executor's GPU.
   bool gpuIdentity(std::string &identity, std::string &error) const;
   /// The phase's dtfm.recv / dtfm.send ops on NCCL links, by peer then tag
   /// (the order both ends post them in).
-  std::vector<std::pair<int, const proto::PlanOp *>>
-  linkedOps(const std::string &name, const std::string &phase) const;
+  std::vector<std::pair<int, const ProgramOp *>> linkedOps(OpKind kind,
+                                                           OpPhase phase) const;
   /// Releases the buffers of sends the send stream has finished.
   void reapSends();
   cudaStream_t receiveStream() const { return streams[0]; }
@@ -277,24 +285,25 @@ private:
   bool order(cudaStream_t signaller, cudaStream_t waiter, std::string &error);
   bool allocate(const ShapeVec &shape, bool zero, DTensor &out,
                 std::string &error);
+  /// The buffer of a forward kernel's first result.
+  bool fresh(ForwardCall &c, bool zero, std::string &error) {
+    return allocate(c.shape, zero, c.out, error);
+  }
   bool upload(const Tensor &t, cudaStream_t stream, DTensor &out,
               std::string &error);
   /// Copies to the host on `stream` and waits for it.
   bool download(const DTensor &t, cudaStream_t stream, Tensor &out,
                 std::string &error) const;
-  /// Parameters and optimizer state from the host executor's.
+  /// Parameters and optimizer state from the host state.
   bool fromHost(std::string &error);
-  /// Op `opIndex` of the program.
-  bool runForward(int opIndex, const proto::PlanOp &op,
-                  std::map<int64_t, DTensor> &table,
-                  std::vector<const DTensor *> &losses, std::string &error);
-  bool runBackward(const proto::PlanOp &op, std::map<int64_t, DTensor> &table,
+  /// The gradients of one forward op through its backward kernel.
+  bool runBackward(const ProgramOp &op, std::map<int64_t, DTensor> &table,
                    std::string &error);
   bool checkLaunch(std::string &error) const;
   /// The type op's matmuls multiply in: the plan's type of its result
   /// (fp16/bf16 on tensor cores, accumulating in fp32), or fp32 when the
   /// run asked for fp32 products or the plan is fp32.
-  cuda::ElementType productType(const proto::PlanOp &op) const;
+  cuda::ElementType productType(const ProgramOp &op) const;
   /// c (fp32) = the product `shape` of a and b (fp32 tensors); in a half
   /// type they are rounded into scratch first, each tensor once per op
   /// (`rounded`).
@@ -304,11 +313,55 @@ private:
   /// Fails naming the first gather of the phase that met a bad index.
   bool checkGathers(std::string &error);
 
-  const proto::DeviceProgram &program;
+  // The kernels (kernelTable() maps op kinds to them).
+  bool forwardConstant(ForwardCall &c, std::string &error);
+  bool forwardView(ForwardCall &c, std::string &error);
+  bool forwardEmbedding(ForwardCall &c, std::string &error);
+  bool forwardBinary(ForwardCall &c, std::string &error);
+  bool forwardUnary(ForwardCall &c, std::string &error);
+  bool forwardMean(ForwardCall &c, std::string &error);
+  bool forwardTranspose(ForwardCall &c, std::string &error);
+  bool forwardSlice(ForwardCall &c, std::string &error);
+  bool forwardConcat(ForwardCall &c, std::string &error);
+  bool forwardGather(ForwardCall &c, std::string &error);
+  bool forwardWhere(ForwardCall &c, std::string &error);
+  bool forwardConv2d(ForwardCall &c, std::string &error);
+  bool forwardBatchNorm(ForwardCall &c, std::string &error);
+  bool forwardPool(ForwardCall &c, std::string &error);
+  bool forwardAccumulate(ForwardCall &c, std::string &error);
+  bool forwardProduct(ForwardCall &c, std::string &error);
+  bool forwardLayerNorm(ForwardCall &c, std::string &error);
+  bool forwardActivation(ForwardCall &c, std::string &error);
+  bool forwardSoftmax(ForwardCall &c, std::string &error);
+  bool forwardAttention(ForwardCall &c, std::string &error);
+  bool forwardCrossEntropy(ForwardCall &c, std::string &error);
+  bool forwardTopkCompress(ForwardCall &c, std::string &error);
+  bool forwardTopkDecompress(ForwardCall &c, std::string &error);
+  bool backwardProduct(BackwardCall &c, std::string &error);
+  bool backwardBinary(BackwardCall &c, std::string &error);
+  bool backwardUnary(BackwardCall &c, std::string &error);
+  bool backwardMean(BackwardCall &c, std::string &error);
+  bool backwardTranspose(BackwardCall &c, std::string &error);
+  bool backwardSlice(BackwardCall &c, std::string &error);
+  bool backwardConcat(BackwardCall &c, std::string &error);
+  bool backwardGather(BackwardCall &c, std::string &error);
+  bool backwardWhere(BackwardCall &c, std::string &error);
+  bool backwardConv2d(BackwardCall &c, std::string &error);
+  bool backwardBatchNorm(BackwardCall &c, std::string &error);
+  bool backwardPool(BackwardCall &c, std::string &error);
+  bool backwardLayerNorm(BackwardCall &c, std::string &error);
+  bool backwardGelu(BackwardCall &c, std::string &error);
+  bool backwardRelu(BackwardCall &c, std::string &error);
+  bool backwardSoftmax(BackwardCall &c, std::string &error);
+  bool backwardAttention(BackwardCall &c, std::string &error);
+  bool backwardEmbedding(BackwardCall &c, std::string &error);
+  bool backwardCrossEntropy(BackwardCall &c, std::string &error);
+  bool backwardView(BackwardCall &c, std::string &error);
+
   int device;
   bool planPrecision;
   /// Initializers, parameter files and the state's format, on the host.
-  ProgramExecutor host;
+  HostState host;
   std::shared_ptr<Pool> pool;
   cudaStream_t streams[3] = {nullptr, nullptr, nullptr};
   std::unique_ptr<cuda::Matmul> matmul;
@@ -340,6 +393,11 @@ private:
   std::vector<std::pair<int, int64_t>> gathered;
   /// Values being sent, kept alive until their send completes.
   std::vector<std::pair<cudaEvent_t, std::vector<DTensor>>> pendingSends;
+  /// The phase running: whether the compute stream must wait for the
+  /// receive stream's copies, or the receive stream for computations
+  /// (pooled buffers may still be read by them), and its losses.
+  bool received = false, computedSinceMark = false;
+  std::vector<const DTensor *> phaseLosses;
 };
 
 bool cudaFailed(cudaError_t status, const std::string &what,
@@ -388,7 +446,7 @@ bool CudaExecutor::setUp(std::string &error) {
 }
 
 bool CudaExecutor::checkGathers(std::string &error) {
-  std::vector<int> flags(program.ops_size(), 0);
+  std::vector<int> flags(program.ops.size(), 0);
   if (cudaFailed(cudaMemcpyAsync(flags.data(), gatherFlags.data(),
                                  flags.size() * sizeof(int),
                                  cudaMemcpyDeviceToHost, computeStream()),
@@ -401,7 +459,7 @@ bool CudaExecutor::checkGathers(std::string &error) {
   for (auto [index, size] : ran) {
     if (!flags[index])
       continue;
-    int64_t axis = intAttr(program.ops(index), "axis", 0);
+    int64_t axis = program.ops[index].attrs.axis;
     error = "op #" + std::to_string(index) +
             " dtfm.gather: an index outside [" + std::to_string(-size) + ", " +
             std::to_string(size) + ") on axis " + std::to_string(axis);
@@ -412,13 +470,17 @@ bool CudaExecutor::checkGathers(std::string &error) {
   return true;
 }
 
-cuda::ElementType CudaExecutor::productType(const proto::PlanOp &op) const {
-  if (!planPrecision || op.results_size() == 0)
+cuda::ElementType CudaExecutor::productType(const ProgramOp &op) const {
+  if (!planPrecision || op.results.empty())
     return cuda::ElementType::F32;
-  const std::string &dtype = op.results(0).dtype();
-  return dtype == "f16"    ? cuda::ElementType::F16
-         : dtype == "bf16" ? cuda::ElementType::BF16
-                           : cuda::ElementType::F32;
+  switch (op.results[0].type) {
+  case ElementType::F16:
+    return cuda::ElementType::F16;
+  case ElementType::BF16:
+    return cuda::ElementType::BF16;
+  default:
+    return cuda::ElementType::F32;
+  }
 }
 
 bool CudaExecutor::multiply(cuda::MatmulShape shape, cuda::ElementType type,
@@ -588,22 +650,20 @@ bool CudaExecutor::connectPeers(int rank, const std::map<int, int> &linkOps,
   return true;
 }
 
-std::vector<std::pair<int, const proto::PlanOp *>>
-CudaExecutor::linkedOps(const std::string &name,
-                        const std::string &phase) const {
-  std::vector<std::tuple<int, int64_t, const proto::PlanOp *>> found;
-  int index = -1;
-  for (const proto::PlanOp &op : program.ops()) {
-    ++index;
-    auto peer = peerOfOp.find(index);
-    if (op.name() == name && phaseOf(op) == phase && peer != peerOfOp.end())
-      found.emplace_back(peer->second, intAttr(op, "tag", 0), &op);
+std::vector<std::pair<int, const ProgramOp *>>
+CudaExecutor::linkedOps(OpKind kind, OpPhase phase) const {
+  std::vector<std::tuple<int, int64_t, const ProgramOp *>> found;
+  for (int index : program.opsOf(phase)) {
+    const ProgramOp &op = program.ops[index];
+    auto peer = peerOfOp.find(op.index);
+    if (op.kind == kind && peer != peerOfOp.end())
+      found.emplace_back(peer->second, op.attrs.tag, &op);
   }
   std::sort(found.begin(), found.end(), [](const auto &a, const auto &b) {
     return std::make_pair(std::get<0>(a), std::get<1>(a)) <
            std::make_pair(std::get<0>(b), std::get<1>(b));
   });
-  std::vector<std::pair<int, const proto::PlanOp *>> ordered;
+  std::vector<std::pair<int, const ProgramOp *>> ordered;
   for (const auto &[peer, tag, op] : found)
     ordered.emplace_back(peer, op);
   return ordered;
@@ -688,24 +748,17 @@ bool CudaExecutor::fromHost(std::string &error) {
     return false;
   params.clear();
   optimizer.clear();
-  for (const auto &[key, t] : host.state()) {
-    size_t slash = key.find('/');
-    std::string kind = key.substr(0, slash), name = key.substr(slash + 1);
-    if (kind == "opt.step") {
-      optimizer[name].step = static_cast<int64_t>(t.data.at(0));
-      continue;
-    }
-    DTensor d;
-    if (!upload(t, computeStream(), d, error))
+  for (const auto &[name, t] : host.params)
+    if (!upload(t, computeStream(), params[name], error))
       return false;
-    if (kind == "param")
-      params[name] = std::move(d);
-    else if (kind == "opt.m")
-      optimizer[name].m = std::move(d);
-    else if (kind == "opt.v")
-      optimizer[name].v = std::move(d);
-    else if (kind == "opt.velocity")
-      optimizer[name].velocity = std::move(d);
+  for (const auto &[name, moments] : host.optimizer) {
+    OptimizerState &s = optimizer[name];
+    s.step = moments.step;
+    for (auto [from, to] :
+         {std::pair{&moments.m, &s.m}, std::pair{&moments.v, &s.v},
+          std::pair{&moments.velocity, &s.velocity}})
+      if (!from->data.empty() && !upload(*from, computeStream(), *to, error))
+        return false;
   }
   return !cudaFailed(cudaStreamSynchronize(computeStream()),
                      "copying parameters to the GPU", error);
@@ -721,41 +774,41 @@ std::map<std::string, Tensor> CudaExecutor::parameters() const {
 }
 
 std::map<std::string, Tensor> CudaExecutor::state() const {
-  std::map<std::string, Tensor> out;
+  // Downloaded into a host state: its state() is the one format.
+  HostState copy;
   std::string error;
   cudaSetDevice(device);
-  for (const auto &[name, t] : params)
-    download(t, computeStream(), out["param/" + name], error);
+  copy.params = parameters();
   for (const auto &[name, s] : optimizer) {
+    HostState::Moments &m = copy.optimizer[name];
+    m.step = s.step;
     if (s.m.buffer)
-      download(s.m, computeStream(), out["opt.m/" + name], error);
+      download(s.m, computeStream(), m.m, error);
     if (s.v.buffer)
-      download(s.v, computeStream(), out["opt.v/" + name], error);
+      download(s.v, computeStream(), m.v, error);
     if (s.velocity.buffer)
-      download(s.velocity, computeStream(), out["opt.velocity/" + name], error);
-    out["opt.step/" + name] = Tensor({1}, static_cast<float>(s.step));
+      download(s.velocity, computeStream(), m.velocity, error);
   }
-  return out;
+  return copy.state();
 }
 
-bool CudaExecutor::runPhase(const std::string &phase, int microBatch,
-                            ValueTable &values, const MicroBatch &batch,
-                            double &loss, std::string &error) {
+bool CudaExecutor::beginPhase(OpPhase phase, int microBatch, ValueTable &,
+                              std::string &error) {
   if (cudaFailed(cudaSetDevice(device), "selecting the CUDA device", error))
     return false;
   std::map<int64_t, DTensor> &table = live[microBatch];
   reapSends();
+  phaseLosses.clear();
+  received = computedSinceMark = false;
   // Pooled buffers may still be read by queued compute work: the receive
   // stream's copies into them start after it.
   if (!order(computeStream(), receiveStream(), error))
     return false;
-  std::vector<const DTensor *> losses;
-  bool received = false, computedSinceMark = false;
   // Values from NCCL-linked peers: every receive of the phase posted first,
   // in the order the peer sends them.
-  for (const auto &[peer, op] : linkedOps("dtfm.recv", phase)) {
+  for (const auto &[peer, op] : linkedOps(OpKind::Recv, phase)) {
     DTensor d;
-    if (!allocate(shapeOf(op->results(0)), false, d, error))
+    if (!allocate(op->results[0].shape, false, d, error))
       return false;
     ncclResult_t status =
         ncclRecv(d.data(), static_cast<size_t>(d.numel()), ncclFloat, 0,
@@ -764,63 +817,76 @@ bool CudaExecutor::runPhase(const std::string &phase, int microBatch,
       error = std::string("dtfm.recv over NCCL: ") + ncclGetErrorString(status);
       return false;
     }
-    table[op->results(0).id()] = std::move(d);
+    table[op->results[0].id] = std::move(d);
     received = true;
   }
-  int index = -1;
-  for (const proto::PlanOp &op : program.ops()) {
-    ++index;
-    const std::string &name = op.name();
-    if (phaseOf(op) != phase || name == "dtfm.send" || peerOfOp.count(index))
-      continue;
-    auto fail = [&](const std::string &message) {
-      error = "op #" + std::to_string(index) + " " + name + ": " + message;
+  return true;
+}
+
+bool CudaExecutor::bindHostValue(const ProgramOp &op, int microBatch,
+                                 const Tensor &value, ValueTable &,
+                                 std::string &error) {
+  if (computedSinceMark) {
+    if (!order(computeStream(), receiveStream(), error))
       return false;
-    };
-    if (name == "dtfm.recv" || name == "dtfm.input" || name == "dtfm.label") {
-      if (computedSinceMark) {
-        if (!order(computeStream(), receiveStream(), error))
-          return false;
-        computedSinceMark = false;
-      }
-      const Tensor *source = nullptr;
-      if (name == "dtfm.recv") {
-        auto it = values.find(op.results(0).id());
-        if (it == values.end())
-          return fail("its value was never received");
-        source = &it->second;
-      } else {
-        auto it = batch.find(stringAttr(op, "name"));
-        if (it == batch.end())
-          return fail("no data for '" + stringAttr(op, "name") + "'");
-        if (it->second.shape != shapeOf(op.results(0)))
-          return fail("data for '" + it->first + "' has the wrong shape");
-        source = &it->second;
-      }
-      DTensor d;
-      if (!upload(*source, receiveStream(), d, error))
-        return fail(error);
-      d.shape = shapeOf(op.results(0));
-      table[op.results(0).id()] = std::move(d);
-      received = true;
-      continue;
-    }
-    if (received) { // the compute stream waits for the copies so far
-      if (!order(receiveStream(), computeStream(), error))
-        return false;
-      received = false;
-    }
-    for (int i = 0; i < op.operands_size(); ++i)
-      if (!table.count(op.operands(i)))
-        return fail("operand " + std::to_string(i) +
-                    " was not computed in this phase");
-    computedSinceMark = true;
-    bool ok = name == "dtfm.backward"
-                  ? runBackward(op, table, error)
-                  : runForward(index, op, table, losses, error);
-    if (!ok || !checkLaunch(error))
-      return fail(error);
+    computedSinceMark = false;
   }
+  DTensor d;
+  if (!upload(value, receiveStream(), d, error))
+    return false;
+  d.shape = op.results[0].shape;
+  live[microBatch][op.results[0].id] = std::move(d);
+  received = true;
+  return true;
+}
+
+bool CudaExecutor::hasValue(int microBatch, int64_t id,
+                            const ValueTable &) const {
+  auto it = live.find(microBatch);
+  return it != live.end() && it->second.count(id) > 0;
+}
+
+bool CudaExecutor::runOp(const ProgramOp &op, int microBatch, ValueTable &,
+                         double &, std::string &error) {
+  if (received) { // the compute stream waits for the copies so far
+    if (!order(receiveStream(), computeStream(), error))
+      return false;
+    received = false;
+  }
+  computedSinceMark = true;
+  std::map<int64_t, DTensor> &table = live[microBatch];
+  if (op.kind == OpKind::Param) {
+    auto it = params.find(op.attrs.name);
+    if (it == params.end()) {
+      error = "unknown parameter '" + op.attrs.name + "'";
+      return false;
+    }
+    paramOfValue[op.results[0].id] = op.attrs.name;
+    DTensor value = it->second;
+    value.shape = op.results[0].shape;
+    table[op.results[0].id] = std::move(value);
+    return true;
+  }
+  bool ok;
+  if (op.isBackward()) {
+    ok = runBackward(op, table, error);
+  } else {
+    auto kernel = kernelTable()[static_cast<size_t>(op.computes)].forward;
+    if (!kernel) {
+      error = "no CUDA kernel for this op";
+      return false;
+    }
+    ForwardCall call{op, table, computeStream(),
+                     op.results.empty() ? ShapeVec{} : op.results[0].shape,
+                     DTensor()};
+    ok = (this->*kernel)(call, error);
+  }
+  return ok && checkLaunch(error);
+}
+
+bool CudaExecutor::endPhase(OpPhase phase, int microBatch, ValueTable &values,
+                            double &loss, std::string &error) {
+  std::map<int64_t, DTensor> &table = live[microBatch];
   if (received && !order(receiveStream(), computeStream(), error))
     return false;
   // Values to send, out on the send stream once computed: to NCCL-linked
@@ -829,8 +895,8 @@ bool CudaExecutor::runPhase(const std::string &phase, int microBatch,
   if (!order(computeStream(), sendStream(), error))
     return false;
   std::vector<DTensor> sending;
-  for (const auto &[peer, op] : linkedOps("dtfm.send", phase)) {
-    auto it = table.find(op->operands(0));
+  for (const auto &[peer, op] : linkedOps(OpKind::Send, phase)) {
+    auto it = table.find(op->operands[0]);
     if (it == table.end()) {
       error = "dtfm.send: its value was not computed in this phase";
       return false;
@@ -856,690 +922,853 @@ bool CudaExecutor::runPhase(const std::string &phase, int microBatch,
     }
     pendingSends.emplace_back(sent, std::move(sending));
   }
-  index = -1;
-  for (const proto::PlanOp &op : program.ops()) {
-    ++index;
-    if (op.name() != "dtfm.send" || phaseOf(op) != phase ||
-        peerOfOp.count(index))
+  for (int index : program.opsOf(phase)) {
+    const ProgramOp &op = program.ops[index];
+    if (op.kind != OpKind::Send || movesItself(op))
       continue;
-    auto it = table.find(op.operands(0));
+    auto it = table.find(op.operands[0]);
     if (it == table.end()) {
       error = "dtfm.send: its value was not computed in this phase";
       return false;
     }
-    if (!download(it->second, sendStream(), values[op.operands(0)], error))
+    if (!download(it->second, sendStream(), values[op.operands[0]], error))
       return false;
   }
   if (!gathered.empty() && !checkGathers(error))
     return false;
-  for (const DTensor *l : losses) {
+  for (const DTensor *l : phaseLosses) {
     Tensor value;
     if (!download(*l, computeStream(), value, error))
       return false;
     loss += value.data.at(0);
   }
+  phaseLosses.clear();
   return true;
 }
 
-bool CudaExecutor::runForward(int opIndex, const proto::PlanOp &op,
-                              std::map<int64_t, DTensor> &table,
-                              std::vector<const DTensor *> &losses,
-                              std::string &error) {
-  const std::string &name = op.name();
-  cudaStream_t stream = computeStream();
-  auto in = [&](int i) -> const DTensor & { return table.at(op.operands(i)); };
-  ShapeVec shape = op.results_size() ? shapeOf(op.results(0)) : ShapeVec{};
-  DTensor out;
-  auto fresh = [&](bool zero) { return allocate(shape, zero, out, error); };
-  auto set = [&](int i, DTensor t) {
-    t.shape = shapeOf(op.results(i));
-    table[op.results(i).id()] = std::move(t);
-    return true;
-  };
-
-  if (name == "dtfm.param") {
-    std::string p = stringAttr(op, "name");
-    auto it = params.find(p);
-    if (it == params.end()) {
-      error = "unknown parameter '" + p + "'";
-      return false;
-    }
-    paramOfValue[op.results(0).id()] = p;
-    return set(0, it->second);
-  }
-  if (name == "dtfm.constant") {
-    Tensor t(shape);
-    std::vector<int64_t> elements = intsAttr(op, "values", {});
-    if (static_cast<int64_t>(elements.size()) != t.numel()) {
-      error = "has the wrong number of values";
-      return false;
-    }
-    std::copy(elements.begin(), elements.end(), t.data.begin());
-    if (!upload(t, stream, out, error))
-      return false;
-    return set(0, std::move(out));
-  }
-  if (name == "dtfm.reshape" || name == "dtfm.flatten")
-    return set(0, in(0));
-  if (name == "dtfm.embedding") {
-    const DTensor &ids = in(0), &weights = in(1);
-    if (!fresh(false))
-      return false;
-    cuda::embedding(ids.data(), weights.data(), out.data(), ids.numel(),
-                    weights.shape.back(), stream);
-    return set(0, std::move(out));
-  }
-  if (std::optional<cuda::BinaryOp> binary = binaryOpOf(name)) {
-    const DTensor &a = in(0), &b = in(1);
-    if (!fresh(false))
-      return false;
-    if (name == "dtfm.add" && repeatsOver(a.shape, shape) &&
-        repeatsOver(b.shape, shape)) // a bias, a position table: no views
-      cuda::addRepeated(a.data(), a.numel(), b.data(), b.numel(), out.data(),
-                        out.numel(), stream);
-    else
-      cuda::binaryStrided(
-          *binary, a.data(), cuda::broadcastView(a.shape, shape), b.data(),
-          cuda::broadcastView(b.shape, shape), out.data(), stream);
-    return set(0, std::move(out));
-  }
-  if (std::optional<cuda::UnaryOp> math = unaryOpOf(name)) {
-    if (!fresh(false))
-      return false;
-    cuda::unary(*math, in(0).data(), out.data(), out.numel(),
-                floatAttr(op, "exponent", 1), stream);
-    return set(0, std::move(out));
-  }
-  if (name == "dtfm.reduce_mean" || name == "dtfm.global_avg_pool") {
-    const DTensor &x = in(0);
-    cuda::MeanShape m = cuda::meanShape(x.shape, name == "dtfm.reduce_mean"
-                                                     ? intsAttr(op, "axes", {})
-                                                     : spatialAxes(x.shape));
-    if (!fresh(false))
-      return false;
-    const float *operands[3] = {x.data(), nullptr, nullptr};
-    cuda::reduceStrided(
-        cuda::ReduceTerm::Value, operands,
-        cuda::reductionOnto(m.kept, x.shape, {cuda::contiguousView(x.shape)}),
-        out.data(), 1.0f / static_cast<float>(m.count), false, stream);
-    return set(0, std::move(out));
-  }
-  if (name == "dtfm.transpose") {
-    if (!fresh(false))
-      return false;
-    cuda::copyStrided(
-        in(0).data(), cuda::permutedView(in(0).shape, intsAttr(op, "perm", {})),
-        out.data(), cuda::contiguousView(shape), 1.0f, false, stream);
-    return set(0, std::move(out));
-  }
-  if (name == "dtfm.slice") {
-    if (!fresh(false))
-      return false;
-    cuda::copyStrided(
-        in(0).data(),
-        cuda::sliceView(in(0).shape, shape, intsAttr(op, "starts", {}),
-                        intsAttr(op, "steps", {})),
-        out.data(), cuda::contiguousView(shape), 1.0f, false, stream);
-    return set(0, std::move(out));
-  }
-  if (name == "dtfm.concat") {
-    int64_t axis = intAttr(op, "axis", 0), begin = 0;
-    if (!fresh(false))
-      return false;
-    for (int i = 0; i < op.operands_size(); ++i) {
-      const DTensor &part = in(i);
-      cuda::copyStrided(part.data(), cuda::contiguousView(part.shape),
-                        out.data(),
-                        cuda::axisBlockView(shape, axis, begin, part.shape),
-                        1.0f, false, stream);
-      begin += part.shape[axis];
-    }
-    return set(0, std::move(out));
-  }
-  if (name == "dtfm.gather") {
-    const DTensor &x = in(0), &indices = in(1);
-    if (!fresh(false))
-      return false;
-    if (!gatherFlags.buffer &&
-        !allocate({program.ops_size()}, true, gatherFlags, error))
-      return false;
-    cuda::GatherGeometry g =
-        cuda::gatherGeometry(x.shape, intAttr(op, "axis", 0), indices.numel());
-    cuda::gather(x.data(), indices.data(), g, out.data(),
-                 reinterpret_cast<int *>(gatherFlags.data()) + opIndex, stream);
-    gathered.emplace_back(opIndex, g.size);
-    return set(0, std::move(out));
-  }
-  if (name == "dtfm.where") {
-    const DTensor &c = in(0), &a = in(1), &b = in(2);
-    if (!fresh(false))
-      return false;
-    cuda::whereStrided(c.data(), cuda::broadcastView(c.shape, shape), a.data(),
-                       cuda::broadcastView(a.shape, shape), b.data(),
-                       cuda::broadcastView(b.shape, shape), out.data(), stream);
-    return set(0, std::move(out));
-  }
-  if (name == "dtfm.conv2d") {
-    const DTensor &x = in(0), &w = in(1);
-    cuda::ConvGeometry g = convGeometry(op, x.shape, w.shape, shape);
-    int64_t rows = g.columnRows(), spatial = g.spatial();
-    int64_t perChunk = std::clamp<int64_t>(
-        kColumnFloats / std::max<int64_t>(1, rows * spatial), 1, g.n);
-    DTensor columns;
-    if (!fresh(false) ||
-        !allocate({perChunk * rows * spatial}, false, columns, error))
-      return false;
-    for (int64_t first = 0; first < g.n; first += perChunk) {
-      int64_t images = std::min(perChunk, g.n - first);
-      for (int64_t group = 0; group < g.groups; ++group) {
-        cuda::im2col(x.data(), g, first, images, group, columns.data(), stream);
-        // out[image][group's filters] = filters [og, rows] x columns[image]
-        cuda::MatmulShape s;
-        s.m = g.filtersPerGroup();
-        s.n = spatial;
-        s.k = rows;
-        s.batch = images;
-        s.strideA = 0;
-        s.strideB = rows * spatial;
-        s.strideC = g.o * spatial;
-        if (!matmul->run(s, w.data() + group * g.filtersPerGroup() * rows,
-                         columns.data(),
-                         out.data() +
-                             (first * g.o + group * g.filtersPerGroup()) *
-                                 spatial,
-                         stream, error))
-          return false;
-      }
-    }
-    if (op.operands_size() > 2)
-      cuda::binaryStrided(cuda::BinaryOp::Add, out.data(),
-                          cuda::contiguousView(shape), in(2).data(),
-                          cuda::broadcastView({g.o, 1, 1}, shape), out.data(),
-                          stream);
-    return set(0, std::move(out));
-  }
-  if (name == "dtfm.batchnorm") {
-    const DTensor &x = in(0);
-    int64_t n = x.shape[0], c = x.shape[1], inner = x.numel() / (n * c);
-    DTensor mean, variance;
-    if (!fresh(false) || !allocate({c}, false, mean, error) ||
-        !allocate({c}, false, variance, error))
-      return false;
-    cuda::batchNorm(x.data(), in(1).data(), in(2).data(), out.data(),
-                    mean.data(), variance.data(), n, c, inner,
-                    static_cast<float>(floatAttr(op, "epsilon", 1e-5)), stream);
-    // The running statistics are frozen parameters, updated in place.
-    auto running = [&](int i) -> float * {
-      auto p = op.operands_size() > i ? paramOfValue.find(op.operands(i))
-                                      : paramOfValue.end();
-      return p == paramOfValue.end() ? nullptr : params.at(p->second).data();
-    };
-    cuda::batchNormRunningStats(
-        running(3), running(4), mean.data(), variance.data(), c, n * inner,
-        static_cast<float>(floatAttr(op, "momentum", 0.1)), stream);
-    return set(0, std::move(out));
-  }
-  if (name == "dtfm.max_pool2d" || name == "dtfm.avg_pool2d") {
-    if (!fresh(false))
-      return false;
-    cuda::PoolGeometry g = poolGeometry(op, in(0).shape, shape);
-    if (name == "dtfm.max_pool2d")
-      cuda::maxPool2d(in(0).data(), g, out.data(), stream);
-    else
-      cuda::avgPool2d(in(0).data(), g, out.data(), stream);
-    return set(0, std::move(out));
-  }
-  if (name == "dtfm.accumulate") {
-    if (!fresh(false))
-      return false;
-    if (cudaFailed(cudaMemcpyAsync(out.data(), in(0).data(),
-                                   out.numel() * sizeof(float),
-                                   cudaMemcpyDeviceToDevice, stream),
-                   "copying on the GPU", error))
-      return false;
-    for (int i = 1; i < op.operands_size(); ++i)
-      cuda::accumulate(in(i).data(), out.data(), out.numel(), stream);
-    return set(0, std::move(out));
-  }
-  if (name == "dtfm.linear" || name == "dtfm.matmul") {
-    const DTensor &lhs = in(0), &rhs = in(1);
-    bool transposeRhs = name == "dtfm.matmul" && unitAttr(op, "transpose_rhs");
-    cuda::MatmulShape m;
-    m.transB = transposeRhs;
-    int64_t k = lhs.shape.back();
-    m.k = k;
-    m.n = transposeRhs ? rhs.shape[rhs.shape.size() - 2] : rhs.shape.back();
-    if (rhs.shape.size() == 2) {
-      m.m = lhs.numel() / k;
-    } else { // batched over the leading dimensions
-      m.m = lhs.shape[lhs.shape.size() - 2];
-      m.batch = lhs.numel() / (m.m * k);
-      m.strideA = m.m * k;
-      m.strideB = k * m.n;
-      m.strideC = m.m * m.n;
-    }
-    std::map<const float *, DTensor> rounded;
-    if (!fresh(false) ||
-        !multiply(m, productType(op), lhs, rhs, out.data(), rounded, error))
-      return false;
-    if (name == "dtfm.linear" && op.operands_size() > 2)
-      cuda::addRepeated(out.data(), out.numel(), in(2).data(), in(2).numel(),
-                        out.data(), out.numel(), stream);
-    return set(0, std::move(out));
-  }
-  if (name == "dtfm.layernorm") {
-    const DTensor &x = in(0);
-    int64_t d = x.shape.back(), rows = x.numel() / d;
-    DTensor mean, rstd;
-    if (!fresh(false) || !allocate({rows}, false, mean, error) ||
-        !allocate({rows}, false, rstd, error))
-      return false;
-    cuda::layerNorm(x.data(), in(1).data(), in(2).data(), out.data(),
-                    mean.data(), rstd.data(), rows, d,
-                    static_cast<float>(floatAttr(op, "epsilon", 1e-5)), stream);
-    return set(0, std::move(out));
-  }
-  if (name == "dtfm.gelu" || name == "dtfm.relu") {
-    if (!fresh(false))
-      return false;
-    if (name == "dtfm.gelu")
-      cuda::gelu(in(0).data(), out.data(), out.numel(),
-                 unitAttr(op, "tanh_approximation"), stream);
-    else
-      cuda::relu(in(0).data(), out.data(), out.numel(), stream);
-    return set(0, std::move(out));
-  }
-  if (name == "dtfm.softmax") {
-    int64_t d = in(0).shape.back();
-    if (!fresh(false))
-      return false;
-    cuda::softmax(in(0).data(), out.data(), out.numel() / d, d, stream);
-    return set(0, std::move(out));
-  }
-  if (name == "dtfm.causal_attention") {
-    const DTensor &q = in(0);
-    cuda::AttentionShape a{q.shape[0], q.shape[1], q.shape[2],
-                           intAttr(op, "num_heads", 1)};
-    DTensor probs, scratch;
-    if (!fresh(true) ||
-        !allocate({a.batch * a.heads * a.seq * a.seq}, false, probs, error) ||
-        !allocate({a.scratchFloats()}, false, scratch, error))
-      return false;
-    if (!cuda::causalAttention(*matmul, a, q.data(), in(1).data(), in(2).data(),
-                               out.data(), probs.data(), scratch.data(), stream,
-                               error))
-      return false;
-    return set(0, std::move(out));
-  }
-  if (name == "dtfm.cross_entropy") {
-    const DTensor &logits = in(0);
-    int64_t classes = logits.shape.back(), rows = logits.numel() / classes;
-    DTensor probs;
-    if (!fresh(false) || !allocate(logits.shape, false, probs, error))
-      return false;
-    cuda::crossEntropy(logits.data(), in(1).data(), probs.data(), out.data(),
-                       rows, classes, stream);
-    set(0, std::move(out));
-    losses.push_back(&table.at(op.results(0).id()));
-    return true;
-  }
-  if (name == "dtfm.topk_compress") {
-    const DTensor &x = in(0);
-    int64_t k = intAttr(op, "k", 1);
-    DTensor kept, indices, workspace;
-    int64_t workFloats = static_cast<int64_t>(
-        (cuda::topKWorkspaceBytes(x.numel()) + sizeof(float) - 1) /
-        sizeof(float));
-    if (!allocate(shapeOf(op.results(0)), false, kept, error) ||
-        !allocate(shapeOf(op.results(1)), false, indices, error) ||
-        !allocate({workFloats}, false, workspace, error))
-      return false;
-    cuda::topK(x.data(), x.numel(), k, kept.data(), indices.data(),
-               workspace.data(), stream);
-    set(0, std::move(kept));
-    return set(1, std::move(indices));
-  }
-  if (name == "dtfm.topk_decompress") {
-    if (!fresh(false))
-      return false;
-    cuda::scatterTopK(in(0).data(), in(1).data(), in(0).numel(), out.data(),
-                      out.numel(), stream);
-    return set(0, std::move(out));
-  }
-  error = "no CUDA kernel for this op";
-  return false;
-}
-
-bool CudaExecutor::runBackward(const proto::PlanOp &op,
+bool CudaExecutor::runBackward(const ProgramOp &op,
                                std::map<int64_t, DTensor> &table,
                                std::string &error) {
-  std::string forward = stringAttr(op, "forward");
-  std::vector<int64_t> wrt = intsAttr(op, "wrt", {});
-  bool isLoss = forward == "dtfm.cross_entropy";
-  int numOperands = op.operands_size() - (isLoss ? 0 : 1);
-  cudaStream_t stream = computeStream();
-  auto in = [&](int i) -> const DTensor & { return table.at(op.operands(i)); };
-  const DTensor *dOut = isLoss ? nullptr : &in(op.operands_size() - 1);
+  auto kernel = kernelTable()[static_cast<size_t>(op.computes)].backward;
+  if (!kernel) {
+    error = std::string("no CUDA backward for ") + opName(op.computes);
+    return false;
+  }
+  const std::vector<int64_t> &wrt = op.attrs.wrt;
+  bool isLoss = op.computes == OpKind::CrossEntropy;
+  int numOperands = static_cast<int>(op.operands.size()) - (isLoss ? 0 : 1);
+  if (numOperands < 0 || wrt.size() != op.results.size()) {
+    error = "dtfm.backward with " + std::to_string(wrt.size()) +
+            " wrt indices for " + std::to_string(op.results.size()) +
+            " results";
+    return false;
+  }
+  const DTensor *dOut = isLoss ? nullptr : &table.at(op.operands.back());
   std::vector<DTensor> grads(numOperands);
   for (int64_t index : wrt) {
     if (index < 0 || index >= numOperands) {
       error = "dtfm.backward wrt index out of range";
       return false;
     }
-    if (!allocate(in(index).shape, true, grads[index], error))
+    if (!allocate(table.at(op.operands[index]).shape, true, grads[index],
+                  error))
       return false;
   }
-  auto at = [&](int i) -> float * {
-    return i < numOperands ? grads[i].data() : nullptr;
-  };
-  // Recomputed forward values (as the CPU backward does).
-  DTensor scratch, extra;
-
-  if (forward == "dtfm.linear" || forward == "dtfm.matmul") {
-    const DTensor &lhs = in(0), &rhs = in(1);
-    bool transposeRhs =
-        forward == "dtfm.matmul" && unitAttr(op, "transpose_rhs");
-    int64_t k = lhs.shape.back();
-    int64_t n =
-        transposeRhs ? rhs.shape[rhs.shape.size() - 2] : rhs.shape.back();
-    bool batched = rhs.shape.size() > 2;
-    int64_t m = batched ? lhs.shape[lhs.shape.size() - 2] : lhs.numel() / k;
-    int64_t batch = batched ? lhs.numel() / (m * k) : 1;
-    cuda::ElementType type = productType(op);
-    std::map<const float *, DTensor> rounded;
-    auto strided = [&](cuda::MatmulShape s, int64_t sa, int64_t sb,
-                       int64_t sc) {
-      if (batched) {
-        s.batch = batch;
-        s.strideA = sa;
-        s.strideB = sb;
-        s.strideC = sc;
-      }
-      s.accumulate = true;
-      return s;
-    };
-    if (at(0)) { // dLhs[m,k] += dOut[m,n] op(rhs)^T
-      cuda::MatmulShape s;
-      s.transB = !transposeRhs;
-      s.m = m;
-      s.n = k;
-      s.k = n;
-      if (!multiply(strided(s, m * n, k * n, m * k), type, *dOut, rhs, at(0),
-                    rounded, error))
-        return false;
-    }
-    if (at(1)) {
-      cuda::MatmulShape s;
-      s.transA = true;
-      if (!transposeRhs) { // dRhs[k,n] += lhs^T dOut
-        s.m = k;
-        s.n = n;
-        s.k = m;
-        if (!multiply(strided(s, m * k, m * n, k * n), type, lhs, *dOut, at(1),
-                      rounded, error))
-          return false;
-      } else { // dRhs[n,k] += dOut^T lhs
-        s.m = n;
-        s.n = k;
-        s.k = m;
-        if (!multiply(strided(s, m * n, m * k, n * k), type, *dOut, lhs, at(1),
-                      rounded, error))
-          return false;
-      }
-    }
-    if (forward == "dtfm.linear" && numOperands > 2 && at(2))
-      cuda::sumRepeated(dOut->data(), dOut->numel(), at(2), in(2).numel(),
-                        stream);
-  } else if (binaryOpOf(forward)) {
-    // d(a op b): each side's term summed over the dimensions it repeats
-    // along.
-    const ShapeVec &out = dOut->shape;
-    for (int i = 0; i < 2; ++i) {
-      if (!at(i))
-        continue;
-      const DTensor &self = in(i), &other = in(1 - i);
-      bool plainSum =
-          forward == "dtfm.add" || (forward == "dtfm.sub" && i == 0);
-      if (plainSum && repeatsOver(self.shape, out)) {
-        cuda::sumRepeated(dOut->data(), dOut->numel(), at(i), self.numel(),
-                          stream);
-        continue;
-      }
-      cuda::ReduceTerm term = cuda::ReduceTerm::Value;
-      const float *operands[3] = {dOut->data(), nullptr, nullptr};
-      std::vector<cuda::StridedView> views = {
-          cuda::broadcastView(dOut->shape, out)};
-      float alpha = forward == "dtfm.sub" && i == 1 ? -1.0f : 1.0f;
-      if (forward == "dtfm.mul") {
-        term = cuda::ReduceTerm::Product;
-        operands[1] = other.data();
-        views.push_back(cuda::broadcastView(other.shape, out));
-      } else if (forward == "dtfm.div") {
-        const DTensor &a = in(0), &b = in(1);
-        term = i == 0 ? cuda::ReduceTerm::Quotient
-                      : cuda::ReduceTerm::DivisorGradient;
-        operands[1] = i == 0 ? b.data() : a.data();
-        views.push_back(cuda::broadcastView(i == 0 ? b.shape : a.shape, out));
-        if (i == 1) {
-          operands[2] = b.data();
-          views.push_back(cuda::broadcastView(b.shape, out));
-        }
-      }
-      cuda::reduceStrided(term, operands,
-                          cuda::reductionOnto(self.shape, out, views), at(i),
-                          alpha, true, stream);
-    }
-  } else if (std::optional<cuda::UnaryOp> math = unaryOpOf(forward)) {
-    if (at(0))
-      cuda::unaryBackward(*math, in(0).data(), dOut->data(), at(0),
-                          in(0).numel(), floatAttr(op, "exponent", 1), stream);
-  } else if (forward == "dtfm.reduce_mean" ||
-             forward == "dtfm.global_avg_pool") {
-    // dx += dOut spread evenly over the elements each mean averaged.
-    const DTensor &x = in(0);
-    cuda::MeanShape m = cuda::meanShape(x.shape, forward == "dtfm.reduce_mean"
-                                                     ? intsAttr(op, "axes", {})
-                                                     : spatialAxes(x.shape));
-    if (at(0))
-      cuda::copyStrided(dOut->data(), cuda::broadcastView(m.kept, x.shape),
-                        at(0), cuda::contiguousView(x.shape),
-                        1.0f / static_cast<float>(m.count), true, stream);
-  } else if (forward == "dtfm.transpose") {
-    if (at(0))
-      cuda::copyStrided(
-          dOut->data(), cuda::contiguousView(dOut->shape), at(0),
-          cuda::permutedView(in(0).shape, intsAttr(op, "perm", {})), 1.0f, true,
-          stream);
-  } else if (forward == "dtfm.slice") {
-    if (at(0))
-      cuda::copyStrided(dOut->data(), cuda::contiguousView(dOut->shape), at(0),
-                        cuda::sliceView(in(0).shape, dOut->shape,
-                                        intsAttr(op, "starts", {}),
-                                        intsAttr(op, "steps", {})),
-                        1.0f, true, stream);
-  } else if (forward == "dtfm.concat") {
-    int64_t axis = intAttr(op, "axis", 0), begin = 0;
-    for (int i = 0; i < numOperands; ++i) {
-      if (at(i))
-        cuda::copyStrided(
-            dOut->data(),
-            cuda::axisBlockView(dOut->shape, axis, begin, in(i).shape), at(i),
-            cuda::contiguousView(in(i).shape), 1.0f, true, stream);
-      begin += in(i).shape[axis];
-    }
-  } else if (forward == "dtfm.gather") {
-    if (at(0))
-      cuda::gatherBackward(in(1).data(), dOut->data(),
-                           cuda::gatherGeometry(in(0).shape,
-                                                intAttr(op, "axis", 0),
-                                                in(1).numel()),
-                           at(0), stream);
-  } else if (forward == "dtfm.where") {
-    const DTensor &condition = in(0);
-    const ShapeVec &out = dOut->shape;
-    for (int i = 1; i < 3; ++i) {
-      if (!at(i))
-        continue;
-      const float *operands[3] = {dOut->data(), condition.data(), nullptr};
-      cuda::reduceStrided(
-          i == 1 ? cuda::ReduceTerm::WhereTrue : cuda::ReduceTerm::WhereFalse,
-          operands,
-          cuda::reductionOnto(in(i).shape, out,
-                              {cuda::contiguousView(out),
-                               cuda::broadcastView(condition.shape, out)}),
-          at(i), 1.0f, true, stream);
-    }
-  } else if (forward == "dtfm.conv2d") {
-    const DTensor &x = in(0), &w = in(1);
-    cuda::ConvGeometry g = convGeometry(op, x.shape, w.shape, dOut->shape);
-    int64_t rows = g.columnRows(), spatial = g.spatial(),
-            og = g.filtersPerGroup();
-    int64_t perChunk = std::clamp<int64_t>(
-        kColumnFloats / std::max<int64_t>(1, rows * spatial), 1, g.n);
-    DTensor columns, dcolumns;
-    if ((at(1) &&
-         !allocate({perChunk * rows * spatial}, false, columns, error)) ||
-        (at(0) &&
-         !allocate({perChunk * rows * spatial}, false, dcolumns, error)))
-      return false;
-    for (int64_t first = 0; first < g.n && (at(0) || at(1));
-         first += perChunk) {
-      int64_t images = std::min(perChunk, g.n - first);
-      for (int64_t group = 0; group < g.groups; ++group) {
-        const float *filters = w.data() + group * og * rows;
-        const float *grads =
-            dOut->data() + (first * g.o + group * og) * spatial;
-        if (at(1)) { // dW [og, rows] += dOut[image] [og, spatial] columns^T
-          cuda::im2col(x.data(), g, first, images, group, columns.data(),
-                       stream);
-          for (int64_t image = 0; image < images; ++image) {
-            cuda::MatmulShape s;
-            s.transB = true;
-            s.m = og;
-            s.n = rows;
-            s.k = spatial;
-            s.accumulate = true;
-            if (!matmul->run(s, grads + image * g.o * spatial,
-                             columns.data() + image * rows * spatial,
-                             at(1) + group * og * rows, stream, error))
-              return false;
-          }
-        }
-        if (at(0)) { // dcolumns[image] = W^T [rows, og] dOut[image]
-          cuda::MatmulShape s;
-          s.transA = true;
-          s.m = rows;
-          s.n = spatial;
-          s.k = og;
-          s.batch = images;
-          s.strideA = 0;
-          s.strideB = g.o * spatial;
-          s.strideC = rows * spatial;
-          if (!matmul->run(s, filters, grads, dcolumns.data(), stream, error))
-            return false;
-          cuda::col2im(dcolumns.data(), g, first, images, group, at(0), stream);
-        }
-      }
-    }
-    if (numOperands > 2 && at(2)) {
-      const float *operands[3] = {dOut->data(), nullptr, nullptr};
-      cuda::reduceStrided(
-          cuda::ReduceTerm::Value, operands,
-          cuda::reductionOnto({g.o, 1, 1}, dOut->shape,
-                              {cuda::contiguousView(dOut->shape)}),
-          at(2), 1.0f, true, stream);
-    }
-  } else if (forward == "dtfm.batchnorm") {
-    const DTensor &x = in(0);
-    int64_t n = x.shape[0], c = x.shape[1], inner = x.numel() / (n * c);
-    cuda::batchNormBackward(
-        x.data(), in(1).data(), dOut->data(), at(0), at(1), at(2), n, c, inner,
-        static_cast<float>(floatAttr(op, "epsilon", 1e-5)), stream);
-  } else if (forward == "dtfm.max_pool2d" || forward == "dtfm.avg_pool2d") {
-    if (at(0)) {
-      cuda::PoolGeometry g = poolGeometry(op, in(0).shape, dOut->shape);
-      if (forward == "dtfm.max_pool2d")
-        cuda::maxPool2dBackward(in(0).data(), dOut->data(), g, at(0), stream);
-      else
-        cuda::avgPool2dBackward(dOut->data(), g, at(0), stream);
-    }
-  } else if (forward == "dtfm.layernorm") {
-    const DTensor &x = in(0);
-    int64_t d = x.shape.back(), rows = x.numel() / d;
-    DTensor mean, rstd;
-    if (!allocate(x.shape, false, scratch, error) ||
-        !allocate({rows}, false, mean, error) ||
-        !allocate({rows}, false, rstd, error))
-      return false;
-    cuda::layerNorm(x.data(), in(1).data(), in(2).data(), scratch.data(),
-                    mean.data(), rstd.data(), rows, d,
-                    static_cast<float>(floatAttr(op, "epsilon", 1e-5)), stream);
-    cuda::layerNormBackward(x.data(), in(1).data(), mean.data(), rstd.data(),
-                            dOut->data(), at(0), at(1), at(2), rows, d, stream);
-  } else if (forward == "dtfm.gelu") {
-    if (at(0))
-      cuda::geluBackward(in(0).data(), dOut->data(), at(0), in(0).numel(),
-                         unitAttr(op, "tanh_approximation"), stream);
-  } else if (forward == "dtfm.relu") {
-    if (at(0)) {
-      if (!allocate(in(0).shape, false, scratch, error))
-        return false;
-      cuda::relu(in(0).data(), scratch.data(), in(0).numel(), stream);
-      cuda::reluBackward(scratch.data(), dOut->data(), at(0), in(0).numel(),
-                         stream);
-    }
-  } else if (forward == "dtfm.softmax") {
-    if (at(0)) {
-      int64_t d = in(0).shape.back(), rows = in(0).numel() / d;
-      if (!allocate(in(0).shape, false, scratch, error))
-        return false;
-      cuda::softmax(in(0).data(), scratch.data(), rows, d, stream);
-      cuda::softmaxBackward(scratch.data(), dOut->data(), at(0), rows, d,
-                            stream);
-    }
-  } else if (forward == "dtfm.causal_attention") {
-    const DTensor &q = in(0);
-    cuda::AttentionShape a{q.shape[0], q.shape[1], q.shape[2],
-                           intAttr(op, "num_heads", 1)};
-    DTensor out, probs;
-    if (!allocate(q.shape, true, out, error) ||
-        !allocate({a.batch * a.heads * a.seq * a.seq}, false, probs, error) ||
-        !allocate({a.scratchFloats()}, false, scratch, error))
-      return false;
-    if (!cuda::causalAttention(*matmul, a, q.data(), in(1).data(), in(2).data(),
-                               out.data(), probs.data(), scratch.data(), stream,
-                               error) ||
-        !cuda::causalAttentionBackward(
-            *matmul, a, q.data(), in(1).data(), in(2).data(), probs.data(),
-            dOut->data(), at(0), at(1), at(2), scratch.data(), stream, error))
-      return false;
-  } else if (forward == "dtfm.embedding") {
-    if (at(1))
-      cuda::embeddingBackward(in(0).data(), dOut->data(), at(1), in(0).numel(),
-                              in(1).shape.back(), stream);
-  } else if (forward == "dtfm.cross_entropy") {
-    const DTensor &logits = in(0);
-    int64_t classes = logits.shape.back(), rows = logits.numel() / classes;
-    if (!allocate(logits.shape, false, scratch, error) ||
-        !allocate({1}, false, extra, error))
-      return false;
-    cuda::crossEntropy(logits.data(), in(1).data(), scratch.data(),
-                       extra.data(), rows, classes, stream);
-    if (at(0))
-      cuda::crossEntropyBackward(scratch.data(), in(1).data(), at(0), rows,
-                                 classes, 1.0f, stream);
-  } else if (forward == "dtfm.reshape" || forward == "dtfm.flatten") {
-    if (at(0))
-      cuda::accumulate(dOut->data(), at(0), dOut->numel(), stream);
-  } else {
-    error = "no CUDA backward for " + forward;
+  BackwardCall call{op,   table, computeStream(), numOperands,
+                    dOut, grads, DTensor(),       DTensor()};
+  if (!(this->*kernel)(call, error))
     return false;
-  }
   for (size_t k = 0; k < wrt.size(); ++k) {
     DTensor g = std::move(grads[wrt[k]]);
-    g.shape = shapeOf(op.results(k));
-    table[op.results(k).id()] = std::move(g);
+    g.shape = op.results[k].shape;
+    table[op.results[k].id] = std::move(g);
   }
+  return true;
+}
+
+const OpTable<CudaKernels> &CudaExecutor::kernelTable() {
+  static const OpTable<CudaKernels> table = [] {
+    OpTable<CudaKernels> t{};
+    auto at = [&](OpKind kind) -> CudaKernels & {
+      return t[static_cast<size_t>(kind)];
+    };
+    at(OpKind::Constant).forward = &CudaExecutor::forwardConstant;
+    at(OpKind::Reshape).forward = &CudaExecutor::forwardView;
+    at(OpKind::Flatten).forward = &CudaExecutor::forwardView;
+    at(OpKind::Embedding).forward = &CudaExecutor::forwardEmbedding;
+    at(OpKind::Add).forward = &CudaExecutor::forwardBinary;
+    at(OpKind::Sub).forward = &CudaExecutor::forwardBinary;
+    at(OpKind::Mul).forward = &CudaExecutor::forwardBinary;
+    at(OpKind::Div).forward = &CudaExecutor::forwardBinary;
+    at(OpKind::Sqrt).forward = &CudaExecutor::forwardUnary;
+    at(OpKind::Tanh).forward = &CudaExecutor::forwardUnary;
+    at(OpKind::Erf).forward = &CudaExecutor::forwardUnary;
+    at(OpKind::Exp).forward = &CudaExecutor::forwardUnary;
+    at(OpKind::Pow).forward = &CudaExecutor::forwardUnary;
+    at(OpKind::ReduceMean).forward = &CudaExecutor::forwardMean;
+    at(OpKind::GlobalAvgPool).forward = &CudaExecutor::forwardMean;
+    at(OpKind::Transpose).forward = &CudaExecutor::forwardTranspose;
+    at(OpKind::Slice).forward = &CudaExecutor::forwardSlice;
+    at(OpKind::Concat).forward = &CudaExecutor::forwardConcat;
+    at(OpKind::Gather).forward = &CudaExecutor::forwardGather;
+    at(OpKind::Where).forward = &CudaExecutor::forwardWhere;
+    at(OpKind::Conv2d).forward = &CudaExecutor::forwardConv2d;
+    at(OpKind::BatchNorm).forward = &CudaExecutor::forwardBatchNorm;
+    at(OpKind::MaxPool2d).forward = &CudaExecutor::forwardPool;
+    at(OpKind::AvgPool2d).forward = &CudaExecutor::forwardPool;
+    at(OpKind::Accumulate).forward = &CudaExecutor::forwardAccumulate;
+    at(OpKind::Linear).forward = &CudaExecutor::forwardProduct;
+    at(OpKind::Matmul).forward = &CudaExecutor::forwardProduct;
+    at(OpKind::LayerNorm).forward = &CudaExecutor::forwardLayerNorm;
+    at(OpKind::Gelu).forward = &CudaExecutor::forwardActivation;
+    at(OpKind::Relu).forward = &CudaExecutor::forwardActivation;
+    at(OpKind::Softmax).forward = &CudaExecutor::forwardSoftmax;
+    at(OpKind::CausalAttention).forward = &CudaExecutor::forwardAttention;
+    at(OpKind::CrossEntropy).forward = &CudaExecutor::forwardCrossEntropy;
+    at(OpKind::TopkCompress).forward = &CudaExecutor::forwardTopkCompress;
+    at(OpKind::TopkDecompress).forward = &CudaExecutor::forwardTopkDecompress;
+    at(OpKind::Linear).backward = &CudaExecutor::backwardProduct;
+    at(OpKind::Matmul).backward = &CudaExecutor::backwardProduct;
+    at(OpKind::Add).backward = &CudaExecutor::backwardBinary;
+    at(OpKind::Sub).backward = &CudaExecutor::backwardBinary;
+    at(OpKind::Mul).backward = &CudaExecutor::backwardBinary;
+    at(OpKind::Div).backward = &CudaExecutor::backwardBinary;
+    at(OpKind::Sqrt).backward = &CudaExecutor::backwardUnary;
+    at(OpKind::Tanh).backward = &CudaExecutor::backwardUnary;
+    at(OpKind::Erf).backward = &CudaExecutor::backwardUnary;
+    at(OpKind::Exp).backward = &CudaExecutor::backwardUnary;
+    at(OpKind::Pow).backward = &CudaExecutor::backwardUnary;
+    at(OpKind::ReduceMean).backward = &CudaExecutor::backwardMean;
+    at(OpKind::GlobalAvgPool).backward = &CudaExecutor::backwardMean;
+    at(OpKind::Transpose).backward = &CudaExecutor::backwardTranspose;
+    at(OpKind::Slice).backward = &CudaExecutor::backwardSlice;
+    at(OpKind::Concat).backward = &CudaExecutor::backwardConcat;
+    at(OpKind::Gather).backward = &CudaExecutor::backwardGather;
+    at(OpKind::Where).backward = &CudaExecutor::backwardWhere;
+    at(OpKind::Conv2d).backward = &CudaExecutor::backwardConv2d;
+    at(OpKind::BatchNorm).backward = &CudaExecutor::backwardBatchNorm;
+    at(OpKind::MaxPool2d).backward = &CudaExecutor::backwardPool;
+    at(OpKind::AvgPool2d).backward = &CudaExecutor::backwardPool;
+    at(OpKind::LayerNorm).backward = &CudaExecutor::backwardLayerNorm;
+    at(OpKind::Gelu).backward = &CudaExecutor::backwardGelu;
+    at(OpKind::Relu).backward = &CudaExecutor::backwardRelu;
+    at(OpKind::Softmax).backward = &CudaExecutor::backwardSoftmax;
+    at(OpKind::CausalAttention).backward = &CudaExecutor::backwardAttention;
+    at(OpKind::Embedding).backward = &CudaExecutor::backwardEmbedding;
+    at(OpKind::CrossEntropy).backward = &CudaExecutor::backwardCrossEntropy;
+    at(OpKind::Reshape).backward = &CudaExecutor::backwardView;
+    at(OpKind::Flatten).backward = &CudaExecutor::backwardView;
+    return t;
+  }();
+  return table;
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
+
+bool CudaExecutor::forwardConstant(ForwardCall &call, std::string &error) {
+  Tensor t(call.shape);
+  std::vector<int64_t> elements = call.op.attrs.values;
+  if (static_cast<int64_t>(elements.size()) != t.numel()) {
+    error = "has the wrong number of values";
+    return false;
+  }
+  std::copy(elements.begin(), elements.end(), t.data.begin());
+  if (!upload(t, call.stream, call.out, error))
+    return false;
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardView(ForwardCall &call, std::string &error) {
+  return call.set(0, call.in(0));
+}
+
+bool CudaExecutor::forwardEmbedding(ForwardCall &call, std::string &error) {
+  const DTensor &ids = call.in(0), &weights = call.in(1);
+  if (!fresh(call, false, error))
+    return false;
+  cuda::embedding(ids.data(), weights.data(), call.out.data(), ids.numel(),
+                  weights.shape.back(), call.stream);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardBinary(ForwardCall &call, std::string &error) {
+  std::optional<cuda::BinaryOp> binary = binaryOpOf(call.op.computes);
+  const DTensor &a = call.in(0), &b = call.in(1);
+  if (!fresh(call, false, error))
+    return false;
+  if (call.op.computes == OpKind::Add && repeatsOver(a.shape, call.shape) &&
+      repeatsOver(b.shape, call.shape)) // a bias, a position table: no views
+    cuda::addRepeated(a.data(), a.numel(), b.data(), b.numel(), call.out.data(),
+                      call.out.numel(), call.stream);
+  else
+    cuda::binaryStrided(
+        *binary, a.data(), cuda::broadcastView(a.shape, call.shape), b.data(),
+        cuda::broadcastView(b.shape, call.shape), call.out.data(), call.stream);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardUnary(ForwardCall &call, std::string &error) {
+  std::optional<cuda::UnaryOp> math = unaryOpOf(call.op.computes);
+  if (!fresh(call, false, error))
+    return false;
+  cuda::unary(*math, call.in(0).data(), call.out.data(), call.out.numel(),
+              call.op.attrs.exponent, call.stream);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardMean(ForwardCall &call, std::string &error) {
+  const DTensor &x = call.in(0);
+  cuda::MeanShape m = cuda::meanShape(
+      x.shape, call.op.computes == OpKind::ReduceMean ? call.op.attrs.axes
+                                                      : spatialAxes(x.shape));
+  if (!fresh(call, false, error))
+    return false;
+  const float *operands[3] = {x.data(), nullptr, nullptr};
+  cuda::reduceStrided(
+      cuda::ReduceTerm::Value, operands,
+      cuda::reductionOnto(m.kept, x.shape, {cuda::contiguousView(x.shape)}),
+      call.out.data(), 1.0f / static_cast<float>(m.count), false, call.stream);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardTranspose(ForwardCall &call, std::string &error) {
+  if (!fresh(call, false, error))
+    return false;
+  cuda::copyStrided(call.in(0).data(),
+                    cuda::permutedView(call.in(0).shape, call.op.attrs.perm),
+                    call.out.data(), cuda::contiguousView(call.shape), 1.0f,
+                    false, call.stream);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardSlice(ForwardCall &call, std::string &error) {
+  if (!fresh(call, false, error))
+    return false;
+  cuda::copyStrided(call.in(0).data(),
+                    cuda::sliceView(call.in(0).shape, call.shape,
+                                    call.op.attrs.starts, call.op.attrs.steps),
+                    call.out.data(), cuda::contiguousView(call.shape), 1.0f,
+                    false, call.stream);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardConcat(ForwardCall &call, std::string &error) {
+  int64_t axis = call.op.attrs.axis, begin = 0;
+  if (!fresh(call, false, error))
+    return false;
+  for (int i = 0; i < call.numOperands(); ++i) {
+    const DTensor &part = call.in(i);
+    cuda::copyStrided(part.data(), cuda::contiguousView(part.shape),
+                      call.out.data(),
+                      cuda::axisBlockView(call.shape, axis, begin, part.shape),
+                      1.0f, false, call.stream);
+    begin += part.shape[axis];
+  }
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardGather(ForwardCall &call, std::string &error) {
+  const DTensor &x = call.in(0), &indices = call.in(1);
+  if (!fresh(call, false, error))
+    return false;
+  if (!gatherFlags.buffer &&
+      !allocate({static_cast<int64_t>(program.ops.size())}, true, gatherFlags,
+                error))
+    return false;
+  cuda::GatherGeometry g =
+      cuda::gatherGeometry(x.shape, call.op.attrs.axis, indices.numel());
+  cuda::gather(x.data(), indices.data(), g, call.out.data(),
+               reinterpret_cast<int *>(gatherFlags.data()) + call.op.index,
+               call.stream);
+  gathered.emplace_back(call.op.index, g.size);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardWhere(ForwardCall &call, std::string &error) {
+  const DTensor &condition = call.in(0), &a = call.in(1), &b = call.in(2);
+  if (!fresh(call, false, error))
+    return false;
+  cuda::whereStrided(
+      condition.data(), cuda::broadcastView(condition.shape, call.shape),
+      a.data(), cuda::broadcastView(a.shape, call.shape), b.data(),
+      cuda::broadcastView(b.shape, call.shape), call.out.data(), call.stream);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardConv2d(ForwardCall &call, std::string &error) {
+  const DTensor &x = call.in(0), &w = call.in(1);
+  cuda::ConvGeometry g = convGeometry(call.op, x.shape, w.shape, call.shape);
+  int64_t rows = g.columnRows(), spatial = g.spatial();
+  int64_t perChunk = std::clamp<int64_t>(
+      kColumnFloats / std::max<int64_t>(1, rows * spatial), 1, g.n);
+  DTensor columns;
+  if (!fresh(call, false, error) ||
+      !allocate({perChunk * rows * spatial}, false, columns, error))
+    return false;
+  for (int64_t first = 0; first < g.n; first += perChunk) {
+    int64_t images = std::min(perChunk, g.n - first);
+    for (int64_t group = 0; group < g.groups; ++group) {
+      cuda::im2col(x.data(), g, first, images, group, columns.data(),
+                   call.stream);
+      // out[image][group's filters] = filters [og, rows] x columns[image]
+      cuda::MatmulShape s;
+      s.m = g.filtersPerGroup();
+      s.n = spatial;
+      s.k = rows;
+      s.batch = images;
+      s.strideA = 0;
+      s.strideB = rows * spatial;
+      s.strideC = g.o * spatial;
+      if (!matmul->run(
+              s, w.data() + group * g.filtersPerGroup() * rows, columns.data(),
+              call.out.data() +
+                  (first * g.o + group * g.filtersPerGroup()) * spatial,
+              call.stream, error))
+        return false;
+    }
+  }
+  if (call.numOperands() > 2)
+    cuda::binaryStrided(cuda::BinaryOp::Add, call.out.data(),
+                        cuda::contiguousView(call.shape), call.in(2).data(),
+                        cuda::broadcastView({g.o, 1, 1}, call.shape),
+                        call.out.data(), call.stream);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardBatchNorm(ForwardCall &call, std::string &error) {
+  const DTensor &x = call.in(0);
+  int64_t n = x.shape[0], c = x.shape[1], inner = x.numel() / (n * c);
+  DTensor mean, variance;
+  if (!fresh(call, false, error) || !allocate({c}, false, mean, error) ||
+      !allocate({c}, false, variance, error))
+    return false;
+  cuda::batchNorm(x.data(), call.in(1).data(), call.in(2).data(),
+                  call.out.data(), mean.data(), variance.data(), n, c, inner,
+                  static_cast<float>(call.op.attrs.epsilon), call.stream);
+  // The running statistics are frozen parameters, updated in place.
+  auto running = [&](int i) -> float * {
+    auto p = call.numOperands() > i ? paramOfValue.find(call.op.operands[i])
+                                    : paramOfValue.end();
+    return p == paramOfValue.end() ? nullptr : params.at(p->second).data();
+  };
+  cuda::batchNormRunningStats(
+      running(3), running(4), mean.data(), variance.data(), c, n * inner,
+      static_cast<float>(call.op.attrs.momentum), call.stream);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardPool(ForwardCall &call, std::string &error) {
+  if (!fresh(call, false, error))
+    return false;
+  cuda::PoolGeometry g = poolGeometry(call.op, call.in(0).shape, call.shape);
+  if (call.op.computes == OpKind::MaxPool2d)
+    cuda::maxPool2d(call.in(0).data(), g, call.out.data(), call.stream);
+  else
+    cuda::avgPool2d(call.in(0).data(), g, call.out.data(), call.stream);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardAccumulate(ForwardCall &call, std::string &error) {
+  if (!fresh(call, false, error))
+    return false;
+  if (cudaFailed(cudaMemcpyAsync(call.out.data(), call.in(0).data(),
+                                 call.out.numel() * sizeof(float),
+                                 cudaMemcpyDeviceToDevice, call.stream),
+                 "copying on the GPU", error))
+    return false;
+  for (int i = 1; i < call.numOperands(); ++i)
+    cuda::accumulate(call.in(i).data(), call.out.data(), call.out.numel(),
+                     call.stream);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardProduct(ForwardCall &call, std::string &error) {
+  const DTensor &lhs = call.in(0), &rhs = call.in(1);
+  bool transposeRhs =
+      call.op.computes == OpKind::Matmul && call.op.attrs.transposeRhs;
+  cuda::MatmulShape m;
+  m.transB = transposeRhs;
+  int64_t k = lhs.shape.back();
+  m.k = k;
+  m.n = transposeRhs ? rhs.shape[rhs.shape.size() - 2] : rhs.shape.back();
+  if (rhs.shape.size() == 2) {
+    m.m = lhs.numel() / k;
+  } else { // batched over the leading dimensions
+    m.m = lhs.shape[lhs.shape.size() - 2];
+    m.batch = lhs.numel() / (m.m * k);
+    m.strideA = m.m * k;
+    m.strideB = k * m.n;
+    m.strideC = m.m * m.n;
+  }
+  std::map<const float *, DTensor> rounded;
+  if (!fresh(call, false, error) || !multiply(m, productType(call.op), lhs, rhs,
+                                              call.out.data(), rounded, error))
+    return false;
+  if (call.op.computes == OpKind::Linear && call.numOperands() > 2)
+    cuda::addRepeated(call.out.data(), call.out.numel(), call.in(2).data(),
+                      call.in(2).numel(), call.out.data(), call.out.numel(),
+                      call.stream);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardLayerNorm(ForwardCall &call, std::string &error) {
+  const DTensor &x = call.in(0);
+  int64_t d = x.shape.back(), rows = x.numel() / d;
+  DTensor mean, rstd;
+  if (!fresh(call, false, error) || !allocate({rows}, false, mean, error) ||
+      !allocate({rows}, false, rstd, error))
+    return false;
+  cuda::layerNorm(x.data(), call.in(1).data(), call.in(2).data(),
+                  call.out.data(), mean.data(), rstd.data(), rows, d,
+                  static_cast<float>(call.op.attrs.epsilon), call.stream);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardActivation(ForwardCall &call, std::string &error) {
+  if (!fresh(call, false, error))
+    return false;
+  if (call.op.computes == OpKind::Gelu)
+    cuda::gelu(call.in(0).data(), call.out.data(), call.out.numel(),
+               call.op.attrs.tanhApproximation, call.stream);
+  else
+    cuda::relu(call.in(0).data(), call.out.data(), call.out.numel(),
+               call.stream);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardSoftmax(ForwardCall &call, std::string &error) {
+  int64_t d = call.in(0).shape.back();
+  if (!fresh(call, false, error))
+    return false;
+  cuda::softmax(call.in(0).data(), call.out.data(), call.out.numel() / d, d,
+                call.stream);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardAttention(ForwardCall &call, std::string &error) {
+  const DTensor &q = call.in(0);
+  cuda::AttentionShape a{q.shape[0], q.shape[1], q.shape[2],
+                         call.op.attrs.numHeads};
+  DTensor probs, scratch;
+  if (!fresh(call, true, error) ||
+      !allocate({a.batch * a.heads * a.seq * a.seq}, false, probs, error) ||
+      !allocate({a.scratchFloats()}, false, scratch, error))
+    return false;
+  if (!cuda::causalAttention(*matmul, a, q.data(), call.in(1).data(),
+                             call.in(2).data(), call.out.data(), probs.data(),
+                             scratch.data(), call.stream, error))
+    return false;
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardCrossEntropy(ForwardCall &call, std::string &error) {
+  const DTensor &logits = call.in(0);
+  int64_t classes = logits.shape.back(), rows = logits.numel() / classes;
+  DTensor probs;
+  if (!fresh(call, false, error) ||
+      !allocate(logits.shape, false, probs, error))
+    return false;
+  cuda::crossEntropy(logits.data(), call.in(1).data(), probs.data(),
+                     call.out.data(), rows, classes, call.stream);
+  call.set(0, std::move(call.out));
+  phaseLosses.push_back(&call.table.at(call.op.results[0].id));
+  return true;
+}
+
+bool CudaExecutor::forwardTopkCompress(ForwardCall &call, std::string &error) {
+  const DTensor &x = call.in(0);
+  int64_t k = call.op.attrs.k;
+  DTensor kept, indices, workspace;
+  int64_t workFloats = static_cast<int64_t>(
+      (cuda::topKWorkspaceBytes(x.numel()) + sizeof(float) - 1) /
+      sizeof(float));
+  if (!allocate(call.op.results[0].shape, false, kept, error) ||
+      !allocate(call.op.results[1].shape, false, indices, error) ||
+      !allocate({workFloats}, false, workspace, error))
+    return false;
+  cuda::topK(x.data(), x.numel(), k, kept.data(), indices.data(),
+             workspace.data(), call.stream);
+  call.set(0, std::move(kept));
+  return call.set(1, std::move(indices));
+}
+
+bool CudaExecutor::forwardTopkDecompress(ForwardCall &call,
+                                         std::string &error) {
+  if (!fresh(call, false, error))
+    return false;
+  cuda::scatterTopK(call.in(0).data(), call.in(1).data(), call.in(0).numel(),
+                    call.out.data(), call.out.numel(), call.stream);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::backwardProduct(BackwardCall &call, std::string &error) {
+  const DTensor &lhs = call.in(0), &rhs = call.in(1);
+  bool transposeRhs =
+      call.op.computes == OpKind::Matmul && call.op.attrs.transposeRhs;
+  int64_t k = lhs.shape.back();
+  int64_t n = transposeRhs ? rhs.shape[rhs.shape.size() - 2] : rhs.shape.back();
+  bool batched = rhs.shape.size() > 2;
+  int64_t m = batched ? lhs.shape[lhs.shape.size() - 2] : lhs.numel() / k;
+  int64_t batch = batched ? lhs.numel() / (m * k) : 1;
+  cuda::ElementType type = productType(call.op);
+  std::map<const float *, DTensor> rounded;
+  auto strided = [&](cuda::MatmulShape s, int64_t sa, int64_t sb, int64_t sc) {
+    if (batched) {
+      s.batch = batch;
+      s.strideA = sa;
+      s.strideB = sb;
+      s.strideC = sc;
+    }
+    s.accumulate = true;
+    return s;
+  };
+  if (call.at(0)) { // dLhs[m,k] += dOut[m,n] op(rhs)^T
+    cuda::MatmulShape s;
+    s.transB = !transposeRhs;
+    s.m = m;
+    s.n = k;
+    s.k = n;
+    if (!multiply(strided(s, m * n, k * n, m * k), type, *call.dOut, rhs,
+                  call.at(0), rounded, error))
+      return false;
+  }
+  if (call.at(1)) {
+    cuda::MatmulShape s;
+    s.transA = true;
+    if (!transposeRhs) { // dRhs[k,n] += lhs^T dOut
+      s.m = k;
+      s.n = n;
+      s.k = m;
+      if (!multiply(strided(s, m * k, m * n, k * n), type, lhs, *call.dOut,
+                    call.at(1), rounded, error))
+        return false;
+    } else { // dRhs[n,k] += dOut^T lhs
+      s.m = n;
+      s.n = k;
+      s.k = m;
+      if (!multiply(strided(s, m * n, m * k, n * k), type, *call.dOut, lhs,
+                    call.at(1), rounded, error))
+        return false;
+    }
+  }
+  if (call.op.computes == OpKind::Linear && call.numOperands > 2 && call.at(2))
+    cuda::sumRepeated(call.dOut->data(), call.dOut->numel(), call.at(2),
+                      call.in(2).numel(), call.stream);
+  return true;
+}
+
+bool CudaExecutor::backwardBinary(BackwardCall &call, std::string &error) {
+  // d(a op b): each side's term summed over the dimensions it repeats
+  // along.
+  const ShapeVec &out = call.dOut->shape;
+  for (int i = 0; i < 2; ++i) {
+    if (!call.at(i))
+      continue;
+    const DTensor &self = call.in(i), &other = call.in(1 - i);
+    bool plainSum = call.op.computes == OpKind::Add ||
+                    (call.op.computes == OpKind::Sub && i == 0);
+    if (plainSum && repeatsOver(self.shape, out)) {
+      cuda::sumRepeated(call.dOut->data(), call.dOut->numel(), call.at(i),
+                        self.numel(), call.stream);
+      continue;
+    }
+    cuda::ReduceTerm term = cuda::ReduceTerm::Value;
+    const float *operands[3] = {call.dOut->data(), nullptr, nullptr};
+    std::vector<cuda::StridedView> views = {
+        cuda::broadcastView(call.dOut->shape, out)};
+    float alpha = call.op.computes == OpKind::Sub && i == 1 ? -1.0f : 1.0f;
+    if (call.op.computes == OpKind::Mul) {
+      term = cuda::ReduceTerm::Product;
+      operands[1] = other.data();
+      views.push_back(cuda::broadcastView(other.shape, out));
+    } else if (call.op.computes == OpKind::Div) {
+      const DTensor &a = call.in(0), &b = call.in(1);
+      term = i == 0 ? cuda::ReduceTerm::Quotient
+                    : cuda::ReduceTerm::DivisorGradient;
+      operands[1] = i == 0 ? b.data() : a.data();
+      views.push_back(cuda::broadcastView(i == 0 ? b.shape : a.shape, out));
+      if (i == 1) {
+        operands[2] = b.data();
+        views.push_back(cuda::broadcastView(b.shape, out));
+      }
+    }
+    cuda::reduceStrided(term, operands,
+                        cuda::reductionOnto(self.shape, out, views), call.at(i),
+                        alpha, true, call.stream);
+  }
+  return true;
+}
+
+bool CudaExecutor::backwardUnary(BackwardCall &call, std::string &error) {
+  std::optional<cuda::UnaryOp> math = unaryOpOf(call.op.computes);
+  if (call.at(0))
+    cuda::unaryBackward(*math, call.in(0).data(), call.dOut->data(), call.at(0),
+                        call.in(0).numel(), call.op.attrs.exponent,
+                        call.stream);
+  return true;
+}
+
+bool CudaExecutor::backwardMean(BackwardCall &call, std::string &error) {
+  // dx += dOut spread evenly over the elements each mean averaged.
+  const DTensor &x = call.in(0);
+  cuda::MeanShape m = cuda::meanShape(
+      x.shape, call.op.computes == OpKind::ReduceMean ? call.op.attrs.axes
+                                                      : spatialAxes(x.shape));
+  if (call.at(0))
+    cuda::copyStrided(call.dOut->data(), cuda::broadcastView(m.kept, x.shape),
+                      call.at(0), cuda::contiguousView(x.shape),
+                      1.0f / static_cast<float>(m.count), true, call.stream);
+  return true;
+}
+
+bool CudaExecutor::backwardTranspose(BackwardCall &call, std::string &error) {
+  if (call.at(0))
+    cuda::copyStrided(call.dOut->data(), cuda::contiguousView(call.dOut->shape),
+                      call.at(0),
+                      cuda::permutedView(call.in(0).shape, call.op.attrs.perm),
+                      1.0f, true, call.stream);
+  return true;
+}
+
+bool CudaExecutor::backwardSlice(BackwardCall &call, std::string &error) {
+  if (call.at(0))
+    cuda::copyStrided(
+        call.dOut->data(), cuda::contiguousView(call.dOut->shape), call.at(0),
+        cuda::sliceView(call.in(0).shape, call.dOut->shape,
+                        call.op.attrs.starts, call.op.attrs.steps),
+        1.0f, true, call.stream);
+  return true;
+}
+
+bool CudaExecutor::backwardConcat(BackwardCall &call, std::string &error) {
+  int64_t axis = call.op.attrs.axis, begin = 0;
+  for (int i = 0; i < call.numOperands; ++i) {
+    if (call.at(i))
+      cuda::copyStrided(
+          call.dOut->data(),
+          cuda::axisBlockView(call.dOut->shape, axis, begin, call.in(i).shape),
+          call.at(i), cuda::contiguousView(call.in(i).shape), 1.0f, true,
+          call.stream);
+    begin += call.in(i).shape[axis];
+  }
+  return true;
+}
+
+bool CudaExecutor::backwardGather(BackwardCall &call, std::string &error) {
+  if (call.at(0))
+    cuda::gatherBackward(call.in(1).data(), call.dOut->data(),
+                         cuda::gatherGeometry(call.in(0).shape,
+                                              call.op.attrs.axis,
+                                              call.in(1).numel()),
+                         call.at(0), call.stream);
+  return true;
+}
+
+bool CudaExecutor::backwardWhere(BackwardCall &call, std::string &error) {
+  const DTensor &condition = call.in(0);
+  const ShapeVec &out = call.dOut->shape;
+  for (int i = 1; i < 3; ++i) {
+    if (!call.at(i))
+      continue;
+    const float *operands[3] = {call.dOut->data(), condition.data(), nullptr};
+    cuda::reduceStrided(
+        i == 1 ? cuda::ReduceTerm::WhereTrue : cuda::ReduceTerm::WhereFalse,
+        operands,
+        cuda::reductionOnto(call.in(i).shape, out,
+                            {cuda::contiguousView(out),
+                             cuda::broadcastView(condition.shape, out)}),
+        call.at(i), 1.0f, true, call.stream);
+  }
+  return true;
+}
+
+bool CudaExecutor::backwardConv2d(BackwardCall &call, std::string &error) {
+  const DTensor &x = call.in(0), &w = call.in(1);
+  cuda::ConvGeometry g =
+      convGeometry(call.op, x.shape, w.shape, call.dOut->shape);
+  int64_t rows = g.columnRows(), spatial = g.spatial(),
+          og = g.filtersPerGroup();
+  int64_t perChunk = std::clamp<int64_t>(
+      kColumnFloats / std::max<int64_t>(1, rows * spatial), 1, g.n);
+  DTensor columns, dcolumns;
+  if ((call.at(1) &&
+       !allocate({perChunk * rows * spatial}, false, columns, error)) ||
+      (call.at(0) &&
+       !allocate({perChunk * rows * spatial}, false, dcolumns, error)))
+    return false;
+  for (int64_t first = 0; first < g.n && (call.at(0) || call.at(1));
+       first += perChunk) {
+    int64_t images = std::min(perChunk, g.n - first);
+    for (int64_t group = 0; group < g.groups; ++group) {
+      const float *filters = w.data() + group * og * rows;
+      const float *grads =
+          call.dOut->data() + (first * g.o + group * og) * spatial;
+      if (call.at(1)) { // dW [og, rows] += dOut[image] [og, spatial] columns^T
+        cuda::im2col(x.data(), g, first, images, group, columns.data(),
+                     call.stream);
+        for (int64_t image = 0; image < images; ++image) {
+          cuda::MatmulShape s;
+          s.transB = true;
+          s.m = og;
+          s.n = rows;
+          s.k = spatial;
+          s.accumulate = true;
+          if (!matmul->run(s, grads + image * g.o * spatial,
+                           columns.data() + image * rows * spatial,
+                           call.at(1) + group * og * rows, call.stream, error))
+            return false;
+        }
+      }
+      if (call.at(0)) { // dcolumns[image] = W^T [rows, og] dOut[image]
+        cuda::MatmulShape s;
+        s.transA = true;
+        s.m = rows;
+        s.n = spatial;
+        s.k = og;
+        s.batch = images;
+        s.strideA = 0;
+        s.strideB = g.o * spatial;
+        s.strideC = rows * spatial;
+        if (!matmul->run(s, filters, grads, dcolumns.data(), call.stream,
+                         error))
+          return false;
+        cuda::col2im(dcolumns.data(), g, first, images, group, call.at(0),
+                     call.stream);
+      }
+    }
+  }
+  if (call.numOperands > 2 && call.at(2)) {
+    const float *operands[3] = {call.dOut->data(), nullptr, nullptr};
+    cuda::reduceStrided(
+        cuda::ReduceTerm::Value, operands,
+        cuda::reductionOnto({g.o, 1, 1}, call.dOut->shape,
+                            {cuda::contiguousView(call.dOut->shape)}),
+        call.at(2), 1.0f, true, call.stream);
+  }
+  return true;
+}
+
+bool CudaExecutor::backwardBatchNorm(BackwardCall &call, std::string &error) {
+  const DTensor &x = call.in(0);
+  int64_t n = x.shape[0], c = x.shape[1], inner = x.numel() / (n * c);
+  cuda::batchNormBackward(x.data(), call.in(1).data(), call.dOut->data(),
+                          call.at(0), call.at(1), call.at(2), n, c, inner,
+                          static_cast<float>(call.op.attrs.epsilon),
+                          call.stream);
+  return true;
+}
+
+bool CudaExecutor::backwardPool(BackwardCall &call, std::string &error) {
+  if (call.at(0)) {
+    cuda::PoolGeometry g =
+        poolGeometry(call.op, call.in(0).shape, call.dOut->shape);
+    if (call.op.computes == OpKind::MaxPool2d)
+      cuda::maxPool2dBackward(call.in(0).data(), call.dOut->data(), g,
+                              call.at(0), call.stream);
+    else
+      cuda::avgPool2dBackward(call.dOut->data(), g, call.at(0), call.stream);
+  }
+  return true;
+}
+
+bool CudaExecutor::backwardLayerNorm(BackwardCall &call, std::string &error) {
+  const DTensor &x = call.in(0);
+  int64_t d = x.shape.back(), rows = x.numel() / d;
+  DTensor mean, rstd;
+  if (!allocate(x.shape, false, call.scratch, error) ||
+      !allocate({rows}, false, mean, error) ||
+      !allocate({rows}, false, rstd, error))
+    return false;
+  cuda::layerNorm(x.data(), call.in(1).data(), call.in(2).data(),
+                  call.scratch.data(), mean.data(), rstd.data(), rows, d,
+                  static_cast<float>(call.op.attrs.epsilon), call.stream);
+  cuda::layerNormBackward(x.data(), call.in(1).data(), mean.data(), rstd.data(),
+                          call.dOut->data(), call.at(0), call.at(1), call.at(2),
+                          rows, d, call.stream);
+  return true;
+}
+
+bool CudaExecutor::backwardGelu(BackwardCall &call, std::string &error) {
+  if (call.at(0))
+    cuda::geluBackward(call.in(0).data(), call.dOut->data(), call.at(0),
+                       call.in(0).numel(), call.op.attrs.tanhApproximation,
+                       call.stream);
+  return true;
+}
+
+bool CudaExecutor::backwardRelu(BackwardCall &call, std::string &error) {
+  if (call.at(0)) {
+    if (!allocate(call.in(0).shape, false, call.scratch, error))
+      return false;
+    cuda::relu(call.in(0).data(), call.scratch.data(), call.in(0).numel(),
+               call.stream);
+    cuda::reluBackward(call.scratch.data(), call.dOut->data(), call.at(0),
+                       call.in(0).numel(), call.stream);
+  }
+  return true;
+}
+
+bool CudaExecutor::backwardSoftmax(BackwardCall &call, std::string &error) {
+  if (call.at(0)) {
+    int64_t d = call.in(0).shape.back(), rows = call.in(0).numel() / d;
+    if (!allocate(call.in(0).shape, false, call.scratch, error))
+      return false;
+    cuda::softmax(call.in(0).data(), call.scratch.data(), rows, d, call.stream);
+    cuda::softmaxBackward(call.scratch.data(), call.dOut->data(), call.at(0),
+                          rows, d, call.stream);
+  }
+  return true;
+}
+
+bool CudaExecutor::backwardAttention(BackwardCall &call, std::string &error) {
+  const DTensor &q = call.in(0);
+  cuda::AttentionShape a{q.shape[0], q.shape[1], q.shape[2],
+                         call.op.attrs.numHeads};
+  DTensor out, probs;
+  if (!allocate(q.shape, true, out, error) ||
+      !allocate({a.batch * a.heads * a.seq * a.seq}, false, probs, error) ||
+      !allocate({a.scratchFloats()}, false, call.scratch, error))
+    return false;
+  if (!cuda::causalAttention(*matmul, a, q.data(), call.in(1).data(),
+                             call.in(2).data(), out.data(), probs.data(),
+                             call.scratch.data(), call.stream, error) ||
+      !cuda::causalAttentionBackward(
+          *matmul, a, q.data(), call.in(1).data(), call.in(2).data(),
+          probs.data(), call.dOut->data(), call.at(0), call.at(1), call.at(2),
+          call.scratch.data(), call.stream, error))
+    return false;
+  return true;
+}
+
+bool CudaExecutor::backwardEmbedding(BackwardCall &call, std::string &error) {
+  if (call.at(1))
+    cuda::embeddingBackward(call.in(0).data(), call.dOut->data(), call.at(1),
+                            call.in(0).numel(), call.in(1).shape.back(),
+                            call.stream);
+  return true;
+}
+
+bool CudaExecutor::backwardCrossEntropy(BackwardCall &call,
+                                        std::string &error) {
+  const DTensor &logits = call.in(0);
+  int64_t classes = logits.shape.back(), rows = logits.numel() / classes;
+  if (!allocate(logits.shape, false, call.scratch, error) ||
+      !allocate({1}, false, call.extra, error))
+    return false;
+  cuda::crossEntropy(logits.data(), call.in(1).data(), call.scratch.data(),
+                     call.extra.data(), rows, classes, call.stream);
+  if (call.at(0))
+    cuda::crossEntropyBackward(call.scratch.data(), call.in(1).data(),
+                               call.at(0), rows, classes, 1.0f, call.stream);
+  return true;
+}
+
+bool CudaExecutor::backwardView(BackwardCall &call, std::string &error) {
+  if (call.at(0))
+    cuda::accumulate(call.dOut->data(), call.at(0), call.dOut->numel(),
+                     call.stream);
   return true;
 }
 
@@ -1550,10 +1779,8 @@ void CudaExecutor::collectGradients(int microBatch, const ValueTable &) {
     return;
   std::map<int64_t, DTensor> &table = found->second;
   std::string error;
-  for (const proto::PlanOp &op : program.ops()) {
-    if (phaseOf(op) != "opt")
-      continue;
-    for (int64_t id : op.operands()) {
+  for (int index : program.opsOf(OpPhase::Optimizer)) {
+    for (int64_t id : program.ops[index].operands) {
       auto it = table.find(id);
       if (it == table.end() || paramOfValue.count(id))
         continue;
@@ -1573,8 +1800,8 @@ bool CudaExecutor::finishIteration(int microBatches, const SyncFn &sync,
   if (cudaFailed(cudaSetDevice(device), "selecting the CUDA device", error))
     return false;
   cudaStream_t stream = computeStream();
-  auto fail = [&](const proto::PlanOp &op, const std::string &message) {
-    error = op.name() + ": " + message;
+  auto fail = [&](const ProgramOp &op, const std::string &message) {
+    error = std::string(opName(op.kind)) + ": " + message;
     return false;
   };
   std::map<int64_t, DTensor> values;
@@ -1586,20 +1813,21 @@ bool CudaExecutor::finishIteration(int microBatches, const SyncFn &sync,
   gradSum.clear();
   // Gradient syncs, in one bucket through the host (the worker's
   // transport), then back to the device.
-  std::vector<const proto::PlanOp *> syncs;
-  for (const proto::PlanOp &op : program.ops()) {
-    if (phaseOf(op) != "opt" || op.name() != "dtfm.grad_sync")
+  std::vector<const ProgramOp *> syncs;
+  for (int index : program.opsOf(OpPhase::Optimizer)) {
+    const ProgramOp &op = program.ops[index];
+    if (op.kind != OpKind::GradSync)
       continue;
-    auto in = values.find(op.operands(0));
+    auto in = values.find(op.operands[0]);
     if (in == values.end())
       return fail(op, "its gradient was never computed");
-    values[op.results(0).id()] = in->second;
+    values[op.results[0].id] = in->second;
     syncs.push_back(&op);
   }
   if (comm && !syncs.empty()) { // on the device, averaged in place
     ncclGroupStart();
-    for (const proto::PlanOp *op : syncs) {
-      DTensor &g = values.at(op->results(0).id());
+    for (const ProgramOp *op : syncs) {
+      DTensor &g = values.at(op->results[0].id);
       ncclResult_t status =
           ncclAllReduce(g.data(), g.data(), static_cast<size_t>(g.numel()),
                         ncclFloat, ncclSum, comm, stream);
@@ -1616,16 +1844,16 @@ bool CudaExecutor::finishIteration(int microBatches, const SyncFn &sync,
               ncclGetErrorString(status);
       return false;
     }
-    for (const proto::PlanOp *op : syncs) {
-      DTensor &g = values.at(op->results(0).id());
+    for (const ProgramOp *op : syncs) {
+      DTensor &g = values.at(op->results[0].id);
       cuda::scale(g.data(), g.numel(), 1.0f / static_cast<float>(groupSize),
                   stream);
     }
   } else if (sync && !syncs.empty()) {
     std::vector<Tensor> hostGrads(syncs.size());
-    std::vector<std::pair<const proto::PlanOp *, Tensor *>> synced;
+    std::vector<std::pair<const ProgramOp *, Tensor *>> synced;
     for (size_t i = 0; i < syncs.size(); ++i) {
-      if (!download(values.at(syncs[i]->results(0).id()), stream, hostGrads[i],
+      if (!download(values.at(syncs[i]->results[0].id), stream, hostGrads[i],
                     error))
         return false;
       synced.push_back({syncs[i], &hostGrads[i]});
@@ -1636,37 +1864,41 @@ bool CudaExecutor::finishIteration(int microBatches, const SyncFn &sync,
       DTensor d;
       if (!upload(hostGrads[i], stream, d, error))
         return false;
-      values[syncs[i]->results(0).id()] = std::move(d);
+      values[syncs[i]->results[0].id] = std::move(d);
     }
   }
-  for (const proto::PlanOp &op : program.ops()) {
-    if (phaseOf(op) != "opt" || op.name() == "dtfm.grad_sync")
+  for (int index : program.opsOf(OpPhase::Optimizer)) {
+    const ProgramOp &op = program.ops[index];
+    if (op.kind == OpKind::GradSync)
       continue;
-    OptimizerUpdate update;
-    if (!readUpdate(op, paramOfValue, update, error))
-      return fail(op, error);
-    DTensor &param = params.at(update.parameter);
-    auto grad = values.find(op.operands(1));
+    if (op.kind != OpKind::SgdUpdate && op.kind != OpKind::AdamwUpdate)
+      return fail(op, "unexpected op in the optimizer phase");
+    auto p = paramOfValue.find(op.operands[0]);
+    if (p == paramOfValue.end())
+      return fail(op, "updates a value that is not a parameter");
+    DTensor &param = params.at(p->second);
+    auto grad = values.find(op.operands[1]);
     if (grad == values.end())
       return fail(op, "its gradient was never computed");
-    OptimizerState &state = optimizer[update.parameter];
+    OptimizerState &state = optimizer[p->second];
     ++state.step;
+    const OpAttrs &a = op.attrs;
     auto f = [](double x) { return static_cast<float>(x); };
-    if (update.adamw) {
+    if (op.kind == OpKind::AdamwUpdate) {
       if ((!state.m.buffer && !allocate(param.shape, true, state.m, error)) ||
           (!state.v.buffer && !allocate(param.shape, true, state.v, error)))
         return false;
       cuda::adamwStep(param.data(), grad->second.data(), state.m.data(),
-                      state.v.data(), param.numel(), state.step, f(update.lr),
-                      f(update.beta1), f(update.beta2), f(update.epsilon),
-                      f(update.weightDecay), stream);
+                      state.v.data(), param.numel(), state.step, f(a.lr),
+                      f(a.beta1), f(a.beta2), f(a.epsilon), f(a.weightDecay),
+                      stream);
     } else {
       if (!state.velocity.buffer &&
           !allocate(param.shape, true, state.velocity, error))
         return false;
       cuda::sgdStep(param.data(), grad->second.data(), state.velocity.data(),
-                    param.numel(), f(update.lr), f(update.momentum),
-                    f(update.weightDecay), stream);
+                    param.numel(), f(a.lr), f(a.momentum), f(a.weightDecay),
+                    stream);
     }
     if (!checkLaunch(error))
       return fail(op, error);
@@ -1677,32 +1909,40 @@ bool CudaExecutor::finishIteration(int microBatches, const SyncFn &sync,
 
 } // namespace
 
-bool dtfm::runtime::cuda::supportsProgram(const proto::DeviceProgram &program,
+bool dtfm::runtime::cuda::supportsProgram(const StageProgram &program,
                                           std::string &reason) {
-  std::map<int64_t, ShapeVec> shapes;
-  for (const proto::PlanOp &op : program.ops())
-    for (const proto::PlanValue &v : op.results())
-      shapes[v.id()] = shapeOf(v);
-  auto shapeOfOperand = [&](const proto::PlanOp &op, int i) {
-    auto it = shapes.find(op.operands(i));
-    return it == shapes.end() ? ShapeVec{} : it->second;
+  std::map<int64_t, const ShapeVec *> shapes;
+  for (const ProgramOp &op : program.ops)
+    for (const ProgramValue &v : op.results)
+      shapes[v.id] = &v.shape;
+  static const ShapeVec none;
+  auto shapeOfOperand = [&](const ProgramOp &op, size_t i) -> const ShapeVec & {
+    auto it = shapes.find(op.operands[i]);
+    return it == shapes.end() ? none : *it->second;
   };
-  int index = -1;
-  for (const proto::PlanOp &op : program.ops()) {
-    ++index;
-    std::string where = "op #" + std::to_string(index) + " " + op.name();
-    const std::string &name = op.name();
-    if (!forwardOps().count(name)) {
-      reason = where + " has no CUDA kernel";
-      return false;
+  const OpTable<CudaKernels> &table = CudaExecutor::kernelTable();
+  for (const ProgramOp &op : program.ops) {
+    std::string where =
+        "op #" + std::to_string(op.index) + " " + opName(op.kind);
+    switch (op.kind) {
+    case OpKind::Param:
+    case OpKind::Input:
+    case OpKind::Label:
+    case OpKind::Recv:
+    case OpKind::Send:
+    case OpKind::GradSync:
+    case OpKind::SgdUpdate:
+    case OpKind::AdamwUpdate:
+      break;
+    default: {
+      const CudaKernels &kernels = table[static_cast<size_t>(op.computes)];
+      if (op.isBackward() ? !kernels.backward : !kernels.forward) {
+        reason = op.describe() + " has no CUDA kernel";
+        return false;
+      }
     }
-    std::string kind =
-        name == "dtfm.backward" ? stringAttr(op, "forward") : name;
-    if (name == "dtfm.backward" && !backwardOps().count(kind)) {
-      reason = where + " of " + kind + " has no CUDA kernel";
-      return false;
     }
-    for (int i = 0; i < op.operands_size(); ++i)
+    for (size_t i = 0; i < op.operands.size(); ++i)
       if (shapeOfOperand(op, i).size() > static_cast<size_t>(cuda::kMaxRank)) {
         reason = where + ": operand " + std::to_string(i) + " of rank " +
                  std::to_string(shapeOfOperand(op, i).size()) +
@@ -1710,16 +1950,16 @@ bool dtfm::runtime::cuda::supportsProgram(const proto::DeviceProgram &program,
                  std::to_string(cuda::kMaxRank) + ")";
         return false;
       }
-    if (kind == "dtfm.softmax") {
-      int64_t axis = intAttr(op, "axis", -1);
+    if (op.computes == OpKind::Softmax) {
+      int64_t axis = op.attrs.axis;
       int64_t rank = static_cast<int64_t>(shapeOfOperand(op, 0).size());
       if (axis != -1 && axis != rank - 1) {
         reason = where + ": only the last axis has a CUDA kernel";
         return false;
       }
     }
-    if (kind == "dtfm.matmul" && op.operands_size() >= 2) {
-      ShapeVec lhs = shapeOfOperand(op, 0), rhs = shapeOfOperand(op, 1);
+    if (op.computes == OpKind::Matmul && op.operands.size() >= 2) {
+      const ShapeVec &lhs = shapeOfOperand(op, 0), &rhs = shapeOfOperand(op, 1);
       if (rhs.size() > 2 &&
           (lhs.size() != rhs.size() ||
            !std::equal(lhs.begin(), lhs.end() - 2, rhs.begin()))) {
@@ -1733,8 +1973,8 @@ bool dtfm::runtime::cuda::supportsProgram(const proto::DeviceProgram &program,
 }
 
 std::unique_ptr<StageExecutor>
-dtfm::runtime::cuda::makeCudaExecutor(const proto::DeviceProgram &program,
-                                      int device, bool planPrecisionMatmuls,
+dtfm::runtime::cuda::makeCudaExecutor(const StageProgram &program, int device,
+                                      bool planPrecisionMatmuls,
                                       std::string &error) {
   auto executor =
       std::make_unique<CudaExecutor>(program, device, planPrecisionMatmuls);

@@ -58,6 +58,11 @@ static pb::PlanAttr toPlanAttr(Attribute attr) {
       out.mutable_ints()->add_values(v);
   else if (isa<UnitAttr>(attr))
     out.set_unit(true);
+  else if (auto list = dyn_cast<ArrayAttr>(attr);
+           list && !list.empty() &&
+           llvm::all_of(list, [](Attribute a) { return isa<StringAttr>(a); }))
+    for (Attribute item : list)
+      out.mutable_strings()->add_values(cast<StringAttr>(item).str());
   return out;
 }
 

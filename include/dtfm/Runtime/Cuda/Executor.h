@@ -39,7 +39,7 @@ namespace dtfm::runtime::cuda {
 /// Whether every op of `program` has a CUDA kernel (and its operands a
 /// shape the kernel takes); otherwise `reason` names the first that does
 /// not, as "op #N dtfm.custom has no CUDA kernel".
-bool supportsProgram(const proto::DeviceProgram &program, std::string &reason);
+bool supportsProgram(const StageProgram &program, std::string &reason);
 
 /// The executor of `program` on CUDA device `device`; null with `error`
 /// when the device, its streams or cuBLASLt cannot be set up. With
@@ -47,7 +47,7 @@ bool supportsProgram(const proto::DeviceProgram &program, std::string &reason);
 /// types f16 or bf16 multiply in that type on tensor cores, accumulating in
 /// fp32 (their results, the weights and every other op stay fp32).
 std::unique_ptr<StageExecutor>
-makeCudaExecutor(const proto::DeviceProgram &program, int device,
+makeCudaExecutor(const StageProgram &program, int device,
                  bool planPrecisionMatmuls, std::string &error);
 
 } // namespace dtfm::runtime::cuda

@@ -1,0 +1,138 @@
+//===- ProgramTest.cpp - The typed stage program and the CPU table --------===//
+
+#include "dtfm/Runtime/Program.h"
+#include "dtfm/Runtime/Cpu/KernelTable.h"
+
+#include "dtfm/Dialect/Dtfm/IR/DtfmDialect.h"
+#include "dtfm/InitAll.h"
+
+#include "mlir/IR/MLIRContext.h"
+
+#include "plan.pb.h"
+
+#include <gtest/gtest.h>
+
+using namespace dtfm;
+using namespace dtfm::runtime;
+
+namespace {
+
+TEST(Program, EveryDialectOpHasAKindAndEveryKindAnOp) {
+  mlir::DialectRegistry registry;
+  mlir::dtfm::registerAllDialects(registry);
+  mlir::MLIRContext context(registry);
+  auto *dialect = context.getOrLoadDialect<mlir::dtfm::DtfmDialect>();
+  ASSERT_TRUE(dialect);
+  std::set<std::string> dialectOps;
+  for (mlir::RegisteredOperationName op : context.getRegisteredOperations())
+    if (&op.getDialect() == dialect)
+      dialectOps.insert(op.getStringRef().str());
+  std::set<std::string> kinds;
+  for (size_t i = 0; i < kNumOpKinds; ++i) {
+    std::string name = opName(static_cast<OpKind>(i));
+    kinds.insert(name);
+    EXPECT_EQ(opKindOf(name), static_cast<OpKind>(i));
+  }
+  EXPECT_EQ(dialectOps, kinds);
+  EXPECT_FALSE(opKindOf("dtfm.nonsense"));
+}
+
+TEST(Program, EveryComputingKindHasACpuForward) {
+  const OpTable<cpu::KernelEntry> &table = cpu::kernelTable();
+  std::set<OpKind> structural = {
+      OpKind::Param,    OpKind::Input,     OpKind::Label,
+      OpKind::Recv,     OpKind::Send,      OpKind::Backward,
+      OpKind::GradSync, OpKind::SgdUpdate, OpKind::AdamwUpdate};
+  for (size_t i = 0; i < kNumOpKinds; ++i) {
+    auto kind = static_cast<OpKind>(i);
+    EXPECT_EQ(table[i].forward == nullptr, structural.count(kind) > 0)
+        << opName(kind);
+  }
+  // Ops that produce no gradient: constants, sums of gradients, compression.
+  for (OpKind kind : {OpKind::Constant, OpKind::Accumulate,
+                      OpKind::TopkCompress, OpKind::TopkDecompress})
+    EXPECT_EQ(table[static_cast<size_t>(kind)].backward, nullptr);
+  EXPECT_NE(table[static_cast<size_t>(OpKind::Linear)].backward, nullptr);
+}
+
+proto::PlanOp &addOp(proto::DeviceProgram &program, const std::string &name,
+                     std::vector<int64_t> operands = {}) {
+  proto::PlanOp &op = *program.add_ops();
+  op.set_name(name);
+  for (int64_t id : operands)
+    op.add_operands(id);
+  proto::PlanValue &result = *op.add_results();
+  result.set_id(program.ops_size() - 1);
+  result.add_shape(4);
+  result.set_dtype("f32");
+  return op;
+}
+
+TEST(Program, AttributesAreTypedWithTheDialectsDefaults) {
+  proto::DeviceProgram program;
+  addOp(program, "dtfm.input");
+  addOp(program, "dtfm.softmax", {0});
+  addOp(program, "dtfm.batchnorm", {0});
+  proto::PlanOp &pool = addOp(program, "dtfm.max_pool2d", {0});
+  (*pool.mutable_attrs())["kernel"].mutable_ints()->add_values(3);
+  (*pool.mutable_attrs())["kernel"].mutable_ints()->add_values(2);
+  proto::PlanOp &adamw = addOp(program, "dtfm.adamw_update", {0, 1});
+  (*adamw.mutable_attrs())["lr"].set_f(0.5);
+  proto::PlanOp &backward = addOp(program, "dtfm.backward", {0, 1});
+  (*backward.mutable_attrs())["forward"].set_s("dtfm.gelu");
+  (*backward.mutable_attrs())["dtfm.phase"].set_s("bwd");
+  (*backward.mutable_nested_attrs())["dtfm.forward_attrs/tanh_approximation"]
+      .set_unit(true);
+  StageProgram decoded;
+  std::string error;
+  ASSERT_TRUE(decodeProgram(program, decoded, error)) << error;
+  EXPECT_EQ(decoded.ops[1].attrs.axis, -1);
+  EXPECT_DOUBLE_EQ(decoded.ops[2].attrs.epsilon, 1e-5);
+  EXPECT_DOUBLE_EQ(decoded.ops[2].attrs.momentum, 0.1);
+  EXPECT_EQ(decoded.ops[3].attrs.kernel, (std::array<int64_t, 2>{3, 2}));
+  EXPECT_EQ(decoded.ops[3].attrs.window.strideH, 1);
+  EXPECT_DOUBLE_EQ(decoded.ops[4].attrs.lr, 0.5);
+  EXPECT_DOUBLE_EQ(decoded.ops[4].attrs.weightDecay, 0.01);
+  EXPECT_DOUBLE_EQ(decoded.ops[4].attrs.epsilon, 1e-8);
+  EXPECT_EQ(decoded.ops[4].phase, OpPhase::Optimizer);
+  EXPECT_EQ(decoded.ops[5].kind, OpKind::Backward);
+  EXPECT_EQ(decoded.ops[5].computes, OpKind::Gelu);
+  EXPECT_TRUE(decoded.ops[5].attrs.tanhApproximation);
+  EXPECT_EQ(decoded.opsOf(OpPhase::Backward), std::vector<int>{5});
+  EXPECT_EQ(decoded.ops[5].describe(), "op #5 dtfm.backward of dtfm.gelu");
+}
+
+TEST(Program, MalformedOpsAreRefusedByName) {
+  StageProgram decoded;
+  std::string error;
+  proto::DeviceProgram unknown;
+  addOp(unknown, "dtfm.frobnicate");
+  EXPECT_FALSE(decodeProgram(unknown, decoded, error));
+  EXPECT_EQ(error, "op #0 dtfm.frobnicate: not an op the runtime knows");
+
+  proto::DeviceProgram wrongType;
+  (*addOp(wrongType, "dtfm.gather").mutable_attrs())["axis"].set_s("one");
+  EXPECT_FALSE(decodeProgram(wrongType, decoded, error));
+  EXPECT_EQ(error, "op #0 dtfm.gather: attribute 'axis' has the wrong type");
+
+  proto::DeviceProgram window;
+  (*addOp(window, "dtfm.conv2d").mutable_attrs())["strides"]
+      .mutable_ints()
+      ->add_values(2);
+  EXPECT_FALSE(decodeProgram(window, decoded, error));
+  EXPECT_EQ(error,
+            "op #0 dtfm.conv2d: attribute 'strides' has 1 elements, not 2");
+
+  proto::DeviceProgram dtype;
+  addOp(dtype, "dtfm.relu").mutable_results(0)->set_dtype("f8");
+  EXPECT_FALSE(decodeProgram(dtype, decoded, error));
+  EXPECT_EQ(error, "op #0 dtfm.relu: result of unknown element type 'f8'");
+
+  proto::DeviceProgram backward;
+  (*addOp(backward, "dtfm.backward").mutable_attrs())["forward"].set_s("x");
+  EXPECT_FALSE(decodeProgram(backward, decoded, error));
+  EXPECT_EQ(error, "op #0 dtfm.backward: the gradient of 'x', which is not "
+                   "an op the runtime knows");
+}
+
+} // namespace
