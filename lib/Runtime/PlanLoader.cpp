@@ -6,6 +6,8 @@
 
 #include "dtfm/Runtime/PlanLoader.h"
 
+#include "dtfm/Runtime/Program.h"
+
 #include "plan.pb.h"
 
 #include <algorithm>
@@ -26,8 +28,8 @@ bool dtfm::runtime::clusterFromPlan(const proto::Plan &plan,
   cluster.delayMs = planner::SquareMatrix(n);
   cluster.bandwidthGbps = planner::SquareMatrix(n);
   for (const proto::PlanDevice &d : plan.devices())
-    cluster.devices.push_back(
-        {d.name(), d.region(), d.peak_flops(), d.efficiency(), d.memory_bytes()});
+    cluster.devices.push_back({d.name(), d.region(), d.peak_flops(),
+                               d.efficiency(), d.memory_bytes()});
   for (size_t i = 0; i < n; ++i)
     for (size_t j = 0; j < n; ++j) {
       cluster.delayMs(i, j) = plan.delay_ms(i * n + j);
@@ -44,7 +46,8 @@ bool dtfm::runtime::simulationInput(const proto::Plan &plan, SimInput &input,
                                     std::string &error) {
   if (!clusterFromPlan(plan, input.cluster, error))
     return false;
-  input.microBatches = static_cast<int>(std::max<int64_t>(1, plan.micro_batches()));
+  input.microBatches =
+      static_cast<int>(std::max<int64_t>(1, plan.micro_batches()));
   input.programs.clear();
   int stages = 0;
   for (const proto::DeviceProgram &p : plan.programs())
@@ -63,32 +66,32 @@ bool dtfm::runtime::simulationInput(const proto::Plan &plan, SimInput &input,
       error = p.device() + ": " + error;
       return false;
     }
-    for (const proto::PlanOp &op : p.ops()) {
-      auto attr = [&](const char *key) -> const proto::PlanAttr * {
-        auto it = op.attrs().find(key);
-        return it == op.attrs().end() ? nullptr : &it->second;
-      };
-      if (op.name() == "dtfm.send") {
-        const proto::PlanAttr *bytes = attr("bytes");
-        const proto::PlanAttr *phase = attr("dtfm.phase");
-        const proto::PlanAttr *peer = attr("peer_device");
-        if (!bytes || !peer) {
+    StageProgram typed;
+    if (!decodeProgram(p, typed, error)) {
+      error = p.device() + ": " + error;
+      return false;
+    }
+    for (const ProgramOp &op : typed.ops) {
+      const OpAttrs &a = op.attrs;
+      if (op.kind == OpKind::Send) {
+        if (a.peerDevice.empty()) {
           error = p.device() + ": a dtfm.send without bytes or peer_device";
           return false;
         }
-        if (attr("dtfm.once_per_iteration")) {
-          program.iterationBytes[peer->s()] += static_cast<double>(bytes->i());
+        double bytes = static_cast<double>(a.bytes);
+        if (a.oncePerIteration) {
+          program.iterationBytes[a.peerDevice] += bytes;
           continue;
         }
-        char key = phase && phase->s() == "bwd" ? 'B' : 'F';
-        program.sendBytes[{key, peer->s()}] += static_cast<double>(bytes->i());
-      } else if (op.name() == "dtfm.grad_sync") {
+        char key = op.phase == OpPhase::Backward ? 'B' : 'F';
+        program.sendBytes[{key, a.peerDevice}] += bytes;
+      } else if (op.kind == OpKind::GradSync) {
         // One bucket per stage (dtfm.bucket_seconds); plans without it sync
         // tensor by tensor.
-        if (const proto::PlanAttr *bucket = attr("dtfm.bucket_seconds"))
-          program.syncSeconds = std::max(program.syncSeconds, bucket->f());
-        else if (const proto::PlanAttr *seconds = attr("seconds"))
-          program.syncSeconds += seconds->f();
+        if (a.bucketSeconds >= 0)
+          program.syncSeconds = std::max(program.syncSeconds, a.bucketSeconds);
+        else
+          program.syncSeconds += a.syncSeconds;
       }
     }
     input.programs.push_back(std::move(program));

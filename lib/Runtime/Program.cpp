@@ -284,6 +284,8 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
     break;
   case OpKind::GradSync:
     in.read("group", a.group);
+    in.read("seconds", a.syncSeconds);
+    in.read("dtfm.bucket_seconds", a.bucketSeconds);
     break;
   case OpKind::Send:
   case OpKind::Recv:

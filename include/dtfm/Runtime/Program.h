@@ -113,8 +113,10 @@ struct OpAttrs {
   int64_t tag = 0;
   int64_t bytes = 0;
   bool oncePerIteration = false;
-  // dtfm.grad_sync: the devices of the data-parallel group
+  // dtfm.grad_sync: the devices of the data-parallel group, the predicted
+  // seconds of this gradient's sync and of its stage's bucket (-1: none)
   std::vector<std::string> group;
+  double syncSeconds = 0, bucketSeconds = -1;
 };
 
 struct ProgramOp {

@@ -1,0 +1,87 @@
+//===- StepReport.h - What rank 0 prints for each step -----------*- C++
+//-*-===//
+//
+// Part of dtfm. Plain C++ (no MLIR).
+//
+//===----------------------------------------------------------------------===//
+//
+// Each step's loss is the sum over the last stages' workers (every
+// pipeline, every micro-batch), gathered by rank 0, which prints one line
+// per step (loss, tokens/s or samples/s, GFLOP/s, measured vs simulated
+// iteration) and, with --log, one JSON object per step. Rank 0 posts the
+// receives of a step's losses and prints the step before, whose losses
+// are in by then: waiting would hold the first stage back.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTFM_RUNTIME_STEPREPORT_H
+#define DTFM_RUNTIME_STEPREPORT_H
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dtfm::proto {
+class Plan;
+} // namespace dtfm::proto
+
+namespace dtfm::runtime {
+
+class Transport;
+
+/// What one iteration of the whole plan processes: tokens (token models:
+/// integer [batch, sequence] inputs) or samples, and FLOPs.
+struct IterationWork {
+  double tokens = 0, flops = 0;
+  bool tokenModel = false;
+};
+IterationWork iterationWork(const proto::Plan &plan, int microBatches);
+
+/// A finished step, as rank 0 reports it.
+struct StepFigures {
+  int64_t step = 0;
+  double loss = 0, seconds = 0, simulatedSeconds = 0;
+  bool calibrated = false;
+};
+
+/// "step 3 loss 5.123456 | 1234 tok/s | 1.234 GFLOP/s | 12.34 ms
+/// (simulated 11.00 ms, calibrated)".
+std::string stepLine(const StepFigures &figures, const IterationWork &work);
+/// The same as one JSON object (no newline).
+std::string stepJson(const StepFigures &figures, const IterationWork &work);
+
+class StepReporter {
+public:
+  /// `lastStageRanks`: the workers whose loss sums make up the step's loss,
+  /// averaged over `lossTerms` (pipelines x micro-batches).
+  StepReporter(Transport *transport, int rank, std::vector<int> lastStageRanks,
+               double lossTerms, IterationWork work, int steps,
+               bool progressBar, std::FILE *log);
+  ~StepReporter();
+
+  /// This worker's part of `figures.step` (its loss sum in `figures.loss`):
+  /// sent to rank 0, or, on rank 0, gathered and printed a step later.
+  bool report(const StepFigures &figures, std::string &error);
+  /// Prints the last step (rank 0).
+  bool finish(std::string &error);
+
+private:
+  struct Pending;
+  bool print(Pending &pending, std::string &error);
+
+  Transport *transport;
+  int rank;
+  std::vector<int> lastStageRanks;
+  double lossTerms;
+  IterationWork work;
+  int steps;
+  bool progressBar;
+  std::FILE *log;
+  std::unique_ptr<Pending> pending;
+};
+
+} // namespace dtfm::runtime
+
+#endif // DTFM_RUNTIME_STEPREPORT_H

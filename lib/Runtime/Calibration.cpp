@@ -1,0 +1,50 @@
+//===- Calibration.cpp - The simulator fed with measured speeds -----------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Runtime/Calibration.h"
+
+#include "dtfm/Runtime/PlanLoader.h"
+#include "dtfm/Runtime/Simulator.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace dtfm::runtime;
+
+bool dtfm::runtime::calibratedIteration(const proto::Plan &plan,
+                                        const std::vector<std::string> &names,
+                                        const std::vector<double> &speeds,
+                                        double cores, double &seconds,
+                                        std::string &error) {
+  SimInput input;
+  if (!simulationInput(plan, input, error))
+    return false;
+  double share = 1;
+  SimResult result;
+  for (int round = 0; round < 30; ++round) {
+    for (planner::Device &d : input.cluster.devices)
+      for (size_t r = 0; r < names.size() && r < speeds.size(); ++r)
+        if (names[r] == d.name && speeds[r] > 0) {
+          d.peakFlops = speeds[r] * share;
+          d.efficiency = 1;
+        }
+    result = SimResult();
+    if (!simulate(input, result, error))
+      return false;
+    if (cores == 0 || result.iterationSeconds <= 0)
+      break;
+    double busy = 0;
+    for (const auto &[device, busySeconds] : result.busySeconds)
+      busy += busySeconds;
+    double active = busy / result.iterationSeconds;
+    double next = std::min(1.0, cores / std::max(active, 1e-9));
+    if (std::abs(next - share) < 1e-3)
+      break;
+    share = 0.5 * (share + next);
+  }
+  seconds = result.iterationSeconds;
+  return true;
+}

@@ -1,0 +1,148 @@
+//===- StepReport.cpp - What rank 0 prints for each step ------------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Runtime/StepReport.h"
+
+#include "Messages.h"
+#include "dtfm/Runtime/Program.h"
+#include "dtfm/Runtime/Transport.h"
+
+#include "plan.pb.h"
+
+#include <algorithm>
+
+using namespace dtfm::runtime;
+
+IterationWork dtfm::runtime::iterationWork(const proto::Plan &plan,
+                                           int microBatches) {
+  IterationWork work;
+  for (const proto::DeviceProgram &p : plan.programs()) {
+    work.flops += (p.forward_flops() + p.backward_flops()) * microBatches +
+                  p.optimizer_flops();
+    if (p.stage() != 0)
+      continue;
+    for (const proto::PlanOp &op : p.ops())
+      if (opKindOf(op.name()) == OpKind::Input && op.results_size() == 1) {
+        const proto::PlanValue &v = op.results(0);
+        work.tokenModel =
+            !v.dtype().empty() && v.dtype()[0] == 'i' && v.shape_size() == 2;
+        work.tokens += (work.tokenModel ? v.shape(0) * v.shape(1)
+                                        : (v.shape_size() ? v.shape(0) : 1)) *
+                       static_cast<double>(microBatches);
+        break;
+      }
+  }
+  return work;
+}
+
+static double perSecond(double amount, double seconds) {
+  return seconds > 0 ? amount / seconds : 0;
+}
+
+std::string dtfm::runtime::stepLine(const StepFigures &f,
+                                    const IterationWork &work) {
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "step %lld loss %.6f | %.0f %s | %.3f GFLOP/s | %.2f ms "
+                "(simulated %.2f ms%s)",
+                static_cast<long long>(f.step), f.loss,
+                perSecond(work.tokens, f.seconds),
+                work.tokenModel ? "tok/s" : "samples/s",
+                perSecond(work.flops, f.seconds) / 1e9, f.seconds * 1e3,
+                f.simulatedSeconds * 1e3, f.calibrated ? ", calibrated" : "");
+  return line;
+}
+
+std::string dtfm::runtime::stepJson(const StepFigures &f,
+                                    const IterationWork &work) {
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "{\"step\":%lld,\"loss\":%.9g,\"%s\":%.6g,\"gflops\":%.6g,"
+                "\"measured_s\":%.9g,\"simulated_s\":%.9g,"
+                "\"calibrated\":%s}",
+                static_cast<long long>(f.step), f.loss,
+                work.tokenModel ? "tokens_per_s" : "samples_per_s",
+                perSecond(work.tokens, f.seconds),
+                perSecond(work.flops, f.seconds) / 1e9, f.seconds,
+                f.simulatedSeconds, f.calibrated ? "true" : "false");
+  return line;
+}
+
+/// A step rank 0 has finished but not printed (its losses may still be
+/// on the way).
+struct StepReporter::Pending {
+  StepFigures figures;
+  std::vector<double> parts; // loss sums from the last stages
+  std::vector<int> handles;
+};
+
+StepReporter::StepReporter(Transport *transport, int rank,
+                           std::vector<int> lastStageRanks, double lossTerms,
+                           IterationWork work, int steps, bool progressBar,
+                           std::FILE *log)
+    : transport(transport), rank(rank),
+      lastStageRanks(std::move(lastStageRanks)), lossTerms(lossTerms),
+      work(work), steps(steps), progressBar(progressBar), log(log) {}
+
+StepReporter::~StepReporter() = default;
+
+bool StepReporter::report(const StepFigures &figures, std::string &error) {
+  bool last = std::find(lastStageRanks.begin(), lastStageRanks.end(), rank) !=
+              lastStageRanks.end();
+  if (rank != 0) {
+    if (!last)
+      return true;
+    const char *raw = reinterpret_cast<const char *>(&figures.loss);
+    return transport->send(0, controlSlot(kLoss, figures.step, 0),
+                           std::vector<char>(raw, raw + 8), error, nullptr,
+                           true);
+  }
+  auto next = std::make_unique<Pending>();
+  next->figures = figures;
+  next->figures.loss = last ? figures.loss : 0;
+  next->parts.assign(lastStageRanks.size(), 0);
+  for (size_t i = 0; i < lastStageRanks.size(); ++i)
+    if (lastStageRanks[i] != 0)
+      next->handles.push_back(transport->postRecv(
+          lastStageRanks[i], controlSlot(kLoss, figures.step, 0),
+          &next->parts[i], 8));
+  bool ok = !pending || print(*pending, error);
+  pending = std::move(next);
+  return ok;
+}
+
+bool StepReporter::finish(std::string &error) {
+  bool ok = !pending || print(*pending, error);
+  pending.reset();
+  return ok;
+}
+
+bool StepReporter::print(Pending &p, std::string &error) {
+  for (int handle : p.handles)
+    if (!transport->waitPosted(handle, error))
+      return false;
+  StepFigures figures = p.figures;
+  for (double part : p.parts)
+    figures.loss += part;
+  figures.loss /= lossTerms;
+  std::string line = stepLine(figures, work);
+  if (progressBar) {
+    int width = 20;
+    int done = static_cast<int>(width * figures.step / std::max(1, steps));
+    std::printf("\r[%s%s] %s", std::string(done, '#').c_str(),
+                std::string(width - done, '.').c_str(), line.c_str());
+    if (figures.step == steps)
+      std::printf("\n");
+  } else {
+    std::printf("%s\n", line.c_str());
+  }
+  std::fflush(stdout);
+  if (log) {
+    std::fprintf(log, "%s\n", stepJson(figures, work).c_str());
+    std::fflush(log);
+  }
+  return true;
+}

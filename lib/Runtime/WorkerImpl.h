@@ -1,0 +1,163 @@
+//===- WorkerImpl.h - The worker behind runWorker -----------------*- C++
+//-*-===//
+//
+// Part of dtfm. Private to lib/Runtime: the worker's state, shared by
+// Worker.cpp (preparation, connection, the step loop, checkpoints, the
+// end of the run) and WorkerSlots.cpp (the receive, compute and send
+// slots, once-per-iteration values, gradient sync).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTFM_LIB_RUNTIME_WORKERIMPL_H
+#define DTFM_LIB_RUNTIME_WORKERIMPL_H
+
+#include "dtfm/Format/Stream.h"
+#include "dtfm/Runtime/Checkpoints.h"
+#include "dtfm/Runtime/DataSource.h"
+#include "dtfm/Runtime/Executor.h"
+#include "dtfm/Runtime/Simulator.h"
+#include "dtfm/Runtime/StepReport.h"
+#include "dtfm/Runtime/Transport.h"
+#include "dtfm/Runtime/Worker.h"
+
+#include "plan.pb.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace dtfm::runtime::worker {
+
+using Clock = std::chrono::steady_clock;
+using format::Phase;
+using format::StreamEntry;
+
+/// A send or receive of the program.
+struct Transfer {
+  int op = 0; ///< index in the program
+  Phase phase = Phase::Forward;
+  int peerStage = 0;
+  int peerRank = 0;
+  int64_t tag = 0;
+  bool oncePerIteration = false;
+  int64_t value = 0; ///< operand (send) or result (recv) value id
+  std::vector<int64_t> shape;
+};
+
+/// One device program of a plan, trained: setup and the run loop in
+/// Worker.cpp, the three slots in WorkerSlots.cpp.
+class Worker {
+public:
+  Worker(const std::string &planPath, const proto::Plan &plan,
+         const WorkerOptions &options)
+      : planPath(planPath), plan(plan), options(options),
+        program(plan.programs(options.rank)) {}
+
+  int run();
+
+private:
+  [[noreturn]] void fatal(const std::string &message);
+  bool prepare(std::string &error);
+  bool connect(std::string &error);
+  bool runStep(int64_t step, double &lossSum, std::string &error);
+  /// The compute slot's stream for one step, on this thread or on a
+  /// lower-priority one beside the receive and send threads.
+  bool runComputeSlot(int64_t step, std::vector<MicroBatch> &batches,
+                      std::vector<ValueTable> &values, double &lossSum,
+                      std::string &error);
+  bool runComputeThread(int64_t step, std::vector<MicroBatch> &batches,
+                        std::vector<ValueTable> &values, double &lossSum,
+                        std::string &error);
+  bool receiveEntry(int64_t step, const StreamEntry &entry, std::string &error);
+  bool sendEntry(int64_t step, const StreamEntry &entry, std::string &error);
+  /// Values used once per iteration (tied parameters, forward) and their
+  /// summed gradients (backward), between any two stages: outside the
+  /// streams, at the start and at the end of the iteration.
+  bool postTied(int64_t step, std::string &error);
+  bool waitTied(Phase phase, std::string &error);
+  bool sendOnce(int64_t step, Phase phase, const ValueTable &table,
+                std::string &error);
+  bool syncGradients(
+      const std::vector<std::pair<const ProgramOp *, cpu::Tensor *>> &grads,
+      std::string &error);
+  /// Gathers the workers' measured speeds on rank 0 and predicts the
+  /// iteration from them (Calibration.h).
+  bool calibrate(std::string &error);
+  bool checkpoint(int64_t step, std::string &error);
+  bool resume(int64_t &step, std::string &error);
+  bool finish(std::string &error);
+  void record(int slot, const std::string &name, Clock::time_point start,
+              Clock::time_point end);
+
+  const std::string &planPath;
+  const proto::Plan &plan;
+  const WorkerOptions &options;
+  const proto::DeviceProgram &program;
+  StageProgram typed; ///< `program`, decoded
+  std::unique_ptr<StageExecutor> executor;
+  std::unique_ptr<Transport> transport;
+  std::unique_ptr<StepReporter> reporter;
+  std::unique_ptr<CheckpointStore> checkpoints;
+  std::vector<LinkShape> linkShapes; // size x size when links are shaped
+  DataSource data;
+
+  int size = 1, microBatches = 1, pipelines = 1;
+  std::map<std::string, int> rankOf;
+  std::vector<std::string> names;
+  std::vector<int> lastStageRanks;
+  std::vector<StreamEntry> recvStream, computeStream, sendStream;
+  std::vector<Transfer> receives, sends;
+  /// Peers whose per-micro-batch values the executor moves itself (NCCL
+  /// between GPUs): the transport carries none of them.
+  std::set<int> devicePeers;
+  bool onDevice(const Transfer &t) const {
+    return !t.oncePerIteration && devicePeers.count(t.peerRank) > 0;
+  }
+  std::map<std::pair<Phase, int>, int> expectedReceives; // per (phase, mb)
+  bool tiedForward = false, tiedBackward = false; // once-per-iteration recvs
+  struct TiedReceive {
+    Phase phase;
+    int receive;
+    int handle;
+  };
+  std::vector<TiedReceive> tiedPosted;
+  Clock::time_point tiedPostedAt;
+  /// Preallocated receive buffers: [receive][micro-batch].
+  std::vector<std::vector<cpu::Tensor>> buffers;
+  std::vector<InputSpec> inputs;
+  uint64_t planHash = 0;
+
+  // Step state shared by the three slots.
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::map<std::pair<Phase, int>, int> received;
+  std::map<std::pair<Phase, int>,
+           std::vector<std::pair<int, std::vector<char>>>>
+      outbox; // computed values to send, by (phase, mb): (send, bytes)
+  std::set<std::pair<Phase, int>> computed;
+  std::map<int, cpu::Tensor> onceGradientSums; // by send index
+
+  // Timing: compute seconds of the calibration steps; trace events.
+  double calibrationFlops = 0, calibrationSeconds = 0;
+  double simulatedSeconds = 0;
+  bool calibrated = false;
+  Clock::time_point epoch;
+  std::mutex eventsMutex;
+  std::vector<SimEvent> events;
+  std::FILE *log = nullptr;
+  int64_t firstStep = 1;
+  int64_t groupIndex = -1; // this rank's data-parallel group, or -1
+};
+
+/// CPU seconds of the calling thread.
+double threadCpuSeconds();
+
+} // namespace dtfm::runtime::worker
+
+#endif // DTFM_LIB_RUNTIME_WORKERIMPL_H

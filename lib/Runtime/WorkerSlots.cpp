@@ -1,0 +1,387 @@
+//===- WorkerSlots.cpp - The receive, compute and send slots --------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+//
+// Three threads per worker follow the program's streams (Worker.h): the
+// receive slot posts and waits for transfers in stream order, the compute
+// slot runs each entry once its receives are in, the send slot hands
+// computed values to the transport. Values used once per iteration travel
+// outside the streams (postTied / waitTied / sendOnce); the gradient sync
+// of the data-parallel group ends the iteration.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Messages.h"
+#include "WorkerImpl.h"
+
+#include <algorithm>
+#include <cstring>
+#include <ctime>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace dtfm;
+using namespace dtfm::runtime;
+using namespace dtfm::runtime::worker;
+
+double dtfm::runtime::worker::threadCpuSeconds() {
+  timespec t{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+bool Worker::receiveEntry(int64_t step, const StreamEntry &entry,
+                          std::string &error) {
+  Clock::time_point start = Clock::now();
+  double serialise = 0; // seconds the entry's bytes occupy its link
+  for (size_t i = 0; i < receives.size(); ++i) {
+    const Transfer &t = receives[i];
+    if (t.phase != entry.phase || t.peerStage != entry.peerStage ||
+        t.oncePerIteration || onDevice(t))
+      continue;
+    cpu::Tensor &buffer = buffers[i][entry.microBatch];
+    size_t link = static_cast<size_t>(t.peerRank) * size + options.rank;
+    if (link < linkShapes.size() && linkShapes[link].bytesPerSecond > 0)
+      serialise += buffer.data.size() * 4.0 / linkShapes[link].bytesPerSecond;
+    if (!transport->recv(
+            t.peerRank,
+            dataSlot(step, t.phase, entry.microBatch, microBatches, t.tag),
+            buffer.data.data(), buffer.data.size() * 4, error))
+      return false;
+  }
+  // One thread doing everything cannot take data in while it computes: a
+  // receive lasts at least as long as the link needs for its bytes.
+  if (options.serialSlots)
+    std::this_thread::sleep_until(
+        start + std::chrono::duration_cast<Clock::duration>(
+                    std::chrono::duration<double>(serialise)));
+  std::string from;
+  for (const Transfer &t : receives)
+    if (t.phase == entry.phase && t.peerStage == entry.peerStage &&
+        !t.oncePerIteration) {
+      from = names[t.peerRank];
+      break;
+    }
+  record(0,
+         std::string(1, format::phaseLetter(entry.phase)) +
+             std::to_string(entry.microBatch) + "<" + from,
+         start, Clock::now());
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    ++received[{entry.phase, entry.microBatch}];
+  }
+  changed.notify_all();
+  return true;
+}
+
+bool Worker::postTied(int64_t step, std::string &error) {
+  tiedPosted.clear();
+  tiedPostedAt = Clock::now();
+  for (size_t i = 0; i < receives.size(); ++i) {
+    const Transfer &t = receives[i];
+    if (!t.oncePerIteration)
+      continue;
+    int carrier = t.phase == Phase::Forward ? 0 : microBatches - 1;
+    tiedPosted.push_back(
+        {t.phase, static_cast<int>(i),
+         transport->postRecv(
+             t.peerRank, dataSlot(step, t.phase, carrier, microBatches, t.tag),
+             buffers[i][0].data.data(), buffers[i][0].data.size() * 4)});
+  }
+  return true;
+}
+
+bool Worker::waitTied(Phase phase, std::string &error) {
+  std::string from;
+  for (const TiedReceive &r : tiedPosted) {
+    if (r.phase != phase)
+      continue;
+    if (!transport->waitPosted(r.handle, error))
+      return false;
+    from = names[receives[r.receive].peerRank];
+  }
+  if (!from.empty())
+    record(0,
+           std::string(phase == Phase::Forward ? "tied<" : "tied grad<") + from,
+           tiedPostedAt, Clock::now());
+  return true;
+}
+
+bool Worker::sendOnce(int64_t step, Phase phase, const ValueTable &table,
+                      std::string &error) {
+  for (size_t i = 0; i < sends.size(); ++i) {
+    const Transfer &t = sends[i];
+    if (t.phase != phase || !t.oncePerIteration)
+      continue;
+    const cpu::Tensor &payload = phase == Phase::Forward
+                                     ? table.at(t.value)
+                                     : onceGradientSums.at(static_cast<int>(i));
+    const char *raw = reinterpret_cast<const char *>(payload.data.data());
+    int carrier = phase == Phase::Forward ? 0 : microBatches - 1;
+    if (!transport->send(
+            t.peerRank, dataSlot(step, phase, carrier, microBatches, t.tag),
+            std::vector<char>(raw, raw + payload.data.size() * 4), error))
+      return false;
+  }
+  return true;
+}
+
+bool Worker::sendEntry(int64_t step, const StreamEntry &entry,
+                       std::string &error) {
+  std::vector<std::pair<int, std::vector<char>>> messages;
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, [&] {
+      return computed.count({entry.phase, entry.microBatch}) > 0;
+    });
+    auto &box = outbox[{entry.phase, entry.microBatch}];
+    for (auto it = box.begin(); it != box.end();) {
+      if (sends[it->first].peerStage == entry.peerStage) {
+        messages.push_back(std::move(*it));
+        it = box.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  Clock::time_point start = Clock::now(), leaves = start;
+  std::string to;
+  for (auto &[index, bytes] : messages) {
+    const Transfer &t = sends[index];
+    to = names[t.peerRank];
+    Clock::time_point left;
+    if (!transport->send(
+            t.peerRank,
+            dataSlot(step, t.phase, entry.microBatch, microBatches, t.tag),
+            std::move(bytes), error, &left))
+      return false;
+    leaves = std::max(leaves, left);
+  }
+  // The send slot is busy while its messages leave (the simulator's model).
+  std::this_thread::sleep_until(leaves);
+  if (!to.empty())
+    record(2,
+           std::string(1, format::phaseLetter(entry.phase)) +
+               std::to_string(entry.microBatch) + ">" + to,
+           start, leaves);
+  return true;
+}
+
+bool Worker::syncGradients(
+    const std::vector<std::pair<const ProgramOp *, cpu::Tensor *>> &grads,
+    std::string &error) {
+  if (groupIndex < 0)
+    return true; // a group of one: the identity
+  size_t total = 0;
+  for (const auto &[op, grad] : grads)
+    total += grad->data.size();
+  std::vector<float> bucket(total);
+  size_t at = 0;
+  for (const auto &[op, grad] : grads) {
+    std::copy(grad->data.begin(), grad->data.end(), bucket.begin() + at);
+    at += grad->data.size();
+  }
+  Clock::time_point start = Clock::now();
+  if (!transport->allreduceSum(static_cast<int>(groupIndex), bucket.data(),
+                               bucket.size(), error))
+    return false;
+  record(2, "grad sync", start, Clock::now());
+  // Every member of a group has the same programs: the same group size.
+  double members = static_cast<double>(grads.front().first->attrs.group.size());
+  float scale = static_cast<float>(1.0 / std::max(1.0, members));
+  at = 0;
+  for (const auto &[op, grad] : grads) {
+    for (float &x : grad->data)
+      x = bucket[at++] * scale;
+  }
+  return true;
+}
+
+bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
+  received.clear();
+  outbox.clear();
+  computed.clear();
+  onceGradientSums.clear();
+  lossSum = 0;
+
+  std::vector<MicroBatch> batches(microBatches);
+  if (!inputs.empty())
+    for (int m = 0; m < microBatches; ++m) {
+      int64_t index = (step - 1) * pipelines * microBatches +
+                      program.pipeline() * microBatches + m;
+      if (!data.microBatch(index, inputs, batches[m], error))
+        return false;
+    }
+
+  if (transport && (tiedForward || tiedBackward) && !postTied(step, error))
+    return false;
+  // Overlapped slots: receive and send threads beside this (compute) one.
+  std::thread receiver, sender;
+  bool overlapped = !options.serialSlots && transport;
+  std::string receiveError, sendError;
+  if (overlapped) {
+    receiver = std::thread([&] {
+      for (const StreamEntry &e : recvStream)
+        if (!receiveEntry(step, e, receiveError))
+          fatal(receiveError);
+    });
+    sender = std::thread([&] {
+      for (const StreamEntry &e : sendStream)
+        if (!sendEntry(step, e, sendError))
+          fatal(sendError);
+    });
+  }
+
+  std::vector<ValueTable> values(microBatches);
+  bool computed = overlapped
+                      ? runComputeThread(step, batches, values, lossSum, error)
+                      : runComputeSlot(step, batches, values, lossSum, error);
+  if (overlapped) {
+    receiver.join();
+    sender.join();
+  }
+  if (!computed)
+    return false;
+  Clock::time_point start = Clock::now();
+  if (!executor->finishIteration(
+          microBatches,
+          [&](const auto &grads, std::string &e) {
+            return syncGradients(grads, e);
+          },
+          error)) {
+    if (error.rfind("gradient allreduce", 0) != 0)
+      error = planPath + ": " + error;
+    return false;
+  }
+  record(1, "optimizer", start, Clock::now());
+  if (transport && !transport->flush(error))
+    return false;
+  return true;
+}
+
+bool Worker::runComputeThread(int64_t step, std::vector<MicroBatch> &batches,
+                              std::vector<ValueTable> &values, double &lossSum,
+                              std::string &error) {
+  // Compute runs at a lower priority than the receive, send and link
+  // threads, so that they move data as soon as it is there even when the
+  // workers outnumber the cores (nice can only be raised without
+  // privileges, hence a thread of its own).
+  bool ok = false;
+  std::thread compute([&] {
+    ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 5);
+    ok = runComputeSlot(step, batches, values, lossSum, error);
+  });
+  compute.join();
+  return ok;
+}
+
+bool Worker::runComputeSlot(int64_t step, std::vector<MicroBatch> &batches,
+                            std::vector<ValueTable> &values, double &lossSum,
+                            std::string &error) {
+  bool overlapped = !options.serialSlots && transport;
+  for (const StreamEntry &entry : computeStream) {
+    std::pair<Phase, int> key{entry.phase, entry.microBatch};
+    bool needsTied = entry.phase == Phase::Forward
+                         ? tiedForward
+                         : tiedBackward && entry.microBatch == microBatches - 1;
+    if (!overlapped) {
+      for (const StreamEntry &r : recvStream)
+        if (r.phase == entry.phase && r.microBatch == entry.microBatch &&
+            !receiveEntry(step, r, error))
+          return false;
+    } else {
+      std::unique_lock<std::mutex> lock(mutex);
+      changed.wait(lock,
+                   [&] { return received[key] == expectedReceives[key]; });
+    }
+    // Tied values: waited for once, before the first forward and the last
+    // backward.
+    if (needsTied &&
+        (entry.phase == Phase::Backward || entry.microBatch == 0) &&
+        !waitTied(entry.phase, error))
+      return false;
+    ValueTable &table = values[entry.microBatch];
+    for (size_t i = 0; i < receives.size(); ++i) {
+      const Transfer &t = receives[i];
+      if (t.phase != entry.phase || onDevice(t))
+        continue;
+      if (!t.oncePerIteration)
+        table[t.value] = buffers[i][entry.microBatch];
+      else if (t.phase == Phase::Forward ||
+               entry.microBatch == microBatches - 1)
+        table[t.value] = buffers[i][0];
+      else // a summed gradient arrives with the last backward only
+        table[t.value] = cpu::Tensor(t.shape);
+    }
+    Clock::time_point start = Clock::now();
+    double cpuStart = threadCpuSeconds();
+    OpPhase phase =
+        entry.phase == Phase::Forward ? OpPhase::Forward : OpPhase::Backward;
+    if (!executor->runPhase(phase, entry.microBatch, table,
+                            batches[entry.microBatch], lossSum, error)) {
+      error = planPath + ": " + error;
+      return false;
+    }
+    Clock::time_point end = Clock::now();
+    record(1,
+           std::string(1, format::phaseLetter(entry.phase)) +
+               std::to_string(entry.microBatch),
+           start, end);
+    if (step - firstStep < options.calibrationSteps) {
+      calibrationSeconds += threadCpuSeconds() - cpuStart;
+      calibrationFlops += entry.phase == Phase::Forward
+                              ? program.forward_flops()
+                              : program.backward_flops();
+    }
+
+    std::vector<std::pair<int, std::vector<char>>> messages;
+    for (size_t i = 0; i < sends.size(); ++i) {
+      const Transfer &t = sends[i];
+      if (t.phase != entry.phase || onDevice(t))
+        continue;
+      const cpu::Tensor &value = table.at(t.value);
+      if (t.oncePerIteration) {
+        if (t.phase == Phase::Backward) {
+          cpu::Tensor &sum = onceGradientSums[static_cast<int>(i)];
+          if (sum.shape != value.shape)
+            sum = cpu::Tensor(value.shape);
+          for (size_t j = 0; j < sum.data.size(); ++j)
+            sum.data[j] += value.data[j];
+        }
+        continue;
+      }
+      const char *raw = reinterpret_cast<const char *>(value.data.data());
+      messages.emplace_back(
+          static_cast<int>(i),
+          std::vector<char>(raw, raw + value.data.size() * 4));
+    }
+    if (transport &&
+        ((entry.phase == Phase::Forward && entry.microBatch == 0) ||
+         (entry.phase == Phase::Backward &&
+          entry.microBatch == microBatches - 1)) &&
+        !sendOnce(step, entry.phase, table, error))
+      return false;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      auto &box = outbox[key];
+      for (auto &m : messages)
+        box.push_back(std::move(m));
+      computed.insert(key);
+    }
+    changed.notify_all();
+    if (!overlapped)
+      for (const StreamEntry &s : sendStream)
+        if (s.phase == entry.phase && s.microBatch == entry.microBatch &&
+            !sendEntry(step, s, error))
+          return false;
+    if (entry.phase == Phase::Backward) {
+      executor->collectGradients(entry.microBatch, table);
+      table.clear();
+    }
+  }
+  return true;
+}
