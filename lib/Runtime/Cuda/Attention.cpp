@@ -16,8 +16,8 @@ using namespace dtfm::runtime::cuda;
 namespace {
 
 /// [count] matrices, row-major, dense: C = op(A) op(B) (+ C).
-MatmulShape batched(bool transA, bool transB, int64_t m, int64_t n,
-                    int64_t k, int64_t count, bool accumulate) {
+MatmulShape batched(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                    int64_t count, bool accumulate) {
   MatmulShape s;
   s.transA = transA;
   s.transB = transB;
@@ -34,13 +34,10 @@ MatmulShape batched(bool transA, bool transB, int64_t m, int64_t n,
 
 } // namespace
 
-bool dtfm::runtime::cuda::causalAttention(Matmul &matmul,
-                                          const AttentionShape &shape,
-                                          const float *q, const float *k,
-                                          const float *v, float *out,
-                                          float *probs, float *scratch,
-                                          cudaStream_t stream,
-                                          std::string &error) {
+bool dtfm::runtime::cuda::causalAttention(
+    Matmul &matmul, const AttentionShape &shape, const float *q, const float *k,
+    const float *v, float *out, float *probs, float *scratch,
+    cudaStream_t stream, std::string &error) {
   int64_t b = shape.batch, s = shape.seq, heads = shape.heads,
           dh = shape.headDim(), count = b * heads, n = b * s * shape.hidden;
   float *qs = scratch, *ks = qs + n, *vs = ks + n, *os = vs + n;
@@ -54,18 +51,17 @@ bool dtfm::runtime::cuda::causalAttention(Matmul &matmul,
                 static_cast<float>(1.0 / std::sqrt(static_cast<double>(dh))),
                 stream);
   // O = P V.
-  if (!matmul.run(batched(false, false, s, dh, s, count, false), probs, vs,
-                  os, stream, error))
+  if (!matmul.run(batched(false, false, s, dh, s, count, false), probs, vs, os,
+                  stream, error))
     return false;
   mergeHeads(os, out, b, s, heads, dh, stream);
   return true;
 }
 
 bool dtfm::runtime::cuda::causalAttentionBackward(
-    Matmul &matmul, const AttentionShape &shape, const float *q,
-    const float *k, const float *v, const float *probs, const float *dOut,
-    float *dq, float *dk, float *dv, float *scratch, cudaStream_t stream,
-    std::string &error) {
+    Matmul &matmul, const AttentionShape &shape, const float *q, const float *k,
+    const float *v, const float *probs, const float *dOut, float *dq, float *dk,
+    float *dv, float *scratch, cudaStream_t stream, std::string &error) {
   int64_t b = shape.batch, s = shape.seq, heads = shape.heads,
           dh = shape.headDim(), count = b * heads, n = b * s * shape.hidden;
   float *qs = scratch, *ks = qs + n, *vs = ks + n, *gs = vs + n;
@@ -90,14 +86,14 @@ bool dtfm::runtime::cuda::causalAttentionBackward(
       static_cast<float>(1.0 / std::sqrt(static_cast<double>(dh))), stream);
   // dQ = dS K; dK = dS^T Q.
   if (dq) {
-    if (!matmul.run(batched(false, false, s, dh, s, count, false), dp, ks,
-                    grad, stream, error))
+    if (!matmul.run(batched(false, false, s, dh, s, count, false), dp, ks, grad,
+                    stream, error))
       return false;
     mergeHeads(grad, dq, b, s, heads, dh, stream);
   }
   if (dk) {
-    if (!matmul.run(batched(true, false, s, dh, s, count, false), dp, qs,
-                    grad, stream, error))
+    if (!matmul.run(batched(true, false, s, dh, s, count, false), dp, qs, grad,
+                    stream, error))
       return false;
     mergeHeads(grad, dk, b, s, heads, dh, stream);
   }

@@ -115,12 +115,10 @@ struct Matmul::Impl {
              secondCols = s.transA ? s.k : s.m;
     if (cublasLtMatrixLayoutCreate(&out.b, type, firstRows, firstCols, ldb) !=
             CUBLAS_STATUS_SUCCESS ||
-        cublasLtMatrixLayoutCreate(&out.a, type, secondRows, secondCols,
-                                   lda) != CUBLAS_STATUS_SUCCESS ||
-        cublasLtMatrixLayoutCreate(&out.c,
-                                   s.floatOutput ? CUDA_R_32F : type, s.n,
-                                   s.m, ldc) !=
-            CUBLAS_STATUS_SUCCESS) {
+        cublasLtMatrixLayoutCreate(&out.a, type, secondRows, secondCols, lda) !=
+            CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatrixLayoutCreate(&out.c, s.floatOutput ? CUDA_R_32F : type,
+                                   s.n, s.m, ldc) != CUBLAS_STATUS_SUCCESS) {
       error = "cublasLtMatrixLayoutCreate failed";
       return false;
     }
@@ -130,9 +128,8 @@ struct Matmul::Impl {
            {std::pair{out.b, s.strideB}, std::pair{out.a, s.strideA},
             std::pair{out.c, s.strideC}}) {
         int64_t st = stride;
-        cublasLtMatrixLayoutSetAttribute(layout,
-                                         CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
-                                         &count, sizeof count);
+        cublasLtMatrixLayoutSetAttribute(
+            layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count);
         cublasLtMatrixLayoutSetAttribute(
             layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &st,
             sizeof st);
@@ -146,9 +143,9 @@ struct Matmul::Impl {
         sizeof limit);
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
-    cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
-        handle, out.op, out.b, out.a, out.c, out.c, preference, 1, &result,
-        &found);
+    cublasStatus_t status =
+        cublasLtMatmulAlgoGetHeuristic(handle, out.op, out.b, out.a, out.c,
+                                       out.c, preference, 1, &result, &found);
     cublasLtMatmulPreferenceDestroy(preference);
     if (status != CUBLAS_STATUS_SUCCESS || found == 0) {
       error = "cuBLASLt has no algorithm for a " + std::to_string(s.m) + "x" +

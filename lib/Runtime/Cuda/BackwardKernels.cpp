@@ -1,0 +1,391 @@
+//===- BackwardKernels.cpp - The CUDA executor's backward kernels ---------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+//
+// What a dtfm.backward of each family of op kinds runs on the GPU: the
+// operands' gradients added into zeroed buffers (runBackward allocates
+// them), recomputing forward values where the CPU backward does.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ExecutorImpl.h"
+
+#include "dtfm/Runtime/Cuda/Attention.h"
+#include "dtfm/Runtime/Cuda/IndexMaps.h"
+
+#include <algorithm>
+
+using namespace dtfm;
+using namespace dtfm::runtime;
+using namespace dtfm::runtime::cuda::impl;
+
+bool CudaExecutor::backwardProduct(BackwardCall &call, std::string &error) {
+  const DTensor &lhs = call.in(0), &rhs = call.in(1);
+  bool transposeRhs =
+      call.op.computes == OpKind::Matmul && call.op.attrs.transposeRhs;
+  int64_t k = lhs.shape.back();
+  int64_t n = transposeRhs ? rhs.shape[rhs.shape.size() - 2] : rhs.shape.back();
+  bool batched = rhs.shape.size() > 2;
+  int64_t m = batched ? lhs.shape[lhs.shape.size() - 2] : lhs.numel() / k;
+  int64_t batch = batched ? lhs.numel() / (m * k) : 1;
+  cuda::ElementType type = productType(call.op);
+  std::map<const float *, DTensor> rounded;
+  auto strided = [&](cuda::MatmulShape s, int64_t sa, int64_t sb, int64_t sc) {
+    if (batched) {
+      s.batch = batch;
+      s.strideA = sa;
+      s.strideB = sb;
+      s.strideC = sc;
+    }
+    s.accumulate = true;
+    return s;
+  };
+  if (call.at(0)) { // dLhs[m,k] += dOut[m,n] op(rhs)^T
+    cuda::MatmulShape s;
+    s.transB = !transposeRhs;
+    s.m = m;
+    s.n = k;
+    s.k = n;
+    if (!multiply(strided(s, m * n, k * n, m * k), type, *call.dOut, rhs,
+                  call.at(0), rounded, error))
+      return false;
+  }
+  if (call.at(1)) {
+    cuda::MatmulShape s;
+    s.transA = true;
+    if (!transposeRhs) { // dRhs[k,n] += lhs^T dOut
+      s.m = k;
+      s.n = n;
+      s.k = m;
+      if (!multiply(strided(s, m * k, m * n, k * n), type, lhs, *call.dOut,
+                    call.at(1), rounded, error))
+        return false;
+    } else { // dRhs[n,k] += dOut^T lhs
+      s.m = n;
+      s.n = k;
+      s.k = m;
+      if (!multiply(strided(s, m * n, m * k, n * k), type, *call.dOut, lhs,
+                    call.at(1), rounded, error))
+        return false;
+    }
+  }
+  if (call.op.computes == OpKind::Linear && call.numOperands > 2 && call.at(2))
+    cuda::sumRepeated(call.dOut->data(), call.dOut->numel(), call.at(2),
+                      call.in(2).numel(), call.stream);
+  return true;
+}
+
+bool CudaExecutor::backwardBinary(BackwardCall &call, std::string &error) {
+  // d(a op b): each side's term summed over the dimensions it repeats
+  // along.
+  const ShapeVec &out = call.dOut->shape;
+  for (int i = 0; i < 2; ++i) {
+    if (!call.at(i))
+      continue;
+    const DTensor &self = call.in(i), &other = call.in(1 - i);
+    bool plainSum = call.op.computes == OpKind::Add ||
+                    (call.op.computes == OpKind::Sub && i == 0);
+    if (plainSum && repeatsOver(self.shape, out)) {
+      cuda::sumRepeated(call.dOut->data(), call.dOut->numel(), call.at(i),
+                        self.numel(), call.stream);
+      continue;
+    }
+    cuda::ReduceTerm term = cuda::ReduceTerm::Value;
+    const float *operands[3] = {call.dOut->data(), nullptr, nullptr};
+    std::vector<cuda::StridedView> views = {
+        cuda::broadcastView(call.dOut->shape, out)};
+    float alpha = call.op.computes == OpKind::Sub && i == 1 ? -1.0f : 1.0f;
+    if (call.op.computes == OpKind::Mul) {
+      term = cuda::ReduceTerm::Product;
+      operands[1] = other.data();
+      views.push_back(cuda::broadcastView(other.shape, out));
+    } else if (call.op.computes == OpKind::Div) {
+      const DTensor &a = call.in(0), &b = call.in(1);
+      term = i == 0 ? cuda::ReduceTerm::Quotient
+                    : cuda::ReduceTerm::DivisorGradient;
+      operands[1] = i == 0 ? b.data() : a.data();
+      views.push_back(cuda::broadcastView(i == 0 ? b.shape : a.shape, out));
+      if (i == 1) {
+        operands[2] = b.data();
+        views.push_back(cuda::broadcastView(b.shape, out));
+      }
+    }
+    cuda::reduceStrided(term, operands,
+                        cuda::reductionOnto(self.shape, out, views), call.at(i),
+                        alpha, true, call.stream);
+  }
+  return true;
+}
+
+bool CudaExecutor::backwardUnary(BackwardCall &call, std::string &error) {
+  std::optional<cuda::UnaryOp> math = unaryOpOf(call.op.computes);
+  if (call.at(0))
+    cuda::unaryBackward(*math, call.in(0).data(), call.dOut->data(), call.at(0),
+                        call.in(0).numel(), call.op.attrs.exponent,
+                        call.stream);
+  return true;
+}
+
+bool CudaExecutor::backwardMean(BackwardCall &call, std::string &error) {
+  // dx += dOut spread evenly over the elements each mean averaged.
+  const DTensor &x = call.in(0);
+  cuda::MeanShape m = cuda::meanShape(
+      x.shape, call.op.computes == OpKind::ReduceMean ? call.op.attrs.axes
+                                                      : spatialAxes(x.shape));
+  if (call.at(0))
+    cuda::copyStrided(call.dOut->data(), cuda::broadcastView(m.kept, x.shape),
+                      call.at(0), cuda::contiguousView(x.shape),
+                      1.0f / static_cast<float>(m.count), true, call.stream);
+  return true;
+}
+
+bool CudaExecutor::backwardTranspose(BackwardCall &call, std::string &error) {
+  if (call.at(0))
+    cuda::copyStrided(call.dOut->data(), cuda::contiguousView(call.dOut->shape),
+                      call.at(0),
+                      cuda::permutedView(call.in(0).shape, call.op.attrs.perm),
+                      1.0f, true, call.stream);
+  return true;
+}
+
+bool CudaExecutor::backwardSlice(BackwardCall &call, std::string &error) {
+  if (call.at(0))
+    cuda::copyStrided(
+        call.dOut->data(), cuda::contiguousView(call.dOut->shape), call.at(0),
+        cuda::sliceView(call.in(0).shape, call.dOut->shape,
+                        call.op.attrs.starts, call.op.attrs.steps),
+        1.0f, true, call.stream);
+  return true;
+}
+
+bool CudaExecutor::backwardConcat(BackwardCall &call, std::string &error) {
+  int64_t axis = call.op.attrs.axis, begin = 0;
+  for (int i = 0; i < call.numOperands; ++i) {
+    if (call.at(i))
+      cuda::copyStrided(
+          call.dOut->data(),
+          cuda::axisBlockView(call.dOut->shape, axis, begin, call.in(i).shape),
+          call.at(i), cuda::contiguousView(call.in(i).shape), 1.0f, true,
+          call.stream);
+    begin += call.in(i).shape[axis];
+  }
+  return true;
+}
+
+bool CudaExecutor::backwardGather(BackwardCall &call, std::string &error) {
+  if (call.at(0))
+    cuda::gatherBackward(call.in(1).data(), call.dOut->data(),
+                         cuda::gatherGeometry(call.in(0).shape,
+                                              call.op.attrs.axis,
+                                              call.in(1).numel()),
+                         call.at(0), call.stream);
+  return true;
+}
+
+bool CudaExecutor::backwardWhere(BackwardCall &call, std::string &error) {
+  const DTensor &condition = call.in(0);
+  const ShapeVec &out = call.dOut->shape;
+  for (int i = 1; i < 3; ++i) {
+    if (!call.at(i))
+      continue;
+    const float *operands[3] = {call.dOut->data(), condition.data(), nullptr};
+    cuda::reduceStrided(
+        i == 1 ? cuda::ReduceTerm::WhereTrue : cuda::ReduceTerm::WhereFalse,
+        operands,
+        cuda::reductionOnto(call.in(i).shape, out,
+                            {cuda::contiguousView(out),
+                             cuda::broadcastView(condition.shape, out)}),
+        call.at(i), 1.0f, true, call.stream);
+  }
+  return true;
+}
+
+bool CudaExecutor::backwardConv2d(BackwardCall &call, std::string &error) {
+  const DTensor &x = call.in(0), &w = call.in(1);
+  cuda::ConvGeometry g =
+      convGeometry(call.op, x.shape, w.shape, call.dOut->shape);
+  int64_t rows = g.columnRows(), spatial = g.spatial(),
+          og = g.filtersPerGroup();
+  int64_t perChunk = std::clamp<int64_t>(
+      kColumnFloats / std::max<int64_t>(1, rows * spatial), 1, g.n);
+  DTensor columns, dcolumns;
+  if ((call.at(1) &&
+       !allocate({perChunk * rows * spatial}, false, columns, error)) ||
+      (call.at(0) &&
+       !allocate({perChunk * rows * spatial}, false, dcolumns, error)))
+    return false;
+  for (int64_t first = 0; first < g.n && (call.at(0) || call.at(1));
+       first += perChunk) {
+    int64_t images = std::min(perChunk, g.n - first);
+    for (int64_t group = 0; group < g.groups; ++group) {
+      const float *filters = w.data() + group * og * rows;
+      const float *grads =
+          call.dOut->data() + (first * g.o + group * og) * spatial;
+      if (call.at(1)) { // dW [og, rows] += dOut[image] [og, spatial] columns^T
+        cuda::im2col(x.data(), g, first, images, group, columns.data(),
+                     call.stream);
+        for (int64_t image = 0; image < images; ++image) {
+          cuda::MatmulShape s;
+          s.transB = true;
+          s.m = og;
+          s.n = rows;
+          s.k = spatial;
+          s.accumulate = true;
+          if (!matmul->run(s, grads + image * g.o * spatial,
+                           columns.data() + image * rows * spatial,
+                           call.at(1) + group * og * rows, call.stream, error))
+            return false;
+        }
+      }
+      if (call.at(0)) { // dcolumns[image] = W^T [rows, og] dOut[image]
+        cuda::MatmulShape s;
+        s.transA = true;
+        s.m = rows;
+        s.n = spatial;
+        s.k = og;
+        s.batch = images;
+        s.strideA = 0;
+        s.strideB = g.o * spatial;
+        s.strideC = rows * spatial;
+        if (!matmul->run(s, filters, grads, dcolumns.data(), call.stream,
+                         error))
+          return false;
+        cuda::col2im(dcolumns.data(), g, first, images, group, call.at(0),
+                     call.stream);
+      }
+    }
+  }
+  if (call.numOperands > 2 && call.at(2)) {
+    const float *operands[3] = {call.dOut->data(), nullptr, nullptr};
+    cuda::reduceStrided(
+        cuda::ReduceTerm::Value, operands,
+        cuda::reductionOnto({g.o, 1, 1}, call.dOut->shape,
+                            {cuda::contiguousView(call.dOut->shape)}),
+        call.at(2), 1.0f, true, call.stream);
+  }
+  return true;
+}
+
+bool CudaExecutor::backwardBatchNorm(BackwardCall &call, std::string &error) {
+  const DTensor &x = call.in(0);
+  int64_t n = x.shape[0], c = x.shape[1], inner = x.numel() / (n * c);
+  cuda::batchNormBackward(x.data(), call.in(1).data(), call.dOut->data(),
+                          call.at(0), call.at(1), call.at(2), n, c, inner,
+                          static_cast<float>(call.op.attrs.epsilon),
+                          call.stream);
+  return true;
+}
+
+bool CudaExecutor::backwardPool(BackwardCall &call, std::string &error) {
+  if (call.at(0)) {
+    cuda::PoolGeometry g =
+        poolGeometry(call.op, call.in(0).shape, call.dOut->shape);
+    if (call.op.computes == OpKind::MaxPool2d)
+      cuda::maxPool2dBackward(call.in(0).data(), call.dOut->data(), g,
+                              call.at(0), call.stream);
+    else
+      cuda::avgPool2dBackward(call.dOut->data(), g, call.at(0), call.stream);
+  }
+  return true;
+}
+
+bool CudaExecutor::backwardLayerNorm(BackwardCall &call, std::string &error) {
+  const DTensor &x = call.in(0);
+  int64_t d = x.shape.back(), rows = x.numel() / d;
+  DTensor mean, rstd;
+  if (!allocate(x.shape, false, call.scratch, error) ||
+      !allocate({rows}, false, mean, error) ||
+      !allocate({rows}, false, rstd, error))
+    return false;
+  cuda::layerNorm(x.data(), call.in(1).data(), call.in(2).data(),
+                  call.scratch.data(), mean.data(), rstd.data(), rows, d,
+                  static_cast<float>(call.op.attrs.epsilon), call.stream);
+  cuda::layerNormBackward(x.data(), call.in(1).data(), mean.data(), rstd.data(),
+                          call.dOut->data(), call.at(0), call.at(1), call.at(2),
+                          rows, d, call.stream);
+  return true;
+}
+
+bool CudaExecutor::backwardGelu(BackwardCall &call, std::string &error) {
+  if (call.at(0))
+    cuda::geluBackward(call.in(0).data(), call.dOut->data(), call.at(0),
+                       call.in(0).numel(), call.op.attrs.tanhApproximation,
+                       call.stream);
+  return true;
+}
+
+bool CudaExecutor::backwardRelu(BackwardCall &call, std::string &error) {
+  if (call.at(0)) {
+    if (!allocate(call.in(0).shape, false, call.scratch, error))
+      return false;
+    cuda::relu(call.in(0).data(), call.scratch.data(), call.in(0).numel(),
+               call.stream);
+    cuda::reluBackward(call.scratch.data(), call.dOut->data(), call.at(0),
+                       call.in(0).numel(), call.stream);
+  }
+  return true;
+}
+
+bool CudaExecutor::backwardSoftmax(BackwardCall &call, std::string &error) {
+  if (call.at(0)) {
+    int64_t d = call.in(0).shape.back(), rows = call.in(0).numel() / d;
+    if (!allocate(call.in(0).shape, false, call.scratch, error))
+      return false;
+    cuda::softmax(call.in(0).data(), call.scratch.data(), rows, d, call.stream);
+    cuda::softmaxBackward(call.scratch.data(), call.dOut->data(), call.at(0),
+                          rows, d, call.stream);
+  }
+  return true;
+}
+
+bool CudaExecutor::backwardAttention(BackwardCall &call, std::string &error) {
+  const DTensor &q = call.in(0);
+  cuda::AttentionShape a{q.shape[0], q.shape[1], q.shape[2],
+                         call.op.attrs.numHeads};
+  DTensor out, probs;
+  if (!allocate(q.shape, true, out, error) ||
+      !allocate({a.batch * a.heads * a.seq * a.seq}, false, probs, error) ||
+      !allocate({a.scratchFloats()}, false, call.scratch, error))
+    return false;
+  if (!cuda::causalAttention(*matmul, a, q.data(), call.in(1).data(),
+                             call.in(2).data(), out.data(), probs.data(),
+                             call.scratch.data(), call.stream, error) ||
+      !cuda::causalAttentionBackward(
+          *matmul, a, q.data(), call.in(1).data(), call.in(2).data(),
+          probs.data(), call.dOut->data(), call.at(0), call.at(1), call.at(2),
+          call.scratch.data(), call.stream, error))
+    return false;
+  return true;
+}
+
+bool CudaExecutor::backwardEmbedding(BackwardCall &call, std::string &error) {
+  if (call.at(1))
+    cuda::embeddingBackward(call.in(0).data(), call.dOut->data(), call.at(1),
+                            call.in(0).numel(), call.in(1).shape.back(),
+                            call.stream);
+  return true;
+}
+
+bool CudaExecutor::backwardCrossEntropy(BackwardCall &call,
+                                        std::string &error) {
+  const DTensor &logits = call.in(0);
+  int64_t classes = logits.shape.back(), rows = logits.numel() / classes;
+  if (!allocate(logits.shape, false, call.scratch, error) ||
+      !allocate({1}, false, call.extra, error))
+    return false;
+  cuda::crossEntropy(logits.data(), call.in(1).data(), call.scratch.data(),
+                     call.extra.data(), rows, classes, call.stream);
+  if (call.at(0))
+    cuda::crossEntropyBackward(call.scratch.data(), call.in(1).data(),
+                               call.at(0), rows, classes, 1.0f, call.stream);
+  return true;
+}
+
+bool CudaExecutor::backwardView(BackwardCall &call, std::string &error) {
+  if (call.at(0))
+    cuda::accumulate(call.dOut->data(), call.at(0), call.dOut->numel(),
+                     call.stream);
+  return true;
+}

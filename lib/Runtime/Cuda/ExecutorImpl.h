@@ -1,0 +1,416 @@
+//===- ExecutorImpl.h - The CUDA executor's state and kernels ----*- C++
+//-*-===//
+//
+// Part of dtfm. Private to lib/Runtime/Cuda: the CUDA executor, shared by
+// Executor.cpp (streams, memory, NCCL, the phase hooks, the optimizer),
+// ForwardKernels.cpp and BackwardKernels.cpp (one member function per
+// family of op kinds; kernelTable() maps kinds to them).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTFM_LIB_RUNTIME_CUDA_EXECUTORIMPL_H
+#define DTFM_LIB_RUNTIME_CUDA_EXECUTORIMPL_H
+
+#include "dtfm/Runtime/Cuda/Executor.h"
+
+#include "dtfm/Runtime/Cuda/Device.h"
+#include "dtfm/Runtime/Cuda/Kernels.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace dtfm::runtime::cuda::impl {
+
+using cpu::Tensor;
+
+using ShapeVec = std::vector<int64_t>;
+
+inline int64_t numelOf(const ShapeVec &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+inline std::string spell(const ShapeVec &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "x" : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+/// Whether `operand` repeats over `out`: equal to its trailing dimensions
+/// once leading ones are dropped (what addRepeated / sumRepeated compute).
+inline bool repeatsOver(ShapeVec operand, const ShapeVec &out) {
+  while (!operand.empty() && operand.front() == 1 &&
+         numelOf(operand) != numelOf(out))
+    operand.erase(operand.begin());
+  if (operand.size() > out.size())
+    return numelOf(operand) == numelOf(out);
+  return std::equal(operand.rbegin(), operand.rend(), out.rbegin());
+}
+
+/// The elementwise kernels' operation of an op kind.
+inline std::optional<cuda::BinaryOp> binaryOpOf(OpKind kind) {
+  switch (kind) {
+  case OpKind::Add:
+    return cuda::BinaryOp::Add;
+  case OpKind::Sub:
+    return cuda::BinaryOp::Sub;
+  case OpKind::Mul:
+    return cuda::BinaryOp::Mul;
+  case OpKind::Div:
+    return cuda::BinaryOp::Div;
+  default:
+    return std::nullopt;
+  }
+}
+
+inline std::optional<cuda::UnaryOp> unaryOpOf(OpKind kind) {
+  switch (kind) {
+  case OpKind::Sqrt:
+    return cuda::UnaryOp::Sqrt;
+  case OpKind::Tanh:
+    return cuda::UnaryOp::Tanh;
+  case OpKind::Erf:
+    return cuda::UnaryOp::Erf;
+  case OpKind::Exp:
+    return cuda::UnaryOp::Exp;
+  case OpKind::Pow:
+    return cuda::UnaryOp::Pow;
+  default:
+    return std::nullopt;
+  }
+}
+
+/// The dimensions after the first two (global average pooling).
+inline std::vector<int64_t> spatialAxes(const ShapeVec &shape) {
+  std::vector<int64_t> axes;
+  for (size_t d = 2; d < shape.size(); ++d)
+    axes.push_back(static_cast<int64_t>(d));
+  return axes;
+}
+
+inline cuda::ConvGeometry convGeometry(const ProgramOp &op, const ShapeVec &x,
+                                       const ShapeVec &w, const ShapeVec &out) {
+  const cpu::Window &window = op.attrs.window;
+  cuda::ConvGeometry g;
+  g.n = x[0], g.c = x[1], g.h = x[2], g.w = x[3];
+  g.o = w[0], g.kh = w[2], g.kw = w[3];
+  g.ho = out[2], g.wo = out[3];
+  g.groups = op.attrs.groups;
+  g.strideH = window.strideH, g.strideW = window.strideW;
+  g.padTop = window.padTop, g.padLeft = window.padLeft;
+  g.dilationH = window.dilationH, g.dilationW = window.dilationW;
+  return g;
+}
+
+inline cuda::PoolGeometry poolGeometry(const ProgramOp &op, const ShapeVec &x,
+                                       const ShapeVec &out) {
+  const cpu::Window &window = op.attrs.window;
+  const std::array<int64_t, 2> &kernel = op.attrs.kernel;
+  cuda::PoolGeometry g;
+  g.planes = x[0] * x[1], g.h = x[2], g.w = x[3];
+  g.ho = out[2], g.wo = out[3];
+  g.kh = kernel[0], g.kw = kernel[1];
+  g.strideH = window.strideH, g.strideW = window.strideW;
+  g.padTop = window.padTop, g.padLeft = window.padLeft;
+  return g;
+}
+
+/// Column matrices of one convolution chunk stay under 256 MB.
+constexpr int64_t kColumnFloats = int64_t(1) << 26;
+
+/// A device tensor: fp32, row-major; buffers are shared by views
+/// (reshape) and returned to the executor's pool when the last one goes.
+struct DTensor {
+  ShapeVec shape;
+  std::shared_ptr<float> buffer;
+  float *data() const { return buffer.get(); }
+  int64_t numel() const { return numelOf(shape); }
+};
+
+/// Device memory reused by size: the same shapes come back every
+/// micro-batch, and cudaMalloc / cudaFree synchronise the device.
+class Pool {
+public:
+  ~Pool() {
+    for (auto &[bytes, list] : free)
+      for (void *p : list)
+        cudaFree(p);
+  }
+  float *take(size_t bytes) {
+    auto it = free.find(bytes);
+    if (it != free.end() && !it->second.empty()) {
+      void *p = it->second.back();
+      it->second.pop_back();
+      return static_cast<float *>(p);
+    }
+    void *p = nullptr;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) {
+      cudaGetLastError();
+      // Give the cached blocks back and try once more.
+      for (auto &[size, list] : free)
+        for (void *q : list)
+          cudaFree(q);
+      free.clear();
+      if (cudaMalloc(&p, bytes) != cudaSuccess) {
+        cudaGetLastError();
+        return nullptr;
+      }
+    }
+    return static_cast<float *>(p);
+  }
+  void give(float *p, size_t bytes) { free[bytes].push_back(p); }
+
+private:
+  std::map<size_t, std::vector<void *>> free;
+};
+
+/// What a CUDA forward kernel sees: the op, the micro-batch's device
+/// values, the compute stream, and its first result's shape and buffer.
+struct ForwardCall {
+  const ProgramOp &op;
+  std::map<int64_t, DTensor> &table;
+  cudaStream_t stream;
+  ShapeVec shape;
+  DTensor out;
+
+  const DTensor &in(int i) const { return table.at(op.operands[i]); }
+  int numOperands() const { return static_cast<int>(op.operands.size()); }
+  bool set(int i, DTensor t) {
+    t.shape = op.results[i].shape;
+    table[op.results[i].id] = std::move(t);
+    return true;
+  }
+};
+
+/// What a CUDA backward kernel sees: the forward's operands, the gradient
+/// of its result (null for the loss), the operands' gradients to add to
+/// (null where not wanted), and scratch tensors kept until it returns.
+struct BackwardCall {
+  const ProgramOp &op;
+  std::map<int64_t, DTensor> &table;
+  cudaStream_t stream;
+  int numOperands;
+  const DTensor *dOut;
+  std::vector<DTensor> &grads;
+  DTensor scratch, extra; // recomputed forward values
+
+  const DTensor &in(int i) const { return table.at(op.operands[i]); }
+  float *at(int i) const { return i < numOperands ? grads[i].data() : nullptr; }
+};
+
+class CudaExecutor;
+
+/// The CUDA backend's kernels, indexed by op kind (null: no CUDA kernel).
+struct CudaKernels {
+  bool (CudaExecutor::*forward)(ForwardCall &, std::string &) = nullptr;
+  bool (CudaExecutor::*backward)(BackwardCall &, std::string &) = nullptr;
+};
+
+class CudaExecutor : public PhaseExecutor {
+public:
+  CudaExecutor(const StageProgram &program, int device, bool planPrecision)
+      : PhaseExecutor(program), device(device), planPrecision(planPrecision),
+        pool(std::make_shared<Pool>()) {}
+  ~CudaExecutor() override;
+
+  bool setUp(std::string &error);
+
+  bool initialize(uint64_t seed, std::string &error,
+                  const std::map<std::string, Tensor> *weights) override {
+    return host.initialize(program, seed, weights, error) && fromHost(error);
+  }
+  bool loadParameters(const std::string &path, std::string &error) override {
+    return host.load(program, path, error) && fromHost(error);
+  }
+  bool saveParameters(const std::string &path,
+                      std::string &error) const override {
+    return format::writeTensorFile(path, parameters(), error);
+  }
+  std::map<std::string, Tensor> state() const override;
+  bool restoreState(const std::map<std::string, Tensor> &state,
+                    std::string &error) override {
+    return host.restore(program, state, error) && fromHost(error);
+  }
+  void collectGradients(int microBatch, const ValueTable &values) override;
+  bool finishIteration(int microBatches, const SyncFn &sync,
+                       std::string &error) override;
+  std::map<std::string, Tensor> parameters() const override;
+  bool connectGroup(const std::vector<int> &members, int position,
+                    const ShareFn &share, std::string &error) override;
+  bool connectPeers(int rank, const std::map<int, int> &linkOps,
+                    const ShareFn &share, std::set<int> &taken,
+                    std::string &error) override;
+
+  /// The kernel table (supportsProgram looks ops up in it).
+  static const OpTable<CudaKernels> &kernelTable();
+
+protected:
+  bool beginPhase(OpPhase phase, int microBatch, ValueTable &values,
+                  std::string &error) override;
+  bool movesItself(const ProgramOp &op) const override {
+    return peerOfOp.count(op.index) > 0;
+  }
+  bool bindHostValue(const ProgramOp &op, int microBatch, const Tensor &value,
+                     ValueTable &values, std::string &error) override;
+  bool hasValue(int microBatch, int64_t id,
+                const ValueTable &values) const override;
+  bool runOp(const ProgramOp &op, int microBatch, ValueTable &values,
+             double &loss, std::string &error) override;
+  bool endPhase(OpPhase phase, int microBatch, ValueTable &values, double &loss,
+                std::string &error) override;
+
+private:
+  /// "<host>/<PCI bus id>" of this executor's GPU.
+  bool gpuIdentity(std::string &identity, std::string &error) const;
+  /// The phase's dtfm.recv / dtfm.send ops on NCCL links, by peer then tag
+  /// (the order both ends post them in).
+  std::vector<std::pair<int, const ProgramOp *>> linkedOps(OpKind kind,
+                                                           OpPhase phase) const;
+  /// Releases the buffers of sends the send stream has finished.
+  void reapSends();
+  cudaStream_t receiveStream() const { return streams[0]; }
+  cudaStream_t computeStream() const { return streams[1]; }
+  cudaStream_t sendStream() const { return streams[2]; }
+  /// Makes `waiter` wait for what `signaller` has queued so far.
+  bool order(cudaStream_t signaller, cudaStream_t waiter, std::string &error);
+  bool allocate(const ShapeVec &shape, bool zero, DTensor &out,
+                std::string &error);
+  /// The buffer of a forward kernel's first result.
+  bool fresh(ForwardCall &c, bool zero, std::string &error) {
+    return allocate(c.shape, zero, c.out, error);
+  }
+  bool upload(const Tensor &t, cudaStream_t stream, DTensor &out,
+              std::string &error);
+  /// Copies to the host on `stream` and waits for it.
+  bool download(const DTensor &t, cudaStream_t stream, Tensor &out,
+                std::string &error) const;
+  /// Parameters and optimizer state from the host state.
+  bool fromHost(std::string &error);
+  /// The gradients of one forward op through its backward kernel.
+  bool runBackward(const ProgramOp &op, std::map<int64_t, DTensor> &table,
+                   std::string &error);
+  bool checkLaunch(std::string &error) const;
+  /// The type op's matmuls multiply in: the plan's type of its result
+  /// (fp16/bf16 on tensor cores, accumulating in fp32), or fp32 when the
+  /// run asked for fp32 products or the plan is fp32.
+  cuda::ElementType productType(const ProgramOp &op) const;
+  /// c (fp32) = the product `shape` of a and b (fp32 tensors); in a half
+  /// type they are rounded into scratch first, each tensor once per op
+  /// (`rounded`).
+  bool multiply(cuda::MatmulShape shape, cuda::ElementType type,
+                const DTensor &a, const DTensor &b, float *c,
+                std::map<const float *, DTensor> &rounded, std::string &error);
+  /// Fails naming the first gather of the phase that met a bad index.
+  bool checkGathers(std::string &error);
+
+  // The kernels (kernelTable() maps op kinds to them).
+  bool forwardConstant(ForwardCall &c, std::string &error);
+  bool forwardView(ForwardCall &c, std::string &error);
+  bool forwardEmbedding(ForwardCall &c, std::string &error);
+  bool forwardBinary(ForwardCall &c, std::string &error);
+  bool forwardUnary(ForwardCall &c, std::string &error);
+  bool forwardMean(ForwardCall &c, std::string &error);
+  bool forwardTranspose(ForwardCall &c, std::string &error);
+  bool forwardSlice(ForwardCall &c, std::string &error);
+  bool forwardConcat(ForwardCall &c, std::string &error);
+  bool forwardGather(ForwardCall &c, std::string &error);
+  bool forwardWhere(ForwardCall &c, std::string &error);
+  bool forwardConv2d(ForwardCall &c, std::string &error);
+  bool forwardBatchNorm(ForwardCall &c, std::string &error);
+  bool forwardPool(ForwardCall &c, std::string &error);
+  bool forwardAccumulate(ForwardCall &c, std::string &error);
+  bool forwardProduct(ForwardCall &c, std::string &error);
+  bool forwardLayerNorm(ForwardCall &c, std::string &error);
+  bool forwardActivation(ForwardCall &c, std::string &error);
+  bool forwardSoftmax(ForwardCall &c, std::string &error);
+  bool forwardAttention(ForwardCall &c, std::string &error);
+  bool forwardCrossEntropy(ForwardCall &c, std::string &error);
+  bool forwardTopkCompress(ForwardCall &c, std::string &error);
+  bool forwardTopkDecompress(ForwardCall &c, std::string &error);
+  bool backwardProduct(BackwardCall &c, std::string &error);
+  bool backwardBinary(BackwardCall &c, std::string &error);
+  bool backwardUnary(BackwardCall &c, std::string &error);
+  bool backwardMean(BackwardCall &c, std::string &error);
+  bool backwardTranspose(BackwardCall &c, std::string &error);
+  bool backwardSlice(BackwardCall &c, std::string &error);
+  bool backwardConcat(BackwardCall &c, std::string &error);
+  bool backwardGather(BackwardCall &c, std::string &error);
+  bool backwardWhere(BackwardCall &c, std::string &error);
+  bool backwardConv2d(BackwardCall &c, std::string &error);
+  bool backwardBatchNorm(BackwardCall &c, std::string &error);
+  bool backwardPool(BackwardCall &c, std::string &error);
+  bool backwardLayerNorm(BackwardCall &c, std::string &error);
+  bool backwardGelu(BackwardCall &c, std::string &error);
+  bool backwardRelu(BackwardCall &c, std::string &error);
+  bool backwardSoftmax(BackwardCall &c, std::string &error);
+  bool backwardAttention(BackwardCall &c, std::string &error);
+  bool backwardEmbedding(BackwardCall &c, std::string &error);
+  bool backwardCrossEntropy(BackwardCall &c, std::string &error);
+  bool backwardView(BackwardCall &c, std::string &error);
+
+  int device;
+  bool planPrecision;
+  /// Initializers, parameter files and the state's format, on the host.
+  HostState host;
+  std::shared_ptr<Pool> pool;
+  cudaStream_t streams[3] = {nullptr, nullptr, nullptr};
+  std::unique_ptr<cuda::Matmul> matmul;
+
+  std::map<std::string, DTensor> params;
+  std::map<int64_t, std::string> paramOfValue;
+  struct OptimizerState {
+    DTensor m, v, velocity;
+    int64_t step = 0;
+  };
+  std::map<std::string, OptimizerState> optimizer;
+  /// Values of the micro-batches in flight (forward results kept for the
+  /// backward), by micro-batch and value id.
+  std::map<int, std::map<int64_t, DTensor>> live;
+  std::map<int64_t, DTensor> gradSum;
+  /// The data-parallel group's NCCL communicator (null: gradients go
+  /// through the worker's transport).
+  ncclComm_t comm = nullptr;
+  int groupSize = 1;
+  /// Pipeline links on NCCL, by peer rank: one communicator per direction
+  /// (the sender is its rank 0), so that activations going one way never
+  /// queue behind gradients coming the other.
+  std::map<int, ncclComm_t> sendComms, recvComms;
+  std::map<int, int> peerOfOp; ///< linked send/recv op index -> peer rank
+  /// One int per op: set by a dtfm.gather that met an index out of range.
+  DTensor gatherFlags;
+  /// The dtfm.gather ops of the phase running, with the size of the axis
+  /// they index (their flags are read at its end).
+  std::vector<std::pair<int, int64_t>> gathered;
+  /// Values being sent, kept alive until their send completes.
+  std::vector<std::pair<cudaEvent_t, std::vector<DTensor>>> pendingSends;
+  /// The phase running: whether the compute stream must wait for the
+  /// receive stream's copies, or the receive stream for computations
+  /// (pooled buffers may still be read by them), and its losses.
+  bool received = false, computedSinceMark = false;
+  std::vector<const DTensor *> phaseLosses;
+};
+
+/// True (with `error`: "<what>: <CUDA's message>") when `status` failed;
+/// clears CUDA's sticky last error.
+inline bool cudaFailed(cudaError_t status, const std::string &what,
+                       std::string &error) {
+  if (status == cudaSuccess)
+    return false;
+  error = what + ": " + cudaGetErrorString(status);
+  cudaGetLastError();
+  return true;
+}
+
+} // namespace dtfm::runtime::cuda::impl
+
+#endif // DTFM_LIB_RUNTIME_CUDA_EXECUTORIMPL_H

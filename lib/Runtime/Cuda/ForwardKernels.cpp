@@ -1,0 +1,435 @@
+//===- ForwardKernels.cpp - The CUDA executor's forward kernels -----------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+//
+// The CUDA backend's kernel table and its forward kernels: one member
+// function per family of op kinds, launching the kernels of kernels/*.cu
+// (and cuBLASLt) on the compute stream.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ExecutorImpl.h"
+
+#include "dtfm/Runtime/Cuda/Attention.h"
+#include "dtfm/Runtime/Cuda/IndexMaps.h"
+
+#include <algorithm>
+
+using namespace dtfm;
+using namespace dtfm::runtime;
+using namespace dtfm::runtime::cuda::impl;
+
+const OpTable<CudaKernels> &CudaExecutor::kernelTable() {
+  static const OpTable<CudaKernels> table = [] {
+    OpTable<CudaKernels> t{};
+    auto at = [&](OpKind kind) -> CudaKernels & {
+      return t[static_cast<size_t>(kind)];
+    };
+    at(OpKind::Constant).forward = &CudaExecutor::forwardConstant;
+    at(OpKind::Reshape).forward = &CudaExecutor::forwardView;
+    at(OpKind::Flatten).forward = &CudaExecutor::forwardView;
+    at(OpKind::Embedding).forward = &CudaExecutor::forwardEmbedding;
+    at(OpKind::Add).forward = &CudaExecutor::forwardBinary;
+    at(OpKind::Sub).forward = &CudaExecutor::forwardBinary;
+    at(OpKind::Mul).forward = &CudaExecutor::forwardBinary;
+    at(OpKind::Div).forward = &CudaExecutor::forwardBinary;
+    at(OpKind::Sqrt).forward = &CudaExecutor::forwardUnary;
+    at(OpKind::Tanh).forward = &CudaExecutor::forwardUnary;
+    at(OpKind::Erf).forward = &CudaExecutor::forwardUnary;
+    at(OpKind::Exp).forward = &CudaExecutor::forwardUnary;
+    at(OpKind::Pow).forward = &CudaExecutor::forwardUnary;
+    at(OpKind::ReduceMean).forward = &CudaExecutor::forwardMean;
+    at(OpKind::GlobalAvgPool).forward = &CudaExecutor::forwardMean;
+    at(OpKind::Transpose).forward = &CudaExecutor::forwardTranspose;
+    at(OpKind::Slice).forward = &CudaExecutor::forwardSlice;
+    at(OpKind::Concat).forward = &CudaExecutor::forwardConcat;
+    at(OpKind::Gather).forward = &CudaExecutor::forwardGather;
+    at(OpKind::Where).forward = &CudaExecutor::forwardWhere;
+    at(OpKind::Conv2d).forward = &CudaExecutor::forwardConv2d;
+    at(OpKind::BatchNorm).forward = &CudaExecutor::forwardBatchNorm;
+    at(OpKind::MaxPool2d).forward = &CudaExecutor::forwardPool;
+    at(OpKind::AvgPool2d).forward = &CudaExecutor::forwardPool;
+    at(OpKind::Accumulate).forward = &CudaExecutor::forwardAccumulate;
+    at(OpKind::Linear).forward = &CudaExecutor::forwardProduct;
+    at(OpKind::Matmul).forward = &CudaExecutor::forwardProduct;
+    at(OpKind::LayerNorm).forward = &CudaExecutor::forwardLayerNorm;
+    at(OpKind::Gelu).forward = &CudaExecutor::forwardActivation;
+    at(OpKind::Relu).forward = &CudaExecutor::forwardActivation;
+    at(OpKind::Softmax).forward = &CudaExecutor::forwardSoftmax;
+    at(OpKind::CausalAttention).forward = &CudaExecutor::forwardAttention;
+    at(OpKind::CrossEntropy).forward = &CudaExecutor::forwardCrossEntropy;
+    at(OpKind::TopkCompress).forward = &CudaExecutor::forwardTopkCompress;
+    at(OpKind::TopkDecompress).forward = &CudaExecutor::forwardTopkDecompress;
+    at(OpKind::Linear).backward = &CudaExecutor::backwardProduct;
+    at(OpKind::Matmul).backward = &CudaExecutor::backwardProduct;
+    at(OpKind::Add).backward = &CudaExecutor::backwardBinary;
+    at(OpKind::Sub).backward = &CudaExecutor::backwardBinary;
+    at(OpKind::Mul).backward = &CudaExecutor::backwardBinary;
+    at(OpKind::Div).backward = &CudaExecutor::backwardBinary;
+    at(OpKind::Sqrt).backward = &CudaExecutor::backwardUnary;
+    at(OpKind::Tanh).backward = &CudaExecutor::backwardUnary;
+    at(OpKind::Erf).backward = &CudaExecutor::backwardUnary;
+    at(OpKind::Exp).backward = &CudaExecutor::backwardUnary;
+    at(OpKind::Pow).backward = &CudaExecutor::backwardUnary;
+    at(OpKind::ReduceMean).backward = &CudaExecutor::backwardMean;
+    at(OpKind::GlobalAvgPool).backward = &CudaExecutor::backwardMean;
+    at(OpKind::Transpose).backward = &CudaExecutor::backwardTranspose;
+    at(OpKind::Slice).backward = &CudaExecutor::backwardSlice;
+    at(OpKind::Concat).backward = &CudaExecutor::backwardConcat;
+    at(OpKind::Gather).backward = &CudaExecutor::backwardGather;
+    at(OpKind::Where).backward = &CudaExecutor::backwardWhere;
+    at(OpKind::Conv2d).backward = &CudaExecutor::backwardConv2d;
+    at(OpKind::BatchNorm).backward = &CudaExecutor::backwardBatchNorm;
+    at(OpKind::MaxPool2d).backward = &CudaExecutor::backwardPool;
+    at(OpKind::AvgPool2d).backward = &CudaExecutor::backwardPool;
+    at(OpKind::LayerNorm).backward = &CudaExecutor::backwardLayerNorm;
+    at(OpKind::Gelu).backward = &CudaExecutor::backwardGelu;
+    at(OpKind::Relu).backward = &CudaExecutor::backwardRelu;
+    at(OpKind::Softmax).backward = &CudaExecutor::backwardSoftmax;
+    at(OpKind::CausalAttention).backward = &CudaExecutor::backwardAttention;
+    at(OpKind::Embedding).backward = &CudaExecutor::backwardEmbedding;
+    at(OpKind::CrossEntropy).backward = &CudaExecutor::backwardCrossEntropy;
+    at(OpKind::Reshape).backward = &CudaExecutor::backwardView;
+    at(OpKind::Flatten).backward = &CudaExecutor::backwardView;
+    return t;
+  }();
+  return table;
+}
+
+bool CudaExecutor::forwardConstant(ForwardCall &call, std::string &error) {
+  Tensor t(call.shape);
+  std::vector<int64_t> elements = call.op.attrs.values;
+  if (static_cast<int64_t>(elements.size()) != t.numel()) {
+    error = "has the wrong number of values";
+    return false;
+  }
+  std::copy(elements.begin(), elements.end(), t.data.begin());
+  if (!upload(t, call.stream, call.out, error))
+    return false;
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardView(ForwardCall &call, std::string &error) {
+  return call.set(0, call.in(0));
+}
+
+bool CudaExecutor::forwardEmbedding(ForwardCall &call, std::string &error) {
+  const DTensor &ids = call.in(0), &weights = call.in(1);
+  if (!fresh(call, false, error))
+    return false;
+  cuda::embedding(ids.data(), weights.data(), call.out.data(), ids.numel(),
+                  weights.shape.back(), call.stream);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardBinary(ForwardCall &call, std::string &error) {
+  std::optional<cuda::BinaryOp> binary = binaryOpOf(call.op.computes);
+  const DTensor &a = call.in(0), &b = call.in(1);
+  if (!fresh(call, false, error))
+    return false;
+  if (call.op.computes == OpKind::Add && repeatsOver(a.shape, call.shape) &&
+      repeatsOver(b.shape, call.shape)) // a bias, a position table: no views
+    cuda::addRepeated(a.data(), a.numel(), b.data(), b.numel(), call.out.data(),
+                      call.out.numel(), call.stream);
+  else
+    cuda::binaryStrided(
+        *binary, a.data(), cuda::broadcastView(a.shape, call.shape), b.data(),
+        cuda::broadcastView(b.shape, call.shape), call.out.data(), call.stream);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardUnary(ForwardCall &call, std::string &error) {
+  std::optional<cuda::UnaryOp> math = unaryOpOf(call.op.computes);
+  if (!fresh(call, false, error))
+    return false;
+  cuda::unary(*math, call.in(0).data(), call.out.data(), call.out.numel(),
+              call.op.attrs.exponent, call.stream);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardMean(ForwardCall &call, std::string &error) {
+  const DTensor &x = call.in(0);
+  cuda::MeanShape m = cuda::meanShape(
+      x.shape, call.op.computes == OpKind::ReduceMean ? call.op.attrs.axes
+                                                      : spatialAxes(x.shape));
+  if (!fresh(call, false, error))
+    return false;
+  const float *operands[3] = {x.data(), nullptr, nullptr};
+  cuda::reduceStrided(
+      cuda::ReduceTerm::Value, operands,
+      cuda::reductionOnto(m.kept, x.shape, {cuda::contiguousView(x.shape)}),
+      call.out.data(), 1.0f / static_cast<float>(m.count), false, call.stream);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardTranspose(ForwardCall &call, std::string &error) {
+  if (!fresh(call, false, error))
+    return false;
+  cuda::copyStrided(call.in(0).data(),
+                    cuda::permutedView(call.in(0).shape, call.op.attrs.perm),
+                    call.out.data(), cuda::contiguousView(call.shape), 1.0f,
+                    false, call.stream);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardSlice(ForwardCall &call, std::string &error) {
+  if (!fresh(call, false, error))
+    return false;
+  cuda::copyStrided(call.in(0).data(),
+                    cuda::sliceView(call.in(0).shape, call.shape,
+                                    call.op.attrs.starts, call.op.attrs.steps),
+                    call.out.data(), cuda::contiguousView(call.shape), 1.0f,
+                    false, call.stream);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardConcat(ForwardCall &call, std::string &error) {
+  int64_t axis = call.op.attrs.axis, begin = 0;
+  if (!fresh(call, false, error))
+    return false;
+  for (int i = 0; i < call.numOperands(); ++i) {
+    const DTensor &part = call.in(i);
+    cuda::copyStrided(part.data(), cuda::contiguousView(part.shape),
+                      call.out.data(),
+                      cuda::axisBlockView(call.shape, axis, begin, part.shape),
+                      1.0f, false, call.stream);
+    begin += part.shape[axis];
+  }
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardGather(ForwardCall &call, std::string &error) {
+  const DTensor &x = call.in(0), &indices = call.in(1);
+  if (!fresh(call, false, error))
+    return false;
+  if (!gatherFlags.buffer &&
+      !allocate({static_cast<int64_t>(program.ops.size())}, true, gatherFlags,
+                error))
+    return false;
+  cuda::GatherGeometry g =
+      cuda::gatherGeometry(x.shape, call.op.attrs.axis, indices.numel());
+  cuda::gather(x.data(), indices.data(), g, call.out.data(),
+               reinterpret_cast<int *>(gatherFlags.data()) + call.op.index,
+               call.stream);
+  gathered.emplace_back(call.op.index, g.size);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardWhere(ForwardCall &call, std::string &error) {
+  const DTensor &condition = call.in(0), &a = call.in(1), &b = call.in(2);
+  if (!fresh(call, false, error))
+    return false;
+  cuda::whereStrided(
+      condition.data(), cuda::broadcastView(condition.shape, call.shape),
+      a.data(), cuda::broadcastView(a.shape, call.shape), b.data(),
+      cuda::broadcastView(b.shape, call.shape), call.out.data(), call.stream);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardConv2d(ForwardCall &call, std::string &error) {
+  const DTensor &x = call.in(0), &w = call.in(1);
+  cuda::ConvGeometry g = convGeometry(call.op, x.shape, w.shape, call.shape);
+  int64_t rows = g.columnRows(), spatial = g.spatial();
+  int64_t perChunk = std::clamp<int64_t>(
+      kColumnFloats / std::max<int64_t>(1, rows * spatial), 1, g.n);
+  DTensor columns;
+  if (!fresh(call, false, error) ||
+      !allocate({perChunk * rows * spatial}, false, columns, error))
+    return false;
+  for (int64_t first = 0; first < g.n; first += perChunk) {
+    int64_t images = std::min(perChunk, g.n - first);
+    for (int64_t group = 0; group < g.groups; ++group) {
+      cuda::im2col(x.data(), g, first, images, group, columns.data(),
+                   call.stream);
+      // out[image][group's filters] = filters [og, rows] x columns[image]
+      cuda::MatmulShape s;
+      s.m = g.filtersPerGroup();
+      s.n = spatial;
+      s.k = rows;
+      s.batch = images;
+      s.strideA = 0;
+      s.strideB = rows * spatial;
+      s.strideC = g.o * spatial;
+      if (!matmul->run(
+              s, w.data() + group * g.filtersPerGroup() * rows, columns.data(),
+              call.out.data() +
+                  (first * g.o + group * g.filtersPerGroup()) * spatial,
+              call.stream, error))
+        return false;
+    }
+  }
+  if (call.numOperands() > 2)
+    cuda::binaryStrided(cuda::BinaryOp::Add, call.out.data(),
+                        cuda::contiguousView(call.shape), call.in(2).data(),
+                        cuda::broadcastView({g.o, 1, 1}, call.shape),
+                        call.out.data(), call.stream);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardBatchNorm(ForwardCall &call, std::string &error) {
+  const DTensor &x = call.in(0);
+  int64_t n = x.shape[0], c = x.shape[1], inner = x.numel() / (n * c);
+  DTensor mean, variance;
+  if (!fresh(call, false, error) || !allocate({c}, false, mean, error) ||
+      !allocate({c}, false, variance, error))
+    return false;
+  cuda::batchNorm(x.data(), call.in(1).data(), call.in(2).data(),
+                  call.out.data(), mean.data(), variance.data(), n, c, inner,
+                  static_cast<float>(call.op.attrs.epsilon), call.stream);
+  // The running statistics are frozen parameters, updated in place.
+  auto running = [&](int i) -> float * {
+    auto p = call.numOperands() > i ? paramOfValue.find(call.op.operands[i])
+                                    : paramOfValue.end();
+    return p == paramOfValue.end() ? nullptr : params.at(p->second).data();
+  };
+  cuda::batchNormRunningStats(
+      running(3), running(4), mean.data(), variance.data(), c, n * inner,
+      static_cast<float>(call.op.attrs.momentum), call.stream);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardPool(ForwardCall &call, std::string &error) {
+  if (!fresh(call, false, error))
+    return false;
+  cuda::PoolGeometry g = poolGeometry(call.op, call.in(0).shape, call.shape);
+  if (call.op.computes == OpKind::MaxPool2d)
+    cuda::maxPool2d(call.in(0).data(), g, call.out.data(), call.stream);
+  else
+    cuda::avgPool2d(call.in(0).data(), g, call.out.data(), call.stream);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardAccumulate(ForwardCall &call, std::string &error) {
+  if (!fresh(call, false, error))
+    return false;
+  if (cudaFailed(cudaMemcpyAsync(call.out.data(), call.in(0).data(),
+                                 call.out.numel() * sizeof(float),
+                                 cudaMemcpyDeviceToDevice, call.stream),
+                 "copying on the GPU", error))
+    return false;
+  for (int i = 1; i < call.numOperands(); ++i)
+    cuda::accumulate(call.in(i).data(), call.out.data(), call.out.numel(),
+                     call.stream);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardProduct(ForwardCall &call, std::string &error) {
+  const DTensor &lhs = call.in(0), &rhs = call.in(1);
+  bool transposeRhs =
+      call.op.computes == OpKind::Matmul && call.op.attrs.transposeRhs;
+  cuda::MatmulShape m;
+  m.transB = transposeRhs;
+  int64_t k = lhs.shape.back();
+  m.k = k;
+  m.n = transposeRhs ? rhs.shape[rhs.shape.size() - 2] : rhs.shape.back();
+  if (rhs.shape.size() == 2) {
+    m.m = lhs.numel() / k;
+  } else { // batched over the leading dimensions
+    m.m = lhs.shape[lhs.shape.size() - 2];
+    m.batch = lhs.numel() / (m.m * k);
+    m.strideA = m.m * k;
+    m.strideB = k * m.n;
+    m.strideC = m.m * m.n;
+  }
+  std::map<const float *, DTensor> rounded;
+  if (!fresh(call, false, error) || !multiply(m, productType(call.op), lhs, rhs,
+                                              call.out.data(), rounded, error))
+    return false;
+  if (call.op.computes == OpKind::Linear && call.numOperands() > 2)
+    cuda::addRepeated(call.out.data(), call.out.numel(), call.in(2).data(),
+                      call.in(2).numel(), call.out.data(), call.out.numel(),
+                      call.stream);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardLayerNorm(ForwardCall &call, std::string &error) {
+  const DTensor &x = call.in(0);
+  int64_t d = x.shape.back(), rows = x.numel() / d;
+  DTensor mean, rstd;
+  if (!fresh(call, false, error) || !allocate({rows}, false, mean, error) ||
+      !allocate({rows}, false, rstd, error))
+    return false;
+  cuda::layerNorm(x.data(), call.in(1).data(), call.in(2).data(),
+                  call.out.data(), mean.data(), rstd.data(), rows, d,
+                  static_cast<float>(call.op.attrs.epsilon), call.stream);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardActivation(ForwardCall &call, std::string &error) {
+  if (!fresh(call, false, error))
+    return false;
+  if (call.op.computes == OpKind::Gelu)
+    cuda::gelu(call.in(0).data(), call.out.data(), call.out.numel(),
+               call.op.attrs.tanhApproximation, call.stream);
+  else
+    cuda::relu(call.in(0).data(), call.out.data(), call.out.numel(),
+               call.stream);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardSoftmax(ForwardCall &call, std::string &error) {
+  int64_t d = call.in(0).shape.back();
+  if (!fresh(call, false, error))
+    return false;
+  cuda::softmax(call.in(0).data(), call.out.data(), call.out.numel() / d, d,
+                call.stream);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardAttention(ForwardCall &call, std::string &error) {
+  const DTensor &q = call.in(0);
+  cuda::AttentionShape a{q.shape[0], q.shape[1], q.shape[2],
+                         call.op.attrs.numHeads};
+  DTensor probs, scratch;
+  if (!fresh(call, true, error) ||
+      !allocate({a.batch * a.heads * a.seq * a.seq}, false, probs, error) ||
+      !allocate({a.scratchFloats()}, false, scratch, error))
+    return false;
+  if (!cuda::causalAttention(*matmul, a, q.data(), call.in(1).data(),
+                             call.in(2).data(), call.out.data(), probs.data(),
+                             scratch.data(), call.stream, error))
+    return false;
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardCrossEntropy(ForwardCall &call, std::string &error) {
+  const DTensor &logits = call.in(0);
+  int64_t classes = logits.shape.back(), rows = logits.numel() / classes;
+  DTensor probs;
+  if (!fresh(call, false, error) ||
+      !allocate(logits.shape, false, probs, error))
+    return false;
+  cuda::crossEntropy(logits.data(), call.in(1).data(), probs.data(),
+                     call.out.data(), rows, classes, call.stream);
+  call.set(0, std::move(call.out));
+  phaseLosses.push_back(&call.table.at(call.op.results[0].id));
+  return true;
+}
+
+bool CudaExecutor::forwardTopkCompress(ForwardCall &call, std::string &error) {
+  const DTensor &x = call.in(0);
+  int64_t k = call.op.attrs.k;
+  DTensor kept, indices, workspace;
+  int64_t workFloats = static_cast<int64_t>(
+      (cuda::topKWorkspaceBytes(x.numel()) + sizeof(float) - 1) /
+      sizeof(float));
+  if (!allocate(call.op.results[0].shape, false, kept, error) ||
+      !allocate(call.op.results[1].shape, false, indices, error) ||
+      !allocate({workFloats}, false, workspace, error))
+    return false;
+  cuda::topK(x.data(), x.numel(), k, kept.data(), indices.data(),
+             workspace.data(), call.stream);
+  call.set(0, std::move(kept));
+  return call.set(1, std::move(indices));
+}
+
+bool CudaExecutor::forwardTopkDecompress(ForwardCall &call,
+                                         std::string &error) {
+  if (!fresh(call, false, error))
+    return false;
+  cuda::scatterTopK(call.in(0).data(), call.in(1).data(), call.in(0).numel(),
+                    call.out.data(), call.out.numel(), call.stream);
+  return call.set(0, std::move(call.out));
+}
