@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Planner/Hetero.h"
+#include "dtfm/Planner/Genetic.h"
 
 #include <algorithm>
 #include <numeric>
@@ -211,12 +212,7 @@ Partition dtfm::planner::searchHetero(const HeteroModel &model,
   int n = static_cast<int>(cluster.size());
   int dp = options.dataParallel, pp = options.pipelineParallel;
 
-  std::vector<Partition> seeds;
-  Partition rank(pp), strided(pp), bySpeed(pp);
-  for (int d = 0; d < n; ++d) {
-    rank[d / dp].push_back(d);
-    strided[d % pp].push_back(d);
-  }
+  Partition bySpeed(pp);
   std::vector<int> order(n);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
@@ -224,15 +220,10 @@ Partition dtfm::planner::searchHetero(const HeteroModel &model,
   });
   for (int i = 0; i < n; ++i)
     bySpeed[i / dp].push_back(order[i]);
-  seeds = {rank, strided, bySpeed};
+  std::vector<Partition> seeds = {rankOrderPartition(dp, pp),
+                                  stridedPartition(dp, pp), bySpeed};
   // OP-Fence's layout (already in stage order).
-  {
-    CostModel unused(cluster, {0, 0}, dp);
-    SearchOptions fenceOptions = options;
-    fenceOptions.progress = nullptr;
-    seeds.push_back(
-        searchLayout(unused, SearchAlgorithm::OpFence, fenceOptions).partition);
-  }
+  seeds.push_back(opFenceLayout(cluster, dp, pp));
   // DT-FM's communication-optimal layout, in its pipeline order, for its
   // own volumes: c_DP = one stage's share of the gradients.
   double parameterBytes = 0;
@@ -254,5 +245,5 @@ Partition dtfm::planner::searchHetero(const HeteroModel &model,
   LayoutObjective objective = [&](const Partition &p) {
     return model.evaluate(p).iterationSeconds();
   };
-  return searchWithObjective(cluster, objective, options, seeds, evaluations);
+  return searchWithObjective(objective, options, seeds, evaluations);
 }

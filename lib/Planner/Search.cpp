@@ -5,11 +5,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Planner/Search.h"
+#include "dtfm/Planner/Genetic.h"
 #include "dtfm/Planner/Louvain.h"
 #include "dtfm/Planner/Tsp.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -50,23 +50,6 @@ dtfm::planner::parseSearchAlgorithm(const std::string &name) {
 }
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-/// Stops a search when its budget is spent.
-class Deadline {
-public:
-  explicit Deadline(double seconds)
-      : start(Clock::now()), seconds(seconds) {}
-  bool expired() const { return seconds > 0 && elapsed() >= seconds; }
-  double elapsed() const {
-    return std::chrono::duration<double>(Clock::now() - start).count();
-  }
-
-private:
-  Clock::time_point start;
-  double seconds;
-};
 
 /// The cost of a layout, with tie-breakers: many swaps leave the DT-FM cost
 /// unchanged (it is a max of maxima), so descents also accept swaps that keep
@@ -271,31 +254,10 @@ struct SearchContext {
   /// w_{d,d'} of the local-search gains: the pipeline transfer time.
   double w(int a, int b) const { return model.pipelineLinkCost(a, b); }
 
-  Partition rankOrder() const {
-    Partition p(dPP);
-    for (int d = 0; d < n; ++d)
-      p[d / dDP].push_back(d);
-    return p;
-  }
-
-  /// Group j = devices j, j + D_PP, j + 2 D_PP, ...: rank order with the
-  /// pipeline innermost (consecutive devices, often one machine, form one
-  /// pipeline).
-  Partition strided() const {
-    Partition p(dPP);
-    for (int d = 0; d < n; ++d)
-      p[d % dPP].push_back(d);
-    return p;
-  }
-
+  Partition rankOrder() const { return rankOrderPartition(dDP, dPP); }
+  Partition strided() const { return stridedPartition(dDP, dPP); }
   Partition randomPartition() {
-    std::vector<int> devices(n);
-    std::iota(devices.begin(), devices.end(), 0);
-    std::shuffle(devices.begin(), devices.end(), rng);
-    Partition p(dPP);
-    for (int i = 0; i < n; ++i)
-      p[i / dDP].push_back(devices[i]);
-    return p;
+    return dtfm::planner::randomPartition(dDP, dPP, rng);
   }
 };
 
@@ -539,69 +501,11 @@ Partition searchKernighanLin(SearchContext &ctx) {
   return best;
 }
 
-/// Child of two parents: p1's groups, with a random half of the devices
-/// moved to the group p2 gives them (p2's groups first relabelled to agree
-/// with p1's as much as possible), balance kept by swapping.
-Partition crossover(SearchContext &ctx, const Partition &p1,
-                    const Partition &p2) {
-  int groups = ctx.dPP;
-  std::vector<int> groupOf1(ctx.n), groupOf2(ctx.n);
-  for (int g = 0; g < groups; ++g) {
-    for (int d : p1[g])
-      groupOf1[d] = g;
-    for (int d : p2[g])
-      groupOf2[d] = g;
-  }
-  // Greedy relabelling of p2's groups by overlap with p1's.
-  std::vector<std::vector<int>> overlap(groups, std::vector<int>(groups, 0));
-  for (int d = 0; d < ctx.n; ++d)
-    ++overlap[groupOf2[d]][groupOf1[d]];
-  std::vector<int> label(groups, -1);
-  std::vector<bool> taken(groups, false);
-  for (int round = 0; round < groups; ++round) {
-    int bi = -1, bj = -1, bestOverlap = -1;
-    for (int i = 0; i < groups; ++i)
-      for (int j = 0; j < groups; ++j)
-        if (label[i] < 0 && !taken[j] && overlap[i][j] > bestOverlap) {
-          bestOverlap = overlap[i][j];
-          bi = i;
-          bj = j;
-        }
-    label[bi] = bj;
-    taken[bj] = true;
-  }
-  std::vector<int> child = groupOf1;
-  std::vector<int> devices(ctx.n);
-  std::iota(devices.begin(), devices.end(), 0);
-  std::shuffle(devices.begin(), devices.end(), ctx.rng);
-  std::vector<bool> fixed(ctx.n, false);
-  for (int i = 0; i < ctx.n / 2; ++i) {
-    int d = devices[i];
-    int target = label[groupOf2[d]];
-    fixed[d] = true;
-    if (child[d] == target)
-      continue;
-    // Swap with a not-yet-fixed device of the target group.
-    for (int e = 0; e < ctx.n; ++e) {
-      if (child[e] == target && !fixed[e]) {
-        child[e] = child[d];
-        child[d] = target;
-        break;
-      }
-    }
-  }
-  Partition result(groups);
-  for (int d = 0; d < ctx.n; ++d)
-    result[child[d]].push_back(d);
-  return result;
-}
-
+/// DT-FM's hybrid genetic algorithm on the engine (Genetic.h): members
+/// improved by the paper's local search, its circular variant and (unless
+/// `exactDescent` is off) dtfm's exact-cost descent, all incremental.
 Partition searchGenetic(SearchContext &ctx, bool exactDescent) {
-  struct Member {
-    Partition partition;
-    double cost;
-  };
-  auto improve = [&](Partition p) {
+  GeneticLocalSearch improve = [&](Partition p) {
     LayoutState state(ctx.model, std::move(p), ctx.evaluations);
     paperLocalSearch(ctx, state);
     circularLocalSearch(ctx, state, ctx.dPP);
@@ -609,72 +513,38 @@ Partition searchGenetic(SearchContext &ctx, bool exactDescent) {
     // nothing is left for the paper's local search afterwards.
     if (exactDescent)
       exactSwapDescent(ctx, state);
-    Member m{state.partition(), state.cost()};
+    GeneticMember m{state.partition(), state.cost()};
+    // The order of the groups is the TSP's to choose: canonical up to it.
     for (std::vector<int> &g : m.partition)
       std::sort(g.begin(), g.end());
     std::sort(m.partition.begin(), m.partition.end());
     return m;
   };
-
-  std::vector<Member> population;
-  double best = std::numeric_limits<double>::infinity();
-  auto report = [&](int generation) {
-    for (const Member &m : population)
-      if (m.cost < best) {
-        best = m.cost;
-        if (ctx.options.progress)
-          ctx.options.progress(generation, best);
-      }
-  };
   bool small = ctx.n <= 16;
-  int size = ctx.options.population > 0 ? ctx.options.population
-                                        : (small ? 12 : 6);
-  size = std::max(2, size);
-  int offspring = ctx.options.offspring > 0 ? ctx.options.offspring
-                                            : (small ? 60 : 12);
-  population.push_back(improve(ctx.rankOrder()));
-  if (size > 1)
-    population.push_back(improve(ctx.strided()));
-  while (static_cast<int>(population.size()) < size &&
-         !ctx.deadline.expired())
-    population.push_back(improve(ctx.randomPartition()));
-  report(0);
-
-  std::uniform_int_distribution<size_t> pick(0, population.size() - 1);
-  for (int generation = 1; generation <= offspring; ++generation) {
-    if (ctx.deadline.expired() || population.size() < 2)
-      break;
-    size_t i = pick(ctx.rng), j = pick(ctx.rng);
-    while (j == i)
-      j = pick(ctx.rng);
-    Member child =
-        improve(crossover(ctx, population[i].partition,
-                          population[j].partition));
-    auto worst = std::max_element(
-        population.begin(), population.end(),
-        [](const Member &l, const Member &r) { return l.cost < r.cost; });
-    bool duplicate = std::any_of(
-        population.begin(), population.end(),
-        [&](const Member &m) { return m.partition == child.partition; });
-    if (!duplicate && child.cost < worst->cost) {
-      *worst = std::move(child);
-      report(generation);
-    }
-  }
-  return std::min_element(population.begin(), population.end(),
-                          [](const Member &l, const Member &r) {
-                            return l.cost < r.cost;
-                          })
-      ->partition;
+  GeneticOptions genetic;
+  genetic.dataParallel = ctx.dDP;
+  genetic.pipelineParallel = ctx.dPP;
+  genetic.population =
+      std::max(2, ctx.options.population > 0 ? ctx.options.population
+                                             : (small ? 12 : 6));
+  genetic.offspring =
+      ctx.options.offspring > 0 ? ctx.options.offspring : (small ? 60 : 12);
+  // Rank order and its transpose always start.
+  genetic.guaranteedSeeds = 2;
+  genetic.progress = ctx.options.progress;
+  return geneticSearch(genetic, {ctx.rankOrder(), ctx.strided()}, improve,
+                       ctx.rng, ctx.deadline);
 }
 
-/// OP-Fence: communities own contiguous stage ranges.
-Partition searchOpFence(SearchContext &ctx) {
-  const Cluster &cluster = ctx.model.getCluster();
+} // namespace
+
+Partition dtfm::planner::opFenceLayout(const Cluster &cluster, int dataParallel,
+                                       int pipelineParallel) {
+  int n = dataParallel * pipelineParallel;
   std::vector<int> community = clusterDevicesByBandwidth(cluster);
   int count = *std::max_element(community.begin(), community.end()) + 1;
   std::vector<std::vector<int>> members(count);
-  for (int d = 0; d < ctx.n; ++d)
+  for (int d = 0; d < n; ++d)
     members[community[d]].push_back(d);
   auto meanBandwidth = [&](int a, int b) {
     double sum = 0;
@@ -701,124 +571,12 @@ Partition searchOpFence(SearchContext &ctx) {
         next = c;
     current = next;
   }
-  Partition p(ctx.dPP);
+  Partition p(pipelineParallel);
   int position = 0;
   for (int c : chain)
     for (int d : members[c])
-      p[position++ / ctx.dDP].push_back(d);
+      p[position++ / dataParallel].push_back(d);
   return p;
-}
-
-} // namespace
-
-Partition dtfm::planner::searchWithObjective(
-    const Cluster &cluster, const LayoutObjective &objective,
-    const SearchOptions &options, const std::vector<Partition> &seeds,
-    int64_t *evaluations) {
-  CostModel unused(cluster, {0, 0}, std::max(1, options.dataParallel));
-  SearchContext ctx(unused, options);
-  struct Member {
-    Partition partition;
-    double cost;
-  };
-  auto evaluate = [&](const Partition &p) {
-    ++ctx.evaluations;
-    return objective(p);
-  };
-  auto canonical = [](Partition &p) {
-    for (std::vector<int> &g : p)
-      std::sort(g.begin(), g.end());
-  };
-  const double eps = 1e-12;
-  auto descend = [&](Partition p) {
-    canonical(p);
-    double cost = evaluate(p);
-    for (bool improved = true; improved && !ctx.deadline.expired();) {
-      improved = false;
-      // Neighbouring stages trade places.
-      for (int s = 0; s + 1 < ctx.dPP && !improved; ++s) {
-        std::swap(p[s], p[s + 1]);
-        double c = evaluate(p);
-        if (c < cost - eps) {
-          cost = c;
-          improved = true;
-        } else {
-          std::swap(p[s], p[s + 1]);
-        }
-      }
-      // Two devices of different stages trade places.
-      for (int g = 0; g < ctx.dPP && !improved && !ctx.deadline.expired();
-           ++g)
-        for (int h = g + 1; h < ctx.dPP && !improved; ++h)
-          for (size_t i = 0; i < p[g].size() && !improved; ++i)
-            for (size_t j = 0; j < p[h].size() && !improved; ++j) {
-              std::swap(p[g][i], p[h][j]);
-              double c = evaluate(p);
-              if (c < cost - eps) {
-                cost = c;
-                improved = true;
-              } else {
-                std::swap(p[g][i], p[h][j]);
-              }
-            }
-    }
-    canonical(p);
-    return Member{p, cost};
-  };
-
-  bool small = ctx.n <= 16;
-  int size = std::max(2, options.population > 0 ? options.population
-                                                : (small ? 8 : 4));
-  size = std::max<int>(size, seeds.size()); // every seed gets a place
-  int offspring = options.offspring > 0 ? options.offspring
-                                        : (small ? 24 : 6);
-  std::vector<Member> population;
-  for (const Partition &seed : seeds) {
-    if (static_cast<int>(population.size()) >= size ||
-        (!population.empty() && ctx.deadline.expired()))
-      break;
-    population.push_back(descend(seed));
-  }
-  while (static_cast<int>(population.size()) < size &&
-         !ctx.deadline.expired())
-    population.push_back(descend(ctx.randomPartition()));
-  double best = std::numeric_limits<double>::infinity();
-  auto report = [&](int generation) {
-    for (const Member &m : population)
-      if (m.cost < best) {
-        best = m.cost;
-        if (options.progress)
-          options.progress(generation, best);
-      }
-  };
-  report(0);
-  std::uniform_int_distribution<size_t> pick(0, population.size() - 1);
-  for (int generation = 1; generation <= offspring; ++generation) {
-    if (ctx.deadline.expired() || population.size() < 2)
-      break;
-    size_t i = pick(ctx.rng), j = pick(ctx.rng);
-    while (j == i)
-      j = pick(ctx.rng);
-    Member child = descend(
-        crossover(ctx, population[i].partition, population[j].partition));
-    auto worst = std::max_element(
-        population.begin(), population.end(),
-        [](const Member &l, const Member &r) { return l.cost < r.cost; });
-    bool duplicate = std::any_of(
-        population.begin(), population.end(),
-        [&](const Member &m) { return m.partition == child.partition; });
-    if (!duplicate && child.cost < worst->cost) {
-      *worst = std::move(child);
-      report(generation);
-    }
-  }
-  if (evaluations)
-    *evaluations += ctx.evaluations;
-  return std::min_element(population.begin(), population.end(),
-                          [](const Member &l, const Member &r) {
-                            return l.cost < r.cost;
-                          })
-      ->partition;
 }
 
 SearchResult dtfm::planner::searchLayout(const CostModel &model,
@@ -843,7 +601,7 @@ SearchResult dtfm::planner::searchLayout(const CostModel &model,
     partition = searchGenetic(ctx, /*exactDescent=*/false);
     break;
   case SearchAlgorithm::OpFence:
-    partition = searchOpFence(ctx);
+    partition = opFenceLayout(model.getCluster(), ctx.dDP, ctx.dPP);
     break;
   }
   SearchResult result;

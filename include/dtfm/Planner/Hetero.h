@@ -107,10 +107,11 @@ private:
 /// Even split of `blocks` into `stages` bounds.
 std::vector<int> evenBounds(int blocks, int stages);
 
-/// The hetero search: a genetic search (crossover as in `genetic`; local
-/// search = first-improvement device swaps and swaps of neighbouring
-/// stages, on the full objective) seeded with rank order, its transpose,
-/// the devices sorted by speed, and DT-FM's best layout in pipeline order.
+/// The hetero search: the genetic engine on the full objective
+/// (searchWithObjective in Genetic.h: first-improvement device swaps and
+/// swaps of neighbouring stages) seeded with rank order, its transpose, the
+/// devices sorted by speed, OP-Fence's layout, and DT-FM's best layout in
+/// pipeline order.
 /// Returns the best partition in pipeline order.
 Partition searchHetero(const HeteroModel &model, const SearchOptions &options,
                        int64_t *evaluations = nullptr);

@@ -30,6 +30,8 @@
 //               communities are chained greedily by mean bandwidth, starting
 //               from the largest.
 //
+// `genetic` and `genetic-paper` run the genetic engine of Genetic.h.
+//
 // All algorithms are deterministic for a given seed unless a time budget
 // cuts them short.
 //
@@ -81,20 +83,10 @@ struct SearchResult {
   double wallSeconds = 0;
 };
 
-/// An objective over partitions whose group k runs pipeline stage k (lower
-/// is better; infinity for infeasible).
-using LayoutObjective = std::function<double(const Partition &)>;
-
-/// A genetic search on any objective where the order of the groups matters:
-/// the `genetic` crossover, and as local search first-improvement swaps of
-/// two devices and of two neighbouring stages, each fully re-evaluated.
-/// Starts from `seeds` (then random partitions). Returns the best partition,
-/// in stage order; counts evaluations when asked.
-Partition searchWithObjective(const Cluster &cluster,
-                              const LayoutObjective &objective,
-                              const SearchOptions &options,
-                              const std::vector<Partition> &seeds,
-                              int64_t *evaluations = nullptr);
+/// OP-Fence's layout of the cluster's D_DP x D_PP devices, in stage order
+/// (it needs no cost model: communities by bandwidth).
+Partition opFenceLayout(const Cluster &cluster, int dataParallel,
+                        int pipelineParallel);
 
 /// Runs `algorithm`. The options' D_DP x D_PP must equal the cluster size.
 SearchResult searchLayout(const CostModel &model, SearchAlgorithm algorithm,
