@@ -121,14 +121,12 @@ bool dtfm::format::readWholeFile(const std::string &path, std::string &bytes,
 
 bool dtfm::format::readTensorFile(const std::string &path, TensorMap &tensors,
                                   std::string &error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  std::string bytes;
+  if (!readWholeFile(path, bytes, error)) {
     error = path + ": not a dtfm tensor file";
     return false;
   }
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return decodeTensors(buffer.str(), path, tensors, error);
+  return decodeTensors(bytes, path, tensors, error);
 }
 
 bool dtfm::format::writeFileAtomically(const std::string &path,

@@ -36,6 +36,23 @@ std::optional<OpKind> dtfm::runtime::opKindOf(std::string_view name) {
   return it->second;
 }
 
+bool dtfm::runtime::isStructural(OpKind kind) {
+  switch (kind) {
+  case OpKind::Param:
+  case OpKind::Input:
+  case OpKind::Label:
+  case OpKind::Recv:
+  case OpKind::Send:
+  case OpKind::Backward:
+  case OpKind::GradSync:
+  case OpKind::SgdUpdate:
+  case OpKind::AdamwUpdate:
+    return true;
+  default:
+    return false;
+  }
+}
+
 const char *dtfm::runtime::opPhaseName(OpPhase phase) {
   switch (phase) {
   case OpPhase::Forward:

@@ -51,6 +51,12 @@ const char *opName(OpKind kind);
 /// The kind of a dialect op name; nullopt for a name no kind has.
 std::optional<OpKind> opKindOf(std::string_view name);
 
+/// Kinds the phase loop and the optimizer step run themselves (values from
+/// outside the program, transfers, gradient syncs, updates): no backend
+/// kernel table has an entry for them. dtfm.backward runs through the
+/// backward entry of the kind it differentiates.
+bool isStructural(OpKind kind);
+
 /// A table with one entry per op kind: each backend's kernels.
 template <typename T> using OpTable = std::array<T, kNumOpKinds>;
 

@@ -480,19 +480,8 @@ bool dtfm::runtime::cpu::supportsProgram(const StageProgram &program,
                                          std::string &reason) {
   const OpTable<KernelEntry> &table = kernelTable();
   for (const ProgramOp &op : program.ops) {
-    switch (op.kind) {
-    case OpKind::Param:
-    case OpKind::Input:
-    case OpKind::Label:
-    case OpKind::Recv:
-    case OpKind::Send:
-    case OpKind::GradSync:
-    case OpKind::SgdUpdate:
-    case OpKind::AdamwUpdate:
+    if (isStructural(op.kind) && !op.isBackward())
       continue;
-    default:
-      break;
-    }
     const KernelEntry &entry = table[static_cast<size_t>(op.computes)];
     if (op.isBackward() ? !entry.backward : !entry.forward) {
       reason = op.describe() + " has no CPU kernel";

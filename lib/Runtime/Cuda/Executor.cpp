@@ -599,23 +599,12 @@ bool dtfm::runtime::cuda::supportsProgram(const StageProgram &program,
   for (const ProgramOp &op : program.ops) {
     std::string where =
         "op #" + std::to_string(op.index) + " " + opName(op.kind);
-    switch (op.kind) {
-    case OpKind::Param:
-    case OpKind::Input:
-    case OpKind::Label:
-    case OpKind::Recv:
-    case OpKind::Send:
-    case OpKind::GradSync:
-    case OpKind::SgdUpdate:
-    case OpKind::AdamwUpdate:
-      break;
-    default: {
+    if (!isStructural(op.kind) || op.isBackward()) {
       const CudaKernels &kernels = table[static_cast<size_t>(op.computes)];
       if (op.isBackward() ? !kernels.backward : !kernels.forward) {
         reason = op.describe() + " has no CUDA kernel";
         return false;
       }
-    }
     }
     for (size_t i = 0; i < op.operands.size(); ++i)
       if (shapeOfOperand(op, i).size() > static_cast<size_t>(cuda::kMaxRank)) {
