@@ -1,6 +1,8 @@
 //===- Kernels.h - CPU kernels of the dtfm ops, forward and backward -*- C++ -*-===//
 //
-// Part of dtfm. Plain C++ (fp32), no MLIR: the CPU backend of the runtime.
+// Part of dtfm. Plain C++ (fp32), no MLIR: the CPU backend of the runtime
+// (Kernels.cpp: dense, normalisation, attention, losses, optimizers;
+// Elementwise.cpp; Convolution.cpp).
 //
 //===----------------------------------------------------------------------===//
 //

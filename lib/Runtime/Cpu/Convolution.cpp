@@ -1,0 +1,386 @@
+//===- Convolution.cpp - CPU convolution, batchnorm, pooling
+//----------------===//
+//
+// Part of dtfm. Convolutional networks (NCHW): convolution as im2col + sgemm,
+// batch normalisation, max/average/global pooling, forward and backward.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelSupport.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <limits>
+
+using namespace dtfm::runtime::cpu;
+
+//===----------------------------------------------------------------------===//
+// convolution (im2col + sgemm), batchnorm, pooling
+//===----------------------------------------------------------------------===//
+
+namespace {
+struct ConvShape {
+  int64_t n, c, h, w, o, kh, kw, ho, wo, cg, og;
+};
+
+ConvShape convShape(const Tensor &x, const Tensor &w, const Window &win,
+                    int64_t groups) {
+  ConvShape s;
+  s.n = x.dim(0), s.c = x.dim(1), s.h = x.dim(2), s.w = x.dim(3);
+  s.o = w.dim(0), s.kh = w.dim(2), s.kw = w.dim(3);
+  s.ho = (s.h + win.padTop + win.padBottom - win.dilationH * (s.kh - 1) - 1) /
+             win.strideH +
+         1;
+  s.wo = (s.w + win.padLeft + win.padRight - win.dilationW * (s.kw - 1) - 1) /
+             win.strideW +
+         1;
+  s.cg = s.c / groups;
+  s.og = s.o / groups;
+  return s;
+}
+
+/// Column matrix [cg*kh*kw, ho*wo] of image n, group g (zeros for padding).
+void im2col(const Tensor &x, const ConvShape &s, const Window &win, int64_t n,
+            int64_t g, std::vector<float> &col) {
+  col.assign(s.cg * s.kh * s.kw * s.ho * s.wo, 0.0f);
+  for (int64_t c = 0; c < s.cg; ++c)
+    for (int64_t i = 0; i < s.kh; ++i)
+      for (int64_t j = 0; j < s.kw; ++j) {
+        float *row = col.data() + ((c * s.kh + i) * s.kw + j) * s.ho * s.wo;
+        const float *image =
+            x.data.data() + ((n * s.c) + g * s.cg + c) * s.h * s.w;
+        for (int64_t y = 0; y < s.ho; ++y) {
+          int64_t iy = y * win.strideH - win.padTop + i * win.dilationH;
+          if (iy < 0 || iy >= s.h)
+            continue;
+          for (int64_t xo = 0; xo < s.wo; ++xo) {
+            int64_t ix = xo * win.strideW - win.padLeft + j * win.dilationW;
+            if (ix >= 0 && ix < s.w)
+              row[y * s.wo + xo] = image[iy * s.w + ix];
+          }
+        }
+      }
+}
+
+/// Adds a column matrix back into image n, group g of `dx`.
+void col2im(const std::vector<float> &col, const ConvShape &s,
+            const Window &win, int64_t n, int64_t g, Tensor &dx) {
+  for (int64_t c = 0; c < s.cg; ++c)
+    for (int64_t i = 0; i < s.kh; ++i)
+      for (int64_t j = 0; j < s.kw; ++j) {
+        const float *row =
+            col.data() + ((c * s.kh + i) * s.kw + j) * s.ho * s.wo;
+        float *image = dx.data.data() + ((n * s.c) + g * s.cg + c) * s.h * s.w;
+        for (int64_t y = 0; y < s.ho; ++y) {
+          int64_t iy = y * win.strideH - win.padTop + i * win.dilationH;
+          if (iy < 0 || iy >= s.h)
+            continue;
+          for (int64_t xo = 0; xo < s.wo; ++xo) {
+            int64_t ix = xo * win.strideW - win.padLeft + j * win.dilationW;
+            if (ix >= 0 && ix < s.w)
+              image[iy * s.w + ix] += row[y * s.wo + xo];
+          }
+        }
+      }
+}
+} // namespace
+
+Tensor dtfm::runtime::cpu::conv2d(const Tensor &x, const Tensor &w,
+                                  const Tensor *bias, const Window &window,
+                                  int64_t groups) {
+  ConvShape s = convShape(x, w, window, groups);
+  Tensor out({s.n, s.o, s.ho, s.wo});
+  std::vector<float> col;
+  int64_t k = s.cg * s.kh * s.kw, spatial = s.ho * s.wo;
+  for (int64_t n = 0; n < s.n; ++n)
+    for (int64_t g = 0; g < groups; ++g) {
+      im2col(x, s, window, n, g, col);
+      gemm(w.data.data() + g * s.og * k, col.data(),
+           out.data.data() + (n * s.o + g * s.og) * spatial, s.og, spatial, k,
+           false, false, false);
+    }
+  if (bias)
+    for (int64_t n = 0; n < s.n; ++n)
+      for (int64_t o = 0; o < s.o; ++o)
+        for (int64_t p = 0; p < spatial; ++p)
+          out.data[(n * s.o + o) * spatial + p] += bias->data[o];
+  return out;
+}
+
+void dtfm::runtime::cpu::conv2dBackward(const Tensor &x, const Tensor &w,
+                                        const Window &window, int64_t groups,
+                                        const Tensor &dOut, Tensor *dx,
+                                        Tensor *dw, Tensor *dBias) {
+  ConvShape s = convShape(x, w, window, groups);
+  ensure(dx, x.shape);
+  ensure(dw, w.shape);
+  ensure(dBias, {s.o});
+  std::vector<float> col, dcol;
+  int64_t k = s.cg * s.kh * s.kw, spatial = s.ho * s.wo;
+  for (int64_t n = 0; n < s.n; ++n)
+    for (int64_t g = 0; g < groups; ++g) {
+      const float *go = dOut.data.data() + (n * s.o + g * s.og) * spatial;
+      if (dw) {
+        im2col(x, s, window, n, g, col);
+        // dW [og, k] += dOut [og, spatial] * col^T [spatial, k]
+        gemm(go, col.data(), dw->data.data() + g * s.og * k, s.og, k, spatial,
+             false, true, true);
+      }
+      if (dx) {
+        dcol.assign(k * spatial, 0.0f);
+        // dcol [k, spatial] = W^T [k, og] * dOut [og, spatial]
+        gemm(w.data.data() + g * s.og * k, go, dcol.data(), k, spatial, s.og,
+             true, false, false);
+        col2im(dcol, s, window, n, g, *dx);
+      }
+    }
+  if (dBias)
+    for (int64_t n = 0; n < s.n; ++n)
+      for (int64_t o = 0; o < s.o; ++o)
+        for (int64_t p = 0; p < spatial; ++p)
+          dBias->data[o] += dOut.data[(n * s.o + o) * spatial + p];
+}
+
+/// Per-channel mean and biased variance over every dimension but 1.
+static void channelStats(const Tensor &x, std::vector<double> &mean,
+                         std::vector<double> &var) {
+  int64_t n = x.dim(0), c = x.dim(1), inner = x.numel() / (n * c);
+  mean.assign(c, 0);
+  var.assign(c, 0);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t i = 0; i < inner; ++i)
+        mean[ch] += x.data[(b * c + ch) * inner + i];
+  for (double &m : mean)
+    m /= static_cast<double>(n * inner);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t i = 0; i < inner; ++i) {
+        double d = x.data[(b * c + ch) * inner + i] - mean[ch];
+        var[ch] += d * d;
+      }
+  for (double &v : var)
+    v /= static_cast<double>(n * inner);
+}
+
+Tensor dtfm::runtime::cpu::batchNorm(const Tensor &x, const Tensor &gamma,
+                                     const Tensor &beta, double epsilon,
+                                     Tensor *runningMean, Tensor *runningVar,
+                                     double momentum) {
+  int64_t n = x.dim(0), c = x.dim(1), inner = x.numel() / (n * c);
+  std::vector<double> mean, var;
+  channelStats(x, mean, var);
+  Tensor out(x.shape);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t ch = 0; ch < c; ++ch) {
+      double rstd = 1.0 / std::sqrt(var[ch] + epsilon);
+      for (int64_t i = 0; i < inner; ++i) {
+        int64_t at = (b * c + ch) * inner + i;
+        out.data[at] = static_cast<float>(
+            (x.data[at] - mean[ch]) * rstd * gamma.data[ch] + beta.data[ch]);
+      }
+    }
+  double count = static_cast<double>(n * inner);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    if (runningMean)
+      runningMean->data[ch] = static_cast<float>(
+          (1 - momentum) * runningMean->data[ch] + momentum * mean[ch]);
+    if (runningVar) // unbiased, as PyTorch keeps it
+      runningVar->data[ch] = static_cast<float>(
+          (1 - momentum) * runningVar->data[ch] +
+          momentum * var[ch] * count / std::max(1.0, count - 1));
+  }
+  return out;
+}
+
+void dtfm::runtime::cpu::batchNormBackward(const Tensor &x, const Tensor &gamma,
+                                           double epsilon, const Tensor &dOut,
+                                           Tensor *dx, Tensor *dGamma,
+                                           Tensor *dBeta) {
+  int64_t n = x.dim(0), c = x.dim(1), inner = x.numel() / (n * c);
+  double count = static_cast<double>(n * inner);
+  std::vector<double> mean, var;
+  channelStats(x, mean, var);
+  ensure(dx, x.shape);
+  ensure(dGamma, gamma.shape);
+  ensure(dBeta, gamma.shape);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double rstd = 1.0 / std::sqrt(var[ch] + epsilon);
+    double sumDy = 0, sumDyXhat = 0;
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t i = 0; i < inner; ++i) {
+        int64_t at = (b * c + ch) * inner + i;
+        double xhat = (x.data[at] - mean[ch]) * rstd;
+        sumDy += dOut.data[at];
+        sumDyXhat += dOut.data[at] * xhat;
+      }
+    if (dGamma)
+      dGamma->data[ch] += static_cast<float>(sumDyXhat);
+    if (dBeta)
+      dBeta->data[ch] += static_cast<float>(sumDy);
+    if (dx)
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t i = 0; i < inner; ++i) {
+          int64_t at = (b * c + ch) * inner + i;
+          double xhat = (x.data[at] - mean[ch]) * rstd;
+          dx->data[at] += static_cast<float>(
+              gamma.data[ch] * rstd *
+              (dOut.data[at] - sumDy / count - xhat * sumDyXhat / count));
+        }
+  }
+}
+
+/// Output size of a pooling window along one dimension.
+static int64_t pooledSize(int64_t in, int64_t k, int64_t stride, int64_t a,
+                          int64_t b) {
+  return (in + a + b - k) / stride + 1;
+}
+
+Tensor dtfm::runtime::cpu::maxPool2d(const Tensor &x, int64_t kh, int64_t kw,
+                                     const Window &win) {
+  int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
+  int64_t ho = pooledSize(h, kh, win.strideH, win.padTop, win.padBottom);
+  int64_t wo = pooledSize(w, kw, win.strideW, win.padLeft, win.padRight);
+  Tensor out({n, c, ho, wo});
+  for (int64_t p = 0; p < n * c; ++p)
+    for (int64_t y = 0; y < ho; ++y)
+      for (int64_t xo = 0; xo < wo; ++xo) {
+        float best = -std::numeric_limits<float>::infinity();
+        for (int64_t i = 0; i < kh; ++i)
+          for (int64_t j = 0; j < kw; ++j) {
+            int64_t iy = y * win.strideH - win.padTop + i;
+            int64_t ix = xo * win.strideW - win.padLeft + j;
+            if (iy >= 0 && iy < h && ix >= 0 && ix < w)
+              best = std::max(best, x.data[(p * h + iy) * w + ix]);
+          }
+        out.data[(p * ho + y) * wo + xo] = best;
+      }
+  return out;
+}
+
+void dtfm::runtime::cpu::maxPool2dBackward(const Tensor &x, int64_t kh,
+                                           int64_t kw, const Window &win,
+                                           const Tensor &dOut, Tensor *dx) {
+  int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
+  int64_t ho = dOut.dim(2), wo = dOut.dim(3);
+  ensure(dx, x.shape);
+  for (int64_t p = 0; p < n * c; ++p)
+    for (int64_t y = 0; y < ho; ++y)
+      for (int64_t xo = 0; xo < wo; ++xo) {
+        float best = -std::numeric_limits<float>::infinity();
+        int64_t arg = -1;
+        for (int64_t i = 0; i < kh; ++i)
+          for (int64_t j = 0; j < kw; ++j) {
+            int64_t iy = y * win.strideH - win.padTop + i;
+            int64_t ix = xo * win.strideW - win.padLeft + j;
+            if (iy >= 0 && iy < h && ix >= 0 && ix < w &&
+                x.data[(p * h + iy) * w + ix] > best) {
+              best = x.data[(p * h + iy) * w + ix];
+              arg = (p * h + iy) * w + ix;
+            }
+          }
+        if (arg >= 0)
+          dx->data[arg] += dOut.data[(p * ho + y) * wo + xo];
+      }
+}
+
+Tensor dtfm::runtime::cpu::avgPool2d(const Tensor &x, int64_t kh, int64_t kw,
+                                     const Window &win) {
+  int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
+  int64_t ho = pooledSize(h, kh, win.strideH, win.padTop, win.padBottom);
+  int64_t wo = pooledSize(w, kw, win.strideW, win.padLeft, win.padRight);
+  Tensor out({n, c, ho, wo});
+  for (int64_t p = 0; p < n * c; ++p)
+    for (int64_t y = 0; y < ho; ++y)
+      for (int64_t xo = 0; xo < wo; ++xo) {
+        double sum = 0;
+        for (int64_t i = 0; i < kh; ++i)
+          for (int64_t j = 0; j < kw; ++j) {
+            int64_t iy = y * win.strideH - win.padTop + i;
+            int64_t ix = xo * win.strideW - win.padLeft + j;
+            if (iy >= 0 && iy < h && ix >= 0 && ix < w)
+              sum += x.data[(p * h + iy) * w + ix];
+          }
+        out.data[(p * ho + y) * wo + xo] = static_cast<float>(sum / (kh * kw));
+      }
+  return out;
+}
+
+void dtfm::runtime::cpu::avgPool2dBackward(const Tensor &x, int64_t kh,
+                                           int64_t kw, const Window &win,
+                                           const Tensor &dOut, Tensor *dx) {
+  int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
+  int64_t ho = dOut.dim(2), wo = dOut.dim(3);
+  ensure(dx, x.shape);
+  for (int64_t p = 0; p < n * c; ++p)
+    for (int64_t y = 0; y < ho; ++y)
+      for (int64_t xo = 0; xo < wo; ++xo) {
+        float share = dOut.data[(p * ho + y) * wo + xo] / (kh * kw);
+        for (int64_t i = 0; i < kh; ++i)
+          for (int64_t j = 0; j < kw; ++j) {
+            int64_t iy = y * win.strideH - win.padTop + i;
+            int64_t ix = xo * win.strideW - win.padLeft + j;
+            if (iy >= 0 && iy < h && ix >= 0 && ix < w)
+              dx->data[(p * h + iy) * w + ix] += share;
+          }
+      }
+}
+
+Tensor dtfm::runtime::cpu::globalAvgPool(const Tensor &x) {
+  int64_t n = x.dim(0), c = x.dim(1), inner = x.numel() / (n * c);
+  std::vector<int64_t> shape{n, c};
+  for (size_t d = 2; d < x.shape.size(); ++d)
+    shape.push_back(1);
+  Tensor out(shape);
+  for (int64_t p = 0; p < n * c; ++p) {
+    double sum = 0;
+    for (int64_t i = 0; i < inner; ++i)
+      sum += x.data[p * inner + i];
+    out.data[p] = static_cast<float>(sum / inner);
+  }
+  return out;
+}
+
+void dtfm::runtime::cpu::globalAvgPoolBackward(const Tensor &x,
+                                               const Tensor &dOut, Tensor *dx) {
+  int64_t n = x.dim(0), c = x.dim(1), inner = x.numel() / (n * c);
+  ensure(dx, x.shape);
+  for (int64_t p = 0; p < n * c; ++p)
+    for (int64_t i = 0; i < inner; ++i)
+      dx->data[p * inner + i] += dOut.data[p] / inner;
+}
+
+void dtfm::runtime::cpu::topK(const Tensor &x, int64_t k, Tensor &values,
+                              Tensor &indices) {
+  int64_t n = x.numel();
+  k = std::min(k, n);
+  std::vector<int64_t> order(n);
+  for (int64_t i = 0; i < n; ++i)
+    order[i] = i;
+  auto larger = [&](int64_t a, int64_t b) {
+    float ma = std::fabs(x.data[a]), mb = std::fabs(x.data[b]);
+    return ma != mb ? ma > mb : a < b;
+  };
+  std::nth_element(order.begin(), order.begin() + k, order.end(), larger);
+  std::sort(order.begin(), order.begin() + k);
+  values = Tensor({k});
+  indices = Tensor({k});
+  for (int64_t i = 0; i < k; ++i) {
+    values.data[i] = x.data[order[i]];
+    indices.data[i] = static_cast<float>(order[i]);
+  }
+}
+
+Tensor dtfm::runtime::cpu::scatterTopK(const Tensor &values,
+                                       const Tensor &indices,
+                                       const std::vector<int64_t> &shape) {
+  Tensor out(shape);
+  int64_t n = out.numel();
+  for (int64_t i = 0; i < values.numel() && i < indices.numel(); ++i) {
+    int64_t at = static_cast<int64_t>(indices.data[i]);
+    if (at >= 0 && at < n)
+      out.data[at] = values.data[i];
+  }
+  return out;
+}
