@@ -18,56 +18,40 @@
 
 namespace dtfm::bench {
 
-struct Workload {
-  std::vector<planner::ChainBlock> blocks; ///< one micro-batch
-  std::vector<planner::TiedParameter> tied; ///< the token embedding and head
-  double boundaryBytes = 0;
-  double parameterBytes = 0;
-  /// What the plan's syncs carry: f16 gradients of f16 parameters.
-  double gradientBytesPerParameterByte = 1;
-  int64_t microBatchSize = 1;
-
-  /// The hetero model's problem for this workload.
-  planner::HeteroProblem problem(const planner::Cluster &cluster, int dp,
-                                 int pp, int microBatches) const {
-    planner::HeteroProblem p;
-    p.cluster = &cluster;
-    p.blocks = blocks;
-    p.tied = tied;
-    p.boundaryBytes = boundaryBytes;
-    p.gradientBytesPerParameterByte = gradientBytesPerParameterByte;
-    p.dataParallel = dp;
-    p.pipelineParallel = pp;
-    p.stageOptions.microBatches = microBatches;
-    return p;
-  }
-};
-
-/// GPT3-1.3B's blocks (embedding, 24 layers, head) from the dtfm importer.
-inline Workload gptWorkload() {
+/// GPT3-1.3B (embedding, 24 layers, head) from the dtfm importer, measured
+/// by the same builder as the planning passes; its boundary is the residual
+/// stream [B, s, h] in f16 that crosses every stage boundary.
+inline planner::Workload gptWorkload() {
   mlir::MLIRContext context;
   mlir::dtfm::GptConfig config = *mlir::dtfm::getGptPreset("gpt3-1.3b");
   mlir::OwningOpRef<mlir::ModuleOp> module =
       mlir::dtfm::buildGptModule(&context, config);
   mlir::dtfm::CostAnalysis costs(module->getOperation());
-  mlir::dtfm::PlannerChain chain = *mlir::dtfm::buildPlannerChain(costs);
-  Workload w;
-  w.blocks = std::move(chain.blocks);
-  w.tied = std::move(chain.tied);
-  w.gradientBytesPerParameterByte = chain.gradientBytesPerParameterByte;
-  for (const planner::ChainBlock &block : w.blocks)
-    w.parameterBytes += block.parameterBytes;
-  // The residual stream [B, s, h] in f16 crosses every stage boundary.
+  planner::Workload w = *mlir::dtfm::buildWorkload(costs);
   w.boundaryBytes = 2.0 * config.microBatch * config.seqLen * config.hidden;
   w.microBatchSize = config.microBatch;
   return w;
+}
+
+/// The hetero model's problem for `workload` at D_DP x D_PP with
+/// `microBatches` per pipeline (the plan's defaults otherwise).
+inline planner::HeteroProblem heteroProblem(const planner::Workload &workload,
+                                            const planner::Cluster &cluster,
+                                            int dp, int pp, int microBatches) {
+  planner::HeteroProblem p;
+  p.cluster = &cluster;
+  p.workload = workload;
+  p.dataParallel = dp;
+  p.pipelineParallel = pp;
+  p.training.stages.microBatches = microBatches;
+  return p;
 }
 
 /// The predicted iteration time of `algorithm`'s layout (DT-FM's cost
 /// model: equal layers per stage, in its pipeline order), scored by `model`
 /// without re-balancing the stages.
 inline double equalLayerSeconds(const planner::HeteroModel &model,
-                                const Workload &workload,
+                                const planner::Workload &workload,
                                 planner::SearchAlgorithm algorithm,
                                 const planner::SearchOptions &options,
                                 int microBatches) {
@@ -76,7 +60,7 @@ inline double equalLayerSeconds(const planner::HeteroModel &model,
   // DT-FM's c_DP counts fp32 gradients (4 bytes per f16 parameter's 2), as
   // its reference scheduler and --dtfm-assign-devices do.
   planner::CostModel dtfm(*problem.cluster,
-                          {workload.parameterBytes * 2.0 / pp,
+                          {workload.parameterBytes() * 2.0 / pp,
                            workload.boundaryBytes * microBatches},
                           dp);
   planner::SearchResult r = planner::searchLayout(dtfm, algorithm, options);

@@ -33,7 +33,6 @@ using namespace dtfm::planner;
 namespace {
 
 using dtfm::bench::gptWorkload;
-using dtfm::bench::Workload;
 
 struct Row {
   std::string scenario;
@@ -60,7 +59,8 @@ double runScenario(const std::string &name, const Cluster &cluster,
                    const Workload &workload, int microBatches, uint64_t seed,
                    bool json) {
   const int dp = 8, pp = 8;
-  HeteroModel model(workload.problem(cluster, dp, pp, microBatches));
+  HeteroModel model(
+      dtfm::bench::heteroProblem(workload, cluster, dp, pp, microBatches));
   if (!json)
     std::printf("\n%s\n  %-14s %14s %9s\n", name.c_str(), "algorithm",
                 "iteration_s", "wall_s");

@@ -42,7 +42,6 @@
 #include <string>
 
 using namespace dtfm::planner;
-using dtfm::bench::Workload;
 
 namespace {
 
@@ -85,8 +84,9 @@ double fixedPlan(const std::string &name, const Cluster &cluster,
   const int dp = 8, pp = 8;
   int microBatches =
       static_cast<int>(globalBatch / (dp * workload.microBatchSize));
-  HeteroProblem fixed = workload.problem(cluster, dp, pp, microBatches);
-  fixed.compression.targetRatio = compressRatio;
+  HeteroProblem fixed =
+      dtfm::bench::heteroProblem(workload, cluster, dp, pp, microBatches);
+  fixed.training.compression.targetRatio = compressRatio;
   HeteroModel model(fixed);
   SearchOptions options;
   options.dataParallel = dp;
@@ -123,13 +123,8 @@ void runScenario(const std::string &name, const Cluster &cluster,
 
   ShapeProblem problem;
   problem.cluster = &cluster;
-  problem.blocks = workload.blocks;
-  problem.boundaryBytes = workload.boundaryBytes;
-  problem.gradientBytesPerParameterByte =
-      workload.gradientBytesPerParameterByte;
-  problem.tied = workload.tied;
-  problem.compression.targetRatio = compressRatio;
-  problem.referenceMicroBatchSize = workload.microBatchSize;
+  problem.workload = workload;
+  problem.training.compression.targetRatio = compressRatio;
   problem.globalBatch = globalBatch;
   problem.microBatchSizes = {1, 2, 4, 8};
   ShapeSearchOptions shapeOptions;

@@ -180,12 +180,51 @@ mlir::dtfm::buildLayerChain(const CostAnalysis &costs) {
   return blocks;
 }
 
-FailureOr<PlannerChain>
-mlir::dtfm::buildPlannerChain(const CostAnalysis &costs) {
+/// Values produced in one `dtfm.layer` and used in a later one are what a
+/// pipeline cut between those layers would send: their mean size.
+static double meanBoundaryBytes(const CostAnalysis &costs) {
+  llvm::StringMap<size_t> indexOfLayer;
+  for (auto [i, entry] : llvm::enumerate(costs.getLayerTotals()))
+    indexOfLayer[entry.first] = i;
+  double sum = 0;
+  int64_t count = 0;
+  for (const OpCost &cost : costs.getOpCosts()) {
+    if (isa<ParamOp>(cost.op))
+      continue;
+    size_t from = indexOfLayer[cost.layer];
+    for (auto [i, result] : llvm::enumerate(cost.op->getResults())) {
+      bool crosses = llvm::any_of(result.getUsers(), [&](Operation *user) {
+        auto layer = user->getAttrOfType<StringAttr>(kLayerAttrName);
+        auto it = indexOfLayer.find(layer ? layer.getValue() : "");
+        return it != indexOfLayer.end() && it->second > from;
+      });
+      if (crosses) {
+        sum += static_cast<double>(cost.resultBytes[i]);
+        ++count;
+      }
+    }
+  }
+  if (count == 0) {
+    // No layers: the largest activation is the conservative choice.
+    for (const OpCost &cost : costs.getOpCosts())
+      if (!isa<ParamOp>(cost.op))
+        sum = std::max(sum, static_cast<double>(cost.totalResultBytes()));
+    count = 1;
+  }
+  return sum / static_cast<double>(count);
+}
+
+FailureOr<::dtfm::planner::Workload>
+mlir::dtfm::buildWorkload(const CostAnalysis &costs, bool withChain) {
+  ::dtfm::planner::Workload result;
+  result.trainableParameters = costs.getTotals().trainableParameters;
+  result.layers = static_cast<int64_t>(costs.getLayerTotals().size());
+  result.boundaryBytes = meanBoundaryBytes(costs);
+  if (!withChain)
+    return result;
   FailureOr<SmallVector<LayerBlock>> chain = buildLayerChain(costs);
   if (failed(chain))
     return failure();
-  PlannerChain result;
   double parameterBytes = 0;
   DenseMap<Operation *, int> blockOf;
   for (const LayerBlock &block : *chain) {

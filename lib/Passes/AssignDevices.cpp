@@ -40,77 +40,6 @@ static constexpr llvm::StringLiteral kShapeAttrName = "dtfm.shape";
 
 namespace {
 
-/// What the model says about communication, before D_PP is known.
-struct ModelVolumes {
-  int64_t trainableParameters = 0;
-  double boundaryBytes = 0; ///< mean bytes crossing a layer boundary
-  int64_t layers = 0;
-};
-
-/// Values produced in one `dtfm.layer` and used in a later one are what a
-/// pipeline cut between those layers would send.
-ModelVolumes measureModel(const CostAnalysis &costs) {
-  ModelVolumes volumes;
-  volumes.trainableParameters = costs.getTotals().trainableParameters;
-  volumes.layers = static_cast<int64_t>(costs.getLayerTotals().size());
-  llvm::StringMap<size_t> indexOfLayer;
-  for (auto [i, entry] : llvm::enumerate(costs.getLayerTotals()))
-    indexOfLayer[entry.first] = i;
-  double sum = 0;
-  int64_t count = 0;
-  for (const OpCost &cost : costs.getOpCosts()) {
-    if (isa<ParamOp>(cost.op))
-      continue;
-    size_t from = indexOfLayer[cost.layer];
-    for (auto [i, result] : llvm::enumerate(cost.op->getResults())) {
-      bool crosses = llvm::any_of(result.getUsers(), [&](Operation *user) {
-        auto layer = user->getAttrOfType<StringAttr>(kLayerAttrName);
-        auto it = indexOfLayer.find(layer ? layer.getValue() : "");
-        return it != indexOfLayer.end() && it->second > from;
-      });
-      if (crosses) {
-        sum += static_cast<double>(cost.resultBytes[i]);
-        ++count;
-      }
-    }
-  }
-  if (count == 0) {
-    // No layers: the largest activation is the conservative choice.
-    for (const OpCost &cost : costs.getOpCosts())
-      if (!isa<ParamOp>(cost.op))
-        sum = std::max(sum, static_cast<double>(cost.totalResultBytes()));
-    count = 1;
-  }
-  volumes.boundaryBytes = sum / static_cast<double>(count);
-  return volumes;
-}
-
-/// What the plan's later passes will do to communication, as the hetero
-/// model needs it: the gradient sync (--dtfm-insert-grad-sync) and AdaTopK's
-/// ratio (--dtfm-insert-compression). False with `error` when invalid.
-bool parseCommunication(StringRef sync, double compressRatio,
-                        planner::GradientSync &gradientSync,
-                        planner::CompressionOptions &compression,
-                        std::string &error) {
-  if (sync == "auto")
-    gradientSync = planner::GradientSync::Auto;
-  else if (sync == "ps")
-    gradientSync = planner::GradientSync::ParameterServer;
-  else if (sync == "ring")
-    gradientSync = planner::GradientSync::Ring;
-  else {
-    error = ("unknown sync '" + sync + "' (expected auto, ps or ring)").str();
-    return false;
-  }
-  if (!(compressRatio >= 1)) {
-    error = "compress-ratio must be >= 1 (1: dense), found " +
-            std::to_string(compressRatio);
-    return false;
-  }
-  compression.targetRatio = compressRatio;
-  return true;
-}
-
 struct AssignDevices
     : public mlir::dtfm::impl::AssignDevicesBase<AssignDevices> {
   using AssignDevicesBase::AssignDevicesBase;
@@ -137,8 +66,8 @@ struct AssignDevices
     planner::HeteroProblem heteroProblem;
     {
       std::string error;
-      if (!parseCommunication(sync, compressRatio, heteroProblem.sync,
-                              heteroProblem.compression, error))
+      if (!planner::parseCommunication(sync, compressRatio,
+                                       heteroProblem.training, error))
         return fail(error);
     }
 
@@ -198,12 +127,13 @@ struct AssignDevices
     CostAnalysis &costs = getAnalysis<CostAnalysis>();
     if (!costs.isValid())
       return signalPassFailure();
-    ModelVolumes model = measureModel(costs);
+    FailureOr<planner::Workload> model =
+        buildWorkload(costs, /*withChain=*/false);
 
     // Candidate shapes.
     std::vector<std::pair<int, int>> shapes;
     if (shapeDp == 0 && shapePp == 0) {
-      int64_t maxStages = std::max<int64_t>(1, model.layers);
+      int64_t maxStages = std::max<int64_t>(1, model->layers);
       for (int pp = 1; pp <= n; ++pp)
         if (n % pp == 0 && pp <= maxStages)
           shapes.push_back({n / pp, pp});
@@ -234,27 +164,24 @@ struct AssignDevices
 
     // hetero: the model as a chain of blocks, re-balanced per candidate.
     if (hetero) {
-      FailureOr<PlannerChain> chain = buildPlannerChain(costs);
-      if (failed(chain))
+      FailureOr<planner::Workload> workload = buildWorkload(costs);
+      if (failed(workload))
         return signalPassFailure();
-      heteroProblem.blocks = std::move(chain->blocks);
-      heteroProblem.tied = std::move(chain->tied);
+      heteroProblem.workload = std::move(*workload);
       heteroProblem.cluster = &cluster;
-      heteroProblem.boundaryBytes =
-          ppBytes > 0 ? ppBytes : model.boundaryBytes;
-      heteroProblem.gradientBytesPerParameterByte =
-          chain->gradientBytesPerParameterByte;
-      heteroProblem.stageOptions.microBatches = microBatchCount;
+      heteroProblem.workload.boundaryBytes =
+          ppBytes > 0 ? ppBytes : model->boundaryBytes;
+      heteroProblem.training.stages.microBatches = microBatchCount;
     }
 
     for (auto [dp, pp] : shapes) {
       planner::CommVolume volume;
       volume.dataParallelBytes =
-          dpBytes > 0 ? dpBytes
-                      : 4.0 * static_cast<double>(model.trainableParameters) /
-                            pp;
+          dpBytes > 0
+              ? dpBytes
+              : 4.0 * static_cast<double>(model->trainableParameters) / pp;
       volume.pipelineBytes =
-          ppBytes > 0 ? ppBytes : model.boundaryBytes * microBatchCount;
+          ppBytes > 0 ? ppBytes : model->boundaryBytes * microBatchCount;
       planner::CostModel costModel(cluster, volume, dp);
       planner::SearchOptions options;
       options.dataParallel = dp;
@@ -268,7 +195,7 @@ struct AssignDevices
               dp, pp, generation, cost);
         };
       if (hetero) {
-        if (static_cast<size_t>(pp) > heteroProblem.blocks.size())
+        if (static_cast<size_t>(pp) > heteroProblem.workload.blocks.size())
           continue;
         planner::HeteroProblem problem = heteroProblem;
         problem.dataParallel = dp;
@@ -442,8 +369,8 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
                     Twine(size));
     planner::ShapeProblem problem;
     std::string error;
-    if (!parseCommunication(sync, compressRatio, problem.sync,
-                            problem.compression, error))
+    if (!planner::parseCommunication(sync, compressRatio, problem.training,
+                                     error))
       return fail(error);
     planner::Cluster cluster;
     if (!planner::loadClusterFile(clusterFile, cluster, error))
@@ -480,25 +407,20 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
     CostAnalysis &costs = getAnalysis<CostAnalysis>();
     if (!costs.isValid())
       return signalPassFailure();
-    ModelVolumes volumes = measureModel(costs);
-    FailureOr<PlannerChain> chain = buildPlannerChain(costs);
-    if (failed(chain))
+    FailureOr<planner::Workload> workload = buildWorkload(costs);
+    if (failed(workload))
       return signalPassFailure();
     problem.cluster = &cluster;
-    problem.blocks = std::move(chain->blocks);
-    problem.boundaryBytes = volumes.boundaryBytes;
-    problem.gradientBytesPerParameterByte =
-        chain->gradientBytesPerParameterByte;
-    problem.tied = std::move(chain->tied);
-    problem.referenceMicroBatchSize = *modelSize;
+    problem.workload = std::move(*workload);
+    problem.workload.microBatchSize = *modelSize;
     problem.globalBatch = globalBatch;
     problem.microBatchSizes = sizes;
     problem.fixedDataParallel = dataParallel;
     problem.fixedPipelineParallel = pipelineParallel;
-    problem.stageOptions.stateBytesPerParameterByte = stateBytes;
-    problem.stageOptions.schedule = schedule == "gpipe"
-                                        ? planner::PipelineSchedule::GPipe
-                                        : planner::PipelineSchedule::OneFOneB;
+    problem.training.stages.stateBytesPerParameterByte = stateBytes;
+    problem.training.stages.schedule =
+        schedule == "gpipe" ? planner::PipelineSchedule::GPipe
+                            : planner::PipelineSchedule::OneFOneB;
     planner::ShapeSearchOptions options;
     options.budgetSeconds =
         budget > 0 ? budget : (cluster.size() <= 128 ? 3.0 : 10.0);

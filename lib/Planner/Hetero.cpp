@@ -22,7 +22,7 @@ std::vector<int> dtfm::planner::evenBounds(int blocks, int stages) {
 
 HeteroModel::HeteroModel(HeteroProblem p)
     : problem(std::move(p)),
-      links(*problem.cluster, {0, problem.boundaryBytes},
+      links(*problem.cluster, {0, problem.workload.boundaryBytes},
             problem.dataParallel) {}
 
 /// The stage devices: each group at its slowest and smallest member.
@@ -47,19 +47,21 @@ static std::vector<StageDevice> stageDevices(const Cluster &cluster,
 static bool evenPlan(const HeteroProblem &problem,
                      const std::vector<StageDevice> &devices, StagePlan &plan,
                      std::string &error) {
-  int n = static_cast<int>(problem.blocks.size());
+  int n = static_cast<int>(problem.workload.blocks.size());
   int pp = static_cast<int>(devices.size());
   if (n < pp) {
     error = "fewer blocks than stages";
     return false;
   }
-  return planForBounds(problem.blocks, devices, problem.stageOptions,
-                       evenBounds(n, pp), plan, error);
+  return planForBounds(problem.workload.blocks, devices,
+                       problem.training.stages, evenBounds(n, pp), plan, error);
 }
 
 HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
   HeteroCost cost;
   const Cluster &cluster = *problem.cluster;
+  const Workload &workload = problem.workload;
+  const TrainingOptions &training = problem.training;
   int pp = static_cast<int>(stages.size());
   int dp = static_cast<int>(stages[0].size());
   // Pipeline i's device at each stage, chained through the bottleneck
@@ -87,15 +89,15 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
   for (int i = 0; i < dp; ++i)
     for (int s = 0; s + 1 < pp; ++s) {
       int a = pipelines[i][s], b = pipelines[i][s + 1];
-      transfers.push_back({problem.boundaryBytes, cluster.latencySeconds(a, b),
+      transfers.push_back({workload.boundaryBytes, cluster.latencySeconds(a, b),
                            cluster.bandwidthGbps(a, b)});
-      transfers.push_back({problem.boundaryBytes, cluster.latencySeconds(b, a),
+      transfers.push_back({workload.boundaryBytes, cluster.latencySeconds(b, a),
                            cluster.bandwidthGbps(b, a)});
     }
   std::vector<double> seconds(transfers.size()), occupancy(transfers.size());
   std::vector<LinkCompression> compressed;
-  if (problem.compression.targetRatio > 1)
-    compressed = planCompression(transfers, problem.compression);
+  if (training.compression.targetRatio > 1)
+    compressed = planCompression(transfers, training.compression);
   for (size_t t = 0; t < transfers.size(); ++t) {
     double bytes =
         compressed.empty() ? transfers[t].denseBytes : compressed[t].bytes;
@@ -109,7 +111,7 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
   // latency overlaps the next transfer, only bytes / bandwidth occupy it),
   // and by the schedule's window: stage s keeps w_s micro-batches in flight
   // (1F1B: min(n_b, pp - s)), each one a round trip through the later stages.
-  int microBatches = std::max(1, problem.stageOptions.microBatches);
+  int microBatches = std::max(1, training.stages.microBatches);
   for (int i = 0; i < dp; ++i) {
     int first = 2 * i * boundaries;
     double step = 0, roundTrip = 0;
@@ -124,7 +126,7 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
       }
       if (s > 0)
         send += occupancy[first + 2 * (s - 1) + 1];
-      int window = inFlightMicroBatches(problem.stageOptions, s, pp);
+      int window = inFlightMicroBatches(training.stages, s, pp);
       step = std::max({step, compute, send, roundTrip / window});
     }
     // The last round trip from stage 0 is the fill and drain.
@@ -141,23 +143,23 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
   for (int s = 0; s < pp; ++s) {
     double parameterBytes = 0;
     for (int i = plan.bounds[s]; i < plan.bounds[s + 1]; ++i)
-      parameterBytes += problem.blocks[i].parameterBytes;
+      parameterBytes += workload.blocks[i].parameterBytes;
     double gradientBytes =
-        parameterBytes * problem.gradientBytesPerParameterByte;
+        parameterBytes * workload.gradientBytesPerParameterByte;
     double seconds = 0;
     if (dp > 1) {
       double ps = groupDataParallelCost(cluster, stages[s], gradientBytes,
                                         problem.dataParallel);
       double ring = groupRingAllReduceCost(cluster, stages[s], gradientBytes,
                                            problem.dataParallel);
-      seconds = problem.sync == GradientSync::ParameterServer ? ps
-                : problem.sync == GradientSync::Ring          ? ring
-                                                              : std::min(ps, ring);
+      seconds = training.sync == GradientSync::ParameterServer ? ps
+                : training.sync == GradientSync::Ring          ? ring
+                                                      : std::min(ps, ring);
     }
     double tied = 0;
     for (int i = 0; i < dp; ++i) {
       double mine = 0;
-      for (const TiedParameter &t : problem.tied) {
+      for (const TiedParameter &t : workload.tied) {
         int owner = stageOf(t.owner), reader = stageOf(t.reader);
         if (owner == reader || (s != owner && s != reader))
           continue;
@@ -192,8 +194,8 @@ HeteroCost HeteroModel::evaluate(const Partition &stages,
   // smaller stages can sync their gradients faster).
   StagePlan balanced;
   std::string error;
-  if (!partitionChain(problem.blocks, devices, problem.stageOptions, balanced,
-                      error)) {
+  if (!partitionChain(problem.workload.blocks, devices, problem.training.stages,
+                      balanced, error)) {
     if (!best.feasible)
       best.error = error;
     return best;
@@ -226,13 +228,12 @@ Partition dtfm::planner::searchHetero(const HeteroModel &model,
   seeds.push_back(opFenceLayout(cluster, dp, pp));
   // DT-FM's communication-optimal layout, in its pipeline order, for its
   // own volumes: c_DP = one stage's share of the gradients.
-  double parameterBytes = 0;
-  for (const ChainBlock &block : problem.blocks)
-    parameterBytes += block.parameterBytes;
-  CostModel dtfm(cluster,
-                 {parameterBytes * problem.gradientBytesPerParameterByte / pp,
-                  problem.boundaryBytes},
-                 dp);
+  const Workload &workload = problem.workload;
+  CostModel dtfm(
+      cluster,
+      {workload.parameterBytes() * workload.gradientBytesPerParameterByte / pp,
+       workload.boundaryBytes},
+      dp);
   SearchOptions dtfmOptions = options;
   dtfmOptions.progress = nullptr;
   dtfmOptions.timeBudgetSeconds = options.timeBudgetSeconds / 4;

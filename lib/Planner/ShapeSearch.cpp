@@ -100,11 +100,10 @@ int64_t Searcher::defaultSize(int dp) const {
   auto fits = [&](int64_t size) {
     return size > 0 && problem.globalBatch % (dp * size) == 0;
   };
-  if (fits(problem.referenceMicroBatchSize) &&
-      std::count(problem.microBatchSizes.begin(),
-                 problem.microBatchSizes.end(),
-                 problem.referenceMicroBatchSize))
-    return problem.referenceMicroBatchSize;
+  if (fits(problem.workload.microBatchSize) &&
+      std::count(problem.microBatchSizes.begin(), problem.microBatchSizes.end(),
+                 problem.workload.microBatchSize))
+    return problem.workload.microBatchSize;
   for (int64_t size : problem.microBatchSizes)
     if (fits(size))
       return size;
@@ -115,23 +114,14 @@ ShapeChoice Searcher::scoreShape(const std::vector<int> &devices, int dp,
                                  int pp, int64_t size, bool refine) {
   ++scored;
   Cluster sub = subCluster(cluster, devices);
-  double scale = static_cast<double>(size) /
-                 static_cast<double>(problem.referenceMicroBatchSize);
   HeteroProblem hp;
   hp.cluster = &sub;
-  for (const ChainBlock &block : problem.blocks)
-    hp.blocks.push_back({block.flops * scale, block.parameterBytes,
-                         block.activationBytes * scale});
-  hp.boundaryBytes = problem.boundaryBytes * scale;
-  hp.gradientBytesPerParameterByte = problem.gradientBytesPerParameterByte;
-  hp.tied = problem.tied;
-  hp.sync = problem.sync;
-  hp.compression = problem.compression;
+  hp.workload = problem.workload.withMicroBatchSize(size);
+  hp.training = problem.training;
   hp.dataParallel = dp;
   hp.pipelineParallel = pp;
-  hp.stageOptions = problem.stageOptions;
   int microBatches = static_cast<int>(problem.globalBatch / (dp * size));
-  hp.stageOptions.microBatches = microBatches;
+  hp.training.stages.microBatches = microBatches;
   HeteroModel model(hp);
 
   // Seeds, in the sub-cluster's indices.
@@ -217,7 +207,8 @@ ShapeChoice Searcher::scoreSubset(const std::vector<bool> &inUnits) {
     return cached->second;
   std::vector<int> devices = devicesOf(inUnits);
   int n = static_cast<int>(devices.size());
-  int maxStages = std::min<int>(n, static_cast<int>(problem.blocks.size()));
+  int maxStages =
+      std::min<int>(n, static_cast<int>(problem.workload.blocks.size()));
   ShapeChoice best;
   for (int pp = 1; pp <= maxStages; ++pp) {
     if (n % pp != 0)
@@ -270,11 +261,11 @@ std::string Searcher::idleReason(const std::vector<int> &unit,
 }
 
 bool Searcher::run(ShapeSearchResult &result, std::string &error) {
-  if (problem.blocks.empty() || cluster.size() == 0) {
+  if (problem.workload.blocks.empty() || cluster.size() == 0) {
     error = "nothing to plan: no blocks or no devices";
     return false;
   }
-  if (problem.globalBatch <= 0 || problem.referenceMicroBatchSize <= 0) {
+  if (problem.globalBatch <= 0 || problem.workload.microBatchSize <= 0) {
     error = "the global batch and the micro-batch size must be positive";
     return false;
   }
@@ -439,6 +430,16 @@ bool Searcher::run(ShapeSearchResult &result, std::string &error) {
 }
 
 } // namespace
+
+std::vector<int64_t>
+dtfm::planner::microBatchSizeCandidates(int64_t modelSize,
+                                        int64_t globalBatch) {
+  std::vector<int64_t> candidates;
+  for (int64_t d = std::max<int64_t>(1, modelSize / 4); d <= modelSize * 4; ++d)
+    if (globalBatch % d == 0)
+      candidates.push_back(d);
+  return candidates;
+}
 
 bool dtfm::planner::searchShapes(const ShapeProblem &problem,
                                  const ShapeSearchOptions &options,

@@ -27,11 +27,11 @@ Cluster mixedCluster(int n, int fast, double ratio, double memory = 1e12) {
 HeteroProblem problemFor(const Cluster &c, int dp, int pp, int layers) {
   HeteroProblem p;
   p.cluster = &c;
-  p.blocks.assign(layers, ChainBlock{1e12, 1e6, 1e6});
-  p.boundaryBytes = 1e6;
+  p.workload.blocks.assign(layers, ChainBlock{1e12, 1e6, 1e6});
+  p.workload.boundaryBytes = 1e6;
   p.dataParallel = dp;
   p.pipelineParallel = pp;
-  p.stageOptions.microBatches = 8;
+  p.training.stages.microBatches = 8;
   return p;
 }
 
@@ -90,11 +90,11 @@ TEST(Hetero, InfeasibleMemoryIsReported) {
 HeteroProblem twoStageProblem(const Cluster &c, double flops) {
   HeteroProblem p;
   p.cluster = &c;
-  p.blocks.assign(2, ChainBlock{flops, 1e6, 1e6});
-  p.boundaryBytes = 1e8;
+  p.workload.blocks.assign(2, ChainBlock{flops, 1e6, 1e6});
+  p.workload.boundaryBytes = 1e8;
   p.dataParallel = 1;
   p.pipelineParallel = 2;
-  p.stageOptions.microBatches = 8;
+  p.training.stages.microBatches = 8;
   return p;
 }
 
@@ -119,14 +119,14 @@ TEST(Hetero, PipelineTimeOverlapsLatencyAndIsBoundByTheScheduleWindow) {
   ASSERT_TRUE(oneF.feasible) << oneF.error;
   EXPECT_NEAR(oneF.pipelineSeconds, 10.8, 1e-9);
   // GPipe keeps all 8 in flight: compute-bound steps of 1 s.
-  p.stageOptions.schedule = PipelineSchedule::GPipe;
+  p.training.stages.schedule = PipelineSchedule::GPipe;
   EXPECT_NEAR(HeteroModel(p).evaluate({{0}, {1}}).pipelineSeconds, 9.4, 1e-9);
   // A 1 s latency with 0.1 s of compute: the round trip is 0.2 + 2 x 1.1 =
   // 2.4 s; GPipe's 8 in flight hide the latency (steps of 2.4 / 8 = 0.3 s,
   // not the 2.2 s a transfer takes end to end).
   Cluster far = linkedPair(1000);
   HeteroProblem q = twoStageProblem(far, 1e11);
-  q.stageOptions.schedule = PipelineSchedule::GPipe;
+  q.training.stages.schedule = PipelineSchedule::GPipe;
   EXPECT_NEAR(HeteroModel(q).evaluate({{0}, {1}}).pipelineSeconds,
               2.4 + 7 * 0.3, 1e-9);
 }
@@ -140,7 +140,7 @@ TEST(Hetero, AdaTopKShrinksThePipelineTransfers) {
   HeteroProblem p = twoStageProblem(c, 1e10);
   EXPECT_NEAR(HeteroModel(p).evaluate({{0}, {1}}).pipelineSeconds, 0.999,
               1e-9);
-  p.compression.targetRatio = 10;
+  p.training.compression.targetRatio = 10;
   EXPECT_NEAR(HeteroModel(p).evaluate({{0}, {1}}).pipelineSeconds, 0.189,
               1e-9);
 }
@@ -152,7 +152,7 @@ TEST(Hetero, TiedParametersAcrossStagesAreExchangedOncePerIteration) {
   Cluster c = linkedPair(100);
   HeteroProblem p = twoStageProblem(c, 1e12);
   HeteroCost untied = HeteroModel(p).evaluate({{0}, {1}});
-  p.tied.push_back({0, 1, 1e9});
+  p.workload.tied.push_back({0, 1, 1e9});
   HeteroCost tied = HeteroModel(p).evaluate({{0}, {1}});
   EXPECT_DOUBLE_EQ(untied.dataParallelSeconds, 0);
   EXPECT_NEAR(tied.dataParallelSeconds, 1.1, 1e-9);
@@ -161,7 +161,7 @@ TEST(Hetero, TiedParametersAcrossStagesAreExchangedOncePerIteration) {
   p.pipelineParallel = 1;
   p.dataParallel = 2;
   HeteroProblem untiedOneStage = p;
-  untiedOneStage.tied.clear();
+  untiedOneStage.workload.tied.clear();
   EXPECT_DOUBLE_EQ(
       HeteroModel(p).evaluate({{0, 1}}).dataParallelSeconds,
       HeteroModel(untiedOneStage).evaluate({{0, 1}}).dataParallelSeconds);
@@ -172,11 +172,11 @@ TEST(Hetero, AutomaticGradientSyncTakesTheCheaperAlgorithm) {
   c.delayMs(0, 3) = c.delayMs(3, 0) = 40;
   HeteroProblem p = problemFor(c, 4, 1, 4);
   Partition all{{0, 1, 2, 3}};
-  p.sync = GradientSync::ParameterServer;
+  p.training.sync = GradientSync::ParameterServer;
   double ps = HeteroModel(p).evaluate(all).dataParallelSeconds;
-  p.sync = GradientSync::Ring;
+  p.training.sync = GradientSync::Ring;
   double ring = HeteroModel(p).evaluate(all).dataParallelSeconds;
-  p.sync = GradientSync::Auto;
+  p.training.sync = GradientSync::Auto;
   double automatic = HeteroModel(p).evaluate(all).dataParallelSeconds;
   EXPECT_GT(ps, 0);
   EXPECT_GT(ring, 0);

@@ -40,10 +40,10 @@ ShapeProblem problemFor(const Cluster &c, int layers, double parameterBytes,
                         int64_t globalBatch) {
   ShapeProblem p;
   p.cluster = &c;
-  p.blocks.assign(layers, ChainBlock{1e12, parameterBytes, 1e8});
-  p.boundaryBytes = 1e6;
-  p.gradientBytesPerParameterByte = 2;
-  p.referenceMicroBatchSize = 1;
+  p.workload.blocks.assign(layers, ChainBlock{1e12, parameterBytes, 1e8});
+  p.workload.boundaryBytes = 1e6;
+  p.workload.gradientBytesPerParameterByte = 2;
+  p.workload.microBatchSize = 1;
   p.globalBatch = globalBatch;
   p.microBatchSizes = {1, 2, 4};
   return p;
@@ -159,14 +159,15 @@ TEST(ShapeSearch, NeverWorseThanAnyRankOrderShapeOnSmallClusters) {
             continue;
           HeteroProblem h;
           h.cluster = &sub;
-          for (const ChainBlock &b : p.blocks)
-            h.blocks.push_back({b.flops * size, b.parameterBytes,
-                                b.activationBytes * size});
-          h.boundaryBytes = p.boundaryBytes * size;
-          h.gradientBytesPerParameterByte = p.gradientBytesPerParameterByte;
+          for (const ChainBlock &b : p.workload.blocks)
+            h.workload.blocks.push_back(
+                {b.flops * size, b.parameterBytes, b.activationBytes * size});
+          h.workload.boundaryBytes = p.workload.boundaryBytes * size;
+          h.workload.gradientBytesPerParameterByte =
+              p.workload.gradientBytesPerParameterByte;
           h.dataParallel = dp;
           h.pipelineParallel = pp;
-          h.stageOptions.microBatches =
+          h.training.stages.microBatches =
               static_cast<int>(p.globalBatch / (dp * size));
           Partition rank(pp);
           for (int i = 0; i < n; ++i)
@@ -194,11 +195,11 @@ TEST(ShapeSearch, PlansForAdaTopKWhenThePlanCompresses) {
   // (r = 20) the same search finds a plan at least 5x faster (17x here).
   Cluster c = regionalCluster(2, 4, 0.5, /*memory=*/8e9);
   ShapeProblem p = problemFor(c, 8, 1e9, 32);
-  p.boundaryBytes = 1e8;
+  p.workload.boundaryBytes = 1e8;
   ShapeSearchResult dense, compressed;
   std::string error;
   ASSERT_TRUE(searchShapes(p, {}, dense, error)) << error;
-  p.compression.targetRatio = 20;
+  p.training.compression.targetRatio = 20;
   ASSERT_TRUE(searchShapes(p, {}, compressed, error)) << error;
   expectFits(c, compressed.best);
   EXPECT_GE(dense.best.iterationSeconds() / compressed.best.iterationSeconds(),

@@ -8,7 +8,7 @@
 #define DTFM_ANALYSIS_COSTANALYSIS_H
 
 #include "dtfm/Dialect/Dtfm/IR/DtfmOps.h"
-#include "dtfm/Planner/StagePartition.h"
+#include "dtfm/Planner/Workload.h"
 #include "mlir/Pass/AnalysisManager.h"
 #include "llvm/ADT/SmallVector.h"
 
@@ -110,17 +110,16 @@ struct LayerBlock {
 /// training op names a layer that no forward op has.
 FailureOr<SmallVector<LayerBlock>> buildLayerChain(const CostAnalysis &costs);
 
-/// The model as the planner's chain of blocks (lib/Planner, for one
-/// micro-batch), the parameters that blocks share, and the gradient bytes
-/// the plan's syncs carry per parameter byte: each trainable parameter's
-/// gradient has its own type, frozen ones have none.
-struct PlannerChain {
-  std::vector<::dtfm::planner::ChainBlock> blocks;
-  std::vector<::dtfm::planner::TiedParameter> tied;
-  double gradientBytesPerParameterByte = 1;
-};
-
-FailureOr<PlannerChain> buildPlannerChain(const CostAnalysis &costs);
+/// The model as every planner sees it (lib/Planner's Workload), for one
+/// micro-batch of the model's size (left at 1: the caller knows it):
+/// trainable parameters, layers and the mean bytes crossing a layer
+/// boundary; with `withChain`, also its chain of blocks (buildLayerChain),
+/// the parameters that blocks share, and the gradient bytes the plan's syncs
+/// carry per parameter byte. Fails (with a diagnostic on the op) only when
+/// the chain does: the planners that score stages ask for it, DT-FM's
+/// communication-only search does not.
+FailureOr<::dtfm::planner::Workload> buildWorkload(const CostAnalysis &costs,
+                                                   bool withChain = true);
 
 /// Whether `op` belongs to the training part of a graph (built by autodiff).
 bool isTrainingOp(Operation *op);

@@ -42,32 +42,22 @@
 #include "dtfm/Planner/CostModel.h"
 #include "dtfm/Planner/Search.h"
 #include "dtfm/Planner/StagePartition.h"
+#include "dtfm/Planner/Workload.h"
 
 #include <limits>
 
 namespace dtfm::planner {
 
-enum class GradientSync { Auto, ParameterServer, Ring };
-
+/// One candidate shape of a workload on a cluster.
 struct HeteroProblem {
   const Cluster *cluster = nullptr;
-  /// The model as a chain of blocks (per micro-batch).
-  std::vector<ChainBlock> blocks;
-  /// Bytes of one micro-batch's activation at a stage boundary.
-  double boundaryBytes = 0;
-  /// Bytes exchanged per byte of parameters when synchronising gradients.
-  double gradientBytesPerParameterByte = 1;
+  /// The model, per micro-batch.
+  Workload workload;
+  /// The gradient sync, AdaTopK and stage options the plan will use
+  /// (`training.stages.microBatches`: per pipeline).
+  TrainingOptions training;
   int dataParallel = 1;
   int pipelineParallel = 1;
-  StagePartitionOptions stageOptions;
-  /// Parameters shared between blocks (see TiedParameter).
-  std::vector<TiedParameter> tied;
-  /// How stage groups all-reduce their gradients: --dtfm-insert-grad-sync's
-  /// `auto` takes the cheaper of DT-FM's sharded parameter server and a ring.
-  GradientSync sync = GradientSync::Auto;
-  /// AdaTopK on the pipeline's transfers, as the plan will compress them
-  /// (targetRatio 1: dense).
-  CompressionOptions compression;
 };
 
 struct HeteroCost {

@@ -43,18 +43,12 @@ namespace dtfm::planner {
 
 struct ShapeProblem {
   const Cluster *cluster = nullptr;
-  /// The model as a chain of blocks for one micro-batch of
-  /// `referenceMicroBatchSize` samples; FLOPs, activations and the boundary
-  /// bytes scale linearly with the micro-batch size, parameters do not.
-  std::vector<ChainBlock> blocks;
-  double boundaryBytes = 0;
-  double gradientBytesPerParameterByte = 1;
-  /// Parameters shared between blocks (their bytes do not scale).
-  std::vector<TiedParameter> tied;
-  GradientSync sync = GradientSync::Auto;
-  /// AdaTopK as the plan will apply it (targetRatio 1: dense).
-  CompressionOptions compression;
-  int64_t referenceMicroBatchSize = 1;
+  /// The model for one micro-batch of `workload.microBatchSize` samples; a
+  /// candidate size rescales it (Workload::withMicroBatchSize).
+  Workload workload;
+  /// Gradient sync, AdaTopK, schedule and state bytes per parameter byte
+  /// as the plan will use them (`stages.microBatches` is set per candidate).
+  TrainingOptions training;
   /// Samples per iteration (over all pipelines).
   int64_t globalBatch = 1;
   /// Micro-batch sizes the model accepts (each divides no more than it
@@ -63,9 +57,6 @@ struct ShapeProblem {
   /// When positive, only shapes with this D_DP / D_PP.
   int fixedDataParallel = 0;
   int fixedPipelineParallel = 0;
-  /// Schedule and state bytes per parameter byte (microBatches is set per
-  /// candidate).
-  StagePartitionOptions stageOptions;
 };
 
 struct ShapeSearchOptions {
@@ -107,6 +98,12 @@ struct ShapeSearchResult {
   double searchSeconds = 0;
   bool budgetExhausted = false;
 };
+
+/// The micro-batch sizes to try for a model built for `modelSize` samples
+/// per micro-batch: those from a quarter to four times it that divide the
+/// global batch.
+std::vector<int64_t> microBatchSizeCandidates(int64_t modelSize,
+                                              int64_t globalBatch);
 
 /// Searches; false with a one-line `error` when no shape fits in memory (or
 /// no micro-batch size divides the global batch).

@@ -1,0 +1,76 @@
+//===- Workload.h - The model as every planner sees it ----------*- C++ -*-===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+//
+// One description of the model to plan, measured once (from the cost
+// analysis by lib/Analysis's buildWorkload, or by a benchmark) and taken by
+// the hetero model (Hetero.h), the shape search (ShapeSearch.h) and the
+// device assignment (Assignment.h); and the options of the plan's later
+// passes that change what training it costs.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTFM_PLANNER_WORKLOAD_H
+#define DTFM_PLANNER_WORKLOAD_H
+
+#include "dtfm/Planner/Compression.h"
+#include "dtfm/Planner/StagePartition.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dtfm::planner {
+
+/// The model for one micro-batch of `microBatchSize` samples.
+struct Workload {
+  /// The model as a chain of blocks (layers in topological order).
+  std::vector<ChainBlock> blocks;
+  /// Parameters shared between blocks (see TiedParameter).
+  std::vector<TiedParameter> tied;
+  /// Mean bytes of one micro-batch's activations crossing a layer boundary:
+  /// what a pipeline cut sends.
+  double boundaryBytes = 0;
+  /// Bytes the gradient syncs carry per byte of parameters: each trainable
+  /// parameter's gradient has its own type, frozen ones have none.
+  double gradientBytesPerParameterByte = 1;
+  /// Trainable parameters (elements); DT-FM's c_DP counts 4 bytes each.
+  int64_t trainableParameters = 0;
+  /// Distinct layers: DT-FM's shapes have at most this many stages.
+  int64_t layers = 0;
+  /// Samples per micro-batch that the blocks and boundary are measured for.
+  int64_t microBatchSize = 1;
+
+  /// Sum of the blocks' parameter bytes, in block order.
+  double parameterBytes() const;
+
+  /// The workload for micro-batches of `size` samples: FLOPs, activations
+  /// and boundary bytes scale linearly, parameters (tied ones too) do not.
+  Workload withMicroBatchSize(int64_t size) const;
+};
+
+/// How stage groups all-reduce their gradients (--dtfm-insert-grad-sync's
+/// `sync`): `Auto` takes the cheaper of DT-FM's sharded parameter server and
+/// a ring.
+enum class GradientSync { Auto, ParameterServer, Ring };
+
+/// What the plan's later passes do that changes the workload's cost.
+struct TrainingOptions {
+  GradientSync sync = GradientSync::Auto;
+  /// AdaTopK on the pipeline's transfers, as --dtfm-insert-compression will
+  /// apply it (targetRatio 1: dense).
+  CompressionOptions compression;
+  /// Schedule, optimizer state and micro-batches per pipeline.
+  StagePartitionOptions stages;
+};
+
+/// Reads the passes' `sync` (auto, ps or ring) and `compress-ratio` (>= 1)
+/// options into `training`; false with a one-line `error`.
+bool parseCommunication(const std::string &sync, double compressRatio,
+                        TrainingOptions &training, std::string &error);
+
+} // namespace dtfm::planner
+
+#endif // DTFM_PLANNER_WORKLOAD_H

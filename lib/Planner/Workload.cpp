@@ -1,0 +1,52 @@
+//===- Workload.cpp - The model as every planner sees it ------------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Planner/Workload.h"
+
+using namespace dtfm::planner;
+
+double Workload::parameterBytes() const {
+  double sum = 0;
+  for (const ChainBlock &block : blocks)
+    sum += block.parameterBytes;
+  return sum;
+}
+
+Workload Workload::withMicroBatchSize(int64_t size) const {
+  double scale =
+      static_cast<double>(size) / static_cast<double>(microBatchSize);
+  Workload scaled = *this;
+  scaled.blocks.clear();
+  for (const ChainBlock &block : blocks)
+    scaled.blocks.push_back({block.flops * scale, block.parameterBytes,
+                             block.activationBytes * scale});
+  scaled.boundaryBytes = boundaryBytes * scale;
+  scaled.microBatchSize = size;
+  return scaled;
+}
+
+bool dtfm::planner::parseCommunication(const std::string &sync,
+                                       double compressRatio,
+                                       TrainingOptions &training,
+                                       std::string &error) {
+  if (sync == "auto")
+    training.sync = GradientSync::Auto;
+  else if (sync == "ps")
+    training.sync = GradientSync::ParameterServer;
+  else if (sync == "ring")
+    training.sync = GradientSync::Ring;
+  else {
+    error = "unknown sync '" + sync + "' (expected auto, ps or ring)";
+    return false;
+  }
+  if (!(compressRatio >= 1)) {
+    error = "compress-ratio must be >= 1 (1: dense), found " +
+            std::to_string(compressRatio);
+    return false;
+  }
+  training.compression.targetRatio = compressRatio;
+  return true;
+}
