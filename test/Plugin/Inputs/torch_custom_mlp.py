@@ -6,26 +6,17 @@ with the example plugin's swiglu and rmsnorm kernels.
                    0.9, weight decay 0.01; 2 micro-batches per step) and
                    compares the losses dtfm-run printed
 """
-import struct
+import os
 import sys
 
 import numpy as np
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "python"))
+from dtfm_oracle import check_losses, write_tensors  # noqa: E402
+
 STEPS, MICRO = 3, 2
-
-
-def write(path, tensors):
-    with open(path, "wb") as f:
-        f.write(b"DTFMPAR1")
-        f.write(struct.pack("<I", len(tensors)))
-        for name in sorted(tensors):
-            a = np.asarray(tensors[name], dtype=np.float32)
-            f.write(struct.pack("<I", len(name)))
-            f.write(name.encode())
-            f.write(struct.pack("<I", a.ndim))
-            f.write(struct.pack(f"<{a.ndim}q", *a.shape))
-            f.write(a.tobytes())
 
 
 def data(d):
@@ -44,8 +35,8 @@ def data(d):
 
 def prepare(d):
     params, inputs = data(d)
-    write(f"{d}/params.bin", params)
-    write(f"{d}/inputs.bin", inputs)
+    write_tensors(f"{d}/params.bin", params)
+    write_tensors(f"{d}/inputs.bin", inputs)
 
 
 def check(d, log):
@@ -72,12 +63,7 @@ def check(d, log):
             total += loss.item()
         opt.step()
         expected.append(total)
-    got = [float(line.split()[3]) for line in open(log)
-           if line.startswith("step ")]
-    assert len(got) == STEPS, got
-    for step, (a, b) in enumerate(zip(got, expected), 1):
-        assert abs(a - b) < 1e-4 * max(1, abs(b)), (step, a, b)
-        print(f"step {step}: loss dtfm {a:.6f} torch {b:.6f}")
+    check_losses(log, expected)
 
 
 if __name__ == "__main__":

@@ -7,21 +7,16 @@ run prints the steps after its checkpoint); every such step must agree
 within TOL: relative, or absolute (in nats) when written "abs:X". With
 --learns, LOG_A's last loss must also be below 0.7 x its first.
 """
+import os
 import sys
 
-
-def losses(path):
-    out = {}
-    for line in open(path):
-        line = line.split("\r")[-1]
-        if line.startswith("step "):
-            words = line.split()
-            out[int(words[1])] = float(words[3])
-    return out
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "python"))
+from dtfm_oracle import logged_losses  # noqa: E402
 
 
 args = [a for a in sys.argv[1:] if a != "--learns"]
-a, b = losses(args[0]), losses(args[1])
+a, b = logged_losses(args[0]), logged_losses(args[1])
 absolute = args[2].startswith("abs:")
 tol = float(args[2][4:] if absolute else args[2])
 first = int(args[3]) if len(args) > 3 else 1

@@ -11,11 +11,15 @@ STEPS and MICRO (micro-batches per step over every data-parallel replica;
 2 and 2 by default) must match the run.
 """
 import math
-import struct
+import os
 import sys
 
 import numpy as np
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "python"))
+from dtfm_oracle import check_losses, read_tensors, write_tensors  # noqa: E402
 
 LAYERS, HIDDEN, HEADS, SEQ, VOCAB, BATCH = 2, 64, 4, 32, 256, 4
 MICRO_BATCHES, STEPS = 2, 2
@@ -41,35 +45,6 @@ def shapes():
     return out
 
 
-def write_params(path, params):
-    with open(path, "wb") as f:
-        f.write(b"DTFMPAR1")
-        f.write(struct.pack("<I", len(params)))
-        for name in sorted(params):
-            a = params[name].astype(np.float32)
-            f.write(struct.pack("<I", len(name)))
-            f.write(name.encode())
-            f.write(struct.pack("<I", a.ndim))
-            f.write(struct.pack(f"<{a.ndim}q", *a.shape))
-            f.write(a.tobytes())
-
-
-def read_params(path):
-    params = {}
-    with open(path, "rb") as f:
-        assert f.read(8) == b"DTFMPAR1"
-        (count,) = struct.unpack("<I", f.read(4))
-        for _ in range(count):
-            (n,) = struct.unpack("<I", f.read(4))
-            name = f.read(n).decode()
-            (rank,) = struct.unpack("<I", f.read(4))
-            dims = struct.unpack(f"<{rank}q", f.read(8 * rank))
-            size = int(np.prod(dims)) if rank else 1
-            params[name] = np.frombuffer(f.read(4 * size),
-                                         dtype=np.float32).reshape(dims)
-    return params
-
-
 def prepare(d):
     rng = np.random.default_rng(1234)
     params = {}
@@ -78,7 +53,7 @@ def prepare(d):
             params[name] = 1 + 0.1 * rng.standard_normal(shape)
         else:
             params[name] = 0.05 * rng.standard_normal(shape)
-    write_params(f"{d}/params.bin", params)
+    write_tensors(f"{d}/params.bin", params)
     # A learnable stream: a short repeated pattern plus noise.
     n = STEPS * MICRO_BATCHES * BATCH * (SEQ + 1)
     pattern = rng.integers(0, VOCAB, 16)
@@ -121,7 +96,7 @@ def forward(p, tokens, labels):
 
 def check(d, log):
     torch.manual_seed(0)
-    start = read_params(f"{d}/params.bin")
+    start = read_tensors(f"{d}/params.bin")
     p = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True)
          for k, v in start.items()}
     opt = torch.optim.SGD(list(p.values()), lr=0.1, momentum=0.9,
@@ -143,13 +118,8 @@ def check(d, log):
             total += loss.item()
         opt.step()
         expected.append(total)
-    got = [float(line.split()[3]) for line in open(log)
-           if line.startswith("step ")]
-    assert len(got) == STEPS, got
-    for step, (a, b) in enumerate(zip(got, expected), 1):
-        assert abs(a - b) < 1e-4 * max(1, abs(b)), (step, a, b)
-        print(f"step {step}: loss dtfm {a:.6f} torch {b:.6f}")
-    after = read_params(f"{d}/after.bin")
+    check_losses(log, expected)
+    after = read_tensors(f"{d}/after.bin")
     worst = max(float(np.max(np.abs(after[k] - p[k].detach().numpy())))
                 for k in p)
     assert worst < 1e-4, worst

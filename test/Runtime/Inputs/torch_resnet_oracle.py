@@ -6,12 +6,16 @@
                    the losses and the saved parameters, running statistics
                    included.
 """
-import struct
+import os
 import sys
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "python"))
+from dtfm_oracle import check_losses, read_tensors, write_tensors  # noqa: E402
 
 STEPS, MICRO = 2, 2
 SHAPES = {"stem.w": (8, 3, 3, 3), "stem.g": (8,), "stem.b": (8,),
@@ -20,47 +24,18 @@ SHAPES = {"stem.w": (8, 3, 3, 3), "stem.g": (8,), "stem.b": (8,),
 FROZEN = {"stem.mean", "stem.var"}
 
 
-def write(path, tensors):
-    with open(path, "wb") as f:
-        f.write(b"DTFMPAR1")
-        f.write(struct.pack("<I", len(tensors)))
-        for name in sorted(tensors):
-            a = np.asarray(tensors[name], dtype=np.float32)
-            f.write(struct.pack("<I", len(name)))
-            f.write(name.encode())
-            f.write(struct.pack("<I", a.ndim))
-            f.write(struct.pack(f"<{a.ndim}q", *a.shape))
-            f.write(a.tobytes())
-
-
-def read(path):
-    out = {}
-    with open(path, "rb") as f:
-        assert f.read(8) == b"DTFMPAR1"
-        (count,) = struct.unpack("<I", f.read(4))
-        for _ in range(count):
-            (n,) = struct.unpack("<I", f.read(4))
-            name = f.read(n).decode()
-            (rank,) = struct.unpack("<I", f.read(4))
-            dims = struct.unpack(f"<{rank}q", f.read(8 * rank))
-            size = int(np.prod(dims)) if rank else 1
-            out[name] = np.frombuffer(f.read(4 * size),
-                                      dtype=np.float32).reshape(dims)
-    return out
-
-
 def prepare(d):
     rng = np.random.default_rng(7)
     params = {k: 0.2 * rng.standard_normal(s) for k, s in SHAPES.items()}
     params["stem.g"] = 1 + 0.1 * rng.standard_normal(8)
     params["stem.mean"] = np.zeros(8)
     params["stem.var"] = np.ones(8)
-    write(f"{d}/params.bin", params)
+    write_tensors(f"{d}/params.bin", params)
     inputs = {}
     for k in range(STEPS * MICRO):
         inputs[f"images@{k}"] = rng.standard_normal((8, 3, 16, 16))
         inputs[f"labels@{k}"] = rng.integers(0, 10, 8).astype(np.float32)
-    write(f"{d}/inputs.bin", inputs)
+    write_tensors(f"{d}/inputs.bin", inputs)
 
 
 def forward(p, images, labels):
@@ -75,8 +50,8 @@ def forward(p, images, labels):
 
 
 def check(d, log):
-    start = read(f"{d}/params.bin")
-    inputs = read(f"{d}/inputs.bin")
+    start = read_tensors(f"{d}/params.bin")
+    inputs = read_tensors(f"{d}/inputs.bin")
     p = {k: torch.tensor(v, dtype=torch.float64,
                          requires_grad=k not in FROZEN)
          for k, v in start.items()}
@@ -95,12 +70,8 @@ def check(d, log):
             total += loss.item()
         opt.step()
         expected.append(total)
-    got = [float(l.split()[3]) for l in open(log) if l.startswith("step ")]
-    assert len(got) == STEPS, got
-    for step, (a, b) in enumerate(zip(got, expected), 1):
-        assert abs(a - b) < 1e-4 * max(1, abs(b)), (step, a, b)
-        print(f"step {step}: loss dtfm {a:.6f} torch {b:.6f}")
-    after = read(f"{d}/after.bin")
+    check_losses(log, expected)
+    after = read_tensors(f"{d}/after.bin")
     worst = max(float(np.max(np.abs(after[n] - p[n].detach().numpy())))
                 for n in p)
     assert worst < 1e-4, worst

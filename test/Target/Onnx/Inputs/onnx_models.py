@@ -16,25 +16,16 @@
   check-loss DIR LOG      compares the first step's loss dtfm-run printed.
 """
 import math
-import struct
+import os
 import sys
 
 import numpy as np
 import torch
 import torchvision
 
-
-def write_tensors(path, tensors):
-    with open(path, "wb") as f:
-        f.write(b"DTFMPAR1")
-        f.write(struct.pack("<I", len(tensors)))
-        for name in sorted(tensors):
-            a = np.asarray(tensors[name], dtype=np.float32)
-            f.write(struct.pack("<I", len(name)))
-            f.write(name.encode())
-            f.write(struct.pack("<I", a.ndim))
-            f.write(struct.pack(f"<{a.ndim}q", *a.shape))
-            f.write(a.tobytes())
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "..", "python"))
+from dtfm_oracle import logged_losses, write_tensors  # noqa: E402
 
 
 def count_flops(model, x):
@@ -124,11 +115,10 @@ def check_flops(d, costs):
 
 def check_loss(d, log):
     want, _ = expected(d)
-    got = [float(line.split()[3]) for line in open(log)
-           if line.startswith("step 1 ")]
-    assert got, "no step 1 in " + log
-    assert abs(got[0] - want) <= 1e-4 * max(1.0, abs(want)), (got[0], want)
-    print(f"forward loss: dtfm {got[0]:.6f} torch {want:.6f} (within 1e-4)")
+    got = logged_losses(log).get(1)
+    assert got is not None, "no step 1 in " + log
+    assert abs(got - want) <= 1e-4 * max(1.0, abs(want)), (got, want)
+    print(f"forward loss: dtfm {got:.6f} torch {want:.6f} (within 1e-4)")
 
 
 class Block(torch.nn.Module):

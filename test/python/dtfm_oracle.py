@@ -1,0 +1,70 @@
+"""What the PyTorch oracles of the tests share: dtfm's tensor files and the
+step losses dtfm-run prints.
+
+Tensor files (lib/Format, "DTFMPAR1"): uint32 count, then per tensor in name
+order its uint32 name length, name, uint32 rank, int64 dims and float32
+data, little-endian.
+
+The oracles import this module after putting this folder (test/python) on
+sys.path, relative to their own:
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(
+        __file__)), "..", "..", "python"))
+"""
+import struct
+
+import numpy as np
+
+
+def write_tensors(path, tensors):
+    """Writes {name: array} as float32 tensors."""
+    with open(path, "wb") as f:
+        f.write(b"DTFMPAR1")
+        f.write(struct.pack("<I", len(tensors)))
+        for name in sorted(tensors):
+            a = np.asarray(tensors[name], dtype=np.float32)
+            f.write(struct.pack("<I", len(name)))
+            f.write(name.encode())
+            f.write(struct.pack("<I", a.ndim))
+            f.write(struct.pack(f"<{a.ndim}q", *a.shape))
+            f.write(a.tobytes())
+
+
+def read_tensors(path):
+    """{name: float32 array} of a tensor file."""
+    out = {}
+    with open(path, "rb") as f:
+        assert f.read(8) == b"DTFMPAR1", path + ": not a dtfm tensor file"
+        (count,) = struct.unpack("<I", f.read(4))
+        for _ in range(count):
+            (n,) = struct.unpack("<I", f.read(4))
+            name = f.read(n).decode()
+            (rank,) = struct.unpack("<I", f.read(4))
+            dims = struct.unpack(f"<{rank}q", f.read(8 * rank))
+            size = int(np.prod(dims)) if rank else 1
+            out[name] = np.frombuffer(f.read(4 * size),
+                                      dtype=np.float32).reshape(dims)
+    return out
+
+
+def logged_losses(path):
+    """{step: loss} of the "step N loss X ..." lines dtfm-run printed (the
+    last of a progress bar's carriage-return-separated updates)."""
+    out = {}
+    for line in open(path):
+        line = line.split("\r")[-1]
+        if line.startswith("step "):
+            words = line.split()
+            out[int(words[1])] = float(words[3])
+    return out
+
+
+def check_losses(log, expected, tol=1e-4):
+    """Every loss of `expected` (step 1 first) within `tol` relative (absolute
+    below 1) of the one dtfm-run printed in `log`, and no other step."""
+    got = logged_losses(log)
+    assert sorted(got) == list(range(1, len(expected) + 1)), (got, expected)
+    for step, b in enumerate(expected, 1):
+        a = got[step]
+        assert abs(a - b) < tol * max(1, abs(b)), (step, a, b)
+        print(f"step {step}: loss dtfm {a:.6f} torch {b:.6f}")
