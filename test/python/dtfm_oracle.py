@@ -13,11 +13,14 @@ sys.path, relative to their own:
 """
 import struct
 
-import numpy as np
+# numpy is imported where tensors are handled: the loss helpers also serve
+# scripts run by a python3 without it.
 
 
 def write_tensors(path, tensors):
     """Writes {name: array} as float32 tensors."""
+    import numpy as np
+
     with open(path, "wb") as f:
         f.write(b"DTFMPAR1")
         f.write(struct.pack("<I", len(tensors)))
@@ -32,6 +35,8 @@ def write_tensors(path, tensors):
 
 def read_tensors(path):
     """{name: float32 array} of a tensor file."""
+    import numpy as np
+
     out = {}
     with open(path, "rb") as f:
         assert f.read(8) == b"DTFMPAR1", path + ": not a dtfm tensor file"
