@@ -1,0 +1,716 @@
+//===- ConvertOps.cpp - ONNX nodes into dtfm ops
+//---------------------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+//
+// One converter per family of ONNX op types, and converters(): the table
+// that maps op types to them, which is also the list of what the importer
+// accepts (the unsupported ones are refused up front, counted, in one
+// diagnostic).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Importer.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::dtfm;
+using namespace mlir::dtfm::onnximport;
+
+namespace mlir::dtfm::onnximport {
+
+std::map<std::string, const onnx::AttributeProto *>
+attributesOf(const onnx::NodeProto &node) {
+  std::map<std::string, const onnx::AttributeProto *> out;
+  for (const onnx::AttributeProto &a : node.attribute())
+    out[a.name()] = &a;
+  return out;
+}
+
+/// Explicit [top, left, bottom, right] pads for auto_pad SAME_UPPER or
+/// SAME_LOWER (VALID and NOTSET: the given pads).
+bool explicitPads(const std::string &autoPad, ArrayRef<int64_t> inputShape,
+                  ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                  ArrayRef<int64_t> dilations, std::vector<int64_t> &pads) {
+  if (autoPad.empty() || autoPad == "NOTSET")
+    return true;
+  if (autoPad == "VALID") {
+    pads = {0, 0, 0, 0};
+    return true;
+  }
+  if (autoPad != "SAME_UPPER" && autoPad != "SAME_LOWER")
+    return false;
+  pads.assign(4, 0);
+  for (int i = 0; i < 2; ++i) {
+    int64_t in = inputShape[2 + i];
+    int64_t out = (in + strides[i] - 1) / strides[i];
+    int64_t span = (kernel[i] - 1) * dilations[i] + 1;
+    int64_t total = std::max<int64_t>(0, (out - 1) * strides[i] + span - in);
+    int64_t small = total / 2, large = total - small;
+    pads[i] = autoPad == "SAME_UPPER" ? small : large;
+    pads[i + 2] = autoPad == "SAME_UPPER" ? large : small;
+  }
+  return true;
+}
+
+} // namespace mlir::dtfm::onnximport
+
+Value NodeCall::input(int i, bool frozen) const {
+  return i < node.input_size() && !node.input(i).empty()
+             ? importer.valueOf(node.input(i), frozen)
+             : Value();
+}
+
+const std::map<std::string, OnnxImporter::Converter> &
+OnnxImporter::converters() {
+  static const std::map<std::string, Converter> table = {
+      {"Constant", &OnnxImporter::convertConstant},
+      {"Identity", &OnnxImporter::convertIdentity},
+      {"Dropout", &OnnxImporter::convertIdentity},
+      {"Conv", &OnnxImporter::convertConv},
+      {"BatchNormalization", &OnnxImporter::convertBatchNormalization},
+      {"Relu", &OnnxImporter::convertRelu},
+      {"MaxPool", &OnnxImporter::convertPool},
+      {"AveragePool", &OnnxImporter::convertPool},
+      {"GlobalAveragePool", &OnnxImporter::convertGlobalAveragePool},
+      {"Add", &OnnxImporter::convertBinary},
+      {"Sub", &OnnxImporter::convertBinary},
+      {"Mul", &OnnxImporter::convertBinary},
+      {"Div", &OnnxImporter::convertBinary},
+      {"Flatten", &OnnxImporter::convertFlatten},
+      {"Reshape", &OnnxImporter::convertReshape},
+      {"Squeeze", &OnnxImporter::convertSqueeze},
+      {"Unsqueeze", &OnnxImporter::convertSqueeze},
+      {"Sqrt", &OnnxImporter::convertMath},
+      {"Tanh", &OnnxImporter::convertMath},
+      {"Erf", &OnnxImporter::convertMath},
+      {"Exp", &OnnxImporter::convertMath},
+      {"Neg", &OnnxImporter::convertNeg},
+      {"Pow", &OnnxImporter::convertPow},
+      {"ReduceMean", &OnnxImporter::convertReduceMean},
+      {"Gather", &OnnxImporter::convertGather},
+      {"Where", &OnnxImporter::convertWhere},
+      {"Concat", &OnnxImporter::convertConcat},
+      {"Slice", &OnnxImporter::convertSlice},
+      {"Split", &OnnxImporter::convertSlice},
+      {"Transpose", &OnnxImporter::convertTranspose},
+      {"Cast", &OnnxImporter::convertCast},
+      {"Softmax", &OnnxImporter::convertSoftmax},
+      {"MatMul", &OnnxImporter::convertMatMul},
+      {"Gemm", &OnnxImporter::convertGemm},
+      {"dtfm.LayerNorm", &OnnxImporter::convertFusedLayerNorm},
+      {"dtfm.Gelu", &OnnxImporter::convertFusedGelu},
+      {"dtfm.Linear", &OnnxImporter::convertFusedLinear},
+      {"dtfm.Embedding", &OnnxImporter::convertFusedEmbedding},
+      {"dtfm.CausalAttention", &OnnxImporter::convertFusedAttention},
+  };
+  return table;
+}
+
+bool OnnxImporter::convertConstant(const onnx::NodeProto &node, NodeCall &c) {
+  auto it = c.attrs.find("value");
+  if (it == c.attrs.end())
+    return failAt(node, "only 'value' constants are supported");
+  constants[node.output(0)] = &it->second->t();
+  c.done = true;
+  return true;
+}
+
+bool OnnxImporter::convertIdentity(const onnx::NodeProto &node, NodeCall &c) {
+  renamed[node.output(0)] = node.input(0);
+  c.done = true;
+  return true;
+}
+
+bool OnnxImporter::convertConv(const onnx::NodeProto &node, NodeCall &c) {
+  Value x = c.input(0), w = c.input(1), bias = c.input(2);
+  if (!x || !w || (node.input_size() > 2 && !bias))
+    return false;
+  auto wType = cast<RankedTensorType>(w.getType());
+  auto xType = cast<RankedTensorType>(x.getType());
+  std::vector<int64_t> kernel = c.ints(
+      "kernel_shape", std::vector<int64_t>(wType.getShape().drop_front(2)));
+  if (kernel.size() != 2 || xType.getRank() != 4)
+    return failAt(node, "only 2-D convolutions are supported");
+  std::vector<int64_t> strides = c.ints("strides", {1, 1}),
+                       dilations = c.ints("dilations", {1, 1}),
+                       pads = c.ints("pads", {0, 0, 0, 0});
+  if (c.attrs.count("auto_pad") &&
+      !explicitPads(c.attrs["auto_pad"]->s(), xType.getShape(), kernel, strides,
+                    dilations, pads))
+    return failAt(node, "unknown auto_pad '" + c.attrs["auto_pad"]->s() + "'");
+  c.out = tag(b.create<Conv2dOp>(c.loc, c.result, x, w, bias,
+                                 b.getDenseI64ArrayAttr(strides),
+                                 b.getDenseI64ArrayAttr(pads),
+                                 b.getDenseI64ArrayAttr(dilations),
+                                 b.getI64IntegerAttr(c.integer("group", 1))),
+              node);
+  return true;
+}
+
+bool OnnxImporter::convertBatchNormalization(const onnx::NodeProto &node,
+                                             NodeCall &c) {
+  // A training-mode export lists the updated running statistics (and the
+  // batch's) as outputs; dtfm.batchnorm updates its running statistics
+  // itself, so they are fine as long as nothing reads them.
+  for (int i = 1; i < node.output_size(); ++i)
+    if (!node.output(i).empty() && consumed.count(node.output(i)))
+      return failAt(node, "output '" + node.output(i) +
+                              "' (a running statistic) is read by the "
+                              "graph; dtfm.batchnorm keeps them internal");
+  Value x = c.input(0), gamma = c.input(1), beta = c.input(2),
+        mean = c.input(3, true), var = c.input(4, true);
+  if (!x || !gamma || !beta || !mean || !var)
+    return false;
+  // ONNX's momentum weighs the running statistic; dtfm's (PyTorch's)
+  // weighs the batch statistic.
+  c.out = tag(
+      b.create<BatchNormOp>(c.loc, c.result, x, gamma, beta, mean, var,
+                            b.getF64FloatAttr(c.real("epsilon", 1e-5)),
+                            b.getF64FloatAttr(1.0 - c.real("momentum", 0.9))),
+      node);
+  return true;
+}
+
+bool OnnxImporter::convertRelu(const onnx::NodeProto &node, NodeCall &c) {
+  Value x = c.input(0);
+  if (!x)
+    return false;
+  c.out = tag(b.create<ReluOp>(c.loc, c.result, x), node);
+  return true;
+}
+
+bool OnnxImporter::convertPool(const onnx::NodeProto &node, NodeCall &c) {
+  if (c.integer("ceil_mode", 0) != 0)
+    return failAt(node, "ceil_mode=1 is not supported");
+  if (c.ints("dilations", {1, 1}) != std::vector<int64_t>{1, 1})
+    return failAt(node, "dilated pooling is not supported");
+  Value x = c.input(0);
+  if (!x)
+    return false;
+  auto xType = cast<RankedTensorType>(x.getType());
+  if (xType.getRank() != 4)
+    return failAt(node, "only 2-D pooling is supported");
+  std::vector<int64_t> pads = c.ints("pads", {0, 0, 0, 0}),
+                       kernelShape = c.ints("kernel_shape", {}),
+                       strides = c.ints("strides", {1, 1});
+  if (c.attrs.count("auto_pad") &&
+      !explicitPads(c.attrs["auto_pad"]->s(), xType.getShape(), kernelShape,
+                    strides, {1, 1}, pads))
+    return failAt(node, "unknown auto_pad '" + c.attrs["auto_pad"]->s() + "'");
+  bool padded = pads != std::vector<int64_t>{0, 0, 0, 0};
+  if (c.type == "AveragePool" && padded &&
+      c.integer("count_include_pad", 0) != 1)
+    return failAt(node, "padded average pooling must count the padding "
+                        "(count_include_pad=1)");
+  auto kernel = b.getDenseI64ArrayAttr(kernelShape);
+  auto strideAttr = b.getDenseI64ArrayAttr(strides);
+  auto padding = b.getDenseI64ArrayAttr(pads);
+  c.out = c.type == "MaxPool"
+              ? tag(b.create<MaxPool2dOp>(c.loc, c.result, x, kernel,
+                                          strideAttr, padding),
+                    node)
+              : tag(b.create<AvgPool2dOp>(c.loc, c.result, x, kernel,
+                                          strideAttr, padding),
+                    node);
+  return true;
+}
+
+bool OnnxImporter::convertGlobalAveragePool(const onnx::NodeProto &node,
+                                            NodeCall &c) {
+  Value x = c.input(0);
+  if (!x)
+    return false;
+  c.out = tag(b.create<GlobalAvgPoolOp>(c.loc, c.result, x), node);
+  return true;
+}
+
+bool OnnxImporter::convertBinary(const onnx::NodeProto &node, NodeCall &c) {
+  Value lhs = c.input(0), rhs = c.input(1);
+  if (!lhs || !rhs)
+    return false;
+  Operation *op =
+      c.type == "Add"
+          ? b.create<AddOp>(c.loc, c.result, lhs, rhs).getOperation()
+      : c.type == "Sub"
+          ? b.create<SubOp>(c.loc, c.result, lhs, rhs).getOperation()
+      : c.type == "Mul"
+          ? b.create<MulOp>(c.loc, c.result, lhs, rhs).getOperation()
+          : b.create<DivOp>(c.loc, c.result, lhs, rhs).getOperation();
+  c.out = tag(op, node);
+  return true;
+}
+
+bool OnnxImporter::convertFlatten(const onnx::NodeProto &node, NodeCall &c) {
+  Value x = c.input(0);
+  if (!x)
+    return false;
+  int64_t axis = c.integer("axis", 1);
+  if (axis < 0)
+    axis += cast<RankedTensorType>(x.getType()).getRank();
+  c.out = tag(
+      b.create<FlattenOp>(c.loc, c.result, x, b.getI64IntegerAttr(axis)), node);
+  return true;
+}
+
+bool OnnxImporter::convertReshape(const onnx::NodeProto &node, NodeCall &c) {
+  std::vector<int64_t> shape;
+  if (!constantInts(node.input(1), shape))
+    return false;
+  Value x = c.input(0);
+  if (!x)
+    return false;
+  // The result from the constant shape: 0 copies the input's dimension
+  // (unless allowzero), -1 takes what is left.
+  auto xType = cast<RankedTensorType>(x.getType());
+  int64_t known = 1, unknown = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 0 && c.integer("allowzero", 0) == 0) {
+      if (i >= static_cast<size_t>(xType.getRank()))
+        return failAt(node, "shape copies a dimension the input lacks");
+      shape[i] = xType.getDimSize(i);
+    }
+    if (shape[i] == -1) {
+      if (unknown >= 0)
+        return failAt(node, "shape has two -1 dimensions");
+      unknown = static_cast<int64_t>(i);
+    } else if (shape[i] <= 0) {
+      return failAt(node, "shape has a dimension " + std::to_string(shape[i]));
+    } else {
+      known *= shape[i];
+    }
+  }
+  if (unknown >= 0) {
+    if (xType.getNumElements() % known != 0)
+      return failAt(node, "shape does not divide the input's elements");
+    shape[unknown] = xType.getNumElements() / known;
+  }
+  c.result = RankedTensorType::get(shape, xType.getElementType());
+  c.out = tag(b.create<ReshapeOp>(c.loc, c.result, x), node);
+  return true;
+}
+
+bool OnnxImporter::convertSqueeze(const onnx::NodeProto &node, NodeCall &c) {
+  // Only the shape changes: a reshape. The axes: an attribute (opset
+  // < 13) or a constant second input.
+  Value x = c.input(0);
+  if (!x)
+    return false;
+  std::vector<int64_t> axes = c.ints("axes", {});
+  if (node.input_size() > 1 && !node.input(1).empty()) {
+    if (!initializer(node.input(1)) && !constants.count(node.input(1)))
+      return failAt(node, "the axes must be a constant");
+    if (!constantInts(node.input(1), axes))
+      return false;
+  }
+  auto xType = cast<RankedTensorType>(x.getType());
+  std::vector<int64_t> shape(xType.getShape().begin(), xType.getShape().end());
+  int64_t rank = c.type == "Squeeze"
+                     ? xType.getRank()
+                     : xType.getRank() + static_cast<int64_t>(axes.size());
+  std::set<int64_t> chosen;
+  for (int64_t a : axes) {
+    if (a < -rank || a >= rank)
+      return failAt(node, "axis " + std::to_string(a) + " out of range");
+    chosen.insert(a < 0 ? a + rank : a);
+  }
+  std::vector<int64_t> dims;
+  if (c.type == "Squeeze") {
+    for (int64_t i = 0; i < xType.getRank(); ++i) {
+      bool drop = axes.empty() ? shape[i] == 1 : chosen.count(i) > 0;
+      if (drop && shape[i] != 1)
+        return failAt(node, "squeezes dimension " + std::to_string(i) +
+                                " of size " + std::to_string(shape[i]));
+      if (!drop)
+        dims.push_back(shape[i]);
+    }
+  } else {
+    size_t next = 0;
+    for (int64_t i = 0; i < rank; ++i)
+      dims.push_back(chosen.count(i) ? 1 : shape[next++]);
+  }
+  c.result = RankedTensorType::get(dims, xType.getElementType());
+  c.out = tag(b.create<ReshapeOp>(c.loc, c.result, x), node);
+  return true;
+}
+
+bool OnnxImporter::convertMath(const onnx::NodeProto &node, NodeCall &c) {
+  Value x = c.input(0);
+  if (!x)
+    return false;
+  Operation *op =
+      c.type == "Sqrt"   ? b.create<SqrtOp>(c.loc, c.result, x).getOperation()
+      : c.type == "Tanh" ? b.create<TanhOp>(c.loc, c.result, x).getOperation()
+      : c.type == "Erf"  ? b.create<ErfOp>(c.loc, c.result, x).getOperation()
+                         : b.create<ExpOp>(c.loc, c.result, x).getOperation();
+  c.out = tag(op, node);
+  return true;
+}
+
+bool OnnxImporter::convertNeg(const onnx::NodeProto &node, NodeCall &c) {
+  // x * -1, the constant a frozen parameter of its own.
+  Value x = c.input(0);
+  if (!x)
+    return false;
+  Value minusOne = scalarConstant(node.output(0) + ".minus_one", -1);
+  c.out = tag(b.create<MulOp>(c.loc, c.result, x, minusOne), node);
+  return true;
+}
+
+bool OnnxImporter::convertPow(const onnx::NodeProto &node, NodeCall &c) {
+  const onnx::TensorProto *e = initializer(node.input(1));
+  if (!e) {
+    auto c = constants.find(node.input(1));
+    e = c == constants.end() ? nullptr : c->second;
+  }
+  std::vector<float> exponent;
+  if (!e || !floats(*e, exponent) || exponent.size() != 1)
+    return failAt(node, "the exponent must be one float constant");
+  Value x = c.input(0);
+  if (!x)
+    return false;
+  c.out =
+      tag(b.create<PowOp>(c.loc, c.result, x, b.getF64FloatAttr(exponent[0])),
+          node);
+  return true;
+}
+
+bool OnnxImporter::convertReduceMean(const onnx::NodeProto &node, NodeCall &c) {
+  std::vector<int64_t> axes = c.ints("axes", {});
+  if (node.input_size() > 1 && !node.input(1).empty() &&
+      !constantInts(node.input(1), axes))
+    return false;
+  Value x = c.input(0);
+  if (!x)
+    return false;
+  if (axes.empty()) // all of them
+    for (int64_t i = 0; i < cast<RankedTensorType>(x.getType()).getRank(); ++i)
+      axes.push_back(i);
+  c.out = tag(b.create<ReduceMeanOp>(
+                  c.loc, c.result, x, b.getDenseI64ArrayAttr(axes),
+                  c.integer("keepdims", 1) ? b.getUnitAttr() : UnitAttr()),
+              node);
+  return true;
+}
+
+bool OnnxImporter::convertGather(const onnx::NodeProto &node, NodeCall &c) {
+  Value x = c.input(0);
+  Value indices = x ? integerValueOf(node.input(1)) : Value();
+  if (!indices)
+    return false;
+  if (!cast<RankedTensorType>(indices.getType()).getElementType().isInteger(64))
+    return failAt(node, "indices must be int64 or int32");
+  int64_t axis = c.integer("axis", 0);
+  if (axis < 0)
+    axis += cast<RankedTensorType>(x.getType()).getRank();
+  c.out = tag(b.create<GatherOp>(c.loc, c.result, x, indices,
+                                 b.getI64IntegerAttr(axis)),
+              node);
+  return true;
+}
+
+bool OnnxImporter::convertWhere(const onnx::NodeProto &node, NodeCall &c) {
+  Value condition = integerValueOf(node.input(0));
+  if (!condition)
+    return false;
+  if (!cast<RankedTensorType>(condition.getType())
+           .getElementType()
+           .isInteger(1))
+    return failAt(node, "the condition must be bool");
+  Value lhs = c.input(1), rhs = c.input(2);
+  if (!lhs || !rhs)
+    return false;
+  c.out = tag(b.create<WhereOp>(c.loc, c.result, condition, lhs, rhs), node);
+  return true;
+}
+
+bool OnnxImporter::convertConcat(const onnx::NodeProto &node, NodeCall &c) {
+  SmallVector<Value> parts;
+  for (int i = 0; i < node.input_size(); ++i) {
+    Value v = c.input(i);
+    if (!v)
+      return false;
+    parts.push_back(v);
+  }
+  int64_t axis = c.integer("axis", 0);
+  if (axis < 0)
+    axis += c.result.getRank();
+  c.out =
+      tag(b.create<ConcatOp>(c.loc, c.result, parts, b.getI64IntegerAttr(axis)),
+          node);
+  return true;
+}
+
+bool OnnxImporter::convertSlice(const onnx::NodeProto &node, NodeCall &c) {
+  Value x = c.input(0);
+  if (!x)
+    return false;
+  auto xType = cast<RankedTensorType>(x.getType());
+  int64_t rank = xType.getRank();
+  auto makeSlice = [&](std::vector<int64_t> starts, std::vector<int64_t> ends,
+                       std::vector<int64_t> steps) {
+    std::vector<int64_t> shape;
+    for (int64_t i = 0; i < rank; ++i)
+      shape.push_back((ends[i] - starts[i] + steps[i] - 1) / steps[i]);
+    return tag(b.create<SliceOp>(
+                   c.loc, RankedTensorType::get(shape, xType.getElementType()),
+                   x, b.getDenseI64ArrayAttr(starts),
+                   b.getDenseI64ArrayAttr(ends), b.getDenseI64ArrayAttr(steps)),
+               node);
+  };
+  std::vector<int64_t> full(xType.getShape().begin(), xType.getShape().end());
+  if (c.type == "Split") {
+    int64_t axis = c.integer("axis", 0);
+    if (axis < 0)
+      axis += rank;
+    std::vector<int64_t> sizes = c.ints("split", {});
+    if (node.input_size() > 1 && !node.input(1).empty() &&
+        !constantInts(node.input(1), sizes))
+      return false;
+    int parts = node.output_size();
+    if (sizes.empty()) {
+      if (full[axis] % parts != 0)
+        return failAt(node, "an even split of " + std::to_string(full[axis]) +
+                                " into " + std::to_string(parts));
+      sizes.assign(parts, full[axis] / parts);
+    }
+    if (static_cast<int>(sizes.size()) != parts)
+      return failAt(node, "split sizes and outputs differ in number");
+    int64_t begin = 0;
+    for (int i = 0; i < parts; ++i) {
+      std::vector<int64_t> starts(rank, 0), ends = full, steps(rank, 1);
+      starts[axis] = begin;
+      ends[axis] = begin + sizes[i];
+      begin += sizes[i];
+      if (sizes[i] <= 0 || ends[axis] > full[axis])
+        return failAt(node, "split sizes do not fit the axis");
+      values[node.output(i)] = makeSlice(starts, ends, steps);
+    }
+    c.done = true;
+    return true;
+  }
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (!constantInts(node.input(1), starts) ||
+      !constantInts(node.input(2), ends))
+    return false;
+  if (node.input_size() > 3 && !node.input(3).empty() &&
+      !constantInts(node.input(3), axes))
+    return false;
+  if (node.input_size() > 4 && !node.input(4).empty() &&
+      !constantInts(node.input(4), steps))
+    return false;
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i)
+      axes.push_back(static_cast<int64_t>(i));
+  if (steps.empty())
+    steps.assign(starts.size(), 1);
+  std::vector<int64_t> s0(rank, 0), e0 = full, st0(rank, 1);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
+    if (a < 0 || a >= rank || steps[i] < 1)
+      return failAt(node, "only slices with positive steps on valid axes");
+    auto clampIndex = [&](int64_t v) {
+      if (v < 0)
+        v += full[a];
+      return std::max<int64_t>(0, std::min(v, full[a]));
+    };
+    s0[a] = clampIndex(starts[i]);
+    e0[a] = clampIndex(ends[i]);
+    st0[a] = steps[i];
+    if (s0[a] >= e0[a])
+      return failAt(node, "an empty slice");
+  }
+  c.out = makeSlice(s0, e0, st0);
+  return true;
+}
+
+bool OnnxImporter::convertTranspose(const onnx::NodeProto &node, NodeCall &c) {
+  Value x = c.input(0);
+  if (!x)
+    return false;
+  int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
+  std::vector<int64_t> perm = c.ints("perm", {});
+  if (perm.empty()) // default: reverse the dimensions
+    for (int64_t i = rank; i-- > 0;)
+      perm.push_back(i);
+  c.out = tag(
+      b.create<TransposeOp>(c.loc, c.result, x, b.getDenseI64ArrayAttr(perm)),
+      node);
+  return true;
+}
+
+bool OnnxImporter::convertCast(const onnx::NodeProto &node, NodeCall &c) {
+  Value x = c.input(0);
+  if (!x)
+    return false;
+  if (cast<RankedTensorType>(x.getType()).getElementType() !=
+      c.result.getElementType())
+    return failAt(node, "casts between float and integer tensors are not "
+                        "supported");
+  c.out = x; // float to float, or integer to integer: the same tensor here
+  layerOfValue[node.output(0)] = layerOfValue[node.input(0)];
+  return true;
+}
+
+bool OnnxImporter::convertSoftmax(const onnx::NodeProto &node, NodeCall &c) {
+  Value x = c.input(0);
+  if (!x)
+    return false;
+  int64_t rank = c.result.getRank(), axis = c.integer("axis", -1);
+  if (axis < 0)
+    axis += rank;
+  if (axis == rank - 1) {
+    c.out = tag(
+        b.create<SoftmaxOp>(c.loc, c.result, x, b.getI64IntegerAttr(-1)), node);
+  } else { // swap the axis with the last, softmax, swap back
+    SmallVector<int64_t> perm, swapped(c.result.getShape());
+    for (int64_t i = 0; i < rank; ++i)
+      perm.push_back(i);
+    std::swap(perm[axis], perm[rank - 1]);
+    std::swap(swapped[axis], swapped[rank - 1]);
+    auto swappedType = floatType(swapped);
+    Value t = tag(b.create<TransposeOp>(c.loc, swappedType, x,
+                                        b.getDenseI64ArrayAttr(perm)),
+                  node);
+    t = tag(b.create<SoftmaxOp>(c.loc, swappedType, t, b.getI64IntegerAttr(-1)),
+            node);
+    c.out = tag(
+        b.create<TransposeOp>(c.loc, c.result, t, b.getDenseI64ArrayAttr(perm)),
+        node);
+  }
+  return true;
+}
+
+bool OnnxImporter::convertMatMul(const onnx::NodeProto &node, NodeCall &c) {
+  Value lhs = c.input(0), rhs = c.input(1);
+  if (!lhs || !rhs)
+    return false;
+  c.out = tag(b.create<MatmulOp>(c.loc, c.result, lhs, rhs, UnitAttr()), node);
+  return true;
+}
+
+bool OnnxImporter::convertGemm(const onnx::NodeProto &node, NodeCall &c) {
+  double alpha = c.real("alpha", 1), beta = c.real("beta", 1);
+  const onnx::TensorProto *weight = initializer(node.input(1));
+  bool transB = c.integer("transB", 0) != 0;
+  Value x = c.input(0);
+  if (!x)
+    return false;
+  if (c.integer("transA", 0) != 0) { // A^T as a transpose of its own
+    auto a = cast<RankedTensorType>(x.getType());
+    x = tag(b.create<TransposeOp>(c.loc,
+                                  floatType({a.getDimSize(1), a.getDimSize(0)}),
+                                  x, b.getDenseI64ArrayAttr({1, 0})),
+            node);
+  }
+  Value w;
+  if (weight && transB) {
+    // A Linear layer: store W^T ([K, N]) as the parameter, as
+    // dtfm.linear wants it.
+    std::vector<float> data;
+    if (!floats(*weight, data))
+      return false;
+    int64_t n = weight->dims(0), k = weight->dims(1);
+    ::dtfm::format::Tensor t({k, n});
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < k; ++j)
+        t.data[j * n + i] = data[i * k + j];
+    std::string name = node.input(1);
+    ParamOp param = externalParam(name, std::move(t), /*frozen=*/false);
+    param->setAttr(kLayerAttrName, b.getStringAttr(layerOfParameter(name)));
+    w = param.getResult();
+  } else {
+    w = c.input(1);
+  }
+  Value bias = c.input(2);
+  if (!w || (node.input_size() > 2 && !bias))
+    return false;
+  bool vectorBias =
+      !bias || cast<RankedTensorType>(bias.getType()).getShape() ==
+                   ArrayRef<int64_t>{c.result.getShape().back()};
+  if (weight && transB && vectorBias && alpha == 1 && beta == 1) {
+    c.out = tag(b.create<LinearOp>(c.loc, c.result, x, w, bias), node);
+  } else {
+    // B used as it is (transposed by the matmul), any broadcastable C.
+    bool transposed = transB && !weight;
+    Value product =
+        tag(b.create<MatmulOp>(c.loc, c.result, x, w,
+                               transposed ? b.getUnitAttr() : UnitAttr()),
+            node);
+    if (weight && transB) // W^T was stored: a plain product
+      product.getDefiningOp()->removeAttr("transpose_rhs");
+    // alpha * A B + beta * C, each scale a frozen scalar of its own.
+    if (alpha != 1)
+      product =
+          tag(b.create<MulOp>(c.loc, c.result, product,
+                              scalarConstant(node.output(0) + ".alpha", alpha)),
+              node);
+    if (bias && beta != 1)
+      bias =
+          tag(b.create<MulOp>(c.loc, bias.getType(), bias,
+                              scalarConstant(node.output(0) + ".beta", beta)),
+              node);
+    c.out = bias ? tag(b.create<AddOp>(c.loc, c.result, product, bias), node)
+                 : product;
+  }
+  return true;
+}
+
+bool OnnxImporter::convertFusedLayerNorm(const onnx::NodeProto &node,
+                                         NodeCall &c) {
+  Value x = c.input(0), gamma = c.input(1), beta = c.input(2);
+  if (!x || !gamma || !beta)
+    return false;
+  c.out = tag(b.create<LayerNormOp>(c.loc, c.result, x, gamma, beta,
+                                    b.getF64FloatAttr(c.real("epsilon", 1e-5))),
+              node);
+  return true;
+}
+
+bool OnnxImporter::convertFusedGelu(const onnx::NodeProto &node, NodeCall &c) {
+  Value x = c.input(0);
+  if (!x)
+    return false;
+  c.out = tag(b.create<GeluOp>(c.loc, c.result, x, UnitAttr()), node);
+  return true;
+}
+
+bool OnnxImporter::convertFusedLinear(const onnx::NodeProto &node,
+                                      NodeCall &c) {
+  Value x = c.input(0), w = c.input(1), bias = c.input(2);
+  if (!x || !w || !bias)
+    return false;
+  c.out = tag(b.create<LinearOp>(c.loc, c.result, x, w, bias), node);
+  return true;
+}
+
+bool OnnxImporter::convertFusedEmbedding(const onnx::NodeProto &node,
+                                         NodeCall &c) {
+  Value indices = c.input(0), table = c.input(1);
+  if (!indices || !table)
+    return false;
+  c.out = tag(b.create<EmbeddingOp>(c.loc, c.result, indices, table), node);
+  return true;
+}
+
+bool OnnxImporter::convertFusedAttention(const onnx::NodeProto &node,
+                                         NodeCall &c) {
+  Value q = c.input(0), k = c.input(1), v = c.input(2);
+  if (!q || !k || !v)
+    return false;
+  int64_t heads = c.integer("num_heads", 1);
+  int64_t hidden = cast<RankedTensorType>(q.getType()).getShape().back();
+  double expected = std::sqrt(static_cast<double>(hidden / heads));
+  if (std::fabs(c.real("divisor", 0) - expected) > 1e-4 * expected)
+    return failAt(node,
+                  "attention scores scaled by " +
+                      std::to_string(c.real("divisor", 0)) +
+                      ", not sqrt(head dim) = " + std::to_string(expected));
+  c.out = tag(b.create<CausalAttentionOp>(c.loc, c.result, q, k, v,
+                                          b.getI64IntegerAttr(heads)),
+              node);
+  return true;
+}
