@@ -242,6 +242,29 @@ bool PhaseExecutor::runPhase(OpPhase phase, int microBatch, ValueTable &values,
   return endPhase(phase, microBatch, values, loss, error);
 }
 
+bool PhaseExecutor::optimizerUpdates(
+    const std::map<int64_t, std::string> &paramOfValue,
+    std::vector<Update> &updates, std::string &error) const {
+  updates.clear();
+  for (int index : program.opsOf(OpPhase::Optimizer)) {
+    const ProgramOp &op = program.ops[index];
+    if (op.kind == OpKind::GradSync)
+      continue;
+    auto fail = [&](const std::string &message) {
+      error = std::string(opName(op.kind)) + ": " + message;
+      return false;
+    };
+    if ((op.kind != OpKind::SgdUpdate && op.kind != OpKind::AdamwUpdate) ||
+        op.operands.size() < 2)
+      return fail("unexpected op in the optimizer phase");
+    auto p = paramOfValue.find(op.operands[0]);
+    if (p == paramOfValue.end())
+      return fail("updates a value that is not a parameter");
+    updates.push_back({&op, p->second, op.operands[1]});
+  }
+  return true;
+}
+
 //===----------------------------------------------------------------------===//
 // The CPU executor
 //===----------------------------------------------------------------------===//
@@ -373,20 +396,16 @@ bool ProgramExecutor::finishIteration(int microBatches, const SyncFn &sync,
   }
   if (sync && !synced.empty() && !sync(synced, error))
     return false;
-  for (int index : optimizerOps) {
-    const ProgramOp &op = program.ops[index];
-    if (op.kind == OpKind::GradSync)
-      continue;
-    if (op.kind != OpKind::SgdUpdate && op.kind != OpKind::AdamwUpdate)
-      return fail(op, "unexpected op in the optimizer phase");
-    auto p = paramOfValue.find(op.operands[0]);
-    if (p == paramOfValue.end())
-      return fail(op, "updates a value that is not a parameter");
-    auto g = values.find(op.operands[1]);
+  std::vector<Update> updates;
+  if (!optimizerUpdates(paramOfValue, updates, error))
+    return false;
+  for (const Update &update : updates) {
+    const ProgramOp &op = *update.op;
+    auto g = values.find(update.gradient);
     if (g == values.end())
       return fail(op, "its gradient was never computed");
-    Tensor &param = host.params.at(p->second);
-    HostState::Moments &state = host.optimizer[p->second];
+    Tensor &param = host.params.at(update.parameter);
+    HostState::Moments &state = host.optimizer[update.parameter];
     ++state.step;
     const OpAttrs &a = op.attrs;
     if (op.kind == OpKind::AdamwUpdate)

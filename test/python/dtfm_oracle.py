@@ -64,6 +64,18 @@ def logged_losses(path):
     return out
 
 
+def check_parameters(path, params, tol=1e-4):
+    """The parameters dtfm-run saved to `path` equal the torch tensors
+    `params` ({name: tensor}) within `tol`; returns the worst difference."""
+    import numpy as np
+
+    after = read_tensors(path)
+    worst = max(float(np.max(np.abs(after[k] - params[k].detach().numpy())))
+                for k in params)
+    assert worst < tol, worst
+    return worst
+
+
 def check_losses(log, expected, tol=1e-4):
     """Every loss of `expected` (step 1 first) within `tol` relative (absolute
     below 1) of the one dtfm-run printed in `log`, and no other step."""

@@ -206,6 +206,19 @@ protected:
     return true;
   }
 
+  /// An optimizer update of the program: the op, the parameter it updates
+  /// and the value id of its (averaged, synced) gradient.
+  struct Update {
+    const ProgramOp *op;
+    std::string parameter;
+    int64_t gradient;
+  };
+  /// The optimizer phase's updates in program order (gradient syncs left
+  /// out); fails naming an op that is not an update of a parameter
+  /// (`paramOfValue`: the parameter of each dtfm.param value).
+  bool optimizerUpdates(const std::map<int64_t, std::string> &paramOfValue,
+                        std::vector<Update> &updates, std::string &error) const;
+
   const StageProgram &program;
 };
 

@@ -544,20 +544,16 @@ bool CudaExecutor::finishIteration(int microBatches, const SyncFn &sync,
       values[syncs[i]->results[0].id] = std::move(d);
     }
   }
-  for (int index : program.opsOf(OpPhase::Optimizer)) {
-    const ProgramOp &op = program.ops[index];
-    if (op.kind == OpKind::GradSync)
-      continue;
-    if (op.kind != OpKind::SgdUpdate && op.kind != OpKind::AdamwUpdate)
-      return fail(op, "unexpected op in the optimizer phase");
-    auto p = paramOfValue.find(op.operands[0]);
-    if (p == paramOfValue.end())
-      return fail(op, "updates a value that is not a parameter");
-    DTensor &param = params.at(p->second);
-    auto grad = values.find(op.operands[1]);
+  std::vector<Update> updates;
+  if (!optimizerUpdates(paramOfValue, updates, error))
+    return false;
+  for (const Update &update : updates) {
+    const ProgramOp &op = *update.op;
+    DTensor &param = params.at(update.parameter);
+    auto grad = values.find(update.gradient);
     if (grad == values.end())
       return fail(op, "its gradient was never computed");
-    OptimizerState &state = optimizer[p->second];
+    OptimizerState &state = optimizer[update.parameter];
     ++state.step;
     const OpAttrs &a = op.attrs;
     auto f = [](double x) { return static_cast<float>(x); };

@@ -19,7 +19,8 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "..", "python"))
-from dtfm_oracle import check_losses, read_tensors, write_tensors  # noqa: E402
+from dtfm_oracle import (check_losses, check_parameters,  # noqa: E402
+                         read_tensors, write_tensors)
 
 LAYERS, HIDDEN, HEADS, SEQ, VOCAB, BATCH = 2, 64, 4, 32, 256, 4
 MICRO_BATCHES, STEPS = 2, 2
@@ -119,10 +120,7 @@ def check(d, log):
         opt.step()
         expected.append(total)
     check_losses(log, expected)
-    after = read_tensors(f"{d}/after.bin")
-    worst = max(float(np.max(np.abs(after[k] - p[k].detach().numpy())))
-                for k in p)
-    assert worst < 1e-4, worst
+    worst = check_parameters(f"{d}/after.bin", p)
     print(f"parameters after {STEPS} steps match torch (max |diff| "
           f"{'< 1e-5' if worst < 1e-5 else '< 1e-4'})")
 
