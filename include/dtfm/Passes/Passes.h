@@ -16,6 +16,11 @@ namespace mlir::dtfm {
 #define GEN_PASS_DECL
 #include "dtfm/Passes/Passes.h.inc"
 
+/// The module attributes the planning passes exchange: the devices chosen by
+/// --dtfm-assign-devices, and the shape chosen by --dtfm-choose-shape.
+inline constexpr llvm::StringLiteral kAssignmentAttrName = "dtfm.assignment";
+inline constexpr llvm::StringLiteral kShapeAttrName = "dtfm.shape";
+
 /// Where a planning pass reports problems that concern the whole module and
 /// the cluster file rather than one op: the cluster file (line 0, so no
 /// source excerpt is shown), or else the input file, also at line 0. Keeps
@@ -34,7 +39,7 @@ inline Location toolLoc(ModuleOp module, llvm::StringRef clusterFile) {
 /// Micro-batches per pipeline: those of the shape --dtfm-choose-shape chose
 /// (`dtfm.shape`), else `option`.
 inline int64_t planMicroBatches(ModuleOp module, int64_t option) {
-  if (auto shape = module->getAttrOfType<DictionaryAttr>("dtfm.shape"))
+  if (auto shape = module->getAttrOfType<DictionaryAttr>(kShapeAttrName))
     if (auto count = shape.getAs<IntegerAttr>("micro_batches"))
       return count.getInt();
   return option;

@@ -1,0 +1,166 @@
+//===- ChooseShape.cpp - The plan's shape as a pass -----------------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+//
+// A thin adapter: the micro-batch sizes the model accepts (each tried on a
+// copy by --dtfm-rebatch's rewrite), the workload from the cost analysis,
+// the shape search (lib/Planner/ShapeSearch.h), then the model rebatched to
+// the chosen size and the choice recorded as `dtfm.shape`.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Analysis/CostAnalysis.h"
+#include "dtfm/Passes/Passes.h"
+#include "dtfm/Planner/ShapeSearch.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace mlir::dtfm {
+#define GEN_PASS_DEF_CHOOSESHAPE
+#include "dtfm/Passes/Passes.h.inc"
+} // namespace mlir::dtfm
+
+using namespace mlir;
+using namespace mlir::dtfm;
+namespace planner = ::dtfm::planner;
+
+namespace {
+
+struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
+  using ChooseShapeBase::ChooseShapeBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto fail = [&](const Twine &message) {
+      mlir::emitError(toolLoc(module, clusterFile))
+          << "dtfm-choose-shape: " << message;
+      signalPassFailure();
+    };
+    if (clusterFile.empty())
+      return fail("no cluster file given (cluster=<file.textproto>)");
+    if (globalBatch <= 0)
+      return fail("global-batch must be a positive number of samples");
+    if (budget < 0 || !(stateBytes >= 0) ||
+        (schedule != "1f1b" && schedule != "gpipe"))
+      return fail("budget and state-bytes-per-param-byte must be >= 0 and "
+                  "schedule 1f1b or gpipe");
+    for (int64_t size : microBatchSizes)
+      if (size <= 0)
+        return fail("micro-batch sizes must be positive, found " + Twine(size));
+    planner::ShapeProblem problem;
+    std::string error;
+    if (!planner::parseCommunication(sync, compressRatio, problem.training,
+                                     error))
+      return fail(error);
+    planner::Cluster cluster;
+    if (!planner::loadClusterFile(clusterFile, cluster, error))
+      return fail(error);
+    FailureOr<int64_t> modelSize = modelMicroBatchSize(module, error);
+    if (failed(modelSize))
+      return fail(error);
+
+    // The sizes the model accepts: each tried on a copy.
+    std::vector<int64_t> candidates(microBatchSizes.begin(),
+                                    microBatchSizes.end());
+    if (candidates.empty())
+      candidates = planner::microBatchSizeCandidates(*modelSize, globalBatch);
+    std::vector<int64_t> sizes;
+    std::string refusal;
+    for (int64_t size : candidates) {
+      OwningOpRef<ModuleOp> copy = module.clone();
+      std::string why;
+      if (succeeded(rebatchModule(*copy, size, why)))
+        sizes.push_back(size);
+      else if (refusal.empty())
+        refusal = why;
+    }
+    if (sizes.empty())
+      return fail(candidates.empty()
+                      ? "no micro-batch size near the model's (" +
+                            Twine(*modelSize) + ") divides global-batch " +
+                            Twine(globalBatch.getValue())
+                      : Twine(refusal));
+
+    CostAnalysis &costs = getAnalysis<CostAnalysis>();
+    if (!costs.isValid())
+      return signalPassFailure();
+    FailureOr<planner::Workload> workload = buildWorkload(costs);
+    if (failed(workload))
+      return signalPassFailure();
+    problem.cluster = &cluster;
+    problem.workload = std::move(*workload);
+    problem.workload.microBatchSize = *modelSize;
+    problem.globalBatch = globalBatch;
+    problem.microBatchSizes = sizes;
+    problem.fixedDataParallel = dataParallel;
+    problem.fixedPipelineParallel = pipelineParallel;
+    problem.training.stages.stateBytesPerParameterByte = stateBytes;
+    problem.training.stages.schedule =
+        schedule == "gpipe" ? planner::PipelineSchedule::GPipe
+                            : planner::PipelineSchedule::OneFOneB;
+    planner::ShapeSearchOptions options;
+    options.budgetSeconds =
+        budget > 0 ? budget : (cluster.size() <= 128 ? 3.0 : 10.0);
+    planner::ShapeSearchResult result;
+    if (!planner::searchShapes(problem, options, result, error))
+      return fail(error);
+    if (failed(rebatchModule(module, result.best.microBatchSize, error)))
+      return fail(error); // accepted on a copy above: not expected
+    record(module, cluster, result);
+  }
+
+  void record(ModuleOp module, const planner::Cluster &cluster,
+              const planner::ShapeSearchResult &result) {
+    Builder b(module.getContext());
+    auto names = [&](const std::vector<int> &devices) {
+      SmallVector<Attribute> list;
+      for (int d : devices)
+        list.push_back(b.getStringAttr(cluster.devices[d].name));
+      return b.getArrayAttr(list);
+    };
+    auto shapeFields = [&](const planner::ShapeChoice &c) {
+      return SmallVector<NamedAttribute>{
+          b.getNamedAttr("dp", b.getI64IntegerAttr(c.dataParallel)),
+          b.getNamedAttr("pp", b.getI64IntegerAttr(c.pipelineParallel)),
+          b.getNamedAttr("micro_batch_size",
+                         b.getI64IntegerAttr(c.microBatchSize)),
+          b.getNamedAttr("micro_batches", b.getI64IntegerAttr(c.microBatches)),
+          b.getNamedAttr("devices_used", b.getI64IntegerAttr(c.devices.size())),
+          b.getNamedAttr("iteration_s",
+                         b.getF64FloatAttr(c.iterationSeconds())),
+      };
+    };
+    const planner::ShapeChoice &best = result.best;
+    SmallVector<NamedAttribute> fields = shapeFields(best);
+    SmallVector<Attribute> stages, runnersUp, idle;
+    for (const std::vector<int> &stage : best.stages)
+      stages.push_back(names(stage));
+    for (const planner::ShapeChoice &other : result.runnersUp)
+      runnersUp.push_back(b.getDictionaryAttr(shapeFields(other)));
+    for (const planner::IdleDevices &group : result.idle)
+      idle.push_back(b.getDictionaryAttr(
+          {b.getNamedAttr("devices", names(group.devices)),
+           b.getNamedAttr("reason", b.getStringAttr(group.reason))}));
+    fields.append({
+        b.getNamedAttr("cluster", b.getStringAttr(cluster.name)),
+        b.getNamedAttr("global_batch", b.getI64IntegerAttr(globalBatch)),
+        b.getNamedAttr("pipeline_s",
+                       b.getF64FloatAttr(best.cost.pipelineSeconds)),
+        b.getNamedAttr("data_parallel_s",
+                       b.getF64FloatAttr(best.cost.dataParallelSeconds)),
+        b.getNamedAttr("devices", names(best.devices)),
+        b.getNamedAttr("stages", b.getArrayAttr(stages)),
+        b.getNamedAttr("runners_up", b.getArrayAttr(runnersUp)),
+        b.getNamedAttr("idle", b.getArrayAttr(idle)),
+        b.getNamedAttr("shapes_scored",
+                       b.getI64IntegerAttr(result.shapesScored)),
+    });
+    if (result.budgetExhausted)
+      fields.push_back(b.getNamedAttr("budget_exhausted", b.getUnitAttr()));
+    module->setAttr(kShapeAttrName, b.getDictionaryAttr(fields));
+  }
+};
+
+} // namespace
