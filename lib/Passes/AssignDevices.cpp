@@ -69,15 +69,6 @@ struct AssignDevices
       if (failed(adoptShape(shape, cluster, options, fail)))
         return;
 
-    CostAnalysis &costs = getAnalysis<CostAnalysis>();
-    if (!costs.isValid())
-      return signalPassFailure();
-    // Only hetero scores stages: the others need the model's volumes alone.
-    FailureOr<planner::Workload> workload =
-        buildWorkload(costs, /*withChain=*/options.hetero);
-    if (failed(workload))
-      return signalPassFailure();
-
     options.dataParallel = dataParallel;
     options.pipelineParallel = pipelineParallel;
     options.microBatches = microBatches;
@@ -91,6 +82,19 @@ struct AssignDevices
             "dtfm-assign-devices: dp %d pp %d generation %d best %.6f s\n", dp,
             pp, generation, cost);
       };
+
+    CostAnalysis &costs = getAnalysis<CostAnalysis>();
+    if (!costs.isValid())
+      return signalPassFailure();
+    // A shape the cluster lacks is reported before the model's chain is
+    // built (which may fail on the model).
+    if (!planner::checkAssignmentShape(cluster, options, error))
+      return fail(error);
+    // Only hetero scores stages: the others need the model's volumes alone.
+    FailureOr<planner::Workload> workload =
+        buildWorkload(costs, /*withChain=*/options.hetero);
+    if (failed(workload))
+      return signalPassFailure();
     planner::AssignmentResult result;
     if (!planner::planAssignment(cluster, *workload, options, result, error))
       return fail(error);

@@ -49,51 +49,66 @@ struct Best {
   }
 };
 
-/// The shapes D_DP x D_PP to try on `n` devices: every factorisation with
-/// at most `layers` stages when neither is fixed. False with `error` when
-/// the fixed ones do not multiply to `n`.
-bool candidateShapes(const Cluster &cluster, const Workload &workload,
-                     const AssignmentOptions &options,
-                     std::vector<std::pair<int, int>> &shapes,
-                     std::string &error) {
+/// D_DP x D_PP asked for (by the chosen shape, else the options), a zero
+/// completed from the cluster's size where the other divides it; 0 x 0 when
+/// any shape will do.
+std::pair<int, int> askedShape(const Cluster &cluster,
+                               const AssignmentOptions &options) {
   int n = static_cast<int>(cluster.size());
-  int shapeDp = options.dataParallel, shapePp = options.pipelineParallel;
+  int dp = options.dataParallel, pp = options.pipelineParallel;
   if (options.chosen) {
-    shapeDp = options.chosen->dataParallel;
-    shapePp = options.chosen->pipelineParallel;
+    dp = options.chosen->dataParallel;
+    pp = options.chosen->pipelineParallel;
   }
-  if (shapeDp == 0 && shapePp == 0) {
-    int64_t maxStages = std::max<int64_t>(1, workload.layers);
-    for (int pp = 1; pp <= n; ++pp)
-      if (n % pp == 0 && pp <= maxStages)
-        shapes.push_back({n / pp, pp});
-    return true;
-  }
-  int dp = shapeDp, pp = shapePp;
+  if (dp == 0 && pp == 0)
+    return {0, 0};
   if (dp == 0 && n % pp == 0)
     dp = n / pp;
   if (pp == 0 && n % dp == 0)
     pp = n / dp;
-  if (dp * pp != n) {
-    error = "cluster '" + cluster.name + "' has " + std::to_string(n) +
-            " devices, which is not dp " +
-            std::to_string(options.dataParallel) + " x pp " +
-            std::to_string(options.pipelineParallel);
-    return false;
-  }
-  shapes.push_back({dp, pp});
-  return true;
+  return {dp, pp};
+}
+
+/// The shapes D_DP x D_PP to try on the cluster's N devices: the one asked
+/// for, or every factorisation with at most the model's layers as stages.
+std::vector<std::pair<int, int>>
+candidateShapes(const Cluster &cluster, const Workload &workload,
+                const AssignmentOptions &options) {
+  std::pair<int, int> asked = askedShape(cluster, options);
+  if (asked != std::pair<int, int>{0, 0})
+    return {asked};
+  int n = static_cast<int>(cluster.size());
+  int64_t maxStages = std::max<int64_t>(1, workload.layers);
+  std::vector<std::pair<int, int>> shapes;
+  for (int pp = 1; pp <= n; ++pp)
+    if (n % pp == 0 && pp <= maxStages)
+      shapes.push_back({n / pp, pp});
+  return shapes;
 }
 
 } // namespace
+
+bool dtfm::planner::checkAssignmentShape(const Cluster &cluster,
+                                         const AssignmentOptions &options,
+                                         std::string &error) {
+  auto [dp, pp] = askedShape(cluster, options);
+  if ((dp == 0 && pp == 0) || dp * pp == static_cast<int>(cluster.size()))
+    return true;
+  error = "cluster '" + cluster.name + "' has " +
+          std::to_string(cluster.size()) + " devices, which is not dp " +
+          std::to_string(options.dataParallel) + " x pp " +
+          std::to_string(options.pipelineParallel);
+  return false;
+}
 
 bool dtfm::planner::planAssignment(const Cluster &cluster,
                                    const Workload &workload,
                                    const AssignmentOptions &options,
                                    AssignmentResult &out, std::string &error) {
-  std::vector<std::pair<int, int>> shapes;
-  if (!candidateShapes(cluster, workload, options, shapes, error))
+  if (!checkAssignmentShape(cluster, options, error))
     return false;
+  std::vector<std::pair<int, int>> shapes =
+      candidateShapes(cluster, workload, options);
   int microBatchCount =
       options.chosen ? options.chosen->microBatches : options.microBatches;
   const std::optional<Partition> chosenLayout =

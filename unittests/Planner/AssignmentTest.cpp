@@ -106,6 +106,17 @@ TEST(Assignment, ShapesAskedForAndTheLayerLimit) {
   EXPECT_FALSE(
       planAssignment(cluster, layeredWorkload(8), options, result, error));
   EXPECT_EQ(error, "cluster 'eight' has 8 devices, which is not dp 3 x pp 0");
+  // The same check alone, before any workload is built.
+  error.clear();
+  EXPECT_FALSE(checkAssignmentShape(cluster, options, error));
+  EXPECT_EQ(error, "cluster 'eight' has 8 devices, which is not dp 3 x pp 0");
+  // A chosen shape is what counts; the message names the options.
+  options.chosen = ChosenShape{4, 2, 1, {}};
+  EXPECT_TRUE(checkAssignmentShape(cluster, options, error));
+  options.dataParallel = 0;
+  options.chosen = ChosenShape{3, 2, 1, {}};
+  EXPECT_FALSE(checkAssignmentShape(cluster, options, error));
+  EXPECT_EQ(error, "cluster 'eight' has 8 devices, which is not dp 0 x pp 0");
 }
 
 TEST(Assignment, StagesInPipelineOrderFollowTheMatchings) {

@@ -99,6 +99,13 @@ bool planAssignment(const Cluster &cluster, const Workload &workload,
                     const AssignmentOptions &options, AssignmentResult &result,
                     std::string &error);
 
+/// Whether the cluster has the shape asked for (the chosen shape's, else the
+/// options' D_DP and D_PP where given); false with planAssignment's
+/// one-line `error` when they do not multiply to the cluster's size. Lets a
+/// caller report it before it builds what planning needs.
+bool checkAssignmentShape(const Cluster &cluster,
+                          const AssignmentOptions &options, std::string &error);
+
 /// The stages of a DT-FM layout in pipeline order (`cost.order`), each
 /// group's devices permuted along `cost.matchings` so that pipeline i runs
 /// on member i of every stage.
