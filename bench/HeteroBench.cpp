@@ -19,6 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "BenchSupport.h"
 #include "GptWorkload.h"
 
 #include "dtfm/Planner/Hetero.h"
@@ -101,9 +102,7 @@ int main(int argc, char **argv) {
   bool json = false;
   int microBatches = 32;
   uint64_t seed = 0;
-  std::string dir = std::string(DTFM_SOURCE_DIR) + "/../shared/scenarios";
-  if (const char *env = std::getenv("DTFM_SCENARIOS_DIR"))
-    dir = env;
+  std::string dir = dtfm::bench::defaultScenariosDir();
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -147,16 +146,10 @@ int main(int argc, char **argv) {
   runScenario("mixed-speed", mixedSpeed, workload, microBatches, seed, json);
   runScenario("mixed-memory", mixedMemory, workload, microBatches, seed, json);
 
-  for (const char *prefix : {"0_dc_ondemand", "1_dc_spot", "2_multi_dc",
-                             "3_geo_regional", "4_geo_worldwide"}) {
+  for (const std::string &prefix : dtfm::bench::paperScenarios()) {
     Cluster cluster;
-    if (!loadScenarioMatrices(dir, prefix, cluster, error)) {
-      std::fprintf(stderr,
-                   "bench-hetero: skipping the DT-FM scenarios: %s (set "
-                   "DTFM_SCENARIOS_DIR or --scenarios)\n",
-                   error.c_str());
+    if (!dtfm::bench::loadScenario("bench-hetero", dir, prefix, cluster))
       break;
-    }
     runScenario(prefix, cluster, workload, microBatches, seed, json);
   }
   return 0;

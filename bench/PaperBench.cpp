@@ -23,6 +23,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "BenchSupport.h"
+
 #include "dtfm/InitAll.h"
 #include "dtfm/Runtime/PlanLoader.h"
 #include "dtfm/Runtime/Simulator.h"
@@ -48,15 +50,6 @@
 
 namespace {
 
-std::vector<std::string> split(const std::string &text) {
-  std::vector<std::string> parts;
-  std::stringstream ss(text);
-  std::string part;
-  while (std::getline(ss, part, ','))
-    if (!part.empty())
-      parts.push_back(part);
-  return parts;
-}
 
 struct Row {
   std::string scenario, algorithm;
@@ -177,9 +170,7 @@ int main(int argc, char **argv) {
                                       "genetic", "hetero"};
   double ratio = 10;
   uint64_t seed = 0;
-  std::string dir = std::string(DTFM_SOURCE_DIR) + "/../shared/scenarios";
-  if (const char *env = std::getenv("DTFM_SCENARIOS_DIR"))
-    dir = env;
+  std::string dir = dtfm::bench::defaultScenariosDir();
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -187,7 +178,7 @@ int main(int argc, char **argv) {
     };
     auto numbers = [&](std::vector<int> &out) {
       out.clear();
-      for (const std::string &s : split(value()))
+      for (const std::string &s : dtfm::bench::splitList(value()))
         out.push_back(std::atoi(s.c_str()));
     };
     if (arg == "--json")
@@ -199,7 +190,7 @@ int main(int argc, char **argv) {
     else if (arg == "--batch")
       numbers(batches);
     else if (arg == "--algorithms")
-      algorithms = split(value());
+      algorithms = dtfm::bench::splitList(value());
     else if (arg == "--compress-ratio")
       ratio = std::atof(value().c_str());
     else if (arg == "--scenarios")
@@ -220,8 +211,7 @@ int main(int argc, char **argv) {
   }
   mlir::dtfm::registerAllPasses();
 
-  const char *scenarios[] = {"0_dc_ondemand", "1_dc_spot", "2_multi_dc",
-                             "3_geo_regional", "4_geo_worldwide"};
+  const std::vector<std::string> &scenarios = dtfm::bench::paperScenarios();
   char tempDir[] = "/tmp/dtfm-bench-paper-XXXXXX";
   if (!mkdtemp(tempDir)) {
     std::fprintf(stderr, "bench-paper: error: cannot create a temp folder\n");
@@ -262,7 +252,7 @@ int main(int argc, char **argv) {
   }
 
   std::map<std::string, std::map<std::string, double>> best; // scen -> alg
-  for (const char *prefix : scenarios) {
+  for (const std::string &prefix : scenarios) {
     std::string delay = dir + "/" + prefix + "_delay_ms.csv";
     if (!std::ifstream(delay)) {
       std::fprintf(stderr,
@@ -321,7 +311,7 @@ int main(int argc, char **argv) {
             std::fflush(stdout);
           }
   }
-  for (const char *prefix : scenarios)
+  for (const std::string &prefix : scenarios)
     std::remove((std::string(tempDir) + "/" + prefix + ".textproto").c_str());
   rmdir(tempDir);
 

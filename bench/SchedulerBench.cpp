@@ -15,6 +15,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "BenchSupport.h"
+
 #include "dtfm/Planner/Search.h"
 
 #include <chrono>
@@ -48,15 +50,6 @@ const Scenario kScenarios[] = {
 constexpr double kDataParallelBytes = 6.5e8;
 constexpr double kPipelineBytes = 4.71246e8;
 
-std::vector<std::string> split(const std::string &text) {
-  std::vector<std::string> parts;
-  std::stringstream ss(text);
-  std::string part;
-  while (std::getline(ss, part, ','))
-    if (!part.empty())
-      parts.push_back(part);
-  return parts;
-}
 
 int usage(const char *message) {
   std::fprintf(stderr, "bench-scheduler: error: %s\n", message);
@@ -68,9 +61,7 @@ int usage(const char *message) {
 int main(int argc, char **argv) {
   bool json = false, scale = true;
   std::vector<uint64_t> seeds{0, 1, 2};
-  std::string dir = std::string(DTFM_SOURCE_DIR) + "/../shared/scenarios";
-  if (const char *env = std::getenv("DTFM_SCENARIOS_DIR"))
-    dir = env;
+  std::string dir = dtfm::bench::defaultScenariosDir();
   std::vector<SearchAlgorithm> algorithms = allSearchAlgorithms();
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -83,7 +74,7 @@ int main(int argc, char **argv) {
       scale = false;
     else if (arg == "--seeds") {
       seeds.clear();
-      for (const std::string &s : split(value()))
+      for (const std::string &s : dtfm::bench::splitList(value()))
         seeds.push_back(std::strtoull(s.c_str(), nullptr, 10));
       if (seeds.empty())
         return usage("--seeds needs a comma-separated list");
@@ -91,7 +82,7 @@ int main(int argc, char **argv) {
       dir = value();
     else if (arg == "--algorithms") {
       algorithms.clear();
-      for (const std::string &name : split(value())) {
+      for (const std::string &name : dtfm::bench::splitList(value())) {
         auto a = parseSearchAlgorithm(name);
         if (!a)
           return usage(("unknown algorithm '" + name + "'").c_str());
@@ -104,12 +95,8 @@ int main(int argc, char **argv) {
   bool scenariosFound = true;
   for (const Scenario &scenario : kScenarios) {
     Cluster cluster;
-    std::string error;
-    if (!loadScenarioMatrices(dir, scenario.prefix, cluster, error)) {
-      std::fprintf(stderr,
-                   "bench-scheduler: skipping the DT-FM scenarios: %s "
-                   "(set DTFM_SCENARIOS_DIR or --scenarios)\n",
-                   error.c_str());
+    if (!dtfm::bench::loadScenario("bench-scheduler", dir, scenario.prefix,
+                             cluster)) {
       scenariosFound = false;
       break;
     }

@@ -31,6 +31,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "BenchSupport.h"
 #include "GptWorkload.h"
 
 #include "dtfm/Planner/ShapeSearch.h"
@@ -170,9 +171,7 @@ int main(int argc, char **argv) {
   bool json = false, scale = false;
   int64_t globalBatch = 256;
   double budget = 5, compressRatio = 1;
-  std::string dir = std::string(DTFM_SOURCE_DIR) + "/../shared/scenarios";
-  if (const char *env = std::getenv("DTFM_SCENARIOS_DIR"))
-    dir = env;
+  std::string dir = dtfm::bench::defaultScenariosDir();
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -260,16 +259,10 @@ int main(int argc, char **argv) {
                 compressRatio, json, /*withBaseline=*/false);
   }
 
-  for (const char *prefix : {"0_dc_ondemand", "1_dc_spot", "2_multi_dc",
-                             "3_geo_regional", "4_geo_worldwide"}) {
+  for (const std::string &prefix : dtfm::bench::paperScenarios()) {
     Cluster cluster;
-    if (!loadScenarioMatrices(dir, prefix, cluster, error)) {
-      std::fprintf(stderr,
-                   "bench-shape: skipping the DT-FM scenarios: %s (set "
-                   "DTFM_SCENARIOS_DIR or --scenarios)\n",
-                   error.c_str());
+    if (!dtfm::bench::loadScenario("bench-shape", dir, prefix, cluster))
       break;
-    }
     runScenario(prefix, cluster, workload, globalBatch, budget, compressRatio,
                 json);
   }
