@@ -85,9 +85,8 @@ struct Autodiff : public mlir::dtfm::impl::AutodiffBase<Autodiff> {
           needsGrad.insert(param.getResult());
         continue;
       }
-      bool any = llvm::any_of(op->getOperands(), [&](Value v) {
-        return needsGrad.contains(v);
-      });
+      bool any = llvm::any_of(op->getOperands(),
+                              [&](Value v) { return needsGrad.contains(v); });
       if (any)
         for (Value r : op->getResults())
           needsGrad.insert(r);
@@ -110,15 +109,14 @@ struct Autodiff : public mlir::dtfm::impl::AutodiffBase<Autodiff> {
         return Value();
       if (it->second.size() == 1)
         return it->second.front();
-      auto sum = b.create<AccumulateOp>(owner->getLoc(), value.getType(),
-                                        it->second);
+      auto sum =
+          b.create<AccumulateOp>(owner->getLoc(), value.getType(), it->second);
       // Sum where the contributions are when they all come from one layer
       // (a value used twice by the next layer): once pipelined, one
       // gradient then crosses the stage boundary instead of one per use.
       Operation *first = it->second.front().getDefiningOp();
       bool oneLayer =
-          first && layerOf(first) &&
-          llvm::all_of(it->second, [&](Value g) {
+          first && layerOf(first) && llvm::all_of(it->second, [&](Value g) {
             Operation *def = g.getDefiningOp();
             return def && layerOf(def) == layerOf(first);
           });
@@ -155,8 +153,8 @@ struct Autodiff : public mlir::dtfm::impl::AutodiffBase<Autodiff> {
       SmallVector<Type> gradTypes;
       for (auto [index, operand] : llvm::enumerate(op->getOperands()))
         if (needsGrad.contains(operand) &&
-            isa<FloatType>(cast<RankedTensorType>(operand.getType())
-                               .getElementType())) {
+            isa<FloatType>(
+                cast<RankedTensorType>(operand.getType()).getElementType())) {
           wrt.push_back(index);
           gradTypes.push_back(operand.getType());
         }
@@ -166,15 +164,16 @@ struct Autodiff : public mlir::dtfm::impl::AutodiffBase<Autodiff> {
       if (auto cost = dyn_cast<CostOpInterface>(op))
         flops = cost.getBackwardFlops();
       auto backward = b.create<BackwardOp>(
-          op->getLoc(), gradTypes, b.getStringAttr(op->getName().getStringRef()),
-          inputs, b.getDenseI64ArrayAttr(wrt), b.getI64IntegerAttr(flops));
+          op->getLoc(), gradTypes,
+          b.getStringAttr(op->getName().getStringRef()), inputs,
+          b.getDenseI64ArrayAttr(wrt), b.getI64IntegerAttr(flops));
       tag(backward, op);
       // The forward op's attributes (transpose_rhs, num_heads, epsilon, ...)
       // travel with its gradient, which a runtime needs to compute it.
       if (auto props =
               dyn_cast_or_null<DictionaryAttr>(op->getPropertiesAsAttribute()))
         if (!props.empty())
-          backward->setAttr("dtfm.forward_attrs", props);
+          backward->setAttr(kForwardAttrsAttrName, props);
       for (auto [index, grad] : llvm::zip(wrt, backward.getGrads()))
         grads[op->getOperand(index)].push_back(grad);
     }

@@ -48,7 +48,7 @@ struct EmitStagePrograms
     std::string error;
     if (!planner::loadClusterFile(clusterFile, cluster, error))
       return fail(error);
-    auto schedule = module->getAttrOfType<DictionaryAttr>("dtfm.schedule");
+    auto schedule = module->getAttrOfType<DictionaryAttr>(kScheduleAttrName);
     auto streams = schedule ? schedule.getAs<ArrayAttr>("stages") : ArrayAttr();
     if (!streams)
       return fail("no dtfm.schedule; run --dtfm-schedule-microbatches first");
@@ -59,15 +59,15 @@ struct EmitStagePrograms
       if (!func.isExternal())
         models.push_back(func);
     if (models.size() != 1)
-      return fail("expected one model function, found " +
-                  Twine(models.size()));
+      return fail("expected one model function, found " + Twine(models.size()));
     func::FuncOp model = models.front();
 
     // Devices of each stage, indexed by pipeline.
     std::vector<std::vector<std::string>> devices(numStages);
-    auto assignment = module->getAttrOfType<DictionaryAttr>("dtfm.assignment");
-    if (auto groups = assignment ? assignment.getAs<ArrayAttr>("stages")
-                                 : ArrayAttr()) {
+    auto assignment =
+        module->getAttrOfType<DictionaryAttr>(kAssignmentAttrName);
+    if (auto groups =
+            assignment ? assignment.getAs<ArrayAttr>("stages") : ArrayAttr()) {
       if (static_cast<int64_t>(groups.size()) != numStages)
         return fail("dtfm.assignment has " + Twine(groups.size()) +
                     " stages but the schedule " + Twine(numStages));
@@ -76,9 +76,8 @@ struct EmitStagePrograms
           devices[s].push_back(cast<StringAttr>(name).str());
     } else {
       if (numStages > static_cast<int64_t>(cluster.size()))
-        return fail(Twine(numStages) + " stages but cluster '" +
-                    cluster.name + "' has " + Twine(cluster.size()) +
-                    " devices");
+        return fail(Twine(numStages) + " stages but cluster '" + cluster.name +
+                    "' has " + Twine(cluster.size()) + " devices");
       for (int64_t s = 0; s < numStages; ++s)
         devices[s].push_back(cluster.devices[s].name);
     }
@@ -88,7 +87,7 @@ struct EmitStagePrograms
     for (Operation &op : model.getBody().front()) {
       if (isa<func::ReturnOp>(op))
         continue;
-      auto stage = op.getAttrOfType<IntegerAttr>("dtfm.stage");
+      auto stage = op.getAttrOfType<IntegerAttr>(kStageAttrName);
       if (!stage || stage.getInt() < 0 || stage.getInt() >= numStages) {
         op.emitOpError("has no dtfm.stage within the schedule's stages");
         return signalPassFailure();
@@ -144,21 +143,22 @@ struct EmitStagePrograms
           }
         }
         body.create<func::ReturnOp>(model.getLoc());
-        func->setAttr("dtfm.device", b.getStringAttr(device));
-        func->setAttr("dtfm.stage", b.getI64IntegerAttr(s));
-        func->setAttr("dtfm.pipeline", b.getI64IntegerAttr(i));
-        func->setAttr("dtfm.peers",
-                      b.getDictionaryAttr({
-                          b.getNamedAttr("prev", b.getStringAttr(deviceAt(s - 1))),
-                          b.getNamedAttr("next", b.getStringAttr(deviceAt(s + 1))),
-                      }));
-        func->setAttr("dtfm.streams", streams[s]);
-        func->setAttr("dtfm.param_shards", b.getArrayAttr(shards));
-        func->setAttr("dtfm.recv_buffer_bytes", b.getI64IntegerAttr(recvBytes));
+        func->setAttr(kDeviceAttrName, b.getStringAttr(device));
+        func->setAttr(kStageAttrName, b.getI64IntegerAttr(s));
+        func->setAttr(kPipelineAttrName, b.getI64IntegerAttr(i));
+        func->setAttr(
+            kPeersAttrName,
+            b.getDictionaryAttr({
+                b.getNamedAttr("prev", b.getStringAttr(deviceAt(s - 1))),
+                b.getNamedAttr("next", b.getStringAttr(deviceAt(s + 1))),
+            }));
+        func->setAttr(kStreamsAttrName, streams[s]);
+        func->setAttr(kParamShardsAttrName, b.getArrayAttr(shards));
+        func->setAttr(kRecvBufferBytesAttrName, b.getI64IntegerAttr(recvBytes));
       }
     }
-    if (auto name = model->getAttr("dtfm.model"))
-      module->setAttr("dtfm.model", name);
+    if (auto name = model->getAttr(kModelAttrName))
+      module->setAttr(kModelAttrName, name);
     model.erase();
   }
 };

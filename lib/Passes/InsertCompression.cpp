@@ -41,7 +41,7 @@ struct InsertCompression
       if (auto send = dyn_cast<SendOp>(op)) {
         // Parameters (and their gradients) that move once per iteration are
         // not activations: top-k does not apply to weights.
-        if (!send->hasAttr("dtfm.once_per_iteration"))
+        if (!send->hasAttr(kOncePerIterationAttrName))
           sends.push_back(send);
         nextTag = std::max<int64_t>(nextTag, send.getTag() + 1);
       } else if (auto recv = dyn_cast<RecvOp>(op)) {
@@ -74,21 +74,21 @@ struct InsertCompression
       RecvOp recv = it->second;
       auto dense = cast<RankedTensorType>(send.getValue().getType());
       int64_t numel = dense.getNumElements();
-      int64_t k = std::max<int64_t>(
-          1, static_cast<int64_t>(static_cast<double>(numel) /
-                                  compression.ratio));
+      int64_t k =
+          std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(numel) /
+                                                    compression.ratio));
       auto valuesType = RankedTensorType::get({k}, dense.getElementType());
       auto indicesType = RankedTensorType::get({k}, b.getI64Type());
       int64_t indexTag = nextTag++;
-      Attribute sendStage = send->getAttr("dtfm.stage");
-      Attribute recvStage = recv->getAttr("dtfm.stage");
+      Attribute sendStage = send->getAttr(kStageAttrName);
+      Attribute recvStage = recv->getAttr(kStageAttrName);
       auto transfer = [&](OpBuilder &builder, Value value, int64_t tag) {
         auto op = builder.create<SendOp>(
             send.getLoc(), value, send.getPeerAttr(), b.getI64IntegerAttr(tag),
             b.getI64IntegerAttr(getTensorBytes(value.getType())),
             send.getLatencySAttr(), send.getBandwidthGbpsAttr());
         if (sendStage)
-          op->setAttr("dtfm.stage", sendStage);
+          op->setAttr(kStageAttrName, sendStage);
       };
       auto receive = [&](OpBuilder &builder, Type type, int64_t tag) {
         auto op = builder.create<RecvOp>(
@@ -96,7 +96,7 @@ struct InsertCompression
             b.getI64IntegerAttr(getTensorBytes(type)), recv.getLatencySAttr(),
             recv.getBandwidthGbpsAttr());
         if (recvStage)
-          op->setAttr("dtfm.stage", recvStage);
+          op->setAttr(kStageAttrName, recvStage);
         return op.getResult();
       };
 
@@ -104,9 +104,9 @@ struct InsertCompression
       auto compress = atSend.create<TopKCompressOp>(
           send.getLoc(), valuesType, indicesType, send.getValue(),
           b.getI64IntegerAttr(k));
-      compress->setAttr("dtfm.ratio", b.getF64FloatAttr(compression.ratio));
+      compress->setAttr(kRatioAttrName, b.getF64FloatAttr(compression.ratio));
       if (sendStage)
-        compress->setAttr("dtfm.stage", sendStage);
+        compress->setAttr(kStageAttrName, sendStage);
       transfer(atSend, compress.getValues(), send.getTag());
       transfer(atSend, compress.getIndices(), indexTag);
 
@@ -116,7 +116,7 @@ struct InsertCompression
       auto decompress = atRecv.create<TopKDecompressOp>(recv.getLoc(), dense,
                                                         values, indices);
       if (recvStage)
-        decompress->setAttr("dtfm.stage", recvStage);
+        decompress->setAttr(kStageAttrName, recvStage);
       recv.getResult().replaceAllUsesWith(decompress.getResult());
       recv.erase();
       send.erase();

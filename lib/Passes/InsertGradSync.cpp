@@ -41,9 +41,10 @@ struct InsertGradSync
     std::string error;
     if (!planner::loadClusterFile(clusterFile, cluster, error))
       return fail(error);
-    auto assignment = module->getAttrOfType<DictionaryAttr>("dtfm.assignment");
-    auto stages = assignment ? assignment.getAs<ArrayAttr>("stages")
-                             : ArrayAttr();
+    auto assignment =
+        module->getAttrOfType<DictionaryAttr>(kAssignmentAttrName);
+    auto stages =
+        assignment ? assignment.getAs<ArrayAttr>("stages") : ArrayAttr();
     if (!stages)
       return fail("no dtfm.assignment; run --dtfm-assign-devices first");
 
@@ -52,7 +53,7 @@ struct InsertGradSync
     WalkResult walk = module.walk([&](Operation *op) {
       if (!isa<SgdUpdateOp, AdamWUpdateOp>(op))
         return WalkResult::advance();
-      auto stage = op->getAttrOfType<IntegerAttr>("dtfm.stage");
+      auto stage = op->getAttrOfType<IntegerAttr>(kStageAttrName);
       if (!stage || stage.getInt() >= static_cast<int64_t>(stages.size())) {
         op->emitOpError("has no dtfm.stage of the assignment; run "
                         "--dtfm-partition-stages first");
@@ -99,20 +100,19 @@ struct InsertGradSync
       for (Operation *op : ops) {
         Value grad = op->getOperand(1);
         int64_t bytes = getTensorBytes(grad.getType());
-        double seconds =
-            algorithm == "ring"
-                ? planner::groupRingAllReduceCost(cluster, group, double(bytes),
-                                                  dp)
-                : planner::groupDataParallelCost(cluster, group, double(bytes),
-                                                 dp);
+        double seconds = algorithm == "ring"
+                             ? planner::groupRingAllReduceCost(
+                                   cluster, group, double(bytes), dp)
+                             : planner::groupDataParallelCost(
+                                   cluster, group, double(bytes), dp);
         OpBuilder builder(op);
         auto syncOp = builder.create<GradSyncOp>(
             op->getLoc(), grad.getType(), grad, b.getStringAttr(algorithm),
             names, b.getI64IntegerAttr(bytes), b.getF64FloatAttr(seconds));
-        for (StringRef attr : {"dtfm.stage", "dtfm.layer"})
+        for (StringRef attr : {kStageAttrName, kLayerAttrName})
           if (Attribute value = op->getAttr(attr))
             syncOp->setAttr(attr, value);
-        syncOp->setAttr("dtfm.bucket_seconds",
+        syncOp->setAttr(kBucketSecondsAttrName,
                         b.getF64FloatAttr(stageSeconds));
         op->setOperand(1, syncOp.getResult());
       }

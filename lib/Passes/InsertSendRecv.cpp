@@ -21,8 +21,6 @@ using namespace mlir;
 using namespace mlir::dtfm;
 namespace planner = ::dtfm::planner;
 
-static constexpr llvm::StringLiteral kStageAttrName = "dtfm.stage";
-
 namespace {
 struct InsertSendRecv
     : public mlir::dtfm::impl::InsertSendRecvBase<InsertSendRecv> {
@@ -108,7 +106,7 @@ struct InsertSendRecv
             send->setAttr(kStageAttrName, b.getI64IntegerAttr(from));
             bool once = movesOncePerIteration(value);
             if (once)
-              send->setAttr("dtfm.once_per_iteration", b.getUnitAttr());
+              send->setAttr(kOncePerIterationAttrName, b.getUnitAttr());
             after.setInsertionPointAfter(send);
             Operation *first = uses.front()->getOwner();
             for (OpOperand *use : uses)
@@ -121,7 +119,7 @@ struct InsertSendRecv
                 b.getF64FloatAttr(latency), b.getF64FloatAttr(bandwidth));
             recv->setAttr(kStageAttrName, b.getI64IntegerAttr(to));
             if (once) {
-              recv->setAttr("dtfm.once_per_iteration", b.getUnitAttr());
+              recv->setAttr(kOncePerIterationAttrName, b.getUnitAttr());
               if (value.getDefiningOp<ParamOp>())
                 parameterRecvs.insert(recv);
             }
@@ -141,9 +139,10 @@ struct InsertSendRecv
 
   /// (latency s, bandwidth Gbps) of the matched pair that takes longest to
   /// move `bytes`.
-  static std::pair<double, double>
-  slowestLink(const planner::Cluster &cluster, const std::vector<size_t> &a,
-              const std::vector<size_t> &b, int64_t bytes) {
+  static std::pair<double, double> slowestLink(const planner::Cluster &cluster,
+                                               const std::vector<size_t> &a,
+                                               const std::vector<size_t> &b,
+                                               int64_t bytes) {
     double worst = -1, latency = 0, bandwidth = 0;
     for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
       if (a[i] == b[i])
@@ -164,13 +163,13 @@ struct InsertSendRecv
     llvm::StringMap<size_t> byName;
     for (size_t i = 0; i < cluster.size(); ++i)
       byName[cluster.devices[i].name] = i;
-    auto assignment = module->getAttrOfType<DictionaryAttr>("dtfm.assignment");
+    auto assignment =
+        module->getAttrOfType<DictionaryAttr>(kAssignmentAttrName);
     if (!assignment) {
       if (stages > static_cast<int64_t>(cluster.size()))
         return mlir::emitError(toolLoc(module, clusterFile))
-               << "dtfm-insert-send-recv: " << stages
-               << " stages but cluster '" << cluster.name << "' has "
-               << cluster.size() << " devices";
+               << "dtfm-insert-send-recv: " << stages << " stages but cluster '"
+               << cluster.name << "' has " << cluster.size() << " devices";
       for (int64_t s = 0; s < stages; ++s)
         devices.push_back({static_cast<size_t>(s)});
       return success();

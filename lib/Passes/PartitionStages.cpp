@@ -11,9 +11,9 @@
 
 #include "mlir/IR/Builders.h"
 
-#include <cmath>
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
+#include <cmath>
 
 namespace mlir::dtfm {
 #define GEN_PASS_DEF_PARTITIONSTAGES
@@ -24,9 +24,6 @@ using namespace mlir;
 using namespace mlir::dtfm;
 namespace planner = ::dtfm::planner;
 
-static constexpr llvm::StringLiteral kStageAttrName = "dtfm.stage";
-static constexpr llvm::StringLiteral kStagesAttrName = "dtfm.stages";
-
 namespace {
 
 struct PartitionStages
@@ -36,7 +33,8 @@ struct PartitionStages
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto fail = [&](const Twine &message) {
-      mlir::emitError(toolLoc(module, clusterFile)) << "dtfm-partition-stages: " << message;
+      mlir::emitError(toolLoc(module, clusterFile))
+          << "dtfm-partition-stages: " << message;
       signalPassFailure();
     };
     if (clusterFile.empty())
@@ -71,15 +69,17 @@ struct PartitionStages
     SmallVector<LayerBlock> &blocks = *chainOrFailure;
     std::vector<planner::ChainBlock> chain;
     for (const LayerBlock &block : blocks)
-      chain.push_back({block.flops, block.parameterBytes,
-                       block.activationBytes});
+      chain.push_back(
+          {block.flops, block.parameterBytes, block.activationBytes});
 
     // hetero's assignment chose the bounds with the layout (its model
     // scored them); other assignments leave the split to the partitioner.
     planner::StagePlan plan;
-    auto assignment = module->getAttrOfType<DictionaryAttr>("dtfm.assignment");
-    auto chosen = assignment ? assignment.getAs<DenseI64ArrayAttr>("stage_bounds")
-                             : DenseI64ArrayAttr();
+    auto assignment =
+        module->getAttrOfType<DictionaryAttr>(kAssignmentAttrName);
+    auto chosen = assignment
+                      ? assignment.getAs<DenseI64ArrayAttr>("stage_bounds")
+                      : DenseI64ArrayAttr();
     if (chosen) {
       std::vector<int> bounds(chosen.asArrayRef().begin(),
                               chosen.asArrayRef().end());
@@ -134,10 +134,11 @@ struct PartitionStages
     llvm::StringMap<size_t> byName;
     for (size_t i = 0; i < cluster.size(); ++i)
       byName[cluster.devices[i].name] = i;
-    auto assignment = module->getAttrOfType<DictionaryAttr>("dtfm.assignment");
+    auto assignment =
+        module->getAttrOfType<DictionaryAttr>(kAssignmentAttrName);
     if (!assignment) {
-      size_t count = numStages > 0 ? static_cast<size_t>(numStages)
-                                   : cluster.size();
+      size_t count =
+          numStages > 0 ? static_cast<size_t>(numStages) : cluster.size();
       if (count > cluster.size())
         return mlir::emitError(toolLoc(module, clusterFile))
                << "dtfm-partition-stages: " << count << " stages but cluster '"
@@ -187,8 +188,7 @@ struct PartitionStages
       int first = plan.bounds[s], last = plan.bounds[s + 1];
       os << llvm::format("stage %2zu  %-16s %3d blocks  %10.6g s  %10.4g GB  ",
                          s, devices[s].name.c_str(), last - first,
-                         plan.stageSeconds[s],
-                         plan.stageMemoryBytes[s] / 1e9);
+                         plan.stageSeconds[s], plan.stageMemoryBytes[s] / 1e9);
       os << (blocks[first].layer.empty() ? "-" : blocks[first].layer);
       if (last - first > 1)
         os << " .. "

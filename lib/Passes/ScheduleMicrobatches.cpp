@@ -8,9 +8,9 @@
 #include "dtfm/Passes/Passes.h"
 #include "dtfm/Planner/Schedule.h"
 
-#include "llvm/ADT/DenseSet.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
 
 namespace mlir::dtfm {
 #define GEN_PASS_DEF_SCHEDULEMICROBATCHES
@@ -77,7 +77,7 @@ struct ScheduleMicrobatches
     WalkResult walk = module.walk([&](Operation *op) {
       if (isa<ModuleOp, func::FuncOp>(op))
         return WalkResult::advance();
-      auto stage = op->getAttrOfType<IntegerAttr>("dtfm.stage");
+      auto stage = op->getAttrOfType<IntegerAttr>(kStageAttrName);
       if (!stage) {
         op->emitOpError("has no dtfm.stage; run --dtfm-partition-stages "
                         "first");
@@ -87,11 +87,10 @@ struct ScheduleMicrobatches
       StringRef slot = isa<RecvOp>(op)   ? "recv"
                        : isa<SendOp>(op) ? "send"
                                          : "compute";
-      op->setAttr("dtfm.slot", b.getStringAttr(slot));
-      StringRef phase = isa<SgdUpdateOp, AdamWUpdateOp, GradSyncOp>(op)
-                            ? "opt"
-                        : isa<BackwardOp, AccumulateOp>(op) ? "bwd"
-                                                            : "fwd";
+      op->setAttr(kSlotAttrName, b.getStringAttr(slot));
+      StringRef phase = isa<SgdUpdateOp, AdamWUpdateOp, GradSyncOp>(op) ? "opt"
+                        : isa<BackwardOp, AccumulateOp>(op)             ? "bwd"
+                                                                        : "fwd";
       // A transfer belongs to the phase of the value it moves.
       if (auto send = dyn_cast<SendOp>(op))
         if (backwardTags.contains(static_cast<int64_t>(send.getTag())))
@@ -110,7 +109,7 @@ struct ScheduleMicrobatches
         if (!users.empty() && llvm::all_of(users, isTrainingOp))
           phase = "bwd";
       }
-      op->setAttr("dtfm.phase", b.getStringAttr(phase));
+      op->setAttr(kPhaseAttrName, b.getStringAttr(phase));
       return WalkResult::advance();
     });
     if (walk.wasInterrupted())
@@ -140,11 +139,10 @@ struct ScheduleMicrobatches
       peaks.push_back(planner::peakInFlight(stage));
     }
     module->setAttr(
-        "dtfm.schedule",
+        kScheduleAttrName,
         b.getDictionaryAttr({
             b.getNamedAttr("kind", b.getStringAttr(schedule.getValue())),
-            b.getNamedAttr("micro_batches",
-                           b.getI64IntegerAttr(count)),
+            b.getNamedAttr("micro_batches", b.getI64IntegerAttr(count)),
             b.getNamedAttr("peak_in_flight", b.getDenseI64ArrayAttr(peaks)),
             b.getNamedAttr("stages", b.getArrayAttr(stageAttrs)),
         }));

@@ -36,9 +36,9 @@ struct VerifyPlan : public mlir::dtfm::impl::VerifyPlanBase<VerifyPlan> {
   /// This op's own end: its program's device, else its stage.
   static std::string self(Operation *op) {
     if (auto func = op->getParentOfType<func::FuncOp>())
-      if (auto device = func->getAttrOfType<StringAttr>("dtfm.device"))
+      if (auto device = func->getAttrOfType<StringAttr>(kDeviceAttrName))
         return device.str();
-    auto stage = op->getAttrOfType<IntegerAttr>("dtfm.stage");
+    auto stage = op->getAttrOfType<IntegerAttr>(kStageAttrName);
     return stage ? "stage " + std::to_string(stage.getInt()) : "?";
   }
   /// The other end: `peer_device` when set, else the peer stage.
@@ -87,10 +87,10 @@ struct VerifyPlan : public mlir::dtfm::impl::VerifyPlanBase<VerifyPlan> {
           if (!recvs[tag].empty() && list.size() == 1 &&
               recvs[tag].size() == 1) {
             const Transfer &recv = recvs[tag].front();
-            report(recv.op) << "and its send (tag " << tag
-                            << ") disagree on ends: send from " << send.from
-                            << " to " << send.to << ", recv from "
-                            << recv.from << " on " << recv.to;
+            report(recv.op)
+                << "and its send (tag " << tag
+                << ") disagree on ends: send from " << send.from << " to "
+                << send.to << ", recv from " << recv.from << " on " << recv.to;
           } else {
             report(send.op) << "with tag " << tag << " from " << send.from
                             << " to " << send.to << " has no matching recv";
@@ -105,8 +105,7 @@ struct VerifyPlan : public mlir::dtfm::impl::VerifyPlanBase<VerifyPlan> {
         if (matches.front()->bytes != send.bytes)
           report(matches.front()->op)
               << "receives " << matches.front()->bytes
-              << " bytes but its send (tag " << tag << ") sends "
-              << send.bytes;
+              << " bytes but its send (tag " << tag << ") sends " << send.bytes;
       }
     }
     for (auto &[tag, list] : recvs)
@@ -119,7 +118,7 @@ struct VerifyPlan : public mlir::dtfm::impl::VerifyPlanBase<VerifyPlan> {
       }
     // The recorded schedule must run to completion.
     if (auto schedule =
-            getOperation()->getAttrOfType<DictionaryAttr>("dtfm.schedule")) {
+            getOperation()->getAttrOfType<DictionaryAttr>(kScheduleAttrName)) {
       std::vector<std::array<std::vector<std::string>, 3>> streams;
       auto stages = schedule.getAs<ArrayAttr>("stages");
       for (Attribute stage : stages ? stages : ArrayAttr()) {
@@ -127,7 +126,8 @@ struct VerifyPlan : public mlir::dtfm::impl::VerifyPlanBase<VerifyPlan> {
         std::array<std::vector<std::string>, 3> slots;
         const char *keys[3] = {"recv", "compute", "send"};
         for (int slot = 0; slot < 3; ++slot)
-          if (auto list = dict ? dict.getAs<ArrayAttr>(keys[slot]) : ArrayAttr())
+          if (auto list =
+                  dict ? dict.getAs<ArrayAttr>(keys[slot]) : ArrayAttr())
             for (Attribute item : list)
               if (auto text = dyn_cast<StringAttr>(item))
                 slots[slot].push_back(text.str());

@@ -16,9 +16,6 @@
 
 namespace mlir::dtfm {
 
-/// Discardable attribute written by --dtfm-annotate-costs.
-inline constexpr llvm::StringLiteral kCostAttrName = "dtfm.cost";
-
 /// The cost of one op for one micro-batch. In a training graph (one with
 /// dtfm.backward ops) CostAnalysis files each op's work under the phase that
 /// does it: forward ops only forward FLOPs (their backward work is done by

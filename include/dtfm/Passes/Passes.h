@@ -16,11 +16,6 @@ namespace mlir::dtfm {
 #define GEN_PASS_DECL
 #include "dtfm/Passes/Passes.h.inc"
 
-/// The module attributes the planning passes exchange: the devices chosen by
-/// --dtfm-assign-devices, and the shape chosen by --dtfm-choose-shape.
-inline constexpr llvm::StringLiteral kAssignmentAttrName = "dtfm.assignment";
-inline constexpr llvm::StringLiteral kShapeAttrName = "dtfm.shape";
-
 /// Where a planning pass reports problems that concern the whole module and
 /// the cluster file rather than one op: the cluster file (line 0, so no
 /// source excerpt is shown), or else the input file, also at line 0. Keeps

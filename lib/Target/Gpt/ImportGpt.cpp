@@ -33,8 +33,8 @@ struct Preset {
 // d_model 2048 with 24 heads of 128 (24 x 128 = 3072, and 2048/24 is not an
 // integer), so we use 2048/128 = 16 heads; for 13B it gives d_model 5140 with
 // 40 heads of 128, so we use 40 x 128 = 5120. Heads change neither parameters
-// nor matmul FLOPs, only the attention's softmax work. GPT-2 XL from Radford et al.
-// 2019. GPT-3 and GPT-2 presets are in f16 (mixed-precision training keeps
+// nor matmul FLOPs, only the attention's softmax work. GPT-2 XL from Radford et
+// al. 2019. GPT-3 and GPT-2 presets are in f16 (mixed-precision training keeps
 // activations in half precision); `tiny` is f32 and trains on a CPU.
 static const Preset kPresets[] = {
     {"gpt3-1.3b", 24, 2048, 16, 2048, 50257, 1, "f16"},
@@ -75,9 +75,9 @@ bool mlir::dtfm::validateGptConfig(const GptConfig &config,
   struct Field {
     const char *flag;
     int64_t value;
-  } fields[] = {{"layers", config.layers},        {"hidden", config.hidden},
-                {"heads", config.heads},          {"seq-len", config.seqLen},
-                {"vocab", config.vocab},          {"micro-batch", config.microBatch}};
+  } fields[] = {{"layers", config.layers}, {"hidden", config.hidden},
+                {"heads", config.heads},   {"seq-len", config.seqLen},
+                {"vocab", config.vocab},   {"micro-batch", config.microBatch}};
   for (const Field &f : fields) {
     if (f.value <= 0) {
       error = std::string("--") + f.flag + " must be positive, got " +
@@ -143,7 +143,7 @@ public:
     auto lossType = RankedTensorType::get({}, b.getF32Type());
     auto func = b.create<func::FuncOp>(loc, funcName(),
                                        b.getFunctionType({}, {lossType}));
-    func->setAttr("dtfm.model", b.getStringAttr(config.name));
+    func->setAttr(kModelAttrName, b.getStringAttr(config.name));
     b.setInsertionPointToStart(func.addEntryBlock());
 
     int64_t bsz = config.microBatch, s = config.seqLen, h = config.hidden;
@@ -152,8 +152,8 @@ public:
     Value tokens = tag(b.create<InputOp>(at("tokens"), tokenType, "tokens"));
     Value wte = param("wte", {config.vocab, h}, InitKind::normal, 0.02);
     Value wpe = param("wpe", {s, h}, InitKind::normal, 0.01);
-    Value x = tag(b.create<EmbeddingOp>(at("embed"), act({bsz, s, h}), tokens,
-                                        wte));
+    Value x =
+        tag(b.create<EmbeddingOp>(at("embed"), act({bsz, s, h}), tokens, wte));
     x = tag(b.create<AddOp>(at("embed.add_pos"), act({bsz, s, h}), x, wpe));
 
     for (int64_t i = 0; i < config.layers; ++i)
@@ -166,8 +166,8 @@ public:
                                wte, /*transpose_rhs=*/b.getUnitAttr()));
     auto labelType = RankedTensorType::get({bsz, s}, b.getI64Type());
     Value labels = tag(b.create<LabelOp>(at("labels"), labelType, "labels"));
-    Value loss = tag(
-        b.create<CrossEntropyOp>(at("loss"), lossType, logits, labels));
+    Value loss =
+        tag(b.create<CrossEntropyOp>(at("loss"), lossType, logits, labels));
     b.create<func::ReturnOp>(at("return"), loss);
     return module;
   }
@@ -196,10 +196,10 @@ private:
 
   Value param(const std::string &name, ArrayRef<int64_t> shape, InitKind init,
               std::optional<double> scale = std::nullopt) {
-    auto op = b.create<ParamOp>(
-        at(name), act(shape), b.getStringAttr(name),
-        InitKindAttr::get(b.getContext(), init),
-        scale ? b.getF64FloatAttr(*scale) : FloatAttr(), UnitAttr());
+    auto op = b.create<ParamOp>(at(name), act(shape), b.getStringAttr(name),
+                                InitKindAttr::get(b.getContext(), init),
+                                scale ? b.getF64FloatAttr(*scale) : FloatAttr(),
+                                UnitAttr());
     return tag(op);
   }
 
@@ -232,16 +232,16 @@ private:
     Value q = linear(p + ".attn.q", a, h, h, 0.02);
     Value k = linear(p + ".attn.k", a, h, h, 0.02);
     Value v = linear(p + ".attn.v", a, h, h, 0.02);
-    Value attn = tag(b.create<CausalAttentionOp>(
-        at(p + ".attn"), q.getType(), q, k, v,
-        b.getI64IntegerAttr(config.heads)));
+    Value attn =
+        tag(b.create<CausalAttentionOp>(at(p + ".attn"), q.getType(), q, k, v,
+                                        b.getI64IntegerAttr(config.heads)));
     Value proj = linear(p + ".attn.proj", attn, h, h, residualStd);
     x = tag(b.create<AddOp>(at(p + ".add_1"), x.getType(), x, proj));
 
     Value m = layerNorm(p + ".ln_2", x);
     Value up = linear(p + ".mlp.fc", m, h, 4 * h, 0.02);
-    Value act = tag(b.create<GeluOp>(at(p + ".mlp.gelu"), up.getType(), up,
-                                     UnitAttr()));
+    Value act = tag(
+        b.create<GeluOp>(at(p + ".mlp.gelu"), up.getType(), up, UnitAttr()));
     Value down = linear(p + ".mlp.proj", act, 4 * h, h, residualStd);
     return tag(b.create<AddOp>(at(p + ".add_2"), x.getType(), x, down));
   }

@@ -490,7 +490,7 @@ OwningOpRef<ModuleOp> OnnxImporter::run(std::string &error) {
       c = '_';
   auto func =
       b.create<func::FuncOp>(loc, name, b.getFunctionType({}, {returnType}));
-  func->setAttr("dtfm.model", b.getStringAttr(name));
+  func->setAttr(kModelAttrName, b.getStringAttr(name));
   b.setInsertionPointToStart(func.addEntryBlock());
 
   for (const onnx::ValueInfoProto &input : graph.input()) {
@@ -564,7 +564,7 @@ OwningOpRef<ModuleOp> OnnxImporter::run(std::string &error) {
 
   // Only what the module uses goes to the weights file.
   if (!options.weightsPath.empty()) {
-    module->getOperation()->setAttr("dtfm.weights",
+    module->getOperation()->setAttr(kWeightsAttrName,
                                     b.getStringAttr(options.weightsPath));
     if (!::dtfm::format::writeTensorFile(options.weightsPath, weights, error))
       return nullptr;

@@ -95,14 +95,14 @@ static SmallVector<NamedAttribute> allAttrs(Operation *op) {
 LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
                                      const ::dtfm::planner::Cluster &cluster,
                                      pb::Plan &plan) {
-  auto assignment = module->getAttrOfType<DictionaryAttr>("dtfm.assignment");
+  auto assignment = module->getAttrOfType<DictionaryAttr>(kAssignmentAttrName);
   if (assignment)
     if (auto name = assignment.getAs<StringAttr>("cluster"))
       if (name.getValue() != cluster.name)
         return emitError(wholeFile(module))
                << "the module was planned for cluster '" << name.getValue()
                << "', not '" << cluster.name << "'";
-  auto schedule = module->getAttrOfType<DictionaryAttr>("dtfm.schedule");
+  auto schedule = module->getAttrOfType<DictionaryAttr>(kScheduleAttrName);
   plan.set_format_version(::dtfm::format::kPlanFormatVersion);
   plan.set_cluster_name(cluster.name);
   plan.set_cluster_fingerprint(::dtfm::planner::clusterFingerprint(cluster));
@@ -120,7 +120,7 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
       plan.add_delay_ms(cluster.delayMs(i, j));
       plan.add_bandwidth_gbps(cluster.bandwidthGbps(i, j));
     }
-  if (auto model = module->getAttrOfType<StringAttr>("dtfm.model"))
+  if (auto model = module->getAttrOfType<StringAttr>(kModelAttrName))
     plan.set_model(model.str());
   if (schedule) {
     if (auto kind = schedule.getAs<StringAttr>("kind"))
@@ -136,7 +136,7 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
   for (const ::dtfm::planner::Device &d : cluster.devices)
     names.insert(d.name);
   for (auto func : module.getOps<func::FuncOp>()) {
-    auto device = func->getAttrOfType<StringAttr>("dtfm.device");
+    auto device = func->getAttrOfType<StringAttr>(kDeviceAttrName);
     if (!device)
       return emitError(func.getLoc())
              << "function @" << func.getSymName()
@@ -149,17 +149,17 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
              << "' does not have";
     pb::DeviceProgram &program = *plan.add_programs();
     program.set_device(device.str());
-    if (auto s = func->getAttrOfType<IntegerAttr>("dtfm.stage"))
+    if (auto s = func->getAttrOfType<IntegerAttr>(kStageAttrName))
       program.set_stage(s.getInt());
-    if (auto p = func->getAttrOfType<IntegerAttr>("dtfm.pipeline"))
+    if (auto p = func->getAttrOfType<IntegerAttr>(kPipelineAttrName))
       program.set_pipeline(p.getInt());
-    if (auto peers = func->getAttrOfType<DictionaryAttr>("dtfm.peers")) {
+    if (auto peers = func->getAttrOfType<DictionaryAttr>(kPeersAttrName)) {
       if (auto prev = peers.getAs<StringAttr>("prev"))
         program.set_prev(prev.str());
       if (auto next = peers.getAs<StringAttr>("next"))
         program.set_next(next.str());
     }
-    if (auto streams = func->getAttrOfType<DictionaryAttr>("dtfm.streams")) {
+    if (auto streams = func->getAttrOfType<DictionaryAttr>(kStreamsAttrName)) {
       ::dtfm::format::Streams entries;
       for (int s = 0; s < 3; ++s) {
         auto slot = static_cast<::dtfm::format::Slot>(s);
@@ -167,7 +167,8 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
         for (Attribute item : list ? list : ArrayAttr()) {
           auto text = dyn_cast<StringAttr>(item);
           ::dtfm::format::StreamEntry entry;
-          if (!text || !::dtfm::format::parseEntry(text.getValue(), slot, entry))
+          if (!text ||
+              !::dtfm::format::parseEntry(text.getValue(), slot, entry))
             return emitError(func.getLoc())
                    << "function @" << func.getSymName() << ": malformed "
                    << ::dtfm::format::slotName(slot) << " stream entry "
@@ -177,9 +178,9 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
       }
       ::dtfm::format::streamsToProgram(entries, program);
     }
-    if (auto bytes = func->getAttrOfType<IntegerAttr>("dtfm.recv_buffer_bytes"))
+    if (auto bytes = func->getAttrOfType<IntegerAttr>(kRecvBufferBytesAttrName))
       program.set_recv_buffer_bytes(bytes.getInt());
-    if (auto shards = func->getAttrOfType<ArrayAttr>("dtfm.param_shards"))
+    if (auto shards = func->getAttrOfType<ArrayAttr>(kParamShardsAttrName))
       for (Attribute entry : shards) {
         auto dict = cast<DictionaryAttr>(entry);
         pb::ParamShard &shard = *program.add_shards();
@@ -251,9 +252,8 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
 bool mlir::dtfm::checkPlan(const pb::Plan &plan,
                            const ::dtfm::planner::Cluster *cluster,
                            std::string &error) {
-  if (cluster &&
-      plan.cluster_fingerprint() !=
-          ::dtfm::planner::clusterFingerprint(*cluster)) {
+  if (cluster && plan.cluster_fingerprint() !=
+                     ::dtfm::planner::clusterFingerprint(*cluster)) {
     error = "plan was made for cluster '" + plan.cluster_name() +
             "', not for cluster '" + cluster->name +
             "' (devices or links differ)";
@@ -310,8 +310,8 @@ OwningOpRef<ModuleOp> mlir::dtfm::importPlan(MLIRContext *context,
       for (int64_t id : op.operands()) {
         auto it = values.find(id);
         if (it == values.end()) {
-          emitError(loc) << "plan: " << program.device() << ": op "
-                         << op.name() << " uses unknown value " << id;
+          emitError(loc) << "plan: " << program.device() << ": op " << op.name()
+                         << " uses unknown value " << id;
           return nullptr;
         }
         state.operands.push_back(it->second);

@@ -18,6 +18,75 @@ namespace mlir::dtfm {
 /// "embedding", ...); used to group costs per layer.
 inline constexpr llvm::StringLiteral kLayerAttrName = "dtfm.layer";
 
+// The discardable attributes the passes, importers and the plan exporter
+// exchange: each name is spelled here only.
+
+/// Discardable attribute written by --dtfm-annotate-costs.
+inline constexpr llvm::StringLiteral kCostAttrName = "dtfm.cost";
+
+/// An op's pipeline stage (--dtfm-partition-stages), and a device program's.
+inline constexpr llvm::StringLiteral kStageAttrName = "dtfm.stage";
+
+/// The module's stage bounds and per-stage figures (--dtfm-partition-stages).
+inline constexpr llvm::StringLiteral kStagesAttrName = "dtfm.stages";
+
+/// The devices of each stage and pipeline, the shape and predicted costs
+/// (--dtfm-assign-devices).
+inline constexpr llvm::StringLiteral kAssignmentAttrName = "dtfm.assignment";
+
+/// The plan's shape chosen by --dtfm-choose-shape.
+inline constexpr llvm::StringLiteral kShapeAttrName = "dtfm.shape";
+
+/// The micro-batch schedule: kind, count, streams per stage
+/// (--dtfm-schedule-microbatches).
+inline constexpr llvm::StringLiteral kScheduleAttrName = "dtfm.schedule";
+
+/// The model's name (importers).
+inline constexpr llvm::StringLiteral kModelAttrName = "dtfm.model";
+
+/// The weights file an imported model's external parameters read.
+inline constexpr llvm::StringLiteral kWeightsAttrName = "dtfm.weights";
+
+/// The device a device program runs on (--dtfm-emit-stage-programs).
+inline constexpr llvm::StringLiteral kDeviceAttrName = "dtfm.device";
+
+/// A device program's pipeline (data-parallel replica).
+inline constexpr llvm::StringLiteral kPipelineAttrName = "dtfm.pipeline";
+
+/// A device program's previous and next devices.
+inline constexpr llvm::StringLiteral kPeersAttrName = "dtfm.peers";
+
+/// A device program's receive, compute and send streams.
+inline constexpr llvm::StringLiteral kStreamsAttrName = "dtfm.streams";
+
+/// A device program's parameter-server shards.
+inline constexpr llvm::StringLiteral kParamShardsAttrName = "dtfm.param_shards";
+
+/// Bytes of a device program's receive buffers.
+inline constexpr llvm::StringLiteral kRecvBufferBytesAttrName =
+    "dtfm.recv_buffer_bytes";
+
+/// A transfer made once per iteration (tied parameters and their gradients).
+inline constexpr llvm::StringLiteral kOncePerIterationAttrName =
+    "dtfm.once_per_iteration";
+
+/// The slot (recv, compute, send) an op runs on.
+inline constexpr llvm::StringLiteral kSlotAttrName = "dtfm.slot";
+
+/// When an op runs: "fwd", "bwd" or "opt".
+inline constexpr llvm::StringLiteral kPhaseAttrName = "dtfm.phase";
+
+/// The AdaTopK ratio of a compressed link.
+inline constexpr llvm::StringLiteral kRatioAttrName = "dtfm.ratio";
+
+/// A dtfm.backward's copy of its forward op's attributes.
+inline constexpr llvm::StringLiteral kForwardAttrsAttrName =
+    "dtfm.forward_attrs";
+
+/// Predicted seconds of a stage's gradient bucket.
+inline constexpr llvm::StringLiteral kBucketSecondsAttrName =
+    "dtfm.bucket_seconds";
+
 } // namespace mlir::dtfm
 
 #endif // DTFM_DIALECT_DTFM_IR_DTFMDIALECT_H
