@@ -23,24 +23,13 @@ using namespace dtfm::runtime::cpu;
 /// Index into a broadcast operand for each element of the result.
 static std::vector<int64_t> broadcastIndex(const std::vector<int64_t> &out,
                                            const std::vector<int64_t> &in) {
-  int64_t total = 1;
-  for (int64_t d : out)
-    total *= d;
-  std::vector<int64_t> index(total);
   size_t rank = out.size(), offset = rank - in.size();
-  std::vector<int64_t> coord(rank, 0);
-  for (int64_t flat = 0; flat < total; ++flat) {
+  return indexMap(out, [&](const std::vector<int64_t> &coord) {
     int64_t pos = 0;
     for (size_t d = offset; d < rank; ++d)
       pos = pos * in[d - offset] + (in[d - offset] == 1 ? 0 : coord[d]);
-    index[flat] = pos;
-    for (int64_t d = static_cast<int64_t>(rank) - 1; d >= 0; --d) {
-      if (++coord[d] < out[d])
-        break;
-      coord[d] = 0;
-    }
-  }
-  return index;
+    return pos;
+  });
 }
 
 static std::vector<int64_t> broadcastShape(const std::vector<int64_t> &a,
@@ -210,22 +199,12 @@ std::vector<int64_t> reducedIndex(const std::vector<int64_t> &shape,
       count *= shape[i];
       kept[i] = 1;
     }
-  int64_t total = 1;
-  for (int64_t d : shape)
-    total *= d;
-  std::vector<int64_t> index(total), coord(rank, 0);
-  for (int64_t flat = 0; flat < total; ++flat) {
+  return indexMap(shape, [&](const std::vector<int64_t> &coord) {
     int64_t at = 0;
     for (int64_t i = 0; i < rank; ++i)
       at = at * kept[i] + (reduced[i] ? 0 : coord[i]);
-    index[flat] = at;
-    for (int64_t d = rank; d-- > 0;) {
-      if (++coord[d] < shape[d])
-        break;
-      coord[d] = 0;
-    }
-  }
-  return index;
+    return at;
+  });
 }
 
 } // namespace
@@ -315,22 +294,12 @@ std::vector<int64_t> sliceIndex(const std::vector<int64_t> &inShape,
   std::vector<int64_t> stride(rank, 1);
   for (size_t i = rank; i-- > 1;)
     stride[i - 1] = stride[i] * inShape[i];
-  int64_t total = 1;
-  for (int64_t d : outShape)
-    total *= d;
-  std::vector<int64_t> index(total), coord(rank, 0);
-  for (int64_t flat = 0; flat < total; ++flat) {
+  return indexMap(outShape, [&](const std::vector<int64_t> &coord) {
     int64_t at = 0;
     for (size_t i = 0; i < rank; ++i)
       at += (starts[i] + coord[i] * steps[i]) * stride[i];
-    index[flat] = at;
-    for (size_t d = rank; d-- > 0;) {
-      if (++coord[d] < outShape[d])
-        break;
-      coord[d] = 0;
-    }
-  }
-  return index;
+    return at;
+  });
 }
 
 std::vector<int64_t> sliceShape(const std::vector<int64_t> &starts,
@@ -463,18 +432,15 @@ Tensor dtfm::runtime::cpu::transpose(const Tensor &x,
   for (size_t i = 0; i < rank; ++i)
     shape[i] = x.shape[perm[i]];
   Tensor out(shape);
-  std::vector<int64_t> coord(rank, 0);
-  for (int64_t flat = 0; flat < out.numel(); ++flat) {
-    int64_t at = 0;
-    for (size_t i = 0; i < rank; ++i)
-      at += coord[i] * inStride[perm[i]];
-    out.data[flat] = x.data[at];
-    for (size_t d = rank; d-- > 0;) {
-      if (++coord[d] < shape[d])
-        break;
-      coord[d] = 0;
-    }
-  }
+  std::vector<int64_t> source =
+      indexMap(shape, [&](const std::vector<int64_t> &coord) {
+        int64_t at = 0;
+        for (size_t i = 0; i < rank; ++i)
+          at += coord[i] * inStride[perm[i]];
+        return at;
+      });
+  for (size_t flat = 0; flat < source.size(); ++flat)
+    out.data[flat] = x.data[source[flat]];
   return out;
 }
 
