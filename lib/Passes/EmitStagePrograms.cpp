@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dtfm/Dialect/Dtfm/IR/DtfmAttrs.h"
 #include "dtfm/Passes/Passes.h"
 #include "dtfm/Planner/Cluster.h"
 
@@ -48,10 +49,10 @@ struct EmitStagePrograms
     std::string error;
     if (!planner::loadClusterFile(clusterFile, cluster, error))
       return fail(error);
-    auto schedule = module->getAttrOfType<DictionaryAttr>(kScheduleAttrName);
-    auto streams = schedule ? schedule.getAs<ArrayAttr>("stages") : ArrayAttr();
-    if (!streams)
+    auto schedule = module->getAttrOfType<ScheduleAttr>(kScheduleAttrName);
+    if (!schedule)
       return fail("no dtfm.schedule; run --dtfm-schedule-microbatches first");
+    ArrayRef<StageStreamsAttr> streams = schedule.getStages();
     int64_t numStages = streams.size();
 
     SmallVector<func::FuncOp> models;
@@ -152,7 +153,18 @@ struct EmitStagePrograms
                 b.getNamedAttr("prev", b.getStringAttr(deviceAt(s - 1))),
                 b.getNamedAttr("next", b.getStringAttr(deviceAt(s + 1))),
             }));
-        func->setAttr(kStreamsAttrName, streams[s]);
+        // The device program keeps its stage's streams as a dictionary.
+        auto list = [&](ArrayRef<StringAttr> items) {
+          return b.getArrayAttr(
+              SmallVector<Attribute>(items.begin(), items.end()));
+        };
+        func->setAttr(
+            kStreamsAttrName,
+            b.getDictionaryAttr({
+                b.getNamedAttr("recv", list(streams[s].getRecv())),
+                b.getNamedAttr("compute", list(streams[s].getCompute())),
+                b.getNamedAttr("send", list(streams[s].getSend())),
+            }));
         func->setAttr(kParamShardsAttrName, b.getArrayAttr(shards));
         func->setAttr(kRecvBufferBytesAttrName, b.getI64IntegerAttr(recvBytes));
       }

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Analysis/CostAnalysis.h"
+#include "dtfm/Dialect/Dtfm/IR/DtfmAttrs.h"
 #include "dtfm/Passes/Passes.h"
 #include "dtfm/Planner/Schedule.h"
 
@@ -121,31 +122,24 @@ struct ScheduleMicrobatches
     if (!planner::checkSchedule(plan, error))
       return fail(error);
 
-    SmallVector<Attribute> stageAttrs;
+    SmallVector<StageStreamsAttr> stageAttrs;
     SmallVector<int64_t> peaks;
     for (const planner::StageSchedule &stage : plan) {
       auto stream = [&](planner::Slot slot) {
-        SmallVector<Attribute> items;
+        SmallVector<StringAttr> items;
         for (const planner::Instruction &inst : stage[slot])
           items.push_back(
               b.getStringAttr(::dtfm::format::formatEntry(inst.entry(), slot)));
-        return b.getArrayAttr(items);
+        return items;
       };
-      stageAttrs.push_back(b.getDictionaryAttr({
-          b.getNamedAttr("recv", stream(planner::Slot::Receive)),
-          b.getNamedAttr("compute", stream(planner::Slot::Compute)),
-          b.getNamedAttr("send", stream(planner::Slot::Send)),
-      }));
+      stageAttrs.push_back(StageStreamsAttr::get(
+          b.getContext(), stream(planner::Slot::Receive),
+          stream(planner::Slot::Compute), stream(planner::Slot::Send)));
       peaks.push_back(planner::peakInFlight(stage));
     }
-    module->setAttr(
-        kScheduleAttrName,
-        b.getDictionaryAttr({
-            b.getNamedAttr("kind", b.getStringAttr(schedule.getValue())),
-            b.getNamedAttr("micro_batches", b.getI64IntegerAttr(count)),
-            b.getNamedAttr("peak_in_flight", b.getDenseI64ArrayAttr(peaks)),
-            b.getNamedAttr("stages", b.getArrayAttr(stageAttrs)),
-        }));
+    module->setAttr(kScheduleAttrName,
+                    ScheduleAttr::get(b.getContext(), schedule.getValue(),
+                                      count, peaks, stageAttrs));
   }
 };
 } // namespace

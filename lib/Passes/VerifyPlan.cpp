@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dtfm/Dialect/Dtfm/IR/DtfmAttrs.h"
 #include "dtfm/Passes/Passes.h"
 #include "dtfm/Planner/Schedule.h"
 
@@ -118,19 +119,15 @@ struct VerifyPlan : public mlir::dtfm::impl::VerifyPlanBase<VerifyPlan> {
       }
     // The recorded schedule must run to completion.
     if (auto schedule =
-            getOperation()->getAttrOfType<DictionaryAttr>(kScheduleAttrName)) {
+            getOperation()->getAttrOfType<ScheduleAttr>(kScheduleAttrName)) {
       std::vector<std::array<std::vector<std::string>, 3>> streams;
-      auto stages = schedule.getAs<ArrayAttr>("stages");
-      for (Attribute stage : stages ? stages : ArrayAttr()) {
-        auto dict = dyn_cast<DictionaryAttr>(stage);
+      for (StageStreamsAttr stage : schedule.getStages()) {
         std::array<std::vector<std::string>, 3> slots;
-        const char *keys[3] = {"recv", "compute", "send"};
+        ArrayRef<StringAttr> lists[3] = {stage.getRecv(), stage.getCompute(),
+                                         stage.getSend()};
         for (int slot = 0; slot < 3; ++slot)
-          if (auto list =
-                  dict ? dict.getAs<ArrayAttr>(keys[slot]) : ArrayAttr())
-            for (Attribute item : list)
-              if (auto text = dyn_cast<StringAttr>(item))
-                slots[slot].push_back(text.str());
+          for (StringAttr item : lists[slot])
+            slots[slot].push_back(item.str());
         streams.push_back(std::move(slots));
       }
       std::vector<::dtfm::planner::StageSchedule> plan;

@@ -6,7 +6,7 @@
 
 // COM: 2 stages x 4 micro-batches. 1F1B: stage 0 warms up with one extra
 // COM: forward and keeps at most 2 micro-batches in flight, stage 1 one.
-// ONEF: dtfm.schedule = {kind = "1f1b", micro_batches = 4 : i64, peak_in_flight = array<i64: 2, 1>, stages = [{compute = ["F0", "F1", "B0", "F2", "B1", "F3", "B2", "B3"], recv = ["B0<1", "B1<1", "B2<1", "B3<1"], send = ["F0>1", "F1>1", "F2>1", "F3>1"]}, {compute = ["F0", "B0", "F1", "B1", "F2", "B2", "F3", "B3"], recv = ["F0<0", "F1<0", "F2<0", "F3<0"], send = ["B0>0", "B1>0", "B2>0", "B3>0"]}]}
+// ONEF: dtfm.schedule = #dtfm.schedule<kind = "1f1b", micro_batches = 4, peak_in_flight = [2, 1], stages = [<recv = ["B0<1", "B1<1", "B2<1", "B3<1"], compute = ["F0", "F1", "B0", "F2", "B1", "F3", "B2", "B3"], send = ["F0>1", "F1>1", "F2>1", "F3>1"]>, <recv = ["F0<0", "F1<0", "F2<0", "F3<0"], compute = ["F0", "B0", "F1", "B1", "F2", "B2", "F3", "B3"], send = ["B0>0", "B1>0", "B2>0", "B3>0"]>]>
 // COM: Every op sits on one slot with its phase.
 // ONEF: dtfm.input "tokens" {{.*}}dtfm.phase = "fwd", dtfm.slot = "compute", dtfm.stage = 0 : i64
 // ONEF: dtfm.send {{.*}}dtfm.phase = "fwd", dtfm.slot = "send", dtfm.stage = 0 : i64
@@ -17,7 +17,7 @@
 // ONEF: dtfm.adamw_update {{.*}}dtfm.phase = "opt", dtfm.slot = "compute"
 
 // COM: GPipe: all forwards, then the backwards in reverse; 4 in flight.
-// GPIPE: dtfm.schedule = {kind = "gpipe", micro_batches = 4 : i64, peak_in_flight = array<i64: 4, 4>, stages = [{compute = ["F0", "F1", "F2", "F3", "B3", "B2", "B1", "B0"], recv = ["B3<1", "B2<1", "B1<1", "B0<1"], send = ["F0>1", "F1>1", "F2>1", "F3>1"]}, {compute = ["F0", "F1", "F2", "F3", "B3", "B2", "B1", "B0"], recv = ["F0<0", "F1<0", "F2<0", "F3<0"], send = ["B3>0", "B2>0", "B1>0", "B0>0"]}]}
+// GPIPE: dtfm.schedule = #dtfm.schedule<kind = "gpipe", micro_batches = 4, peak_in_flight = [4, 4], stages = [<recv = ["B3<1", "B2<1", "B1<1", "B0<1"], compute = ["F0", "F1", "F2", "F3", "B3", "B2", "B1", "B0"], send = ["F0>1", "F1>1", "F2>1", "F3>1"]>, <recv = ["F0<0", "F1<0", "F2<0", "F3<0"], compute = ["F0", "F1", "F2", "F3", "B3", "B2", "B1", "B0"], send = ["B3>0", "B2>0", "B1>0", "B0>0"]>]>
 
 // BAD: error: dtfm-schedule-microbatches: unknown schedule 'interleaved' (expected 1f1b or gpipe)
 // ZERO: error: dtfm-schedule-microbatches: micro-batches must be positive, got 0

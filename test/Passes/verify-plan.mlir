@@ -3,7 +3,9 @@
 // RUN: not dtfm-opt %S/Inputs/schedule-cycle.mlir --dtfm-verify-plan 2>&1 | FileCheck %s --check-prefix=CYCLE
 // CYCLE: schedule-cycle.mlir:0:0: error: dtfm-verify-plan: dtfm.schedule: stage 0 recv #0 (bwd micro-batch 0) never runs
 // RUN: not dtfm-opt %S/Inputs/schedule-malformed.mlir --dtfm-verify-plan 2>&1 | FileCheck %s --check-prefix=MALFORMED
-// MALFORMED: schedule-malformed.mlir:0:0: error: dtfm-verify-plan: dtfm.schedule: stage 1 recv: malformed item 'X2<0'
+// COM: A malformed entry is reported by the #dtfm.schedule verifier when the
+// COM: input is parsed, before the pass runs.
+// MALFORMED: schedule-malformed.mlir:1:50: error: dtfm.schedule: stage 1 recv: malformed item 'X2<0'
 
 func.func @no_recv() {
   %x = dtfm.input "x" {dtfm.stage = 0 : i64} : tensor<2xf32>

@@ -157,9 +157,9 @@ def ScheduleMicrobatches : Pass<"dtfm-schedule-microbatches",
     runtime runs them on three streams so that transfers overlap compute)
     and tags its phase (`dtfm.phase` = fwd, bwd or opt), then records the
     per-stage instruction streams of the schedule (lib/Planner/Schedule.h) as
-    `dtfm.schedule` = {kind, micro_batches, peak_in_flight, stages}, where
-    each stage is a dictionary of its recv, compute and send streams, each
-    instruction written "F3" / "B3" (forward /
+    `dtfm.schedule` = #dtfm.schedule<kind, micro_batches, peak_in_flight,
+    stages> (DtfmAttrs.td), where each stage is a #dtfm.streams of its recv,
+    compute and send streams, each instruction written "F3" / "B3" (forward /
     backward of micro-batch 3; receives and sends carry the peer stage,
     "F3<1"/"F3>1"). The schedule is checked to run to completion (no cycle
     across slots or stages).

@@ -102,7 +102,7 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
         return emitError(wholeFile(module))
                << "the module was planned for cluster '" << name.getValue()
                << "', not '" << cluster.name << "'";
-  auto schedule = module->getAttrOfType<DictionaryAttr>(kScheduleAttrName);
+  auto schedule = module->getAttrOfType<ScheduleAttr>(kScheduleAttrName);
   plan.set_format_version(::dtfm::format::kPlanFormatVersion);
   plan.set_cluster_name(cluster.name);
   plan.set_cluster_fingerprint(::dtfm::planner::clusterFingerprint(cluster));
@@ -123,10 +123,8 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
   if (auto model = module->getAttrOfType<StringAttr>(kModelAttrName))
     plan.set_model(model.str());
   if (schedule) {
-    if (auto kind = schedule.getAs<StringAttr>("kind"))
-      plan.set_schedule(kind.str());
-    if (auto n = schedule.getAs<IntegerAttr>("micro_batches"))
-      plan.set_micro_batches(n.getInt());
+    plan.set_schedule(schedule.getKind().str());
+    plan.set_micro_batches(schedule.getMicroBatches());
   }
   for (NamedAttribute attr : module->getAttrs())
     (*plan.mutable_module_attrs())[attr.getName().str()] =

@@ -1,2 +1,2 @@
-module attributes {dtfm.schedule = {kind = "1f1b", micro_batches = 1 : i64, stages = [{compute = ["F0"], recv = [], send = ["F0>1"]}, {compute = ["F0"], recv = ["F0<0", "X2<0"], send = []}]}} {
+module attributes {dtfm.schedule = #dtfm.schedule<kind = "1f1b", micro_batches = 1, peak_in_flight = [1, 1], stages = [<recv = [], compute = ["F0"], send = ["F0>1"]>, <recv = ["F0<0", "X2<0"], compute = ["F0"], send = []>]>} {
 }

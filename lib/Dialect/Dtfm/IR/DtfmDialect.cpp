@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Dialect/Dtfm/IR/DtfmDialect.h"
+#include "dtfm/Dialect/Dtfm/IR/DtfmAttrs.h"
 #include "dtfm/Dialect/Dtfm/IR/DtfmOps.h"
 
 using namespace mlir;
@@ -17,4 +18,16 @@ void DtfmDialect::initialize() {
 #define GET_OP_LIST
 #include "dtfm/Dialect/Dtfm/IR/DtfmOps.cpp.inc"
       >();
+  registerAttributes();
+}
+
+/// Module attributes that have a typed form must have it: a pass reading
+/// `dtfm.schedule` finds a #dtfm.schedule or nothing.
+LogicalResult DtfmDialect::verifyOperationAttribute(Operation *op,
+                                                    NamedAttribute attr) {
+  if (attr.getName() == kScheduleAttrName &&
+      !isa<ScheduleAttr>(attr.getValue()))
+    return op->emitError() << kScheduleAttrName
+                           << " must be a #dtfm.schedule attribute";
+  return success();
 }

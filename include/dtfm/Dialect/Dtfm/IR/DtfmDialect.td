@@ -22,6 +22,12 @@ def Dtfm_Dialect : Dialect {
   }];
   let cppNamespace = "::mlir::dtfm";
   let usePropertiesForAttributes = 1;
+  let useDefaultAttributePrinterParser = 1;
+  let hasOperationAttrVerify = 1;
+  let extraClassDeclaration = [{
+    /// Registers the attributes of DtfmAttrs.td.
+    void registerAttributes();
+  }];
 }
 
 class Dtfm_Op<string mnemonic, list<Trait> traits = []>

@@ -7,6 +7,7 @@
 #ifndef DTFM_DIALECT_DTFM_IR_DTFMOPS_H
 #define DTFM_DIALECT_DTFM_IR_DTFMOPS_H
 
+#include "dtfm/Dialect/Dtfm/IR/DtfmAttrs.h"
 #include "dtfm/Dialect/Dtfm/IR/DtfmDialect.h"
 #include "dtfm/Dialect/Dtfm/IR/DtfmInterfaces.h"
 #include "mlir/IR/BuiltinTypes.h"
