@@ -42,8 +42,8 @@ struct AssignDevices
           << "dtfm-assign-devices: " << message;
       signalPassFailure();
     };
-    if (clusterFile.empty())
-      return fail("no cluster file given (cluster=<file.textproto>)");
+    if (clusterFile.empty() && !getModuleCluster(module))
+      return fail(kNoClusterMessage);
     planner::AssignmentOptions options;
     options.hetero = algorithm == "hetero";
     std::optional<planner::SearchAlgorithm> algo =
@@ -62,9 +62,11 @@ struct AssignDevices
     if (!planner::parseCommunication(sync, compressRatio, options.training,
                                      error))
       return fail(error);
-    planner::Cluster cluster;
-    if (!planner::loadClusterFile(clusterFile, cluster, error))
+    FailureOr<planner::Cluster> loaded =
+        passCluster(module, clusterFile, error);
+    if (failed(loaded))
       return fail(error);
+    planner::Cluster cluster = std::move(*loaded);
     if (auto shape = module->getAttrOfType<DictionaryAttr>(kShapeAttrName))
       if (failed(adoptShape(shape, cluster, options, fail)))
         return;

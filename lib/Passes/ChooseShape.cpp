@@ -38,8 +38,8 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
           << "dtfm-choose-shape: " << message;
       signalPassFailure();
     };
-    if (clusterFile.empty())
-      return fail("no cluster file given (cluster=<file.textproto>)");
+    if (clusterFile.empty() && !getModuleCluster(module))
+      return fail(kNoClusterMessage);
     if (globalBatch <= 0)
       return fail("global-batch must be a positive number of samples");
     if (budget < 0 || !(stateBytes >= 0) ||
@@ -54,9 +54,11 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
     if (!planner::parseCommunication(sync, compressRatio, problem.training,
                                      error))
       return fail(error);
-    planner::Cluster cluster;
-    if (!planner::loadClusterFile(clusterFile, cluster, error))
+    FailureOr<planner::Cluster> loaded =
+        passCluster(module, clusterFile, error);
+    if (failed(loaded))
       return fail(error);
+    planner::Cluster cluster = std::move(*loaded);
     FailureOr<int64_t> modelSize = modelMicroBatchSize(module, error);
     if (failed(modelSize))
       return fail(error);

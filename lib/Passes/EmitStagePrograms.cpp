@@ -43,12 +43,14 @@ struct EmitStagePrograms
           << "dtfm-emit-stage-programs: " << message;
       signalPassFailure();
     };
-    if (clusterFile.empty())
-      return fail("no cluster file given (cluster=<file.textproto>)");
-    planner::Cluster cluster;
+    if (clusterFile.empty() && !getModuleCluster(module))
+      return fail(kNoClusterMessage);
     std::string error;
-    if (!planner::loadClusterFile(clusterFile, cluster, error))
+    FailureOr<planner::Cluster> loaded =
+        passCluster(module, clusterFile, error);
+    if (failed(loaded))
       return fail(error);
+    planner::Cluster cluster = std::move(*loaded);
     auto schedule = module->getAttrOfType<ScheduleAttr>(kScheduleAttrName);
     if (!schedule)
       return fail("no dtfm.schedule; run --dtfm-schedule-microbatches first");

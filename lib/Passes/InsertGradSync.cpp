@@ -35,12 +35,14 @@ struct InsertGradSync
     if (sync != "auto" && sync != "ps" && sync != "ring")
       return fail("unknown sync '" + sync.getValue() +
                   "' (expected auto, ps or ring)");
-    if (clusterFile.empty())
-      return fail("no cluster file given (cluster=<file.textproto>)");
-    planner::Cluster cluster;
+    if (clusterFile.empty() && !getModuleCluster(module))
+      return fail(kNoClusterMessage);
     std::string error;
-    if (!planner::loadClusterFile(clusterFile, cluster, error))
+    FailureOr<planner::Cluster> loaded =
+        passCluster(module, clusterFile, error);
+    if (failed(loaded))
       return fail(error);
+    planner::Cluster cluster = std::move(*loaded);
     auto assignment =
         module->getAttrOfType<DictionaryAttr>(kAssignmentAttrName);
     auto stages =

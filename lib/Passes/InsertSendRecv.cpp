@@ -33,12 +33,14 @@ struct InsertSendRecv
           << "dtfm-insert-send-recv: " << message;
       signalPassFailure();
     };
-    if (clusterFile.empty())
-      return fail("no cluster file given (cluster=<file.textproto>)");
-    planner::Cluster cluster;
+    if (clusterFile.empty() && !getModuleCluster(module))
+      return fail(kNoClusterMessage);
     std::string error;
-    if (!planner::loadClusterFile(clusterFile, cluster, error))
+    FailureOr<planner::Cluster> loaded =
+        passCluster(module, clusterFile, error);
+    if (failed(loaded))
       return fail(error);
+    planner::Cluster cluster = std::move(*loaded);
 
     // Every op must be staged.
     int64_t stages = 0;

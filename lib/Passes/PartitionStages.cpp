@@ -37,8 +37,8 @@ struct PartitionStages
           << "dtfm-partition-stages: " << message;
       signalPassFailure();
     };
-    if (clusterFile.empty())
-      return fail("no cluster file given (cluster=<file.textproto>)");
+    if (clusterFile.empty() && !getModuleCluster(module))
+      return fail(kNoClusterMessage);
     planner::StagePartitionOptions options;
     if (schedule == "gpipe")
       options.schedule = planner::PipelineSchedule::GPipe;
@@ -52,10 +52,12 @@ struct PartitionStages
         static_cast<int>(planMicroBatches(module, microBatches));
     options.stateBytesPerParameterByte = stateBytes;
 
-    planner::Cluster cluster;
     std::string error;
-    if (!planner::loadClusterFile(clusterFile, cluster, error))
+    FailureOr<planner::Cluster> loaded =
+        passCluster(module, clusterFile, error);
+    if (failed(loaded))
       return fail(error);
+    planner::Cluster cluster = std::move(*loaded);
     std::vector<planner::StageDevice> devices;
     if (failed(stageDevices(module, cluster, devices)))
       return signalPassFailure();

@@ -74,17 +74,20 @@ struct PlanOptions : public PassPipelineOptions<PlanOptions> {
                            llvm::cl::init("auto")};
 };
 
-/// annotate -> [choose shape -> annotate] -> autodiff -> assign -> partition. Devices are assigned before
-/// the stages are sized because the stage sizes depend on which devices run
-/// them (speed and memory of each data-parallel group). With programs=true:
+/// [import the cluster] -> annotate -> [choose shape -> annotate] -> autodiff
+/// -> assign -> partition. Devices are assigned before the stages are sized
+/// because the stage sizes depend on which devices run them (speed and memory
+/// of each data-parallel group). With programs=true:
 /// -> send/recv -> [compression] -> gradient sync -> schedule -> one program
-/// per device -> verify.
+/// per device -> verify. The cluster file is read once, into the module's
+/// `dtfm.cluster`, which the planning passes read.
 void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
+  if (!options.cluster.empty())
+    pm.addPass(createImportCluster(ImportClusterOptions{options.cluster}));
   pm.addPass(createAnnotateCosts());
   if (options.globalBatch != 0) {
     // The shape first: it may change the micro-batch size, hence the costs.
     ChooseShapeOptions shape;
-    shape.clusterFile = options.cluster;
     shape.globalBatch = options.globalBatch;
     shape.microBatchSizes = options.microBatchSizes;
     shape.budget = options.budget;
@@ -101,7 +104,6 @@ void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
   autodiff.lr = options.lr;
   pm.addPass(createAutodiff(autodiff));
   AssignDevicesOptions assign;
-  assign.clusterFile = options.cluster;
   assign.algorithm = options.algorithm;
   assign.seed = options.seed;
   assign.budget = options.budget;
@@ -115,29 +117,26 @@ void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
   assign.compressRatio = options.compressRatio;
   pm.addPass(createAssignDevices(assign));
   PartitionStagesOptions partition;
-  partition.clusterFile = options.cluster;
   partition.schedule = options.schedule;
   partition.microBatches = options.microBatches;
   partition.printTable = options.printTable;
   pm.addPass(createPartitionStages(partition));
   if (!options.programs)
     return;
-  pm.addPass(createInsertSendRecv(InsertSendRecvOptions{options.cluster}));
+  pm.addPass(createInsertSendRecv());
   if (options.compressRatio > 1) {
     InsertCompressionOptions compression;
     compression.ratio = options.compressRatio;
     pm.addPass(createInsertCompression(compression));
   }
   InsertGradSyncOptions sync;
-  sync.clusterFile = options.cluster;
   sync.sync = options.sync;
   pm.addPass(createInsertGradSync(sync));
   ScheduleMicrobatchesOptions schedule;
   schedule.schedule = options.schedule;
   schedule.microBatches = options.microBatches;
   pm.addPass(createScheduleMicrobatches(schedule));
-  pm.addPass(
-      createEmitStagePrograms(EmitStageProgramsOptions{options.cluster}));
+  pm.addPass(createEmitStagePrograms());
   pm.addPass(createVerifyPlan());
 }
 } // namespace

@@ -1,6 +1,6 @@
 // RUN: dtfm-translate --import-gpt tiny -o %t.mlir
 // RUN: not dtfm-opt %t.mlir --dtfm-assign-devices 2>&1 | FileCheck %s --check-prefix=NOFILE
-// NOFILE: error: dtfm-assign-devices: no cluster file given (cluster=<file.textproto>)
+// NOFILE: error: dtfm-assign-devices: no cluster in the module: run --dtfm-import-cluster=file=FILE first (or --dtfm-plan=cluster=FILE)
 // RUN: not dtfm-opt %t.mlir --dtfm-assign-devices=cluster=%S/Inputs/missing.textproto 2>&1 | FileCheck %s --check-prefix=MISSING
 // MISSING: error: dtfm-assign-devices: {{.*}}missing.textproto: cannot open cluster file
 // RUN: not dtfm-opt %t.mlir --dtfm-assign-devices=cluster=%S/Inputs/nonsquare.textproto 2>&1 | FileCheck %s --check-prefix=SQUARE

@@ -51,7 +51,7 @@
 // RUN: not dtfm-opt %t.mlir --dtfm-choose-shape="cluster=%t.lan.textproto global-batch=64 compress-ratio=0.5" 2>&1 | FileCheck %s --check-prefix=BADRATIO
 // BADRATIO: error: dtfm-choose-shape: compress-ratio must be >= 1 (1: dense), found 0.500000
 // RUN: not dtfm-opt %t.mlir --dtfm-choose-shape="global-batch=64" 2>&1 | FileCheck %s --check-prefix=NOCLUSTER
-// NOCLUSTER: error: dtfm-choose-shape: no cluster file given
+// NOCLUSTER: error: dtfm-choose-shape: no cluster in the module: run --dtfm-import-cluster=file=FILE first (or --dtfm-plan=cluster=FILE)
 // RUN: not dtfm-opt %t.mlir --dtfm-print-plan-summary 2>&1 | FileCheck %s --check-prefix=NOSHAPE
 // NOSHAPE: error: dtfm-print-plan-summary: the module has no dtfm.shape
 // RUN: dtfm-opt %t.mlir --dtfm-choose-shape="cluster=%t.lan.textproto global-batch=64" -o %t.shaped.mlir

@@ -1,6 +1,6 @@
 // RUN: dtfm-translate --import-gpt tiny | dtfm-opt --dtfm-plan="cluster=%S/Inputs/two-regions.textproto dp=2 pp=2 dp-bytes=1e6 pp-bytes=1e8" --dtfm-insert-send-recv=cluster=%S/Inputs/two-regions.textproto --dtfm-insert-grad-sync=cluster=%S/Inputs/two-regions.textproto --dtfm-schedule-microbatches=micro-batches=2 -o %t.mlir
 // RUN: dtfm-opt %t.mlir --dtfm-emit-stage-programs=cluster=%S/Inputs/two-regions.textproto --dtfm-verify-plan | FileCheck %s
-// RUN: not dtfm-opt %t.mlir --dtfm-emit-stage-programs 2>&1 | FileCheck %s --check-prefix=NOFILE
+// RUN: dtfm-translate --import-gpt tiny | not dtfm-opt --dtfm-emit-stage-programs 2>&1 | FileCheck %s --check-prefix=NOFILE
 // RUN: dtfm-translate --import-gpt tiny | not dtfm-opt --dtfm-emit-stage-programs=cluster=%S/Inputs/two-regions.textproto 2>&1 | FileCheck %s --check-prefix=NOSCHEDULE
 
 // COM: dp-bytes small, pp-bytes large: pipelines stay inside a region (see
@@ -17,5 +17,5 @@
 // BODY-NOT: dtfm.cross_entropy
 // BODY: return
 
-// NOFILE: error: dtfm-emit-stage-programs: no cluster file given
+// NOFILE: error: dtfm-emit-stage-programs: no cluster in the module: run --dtfm-import-cluster=file=FILE first (or --dtfm-plan=cluster=FILE)
 // NOSCHEDULE: error: dtfm-emit-stage-programs: no dtfm.schedule; run --dtfm-schedule-microbatches first

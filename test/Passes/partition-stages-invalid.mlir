@@ -5,7 +5,7 @@
 // RUN: count 1 < %t.err
 // MEMORY: error: dtfm-partition-stages: model does not fit: device mcu0 (stage 0) needs 0.001753 GB but has 0.0001 GB, even in the most memory-balanced split
 // RUN: not dtfm-opt %t.mlir --dtfm-partition-stages 2>&1 | FileCheck %s --check-prefix=NOFILE
-// NOFILE: error: dtfm-partition-stages: no cluster file given
+// NOFILE: error: dtfm-partition-stages: no cluster in the module: run --dtfm-import-cluster=file=FILE first (or --dtfm-plan=cluster=FILE)
 // RUN: not dtfm-opt %t.mlir --dtfm-partition-stages="cluster=%dtfm_src_root/examples/clusters/local-8.textproto stages=9" 2>&1 | FileCheck %s --check-prefix=TOOMANY
 // TOOMANY: error: dtfm-partition-stages: 9 stages but cluster 'local-8' has 8 devices
 // RUN: not dtfm-opt %t.mlir --dtfm-partition-stages="cluster=%dtfm_src_root/examples/clusters/local-8.textproto stages=5" 2>&1 | FileCheck %s --check-prefix=BLOCKS

@@ -10,6 +10,7 @@
 //   dtfm-translate --list-gpt-presets
 //   dtfm-translate --export-plan --cluster c.textproto planned.mlir -o plan.pb
 //   dtfm-translate --import-plan [--cluster c.textproto] plan.pb
+//   dtfm-translate --import-cluster c.textproto [-o cluster.mlir]
 //
 // A preset gives every size; any flag overrides it. `custom` starts from no
 // sizes and needs all of them. The module is verified before anything is
@@ -17,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dtfm/Analysis/ClusterAnalysis.h"
 #include "dtfm/Format/PlanFile.h"
 #include "dtfm/InitAll.h"
 #include "dtfm/Support/PluginFlags.h"
@@ -26,15 +28,15 @@
 
 #include "plan.pb.h"
 
-
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
-#include "llvm/Support/SourceMgr.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -101,6 +103,10 @@ static cl::opt<std::string>
                 cl::desc("Cluster file the plan is for (required by "
                          "--export-plan, checked by --import-plan)"),
                 cl::value_desc("file.textproto"), cl::cat(planCategory));
+static cl::opt<std::string> importClusterPath(
+    "import-cluster",
+    cl::desc("Print a module holding the cluster file's dtfm.cluster"),
+    cl::value_desc("file.textproto"), cl::cat(planCategory));
 static cl::opt<bool> planText(
     "plan-text",
     cl::desc("Write the plan in protobuf text format instead of binary"),
@@ -198,8 +204,6 @@ static int runPlanTranslation() {
   context.loadAllAvailableDialects();
 
   if (exportPlan) {
-    if (!cluster)
-      return fail("--export-plan needs --cluster=<file.textproto>");
     llvm::SourceMgr sourceMgr;
     sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
     SourceMgrDiagnosticHandler handler(sourceMgr, &context);
@@ -207,6 +211,17 @@ static int runPlanTranslation() {
         parseSourceFile<ModuleOp>(sourceMgr, &context);
     if (!module)
       return 1;
+    // Without --cluster, the cluster the module was planned for.
+    if (!cluster) {
+      if (!mlir::dtfm::getModuleCluster(*module))
+        return fail("--export-plan needs --cluster=<file.textproto> (or a "
+                    "module with dtfm.cluster)");
+      FailureOr<::dtfm::planner::Cluster> imported =
+          mlir::dtfm::moduleCluster(*module, error);
+      if (failed(imported))
+        return fail(error);
+      cluster = std::move(*imported);
+    }
     ::dtfm::proto::Plan plan;
     if (failed(mlir::dtfm::exportPlan(*module, *cluster, plan)))
       return 1;
@@ -230,6 +245,27 @@ static int runPlanTranslation() {
   module->print(os);
   os << "\n"; // as dtfm-opt ends its output
   return writeOutput(os.str());
+}
+
+/// --import-cluster: a module holding only the cluster's dtfm.cluster.
+static int runClusterImport() {
+  DialectRegistry registry;
+  mlir::dtfm::registerAllDialects(registry);
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(&context));
+  std::string error;
+  if (failed(mlir::dtfm::importCluster(*module, importClusterPath, error)))
+    return fail(error);
+  if (failed(verify(*module)))
+    return fail(importClusterPath + ": the cluster does not verify (see "
+                                    "above)");
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module->print(os);
+  os << "\n";
+  os.flush();
+  return writeOutput(text);
 }
 
 /// --import-onnx: the module to the output, the weights beside it.
@@ -294,10 +330,13 @@ int main(int argc, char **argv) {
     return runPlanTranslation();
   if (importOnnxPath.getNumOccurrences())
     return runOnnxImport();
+  if (importClusterPath.getNumOccurrences())
+    return runClusterImport();
   if (importGpt.getNumOccurrences() == 0)
-    return fail("no translation given (use --import-gpt=<preset>, "
-                "--import-onnx=<model.onnx>, --export-plan, --import-plan, "
-                "--list-gpt-presets, or --help)");
+    return fail(
+        "no translation given (use --import-gpt=<preset>, "
+        "--import-onnx=<model.onnx>, --import-cluster=<file.textproto>, "
+        "--export-plan, --import-plan, --list-gpt-presets, or --help)");
 
   std::string error;
   FailureOr<mlir::dtfm::GptConfig> config = gptConfigFromFlags(error);

@@ -9,6 +9,28 @@
 
 include "mlir/Pass/PassBase.td"
 
+def ImportCluster : Pass<"dtfm-import-cluster", "mlir::ModuleOp"> {
+  let summary = "Read a cluster file once into the module's `dtfm.cluster`";
+  let description = [{
+    Loads the cluster file `file` (proto/cluster.proto text format; the CSV
+    matrices it names are read relative to it) and sets it on the module as
+
+      dtfm.cluster = #dtfm.cluster<name, source, devices, delay_ms,
+                                   bandwidth_gbps>
+
+    The planning passes (--dtfm-choose-shape, --dtfm-assign-devices,
+    --dtfm-partition-stages, --dtfm-insert-send-recv,
+    --dtfm-insert-grad-sync, --dtfm-emit-stage-programs) read the cluster
+    from there; --dtfm-plan=cluster=FILE runs this pass first. Errors in the
+    file are one line naming it.
+  }];
+  let options = [
+    Option<"file", "file", "std::string", /*default=*/"\"\"",
+           "Cluster file (proto/cluster.proto text format)">,
+  ];
+  let dependentDialects = ["mlir::dtfm::DtfmDialect"];
+}
+
 def AnnotateCosts : Pass<"dtfm-annotate-costs", "mlir::ModuleOp"> {
   let summary = "Write every op's cost (FLOPs, bytes) as a `dtfm.cost` attribute";
   let description = [{

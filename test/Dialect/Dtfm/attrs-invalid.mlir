@@ -48,3 +48,34 @@ module attributes {dtfm.schedule = #dtfm.schedule<kind = "1f1b", micro_batches =
 module attributes {dtfm.schedule = {kind = "1f1b", micro_batches = 1 : i64}} {
 }
 
+
+// -----
+
+// expected-error @+1 {{dtfm.cluster: 2 devices need 4 delay_ms and bandwidth_gbps values, got 3 and 4}}
+module attributes {dtfm.cluster = #dtfm.cluster<name = "two", source = "two.textproto", devices = [<name = "a", region = "r", peak_flops = 1.0, efficiency = 1.0, memory_bytes = 0.0>, <name = "b", region = "r", peak_flops = 1.0, efficiency = 1.0, memory_bytes = 0.0>], delay_ms = [0.0, 1.0, 1.0], bandwidth_gbps = [0.0, 1.0, 1.0, 0.0]>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.cluster: cluster has no devices}}
+module attributes {dtfm.cluster = #dtfm.cluster<name = "none", source = "", devices = [], delay_ms = [], bandwidth_gbps = []>} {
+}
+
+// -----
+
+// COM: planner::Cluster::validate's checks, with its texts.
+// expected-error @+1 {{dtfm.cluster: link a <-> b: bandwidth must be finite and > 0, got 0.000000 Gbps}}
+module attributes {dtfm.cluster = #dtfm.cluster<name = "two", source = "two.textproto", devices = [<name = "a", region = "r", peak_flops = 1.0, efficiency = 1.0, memory_bytes = 0.0>, <name = "b", region = "r", peak_flops = 1.0, efficiency = 1.0, memory_bytes = 0.0>], delay_ms = [0.0, 1.0, 1.0, 0.0], bandwidth_gbps = [0.0, 0.0, 0.0, 0.0]>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.cluster: device a: expected peak_flops >= 0, 0 < efficiency <= 1 and memory_bytes >= 0}}
+module attributes {dtfm.cluster = #dtfm.cluster<name = "one", source = "", devices = [<name = "a", region = "r", peak_flops = 1.0, efficiency = 1.5, memory_bytes = 0.0>], delay_ms = [0.0], bandwidth_gbps = [0.0]>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.cluster must be a #dtfm.cluster attribute}}
+module attributes {dtfm.cluster = "cluster.textproto"} {
+}

@@ -15,3 +15,20 @@ module @one_f_one_b attributes {dtfm.schedule = #dtfm.schedule<kind = "1f1b", mi
 // CHECK-SAME: dtfm.schedule = #dtfm.schedule<kind = "gpipe", micro_batches = 1, peak_in_flight = [1], stages = [<recv = [], compute = ["F0", "B0"], send = []>]>
 module @gpipe_one_stage attributes {dtfm.schedule = #dtfm.schedule<kind = "gpipe", micro_batches = 1, peak_in_flight = [1], stages = [#dtfm.streams<recv = [], compute = ["F0", "B0"], send = []>]>} {
 }
+
+// -----
+
+// COM: A cluster: devices, then the n x n link matrices row-major. Doubles
+// COM: print so that they read back exactly.
+// CHECK-LABEL: module @two_devices
+// CHECK-SAME: dtfm.cluster = #dtfm.cluster<name = "two", source = "two.textproto", devices = [<name = "a", region = "r0", peak_flops = 1.25e+14, efficiency = 0.5, memory_bytes = 1.6e+10>, <name = "b", region = "r1", peak_flops = 3.12e+14, efficiency = 1.0, memory_bytes = 0.0>], delay_ms = [0.0, 0.1, 0.1, 0.0], bandwidth_gbps = [0.0, 2.5, 2.5, 0.0]>
+module @two_devices attributes {dtfm.cluster = #dtfm.cluster<name = "two", source = "two.textproto", devices = [#dtfm.device<name = "a", region = "r0", peak_flops = 1.25e+14, efficiency = 0.5, memory_bytes = 1.6e+10>, <name = "b", region = "r1", peak_flops = 3.12e+14, efficiency = 1.0, memory_bytes = 0.0>], delay_ms = [0.0, 0.1, 0.1, 0.0], bandwidth_gbps = [0.0, 2.5, 2.5, 0.0]>} {
+}
+
+// -----
+
+// COM: A value that needs all 17 digits keeps them.
+// CHECK-LABEL: module @exact_doubles
+// CHECK-SAME: devices = [<name = "a", region = "r", peak_flops = 0.30000000000000004, efficiency = 0.1, memory_bytes = 1.0>], delay_ms = [0.30000000000000004], bandwidth_gbps = [0.0]>
+module @exact_doubles attributes {dtfm.cluster = #dtfm.cluster<name = "one", source = "", devices = [<name = "a", region = "r", peak_flops = 0.30000000000000004, efficiency = 0.1, memory_bytes = 1.0>], delay_ms = [0.30000000000000004], bandwidth_gbps = [0.0]>} {
+}

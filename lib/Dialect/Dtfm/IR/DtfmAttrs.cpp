@@ -5,7 +5,9 @@
 //===----------------------------------------------------------------------===//
 //
 // The typed planning state's verifiers (DtfmAttrs.td). Stream entries are
-// read through format/Stream.h, the one home of their spelling.
+// read through format/Stream.h, the one home of their spelling; the cluster
+// converts to and from planner::Cluster here and is checked by
+// planner::Cluster::validate, the one home of those checks.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,8 +18,43 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
 using namespace mlir;
 using namespace mlir::dtfm;
+
+//===----------------------------------------------------------------------===//
+// Doubles
+//===----------------------------------------------------------------------===//
+
+FailureOr<double> mlir::dtfm::parseDouble(AsmParser &parser) {
+  double value = 0;
+  if (parser.parseFloat(value))
+    return failure();
+  return value;
+}
+
+void mlir::dtfm::printDouble(AsmPrinter &printer, double value) {
+  // The fewest digits that read back as the same double: fixed-point
+  // between 1 and 10^6 (10.0, 125.0), %g otherwise (0.1, 1.0e+12).
+  bool fixed = std::fabs(value) >= 1 && std::fabs(value) < 1e6;
+  char text[64];
+  for (int digits = fixed ? 0 : 1; digits <= 17; ++digits) {
+    std::snprintf(text, sizeof(text), fixed ? "%.*f" : "%.*g", digits, value);
+    if (std::strtod(text, nullptr) == value)
+      break;
+  }
+  std::string literal = text;
+  // A float literal needs a `.`: 1e+14 -> 1.0e+14, 125 -> 125.0.
+  if (std::isfinite(value) && literal.find('.') == std::string::npos) {
+    size_t exponent = literal.find('e');
+    literal.insert(exponent == std::string::npos ? literal.size() : exponent,
+                   ".0");
+  }
+  printer << literal;
+}
 
 #define GET_ATTRDEF_CLASSES
 #include "dtfm/Dialect/Dtfm/IR/DtfmAttrs.cpp.inc"
@@ -65,4 +102,73 @@ LogicalResult ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
       }
   }
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ClusterAttr
+//===----------------------------------------------------------------------===//
+
+/// The planner's cluster from the attribute's parameters; the matrices must
+/// hold devices.size()^2 values.
+static ::dtfm::planner::Cluster
+buildCluster(StringRef name, ArrayRef<DeviceAttr> devices,
+             ArrayRef<StoredDouble> delayMs,
+             ArrayRef<StoredDouble> bandwidthGbps) {
+  ::dtfm::planner::Cluster cluster;
+  cluster.name = name.str();
+  for (DeviceAttr device : devices) {
+    ::dtfm::planner::Device &d = cluster.devices.emplace_back();
+    d.name = device.getName().str();
+    d.region = device.getRegion().str();
+    d.peakFlops = device.getPeakFlops();
+    d.efficiency = device.getEfficiency();
+    d.memoryBytes = device.getMemoryBytes();
+  }
+  size_t n = devices.size();
+  cluster.delayMs = ::dtfm::planner::SquareMatrix(n);
+  cluster.bandwidthGbps = ::dtfm::planner::SquareMatrix(n);
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < n; ++j) {
+      cluster.delayMs(i, j) = delayMs[i * n + j];
+      cluster.bandwidthGbps(i, j) = bandwidthGbps[i * n + j];
+    }
+  return cluster;
+}
+
+LogicalResult ClusterAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                  StringRef name, StringRef source,
+                                  ArrayRef<DeviceAttr> devices,
+                                  ArrayRef<StoredDouble> delayMs,
+                                  ArrayRef<StoredDouble> bandwidthGbps) {
+  size_t n = devices.size();
+  if (delayMs.size() != n * n || bandwidthGbps.size() != n * n)
+    return emitError() << "dtfm.cluster: " << n << " devices need " << n * n
+                       << " delay_ms and bandwidth_gbps values, got "
+                       << delayMs.size() << " and " << bandwidthGbps.size();
+  std::string error;
+  if (!buildCluster(name, devices, delayMs, bandwidthGbps).validate(error))
+    return emitError() << "dtfm.cluster: " << error;
+  return success();
+}
+
+ClusterAttr ClusterAttr::get(MLIRContext *context,
+                             const ::dtfm::planner::Cluster &cluster,
+                             StringRef source) {
+  SmallVector<DeviceAttr> devices;
+  for (const ::dtfm::planner::Device &d : cluster.devices)
+    devices.push_back(DeviceAttr::get(context, d.name, d.region, d.peakFlops,
+                                      d.efficiency, d.memoryBytes));
+  size_t n = cluster.size();
+  SmallVector<StoredDouble> delayMs, bandwidthGbps;
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < n; ++j) {
+      delayMs.push_back(cluster.delayMs(i, j));
+      bandwidthGbps.push_back(cluster.bandwidthGbps(i, j));
+    }
+  return get(context, cluster.name, source, devices, delayMs, bandwidthGbps);
+}
+
+::dtfm::planner::Cluster ClusterAttr::toCluster() const {
+  return buildCluster(getName(), getDevices(), getDelayMs(),
+                      getBandwidthGbps());
 }

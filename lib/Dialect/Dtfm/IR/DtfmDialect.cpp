@@ -29,5 +29,8 @@ LogicalResult DtfmDialect::verifyOperationAttribute(Operation *op,
       !isa<ScheduleAttr>(attr.getValue()))
     return op->emitError() << kScheduleAttrName
                            << " must be a #dtfm.schedule attribute";
+  if (attr.getName() == kClusterAttrName && !isa<ClusterAttr>(attr.getValue()))
+    return op->emitError() << kClusterAttrName
+                           << " must be a #dtfm.cluster attribute";
   return success();
 }

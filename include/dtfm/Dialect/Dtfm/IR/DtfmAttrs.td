@@ -81,4 +81,77 @@ def Dtfm_ScheduleAttr : Dtfm_Attr<"Schedule", "schedule"> {
   let genVerifyDecl = 1;
 }
 
+/// A double printed in the shortest decimal form that reads back exactly
+/// (held as a StoredDouble, which llvm::hash_value can hash).
+class Dtfm_DoubleParameter<string desc>
+    : AttrParameter<"::mlir::dtfm::StoredDouble", desc> {
+  let parser = "::mlir::dtfm::parseDouble($_parser)";
+  let printer = "::mlir::dtfm::printDouble($_printer, $_self)";
+}
+
+def Dtfm_DeviceAttr : Dtfm_Attr<"Device", "device"> {
+  let summary = "One accelerator of a cluster";
+  let description = [{
+    A device of `#dtfm.cluster` (planner::Device): its name, region, peak
+    FLOP/s in the training precision, the fraction of the peak reached in
+    practice, and its memory in bytes (0: not given).
+
+    ```mlir
+    #dtfm.device<name = "a100-0", region = "us", peak_flops = 3.12e+14,
+                 efficiency = 0.5, memory_bytes = 8.0e+10>
+    ```
+  }];
+  let parameters = (ins
+    StringRefParameter<"device name">:$name,
+    StringRefParameter<"region">:$region,
+    Dtfm_DoubleParameter<"peak FLOP/s">:$peak_flops,
+    Dtfm_DoubleParameter<"fraction of the peak reached">:$efficiency,
+    Dtfm_DoubleParameter<"memory in bytes">:$memory_bytes
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
+def Dtfm_ClusterAttr : Dtfm_Attr<"Cluster", "cluster"> {
+  let summary = "The devices and links a module is planned for";
+  let description = [{
+    Set on the module as `dtfm.cluster` by --dtfm-import-cluster (or
+    `dtfm-translate --import-cluster`), which reads a cluster file once; the
+    planning passes read the cluster from here. `source` names the file it
+    came from, so that whole-module diagnostics keep naming it. `delay_ms`
+    and `bandwidth_gbps` are the n x n link matrices, row-major. Every
+    double prints in the shortest form that reads back exactly.
+
+    ```mlir
+    #dtfm.cluster<name = "two", source = "two.textproto",
+                  devices = [<name = "a", region = "r", peak_flops = 1.0e+14,
+                              efficiency = 1.0, memory_bytes = 0.0>,
+                             <name = "b", region = "r", peak_flops = 1.0e+14,
+                              efficiency = 1.0, memory_bytes = 0.0>],
+                  delay_ms = [0.0, 1.0, 1.0, 0.0],
+                  bandwidth_gbps = [0.0, 10.0, 10.0, 0.0]>
+    ```
+
+    The verifier checks that both matrices are n x n, then everything
+    planner::Cluster::validate checks (finite values, delays >= 0, positive
+    bandwidths off the diagonal, devices with positive speed).
+  }];
+  let parameters = (ins
+    StringRefParameter<"cluster name">:$name,
+    StringRefParameter<"the file the cluster was imported from">:$source,
+    Dtfm_BracketListParameter<"::mlir::dtfm::DeviceAttr", "devices">:$devices,
+    Dtfm_BracketListParameter<"::mlir::dtfm::StoredDouble", "one-way latency in ms, row-major">:$delay_ms,
+    Dtfm_BracketListParameter<"::mlir::dtfm::StoredDouble", "bandwidth in Gbit/s, row-major">:$bandwidth_gbps
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The attribute holding `cluster`, imported from `source`.
+    static ClusterAttr get(::mlir::MLIRContext *context,
+                           const ::dtfm::planner::Cluster &cluster,
+                           ::llvm::StringRef source);
+    /// The plain C++ cluster the planner works on.
+    ::dtfm::planner::Cluster toCluster() const;
+  }];
+}
+
 #endif // DTFM_ATTRS

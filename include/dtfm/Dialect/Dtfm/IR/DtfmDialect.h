@@ -41,6 +41,9 @@ inline constexpr llvm::StringLiteral kShapeAttrName = "dtfm.shape";
 /// (--dtfm-schedule-microbatches).
 inline constexpr llvm::StringLiteral kScheduleAttrName = "dtfm.schedule";
 
+/// The devices and links the module is planned for (--dtfm-import-cluster).
+inline constexpr llvm::StringLiteral kClusterAttrName = "dtfm.cluster";
+
 /// The model's name (importers).
 inline constexpr llvm::StringLiteral kModelAttrName = "dtfm.model";
 

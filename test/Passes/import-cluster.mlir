@@ -1,0 +1,22 @@
+// RUN: dtfm-opt %s --dtfm-import-cluster=file=%S/Inputs/chain-3.textproto | FileCheck %s
+// RUN: dtfm-translate --import-cluster %S/Inputs/chain-3.textproto | dtfm-opt | FileCheck %s
+// RUN: not dtfm-opt %s --dtfm-import-cluster 2>&1 | FileCheck %s --check-prefix=NOFILE
+// RUN: not dtfm-opt %s --dtfm-import-cluster=file=%S/Inputs/missing.textproto 2>&1 | FileCheck %s --check-prefix=MISSING
+// RUN: not dtfm-translate --import-cluster %S/Inputs/missing.textproto 2>&1 | FileCheck %s --check-prefix=TRANSLATE-MISSING
+// RUN: not dtfm-opt %s --dtfm-import-cluster=file=%S/Inputs/zero-bandwidth.textproto 2>&1 | FileCheck %s --check-prefix=ZERO
+
+// COM: The cluster file read once into the module: devices, then the n x n
+// COM: link matrices row-major (chain-3: a-b fast, b-c and a-c slow).
+// CHECK-LABEL: module attributes
+// CHECK-SAME: dtfm.cluster = #dtfm.cluster<name = "chain-3", source = "{{.*}}chain-3.textproto",
+// CHECK-SAME: devices = [<name = "a", region = "A", peak_flops = 1.0e+12, efficiency = 1.0, memory_bytes = 1.0e+09>, <name = "b", region = "B", peak_flops = 1.0e+12, efficiency = 1.0, memory_bytes = 1.0e+09>, <name = "c", region = "C", peak_flops = 1.0e+12, efficiency = 1.0, memory_bytes = 1.0e+09>],
+// CHECK-SAME: delay_ms = [0.0, 0.1, 0.1, 0.1, 0.0, 0.1, 0.1, 0.1, 0.0],
+// CHECK-SAME: bandwidth_gbps = [0.0, 10.0, 0.1, 10.0, 0.0, 0.1, 0.1, 0.1, 0.0]>
+
+// NOFILE: error: dtfm-import-cluster: no cluster file given (file=<file.textproto>)
+// MISSING: missing.textproto:0:0: error: dtfm-import-cluster: {{.*}}missing.textproto: cannot open cluster file
+// TRANSLATE-MISSING: dtfm-translate: error: {{.*}}missing.textproto: cannot open cluster file
+// ZERO: zero-bandwidth.textproto:0:0: error: dtfm-import-cluster: {{.*}}zero-bandwidth.textproto: link
+
+module {
+}
