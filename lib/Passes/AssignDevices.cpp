@@ -38,11 +38,10 @@ struct AssignDevices
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto fail = [&](const Twine &message) {
-      mlir::emitError(toolLoc(module, clusterFile))
-          << "dtfm-assign-devices: " << message;
+      mlir::emitError(clusterLoc(module)) << "dtfm-assign-devices: " << message;
       signalPassFailure();
     };
-    if (clusterFile.empty() && !getModuleCluster(module))
+    if (!getModuleCluster(module))
       return fail(kNoClusterMessage);
     planner::AssignmentOptions options;
     options.hetero = algorithm == "hetero";
@@ -62,8 +61,7 @@ struct AssignDevices
     if (!planner::parseCommunication(sync, compressRatio, options.training,
                                      error))
       return fail(error);
-    FailureOr<planner::Cluster> loaded =
-        passCluster(module, clusterFile, error);
+    FailureOr<planner::Cluster> loaded = moduleCluster(module, error);
     if (failed(loaded))
       return fail(error);
     planner::Cluster cluster = std::move(*loaded);

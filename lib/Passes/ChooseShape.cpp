@@ -34,11 +34,10 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto fail = [&](const Twine &message) {
-      mlir::emitError(toolLoc(module, clusterFile))
-          << "dtfm-choose-shape: " << message;
+      mlir::emitError(clusterLoc(module)) << "dtfm-choose-shape: " << message;
       signalPassFailure();
     };
-    if (clusterFile.empty() && !getModuleCluster(module))
+    if (!getModuleCluster(module))
       return fail(kNoClusterMessage);
     if (globalBatch <= 0)
       return fail("global-batch must be a positive number of samples");
@@ -54,8 +53,7 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
     if (!planner::parseCommunication(sync, compressRatio, problem.training,
                                      error))
       return fail(error);
-    FailureOr<planner::Cluster> loaded =
-        passCluster(module, clusterFile, error);
+    FailureOr<planner::Cluster> loaded = moduleCluster(module, error);
     if (failed(loaded))
       return fail(error);
     planner::Cluster cluster = std::move(*loaded);

@@ -39,15 +39,12 @@ struct EmitStagePrograms
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto fail = [&](const Twine &message) {
-      mlir::emitError(toolLoc(module, clusterFile))
+      mlir::emitError(clusterLoc(module))
           << "dtfm-emit-stage-programs: " << message;
       signalPassFailure();
     };
-    if (clusterFile.empty() && !getModuleCluster(module))
-      return fail(kNoClusterMessage);
     std::string error;
-    FailureOr<planner::Cluster> loaded =
-        passCluster(module, clusterFile, error);
+    FailureOr<planner::Cluster> loaded = moduleCluster(module, error);
     if (failed(loaded))
       return fail(error);
     planner::Cluster cluster = std::move(*loaded);

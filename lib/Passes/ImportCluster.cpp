@@ -19,8 +19,6 @@ namespace mlir::dtfm {
 
 using namespace mlir;
 using namespace mlir::dtfm;
-namespace planner = ::dtfm::planner;
-
 namespace {
 struct ImportCluster
     : public mlir::dtfm::impl::ImportClusterBase<ImportCluster> {
@@ -42,14 +40,3 @@ struct ImportCluster
   }
 };
 } // namespace
-
-FailureOr<planner::Cluster> mlir::dtfm::passCluster(ModuleOp module,
-                                                    StringRef clusterFile,
-                                                    std::string &error) {
-  if (clusterFile.empty())
-    return moduleCluster(module, error);
-  planner::Cluster cluster;
-  if (!planner::loadClusterFile(clusterFile.str(), cluster, error))
-    return failure();
-  return cluster;
-}

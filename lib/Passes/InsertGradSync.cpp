@@ -28,18 +28,15 @@ struct InsertGradSync
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto fail = [&](const Twine &message) {
-      mlir::emitError(toolLoc(module, clusterFile))
+      mlir::emitError(clusterLoc(module))
           << "dtfm-insert-grad-sync: " << message;
       signalPassFailure();
     };
     if (sync != "auto" && sync != "ps" && sync != "ring")
       return fail("unknown sync '" + sync.getValue() +
                   "' (expected auto, ps or ring)");
-    if (clusterFile.empty() && !getModuleCluster(module))
-      return fail(kNoClusterMessage);
     std::string error;
-    FailureOr<planner::Cluster> loaded =
-        passCluster(module, clusterFile, error);
+    FailureOr<planner::Cluster> loaded = moduleCluster(module, error);
     if (failed(loaded))
       return fail(error);
     planner::Cluster cluster = std::move(*loaded);

@@ -29,15 +29,12 @@ struct InsertSendRecv
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto fail = [&](const Twine &message) {
-      mlir::emitError(toolLoc(module, clusterFile))
+      mlir::emitError(clusterLoc(module))
           << "dtfm-insert-send-recv: " << message;
       signalPassFailure();
     };
-    if (clusterFile.empty() && !getModuleCluster(module))
-      return fail(kNoClusterMessage);
     std::string error;
-    FailureOr<planner::Cluster> loaded =
-        passCluster(module, clusterFile, error);
+    FailureOr<planner::Cluster> loaded = moduleCluster(module, error);
     if (failed(loaded))
       return fail(error);
     planner::Cluster cluster = std::move(*loaded);
@@ -169,7 +166,7 @@ struct InsertSendRecv
         module->getAttrOfType<DictionaryAttr>(kAssignmentAttrName);
     if (!assignment) {
       if (stages > static_cast<int64_t>(cluster.size()))
-        return mlir::emitError(toolLoc(module, clusterFile))
+        return mlir::emitError(clusterLoc(module))
                << "dtfm-insert-send-recv: " << stages << " stages but cluster '"
                << cluster.name << "' has " << cluster.size() << " devices";
       for (int64_t s = 0; s < stages; ++s)
@@ -178,7 +175,7 @@ struct InsertSendRecv
     }
     auto groups = assignment.getAs<ArrayAttr>("stages");
     if (!groups || static_cast<int64_t>(groups.size()) < stages)
-      return mlir::emitError(toolLoc(module, clusterFile))
+      return mlir::emitError(clusterLoc(module))
              << "dtfm-insert-send-recv: dtfm.assignment has fewer stages "
                 "than the ops use ("
              << stages << ")";
@@ -187,7 +184,7 @@ struct InsertSendRecv
       for (Attribute member : cast<ArrayAttr>(group)) {
         auto it = byName.find(cast<StringAttr>(member).getValue());
         if (it == byName.end())
-          return mlir::emitError(toolLoc(module, clusterFile))
+          return mlir::emitError(clusterLoc(module))
                  << "dtfm-insert-send-recv: dtfm.assignment names device "
                  << member << ", which cluster '" << cluster.name
                  << "' does not have";

@@ -33,11 +33,11 @@ struct PartitionStages
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto fail = [&](const Twine &message) {
-      mlir::emitError(toolLoc(module, clusterFile))
+      mlir::emitError(clusterLoc(module))
           << "dtfm-partition-stages: " << message;
       signalPassFailure();
     };
-    if (clusterFile.empty() && !getModuleCluster(module))
+    if (!getModuleCluster(module))
       return fail(kNoClusterMessage);
     planner::StagePartitionOptions options;
     if (schedule == "gpipe")
@@ -53,8 +53,7 @@ struct PartitionStages
     options.stateBytesPerParameterByte = stateBytes;
 
     std::string error;
-    FailureOr<planner::Cluster> loaded =
-        passCluster(module, clusterFile, error);
+    FailureOr<planner::Cluster> loaded = moduleCluster(module, error);
     if (failed(loaded))
       return fail(error);
     planner::Cluster cluster = std::move(*loaded);
@@ -142,7 +141,7 @@ struct PartitionStages
       size_t count =
           numStages > 0 ? static_cast<size_t>(numStages) : cluster.size();
       if (count > cluster.size())
-        return mlir::emitError(toolLoc(module, clusterFile))
+        return mlir::emitError(clusterLoc(module))
                << "dtfm-partition-stages: " << count << " stages but cluster '"
                << cluster.name << "' has " << cluster.size() << " devices";
       for (size_t i = 0; i < count; ++i)
@@ -152,7 +151,7 @@ struct PartitionStages
     }
     auto stages = assignment.getAs<ArrayAttr>("stages");
     if (!stages || stages.empty())
-      return mlir::emitError(toolLoc(module, clusterFile))
+      return mlir::emitError(clusterLoc(module))
              << "dtfm-partition-stages: dtfm.assignment has no stages";
     for (Attribute stage : stages) {
       auto members = dyn_cast<ArrayAttr>(stage);
@@ -163,7 +162,7 @@ struct PartitionStages
         auto name = dyn_cast<StringAttr>(member);
         auto it = name ? byName.find(name.getValue()) : byName.end();
         if (it == byName.end())
-          return mlir::emitError(toolLoc(module, clusterFile))
+          return mlir::emitError(clusterLoc(module))
                  << "dtfm-partition-stages: dtfm.assignment names device "
                  << member << ", which cluster '" << cluster.name
                  << "' does not have";

@@ -1,21 +1,21 @@
 // RUN: dtfm-translate --import-gpt tiny -o %t.mlir
 // RUN: not dtfm-opt %t.mlir --dtfm-assign-devices 2>&1 | FileCheck %s --check-prefix=NOFILE
 // NOFILE: error: dtfm-assign-devices: no cluster in the module: run --dtfm-import-cluster=file=FILE first (or --dtfm-plan=cluster=FILE)
-// RUN: not dtfm-opt %t.mlir --dtfm-assign-devices=cluster=%S/Inputs/missing.textproto 2>&1 | FileCheck %s --check-prefix=MISSING
-// MISSING: error: dtfm-assign-devices: {{.*}}missing.textproto: cannot open cluster file
-// RUN: not dtfm-opt %t.mlir --dtfm-assign-devices=cluster=%S/Inputs/nonsquare.textproto 2>&1 | FileCheck %s --check-prefix=SQUARE
-// SQUARE: error: dtfm-assign-devices: {{.*}}nonsquare.csv: matrix is not square (2 rows, 3 columns)
-// RUN: not dtfm-opt %t.mlir --dtfm-assign-devices=cluster=%S/Inputs/zero-bandwidth.textproto 2>&1 | FileCheck %s --check-prefix=ZERO
-// ZERO: error: dtfm-assign-devices: {{.*}}zero-bandwidth.textproto: link g0 <-> g1: bandwidth must be finite and > 0, got 0.000000 Gbps
-// RUN: not dtfm-opt %t.mlir --dtfm-assign-devices=cluster=%S/Inputs/negative-link.textproto 2>&1 | FileCheck %s --check-prefix=NEGATIVE
-// NEGATIVE: error: dtfm-assign-devices: {{.*}}negative-link.textproto: link A <-> B: expected delay_ms >= 0 and bandwidth_gbps > 0, got 1 ms and -2 Gbps
-// RUN: not dtfm-opt %t.mlir --dtfm-assign-devices="cluster=%S/Inputs/two-regions.textproto dp=3 pp=2" 2>&1 | FileCheck %s --check-prefix=FACTOR
+// RUN: not dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/Inputs/missing.textproto --dtfm-assign-devices 2>&1 | FileCheck %s --check-prefix=MISSING
+// MISSING: error: dtfm-import-cluster: {{.*}}missing.textproto: cannot open cluster file
+// RUN: not dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/Inputs/nonsquare.textproto --dtfm-assign-devices 2>&1 | FileCheck %s --check-prefix=SQUARE
+// SQUARE: error: dtfm-import-cluster: {{.*}}nonsquare.csv: matrix is not square (2 rows, 3 columns)
+// RUN: not dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/Inputs/zero-bandwidth.textproto --dtfm-assign-devices 2>&1 | FileCheck %s --check-prefix=ZERO
+// ZERO: error: dtfm-import-cluster: {{.*}}zero-bandwidth.textproto: link g0 <-> g1: bandwidth must be finite and > 0, got 0.000000 Gbps
+// RUN: not dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/Inputs/negative-link.textproto --dtfm-assign-devices 2>&1 | FileCheck %s --check-prefix=NEGATIVE
+// NEGATIVE: error: dtfm-import-cluster: {{.*}}negative-link.textproto: link A <-> B: expected delay_ms >= 0 and bandwidth_gbps > 0, got 1 ms and -2 Gbps
+// RUN: not dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/Inputs/two-regions.textproto --dtfm-assign-devices="dp=3 pp=2" 2>&1 | FileCheck %s --check-prefix=FACTOR
 // FACTOR: error: dtfm-assign-devices: cluster 'two-regions' has 4 devices, which is not dp 3 x pp 2
-// RUN: not dtfm-opt %t.mlir --dtfm-assign-devices="cluster=%S/Inputs/two-regions.textproto algorithm=annealing" 2>&1 | FileCheck %s --check-prefix=ALGO
+// RUN: not dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/Inputs/two-regions.textproto --dtfm-assign-devices="algorithm=annealing" 2>&1 | FileCheck %s --check-prefix=ALGO
 // ALGO: error: dtfm-assign-devices: unknown algorithm 'annealing'
-// RUN: not dtfm-opt %t.mlir --dtfm-assign-devices="cluster=%S/Inputs/two-regions.textproto dp=-1" 2>&1 | FileCheck %s --check-prefix=NEG
+// RUN: not dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/Inputs/two-regions.textproto --dtfm-assign-devices="dp=-1" 2>&1 | FileCheck %s --check-prefix=NEG
 // NEG: error: dtfm-assign-devices: dp, pp, dp-bytes, pp-bytes and budget must be >= 0
-// RUN: not dtfm-opt %t.mlir --dtfm-assign-devices="cluster=%S/Inputs/two-regions.textproto algorithm=hetero sync=tree" 2>&1 | FileCheck %s --check-prefix=SYNC
+// RUN: not dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/Inputs/two-regions.textproto --dtfm-assign-devices="algorithm=hetero sync=tree" 2>&1 | FileCheck %s --check-prefix=SYNC
 // SYNC: error: dtfm-assign-devices: unknown sync 'tree' (expected auto, ps or ring)
-// RUN: not dtfm-opt %t.mlir --dtfm-assign-devices="cluster=%S/Inputs/two-regions.textproto algorithm=hetero compress-ratio=0" 2>&1 | FileCheck %s --check-prefix=RATIO
+// RUN: not dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/Inputs/two-regions.textproto --dtfm-assign-devices="algorithm=hetero compress-ratio=0" 2>&1 | FileCheck %s --check-prefix=RATIO
 // RATIO: error: dtfm-assign-devices: compress-ratio must be >= 1 (1: dense), found 0.000000

@@ -8,8 +8,8 @@
 // RUN: not dtfm-opt %t.mlir --dtfm-autodiff --dtfm-autodiff 2>&1 | FileCheck %s --check-prefix=TWICE
 // TWICE: error: 'func.func' op already has a backward graph
 // RUN: dtfm-translate --import-gpt tiny --layers 10 -o %t10.mlir
-// RUN: dtfm-opt %t10.mlir --dtfm-partition-stages="cluster=%S/Inputs/mixed-4.textproto" -o %t.fwd
-// RUN: dtfm-opt %t10.mlir --dtfm-autodiff --dtfm-partition-stages="cluster=%S/Inputs/mixed-4.textproto" -o %t.train
+// RUN: dtfm-opt %t10.mlir --dtfm-import-cluster=file=%S/Inputs/mixed-4.textproto --dtfm-partition-stages -o %t.fwd
+// RUN: dtfm-opt %t10.mlir --dtfm-autodiff --dtfm-import-cluster=file=%S/Inputs/mixed-4.textproto --dtfm-partition-stages -o %t.train
 // COM: Training and forward graphs split alike; backward ops follow their layer.
 // RUN: FileCheck %s --check-prefix=SPLIT < %t.fwd
 // RUN: FileCheck %s --check-prefix=SPLIT --check-prefix=TRAIN < %t.train

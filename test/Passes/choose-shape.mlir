@@ -17,43 +17,43 @@
 
 // COM: Compute-bound on a fast network, the model fitting: pure data
 // COM: parallelism on every device; the runner-ups are pipelined.
-// RUN: dtfm-opt %t.mlir --dtfm-choose-shape="cluster=%t.lan.textproto global-batch=64" --dtfm-print-plan-summary -o /dev/null | FileCheck %s --check-prefix=DP
+// RUN: dtfm-opt %t.mlir --dtfm-import-cluster=file=%t.lan.textproto --dtfm-choose-shape="global-batch=64" --dtfm-print-plan-summary -o /dev/null | FileCheck %s --check-prefix=DP
 // DP: chosen 8 1 {{[0-9]+}} x {{[0-9]+}} 8
 // DP-NEXT: runner-up 4 2
 // DP: idle: none
 
 // COM: The model does not fit one 2.5 MB device: it is pipelined.
-// RUN: dtfm-opt %t.mlir --dtfm-choose-shape="cluster=%t.small.textproto global-batch=64" --dtfm-print-plan-summary -o /dev/null | FileCheck %s --check-prefix=PIPE
+// RUN: dtfm-opt %t.mlir --dtfm-import-cluster=file=%t.small.textproto --dtfm-choose-shape="global-batch=64" --dtfm-print-plan-summary -o /dev/null | FileCheck %s --check-prefix=PIPE
 // PIPE: chosen 4 2 1 x 16 8
 
 // COM: A smaller micro-batch: the model is rebatched to it.
-// RUN: dtfm-opt %t.mlir --dtfm-choose-shape="cluster=%t.lan.textproto global-batch=64 micro-batch-sizes=2" | FileCheck %s --check-prefix=REBATCH
+// RUN: dtfm-opt %t.mlir --dtfm-import-cluster=file=%t.lan.textproto --dtfm-choose-shape="global-batch=64 micro-batch-sizes=2" | FileCheck %s --check-prefix=REBATCH
 // REBATCH: micro_batch_size = 2 : i64, micro_batches = 4 : i64
 // REBATCH: dtfm.input "tokens" {{.*}}: tensor<2x32xi64>
 // REBATCH: dtfm.cross_entropy {{.*}}: (tensor<2x32x256xf32>, tensor<2x32xi64>) -> tensor<f32>
 
 // COM: Fixed dp: only shapes with it.
-// RUN: dtfm-opt %t.mlir --dtfm-choose-shape="cluster=%t.lan.textproto global-batch=64 dp=2" --dtfm-print-plan-summary -o /dev/null | FileCheck %s --check-prefix=FIXED
+// RUN: dtfm-opt %t.mlir --dtfm-import-cluster=file=%t.lan.textproto --dtfm-choose-shape="global-batch=64 dp=2" --dtfm-print-plan-summary -o /dev/null | FileCheck %s --check-prefix=FIXED
 // FIXED: chosen 2 4
 
 // COM: Errors: one line each.
-// RUN: not dtfm-opt %t.mlir --dtfm-choose-shape="cluster=%t.tiny.textproto global-batch=64" -o %t.none 2>&1 | FileCheck %s --check-prefix=NOFIT
+// RUN: not dtfm-opt %t.mlir --dtfm-import-cluster=file=%t.tiny.textproto --dtfm-choose-shape="global-batch=64" -o %t.none 2>&1 | FileCheck %s --check-prefix=NOFIT
 // RUN: not ls %t.none
 // NOFIT: error: dtfm-choose-shape: no plan shape fits in memory (with 8 of 8 devices, D_DP 8 x D_PP 1: model does not fit: device gpu0 (stage 0) needs {{.*}} GB but has 0.0001 GB
-// RUN: not dtfm-opt %t.mlir --dtfm-choose-shape="cluster=%t.lan.textproto" 2>&1 | FileCheck %s --check-prefix=NOBATCH
+// RUN: not dtfm-opt %t.mlir --dtfm-import-cluster=file=%t.lan.textproto --dtfm-choose-shape 2>&1 | FileCheck %s --check-prefix=NOBATCH
 // NOBATCH: error: dtfm-choose-shape: global-batch must be a positive number of samples
-// RUN: not dtfm-opt %t.mlir --dtfm-choose-shape="cluster=%t.lan.textproto global-batch=64 micro-batch-sizes=0" 2>&1 | FileCheck %s --check-prefix=BADSIZE
+// RUN: not dtfm-opt %t.mlir --dtfm-import-cluster=file=%t.lan.textproto --dtfm-choose-shape="global-batch=64 micro-batch-sizes=0" 2>&1 | FileCheck %s --check-prefix=BADSIZE
 // BADSIZE: error: dtfm-choose-shape: micro-batch sizes must be positive, found 0
-// RUN: not dtfm-opt %t.mlir --dtfm-choose-shape="cluster=%t.lan.textproto global-batch=63 micro-batch-sizes=2" 2>&1 | FileCheck %s --check-prefix=NODIV
+// RUN: not dtfm-opt %t.mlir --dtfm-import-cluster=file=%t.lan.textproto --dtfm-choose-shape="global-batch=63 micro-batch-sizes=2" 2>&1 | FileCheck %s --check-prefix=NODIV
 // NODIV: error: dtfm-choose-shape: no shape of the devices' subsets has a micro-batch size that divides the global batch of 63 samples
-// RUN: not dtfm-opt %t.mlir --dtfm-choose-shape="cluster=%t.lan.textproto global-batch=64 sync=tree" 2>&1 | FileCheck %s --check-prefix=BADSYNC
+// RUN: not dtfm-opt %t.mlir --dtfm-import-cluster=file=%t.lan.textproto --dtfm-choose-shape="global-batch=64 sync=tree" 2>&1 | FileCheck %s --check-prefix=BADSYNC
 // BADSYNC: error: dtfm-choose-shape: unknown sync 'tree' (expected auto, ps or ring)
-// RUN: not dtfm-opt %t.mlir --dtfm-choose-shape="cluster=%t.lan.textproto global-batch=64 compress-ratio=0.5" 2>&1 | FileCheck %s --check-prefix=BADRATIO
+// RUN: not dtfm-opt %t.mlir --dtfm-import-cluster=file=%t.lan.textproto --dtfm-choose-shape="global-batch=64 compress-ratio=0.5" 2>&1 | FileCheck %s --check-prefix=BADRATIO
 // BADRATIO: error: dtfm-choose-shape: compress-ratio must be >= 1 (1: dense), found 0.500000
 // RUN: not dtfm-opt %t.mlir --dtfm-choose-shape="global-batch=64" 2>&1 | FileCheck %s --check-prefix=NOCLUSTER
 // NOCLUSTER: error: dtfm-choose-shape: no cluster in the module: run --dtfm-import-cluster=file=FILE first (or --dtfm-plan=cluster=FILE)
 // RUN: not dtfm-opt %t.mlir --dtfm-print-plan-summary 2>&1 | FileCheck %s --check-prefix=NOSHAPE
 // NOSHAPE: error: dtfm-print-plan-summary: the module has no dtfm.shape
-// RUN: dtfm-opt %t.mlir --dtfm-choose-shape="cluster=%t.lan.textproto global-batch=64" -o %t.shaped.mlir
-// RUN: not dtfm-opt %t.shaped.mlir --dtfm-autodiff --dtfm-assign-devices="cluster=%t.lan.textproto dp=2" 2>&1 | FileCheck %s --check-prefix=CONTRADICT
+// RUN: dtfm-opt %t.mlir --dtfm-import-cluster=file=%t.lan.textproto --dtfm-choose-shape="global-batch=64" -o %t.shaped.mlir
+// RUN: not dtfm-opt %t.shaped.mlir --dtfm-autodiff --dtfm-import-cluster=file=%t.lan.textproto --dtfm-assign-devices="dp=2" 2>&1 | FileCheck %s --check-prefix=CONTRADICT
 // CONTRADICT: error: dtfm-assign-devices: dp/pp contradict the chosen shape (dtfm.shape: dp 8, pp 1)

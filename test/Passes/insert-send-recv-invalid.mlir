@@ -1,4 +1,4 @@
-// RUN: not dtfm-opt %s --dtfm-insert-send-recv=cluster=%dtfm_src_root/examples/clusters/local-8.textproto 2>&1 | FileCheck %s --check-prefix=NOSTAGE
+// RUN: not dtfm-opt %s --dtfm-import-cluster=file=%dtfm_src_root/examples/clusters/local-8.textproto --dtfm-insert-send-recv 2>&1 | FileCheck %s --check-prefix=NOSTAGE
 // NOSTAGE: error: 'dtfm.input' op has no dtfm.stage; run --dtfm-partition-stages first
 // RUN: not dtfm-opt %s --dtfm-insert-send-recv 2>&1 | FileCheck %s --check-prefix=NOFILE
 // NOFILE: error: dtfm-insert-send-recv: no cluster in the module: run --dtfm-import-cluster=file=FILE first (or --dtfm-plan=cluster=FILE)

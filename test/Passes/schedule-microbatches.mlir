@@ -1,4 +1,4 @@
-// RUN: dtfm-translate --import-gpt tiny | dtfm-opt --dtfm-autodiff --dtfm-partition-stages="cluster=%dtfm_src_root/examples/clusters/local-8.textproto stages=2" --dtfm-insert-send-recv=cluster=%dtfm_src_root/examples/clusters/local-8.textproto -o %t.mlir
+// RUN: dtfm-translate --import-gpt tiny | dtfm-opt --dtfm-autodiff --dtfm-import-cluster=file=%dtfm_src_root/examples/clusters/local-8.textproto --dtfm-partition-stages="stages=2" --dtfm-insert-send-recv -o %t.mlir
 // RUN: dtfm-opt %t.mlir --dtfm-schedule-microbatches="schedule=1f1b micro-batches=4" | FileCheck %s --check-prefix=ONEF
 // RUN: dtfm-opt %t.mlir --dtfm-schedule-microbatches="schedule=gpipe micro-batches=4" | FileCheck %s --check-prefix=GPIPE
 // RUN: not dtfm-opt %t.mlir --dtfm-schedule-microbatches=schedule=interleaved 2>&1 | FileCheck %s --check-prefix=BAD

@@ -1,4 +1,4 @@
-// RUN: dtfm-translate --import-gpt tiny | dtfm-opt --dtfm-autodiff --dtfm-partition-stages="cluster=%dtfm_src_root/examples/clusters/local-8.textproto stages=3" --dtfm-insert-send-recv=cluster=%dtfm_src_root/examples/clusters/local-8.textproto --dtfm-verify-plan -o /dev/null
+// RUN: dtfm-translate --import-gpt tiny | dtfm-opt --dtfm-autodiff --dtfm-import-cluster=file=%dtfm_src_root/examples/clusters/local-8.textproto --dtfm-partition-stages="stages=3" --dtfm-insert-send-recv --dtfm-verify-plan -o /dev/null
 // RUN: dtfm-opt %s -split-input-file -verify-diagnostics --dtfm-verify-plan
 // RUN: not dtfm-opt %S/Inputs/schedule-cycle.mlir --dtfm-verify-plan 2>&1 | FileCheck %s --check-prefix=CYCLE
 // CYCLE: schedule-cycle.mlir:0:0: error: dtfm-verify-plan: dtfm.schedule: stage 0 recv #0 (bwd micro-batch 0) never runs

@@ -19,14 +19,10 @@ namespace mlir::dtfm {
 
 /// Where a planning pass reports problems that concern the whole module and
 /// the cluster file rather than one op: the cluster file (line 0, so no
-/// source excerpt is shown) -- `clusterFile`, else the file the module's
-/// `dtfm.cluster` was imported from -- or else the input file, also at
-/// line 0. Keeps each diagnostic on one line.
+/// source excerpt is shown), or else the input file, also at line 0. Keeps
+/// each diagnostic on one line.
 inline Location toolLoc(ModuleOp module, llvm::StringRef clusterFile) {
   llvm::StringRef file = clusterFile;
-  if (file.empty())
-    if (ClusterAttr cluster = getModuleCluster(module))
-      file = cluster.getSource();
   if (file.empty()) {
     auto input = dyn_cast<FileLineColLoc>(module.getLoc());
     if (!input)
@@ -36,11 +32,12 @@ inline Location toolLoc(ModuleOp module, llvm::StringRef clusterFile) {
   return FileLineColLoc::get(module.getContext(), file, 0, 0);
 }
 
-/// The cluster a planning pass works on: the file `clusterFile` when its
-/// cluster= option names one, else the module's `dtfm.cluster` (failing
-/// with kNoClusterMessage when there is none).
-FailureOr<::dtfm::planner::Cluster>
-passCluster(ModuleOp module, llvm::StringRef clusterFile, std::string &error);
+/// toolLoc for the passes that read the cluster: the file the module's
+/// `dtfm.cluster` was imported from (else the input file).
+inline Location clusterLoc(ModuleOp module) {
+  ClusterAttr cluster = getModuleCluster(module);
+  return toolLoc(module, cluster ? cluster.getSource() : llvm::StringRef());
+}
 
 /// Micro-batches per pipeline: those of the shape --dtfm-choose-shape chose
 /// (`dtfm.shape`), else `option`.

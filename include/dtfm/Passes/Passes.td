@@ -112,10 +112,6 @@ def InsertSendRecv : Pass<"dtfm-insert-send-recv", "mlir::ModuleOp"> {
     `dtfm.once_per_iteration`: they move once per iteration, not once per
     micro-batch.
   }];
-  let options = [
-    Option<"clusterFile", "cluster", "std::string", /*default=*/"\"\"",
-           "Cluster file (proto/cluster.proto text format)">,
-  ];
   let statistics = [
     Statistic<"numPairs", "num-pairs", "send/recv pairs inserted">,
   ];
@@ -163,8 +159,6 @@ def InsertGradSync : Pass<"dtfm-insert-grad-sync", "mlir::ModuleOp"> {
     is the tensor's share if it travelled alone).
   }];
   let options = [
-    Option<"clusterFile", "cluster", "std::string", /*default=*/"\"\"",
-           "Cluster file (proto/cluster.proto text format)">,
     Option<"sync", "sync", "std::string", /*default=*/"\"auto\"",
            "auto, ps or ring">,
   ];
@@ -210,10 +204,6 @@ def EmitStagePrograms : Pass<"dtfm-emit-stage-programs", "mlir::ModuleOp"> {
     `dtfm.recv_buffer_bytes` (bytes to preallocate for receives). Sends and
     receives gain `peer_device`.
   }];
-  let options = [
-    Option<"clusterFile", "cluster", "std::string", /*default=*/"\"\"",
-           "Cluster file (proto/cluster.proto text format)">,
-  ];
 }
 
 def VerifyPlan : Pass<"dtfm-verify-plan", "mlir::ModuleOp"> {
@@ -255,8 +245,6 @@ def AssignDevices : Pass<"dtfm-assign-devices", "mlir::ModuleOp"> {
     `iteration_s` and `stage_bounds` to the record.
   }];
   let options = [
-    Option<"clusterFile", "cluster", "std::string", /*default=*/"\"\"",
-           "Cluster file (proto/cluster.proto text format)">,
     Option<"algorithm", "algorithm", "std::string", /*default=*/"\"genetic\"",
            "rank-order, random, kl, op-fence, genetic-paper, genetic or hetero">,
     Option<"seed", "seed", "uint64_t", /*default=*/"0", "Random seed">,
@@ -303,8 +291,6 @@ def PartitionStages : Pass<"dtfm-partition-stages", "mlir::ModuleOp"> {
     bottleneck_s}.
   }];
   let options = [
-    Option<"clusterFile", "cluster", "std::string", /*default=*/"\"\"",
-           "Cluster file (proto/cluster.proto text format)">,
     Option<"numStages", "stages", "int", /*default=*/"0",
            "Stages when there is no assignment (0: one per device)">,
     Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
@@ -358,8 +344,6 @@ def ChooseShape : Pass<"dtfm-choose-shape", "mlir::ModuleOp"> {
     (before --dtfm-autodiff).
   }];
   let options = [
-    Option<"clusterFile", "cluster", "std::string", /*default=*/"\"\"",
-           "Cluster file (proto/cluster.proto text format)">,
     Option<"globalBatch", "global-batch", "int64_t", /*default=*/"0",
            "Samples per iteration over all pipelines">,
     ListOption<"microBatchSizes", "micro-batch-sizes", "int64_t",
