@@ -6,9 +6,11 @@
 
 #include "dtfm/Planner/Cluster.h"
 
+#include "plan.pb.h"
+
 #include <cerrno>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -57,7 +59,8 @@ bool Cluster::validate(std::string &error) const {
         continue;
       double delay = delayMs(a, b), bw = bandwidthGbps(a, b);
       if (!std::isfinite(delay) || delay < 0) {
-        error = linkName(*this, a, b) + ": delay must be finite and >= 0, got " +
+        error = linkName(*this, a, b) +
+                ": delay must be finite and >= 0, got " +
                 std::to_string(delay) + " ms";
         return false;
       }
@@ -71,8 +74,8 @@ bool Cluster::validate(std::string &error) const {
   return true;
 }
 
-bool dtfm::planner::readCsvMatrix(const std::string &path,
-                                  SquareMatrix &matrix, std::string &error) {
+bool dtfm::planner::readCsvMatrix(const std::string &path, SquareMatrix &matrix,
+                                  std::string &error) {
   std::ifstream in(path);
   if (!in) {
     error = path + ": cannot open file";
@@ -153,8 +156,7 @@ bool dtfm::planner::readLines(const std::string &path,
 
 bool dtfm::planner::loadScenarioMatrices(const std::string &dir,
                                          const std::string &prefix,
-                                         Cluster &cluster,
-                                         std::string &error) {
+                                         Cluster &cluster, std::string &error) {
   std::string base = dir + "/" + prefix;
   Cluster result;
   result.name = prefix;
@@ -234,4 +236,54 @@ Cluster dtfm::planner::subCluster(const Cluster &cluster,
     }
   }
   return sub;
+}
+
+//===----------------------------------------------------------------------===//
+// The cluster a plan file carries
+//===----------------------------------------------------------------------===//
+
+void dtfm::planner::clusterToPlan(const Cluster &cluster, proto::Plan &plan) {
+  plan.set_cluster_name(cluster.name);
+  plan.set_cluster_fingerprint(clusterFingerprint(cluster));
+  for (const Device &d : cluster.devices) {
+    plan.add_cluster_devices(d.name);
+    proto::PlanDevice &device = *plan.add_devices();
+    device.set_name(d.name);
+    device.set_region(d.region);
+    device.set_peak_flops(d.peakFlops);
+    device.set_efficiency(d.efficiency);
+    device.set_memory_bytes(d.memoryBytes);
+  }
+  for (size_t i = 0; i < cluster.size(); ++i)
+    for (size_t j = 0; j < cluster.size(); ++j) {
+      plan.add_delay_ms(cluster.delayMs(i, j));
+      plan.add_bandwidth_gbps(cluster.bandwidthGbps(i, j));
+    }
+}
+
+bool dtfm::planner::clusterFromPlan(const proto::Plan &plan, Cluster &cluster,
+                                    std::string &error) {
+  size_t n = plan.devices_size();
+  if (n == 0 || static_cast<size_t>(plan.delay_ms_size()) != n * n ||
+      static_cast<size_t>(plan.bandwidth_gbps_size()) != n * n) {
+    error = "the plan carries no complete cluster (devices and N x N links)";
+    return false;
+  }
+  cluster = Cluster();
+  cluster.name = plan.cluster_name();
+  cluster.delayMs = SquareMatrix(n);
+  cluster.bandwidthGbps = SquareMatrix(n);
+  for (const proto::PlanDevice &d : plan.devices())
+    cluster.devices.push_back({d.name(), d.region(), d.peak_flops(),
+                               d.efficiency(), d.memory_bytes()});
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < n; ++j) {
+      cluster.delayMs(i, j) = plan.delay_ms(i * n + j);
+      cluster.bandwidthGbps(i, j) = plan.bandwidth_gbps(i * n + j);
+    }
+  if (clusterFingerprint(cluster) != plan.cluster_fingerprint()) {
+    error = "the plan's cluster does not match its fingerprint (corrupt plan)";
+    return false;
+  }
+  return cluster.validate(error);
 }

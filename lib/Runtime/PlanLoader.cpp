@@ -14,34 +14,6 @@
 
 using namespace dtfm::runtime;
 
-bool dtfm::runtime::clusterFromPlan(const proto::Plan &plan,
-                                    planner::Cluster &cluster,
-                                    std::string &error) {
-  size_t n = plan.devices_size();
-  if (n == 0 || static_cast<size_t>(plan.delay_ms_size()) != n * n ||
-      static_cast<size_t>(plan.bandwidth_gbps_size()) != n * n) {
-    error = "the plan carries no complete cluster (devices and N x N links)";
-    return false;
-  }
-  cluster = planner::Cluster();
-  cluster.name = plan.cluster_name();
-  cluster.delayMs = planner::SquareMatrix(n);
-  cluster.bandwidthGbps = planner::SquareMatrix(n);
-  for (const proto::PlanDevice &d : plan.devices())
-    cluster.devices.push_back({d.name(), d.region(), d.peak_flops(),
-                               d.efficiency(), d.memory_bytes()});
-  for (size_t i = 0; i < n; ++i)
-    for (size_t j = 0; j < n; ++j) {
-      cluster.delayMs(i, j) = plan.delay_ms(i * n + j);
-      cluster.bandwidthGbps(i, j) = plan.bandwidth_gbps(i * n + j);
-    }
-  if (planner::clusterFingerprint(cluster) != plan.cluster_fingerprint()) {
-    error = "the plan's cluster does not match its fingerprint (corrupt plan)";
-    return false;
-  }
-  return cluster.validate(error);
-}
-
 bool dtfm::runtime::simulationInput(const proto::Plan &plan, SimInput &input,
                                     std::string &error) {
   if (!clusterFromPlan(plan, input.cluster, error))

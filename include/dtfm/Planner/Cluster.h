@@ -13,6 +13,10 @@
 #include <string>
 #include <vector>
 
+namespace dtfm::proto {
+class Plan;
+} // namespace dtfm::proto
+
 namespace dtfm::planner {
 
 /// One accelerator.
@@ -112,6 +116,15 @@ bool loadClusterFile(const std::string &path, Cluster &cluster,
 /// resolve CSV paths.
 bool parseClusterText(const std::string &text, const std::string &path,
                       Cluster &cluster, std::string &error);
+
+/// Writes `cluster` into a plan file's cluster fields (name, fingerprint,
+/// devices, N x N delay and bandwidth matrices).
+void clusterToPlan(const Cluster &cluster, proto::Plan &plan);
+
+/// The cluster a plan carries, checked against the plan's fingerprint and
+/// validated; false with a one-line `error` otherwise.
+bool clusterFromPlan(const proto::Plan &plan, Cluster &cluster,
+                     std::string &error);
 
 } // namespace dtfm::planner
 

@@ -17,10 +17,8 @@ class Plan;
 
 namespace dtfm::runtime {
 
-/// The cluster a plan carries (devices and link matrices), checked against
-/// the plan's fingerprint.
-bool clusterFromPlan(const proto::Plan &plan, planner::Cluster &cluster,
-                     std::string &error);
+/// The cluster a plan carries (lib/Planner).
+using planner::clusterFromPlan;
 
 /// The simulator's view of a plan: per device its streams, work per phase,
 /// bytes sent per phase and peer, and gradient-sync time.

@@ -104,31 +104,23 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
                << "', not '" << cluster.name << "'";
   auto schedule = module->getAttrOfType<ScheduleAttr>(kScheduleAttrName);
   plan.set_format_version(::dtfm::format::kPlanFormatVersion);
-  plan.set_cluster_name(cluster.name);
-  plan.set_cluster_fingerprint(::dtfm::planner::clusterFingerprint(cluster));
-  for (const ::dtfm::planner::Device &d : cluster.devices) {
-    plan.add_cluster_devices(d.name);
-    pb::PlanDevice &device = *plan.add_devices();
-    device.set_name(d.name);
-    device.set_region(d.region);
-    device.set_peak_flops(d.peakFlops);
-    device.set_efficiency(d.efficiency);
-    device.set_memory_bytes(d.memoryBytes);
-  }
-  for (size_t i = 0; i < cluster.size(); ++i)
-    for (size_t j = 0; j < cluster.size(); ++j) {
-      plan.add_delay_ms(cluster.delayMs(i, j));
-      plan.add_bandwidth_gbps(cluster.bandwidthGbps(i, j));
-    }
+  ::dtfm::planner::clusterToPlan(cluster, plan);
   if (auto model = module->getAttrOfType<StringAttr>(kModelAttrName))
     plan.set_model(model.str());
   if (schedule) {
     plan.set_schedule(schedule.getKind().str());
     plan.set_micro_batches(schedule.getMicroBatches());
   }
-  for (NamedAttribute attr : module->getAttrs())
+  for (NamedAttribute attr : module->getAttrs()) {
+    // The cluster's only copy in the plan is its own fields (above).
+    if (auto imported = dyn_cast<ClusterAttr>(attr.getValue());
+        imported && attr.getName() == kClusterAttrName) {
+      plan.set_cluster_source(imported.getSource().str());
+      continue;
+    }
     (*plan.mutable_module_attrs())[attr.getName().str()] =
         toPlanAttr(attr.getValue());
+  }
 
   llvm::StringSet<> names;
   for (const ::dtfm::planner::Device &d : cluster.devices)
@@ -289,6 +281,17 @@ OwningOpRef<ModuleOp> mlir::dtfm::importPlan(MLIRContext *context,
     return nullptr;
   for (NamedAttribute attr : moduleAttrs)
     (*module)->setAttr(attr.getName(), attr.getValue());
+  if (plan.has_cluster_source()) {
+    ::dtfm::planner::Cluster cluster;
+    std::string error;
+    if (!::dtfm::planner::clusterFromPlan(plan, cluster, error)) {
+      emitError(loc) << "plan: " << error;
+      return nullptr;
+    }
+    (*module)->setAttr(kClusterAttrName,
+                       ClusterAttr::get(context, cluster,
+                                        plan.cluster_source()));
+  }
 
   OpBuilder b = OpBuilder::atBlockEnd(module->getBody());
   for (const pb::DeviceProgram &program : plan.programs()) {
