@@ -181,6 +181,16 @@ static int writeOutput(llvm::StringRef text) {
   return 0;
 }
 
+/// Writes `module` as text, ending with a newline as dtfm-opt does.
+static int writeModule(ModuleOp module) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module->print(os);
+  os << "\n";
+  os.flush();
+  return writeOutput(text);
+}
+
 /// --export-plan and --import-plan.
 static int runPlanTranslation() {
   if (exportPlan && importPlan)
@@ -240,11 +250,7 @@ static int runPlanTranslation() {
   OwningOpRef<ModuleOp> module = mlir::dtfm::importPlan(&context, plan);
   if (!module || failed(verify(*module)))
     return fail(inputFilename + ": the plan does not rebuild a valid module");
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  module->print(os);
-  os << "\n"; // as dtfm-opt ends its output
-  return writeOutput(os.str());
+  return writeModule(*module);
 }
 
 /// --import-cluster: a module holding only the cluster's dtfm.cluster.
@@ -260,12 +266,7 @@ static int runClusterImport() {
   if (failed(verify(*module)))
     return fail(importClusterPath + ": the cluster does not verify (see "
                                     "above)");
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  module->print(os);
-  os << "\n";
-  os.flush();
-  return writeOutput(text);
+  return writeModule(*module);
 }
 
 /// --import-onnx: the module to the output, the weights beside it.
@@ -296,12 +297,7 @@ static int runOnnxImport() {
     return fail(importOnnxPath + ": the imported module does not verify (see "
                                  "above)");
   }
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  module->print(os);
-  os << "\n";
-  os.flush();
-  int status = writeOutput(text);
+  int status = writeModule(*module);
   if (status != 0)
     std::remove(options.weightsPath.c_str());
   return status;
