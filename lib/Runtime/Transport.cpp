@@ -6,6 +6,8 @@
 
 #include "dtfm/Runtime/Transport.h"
 
+#include "Rendezvous.h"
+
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/common/error.h>
@@ -34,295 +36,7 @@
 
 using namespace dtfm::runtime;
 using Clock = std::chrono::steady_clock;
-
-namespace {
-
-//===--- stores -----------------------------------------------------------===//
-
-/// A Gloo store that can also say whether a key is there yet (to name the
-/// peers that never showed up).
-class KeyValueStore : public gloo::rendezvous::Store {
-public:
-  virtual bool has(const std::string &key) = 0;
-};
-
-class LocalFileStore : public KeyValueStore {
-public:
-  explicit LocalFileStore(const std::string &dir) : files(dir) {}
-  void set(const std::string &key, const std::vector<char> &data) override {
-    files.set(key, data);
-  }
-  std::vector<char> get(const std::string &key) override {
-    return files.get(key);
-  }
-  void wait(const std::vector<std::string> &keys) override {
-    files.wait(keys);
-  }
-  void wait(const std::vector<std::string> &keys,
-            const std::chrono::milliseconds &timeout) override {
-    files.wait(keys, timeout);
-  }
-  bool has(const std::string &key) override { return files.has(key); }
-
-private:
-  struct Files : gloo::rendezvous::FileStore {
-    using FileStore::FileStore;
-    bool has(const std::string &key) { return check({key}); }
-  } files;
-};
-
-bool writeAll(int fd, const void *data, size_t size) {
-  const char *p = static_cast<const char *>(data);
-  while (size > 0) {
-    ssize_t n = ::send(fd, p, size, MSG_NOSIGNAL);
-    if (n <= 0)
-      return false;
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
-bool readAll(int fd, void *data, size_t size) {
-  char *p = static_cast<char *>(data);
-  while (size > 0) {
-    ssize_t n = ::recv(fd, p, size, 0);
-    if (n <= 0)
-      return false;
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
-bool readString(int fd, std::string &s) {
-  uint32_t length = 0;
-  if (!readAll(fd, &length, 4) || length > (64u << 20))
-    return false;
-  s.resize(length);
-  return readAll(fd, s.data(), length);
-}
-
-bool writeString(int fd, const char *data, size_t size) {
-  uint32_t length = static_cast<uint32_t>(size);
-  return writeAll(fd, &length, 4) && writeAll(fd, data, size);
-}
-
-/// The TCP store rank 0 serves for multi-host runs. Requests: 'S' key value
-/// (set), 'G' key (get: a found byte, then the value).
-class TcpStoreServer {
-public:
-  bool start(int port, std::string &error) {
-    listener = ::socket(AF_INET, SOCK_STREAM, 0);
-    int one = 1;
-    ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_ANY);
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    if (listener < 0 ||
-        ::bind(listener, reinterpret_cast<sockaddr *>(&addr), sizeof addr) !=
-            0 ||
-        ::listen(listener, 64) != 0) {
-      error = "cannot serve the rendezvous store on port " +
-              std::to_string(port) + ": " + std::strerror(errno);
-      if (listener >= 0)
-        ::close(listener);
-      listener = -1;
-      return false;
-    }
-    acceptor = std::thread([this] { acceptLoop(); });
-    return true;
-  }
-
-  ~TcpStoreServer() {
-    stopping = true;
-    if (acceptor.joinable())
-      acceptor.join();
-    for (std::thread &t : clients)
-      t.join();
-    if (listener >= 0)
-      ::close(listener);
-  }
-
-private:
-  void acceptLoop() {
-    while (!stopping) {
-      pollfd p{listener, POLLIN, 0};
-      if (::poll(&p, 1, 50) <= 0)
-        continue;
-      int fd = ::accept(listener, nullptr, nullptr);
-      if (fd >= 0)
-        clients.emplace_back([this, fd] { serve(fd); });
-    }
-  }
-
-  void serve(int fd) {
-    while (!stopping) {
-      pollfd p{fd, POLLIN, 0};
-      int ready = ::poll(&p, 1, 50);
-      if (ready == 0)
-        continue;
-      char op = 0;
-      std::string key, value;
-      if (ready < 0 || !readAll(fd, &op, 1) || !readString(fd, key))
-        break;
-      if (op == 'S') {
-        if (!readString(fd, value))
-          break;
-        std::lock_guard<std::mutex> lock(mutex);
-        data[key] = value;
-        continue;
-      }
-      bool found;
-      {
-        std::lock_guard<std::mutex> lock(mutex);
-        auto it = data.find(key);
-        found = it != data.end();
-        if (found)
-          value = it->second;
-      }
-      char flag = found ? 1 : 0;
-      if (!writeAll(fd, &flag, 1) ||
-          (found && !writeString(fd, value.data(), value.size())))
-        break;
-    }
-    ::close(fd);
-  }
-
-  int listener = -1;
-  std::atomic<bool> stopping{false};
-  std::thread acceptor;
-  std::vector<std::thread> clients;
-  std::mutex mutex;
-  std::map<std::string, std::string> data;
-};
-
-class TcpStoreClient : public KeyValueStore {
-public:
-  TcpStoreClient(int fd, std::chrono::milliseconds timeout)
-      : fd(fd), timeout(timeout) {}
-  ~TcpStoreClient() override { ::close(fd); }
-
-  static std::unique_ptr<TcpStoreClient>
-  connect(const std::string &host, int port,
-          std::chrono::milliseconds timeout, std::string &error) {
-    addrinfo hints{}, *found = nullptr;
-    hints.ai_family = AF_INET;
-    hints.ai_socktype = SOCK_STREAM;
-    if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints,
-                      &found) != 0 ||
-        !found) {
-      error = "cannot resolve rendezvous host '" + host + "'";
-      return nullptr;
-    }
-    Clock::time_point deadline = Clock::now() + timeout;
-    while (true) {
-      int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-      if (fd >= 0 &&
-          ::connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
-        ::freeaddrinfo(found);
-        int one = 1;
-        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        return std::make_unique<TcpStoreClient>(fd, timeout);
-      }
-      if (fd >= 0)
-        ::close(fd);
-      if (Clock::now() >= deadline)
-        break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    ::freeaddrinfo(found);
-    error = "no rendezvous store at " + host + ":" + std::to_string(port) +
-            " within " + std::to_string(timeout.count()) +
-            " ms (is rank 0 running?)";
-    return nullptr;
-  }
-
-  void set(const std::string &key, const std::vector<char> &value) override {
-    std::lock_guard<std::mutex> lock(mutex);
-    char op = 'S';
-    if (!writeAll(fd, &op, 1) || !writeString(fd, key.data(), key.size()) ||
-        !writeString(fd, value.data(), value.size()))
-      throw gloo::IoException("lost the rendezvous store");
-  }
-
-  bool lookup(const std::string &key, std::vector<char> *value) {
-    std::lock_guard<std::mutex> lock(mutex);
-    char op = 'G', found = 0;
-    if (!writeAll(fd, &op, 1) || !writeString(fd, key.data(), key.size()) ||
-        !readAll(fd, &found, 1))
-      throw gloo::IoException("lost the rendezvous store");
-    if (!found)
-      return false;
-    std::string text;
-    if (!readString(fd, text))
-      throw gloo::IoException("lost the rendezvous store");
-    if (value)
-      value->assign(text.begin(), text.end());
-    return true;
-  }
-
-  bool has(const std::string &key) override { return lookup(key, nullptr); }
-
-  std::vector<char> get(const std::string &key) override {
-    wait({key}, timeout);
-    std::vector<char> value;
-    lookup(key, &value);
-    return value;
-  }
-
-  void wait(const std::vector<std::string> &keys) override {
-    wait(keys, timeout);
-  }
-
-  void wait(const std::vector<std::string> &keys,
-            const std::chrono::milliseconds &limit) override {
-    Clock::time_point deadline = Clock::now() + limit;
-    for (const std::string &key : keys)
-      while (!has(key)) {
-        if (Clock::now() >= deadline)
-          throw gloo::IoException("timed out waiting for store key '" + key +
-                                  "'");
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
-  }
-
-private:
-  int fd;
-  std::chrono::milliseconds timeout;
-  std::mutex mutex;
-};
-
-/// The address this machine uses to reach `host` (no packet is sent).
-std::string localAddressToward(const std::string &host, int port) {
-  if (host == "localhost" || host.rfind("127.", 0) == 0)
-    return "127.0.0.1";
-  addrinfo hints{}, *found = nullptr;
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_DGRAM;
-  std::string result = "127.0.0.1";
-  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints,
-                    &found) == 0 &&
-      found) {
-    int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
-    sockaddr_in local{};
-    socklen_t length = sizeof local;
-    if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
-        ::getsockname(fd, reinterpret_cast<sockaddr *>(&local), &length) ==
-            0) {
-      char text[INET_ADDRSTRLEN];
-      if (::inet_ntop(AF_INET, &local.sin_addr, text, sizeof text))
-        result = text;
-    }
-    if (fd >= 0)
-      ::close(fd);
-    ::freeaddrinfo(found);
-  }
-  return result;
-}
-
-} // namespace
+using namespace dtfm::runtime::rendezvous;
 
 bool dtfm::runtime::parseHostPort(const std::string &text, std::string &host,
                                   int &port, std::string &error) {
@@ -456,9 +170,7 @@ int Transport::rank() const { return impl->options.rank; }
 int Transport::size() const {
   return static_cast<int>(impl->options.names.size());
 }
-std::string Transport::describe(int rank) const {
-  return impl->describe(rank);
-}
+std::string Transport::describe(int rank) const { return impl->describe(rank); }
 
 std::unique_ptr<Transport> Transport::connect(const TransportOptions &options,
                                               std::string &error) {
@@ -593,13 +305,12 @@ bool Transport::send(int peer, uint64_t slot, std::vector<char> message,
   {
     std::lock_guard<std::mutex> lock(link->mutex);
     Clock::time_point left = now;
-    if (!control && index < shapes.size() &&
-        shapes[index].bytesPerSecond > 0) {
+    if (!control && index < shapes.size() && shapes[index].bytesPerSecond > 0) {
       const LinkShape &shape = shapes[index];
       Clock::time_point start = std::max(now, link->freeAt);
       auto serialise = std::chrono::duration_cast<Clock::duration>(
-          std::chrono::duration<double>(
-              static_cast<double>(message.size()) / shape.bytesPerSecond));
+          std::chrono::duration<double>(static_cast<double>(message.size()) /
+                                        shape.bytesPerSecond));
       link->freeAt = start + serialise;
       left = link->freeAt;
       release = link->freeAt +
@@ -730,8 +441,7 @@ bool Transport::ringAllreduce(const std::vector<int> &members, uint32_t tag,
     int recvChunk = reducing ? (me - s - 1 + 2 * n) % n : (me - s + n) % n;
     uint64_t slot = (uint64_t(1) << 54) | (uint64_t(tag) << 16) |
                     static_cast<uint64_t>(step);
-    const char *raw =
-        reinterpret_cast<const char *>(data + begin(sendChunk));
+    const char *raw = reinterpret_cast<const char *>(data + begin(sendChunk));
     int handle = postRecv(prev, slot, incoming.data(),
                           length(recvChunk) * sizeof(float));
     if (!send(next, slot,
