@@ -65,7 +65,7 @@ struct AssignDevices
     if (failed(loaded))
       return fail(error);
     planner::Cluster cluster = std::move(*loaded);
-    if (auto shape = module->getAttrOfType<DictionaryAttr>(kShapeAttrName))
+    if (auto shape = module->getAttrOfType<ShapeAttr>(kShapeAttrName))
       if (failed(adoptShape(shape, cluster, options, fail)))
         return;
 
@@ -104,32 +104,23 @@ struct AssignDevices
 
   /// A shape chosen by --dtfm-choose-shape: its devices (the cluster becomes
   /// them), D_DP x D_PP, micro-batches and (for hetero) its layout.
-  LogicalResult adoptShape(DictionaryAttr shape, planner::Cluster &cluster,
+  LogicalResult adoptShape(ShapeAttr shape, planner::Cluster &cluster,
                            planner::AssignmentOptions &options,
                            llvm::function_ref<void(const Twine &)> fail) {
-    auto devices = shape.getAs<ArrayAttr>("devices");
-    auto layout = shape.getAs<ArrayAttr>("stages");
-    auto dpAttr = shape.getAs<IntegerAttr>("dp");
-    auto ppAttr = shape.getAs<IntegerAttr>("pp");
-    auto nbAttr = shape.getAs<IntegerAttr>("micro_batches");
-    if (!devices || !layout || !dpAttr || !ppAttr || !nbAttr) {
-      fail("dtfm.shape lacks devices, stages, dp, pp or micro_batches");
-      return failure();
-    }
-    if ((dataParallel && dataParallel != dpAttr.getInt()) ||
-        (pipelineParallel && pipelineParallel != ppAttr.getInt())) {
+    if ((dataParallel && dataParallel != shape.getDp()) ||
+        (pipelineParallel && pipelineParallel != shape.getPp())) {
       fail("dp/pp contradict the chosen shape (dtfm.shape: dp " +
-           Twine(dpAttr.getInt()) + ", pp " + Twine(ppAttr.getInt()) + ")");
+           Twine(shape.getDp()) + ", pp " + Twine(shape.getPp()) + ")");
       return failure();
     }
     std::vector<int> used;
     llvm::StringMap<int> indexOf;
     for (auto [i, d] : llvm::enumerate(cluster.devices))
       indexOf[d.name] = static_cast<int>(i);
-    for (Attribute a : devices) {
-      auto it = indexOf.find(cast<StringAttr>(a).getValue());
+    for (StringAttr name : shape.getDevices()) {
+      auto it = indexOf.find(name.getValue());
       if (it == indexOf.end()) {
-        fail("dtfm.shape names device '" + cast<StringAttr>(a).getValue() +
+        fail("dtfm.shape names device '" + name.getValue() +
              "', which cluster '" + cluster.name + "' lacks");
         return failure();
       }
@@ -140,15 +131,15 @@ struct AssignDevices
     for (auto [i, d] : llvm::enumerate(cluster.devices))
       subIndex[d.name] = static_cast<int>(i);
     planner::ChosenShape chosen;
-    for (Attribute stage : layout) {
+    for (ArrayAttr stage : shape.getStages()) {
       chosen.layout.emplace_back();
-      for (Attribute a : cast<ArrayAttr>(stage))
+      for (Attribute a : stage)
         chosen.layout.back().push_back(
             subIndex.lookup(cast<StringAttr>(a).getValue()));
     }
-    chosen.dataParallel = static_cast<int>(dpAttr.getInt());
-    chosen.pipelineParallel = static_cast<int>(ppAttr.getInt());
-    chosen.microBatches = static_cast<int>(nbAttr.getInt());
+    chosen.dataParallel = static_cast<int>(shape.getDp());
+    chosen.pipelineParallel = static_cast<int>(shape.getPp());
+    chosen.microBatches = static_cast<int>(shape.getMicroBatches());
     options.chosen = std::move(chosen);
     return success();
   }

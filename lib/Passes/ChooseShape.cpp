@@ -113,53 +113,40 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
 
   void record(ModuleOp module, const planner::Cluster &cluster,
               const planner::ShapeSearchResult &result) {
-    Builder b(module.getContext());
+    MLIRContext *context = module.getContext();
+    Builder b(context);
     auto names = [&](const std::vector<int> &devices) {
-      SmallVector<Attribute> list;
+      SmallVector<StringAttr> list;
       for (int d : devices)
         list.push_back(b.getStringAttr(cluster.devices[d].name));
-      return b.getArrayAttr(list);
-    };
-    auto shapeFields = [&](const planner::ShapeChoice &c) {
-      return SmallVector<NamedAttribute>{
-          b.getNamedAttr("dp", b.getI64IntegerAttr(c.dataParallel)),
-          b.getNamedAttr("pp", b.getI64IntegerAttr(c.pipelineParallel)),
-          b.getNamedAttr("micro_batch_size",
-                         b.getI64IntegerAttr(c.microBatchSize)),
-          b.getNamedAttr("micro_batches", b.getI64IntegerAttr(c.microBatches)),
-          b.getNamedAttr("devices_used", b.getI64IntegerAttr(c.devices.size())),
-          b.getNamedAttr("iteration_s",
-                         b.getF64FloatAttr(c.iterationSeconds())),
-      };
+      return list;
     };
     const planner::ShapeChoice &best = result.best;
-    SmallVector<NamedAttribute> fields = shapeFields(best);
-    SmallVector<Attribute> stages, runnersUp, idle;
-    for (const std::vector<int> &stage : best.stages)
-      stages.push_back(names(stage));
+    SmallVector<ArrayAttr> stages;
+    SmallVector<ShapeChoiceAttr> runnersUp;
+    SmallVector<IdleDevicesAttr> idle;
+    for (const std::vector<int> &stage : best.stages) {
+      SmallVector<StringAttr> list = names(stage);
+      stages.push_back(
+          b.getArrayAttr(SmallVector<Attribute>(list.begin(), list.end())));
+    }
     for (const planner::ShapeChoice &other : result.runnersUp)
-      runnersUp.push_back(b.getDictionaryAttr(shapeFields(other)));
+      runnersUp.push_back(ShapeChoiceAttr::get(
+          context, other.dataParallel, other.pipelineParallel,
+          other.microBatchSize, other.microBatches, other.devices.size(),
+          other.iterationSeconds()));
     for (const planner::IdleDevices &group : result.idle)
-      idle.push_back(b.getDictionaryAttr(
-          {b.getNamedAttr("devices", names(group.devices)),
-           b.getNamedAttr("reason", b.getStringAttr(group.reason))}));
-    fields.append({
-        b.getNamedAttr("cluster", b.getStringAttr(cluster.name)),
-        b.getNamedAttr("global_batch", b.getI64IntegerAttr(globalBatch)),
-        b.getNamedAttr("pipeline_s",
-                       b.getF64FloatAttr(best.cost.pipelineSeconds)),
-        b.getNamedAttr("data_parallel_s",
-                       b.getF64FloatAttr(best.cost.dataParallelSeconds)),
-        b.getNamedAttr("devices", names(best.devices)),
-        b.getNamedAttr("stages", b.getArrayAttr(stages)),
-        b.getNamedAttr("runners_up", b.getArrayAttr(runnersUp)),
-        b.getNamedAttr("idle", b.getArrayAttr(idle)),
-        b.getNamedAttr("shapes_scored",
-                       b.getI64IntegerAttr(result.shapesScored)),
-    });
-    if (result.budgetExhausted)
-      fields.push_back(b.getNamedAttr("budget_exhausted", b.getUnitAttr()));
-    module->setAttr(kShapeAttrName, b.getDictionaryAttr(fields));
+      idle.push_back(
+          IdleDevicesAttr::get(context, names(group.devices), group.reason));
+    module->setAttr(
+        kShapeAttrName,
+        ShapeAttr::get(context, cluster.name, globalBatch, best.dataParallel,
+                       best.pipelineParallel, best.microBatchSize,
+                       best.microBatches, best.devices.size(),
+                       best.iterationSeconds(), best.cost.pipelineSeconds,
+                       best.cost.dataParallelSeconds, names(best.devices),
+                       stages, runnersUp, idle, result.shapesScored,
+                       result.budgetExhausted));
   }
 };
 

@@ -30,7 +30,7 @@ struct PrintPlanSummary
   void runOnOperation() override {
     ModuleOp module = getOperation();
     markAllAnalysesPreserved();
-    auto shape = module->getAttrOfType<DictionaryAttr>(kShapeAttrName);
+    auto shape = module->getAttrOfType<ShapeAttr>(kShapeAttrName);
     if (!shape) {
       mlir::emitError(toolLoc(module, ""))
           << "dtfm-print-plan-summary: the module has no dtfm.shape; plan "
@@ -38,58 +38,47 @@ struct PrintPlanSummary
              "--dtfm-choose-shape first";
       return signalPassFailure();
     }
-    auto integer = [](DictionaryAttr d, StringRef name) -> int64_t {
-      auto a = d.getAs<IntegerAttr>(name);
-      return a ? a.getInt() : 0;
-    };
-    auto real = [](DictionaryAttr d, StringRef name) -> double {
-      auto a = d.getAs<FloatAttr>(name);
-      return a ? a.getValueAsDouble() : 0;
-    };
     raw_ostream &os = llvm::outs();
-    auto row = [&](StringRef label, DictionaryAttr d) {
+    auto row = [&](StringRef label, int64_t dp, int64_t pp,
+                   int64_t microBatchSize, int64_t microBatches,
+                   int64_t devicesUsed, double iterationSeconds) {
       os << llvm::format("%-10s %6lld %6lld %6lld x %-6lld %8lld %12.4f\n",
-                         label.str().c_str(), (long long)integer(d, "dp"),
-                         (long long)integer(d, "pp"),
-                         (long long)integer(d, "micro_batch_size"),
-                         (long long)integer(d, "micro_batches"),
-                         (long long)integer(d, "devices_used"),
-                         real(d, "iteration_s"));
+                         label.str().c_str(), (long long)dp, (long long)pp,
+                         (long long)microBatchSize, (long long)microBatches,
+                         (long long)devicesUsed, iterationSeconds);
     };
     os << "=== dtfm plan shape ===\n";
     os << llvm::format(
         "cluster %s, global batch %lld samples; %lld shapes "
         "scored%s\n",
-        shape.getAs<StringAttr>("cluster").getValue().str().c_str(),
-        (long long)integer(shape, "global_batch"),
-        (long long)integer(shape, "shapes_scored"),
-        shape.get("budget_exhausted") ? " (search budget reached)" : "");
+        shape.getCluster().str().c_str(), (long long)shape.getGlobalBatch(),
+        (long long)shape.getShapesScored(),
+        shape.getBudgetExhausted() ? " (search budget reached)" : "");
     os << "           dp     pp     micro-batch  devices  iteration_s\n";
-    row("chosen", shape);
-    if (auto runners = shape.getAs<ArrayAttr>("runners_up"))
-      for (Attribute other : runners)
-        row("runner-up", cast<DictionaryAttr>(other));
+    row("chosen", shape.getDp(), shape.getPp(), shape.getMicroBatchSize(),
+        shape.getMicroBatches(), shape.getDevicesUsed(), shape.getIterationS());
+    for (ShapeChoiceAttr other : shape.getRunnersUp())
+      row("runner-up", other.getDp(), other.getPp(), other.getMicroBatchSize(),
+          other.getMicroBatches(), other.getDevicesUsed(),
+          other.getIterationS());
     os << llvm::format("predicted: pipeline %.4f s + gradient sync "
                        "%.4f s\n",
-                       real(shape, "pipeline_s"),
-                       real(shape, "data_parallel_s"));
-    if (auto stages = shape.getAs<ArrayAttr>("stages"))
-      for (auto [s, stage] : llvm::enumerate(stages)) {
-        os << llvm::format("stage %2zu:", s);
-        for (Attribute d : cast<ArrayAttr>(stage))
-          os << " " << cast<StringAttr>(d).getValue();
-        os << "\n";
-      }
-    auto idle = shape.getAs<ArrayAttr>("idle");
-    if (!idle || idle.empty())
+                       double(shape.getPipelineS()),
+                       double(shape.getDataParallelS()));
+    for (auto [s, stage] : llvm::enumerate(shape.getStages())) {
+      os << llvm::format("stage %2zu:", s);
+      for (Attribute d : stage)
+        os << " " << cast<StringAttr>(d).getValue();
+      os << "\n";
+    }
+    if (shape.getIdle().empty())
       os << "idle: none\n";
     else
-      for (Attribute entry : idle) {
-        auto group = cast<DictionaryAttr>(entry);
+      for (IdleDevicesAttr group : shape.getIdle()) {
         os << "idle:";
-        for (Attribute d : group.getAs<ArrayAttr>("devices"))
-          os << " " << cast<StringAttr>(d).getValue();
-        os << " -- " << group.getAs<StringAttr>("reason").getValue() << "\n";
+        for (StringAttr d : group.getDevices())
+          os << " " << d.getValue();
+        os << " -- " << group.getReason() << "\n";
       }
     os.flush();
   }

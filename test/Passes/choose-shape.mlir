@@ -12,8 +12,8 @@
 // FAR: stage  0: near0 near1 near2 near3
 // FAR-NEXT: idle: far0 far1 -- region away: 0.01 Gbps and 250 ms at best to the devices in use; adding them costs {{[0-9.]+}} s/iteration
 // FARIR: dtfm.assignment = {algorithm = "hetero", cluster = "far", data_parallel_cost_s = {{[^,]*}}, dp = 4 : i64, dp_bytes = {{[^,]*}}, iteration_s = {{[^,]*}}, pipeline_cost_s = {{[^,]*}}, pp = 1 : i64, pp_bytes = {{[^,]*}}, seed = 0 : i64, stage_bounds = array<i64: 0, 4>, stages = {{\[\["near[0-3]", "near[0-3]", "near[0-3]", "near[0-3]"\]\]}}
-// FARIR-SAME: dtfm.shape = {cluster = "far", data_parallel_s = {{[^,]*}}, devices = ["near0", "near1", "near2", "near3"], devices_used = 4 : i64, dp = 4 : i64, global_batch = 32 : i64, idle = [{devices = ["far0", "far1"], reason = "region away:
-// FARIR-SAME: micro_batch_size = 4 : i64, micro_batches = 2 : i64
+// FARIR-SAME: dtfm.shape = #dtfm.shape<cluster = "far", global_batch = 32, dp = 4, pp = 1, micro_batch_size = 4, micro_batches = 2, devices_used = 4, iteration_s = {{[^,]*}}, pipeline_s = {{[^,]*}}, data_parallel_s = {{[^,]*}}, devices = ["near0", "near1", "near2", "near3"],
+// FARIR-SAME: idle = [<devices = ["far0", "far1"], reason = "region away:
 
 // COM: Compute-bound on a fast network, the model fitting: pure data
 // COM: parallelism on every device; the runner-ups are pipelined.
@@ -28,7 +28,7 @@
 
 // COM: A smaller micro-batch: the model is rebatched to it.
 // RUN: dtfm-opt %t.mlir --dtfm-import-cluster=file=%t.lan.textproto --dtfm-choose-shape="global-batch=64 micro-batch-sizes=2" | FileCheck %s --check-prefix=REBATCH
-// REBATCH: micro_batch_size = 2 : i64, micro_batches = 4 : i64
+// REBATCH: micro_batch_size = 2, micro_batches = 4,
 // REBATCH: dtfm.input "tokens" {{.*}}: tensor<2x32xi64>
 // REBATCH: dtfm.cross_entropy {{.*}}: (tensor<2x32x256xf32>, tensor<2x32xi64>) -> tensor<f32>
 

@@ -42,9 +42,8 @@ inline Location clusterLoc(ModuleOp module) {
 /// Micro-batches per pipeline: those of the shape --dtfm-choose-shape chose
 /// (`dtfm.shape`), else `option`.
 inline int64_t planMicroBatches(ModuleOp module, int64_t option) {
-  if (auto shape = module->getAttrOfType<DictionaryAttr>(kShapeAttrName))
-    if (auto count = shape.getAs<IntegerAttr>("micro_batches"))
-      return count.getInt();
+  if (auto shape = module->getAttrOfType<ShapeAttr>(kShapeAttrName))
+    return shape.getMicroBatches();
   return option;
 }
 

@@ -79,3 +79,65 @@ module attributes {dtfm.cluster = #dtfm.cluster<name = "one", source = "", devic
 // expected-error @+1 {{dtfm.cluster must be a #dtfm.cluster attribute}}
 module attributes {dtfm.cluster = "cluster.textproto"} {
 }
+
+// -----
+
+// expected-error @+1 {{dtfm.shape: dp, pp, micro_batch_size and micro_batches must be positive, got 0, 1, 4, 2}}
+module attributes {dtfm.shape = #dtfm.shape<cluster = "c", global_batch = 8, dp = 0, pp = 1, micro_batch_size = 4, micro_batches = 2, devices_used = 0, iteration_s = 1.0, pipeline_s = 1.0, data_parallel_s = 0.0, devices = [], stages = [[]], runners_up = [], idle = [], shapes_scored = 1>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.shape: dp 2 x pp 1 != devices_used 1}}
+module attributes {dtfm.shape = #dtfm.shape<cluster = "c", global_batch = 8, dp = 2, pp = 1, micro_batch_size = 2, micro_batches = 2, devices_used = 1, iteration_s = 1.0, pipeline_s = 1.0, data_parallel_s = 0.0, devices = ["a"], stages = [["a"]], runners_up = [], idle = [], shapes_scored = 1>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.shape: 1 devices but devices_used 2}}
+module attributes {dtfm.shape = #dtfm.shape<cluster = "c", global_batch = 8, dp = 2, pp = 1, micro_batch_size = 2, micro_batches = 2, devices_used = 2, iteration_s = 1.0, pipeline_s = 1.0, data_parallel_s = 0.0, devices = ["a"], stages = [["a", "a"]], runners_up = [], idle = [], shapes_scored = 1>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.shape: dp 2 x micro_batch_size 2 x micro_batches 2 != global_batch 6}}
+module attributes {dtfm.shape = #dtfm.shape<cluster = "c", global_batch = 6, dp = 2, pp = 1, micro_batch_size = 2, micro_batches = 2, devices_used = 2, iteration_s = 1.0, pipeline_s = 1.0, data_parallel_s = 0.0, devices = ["a", "b"], stages = [["a", "b"]], runners_up = [], idle = [], shapes_scored = 1>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.shape: device 'a' is listed twice}}
+module attributes {dtfm.shape = #dtfm.shape<cluster = "c", global_batch = 8, dp = 2, pp = 1, micro_batch_size = 2, micro_batches = 2, devices_used = 2, iteration_s = 1.0, pipeline_s = 1.0, data_parallel_s = 0.0, devices = ["a", "a"], stages = [["a", "a"]], runners_up = [], idle = [], shapes_scored = 1>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.shape: 1 stages but pp 2}}
+module attributes {dtfm.shape = #dtfm.shape<cluster = "c", global_batch = 4, dp = 1, pp = 2, micro_batch_size = 2, micro_batches = 2, devices_used = 2, iteration_s = 1.0, pipeline_s = 1.0, data_parallel_s = 0.0, devices = ["a", "b"], stages = [["a", "b"]], runners_up = [], idle = [], shapes_scored = 1>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.shape: stage 1 has 2 devices but dp 1}}
+module attributes {dtfm.shape = #dtfm.shape<cluster = "c", global_batch = 4, dp = 1, pp = 2, micro_batch_size = 2, micro_batches = 2, devices_used = 2, iteration_s = 1.0, pipeline_s = 1.0, data_parallel_s = 0.0, devices = ["a", "b"], stages = [["a"], ["a", "b"]], runners_up = [], idle = [], shapes_scored = 1>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.shape: stage 1 holds "c", not one of the shape's devices}}
+module attributes {dtfm.shape = #dtfm.shape<cluster = "c", global_batch = 4, dp = 1, pp = 2, micro_batch_size = 2, micro_batches = 2, devices_used = 2, iteration_s = 1.0, pipeline_s = 1.0, data_parallel_s = 0.0, devices = ["a", "b"], stages = [["a"], ["c"]], runners_up = [], idle = [], shapes_scored = 1>} {
+}
+
+// -----
+
+// COM: A runner-up verifies as it is parsed; the shape then fails to parse.
+// expected-error @+2 {{dtfm.shape runner-up: dp 2 x pp 2 != devices_used 2}}
+// expected-error @+1 {{failed to parse Dtfm_ShapeAttr parameter 'runners_up' which is to be a `::llvm::ArrayRef<::mlir::dtfm::ShapeChoiceAttr>`}}
+module attributes {dtfm.shape = #dtfm.shape<cluster = "c", global_batch = 4, dp = 1, pp = 1, micro_batch_size = 2, micro_batches = 2, devices_used = 1, iteration_s = 1.0, pipeline_s = 1.0, data_parallel_s = 0.0, devices = ["a"], stages = [["a"]], runners_up = [<dp = 2, pp = 2, micro_batch_size = 1, micro_batches = 2, devices_used = 2, iteration_s = 2.0>], idle = [], shapes_scored = 2>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.shape must be a #dtfm.shape attribute}}
+module attributes {dtfm.shape = {dp = 1 : i64}} {
+}

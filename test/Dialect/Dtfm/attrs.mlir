@@ -32,3 +32,19 @@ module @two_devices attributes {dtfm.cluster = #dtfm.cluster<name = "two", sourc
 // CHECK-SAME: devices = [<name = "a", region = "r", peak_flops = 0.30000000000000004, efficiency = 0.1, memory_bytes = 1.0>], delay_ms = [0.30000000000000004], bandwidth_gbps = [0.0]>
 module @exact_doubles attributes {dtfm.cluster = #dtfm.cluster<name = "one", source = "", devices = [<name = "a", region = "r", peak_flops = 0.30000000000000004, efficiency = 0.1, memory_bytes = 1.0>], delay_ms = [0.30000000000000004], bandwidth_gbps = [0.0]>} {
 }
+
+// -----
+
+// COM: A plan shape: runners-up and idle groups print stripped of their
+// COM: mnemonics; budget_exhausted prints only when true.
+// CHECK-LABEL: module @shape
+// CHECK-SAME: dtfm.shape = #dtfm.shape<cluster = "far", global_batch = 32, dp = 2, pp = 2, micro_batch_size = 2, micro_batches = 8, devices_used = 4, iteration_s = 0.0051948038400000006, pipeline_s = 0.004, data_parallel_s = 0.0012, devices = ["a", "b", "c", "d"], stages = {{\[\["a", "b"\], \["c", "d"\]\]}}, runners_up = [<dp = 4, pp = 1, micro_batch_size = 4, micro_batches = 2, devices_used = 4, iteration_s = 0.0056>], idle = [<devices = ["far0"], reason = "region away">], shapes_scored = 25>
+module @shape attributes {dtfm.shape = #dtfm.shape<cluster = "far", global_batch = 32, dp = 2, pp = 2, micro_batch_size = 2, micro_batches = 8, devices_used = 4, iteration_s = 0.0051948038400000006, pipeline_s = 0.004, data_parallel_s = 0.0012, devices = ["a", "b", "c", "d"], stages = [["a", "b"], ["c", "d"]], runners_up = [#dtfm.shape_choice<dp = 4, pp = 1, micro_batch_size = 4, micro_batches = 2, devices_used = 4, iteration_s = 0.0056>], idle = [#dtfm.idle_devices<devices = ["far0"], reason = "region away">], shapes_scored = 25, budget_exhausted = false>} {
+}
+
+// -----
+
+// CHECK-LABEL: module @shape_budget
+// CHECK-SAME: dtfm.shape = #dtfm.shape<cluster = "one", global_batch = 4, dp = 1, pp = 1, micro_batch_size = 4, micro_batches = 1, devices_used = 1, iteration_s = 1.0, pipeline_s = 1.0, data_parallel_s = 0.0, devices = ["a"], stages = {{\[\["a"\]\]}}, runners_up = [], idle = [], shapes_scored = 1, budget_exhausted = true>
+module @shape_budget attributes {dtfm.shape = #dtfm.shape<cluster = "one", global_batch = 4, dp = 1, pp = 1, micro_batch_size = 4, micro_batches = 1, devices_used = 1, iteration_s = 1.0, pipeline_s = 1.0, data_parallel_s = 0.0, devices = ["a"], stages = [["a"]], runners_up = [], idle = [], shapes_scored = 1, budget_exhausted = true>} {
+}

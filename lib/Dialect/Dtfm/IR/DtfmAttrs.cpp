@@ -16,6 +16,7 @@
 #include "dtfm/Format/Stream.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
@@ -57,6 +58,15 @@ void mlir::dtfm::printDouble(AsmPrinter &printer, double value) {
 }
 
 #define GET_ATTRDEF_CLASSES
+FailureOr<bool> mlir::dtfm::parseFlag(AsmParser &parser) {
+  if (succeeded(parser.parseOptionalKeyword("true")))
+    return true;
+  if (succeeded(parser.parseOptionalKeyword("false")))
+    return false;
+  return parser.emitError(parser.getCurrentLocation(),
+                          "expected true or false");
+}
+
 #include "dtfm/Dialect/Dtfm/IR/DtfmAttrs.cpp.inc"
 
 void DtfmDialect::registerAttributes() {
@@ -171,4 +181,75 @@ ClusterAttr ClusterAttr::get(MLIRContext *context,
 ::dtfm::planner::Cluster ClusterAttr::toCluster() const {
   return buildCluster(getName(), getDevices(), getDelayMs(),
                       getBandwidthGbps());
+}
+
+//===----------------------------------------------------------------------===//
+// ShapeChoiceAttr and ShapeAttr
+//===----------------------------------------------------------------------===//
+
+/// The checks a shape and its runners-up share: positive degrees,
+/// micro-batch size and count, and dp * pp = devices_used.
+static LogicalResult
+verifyShapeChoice(function_ref<InFlightDiagnostic()> emitError, StringRef what,
+                  int64_t dp, int64_t pp, int64_t microBatchSize,
+                  int64_t microBatches, int64_t devicesUsed) {
+  if (dp <= 0 || pp <= 0 || microBatchSize <= 0 || microBatches <= 0)
+    return emitError() << what
+                       << ": dp, pp, micro_batch_size and micro_batches must "
+                          "be positive, got "
+                       << dp << ", " << pp << ", " << microBatchSize << ", "
+                       << microBatches;
+  if (dp * pp != devicesUsed)
+    return emitError() << what << ": dp " << dp << " x pp " << pp
+                       << " != devices_used " << devicesUsed;
+  return success();
+}
+
+LogicalResult
+ShapeChoiceAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                        int64_t dp, int64_t pp, int64_t microBatchSize,
+                        int64_t microBatches, int64_t devicesUsed,
+                        StoredDouble iterationSeconds) {
+  return verifyShapeChoice(emitError, "dtfm.shape runner-up", dp, pp,
+                           microBatchSize, microBatches, devicesUsed);
+}
+
+LogicalResult ShapeAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, StringRef cluster,
+    int64_t globalBatch, int64_t dp, int64_t pp, int64_t microBatchSize,
+    int64_t microBatches, int64_t devicesUsed, StoredDouble iterationSeconds,
+    StoredDouble pipelineSeconds, StoredDouble dataParallelSeconds,
+    ArrayRef<StringAttr> devices, ArrayRef<ArrayAttr> stages,
+    ArrayRef<ShapeChoiceAttr> runnersUp, ArrayRef<IdleDevicesAttr> idle,
+    int64_t shapesScored, bool budgetExhausted) {
+  if (failed(verifyShapeChoice(emitError, "dtfm.shape", dp, pp, microBatchSize,
+                               microBatches, devicesUsed)))
+    return failure();
+  if (static_cast<int64_t>(devices.size()) != devicesUsed)
+    return emitError() << "dtfm.shape: " << devices.size()
+                       << " devices but devices_used " << devicesUsed;
+  if (dp * microBatchSize * microBatches != globalBatch)
+    return emitError() << "dtfm.shape: dp " << dp << " x micro_batch_size "
+                       << microBatchSize << " x micro_batches " << microBatches
+                       << " != global_batch " << globalBatch;
+  llvm::StringSet<> used;
+  for (StringAttr device : devices)
+    if (!used.insert(device.getValue()).second)
+      return emitError() << "dtfm.shape: device '" << device.getValue()
+                         << "' is listed twice";
+  if (static_cast<int64_t>(stages.size()) != pp)
+    return emitError() << "dtfm.shape: " << stages.size() << " stages but pp "
+                       << pp;
+  for (auto [s, stage] : llvm::enumerate(stages)) {
+    if (static_cast<int64_t>(stage.size()) != dp)
+      return emitError() << "dtfm.shape: stage " << s << " has " << stage.size()
+                         << " devices but dp " << dp;
+    for (Attribute a : stage) {
+      auto name = llvm::dyn_cast<StringAttr>(a);
+      if (!name || !used.contains(name.getValue()))
+        return emitError() << "dtfm.shape: stage " << s << " holds " << a
+                           << ", not one of the shape's devices";
+    }
+  }
+  return success();
 }

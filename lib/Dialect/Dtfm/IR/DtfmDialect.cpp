@@ -32,5 +32,8 @@ LogicalResult DtfmDialect::verifyOperationAttribute(Operation *op,
   if (attr.getName() == kClusterAttrName && !isa<ClusterAttr>(attr.getValue()))
     return op->emitError() << kClusterAttrName
                            << " must be a #dtfm.cluster attribute";
+  if (attr.getName() == kShapeAttrName && !isa<ShapeAttr>(attr.getValue()))
+    return op->emitError() << kShapeAttrName
+                           << " must be a #dtfm.shape attribute";
   return success();
 }

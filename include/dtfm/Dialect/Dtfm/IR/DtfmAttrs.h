@@ -48,6 +48,9 @@ FailureOr<double> parseDouble(AsmParser &parser);
 /// always as a float literal (with a `.`).
 void printDouble(AsmPrinter &printer, double value);
 
+/// Parses `true` or `false`.
+FailureOr<bool> parseFlag(AsmParser &parser);
+
 /// Parses `[a, b, ...]`, possibly empty, with each element read by
 /// FieldParser<T> (attribute parameters in DtfmAttrs.td).
 template <typename T>

@@ -154,4 +154,98 @@ def Dtfm_ClusterAttr : Dtfm_Attr<"Cluster", "cluster"> {
   }];
 }
 
+/// A flag printed `true` or `false`; left out when false.
+def Dtfm_FlagParameter : DefaultValuedParameter<"bool", "false", "a flag"> {
+  let parser = "::mlir::dtfm::parseFlag($_parser)";
+  let printer = "$_printer << ($_self ? \"true\" : \"false\")";
+}
+
+def Dtfm_ShapeChoiceAttr : Dtfm_Attr<"ShapeChoice", "shape_choice"> {
+  let summary = "One plan shape the shape search scored";
+  let description = [{
+    A runner-up of `#dtfm.shape`: D_DP x D_PP, the micro-batch size and
+    count, the devices it uses and its predicted iteration time.
+
+    ```mlir
+    #dtfm.shape_choice<dp = 2, pp = 2, micro_batch_size = 1,
+                       micro_batches = 16, devices_used = 4,
+                       iteration_s = 0.0049>
+    ```
+  }];
+  let parameters = (ins
+    "int64_t":$dp,
+    "int64_t":$pp,
+    "int64_t":$micro_batch_size,
+    "int64_t":$micro_batches,
+    "int64_t":$devices_used,
+    Dtfm_DoubleParameter<"predicted iteration time in s">:$iteration_s
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Dtfm_IdleDevicesAttr : Dtfm_Attr<"IdleDevices", "idle_devices"> {
+  let summary = "Devices a plan shape leaves idle, with the reason";
+  let description = [{
+    ```mlir
+    #dtfm.idle_devices<devices = ["far0", "far1"], reason = "region away">
+    ```
+  }];
+  let parameters = (ins
+    Dtfm_BracketListParameter<"::mlir::StringAttr", "device names">:$devices,
+    StringRefParameter<"why they are idle">:$reason
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
+def Dtfm_ShapeAttr : Dtfm_Attr<"Shape", "shape"> {
+  let summary = "The plan shape --dtfm-choose-shape chose";
+  let description = [{
+    Written by --dtfm-choose-shape as the module attribute `dtfm.shape`:
+    the chosen D_DP x D_PP, micro-batch size and count, the devices used
+    and their layout (`stages`: the device names of each pipeline stage),
+    the predicted `iteration_s` = `pipeline_s` + `data_parallel_s`, up to
+    three runner-up shapes, the idle devices with the reason, the number of
+    shapes scored and whether the search budget cut the search
+    (`budget_exhausted`, left out when false). Every double prints in the
+    shortest form that reads back exactly.
+
+    ```mlir
+    #dtfm.shape<cluster = "far", global_batch = 32, dp = 2, pp = 1,
+                micro_batch_size = 4, micro_batches = 4, devices_used = 2,
+                iteration_s = 0.0044, pipeline_s = 0.004,
+                data_parallel_s = 4.0e-04, devices = ["near0", "near1"],
+                stages = [["near0", "near1"]], runners_up = [],
+                idle = [<devices = ["far0"], reason = "region away">],
+                shapes_scored = 25>
+    ```
+
+    The verifier checks the form: positive degrees, micro-batch size and
+    count; devices_used = dp * pp = the number of devices, each named once;
+    global_batch = dp * micro_batch_size * micro_batches; pp stages of dp
+    devices each, every one among `devices`; runners-up with positive
+    degrees and dp * pp = devices_used.
+  }];
+  let parameters = (ins
+    StringRefParameter<"the cluster's name">:$cluster,
+    "int64_t":$global_batch,
+    "int64_t":$dp,
+    "int64_t":$pp,
+    "int64_t":$micro_batch_size,
+    "int64_t":$micro_batches,
+    "int64_t":$devices_used,
+    Dtfm_DoubleParameter<"predicted iteration time in s">:$iteration_s,
+    Dtfm_DoubleParameter<"predicted pipeline time in s">:$pipeline_s,
+    Dtfm_DoubleParameter<"predicted gradient sync time in s">:$data_parallel_s,
+    Dtfm_BracketListParameter<"::mlir::StringAttr", "the devices used">:$devices,
+    Dtfm_BracketListParameter<"::mlir::ArrayAttr", "device names per stage">:$stages,
+    Dtfm_BracketListParameter<"::mlir::dtfm::ShapeChoiceAttr", "runner-up shapes">:$runners_up,
+    Dtfm_BracketListParameter<"::mlir::dtfm::IdleDevicesAttr", "idle devices">:$idle,
+    "int64_t":$shapes_scored,
+    Dtfm_FlagParameter:$budget_exhausted
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 #endif // DTFM_ATTRS
