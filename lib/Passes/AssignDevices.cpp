@@ -149,37 +149,27 @@ struct AssignDevices
     Builder b(module.getContext());
     const planner::LayoutCost &cost = result.search.cost;
     const planner::CommVolume &volume = result.volume;
-    SmallVector<Attribute> stageAttrs;
+    SmallVector<ArrayAttr> stageAttrs;
     for (const std::vector<int> &stage : result.stages) {
       SmallVector<Attribute> names;
       for (int d : stage)
         names.push_back(b.getStringAttr(cluster.devices[d].name));
       stageAttrs.push_back(b.getArrayAttr(names));
     }
-    SmallVector<NamedAttribute> fields{
-        b.getNamedAttr("cluster", b.getStringAttr(cluster.name)),
-        b.getNamedAttr("algorithm", b.getStringAttr(algorithm.getValue())),
-        b.getNamedAttr("seed", b.getI64IntegerAttr(seed)),
-        b.getNamedAttr("dp", b.getI64IntegerAttr(result.dataParallel)),
-        b.getNamedAttr("pp", b.getI64IntegerAttr(result.pipelineParallel)),
-        b.getNamedAttr("dp_bytes", b.getF64FloatAttr(volume.dataParallelBytes)),
-        b.getNamedAttr("pp_bytes", b.getF64FloatAttr(volume.pipelineBytes)),
-        b.getNamedAttr("data_parallel_cost_s",
-                       b.getF64FloatAttr(cost.dataParallel)),
-        b.getNamedAttr("pipeline_cost_s", b.getF64FloatAttr(cost.pipeline)),
-        b.getNamedAttr("total_cost_s", b.getF64FloatAttr(cost.total())),
-        b.getNamedAttr("stages", b.getArrayAttr(stageAttrs)),
-    };
     const std::optional<planner::HeteroCost> &hetero = result.hetero;
+    std::optional<StoredDouble> iterationSeconds;
+    SmallVector<int64_t> bounds;
     if (hetero) {
-      fields.push_back(b.getNamedAttr(
-          "iteration_s", b.getF64FloatAttr(hetero->iterationSeconds())));
-      SmallVector<int64_t> bounds(hetero->plan.bounds.begin(),
-                                  hetero->plan.bounds.end());
-      fields.push_back(
-          b.getNamedAttr("stage_bounds", b.getDenseI64ArrayAttr(bounds)));
+      iterationSeconds = StoredDouble(hetero->iterationSeconds());
+      bounds.assign(hetero->plan.bounds.begin(), hetero->plan.bounds.end());
     }
-    module->setAttr(kAssignmentAttrName, b.getDictionaryAttr(fields));
+    module->setAttr(kAssignmentAttrName,
+                    AssignmentAttr::get(
+                        module.getContext(), cluster.name, algorithm.getValue(),
+                        seed, result.dataParallel, result.pipelineParallel,
+                        volume.dataParallelBytes, volume.pipelineBytes,
+                        cost.dataParallel, cost.pipeline, cost.total(),
+                        stageAttrs, iterationSeconds, bounds));
 
     if (!printTable)
       return;

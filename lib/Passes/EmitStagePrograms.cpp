@@ -64,15 +64,14 @@ struct EmitStagePrograms
 
     // Devices of each stage, indexed by pipeline.
     std::vector<std::vector<std::string>> devices(numStages);
-    auto assignment =
-        module->getAttrOfType<DictionaryAttr>(kAssignmentAttrName);
-    if (auto groups =
-            assignment ? assignment.getAs<ArrayAttr>("stages") : ArrayAttr()) {
+    if (auto assignment =
+            module->getAttrOfType<AssignmentAttr>(kAssignmentAttrName)) {
+      ArrayRef<ArrayAttr> groups = assignment.getStages();
       if (static_cast<int64_t>(groups.size()) != numStages)
         return fail("dtfm.assignment has " + Twine(groups.size()) +
                     " stages but the schedule " + Twine(numStages));
       for (int64_t s = 0; s < numStages; ++s)
-        for (Attribute name : cast<ArrayAttr>(groups[s]))
+        for (Attribute name : groups[s])
           devices[s].push_back(cast<StringAttr>(name).str());
     } else {
       if (numStages > static_cast<int64_t>(cluster.size()))

@@ -41,11 +41,10 @@ struct InsertGradSync
       return fail(error);
     planner::Cluster cluster = std::move(*loaded);
     auto assignment =
-        module->getAttrOfType<DictionaryAttr>(kAssignmentAttrName);
-    auto stages =
-        assignment ? assignment.getAs<ArrayAttr>("stages") : ArrayAttr();
-    if (!stages)
+        module->getAttrOfType<AssignmentAttr>(kAssignmentAttrName);
+    if (!assignment)
       return fail("no dtfm.assignment; run --dtfm-assign-devices first");
+    ArrayRef<ArrayAttr> stages = assignment.getStages();
 
     // Updates per stage, in IR order.
     std::map<int64_t, SmallVector<Operation *>> updates;
@@ -71,7 +70,7 @@ struct InsertGradSync
       byName[cluster.devices[i].name] = static_cast<int>(i);
     Builder b(module.getContext());
     for (auto &[stage, ops] : updates) {
-      auto names = cast<ArrayAttr>(stages[stage]);
+      ArrayAttr names = stages[stage];
       std::vector<int> group;
       for (Attribute name : names) {
         auto it = byName.find(cast<StringAttr>(name).getValue());

@@ -163,7 +163,7 @@ struct InsertSendRecv
     for (size_t i = 0; i < cluster.size(); ++i)
       byName[cluster.devices[i].name] = i;
     auto assignment =
-        module->getAttrOfType<DictionaryAttr>(kAssignmentAttrName);
+        module->getAttrOfType<AssignmentAttr>(kAssignmentAttrName);
     if (!assignment) {
       if (stages > static_cast<int64_t>(cluster.size()))
         return mlir::emitError(clusterLoc(module))
@@ -173,15 +173,15 @@ struct InsertSendRecv
         devices.push_back({static_cast<size_t>(s)});
       return success();
     }
-    auto groups = assignment.getAs<ArrayAttr>("stages");
-    if (!groups || static_cast<int64_t>(groups.size()) < stages)
+    ArrayRef<ArrayAttr> groups = assignment.getStages();
+    if (static_cast<int64_t>(groups.size()) < stages)
       return mlir::emitError(clusterLoc(module))
              << "dtfm-insert-send-recv: dtfm.assignment has fewer stages "
                 "than the ops use ("
              << stages << ")";
-    for (Attribute group : groups) {
+    for (ArrayAttr group : groups) {
       std::vector<size_t> members;
-      for (Attribute member : cast<ArrayAttr>(group)) {
+      for (Attribute member : group) {
         auto it = byName.find(cast<StringAttr>(member).getValue());
         if (it == byName.end())
           return mlir::emitError(clusterLoc(module))

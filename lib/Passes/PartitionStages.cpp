@@ -77,13 +77,10 @@ struct PartitionStages
     // scored them); other assignments leave the split to the partitioner.
     planner::StagePlan plan;
     auto assignment =
-        module->getAttrOfType<DictionaryAttr>(kAssignmentAttrName);
-    auto chosen = assignment
-                      ? assignment.getAs<DenseI64ArrayAttr>("stage_bounds")
-                      : DenseI64ArrayAttr();
-    if (chosen) {
-      std::vector<int> bounds(chosen.asArrayRef().begin(),
-                              chosen.asArrayRef().end());
+        module->getAttrOfType<AssignmentAttr>(kAssignmentAttrName);
+    if (assignment && !assignment.getStageBounds().empty()) {
+      std::vector<int> bounds(assignment.getStageBounds().begin(),
+                              assignment.getStageBounds().end());
       if (!planner::planForBounds(chain, devices, options, bounds, plan, error))
         return fail("dtfm.assignment's stage_bounds: " + error);
     } else if (!planner::partitionChain(chain, devices, options, plan, error)) {
@@ -136,7 +133,7 @@ struct PartitionStages
     for (size_t i = 0; i < cluster.size(); ++i)
       byName[cluster.devices[i].name] = i;
     auto assignment =
-        module->getAttrOfType<DictionaryAttr>(kAssignmentAttrName);
+        module->getAttrOfType<AssignmentAttr>(kAssignmentAttrName);
     if (!assignment) {
       size_t count =
           numStages > 0 ? static_cast<size_t>(numStages) : cluster.size();
@@ -149,16 +146,11 @@ struct PartitionStages
                            cluster.devices[i].memoryBytes});
       return success();
     }
-    auto stages = assignment.getAs<ArrayAttr>("stages");
-    if (!stages || stages.empty())
-      return mlir::emitError(clusterLoc(module))
-             << "dtfm-partition-stages: dtfm.assignment has no stages";
-    for (Attribute stage : stages) {
-      auto members = dyn_cast<ArrayAttr>(stage);
+    for (ArrayAttr members : assignment.getStages()) {
       planner::StageDevice device;
       device.speed = std::numeric_limits<double>::infinity();
       device.memoryBytes = std::numeric_limits<double>::infinity();
-      for (Attribute member : members ? members : ArrayAttr()) {
+      for (Attribute member : members) {
         auto name = dyn_cast<StringAttr>(member);
         auto it = name ? byName.find(name.getValue()) : byName.end();
         if (it == byName.end())

@@ -17,7 +17,7 @@
 // COM: Pipeline i keeps to one region: stage 1 entry i has the same letter.
 // TABLE-NEXT: stage 1 DATAP 0.108000 s [[D0]]{{[01]}}({{[AB]}}) [[E0]]{{[01]}}({{[AB]}})
 
-// ATTR: dtfm.assignment = {algorithm = "genetic", cluster = "two-regions", {{.*}}dp = 2 : i64, dp_bytes = 1.000000e+06 : f64, {{.*}}pp = 2 : i64, pp_bytes = 1.000000e+08 : f64, seed = 0 : i64, stages = {{\[\[".*", ".*"\], \[".*", ".*"\]\]}}
+// ATTR: dtfm.assignment = #dtfm.assignment<cluster = "two-regions", algorithm = "genetic", seed = 0, dp = 2, pp = 2, dp_bytes = 1.0e+06, pp_bytes = 1.0e+08, {{.*}}stages = {{\[\[".*", ".*"\], \[".*", ".*"\]\]}}>
 
 // COM: c_DP large: data-parallel groups stay inside a region.
 // COM: DP: 2 (0.001 + 8*5e7/1e10) = 0.082 s; PP: 2 (0.05 + 8e6/1e9) = 0.116 s.
@@ -44,4 +44,4 @@
 // HETERO: hetero: predicted iteration {{[0-9.]+}} s = pipeline {{[0-9.]+}} s + gradient sync 0.000152 s
 // HETERO: stage 0 {{.*}} fast0(lan)
 // HETERO: stage 1 {{.*}} fast1(lan)
-// HETERO-ATTR: iteration_s = {{.*}}stage_bounds = array<i64: 0, 5, 10, 11, 12>
+// HETERO-ATTR: iteration_s = {{.*}}stage_bounds = [0, 5, 10, 11, 12]>

@@ -11,7 +11,7 @@
 // FAR: chosen 4 1 4 x 2 4
 // FAR: stage  0: near0 near1 near2 near3
 // FAR-NEXT: idle: far0 far1 -- region away: 0.01 Gbps and 250 ms at best to the devices in use; adding them costs {{[0-9.]+}} s/iteration
-// FARIR: dtfm.assignment = {algorithm = "hetero", cluster = "far", data_parallel_cost_s = {{[^,]*}}, dp = 4 : i64, dp_bytes = {{[^,]*}}, iteration_s = {{[^,]*}}, pipeline_cost_s = {{[^,]*}}, pp = 1 : i64, pp_bytes = {{[^,]*}}, seed = 0 : i64, stage_bounds = array<i64: 0, 4>, stages = {{\[\["near[0-3]", "near[0-3]", "near[0-3]", "near[0-3]"\]\]}}
+// FARIR: dtfm.assignment = #dtfm.assignment<cluster = "far", algorithm = "hetero", seed = 0, dp = 4, pp = 1, dp_bytes = {{[^,]*}}, pp_bytes = {{[^,]*}}, data_parallel_cost_s = {{[^,]*}}, pipeline_cost_s = {{[^,]*}}, total_cost_s = {{[^,]*}}, stages = {{\[\["near[0-3]", "near[0-3]", "near[0-3]", "near[0-3]"\]\]}}, iteration_s = {{[^,]*}}, stage_bounds = [0, 4]>
 // FARIR-SAME: dtfm.shape = #dtfm.shape<cluster = "far", global_batch = 32, dp = 4, pp = 1, micro_batch_size = 4, micro_batches = 2, devices_used = 4, iteration_s = {{[^,]*}}, pipeline_s = {{[^,]*}}, data_parallel_s = {{[^,]*}}, devices = ["near0", "near1", "near2", "near3"],
 // FARIR-SAME: idle = [<devices = ["far0", "far1"], reason = "region away:
 

@@ -32,13 +32,13 @@
 // COM: partitioner follows them (here rewritten to 2, 2, 2, 6 blocks) instead
 // COM: of re-splitting, and refuses malformed ones in one line.
 // RUN: dtfm-opt %t.mlir --dtfm-annotate-costs --dtfm-autodiff --dtfm-import-cluster=file=%S/Inputs/mixed-4.textproto --dtfm-assign-devices="algorithm=hetero dp=1 pp=4 micro-batches=4" -o %t.hetero
-// RUN: %torch_python %S/Inputs/replace.py %t.hetero %t.bounds "stage_bounds = array<i64: 0, 5, 10, 11, 12>" "stage_bounds = array<i64: 0, 2, 4, 6, 12>"
+// RUN: %torch_python %S/Inputs/replace.py %t.hetero %t.bounds "stage_bounds = [0, 5, 10, 11, 12]" "stage_bounds = [0, 2, 4, 6, 12]"
 // RUN: dtfm-opt %t.bounds --dtfm-import-cluster=file=%S/Inputs/mixed-4.textproto --dtfm-partition-stages="micro-batches=4 print-table=true" -o /dev/null | FileCheck %s --check-prefix=FOLLOW
 // FOLLOW: stage 0 fast0 2 blocks
 // FOLLOW: stage 1 fast1 2 blocks
 // FOLLOW: stage 2 slow0 2 blocks
 // FOLLOW: stage 3 slow1 6 blocks
-// RUN: %torch_python %S/Inputs/replace.py %t.hetero %t.bad "stage_bounds = array<i64: 0, 5, 10, 11, 12>" "stage_bounds = array<i64: 0, 5, 5, 11, 12>"
+// RUN: %torch_python %S/Inputs/replace.py %t.hetero %t.bad "stage_bounds = [0, 5, 10, 11, 12]" "stage_bounds = [0, 5, 5, 11, 12]"
 // RUN: not dtfm-opt %t.bad --dtfm-import-cluster=file=%S/Inputs/mixed-4.textproto --dtfm-partition-stages -o /dev/null 2> %t.bad.err
 // RUN: count 1 < %t.bad.err
 // RUN: FileCheck %s --check-prefix=BADBOUNDS < %t.bad.err

@@ -12,7 +12,7 @@
 // TABLE-DAG: fast{{[01]}} {{[3-5]}} blocks
 // TABLE-DAG: slow{{[01]}} 1 blocks
 
-// IR: dtfm.assignment = {algorithm = "genetic", cluster = "mixed-4"
+// IR: dtfm.assignment = #dtfm.assignment<cluster = "mixed-4", algorithm = "genetic"
 // IR-SAME: dtfm.stages = {bottleneck_s
 // IR: dtfm.cost = {
 // IR: dtfm.backward "dtfm.cross_entropy"{{.*}}dtfm.stage = 3 : i64

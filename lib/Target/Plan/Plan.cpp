@@ -95,13 +95,12 @@ static SmallVector<NamedAttribute> allAttrs(Operation *op) {
 LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
                                      const ::dtfm::planner::Cluster &cluster,
                                      pb::Plan &plan) {
-  auto assignment = module->getAttrOfType<DictionaryAttr>(kAssignmentAttrName);
-  if (assignment)
-    if (auto name = assignment.getAs<StringAttr>("cluster"))
-      if (name.getValue() != cluster.name)
-        return emitError(wholeFile(module))
-               << "the module was planned for cluster '" << name.getValue()
-               << "', not '" << cluster.name << "'";
+  if (auto assignment =
+          module->getAttrOfType<AssignmentAttr>(kAssignmentAttrName))
+    if (assignment.getCluster() != cluster.name)
+      return emitError(wholeFile(module))
+             << "the module was planned for cluster '"
+             << assignment.getCluster() << "', not '" << cluster.name << "'";
   auto schedule = module->getAttrOfType<ScheduleAttr>(kScheduleAttrName);
   plan.set_format_version(::dtfm::format::kPlanFormatVersion);
   ::dtfm::planner::clusterToPlan(cluster, plan);
@@ -288,9 +287,9 @@ OwningOpRef<ModuleOp> mlir::dtfm::importPlan(MLIRContext *context,
       emitError(loc) << "plan: " << error;
       return nullptr;
     }
-    (*module)->setAttr(kClusterAttrName,
-                       ClusterAttr::get(context, cluster,
-                                        plan.cluster_source()));
+    (*module)->setAttr(
+        kClusterAttrName,
+        ClusterAttr::get(context, cluster, plan.cluster_source()));
   }
 
   OpBuilder b = OpBuilder::atBlockEnd(module->getBody());

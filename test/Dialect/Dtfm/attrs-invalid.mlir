@@ -141,3 +141,39 @@ module attributes {dtfm.shape = #dtfm.shape<cluster = "c", global_batch = 4, dp 
 // expected-error @+1 {{dtfm.shape must be a #dtfm.shape attribute}}
 module attributes {dtfm.shape = {dp = 1 : i64}} {
 }
+
+// -----
+
+// expected-error @+1 {{dtfm.assignment: dp and pp must be positive, got 1 and 0}}
+module attributes {dtfm.assignment = #dtfm.assignment<cluster = "c", algorithm = "genetic", seed = 0, dp = 1, pp = 0, dp_bytes = 0.0, pp_bytes = 0.0, data_parallel_cost_s = 0.0, pipeline_cost_s = 0.0, total_cost_s = 0.0, stages = []>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.assignment: 1 stages but pp 2}}
+module attributes {dtfm.assignment = #dtfm.assignment<cluster = "c", algorithm = "genetic", seed = 0, dp = 1, pp = 2, dp_bytes = 0.0, pp_bytes = 0.0, data_parallel_cost_s = 0.0, pipeline_cost_s = 0.0, total_cost_s = 0.0, stages = [["a"]]>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.assignment: stage 1 has 1 devices but dp 2}}
+module attributes {dtfm.assignment = #dtfm.assignment<cluster = "c", algorithm = "genetic", seed = 0, dp = 2, pp = 2, dp_bytes = 0.0, pp_bytes = 0.0, data_parallel_cost_s = 0.0, pipeline_cost_s = 0.0, total_cost_s = 0.0, stages = [["a", "b"], ["c"]]>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.assignment: stage 0 holds 1 : i64, not a device name}}
+module attributes {dtfm.assignment = #dtfm.assignment<cluster = "c", algorithm = "genetic", seed = 0, dp = 1, pp = 1, dp_bytes = 0.0, pp_bytes = 0.0, data_parallel_cost_s = 0.0, pipeline_cost_s = 0.0, total_cost_s = 0.0, stages = [[1]]>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.assignment: 2 stage bounds but pp 2 needs 3}}
+module attributes {dtfm.assignment = #dtfm.assignment<cluster = "c", algorithm = "genetic", seed = 0, dp = 1, pp = 2, dp_bytes = 0.0, pp_bytes = 0.0, data_parallel_cost_s = 0.0, pipeline_cost_s = 0.0, total_cost_s = 0.0, stages = [["a"], ["b"]], iteration_s = 1.0, stage_bounds = [0, 12]>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.assignment must be a #dtfm.assignment attribute}}
+module attributes {dtfm.assignment = {dp = 1 : i64}} {
+}

@@ -48,3 +48,19 @@ module @shape attributes {dtfm.shape = #dtfm.shape<cluster = "far", global_batch
 // CHECK-SAME: dtfm.shape = #dtfm.shape<cluster = "one", global_batch = 4, dp = 1, pp = 1, micro_batch_size = 4, micro_batches = 1, devices_used = 1, iteration_s = 1.0, pipeline_s = 1.0, data_parallel_s = 0.0, devices = ["a"], stages = {{\[\["a"\]\]}}, runners_up = [], idle = [], shapes_scored = 1, budget_exhausted = true>
 module @shape_budget attributes {dtfm.shape = #dtfm.shape<cluster = "one", global_batch = 4, dp = 1, pp = 1, micro_batch_size = 4, micro_batches = 1, devices_used = 1, iteration_s = 1.0, pipeline_s = 1.0, data_parallel_s = 0.0, devices = ["a"], stages = [["a"]], runners_up = [], idle = [], shapes_scored = 1, budget_exhausted = true>} {
 }
+
+// -----
+
+// COM: An assignment; iteration_s and stage_bounds (hetero's) print only
+// COM: when present.
+// CHECK-LABEL: module @assignment
+// CHECK-SAME: dtfm.assignment = #dtfm.assignment<cluster = "two-regions", algorithm = "genetic", seed = 0, dp = 2, pp = 2, dp_bytes = 1.0e+06, pp_bytes = 1.0e+08, data_parallel_cost_s = 0.10800000000000001, pipeline_cost_s = 0.162, total_cost_s = 0.27, stages = {{\[\["a0", "b1"\], \["a1", "b0"\]\]}}>
+module @assignment attributes {dtfm.assignment = #dtfm.assignment<cluster = "two-regions", algorithm = "genetic", seed = 0, dp = 2, pp = 2, dp_bytes = 1.0e+06, pp_bytes = 1.0e+08, data_parallel_cost_s = 0.10800000000000001, pipeline_cost_s = 0.162, total_cost_s = 0.27, stages = [["a0", "b1"], ["a1", "b0"]]>} {
+}
+
+// -----
+
+// CHECK-LABEL: module @hetero_assignment
+// CHECK-SAME: dtfm.assignment = #dtfm.assignment<cluster = "mixed-4", algorithm = "hetero", seed = 0, dp = 1, pp = 2, dp_bytes = 518400.0, pp_bytes = 131072.0, data_parallel_cost_s = 0.0, pipeline_cost_s = 0.0012291456, total_cost_s = 0.0012291456, stages = {{\[\["fast0"\], \["slow0"\]\]}}, iteration_s = 0.0017461600160000002, stage_bounds = [0, 5, 12]>
+module @hetero_assignment attributes {dtfm.assignment = #dtfm.assignment<stage_bounds = [0, 5, 12], iteration_s = 0.0017461600160000002, cluster = "mixed-4", algorithm = "hetero", seed = 0, dp = 1, pp = 2, dp_bytes = 518400.0, pp_bytes = 131072.0, data_parallel_cost_s = 0.0, pipeline_cost_s = 0.0012291456, total_cost_s = 0.0012291456, stages = [["fast0"], ["slow0"]]>} {
+}

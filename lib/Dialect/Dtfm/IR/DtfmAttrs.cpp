@@ -58,6 +58,14 @@ void mlir::dtfm::printDouble(AsmPrinter &printer, double value) {
 }
 
 #define GET_ATTRDEF_CLASSES
+FailureOr<std::optional<StoredDouble>>
+mlir::dtfm::parseOptionalDouble(AsmParser &parser) {
+  FailureOr<double> value = parseDouble(parser);
+  if (failed(value))
+    return failure();
+  return std::optional<StoredDouble>(StoredDouble(*value));
+}
+
 FailureOr<bool> mlir::dtfm::parseFlag(AsmParser &parser) {
   if (succeeded(parser.parseOptionalKeyword("true")))
     return true;
@@ -251,5 +259,39 @@ LogicalResult ShapeAttr::verify(
                            << ", not one of the shape's devices";
     }
   }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// AssignmentAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult AssignmentAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, StringRef cluster,
+    StringRef algorithm, int64_t seed, int64_t dp, int64_t pp,
+    StoredDouble dpBytes, StoredDouble ppBytes,
+    StoredDouble dataParallelCostSeconds, StoredDouble pipelineCostSeconds,
+    StoredDouble totalCostSeconds, ArrayRef<ArrayAttr> stages,
+    std::optional<StoredDouble> iterationSeconds,
+    ArrayRef<int64_t> stageBounds) {
+  if (dp <= 0 || pp <= 0)
+    return emitError() << "dtfm.assignment: dp and pp must be positive, got "
+                       << dp << " and " << pp;
+  if (static_cast<int64_t>(stages.size()) != pp)
+    return emitError() << "dtfm.assignment: " << stages.size()
+                       << " stages but pp " << pp;
+  for (auto [s, stage] : llvm::enumerate(stages)) {
+    if (static_cast<int64_t>(stage.size()) != dp)
+      return emitError() << "dtfm.assignment: stage " << s << " has "
+                         << stage.size() << " devices but dp " << dp;
+    for (Attribute a : stage)
+      if (!llvm::isa<StringAttr>(a))
+        return emitError() << "dtfm.assignment: stage " << s << " holds " << a
+                           << ", not a device name";
+  }
+  if (!stageBounds.empty() &&
+      static_cast<int64_t>(stageBounds.size()) != pp + 1)
+    return emitError() << "dtfm.assignment: " << stageBounds.size()
+                       << " stage bounds but pp " << pp << " needs " << pp + 1;
   return success();
 }

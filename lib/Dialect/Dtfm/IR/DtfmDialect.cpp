@@ -35,5 +35,9 @@ LogicalResult DtfmDialect::verifyOperationAttribute(Operation *op,
   if (attr.getName() == kShapeAttrName && !isa<ShapeAttr>(attr.getValue()))
     return op->emitError() << kShapeAttrName
                            << " must be a #dtfm.shape attribute";
+  if (attr.getName() == kAssignmentAttrName &&
+      !isa<AssignmentAttr>(attr.getValue()))
+    return op->emitError() << kAssignmentAttrName
+                           << " must be a #dtfm.assignment attribute";
   return success();
 }

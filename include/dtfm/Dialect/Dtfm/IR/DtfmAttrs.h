@@ -48,6 +48,9 @@ FailureOr<double> parseDouble(AsmParser &parser);
 /// always as a float literal (with a `.`).
 void printDouble(AsmPrinter &printer, double value);
 
+/// parseDouble for a parameter that may be left out.
+FailureOr<std::optional<StoredDouble>> parseOptionalDouble(AsmParser &parser);
+
 /// Parses `true` or `false`.
 FailureOr<bool> parseFlag(AsmParser &parser);
 

@@ -29,6 +29,13 @@ class Dtfm_BracketListParameter<string elementType, string desc>
   let printer = "::mlir::dtfm::printBracketList($_printer, $_self)";
 }
 
+/// A bracket list left out of the struct when empty.
+class Dtfm_OptionalBracketListParameter<string elementType, string desc>
+    : Dtfm_BracketListParameter<elementType, desc> {
+  let defaultValue = "::llvm::SmallVector<" # elementType # ">()";
+  let comparator = cppType # "($_lhs) == " # cppType # "($_rhs)";
+}
+
 def Dtfm_StageStreamsAttr : Dtfm_Attr<"StageStreams", "streams"> {
   let summary = "The receive, compute and send streams of one pipeline stage";
   let description = [{
@@ -243,6 +250,55 @@ def Dtfm_ShapeAttr : Dtfm_Attr<"Shape", "shape"> {
     Dtfm_BracketListParameter<"::mlir::dtfm::IdleDevicesAttr", "idle devices">:$idle,
     "int64_t":$shapes_scored,
     Dtfm_FlagParameter:$budget_exhausted
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+/// A double left out of the struct when absent.
+class Dtfm_OptionalDoubleParameter<string desc>
+    : AttrParameter<"std::optional<::mlir::dtfm::StoredDouble>", desc> {
+  let defaultValue = "std::nullopt";
+  let parser = "::mlir::dtfm::parseOptionalDouble($_parser)";
+  let printer = "::mlir::dtfm::printDouble($_printer, *$_self)";
+}
+
+def Dtfm_AssignmentAttr : Dtfm_Attr<"Assignment", "assignment"> {
+  let summary = "The devices --dtfm-assign-devices chose for each stage";
+  let description = [{
+    Written by --dtfm-assign-devices as the module attribute
+    `dtfm.assignment`: the cluster and algorithm, the seed, D_DP x D_PP, the
+    communication volumes it was scored with (`dp_bytes`, `pp_bytes`), its
+    cost (`data_parallel_cost_s` + `pipeline_cost_s` = `total_cost_s`) and
+    the device names of each stage. hetero adds its predicted iteration
+    time and the stage bounds (block indices) it chose with the layout;
+    the other algorithms leave both out.
+
+    ```mlir
+    #dtfm.assignment<cluster = "two", algorithm = "hetero", seed = 0, dp = 1,
+                     pp = 2, dp_bytes = 0.0, pp_bytes = 1.0e+06,
+                     data_parallel_cost_s = 0.0, pipeline_cost_s = 0.5,
+                     total_cost_s = 0.5, stages = [["a"], ["b"]],
+                     iteration_s = 0.75, stage_bounds = [0, 3, 6]>
+    ```
+
+    The verifier checks the form: positive degrees, pp stages of dp device
+    names each, and, when present, pp + 1 stage bounds.
+  }];
+  let parameters = (ins
+    StringRefParameter<"the cluster's name">:$cluster,
+    StringRefParameter<"the assignment algorithm">:$algorithm,
+    "int64_t":$seed,
+    "int64_t":$dp,
+    "int64_t":$pp,
+    Dtfm_DoubleParameter<"data-parallel bytes per iteration">:$dp_bytes,
+    Dtfm_DoubleParameter<"pipeline bytes per iteration">:$pp_bytes,
+    Dtfm_DoubleParameter<"data-parallel cost in s">:$data_parallel_cost_s,
+    Dtfm_DoubleParameter<"pipeline cost in s">:$pipeline_cost_s,
+    Dtfm_DoubleParameter<"total cost in s">:$total_cost_s,
+    Dtfm_BracketListParameter<"::mlir::ArrayAttr", "device names per stage">:$stages,
+    Dtfm_OptionalDoubleParameter<"hetero: predicted iteration time in s">:$iteration_s,
+    Dtfm_OptionalBracketListParameter<"int64_t", "hetero: stage bounds">:$stage_bounds
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
