@@ -8,6 +8,8 @@
 
 #include "plan.pb.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <limits>
 
 using namespace dtfm::format;
@@ -76,6 +78,13 @@ bool dtfm::format::parseEntry(std::string_view text, Slot slot,
     return false;
   ++at;
   return readNumber(text, at, entry.peerStage) && at == text.size();
+}
+
+int dtfm::format::stageCount(const proto::Plan &plan) {
+  int64_t stages = 0;
+  for (const proto::DeviceProgram &p : plan.programs())
+    stages = std::max<int64_t>(stages, p.stage() + 1);
+  return static_cast<int>(std::min<int64_t>(stages, INT32_MAX));
 }
 
 bool dtfm::format::streamsFromProgram(const proto::DeviceProgram &program,

@@ -21,9 +21,7 @@ bool dtfm::runtime::simulationInput(const proto::Plan &plan, SimInput &input,
   input.microBatches =
       static_cast<int>(std::max<int64_t>(1, plan.micro_batches()));
   input.programs.clear();
-  int stages = 0;
-  for (const proto::DeviceProgram &p : plan.programs())
-    stages = std::max(stages, static_cast<int>(p.stage()) + 1);
+  int stages = format::stageCount(plan);
   for (const proto::DeviceProgram &p : plan.programs()) {
     SimProgram program;
     program.device = p.device();

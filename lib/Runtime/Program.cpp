@@ -78,7 +78,7 @@ namespace {
 /// dtfm.backward's forward attributes come from dtfm.forward_attrs.
 class AttrReader {
 public:
-  AttrReader(const pb::PlanOp &op, std::string &error) : op(op), error(error) {}
+  explicit AttrReader(const pb::PlanOp &op) : op(op) {}
 
   bool ok() const { return failed.empty(); }
   const std::string &failure() const { return failed; }
@@ -178,7 +178,6 @@ private:
   }
 
   const pb::PlanOp &op;
-  std::string &error;
   std::string failed;
 };
 
@@ -348,7 +347,7 @@ bool dtfm::runtime::decodeProgram(const pb::DeviceProgram &program,
         return fail("result of unknown element type '" + r.dtype() + "'");
       op.results.push_back(std::move(value));
     }
-    AttrReader attrs(in, error);
+    AttrReader attrs(in);
     std::string phase;
     attrs.read("dtfm.phase", phase);
     if (phase == "fwd")

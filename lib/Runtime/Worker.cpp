@@ -59,9 +59,7 @@ bool Worker::prepare(std::string &error) {
   size = plan.programs_size();
   microBatches = static_cast<int>(std::max<int64_t>(1, plan.micro_batches()));
   std::set<int64_t> pipelineIds;
-  int lastStage = 0;
-  for (const proto::DeviceProgram &p : plan.programs())
-    lastStage = std::max(lastStage, static_cast<int>(p.stage()));
+  int lastStage = format::stageCount(plan) - 1;
   for (int r = 0; r < size; ++r) {
     const proto::DeviceProgram &p = plan.programs(r);
     if (rankOf.count(p.device())) {
@@ -86,12 +84,9 @@ bool Worker::prepare(std::string &error) {
     planHash = fingerprint(bytes);
   }
 
-  int stages = 0;
-  for (const proto::DeviceProgram &p : plan.programs())
-    stages = std::max(stages, static_cast<int>(p.stage()) + 1);
   format::Streams streams;
-  if (!format::streamsFromProgram(program, microBatches, stages, streams,
-                                  error))
+  if (!format::streamsFromProgram(program, microBatches,
+                                  format::stageCount(plan), streams, error))
     return false;
   recvStream = std::move(streams[0]);
   computeStream = std::move(streams[1]);

@@ -70,6 +70,14 @@ TEST(StreamEntry, ProgramEntriesRoundTripAndAreChecked) {
   EXPECT_EQ(error, "compute entry #1: unknown phase 5");
 }
 
+TEST(StreamEntry, StageCountIsOneMoreThanTheHighestStage) {
+  dtfm::proto::Plan plan;
+  EXPECT_EQ(stageCount(plan), 0);
+  plan.add_programs()->set_stage(2);
+  plan.add_programs()->set_stage(0);
+  EXPECT_EQ(stageCount(plan), 3);
+}
+
 std::string tempPath(const char *name) {
   return "/tmp/dtfm-format-test-" + std::to_string(::getpid()) + "-" + name;
 }

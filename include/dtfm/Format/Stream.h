@@ -27,6 +27,7 @@
 
 namespace dtfm::proto {
 class DeviceProgram;
+class Plan;
 class StreamEntry;
 } // namespace dtfm::proto
 
@@ -64,6 +65,10 @@ std::string entryLabel(const StreamEntry &entry);
 /// Parses the text spelling of an entry of `slot` (the marker must match
 /// the slot: '<' receive, none compute, '>' send); false when malformed.
 bool parseEntry(std::string_view text, Slot slot, StreamEntry &entry);
+
+/// The plan's number of pipeline stages: one more than its programs'
+/// highest stage (0 for a plan without programs).
+int stageCount(const proto::Plan &plan);
 
 /// The entries of a device program of the plan, checked: micro-batches in
 /// [0, microBatches), peer stages in [0, stages) and not the program's own.
