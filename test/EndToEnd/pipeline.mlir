@@ -1,7 +1,8 @@
+// COM: End-to-end test through the importer: its input is built by dtfm-translate and earlier passes (hand-written pass tests are in test/Passes).
 // RUN: dtfm-translate --import-gpt tiny --layers 6 -o %t.mlir
-// RUN: dtfm-opt %t.mlir --dtfm-plan="cluster=%S/Inputs/mixed-4.textproto dp=1 pp=4 print-table=true" -o %t.out | FileCheck %s --check-prefix=TABLE
+// RUN: dtfm-opt %t.mlir --dtfm-plan="cluster=%S/../Passes/Inputs/mixed-4.textproto dp=1 pp=4 print-table=true" -o %t.out | FileCheck %s --check-prefix=TABLE
 // RUN: FileCheck %s --check-prefix=IR < %t.out
-// RUN: not dtfm-opt %t.mlir --dtfm-plan="cluster=%S/Inputs/missing.textproto" 2>&1 | FileCheck %s --check-prefix=MISSING
+// RUN: not dtfm-opt %t.mlir --dtfm-plan="cluster=%S/../Passes/Inputs/missing.textproto" 2>&1 | FileCheck %s --check-prefix=MISSING
 
 // COM: annotate -> autodiff -> assign (pure pipeline, 4 stages) -> partition.
 // TABLE: === dtfm device assignment ===

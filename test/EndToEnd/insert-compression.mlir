@@ -1,7 +1,8 @@
+// COM: End-to-end test through the importer: its input is built by dtfm-translate and earlier passes (hand-written pass tests are in test/Passes).
 // RUN: dtfm-translate --import-gpt tiny -o %t.mlir
-// RUN: dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/Inputs/chain-3.textproto --dtfm-partition-stages --dtfm-insert-send-recv --dtfm-insert-compression=ratio=10 --dtfm-verify-plan | FileCheck %s
-// RUN: dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/Inputs/chain-3.textproto --dtfm-partition-stages --dtfm-insert-send-recv --dtfm-insert-compression="ratio=10 uniform=true" --dtfm-verify-plan | FileCheck %s --check-prefix=UNIFORM
-// RUN: dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/Inputs/chain-3.textproto --dtfm-partition-stages --dtfm-insert-send-recv --dtfm-insert-compression="ratio=10 dense-below=0.6" | FileCheck %s --check-prefix=THRESHOLD
+// RUN: dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/../Passes/Inputs/chain-3.textproto --dtfm-partition-stages --dtfm-insert-send-recv --dtfm-insert-compression=ratio=10 --dtfm-verify-plan | FileCheck %s
+// RUN: dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/../Passes/Inputs/chain-3.textproto --dtfm-partition-stages --dtfm-insert-send-recv --dtfm-insert-compression="ratio=10 uniform=true" --dtfm-verify-plan | FileCheck %s --check-prefix=UNIFORM
+// RUN: dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/../Passes/Inputs/chain-3.textproto --dtfm-partition-stages --dtfm-insert-send-recv --dtfm-insert-compression="ratio=10 dense-below=0.6" | FileCheck %s --check-prefix=THRESHOLD
 // RUN: not dtfm-opt %t.mlir --dtfm-insert-compression=ratio=1 2>&1 | FileCheck %s --check-prefix=RATIO
 
 // COM: Stages on a, b, c: a-b 10 Gbps, b-c and a-c 0.1 Gbps, 0.1 ms each.

@@ -1,7 +1,8 @@
-// RUN: dtfm-translate --import-gpt tiny | dtfm-opt --dtfm-plan="cluster=%S/Inputs/two-regions.textproto dp=2 pp=2 dp-bytes=1e6 pp-bytes=1e8" --dtfm-insert-send-recv --dtfm-insert-grad-sync --dtfm-schedule-microbatches=micro-batches=2 -o %t.mlir
-// RUN: dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/Inputs/two-regions.textproto --dtfm-emit-stage-programs --dtfm-verify-plan | FileCheck %s
+// COM: End-to-end test through the importer: its input is built by dtfm-translate and earlier passes (hand-written pass tests are in test/Passes).
+// RUN: dtfm-translate --import-gpt tiny | dtfm-opt --dtfm-plan="cluster=%S/../Passes/Inputs/two-regions.textproto dp=2 pp=2 dp-bytes=1e6 pp-bytes=1e8" --dtfm-insert-send-recv --dtfm-insert-grad-sync --dtfm-schedule-microbatches=micro-batches=2 -o %t.mlir
+// RUN: dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/../Passes/Inputs/two-regions.textproto --dtfm-emit-stage-programs --dtfm-verify-plan | FileCheck %s
 // RUN: dtfm-translate --import-gpt tiny | not dtfm-opt --dtfm-emit-stage-programs 2>&1 | FileCheck %s --check-prefix=NOFILE
-// RUN: dtfm-translate --import-gpt tiny | not dtfm-opt --dtfm-import-cluster=file=%S/Inputs/two-regions.textproto --dtfm-emit-stage-programs 2>&1 | FileCheck %s --check-prefix=NOSCHEDULE
+// RUN: dtfm-translate --import-gpt tiny | not dtfm-opt --dtfm-import-cluster=file=%S/../Passes/Inputs/two-regions.textproto --dtfm-emit-stage-programs 2>&1 | FileCheck %s --check-prefix=NOSCHEDULE
 
 // COM: dp-bytes small, pp-bytes large: pipelines stay inside a region (see
 // COM: assign-devices.mlir), so stage 0 is {a0, b0} or {b0, a0}... one
@@ -10,7 +11,7 @@
 // CHECK-COUNT-4: func.func @{{[ab][01]}}() attributes {dtfm.device = "{{[ab][01]}}", dtfm.param_shards = [{begin = {{[0-9]+}} : i64, bytes = {{[0-9]+}} : i64, end = {{[0-9]+}} : i64, name = "{{.*}}"}{{.*}}], dtfm.peers = {next = "{{.*}}", prev = "{{.*}}"}, dtfm.pipeline = {{[01]}} : i64, dtfm.recv_buffer_bytes = {{[1-9][0-9]*}} : i64, dtfm.stage = {{[01]}} : i64, dtfm.streams = {compute = ["F0", {{.*}}], recv = [{{.*}}], send = [{{.*}}]}}
 
 // COM: Each program has its stage's ops, with peers named by device.
-// RUN: dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/Inputs/two-regions.textproto --dtfm-emit-stage-programs | FileCheck %s --check-prefix=BODY
+// RUN: dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/../Passes/Inputs/two-regions.textproto --dtfm-emit-stage-programs | FileCheck %s --check-prefix=BODY
 // BODY: func.func @{{.*}}dtfm.stage = 0 : i64, dtfm.streams
 // BODY: dtfm.input "tokens"
 // BODY: dtfm.send {{.*}}peer_device = "{{[ab][01]}}"

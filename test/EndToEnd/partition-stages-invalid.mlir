@@ -1,5 +1,6 @@
+// COM: End-to-end test through the importer: its input is built by dtfm-translate and earlier passes (hand-written pass tests are in test/Passes).
 // RUN: dtfm-translate --import-gpt tiny -o %t.mlir
-// RUN: not dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/Inputs/tiny-memory.textproto --dtfm-partition-stages 2> %t.err
+// RUN: not dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/../Passes/Inputs/tiny-memory.textproto --dtfm-partition-stages 2> %t.err
 // RUN: FileCheck %s --check-prefix=MEMORY < %t.err
 // COM: Exactly one line: no dump of the module after the error.
 // RUN: count 1 < %t.err
@@ -12,5 +13,5 @@
 // BLOCKS: error: dtfm-partition-stages: cannot split 4 blocks into 5 non-empty stages
 // RUN: not dtfm-opt %t.mlir --dtfm-import-cluster=file=%dtfm_src_root/examples/clusters/local-8.textproto --dtfm-partition-stages="schedule=zb" 2>&1 | FileCheck %s --check-prefix=SCHEDULE
 // SCHEDULE: error: dtfm-partition-stages: unknown schedule 'zb' (expected 1f1b or gpipe)
-// RUN: not dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/Inputs/two-regions.textproto --dtfm-assign-devices="dp=3" 2> %t.assign
+// RUN: not dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/../Passes/Inputs/two-regions.textproto --dtfm-assign-devices="dp=3" 2> %t.assign
 // RUN: count 1 < %t.assign

@@ -1,8 +1,9 @@
+// COM: End-to-end test through the importer: its input is built by dtfm-translate and earlier passes (hand-written pass tests are in test/Passes).
 // RUN: not dtfm-opt %s --dtfm-import-cluster=file=%dtfm_src_root/examples/clusters/local-8.textproto --dtfm-insert-send-recv 2>&1 | FileCheck %s --check-prefix=NOSTAGE
 // NOSTAGE: error: 'dtfm.input' op has no dtfm.stage; run --dtfm-partition-stages first
 // RUN: not dtfm-opt %s --dtfm-insert-send-recv 2>&1 | FileCheck %s --check-prefix=NOFILE
 // NOFILE: error: dtfm-insert-send-recv: no cluster in the module: run --dtfm-import-cluster=file=FILE first (or --dtfm-plan=cluster=FILE)
-// RUN: dtfm-opt %S/Inputs/send-recv-invalid.mlir -split-input-file -verify-diagnostics
+// RUN: dtfm-opt %S/../Passes/Inputs/send-recv-invalid.mlir -split-input-file -verify-diagnostics
 
 func.func @unstaged() {
   %x = dtfm.input "x" : tensor<2xf32>

@@ -1,8 +1,9 @@
+// COM: End-to-end test through the importer: its input is built by dtfm-translate and earlier passes (hand-written pass tests are in test/Passes).
 // RUN: dtfm-translate --import-gpt tiny | dtfm-opt --dtfm-autodiff --dtfm-import-cluster=file=%dtfm_src_root/examples/clusters/local-8.textproto --dtfm-partition-stages="stages=3" --dtfm-insert-send-recv --dtfm-verify-plan -o /dev/null
 // RUN: dtfm-opt %s -split-input-file -verify-diagnostics --dtfm-verify-plan
-// RUN: not dtfm-opt %S/Inputs/schedule-cycle.mlir --dtfm-verify-plan 2>&1 | FileCheck %s --check-prefix=CYCLE
+// RUN: not dtfm-opt %S/../Passes/Inputs/schedule-cycle.mlir --dtfm-verify-plan 2>&1 | FileCheck %s --check-prefix=CYCLE
 // CYCLE: schedule-cycle.mlir:0:0: error: dtfm-verify-plan: dtfm.schedule: stage 0 recv #0 (bwd micro-batch 0) never runs
-// RUN: not dtfm-opt %S/Inputs/schedule-malformed.mlir --dtfm-verify-plan 2>&1 | FileCheck %s --check-prefix=MALFORMED
+// RUN: not dtfm-opt %S/../Passes/Inputs/schedule-malformed.mlir --dtfm-verify-plan 2>&1 | FileCheck %s --check-prefix=MALFORMED
 // COM: A malformed entry is reported by the #dtfm.schedule verifier when the
 // COM: input is parsed, before the pass runs.
 // MALFORMED: schedule-malformed.mlir:1:50: error: dtfm.schedule: stage 1 recv: malformed item 'X2<0'

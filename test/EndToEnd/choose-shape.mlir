@@ -1,10 +1,11 @@
+// COM: End-to-end test through the importer: its input is built by dtfm-translate and earlier passes (hand-written pass tests are in test/Passes).
 // RUN: dtfm-translate --import-gpt tiny -o %t.mlir
-// RUN: sed s/MEMORY/4e9/ %S/Inputs/lan-8.textproto > %t.lan.textproto
-// RUN: sed s/MEMORY/2.5e6/ %S/Inputs/lan-8.textproto > %t.small.textproto
-// RUN: sed s/MEMORY/1e5/ %S/Inputs/lan-8.textproto > %t.tiny.textproto
+// RUN: sed s/MEMORY/4e9/ %S/../Passes/Inputs/lan-8.textproto > %t.lan.textproto
+// RUN: sed s/MEMORY/2.5e6/ %S/../Passes/Inputs/lan-8.textproto > %t.small.textproto
+// RUN: sed s/MEMORY/1e5/ %S/../Passes/Inputs/lan-8.textproto > %t.tiny.textproto
 
 // COM: One region behind a 10 Mbit/s link is left idle, with the reason.
-// RUN: dtfm-opt %t.mlir --dtfm-plan="cluster=%S/Inputs/far-region.textproto algorithm=hetero global-batch=32" --dtfm-print-plan-summary -o %t.far.mlir | FileCheck %s --check-prefix=FAR
+// RUN: dtfm-opt %t.mlir --dtfm-plan="cluster=%S/../Passes/Inputs/far-region.textproto algorithm=hetero global-batch=32" --dtfm-print-plan-summary -o %t.far.mlir | FileCheck %s --check-prefix=FAR
 // RUN: FileCheck %s --check-prefix=FARIR < %t.far.mlir
 // FAR: === dtfm plan shape ===
 // FAR-NEXT: cluster far, global batch 32 samples; {{[0-9]+}} shapes scored

@@ -1,7 +1,8 @@
+// COM: End-to-end test through the importer: its input is built by dtfm-translate and earlier passes (hand-written pass tests are in test/Passes).
 // RUN: dtfm-translate --import-gpt tiny -o %t.mlir
 // RUN: dtfm-opt %t.mlir --dtfm-import-cluster=file=%dtfm_src_root/examples/clusters/local-8.textproto --dtfm-partition-stages="stages=2" --dtfm-insert-send-recv | FileCheck %s
 // RUN: dtfm-opt %t.mlir --dtfm-autodiff --dtfm-import-cluster=file=%dtfm_src_root/examples/clusters/local-8.textproto --dtfm-partition-stages="stages=2" --dtfm-insert-send-recv | FileCheck %s --check-prefix=TRAIN
-// RUN: dtfm-opt %t.mlir --dtfm-plan="cluster=%S/Inputs/two-regions.textproto dp=2 pp=2" --dtfm-insert-send-recv | FileCheck %s --check-prefix=REGIONS
+// RUN: dtfm-opt %t.mlir --dtfm-plan="cluster=%S/../Passes/Inputs/two-regions.textproto dp=2 pp=2" --dtfm-insert-send-recv | FileCheck %s --check-prefix=REGIONS
 
 // COM: Forward graph on 2 stages: the tied token embedding (256x64 f32) and
 // COM: the residual stream (4x32x64 f32) cross from stage 0 to stage 1.

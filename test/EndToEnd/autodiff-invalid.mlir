@@ -1,3 +1,4 @@
+// COM: End-to-end test through the importer: its input is built by dtfm-translate and earlier passes (hand-written pass tests are in test/Passes).
 // RUN: not dtfm-opt %s --dtfm-autodiff 2>&1 | FileCheck %s --check-prefix=NOLOSS
 // NOLOSS: autodiff-invalid.mlir:0:0: error: dtfm-autodiff: no function has a loss (dtfm.cross_entropy); nothing to differentiate
 // RUN: dtfm-translate --import-gpt tiny -o %t.mlir
@@ -8,8 +9,8 @@
 // RUN: not dtfm-opt %t.mlir --dtfm-autodiff --dtfm-autodiff 2>&1 | FileCheck %s --check-prefix=TWICE
 // TWICE: error: 'func.func' op already has a backward graph
 // RUN: dtfm-translate --import-gpt tiny --layers 10 -o %t10.mlir
-// RUN: dtfm-opt %t10.mlir --dtfm-import-cluster=file=%S/Inputs/mixed-4.textproto --dtfm-partition-stages -o %t.fwd
-// RUN: dtfm-opt %t10.mlir --dtfm-autodiff --dtfm-import-cluster=file=%S/Inputs/mixed-4.textproto --dtfm-partition-stages -o %t.train
+// RUN: dtfm-opt %t10.mlir --dtfm-import-cluster=file=%S/../Passes/Inputs/mixed-4.textproto --dtfm-partition-stages -o %t.fwd
+// RUN: dtfm-opt %t10.mlir --dtfm-autodiff --dtfm-import-cluster=file=%S/../Passes/Inputs/mixed-4.textproto --dtfm-partition-stages -o %t.train
 // COM: Training and forward graphs split alike; backward ops follow their layer.
 // RUN: FileCheck %s --check-prefix=SPLIT < %t.fwd
 // RUN: FileCheck %s --check-prefix=SPLIT --check-prefix=TRAIN < %t.train

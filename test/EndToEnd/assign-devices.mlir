@@ -1,10 +1,11 @@
+// COM: End-to-end test through the importer: its input is built by dtfm-translate and earlier passes (hand-written pass tests are in test/Passes).
 // RUN: dtfm-translate --import-gpt tiny -o %t.mlir
-// RUN: dtfm-opt %t.mlir --dtfm-annotate-costs --dtfm-import-cluster=file=%S/Inputs/two-regions.textproto --dtfm-assign-devices="dp=2 pp=2 dp-bytes=1e6 pp-bytes=1e8 print-table=true" -o %t.out | FileCheck %s --check-prefix=TABLE
+// RUN: dtfm-opt %t.mlir --dtfm-annotate-costs --dtfm-import-cluster=file=%S/../Passes/Inputs/two-regions.textproto --dtfm-assign-devices="dp=2 pp=2 dp-bytes=1e6 pp-bytes=1e8 print-table=true" -o %t.out | FileCheck %s --check-prefix=TABLE
 // RUN: FileCheck %s --check-prefix=ATTR < %t.out
-// RUN: dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/Inputs/two-regions.textproto --dtfm-assign-devices="dp=2 pp=2 dp-bytes=1e8 pp-bytes=1e6 print-table=true" -o /dev/null | FileCheck %s --check-prefix=SWAPPED
+// RUN: dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/../Passes/Inputs/two-regions.textproto --dtfm-assign-devices="dp=2 pp=2 dp-bytes=1e8 pp-bytes=1e6 print-table=true" -o /dev/null | FileCheck %s --check-prefix=SWAPPED
 // RUN: dtfm-opt %t.mlir --dtfm-import-cluster=file=%dtfm_src_root/examples/clusters/local-8.textproto --dtfm-assign-devices="print-table=true" -o /dev/null | FileCheck %s --check-prefix=AUTO
-// RUN: dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/Inputs/two-regions.textproto --dtfm-assign-devices="dp=2 pp=2 algorithm=rank-order print-table=true" -o /dev/null | FileCheck %s --check-prefix=RANK
-// RUN: dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/Inputs/two-regions.textproto --dtfm-assign-devices="pp=2 progress=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=PROGRESS
+// RUN: dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/../Passes/Inputs/two-regions.textproto --dtfm-assign-devices="dp=2 pp=2 algorithm=rank-order print-table=true" -o /dev/null | FileCheck %s --check-prefix=RANK
+// RUN: dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/../Passes/Inputs/two-regions.textproto --dtfm-assign-devices="pp=2 progress=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=PROGRESS
 
 // COM: c_PP large: pipelines stay inside a region, data-parallel groups span
 // COM: both. DP: 2 (0.05 + 8*5e5/1e9) = 0.108 s. PP: each stage pair matched
@@ -35,7 +36,7 @@
 
 // COM: hetero: stages re-balanced for the devices that run them; the two 4x
 // COM: faster devices take 5 of the 12 blocks each.
-// RUN: dtfm-translate --import-gpt tiny --layers 10 | dtfm-opt --dtfm-annotate-costs --dtfm-autodiff --dtfm-import-cluster=file=%S/Inputs/mixed-4.textproto --dtfm-assign-devices="algorithm=hetero dp=1 pp=4 micro-batches=4 print-table=true" -o %t.hetero | FileCheck %s --check-prefix=HETERO
+// RUN: dtfm-translate --import-gpt tiny --layers 10 | dtfm-opt --dtfm-annotate-costs --dtfm-autodiff --dtfm-import-cluster=file=%S/../Passes/Inputs/mixed-4.textproto --dtfm-assign-devices="algorithm=hetero dp=1 pp=4 micro-batches=4 print-table=true" -o %t.hetero | FileCheck %s --check-prefix=HETERO
 // RUN: FileCheck %s --check-prefix=HETERO-ATTR < %t.hetero
 // HETERO: algorithm hetero
 // COM: No data-parallel groups (dp 1): the only sync is the tied embedding
