@@ -16,12 +16,6 @@
 using namespace mlir;
 using namespace mlir::dtfm;
 
-static constexpr llvm::StringLiteral kForwardFlops = "fwd_flops";
-static constexpr llvm::StringLiteral kBackwardFlops = "bwd_flops";
-static constexpr llvm::StringLiteral kSavedBytes = "saved_bytes";
-static constexpr llvm::StringLiteral kParamBytes = "param_bytes";
-static constexpr llvm::StringLiteral kResultBytes = "result_bytes";
-
 int64_t OpCost::totalResultBytes() const {
   int64_t sum = 0;
   for (int64_t bytes : resultBytes)
@@ -43,21 +37,13 @@ void CostTotals::add(const OpCost &cost) {
   resultBytes += cost.totalResultBytes();
 }
 
-DictionaryAttr mlir::dtfm::buildCostAttr(CostOpInterface op) {
-  Builder b(op->getContext());
+CostAttr mlir::dtfm::buildCostAttr(CostOpInterface op) {
   SmallVector<int64_t> resultBytes;
   for (unsigned i = 0, e = op->getNumResults(); i < e; ++i)
     resultBytes.push_back(op.getResultBytes(i));
-  SmallVector<NamedAttribute> entries{
-      b.getNamedAttr(kForwardFlops, b.getI64IntegerAttr(op.getForwardFlops())),
-      b.getNamedAttr(kBackwardFlops,
-                     b.getI64IntegerAttr(op.getBackwardFlops())),
-      b.getNamedAttr(kSavedBytes,
-                     b.getI64IntegerAttr(op.getSavedActivationBytes())),
-      b.getNamedAttr(kParamBytes, b.getI64IntegerAttr(op.getParameterBytes())),
-      b.getNamedAttr(kResultBytes, b.getDenseI64ArrayAttr(resultBytes)),
-  };
-  return b.getDictionaryAttr(entries);
+  return CostAttr::get(op->getContext(), op.getForwardFlops(),
+                       op.getBackwardFlops(), op.getSavedActivationBytes(),
+                       op.getParameterBytes(), resultBytes);
 }
 
 FailureOr<OpCost> mlir::dtfm::getOpCost(CostOpInterface op) {
@@ -81,29 +67,22 @@ FailureOr<OpCost> mlir::dtfm::getOpCost(CostOpInterface op) {
     return cost;
   }
 
-  auto dict = dyn_cast<DictionaryAttr>(annotation);
-  auto field = [&](StringRef name, int64_t &out) -> LogicalResult {
-    auto value = dict ? dict.getAs<IntegerAttr>(name) : IntegerAttr();
-    if (!value || value.getInt() < 0)
-      return op->emitOpError() << "malformed '" << kCostAttrName
-                               << "': expected a non-negative integer '"
-                               << name << "'";
-    out = value.getInt();
-    return success();
-  };
-  if (failed(field(kForwardFlops, cost.forwardFlops)) ||
-      failed(field(kBackwardFlops, cost.backwardFlops)) ||
-      failed(field(kSavedBytes, cost.savedActivationBytes)) ||
-      failed(field(kParamBytes, cost.parameterBytes)))
-    return failure();
-  auto results = dict.getAs<DenseI64ArrayAttr>(kResultBytes);
-  if (!results ||
-      results.size() != static_cast<int64_t>(op->getNumResults()))
+  // The dialect verifier has checked that dtfm.cost is a #dtfm.cost, and
+  // the attribute that its counts are non-negative.
+  auto annotated = dyn_cast<CostAttr>(annotation);
+  if (!annotated)
+    return op->emitOpError() << "malformed '" << kCostAttrName
+                             << "': expected a #dtfm.cost attribute";
+  if (annotated.getResultBytes().size() != op->getNumResults())
     return op->emitOpError() << "malformed '" << kCostAttrName
                              << "': expected 'result_bytes' with "
                              << op->getNumResults() << " entries";
-  cost.resultBytes.assign(results.asArrayRef().begin(),
-                          results.asArrayRef().end());
+  cost.forwardFlops = annotated.getFwdFlops();
+  cost.backwardFlops = annotated.getBwdFlops();
+  cost.savedActivationBytes = annotated.getSavedBytes();
+  cost.parameterBytes = annotated.getParamBytes();
+  cost.resultBytes.assign(annotated.getResultBytes().begin(),
+                          annotated.getResultBytes().end());
   return cost;
 }
 

@@ -131,38 +131,19 @@ struct EmitStagePrograms
           }
           if (auto param = dyn_cast<ParamOp>(copy)) {
             int64_t n = getNumElements(param.getType());
-            shards.push_back(b.getDictionaryAttr({
-                b.getNamedAttr("name", param.getNameAttr()),
-                b.getNamedAttr("begin", b.getI64IntegerAttr(i * n / groupSize)),
-                b.getNamedAttr("end",
-                               b.getI64IntegerAttr((i + 1) * n / groupSize)),
-                b.getNamedAttr("bytes", b.getI64IntegerAttr(
-                                            getTensorBytes(param.getType()))),
-            }));
+            shards.push_back(ParamShardAttr::get(
+                b.getContext(), param.getName(), i * n / groupSize,
+                (i + 1) * n / groupSize, getTensorBytes(param.getType())));
           }
         }
         body.create<func::ReturnOp>(model.getLoc());
         func->setAttr(kDeviceAttrName, b.getStringAttr(device));
         func->setAttr(kStageAttrName, b.getI64IntegerAttr(s));
         func->setAttr(kPipelineAttrName, b.getI64IntegerAttr(i));
-        func->setAttr(
-            kPeersAttrName,
-            b.getDictionaryAttr({
-                b.getNamedAttr("prev", b.getStringAttr(deviceAt(s - 1))),
-                b.getNamedAttr("next", b.getStringAttr(deviceAt(s + 1))),
-            }));
-        // The device program keeps its stage's streams as a dictionary.
-        auto list = [&](ArrayRef<StringAttr> items) {
-          return b.getArrayAttr(
-              SmallVector<Attribute>(items.begin(), items.end()));
-        };
-        func->setAttr(
-            kStreamsAttrName,
-            b.getDictionaryAttr({
-                b.getNamedAttr("recv", list(streams[s].getRecv())),
-                b.getNamedAttr("compute", list(streams[s].getCompute())),
-                b.getNamedAttr("send", list(streams[s].getSend())),
-            }));
+        func->setAttr(kPeersAttrName,
+                      PeersAttr::get(b.getContext(), deviceAt(s - 1),
+                                     deviceAt(s + 1)));
+        func->setAttr(kStreamsAttrName, streams[s]);
         func->setAttr(kParamShardsAttrName, b.getArrayAttr(shards));
         func->setAttr(kRecvBufferBytesAttrName, b.getI64IntegerAttr(recvBytes));
       }

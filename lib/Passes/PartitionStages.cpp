@@ -105,21 +105,14 @@ struct PartitionStages
       op->setAttr(kStageAttrName, b.getI64IntegerAttr(stage));
     });
     SmallVector<int64_t> bounds(plan.bounds.begin(), plan.bounds.end());
-    SmallVector<Attribute> seconds, memory;
-    for (size_t s = 0; s < plan.stageSeconds.size(); ++s) {
-      seconds.push_back(b.getF64FloatAttr(plan.stageSeconds[s]));
-      memory.push_back(b.getI64IntegerAttr(
-          static_cast<int64_t>(std::llround(plan.stageMemoryBytes[s]))));
-    }
-    module->setAttr(
-        kStagesAttrName,
-        b.getDictionaryAttr({
-            b.getNamedAttr("bounds", b.getDenseI64ArrayAttr(bounds)),
-            b.getNamedAttr("stage_seconds", b.getArrayAttr(seconds)),
-            b.getNamedAttr("memory_bytes", b.getArrayAttr(memory)),
-            b.getNamedAttr("bottleneck_s",
-                           b.getF64FloatAttr(plan.bottleneckSeconds)),
-        }));
+    SmallVector<StoredDouble> seconds(plan.stageSeconds.begin(),
+                                      plan.stageSeconds.end());
+    SmallVector<int64_t> memory;
+    for (double bytes : plan.stageMemoryBytes)
+      memory.push_back(static_cast<int64_t>(std::llround(bytes)));
+    module->setAttr(kStagesAttrName,
+                    StagesAttr::get(module.getContext(), bounds, seconds,
+                                    memory, plan.bottleneckSeconds));
     if (printTable)
       print(blocks, devices, plan);
     markAnalysesPreserved<CostAnalysis>();

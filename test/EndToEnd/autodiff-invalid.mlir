@@ -14,7 +14,7 @@
 // COM: Training and forward graphs split alike; backward ops follow their layer.
 // RUN: FileCheck %s --check-prefix=SPLIT < %t.fwd
 // RUN: FileCheck %s --check-prefix=SPLIT --check-prefix=TRAIN < %t.train
-// SPLIT: bounds = array<i64: 0, 5, 10, 11, 12>
+// SPLIT: bounds = [0, 5, 10, 11, 12]
 // TRAIN: dtfm.backward "dtfm.cross_entropy"{{.*}}dtfm.stage = 3 : i64
 // TRAIN: dtfm.backward "dtfm.embedding"{{.*}}dtfm.stage = 0 : i64
 // TRAIN: dtfm.adamw_update {{.*}}dtfm.layer = "head", {{.*}}dtfm.stage = 3 : i64

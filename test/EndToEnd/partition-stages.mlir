@@ -14,7 +14,7 @@
 // MIXED-NEXT: stage 2 slow0 1 blocks {{.*}} layer.9
 // MIXED-NEXT: stage 3 slow1 1 blocks {{.*}} head
 
-// IR: dtfm.stages = {bottleneck_s = {{.*}}, bounds = array<i64: 0, 5, 10, 11, 12>
+// IR: dtfm.stages = #dtfm.stages<bounds = [0, 5, 10, 11, 12], stage_seconds = [{{.*}}], memory_bytes = [{{.*}}], bottleneck_s = {{.*}}>
 // IR: dtfm.input "tokens" {dtfm.layer = "embedding", dtfm.stage = 0 : i64}
 // IR: dtfm.add {{.*}}{dtfm.layer = "layer.3", dtfm.stage = 0 : i64}
 // IR: dtfm.layernorm {{.*}}{dtfm.layer = "layer.4", dtfm.stage = 1 : i64}

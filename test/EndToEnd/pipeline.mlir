@@ -14,8 +14,8 @@
 // TABLE-DAG: slow{{[01]}} 1 blocks
 
 // IR: dtfm.assignment = #dtfm.assignment<cluster = "mixed-4", algorithm = "genetic"
-// IR-SAME: dtfm.stages = {bottleneck_s
-// IR: dtfm.cost = {
+// IR-SAME: dtfm.stages = #dtfm.stages<bounds
+// IR: dtfm.cost = #dtfm.cost<fwd_flops
 // IR: dtfm.backward "dtfm.cross_entropy"{{.*}}dtfm.stage = 3 : i64
 // IR: dtfm.adamw_update {{.*}}dtfm.stage = 0 : i64
 

@@ -4,26 +4,26 @@
 
 // CHECK-LABEL: func.func @mlp
 func.func @mlp() -> tensor<f32> {
-  // CHECK: dtfm.input "x" {dtfm.cost = {bwd_flops = 0 : i64, fwd_flops = 0 : i64, param_bytes = 0 : i64, result_bytes = array<i64: 96>, saved_bytes = 0 : i64}}
+  // CHECK: dtfm.input "x" {dtfm.cost = #dtfm.cost<fwd_flops = 0, bwd_flops = 0, saved_bytes = 0, param_bytes = 0, result_bytes = [96]>}
   %x = dtfm.input "x" : tensor<2x3x4xf32>
-  // CHECK: dtfm.param "w" init(zeros) {dtfm.cost = {bwd_flops = 0 : i64, fwd_flops = 0 : i64, param_bytes = 40 : i64, result_bytes = array<i64: 40>, saved_bytes = 0 : i64}}
+  // CHECK: dtfm.param "w" init(zeros) {dtfm.cost = #dtfm.cost<fwd_flops = 0, bwd_flops = 0, saved_bytes = 0, param_bytes = 40, result_bytes = [40]>}
   %w = dtfm.param "w" init(zeros) : tensor<4x5xf16>
   %w32 = dtfm.param "w32" init(zeros) : tensor<4x5xf32>
   // COM: 2*M*N*K = 2*(2*3)*5*4 = 240; backward 2x; keeps x (96 B), not w.
-  // CHECK: dtfm.matmul {{.*}}dtfm.cost = {bwd_flops = 480 : i64, fwd_flops = 240 : i64, param_bytes = 0 : i64, result_bytes = array<i64: 120>, saved_bytes = 96 : i64}
+  // CHECK: dtfm.matmul {{.*}}dtfm.cost = #dtfm.cost<fwd_flops = 240, bwd_flops = 480, saved_bytes = 96, param_bytes = 0, result_bytes = [120]>
   %y = dtfm.matmul %x, %w32 : (tensor<2x3x4xf32>, tensor<4x5xf32>) -> tensor<2x3x5xf32>
   // COM: 8 per element forward, keeps x.
-  // CHECK: dtfm.gelu {{.*}}dtfm.cost = {bwd_flops = 480 : i64, fwd_flops = 240 : i64, param_bytes = 0 : i64, result_bytes = array<i64: 120>, saved_bytes = 120 : i64}
+  // CHECK: dtfm.gelu {{.*}}dtfm.cost = #dtfm.cost<fwd_flops = 240, bwd_flops = 480, saved_bytes = 120, param_bytes = 0, result_bytes = [120]>
   %g = dtfm.gelu %y : (tensor<2x3x5xf32>) -> tensor<2x3x5xf32>
-  // CHECK: dtfm.relu {{.*}}dtfm.cost = {bwd_flops = 30 : i64, fwd_flops = 30 : i64, param_bytes = 0 : i64, result_bytes = array<i64: 120>, saved_bytes = 120 : i64}
+  // CHECK: dtfm.relu {{.*}}dtfm.cost = #dtfm.cost<fwd_flops = 30, bwd_flops = 30, saved_bytes = 120, param_bytes = 0, result_bytes = [120]>
   %r = dtfm.relu %g : (tensor<2x3x5xf32>) -> tensor<2x3x5xf32>
-  // CHECK: dtfm.add {{.*}}dtfm.cost = {bwd_flops = 30 : i64, fwd_flops = 30 : i64, param_bytes = 0 : i64, result_bytes = array<i64: 120>, saved_bytes = 0 : i64}
+  // CHECK: dtfm.add {{.*}}dtfm.cost = #dtfm.cost<fwd_flops = 30, bwd_flops = 30, saved_bytes = 0, param_bytes = 0, result_bytes = [120]>
   %s = dtfm.add %r, %y : (tensor<2x3x5xf32>, tensor<2x3x5xf32>) -> tensor<2x3x5xf32>
-  // CHECK: dtfm.flatten {{.*}}dtfm.cost = {bwd_flops = 0 : i64, fwd_flops = 0 : i64, param_bytes = 0 : i64, result_bytes = array<i64: 120>, saved_bytes = 0 : i64}
+  // CHECK: dtfm.flatten {{.*}}dtfm.cost = #dtfm.cost<fwd_flops = 0, bwd_flops = 0, saved_bytes = 0, param_bytes = 0, result_bytes = [120]>
   %f = dtfm.flatten %s {axis = 2 : i64} : (tensor<2x3x5xf32>) -> tensor<6x5xf32>
   %t = dtfm.label "t" : tensor<6xi32>
   // COM: 5 per logit + 2 per row = 5*30 + 2*6 = 162; backward 2 per logit.
-  // CHECK: dtfm.cross_entropy {{.*}}dtfm.cost = {bwd_flops = 60 : i64, fwd_flops = 162 : i64, param_bytes = 0 : i64, result_bytes = array<i64: 4>, saved_bytes = 120 : i64}
+  // CHECK: dtfm.cross_entropy {{.*}}dtfm.cost = #dtfm.cost<fwd_flops = 162, bwd_flops = 60, saved_bytes = 120, param_bytes = 0, result_bytes = [4]>
   %loss = dtfm.cross_entropy %f, %t : (tensor<6x5xf32>, tensor<6xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
@@ -32,9 +32,9 @@ func.func @mlp() -> tensor<f32> {
 func.func @cnn() {
   %x = dtfm.input "x" : tensor<1x2x4x4xf32>
   // COM: max pool: numel(result)*kH*kW = (1*2*2*2)*4 = 32.
-  // CHECK: dtfm.max_pool2d {{.*}}dtfm.cost = {bwd_flops = 8 : i64, fwd_flops = 32 : i64, param_bytes = 0 : i64, result_bytes = array<i64: 32>, saved_bytes = 128 : i64}
+  // CHECK: dtfm.max_pool2d {{.*}}dtfm.cost = #dtfm.cost<fwd_flops = 32, bwd_flops = 8, saved_bytes = 128, param_bytes = 0, result_bytes = [32]>
   %p = dtfm.max_pool2d %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>} : (tensor<1x2x4x4xf32>) -> tensor<1x2x2x2xf32>
-  // CHECK: dtfm.global_avg_pool {{.*}}dtfm.cost = {bwd_flops = 8 : i64, fwd_flops = 8 : i64, param_bytes = 0 : i64, result_bytes = array<i64: 8>, saved_bytes = 0 : i64}
+  // CHECK: dtfm.global_avg_pool {{.*}}dtfm.cost = #dtfm.cost<fwd_flops = 8, bwd_flops = 8, saved_bytes = 0, param_bytes = 0, result_bytes = [8]>
   %g = dtfm.global_avg_pool %p : (tensor<1x2x2x2xf32>) -> tensor<1x2x1x1xf32>
   return
 }

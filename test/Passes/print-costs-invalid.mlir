@@ -3,17 +3,26 @@
 
 // FORMAT: error: dtfm-print-costs: unknown format 'xml' (expected table or json)
 
-func.func @missing_field() {
-  // expected-error @+1 {{malformed 'dtfm.cost': expected a non-negative integer 'bwd_flops'}}
+func.func @untyped() {
+  // expected-error @+1 {{dtfm.cost must be a #dtfm.cost attribute}}
   %x = dtfm.input "x" {dtfm.cost = {fwd_flops = 0 : i64}} : tensor<2xf32>
   return
 }
 
 // -----
 
+func.func @missing_field() {
+  // COM: MLIR's struct parser wants every parameter.
+  // expected-error @+1 {{expected ','}}
+  %x = dtfm.input "x" {dtfm.cost = #dtfm.cost<fwd_flops = 0>} : tensor<2xf32>
+  return
+}
+
+// -----
+
 func.func @negative() {
-  // expected-error @+1 {{malformed 'dtfm.cost': expected a non-negative integer 'fwd_flops'}}
-  %x = dtfm.input "x" {dtfm.cost = {fwd_flops = -1 : i64, bwd_flops = 0 : i64, saved_bytes = 0 : i64, param_bytes = 0 : i64, result_bytes = array<i64: 8>}} : tensor<2xf32>
+  // expected-error @+1 {{dtfm.cost: fwd_flops must be non-negative, got -1}}
+  %x = dtfm.input "x" {dtfm.cost = #dtfm.cost<fwd_flops = -1, bwd_flops = 0, saved_bytes = 0, param_bytes = 0, result_bytes = [8]>} : tensor<2xf32>
   return
 }
 
@@ -21,6 +30,6 @@ func.func @negative() {
 
 func.func @result_count() {
   // expected-error @+1 {{malformed 'dtfm.cost': expected 'result_bytes' with 1 entries}}
-  %x = dtfm.input "x" {dtfm.cost = {fwd_flops = 0 : i64, bwd_flops = 0 : i64, saved_bytes = 0 : i64, param_bytes = 0 : i64, result_bytes = array<i64: 8, 8>}} : tensor<2xf32>
+  %x = dtfm.input "x" {dtfm.cost = #dtfm.cost<fwd_flops = 0, bwd_flops = 0, saved_bytes = 0, param_bytes = 0, result_bytes = [8, 8]>} : tensor<2xf32>
   return
 }

@@ -7,6 +7,7 @@
 #ifndef DTFM_ANALYSIS_COSTANALYSIS_H
 #define DTFM_ANALYSIS_COSTANALYSIS_H
 
+#include "dtfm/Dialect/Dtfm/IR/DtfmAttrs.h"
 #include "dtfm/Dialect/Dtfm/IR/DtfmOps.h"
 #include "dtfm/Planner/Workload.h"
 #include "mlir/Pass/AnalysisManager.h"
@@ -55,8 +56,8 @@ struct CostTotals {
   }
 };
 
-/// The cost dictionary the annotate pass attaches to `op`.
-DictionaryAttr buildCostAttr(CostOpInterface op);
+/// The #dtfm.cost the annotate pass attaches to `op`.
+CostAttr buildCostAttr(CostOpInterface op);
 
 /// The cost of `op`: from its `dtfm.cost` annotation when present, otherwise
 /// from the interface. Fails (with a diagnostic on the op) on a malformed

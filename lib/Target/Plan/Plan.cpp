@@ -142,26 +142,24 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
       program.set_stage(s.getInt());
     if (auto p = func->getAttrOfType<IntegerAttr>(kPipelineAttrName))
       program.set_pipeline(p.getInt());
-    if (auto peers = func->getAttrOfType<DictionaryAttr>(kPeersAttrName)) {
-      if (auto prev = peers.getAs<StringAttr>("prev"))
-        program.set_prev(prev.str());
-      if (auto next = peers.getAs<StringAttr>("next"))
-        program.set_next(next.str());
+    // The dialect verifier has checked the typed forms of these attributes.
+    if (auto peers = func->getAttrOfType<PeersAttr>(kPeersAttrName)) {
+      program.set_prev(peers.getPrev().str());
+      program.set_next(peers.getNext().str());
     }
-    if (auto streams = func->getAttrOfType<DictionaryAttr>(kStreamsAttrName)) {
+    if (auto streams = func->getAttrOfType<StageStreamsAttr>(kStreamsAttrName)) {
       ::dtfm::format::Streams entries;
+      ArrayRef<StringAttr> lists[3] = {streams.getRecv(), streams.getCompute(),
+                                       streams.getSend()};
       for (int s = 0; s < 3; ++s) {
         auto slot = static_cast<::dtfm::format::Slot>(s);
-        auto list = streams.getAs<ArrayAttr>(::dtfm::format::slotName(slot));
-        for (Attribute item : list ? list : ArrayAttr()) {
-          auto text = dyn_cast<StringAttr>(item);
+        for (StringAttr text : lists[s]) {
           ::dtfm::format::StreamEntry entry;
-          if (!text ||
-              !::dtfm::format::parseEntry(text.getValue(), slot, entry))
+          if (!::dtfm::format::parseEntry(text.getValue(), slot, entry))
             return emitError(func.getLoc())
                    << "function @" << func.getSymName() << ": malformed "
                    << ::dtfm::format::slotName(slot) << " stream entry "
-                   << item;
+                   << text;
           entries[s].push_back(entry);
         }
       }
@@ -170,13 +168,12 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
     if (auto bytes = func->getAttrOfType<IntegerAttr>(kRecvBufferBytesAttrName))
       program.set_recv_buffer_bytes(bytes.getInt());
     if (auto shards = func->getAttrOfType<ArrayAttr>(kParamShardsAttrName))
-      for (Attribute entry : shards) {
-        auto dict = cast<DictionaryAttr>(entry);
+      for (auto entry : shards.getAsRange<ParamShardAttr>()) {
         pb::ParamShard &shard = *program.add_shards();
-        shard.set_name(dict.getAs<StringAttr>("name").str());
-        shard.set_begin(dict.getAs<IntegerAttr>("begin").getInt());
-        shard.set_end(dict.getAs<IntegerAttr>("end").getInt());
-        shard.set_bytes(dict.getAs<IntegerAttr>("bytes").getInt());
+        shard.set_name(entry.getName().str());
+        shard.set_begin(entry.getBegin());
+        shard.set_end(entry.getEnd());
+        shard.set_bytes(entry.getBytes());
       }
     for (NamedAttribute attr : func->getDiscardableAttrs())
       (*program.mutable_attrs())[attr.getName().str()] =

@@ -177,3 +177,81 @@ module attributes {dtfm.assignment = #dtfm.assignment<cluster = "c", algorithm =
 // expected-error @+1 {{dtfm.assignment must be a #dtfm.assignment attribute}}
 module attributes {dtfm.assignment = {dp = 1 : i64}} {
 }
+
+// -----
+
+// expected-error @+1 {{dtfm.cost: saved_bytes must be non-negative, got -8}}
+module attributes {dtfm.cost = #dtfm.cost<fwd_flops = 0, bwd_flops = 0, saved_bytes = -8, param_bytes = 0, result_bytes = []>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.cost: result_bytes must be non-negative, got -1}}
+module attributes {dtfm.cost = #dtfm.cost<fwd_flops = 0, bwd_flops = 0, saved_bytes = 0, param_bytes = 0, result_bytes = [4, -1]>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.cost must be a #dtfm.cost attribute}}
+module attributes {dtfm.cost = {fwd_flops = 0 : i64}} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.stages: bounds must start at 0 and hold at least 2 values}}
+module attributes {dtfm.stages = #dtfm.stages<bounds = [1, 2], stage_seconds = [0.0], memory_bytes = [0], bottleneck_s = 0.0>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.stages: bounds must not decrease, got 3 then 2}}
+module attributes {dtfm.stages = #dtfm.stages<bounds = [0, 3, 2], stage_seconds = [0.0, 0.0], memory_bytes = [0, 0], bottleneck_s = 0.0>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.stages: 2 stages need 2 stage_seconds and memory_bytes values, got 1 and 2}}
+module attributes {dtfm.stages = #dtfm.stages<bounds = [0, 1, 2], stage_seconds = [0.0], memory_bytes = [0, 0], bottleneck_s = 0.0>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.stages: stage 1 has a negative time or memory}}
+module attributes {dtfm.stages = #dtfm.stages<bounds = [0, 1, 2], stage_seconds = [0.0, 0.0], memory_bytes = [0, -1], bottleneck_s = 0.0>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.stages: bottleneck_s must be non-negative}}
+module attributes {dtfm.stages = #dtfm.stages<bounds = [0, 1], stage_seconds = [0.0], memory_bytes = [0], bottleneck_s = -1.0>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.stages must be a #dtfm.stages attribute}}
+module attributes {dtfm.stages = {bounds = array<i64: 0, 1>}} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.param_shard 'wte': expected 0 <= begin <= end and bytes >= 0, got [8, 4) and 64 bytes}}
+module attributes {dtfm.param_shards = [#dtfm.param_shard<name = "wte", begin = 8, end = 4, bytes = 64>]} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.param_shards must be an array of #dtfm.param_shard attributes}}
+module attributes {dtfm.param_shards = [{name = "wte", begin = 0 : i64, end = 4 : i64, bytes = 16 : i64}]} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.peers must be a #dtfm.peers attribute}}
+module attributes {dtfm.peers = {prev = "a", next = "b"}} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.streams must be a #dtfm.streams attribute}}
+module attributes {dtfm.streams = {recv = [], compute = ["F0"], send = []}} {
+}

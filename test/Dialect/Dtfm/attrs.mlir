@@ -64,3 +64,21 @@ module @assignment attributes {dtfm.assignment = #dtfm.assignment<cluster = "two
 // CHECK-SAME: dtfm.assignment = #dtfm.assignment<cluster = "mixed-4", algorithm = "hetero", seed = 0, dp = 1, pp = 2, dp_bytes = 518400.0, pp_bytes = 131072.0, data_parallel_cost_s = 0.0, pipeline_cost_s = 0.0012291456, total_cost_s = 0.0012291456, stages = {{\[\["fast0"\], \["slow0"\]\]}}, iteration_s = 0.0017461600160000002, stage_bounds = [0, 5, 12]>
 module @hetero_assignment attributes {dtfm.assignment = #dtfm.assignment<stage_bounds = [0, 5, 12], iteration_s = 0.0017461600160000002, cluster = "mixed-4", algorithm = "hetero", seed = 0, dp = 1, pp = 2, dp_bytes = 518400.0, pp_bytes = 131072.0, data_parallel_cost_s = 0.0, pipeline_cost_s = 0.0012291456, total_cost_s = 0.0012291456, stages = [["fast0"], ["slow0"]]>} {
 }
+
+// -----
+
+// COM: An op's cost, its stage bounds, and a device program's peers, streams
+// COM: and parameter shards.
+// CHECK-LABEL: module @planned
+// CHECK-SAME: dtfm.stages = #dtfm.stages<bounds = [0, 2, 2, 5], stage_seconds = [0.5, 0.0, 1.0e-07], memory_bytes = [1024, 0, 512], bottleneck_s = 0.5>
+// CHECK: func.func @gpu1()
+// CHECK-SAME: dtfm.param_shards = [#dtfm.param_shard<name = "wte", begin = 0, end = 8192, bytes = 65536>]
+// CHECK-SAME: dtfm.peers = #dtfm.peers<prev = "gpu0", next = "">
+// CHECK-SAME: dtfm.streams = #dtfm.streams<recv = ["F0<0"], compute = ["F0", "B0"], send = ["B0>0"]>
+// CHECK: dtfm.input "x" {dtfm.cost = #dtfm.cost<fwd_flops = 96, bwd_flops = 192, saved_bytes = 128, param_bytes = 0, result_bytes = [64]>}
+module @planned attributes {dtfm.stages = #dtfm.stages<bounds = [0, 2, 2, 5], stage_seconds = [0.5, 0.0, 1.0e-07], memory_bytes = [1024, 0, 512], bottleneck_s = 0.5>} {
+  func.func @gpu1() attributes {dtfm.param_shards = [#dtfm.param_shard<name = "wte", begin = 0, end = 8192, bytes = 65536>], dtfm.peers = #dtfm.peers<prev = "gpu0", next = "">, dtfm.streams = #dtfm.streams<recv = ["F0<0"], compute = ["F0", "B0"], send = ["B0>0"]>} {
+    %x = dtfm.input "x" {dtfm.cost = #dtfm.cost<fwd_flops = 96, bwd_flops = 192, saved_bytes = 128, param_bytes = 0, result_bytes = [64]>} : tensor<16xf32>
+    return
+  }
+}

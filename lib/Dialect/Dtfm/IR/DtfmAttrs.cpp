@@ -295,3 +295,64 @@ LogicalResult AssignmentAttr::verify(
                        << " stage bounds but pp " << pp << " needs " << pp + 1;
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// CostAttr, StagesAttr, ParamShardAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult CostAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               int64_t forwardFlops, int64_t backwardFlops,
+                               int64_t savedBytes, int64_t paramBytes,
+                               ArrayRef<int64_t> resultBytes) {
+  std::pair<StringRef, int64_t> counts[] = {{"fwd_flops", forwardFlops},
+                                            {"bwd_flops", backwardFlops},
+                                            {"saved_bytes", savedBytes},
+                                            {"param_bytes", paramBytes}};
+  for (auto [name, value] : counts)
+    if (value < 0)
+      return emitError() << "dtfm.cost: " << name
+                         << " must be non-negative, got " << value;
+  for (int64_t bytes : resultBytes)
+    if (bytes < 0)
+      return emitError() << "dtfm.cost: result_bytes must be non-negative, got "
+                         << bytes;
+  return success();
+}
+
+LogicalResult StagesAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                 ArrayRef<int64_t> bounds,
+                                 ArrayRef<StoredDouble> stageSeconds,
+                                 ArrayRef<int64_t> memoryBytes,
+                                 StoredDouble bottleneckSeconds) {
+  if (bounds.size() < 2 || bounds.front() != 0)
+    return emitError()
+           << "dtfm.stages: bounds must start at 0 and hold at least 2 values";
+  for (size_t i = 1; i < bounds.size(); ++i)
+    if (bounds[i] < bounds[i - 1])
+      return emitError() << "dtfm.stages: bounds must not decrease, got "
+                         << bounds[i - 1] << " then " << bounds[i];
+  size_t stages = bounds.size() - 1;
+  if (stageSeconds.size() != stages || memoryBytes.size() != stages)
+    return emitError() << "dtfm.stages: " << stages << " stages need "
+                       << stages << " stage_seconds and memory_bytes values, "
+                       << "got " << stageSeconds.size() << " and "
+                       << memoryBytes.size();
+  for (size_t s = 0; s < stages; ++s)
+    if (!(stageSeconds[s] >= 0) || memoryBytes[s] < 0)
+      return emitError() << "dtfm.stages: stage " << s
+                         << " has a negative time or memory";
+  if (!(bottleneckSeconds >= 0))
+    return emitError() << "dtfm.stages: bottleneck_s must be non-negative";
+  return success();
+}
+
+LogicalResult
+ParamShardAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                       StringRef name, int64_t begin, int64_t end,
+                       int64_t bytes) {
+  if (begin < 0 || end < begin || bytes < 0)
+    return emitError() << "dtfm.param_shard '" << name
+                       << "': expected 0 <= begin <= end and bytes >= 0, got ["
+                       << begin << ", " << end << ") and " << bytes << " bytes";
+  return success();
+}

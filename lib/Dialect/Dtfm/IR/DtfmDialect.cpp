@@ -21,23 +21,42 @@ void DtfmDialect::initialize() {
   registerAttributes();
 }
 
-/// Module attributes that have a typed form must have it: a pass reading
-/// `dtfm.schedule` finds a #dtfm.schedule or nothing.
+/// The planning attributes that have a typed form must have it: a pass
+/// reading `dtfm.schedule` finds a #dtfm.schedule or nothing.
 LogicalResult DtfmDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
-  if (attr.getName() == kScheduleAttrName &&
-      !isa<ScheduleAttr>(attr.getValue()))
-    return op->emitError() << kScheduleAttrName
-                           << " must be a #dtfm.schedule attribute";
-  if (attr.getName() == kClusterAttrName && !isa<ClusterAttr>(attr.getValue()))
-    return op->emitError() << kClusterAttrName
-                           << " must be a #dtfm.cluster attribute";
-  if (attr.getName() == kShapeAttrName && !isa<ShapeAttr>(attr.getValue()))
-    return op->emitError() << kShapeAttrName
-                           << " must be a #dtfm.shape attribute";
-  if (attr.getName() == kAssignmentAttrName &&
-      !isa<AssignmentAttr>(attr.getValue()))
-    return op->emitError() << kAssignmentAttrName
-                           << " must be a #dtfm.assignment attribute";
+  struct TypedForm {
+    StringRef name;
+    StringRef spelling;
+    bool (*matches)(Attribute);
+  };
+  static const TypedForm forms[] = {
+      {kScheduleAttrName, "a #dtfm.schedule attribute",
+       [](Attribute a) { return isa<ScheduleAttr>(a); }},
+      {kClusterAttrName, "a #dtfm.cluster attribute",
+       [](Attribute a) { return isa<ClusterAttr>(a); }},
+      {kShapeAttrName, "a #dtfm.shape attribute",
+       [](Attribute a) { return isa<ShapeAttr>(a); }},
+      {kAssignmentAttrName, "a #dtfm.assignment attribute",
+       [](Attribute a) { return isa<AssignmentAttr>(a); }},
+      {kCostAttrName, "a #dtfm.cost attribute",
+       [](Attribute a) { return isa<CostAttr>(a); }},
+      {kStagesAttrName, "a #dtfm.stages attribute",
+       [](Attribute a) { return isa<StagesAttr>(a); }},
+      {kPeersAttrName, "a #dtfm.peers attribute",
+       [](Attribute a) { return isa<PeersAttr>(a); }},
+      {kStreamsAttrName, "a #dtfm.streams attribute",
+       [](Attribute a) { return isa<StageStreamsAttr>(a); }},
+      {kParamShardsAttrName, "an array of #dtfm.param_shard attributes",
+       [](Attribute a) {
+         auto list = dyn_cast<ArrayAttr>(a);
+         return list && llvm::all_of(list, [](Attribute item) {
+                  return isa<ParamShardAttr>(item);
+                });
+       }},
+  };
+  for (const TypedForm &form : forms)
+    if (attr.getName() == form.name && !form.matches(attr.getValue()))
+      return op->emitError() << form.name << " must be " << form.spelling;
   return success();
 }

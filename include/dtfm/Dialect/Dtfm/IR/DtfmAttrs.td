@@ -304,4 +304,100 @@ def Dtfm_AssignmentAttr : Dtfm_Attr<"Assignment", "assignment"> {
   let genVerifyDecl = 1;
 }
 
+def Dtfm_CostAttr : Dtfm_Attr<"Cost", "cost"> {
+  let summary = "An op's cost, fixed by --dtfm-annotate-costs";
+  let description = [{
+    Written on every op with a cost by --dtfm-annotate-costs as `dtfm.cost`:
+    the forward and backward FLOPs, the bytes the op saves for its backward,
+    its parameter bytes and the bytes of each result. The cost analysis
+    reads it in place of the op's cost interface, so a hand-edited cost
+    overrides the computed one.
+
+    ```mlir
+    #dtfm.cost<fwd_flops = 96, bwd_flops = 192, saved_bytes = 128,
+               param_bytes = 0, result_bytes = [64]>
+    ```
+
+    The verifier checks that every count is non-negative; the cost analysis
+    checks that there is one result size per result.
+  }];
+  let parameters = (ins
+    "int64_t":$fwd_flops,
+    "int64_t":$bwd_flops,
+    "int64_t":$saved_bytes,
+    "int64_t":$param_bytes,
+    Dtfm_BracketListParameter<"int64_t", "bytes of each result">:$result_bytes
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Dtfm_StagesAttr : Dtfm_Attr<"Stages", "stages"> {
+  let summary = "The stage bounds --dtfm-partition-stages chose";
+  let description = [{
+    Written by --dtfm-partition-stages as the module attribute
+    `dtfm.stages`: the stage bounds (block indices, one more than there are
+    stages), each stage's predicted compute time and memory, and the
+    bottleneck (the slowest stage). Every double prints in the shortest form
+    that reads back exactly.
+
+    ```mlir
+    #dtfm.stages<bounds = [0, 2, 4], stage_seconds = [0.5, 0.25],
+                 memory_bytes = [1024, 512], bottleneck_s = 0.5>
+    ```
+
+    The verifier checks the form: increasing bounds from 0, one time and one
+    memory figure per stage, none negative.
+  }];
+  let parameters = (ins
+    Dtfm_BracketListParameter<"int64_t", "stage bounds (block indices)">:$bounds,
+    Dtfm_BracketListParameter<"::mlir::dtfm::StoredDouble", "compute time of each stage in s">:$stage_seconds,
+    Dtfm_BracketListParameter<"int64_t", "memory of each stage in bytes">:$memory_bytes,
+    Dtfm_DoubleParameter<"the slowest stage's time in s">:$bottleneck_s
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Dtfm_PeersAttr : Dtfm_Attr<"Peers", "peers"> {
+  let summary = "A device program's neighbours in its pipeline";
+  let description = [{
+    Set on each device program by --dtfm-emit-stage-programs as
+    `dtfm.peers`: the devices of the previous and the next stage of the same
+    pipeline (empty on the first and the last stage).
+
+    ```mlir
+    #dtfm.peers<prev = "", next = "gpu1">
+    ```
+  }];
+  let parameters = (ins
+    StringRefParameter<"the previous stage's device, or empty">:$prev,
+    StringRefParameter<"the next stage's device, or empty">:$next
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
+def Dtfm_ParamShardAttr : Dtfm_Attr<"ParamShard", "param_shard"> {
+  let summary = "The part of a parameter a device program owns";
+  let description = [{
+    One element of a device program's `dtfm.param_shards`: the parameter's
+    name, the element range [begin, end) the device owns under the sharded
+    optimizer, and the parameter's whole size in bytes.
+
+    ```mlir
+    #dtfm.param_shard<name = "wte", begin = 0, end = 8192, bytes = 65536>
+    ```
+
+    The verifier checks 0 <= begin <= end and bytes >= 0.
+  }];
+  let parameters = (ins
+    StringRefParameter<"parameter name">:$name,
+    "int64_t":$begin,
+    "int64_t":$end,
+    "int64_t":$bytes
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 #endif // DTFM_ATTRS
