@@ -273,7 +273,7 @@ int main(int argc, char **argv) {
           << "_bandwidth_gbps.csv\"\n";
     }
     if (!json)
-      std::printf("\n%s\n  %-12s %-5s %6s %6s %13s %9s %8s\n", prefix,
+      std::printf("\n%s\n  %-12s %-5s %6s %6s %13s %9s %8s\n", prefix.c_str(),
                   "algorithm", "topk", "layers", "batch", "iteration_s",
                   "PFLOP/s", "wall_s");
     for (int layers : layerCounts)
@@ -288,7 +288,7 @@ int main(int argc, char **argv) {
             double planSeconds, simulateSeconds;
             if (!runJob(clusterFile, algorithm, compression, ratio, job, seed,
                         row, planSeconds, simulateSeconds, error)) {
-              std::fprintf(stderr, "bench-paper: %s %s: %s\n", prefix,
+              std::fprintf(stderr, "bench-paper: %s %s: %s\n", prefix.c_str(),
                            algorithm.c_str(), error.c_str());
               continue;
             }
@@ -300,7 +300,7 @@ int main(int argc, char **argv) {
                           "\"compression\":%s,\"layers\":%d,\"batch\":%d,"
                           "\"iteration_s\":%.6f,\"pflops\":%.6f,"
                           "\"wall_s\":%.3f}\n",
-                          prefix, algorithm.c_str(),
+                          prefix.c_str(), algorithm.c_str(),
                           compression ? "true" : "false", layers, batch,
                           row.iterationSeconds, row.pflops, row.wallSeconds);
             else
