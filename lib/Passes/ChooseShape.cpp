@@ -41,8 +41,9 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
       return fail(kNoClusterMessage);
     if (globalBatch <= 0)
       return fail("global-batch must be a positive number of samples");
-    if (budget < 0 || !(stateBytes >= 0) ||
-        (schedule != "1f1b" && schedule != "gpipe"))
+    std::optional<planner::PipelineSchedule> kind =
+        planner::parsePipelineSchedule(schedule.getValue());
+    if (budget < 0 || !(stateBytes >= 0) || !kind)
       return fail("budget and state-bytes-per-param-byte must be >= 0 and "
                   "schedule 1f1b or gpipe");
     for (int64_t size : microBatchSizes)
@@ -97,9 +98,7 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
     problem.fixedDataParallel = dataParallel;
     problem.fixedPipelineParallel = pipelineParallel;
     problem.training.stages.stateBytesPerParameterByte = stateBytes;
-    problem.training.stages.schedule =
-        schedule == "gpipe" ? planner::PipelineSchedule::GPipe
-                            : planner::PipelineSchedule::OneFOneB;
+    problem.training.stages.schedule = *kind;
     planner::ShapeSearchOptions options;
     options.budgetSeconds =
         budget > 0 ? budget : (cluster.size() <= 128 ? 3.0 : 10.0);

@@ -6,6 +6,7 @@
 
 #include "dtfm/Passes/Passes.h"
 #include "dtfm/Planner/CostModel.h"
+#include "dtfm/Planner/Workload.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -32,9 +33,11 @@ struct InsertGradSync
           << "dtfm-insert-grad-sync: " << message;
       signalPassFailure();
     };
-    if (sync != "auto" && sync != "ps" && sync != "ring")
-      return fail("unknown sync '" + sync.getValue() +
-                  "' (expected auto, ps or ring)");
+    std::optional<planner::GradientSync> syncKind =
+        planner::parseGradientSync(sync.getValue());
+    if (!syncKind)
+      return fail("unknown sync '" + sync.getValue() + "' (expected " +
+                  planner::kGradientSyncChoices + ")");
     std::string error;
     FailureOr<planner::Cluster> loaded = moduleCluster(module, error);
     if (failed(loaded))
@@ -89,24 +92,27 @@ struct InsertGradSync
           planner::groupDataParallelCost(cluster, group, total, dp);
       double ringSeconds =
           planner::groupRingAllReduceCost(cluster, group, total, dp);
-      std::string algorithm = sync;
-      if (algorithm == "auto")
-        algorithm = ringSeconds < psSeconds ? "ring" : "ps";
+      planner::GradientSync algorithm = *syncKind;
+      if (algorithm == planner::GradientSync::Auto)
+        algorithm = ringSeconds < psSeconds
+                        ? planner::GradientSync::Ring
+                        : planner::GradientSync::ParameterServer;
+      bool ring = algorithm == planner::GradientSync::Ring;
       // The stage's gradients travel as one bucket (DT-FM's c_DP): the time
       // of the whole exchange, recorded on every sync of the stage.
-      double stageSeconds = algorithm == "ring" ? ringSeconds : psSeconds;
+      double stageSeconds = ring ? ringSeconds : psSeconds;
       for (Operation *op : ops) {
         Value grad = op->getOperand(1);
         int64_t bytes = getTensorBytes(grad.getType());
-        double seconds = algorithm == "ring"
-                             ? planner::groupRingAllReduceCost(
-                                   cluster, group, double(bytes), dp)
-                             : planner::groupDataParallelCost(
-                                   cluster, group, double(bytes), dp);
+        double seconds = ring ? planner::groupRingAllReduceCost(
+                                    cluster, group, double(bytes), dp)
+                              : planner::groupDataParallelCost(
+                                    cluster, group, double(bytes), dp);
         OpBuilder builder(op);
         auto syncOp = builder.create<GradSyncOp>(
-            op->getLoc(), grad.getType(), grad, b.getStringAttr(algorithm),
-            names, b.getI64IntegerAttr(bytes), b.getF64FloatAttr(seconds));
+            op->getLoc(), grad.getType(), grad,
+            b.getStringAttr(planner::gradientSyncName(algorithm)), names,
+            b.getI64IntegerAttr(bytes), b.getF64FloatAttr(seconds));
         for (StringRef attr : {kStageAttrName, kLayerAttrName})
           if (Attribute value = op->getAttr(attr))
             syncOp->setAttr(attr, value);

@@ -40,11 +40,12 @@ struct PartitionStages
     if (!getModuleCluster(module))
       return fail(kNoClusterMessage);
     planner::StagePartitionOptions options;
-    if (schedule == "gpipe")
-      options.schedule = planner::PipelineSchedule::GPipe;
-    else if (schedule != "1f1b")
-      return fail("unknown schedule '" + schedule.getValue() +
-                  "' (expected 1f1b or gpipe)");
+    std::optional<planner::PipelineSchedule> kind =
+        planner::parsePipelineSchedule(schedule.getValue());
+    if (!kind)
+      return fail("unknown schedule '" + schedule.getValue() + "' (expected " +
+                  planner::kPipelineScheduleChoices + ")");
+    options.schedule = *kind;
     if (microBatches <= 0 || numStages < 0 || !(stateBytes >= 0))
       return fail("micro-batches must be > 0, stages and "
                   "state-bytes-per-param-byte >= 0");

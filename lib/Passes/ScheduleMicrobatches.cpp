@@ -34,14 +34,11 @@ struct ScheduleMicrobatches
           << "dtfm-schedule-microbatches: " << message;
       signalPassFailure();
     };
-    planner::PipelineSchedule kind;
-    if (schedule == "1f1b")
-      kind = planner::PipelineSchedule::OneFOneB;
-    else if (schedule == "gpipe")
-      kind = planner::PipelineSchedule::GPipe;
-    else
-      return fail("unknown schedule '" + schedule.getValue() +
-                  "' (expected 1f1b or gpipe)");
+    std::optional<planner::PipelineSchedule> kind =
+        planner::parsePipelineSchedule(schedule.getValue());
+    if (!kind)
+      return fail("unknown schedule '" + schedule.getValue() + "' (expected " +
+                  planner::kPipelineScheduleChoices + ")");
     if (microBatches <= 0)
       return fail("micro-batches must be positive, got " +
                   Twine(microBatches.getValue()));
@@ -117,7 +114,7 @@ struct ScheduleMicrobatches
       return signalPassFailure();
 
     std::vector<planner::StageSchedule> plan =
-        planner::buildSchedule(kind, stages, count);
+        planner::buildSchedule(*kind, stages, count);
     std::string error;
     if (!planner::checkSchedule(plan, error))
       return fail(error);
@@ -138,7 +135,8 @@ struct ScheduleMicrobatches
       peaks.push_back(planner::peakInFlight(stage));
     }
     module->setAttr(kScheduleAttrName,
-                    ScheduleAttr::get(b.getContext(), schedule.getValue(),
+                    ScheduleAttr::get(b.getContext(),
+                                      planner::pipelineScheduleName(*kind),
                                       count, peaks, stageAttrs));
   }
 };

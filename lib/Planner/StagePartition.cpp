@@ -7,6 +7,7 @@
 #include "dtfm/Planner/StagePartition.h"
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <limits>
 #include <sstream>
@@ -181,4 +182,24 @@ bool dtfm::planner::partitionChain(const std::vector<ChainBlock> &blocks,
   }
   plan.bottleneckSeconds = bottleneck;
   return true;
+}
+
+static constexpr std::array<
+    std::pair<dtfm::planner::PipelineSchedule, const char *>, 2>
+    kScheduleNames = {{{dtfm::planner::PipelineSchedule::OneFOneB, "1f1b"},
+                       {dtfm::planner::PipelineSchedule::GPipe, "gpipe"}}};
+
+const char *dtfm::planner::pipelineScheduleName(PipelineSchedule schedule) {
+  for (auto [kind, name] : kScheduleNames)
+    if (kind == schedule)
+      return name;
+  return "?";
+}
+
+std::optional<dtfm::planner::PipelineSchedule>
+dtfm::planner::parsePipelineSchedule(std::string_view name) {
+  for (auto [kind, spelling] : kScheduleNames)
+    if (name == spelling)
+      return kind;
+  return std::nullopt;
 }

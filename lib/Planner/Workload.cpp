@@ -32,16 +32,13 @@ bool dtfm::planner::parseCommunication(const std::string &sync,
                                        double compressRatio,
                                        TrainingOptions &training,
                                        std::string &error) {
-  if (sync == "auto")
-    training.sync = GradientSync::Auto;
-  else if (sync == "ps")
-    training.sync = GradientSync::ParameterServer;
-  else if (sync == "ring")
-    training.sync = GradientSync::Ring;
-  else {
-    error = "unknown sync '" + sync + "' (expected auto, ps or ring)";
+  std::optional<GradientSync> parsed = parseGradientSync(sync);
+  if (!parsed) {
+    error =
+        "unknown sync '" + sync + "' (expected " + kGradientSyncChoices + ")";
     return false;
   }
+  training.sync = *parsed;
   if (!(compressRatio >= 1)) {
     error = "compress-ratio must be >= 1 (1: dense), found " +
             std::to_string(compressRatio);
@@ -49,4 +46,24 @@ bool dtfm::planner::parseCommunication(const std::string &sync,
   }
   training.compression.targetRatio = compressRatio;
   return true;
+}
+
+static constexpr std::pair<dtfm::planner::GradientSync, const char *>
+    kSyncNames[] = {{dtfm::planner::GradientSync::Auto, "auto"},
+                    {dtfm::planner::GradientSync::ParameterServer, "ps"},
+                    {dtfm::planner::GradientSync::Ring, "ring"}};
+
+const char *dtfm::planner::gradientSyncName(GradientSync sync) {
+  for (auto [kind, name] : kSyncNames)
+    if (kind == sync)
+      return name;
+  return "?";
+}
+
+std::optional<dtfm::planner::GradientSync>
+dtfm::planner::parseGradientSync(std::string_view name) {
+  for (auto [kind, spelling] : kSyncNames)
+    if (name == spelling)
+      return kind;
+  return std::nullopt;
 }

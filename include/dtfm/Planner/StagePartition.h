@@ -21,7 +21,9 @@
 #ifndef DTFM_PLANNER_STAGEPARTITION_H
 #define DTFM_PLANNER_STAGEPARTITION_H
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace dtfm::planner {
@@ -51,6 +53,12 @@ struct StageDevice {
 };
 
 enum class PipelineSchedule { GPipe, OneFOneB };
+
+/// The schedules' one spelling (pass options, #dtfm.schedule): "gpipe",
+/// "1f1b"; kPipelineScheduleChoices lists them for error messages.
+const char *pipelineScheduleName(PipelineSchedule schedule);
+std::optional<PipelineSchedule> parsePipelineSchedule(std::string_view name);
+inline constexpr const char *kPipelineScheduleChoices = "1f1b or gpipe";
 
 struct StagePartitionOptions {
   /// Bytes of state per byte of parameters: weights + gradients + two Adam

@@ -19,7 +19,9 @@
 #include "dtfm/Planner/StagePartition.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace dtfm::planner {
@@ -55,6 +57,12 @@ struct Workload {
 /// `sync`): `Auto` takes the cheaper of DT-FM's sharded parameter server and
 /// a ring.
 enum class GradientSync { Auto, ParameterServer, Ring };
+
+/// The syncs' one spelling (pass options, dtfm.grad_sync's algorithm):
+/// "auto", "ps", "ring"; kGradientSyncChoices lists them for errors.
+const char *gradientSyncName(GradientSync sync);
+std::optional<GradientSync> parseGradientSync(std::string_view name);
+inline constexpr const char *kGradientSyncChoices = "auto, ps or ring";
 
 /// What the plan's later passes do that changes the workload's cost.
 struct TrainingOptions {

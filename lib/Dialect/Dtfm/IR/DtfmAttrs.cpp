@@ -14,6 +14,7 @@
 #include "dtfm/Dialect/Dtfm/IR/DtfmAttrs.h"
 #include "dtfm/Dialect/Dtfm/IR/DtfmDialect.h"
 #include "dtfm/Format/Stream.h"
+#include "dtfm/Planner/StagePartition.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringSet.h"
@@ -92,9 +93,10 @@ LogicalResult ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    StringRef kind, int64_t microBatches,
                                    ArrayRef<int64_t> peakInFlight,
                                    ArrayRef<StageStreamsAttr> stages) {
-  if (kind != "1f1b" && kind != "gpipe")
+  if (!::dtfm::planner::parsePipelineSchedule(kind))
     return emitError() << "dtfm.schedule: unknown kind '" << kind
-                       << "' (expected 1f1b or gpipe)";
+                       << "' (expected "
+                       << ::dtfm::planner::kPipelineScheduleChoices << ")";
   if (microBatches <= 0)
     return emitError() << "dtfm.schedule: micro_batches must be positive, got "
                        << microBatches;

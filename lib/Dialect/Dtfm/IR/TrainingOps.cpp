@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "OpSupport.h"
+#include "dtfm/Planner/Workload.h"
 
 using namespace mlir;
 using namespace mlir::dtfm;
@@ -198,7 +199,9 @@ int64_t TopKDecompressOp::getBackwardFlops() { return 0; }
 //===----------------------------------------------------------------------===//
 
 LogicalResult GradSyncOp::verify() {
-  if (getAlgorithm() != "ps" && getAlgorithm() != "ring")
+  std::optional<::dtfm::planner::GradientSync> algorithm =
+      ::dtfm::planner::parseGradientSync(getAlgorithm());
+  if (!algorithm || *algorithm == ::dtfm::planner::GradientSync::Auto)
     return emitOpError() << "expected algorithm \"ps\" or \"ring\", found \""
                          << getAlgorithm() << "\"";
   if (getGroup().size() < 2)
