@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "KernelSupport.h"
+#include "dtfm/Runtime/Cuda/IndexMaps.h"
 
 #include <algorithm>
 #include <cassert>
@@ -14,6 +15,7 @@
 #include <limits>
 
 using namespace dtfm::runtime::cpu;
+namespace cuda = dtfm::runtime::cuda;
 
 //===----------------------------------------------------------------------===//
 // convolution (im2col + sgemm), batchnorm, pooling
@@ -237,94 +239,84 @@ static int64_t pooledSize(int64_t in, int64_t k, int64_t stride, int64_t a,
   return (in + a + b - k) / stride + 1;
 }
 
+/// The windows of pooling x [N, C, H, W] into [N, C, ho, wo]: the same
+/// geometry (and window walk) the CUDA kernels use.
+static cuda::PoolGeometry poolGeometry(const Tensor &x, int64_t ho, int64_t wo,
+                                       int64_t kh, int64_t kw,
+                                       const Window &win) {
+  cuda::PoolGeometry g;
+  g.planes = x.dim(0) * x.dim(1);
+  g.h = x.dim(2);
+  g.w = x.dim(3);
+  g.ho = ho;
+  g.wo = wo;
+  g.kh = kh;
+  g.kw = kw;
+  g.strideH = win.strideH;
+  g.strideW = win.strideW;
+  g.padTop = win.padTop;
+  g.padLeft = win.padLeft;
+  return g;
+}
+
+/// The pooled shape of x [N, C, H, W].
+static std::vector<int64_t> pooledShape(const Tensor &x, int64_t kh,
+                                        int64_t kw, const Window &win) {
+  return {x.dim(0), x.dim(1),
+          pooledSize(x.dim(2), kh, win.strideH, win.padTop, win.padBottom),
+          pooledSize(x.dim(3), kw, win.strideW, win.padLeft, win.padRight)};
+}
+
 Tensor dtfm::runtime::cpu::maxPool2d(const Tensor &x, int64_t kh, int64_t kw,
                                      const Window &win) {
-  int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
-  int64_t ho = pooledSize(h, kh, win.strideH, win.padTop, win.padBottom);
-  int64_t wo = pooledSize(w, kw, win.strideW, win.padLeft, win.padRight);
-  Tensor out({n, c, ho, wo});
-  for (int64_t p = 0; p < n * c; ++p)
-    for (int64_t y = 0; y < ho; ++y)
-      for (int64_t xo = 0; xo < wo; ++xo) {
-        float best = -std::numeric_limits<float>::infinity();
-        for (int64_t i = 0; i < kh; ++i)
-          for (int64_t j = 0; j < kw; ++j) {
-            int64_t iy = y * win.strideH - win.padTop + i;
-            int64_t ix = xo * win.strideW - win.padLeft + j;
-            if (iy >= 0 && iy < h && ix >= 0 && ix < w)
-              best = std::max(best, x.data[(p * h + iy) * w + ix]);
-          }
-        out.data[(p * ho + y) * wo + xo] = best;
-      }
+  Tensor out(pooledShape(x, kh, kw, win));
+  cuda::PoolGeometry g = poolGeometry(x, out.dim(2), out.dim(3), kh, kw, win);
+  for (int64_t flat = 0; flat < out.numel(); ++flat) {
+    float best = -std::numeric_limits<float>::infinity();
+    g.forEachCell(flat, [&](int64_t at) { best = std::max(best, x.data[at]); });
+    out.data[flat] = best;
+  }
   return out;
 }
 
 void dtfm::runtime::cpu::maxPool2dBackward(const Tensor &x, int64_t kh,
                                            int64_t kw, const Window &win,
                                            const Tensor &dOut, Tensor *dx) {
-  int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
-  int64_t ho = dOut.dim(2), wo = dOut.dim(3);
   ensure(dx, x.shape);
-  for (int64_t p = 0; p < n * c; ++p)
-    for (int64_t y = 0; y < ho; ++y)
-      for (int64_t xo = 0; xo < wo; ++xo) {
-        float best = -std::numeric_limits<float>::infinity();
-        int64_t arg = -1;
-        for (int64_t i = 0; i < kh; ++i)
-          for (int64_t j = 0; j < kw; ++j) {
-            int64_t iy = y * win.strideH - win.padTop + i;
-            int64_t ix = xo * win.strideW - win.padLeft + j;
-            if (iy >= 0 && iy < h && ix >= 0 && ix < w &&
-                x.data[(p * h + iy) * w + ix] > best) {
-              best = x.data[(p * h + iy) * w + ix];
-              arg = (p * h + iy) * w + ix;
-            }
-          }
-        if (arg >= 0)
-          dx->data[arg] += dOut.data[(p * ho + y) * wo + xo];
+  cuda::PoolGeometry g = poolGeometry(x, dOut.dim(2), dOut.dim(3), kh, kw, win);
+  for (int64_t flat = 0; flat < dOut.numel(); ++flat) {
+    // The first cell in window order among equals takes the gradient.
+    float best = -std::numeric_limits<float>::infinity();
+    int64_t arg = -1;
+    g.forEachCell(flat, [&](int64_t at) {
+      if (x.data[at] > best) {
+        best = x.data[at];
+        arg = at;
       }
+    });
+    if (arg >= 0)
+      dx->data[arg] += dOut.data[flat];
+  }
 }
 
 Tensor dtfm::runtime::cpu::avgPool2d(const Tensor &x, int64_t kh, int64_t kw,
                                      const Window &win) {
-  int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
-  int64_t ho = pooledSize(h, kh, win.strideH, win.padTop, win.padBottom);
-  int64_t wo = pooledSize(w, kw, win.strideW, win.padLeft, win.padRight);
-  Tensor out({n, c, ho, wo});
-  for (int64_t p = 0; p < n * c; ++p)
-    for (int64_t y = 0; y < ho; ++y)
-      for (int64_t xo = 0; xo < wo; ++xo) {
-        double sum = 0;
-        for (int64_t i = 0; i < kh; ++i)
-          for (int64_t j = 0; j < kw; ++j) {
-            int64_t iy = y * win.strideH - win.padTop + i;
-            int64_t ix = xo * win.strideW - win.padLeft + j;
-            if (iy >= 0 && iy < h && ix >= 0 && ix < w)
-              sum += x.data[(p * h + iy) * w + ix];
-          }
-        out.data[(p * ho + y) * wo + xo] = static_cast<float>(sum / (kh * kw));
-      }
+  Tensor out(pooledShape(x, kh, kw, win));
+  cuda::PoolGeometry g = poolGeometry(x, out.dim(2), out.dim(3), kh, kw, win);
+  for (int64_t flat = 0; flat < out.numel(); ++flat)
+    out.data[flat] = g.average(x.data.data(), flat);
   return out;
 }
 
 void dtfm::runtime::cpu::avgPool2dBackward(const Tensor &x, int64_t kh,
                                            int64_t kw, const Window &win,
                                            const Tensor &dOut, Tensor *dx) {
-  int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
-  int64_t ho = dOut.dim(2), wo = dOut.dim(3);
   ensure(dx, x.shape);
-  for (int64_t p = 0; p < n * c; ++p)
-    for (int64_t y = 0; y < ho; ++y)
-      for (int64_t xo = 0; xo < wo; ++xo) {
-        float share = dOut.data[(p * ho + y) * wo + xo] / (kh * kw);
-        for (int64_t i = 0; i < kh; ++i)
-          for (int64_t j = 0; j < kw; ++j) {
-            int64_t iy = y * win.strideH - win.padTop + i;
-            int64_t ix = xo * win.strideW - win.padLeft + j;
-            if (iy >= 0 && iy < h && ix >= 0 && ix < w)
-              dx->data[(p * h + iy) * w + ix] += share;
-          }
-      }
+  cuda::PoolGeometry g = poolGeometry(x, dOut.dim(2), dOut.dim(3), kh, kw, win);
+  for (int64_t flat = 0; flat < dOut.numel(); ++flat) {
+    float share = dOut.data[flat] / (kh * kw);
+    g.forEachCell(flat, [&](int64_t at) { dx->data[at] += share; });
+  }
 }
 
 Tensor dtfm::runtime::cpu::globalAvgPool(const Tensor &x) {

@@ -413,8 +413,8 @@ struct ConvGeometry {
 };
 
 /// Pooling windows over planes [planes, h, w] -> [planes, ho, wo]: padded
-/// cells never win a max and count in an average's divisor (the CPU
-/// kernels' conventions).
+/// cells never win a max and count in an average's divisor. The CPU pooling
+/// kernels walk their windows with it too (Runtime/Cpu/Convolution.cpp).
 struct PoolGeometry {
   int64_t planes = 1, h = 1, w = 1, ho = 1, wo = 1, kh = 1, kw = 1;
   int64_t strideH = 1, strideW = 1, padTop = 0, padLeft = 0;
