@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Planner/Cluster.h"
+#include "dtfm/Support/Hash.h"
 
 #include "plan.pb.h"
 
@@ -191,14 +192,9 @@ bool dtfm::planner::loadScenarioMatrices(const std::string &dir,
 }
 
 uint64_t dtfm::planner::clusterFingerprint(const Cluster &cluster) {
-  uint64_t hash = 1469598103934665603ull;
+  uint64_t hash = kFnv1aOffset;
   auto mix = [&](const std::string &text) {
-    for (unsigned char c : text) {
-      hash ^= c;
-      hash *= 1099511628211ull;
-    }
-    hash ^= 0xff; // separator
-    hash *= 1099511628211ull;
+    hash = fnv1a(std::string_view("\xff", 1), fnv1a(text, hash)); // separator
   };
   auto number = [&](double value) {
     char buffer[32];

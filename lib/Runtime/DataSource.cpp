@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Runtime/DataSource.h"
+#include "dtfm/Support/Hash.h"
 
 #include <fstream>
 #include <random>
@@ -121,9 +122,7 @@ bool DataSource::microBatch(int64_t index, const std::vector<InputSpec> &specs,
   for (const InputSpec &spec : specs) {
     if (batch.count(spec.name))
       continue;
-    uint64_t h = 1469598103934665603ull;
-    for (unsigned char c : spec.name)
-      h = (h ^ c) * 1099511628211ull;
+    uint64_t h = dtfm::fnv1a(spec.name);
     std::mt19937_64 own(seed ^ h ^ (0x9e3779b97f4a7c15ull * (index + 1)));
     cpu::Tensor t(spec.shape);
     std::normal_distribution<double> normal(0, 1);

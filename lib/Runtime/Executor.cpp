@@ -6,6 +6,7 @@
 
 #include "dtfm/Runtime/Executor.h"
 #include "dtfm/Runtime/Cpu/KernelTable.h"
+#include "dtfm/Support/Hash.h"
 
 #include <random>
 
@@ -19,12 +20,7 @@ StageExecutor::~StageExecutor() = default;
 //===----------------------------------------------------------------------===//
 
 static uint64_t hashName(uint64_t seed, const std::string &name) {
-  uint64_t h = 1469598103934665603ull ^ seed;
-  for (unsigned char c : name) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
+  return dtfm::fnv1a(name, dtfm::kFnv1aOffset ^ seed);
 }
 
 bool HostState::initialize(const StageProgram &program, uint64_t seed,

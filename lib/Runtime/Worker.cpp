@@ -16,6 +16,7 @@
 #include "WorkerImpl.h"
 
 #include "dtfm/Runtime/Calibration.h"
+#include "dtfm/Support/Hash.h"
 #include "dtfm/Runtime/PlanLoader.h"
 
 #include <google/protobuf/io/coded_stream.h>
@@ -31,19 +32,6 @@
 using namespace dtfm;
 using namespace dtfm::runtime;
 using namespace dtfm::runtime::worker;
-
-namespace {
-
-uint64_t fingerprint(const std::string &bytes) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-} // namespace
 
 void Worker::fatal(const std::string &message) {
   std::fprintf(stderr, "dtfm-run: error: %s (rank %d): %s\n",
@@ -81,7 +69,7 @@ bool Worker::prepare(std::string &error) {
     coded.SetSerializationDeterministic(true);
     plan.SerializeToCodedStream(&coded);
     coded.Trim();
-    planHash = fingerprint(bytes);
+    planHash = fnv1a(bytes);
   }
 
   format::Streams streams;
