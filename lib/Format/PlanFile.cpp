@@ -9,7 +9,9 @@
 
 #include "plan.pb.h"
 
+#include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/text_format.h>
 
 #include <regex>
@@ -68,9 +70,24 @@ bool dtfm::format::readPlanFile(const std::string &path, proto::Plan &plan,
 
 bool dtfm::format::serializePlan(const proto::Plan &plan, bool text,
                                  std::string &bytes, std::string &error) {
-  if (text ? google::protobuf::TextFormat::PrintToString(plan, &bytes)
-           : plan.SerializeToString(&bytes))
-    return true;
+  bytes.clear();
+  if (text) {
+    // TextFormat prints map entries sorted by key.
+    if (google::protobuf::TextFormat::PrintToString(plan, &bytes))
+      return true;
+  } else {
+    // Map fields (attributes) serialise in hash order unless asked to be
+    // deterministic: the same plan must give the same bytes.
+    bool written;
+    {
+      google::protobuf::io::StringOutputStream raw(&bytes);
+      google::protobuf::io::CodedOutputStream coded(&raw);
+      coded.SetSerializationDeterministic(true);
+      written = plan.SerializeToCodedStream(&coded) && !coded.HadError();
+    } // the coded stream flushes into `bytes` when it goes
+    if (written)
+      return true;
+  }
   error = text ? "cannot print the plan" : "cannot serialise the plan";
   return false;
 }
