@@ -1,5 +1,4 @@
-//===- ConvertOps.cpp - ONNX nodes into dtfm ops
-//---------------------------===//
+//===- ConvertOps.cpp - ONNX nodes into dtfm ops --------------------------===//
 //
 // Part of dtfm.
 //
@@ -8,7 +7,9 @@
 // One converter per family of ONNX op types, and converters(): the table
 // that maps op types to them, which is also the list of what the importer
 // accepts (the unsupported ones are refused up front, counted, in one
-// diagnostic).
+// diagnostic). One file, a little over 700 lines: the converters and the
+// table are the importer's one vocabulary, read together when an op type is
+// added.
 //
 //===----------------------------------------------------------------------===//
 
