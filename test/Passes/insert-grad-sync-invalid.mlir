@@ -1,0 +1,22 @@
+// RUN: dtfm-opt %s -split-input-file -verify-diagnostics --dtfm-insert-grad-sync
+// RUN: not dtfm-opt %S/Inputs/grad-sync-module.mlir -split-input-file --dtfm-insert-grad-sync 2>&1 | FileCheck %s
+// RUN: not dtfm-opt %S/Inputs/grad-sync-module.mlir -split-input-file --dtfm-insert-grad-sync=sync=tree 2>&1 | FileCheck %s --check-prefix=BAD
+
+// COM: Whole-module errors (Inputs/grad-sync-module.mlir) point at the
+// COM: cluster file or the module, not at an op.
+// CHECK: grad-sync-module.mlir:1 offset :0:0: error: dtfm-insert-grad-sync: no cluster in the module: run --dtfm-import-cluster=file=FILE first (or --dtfm-plan=cluster=FILE)
+// CHECK: pair.textproto:0:0: error: dtfm-insert-grad-sync: no dtfm.assignment; run --dtfm-assign-devices first
+// CHECK: pair.textproto:0:0: error: dtfm-insert-grad-sync: no optimizer updates; run --dtfm-autodiff first
+// CHECK: pair.textproto:0:0: error: dtfm-insert-grad-sync: dtfm.assignment names a device that cluster 'pair' does not have
+// BAD: error: dtfm-insert-grad-sync: unknown sync 'tree' (expected auto, ps or ring)
+
+// COM: An update outside the assignment's stages.
+module attributes {dtfm.assignment = #dtfm.assignment<cluster = "pair", algorithm = "genetic", seed = 0, dp = 2, pp = 1, dp_bytes = 0.0, pp_bytes = 0.0, data_parallel_cost_s = 0.0, pipeline_cost_s = 0.0, total_cost_s = 0.0, stages = [["a", "b"]]>, dtfm.cluster = #dtfm.cluster<name = "pair", source = "pair.textproto", devices = [<name = "a", region = "A", peak_flops = 1.0e+12, efficiency = 1.0, memory_bytes = 1.0e+09>, <name = "b", region = "B", peak_flops = 1.0e+12, efficiency = 1.0, memory_bytes = 1.0e+09>], delay_ms = [0.0, 1.0, 1.0, 0.0], bandwidth_gbps = [0.0, 10.0, 10.0, 0.0]>} {
+  func.func @unstaged() {
+    %w = dtfm.param "w" init(zeros) {dtfm.stage = 0 : i64} : tensor<3xf32>
+    %dw = dtfm.input "dw" {dtfm.stage = 0 : i64} : tensor<3xf32>
+    // expected-error @+1 {{'dtfm.adamw_update' op has no dtfm.stage of the assignment; run --dtfm-partition-stages first}}
+    %u = dtfm.adamw_update %w, %dw {dtfm.stage = 1 : i64, lr = 1.000000e-03 : f64} : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+    return {dtfm.stage = 0 : i64}
+  }
+}
