@@ -1,0 +1,73 @@
+// RUN: dtfm-opt %s -split-input-file --dtfm-insert-compression=ratio=10 | FileCheck %s
+// RUN: dtfm-opt %s -split-input-file --dtfm-insert-compression="ratio=10 uniform=true" | FileCheck %s --check-prefix=UNIFORM
+// RUN: dtfm-opt %s -split-input-file --dtfm-insert-compression="ratio=10 dense-below=0.5" | FileCheck %s --check-prefix=DENSE
+
+// COM: Three activations of 8x16 f32 (128 elements, 512 B) leave stage 0 on
+// COM: links of 1, 4 and 16 Gbps (latency 0): dense times R = 8*512/bw, so
+// COM: R_1 = R_0 / 4 and R_2 = R_0 / 16. A tied weight (once per iteration)
+// COM: on a slower link is neither compressed nor counted as the slowest.
+// COM: AdaTopK, r = 10: r_i = max(1, 3 r R_i / R_0) = 30, 7.5, 1.875.
+// COM: Tag 0: k = floor(128 / 30) = 4; tag 1: k = floor(128 / 7.5) = 17;
+// COM: tag 2: 1.875 <= 3 stays dense. Index transfers get new tags after
+// COM: the largest (3): 4 and 5. Bytes: values k*4, indices k*8. (The
+// COM: ratios print as the doubles 3*10*R_i/R_0 rounds to.)
+// CHECK-LABEL: func.func @three_links
+// CHECK: %[[X:.*]] = dtfm.input "x"
+// CHECK-NEXT: %[[V0:.*]], %[[I0:.*]] = dtfm.topk_compress %[[X]] {dtfm.ratio = 30.000000000000004 : f64, dtfm.stage = 0 : i64, k = 4 : i64} : (tensor<8x16xf32>) -> (tensor<4xf32>, tensor<4xi64>)
+// CHECK-NEXT: dtfm.send %[[V0]] {bandwidth_gbps = 1.000000e+00 : f64, bytes = 16 : i64, dtfm.stage = 0 : i64, latency_s = 0.000000e+00 : f64, peer = 1 : i64, tag = 0 : i64} : tensor<4xf32>
+// CHECK-NEXT: dtfm.send %[[I0]] {bandwidth_gbps = 1.000000e+00 : f64, bytes = 32 : i64, dtfm.stage = 0 : i64, latency_s = 0.000000e+00 : f64, peer = 1 : i64, tag = 4 : i64} : tensor<4xi64>
+// CHECK-NEXT: %[[V1:.*]], %[[I1:.*]] = dtfm.topk_compress %[[X]] {dtfm.ratio = 7.5000000000000008 : f64, dtfm.stage = 0 : i64, k = 17 : i64} : (tensor<8x16xf32>) -> (tensor<17xf32>, tensor<17xi64>)
+// CHECK-NEXT: dtfm.send %[[V1]] {{{.*}}bytes = 68 : i64, {{.*}}tag = 1 : i64} : tensor<17xf32>
+// CHECK-NEXT: dtfm.send %[[I1]] {{{.*}}bytes = 136 : i64, {{.*}}tag = 5 : i64} : tensor<17xi64>
+// CHECK-NEXT: dtfm.send %[[X]] {bandwidth_gbps = 1.600000e+01 : f64, bytes = 512 : i64, {{.*}}tag = 2 : i64} : tensor<8x16xf32>
+// CHECK-NEXT: dtfm.param "w"
+// CHECK-NEXT: dtfm.send %{{.*}} {bandwidth_gbps = 5.000000e-01 : f64, bytes = 64 : i64, dtfm.once_per_iteration, {{.*}}tag = 3 : i64} : tensor<4x4xf32>
+// COM: The receiving side: values and indices received with the same tags,
+// COM: then decompressed to the dense type for the old users.
+// CHECK-NEXT: %[[RV0:.*]] = dtfm.recv {bandwidth_gbps = 1.000000e+00 : f64, bytes = 16 : i64, dtfm.stage = 1 : i64, latency_s = 0.000000e+00 : f64, peer = 0 : i64, tag = 0 : i64} : tensor<4xf32>
+// CHECK-NEXT: %[[RI0:.*]] = dtfm.recv {bandwidth_gbps = 1.000000e+00 : f64, bytes = 32 : i64, dtfm.stage = 1 : i64, latency_s = 0.000000e+00 : f64, peer = 0 : i64, tag = 4 : i64} : tensor<4xi64>
+// CHECK-NEXT: %[[D0:.*]] = dtfm.topk_decompress %[[RV0]], %[[RI0]] {dtfm.stage = 1 : i64} : (tensor<4xf32>, tensor<4xi64>) -> tensor<8x16xf32>
+// CHECK-NEXT: %[[RV1:.*]] = dtfm.recv {{{.*}}bytes = 68 : i64, {{.*}}tag = 1 : i64} : tensor<17xf32>
+// CHECK-NEXT: %[[RI1:.*]] = dtfm.recv {{{.*}}bytes = 136 : i64, {{.*}}tag = 5 : i64} : tensor<17xi64>
+// CHECK-NEXT: %[[D1:.*]] = dtfm.topk_decompress %[[RV1]], %[[RI1]]
+// CHECK-NEXT: %[[R2:.*]] = dtfm.recv {{{.*}}bytes = 512 : i64, {{.*}}tag = 2 : i64} : tensor<8x16xf32>
+// CHECK-NEXT: dtfm.recv {{{.*}}dtfm.once_per_iteration, {{.*}}tag = 3 : i64} : tensor<4x4xf32>
+// CHECK-NEXT: %[[S:.*]] = dtfm.add %[[D0]], %[[D1]]
+// CHECK-NEXT: dtfm.add %[[S]], %[[R2]]
+// COM: Uniform: ratio 10 on every (non-weight) transfer: k = floor(12.8) = 12.
+// UNIFORM-LABEL: func.func @three_links
+// UNIFORM: dtfm.topk_compress {{.*}}{dtfm.ratio = 1.000000e+01 : f64, dtfm.stage = 0 : i64, k = 12 : i64}
+// UNIFORM: dtfm.topk_compress {{.*}}{dtfm.ratio = 1.000000e+01 : f64, dtfm.stage = 0 : i64, k = 12 : i64}
+// UNIFORM: dtfm.topk_compress {{.*}}{dtfm.ratio = 1.000000e+01 : f64, dtfm.stage = 0 : i64, k = 12 : i64}
+// UNIFORM-NOT: dtfm.topk_compress
+// COM: dense-below = 0.5: R_1 = R_0 / 4 < 0.5 R_0 stays dense; only tag 0.
+// DENSE-LABEL: func.func @three_links
+// DENSE: dtfm.topk_compress {{.*}}k = 4 : i64
+// DENSE-NOT: dtfm.topk_compress
+// DENSE: dtfm.send %{{.*}} {bandwidth_gbps = 4.000000e+00 : f64, bytes = 512 : i64, {{.*}}tag = 1 : i64}
+func.func @three_links() -> tensor<8x16xf32> {
+  %x = dtfm.input "x" {dtfm.stage = 0 : i64} : tensor<8x16xf32>
+  dtfm.send %x {bandwidth_gbps = 1.0 : f64, bytes = 512 : i64, dtfm.stage = 0 : i64, latency_s = 0.0 : f64, peer = 1 : i64, tag = 0 : i64} : tensor<8x16xf32>
+  dtfm.send %x {bandwidth_gbps = 4.0 : f64, bytes = 512 : i64, dtfm.stage = 0 : i64, latency_s = 0.0 : f64, peer = 1 : i64, tag = 1 : i64} : tensor<8x16xf32>
+  dtfm.send %x {bandwidth_gbps = 16.0 : f64, bytes = 512 : i64, dtfm.stage = 0 : i64, latency_s = 0.0 : f64, peer = 1 : i64, tag = 2 : i64} : tensor<8x16xf32>
+  %w = dtfm.param "w" init(zeros) {dtfm.stage = 0 : i64} : tensor<4x4xf32>
+  dtfm.send %w {bandwidth_gbps = 0.5 : f64, bytes = 64 : i64, dtfm.once_per_iteration, dtfm.stage = 0 : i64, latency_s = 0.0 : f64, peer = 1 : i64, tag = 3 : i64} : tensor<4x4xf32>
+  %a = dtfm.recv {bandwidth_gbps = 1.0 : f64, bytes = 512 : i64, dtfm.stage = 1 : i64, latency_s = 0.0 : f64, peer = 0 : i64, tag = 0 : i64} : tensor<8x16xf32>
+  %b = dtfm.recv {bandwidth_gbps = 4.0 : f64, bytes = 512 : i64, dtfm.stage = 1 : i64, latency_s = 0.0 : f64, peer = 0 : i64, tag = 1 : i64} : tensor<8x16xf32>
+  %c = dtfm.recv {bandwidth_gbps = 16.0 : f64, bytes = 512 : i64, dtfm.stage = 1 : i64, latency_s = 0.0 : f64, peer = 0 : i64, tag = 2 : i64} : tensor<8x16xf32>
+  %wr = dtfm.recv {bandwidth_gbps = 0.5 : f64, bytes = 64 : i64, dtfm.once_per_iteration, dtfm.stage = 1 : i64, latency_s = 0.0 : f64, peer = 0 : i64, tag = 3 : i64} : tensor<4x4xf32>
+  %s = dtfm.add %a, %b {dtfm.stage = 1 : i64} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %t = dtfm.add %s, %c {dtfm.stage = 1 : i64} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  return {dtfm.stage = 1 : i64} %t : tensor<8x16xf32>
+}
+
+// -----
+
+// COM: No transfers (one stage): nothing to compress.
+// CHECK-LABEL: func.func @one_stage
+// CHECK-NEXT: dtfm.input
+// CHECK-NEXT: return
+func.func @one_stage() -> tensor<8x16xf32> {
+  %x = dtfm.input "x" {dtfm.stage = 0 : i64} : tensor<8x16xf32>
+  return {dtfm.stage = 0 : i64} %x : tensor<8x16xf32>
+}
