@@ -234,6 +234,7 @@ bool PhaseExecutor::runPhase(OpPhase phase, int microBatch, ValueTable &values,
                     " was not computed in this phase");
     if (!runOp(op, microBatch, values, loss, error))
       return fail(error);
+    afterOp(op, microBatch, values);
   }
   return endPhase(phase, microBatch, values, loss, error);
 }
@@ -343,20 +344,86 @@ bool ProgramExecutor::runOp(const ProgramOp &op, int, ValueTable &values,
   return true;
 }
 
-void ProgramExecutor::collectGradients(int /*microBatch*/,
-                                       const ValueTable &values) {
+void ProgramExecutor::collect(int64_t id, int microBatch, const Tensor &value) {
+  if (microBatch != collectingMicroBatch) {
+    collected.clear();
+    collectingMicroBatch = microBatch;
+  }
+  if (!collected.insert(id).second)
+    return;
+  Tensor &sum = gradSum[id];
+  if (sum.shape != value.shape)
+    sum = Tensor(value.shape);
+  for (int64_t j = 0; j < sum.numel(); ++j)
+    sum.data[j] += value.data[j];
+  const ProgramOp *sync = gradientInputs.at(id);
+  if (!ready || !sync || microBatch != streamMicroBatches - 1)
+    return;
+  // What finishIteration would hand to the SyncFn: the same arithmetic.
+  double scale = 1.0 / static_cast<double>(std::max(1, streamMicroBatches));
+  Tensor averaged(sum.shape);
+  for (int64_t j = 0; j < sum.numel(); ++j)
+    averaged.data[j] = static_cast<float>(sum.data[j] * scale);
+  ready(*sync, averaged);
+}
+
+/// The gradients the optimizer phase reads: each dtfm.grad_sync's input
+/// (with that op) and each update's gradient that no sync produces.
+static std::map<int64_t, const ProgramOp *>
+gradientInputsOf(const StageProgram &program) {
+  std::map<int64_t, const ProgramOp *> inputs;
+  std::set<int64_t> synced;
   for (int index : program.opsOf(OpPhase::Optimizer)) {
-    for (int64_t id : program.ops[index].operands) {
-      auto it = values.find(id);
-      if (it == values.end() || paramOfValue.count(id))
-        continue;
-      Tensor &sum = gradSum[id];
-      if (sum.shape != it->second.shape)
-        sum = Tensor(it->second.shape);
-      for (int64_t j = 0; j < sum.numel(); ++j)
-        sum.data[j] += it->second.data[j];
+    const ProgramOp &op = program.ops[index];
+    if (op.kind == OpKind::GradSync && !op.operands.empty()) {
+      inputs[op.operands[0]] = &op;
+      synced.insert(op.results[0].id);
     }
   }
+  for (int index : program.opsOf(OpPhase::Optimizer)) {
+    const ProgramOp &op = program.ops[index];
+    if (op.kind != OpKind::GradSync && op.operands.size() >= 2 &&
+        !synced.count(op.operands[1]))
+      inputs.emplace(op.operands[1], nullptr);
+  }
+  return inputs;
+}
+
+void ProgramExecutor::afterOp(const ProgramOp &op, int microBatch,
+                              const ValueTable &values) {
+  if (op.phase != OpPhase::Backward)
+    return;
+  if (!gradientInputsKnown) {
+    gradientInputs = gradientInputsOf(program);
+    gradientInputsKnown = true;
+  }
+  for (const ProgramValue &result : op.results)
+    if (gradientInputs.count(result.id))
+      collect(result.id, microBatch, values.at(result.id));
+}
+
+void ProgramExecutor::collectGradients(int microBatch,
+                                       const ValueTable &values) {
+  if (!gradientInputsKnown) {
+    gradientInputs = gradientInputsOf(program);
+    gradientInputsKnown = true;
+  }
+  // What no op of the phase produced (a gradient received once per
+  // iteration) is added here; the rest was added as it was computed.
+  for (const auto &[id, sync] : gradientInputs) {
+    auto it = values.find(id);
+    if (it != values.end())
+      collect(id, microBatch, it->second);
+  }
+  collectingMicroBatch = -1;
+  if (microBatch == streamMicroBatches - 1)
+    ready = nullptr; // armed for one iteration
+}
+
+bool ProgramExecutor::streamGradients(int microBatches, GradientReadyFn fn) {
+  streamMicroBatches = microBatches;
+  ready = std::move(fn);
+  return true;
 }
 
 bool ProgramExecutor::finishIteration(int microBatches, const SyncFn &sync,
@@ -374,8 +441,9 @@ bool ProgramExecutor::finishIteration(int microBatches, const SyncFn &sync,
   }
   gradSum.clear();
   const std::vector<int> &optimizerOps = program.opsOf(OpPhase::Optimizer);
-  // Gradient syncs first, all in one bucket.
-  std::vector<std::pair<const ProgramOp *, Tensor *>> synced;
+  // Gradient syncs by bucket; an update waits only for its gradient's
+  // bucket.
+  std::map<int64_t, int64_t> bucketOfResult; // sync result id -> bucket
   for (int index : optimizerOps) {
     const ProgramOp &op = program.ops[index];
     if (op.kind != OpKind::GradSync)
@@ -384,18 +452,20 @@ bool ProgramExecutor::finishIteration(int microBatches, const SyncFn &sync,
     if (in == values.end())
       return fail(op, "its gradient was never computed");
     values[op.results[0].id] = in->second;
+    bucketOfResult[op.results[0].id] = op.attrs.bucket;
   }
+  std::map<int64_t, std::vector<std::pair<const ProgramOp *, Tensor *>>>
+      buckets;
   for (int index : optimizerOps) {
     const ProgramOp &op = program.ops[index];
     if (op.kind == OpKind::GradSync)
-      synced.push_back({&op, &values.at(op.results[0].id)});
+      buckets[op.attrs.bucket].push_back(
+          {&op, &values.at(op.results[0].id)});
   }
-  if (sync && !synced.empty() && !sync(synced, error))
-    return false;
   std::vector<Update> updates;
   if (!optimizerUpdates(paramOfValue, updates, error))
     return false;
-  for (const Update &update : updates) {
+  auto step = [&](const Update &update) {
     const ProgramOp &op = *update.op;
     auto g = values.find(update.gradient);
     if (g == values.end())
@@ -410,6 +480,22 @@ bool ProgramExecutor::finishIteration(int microBatches, const SyncFn &sync,
     else
       cpu::sgdStep(param, g->second, state.velocity, a.lr, a.momentum,
                    a.weightDecay);
+    return true;
+  };
+  auto bucketOf = [&](const Update &update) -> int64_t {
+    auto it = bucketOfResult.find(update.gradient);
+    return it == bucketOfResult.end() ? -1 : it->second;
+  };
+  // Updates that read no synced gradient, then bucket by bucket.
+  for (const Update &update : updates)
+    if (bucketOf(update) < 0 && !step(update))
+      return false;
+  for (auto &[bucket, grads] : buckets) {
+    if (sync && !sync(grads, error))
+      return false;
+    for (const Update &update : updates)
+      if (bucketOf(update) == bucket && !step(update))
+        return false;
   }
   return true;
 }

@@ -122,6 +122,11 @@ public:
     std::copy(values.begin(), values.end(), out);
     return true;
   }
+  /// Records a failure (the first one is kept).
+  void fail(const std::string &message) {
+    if (failed.empty())
+      failed = message;
+  }
   /// Whether the op has `key` at all (dtfm.once_per_iteration).
   bool has(const char *key) const { return lookup(key) != nullptr; }
 
@@ -172,11 +177,6 @@ private:
     }
     return a;
   }
-  void fail(const std::string &message) {
-    if (failed.empty())
-      failed = message;
-  }
-
   const pb::PlanOp &op;
   std::string failed;
 };
@@ -302,6 +302,9 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
     in.read("group", a.group);
     in.read("seconds", a.syncSeconds);
     in.read("dtfm.bucket_seconds", a.bucketSeconds);
+    in.read("dtfm.bucket", a.bucket);
+    if (a.bucket < 0)
+      in.fail("dtfm.bucket " + std::to_string(a.bucket) + " is negative");
     break;
   case OpKind::Send:
   case OpKind::Recv:

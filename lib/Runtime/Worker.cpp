@@ -15,12 +15,11 @@
 #include "Messages.h"
 #include "WorkerImpl.h"
 
+#include "dtfm/Format/PlanFile.h"
 #include "dtfm/Runtime/Calibration.h"
-#include "dtfm/Support/Hash.h"
 #include "dtfm/Runtime/PlanLoader.h"
+#include "dtfm/Support/Hash.h"
 
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include <algorithm>
 #include <cstring>
@@ -62,13 +61,9 @@ bool Worker::prepare(std::string &error) {
   }
   pipelines = static_cast<int>(pipelineIds.size());
   {
-    // Map fields serialise in any order unless asked not to.
-    std::string bytes;
-    google::protobuf::io::StringOutputStream stream(&bytes);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    plan.SerializeToCodedStream(&coded);
-    coded.Trim();
+    std::string bytes; // deterministic: the same plan, the same hash
+    if (!format::serializePlan(plan, /*text=*/false, bytes, error))
+      return false;
     planHash = fnv1a(bytes);
   }
 
@@ -102,6 +97,7 @@ bool Worker::prepare(std::string &error) {
 
   if (!decodeProgram(program, typed, error))
     return false;
+  planBuckets();
   for (const ProgramOp &op : typed.ops) {
     bool isSend = op.kind == OpKind::Send, isRecv = op.kind == OpKind::Recv;
     if (!isSend && !isRecv)

@@ -86,6 +86,17 @@ private:
   bool syncGradients(
       const std::vector<std::pair<const ProgramOp *, cpu::Tensor *>> &grads,
       std::string &error);
+  /// Overlapped gradient buckets: the executor hands each gradient over as
+  /// the last micro-batch's backward produces it (bucketGradient, compute
+  /// thread); a sync thread all-reduces each bucket once it is complete,
+  /// in bucket order (the same on every member); finishIteration's SyncFn
+  /// (awaitBuckets) waits for the buckets it needs.
+  void planBuckets();
+  void bucketGradient(const ProgramOp &sync, const cpu::Tensor &grad);
+  bool runSyncThread(std::string &error);
+  bool awaitBuckets(
+      const std::vector<std::pair<const ProgramOp *, cpu::Tensor *>> &grads,
+      std::string &error);
   /// Gathers the workers' measured speeds on rank 0 and predicts the
   /// iteration from them (Calibration.h).
   bool calibrate(std::string &error);
@@ -142,6 +153,19 @@ private:
       outbox; // computed values to send, by (phase, mb): (send, bytes)
   std::set<std::pair<Phase, int>> computed;
   std::map<int, cpu::Tensor> onceGradientSums; // by send index
+
+  struct SyncBucket {
+    int64_t index = 0;     // dtfm.bucket
+    size_t elements = 0;   // floats of all its gradients
+    std::vector<float> data;
+    size_t filled = 0;     // floats handed over this step
+    bool synced = false;   // all-reduced and averaged this step
+  };
+  std::vector<SyncBucket> syncBuckets; // in launch order
+  /// dtfm.grad_sync op index -> (position in syncBuckets, offset).
+  std::map<int, std::pair<size_t, size_t>> bucketSlot;
+  bool streamingBuckets = false; // this step hands gradients over early
+  bool syncAborted = false;      // the compute slot failed: stop waiting
 
   // Timing: compute seconds of the calibration steps; trace events.
   double calibrationFlops = 0, calibrationSeconds = 0;

@@ -201,6 +201,108 @@ bool Worker::syncGradients(
   return true;
 }
 
+void Worker::planBuckets() {
+  std::map<int64_t, std::vector<const ProgramOp *>> byBucket;
+  for (int index : typed.opsOf(OpPhase::Optimizer)) {
+    const ProgramOp &op = typed.ops[index];
+    if (op.kind == OpKind::GradSync)
+      byBucket[op.attrs.bucket].push_back(&op);
+  }
+  for (const auto &[index, ops] : byBucket) {
+    SyncBucket &bucket = syncBuckets.emplace_back();
+    bucket.index = index;
+    for (const ProgramOp *op : ops) {
+      bucketSlot[op->index] = {syncBuckets.size() - 1, bucket.elements};
+      size_t elements = 1;
+      for (int64_t d : op->results[0].shape)
+        elements *= static_cast<size_t>(std::max<int64_t>(0, d));
+      bucket.elements += elements;
+    }
+    bucket.data.assign(bucket.elements, 0.0f);
+  }
+}
+
+void Worker::bucketGradient(const ProgramOp &sync, const cpu::Tensor &grad) {
+  auto slot = bucketSlot.find(sync.index);
+  if (slot == bucketSlot.end())
+    return;
+  SyncBucket &bucket = syncBuckets[slot->second.first];
+  if (slot->second.second + grad.data.size() > bucket.elements)
+    return; // a shape the plan did not announce: left to awaitBuckets
+  std::copy(grad.data.begin(), grad.data.end(),
+            bucket.data.begin() + slot->second.second);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    bucket.filled += grad.data.size();
+  }
+  changed.notify_all();
+}
+
+bool Worker::runSyncThread(std::string &error) {
+  // Every member of a group has the same programs: the same group size.
+  double members = 1;
+  for (const ProgramOp &op : typed.ops)
+    if (op.kind == OpKind::GradSync)
+      members = static_cast<double>(op.attrs.group.size());
+  float scale = static_cast<float>(1.0 / std::max(1.0, members));
+  for (SyncBucket &bucket : syncBuckets) {
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      changed.wait(lock, [&] {
+        return bucket.filled >= bucket.elements || syncAborted;
+      });
+      if (syncAborted)
+        return true; // the compute slot reports its own error
+    }
+    Clock::time_point start = Clock::now();
+    if (!transport->allreduceSum(static_cast<int>(groupIndex),
+                                 bucket.data.data(), bucket.data.size(),
+                                 error))
+      return false;
+    for (float &x : bucket.data)
+      x *= scale;
+    record(2, "grad sync b" + std::to_string(bucket.index), start,
+           Clock::now());
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      bucket.synced = true;
+    }
+    changed.notify_all();
+  }
+  return true;
+}
+
+bool Worker::awaitBuckets(
+    const std::vector<std::pair<const ProgramOp *, cpu::Tensor *>> &grads,
+    std::string &error) {
+  for (const auto &[op, grad] : grads) {
+    auto slot = bucketSlot.find(op->index);
+    if (slot == bucketSlot.end()) {
+      error = "gradient allreduce: op #" + std::to_string(op->index) +
+              " is in no bucket";
+      return false;
+    }
+    SyncBucket &bucket = syncBuckets[slot->second.first];
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      changed.wait(lock, [&] { return bucket.synced || syncAborted; });
+      if (!bucket.synced) {
+        error = "gradient allreduce: stopped";
+        return false;
+      }
+    }
+    if (bucket.filled != bucket.elements ||
+        slot->second.second + grad->data.size() > bucket.elements) {
+      error = "gradient allreduce: bucket " + std::to_string(bucket.index) +
+              " was not filled as planned";
+      return false;
+    }
+    std::copy_n(bucket.data.begin() + slot->second.second, grad->data.size(),
+                grad->data.begin());
+  }
+  return true;
+}
+
 bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
   received.clear();
   outbox.clear();
@@ -236,6 +338,38 @@ bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
     });
   }
 
+  // Gradient buckets all-reduced while the backward goes on (when the
+  // executor can hand gradients over early and the slots overlap).
+  std::thread syncer;
+  std::string syncError;
+  streamingBuckets =
+      overlapped && groupIndex >= 0 && !syncBuckets.empty() &&
+      executor->streamGradients(
+          microBatches, [this](const ProgramOp &sync, const cpu::Tensor &g) {
+            bucketGradient(sync, g);
+          });
+  if (streamingBuckets) {
+    for (SyncBucket &bucket : syncBuckets) {
+      bucket.filled = 0;
+      bucket.synced = false;
+    }
+    syncAborted = false;
+    syncer = std::thread([&] {
+      if (!runSyncThread(syncError))
+        fatal(syncError);
+    });
+  }
+  auto stopSync = [&] {
+    if (!syncer.joinable())
+      return;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      syncAborted = true;
+    }
+    changed.notify_all();
+    syncer.join();
+  };
+
   std::vector<ValueTable> values(microBatches);
   bool computed = overlapped
                       ? runComputeThread(step, batches, values, lossSum, error)
@@ -244,15 +378,20 @@ bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
     receiver.join();
     sender.join();
   }
-  if (!computed)
+  if (!computed) {
+    stopSync();
     return false;
+  }
   Clock::time_point start = Clock::now();
-  if (!executor->finishIteration(
-          microBatches,
-          [&](const auto &grads, std::string &e) {
-            return syncGradients(grads, e);
-          },
-          error)) {
+  bool finished = executor->finishIteration(
+      microBatches,
+      [&](const auto &grads, std::string &e) {
+        return streamingBuckets ? awaitBuckets(grads, e)
+                                : syncGradients(grads, e);
+      },
+      error);
+  stopSync();
+  if (!finished) {
     if (error.rfind("gradient allreduce", 0) != 0)
       error = planPath + ": " + error;
     return false;

@@ -56,11 +56,21 @@ using ValueTable = std::map<int64_t, cpu::Tensor>;
 /// parameters in files are host tensors either way.
 class StageExecutor {
 public:
-  /// Averages the gradients of the program's dtfm.grad_sync ops across
-  /// their data-parallel groups, all at once (one bucket), in place.
+  /// Averages gradients of the program's dtfm.grad_sync ops across their
+  /// data-parallel group, in place. finishIteration calls it once per
+  /// bucket (dtfm.bucket), in bucket order, each time before the updates
+  /// that read the bucket (a backend may also pass all buckets at once).
   using SyncFn = std::function<bool(
       const std::vector<std::pair<const ProgramOp *, cpu::Tensor *>> &grads,
       std::string &error)>;
+
+  /// Called on the compute thread with a dtfm.grad_sync op and its gradient
+  /// as soon as the iteration's last micro-batch has produced it -- summed
+  /// over the micro-batches and averaged, exactly what finishIteration
+  /// would pass to the SyncFn -- so that its bucket can be synchronised
+  /// while the backward of earlier layers goes on.
+  using GradientReadyFn =
+      std::function<void(const ProgramOp &sync, const cpu::Tensor &grad)>;
 
   /// Shares a small value between the members of a group through the
   /// rendezvous: the first member publishes, the others look it up.
@@ -90,6 +100,13 @@ public:
                             const ShareFn &share, std::set<int> &taken,
                             std::string &error) {
     return true;
+  }
+
+  /// Arms `ready` for the next iteration of `microBatches` micro-batches.
+  /// False when the backend cannot hand gradients out early (the CUDA
+  /// executor keeps them on the device): the SyncFn then does all the work.
+  virtual bool streamGradients(int microBatches, GradientReadyFn ready) {
+    return false;
   }
 
   /// Parameters from their initializers (seeded per parameter name);
@@ -199,6 +216,9 @@ protected:
   /// through its forward kind's backward kernel).
   virtual bool runOp(const ProgramOp &op, int microBatch, ValueTable &values,
                      double &loss, std::string &error) = 0;
+  /// After each op that ran through runOp, with its results in `values`.
+  virtual void afterOp(const ProgramOp &op, int microBatch,
+                       const ValueTable &values) {}
   /// After the phase's last op: values for the phase's dtfm.send ops into
   /// `values` (host), losses into `loss`.
   virtual bool endPhase(OpPhase phase, int microBatch, ValueTable &values,
@@ -246,6 +266,7 @@ public:
     return host.restore(program, state, error);
   }
   void collectGradients(int microBatch, const ValueTable &values) override;
+  bool streamGradients(int microBatches, GradientReadyFn ready) override;
   bool finishIteration(int microBatches, const SyncFn &sync,
                        std::string &error) override;
   std::map<std::string, cpu::Tensor> parameters() const override {
@@ -262,11 +283,26 @@ protected:
   }
   bool runOp(const ProgramOp &op, int microBatch, ValueTable &values,
              double &loss, std::string &error) override;
+  void afterOp(const ProgramOp &op, int microBatch,
+               const ValueTable &values) override;
 
 private:
+  /// Adds value `id` of the micro-batch to its iteration sum (once per
+  /// micro-batch) and, on the last micro-batch, hands the gradient of the
+  /// dtfm.grad_sync that reads it to the armed GradientReadyFn.
+  void collect(int64_t id, int microBatch, const cpu::Tensor &value);
+
   HostState host;
   std::map<int64_t, std::string> paramOfValue; // value id -> parameter
   ValueTable gradSum; // optimizer inputs summed over micro-batches
+  std::set<int64_t> collected; // ids summed for the current micro-batch
+  int collectingMicroBatch = -1;
+  /// The optimizer inputs that are not parameters (gradients), and the
+  /// dtfm.grad_sync reading each.
+  std::map<int64_t, const ProgramOp *> gradientInputs;
+  bool gradientInputsKnown = false;
+  int streamMicroBatches = 0; // armed by streamGradients for one iteration
+  GradientReadyFn ready;
 };
 
 } // namespace dtfm::runtime

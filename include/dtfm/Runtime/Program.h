@@ -120,9 +120,12 @@ struct OpAttrs {
   int64_t bytes = 0;
   bool oncePerIteration = false;
   // dtfm.grad_sync: the devices of the data-parallel group, the predicted
-  // seconds of this gradient's sync and of its stage's bucket (-1: none)
+  // seconds of this gradient's sync and of its bucket (-1: none), and the
+  // bucket it travels in (dtfm.bucket: buckets are launched in index order
+  // as the backward produces them; plans without it have one bucket)
   std::vector<std::string> group;
   double syncSeconds = 0, bucketSeconds = -1;
+  int64_t bucket = 0;
 };
 
 struct ProgramOp {
