@@ -6,7 +6,7 @@
 //
 // The DT-FM paper's five network scenarios, read at run time from
 // ../shared/scenarios (or DTFM_SCENARIOS_DIR, or --scenarios DIR); they are
-// never copied into the tree. And small command-line helpers.
+// never copied into the tree. And the benches' command-line reader.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,10 +15,16 @@
 
 #include "dtfm/Planner/Cluster.h"
 
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace dtfm::bench {
@@ -64,6 +70,171 @@ inline std::vector<std::string> splitList(const std::string &text) {
       parts.push_back(part);
   return parts;
 }
+
+/// A bench's command line, read strictly: a bench runs for minutes to hours,
+/// so a mistyped value must stop it at once rather than run it with 0 or a
+/// default. Every value is checked (whole text a number, in range, finite);
+/// on bad input one line goes to stderr,
+///   <tool>: error: <flag>: <what is wrong> (got '<text>')
+/// and the process exits with status 2.
+///
+///   Flags flags("bench-x", argc, argv);
+///   while (flags.next())
+///     if (flags.is("--json"))
+///       json = true;
+///     else if (flags.is("--reps"))
+///       reps = flags.integer<int>(1);
+///     else
+///       flags.unknown();
+class Flags {
+public:
+  Flags(const char *tool, int argc, char **argv)
+      : tool(tool), argc(argc), argv(argv) {}
+
+  /// Moves to the next argument; false when there is none.
+  bool next() {
+    value.clear();
+    given = false;
+    if (++index >= argc)
+      return false;
+    current = argv[index];
+    return true;
+  }
+
+  /// Whether the current argument is `name`.
+  bool is(const char *name) const { return current == name; }
+
+  /// The current flag's value: the next argument, which must be there and
+  /// must not be another flag (`--scenarios --json` forgot the folder).
+  std::string text() {
+    if (index + 1 >= argc)
+      fail("needs a value");
+    value = argv[index + 1];
+    given = true;
+    if (value.rfind("--", 0) == 0)
+      fail("needs a value");
+    ++index;
+    return value;
+  }
+
+  /// The non-empty items of the comma-separated value; at least one.
+  std::vector<std::string> textList() {
+    std::vector<std::string> items = splitList(text());
+    if (items.empty())
+      fail("needs a comma-separated list");
+    return items;
+  }
+
+  /// The value as an integer of type T in [min, max].
+  template <typename T = int64_t>
+  T integer(T min, T max = std::numeric_limits<T>::max()) {
+    std::string item = text();
+    return parseInteger<T>(item, min, max, "");
+  }
+
+  /// The value as a finite number >= min.
+  double number(double min) { return parseNumber(text(), min, false, ""); }
+
+  /// The value as a finite number > min.
+  double numberAbove(double min) { return parseNumber(text(), min, true, ""); }
+
+  /// The value as a comma-separated list of integers in [min, max], each
+  /// checked; at least one.
+  template <typename T = int64_t>
+  std::vector<T> integerList(T min, T max = std::numeric_limits<T>::max()) {
+    std::vector<T> out;
+    for (const std::string &item : textList())
+      out.push_back(parseInteger<T>(item, min, max, "item '" + item + "': "));
+    return out;
+  }
+
+  /// The value as a comma-separated list of finite numbers >= min; at least
+  /// one.
+  std::vector<double> numberList(double min) {
+    std::vector<double> out;
+    for (const std::string &item : textList())
+      out.push_back(parseNumber(item, min, false, "item '" + item + "': "));
+    return out;
+  }
+
+  /// Ends the run: `what` is wrong with the current flag's value (for checks
+  /// the readers cannot make, e.g. a multiple of 8).
+  [[noreturn]] void fail(const std::string &what) const {
+    if (!given)
+      std::fprintf(stderr, "%s: error: %s: %s\n", tool, current.c_str(),
+                   what.c_str());
+    else
+      std::fprintf(stderr, "%s: error: %s: %s (got '%s')\n", tool,
+                   current.c_str(), what.c_str(), value.c_str());
+    std::exit(2);
+  }
+
+  /// Ends the run: the current argument is no flag of this tool.
+  [[noreturn]] void unknown() const {
+    std::fprintf(stderr, "%s: error: unknown argument '%s'\n", tool,
+                 current.c_str());
+    std::exit(2);
+  }
+
+private:
+  template <typename T>
+  T parseInteger(const std::string &item, T min, T max,
+                 const std::string &prefix) const {
+    static_assert(std::is_integral_v<T>, "integer flags only");
+    T result{};
+    const char *first = item.data(), *last = first + item.size();
+    auto [end, error] = std::from_chars(first, last, result);
+    // Past T's range, or (from_chars reads no sign into an unsigned T) a
+    // negative integer: out of bounds, not garbage.
+    bool negative =
+        item.size() > 1 && item[0] == '-' &&
+        item.find_first_not_of("0123456789", 1) == std::string::npos;
+    if (error == std::errc::result_out_of_range ||
+        (std::is_unsigned_v<T> && negative))
+      fail(prefix + (negative ? "must be >= " + std::to_string(min)
+                              : "must be <= " + std::to_string(max)));
+    if (error != std::errc() || end != last)
+      fail(prefix + "expected an integer");
+    if (result < min)
+      fail(prefix + "must be >= " + std::to_string(min));
+    if (result > max)
+      fail(prefix + "must be <= " + std::to_string(max));
+    return result;
+  }
+
+  double parseNumber(const std::string &item, double min, bool exclusive,
+                     const std::string &prefix) const {
+    // strtod skips leading blanks and stops at the first bad character;
+    // both would let "5 x" or " 5" through.
+    if (item.empty() || std::isspace(static_cast<unsigned char>(item[0])))
+      fail(prefix + "expected a number");
+    char *end = nullptr;
+    errno = 0;
+    double result = std::strtod(item.c_str(), &end);
+    if (end != item.c_str() + item.size())
+      fail(prefix + "expected a number");
+    // Overflow comes back as an infinity with ERANGE: say which.
+    if (errno == ERANGE)
+      fail(prefix + "out of range");
+    if (!std::isfinite(result))
+      fail(prefix + "must be finite");
+    if (exclusive ? !(result > min) : !(result >= min)) {
+      char bound[64];
+      std::snprintf(bound, sizeof bound, "must be %s %g",
+                    exclusive ? ">" : ">=", min);
+      fail(prefix + bound);
+    }
+    return result;
+  }
+
+  const char *tool;
+  int argc;
+  char **argv;
+  int index = 0;
+  std::string current; ///< the current flag (argv[index] before its value)
+  std::string value;   ///< the current flag's value, once read
+  bool given = false;  ///< whether the current flag has a value to quote
+};
 
 } // namespace dtfm::bench
 

@@ -22,6 +22,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "BenchSupport.h"
+
 #include "dtfm/Runtime/Cuda/Device.h"
 #include "dtfm/Runtime/Cuda/Kernels.h"
 
@@ -76,30 +78,18 @@ int main(int argc, char **argv) {
   int64_t n = int64_t(1) << 26;
   int64_t size = 8192;
   int reps = 20;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&]() -> long long {
-      return i + 1 < argc ? std::atoll(argv[++i]) : 0;
-    };
-    if (arg == "--json")
+  dtfm::bench::Flags flags("bench-cuda", argc, argv);
+  while (flags.next())
+    if (flags.is("--json"))
       json = true;
-    else if (arg == "--elements")
-      n = value();
-    else if (arg == "--size")
-      size = value();
-    else if (arg == "--reps")
-      reps = static_cast<int>(value());
-    else {
-      std::fprintf(stderr, "bench-cuda: error: unknown argument '%s'\n",
-                   arg.c_str());
-      return 2;
-    }
-  }
-  if (n < 1024 || size < 64 || reps < 1) {
-    std::fprintf(stderr, "bench-cuda: error: --elements >= 1024, --size >= "
-                         "64 and --reps >= 1\n");
-    return 2;
-  }
+    else if (flags.is("--elements"))
+      n = flags.integer<int64_t>(1024);
+    else if (flags.is("--size"))
+      size = flags.integer<int64_t>(64);
+    else if (flags.is("--reps"))
+      reps = flags.integer<int>(1);
+    else
+      flags.unknown();
   std::string why;
   if (cuda::deviceCount(&why) == 0) {
     if (json)

@@ -103,29 +103,18 @@ int main(int argc, char **argv) {
   int microBatches = 32;
   uint64_t seed = 0;
   std::string dir = dtfm::bench::defaultScenariosDir();
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      return i + 1 < argc ? argv[++i] : "";
-    };
-    if (arg == "--json")
+  dtfm::bench::Flags flags("bench-hetero", argc, argv);
+  while (flags.next())
+    if (flags.is("--json"))
       json = true;
-    else if (arg == "--micro-batches")
-      microBatches = std::atoi(value().c_str());
-    else if (arg == "--seed")
-      seed = std::strtoull(value().c_str(), nullptr, 10);
-    else if (arg == "--scenarios")
-      dir = value();
-    else {
-      std::fprintf(stderr, "bench-hetero: error: unknown argument '%s'\n",
-                   arg.c_str());
-      return 2;
-    }
-  }
-  if (microBatches <= 0) {
-    std::fprintf(stderr, "bench-hetero: error: --micro-batches must be > 0\n");
-    return 2;
-  }
+    else if (flags.is("--micro-batches"))
+      microBatches = flags.integer<int>(1);
+    else if (flags.is("--seed"))
+      seed = flags.integer<uint64_t>(0);
+    else if (flags.is("--scenarios"))
+      dir = flags.text();
+    else
+      flags.unknown();
   Workload workload = gptWorkload();
 
   Cluster base;

@@ -171,44 +171,28 @@ int main(int argc, char **argv) {
   double ratio = 10;
   uint64_t seed = 0;
   std::string dir = dtfm::bench::defaultScenariosDir();
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      return i + 1 < argc ? argv[++i] : "";
-    };
-    auto numbers = [&](std::vector<int> &out) {
-      out.clear();
-      for (const std::string &s : dtfm::bench::splitList(value()))
-        out.push_back(std::atoi(s.c_str()));
-    };
-    if (arg == "--json")
+  // Lists hold at least one item; the AdaTopK ratio stays above 1, as the
+  // bench always required (a ratio of 1 would compress nothing).
+  dtfm::bench::Flags flags("bench-paper", argc, argv);
+  while (flags.next())
+    if (flags.is("--json"))
       json = true;
-    else if (arg == "--scale")
+    else if (flags.is("--scale"))
       scale = true;
-    else if (arg == "--layers")
-      numbers(layerCounts);
-    else if (arg == "--batch")
-      numbers(batches);
-    else if (arg == "--algorithms")
-      algorithms = dtfm::bench::splitList(value());
-    else if (arg == "--compress-ratio")
-      ratio = std::atof(value().c_str());
-    else if (arg == "--scenarios")
-      dir = value();
-    else if (arg == "--seed")
-      seed = std::strtoull(value().c_str(), nullptr, 10);
-    else {
-      std::fprintf(stderr, "bench-paper: error: unknown argument '%s'\n",
-                   arg.c_str());
-      return 2;
-    }
-  }
-  if (layerCounts.empty() || batches.empty() || algorithms.empty() ||
-      !(ratio > 1)) {
-    std::fprintf(stderr, "bench-paper: error: empty --layers, --batch or "
-                         "--algorithms, or --compress-ratio <= 1\n");
-    return 2;
-  }
+    else if (flags.is("--layers"))
+      layerCounts = flags.integerList<int>(1);
+    else if (flags.is("--batch"))
+      batches = flags.integerList<int>(1);
+    else if (flags.is("--algorithms"))
+      algorithms = flags.textList();
+    else if (flags.is("--compress-ratio"))
+      ratio = flags.numberAbove(1);
+    else if (flags.is("--scenarios"))
+      dir = flags.text();
+    else if (flags.is("--seed"))
+      seed = flags.integer<uint64_t>(0);
+    else
+      flags.unknown();
   mlir::dtfm::registerAllPasses();
 
   const std::vector<std::string> &scenarios = dtfm::bench::paperScenarios();

@@ -50,12 +50,6 @@ const Scenario kScenarios[] = {
 constexpr double kDataParallelBytes = 6.5e8;
 constexpr double kPipelineBytes = 4.71246e8;
 
-
-int usage(const char *message) {
-  std::fprintf(stderr, "bench-scheduler: error: %s\n", message);
-  return 2;
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
@@ -63,34 +57,26 @@ int main(int argc, char **argv) {
   std::vector<uint64_t> seeds{0, 1, 2};
   std::string dir = dtfm::bench::defaultScenariosDir();
   std::vector<SearchAlgorithm> algorithms = allSearchAlgorithms();
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      return i + 1 < argc ? argv[++i] : "";
-    };
-    if (arg == "--json")
+  dtfm::bench::Flags flags("bench-scheduler", argc, argv);
+  while (flags.next())
+    if (flags.is("--json"))
       json = true;
-    else if (arg == "--no-scale")
+    else if (flags.is("--no-scale"))
       scale = false;
-    else if (arg == "--seeds") {
-      seeds.clear();
-      for (const std::string &s : dtfm::bench::splitList(value()))
-        seeds.push_back(std::strtoull(s.c_str(), nullptr, 10));
-      if (seeds.empty())
-        return usage("--seeds needs a comma-separated list");
-    } else if (arg == "--scenarios")
-      dir = value();
-    else if (arg == "--algorithms") {
+    else if (flags.is("--seeds"))
+      seeds = flags.integerList<uint64_t>(0);
+    else if (flags.is("--scenarios"))
+      dir = flags.text();
+    else if (flags.is("--algorithms")) {
       algorithms.clear();
-      for (const std::string &name : dtfm::bench::splitList(value())) {
+      for (const std::string &name : flags.textList()) {
         auto a = parseSearchAlgorithm(name);
         if (!a)
-          return usage(("unknown algorithm '" + name + "'").c_str());
+          flags.fail("unknown algorithm '" + name + "'");
         algorithms.push_back(*a);
       }
     } else
-      return usage(("unknown argument '" + arg + "'").c_str());
-  }
+      flags.unknown();
 
   bool scenariosFound = true;
   for (const Scenario &scenario : kScenarios) {

@@ -172,36 +172,25 @@ int main(int argc, char **argv) {
   int64_t globalBatch = 256;
   double budget = 5, compressRatio = 1;
   std::string dir = dtfm::bench::defaultScenariosDir();
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      return i + 1 < argc ? argv[++i] : "";
-    };
-    if (arg == "--json")
+  dtfm::bench::Flags flags("bench-shape", argc, argv);
+  while (flags.next())
+    if (flags.is("--json"))
       json = true;
-    else if (arg == "--global-batch")
-      globalBatch = std::atoll(value().c_str());
-    else if (arg == "--budget")
-      budget = std::atof(value().c_str());
-    else if (arg == "--scenarios")
-      dir = value();
-    else if (arg == "--compress-ratio")
-      compressRatio = std::atof(value().c_str());
-    else if (arg == "--scale")
+    else if (flags.is("--global-batch")) {
+      // The fixed baseline splits the batch over 8 pipelines.
+      globalBatch = flags.integer<int64_t>(1);
+      if (globalBatch % 8 != 0)
+        flags.fail("must be a multiple of 8");
+    } else if (flags.is("--budget"))
+      budget = flags.number(0);
+    else if (flags.is("--scenarios"))
+      dir = flags.text();
+    else if (flags.is("--compress-ratio"))
+      compressRatio = flags.number(1); // 1: no compression
+    else if (flags.is("--scale"))
       scale = true;
-    else {
-      std::fprintf(stderr, "bench-shape: error: unknown argument '%s'\n",
-                   arg.c_str());
-      return 2;
-    }
-  }
-  if (globalBatch <= 0 || globalBatch % 8 != 0 || budget < 0 ||
-      !(compressRatio >= 1)) {
-    std::fprintf(stderr, "bench-shape: error: --global-batch must be a "
-                         "positive multiple of 8, --budget >= 0 and "
-                         "--compress-ratio >= 1\n");
-    return 2;
-  }
+    else
+      flags.unknown();
   Workload workload = dtfm::bench::gptWorkload();
 
   Cluster base;

@@ -58,3 +58,9 @@ else:
 tool_dirs = [config.dtfm_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(["dtfm-opt", "dtfm-translate", "dtfm-run"],
                                    tool_dirs)
+# The benches (bench/), for their command-line errors (Tools/bench-flags.test);
+# bench-cuda is built only with the CUDA backend.
+bench_tools = ["bench-hetero", "bench-paper", "bench-scheduler", "bench-shape"]
+if "cuda-built" in config.available_features:
+    bench_tools.append("bench-cuda")
+llvm_config.add_tool_substitutions(bench_tools, tool_dirs)
