@@ -1,4 +1,4 @@
-// COM: End-to-end test through the importer: its input is built by dtfm-translate and earlier passes (hand-written pass tests are in test/Passes).
+// COM: End-to-end test through the importer: inputs built by dtfm-translate --import-gpt and a chain of passes, so it also breaks when the importer or an earlier pass changes (the hand-written pass tests are in test/Passes).
 // RUN: dtfm-translate --import-gpt tiny -o %t.mlir
 // RUN: dtfm-opt %t.mlir --dtfm-annotate-costs --dtfm-import-cluster=file=%S/../Passes/Inputs/two-regions.textproto --dtfm-assign-devices="dp=2 pp=2 dp-bytes=1e6 pp-bytes=1e8 print-table=true" -o %t.out | FileCheck %s --check-prefix=TABLE
 // RUN: FileCheck %s --check-prefix=ATTR < %t.out

@@ -1,4 +1,4 @@
-// COM: End-to-end test through the importer: its input is built by dtfm-translate and earlier passes (hand-written pass tests are in test/Passes).
+// COM: End-to-end test through the importer: inputs built by dtfm-translate --import-gpt and a chain of passes, so it also breaks when the importer or an earlier pass changes (the hand-written pass tests are in test/Passes).
 // RUN: not dtfm-opt %s --dtfm-autodiff 2>&1 | FileCheck %s --check-prefix=NOLOSS
 // NOLOSS: autodiff-invalid.mlir:0:0: error: dtfm-autodiff: no function has a loss (dtfm.cross_entropy); nothing to differentiate
 // RUN: dtfm-translate --import-gpt tiny -o %t.mlir

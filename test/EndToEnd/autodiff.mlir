@@ -1,4 +1,4 @@
-// COM: End-to-end test through the importer: its input is built by dtfm-translate and earlier passes (hand-written pass tests are in test/Passes).
+// COM: End-to-end test through the importer: inputs built by dtfm-translate --import-gpt and a chain of passes, so it also breaks when the importer or an earlier pass changes (the hand-written pass tests are in test/Passes).
 // RUN: dtfm-opt %s --dtfm-autodiff | FileCheck %s
 // RUN: dtfm-opt %s --dtfm-autodiff="optimizer=sgd lr=0.5 momentum=0.25 weight-decay=0" | FileCheck %s --check-prefix=SGD
 // RUN: dtfm-opt %s --dtfm-autodiff --dtfm-annotate-costs --dtfm-print-costs="per-op=false" -o /dev/null | FileCheck %s --check-prefix=COSTS

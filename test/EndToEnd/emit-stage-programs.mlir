@@ -1,4 +1,4 @@
-// COM: End-to-end test through the importer: its input is built by dtfm-translate and earlier passes (hand-written pass tests are in test/Passes).
+// COM: End-to-end test through the importer: inputs built by dtfm-translate --import-gpt and a chain of passes, so it also breaks when the importer or an earlier pass changes (the hand-written pass tests are in test/Passes).
 // RUN: dtfm-translate --import-gpt tiny | dtfm-opt --dtfm-plan="cluster=%S/../Passes/Inputs/two-regions.textproto dp=2 pp=2 dp-bytes=1e6 pp-bytes=1e8" --dtfm-insert-send-recv --dtfm-insert-grad-sync --dtfm-schedule-microbatches=micro-batches=2 -o %t.mlir
 // RUN: dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/../Passes/Inputs/two-regions.textproto --dtfm-emit-stage-programs --dtfm-verify-plan | FileCheck %s
 // RUN: dtfm-translate --import-gpt tiny | not dtfm-opt --dtfm-emit-stage-programs 2>&1 | FileCheck %s --check-prefix=NOFILE

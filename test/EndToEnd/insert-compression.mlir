@@ -1,4 +1,4 @@
-// COM: End-to-end test through the importer: its input is built by dtfm-translate and earlier passes (hand-written pass tests are in test/Passes).
+// COM: End-to-end test through the importer: inputs built by dtfm-translate --import-gpt and a chain of passes, so it also breaks when the importer or an earlier pass changes (the hand-written pass tests are in test/Passes).
 // RUN: dtfm-translate --import-gpt tiny -o %t.mlir
 // RUN: dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/../Passes/Inputs/chain-3.textproto --dtfm-partition-stages --dtfm-insert-send-recv --dtfm-insert-compression=ratio=10 --dtfm-verify-plan | FileCheck %s
 // RUN: dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/../Passes/Inputs/chain-3.textproto --dtfm-partition-stages --dtfm-insert-send-recv --dtfm-insert-compression="ratio=10 uniform=true" --dtfm-verify-plan | FileCheck %s --check-prefix=UNIFORM

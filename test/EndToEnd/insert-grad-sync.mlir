@@ -1,4 +1,4 @@
-// COM: End-to-end test through the importer: its input is built by dtfm-translate and earlier passes (hand-written pass tests are in test/Passes).
+// COM: End-to-end test through the importer: inputs built by dtfm-translate --import-gpt and a chain of passes, so it also breaks when the importer or an earlier pass changes (the hand-written pass tests are in test/Passes).
 // RUN: dtfm-translate --import-gpt tiny | dtfm-opt --dtfm-plan="cluster=%S/../Passes/Inputs/two-regions.textproto dp=2 pp=2" -o %t.mlir
 // RUN: dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/../Passes/Inputs/two-regions.textproto --dtfm-insert-grad-sync --dtfm-schedule-microbatches | FileCheck %s
 // RUN: dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/../Passes/Inputs/two-regions.textproto --dtfm-insert-grad-sync="sync=ring" | FileCheck %s --check-prefix=RING

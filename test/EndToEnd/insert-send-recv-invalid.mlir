@@ -1,4 +1,4 @@
-// COM: End-to-end test through the importer: its input is built by dtfm-translate and earlier passes (hand-written pass tests are in test/Passes).
+// COM: End-to-end test: a whole model (not a small hand-written case) through a chain of passes or the --dtfm-plan pipeline (the hand-written pass tests are in test/Passes).
 // RUN: not dtfm-opt %s --dtfm-import-cluster=file=%dtfm_src_root/examples/clusters/local-8.textproto --dtfm-insert-send-recv 2>&1 | FileCheck %s --check-prefix=NOSTAGE
 // NOSTAGE: error: 'dtfm.input' op has no dtfm.stage; run --dtfm-partition-stages first
 // RUN: not dtfm-opt %s --dtfm-insert-send-recv 2>&1 | FileCheck %s --check-prefix=NOFILE

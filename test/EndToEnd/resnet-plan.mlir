@@ -1,4 +1,4 @@
-// COM: End-to-end test through the importer: its input is built by dtfm-translate and earlier passes (hand-written pass tests are in test/Passes).
+// COM: End-to-end test: a whole model (not a small hand-written case) through a chain of passes or the --dtfm-plan pipeline (the hand-written pass tests are in test/Passes).
 // RUN: dtfm-opt %S/../Passes/Inputs/tiny-resnet.mlir --dtfm-autodiff | FileCheck %s --check-prefix=GRAD
 // RUN: dtfm-opt %S/../Passes/Inputs/tiny-resnet.mlir --dtfm-plan="cluster=%S/../Passes/Inputs/two-regions.textproto dp=2 pp=2 print-table=true" -o %t.out | FileCheck %s --check-prefix=PLAN
 // RUN: FileCheck %s --check-prefix=IR < %t.out
