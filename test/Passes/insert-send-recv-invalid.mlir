@@ -1,11 +1,16 @@
 // RUN: dtfm-opt %s -split-input-file -verify-diagnostics --dtfm-insert-send-recv
 // RUN: not dtfm-opt %S/Inputs/staged-3.mlir --dtfm-insert-send-recv 2>&1 | FileCheck %s --check-prefix=NOFILE
 // RUN: not dtfm-opt %S/Inputs/staged-3.mlir --dtfm-import-cluster=file=%S/Inputs/two.textproto --dtfm-insert-send-recv 2>&1 | FileCheck %s --check-prefix=DEVICES
-
 // RUN: not dtfm-opt %S/Inputs/send-recv-assignment.mlir -split-input-file --dtfm-insert-send-recv 2>&1 | FileCheck %s --check-prefix=ASSIGN
+// RUN: not dtfm-opt %S/Inputs/unstaged-input.mlir --dtfm-import-cluster=file=%dtfm_src_root/examples/clusters/local-8.textproto --dtfm-insert-send-recv 2>&1 | FileCheck %s --check-prefix=NOSTAGE
+// RUN: not dtfm-opt %S/Inputs/unstaged-input.mlir --dtfm-insert-send-recv 2>&1 | FileCheck %s --check-prefix=NOCLUSTER
+// COM: The send/recv verifiers' own diagnostics (bytes, link, peer).
+// RUN: dtfm-opt %S/Inputs/send-recv-invalid.mlir -split-input-file -verify-diagnostics
 
 // COM: Whole-module errors point at the cluster file (or the module), not
 // COM: at an op.
+// NOSTAGE: error: 'dtfm.input' op has no dtfm.stage; run --dtfm-partition-stages first
+// NOCLUSTER: error: dtfm-insert-send-recv: no cluster in the module: run --dtfm-import-cluster=file=FILE first (or --dtfm-plan=cluster=FILE)
 // NOFILE: staged-3.mlir:0:0: error: dtfm-insert-send-recv: no cluster in the module: run --dtfm-import-cluster=file=FILE first (or --dtfm-plan=cluster=FILE)
 // DEVICES: two.textproto:0:0: error: dtfm-insert-send-recv: 3 stages but cluster 'two' has 2 devices
 // ASSIGN: pair.textproto:0:0: error: dtfm-insert-send-recv: dtfm.assignment has fewer stages than the ops use (2)
