@@ -1,5 +1,5 @@
-// RUN: dtfm-opt %s --dtfm-annotate-costs | FileCheck %s
-// RUN: dtfm-opt %s --dtfm-annotate-costs --dtfm-annotate-costs | FileCheck %s
+// RUN: dtfm-opt %s -split-input-file --dtfm-annotate-costs | FileCheck %s
+// RUN: dtfm-opt %s -split-input-file --dtfm-annotate-costs --dtfm-annotate-costs | FileCheck %s
 // COM: Values are hand-computed from the conventions in docs/CostModel.md.
 
 // CHECK-LABEL: func.func @mlp
@@ -28,6 +28,8 @@ func.func @mlp() -> tensor<f32> {
   return %loss : tensor<f32>
 }
 
+// -----
+
 // CHECK-LABEL: func.func @cnn
 func.func @cnn() {
   %x = dtfm.input "x" : tensor<1x2x4x4xf32>
@@ -36,5 +38,26 @@ func.func @cnn() {
   %p = dtfm.max_pool2d %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>} : (tensor<1x2x4x4xf32>) -> tensor<1x2x2x2xf32>
   // CHECK: dtfm.global_avg_pool {{.*}}dtfm.cost = #dtfm.cost<fwd_flops = 8, bwd_flops = 8, saved_bytes = 0, param_bytes = 0, result_bytes = [8]>
   %g = dtfm.global_avg_pool %p : (tensor<1x2x2x2xf32>) -> tensor<1x2x1x1xf32>
+  return
+}
+
+// -----
+
+// COM: A training graph: training ops are annotated too, their work as
+// COM: fwd_flops (they run in their own phase). A dtfm.backward's work is
+// COM: its flops attribute (here linear's backward as --dtfm-autodiff
+// COM: writes it: 4*R*K*N + R*N = 4*2*4*3 + 2*3 = 102); AdamW: 12 FLOPs
+// COM: per element of w (12 elements) = 144. (Loose patterns: dtfm.cost
+// COM: is being re-typed.)
+// CHECK-LABEL: func.func @train
+// CHECK: dtfm.backward "dtfm.linear"{{.*}}dtfm.cost = {{.*}}fwd_flops = 102
+// CHECK: dtfm.adamw_update {{.*}}dtfm.cost = {{.*}}fwd_flops = 144
+func.func @train() {
+  %x = dtfm.input "x" : tensor<2x4xf32>
+  %w = dtfm.param "w" init(zeros) : tensor<4x3xf32>
+  %b = dtfm.param "b" init(zeros) : tensor<3xf32>
+  %dy = dtfm.input "dy" : tensor<2x3xf32>
+  %g:2 = dtfm.backward "dtfm.linear"(%x, %w, %b, %dy) {flops = 102 : i64, wrt = array<i64: 1, 2>} : (tensor<2x4xf32>, tensor<4x3xf32>, tensor<3xf32>, tensor<2x3xf32>) -> (tensor<4x3xf32>, tensor<3xf32>)
+  %u = dtfm.adamw_update %w, %g#0 {lr = 1.000000e-03 : f64} : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
   return
 }
