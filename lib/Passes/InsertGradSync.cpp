@@ -4,7 +4,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dtfm/Analysis/CostAnalysis.h"
 #include "dtfm/Passes/Passes.h"
+#include "dtfm/Planner/Buckets.h"
 #include "dtfm/Planner/CostModel.h"
 #include "dtfm/Planner/Workload.h"
 
@@ -67,6 +69,26 @@ struct InsertGradSync
       return signalPassFailure();
     if (updates.empty())
       return fail("no optimizer updates; run --dtfm-autodiff first");
+    double capBytes = 0;
+    std::string capError;
+    if (!planner::parseBucketCap(bucketMb, capBytes, capError))
+      return fail(capError);
+
+    // Each stage's backward FLOPs done after each op, in IR order (the order
+    // the runtime runs them): when a gradient is complete.
+    CostAnalysis &costs = getAnalysis<CostAnalysis>();
+    if (!costs.isValid())
+      return signalPassFailure();
+    llvm::DenseMap<Operation *, double> backwardDone;
+    std::map<int64_t, double> stageBackward;
+    for (const OpCost &cost : costs.getOpCosts()) {
+      auto stage = cost.op->getAttrOfType<IntegerAttr>(kStageAttrName);
+      if (!stage)
+        continue;
+      double &done = stageBackward[stage.getInt()];
+      done += static_cast<double>(cost.backwardFlops);
+      backwardDone[cost.op] = done;
+    }
 
     llvm::StringMap<int> byName;
     for (size_t i = 0; i < cluster.size(); ++i)
@@ -98,16 +120,49 @@ struct InsertGradSync
                         ? planner::GradientSync::Ring
                         : planner::GradientSync::ParameterServer;
       bool ring = algorithm == planner::GradientSync::Ring;
-      // The stage's gradients travel as one bucket (DT-FM's c_DP): the time
-      // of the whole exchange, recorded on every sync of the stage.
-      double stageSeconds = ring ? ringSeconds : psSeconds;
+      auto exchangeSeconds = [&](double bytes) {
+        return ring ? planner::groupRingAllReduceCost(cluster, group, bytes, dp)
+                    : planner::groupDataParallelCost(cluster, group, bytes, dp);
+      };
+      // Buckets in the order the backward completes the gradients (a
+      // gradient defined outside the stage's ops is complete from the
+      // start).
+      double stageTotal = stageBackward[stage];
+      auto readyFraction = [&](Value grad) {
+        Operation *def = grad.getDefiningOp();
+        auto it = def ? backwardDone.find(def) : backwardDone.end();
+        if (it == backwardDone.end() || stageTotal <= 0)
+          return it == backwardDone.end() ? 0.0 : 1.0;
+        return it->second / stageTotal;
+      };
+      SmallVector<Operation *> order(ops.begin(), ops.end());
+      llvm::stable_sort(order, [&](Operation *a, Operation *b) {
+        return readyFraction(a->getOperand(1)) <
+               readyFraction(b->getOperand(1));
+      });
+      std::vector<double> sizes, ready;
+      for (Operation *op : order) {
+        sizes.push_back(double(getTensorBytes(op->getOperand(1).getType())));
+        ready.push_back(readyFraction(op->getOperand(1)));
+      }
+      // One micro-batch's backward on the group's slowest device: what the
+      // buckets can hide behind.
+      double slowest = 0;
+      for (int d : group) {
+        double speed = cluster.devices[d].speed();
+        slowest = slowest > 0 ? std::min(slowest, speed) : speed;
+      }
+      double backwardSeconds = slowest > 0 ? stageTotal / slowest : 0;
+      planner::BucketPlan plan = planner::planBuckets(
+          sizes, ready, capBytes, exchangeSeconds, backwardSeconds);
+      llvm::DenseMap<Operation *, int> bucketOfOp;
+      for (size_t i = 0; i < order.size(); ++i)
+        bucketOfOp[order[i]] = plan.bucketOf[i];
       for (Operation *op : ops) {
         Value grad = op->getOperand(1);
         int64_t bytes = getTensorBytes(grad.getType());
-        double seconds = ring ? planner::groupRingAllReduceCost(
-                                    cluster, group, double(bytes), dp)
-                              : planner::groupDataParallelCost(
-                                    cluster, group, double(bytes), dp);
+        double seconds = exchangeSeconds(double(bytes));
+        int bucket = bucketOfOp.lookup(op);
         OpBuilder builder(op);
         auto syncOp = builder.create<GradSyncOp>(
             op->getLoc(), grad.getType(), grad,
@@ -116,8 +171,12 @@ struct InsertGradSync
         for (StringRef attr : {kStageAttrName, kLayerAttrName})
           if (Attribute value = op->getAttr(attr))
             syncOp->setAttr(attr, value);
+        syncOp->setAttr(kBucketAttrName, b.getI64IntegerAttr(bucket));
+        const planner::SyncBucket &planned = plan.buckets[bucket];
         syncOp->setAttr(kBucketSecondsAttrName,
-                        b.getF64FloatAttr(stageSeconds));
+                        b.getF64FloatAttr(planned.seconds));
+        syncOp->setAttr(kBucketReadyAttrName,
+                        b.getF64FloatAttr(planned.readyFraction));
         op->setOperand(1, syncOp.getResult());
       }
     }

@@ -72,6 +72,11 @@ struct PlanOptions : public PassPipelineOptions<PlanOptions> {
   Option<std::string> sync{*this, "sync",
                            llvm::cl::desc("Gradient sync: auto, ps or ring"),
                            llvm::cl::init("auto")};
+  Option<std::string> bucketMb{
+      *this, "bucket-mb",
+      llvm::cl::desc("Gradient bucket cap: auto or MiB (0: one bucket per "
+                     "stage)"),
+      llvm::cl::init("auto")};
 };
 
 /// [import the cluster] -> annotate -> [choose shape -> annotate] -> autodiff
@@ -131,6 +136,7 @@ void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
   }
   InsertGradSyncOptions sync;
   sync.sync = options.sync;
+  sync.bucketMb = options.bucketMb;
   pm.addPass(createInsertGradSync(sync));
   ScheduleMicrobatchesOptions schedule;
   schedule.schedule = options.schedule;

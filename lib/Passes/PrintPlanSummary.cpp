@@ -6,11 +6,17 @@
 //
 // Prints the `dtfm.shape` that --dtfm-choose-shape recorded: the chosen
 // shape, its runners-up, the predicted times, the stages and the idle
-// devices with the reason each is idle.
+// devices with the reason each is idle. Once gradients are synchronised
+// (--dtfm-insert-grad-sync), one line per data-parallel stage: its group,
+// algorithm and buckets, and what overlapping the buckets with the last
+// micro-batch's backward saves (Planner/Buckets.h).
 //
 //===----------------------------------------------------------------------===//
 
+#include "dtfm/Analysis/CostAnalysis.h"
 #include "dtfm/Passes/Passes.h"
+#include "dtfm/Planner/Buckets.h"
+#include "dtfm/Planner/CostModel.h"
 
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
@@ -24,6 +30,91 @@ using namespace mlir;
 using namespace mlir::dtfm;
 
 namespace {
+
+/// One line per data-parallel stage: its group and algorithm, its buckets,
+/// their all-reduce time in a row and what of it outlasts the last
+/// micro-batch's backward once the buckets overlap it.
+void printGradientSync(ModuleOp module, raw_ostream &os) {
+  ClusterAttr clusterAttr = getModuleCluster(module);
+  if (!clusterAttr)
+    return;
+  ::dtfm::planner::Cluster cluster = clusterAttr.toCluster();
+  // The syncs and backward FLOPs of each stage, from the first function
+  // holding the stage (device programs repeat a stage per replica).
+  std::map<int64_t, Operation *> funcOfStage;
+  std::map<int64_t, SmallVector<GradSyncOp>> syncs;
+  module.walk([&](GradSyncOp op) {
+    auto stage = op->getAttrOfType<IntegerAttr>(kStageAttrName);
+    int64_t s = stage ? stage.getInt() : 0;
+    Operation *func = op->getParentOp();
+    if (funcOfStage.emplace(s, func).first->second == func)
+      syncs[s].push_back(op);
+  });
+  if (syncs.empty())
+    return;
+  std::map<int64_t, double> backwardFlops;
+  CostAnalysis costs(module);
+  for (const OpCost &cost : costs.getOpCosts()) {
+    auto stage = cost.op->getAttrOfType<IntegerAttr>(kStageAttrName);
+    int64_t s = stage ? stage.getInt() : 0;
+    auto func = funcOfStage.find(s);
+    if (func != funcOfStage.end() && cost.op->getParentOp() == func->second)
+      backwardFlops[s] += static_cast<double>(cost.backwardFlops);
+  }
+  llvm::StringMap<int> indexOf;
+  for (size_t i = 0; i < cluster.size(); ++i)
+    indexOf[cluster.devices[i].name] = static_cast<int>(i);
+  for (auto &[stage, ops] : syncs) {
+    std::map<int64_t, ::dtfm::planner::SyncBucket> buckets;
+    double bytes = 0, slowest = 0;
+    for (GradSyncOp op : ops) {
+      bytes += static_cast<double>(op.getBytes());
+      int64_t index = 0;
+      if (auto b = op->getAttrOfType<IntegerAttr>(kBucketAttrName))
+        index = b.getInt();
+      ::dtfm::planner::SyncBucket &bucket = buckets[index];
+      if (auto s = op->getAttrOfType<FloatAttr>(kBucketSecondsAttrName))
+        bucket.seconds = s.getValueAsDouble();
+      else
+        bucket.seconds += op.getSeconds().convertToDouble();
+      if (auto r = op->getAttrOfType<FloatAttr>(kBucketReadyAttrName))
+        bucket.readyFraction = r.getValueAsDouble();
+    }
+    std::vector<int> group;
+    for (Attribute name : ops.front().getGroup()) {
+      auto it = indexOf.find(cast<StringAttr>(name).getValue());
+      if (it == indexOf.end())
+        continue; // --dtfm-verify-plan reports it
+      group.push_back(it->second);
+      double s = cluster.devices[it->second].speed();
+      slowest = slowest > 0 ? std::min(slowest, s) : s;
+    }
+    std::vector<::dtfm::planner::SyncBucket> inOrder;
+    double serial = 0;
+    for (auto &[index, bucket] : buckets) {
+      inOrder.push_back(bucket);
+      serial += bucket.seconds;
+    }
+    double backward = slowest > 0 ? backwardFlops[stage] / slowest : 0;
+    ::dtfm::planner::BucketTimeline timeline =
+        ::dtfm::planner::layOutBuckets(inOrder, 0, backward, backward, 0, 0);
+    double exposed = std::max(0.0, timeline.syncEnd.back() - backward);
+    // The same gradients as one bucket, after the backward.
+    int dp = static_cast<int>(group.size());
+    double oneBucket =
+        ops.front().getAlgorithm() == "ring"
+            ? ::dtfm::planner::groupRingAllReduceCost(cluster, group, bytes, dp)
+            : ::dtfm::planner::groupDataParallelCost(cluster, group, bytes,
+                                                     dp);
+    os << llvm::format("gradient sync stage %lld: %d devices, %s, %.1f MB "
+                       "in %zu bucket%s: %.4f s after the last backward "
+                       "(one bucket: %.4f s)\n",
+                       (long long)stage, dp,
+                       ops.front().getAlgorithm().str().c_str(), bytes / 1e6,
+                       buckets.size(), buckets.size() == 1 ? "" : "s",
+                       exposed, oneBucket);
+  }
+}
 
 struct PrintPlanSummary
     : public mlir::dtfm::impl::PrintPlanSummaryBase<PrintPlanSummary> {
@@ -80,6 +171,7 @@ struct PrintPlanSummary
           os << " " << d.getValue();
         os << " -- " << group.getReason() << "\n";
       }
+    printGradientSync(module, os);
     os.flush();
   }
 };

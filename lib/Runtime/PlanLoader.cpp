@@ -41,6 +41,8 @@ bool dtfm::runtime::simulationInput(const proto::Plan &plan, SimInput &input,
       error = p.device() + ": " + error;
       return false;
     }
+    std::map<int64_t, double> bucketSeconds, bucketBytes, bucketReady;
+    double syncBytes = 0;
     for (const ProgramOp &op : typed.ops) {
       const OpAttrs &a = op.attrs;
       if (op.kind == OpKind::Send) {
@@ -56,14 +58,30 @@ bool dtfm::runtime::simulationInput(const proto::Plan &plan, SimInput &input,
         char key = op.phase == OpPhase::Backward ? 'B' : 'F';
         program.sendBytes[{key, a.peerDevice}] += bytes;
       } else if (op.kind == OpKind::GradSync) {
-        // One bucket per stage (dtfm.bucket_seconds); plans without it sync
-        // tensor by tensor.
-        if (a.bucketSeconds >= 0)
-          program.syncSeconds = std::max(program.syncSeconds, a.bucketSeconds);
-        else
+        // Plans without dtfm.bucket_seconds sync tensor by tensor.
+        if (a.bucketSeconds < 0)
           program.syncSeconds += a.syncSeconds;
+        else if (!bucketSeconds.count(a.bucket))
+          program.syncSeconds += a.bucketSeconds;
+        if (a.bucketSeconds >= 0) {
+          bucketSeconds[a.bucket] = a.bucketSeconds;
+          bucketBytes[a.bucket] += static_cast<double>(a.bytes);
+          syncBytes += static_cast<double>(a.bytes);
+          double &ready = bucketReady[a.bucket];
+          ready = a.bucketReady < 0 || ready < 0 ? -1
+                                                 : std::max(ready, a.bucketReady);
+        }
       }
     }
+    // Buckets that say when they are complete overlap the backward.
+    bool timed = !bucketReady.empty() &&
+                 std::all_of(bucketReady.begin(), bucketReady.end(),
+                             [](const auto &b) { return b.second >= 0; });
+    if (timed)
+      for (const auto &[bucket, seconds] : bucketSeconds)
+        program.buckets.push_back(
+            {bucketReady[bucket], seconds,
+             syncBytes > 0 ? bucketBytes[bucket] / syncBytes : 0});
     input.programs.push_back(std::move(program));
   }
   if (input.programs.empty()) {

@@ -8,6 +8,7 @@
 
 #include "plan.pb.h"
 
+#include <cmath>
 #include <cstring>
 #include <unordered_map>
 
@@ -303,8 +304,13 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
     in.read("seconds", a.syncSeconds);
     in.read("dtfm.bucket_seconds", a.bucketSeconds);
     in.read("dtfm.bucket", a.bucket);
+    in.read("dtfm.bucket_ready", a.bucketReady);
     if (a.bucket < 0)
       in.fail("dtfm.bucket " + std::to_string(a.bucket) + " is negative");
+    if (in.has("dtfm.bucket_ready") && !(a.bucketReady >= 0 && a.bucketReady <= 1))
+      in.fail("dtfm.bucket_ready must be a fraction in [0, 1]");
+    if (in.has("dtfm.bucket_seconds") && !(a.bucketSeconds >= 0 && std::isfinite(a.bucketSeconds)))
+      in.fail("dtfm.bucket_seconds must be finite and >= 0");
     break;
   case OpKind::Send:
   case OpKind::Recv:

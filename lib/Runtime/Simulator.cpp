@@ -45,6 +45,7 @@ bool dtfm::runtime::simulate(const SimInput &input, SimResult &result,
     std::array<size_t, 3> next{0, 0, 0};
     std::array<double, 3> free{0, 0, 0};
     std::map<std::pair<char, int>, bool> receives; // which inputs arrive
+    double lastBackwardStart = -1, lastBackwardEnd = -1; // by end time
   };
   std::vector<DeviceState> devices;
   for (const SimProgram &program : input.programs) {
@@ -116,6 +117,10 @@ bool dtfm::runtime::simulate(const SimInput &input, SimResult &result,
                                              : d.program->backwardFlops;
             end = start + flops / d.speed;
             computeEnd[{self, item.phase, item.microBatch}] = end;
+            if (item.phase == 'B' && end >= d.lastBackwardEnd) {
+              d.lastBackwardStart = start;
+              d.lastBackwardEnd = end;
+            }
             result.busySeconds[self] += end - start;
             result.totalFlops += flops;
           } else { // send
@@ -162,11 +167,11 @@ bool dtfm::runtime::simulate(const SimInput &input, SimResult &result,
         return false;
       }
 
-  // Gradient synchronisation, then the optimizer step.
+  // Gradient synchronisation and the optimizer step.
   for (const DeviceState &d : devices) {
     const std::string &self = d.program->device;
     double start = std::max({d.free[0], d.free[1], d.free[2]});
-    double sync = d.program->syncSeconds;
+    double tied = 0;
     for (const auto &[peer, bytes] : d.program->iterationBytes) {
       auto it = index.find(peer);
       if (it == index.end()) {
@@ -174,18 +179,45 @@ bool dtfm::runtime::simulate(const SimInput &input, SimResult &result,
         return false;
       }
       size_t a = index[self], b = it->second;
-      sync += cluster.transferSeconds(a, b, bytes);
+      tied += cluster.transferSeconds(a, b, bytes);
       result.linkBytes[self + "->" + peer] += bytes;
     }
+    double step = d.program->optimizerFlops / d.speed;
+    result.busySeconds[self] += step;
+    result.totalFlops += d.program->optimizerFlops;
+    if (!d.program->buckets.empty()) {
+      // Buckets overlap the last backward; the tied exchange follows the
+      // last micro-batch and comes before any step.
+      double tiedEnd = start + tied;
+      if (tied > 0)
+        result.events.push_back({self, 2, "tied sync", start, tiedEnd});
+      double backwardStart = d.lastBackwardStart >= 0 ? d.lastBackwardStart
+                                                      : d.free[1];
+      double backwardEnd =
+          d.lastBackwardEnd >= 0 ? d.lastBackwardEnd : d.free[1];
+      planner::BucketTimeline timeline = planner::layOutBuckets(
+          d.program->buckets, backwardStart, backwardEnd, d.free[1], step,
+          tied > 0 ? tiedEnd : 0);
+      for (size_t k = 0; k < d.program->buckets.size(); ++k) {
+        std::string bucket = " b" + std::to_string(k);
+        result.events.push_back({self, 2, "grad sync" + bucket,
+                                 timeline.syncStart[k], timeline.syncEnd[k]});
+        if (timeline.stepEnd[k] > timeline.stepStart[k])
+          result.events.push_back({self, 1, "optimizer" + bucket,
+                                   timeline.stepStart[k],
+                                   timeline.stepEnd[k]});
+      }
+      result.iterationSeconds = std::max(
+          {result.iterationSeconds, timeline.end, start, tiedEnd});
+      continue;
+    }
+    double sync = d.program->syncSeconds + tied;
     if (sync > 0) {
       result.events.push_back({self, 2, "grad sync", start, start + sync});
       start += sync;
     }
-    double step = d.program->optimizerFlops / d.speed;
     if (step > 0)
       result.events.push_back({self, 1, "optimizer", start, start + step});
-    result.busySeconds[self] += step;
-    result.totalFlops += d.program->optimizerFlops;
     result.iterationSeconds = std::max(result.iterationSeconds, start + step);
   }
   double busy = 0;

@@ -9,6 +9,12 @@
 // CHECK: pair.textproto:0:0: error: dtfm-insert-grad-sync: no optimizer updates; run --dtfm-autodiff first
 // CHECK: pair.textproto:0:0: error: dtfm-insert-grad-sync: dtfm.assignment names a device that cluster 'pair' does not have
 // BAD: error: dtfm-insert-grad-sync: unknown sync 'tree' (expected auto, ps or ring)
+// RUN: not dtfm-opt %S/Inputs/grad-sync-module.mlir -split-input-file --dtfm-insert-grad-sync=bucket-mb=-1 2>&1 | FileCheck %s --check-prefix=BUCKET
+// RUN: not dtfm-opt %S/Inputs/grad-sync-module.mlir -split-input-file --dtfm-insert-grad-sync=bucket-mb=nan 2>&1 | FileCheck %s --check-prefix=BUCKET-NAN
+// RUN: not dtfm-opt %S/Inputs/grad-sync-module.mlir -split-input-file --dtfm-insert-grad-sync=bucket-mb=25MB 2>&1 | FileCheck %s --check-prefix=BUCKET-TEXT
+// BUCKET: pair.textproto:0:0: error: dtfm-insert-grad-sync: bucket-mb must be auto or a number of MiB in [0, 1e6] (0: one bucket), got '-1'
+// BUCKET-NAN: pair.textproto:0:0: error: dtfm-insert-grad-sync: bucket-mb must be auto or a number of MiB in [0, 1e6] (0: one bucket), got 'nan'
+// BUCKET-TEXT: pair.textproto:0:0: error: dtfm-insert-grad-sync: bucket-mb must be auto or a number of MiB in [0, 1e6] (0: one bucket), got '25MB'
 
 // COM: An update outside the assignment's stages.
 module attributes {dtfm.assignment = #dtfm.assignment<cluster = "pair", algorithm = "genetic", seed = 0, dp = 2, pp = 1, dp_bytes = 0.0, pp_bytes = 0.0, data_parallel_cost_s = 0.0, pipeline_cost_s = 0.0, total_cost_s = 0.0, stages = [["a", "b"]]>, dtfm.cluster = #dtfm.cluster<name = "pair", source = "pair.textproto", devices = [<name = "a", region = "A", peak_flops = 1.0e+12, efficiency = 1.0, memory_bytes = 1.0e+09>, <name = "b", region = "B", peak_flops = 1.0e+12, efficiency = 1.0, memory_bytes = 1.0e+09>], delay_ms = [0.0, 1.0, 1.0, 0.0], bandwidth_gbps = [0.0, 10.0, 10.0, 0.0]>} {

@@ -38,3 +38,27 @@ module attributes {dtfm.shape = #dtfm.shape<cluster = "six", global_batch = 32, 
 // CHECK-NEXT: module attributes
 module attributes {dtfm.shape = #dtfm.shape<cluster = "one", global_batch = 4, dp = 1, pp = 1, micro_batch_size = 2, micro_batches = 2, devices_used = 1, iteration_s = 0.5, pipeline_s = 0.5, data_parallel_s = 0.0, devices = ["a"], stages = [["a"]], runners_up = [], idle = [], shapes_scored = 1>} {
 }
+
+// -----
+
+// COM: With gradient syncs (--dtfm-insert-grad-sync), one line per
+// COM: data-parallel stage. Stage 0's backward: relu of 262144 elements,
+// COM: 262144 FLOPs at 1e6 FLOP/s = 0.262144 s. Two 1 MiB buckets of
+// COM: 0.0028388608 s each (pair link: 1 ms, 10 Gbps), complete at half
+// COM: the backward (0.131072 s) and at its end: the first is done long
+// COM: before the backward ends, the second leaves 0.0028388608 s after
+// COM: it. As one 2 MiB bucket: 2 * (1e-3 + 8 * 1048576 / 1e10) =
+// COM: 0.0036777216 s, all after the backward.
+// CHECK-LABEL: === dtfm plan shape ===
+// CHECK: idle: none
+// CHECK-NEXT: gradient sync stage 0: 2 devices, ps, 2.1 MB in 2 buckets: 0.0028 s after the last backward (one bucket: 0.0037 s)
+// CHECK-NEXT: module attributes
+module attributes {dtfm.cluster = #dtfm.cluster<name = "pair", source = "pair.textproto", devices = [<name = "a", region = "A", peak_flops = 1.0e+06, efficiency = 1.0, memory_bytes = 1.0e+09>, <name = "b", region = "B", peak_flops = 1.0e+06, efficiency = 1.0, memory_bytes = 1.0e+09>], delay_ms = [0.0, 1.0, 1.0, 0.0], bandwidth_gbps = [0.0, 10.0, 10.0, 0.0]>, dtfm.shape = #dtfm.shape<cluster = "pair", global_batch = 4, dp = 2, pp = 1, micro_batch_size = 2, micro_batches = 1, devices_used = 2, iteration_s = 0.5, pipeline_s = 0.5, data_parallel_s = 0.0, devices = ["a", "b"], stages = [["a", "b"]], runners_up = [], idle = [], shapes_scored = 1>} {
+  func.func @m() {
+    %x = dtfm.input "x" {dtfm.stage = 0 : i64} : tensor<262144xf32>
+    %g = dtfm.relu %x {dtfm.stage = 0 : i64} : (tensor<262144xf32>) -> tensor<262144xf32>
+    %s0 = dtfm.grad_sync %x {algorithm = "ps", bytes = 1048576 : i64, dtfm.bucket = 0 : i64, dtfm.bucket_ready = 5.000000e-01 : f64, dtfm.bucket_seconds = 0.0028388608 : f64, dtfm.stage = 0 : i64, group = ["a", "b"], seconds = 0.0028388608 : f64} : (tensor<262144xf32>) -> tensor<262144xf32>
+    %s1 = dtfm.grad_sync %g {algorithm = "ps", bytes = 1048576 : i64, dtfm.bucket = 1 : i64, dtfm.bucket_ready = 1.000000e+00 : f64, dtfm.bucket_seconds = 0.0028388608 : f64, dtfm.stage = 0 : i64, group = ["a", "b"], seconds = 0.0028388608 : f64} : (tensor<262144xf32>) -> tensor<262144xf32>
+    return
+  }
+}

@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 using namespace dtfm;
 using namespace dtfm::runtime;
 
@@ -133,6 +135,35 @@ TEST(Program, MalformedOpsAreRefusedByName) {
   EXPECT_FALSE(decodeProgram(backward, decoded, error));
   EXPECT_EQ(error, "op #0 dtfm.backward: the gradient of 'x', which is not "
                    "an op the runtime knows");
+
+  // A gradient bucket from a hostile plan.
+  auto gradSync = [&](const char *key, double f, int64_t i) {
+    proto::DeviceProgram program;
+    proto::PlanOp &op = addOp(program, "dtfm.grad_sync", {0});
+    (*op.mutable_attrs())["dtfm.phase"].set_s("opt");
+    if (std::string(key) == "dtfm.bucket")
+      (*op.mutable_attrs())[key].set_i(i);
+    else
+      (*op.mutable_attrs())[key].set_f(f);
+    return program;
+  };
+  EXPECT_FALSE(decodeProgram(gradSync("dtfm.bucket", 0, -2), decoded, error));
+  EXPECT_EQ(error, "op #0 dtfm.grad_sync: dtfm.bucket -2 is negative");
+  EXPECT_FALSE(
+      decodeProgram(gradSync("dtfm.bucket_ready", 1.5, 0), decoded, error));
+  EXPECT_EQ(error, "op #0 dtfm.grad_sync: dtfm.bucket_ready must be a "
+                   "fraction in [0, 1]");
+  EXPECT_FALSE(decodeProgram(gradSync("dtfm.bucket_seconds",
+                                      std::numeric_limits<double>::infinity(),
+                                      0),
+                             decoded, error));
+  EXPECT_EQ(error, "op #0 dtfm.grad_sync: dtfm.bucket_seconds must be finite "
+                   "and >= 0");
+  ASSERT_TRUE(
+      decodeProgram(gradSync("dtfm.bucket", 0, 3), decoded, error))
+      << error;
+  EXPECT_EQ(decoded.ops[0].attrs.bucket, 3);
+  EXPECT_DOUBLE_EQ(decoded.ops[0].attrs.bucketReady, -1);
 }
 
 } // namespace

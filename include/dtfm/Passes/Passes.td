@@ -153,14 +153,26 @@ def InsertGradSync : Pass<"dtfm-insert-grad-sync", "mlir::ModuleOp"> {
     `dtfm.grad_sync` over stage s's data-parallel group. The algorithm is
     chosen per group by the cost model for the stage's total gradient bytes
     -- DT-FM's sharded parameter server (DATAP-COST) or ring all-reduce --
-    or forced with `sync=ps|ring`. Groups of one device need no sync. The
-    stage's gradients travel as one bucket: every sync of the stage records
-    the whole exchange's time as `dtfm.bucket_seconds` (its own `seconds`
-    is the tensor's share if it travelled alone).
+    or forced with `sync=ps|ring`. Groups of one device need no sync.
+
+    The stage's gradients travel in buckets (Planner/Buckets.h), as PyTorch
+    DDP sends them: in the order the backward produces them, cut at
+    `bucket-mb` MiB (0: one bucket per stage). The default, `auto`, picks
+    per stage the cap that leaves the least all-reduce after the last
+    micro-batch's backward (on slow, far links every bucket pays the
+    latency again and one bucket can win). Each sync records
+    its bucket (`dtfm.bucket`, numbered in launch order), the bucket's
+    predicted all-reduce time (`dtfm.bucket_seconds`; its own `seconds` is
+    the tensor's if it travelled alone) and when the bucket is complete
+    (`dtfm.bucket_ready`: the fraction of the stage's backward FLOPs done
+    once its last gradient is produced), so that the runtime and the
+    simulator overlap it with the rest of the backward.
   }];
   let options = [
     Option<"sync", "sync", "std::string", /*default=*/"\"auto\"",
            "auto, ps or ring">,
+    Option<"bucketMb", "bucket-mb", "std::string", /*default=*/"\"auto\"",
+           "Gradient bucket cap: auto or MiB (0: one bucket per stage)">,
   ];
 }
 

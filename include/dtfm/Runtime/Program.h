@@ -120,11 +120,13 @@ struct OpAttrs {
   int64_t bytes = 0;
   bool oncePerIteration = false;
   // dtfm.grad_sync: the devices of the data-parallel group, the predicted
-  // seconds of this gradient's sync and of its bucket (-1: none), and the
+  // seconds of this gradient's sync and of its bucket (-1: none), the
   // bucket it travels in (dtfm.bucket: buckets are launched in index order
-  // as the backward produces them; plans without it have one bucket)
+  // as the backward produces them; plans without it have one bucket) and
+  // the fraction of the backward done when the bucket is complete (-1:
+  // not given, Planner/Buckets.h)
   std::vector<std::string> group;
-  double syncSeconds = 0, bucketSeconds = -1;
+  double syncSeconds = 0, bucketSeconds = -1, bucketReady = -1;
   int64_t bucket = 0;
 };
 

@@ -18,10 +18,13 @@
 //    the bandwidth, with simpler arithmetic); the data arrives alpha later;
 //  * a receive occupies the receive slot from when it starts until the data
 //    arrives;
-//  * after its last micro-batch a device synchronises gradients (its stage's
-//    bucketed exchange, dtfm.bucket_seconds; then what moves once per
-//    iteration, such as a tied weight's gradient) and runs the optimizer
-//    step.
+//  * gradients are synchronised in buckets (dtfm.bucket): each bucket's
+//    all-reduce starts once the last micro-batch's backward has produced it
+//    (dtfm.bucket_ready) and the previous bucket is done, and the optimizer
+//    steps its parameters once it is back (Planner/Buckets.h); what moves
+//    once per iteration (a tied weight's gradient) follows the last
+//    micro-batch. Plans without dtfm.bucket_ready synchronise everything
+//    after the last micro-batch, then step.
 //
 // The iteration ends when the last device finishes.
 //
@@ -31,6 +34,7 @@
 #define DTFM_RUNTIME_SIMULATOR_H
 
 #include "dtfm/Format/Stream.h"
+#include "dtfm/Planner/Buckets.h"
 #include "dtfm/Planner/Cluster.h"
 
 #include <array>
@@ -49,6 +53,10 @@ struct SimProgram {
   double backwardFlops = 0; ///< per micro-batch
   double optimizerFlops = 0; ///< per iteration
   double syncSeconds = 0;    ///< gradient synchronisation per iteration
+  /// The gradient buckets, in launch order, when the plan says when each
+  /// is complete: they overlap the last backward (Planner/Buckets.h);
+  /// otherwise `syncSeconds` follows the last micro-batch.
+  std::vector<planner::SyncBucket> buckets;
   /// recv, compute and send streams.
   format::Streams streams;
   /// Bytes sent per micro-batch, by phase ('F' or 'B') and peer device.

@@ -86,9 +86,14 @@ inline constexpr llvm::StringLiteral kRatioAttrName = "dtfm.ratio";
 inline constexpr llvm::StringLiteral kForwardAttrsAttrName =
     "dtfm.forward_attrs";
 
-/// Predicted seconds of a stage's gradient bucket.
+/// A dtfm.grad_sync's gradient bucket (Planner/Buckets.h): its index in
+/// launch order, its predicted all-reduce seconds, and the fraction of a
+/// micro-batch's backward done when it is complete.
+inline constexpr llvm::StringLiteral kBucketAttrName = "dtfm.bucket";
 inline constexpr llvm::StringLiteral kBucketSecondsAttrName =
     "dtfm.bucket_seconds";
+inline constexpr llvm::StringLiteral kBucketReadyAttrName =
+    "dtfm.bucket_ready";
 
 } // namespace mlir::dtfm
 
