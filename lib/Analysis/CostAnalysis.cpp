@@ -135,11 +135,12 @@ mlir::dtfm::buildLayerChain(const CostAnalysis &costs) {
       continue;
     if (blocks.empty() || blocks.back().layer != cost.layer) {
       blockOfLayer.try_emplace(cost.layer, blocks.size());
-      blocks.push_back(LayerBlock{cost.layer, {}, 0, 0, 0});
+      blocks.push_back(LayerBlock{cost.layer, {}, 0, 0, 0, 0});
     }
     LayerBlock &block = blocks.back();
     block.ops.push_back(cost.op);
     block.flops += work(cost);
+    block.backwardFlops += static_cast<double>(cost.backwardFlops);
     block.parameterBytes += static_cast<double>(cost.parameterBytes);
     block.activationBytes += static_cast<double>(cost.savedActivationBytes);
   }
@@ -155,6 +156,7 @@ mlir::dtfm::buildLayerChain(const CostAnalysis &costs) {
     block.ops.push_back(cost.op);
     // Optimizer state is accounted by the partitioner's state factor.
     block.flops += work(cost);
+    block.backwardFlops += static_cast<double>(cost.backwardFlops);
   }
   return blocks;
 }
@@ -209,8 +211,8 @@ mlir::dtfm::buildWorkload(const CostAnalysis &costs, bool withChain) {
   for (const LayerBlock &block : *chain) {
     for (Operation *op : block.ops)
       blockOf[op] = static_cast<int>(result.blocks.size());
-    result.blocks.push_back(
-        {block.flops, block.parameterBytes, block.activationBytes});
+    result.blocks.push_back({block.flops, block.parameterBytes,
+                             block.activationBytes, block.backwardFlops});
     parameterBytes += block.parameterBytes;
   }
   // Parameters read by the forward ops of other blocks, once per reader.

@@ -58,8 +58,8 @@ struct AssignDevices
       return fail("dp, pp, dp-bytes, pp-bytes and budget must be >= 0 and "
                   "micro-batches > 0");
     std::string error;
-    if (!planner::parseCommunication(sync, compressRatio, options.training,
-                                     error))
+    if (!planner::parseCommunication(sync, compressRatio, bucketMb,
+                                     options.training, error))
       return fail(error);
     FailureOr<planner::Cluster> loaded = moduleCluster(module, error);
     if (failed(loaded))

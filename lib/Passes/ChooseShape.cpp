@@ -51,8 +51,8 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
         return fail("micro-batch sizes must be positive, found " + Twine(size));
     planner::ShapeProblem problem;
     std::string error;
-    if (!planner::parseCommunication(sync, compressRatio, problem.training,
-                                     error))
+    if (!planner::parseCommunication(sync, compressRatio, bucketMb,
+                                     problem.training, error))
       return fail(error);
     FailureOr<planner::Cluster> loaded = moduleCluster(module, error);
     if (failed(loaded))

@@ -100,6 +100,7 @@ void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
     shape.dataParallel = options.dp;
     shape.pipelineParallel = options.pp;
     shape.sync = options.sync;
+    shape.bucketMb = options.bucketMb;
     shape.compressRatio = options.compressRatio;
     pm.addPass(createChooseShape(shape));
     pm.addPass(createAnnotateCosts());
@@ -119,6 +120,7 @@ void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
   assign.dpBytes = options.dpBytes;
   assign.ppBytes = options.ppBytes;
   assign.sync = options.sync;
+  assign.bucketMb = options.bucketMb;
   assign.compressRatio = options.compressRatio;
   pm.addPass(createAssignDevices(assign));
   PartitionStagesOptions partition;

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Planner/Hetero.h"
+#include "dtfm/Planner/Buckets.h"
 #include "dtfm/Planner/Genetic.h"
 
 #include <algorithm>
@@ -152,9 +153,42 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
                                         problem.dataParallel);
       double ring = groupRingAllReduceCost(cluster, stages[s], gradientBytes,
                                            problem.dataParallel);
-      seconds = training.sync == GradientSync::ParameterServer ? ps
-                : training.sync == GradientSync::Ring          ? ring
-                                                      : std::min(ps, ring);
+      bool useRing = training.sync == GradientSync::Ring ||
+                     (training.sync == GradientSync::Auto && ring < ps);
+      // The gradients in buckets, overlapping the last micro-batch's
+      // backward (Planner/Buckets.h, as --dtfm-insert-grad-sync cuts them):
+      // the backward runs from the stage's last block to its first, and a
+      // block's gradients are complete once it has passed.
+      double backwardFlops = 0, flops = 0;
+      for (int i = plan.bounds[s]; i < plan.bounds[s + 1]; ++i) {
+        backwardFlops += workload.blocks[i].backwardFlops;
+        flops += workload.blocks[i].flops;
+      }
+      std::vector<double> bytes, ready;
+      double done = 0;
+      for (int i = plan.bounds[s + 1] - 1; i >= plan.bounds[s]; --i) {
+        const ChainBlock &block = workload.blocks[i];
+        done += block.backwardFlops;
+        if (block.parameterBytes <= 0)
+          continue;
+        bytes.push_back(block.parameterBytes *
+                        workload.gradientBytesPerParameterByte);
+        ready.push_back(backwardFlops > 0 ? done / backwardFlops : 1.0);
+      }
+      double backwardSeconds =
+          flops > 0 ? plan.stageSeconds[s] * backwardFlops / flops : 0;
+      seconds = planBuckets(
+                    bytes, ready, training.bucketCapBytes,
+                    [&](double b) {
+                      return useRing
+                                 ? groupRingAllReduceCost(
+                                       cluster, stages[s], b,
+                                       problem.dataParallel)
+                                 : groupDataParallelCost(cluster, stages[s], b,
+                                                         problem.dataParallel);
+                    },
+                    backwardSeconds)
+                    .exposedSeconds;
     }
     double tied = 0;
     for (int i = 0; i < dp; ++i) {

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Planner/Workload.h"
+#include "dtfm/Planner/Buckets.h"
 
 using namespace dtfm::planner;
 
@@ -22,7 +23,8 @@ Workload Workload::withMicroBatchSize(int64_t size) const {
   scaled.blocks.clear();
   for (const ChainBlock &block : blocks)
     scaled.blocks.push_back({block.flops * scale, block.parameterBytes,
-                             block.activationBytes * scale});
+                             block.activationBytes * scale,
+                             block.backwardFlops * scale});
   scaled.boundaryBytes = boundaryBytes * scale;
   scaled.microBatchSize = size;
   return scaled;
@@ -30,8 +32,11 @@ Workload Workload::withMicroBatchSize(int64_t size) const {
 
 bool dtfm::planner::parseCommunication(const std::string &sync,
                                        double compressRatio,
+                                       const std::string &bucketMb,
                                        TrainingOptions &training,
                                        std::string &error) {
+  if (!parseBucketCap(bucketMb, training.bucketCapBytes, error))
+    return false;
   std::optional<GradientSync> parsed = parseGradientSync(sync);
   if (!parsed) {
     error =

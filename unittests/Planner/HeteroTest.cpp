@@ -167,6 +167,32 @@ TEST(Hetero, TiedParametersAcrossStagesAreExchangedOncePerIteration) {
       HeteroModel(untiedOneStage).evaluate({{0, 1}}).dataParallelSeconds);
 }
 
+TEST(Hetero, GradientBucketsCountOnlyWhatOutlastsTheBackward) {
+  // One stage on two devices (1e12 FLOP/s; 10 ms, 1e9 B/s between them),
+  // two blocks of 3e12 FLOPs, 2e12 of them backward, 1e9 gradient bytes
+  // each. The backward (4 s) completes block 1's gradients halfway and
+  // block 0's at its end. One bucket: 2 * (0.01 + 2e9 / 2e9) = 2.02 s, all
+  // after the backward. Buckets (auto): block 1's 1.02 s all-reduce hides
+  // behind the rest of the backward, block 0's 1.02 s is left.
+  Cluster c = linkedPair(10);
+  HeteroProblem p;
+  p.cluster = &c;
+  p.workload.blocks.assign(2, ChainBlock{3e12, 1e9, 1e6, 2e12});
+  p.dataParallel = 2;
+  p.pipelineParallel = 1;
+  HeteroCost buckets = HeteroModel(p).evaluate({{0, 1}});
+  ASSERT_TRUE(buckets.feasible) << buckets.error;
+  EXPECT_NEAR(buckets.dataParallelSeconds, 1.02, 1e-9);
+  p.training.bucketCapBytes = 0;
+  EXPECT_NEAR(HeteroModel(p).evaluate({{0, 1}}).dataParallelSeconds, 2.02,
+              1e-9);
+  // Without backward FLOPs the gradients are complete only at the end.
+  p.training.bucketCapBytes = -1;
+  p.workload.blocks.assign(2, ChainBlock{3e12, 1e9, 1e6});
+  EXPECT_NEAR(HeteroModel(p).evaluate({{0, 1}}).dataParallelSeconds, 2.02,
+              1e-9);
+}
+
 TEST(Hetero, AutomaticGradientSyncTakesTheCheaperAlgorithm) {
   Cluster c = mixedCluster(4, 0, 1.0);
   c.delayMs(0, 3) = c.delayMs(3, 0) = 40;

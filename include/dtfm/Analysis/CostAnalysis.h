@@ -102,6 +102,7 @@ struct LayerBlock {
   double flops = 0;
   double parameterBytes = 0;  ///< of dtfm.param ops only
   double activationBytes = 0; ///< saved for backward, per micro-batch
+  double backwardFlops = 0;   ///< the part of `flops` the backward does
 };
 
 /// The model's blocks in order. Fails (with a diagnostic on the op) when a

@@ -278,6 +278,9 @@ def AssignDevices : Pass<"dtfm-assign-devices", "mlir::ModuleOp"> {
     Option<"sync", "sync", "std::string", /*default=*/"\"auto\"",
            "Gradient sync the plan will use (hetero's model): auto, ps or "
            "ring">,
+    Option<"bucketMb", "bucket-mb", "std::string", /*default=*/"\"auto\"",
+           "Gradient buckets the plan will use (hetero's model): auto or "
+           "MiB (0: one bucket per stage)">,
     Option<"compressRatio", "compress-ratio", "double", /*default=*/"1",
            "AdaTopK target ratio the plan will use (hetero's model; 1: "
            "dense)">,
@@ -375,6 +378,9 @@ def ChooseShape : Pass<"dtfm-choose-shape", "mlir::ModuleOp"> {
     Option<"sync", "sync", "std::string", /*default=*/"\"auto\"",
            "Gradient sync the plan will use (hetero's model): auto, ps or "
            "ring">,
+    Option<"bucketMb", "bucket-mb", "std::string", /*default=*/"\"auto\"",
+           "Gradient buckets the plan will use (hetero's model): auto or "
+           "MiB (0: one bucket per stage)">,
     Option<"compressRatio", "compress-ratio", "double", /*default=*/"1",
            "AdaTopK target ratio the plan will use (hetero's model; 1: "
            "dense)">,

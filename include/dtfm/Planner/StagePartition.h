@@ -33,6 +33,9 @@ struct ChainBlock {
   double flops = 0;           ///< forward + backward
   double parameterBytes = 0;  ///< parameters it owns
   double activationBytes = 0; ///< activations kept for backward
+  /// The part of `flops` the backward does (0: not known; then the
+  /// block's gradients count as complete only at the end of the backward).
+  double backwardFlops = 0;
 };
 
 /// A parameter owned by one block and read by another (GPT's tied token

@@ -67,6 +67,9 @@ inline constexpr const char *kGradientSyncChoices = "auto, ps or ring";
 /// What the plan's later passes do that changes the workload's cost.
 struct TrainingOptions {
   GradientSync sync = GradientSync::Auto;
+  /// Gradient bucket cap in bytes (Planner/Buckets.h): < 0 picks it per
+  /// stage, 0 keeps one bucket.
+  double bucketCapBytes = -1;
   /// AdaTopK on the pipeline's transfers, as --dtfm-insert-compression will
   /// apply it (targetRatio 1: dense).
   CompressionOptions compression;
@@ -74,10 +77,12 @@ struct TrainingOptions {
   StagePartitionOptions stages;
 };
 
-/// Reads the passes' `sync` (auto, ps or ring) and `compress-ratio` (>= 1)
-/// options into `training`; false with a one-line `error`.
+/// Reads the passes' `sync` (auto, ps or ring), `compress-ratio` (>= 1) and
+/// `bucket-mb` (auto or MiB) options into `training`; false with a
+/// one-line `error`.
 bool parseCommunication(const std::string &sync, double compressRatio,
-                        TrainingOptions &training, std::string &error);
+                        const std::string &bucketMb, TrainingOptions &training,
+                        std::string &error);
 
 } // namespace dtfm::planner
 
