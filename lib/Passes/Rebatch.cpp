@@ -93,8 +93,9 @@ LogicalResult mlir::dtfm::rebatchModule(ModuleOp module, int64_t size,
   });
   if (walk.wasInterrupted())
     return failure();
-  for (Operation *op : ops) {
-    // A slice keeps the whole batch or the batch cannot change.
+  // A slice keeps the whole batch or the batch cannot change (checked on
+  // the types as they are, before any changes).
+  for (Operation *op : ops)
     if (auto slice = dyn_cast<SliceOp>(op)) {
       auto input = cast<RankedTensorType>(slice.getInput().getType());
       if (slice.getStarts()[0] != 0 ||
@@ -104,6 +105,7 @@ LogicalResult mlir::dtfm::rebatchModule(ModuleOp module, int64_t size,
         return failure();
       }
     }
+  for (Operation *op : ops) {
     for (Value result : op->getResults()) {
       auto type = cast<RankedTensorType>(result.getType());
       if (type.getRank() == 0)

@@ -33,3 +33,16 @@ func.func @same() -> tensor<3x4xf32> {
   %r = dtfm.relu %x : (tensor<3x4xf32>) -> tensor<3x4xf32>
   return %r : tensor<3x4xf32>
 }
+
+// -----
+
+// COM: A slice that keeps the whole batch (and cuts another dimension)
+// COM: scales with it: its end in dimension 0 follows the batch, 2 -> 3.
+// CHECK-LABEL: func.func @whole_batch_slice
+// CHECK-NEXT: dtfm.input "x" : tensor<3x4xf32>
+// CHECK-NEXT: dtfm.slice %{{.*}} {ends = array<i64: 3, 2>, starts = array<i64: 0, 0>, steps = array<i64: 1, 1>} : (tensor<3x4xf32>) -> tensor<3x2xf32>
+func.func @whole_batch_slice() -> tensor<2x2xf32> {
+  %x = dtfm.input "x" : tensor<2x4xf32>
+  %s = dtfm.slice %x {starts = array<i64: 0, 0>, ends = array<i64: 2, 2>, steps = array<i64: 1, 1>} : (tensor<2x4xf32>) -> tensor<2x2xf32>
+  return %s : tensor<2x2xf32>
+}
