@@ -24,6 +24,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "BenchSupport.h"
+#include "dtfm/Planner/Search.h"
 
 #include "dtfm/InitAll.h"
 #include "dtfm/Runtime/PlanLoader.h"
@@ -183,8 +184,13 @@ int main(int argc, char **argv) {
       layerCounts = flags.integerList<int>(1);
     else if (flags.is("--batch"))
       batches = flags.integerList<int>(1);
-    else if (flags.is("--algorithms"))
+    else if (flags.is("--algorithms")) {
       algorithms = flags.textList();
+      // The names --dtfm-assign-devices takes: DT-FM's searches and hetero.
+      for (const std::string &name : algorithms)
+        if (name != "hetero" && !dtfm::planner::parseSearchAlgorithm(name))
+          flags.fail("unknown algorithm '" + name + "'");
+    }
     else if (flags.is("--compress-ratio"))
       ratio = flags.numberAbove(1);
     else if (flags.is("--scenarios"))

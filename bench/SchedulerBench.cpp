@@ -78,14 +78,12 @@ int main(int argc, char **argv) {
     } else
       flags.unknown();
 
-  bool scenariosFound = true;
+  // Missing scenarios are a skip (loadScenario says so), not a failure.
   for (const Scenario &scenario : kScenarios) {
     Cluster cluster;
     if (!dtfm::bench::loadScenario("bench-scheduler", dir, scenario.prefix,
-                             cluster)) {
-      scenariosFound = false;
+                                   cluster))
       break;
-    }
     CostModel model(cluster, {kDataParallelBytes, kPipelineBytes}, 8);
     if (!json)
       std::printf("\n%s (reference GA: %.3f s cost in %.0f s)\n"
@@ -169,5 +167,5 @@ int main(int argc, char **argv) {
                     r.cost.total(), r.wallSeconds);
     }
   }
-  return scenariosFound ? 0 : 0;
+  return 0;
 }
