@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Planner/Search.h"
+#include "dtfm/Support/NameTable.h"
 #include "dtfm/Planner/Genetic.h"
 #include "dtfm/Planner/Louvain.h"
 #include "dtfm/Planner/Tsp.h"
@@ -17,22 +18,16 @@
 
 using namespace dtfm::planner;
 
+static constexpr dtfm::NameEntry<SearchAlgorithm> kAlgorithmNames[] = {
+    {SearchAlgorithm::RankOrder, "rank-order"},
+    {SearchAlgorithm::Random, "random"},
+    {SearchAlgorithm::KernighanLin, "kl"},
+    {SearchAlgorithm::OpFence, "op-fence"},
+    {SearchAlgorithm::GeneticPaper, "genetic-paper"},
+    {SearchAlgorithm::Genetic, "genetic"}};
+
 const char *dtfm::planner::searchAlgorithmName(SearchAlgorithm algorithm) {
-  switch (algorithm) {
-  case SearchAlgorithm::RankOrder:
-    return "rank-order";
-  case SearchAlgorithm::Random:
-    return "random";
-  case SearchAlgorithm::KernighanLin:
-    return "kl";
-  case SearchAlgorithm::Genetic:
-    return "genetic";
-  case SearchAlgorithm::GeneticPaper:
-    return "genetic-paper";
-  case SearchAlgorithm::OpFence:
-    return "op-fence";
-  }
-  return "?";
+  return nameOf(kAlgorithmNames, algorithm);
 }
 
 std::vector<SearchAlgorithm> dtfm::planner::allSearchAlgorithms() {
@@ -43,10 +38,7 @@ std::vector<SearchAlgorithm> dtfm::planner::allSearchAlgorithms() {
 
 std::optional<SearchAlgorithm>
 dtfm::planner::parseSearchAlgorithm(const std::string &name) {
-  for (SearchAlgorithm a : allSearchAlgorithms())
-    if (name == searchAlgorithmName(a))
-      return a;
-  return std::nullopt;
+  return valueNamed(kAlgorithmNames, name);
 }
 
 namespace {

@@ -5,9 +5,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Planner/StagePartition.h"
+#include "dtfm/Support/NameTable.h"
 
 #include <algorithm>
-#include <array>
 #include <functional>
 #include <limits>
 #include <sstream>
@@ -184,22 +184,14 @@ bool dtfm::planner::partitionChain(const std::vector<ChainBlock> &blocks,
   return true;
 }
 
-static constexpr std::array<
-    std::pair<dtfm::planner::PipelineSchedule, const char *>, 2>
-    kScheduleNames = {{{dtfm::planner::PipelineSchedule::OneFOneB, "1f1b"},
-                       {dtfm::planner::PipelineSchedule::GPipe, "gpipe"}}};
+static constexpr dtfm::NameEntry<PipelineSchedule> kScheduleNames[] = {
+    {PipelineSchedule::OneFOneB, "1f1b"}, {PipelineSchedule::GPipe, "gpipe"}};
 
 const char *dtfm::planner::pipelineScheduleName(PipelineSchedule schedule) {
-  for (auto [kind, name] : kScheduleNames)
-    if (kind == schedule)
-      return name;
-  return "?";
+  return nameOf(kScheduleNames, schedule);
 }
 
-std::optional<dtfm::planner::PipelineSchedule>
+std::optional<PipelineSchedule>
 dtfm::planner::parsePipelineSchedule(std::string_view name) {
-  for (auto [kind, spelling] : kScheduleNames)
-    if (name == spelling)
-      return kind;
-  return std::nullopt;
+  return valueNamed(kScheduleNames, name);
 }

@@ -6,6 +6,7 @@
 
 #include "dtfm/Planner/Workload.h"
 #include "dtfm/Planner/Buckets.h"
+#include "dtfm/Support/NameTable.h"
 
 using namespace dtfm::planner;
 
@@ -53,22 +54,16 @@ bool dtfm::planner::parseCommunication(const std::string &sync,
   return true;
 }
 
-static constexpr std::pair<dtfm::planner::GradientSync, const char *>
-    kSyncNames[] = {{dtfm::planner::GradientSync::Auto, "auto"},
-                    {dtfm::planner::GradientSync::ParameterServer, "ps"},
-                    {dtfm::planner::GradientSync::Ring, "ring"}};
+static constexpr dtfm::NameEntry<dtfm::planner::GradientSync> kSyncNames[] = {
+    {dtfm::planner::GradientSync::Auto, "auto"},
+    {dtfm::planner::GradientSync::ParameterServer, "ps"},
+    {dtfm::planner::GradientSync::Ring, "ring"}};
 
 const char *dtfm::planner::gradientSyncName(GradientSync sync) {
-  for (auto [kind, name] : kSyncNames)
-    if (kind == sync)
-      return name;
-  return "?";
+  return nameOf(kSyncNames, sync);
 }
 
 std::optional<dtfm::planner::GradientSync>
 dtfm::planner::parseGradientSync(std::string_view name) {
-  for (auto [kind, spelling] : kSyncNames)
-    if (name == spelling)
-      return kind;
-  return std::nullopt;
+  return valueNamed(kSyncNames, name);
 }
