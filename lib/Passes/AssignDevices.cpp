@@ -58,7 +58,7 @@ struct AssignDevices
       return fail("dp, pp, dp-bytes, pp-bytes and budget must be >= 0 and "
                   "micro-batches > 0");
     std::string error;
-    if (!planner::parseCommunication(sync, compressRatio, bucketMb,
+    if (!planner::parseCommunication(sync, compressRatio, bucketMb, syncEvery,
                                      options.training, error))
       return fail(error);
     FailureOr<planner::Cluster> loaded = moduleCluster(module, error);

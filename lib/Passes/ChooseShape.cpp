@@ -51,7 +51,7 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
         return fail("micro-batch sizes must be positive, found " + Twine(size));
     planner::ShapeProblem problem;
     std::string error;
-    if (!planner::parseCommunication(sync, compressRatio, bucketMb,
+    if (!planner::parseCommunication(sync, compressRatio, bucketMb, syncEvery,
                                      problem.training, error))
       return fail(error);
     FailureOr<planner::Cluster> loaded = moduleCluster(module, error);

@@ -73,6 +73,16 @@ struct InsertGradSync
     std::string capError;
     if (!planner::parseBucketCap(bucketMb, capBytes, capError))
       return fail(capError);
+    if (syncEvery < 0 || syncEvery > 1000000)
+      return fail("sync-every must be between 0 and 1000000, got " +
+                  Twine(syncEvery.getValue()));
+    if (!(outerLr > 0 && outerLr < 1e6) ||
+        !(outerMomentum >= 0 && outerMomentum < 1))
+      return fail("outer-lr must be in (0, 1e6) and outer-momentum in "
+                  "[0, 1)");
+    // Local steps exchange parameters after the step: one bucket.
+    if (syncEvery >= 1)
+      capBytes = 0;
 
     // Each stage's backward FLOPs done after each op, in IR order (the order
     // the runtime runs them): when a gradient is complete.
@@ -177,6 +187,13 @@ struct InsertGradSync
                         b.getF64FloatAttr(planned.seconds));
         syncOp->setAttr(kBucketReadyAttrName,
                         b.getF64FloatAttr(planned.readyFraction));
+        if (syncEvery >= 1) {
+          syncOp->setAttr(kSyncEveryAttrName,
+                          b.getI64IntegerAttr(syncEvery));
+          syncOp->setAttr(kOuterLrAttrName, b.getF64FloatAttr(outerLr));
+          syncOp->setAttr(kOuterMomentumAttrName,
+                          b.getF64FloatAttr(outerMomentum));
+        }
         op->setOperand(1, syncOp.getResult());
       }
     }

@@ -72,6 +72,18 @@ struct PlanOptions : public PassPipelineOptions<PlanOptions> {
   Option<std::string> sync{*this, "sync",
                            llvm::cl::desc("Gradient sync: auto, ps or ring"),
                            llvm::cl::init("auto")};
+  Option<int64_t> syncEvery{
+      *this, "sync-every",
+      llvm::cl::desc("Local steps (DiLoCo): exchange parameters every H "
+                     "steps (0: gradients every step)"),
+      llvm::cl::init(0)};
+  Option<double> outerLr{*this, "outer-lr",
+                         llvm::cl::desc("Local steps: outer learning rate"),
+                         llvm::cl::init(0.7)};
+  Option<double> outerMomentum{
+      *this, "outer-momentum",
+      llvm::cl::desc("Local steps: outer Nesterov momentum"),
+      llvm::cl::init(0.9)};
   Option<std::string> bucketMb{
       *this, "bucket-mb",
       llvm::cl::desc("Gradient bucket cap: auto or MiB (0: one bucket per "
@@ -101,6 +113,7 @@ void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
     shape.pipelineParallel = options.pp;
     shape.sync = options.sync;
     shape.bucketMb = options.bucketMb;
+    shape.syncEvery = options.syncEvery;
     shape.compressRatio = options.compressRatio;
     pm.addPass(createChooseShape(shape));
     pm.addPass(createAnnotateCosts());
@@ -121,6 +134,7 @@ void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
   assign.ppBytes = options.ppBytes;
   assign.sync = options.sync;
   assign.bucketMb = options.bucketMb;
+  assign.syncEvery = options.syncEvery;
   assign.compressRatio = options.compressRatio;
   pm.addPass(createAssignDevices(assign));
   PartitionStagesOptions partition;
@@ -139,6 +153,9 @@ void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
   InsertGradSyncOptions sync;
   sync.sync = options.sync;
   sync.bucketMb = options.bucketMb;
+  sync.syncEvery = options.syncEvery;
+  sync.outerLr = options.outerLr;
+  sync.outerMomentum = options.outerMomentum;
   pm.addPass(createInsertGradSync(sync));
   ScheduleMicrobatchesOptions schedule;
   schedule.schedule = options.schedule;

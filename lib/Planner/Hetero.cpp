@@ -177,18 +177,21 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
       }
       double backwardSeconds =
           flops > 0 ? plan.stageSeconds[s] * backwardFlops / flops : 0;
-      seconds = planBuckets(
-                    bytes, ready, training.bucketCapBytes,
-                    [&](double b) {
-                      return useRing
-                                 ? groupRingAllReduceCost(
-                                       cluster, stages[s], b,
-                                       problem.dataParallel)
+      if (training.syncEvery >= 1) // local steps: 1/H of one exchange
+        seconds =
+            (useRing ? ring : ps) / static_cast<double>(training.syncEvery);
+      else
+        seconds =
+            planBuckets(
+                bytes, ready, training.bucketCapBytes,
+                [&](double b) {
+                  return useRing ? groupRingAllReduceCost(cluster, stages[s], b,
+                                                          problem.dataParallel)
                                  : groupDataParallelCost(cluster, stages[s], b,
                                                          problem.dataParallel);
-                    },
-                    backwardSeconds)
-                    .exposedSeconds;
+                },
+                backwardSeconds)
+                .exposedSeconds;
     }
     double tied = 0;
     for (int i = 0; i < dp; ++i) {

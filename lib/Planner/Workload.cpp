@@ -34,10 +34,17 @@ Workload Workload::withMicroBatchSize(int64_t size) const {
 bool dtfm::planner::parseCommunication(const std::string &sync,
                                        double compressRatio,
                                        const std::string &bucketMb,
+                                       int64_t syncEvery,
                                        TrainingOptions &training,
                                        std::string &error) {
   if (!parseBucketCap(bucketMb, training.bucketCapBytes, error))
     return false;
+  if (syncEvery < 0 || syncEvery > 1000000) {
+    error = "sync-every must be between 0 and 1000000, got " +
+            std::to_string(syncEvery);
+    return false;
+  }
+  training.syncEvery = syncEvery;
   std::optional<GradientSync> parsed = parseGradientSync(sync);
   if (!parsed) {
     error =

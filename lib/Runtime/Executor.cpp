@@ -119,6 +119,10 @@ std::map<std::string, Tensor> HostState::state() const {
       out["opt.v/" + name] = s.v;
     if (!s.velocity.data.empty())
       out["opt.velocity/" + name] = s.velocity;
+    if (!s.anchor.data.empty())
+      out["opt.anchor/" + name] = s.anchor;
+    if (!s.outerVelocity.data.empty())
+      out["opt.outer_velocity/" + name] = s.outerVelocity;
     // Steps are small integers: exact in fp32.
     out["opt.step/" + name] = Tensor({1}, static_cast<float>(s.step));
   }
@@ -151,12 +155,23 @@ bool HostState::restore(const StageProgram &program,
       return false;
     }
     Moments &s = restoredOptimizer[name];
+    bool tensor = kind == "opt.m" || kind == "opt.v" ||
+                  kind == "opt.velocity" || kind == "opt.anchor" ||
+                  kind == "opt.outer_velocity";
+    if (tensor && t.shape != restored[name].shape) {
+      error = "state entry '" + key + "' does not have its parameter's shape";
+      return false;
+    }
     if (kind == "opt.m")
       s.m = t;
     else if (kind == "opt.v")
       s.v = t;
     else if (kind == "opt.velocity")
       s.velocity = t;
+    else if (kind == "opt.anchor")
+      s.anchor = t;
+    else if (kind == "opt.outer_velocity")
+      s.outerVelocity = t;
     else if (kind == "opt.step" && t.numel() == 1)
       s.step = static_cast<int64_t>(t.data[0]);
     else {
@@ -444,6 +459,7 @@ bool ProgramExecutor::finishIteration(int microBatches, const SyncFn &sync,
   // Gradient syncs by bucket; an update waits only for its gradient's
   // bucket.
   std::map<int64_t, int64_t> bucketOfResult; // sync result id -> bucket
+  std::map<int64_t, const ProgramOp *> localSyncOf; // ... with local steps
   for (int index : optimizerOps) {
     const ProgramOp &op = program.ops[index];
     if (op.kind != OpKind::GradSync)
@@ -452,13 +468,17 @@ bool ProgramExecutor::finishIteration(int microBatches, const SyncFn &sync,
     if (in == values.end())
       return fail(op, "its gradient was never computed");
     values[op.results[0].id] = in->second;
-    bucketOfResult[op.results[0].id] = op.attrs.bucket;
+    // With local steps each replica steps on its own gradient.
+    if (op.attrs.syncEvery >= 1)
+      localSyncOf[op.results[0].id] = &op;
+    else
+      bucketOfResult[op.results[0].id] = op.attrs.bucket;
   }
   std::map<int64_t, std::vector<std::pair<const ProgramOp *, Tensor *>>>
       buckets;
   for (int index : optimizerOps) {
     const ProgramOp &op = program.ops[index];
-    if (op.kind == OpKind::GradSync)
+    if (op.kind == OpKind::GradSync && op.attrs.syncEvery < 1)
       buckets[op.attrs.bucket].push_back(
           {&op, &values.at(op.results[0].id)});
   }
@@ -472,6 +492,11 @@ bool ProgramExecutor::finishIteration(int microBatches, const SyncFn &sync,
       return fail(op, "its gradient was never computed");
     Tensor &param = host.params.at(update.parameter);
     HostState::Moments &state = host.optimizer[update.parameter];
+    // Local steps: the value every replica starts from, kept for the next
+    // exchange.
+    auto sync = localSyncOf.find(update.gradient);
+    if (sync != localSyncOf.end() && state.anchor.data.empty())
+      state.anchor = param;
     ++state.step;
     const OpAttrs &a = op.attrs;
     if (op.kind == OpKind::AdamwUpdate)
@@ -496,6 +521,54 @@ bool ProgramExecutor::finishIteration(int microBatches, const SyncFn &sync,
     for (const Update &update : updates)
       if (bucketOf(update) == bucket && !step(update))
         return false;
+  }
+  return true;
+}
+
+bool ProgramExecutor::outerStep(const AverageFn &average, std::string &error) {
+  // The parameters whose updates read a local-step sync, in program order.
+  std::set<int64_t> local;
+  const ProgramOp *sync = nullptr;
+  for (int index : program.opsOf(OpPhase::Optimizer)) {
+    const ProgramOp &op = program.ops[index];
+    if (op.kind == OpKind::GradSync && op.attrs.syncEvery >= 1) {
+      local.insert(op.results[0].id);
+      sync = &op;
+    }
+  }
+  if (!sync)
+    return true;
+  std::vector<Update> updates;
+  if (!optimizerUpdates(paramOfValue, updates, error))
+    return false;
+  std::vector<std::pair<Tensor *, HostState::Moments *>> synced;
+  size_t total = 0;
+  for (const Update &update : updates) {
+    if (!local.count(update.gradient))
+      continue;
+    Tensor &param = host.params.at(update.parameter);
+    HostState::Moments &state = host.optimizer[update.parameter];
+    if (state.anchor.shape != param.shape)
+      state.anchor = param; // not stepped yet: nothing moved
+    synced.push_back({&param, &state});
+    total += param.data.size();
+  }
+  // Pseudo-gradients (value at the last exchange minus now), averaged.
+  std::vector<float> deltas(total);
+  size_t at = 0;
+  for (auto [param, state] : synced)
+    for (size_t i = 0; i < param->data.size(); ++i)
+      deltas[at++] = state->anchor.data[i] - param->data[i];
+  if (!average(deltas, error))
+    return false;
+  at = 0;
+  for (auto [param, state] : synced) {
+    Tensor delta(param->shape);
+    std::copy_n(deltas.begin() + at, delta.data.size(), delta.data.begin());
+    at += delta.data.size();
+    cpu::nesterovOuterStep(state->anchor, delta, state->outerVelocity,
+                           sync->attrs.outerLr, sync->attrs.outerMomentum);
+    *param = state->anchor;
   }
   return true;
 }

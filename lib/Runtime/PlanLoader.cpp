@@ -58,6 +58,7 @@ bool dtfm::runtime::simulationInput(const proto::Plan &plan, SimInput &input,
         char key = op.phase == OpPhase::Backward ? 'B' : 'F';
         program.sendBytes[{key, a.peerDevice}] += bytes;
       } else if (op.kind == OpKind::GradSync) {
+        program.syncEvery = std::max(program.syncEvery, a.syncEvery);
         // Plans without dtfm.bucket_seconds sync tensor by tensor.
         if (a.bucketSeconds < 0)
           program.syncSeconds += a.syncSeconds;

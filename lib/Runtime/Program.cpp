@@ -311,6 +311,17 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
       in.fail("dtfm.bucket_ready must be a fraction in [0, 1]");
     if (in.has("dtfm.bucket_seconds") && !(a.bucketSeconds >= 0 && std::isfinite(a.bucketSeconds)))
       in.fail("dtfm.bucket_seconds must be finite and >= 0");
+    in.read("dtfm.sync_every", a.syncEvery);
+    in.read("dtfm.outer_lr", a.outerLr);
+    in.read("dtfm.outer_momentum", a.outerMomentum);
+    if (in.has("dtfm.sync_every") &&
+        (a.syncEvery < 1 || a.syncEvery > 1000000))
+      in.fail("dtfm.sync_every must be between 1 and 1000000, got " +
+              std::to_string(a.syncEvery));
+    if (!(a.outerLr > 0 && std::isfinite(a.outerLr)) ||
+        !(a.outerMomentum >= 0 && a.outerMomentum < 1))
+      in.fail("dtfm.outer_lr must be finite and > 0 and "
+              "dtfm.outer_momentum in [0, 1)");
     break;
   case OpKind::Send:
   case OpKind::Recv:

@@ -185,6 +185,26 @@ bool dtfm::runtime::simulate(const SimInput &input, SimResult &result,
     double step = d.program->optimizerFlops / d.speed;
     result.busySeconds[self] += step;
     result.totalFlops += d.program->optimizerFlops;
+    if (d.program->syncEvery >= 1) {
+      // Local steps: the step first, then 1/H of the parameter exchange.
+      double sync = tied;
+      if (sync > 0)
+        result.events.push_back({self, 2, "tied sync", start, start + sync});
+      start += sync;
+      if (step > 0)
+        result.events.push_back({self, 1, "optimizer", start, start + step});
+      start += step;
+      double outer = d.program->syncSeconds /
+                     static_cast<double>(d.program->syncEvery);
+      if (outer > 0)
+        result.events.push_back(
+            {self, 2,
+             "outer sync (1/" + std::to_string(d.program->syncEvery) + ")",
+             start, start + outer});
+      result.iterationSeconds =
+          std::max(result.iterationSeconds, start + outer);
+      continue;
+    }
     if (!d.program->buckets.empty()) {
       // Buckets overlap the last backward; the tied exchange follows the
       // last micro-batch and comes before any step.

@@ -99,6 +99,15 @@ bool Worker::prepare(std::string &error) {
     return false;
   planBuckets();
   for (const ProgramOp &op : typed.ops) {
+    if (op.kind != OpKind::GradSync)
+      continue;
+    if (syncEvery >= 1 && op.attrs.syncEvery != syncEvery) {
+      error = "the program's gradient syncs disagree on dtfm.sync_every";
+      return false;
+    }
+    syncEvery = op.attrs.syncEvery;
+  }
+  for (const ProgramOp &op : typed.ops) {
     bool isSend = op.kind == OpKind::Send, isRecv = op.kind == OpKind::Recv;
     if (!isSend && !isRecv)
       continue;
@@ -149,6 +158,12 @@ bool Worker::prepare(std::string &error) {
                           options.planPrecisionMatmuls, error);
   if (!executor)
     return false;
+  if (syncEvery >= 1 && !executor->runsLocalSteps()) {
+    error = "the plan takes local steps (dtfm.sync_every " +
+            std::to_string(syncEvery) +
+            "), which this backend does not run; use --backend=cpu";
+    return false;
+  }
   inputs = executor->inputs();
   int64_t vocabulary = 0;
   for (const proto::DeviceProgram &p : plan.programs()) {

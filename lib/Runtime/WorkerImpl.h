@@ -165,6 +165,9 @@ private:
   /// dtfm.grad_sync op index -> (position in syncBuckets, offset).
   std::map<int, std::pair<size_t, size_t>> bucketSlot;
   bool streamingBuckets = false; // this step hands gradients over early
+  /// Local steps (dtfm.sync_every): parameters exchanged every syncEvery
+  /// steps instead of gradients every step.
+  int64_t syncEvery = 0; // 0: gradients every step
   bool syncAborted = false;      // the compute slot failed: stop waiting
 
   // Timing: compute seconds of the calibration steps; trace events.

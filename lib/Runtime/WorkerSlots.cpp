@@ -343,7 +343,7 @@ bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
   std::thread syncer;
   std::string syncError;
   streamingBuckets =
-      overlapped && groupIndex >= 0 && !syncBuckets.empty() &&
+      overlapped && groupIndex >= 0 && !syncBuckets.empty() && syncEvery < 1 &&
       executor->streamGradients(
           microBatches, [this](const ProgramOp &sync, const cpu::Tensor &g) {
             bucketGradient(sync, g);
@@ -397,6 +397,28 @@ bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
     return false;
   }
   record(1, "optimizer", start, Clock::now());
+  // Local steps: every syncEvery steps the replicas exchange parameters.
+  if (syncEvery >= 1 && groupIndex >= 0 && step % syncEvery == 0) {
+    double members = 1;
+    for (const ProgramOp &op : typed.ops)
+      if (op.kind == OpKind::GradSync)
+        members = static_cast<double>(op.attrs.group.size());
+    float scale = static_cast<float>(1.0 / std::max(1.0, members));
+    Clock::time_point outer = Clock::now();
+    bool exchanged = executor->outerStep(
+        [&](std::vector<float> &values, std::string &e) {
+          if (!transport->allreduceSum(static_cast<int>(groupIndex),
+                                       values.data(), values.size(), e))
+            return false;
+          for (float &x : values)
+            x *= scale;
+          return true;
+        },
+        error);
+    if (!exchanged)
+      return false;
+    record(2, "outer sync", outer, Clock::now());
+  }
   if (transport && !transport->flush(error))
     return false;
   return true;

@@ -12,6 +12,11 @@
 // RUN: not dtfm-opt %S/Inputs/grad-sync-module.mlir -split-input-file --dtfm-insert-grad-sync=bucket-mb=-1 2>&1 | FileCheck %s --check-prefix=BUCKET
 // RUN: not dtfm-opt %S/Inputs/grad-sync-module.mlir -split-input-file --dtfm-insert-grad-sync=bucket-mb=nan 2>&1 | FileCheck %s --check-prefix=BUCKET-NAN
 // RUN: not dtfm-opt %S/Inputs/grad-sync-module.mlir -split-input-file --dtfm-insert-grad-sync=bucket-mb=25MB 2>&1 | FileCheck %s --check-prefix=BUCKET-TEXT
+// RUN: not dtfm-opt %S/Inputs/grad-sync-module.mlir -split-input-file --dtfm-insert-grad-sync=sync-every=-1 2>&1 | FileCheck %s --check-prefix=EVERY
+// RUN: not dtfm-opt %S/Inputs/grad-sync-module.mlir -split-input-file --dtfm-insert-grad-sync="sync-every=4 outer-momentum=1" 2>&1 | FileCheck %s --check-prefix=OUTER
+// RUN: not dtfm-opt %S/Inputs/grad-sync-module.mlir -split-input-file --dtfm-insert-grad-sync="sync-every=4 outer-lr=0" 2>&1 | FileCheck %s --check-prefix=OUTER
+// EVERY: pair.textproto:0:0: error: dtfm-insert-grad-sync: sync-every must be between 0 and 1000000, got -1
+// OUTER: pair.textproto:0:0: error: dtfm-insert-grad-sync: outer-lr must be in (0, 1e6) and outer-momentum in [0, 1)
 // BUCKET: pair.textproto:0:0: error: dtfm-insert-grad-sync: bucket-mb must be auto or a number of MiB in [0, 1e6] (0: one bucket), got '-1'
 // BUCKET-NAN: pair.textproto:0:0: error: dtfm-insert-grad-sync: bucket-mb must be auto or a number of MiB in [0, 1e6] (0: one bucket), got 'nan'
 // BUCKET-TEXT: pair.textproto:0:0: error: dtfm-insert-grad-sync: bucket-mb must be auto or a number of MiB in [0, 1e6] (0: one bucket), got '25MB'

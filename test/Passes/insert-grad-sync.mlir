@@ -4,6 +4,10 @@
 // COM: stage with bucket-mb=0.
 // RUN: dtfm-opt %s -split-input-file --dtfm-insert-grad-sync=bucket-mb=6.103515625e-05 | FileCheck %s --check-prefix=SMALL
 // RUN: dtfm-opt %s -split-input-file --dtfm-insert-grad-sync=bucket-mb=0 | FileCheck %s --check-prefix=ONE
+// COM: Local steps: every sync records H and the outer step; one bucket.
+// RUN: dtfm-opt %s -split-input-file --dtfm-insert-grad-sync="sync-every=8 outer-lr=0.5 outer-momentum=0.25" | FileCheck %s --check-prefix=LOCAL
+// LOCAL-LABEL: func.func @buckets
+// LOCAL-COUNT-3: dtfm.bucket = 0 : i64, dtfm.bucket_ready = 1.000000e+00 : f64, dtfm.bucket_seconds = 0.0020000640000000002 : f64, dtfm.layer = "l{{[123]}}", dtfm.outer_lr = 5.000000e-01 : f64, dtfm.outer_momentum = 2.500000e-01 : f64, dtfm.stage = 0 : i64, dtfm.sync_every = 8 : i64
 
 // COM: One stage on a two-device group (a-b: 1 ms, 10 Gbps): each update
 // COM: reads its gradient through a dtfm.grad_sync over the group, which

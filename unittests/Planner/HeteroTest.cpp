@@ -186,6 +186,11 @@ TEST(Hetero, GradientBucketsCountOnlyWhatOutlastsTheBackward) {
   p.training.bucketCapBytes = 0;
   EXPECT_NEAR(HeteroModel(p).evaluate({{0, 1}}).dataParallelSeconds, 2.02,
               1e-9);
+  // Local steps every 4 iterations: a quarter of one exchange.
+  p.training.syncEvery = 4;
+  EXPECT_NEAR(HeteroModel(p).evaluate({{0, 1}}).dataParallelSeconds,
+              2.02 / 4, 1e-9);
+  p.training.syncEvery = 0;
   // Without backward FLOPs the gradients are complete only at the end.
   p.training.bucketCapBytes = -1;
   p.workload.blocks.assign(2, ChainBlock{3e12, 1e9, 1e6});

@@ -445,6 +445,21 @@ TEST(Kernels, Optimizers) {
   EXPECT_NEAR(q.data[0], 0.9, 1e-6);
   adamwStep(q, gq, m, v, 2, 0.1, 0.9, 0.999, 1e-8, 0.5);
   EXPECT_NEAR(q.data[0], 0.9 - 0.1 * 0.5 * 0.9 - 0.1, 1e-6);
+
+  // DiLoCo's outer Nesterov step, by hand: delta 0.5, lr 0.7, momentum 0.9.
+  // v = 0.5; anchor -= 0.7 * (0.5 + 0.9 * 0.5) = 0.665. Then v = 0.95;
+  // anchor -= 0.7 * (0.5 + 0.855) = 0.9485.
+  Tensor anchor({2}, 1.0f), delta({2}, 0.5f), outer;
+  nesterovOuterStep(anchor, delta, outer, 0.7, 0.9);
+  EXPECT_FLOAT_EQ(anchor.data[1], 1.0f - 0.665f);
+  EXPECT_FLOAT_EQ(outer.data[1], 0.5f);
+  nesterovOuterStep(anchor, delta, outer, 0.7, 0.9);
+  EXPECT_NEAR(anchor.data[0], 1.0 - 0.665 - 0.9485, 1e-6);
+  // Outer lr 1 without momentum: the anchor moves by the mean delta, to
+  // where plain averaging of the replicas would put it.
+  Tensor plain({1}, 2.0f), d({1}, 0.25f), none;
+  nesterovOuterStep(plain, d, none, 1.0, 0.0);
+  EXPECT_FLOAT_EQ(plain.data[0], 1.75f);
 }
 
 } // namespace

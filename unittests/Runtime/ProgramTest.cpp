@@ -141,7 +141,8 @@ TEST(Program, MalformedOpsAreRefusedByName) {
     proto::DeviceProgram program;
     proto::PlanOp &op = addOp(program, "dtfm.grad_sync", {0});
     (*op.mutable_attrs())["dtfm.phase"].set_s("opt");
-    if (std::string(key) == "dtfm.bucket")
+    if (std::string(key) == "dtfm.bucket" ||
+        std::string(key) == "dtfm.sync_every")
       (*op.mutable_attrs())[key].set_i(i);
     else
       (*op.mutable_attrs())[key].set_f(f);
@@ -159,9 +160,18 @@ TEST(Program, MalformedOpsAreRefusedByName) {
                              decoded, error));
   EXPECT_EQ(error, "op #0 dtfm.grad_sync: dtfm.bucket_seconds must be finite "
                    "and >= 0");
+  EXPECT_FALSE(decodeProgram(gradSync("dtfm.sync_every", 0, 0), decoded,
+                             error));
+  EXPECT_EQ(error, "op #0 dtfm.grad_sync: dtfm.sync_every must be between 1 "
+                   "and 1000000, got 0");
+  EXPECT_FALSE(
+      decodeProgram(gradSync("dtfm.outer_momentum", 1.0, 0), decoded, error));
+  EXPECT_EQ(error, "op #0 dtfm.grad_sync: dtfm.outer_lr must be finite and > "
+                   "0 and dtfm.outer_momentum in [0, 1)");
   ASSERT_TRUE(
       decodeProgram(gradSync("dtfm.bucket", 0, 3), decoded, error))
       << error;
+  EXPECT_EQ(decoded.ops[0].attrs.syncEvery, 0);
   EXPECT_EQ(decoded.ops[0].attrs.bucket, 3);
   EXPECT_DOUBLE_EQ(decoded.ops[0].attrs.bucketReady, -1);
 }

@@ -178,6 +178,15 @@ TEST(Simulator, HandComputedTwoReplicaBucketOverlap) {
     p.buckets.clear();
   ASSERT_TRUE(simulate(input, r, error)) << error;
   EXPECT_DOUBLE_EQ(r.iterationSeconds, 12);
+
+  // Local steps every 4 iterations: the step right after the backward
+  // (6-8), then a quarter of the 4 s exchange: the average iteration, 9 s.
+  for (SimProgram &p : input.programs)
+    p.syncEvery = 4;
+  ASSERT_TRUE(simulate(input, r, error)) << error;
+  EXPECT_DOUBLE_EQ(eventEnd(r, "d0", 1, "optimizer"), 8);
+  EXPECT_DOUBLE_EQ(eventEnd(r, "d1", 2, "outer sync (1/4)"), 9);
+  EXPECT_DOUBLE_EQ(r.iterationSeconds, 9);
 }
 
 TEST(Simulator, ErrorsAndTrace) {

@@ -167,12 +167,28 @@ def InsertGradSync : Pass<"dtfm-insert-grad-sync", "mlir::ModuleOp"> {
     (`dtfm.bucket_ready`: the fraction of the stage's backward FLOPs done
     once its last gradient is produced), so that the runtime and the
     simulator overlap it with the rest of the backward.
+
+    `sync-every=H` (>= 1; 0, the default, syncs gradients every step)
+    trains with local steps (DiLoCo): each replica
+    steps on its own gradients, and every H steps the replicas average
+    their pseudo-gradients (parameters at the last exchange minus now) and
+    take an outer Nesterov step (`outer-lr`, `outer-momentum`; DiLoCo's 0.7
+    and 0.9). This changes what is computed: only on request. The syncs
+    record `dtfm.sync_every`, `dtfm.outer_lr` and `dtfm.outer_momentum`; the
+    exchange travels as one bucket after the optimizer step.
   }];
   let options = [
     Option<"sync", "sync", "std::string", /*default=*/"\"auto\"",
            "auto, ps or ring">,
     Option<"bucketMb", "bucket-mb", "std::string", /*default=*/"\"auto\"",
            "Gradient bucket cap: auto or MiB (0: one bucket per stage)">,
+    Option<"syncEvery", "sync-every", "int64_t", /*default=*/"0",
+           "Local steps: exchange parameters every H steps (0: gradients "
+           "every step)">,
+    Option<"outerLr", "outer-lr", "double", /*default=*/"0.7",
+           "Local steps: the outer Nesterov step's learning rate">,
+    Option<"outerMomentum", "outer-momentum", "double", /*default=*/"0.9",
+           "Local steps: the outer Nesterov step's momentum">,
   ];
 }
 
@@ -281,6 +297,9 @@ def AssignDevices : Pass<"dtfm-assign-devices", "mlir::ModuleOp"> {
     Option<"bucketMb", "bucket-mb", "std::string", /*default=*/"\"auto\"",
            "Gradient buckets the plan will use (hetero's model): auto or "
            "MiB (0: one bucket per stage)">,
+    Option<"syncEvery", "sync-every", "int64_t", /*default=*/"0",
+           "Local steps the plan will take (hetero's model): parameters "
+           "exchanged every H steps (0: gradients every step)">,
     Option<"compressRatio", "compress-ratio", "double", /*default=*/"1",
            "AdaTopK target ratio the plan will use (hetero's model; 1: "
            "dense)">,
@@ -381,6 +400,9 @@ def ChooseShape : Pass<"dtfm-choose-shape", "mlir::ModuleOp"> {
     Option<"bucketMb", "bucket-mb", "std::string", /*default=*/"\"auto\"",
            "Gradient buckets the plan will use (hetero's model): auto or "
            "MiB (0: one bucket per stage)">,
+    Option<"syncEvery", "sync-every", "int64_t", /*default=*/"0",
+           "Local steps the plan will take (hetero's model): parameters "
+           "exchanged every H steps (0: gradients every step)">,
     Option<"compressRatio", "compress-ratio", "double", /*default=*/"1",
            "AdaTopK target ratio the plan will use (hetero's model; 1: "
            "dense)">,

@@ -70,6 +70,9 @@ struct TrainingOptions {
   /// Gradient bucket cap in bytes (Planner/Buckets.h): < 0 picks it per
   /// stage, 0 keeps one bucket.
   double bucketCapBytes = -1;
+  /// Local steps (DiLoCo): parameters exchanged every syncEvery steps
+  /// instead of gradients every step (0).
+  int64_t syncEvery = 0;
   /// AdaTopK on the pipeline's transfers, as --dtfm-insert-compression will
   /// apply it (targetRatio 1: dense).
   CompressionOptions compression;
@@ -77,12 +80,12 @@ struct TrainingOptions {
   StagePartitionOptions stages;
 };
 
-/// Reads the passes' `sync` (auto, ps or ring), `compress-ratio` (>= 1) and
-/// `bucket-mb` (auto or MiB) options into `training`; false with a
-/// one-line `error`.
+/// Reads the passes' `sync` (auto, ps or ring), `compress-ratio` (>= 1),
+/// `bucket-mb` (auto or MiB) and `sync-every` (0 to 1e6) options into
+/// `training`; false with a one-line `error`.
 bool parseCommunication(const std::string &sync, double compressRatio,
-                        const std::string &bucketMb, TrainingOptions &training,
-                        std::string &error);
+                        const std::string &bucketMb, int64_t syncEvery,
+                        TrainingOptions &training, std::string &error);
 
 } // namespace dtfm::planner
 

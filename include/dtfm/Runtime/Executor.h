@@ -102,6 +102,23 @@ public:
     return true;
   }
 
+  /// Averages a flat buffer over the program's data-parallel group, in
+  /// place (local steps' parameter exchange).
+  using AverageFn = std::function<bool(std::vector<float> &values,
+                                       std::string &error)>;
+
+  /// Local steps (DiLoCo, dtfm.sync_every > 1): after an iteration's
+  /// optimizer step, exchanges each synchronised parameter's pseudo-gradient
+  /// (its value at the last exchange minus now) through `average`, applies
+  /// the outer Nesterov step to the value at the last exchange and makes
+  /// that the parameter again. False with an error on a backend that
+  /// cannot.
+  virtual bool outerStep(const AverageFn &average, std::string &error) {
+    error = "this backend does not run local steps (dtfm.sync_every)";
+    return false;
+  }
+  virtual bool runsLocalSteps() const { return false; }
+
   /// Arms `ready` for the next iteration of `microBatches` micro-batches.
   /// False when the backend cannot hand gradients out early (the CUDA
   /// executor keeps them on the device): the SyncFn then does all the work.
@@ -157,6 +174,9 @@ public:
 struct HostState {
   struct Moments {
     cpu::Tensor m, v, velocity;
+    /// Local steps: the parameter at the last exchange and the outer
+    /// optimizer's momentum.
+    cpu::Tensor anchor, outerVelocity;
     int64_t step = 0;
   };
   std::map<std::string, cpu::Tensor> params;
@@ -269,6 +289,8 @@ public:
   bool streamGradients(int microBatches, GradientReadyFn ready) override;
   bool finishIteration(int microBatches, const SyncFn &sync,
                        std::string &error) override;
+  bool outerStep(const AverageFn &average, std::string &error) override;
+  bool runsLocalSteps() const override { return true; }
   std::map<std::string, cpu::Tensor> parameters() const override {
     return host.params;
   }

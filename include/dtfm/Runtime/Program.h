@@ -128,6 +128,11 @@ struct OpAttrs {
   std::vector<std::string> group;
   double syncSeconds = 0, bucketSeconds = -1, bucketReady = -1;
   int64_t bucket = 0;
+  // dtfm.grad_sync with local steps (DiLoCo): the replicas step alone and
+  // exchange parameters every `syncEvery` steps with an outer Nesterov step
+  // (1: every step, gradients synchronised as above).
+  int64_t syncEvery = 0;
+  double outerLr = 0.7, outerMomentum = 0.9;
 };
 
 struct ProgramOp {

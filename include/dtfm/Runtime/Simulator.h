@@ -24,7 +24,10 @@
 //    steps its parameters once it is back (Planner/Buckets.h); what moves
 //    once per iteration (a tied weight's gradient) follows the last
 //    micro-batch. Plans without dtfm.bucket_ready synchronise everything
-//    after the last micro-batch, then step.
+//    after the last micro-batch, then step. With local steps
+//    (dtfm.sync_every = H) the replicas step alone and exchange parameters
+//    after the step every H iterations: the simulated iteration is the
+//    average one, with 1/H of the exchange.
 //
 // The iteration ends when the last device finishes.
 //
@@ -57,6 +60,10 @@ struct SimProgram {
   /// is complete: they overlap the last backward (Planner/Buckets.h);
   /// otherwise `syncSeconds` follows the last micro-batch.
   std::vector<planner::SyncBucket> buckets;
+  /// Local steps (dtfm.sync_every): the parameter exchange, `syncSeconds`,
+  /// follows the optimizer step every syncEvery iterations; the simulated
+  /// iteration carries 1/syncEvery of it (the average iteration).
+  int64_t syncEvery = 0; ///< 0: gradients every iteration
   /// recv, compute and send streams.
   format::Streams streams;
   /// Bytes sent per micro-batch, by phase ('F' or 'B') and peer device.

@@ -413,6 +413,17 @@ void dtfm::runtime::cpu::sgdStep(Tensor &param, const Tensor &grad,
   }
 }
 
+void dtfm::runtime::cpu::nesterovOuterStep(Tensor &anchor, const Tensor &delta,
+                                           Tensor &velocity, double lr,
+                                           double momentum) {
+  ensure(&velocity, anchor.shape);
+  for (int64_t i = 0; i < anchor.numel(); ++i) {
+    double vel = momentum * velocity.data[i] + delta.data[i];
+    velocity.data[i] = static_cast<float>(vel);
+    anchor.data[i] -= static_cast<float>(lr * (delta.data[i] + momentum * vel));
+  }
+}
+
 void dtfm::runtime::cpu::adamwStep(Tensor &param, const Tensor &grad, Tensor &m,
                                    Tensor &v, int64_t step, double lr,
                                    double beta1, double beta2, double epsilon,

@@ -206,6 +206,12 @@ void sgdStep(Tensor &param, const Tensor &grad, Tensor &velocity, double lr,
 void adamwStep(Tensor &param, const Tensor &grad, Tensor &m, Tensor &v,
                int64_t step, double lr, double beta1, double beta2,
                double epsilon, double weightDecay);
+/// DiLoCo's outer step: Nesterov momentum on the replicas' mean
+/// pseudo-gradient `delta` (parameters at the last sync minus now):
+/// velocity = momentum * velocity + delta, then
+/// anchor -= lr * (delta + momentum * velocity).
+void nesterovOuterStep(Tensor &anchor, const Tensor &delta, Tensor &velocity,
+                       double lr, double momentum);
 
 } // namespace dtfm::runtime::cpu
 

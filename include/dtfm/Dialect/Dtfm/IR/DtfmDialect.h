@@ -95,6 +95,13 @@ inline constexpr llvm::StringLiteral kBucketSecondsAttrName =
 inline constexpr llvm::StringLiteral kBucketReadyAttrName =
     "dtfm.bucket_ready";
 
+/// Local steps on a dtfm.grad_sync (DiLoCo): exchange parameters every
+/// `dtfm.sync_every` steps with an outer Nesterov step.
+inline constexpr llvm::StringLiteral kSyncEveryAttrName = "dtfm.sync_every";
+inline constexpr llvm::StringLiteral kOuterLrAttrName = "dtfm.outer_lr";
+inline constexpr llvm::StringLiteral kOuterMomentumAttrName =
+    "dtfm.outer_momentum";
+
 } // namespace mlir::dtfm
 
 #endif // DTFM_DIALECT_DTFM_IR_DTFMDIALECT_H
