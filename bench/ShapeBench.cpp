@@ -26,14 +26,22 @@
 // `--compress-ratio R` plans both for AdaTopK with target ratio R on the
 // pipeline's transfers (what --dtfm-plan compress-ratio=R inserts).
 //
+// Data-parallel communication (issue 18): the fixed plan is today's dense,
+// synchronous exchange after the backward (one bucket). The shape search
+// plans with `--bucket-mb auto|MiB` (gradient buckets overlapping the last
+// backward; default auto, 0 for one bucket) and `--sync-every H` (local
+// steps, DiLoCo: parameters exchanged every H steps; default 0, every step).
+//
 //   bench-shape [--json] [--global-batch G] [--budget S] [--scale]
-//               [--compress-ratio R] [--scenarios DIR]
+//               [--compress-ratio R] [--bucket-mb auto|MiB]
+//               [--sync-every H] [--scenarios DIR]
 //
 //===----------------------------------------------------------------------===//
 
 #include "BenchSupport.h"
 #include "GptWorkload.h"
 
+#include "dtfm/Planner/Buckets.h"
 #include "dtfm/Planner/ShapeSearch.h"
 
 #include <chrono>
@@ -54,16 +62,22 @@ struct Row {
   double searchSeconds = 0;
   std::string shape;
   double compressRatio = 1;
+  /// Data-parallel communication: the bucket cap option and local steps.
+  std::string bucketMb = "0";
+  int64_t syncEvery = 0;
 };
 
 void print(const Row &row, bool json) {
   if (json)
     std::printf("{\"scenario\":\"%s\",\"algorithm\":\"%s\","
                 "\"iteration_s\":%.6f,\"devices_used\":%zu,"
-                "\"search_s\":%.4f,\"shape\":\"%s\",\"compress_ratio\":%g}\n",
+                "\"search_s\":%.4f,\"shape\":\"%s\",\"compress_ratio\":%g,"
+                "\"bucket_mb\":\"%s\",\"overlap\":%s,\"sync_every\":%lld}\n",
                 row.scenario.c_str(), row.algorithm.c_str(),
                 row.iterationSeconds, row.devicesUsed, row.searchSeconds,
-                row.shape.c_str(), row.compressRatio);
+                row.shape.c_str(), row.compressRatio, row.bucketMb.c_str(),
+                row.bucketMb != "0" && row.syncEvery == 0 ? "true" : "false",
+                static_cast<long long>(row.syncEvery));
   else
     std::printf("  %-10s %12.3f %8zu %9.3f  %s\n", row.algorithm.c_str(),
                 row.iterationSeconds, row.devicesUsed, row.searchSeconds,
@@ -88,6 +102,7 @@ double fixedPlan(const std::string &name, const Cluster &cluster,
   HeteroProblem fixed =
       dtfm::bench::heteroProblem(workload, cluster, dp, pp, microBatches);
   fixed.training.compression.targetRatio = compressRatio;
+  fixed.training.bucketCapBytes = 0; // one exchange after the backward
   HeteroModel model(fixed);
   SearchOptions options;
   options.dataParallel = dp;
@@ -111,9 +126,16 @@ double fixedPlan(const std::string &name, const Cluster &cluster,
   return baseline;
 }
 
+/// The shape search's data-parallel communication (bench flags).
+struct Communication {
+  std::string bucketMb = "auto";
+  int64_t syncEvery = 0;
+};
+
 void runScenario(const std::string &name, const Cluster &cluster,
                  const Workload &workload, int64_t globalBatch, double budget,
-                 double compressRatio, bool json, bool withBaseline = true) {
+                 double compressRatio, const Communication &communication,
+                 bool json, bool withBaseline = true) {
   if (!json)
     std::printf("\n%s\n  %-10s %12s %8s %9s  %s\n", name.c_str(), "plan",
                 "iteration_s", "devices", "search_s", "shape");
@@ -126,12 +148,18 @@ void runScenario(const std::string &name, const Cluster &cluster,
   problem.cluster = &cluster;
   problem.workload = workload;
   problem.training.compression.targetRatio = compressRatio;
+  std::string error;
+  if (!parseBucketCap(communication.bucketMb,
+                      problem.training.bucketCapBytes, error)) {
+    std::fprintf(stderr, "bench-shape: %s\n", error.c_str());
+    return;
+  }
+  problem.training.syncEvery = communication.syncEvery;
   problem.globalBatch = globalBatch;
   problem.microBatchSizes = {1, 2, 4, 8};
   ShapeSearchOptions shapeOptions;
   shapeOptions.budgetSeconds = budget;
   ShapeSearchResult result;
-  std::string error;
   if (!searchShapes(problem, shapeOptions, result, error)) {
     std::fprintf(stderr, "bench-shape: %s: %s\n", name.c_str(), error.c_str());
     return;
@@ -141,7 +169,7 @@ void runScenario(const std::string &name, const Cluster &cluster,
          result.searchSeconds,
          describe(best.dataParallel, best.pipelineParallel,
                   best.microBatchSize, best.microBatches),
-         compressRatio},
+         compressRatio, communication.bucketMb, communication.syncEvery},
         json);
   if (!json) {
     if (withBaseline)
@@ -171,6 +199,7 @@ int main(int argc, char **argv) {
   bool json = false, scale = false;
   int64_t globalBatch = 256;
   double budget = 5, compressRatio = 1;
+  Communication communication;
   std::string dir = dtfm::bench::defaultScenariosDir();
   dtfm::bench::Flags flags("bench-shape", argc, argv);
   while (flags.next())
@@ -187,6 +216,14 @@ int main(int argc, char **argv) {
       dir = flags.text();
     else if (flags.is("--compress-ratio"))
       compressRatio = flags.number(1); // 1: no compression
+    else if (flags.is("--bucket-mb")) {
+      communication.bucketMb = flags.text();
+      double cap = 0;
+      std::string error;
+      if (!parseBucketCap(communication.bucketMb, cap, error))
+        flags.fail("must be auto or a number of MiB in [0, 1e6]");
+    } else if (flags.is("--sync-every"))
+      communication.syncEvery = flags.integer<int64_t>(0, 1000000);
     else if (flags.is("--scale"))
       scale = true;
     else
@@ -214,9 +251,9 @@ int main(int argc, char **argv) {
     }
   }
   runScenario("two-generations", generations, workload, globalBatch, budget,
-              compressRatio, json);
+              compressRatio, communication, json);
   runScenario("far-region", far, workload, globalBatch, budget, compressRatio,
-              json);
+              communication, json);
 
   if (scale) {
     // 32 regions of 32 V100s: 10 Gbps / 1 ms inside, 0.1-2 Gbps and
@@ -245,7 +282,7 @@ int main(int argc, char **argv) {
       }
     }
     runScenario("synthetic-1024", big, workload, globalBatch * 16, budget,
-                compressRatio, json, /*withBaseline=*/false);
+                compressRatio, communication, json, /*withBaseline=*/false);
   }
 
   for (const std::string &prefix : dtfm::bench::paperScenarios()) {
@@ -253,7 +290,7 @@ int main(int argc, char **argv) {
     if (!dtfm::bench::loadScenario("bench-shape", dir, prefix, cluster))
       break;
     runScenario(prefix, cluster, workload, globalBatch, budget, compressRatio,
-                json);
+                communication, json);
   }
   return 0;
 }
