@@ -4,6 +4,7 @@ simulator's, on the plans it produces.
   /usr/bin/python3 bench/plan_fidelity.py [--bin build/bin] [--json]
                                           [--cluster FILE]... [--ratios 1,10]
                                           [--global-batch 256] [--model gpt3-1.3b]
+                                          [--sync-every H]
 
 For each cluster file (default: examples/clusters/geo-worldwide.textproto and
 multi-dc.textproto) and each AdaTopK ratio (1 = dense), two plans of the model
@@ -12,7 +13,9 @@ are made with `--dtfm-plan algorithm=hetero programs=true`:
   fixed   dp 8 x pp 8 on every device, micro-batches = global batch / 8
           (hetero lays the devices out and sizes the stages);
   shape   global-batch=G: the shape search chooses devices, D_DP, D_PP and
-          the micro-batch size (--dtfm-choose-shape);
+          the micro-batch size (--dtfm-choose-shape); with --sync-every H it
+          plans local steps (DiLoCo: parameters exchanged every H steps),
+          while the fixed plan stays dense;
 
 and each is exported and run by `dtfm-run --simulate`. The table shows the
 planner's predicted iteration time (dtfm.assignment's iteration_s), the
@@ -51,8 +54,8 @@ def plan_and_simulate(args, work, name, cluster, options):
         (cluster, options)], stdin=model)
     with open(planned) as f:
         text = f.read()
-    assignment = re.search(r"dtfm\.assignment = \{[^\n]*?iteration_s = "
-                           r"([0-9.e+-]+)", text)
+    assignment = re.search(r"dtfm\.assignment = #dtfm\.assignment<[^\n]*?"
+                           r"iteration_s = ([0-9.e+-]+)", text)
     if not assignment:
         sys.exit(f"bench-plan-fidelity: {planned} has no predicted "
                  "iteration_s")
@@ -77,6 +80,7 @@ def main():
     parser.add_argument("--ratios", default="1,10")
     parser.add_argument("--global-batch", type=int, default=256)
     parser.add_argument("--model", default="gpt3-1.3b")
+    parser.add_argument("--sync-every", type=int, default=0)
     args = parser.parse_args()
     clusters = args.cluster or [
         os.path.join(ROOT, "examples", "clusters", c)
@@ -85,6 +89,8 @@ def main():
         ratios = [float(r) for r in args.ratios.split(",")]
     except ValueError:
         sys.exit(f"bench-plan-fidelity: --ratios: not numbers: {args.ratios}")
+    if args.sync_every < 0:
+        sys.exit("bench-plan-fidelity: --sync-every must be >= 0")
     if any(r < 1 for r in ratios) or args.global_batch % 8:
         sys.exit("bench-plan-fidelity: ratios must be >= 1 and "
                  "--global-batch a multiple of 8")
@@ -101,12 +107,15 @@ def main():
                 for plan, options in (
                         ("fixed", "dp=8 pp=8 micro-batches=%d" %
                          (args.global_batch // 8)),
-                        ("shape", "global-batch=%d" % args.global_batch)):
+                        ("shape", "global-batch=%d sync-every=%d" %
+                         (args.global_batch, args.sync_every))):
                     options += " compress-ratio=%g" % ratio
                     row = plan_and_simulate(args, work,
                                             f"{base}-{plan}-{ratio:g}",
                                             cluster, options)
-                    row.update(cluster=base, compress_ratio=ratio, plan=plan)
+                    row.update(cluster=base, compress_ratio=ratio, plan=plan,
+                               sync_every=args.sync_every if plan == "shape"
+                               else 0)
                     rows[plan] = row
                     if args.json:
                         print(json.dumps(row))
