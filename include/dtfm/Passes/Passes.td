@@ -371,8 +371,10 @@ def ChooseShape : Pass<"dtfm-choose-shape", "mlir::ModuleOp"> {
     micro-batch count, minimising the hetero model's predicted iteration
     time with every stage in memory. Rebatches the model to the chosen size
     and records `dtfm.shape` on the module: the shape, the devices used and
-    the layout (`stages`), `iteration_s`, `search_s`, the runner-up shapes
-    with their predicted times and the idle devices with the reason.
+    the layout (`stages`), `iteration_s`, the runner-up shapes with their
+    predicted times, the idle devices with the reason, how many shapes were
+    scored and whether the budget cut the search (the search time is not
+    recorded: plans would differ run to run).
     --dtfm-assign-devices, --dtfm-partition-stages and
     --dtfm-schedule-microbatches then follow it. Runs on forward graphs
     (before --dtfm-autodiff).
@@ -414,8 +416,11 @@ def PrintPlanSummary : Pass<"dtfm-print-plan-summary", "mlir::ModuleOp"> {
   let description = [{
     Prints the `dtfm.shape` record of --dtfm-choose-shape as a table on
     stdout: the chosen shape and its predicted iteration time, the runner-up
-    shapes with theirs, the devices left idle with the reason, and the search
-    time. Read-only.
+    shapes with theirs, the devices left idle with the reason, and how many
+    shapes were scored. Once gradients are synchronised
+    (--dtfm-insert-grad-sync), one line per data-parallel stage: its group,
+    algorithm and buckets, and the all-reduce left after the last
+    micro-batch's backward against one bucket. Read-only.
   }];
 }
 

@@ -130,7 +130,7 @@ struct OpAttrs {
   int64_t bucket = 0;
   // dtfm.grad_sync with local steps (DiLoCo): the replicas step alone and
   // exchange parameters every `syncEvery` steps with an outer Nesterov step
-  // (1: every step, gradients synchronised as above).
+  // (0: no local steps, gradients synchronised every step as above).
   int64_t syncEvery = 0;
   double outerLr = 0.7, outerMomentum = 0.9;
 };
