@@ -1,6 +1,7 @@
 //===- ProgramTest.cpp - The typed stage program and the CPU table --------===//
 
 #include "dtfm/Runtime/Program.h"
+#include "dtfm/Runtime/Executor.h"
 #include "dtfm/Runtime/Cpu/KernelTable.h"
 
 #include "dtfm/Dialect/Dtfm/IR/DtfmDialect.h"
@@ -174,6 +175,36 @@ TEST(Program, MalformedOpsAreRefusedByName) {
   EXPECT_EQ(decoded.ops[0].attrs.syncEvery, 0);
   EXPECT_EQ(decoded.ops[0].attrs.bucket, 3);
   EXPECT_DOUBLE_EQ(decoded.ops[0].attrs.bucketReady, -1);
+}
+
+TEST(Program, CheckpointStateIsCheckedAgainstTheProgram) {
+  // One parameter "w" of 4 elements; a hostile checkpoint's optimizer state
+  // (Adam moments, local steps' anchor) must have its shape.
+  proto::DeviceProgram program;
+  (*addOp(program, "dtfm.param").mutable_attrs())["name"].set_s("w");
+  StageProgram decoded;
+  std::string error;
+  ASSERT_TRUE(decodeProgram(program, decoded, error)) << error;
+  HostState host;
+  std::map<std::string, cpu::Tensor> state = {{"param/w", cpu::Tensor({4})},
+                                              {"opt.anchor/w", cpu::Tensor({4})},
+                                              {"opt.m/w", cpu::Tensor({4})}};
+  ASSERT_TRUE(host.restore(decoded, state, error)) << error;
+  EXPECT_EQ(host.optimizer["w"].anchor.shape, (std::vector<int64_t>{4}));
+
+  state["opt.anchor/w"] = cpu::Tensor({3});
+  EXPECT_FALSE(host.restore(decoded, state, error));
+  EXPECT_EQ(error,
+            "state entry 'opt.anchor/w' does not have its parameter's shape");
+  state["opt.anchor/w"] = cpu::Tensor({4});
+  state["opt.outer_velocity/w"] = cpu::Tensor({2, 2});
+  EXPECT_FALSE(host.restore(decoded, state, error));
+  EXPECT_EQ(error, "state entry 'opt.outer_velocity/w' does not have its "
+                   "parameter's shape");
+  state.erase("opt.outer_velocity/w");
+  state["opt.bogus/w"] = cpu::Tensor({4});
+  EXPECT_FALSE(host.restore(decoded, state, error));
+  EXPECT_EQ(error, "unknown state entry 'opt.bogus/w'");
 }
 
 } // namespace
