@@ -1,0 +1,143 @@
+"""bench-convergence: loss against steps and against time for the ways
+dtfm's data-parallel replicas can exchange, trained for real.
+
+  /usr/bin/python3 bench/convergence_bench.py [--bin build/bin] [--json]
+      [--replicas 4] [--steps 200] [--bandwidth-gbps 0.1] [--delay-ms 20]
+      [--sync-every 10] [--bucket-mb auto]
+
+The tiny GPT on --replicas workers of one stage each (data parallelism
+only), over loopback links shaped like the cluster's (--shape-links:
+bandwidth and latency per direction), the same tokens for every method:
+
+  dense     gradients all-reduced after the backward, one bucket
+  buckets   gradients in buckets all-reduced while the backward goes on
+            (--bucket-mb: auto, the planner's choice, or MiB; the same
+            losses as dense; on slow, far links auto keeps one bucket)
+  local     local steps (DiLoCo): parameters exchanged every --sync-every
+            steps with the outer Nesterov step (0.7, 0.9)
+
+For each: the mean loss of the last 20 steps, the mean measured and
+simulated (calibrated) seconds per step after the first, and when the 10-step moving
+average of the loss first reaches the target -- the dense run's final mean
+loss times 1.05 -- in steps and in measured seconds. Time to the target is
+the figure that matters: a method that exchanges less may need more steps.
+
+Prints a table; with --json one JSON object per method.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def sh(cmd):
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    if run.returncode != 0:
+        sys.exit(f"bench-convergence: {' '.join(cmd)} failed:\n{run.stderr}")
+    return run.stdout
+
+
+def steps_of(log_path):
+    """The per-step records of dtfm-run --log (JSON lines)."""
+    with open(log_path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def reach(records, target, window=10):
+    """(step, measured seconds so far) when the `window`-step moving
+    average of the loss first reaches `target`, or (None, None)."""
+    elapsed = 0.0
+    losses = []
+    for r in records:
+        elapsed += r["measured_s"]
+        losses.append(r["loss"])
+        if len(losses) >= window and \
+                sum(losses[-window:]) / window <= target:
+            return r["step"], elapsed
+    return None, None
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--replicas", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--bandwidth-gbps", type=float, default=0.1)
+    parser.add_argument("--delay-ms", type=float, default=20)
+    parser.add_argument("--sync-every", type=int, default=10)
+    parser.add_argument("--bucket-mb", default="auto")
+    args = parser.parse_args()
+    if args.replicas < 2 or args.steps < 30 or args.sync_every < 1 or \
+            not args.bandwidth_gbps > 0 or not args.delay_ms >= 0:
+        sys.exit("bench-convergence: need --replicas >= 2, --steps >= 30, "
+                 "--sync-every >= 1, --bandwidth-gbps > 0 and --delay-ms "
+                 ">= 0")
+    tool = lambda t: os.path.join(args.bin, t)
+    methods = [("dense", "bucket-mb=0"),
+               ("buckets", "bucket-mb=%s" % args.bucket_mb),
+               ("local", "sync-every=%d" % args.sync_every)]
+    with tempfile.TemporaryDirectory() as work:
+        cluster = os.path.join(work, "replicas.textproto")
+        with open(cluster, "w") as f:
+            f.write('name: "replicas"\n'
+                    'devices { name: "cpu" region: "local" count: %d '
+                    'peak_flops: 1e11 memory_bytes: 8e9 }\n'
+                    'intra_region { delay_ms: %g bandwidth_gbps: %g }\n' %
+                    (args.replicas, args.delay_ms, args.bandwidth_gbps))
+        model = os.path.join(work, "tiny.mlir")
+        sh([tool("dtfm-translate"), "--import-gpt", "tiny", "-o", model])
+        results = []
+        for name, option in methods:
+            planned = os.path.join(work, name + ".mlir")
+            plan = os.path.join(work, name + ".pb")
+            log = os.path.join(work, name + ".jsonl")
+            sh([tool("dtfm-opt"), model, "-o", planned,
+                "--dtfm-plan=cluster=%s dp=%d pp=1 programs=true "
+                "micro-batches=2 %s" % (cluster, args.replicas, option)])
+            sh([tool("dtfm-translate"), "--export-plan", planned, "-o", plan])
+            sh([tool("dtfm-run"), plan, "--execute", "--steps",
+                str(args.steps), "--shape-links", "--timeout", "600",
+                "--log", log])
+            records = steps_of(log)
+            results.append((name, option, records))
+        dense = results[0][2]
+        target = 1.05 * statistics.mean(r["loss"] for r in dense[-20:])
+        if not args.json:
+            print("%d replicas, %g Gbit/s, %g ms; target loss %.4f "
+                  "(dense's last 20 steps + 5%%)" %
+                  (args.replicas, args.bandwidth_gbps, args.delay_ms, target))
+            print("%-8s %-14s %10s %11s %12s %12s %14s" %
+                  ("method", "option", "final_loss", "measured_s",
+                   "simulated_s", "target_step", "target_time_s"))
+        for name, option, records in results:
+            step, seconds = reach(records, target)
+            row = {
+                "method": name, "option": option,
+                "final_loss": statistics.mean(r["loss"]
+                                              for r in records[-20:]),
+                "measured_s": statistics.mean(r["measured_s"]
+                                              for r in records[1:]),
+                "simulated_s": statistics.mean(r["simulated_s"]
+                                               for r in records[1:]),
+                "target_loss": target,
+                "target_step": step, "target_time_s": seconds,
+            }
+            if args.json:
+                print(json.dumps(row))
+            else:
+                print("%-8s %-14s %10.4f %11.4f %12.4f %12s %14s" %
+                      (name, option, row["final_loss"], row["measured_s"],
+                       row["simulated_s"],
+                       "-" if step is None else str(step),
+                       "-" if seconds is None else "%.2f" % seconds))
+
+
+if __name__ == "__main__":
+    main()
