@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Analysis/CostAnalysis.h"
+#include "dtfm/Format/Int8.h"
 #include "dtfm/Passes/Passes.h"
 #include "dtfm/Planner/Buckets.h"
 #include "dtfm/Planner/CostModel.h"
@@ -80,6 +81,13 @@ struct InsertGradSync
         !(outerMomentum >= 0 && outerMomentum < 1))
       return fail("outer-lr must be in (0, 1e6) and outer-momentum in "
                   "[0, 1)");
+    bool int8 = dpCompression == "int8";
+    if (!int8 && dpCompression != "none")
+      return fail("unknown dp-compression '" + dpCompression.getValue() +
+                  "' (expected none or int8)");
+    if (int8 && assignment.getDp() < 2)
+      return fail("dp-compression=int8 needs data-parallel groups of 2 or "
+                  "more devices (dp = 1)");
     // Local steps exchange parameters after the step: one bucket.
     if (syncEvery >= 1)
       capBytes = 0;
@@ -130,7 +138,16 @@ struct InsertGradSync
                         ? planner::GradientSync::Ring
                         : planner::GradientSync::ParameterServer;
       bool ring = algorithm == planner::GradientSync::Ring;
+      // Compressed: the int8 bytes of the gradients' elements.
+      Type element =
+          cast<ShapedType>(ops.front()->getOperand(1).getType())
+              .getElementType();
+      double elementBytes =
+          std::max<unsigned>(1, element.getIntOrFloatBitWidth() / 8);
       auto exchangeSeconds = [&](double bytes) {
+        if (int8)
+          bytes = double(::dtfm::format::int8Bytes(
+              static_cast<size_t>(bytes / elementBytes)));
         return ring ? planner::groupRingAllReduceCost(cluster, group, bytes, dp)
                     : planner::groupDataParallelCost(cluster, group, bytes, dp);
       };
@@ -187,6 +204,8 @@ struct InsertGradSync
                         b.getF64FloatAttr(planned.seconds));
         syncOp->setAttr(kBucketReadyAttrName,
                         b.getF64FloatAttr(planned.readyFraction));
+        if (int8)
+          syncOp->setAttr(kCompressionAttrName, b.getStringAttr("int8"));
         if (syncEvery >= 1) {
           syncOp->setAttr(kSyncEveryAttrName,
                           b.getI64IntegerAttr(syncEvery));

@@ -84,6 +84,11 @@ struct PlanOptions : public PassPipelineOptions<PlanOptions> {
       *this, "outer-momentum",
       llvm::cl::desc("Local steps: outer Nesterov momentum"),
       llvm::cl::init(0.9)};
+  Option<std::string> dpCompression{
+      *this, "dp-compression",
+      llvm::cl::desc("Gradients on the wire: none or int8 (with error "
+                     "feedback)"),
+      llvm::cl::init("none")};
   Option<std::string> bucketMb{
       *this, "bucket-mb",
       llvm::cl::desc("Gradient bucket cap: auto or MiB (0: one bucket per "
@@ -154,6 +159,7 @@ void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
   sync.sync = options.sync;
   sync.bucketMb = options.bucketMb;
   sync.syncEvery = options.syncEvery;
+  sync.dpCompression = options.dpCompression;
   sync.outerLr = options.outerLr;
   sync.outerMomentum = options.outerMomentum;
   pm.addPass(createInsertGradSync(sync));

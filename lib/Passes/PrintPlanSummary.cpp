@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Analysis/CostAnalysis.h"
+#include "dtfm/Format/Int8.h"
 #include "dtfm/Passes/Passes.h"
 #include "dtfm/Planner/Buckets.h"
 #include "dtfm/Planner/CostModel.h"
@@ -99,18 +100,32 @@ void printGradientSync(ModuleOp module, raw_ostream &os) {
     ::dtfm::planner::BucketTimeline timeline =
         ::dtfm::planner::layOutBuckets(inOrder, 0, backward, backward, 0, 0);
     double exposed = std::max(0.0, timeline.syncEnd.back() - backward);
-    // The same gradients as one bucket, after the backward.
+    // The same gradients as one bucket, after the backward (in the int8
+    // format when they travel in it).
     int dp = static_cast<int>(group.size());
+    auto compression =
+        ops.front()->getAttrOfType<StringAttr>(kCompressionAttrName);
+    bool int8 = compression && compression.getValue() == "int8";
+    double wireBytes = bytes;
+    if (int8) {
+      auto type = cast<ShapedType>(ops.front().getGrad().getType());
+      double elementBytes =
+          std::max<unsigned>(1, type.getElementTypeBitWidth() / 8);
+      wireBytes = double(::dtfm::format::int8Bytes(
+          static_cast<size_t>(bytes / elementBytes)));
+    }
     double oneBucket =
         ops.front().getAlgorithm() == "ring"
-            ? ::dtfm::planner::groupRingAllReduceCost(cluster, group, bytes, dp)
-            : ::dtfm::planner::groupDataParallelCost(cluster, group, bytes,
-                                                     dp);
-    os << llvm::format("gradient sync stage %lld: %d devices, %s, %.1f MB "
+            ? ::dtfm::planner::groupRingAllReduceCost(cluster, group,
+                                                      wireBytes, dp)
+            : ::dtfm::planner::groupDataParallelCost(cluster, group,
+                                                     wireBytes, dp);
+    os << llvm::format("gradient sync stage %lld: %d devices, %s%s, %.1f MB "
                        "in %zu bucket%s: %.4f s after the last backward "
                        "(one bucket: %.4f s)\n",
                        (long long)stage, dp,
-                       ops.front().getAlgorithm().str().c_str(), bytes / 1e6,
+                       ops.front().getAlgorithm().str().c_str(),
+                       int8 ? " int8" : "", bytes / 1e6,
                        buckets.size(), buckets.size() == 1 ? "" : "s",
                        exposed, oneBucket);
   }

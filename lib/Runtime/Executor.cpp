@@ -123,6 +123,8 @@ std::map<std::string, Tensor> HostState::state() const {
       out["opt.anchor/" + name] = s.anchor;
     if (!s.outerVelocity.data.empty())
       out["opt.outer_velocity/" + name] = s.outerVelocity;
+    if (!s.residual.data.empty())
+      out["opt.residual/" + name] = s.residual;
     // Steps are small integers: exact in fp32.
     out["opt.step/" + name] = Tensor({1}, static_cast<float>(s.step));
   }
@@ -157,7 +159,7 @@ bool HostState::restore(const StageProgram &program,
     Moments &s = restoredOptimizer[name];
     bool tensor = kind == "opt.m" || kind == "opt.v" ||
                   kind == "opt.velocity" || kind == "opt.anchor" ||
-                  kind == "opt.outer_velocity";
+                  kind == "opt.outer_velocity" || kind == "opt.residual";
     if (tensor && t.shape != restored[name].shape) {
       error = "state entry '" + key + "' does not have its parameter's shape";
       return false;
@@ -172,6 +174,8 @@ bool HostState::restore(const StageProgram &program,
       s.anchor = t;
     else if (kind == "opt.outer_velocity")
       s.outerVelocity = t;
+    else if (kind == "opt.residual")
+      s.residual = t;
     else if (kind == "opt.step" && t.numel() == 1)
       s.step = static_cast<int64_t>(t.data[0]);
     else {
@@ -571,4 +575,21 @@ bool ProgramExecutor::outerStep(const AverageFn &average, std::string &error) {
     *param = state->anchor;
   }
   return true;
+}
+
+Tensor *ProgramExecutor::residualOf(const ProgramOp &sync) {
+  if (sync.kind != OpKind::GradSync)
+    return nullptr;
+  std::vector<Update> updates;
+  std::string ignored;
+  if (!optimizerUpdates(paramOfValue, updates, ignored))
+    return nullptr;
+  for (const Update &update : updates)
+    if (update.gradient == sync.results[0].id) {
+      Tensor &residual = host.optimizer[update.parameter].residual;
+      if (residual.shape != sync.results[0].shape)
+        residual = Tensor(sync.results[0].shape);
+      return &residual;
+    }
+  return nullptr;
 }

@@ -311,6 +311,14 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
       in.fail("dtfm.bucket_ready must be a fraction in [0, 1]");
     if (in.has("dtfm.bucket_seconds") && !(a.bucketSeconds >= 0 && std::isfinite(a.bucketSeconds)))
       in.fail("dtfm.bucket_seconds must be finite and >= 0");
+    {
+      std::string compression;
+      in.read("dtfm.compression", compression);
+      a.int8 = compression == "int8";
+      if (!compression.empty() && !a.int8)
+        in.fail("unknown dtfm.compression '" + compression +
+                "' (expected int8)");
+    }
     in.read("dtfm.sync_every", a.syncEvery);
     in.read("dtfm.outer_lr", a.outerLr);
     in.read("dtfm.outer_momentum", a.outerMomentum);

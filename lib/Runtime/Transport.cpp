@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Runtime/Transport.h"
+#include "dtfm/Format/Int8.h"
 
 #include "Rendezvous.h"
 
@@ -404,7 +405,7 @@ bool Transport::allreduceSum(int group, float *data, size_t count,
   const std::vector<int> &members = impl->options.groups.at(group);
   uint32_t tag = impl->groupTags.at(group)++;
   if (!impl->options.links.empty())
-    return ringAllreduce(members, tag, data, count, error);
+    return ringAllreduce(members, tag, data, count, /*int8=*/false, error);
   try {
     gloo::AllreduceOptions options(impl->groups.at(group));
     options.setOutput(data, count);
@@ -423,17 +424,32 @@ bool Transport::allreduceSum(int group, float *data, size_t count,
   return true;
 }
 
+bool Transport::allreduceSumInt8(int group, float *data, size_t count,
+                                 std::string &error) {
+  const std::vector<int> &members = impl->options.groups.at(group);
+  uint32_t tag = impl->groupTags.at(group)++;
+  return ringAllreduce(members, tag, data, count, /*int8=*/true, error);
+}
+
 bool Transport::ringAllreduce(const std::vector<int> &members, uint32_t tag,
-                              float *data, size_t count, std::string &error) {
-  // Reduce-scatter then allgather around the ring, over the shaped
-  // point-to-point links: 2 (n - 1) steps of count / n elements each.
+                              float *data, size_t count, bool int8,
+                              std::string &error) {
+  // Reduce-scatter then allgather around the ring, over the point-to-point
+  // links: 2 (n - 1) steps of count / n elements each.
   int n = static_cast<int>(members.size());
   int me = static_cast<int>(std::find(members.begin(), members.end(), rank()) -
                             members.begin());
   int next = members[(me + 1) % n], prev = members[(me + n - 1) % n];
   auto begin = [&](int chunk) { return count * chunk / n; };
   auto length = [&](int chunk) { return begin(chunk + 1) - begin(chunk); };
-  std::vector<float> incoming(count / n + 1);
+  auto bytesOf = [&](int chunk) {
+    return int8 ? format::int8Bytes(length(chunk))
+                : length(chunk) * sizeof(float);
+  };
+  std::vector<char> incoming(format::int8Bytes(count / n + 1) +
+                             (count / n + 1) * sizeof(float));
+  std::vector<char> forward; // int8: the final chunk passed on as received
+  std::vector<float> decoded(count / n + 1);
   for (int step = 0; step < 2 * (n - 1); ++step) {
     bool reducing = step < n - 1;
     int s = reducing ? step : step - (n - 1);
@@ -441,19 +457,41 @@ bool Transport::ringAllreduce(const std::vector<int> &members, uint32_t tag,
     int recvChunk = reducing ? (me - s - 1 + 2 * n) % n : (me - s + n) % n;
     uint64_t slot = (uint64_t(1) << 54) | (uint64_t(tag) << 16) |
                     static_cast<uint64_t>(step);
-    const char *raw = reinterpret_cast<const char *>(data + begin(sendChunk));
-    int handle = postRecv(prev, slot, incoming.data(),
-                          length(recvChunk) * sizeof(float));
-    if (!send(next, slot,
-              std::vector<char>(raw, raw + length(sendChunk) * sizeof(float)),
-              error) ||
+    std::vector<char> message;
+    float *sending = data + begin(sendChunk);
+    if (!int8) {
+      const char *raw = reinterpret_cast<const char *>(sending);
+      message.assign(raw, raw + bytesOf(sendChunk));
+    } else if (reducing || s == 0) {
+      format::encodeInt8(sending, length(sendChunk), message);
+      // The owner of a final chunk keeps what the others will decode.
+      if (!reducing)
+        format::decodeInt8(message.data(), message.size(), length(sendChunk),
+                           sending);
+    } else {
+      message = forward;
+    }
+    int handle = postRecv(prev, slot, incoming.data(), bytesOf(recvChunk));
+    if (!send(next, slot, std::move(message), error) ||
         !waitPosted(handle, error)) {
       error = "gradient allreduce: " + error;
       return false;
     }
     float *target = data + begin(recvChunk);
+    const float *values = reinterpret_cast<const float *>(incoming.data());
+    if (int8) {
+      if (!format::decodeInt8(incoming.data(), bytesOf(recvChunk),
+                              length(recvChunk), decoded.data())) {
+        error = "gradient allreduce: " + describe(prev) +
+                " sent a malformed int8 chunk";
+        return false;
+      }
+      values = decoded.data();
+      if (!reducing)
+        forward.assign(incoming.begin(), incoming.begin() + bytesOf(recvChunk));
+    }
     for (size_t i = 0; i < length(recvChunk); ++i)
-      target[i] = reducing ? target[i] + incoming[i] : incoming[i];
+      target[i] = reducing ? target[i] + values[i] : values[i];
   }
   return true;
 }

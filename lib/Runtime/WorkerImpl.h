@@ -92,6 +92,11 @@ private:
   /// in bucket order (the same on every member); finishIteration's SyncFn
   /// (awaitBuckets) waits for the buckets it needs.
   void planBuckets();
+  /// Compressed syncs (dtfm.compression = int8): `grad` plus the residual
+  /// the last exchange left, as the int8 format will carry it, into `out`;
+  /// the residual keeps what the format drops (error feedback).
+  bool compressWithFeedback(const ProgramOp &sync, const float *grad,
+                            size_t count, float *out, std::string &error);
   void bucketGradient(const ProgramOp &sync, const cpu::Tensor &grad);
   bool runSyncThread(std::string &error);
   bool awaitBuckets(
@@ -160,6 +165,7 @@ private:
     std::vector<float> data;
     size_t filled = 0;     // floats handed over this step
     bool synced = false;   // all-reduced and averaged this step
+    bool int8 = false;     // compressed on the wire (dtfm.compression)
   };
   std::vector<SyncBucket> syncBuckets; // in launch order
   /// dtfm.grad_sync op index -> (position in syncBuckets, offset).

@@ -15,6 +15,7 @@
 
 #include "Messages.h"
 #include "WorkerImpl.h"
+#include "dtfm/Format/Int8.h"
 
 #include <algorithm>
 #include <cstring>
@@ -181,13 +182,22 @@ bool Worker::syncGradients(
     total += grad->data.size();
   std::vector<float> bucket(total);
   size_t at = 0;
+  bool int8 = grads.front().first->attrs.int8;
   for (const auto &[op, grad] : grads) {
-    std::copy(grad->data.begin(), grad->data.end(), bucket.begin() + at);
+    if (int8) {
+      if (!compressWithFeedback(*op, grad->data.data(), grad->data.size(),
+                                bucket.data() + at, error))
+        return false;
+    } else {
+      std::copy(grad->data.begin(), grad->data.end(), bucket.begin() + at);
+    }
     at += grad->data.size();
   }
   Clock::time_point start = Clock::now();
-  if (!transport->allreduceSum(static_cast<int>(groupIndex), bucket.data(),
-                               bucket.size(), error))
+  if (!(int8 ? transport->allreduceSumInt8(static_cast<int>(groupIndex),
+                                           bucket.data(), bucket.size(), error)
+             : transport->allreduceSum(static_cast<int>(groupIndex),
+                                       bucket.data(), bucket.size(), error)))
     return false;
   record(2, "grad sync", start, Clock::now());
   // Every member of a group has the same programs: the same group size.
@@ -197,6 +207,28 @@ bool Worker::syncGradients(
   for (const auto &[op, grad] : grads) {
     for (float &x : grad->data)
       x = bucket[at++] * scale;
+  }
+  return true;
+}
+
+bool Worker::compressWithFeedback(const ProgramOp &sync, const float *grad,
+                                  size_t count, float *out,
+                                  std::string &error) {
+  cpu::Tensor *residual = executor->residualOf(sync);
+  if (!residual || residual->data.size() != count) {
+    error = "gradient allreduce: no error-feedback residual for op #" +
+            std::to_string(sync.index);
+    return false;
+  }
+  for (size_t i = 0; i < count; ++i)
+    out[i] = grad[i] + residual->data[i];
+  std::vector<char> bytes;
+  format::encodeInt8(out, count, bytes);
+  std::vector<float> sent(count);
+  format::decodeInt8(bytes.data(), bytes.size(), count, sent.data());
+  for (size_t i = 0; i < count; ++i) {
+    residual->data[i] = out[i] - sent[i];
+    out[i] = sent[i];
   }
   return true;
 }
@@ -212,6 +244,7 @@ void Worker::planBuckets() {
     SyncBucket &bucket = syncBuckets.emplace_back();
     bucket.index = index;
     for (const ProgramOp *op : ops) {
+      bucket.int8 = bucket.int8 || op->attrs.int8;
       bucketSlot[op->index] = {syncBuckets.size() - 1, bucket.elements};
       size_t elements = 1;
       for (int64_t d : op->results[0].shape)
@@ -229,8 +262,15 @@ void Worker::bucketGradient(const ProgramOp &sync, const cpu::Tensor &grad) {
   SyncBucket &bucket = syncBuckets[slot->second.first];
   if (slot->second.second + grad.data.size() > bucket.elements)
     return; // a shape the plan did not announce: left to awaitBuckets
-  std::copy(grad.data.begin(), grad.data.end(),
-            bucket.data.begin() + slot->second.second);
+  if (bucket.int8) {
+    std::string error;
+    if (!compressWithFeedback(sync, grad.data.data(), grad.data.size(),
+                              bucket.data.data() + slot->second.second, error))
+      fatal(error);
+  } else {
+    std::copy(grad.data.begin(), grad.data.end(),
+              bucket.data.begin() + slot->second.second);
+  }
   {
     std::lock_guard<std::mutex> lock(mutex);
     bucket.filled += grad.data.size();
@@ -255,9 +295,12 @@ bool Worker::runSyncThread(std::string &error) {
         return true; // the compute slot reports its own error
     }
     Clock::time_point start = Clock::now();
-    if (!transport->allreduceSum(static_cast<int>(groupIndex),
-                                 bucket.data.data(), bucket.data.size(),
-                                 error))
+    if (!(bucket.int8 ? transport->allreduceSumInt8(
+                            static_cast<int>(groupIndex), bucket.data.data(),
+                            bucket.data.size(), error)
+                      : transport->allreduceSum(static_cast<int>(groupIndex),
+                                                bucket.data.data(),
+                                                bucket.data.size(), error)))
       return false;
     for (float &x : bucket.data)
       x *= scale;

@@ -4,6 +4,17 @@
 // COM: stage with bucket-mb=0.
 // RUN: dtfm-opt %s -split-input-file --dtfm-insert-grad-sync=bucket-mb=6.103515625e-05 | FileCheck %s --check-prefix=SMALL
 // RUN: dtfm-opt %s -split-input-file --dtfm-insert-grad-sync=bucket-mb=0 | FileCheck %s --check-prefix=ONE
+// COM: int8 on the wire (@pair): w's 12 floats take 4 + 12 = 16 B (one
+// COM: scale per 256 values), b's 3 take 7 B, the 15 of the bucket 19 B:
+// COM: 2 * (1e-3 + 8*8/1e10) = 0.0020000128, 2 * (1e-3 + 8*3.5/1e10) =
+// COM: 0.0020000056 and 2 * (1e-3 + 8*9.5/1e10) = 0.0020000152 s.
+// RUN: not dtfm-opt %s -split-input-file --dtfm-insert-grad-sync=dp-compression=int8 2> %t.int8.err | FileCheck %s --check-prefix=INT8
+// RUN: FileCheck %s --check-prefix=INT8-ERR < %t.int8.err
+// INT8-LABEL: func.func @pair
+// INT8: dtfm.grad_sync %{{.*}} {algorithm = "ps", bytes = 48 : i64, dtfm.bucket = 0 : i64, dtfm.bucket_ready = 1.000000e+00 : f64, dtfm.bucket_seconds = 0.0020000152 : f64, dtfm.compression = "int8", dtfm.layer = "l0", dtfm.stage = 0 : i64, group = ["a", "b"], seconds = 0.0020000128000000001 : f64}
+// INT8: dtfm.grad_sync %{{.*}} {algorithm = "ps", bytes = 12 : i64, dtfm.bucket = 0 : i64, dtfm.bucket_ready = 1.000000e+00 : f64, dtfm.bucket_seconds = 0.0020000152 : f64, dtfm.compression = "int8", dtfm.layer = "l1", dtfm.stage = 0 : i64, group = ["a", "b"], seconds = 0.0020000056000000002 : f64}
+// COM: A plan without data-parallel groups has nothing to compress.
+// INT8-ERR: error: dtfm-insert-grad-sync: dp-compression=int8 needs data-parallel groups of 2 or more devices (dp = 1)
 // COM: Local steps: every sync records H and the outer step; one bucket.
 // RUN: dtfm-opt %s -split-input-file --dtfm-insert-grad-sync="sync-every=8 outer-lr=0.5 outer-momentum=0.25" | FileCheck %s --check-prefix=LOCAL
 // LOCAL-LABEL: func.func @buckets

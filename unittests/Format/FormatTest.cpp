@@ -1,5 +1,6 @@
 //===- FormatTest.cpp - Plan files, tensor files, stream entries ----------===//
 
+#include "dtfm/Format/Int8.h"
 #include "dtfm/Format/PlanFile.h"
 #include "dtfm/Format/Stream.h"
 #include "dtfm/Format/TensorFile.h"
@@ -8,13 +9,57 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
 #include <fstream>
 #include <unistd.h>
 
 using namespace dtfm::format;
 
 namespace {
+
+TEST(Int8, RoundTripIsWithinHalfABlockScale) {
+  // 600 values: blocks of 256, 256 and 88, of very different magnitudes.
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0, 1);
+  std::vector<float> x(600);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = normal(rng) * (i < 256 ? 1e-3f : i < 512 ? 10.0f : 0.0f);
+  x[300] = -50; // the second block's largest magnitude
+  std::vector<char> bytes;
+  dtfm::format::encodeInt8(x.data(), x.size(), bytes);
+  ASSERT_EQ(bytes.size(), dtfm::format::int8Bytes(600));
+  EXPECT_EQ(dtfm::format::int8Bytes(600), 3 * 4 + 600u); // a quarter and a bit
+  std::vector<float> y(600);
+  ASSERT_TRUE(dtfm::format::decodeInt8(bytes.data(), bytes.size(), 600, y.data()));
+  for (size_t b = 0; b < 3; ++b) {
+    float largest = 0;
+    for (size_t i = b * 256; i < std::min<size_t>(600, (b + 1) * 256); ++i)
+      largest = std::max(largest, std::fabs(x[i]));
+    for (size_t i = b * 256; i < std::min<size_t>(600, (b + 1) * 256); ++i)
+      EXPECT_LE(std::fabs(x[i] - y[i]), largest / 127 / 2 * (1 + 1e-6f)) << i;
+  }
+  EXPECT_EQ(y[300], -50.0f); // the largest comes back exactly (127 steps)
+  EXPECT_EQ(y[599], 0.0f);   // an all-zero block stays zero
+}
+
+TEST(Int8, HostileBytesAreRefused) {
+  std::vector<float> x(10, 1.0f), y(10);
+  std::vector<char> bytes;
+  dtfm::format::encodeInt8(x.data(), 10, bytes);
+  EXPECT_FALSE(dtfm::format::decodeInt8(bytes.data(), bytes.size() - 1, 10,
+                                  y.data()));
+  EXPECT_FALSE(dtfm::format::decodeInt8(bytes.data(), bytes.size(), 11, y.data()));
+  float bad = std::numeric_limits<float>::quiet_NaN();
+  std::memcpy(bytes.data(), &bad, sizeof(float));
+  EXPECT_FALSE(dtfm::format::decodeInt8(bytes.data(), bytes.size(), 10, y.data()));
+  bad = -1;
+  std::memcpy(bytes.data(), &bad, sizeof(float));
+  EXPECT_FALSE(dtfm::format::decodeInt8(bytes.data(), bytes.size(), 10, y.data()));
+}
 
 TEST(StreamEntry, TextSpellingRoundTripsPerSlot) {
   StreamEntry e;

@@ -145,6 +145,8 @@ TEST(Program, MalformedOpsAreRefusedByName) {
     if (std::string(key) == "dtfm.bucket" ||
         std::string(key) == "dtfm.sync_every")
       (*op.mutable_attrs())[key].set_i(i);
+    else if (std::string(key) == "dtfm.compression")
+      (*op.mutable_attrs())[key].set_s(i ? "int8" : "fp8");
     else
       (*op.mutable_attrs())[key].set_f(f);
     return program;
@@ -175,6 +177,15 @@ TEST(Program, MalformedOpsAreRefusedByName) {
   EXPECT_EQ(decoded.ops[0].attrs.syncEvery, 0);
   EXPECT_EQ(decoded.ops[0].attrs.bucket, 3);
   EXPECT_DOUBLE_EQ(decoded.ops[0].attrs.bucketReady, -1);
+  EXPECT_FALSE(decoded.ops[0].attrs.int8);
+  EXPECT_FALSE(
+      decodeProgram(gradSync("dtfm.compression", 0, 0), decoded, error));
+  EXPECT_EQ(error, "op #0 dtfm.grad_sync: unknown dtfm.compression 'fp8' "
+                   "(expected int8)");
+  ASSERT_TRUE(decodeProgram(gradSync("dtfm.compression", 0, 1), decoded,
+                            error))
+      << error;
+  EXPECT_TRUE(decoded.ops[0].attrs.int8);
 }
 
 TEST(Program, CheckpointStateIsCheckedAgainstTheProgram) {

@@ -116,6 +116,40 @@ TEST(TransportTest, ShapedRingAllreduce) {
       });
 }
 
+/// The int8 ring: a quarter of the bytes; every member ends with the same
+/// values, within the roundings of the hops of the true sum.
+TEST(TransportTest, Int8RingAllreduce) {
+  for (bool shaped : {false, true})
+    withRanks(
+        3,
+        [&](TransportOptions &o) {
+          o.groups = {{0, 1, 2}};
+          if (shaped)
+            o.links.assign(9, LinkShape{1e-4, 1e9});
+        },
+        [](int rank, Transport &t) {
+          std::string error;
+          for (size_t count : {size_t(1), size_t(10), size_t(1000)}) {
+            std::vector<float> x(count);
+            for (size_t i = 0; i < count; ++i)
+              x[i] = static_cast<float>((rank + 1) * (i % 7)) - 3.0f;
+            ASSERT_TRUE(t.allreduceSumInt8(0, x.data(), count, error))
+                << error;
+            // The true sum: 6 (i % 7) - 9, at most 27 in magnitude; a hop
+            // rounds by at most half a scale of <= 27 / 127.
+            for (size_t i = 0; i < count; ++i)
+              ASSERT_NEAR(x[i], 6.0f * (i % 7) - 9.0f, 3 * 27.0 / 127)
+                  << i;
+            // Every member holds the same values: their sum is 3x one's.
+            std::vector<float> copy = x;
+            ASSERT_TRUE(t.allreduceSum(0, copy.data(), count, error))
+                << error;
+            for (size_t i = 0; i < count; ++i)
+              ASSERT_EQ(copy[i], 3 * x[i]) << i;
+          }
+        });
+}
+
 TEST(TransportTest, PostedReceivesTakeMessagesInAnyOrder) {
   withRanks(
       2, [](TransportOptions &) {},

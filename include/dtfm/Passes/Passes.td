@@ -176,6 +176,12 @@ def InsertGradSync : Pass<"dtfm-insert-grad-sync", "mlir::ModuleOp"> {
     and 0.9). This changes what is computed: only on request. The syncs
     record `dtfm.sync_every`, `dtfm.outer_lr` and `dtfm.outer_momentum`; the
     exchange travels as one bucket after the optimizer step.
+
+    `dp-compression=int8` (default `none`; it changes what is computed)
+    sends the gradients as int8 with one scale per 256 values (a quarter of
+    the bytes; format/Int8.h), with error feedback: each replica adds to its
+    gradient what the last exchange's rounding left out. The syncs record
+    `dtfm.compression = "int8"` and their times for the compressed bytes.
   }];
   let options = [
     Option<"sync", "sync", "std::string", /*default=*/"\"auto\"",
@@ -189,6 +195,9 @@ def InsertGradSync : Pass<"dtfm-insert-grad-sync", "mlir::ModuleOp"> {
            "Local steps: the outer Nesterov step's learning rate">,
     Option<"outerMomentum", "outer-momentum", "double", /*default=*/"0.9",
            "Local steps: the outer Nesterov step's momentum">,
+    Option<"dpCompression", "dp-compression", "std::string",
+           /*default=*/"\"none\"",
+           "Gradients on the wire: none or int8 (with error feedback)">,
   ];
 }
 

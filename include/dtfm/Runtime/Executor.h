@@ -119,6 +119,12 @@ public:
   }
   virtual bool runsLocalSteps() const { return false; }
 
+  /// The error-feedback residual of a compressed dtfm.grad_sync's gradient
+  /// (dtfm.compression): optimizer state of the parameter it updates, zero
+  /// at first, checkpointed with it. nullptr on a backend that keeps none.
+  virtual cpu::Tensor *residualOf(const ProgramOp &sync) { return nullptr; }
+  virtual bool keepsResiduals() const { return false; }
+
   /// Arms `ready` for the next iteration of `microBatches` micro-batches.
   /// False when the backend cannot hand gradients out early (the CUDA
   /// executor keeps them on the device): the SyncFn then does all the work.
@@ -177,6 +183,8 @@ struct HostState {
     /// Local steps: the parameter at the last exchange and the outer
     /// optimizer's momentum.
     cpu::Tensor anchor, outerVelocity;
+    /// Compressed exchanges: what compression left out, sent next time.
+    cpu::Tensor residual;
     int64_t step = 0;
   };
   std::map<std::string, cpu::Tensor> params;
@@ -291,6 +299,8 @@ public:
                        std::string &error) override;
   bool outerStep(const AverageFn &average, std::string &error) override;
   bool runsLocalSteps() const override { return true; }
+  cpu::Tensor *residualOf(const ProgramOp &sync) override;
+  bool keepsResiduals() const override { return true; }
   std::map<std::string, cpu::Tensor> parameters() const override {
     return host.params;
   }

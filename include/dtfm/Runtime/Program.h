@@ -133,6 +133,9 @@ struct OpAttrs {
   // (0: no local steps, gradients synchronised every step as above).
   int64_t syncEvery = 0;
   double outerLr = 0.7, outerMomentum = 0.9;
+  // dtfm.grad_sync compressed to int8 on the wire (dtfm.compression =
+  // "int8", format/Int8.h), with error feedback.
+  bool int8 = false;
 };
 
 struct ProgramOp {

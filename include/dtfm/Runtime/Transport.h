@@ -92,6 +92,14 @@ public:
   /// ring over the shaped point-to-point links (so data-parallel traffic
   /// pays the cluster's bandwidth and latency too).
   bool allreduceSum(int group, float *data, size_t count, std::string &error);
+  /// allreduceSum with every message in the int8 format (format/Int8.h):
+  /// a ring over the point-to-point links (shaped or not) whose
+  /// reduce-scatter sends each partial sum quantized and whose allgather
+  /// forwards each final chunk as its owner quantized it, so that every
+  /// member ends with the same values. A quarter of the bytes, at the
+  /// price of one rounding per hop.
+  bool allreduceSumInt8(int group, float *data, size_t count,
+                        std::string &error);
   /// Every rank of the world has reached this point.
   bool barrier(std::string &error);
   /// A small value shared through the rendezvous store (e.g. an NCCL
@@ -105,7 +113,8 @@ public:
 
 private:
   bool ringAllreduce(const std::vector<int> &members, uint32_t tag,
-                     float *data, size_t count, std::string &error);
+                     float *data, size_t count, bool int8,
+                     std::string &error);
 
   struct Impl;
   explicit Transport(std::unique_ptr<Impl> impl);

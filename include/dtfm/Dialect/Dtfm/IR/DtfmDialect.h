@@ -102,6 +102,11 @@ inline constexpr llvm::StringLiteral kOuterLrAttrName = "dtfm.outer_lr";
 inline constexpr llvm::StringLiteral kOuterMomentumAttrName =
     "dtfm.outer_momentum";
 
+/// A dtfm.grad_sync's wire format: "int8" (format/Int8.h), with error
+/// feedback.
+inline constexpr llvm::StringLiteral kCompressionAttrName =
+    "dtfm.compression";
+
 } // namespace mlir::dtfm
 
 #endif // DTFM_DIALECT_DTFM_IR_DTFMDIALECT_H

@@ -1,0 +1,45 @@
+//===- Int8.h - Gradients on the wire as int8 with block scales -*- C++ -*-===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+//
+// The int8 wire format of compressed data-parallel exchanges
+// (dp-compression=int8): a vector of floats in blocks of kInt8Block, each
+// block one float scale (its largest magnitude / 127; 0 for an all-zero
+// block) followed by the block's values rounded to the nearest multiple of
+// the scale, as signed bytes. The scales come first, then the bytes:
+// ceil(count / kInt8Block) * 4 + count bytes in all. A value comes back
+// within half its block's scale.
+//
+// One home for the format: the runtime's ring all-reduce encodes with it,
+// the planner counts its bytes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTFM_FORMAT_INT8_H
+#define DTFM_FORMAT_INT8_H
+
+#include <cstddef>
+#include <vector>
+
+namespace dtfm::format {
+
+inline constexpr size_t kInt8Block = 256;
+
+/// Bytes of `count` floats in the int8 format.
+constexpr size_t int8Bytes(size_t count) {
+  return (count + kInt8Block - 1) / kInt8Block * sizeof(float) + count;
+}
+
+/// Encodes x[0, count) into `out` (resized to int8Bytes(count)).
+void encodeInt8(const float *x, size_t count, std::vector<char> &out);
+
+/// Decodes `size` bytes holding `count` floats into out[0, count); false
+/// when the size is not int8Bytes(count) or a scale is not finite and >= 0
+/// (a hostile peer).
+bool decodeInt8(const char *bytes, size_t size, size_t count, float *out);
+
+} // namespace dtfm::format
+
+#endif // DTFM_FORMAT_INT8_H
