@@ -29,12 +29,14 @@
 // Data-parallel communication (issue 18): the fixed plan is today's dense,
 // synchronous exchange after the backward (one bucket). The shape search
 // plans with `--bucket-mb auto|MiB` (gradient buckets overlapping the last
-// backward; default auto, 0 for one bucket) and `--sync-every H` (local
-// steps, DiLoCo: parameters exchanged every H steps; default 0, every step).
+// backward; default auto, 0 for one bucket), `--sync-every H` (local
+// steps, DiLoCo: parameters exchanged every H steps; default 0, every step)
+// and `--dp-compression none|int8` (gradients as int8 with error feedback).
 //
 //   bench-shape [--json] [--global-batch G] [--budget S] [--scale]
 //               [--compress-ratio R] [--bucket-mb auto|MiB]
-//               [--sync-every H] [--scenarios DIR]
+//               [--sync-every H] [--dp-compression none|int8]
+//               [--scenarios DIR]
 //
 //===----------------------------------------------------------------------===//
 
@@ -65,6 +67,7 @@ struct Row {
   /// Data-parallel communication: the bucket cap option and local steps.
   std::string bucketMb = "0";
   int64_t syncEvery = 0;
+  std::string dpCompression = "none";
 };
 
 void print(const Row &row, bool json) {
@@ -72,12 +75,14 @@ void print(const Row &row, bool json) {
     std::printf("{\"scenario\":\"%s\",\"algorithm\":\"%s\","
                 "\"iteration_s\":%.6f,\"devices_used\":%zu,"
                 "\"search_s\":%.4f,\"shape\":\"%s\",\"compress_ratio\":%g,"
-                "\"bucket_mb\":\"%s\",\"overlap\":%s,\"sync_every\":%lld}\n",
+                "\"bucket_mb\":\"%s\",\"overlap\":%s,\"sync_every\":%lld,"
+                "\"dp_compression\":\"%s\"}\n",
                 row.scenario.c_str(), row.algorithm.c_str(),
                 row.iterationSeconds, row.devicesUsed, row.searchSeconds,
                 row.shape.c_str(), row.compressRatio, row.bucketMb.c_str(),
                 row.bucketMb != "0" && row.syncEvery == 0 ? "true" : "false",
-                static_cast<long long>(row.syncEvery));
+                static_cast<long long>(row.syncEvery),
+                row.dpCompression.c_str());
   else
     std::printf("  %-10s %12.3f %8zu %9.3f  %s\n", row.algorithm.c_str(),
                 row.iterationSeconds, row.devicesUsed, row.searchSeconds,
@@ -130,6 +135,7 @@ double fixedPlan(const std::string &name, const Cluster &cluster,
 struct Communication {
   std::string bucketMb = "auto";
   int64_t syncEvery = 0;
+  bool int8 = false;
 };
 
 void runScenario(const std::string &name, const Cluster &cluster,
@@ -155,6 +161,7 @@ void runScenario(const std::string &name, const Cluster &cluster,
     return;
   }
   problem.training.syncEvery = communication.syncEvery;
+  problem.training.int8Gradients = communication.int8;
   problem.globalBatch = globalBatch;
   problem.microBatchSizes = {1, 2, 4, 8};
   ShapeSearchOptions shapeOptions;
@@ -169,7 +176,8 @@ void runScenario(const std::string &name, const Cluster &cluster,
          result.searchSeconds,
          describe(best.dataParallel, best.pipelineParallel,
                   best.microBatchSize, best.microBatches),
-         compressRatio, communication.bucketMb, communication.syncEvery},
+         compressRatio, communication.bucketMb, communication.syncEvery,
+         communication.int8 ? "int8" : "none"},
         json);
   if (!json) {
     if (withBaseline)
@@ -222,6 +230,11 @@ int main(int argc, char **argv) {
       std::string error;
       if (!parseBucketCap(communication.bucketMb, cap, error))
         flags.fail("must be auto or a number of MiB in [0, 1e6]");
+    } else if (flags.is("--dp-compression")) {
+      std::string value = flags.text();
+      if (value != "none" && value != "int8")
+        flags.fail("must be none or int8");
+      communication.int8 = value == "int8";
     } else if (flags.is("--sync-every"))
       communication.syncEvery = flags.integer<int64_t>(0, 1000000);
     else if (flags.is("--scale"))

@@ -216,15 +216,17 @@ mlir::dtfm::buildWorkload(const CostAnalysis &costs, bool withChain) {
     parameterBytes += block.parameterBytes;
   }
   // Parameters read by the forward ops of other blocks, once per reader.
-  double gradientBytes = 0;
+  double gradientBytes = 0, gradientElements = 0;
   for (const LayerBlock &block : *chain)
     for (Operation *op : block.ops) {
       auto param = dyn_cast<ParamOp>(op);
       if (!param)
         continue;
       double bytes = static_cast<double>(getTensorBytes(param.getType()));
-      if (!param.getFrozen())
+      if (!param.getFrozen()) {
         gradientBytes += bytes;
+        gradientElements += static_cast<double>(getNumElements(param.getType()));
+      }
       int owner = blockOf[op];
       std::set<int> readers;
       for (Operation *user : param->getUsers()) {
@@ -237,5 +239,7 @@ mlir::dtfm::buildWorkload(const CostAnalysis &costs, bool withChain) {
     }
   if (parameterBytes > 0)
     result.gradientBytesPerParameterByte = gradientBytes / parameterBytes;
+  if (gradientBytes > 0)
+    result.gradientElementsPerByte = gradientElements / gradientBytes;
   return result;
 }

@@ -119,6 +119,7 @@ void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
     shape.sync = options.sync;
     shape.bucketMb = options.bucketMb;
     shape.syncEvery = options.syncEvery;
+    shape.dpCompression = options.dpCompression;
     shape.compressRatio = options.compressRatio;
     pm.addPass(createChooseShape(shape));
     pm.addPass(createAnnotateCosts());
@@ -140,6 +141,7 @@ void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
   assign.sync = options.sync;
   assign.bucketMb = options.bucketMb;
   assign.syncEvery = options.syncEvery;
+  assign.dpCompression = options.dpCompression;
   assign.compressRatio = options.compressRatio;
   pm.addPass(createAssignDevices(assign));
   PartitionStagesOptions partition;

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Planner/Hetero.h"
+#include "dtfm/Format/Int8.h"
 #include "dtfm/Planner/Buckets.h"
 #include "dtfm/Planner/Genetic.h"
 
@@ -149,10 +150,17 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
         parameterBytes * workload.gradientBytesPerParameterByte;
     double seconds = 0;
     if (dp > 1) {
-      double ps = groupDataParallelCost(cluster, stages[s], gradientBytes,
+      // What crosses the links: int8 with its scales when compressed.
+      auto wire = [&](double bytes) {
+        return training.int8Gradients
+                   ? double(format::int8Bytes(static_cast<size_t>(
+                         bytes * workload.gradientElementsPerByte)))
+                   : bytes;
+      };
+      double ps = groupDataParallelCost(cluster, stages[s], wire(gradientBytes),
                                         problem.dataParallel);
-      double ring = groupRingAllReduceCost(cluster, stages[s], gradientBytes,
-                                           problem.dataParallel);
+      double ring = groupRingAllReduceCost(
+          cluster, stages[s], wire(gradientBytes), problem.dataParallel);
       bool useRing = training.sync == GradientSync::Ring ||
                      (training.sync == GradientSync::Auto && ring < ps);
       // The gradients in buckets, overlapping the last micro-batch's
@@ -185,9 +193,11 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
             planBuckets(
                 bytes, ready, training.bucketCapBytes,
                 [&](double b) {
-                  return useRing ? groupRingAllReduceCost(cluster, stages[s], b,
+                  return useRing ? groupRingAllReduceCost(cluster, stages[s],
+                                                          wire(b),
                                                           problem.dataParallel)
-                                 : groupDataParallelCost(cluster, stages[s], b,
+                                 : groupDataParallelCost(cluster, stages[s],
+                                                         wire(b),
                                                          problem.dataParallel);
                 },
                 backwardSeconds)

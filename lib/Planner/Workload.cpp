@@ -35,8 +35,15 @@ bool dtfm::planner::parseCommunication(const std::string &sync,
                                        double compressRatio,
                                        const std::string &bucketMb,
                                        int64_t syncEvery,
+                                       const std::string &dpCompression,
                                        TrainingOptions &training,
                                        std::string &error) {
+  if (dpCompression != "none" && dpCompression != "int8") {
+    error = "unknown dp-compression '" + dpCompression +
+            "' (expected none or int8)";
+    return false;
+  }
+  training.int8Gradients = dpCompression == "int8";
   if (!parseBucketCap(bucketMb, training.bucketCapBytes, error))
     return false;
   if (syncEvery < 0 || syncEvery > 1000000) {

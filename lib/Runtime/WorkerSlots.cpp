@@ -443,15 +443,21 @@ bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
   // Local steps: every syncEvery steps the replicas exchange parameters.
   if (syncEvery >= 1 && groupIndex >= 0 && step % syncEvery == 0) {
     double members = 1;
+    bool int8 = false; // pseudo-gradients in the int8 format too
     for (const ProgramOp &op : typed.ops)
-      if (op.kind == OpKind::GradSync)
+      if (op.kind == OpKind::GradSync) {
         members = static_cast<double>(op.attrs.group.size());
+        int8 = int8 || op.attrs.int8;
+      }
     float scale = static_cast<float>(1.0 / std::max(1.0, members));
     Clock::time_point outer = Clock::now();
     bool exchanged = executor->outerStep(
         [&](std::vector<float> &values, std::string &e) {
-          if (!transport->allreduceSum(static_cast<int>(groupIndex),
-                                       values.data(), values.size(), e))
+          int group = static_cast<int>(groupIndex);
+          if (!(int8 ? transport->allreduceSumInt8(group, values.data(),
+                                                   values.size(), e)
+                     : transport->allreduceSum(group, values.data(),
+                                               values.size(), e)))
             return false;
           for (float &x : values)
             x *= scale;

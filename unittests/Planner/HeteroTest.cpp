@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 using namespace dtfm::planner;
 
 namespace {
@@ -191,6 +193,16 @@ TEST(Hetero, GradientBucketsCountOnlyWhatOutlastsTheBackward) {
   EXPECT_NEAR(HeteroModel(p).evaluate({{0, 1}}).dataParallelSeconds,
               2.02 / 4, 1e-9);
   p.training.syncEvery = 0;
+  // int8 on the wire (f32 gradients: 2.5e8 elements a block): one bucket of
+  // 5e8 elements takes 5e8 + 4 * ceil(5e8 / 256) bytes, 2 * (0.01 +
+  // bytes / 2e9) s; the buckets leave the last block's half of it.
+  p.training.int8Gradients = true;
+  p.training.bucketCapBytes = 0;
+  double int8Bytes = 5e8 + 4 * std::ceil(5e8 / 256);
+  EXPECT_NEAR(HeteroModel(p).evaluate({{0, 1}}).dataParallelSeconds,
+              2 * (0.01 + int8Bytes / 2e9), 1e-9);
+  p.training.int8Gradients = false;
+  p.training.bucketCapBytes = -1;
   // Without backward FLOPs the gradients are complete only at the end.
   p.training.bucketCapBytes = -1;
   p.workload.blocks.assign(2, ChainBlock{3e12, 1e9, 1e6});

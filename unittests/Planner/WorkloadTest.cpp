@@ -36,25 +36,29 @@ TEST(Workload, MicroBatchSizeScalesWorkNotParameters) {
 TEST(Workload, CommunicationOptions) {
   TrainingOptions t;
   std::string error;
-  ASSERT_TRUE(parseCommunication("ring", 20, "auto", 0, t, error)) << error;
+  ASSERT_TRUE(parseCommunication("ring", 20, "auto", 0, "none", t, error)) << error;
   EXPECT_EQ(t.sync, GradientSync::Ring);
   EXPECT_EQ(t.compression.targetRatio, 20);
   EXPECT_EQ(t.bucketCapBytes, -1);
-  ASSERT_TRUE(parseCommunication("ps", 1, "4", 0, t, error));
+  ASSERT_TRUE(parseCommunication("ps", 1, "4", 0, "none", t, error));
   EXPECT_EQ(t.sync, GradientSync::ParameterServer);
   EXPECT_EQ(t.bucketCapBytes, 4.0 * 1024 * 1024);
-  ASSERT_TRUE(parseCommunication("auto", 1, "0", 0, t, error));
+  ASSERT_TRUE(parseCommunication("auto", 1, "0", 0, "none", t, error));
   EXPECT_EQ(t.sync, GradientSync::Auto);
   EXPECT_EQ(t.bucketCapBytes, 0);
-  EXPECT_FALSE(parseCommunication("tree", 1, "auto", 0, t, error));
+  EXPECT_FALSE(parseCommunication("tree", 1, "auto", 0, "none", t, error));
   EXPECT_EQ(error, "unknown sync 'tree' (expected auto, ps or ring)");
-  EXPECT_FALSE(parseCommunication("auto", 0.5, "auto", 0, t, error));
+  EXPECT_FALSE(parseCommunication("auto", 0.5, "auto", 0, "none", t, error));
   EXPECT_EQ(error, "compress-ratio must be >= 1 (1: dense), found 0.500000");
-  EXPECT_FALSE(parseCommunication("auto", 1, "big", 0, t, error));
+  EXPECT_FALSE(parseCommunication("auto", 1, "big", 0, "none", t, error));
   EXPECT_EQ(error, "bucket-mb must be auto or a number of MiB in [0, 1e6] (0: "
                    "one bucket), got 'big'");
-  ASSERT_TRUE(parseCommunication("auto", 1, "auto", 10, t, error));
+  ASSERT_TRUE(parseCommunication("auto", 1, "auto", 10, "none", t, error));
   EXPECT_EQ(t.syncEvery, 10);
-  EXPECT_FALSE(parseCommunication("auto", 1, "auto", -1, t, error));
+  EXPECT_FALSE(parseCommunication("auto", 1, "auto", -1, "none", t, error));
   EXPECT_EQ(error, "sync-every must be between 0 and 1000000, got -1");
+  ASSERT_TRUE(parseCommunication("auto", 1, "auto", 0, "int8", t, error));
+  EXPECT_TRUE(t.int8Gradients);
+  EXPECT_FALSE(parseCommunication("auto", 1, "auto", 0, "fp8", t, error));
+  EXPECT_EQ(error, "unknown dp-compression 'fp8' (expected none or int8)");
 }

@@ -309,6 +309,10 @@ def AssignDevices : Pass<"dtfm-assign-devices", "mlir::ModuleOp"> {
     Option<"syncEvery", "sync-every", "int64_t", /*default=*/"0",
            "Local steps the plan will take (hetero's model): parameters "
            "exchanged every H steps (0: gradients every step)">,
+    Option<"dpCompression", "dp-compression", "std::string",
+           /*default=*/"\"none\"",
+           "Gradients on the wire the plan will use (hetero's model): none "
+           "or int8">,
     Option<"compressRatio", "compress-ratio", "double", /*default=*/"1",
            "AdaTopK target ratio the plan will use (hetero's model; 1: "
            "dense)">,
@@ -414,6 +418,10 @@ def ChooseShape : Pass<"dtfm-choose-shape", "mlir::ModuleOp"> {
     Option<"syncEvery", "sync-every", "int64_t", /*default=*/"0",
            "Local steps the plan will take (hetero's model): parameters "
            "exchanged every H steps (0: gradients every step)">,
+    Option<"dpCompression", "dp-compression", "std::string",
+           /*default=*/"\"none\"",
+           "Gradients on the wire the plan will use (hetero's model): none "
+           "or int8">,
     Option<"compressRatio", "compress-ratio", "double", /*default=*/"1",
            "AdaTopK target ratio the plan will use (hetero's model; 1: "
            "dense)">,

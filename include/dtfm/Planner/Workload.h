@@ -38,6 +38,9 @@ struct Workload {
   /// Bytes the gradient syncs carry per byte of parameters: each trainable
   /// parameter's gradient has its own type, frozen ones have none.
   double gradientBytesPerParameterByte = 1;
+  /// Elements per gradient byte (1/4 for f32 gradients, 1/2 for f16): what
+  /// a compressed exchange counts (format/Int8.h).
+  double gradientElementsPerByte = 0.25;
   /// Trainable parameters (elements); DT-FM's c_DP counts 4 bytes each.
   int64_t trainableParameters = 0;
   /// Distinct layers: DT-FM's shapes have at most this many stages.
@@ -73,6 +76,8 @@ struct TrainingOptions {
   /// Local steps (DiLoCo): parameters exchanged every syncEvery steps
   /// instead of gradients every step (0).
   int64_t syncEvery = 0;
+  /// Gradients exchanged as int8 with error feedback (dp-compression=int8).
+  bool int8Gradients = false;
   /// AdaTopK on the pipeline's transfers, as --dtfm-insert-compression will
   /// apply it (targetRatio 1: dense).
   CompressionOptions compression;
@@ -81,10 +86,11 @@ struct TrainingOptions {
 };
 
 /// Reads the passes' `sync` (auto, ps or ring), `compress-ratio` (>= 1),
-/// `bucket-mb` (auto or MiB) and `sync-every` (0 to 1e6) options into
-/// `training`; false with a one-line `error`.
+/// `bucket-mb` (auto or MiB), `sync-every` (0 to 1e6) and `dp-compression`
+/// (none or int8) options into `training`; false with a one-line `error`.
 bool parseCommunication(const std::string &sync, double compressRatio,
                         const std::string &bucketMb, int64_t syncEvery,
+                        const std::string &dpCompression,
                         TrainingOptions &training, std::string &error);
 
 } // namespace dtfm::planner
