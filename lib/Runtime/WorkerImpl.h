@@ -92,6 +92,9 @@ private:
   /// in bucket order (the same on every member); finishIteration's SyncFn
   /// (awaitBuckets) waits for the buckets it needs.
   void planBuckets();
+  /// 1 / the size of this program's data-parallel group: what turns an
+  /// all-reduced sum into the group's mean.
+  float groupAverage() const;
   /// Compressed syncs (dtfm.compression = int8): `grad` plus the residual
   /// the last exchange left, as the int8 format will carry it, into `out`;
   /// the residual keeps what the format drops (error feedback).

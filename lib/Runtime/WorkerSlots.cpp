@@ -201,14 +201,22 @@ bool Worker::syncGradients(
     return false;
   record(2, "grad sync", start, Clock::now());
   // Every member of a group has the same programs: the same group size.
-  double members = static_cast<double>(grads.front().first->attrs.group.size());
-  float scale = static_cast<float>(1.0 / std::max(1.0, members));
+  float scale = groupAverage();
   at = 0;
   for (const auto &[op, grad] : grads) {
     for (float &x : grad->data)
       x = bucket[at++] * scale;
   }
   return true;
+}
+
+float Worker::groupAverage() const {
+  // Every member of a group has the same programs: the same group size.
+  double members = 1;
+  for (const ProgramOp &op : typed.ops)
+    if (op.kind == OpKind::GradSync)
+      members = static_cast<double>(op.attrs.group.size());
+  return static_cast<float>(1.0 / std::max(1.0, members));
 }
 
 bool Worker::compressWithFeedback(const ProgramOp &sync, const float *grad,
@@ -279,12 +287,7 @@ void Worker::bucketGradient(const ProgramOp &sync, const cpu::Tensor &grad) {
 }
 
 bool Worker::runSyncThread(std::string &error) {
-  // Every member of a group has the same programs: the same group size.
-  double members = 1;
-  for (const ProgramOp &op : typed.ops)
-    if (op.kind == OpKind::GradSync)
-      members = static_cast<double>(op.attrs.group.size());
-  float scale = static_cast<float>(1.0 / std::max(1.0, members));
+  float scale = groupAverage();
   for (SyncBucket &bucket : syncBuckets) {
     {
       std::unique_lock<std::mutex> lock(mutex);
@@ -442,14 +445,10 @@ bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
   record(1, "optimizer", start, Clock::now());
   // Local steps: every syncEvery steps the replicas exchange parameters.
   if (syncEvery >= 1 && groupIndex >= 0 && step % syncEvery == 0) {
-    double members = 1;
     bool int8 = false; // pseudo-gradients in the int8 format too
     for (const ProgramOp &op : typed.ops)
-      if (op.kind == OpKind::GradSync) {
-        members = static_cast<double>(op.attrs.group.size());
-        int8 = int8 || op.attrs.int8;
-      }
-    float scale = static_cast<float>(1.0 / std::max(1.0, members));
+      int8 = int8 || (op.kind == OpKind::GradSync && op.attrs.int8);
+    float scale = groupAverage();
     Clock::time_point outer = Clock::now();
     bool exchanged = executor->outerStep(
         [&](std::vector<float> &values, std::string &e) {
