@@ -120,6 +120,19 @@ void printGradientSync(ModuleOp module, raw_ostream &os) {
                                                       wireBytes, dp)
             : ::dtfm::planner::groupDataParallelCost(cluster, group,
                                                      wireBytes, dp);
+    // Local steps: the parameters are exchanged every H steps instead.
+    if (auto every = ops.front()->getAttrOfType<IntegerAttr>(
+            kSyncEveryAttrName)) {
+      int64_t h = std::max<int64_t>(1, every.getInt());
+      os << llvm::format("gradient sync stage %lld: %d devices, %s%s, %.1f MB "
+                         "of parameters every %lld steps: %.4f s each, "
+                         "%.4f s a step on average\n",
+                         (long long)stage, dp,
+                         ops.front().getAlgorithm().str().c_str(),
+                         int8 ? " int8" : "", bytes / 1e6, (long long)h,
+                         oneBucket, oneBucket / double(h));
+      continue;
+    }
     os << llvm::format("gradient sync stage %lld: %d devices, %s%s, %.1f MB "
                        "in %zu bucket%s: %.4f s after the last backward "
                        "(one bucket: %.4f s)\n",

@@ -62,3 +62,22 @@ module attributes {dtfm.cluster = #dtfm.cluster<name = "pair", source = "pair.te
     return
   }
 }
+
+// -----
+
+// COM: Local steps every 4 (dtfm.sync_every): the same 2 MiB exchanged as
+// COM: parameters every 4 steps, 0.0036777216 s each (2 * (1e-3 + 8 *
+// COM: 1048576 / 1e10)), a quarter of it a step on average.
+// CHECK-LABEL: === dtfm plan shape ===
+// CHECK: idle: none
+// CHECK-NEXT: gradient sync stage 0: 2 devices, ps, 2.1 MB of parameters every 4 steps: 0.0037 s each, 0.0009 s a step on average
+// CHECK-NEXT: module attributes
+module attributes {dtfm.cluster = #dtfm.cluster<name = "pair", source = "pair.textproto", devices = [<name = "a", region = "A", peak_flops = 1.0e+06, efficiency = 1.0, memory_bytes = 1.0e+09>, <name = "b", region = "B", peak_flops = 1.0e+06, efficiency = 1.0, memory_bytes = 1.0e+09>], delay_ms = [0.0, 1.0, 1.0, 0.0], bandwidth_gbps = [0.0, 10.0, 10.0, 0.0]>, dtfm.shape = #dtfm.shape<cluster = "pair", global_batch = 4, dp = 2, pp = 1, micro_batch_size = 2, micro_batches = 1, devices_used = 2, iteration_s = 0.5, pipeline_s = 0.5, data_parallel_s = 0.0, devices = ["a", "b"], stages = [["a", "b"]], runners_up = [], idle = [], shapes_scored = 1>} {
+  func.func @m() {
+    %x = dtfm.input "x" {dtfm.stage = 0 : i64} : tensor<262144xf32>
+    %g = dtfm.relu %x {dtfm.stage = 0 : i64} : (tensor<262144xf32>) -> tensor<262144xf32>
+    %s0 = dtfm.grad_sync %x {algorithm = "ps", bytes = 1048576 : i64, dtfm.bucket = 0 : i64, dtfm.bucket_ready = 1.000000e+00 : f64, dtfm.bucket_seconds = 0.0036777216 : f64, dtfm.stage = 0 : i64, dtfm.sync_every = 4 : i64, group = ["a", "b"], seconds = 0.0028388608 : f64} : (tensor<262144xf32>) -> tensor<262144xf32>
+    %s1 = dtfm.grad_sync %g {algorithm = "ps", bytes = 1048576 : i64, dtfm.bucket = 0 : i64, dtfm.bucket_ready = 1.000000e+00 : f64, dtfm.bucket_seconds = 0.0036777216 : f64, dtfm.stage = 0 : i64, dtfm.sync_every = 4 : i64, group = ["a", "b"], seconds = 0.0028388608 : f64} : (tensor<262144xf32>) -> tensor<262144xf32>
+    return
+  }
+}
