@@ -31,11 +31,12 @@
 // plans with `--bucket-mb auto|MiB` (gradient buckets overlapping the last
 // backward; default auto, 0 for one bucket), `--sync-every H` (local
 // steps, DiLoCo: parameters exchanged every H steps; default 0, every step)
-// and `--dp-compression none|int8` (gradients as int8 with error feedback).
+// and `--dp-compression none|int8|auto` (gradients as int8 with error
+// feedback, in every group or where it pays).
 //
 //   bench-shape [--json] [--global-batch G] [--budget S] [--scale]
 //               [--compress-ratio R] [--bucket-mb auto|MiB]
-//               [--sync-every H] [--dp-compression none|int8]
+//               [--sync-every H] [--dp-compression none|int8|auto]
 //               [--scenarios DIR]
 //
 //===----------------------------------------------------------------------===//
@@ -135,7 +136,7 @@ double fixedPlan(const std::string &name, const Cluster &cluster,
 struct Communication {
   std::string bucketMb = "auto";
   int64_t syncEvery = 0;
-  bool int8 = false;
+  DpCompression dpCompression = DpCompression::None;
 };
 
 void runScenario(const std::string &name, const Cluster &cluster,
@@ -161,7 +162,7 @@ void runScenario(const std::string &name, const Cluster &cluster,
     return;
   }
   problem.training.syncEvery = communication.syncEvery;
-  problem.training.int8Gradients = communication.int8;
+  problem.training.dpCompression = communication.dpCompression;
   problem.globalBatch = globalBatch;
   problem.microBatchSizes = {1, 2, 4, 8};
   ShapeSearchOptions shapeOptions;
@@ -177,7 +178,7 @@ void runScenario(const std::string &name, const Cluster &cluster,
          describe(best.dataParallel, best.pipelineParallel,
                   best.microBatchSize, best.microBatches),
          compressRatio, communication.bucketMb, communication.syncEvery,
-         communication.int8 ? "int8" : "none"},
+         dpCompressionName(communication.dpCompression)},
         json);
   if (!json) {
     if (withBaseline)
@@ -231,10 +232,10 @@ int main(int argc, char **argv) {
       if (!parseBucketCap(communication.bucketMb, cap, error))
         flags.fail("must be auto or a number of MiB in [0, 1e6]");
     } else if (flags.is("--dp-compression")) {
-      std::string value = flags.text();
-      if (value != "none" && value != "int8")
-        flags.fail("must be none or int8");
-      communication.int8 = value == "int8";
+      std::optional<DpCompression> value = parseDpCompression(flags.text());
+      if (!value)
+        flags.fail(std::string("must be ") + kDpCompressionChoices);
+      communication.dpCompression = *value;
     } else if (flags.is("--sync-every"))
       communication.syncEvery = flags.integer<int64_t>(0, 1000000);
     else if (flags.is("--scale"))

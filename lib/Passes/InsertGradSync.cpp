@@ -81,11 +81,12 @@ struct InsertGradSync
         !(outerMomentum >= 0 && outerMomentum < 1))
       return fail("outer-lr must be in (0, 1e6) and outer-momentum in "
                   "[0, 1)");
-    bool int8 = dpCompression == "int8";
-    if (!int8 && dpCompression != "none")
+    std::optional<planner::DpCompression> compression =
+        planner::parseDpCompression(dpCompression.getValue());
+    if (!compression)
       return fail("unknown dp-compression '" + dpCompression.getValue() +
-                  "' (expected none or int8)");
-    if (int8 && assignment.getDp() < 2)
+                  "' (expected " + planner::kDpCompressionChoices + ")");
+    if (*compression == planner::DpCompression::Int8 && assignment.getDp() < 2)
       return fail("dp-compression=int8 needs data-parallel groups of 2 or "
                   "more devices (dp = 1)");
     // Local steps exchange parameters after the step: one bucket.
@@ -144,12 +145,19 @@ struct InsertGradSync
               .getElementType();
       double elementBytes =
           std::max<unsigned>(1, element.getIntOrFloatBitWidth() / 8);
-      auto exchangeSeconds = [&](double bytes) {
-        if (int8)
-          bytes = double(::dtfm::format::int8Bytes(
-              static_cast<size_t>(bytes / elementBytes)));
+      auto denseSeconds = [&](double bytes) {
         return ring ? planner::groupRingAllReduceCost(cluster, group, bytes, dp)
                     : planner::groupDataParallelCost(cluster, group, bytes, dp);
+      };
+      auto int8Bytes = [&](double bytes) {
+        return double(::dtfm::format::int8Bytes(
+            static_cast<size_t>(bytes / elementBytes)));
+      };
+      // int8 in this group: forced, or under auto where it pays.
+      bool int8 = planner::compressesGroup(
+          *compression, denseSeconds(total), denseSeconds(int8Bytes(total)));
+      auto exchangeSeconds = [&](double bytes) {
+        return denseSeconds(int8 ? int8Bytes(bytes) : bytes);
       };
       // Buckets in the order the backward completes the gradients (a
       // gradient defined outside the stage's ops is complete from the

@@ -150,19 +150,31 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
         parameterBytes * workload.gradientBytesPerParameterByte;
     double seconds = 0;
     if (dp > 1) {
-      // What crosses the links: int8 with its scales when compressed.
-      auto wire = [&](double bytes) {
-        return training.int8Gradients
-                   ? double(format::int8Bytes(static_cast<size_t>(
-                         bytes * workload.gradientElementsPerByte)))
-                   : bytes;
+      // The algorithm as --dtfm-insert-grad-sync chooses it (on the dense
+      // bytes), then what crosses the links: int8 with its scales when
+      // compressed (forced, or where it pays under auto).
+      auto ps = [&](double bytes) {
+        return groupDataParallelCost(cluster, stages[s], bytes,
+                                     problem.dataParallel);
       };
-      double ps = groupDataParallelCost(cluster, stages[s], wire(gradientBytes),
-                                        problem.dataParallel);
-      double ring = groupRingAllReduceCost(
-          cluster, stages[s], wire(gradientBytes), problem.dataParallel);
-      bool useRing = training.sync == GradientSync::Ring ||
-                     (training.sync == GradientSync::Auto && ring < ps);
+      auto ring = [&](double bytes) {
+        return groupRingAllReduceCost(cluster, stages[s], bytes,
+                                      problem.dataParallel);
+      };
+      bool useRing =
+          training.sync == GradientSync::Ring ||
+          (training.sync == GradientSync::Auto &&
+           ring(gradientBytes) < ps(gradientBytes));
+      auto int8Bytes = [&](double bytes) {
+        return double(format::int8Bytes(
+            static_cast<size_t>(bytes * workload.gradientElementsPerByte)));
+      };
+      auto cost = [&](double bytes) {
+        return useRing ? ring(bytes) : ps(bytes);
+      };
+      bool int8 = compressesGroup(training.dpCompression, cost(gradientBytes),
+                                  cost(int8Bytes(gradientBytes)));
+      auto wire = [&](double bytes) { return int8 ? int8Bytes(bytes) : bytes; };
       // The gradients in buckets, overlapping the last micro-batch's
       // backward (Planner/Buckets.h, as --dtfm-insert-grad-sync cuts them):
       // the backward runs from the stage's last block to its first, and a
@@ -186,22 +198,14 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
       double backwardSeconds =
           flops > 0 ? plan.stageSeconds[s] * backwardFlops / flops : 0;
       if (training.syncEvery >= 1) // local steps: 1/H of one exchange
-        seconds =
-            (useRing ? ring : ps) / static_cast<double>(training.syncEvery);
+        seconds = cost(wire(gradientBytes)) /
+                  static_cast<double>(training.syncEvery);
       else
-        seconds =
-            planBuckets(
-                bytes, ready, training.bucketCapBytes,
-                [&](double b) {
-                  return useRing ? groupRingAllReduceCost(cluster, stages[s],
-                                                          wire(b),
-                                                          problem.dataParallel)
-                                 : groupDataParallelCost(cluster, stages[s],
-                                                         wire(b),
-                                                         problem.dataParallel);
-                },
-                backwardSeconds)
-                .exposedSeconds;
+        seconds = planBuckets(
+                      bytes, ready, training.bucketCapBytes,
+                      [&](double b) { return cost(wire(b)); },
+                      backwardSeconds)
+                      .exposedSeconds;
     }
     double tied = 0;
     for (int i = 0; i < dp; ++i) {

@@ -38,12 +38,14 @@ bool dtfm::planner::parseCommunication(const std::string &sync,
                                        const std::string &dpCompression,
                                        TrainingOptions &training,
                                        std::string &error) {
-  if (dpCompression != "none" && dpCompression != "int8") {
-    error = "unknown dp-compression '" + dpCompression +
-            "' (expected none or int8)";
+  std::optional<DpCompression> compression =
+      parseDpCompression(dpCompression);
+  if (!compression) {
+    error = "unknown dp-compression '" + dpCompression + "' (expected " +
+            kDpCompressionChoices + ")";
     return false;
   }
-  training.int8Gradients = dpCompression == "int8";
+  training.dpCompression = *compression;
   if (!parseBucketCap(bucketMb, training.bucketCapBytes, error))
     return false;
   if (syncEvery < 0 || syncEvery > 1000000) {
@@ -80,4 +82,25 @@ const char *dtfm::planner::gradientSyncName(GradientSync sync) {
 std::optional<dtfm::planner::GradientSync>
 dtfm::planner::parseGradientSync(std::string_view name) {
   return valueNamed(kSyncNames, name);
+}
+
+static constexpr dtfm::NameEntry<dtfm::planner::DpCompression>
+    kCompressionNames[] = {{dtfm::planner::DpCompression::None, "none"},
+                           {dtfm::planner::DpCompression::Int8, "int8"},
+                           {dtfm::planner::DpCompression::Auto, "auto"}};
+
+const char *dtfm::planner::dpCompressionName(DpCompression compression) {
+  return nameOf(kCompressionNames, compression);
+}
+
+std::optional<dtfm::planner::DpCompression>
+dtfm::planner::parseDpCompression(std::string_view name) {
+  return valueNamed(kCompressionNames, name);
+}
+
+bool dtfm::planner::compressesGroup(DpCompression mode, double denseSeconds,
+                                    double int8Seconds) {
+  if (mode != DpCompression::Auto)
+    return mode == DpCompression::Int8;
+  return int8Seconds <= (1 - kInt8MinSaving) * denseSeconds;
 }

@@ -15,6 +15,17 @@
 // INT8: dtfm.grad_sync %{{.*}} {algorithm = "ps", bytes = 12 : i64, dtfm.bucket = 0 : i64, dtfm.bucket_ready = 1.000000e+00 : f64, dtfm.bucket_seconds = 0.0020000152 : f64, dtfm.compression = "int8", dtfm.layer = "l1", dtfm.stage = 0 : i64, group = ["a", "b"], seconds = 0.0020000056000000002 : f64}
 // COM: A plan without data-parallel groups has nothing to compress.
 // INT8-ERR: error: dtfm-insert-grad-sync: dp-compression=int8 needs data-parallel groups of 2 or more devices (dp = 1)
+// COM: dp-compression=auto: int8 only where it saves 20% of a group's
+// COM: exchange. @pair's 60 B are all latency (0.002000048 s dense,
+// COM: 0.0020000152 s as int8: no); @auto's 3 MiB at 10 Gbps are mostly
+// COM: bytes: 2 * (1e-3 + 8 * 1572864 / 1e10) = 0.0045165824 s dense, and
+// COM: as int8 (786432 + 4 * 3072 = 798720 B) 2 * (1e-3 + 8 * 399360 /
+// COM: 1e10) = 0.0026389760 s: yes.
+// RUN: dtfm-opt %s -split-input-file --dtfm-insert-grad-sync=dp-compression=auto | FileCheck %s --check-prefix=AUTO
+// AUTO-LABEL: func.func @pair
+// AUTO-NOT: dtfm.compression
+// AUTO-LABEL: func.func @auto
+// AUTO-COUNT-3: dtfm.compression = "int8"
 // COM: Local steps: every sync records H and the outer step; one bucket.
 // RUN: dtfm-opt %s -split-input-file --dtfm-insert-grad-sync="sync-every=8 outer-lr=0.5 outer-momentum=0.25" | FileCheck %s --check-prefix=LOCAL
 // LOCAL-LABEL: func.func @buckets

@@ -58,7 +58,15 @@ TEST(Workload, CommunicationOptions) {
   EXPECT_FALSE(parseCommunication("auto", 1, "auto", -1, "none", t, error));
   EXPECT_EQ(error, "sync-every must be between 0 and 1000000, got -1");
   ASSERT_TRUE(parseCommunication("auto", 1, "auto", 0, "int8", t, error));
-  EXPECT_TRUE(t.int8Gradients);
+  EXPECT_EQ(t.dpCompression, DpCompression::Int8);
+  ASSERT_TRUE(parseCommunication("auto", 1, "auto", 0, "auto", t, error));
+  EXPECT_EQ(t.dpCompression, DpCompression::Auto);
   EXPECT_FALSE(parseCommunication("auto", 1, "auto", 0, "fp8", t, error));
-  EXPECT_EQ(error, "unknown dp-compression 'fp8' (expected none or int8)");
+  EXPECT_EQ(error,
+            "unknown dp-compression 'fp8' (expected none, int8 or auto)");
+  // auto: int8 when it saves at least 20% of the exchange.
+  EXPECT_TRUE(compressesGroup(DpCompression::Auto, 1.0, 0.8));
+  EXPECT_FALSE(compressesGroup(DpCompression::Auto, 1.0, 0.81));
+  EXPECT_TRUE(compressesGroup(DpCompression::Int8, 1.0, 2.0));
+  EXPECT_FALSE(compressesGroup(DpCompression::None, 1.0, 0.1));
 }

@@ -67,6 +67,23 @@ const char *gradientSyncName(GradientSync sync);
 std::optional<GradientSync> parseGradientSync(std::string_view name);
 inline constexpr const char *kGradientSyncChoices = "auto, ps or ring";
 
+/// How a data-parallel group's gradients travel (dp-compression): dense,
+/// int8 with error feedback (format/Int8.h), or `Auto`: int8 in the groups
+/// where it saves at least kInt8MinSaving of the exchange's time (as AdaTopK
+/// compresses only the links where it pays).
+enum class DpCompression { None, Int8, Auto };
+inline constexpr double kInt8MinSaving = 0.2;
+
+/// The spellings "none", "int8", "auto"; kDpCompressionChoices for errors.
+const char *dpCompressionName(DpCompression compression);
+std::optional<DpCompression> parseDpCompression(std::string_view name);
+inline constexpr const char *kDpCompressionChoices = "none, int8 or auto";
+
+/// Whether a group sends int8 under `mode`, given its exchange time dense
+/// and in int8.
+bool compressesGroup(DpCompression mode, double denseSeconds,
+                     double int8Seconds);
+
 /// What the plan's later passes do that changes the workload's cost.
 struct TrainingOptions {
   GradientSync sync = GradientSync::Auto;
@@ -76,8 +93,9 @@ struct TrainingOptions {
   /// Local steps (DiLoCo): parameters exchanged every syncEvery steps
   /// instead of gradients every step (0).
   int64_t syncEvery = 0;
-  /// Gradients exchanged as int8 with error feedback (dp-compression=int8).
-  bool int8Gradients = false;
+  /// How the gradients travel (dp-compression): dense, int8 with error
+  /// feedback, or int8 where it pays.
+  DpCompression dpCompression = DpCompression::None;
   /// AdaTopK on the pipeline's transfers, as --dtfm-insert-compression will
   /// apply it (targetRatio 1: dense).
   CompressionOptions compression;
