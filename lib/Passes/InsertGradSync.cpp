@@ -146,12 +146,10 @@ struct InsertGradSync
       double elementBytes =
           std::max<unsigned>(1, element.getIntOrFloatBitWidth() / 8);
       auto denseSeconds = [&](double bytes) {
-        return ring ? planner::groupRingAllReduceCost(cluster, group, bytes, dp)
-                    : planner::groupDataParallelCost(cluster, group, bytes, dp);
+        return planner::groupSyncCost(cluster, group, bytes, dp, ring);
       };
       auto int8Bytes = [&](double bytes) {
-        return double(::dtfm::format::int8Bytes(
-            static_cast<size_t>(bytes / elementBytes)));
+        return ::dtfm::format::int8BytesOfDense(bytes, elementBytes);
       };
       // int8 in this group: forced, or under auto where it pays.
       bool int8 = planner::compressesGroup(

@@ -111,15 +111,12 @@ void printGradientSync(ModuleOp module, raw_ostream &os) {
       auto type = cast<ShapedType>(ops.front().getGrad().getType());
       double elementBytes =
           std::max<unsigned>(1, type.getElementTypeBitWidth() / 8);
-      wireBytes = double(::dtfm::format::int8Bytes(
-          static_cast<size_t>(bytes / elementBytes)));
+      wireBytes = ::dtfm::format::int8BytesOfDense(bytes, elementBytes);
     }
-    double oneBucket =
-        ops.front().getAlgorithm() == "ring"
-            ? ::dtfm::planner::groupRingAllReduceCost(cluster, group,
-                                                      wireBytes, dp)
-            : ::dtfm::planner::groupDataParallelCost(cluster, group,
-                                                     wireBytes, dp);
+    double oneBucket = ::dtfm::planner::groupSyncCost(
+        cluster, group, wireBytes, dp,
+        ::dtfm::planner::parseGradientSync(ops.front().getAlgorithm()) ==
+            ::dtfm::planner::GradientSync::Ring);
     // Local steps: the parameters are exchanged every H steps instead.
     if (auto every = ops.front()->getAttrOfType<IntegerAttr>(
             kSyncEveryAttrName)) {

@@ -86,6 +86,16 @@ double dtfm::planner::groupRingAllReduceCost(const Cluster &cluster,
   return ringCost(group, directLink(cluster, bytes, dataParallelDegree));
 }
 
+double dtfm::planner::groupSyncCost(const Cluster &cluster,
+                                    const std::vector<int> &group,
+                                    double bytes, int dataParallelDegree,
+                                    bool ring) {
+  return ring ? groupRingAllReduceCost(cluster, group, bytes,
+                                       dataParallelDegree)
+              : groupDataParallelCost(cluster, group, bytes,
+                                      dataParallelDegree);
+}
+
 double CostModel::groupPipelineWeight(const std::vector<int> &a,
                                       const std::vector<int> &b,
                                       std::vector<int> *match,

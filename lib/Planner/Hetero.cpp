@@ -153,27 +153,20 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
       // The algorithm as --dtfm-insert-grad-sync chooses it (on the dense
       // bytes), then what crosses the links: int8 with its scales when
       // compressed (forced, or where it pays under auto).
-      auto ps = [&](double bytes) {
-        return groupDataParallelCost(cluster, stages[s], bytes,
-                                     problem.dataParallel);
+      auto cost = [&](double bytes, bool ring) {
+        return groupSyncCost(cluster, stages[s], bytes, problem.dataParallel,
+                             ring);
       };
-      auto ring = [&](double bytes) {
-        return groupRingAllReduceCost(cluster, stages[s], bytes,
-                                      problem.dataParallel);
-      };
-      bool useRing =
-          training.sync == GradientSync::Ring ||
-          (training.sync == GradientSync::Auto &&
-           ring(gradientBytes) < ps(gradientBytes));
+      bool useRing = training.sync == GradientSync::Ring ||
+                     (training.sync == GradientSync::Auto &&
+                      cost(gradientBytes, true) < cost(gradientBytes, false));
       auto int8Bytes = [&](double bytes) {
-        return double(format::int8Bytes(
-            static_cast<size_t>(bytes * workload.gradientElementsPerByte)));
+        return format::int8BytesOfDense(
+            bytes, 1 / workload.gradientElementsPerByte);
       };
-      auto cost = [&](double bytes) {
-        return useRing ? ring(bytes) : ps(bytes);
-      };
-      bool int8 = compressesGroup(training.dpCompression, cost(gradientBytes),
-                                  cost(int8Bytes(gradientBytes)));
+      bool int8 =
+          compressesGroup(training.dpCompression, cost(gradientBytes, useRing),
+                          cost(int8Bytes(gradientBytes), useRing));
       auto wire = [&](double bytes) { return int8 ? int8Bytes(bytes) : bytes; };
       // The gradients in buckets, overlapping the last micro-batch's
       // backward (Planner/Buckets.h, as --dtfm-insert-grad-sync cuts them):
@@ -198,12 +191,12 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
       double backwardSeconds =
           flops > 0 ? plan.stageSeconds[s] * backwardFlops / flops : 0;
       if (training.syncEvery >= 1) // local steps: 1/H of one exchange
-        seconds = cost(wire(gradientBytes)) /
+        seconds = cost(wire(gradientBytes), useRing) /
                   static_cast<double>(training.syncEvery);
       else
         seconds = planBuckets(
                       bytes, ready, training.bucketCapBytes,
-                      [&](double b) { return cost(wire(b)); },
+                      [&](double b) { return cost(wire(b), useRing); },
                       backwardSeconds)
                       .exposedSeconds;
     }

@@ -408,14 +408,31 @@ gradientInputsOf(const StageProgram &program) {
   return inputs;
 }
 
+ProgramExecutor::ProgramExecutor(const StageProgram &program)
+    : PhaseExecutor(program), gradientInputs(gradientInputsOf(program)) {
+  std::map<int64_t, std::string> parameterOfValue;
+  std::map<int64_t, int> syncOfResult;
+  for (const ProgramOp &op : program.ops) {
+    if (op.kind == OpKind::Param)
+      parameterOfValue[op.results[0].id] = op.attrs.name;
+    else if (op.kind == OpKind::GradSync)
+      syncOfResult[op.results[0].id] = op.index;
+  }
+  for (int index : program.opsOf(OpPhase::Optimizer)) {
+    const ProgramOp &op = program.ops[index];
+    if (op.kind == OpKind::GradSync || op.operands.size() < 2)
+      continue;
+    auto sync = syncOfResult.find(op.operands[1]);
+    auto param = parameterOfValue.find(op.operands[0]);
+    if (sync != syncOfResult.end() && param != parameterOfValue.end())
+      parameterOfSync[sync->second] = param->second;
+  }
+}
+
 void ProgramExecutor::afterOp(const ProgramOp &op, int microBatch,
                               const ValueTable &values) {
   if (op.phase != OpPhase::Backward)
     return;
-  if (!gradientInputsKnown) {
-    gradientInputs = gradientInputsOf(program);
-    gradientInputsKnown = true;
-  }
   for (const ProgramValue &result : op.results)
     if (gradientInputs.count(result.id))
       collect(result.id, microBatch, values.at(result.id));
@@ -423,10 +440,6 @@ void ProgramExecutor::afterOp(const ProgramOp &op, int microBatch,
 
 void ProgramExecutor::collectGradients(int microBatch,
                                        const ValueTable &values) {
-  if (!gradientInputsKnown) {
-    gradientInputs = gradientInputsOf(program);
-    gradientInputsKnown = true;
-  }
   // What no op of the phase produced (a gradient received once per
   // iteration) is added here; the rest was added as it was computed.
   for (const auto &[id, sync] : gradientInputs) {
@@ -578,18 +591,11 @@ bool ProgramExecutor::outerStep(const AverageFn &average, std::string &error) {
 }
 
 Tensor *ProgramExecutor::residualOf(const ProgramOp &sync) {
-  if (sync.kind != OpKind::GradSync)
+  auto param = parameterOfSync.find(sync.index);
+  if (param == parameterOfSync.end())
     return nullptr;
-  std::vector<Update> updates;
-  std::string ignored;
-  if (!optimizerUpdates(paramOfValue, updates, ignored))
-    return nullptr;
-  for (const Update &update : updates)
-    if (update.gradient == sync.results[0].id) {
-      Tensor &residual = host.optimizer[update.parameter].residual;
-      if (residual.shape != sync.results[0].shape)
-        residual = Tensor(sync.results[0].shape);
-      return &residual;
-    }
-  return nullptr;
+  Tensor &residual = host.optimizer[param->second].residual;
+  if (residual.shape != sync.results[0].shape)
+    residual = Tensor(sync.results[0].shape);
+  return &residual;
 }

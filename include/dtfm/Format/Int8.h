@@ -32,6 +32,12 @@ constexpr size_t int8Bytes(size_t count) {
   return (count + kInt8Block - 1) / kInt8Block * sizeof(float) + count;
 }
 
+/// Bytes in the int8 format of `denseBytes` of values `elementBytes` wide.
+inline double int8BytesOfDense(double denseBytes, double elementBytes) {
+  return static_cast<double>(
+      int8Bytes(static_cast<size_t>(denseBytes / elementBytes)));
+}
+
 /// Encodes x[0, count) into `out` (resized to int8Bytes(count)).
 void encodeInt8(const float *x, size_t count, std::vector<char> &out);
 

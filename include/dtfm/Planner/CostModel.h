@@ -110,6 +110,9 @@ double groupDataParallelCost(const Cluster &cluster,
 double groupRingAllReduceCost(const Cluster &cluster,
                               const std::vector<int> &group, double bytes,
                               int dataParallelDegree);
+/// One of the two: the ring's or the parameter server's.
+double groupSyncCost(const Cluster &cluster, const std::vector<int> &group,
+                     double bytes, int dataParallelDegree, bool ring);
 
 } // namespace dtfm::planner
 

@@ -117,13 +117,16 @@ public:
     error = "this backend does not run local steps (dtfm.sync_every)";
     return false;
   }
-  virtual bool runsLocalSteps() const { return false; }
 
   /// The error-feedback residual of a compressed dtfm.grad_sync's gradient
   /// (dtfm.compression): optimizer state of the parameter it updates, zero
   /// at first, checkpointed with it. nullptr on a backend that keeps none.
   virtual cpu::Tensor *residualOf(const ProgramOp &sync) { return nullptr; }
-  virtual bool keepsResiduals() const { return false; }
+
+  /// Whether the parameters and optimizer state live on the host, where
+  /// outerStep and residualOf work on them (the CPU executor; the CUDA one
+  /// keeps them on the device).
+  virtual bool stepsOnHost() const { return false; }
 
   /// Arms `ready` for the next iteration of `microBatches` micro-batches.
   /// False when the backend cannot hand gradients out early (the CUDA
@@ -273,8 +276,7 @@ protected:
 /// The CPU executor: the CPU kernel table on host tensors.
 class ProgramExecutor : public PhaseExecutor {
 public:
-  explicit ProgramExecutor(const StageProgram &program)
-      : PhaseExecutor(program) {}
+  explicit ProgramExecutor(const StageProgram &program);
 
   bool initialize(
       uint64_t seed, std::string &error,
@@ -298,9 +300,8 @@ public:
   bool finishIteration(int microBatches, const SyncFn &sync,
                        std::string &error) override;
   bool outerStep(const AverageFn &average, std::string &error) override;
-  bool runsLocalSteps() const override { return true; }
   cpu::Tensor *residualOf(const ProgramOp &sync) override;
-  bool keepsResiduals() const override { return true; }
+  bool stepsOnHost() const override { return true; }
   std::map<std::string, cpu::Tensor> parameters() const override {
     return host.params;
   }
@@ -330,9 +331,10 @@ private:
   std::set<int64_t> collected; // ids summed for the current micro-batch
   int collectingMicroBatch = -1;
   /// The optimizer inputs that are not parameters (gradients), and the
-  /// dtfm.grad_sync reading each.
+  /// dtfm.grad_sync reading each; the parameter each sync's gradient
+  /// updates (by op index). Both from the program, at construction.
   std::map<int64_t, const ProgramOp *> gradientInputs;
-  bool gradientInputsKnown = false;
+  std::map<int, std::string> parameterOfSync;
   int streamMicroBatches = 0; // armed by streamGradients for one iteration
   GradientReadyFn ready;
 };
