@@ -543,33 +543,27 @@ bool ProgramExecutor::finishIteration(int microBatches, const SyncFn &sync,
 }
 
 bool ProgramExecutor::outerStep(const AverageFn &average, std::string &error) {
-  // The parameters whose updates read a local-step sync, in program order.
-  std::set<int64_t> local;
+  // The parameters the local-step syncs' gradients update, in program
+  // order (each sync sits right before its update).
   const ProgramOp *sync = nullptr;
-  for (int index : program.opsOf(OpPhase::Optimizer)) {
-    const ProgramOp &op = program.ops[index];
-    if (op.kind == OpKind::GradSync && op.attrs.syncEvery >= 1) {
-      local.insert(op.results[0].id);
-      sync = &op;
-    }
-  }
-  if (!sync)
-    return true;
-  std::vector<Update> updates;
-  if (!optimizerUpdates(paramOfValue, updates, error))
-    return false;
   std::vector<std::pair<Tensor *, HostState::Moments *>> synced;
   size_t total = 0;
-  for (const Update &update : updates) {
-    if (!local.count(update.gradient))
+  for (int index : program.opsOf(OpPhase::Optimizer)) {
+    const ProgramOp &op = program.ops[index];
+    auto parameter = parameterOfSync.find(op.index);
+    if (op.kind != OpKind::GradSync || op.attrs.syncEvery < 1 ||
+        parameter == parameterOfSync.end())
       continue;
-    Tensor &param = host.params.at(update.parameter);
-    HostState::Moments &state = host.optimizer[update.parameter];
+    sync = &op;
+    Tensor &param = host.params.at(parameter->second);
+    HostState::Moments &state = host.optimizer[parameter->second];
     if (state.anchor.shape != param.shape)
       state.anchor = param; // not stepped yet: nothing moved
     synced.push_back({&param, &state});
     total += param.data.size();
   }
+  if (!sync)
+    return true;
   // Pseudo-gradients (value at the last exchange minus now), averaged.
   std::vector<float> deltas(total);
   size_t at = 0;
