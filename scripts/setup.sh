@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(
   # build
   cmake ninja-build ccache g++ pkg-config
+  # the runtime bundle (scripts/bundle-runtime.sh) sets its programs' rpaths
+  patchelf
   # MLIR / LLVM 19 (lit lives in llvm-19-dev, FileCheck in llvm-19-tools)
   llvm-19-dev libmlir-19-dev mlir-19-tools llvm-19-tools
   # unit tests

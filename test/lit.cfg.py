@@ -55,6 +55,16 @@ if config.dtfm_enable_cuda.upper() in ("ON", "1", "TRUE", "YES"):
 else:
     config.available_features.add("cuda-off")
 
+# A private mount namespace (root): the runtime bundle's tests hide this
+# machine's libraries in one (Tools/bundle-runtime.test).
+try:
+    import subprocess
+    if subprocess.run(["unshare", "-m", "--propagation", "private", "true"],
+                      capture_output=True, timeout=30).returncode == 0:
+        config.available_features.add("mount-namespace")
+except (OSError, subprocess.SubprocessError):
+    pass
+
 tool_dirs = [config.dtfm_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(["dtfm-opt", "dtfm-translate", "dtfm-run"],
                                    tool_dirs)

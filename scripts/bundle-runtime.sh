@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# Builds the runtime bundle: a folder and a .tar.gz that run dtfm-run (and the
+# GPU checks) on a worker host that has an NVIDIA driver and the CUDA
+# libraries, but none of the Debian packages dtfm is built with.
+#
+#   scripts/bundle-runtime.sh [--build-dir DIR] [--out DIR] [--no-build]
+#
+#   --build-dir DIR  the build to take the programs from (default: build, or
+#                    $DTFM_BUILD_DIR)
+#   --out DIR        the bundle folder (default: <build-dir>/dtfm-runtime);
+#                    the archive is DIR.tar.gz beside it
+#   --no-build       use the programs already built (default: build them first)
+#
+# The bundle holds dtfm-run, bench-cuda and the GPU unit tests (when the build
+# has the CUDA backend), ready-made plans, gpu-check.sh, and every shared
+# library they load except glibc's, the CUDA libraries and the driver
+# (protobuf, Gloo, OpenBLAS, the C++ runtime, ...), found through $ORIGIN
+# rpaths. The CUDA runtime, cuBLASLt and NCCL are found on the host at start
+# (lib/find-cuda.sh). See "Running workers on GPU hosts" in README.md.
+set -euo pipefail
+src=$(cd "$(dirname "$0")/.." && pwd)
+
+build_dir=${DTFM_BUILD_DIR:-build}
+out=""
+build=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build-dir) [ $# -ge 2 ] || { echo "bundle-runtime: --build-dir needs a folder" >&2; exit 64; }
+                 build_dir=$2; shift 2 ;;
+    --out)       [ $# -ge 2 ] || { echo "bundle-runtime: --out needs a folder" >&2; exit 64; }
+                 out=$2; shift 2 ;;
+    --no-build)  build=0; shift ;;
+    *) echo "bundle-runtime: unknown argument '$1' (see the header of $0)" >&2; exit 64 ;;
+  esac
+done
+case "$build_dir" in /*) ;; *) build_dir="$src/$build_dir" ;; esac
+out=${out:-$build_dir/dtfm-runtime}
+case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
+
+cuda=0
+if grep -q '^DTFM_ENABLE_CUDA:BOOL=ON' "$build_dir/CMakeCache.txt" 2>/dev/null; then
+  cuda=1
+fi
+programs=(bin/dtfm-run)
+[ $cuda -eq 1 ] && programs+=(bin/bench-cuda unittests/DtfmCudaTests)
+if [ $build -eq 1 ]; then
+  targets=(dtfm-run dtfm-opt dtfm-translate)
+  [ $cuda -eq 1 ] && targets+=(bench-cuda DtfmCudaTests)
+  DTFM_BUILD_DIR=$build_dir "$src/scripts/build.sh" "${targets[@]}"
+fi
+for p in "${programs[@]}" bin/dtfm-opt bin/dtfm-translate; do
+  [ -x "$build_dir/$p" ] || { echo "bundle-runtime: $build_dir/$p is not built (run without --no-build)" >&2; exit 1; }
+done
+command -v patchelf >/dev/null || { echo "bundle-runtime: patchelf is missing (scripts/setup.sh installs it)" >&2; exit 1; }
+
+# Libraries every Linux host has (glibc), and those taken from the host
+# because they must match its driver.
+is_glibc() {
+  case "$1" in
+    linux-vdso.so.*|ld-linux*.so.*|libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|libresolv.so.*|libutil.so.*) return 0 ;;
+  esac
+  return 1
+}
+is_cuda() {
+  case "$1" in
+    libcuda.so.*|libcudart.so.*|libcublas.so.*|libcublasLt.so.*|libnccl.so.*|libnvidia-*) return 0 ;;
+  esac
+  return 1
+}
+
+# Build into a fresh folder beside the destination, then swap it in: a failed
+# run leaves no half-made bundle.
+parent=$(dirname "$out")
+mkdir -p "$parent"
+stage=$(mktemp -d "$parent/.dtfm-runtime.XXXXXX")
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage"/{libexec,lib,plans}
+
+declare -A bundled=()
+cuda_needs=()
+for p in "${programs[@]}"; do
+  name=$(basename "$p")
+  cp "$build_dir/$p" "$stage/libexec/$name"
+  strip --strip-unneeded "$stage/libexec/$name"
+  patchelf --force-rpath --set-rpath '$ORIGIN/../lib' "$stage/libexec/$name"
+  while read -r soname _ path _; do
+    [ -n "$soname" ] || continue
+    if is_glibc "$soname"; then continue; fi
+    if is_cuda "$soname"; then
+      case " ${cuda_needs[*]-} " in *" $soname "*) ;; *) cuda_needs+=("$soname") ;; esac
+      continue
+    fi
+    if [ "$path" = "not" ] || [ ! -f "$path" ]; then
+      echo "bundle-runtime: $p needs $soname, which this machine does not have" >&2
+      exit 1
+    fi
+    bundled[$soname]=$path
+  done < <(ldd "$build_dir/$p" | awk '$2 == "=>" { print $1, $2, $3, $4 }')
+done
+# The C++ runtime goes to lib/cxx, used only where the host's is older than
+# the build's (the launcher checks): a host's newer one serves its other
+# libraries too, and ours needs a newer glibc than the rest of the bundle.
+mkdir -p "$stage/lib/cxx"
+for soname in "${!bundled[@]}"; do
+  case "$soname" in
+    libstdc++.so.*|libgcc_s.so.*) dest=$stage/lib/cxx/$soname ;;
+    *) dest=$stage/lib/$soname ;;
+  esac
+  cp -L "${bundled[$soname]}" "$dest"
+  chmod u+w "$dest"
+  strip --strip-unneeded "$dest" 2>/dev/null || true
+  patchelf --force-rpath --set-rpath '$ORIGIN' "$dest"
+done
+
+# The newest symbol version of a family (GLIBC, GLIBCXX, CXXABI) the given
+# objects ask for.
+newest() {
+  local family=$1
+  shift
+  objdump -T "$@" 2>/dev/null | grep -o "${family}_[0-9][0-9.]*" |
+    sed "s/${family}_//" | sort -uV | tail -n 1
+}
+glibc=$(newest GLIBC "$stage"/libexec/* "$stage"/lib/*.so*)
+cxx_glibc=$(newest GLIBC "$stage"/lib/cxx/*)
+glibcxx=$(newest GLIBCXX "$stage"/libexec/* "$stage"/lib/*.so*)
+cxxabi=$(newest CXXABI "$stage"/libexec/* "$stage"/lib/*.so*)
+built_on=$( (. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME") || uname -sr)
+commit=$(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown)
+cat > "$stage/lib/bundle.env" <<EOF
+# Written by scripts/bundle-runtime.sh.
+DTFM_BUNDLE_CUDA_NEEDS="${cuda_needs[*]-}"
+DTFM_BUNDLE_GLIBC="$glibc"
+DTFM_BUNDLE_CXX_GLIBC="${cxx_glibc:-$glibc}"
+DTFM_BUNDLE_GLIBCXX="$glibcxx"
+DTFM_BUNDLE_CXXABI="$cxxabi"
+DTFM_BUNDLE_BUILT_ON="$built_on"
+DTFM_BUNDLE_COMMIT="$commit"
+DTFM_BUNDLE_CUDA_BUILT=$cuda
+EOF
+cp "$src/scripts/bundle/launch.sh" "$src/scripts/bundle/find-cuda.sh" "$src/scripts/bundle/bundle-env.sh" "$stage/lib/"
+cp "$src/scripts/bundle/gpu-check.sh" "$src/scripts/bundle/README.txt" "$stage/"
+chmod +x "$stage/lib/launch.sh" "$stage/lib/find-cuda.sh" "$stage/gpu-check.sh"
+for p in "${programs[@]}"; do
+  ln -s lib/launch.sh "$stage/$(basename "$p")"
+done
+
+# Ready-made plans: the tiny GPT on one device and as a 2 x 2 plan (with and
+# without AdaTopK on the pipeline links, f32 and bf16), two data-parallel
+# replicas with gradient buckets, a small ResNet, and two pipeline stages over
+# links of falling bandwidth for the overlap measurement.
+bin=$build_dir/bin
+plans=$stage/plans
+work=$(mktemp -d)
+trap 'rm -rf "$stage" "$work"' EXIT
+cluster() { # name count [inter-region Gbit/s, ms]: one device per region when given
+  if [ $# -eq 4 ]; then
+    printf 'name: "%s"\ndevices { name: "a" region: "east" peak_flops: 1e11 memory_bytes: 8e9 }\ndevices { name: "b" region: "west" peak_flops: 1e11 memory_bytes: 8e9 }\nintra_region { delay_ms: 0.05 bandwidth_gbps: 40 }\ninter_region_default { delay_ms: %s bandwidth_gbps: %s }\n' "$1" "$4" "$3"
+  else
+    printf 'name: "%s"\ndevices { name: "gpu" region: "local" count: %s peak_flops: 1e13 memory_bytes: 8e9 }\nintra_region { delay_ms: 0.05 bandwidth_gbps: 40 }\n' "$1" "$2"
+  fi
+}
+plan() { # model cluster-file plan-options out.pb
+  "$bin/dtfm-opt" "$1" --dtfm-plan="cluster=$2 programs=true $3" -o "$work/planned.mlir"
+  "$bin/dtfm-translate" --export-plan --cluster "$2" "$work/planned.mlir" -o "$plans/$4"
+}
+cluster one 1 > "$plans/one.textproto"
+cluster two 2 > "$plans/two.textproto"
+cluster four 4 > "$plans/four.textproto"
+"$bin/dtfm-translate" --import-gpt tiny -o "$work/tiny.mlir"
+"$bin/dtfm-translate" --import-gpt tiny --dtype bf16 -o "$work/tiny-bf16.mlir"
+adamw="optimizer=adamw lr=0.003"
+plan "$work/tiny.mlir" "$plans/one.textproto" "dp=1 pp=1 micro-batches=4 $adamw" tiny-1.pb
+plan "$work/tiny-bf16.mlir" "$plans/one.textproto" "dp=1 pp=1 micro-batches=4 $adamw" tiny-1-bf16.pb
+plan "$work/tiny.mlir" "$plans/four.textproto" "dp=2 pp=2 micro-batches=4 $adamw" tiny-2x2.pb
+plan "$work/tiny.mlir" "$plans/four.textproto" "dp=2 pp=2 micro-batches=4 $adamw compress-ratio=1.5" tiny-2x2-adatopk.pb
+plan "$work/tiny-bf16.mlir" "$plans/four.textproto" "dp=2 pp=2 micro-batches=4 $adamw" tiny-2x2-bf16.pb
+plan "$work/tiny-bf16.mlir" "$plans/four.textproto" "dp=2 pp=2 micro-batches=4 $adamw compress-ratio=1.5" tiny-2x2-bf16-adatopk.pb
+plan "$work/tiny.mlir" "$plans/two.textproto" "dp=2 pp=1 micro-batches=4 $adamw bucket-mb=0.05" tiny-dp2-buckets.pb
+plan "$src/test/Passes/Inputs/tiny-resnet.mlir" "$plans/one.textproto" "dp=1 pp=1 micro-batches=2 optimizer=sgd lr=0.05" resnet-1.pb
+"$bin/dtfm-translate" --import-gpt tiny --layers 4 --micro-batch 8 -o "$work/tiny4.mlir"
+for gbps in 40 4 1 0.5 0.25 0.125; do
+  delay=0.1; [ "$gbps" = 40 ] && delay=0.05
+  cluster overlap 2 "$gbps" "$delay" > "$work/overlap.textproto"
+  plan "$work/tiny4.mlir" "$work/overlap.textproto" "dp=1 pp=2 micro-batches=16 optimizer=adamw lr=0.001" "overlap-$gbps.pb"
+done
+# What gpu-check.sh runs on both backends: name, plan, steps, relative
+# tolerance against the CPU's losses, extra dtfm-run flags.
+cat > "$plans/plans.txt" <<'EOF'
+tiny-1            tiny-1.pb                 10 1e-3
+tiny-1-bf16       tiny-1-bf16.pb            10 2e-2
+tiny-1-bf16-fp32  tiny-1-bf16.pb            10 1e-3 --matmul-precision=fp32
+tiny-2x2          tiny-2x2.pb               10 1e-3
+tiny-2x2-adatopk  tiny-2x2-adatopk.pb       10 1e-3
+tiny-2x2-bf16     tiny-2x2-bf16.pb          10 2e-2
+tiny-2x2-bf16-adatopk tiny-2x2-bf16-adatopk.pb 10 2e-2
+tiny-dp2-buckets  tiny-dp2-buckets.pb       10 1e-3
+resnet-1          resnet-1.pb               5  1e-3
+EOF
+
+rm -rf "$out" "$out.tar.gz"
+mv "$stage" "$out"
+chmod 755 "$out"
+trap 'rm -rf "$work"' EXIT
+# A reproducible archive: sorted names, no owners, no times.
+tar -C "$(dirname "$out")" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner \
+    -cf - "$(basename "$out")" | gzip -n > "$out.tar.gz.part"
+mv "$out.tar.gz.part" "$out.tar.gz"
+echo "bundle: $out ($(du -sh "$out" | cut -f1)), $out.tar.gz ($(du -h "$out.tar.gz" | cut -f1))"
+echo "bundle: programs $(ls "$out/libexec" | tr '\n' ' ')"
+echo "bundle: libraries $(ls "$out/lib" | grep '\.so' | tr '\n' ' ')(and $(ls "$out/lib/cxx" | tr '\n' ' ')for hosts whose C++ runtime is older than GLIBCXX_$glibcxx)"
+echo "bundle: from the host: ${cuda_needs[*]-nothing} (glibc $glibc or newer)"

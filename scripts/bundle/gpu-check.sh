@@ -1,0 +1,304 @@
+#!/usr/bin/env bash
+# gpu-check.sh: validates dtfm's whole GPU path on this machine, from the
+# runtime bundle (scripts/bundle-runtime.sh), in a few minutes on one GPU.
+#
+#   ./gpu-check.sh [--out DIR]      (default DIR: ./gpu-check-report)
+#
+# Runs, in order:
+#   1. the CUDA unit tests (kernels against their CPU twins, cuBLASLt);
+#   2. dtfm-run --backend cuda on every bundled plan (plans/plans.txt), its
+#      losses beside the CPU backend's, step by step, within each plan's
+#      tolerance;
+#   3. checkpoint round trips: CPU -> GPU, GPU -> CPU, GPU -> GPU, each
+#      resumed run against the uninterrupted CPU run;
+#   4. bench-cuda: elementwise GB/s against the device's peak, cuBLASLt
+#      TFLOP/s in fp32/fp16/bf16, AdaTopK's top-k GB/s;
+#   5. the overlap benchmark on this GPU: two pipeline stages over links of
+#      falling bandwidth, DT-FM's three slots vs --serial-slots (a figure,
+#      target >= 1.5x where a transfer takes about a micro-batch's compute;
+#      it does not fail the check);
+#   6. compute-sanitizer (memcheck on the unit tests and on two GPU training
+#      steps, racecheck on the unit tests) when it is installed.
+# Writes DIR/report.txt (what it printed) and DIR/report.json (one JSON object
+# per check) and the logs of every run under DIR/logs.
+#
+# Exit status: 0 every check passed; 1 a check failed; 2 CUDA libraries are
+# missing; 3 no CUDA device; 4 the bundle was built without the CUDA backend;
+# 5 this host's glibc is older than the bundle needs.
+set -u
+root=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
+out=gpu-check-report
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) [ $# -ge 2 ] || { echo "gpu-check: --out needs a folder" >&2; exit 64; }
+           out=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "gpu-check: unknown argument '$1' (try --help)" >&2; exit 64 ;;
+  esac
+done
+mkdir -p "$out/logs" || exit 1
+out=$(cd "$out" && pwd)
+logs=$out/logs
+txt=$out/report.txt
+json=$out/report.json
+: > "$txt"
+: > "$json"
+export DTFM_BUNDLE_QUIET=1
+failed=0
+
+say() { printf '%s\n' "$*" | tee -a "$txt"; }
+
+# jline KEY VALUE...: one JSON object on report.json; numbers stay numbers,
+# everything else (inf and nan included) becomes a string.
+jline() {
+  local line="{" sep="" key value
+  while [ $# -ge 2 ]; do
+    key=$1 value=$2
+    shift 2
+    if [[ "$value" =~ ^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$ ]]; then
+      line+="$sep\"$key\": $value"
+    else
+      value=${value//\\/\\\\}
+      value=${value//\"/\\\"}
+      value=$(printf '%s' "$value" | tr '\n\t\r' '   ')
+      line+="$sep\"$key\": \"$value\""
+    fi
+    sep=", "
+  done
+  printf '%s}\n' "$line" >> "$json"
+}
+
+verdict() { # STATUS: counts failures
+  [ "$1" = pass ] || failed=$((failed + 1))
+}
+
+# shellcheck source=bundle-env.sh
+. "$root/lib/bundle-env.sh" "$root"
+
+say "dtfm gpu-check (bundle $DTFM_BUNDLE_COMMIT, built on $DTFM_BUNDLE_BUILT_ON)"
+say "host: $(uname -n), $(uname -sr), $(nproc) cores"
+jline check host commit "$DTFM_BUNDLE_COMMIT" host "$(uname -n)" kernel "$(uname -r)" cores "$(nproc)"
+if [ "$DTFM_BUNDLE_CUDA_BUILT" != 1 ]; then
+  say "gpu-check: this bundle was built without the CUDA backend: nothing to check"
+  jline check cuda-built status fail reason "built without the CUDA backend"
+  exit 4
+fi
+dtfm_bundle_env "$root" gpu-check 2> "$logs/env.err"
+env_rc=$?
+if [ $env_rc -ne 0 ]; then
+  msg=$(cat "$logs/env.err")
+  say "$msg"
+  jline check environment status fail reason "$msg"
+  exit $env_rc
+fi
+say "CUDA libraries: $(dtfm_cuda_summary); C++ runtime: $DTFM_BUNDLE_CXX"
+jline check environment status pass cuda_libraries "$(dtfm_cuda_summary)" cxx_runtime "$DTFM_BUNDLE_CXX"
+if command -v nvidia-smi >/dev/null 2>&1; then
+  gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -n 1)
+  [ -n "$gpu" ] && say "GPU: $gpu (name, driver, memory)"
+fi
+
+plans=$root/plans
+# run TAG SECONDS PROGRAM ARGS...: output in logs/TAG.out and TAG.err; sets rc.
+run() {
+  local tag=$1 limit=$2
+  shift 2
+  timeout "$limit" "$@" > "$logs/$tag.out" 2> "$logs/$tag.err"
+  rc=$?
+}
+
+# The device: one step on the GPU, or the runtime's own reason why not.
+run probe 120 "$root/dtfm-run" "$plans/tiny-1.pb" --execute --steps 1 --backend=cuda
+if [ $rc -ne 0 ]; then
+  reason=$(grep -m 1 -i 'no CUDA device' "$logs/probe.err")
+  if [ -n "$reason" ]; then
+    say "gpu-check: $reason"
+    jline check device status no-device reason "$reason"
+    exit 3
+  fi
+  say "gpu-check: one step on the GPU failed (exit $rc): $(tail -n 1 "$logs/probe.err")"
+  jline check device status fail reason "$(tail -n 1 "$logs/probe.err")"
+  exit 1
+fi
+
+# Losses of a dtfm-run --execute log, "step loss" per line.
+losses() { awk '$1 == "step" && $3 == "loss" { print $2, $4 }' "$1"; }
+# Median of the measured step times (ms) from step 3 on (after warm-up).
+median_ms() {
+  awk '$1 == "step" && $3 == "loss" && $2 >= 3 {
+         for (i = 1; i <= NF; ++i) if ($i == "ms") { print $(i - 1); break } }' "$1" |
+    sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "nan" }'
+}
+# compare CPU_LOG GPU_LOG TOL FIRST_STEP: prints the side-by-side table, then
+# "worst <rel> compared <n> bad <n>" on its last line.
+compare() {
+  awk -v tol="$3" -v first="$4" '
+    NR == FNR { cpu[$1] = $2; next }
+    ($1 in cpu) && $1 + 0 >= first + 0 {
+      n++
+      number = "^-?[0-9]+([.][0-9]+)?([eE][-+]?[0-9]+)?$"
+      if ($2 !~ number || cpu[$1] !~ number) { bad++; rel = "not a number" }
+      else {
+        d = $2 - cpu[$1]; if (d < 0) d = -d
+        m = cpu[$1]; if (m < 0) m = -m; if (m < 1e-12) m = 1e-12
+        r = d / m; if (r > worst) worst = r; if (r > tol + 0) bad++
+        rel = sprintf("%.1e", r)
+      }
+      printf "    step %3d   cpu %-10s   gpu %-10s   rel %s\n", $1, cpu[$1], $2, rel
+    }
+    END { printf "worst %.3e compared %d bad %d\n", worst, n, bad + 0 }' \
+    <(losses "$1") <(losses "$2")
+}
+# check_losses NAME CPU_LOG GPU_LOG TOL FIRST EXPECTED_STEPS [extra JSON pairs]
+check_losses() {
+  local name=$1 cpu=$2 gpu=$3 tol=$4 first=$5 expect=$6
+  shift 6
+  local table last worst n bad status=pass
+  table=$(compare "$cpu" "$gpu" "$tol" "$first")
+  last=$(printf '%s\n' "$table" | tail -n 1)
+  read -r _ worst _ n _ bad <<<"$last"
+  if [ "$n" -ne "$expect" ] || [ "$bad" -ne 0 ]; then status=fail; fi
+  say "  $name: $status, $n steps compared, worst relative difference $worst (tolerance $tol)"
+  printf '%s\n' "$table" | sed '$d' | tee -a "$txt" >/dev/null
+  [ "$status" = pass ] || printf '%s\n' "$table" | sed '$d'
+  jline check "${name%% *}" name "$name" status "$status" steps "$n" worst_rel "$worst" tolerance "$tol" "$@"
+  verdict "$status"
+}
+
+# 1. Unit tests.
+say ""
+say "== CUDA unit tests"
+run unit 600 "$root/DtfmCudaTests" --gtest_output="json:$logs/unit.json"
+passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$logs/unit.out" | tail -n 1)
+skipped=$(grep -c '^\[  SKIPPED \] [A-Za-z]' "$logs/unit.out")
+failures=$(grep '^\[  FAILED  \] [A-Za-z]' "$logs/unit.out" | sed 's/^\[  FAILED  \] //; s/ (.*//' | sort -u | tr '\n' ' ')
+status=pass
+if [ $rc -ne 0 ] || [ "$skipped" -ne 0 ] || [ -z "$passed" ]; then status=fail; fi
+say "  DtfmCudaTests: $status (exit $rc): ${passed:-0} passed, $skipped skipped${failures:+, failed: $failures}"
+jline check unit-tests status "$status" exit "$rc" passed "${passed:-0}" skipped "$skipped" failed "${failures:-}"
+verdict "$status"
+
+# 2. Every bundled plan on both backends.
+say ""
+say "== dtfm-run --backend cuda vs cpu, losses step by step"
+while read -r name plan steps tol flags; do
+  case "$name" in ''|'#'*) continue ;; esac
+  # shellcheck disable=SC2086 # flags is a list
+  run "$name.cpu" 600 "$root/dtfm-run" "$plans/$plan" --execute --steps "$steps" --backend=cpu --timeout 120 $flags
+  cpu_rc=$rc
+  # shellcheck disable=SC2086
+  run "$name.gpu" 600 "$root/dtfm-run" "$plans/$plan" --execute --steps "$steps" --backend=cuda --timeout 120 $flags
+  gpu_rc=$rc
+  if [ $cpu_rc -ne 0 ] || [ $gpu_rc -ne 0 ]; then
+    say "  $name: fail: cpu exit $cpu_rc, gpu exit $gpu_rc: $(tail -n 1 "$logs/$name.gpu.err") $(tail -n 1 "$logs/$name.cpu.err")"
+    jline check plan name "$name" status fail cpu_exit "$cpu_rc" gpu_exit "$gpu_rc"
+    verdict fail
+    continue
+  fi
+  cpu_ms=$(median_ms "$logs/$name.cpu.out")
+  gpu_ms=$(median_ms "$logs/$name.gpu.out")
+  check_losses "plan $name" "$logs/$name.cpu.out" "$logs/$name.gpu.out" "$tol" 1 "$steps" \
+    plan "$plan" cpu_step_ms "$cpu_ms" gpu_step_ms "$gpu_ms"
+  say "    median step: cpu $cpu_ms ms, gpu $gpu_ms ms"
+done < "$plans/plans.txt"
+
+# 3. Checkpoints written on one backend resume on the other.
+say ""
+say "== checkpoint round trips (5 steps, resumed to 10, against the uninterrupted CPU run)"
+reference=$logs/tiny-1.cpu.out
+for trip in cpu:cuda cuda:cpu cuda:cuda; do
+  first=${trip%%:*} second=${trip##*:}
+  dir=$logs/ckpt-$first-$second
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  run "ckpt-$first-$second.first" 300 "$root/dtfm-run" "$plans/tiny-1.pb" --execute --steps 5 --backend="$first" --checkpoint-dir "$dir"
+  first_rc=$rc
+  run "ckpt-$first-$second.resumed" 300 "$root/dtfm-run" "$plans/tiny-1.pb" --execute --steps 10 --backend="$second" --checkpoint-dir "$dir"
+  if [ $first_rc -ne 0 ] || [ $rc -ne 0 ]; then
+    say "  checkpoint $first -> $second: fail (exits $first_rc, $rc): $(tail -n 1 "$logs/ckpt-$first-$second.resumed.err")"
+    jline check checkpoint name "$first -> $second" status fail
+    verdict fail
+    continue
+  fi
+  check_losses "checkpoint $first -> $second" "$reference" "$logs/ckpt-$first-$second.resumed.out" 1e-3 6 5
+done
+
+# 4. The kernels against the device's limits.
+say ""
+say "== bench-cuda"
+run bench 600 "$root/bench-cuda"
+bench_rc=$rc
+run bench-json 600 "$root/bench-cuda" --json
+if [ $bench_rc -eq 0 ] && [ $rc -eq 0 ] && grep -q '^{' "$logs/bench-json.out"; then
+  sed 's/^/  /' "$logs/bench.out" | tee -a "$txt"
+  sed -n 's/^{/{"check": "bench-cuda", /p' "$logs/bench-json.out" >> "$json"
+else
+  say "  bench-cuda: fail (exits $bench_rc, $rc): $(tail -n 1 "$logs/bench.err")"
+  jline check bench-cuda status fail exit "$rc"
+  verdict fail
+fi
+
+# 5. Overlap of receive / compute / send on this GPU.
+say ""
+say "== overlap: 2 stages, 16 micro-batches, shaped links; 3 slots vs --serial-slots"
+measured_ms() { # median measured_s (ms) of a --log file, from step 3 on
+  sed -n 's/.*"measured_s": *\([-0-9.eE+]*\).*/\1/p' "$1" | tail -n +3 | sort -g |
+    awk '{ v[NR] = $1 } END { if (NR) printf "%.2f\n", 1e3 * v[int((NR + 1) / 2)]; else print "nan" }'
+}
+best=0
+for gbps in 40 4 1 0.5 0.25 0.125; do
+  plan=$plans/overlap-$gbps.pb
+  [ -f "$plan" ] || continue
+  run "overlap-$gbps.slots" 300 "$root/dtfm-run" "$plan" --execute --steps 10 --backend=cuda --shape-links --log "$logs/overlap-$gbps.slots.jsonl"
+  slots_rc=$rc
+  run "overlap-$gbps.serial" 300 "$root/dtfm-run" "$plan" --execute --steps 10 --backend=cuda --shape-links --serial-slots --log "$logs/overlap-$gbps.serial.jsonl"
+  if [ $slots_rc -ne 0 ] || [ $rc -ne 0 ]; then
+    say "  $gbps Gbit/s: fail (exits $slots_rc, $rc): $(tail -n 1 "$logs/overlap-$gbps.serial.err")"
+    jline check overlap link_gbps "$gbps" status fail
+    verdict fail
+    continue
+  fi
+  slots=$(measured_ms "$logs/overlap-$gbps.slots.jsonl")
+  serial=$(measured_ms "$logs/overlap-$gbps.serial.jsonl")
+  ratio=$(awk -v a="$serial" -v b="$slots" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "nan" }')
+  say "  link $gbps Gbit/s: 3 slots $slots ms, serial $serial ms per step: ${ratio}x"
+  jline check overlap link_gbps "$gbps" status pass three_slots_ms "$slots" serial_slots_ms "$serial" ratio "$ratio" target ">= 1.5"
+  best=$(awk -v a="$ratio" -v b="$best" 'BEGIN { print (a + 0 > b + 0) ? a : b }')
+done
+say "  best overlap gain: ${best}x (target >= 1.5x where a transfer takes about one micro-batch's compute)"
+
+# 6. compute-sanitizer.
+say ""
+say "== compute-sanitizer"
+sanitizer=$(command -v compute-sanitizer 2>/dev/null)
+for dir in ${CUDA_HOME:-} /usr/local/cuda; do
+  [ -z "$sanitizer" ] && [ -x "$dir/bin/compute-sanitizer" ] && sanitizer=$dir/bin/compute-sanitizer
+done
+if [ -z "$sanitizer" ]; then
+  say "  compute-sanitizer is not installed: skipped"
+  jline check compute-sanitizer status skipped reason "not installed"
+else
+  for what in "memcheck unit" "racecheck unit" "memcheck dtfm-run"; do
+    read -r tool target <<<"$what"
+    if [ "$target" = unit ]; then
+      cmd=("$root/libexec/DtfmCudaTests")
+    else
+      cmd=("$root/libexec/dtfm-run" "$plans/tiny-1.pb" --execute --steps 2 --backend=cuda)
+    fi
+    run "sanitizer-$tool-$target" 600 "$sanitizer" --tool "$tool" --error-exitcode 9 "${cmd[@]}"
+    summary=$(grep -h -m 1 ' SUMMARY: ' "$logs/sanitizer-$tool-$target.out" "$logs/sanitizer-$tool-$target.err" | head -n 1 | sed 's/.*SUMMARY: //')
+    status=pass
+    [ $rc -eq 0 ] || status=fail
+    say "  $tool on $target: $status (exit $rc): ${summary:-no summary}"
+    jline check compute-sanitizer tool "$tool" target "$target" status "$status" exit "$rc" summary "${summary:-}"
+    verdict "$status"
+  done
+fi
+
+say ""
+if [ $failed -eq 0 ]; then
+  say "gpu-check: every check passed (report: $txt, $json)"
+  exit 0
+fi
+say "gpu-check: $failed check(s) failed (report: $txt, $json; logs in $logs)"
+exit 1
