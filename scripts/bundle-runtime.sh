@@ -207,5 +207,6 @@ tar -C "$(dirname "$out")" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-
 mv "$out.tar.gz.part" "$out.tar.gz"
 echo "bundle: $out ($(du -sh "$out" | cut -f1)), $out.tar.gz ($(du -h "$out.tar.gz" | cut -f1))"
 echo "bundle: programs $(ls "$out/libexec" | tr '\n' ' ')"
-echo "bundle: libraries $(ls "$out/lib" | grep '\.so' | tr '\n' ' ')(and $(ls "$out/lib/cxx" | tr '\n' ' ')for hosts whose C++ runtime is older than GLIBCXX_$glibcxx)"
+libs=$(cd "$out/lib" && ls -- *.so*)
+echo "bundle: libraries $(echo $libs) (and $(cd "$out/lib/cxx" && echo *) for hosts whose C++ runtime is older than GLIBCXX_$glibcxx)"
 echo "bundle: from the host: ${cuda_needs[*]-nothing} (glibc $glibc or newer)"

@@ -27,7 +27,7 @@
 # 5 this host's glibc is older than the bundle needs.
 set -u
 root=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
-out=gpu-check-report
+out="gpu-check-report"
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) [ $# -ge 2 ] || { echo "gpu-check: --out needs a folder" >&2; exit 64; }
