@@ -408,8 +408,7 @@ gradientInputsOf(const StageProgram &program) {
   return inputs;
 }
 
-ProgramExecutor::ProgramExecutor(const StageProgram &program)
-    : PhaseExecutor(program), gradientInputs(gradientInputsOf(program)) {
+PhaseExecutor::PhaseExecutor(const StageProgram &program) : program(program) {
   std::map<int64_t, std::string> parameterOfValue;
   std::map<int64_t, int> syncOfResult;
   for (const ProgramOp &op : program.ops) {
@@ -428,6 +427,9 @@ ProgramExecutor::ProgramExecutor(const StageProgram &program)
       parameterOfSync[sync->second] = param->second;
   }
 }
+
+ProgramExecutor::ProgramExecutor(const StageProgram &program)
+    : PhaseExecutor(program), gradientInputs(gradientInputsOf(program)) {}
 
 void ProgramExecutor::afterOp(const ProgramOp &op, int microBatch,
                               const ValueTable &values) {
@@ -476,7 +478,6 @@ bool ProgramExecutor::finishIteration(int microBatches, const SyncFn &sync,
   // Gradient syncs by bucket; an update waits only for its gradient's
   // bucket.
   std::map<int64_t, int64_t> bucketOfResult; // sync result id -> bucket
-  std::map<int64_t, const ProgramOp *> localSyncOf; // ... with local steps
   for (int index : optimizerOps) {
     const ProgramOp &op = program.ops[index];
     if (op.kind != OpKind::GradSync)
@@ -486,11 +487,11 @@ bool ProgramExecutor::finishIteration(int microBatches, const SyncFn &sync,
       return fail(op, "its gradient was never computed");
     values[op.results[0].id] = in->second;
     // With local steps each replica steps on its own gradient.
-    if (op.attrs.syncEvery >= 1)
-      localSyncOf[op.results[0].id] = &op;
-    else
+    if (op.attrs.syncEvery < 1)
       bucketOfResult[op.results[0].id] = op.attrs.bucket;
   }
+  if (!anchorLocalSteps(error))
+    return false;
   std::map<int64_t, std::vector<std::pair<const ProgramOp *, Tensor *>>>
       buckets;
   for (int index : optimizerOps) {
@@ -509,11 +510,6 @@ bool ProgramExecutor::finishIteration(int microBatches, const SyncFn &sync,
       return fail(op, "its gradient was never computed");
     Tensor &param = host.params.at(update.parameter);
     HostState::Moments &state = host.optimizer[update.parameter];
-    // Local steps: the value every replica starts from, kept for the next
-    // exchange.
-    auto sync = localSyncOf.find(update.gradient);
-    if (sync != localSyncOf.end() && state.anchor.data.empty())
-      state.anchor = param;
     ++state.step;
     const OpAttrs &a = op.attrs;
     if (op.kind == OpKind::AdamwUpdate)
@@ -542,28 +538,61 @@ bool ProgramExecutor::finishIteration(int microBatches, const SyncFn &sync,
   return true;
 }
 
-bool ProgramExecutor::outerStep(const AverageFn &average, std::string &error) {
-  // The parameters the local-step syncs' gradients update, in program
-  // order (each sync sits right before its update).
-  const ProgramOp *sync = nullptr;
-  std::vector<std::pair<Tensor *, HostState::Moments *>> synced;
-  size_t total = 0;
+/// The parameters the local-step syncs' gradients update, in program order
+/// (each sync sits right before its update), with the first such sync.
+static std::vector<std::string>
+localStepParameters(const StageProgram &program,
+                    const std::map<int, std::string> &parameterOfSync,
+                    const ProgramOp *&sync) {
+  std::vector<std::string> names;
+  sync = nullptr;
   for (int index : program.opsOf(OpPhase::Optimizer)) {
     const ProgramOp &op = program.ops[index];
     auto parameter = parameterOfSync.find(op.index);
     if (op.kind != OpKind::GradSync || op.attrs.syncEvery < 1 ||
         parameter == parameterOfSync.end())
       continue;
-    sync = &op;
-    Tensor &param = host.params.at(parameter->second);
-    HostState::Moments &state = host.optimizer[parameter->second];
+    if (!sync)
+      sync = &op;
+    names.push_back(parameter->second);
+  }
+  return names;
+}
+
+bool PhaseExecutor::anchorLocalSteps(std::string &error) {
+  const ProgramOp *sync;
+  std::vector<std::string> unanchored;
+  for (const std::string &name :
+       localStepParameters(program, parameterOfSync, sync))
+    if (host.optimizer[name].anchor.data.empty())
+      unanchored.push_back(name);
+  if (unanchored.empty())
+    return true;
+  if (!parametersToHost(unanchored, error))
+    return false;
+  for (const std::string &name : unanchored)
+    host.optimizer[name].anchor = host.params.at(name);
+  return true;
+}
+
+bool PhaseExecutor::outerStep(const AverageFn &average, std::string &error) {
+  const ProgramOp *sync;
+  std::vector<std::string> names =
+      localStepParameters(program, parameterOfSync, sync);
+  if (names.empty())
+    return true;
+  if (!parametersToHost(names, error))
+    return false;
+  std::vector<std::pair<Tensor *, HostState::Moments *>> synced;
+  size_t total = 0;
+  for (const std::string &name : names) {
+    Tensor &param = host.params.at(name);
+    HostState::Moments &state = host.optimizer[name];
     if (state.anchor.shape != param.shape)
       state.anchor = param; // not stepped yet: nothing moved
     synced.push_back({&param, &state});
     total += param.data.size();
   }
-  if (!sync)
-    return true;
   // Pseudo-gradients (value at the last exchange minus now), averaged.
   std::vector<float> deltas(total);
   size_t at = 0;
@@ -581,10 +610,10 @@ bool ProgramExecutor::outerStep(const AverageFn &average, std::string &error) {
                            sync->attrs.outerLr, sync->attrs.outerMomentum);
     *param = state->anchor;
   }
-  return true;
+  return parametersFromHost(names, error);
 }
 
-Tensor *ProgramExecutor::residualOf(const ProgramOp &sync) {
+Tensor *PhaseExecutor::residualOf(const ProgramOp &sync) {
   auto param = parameterOfSync.find(sync.index);
   if (param == parameterOfSync.end())
     return nullptr;

@@ -158,19 +158,6 @@ bool Worker::prepare(std::string &error) {
                           options.planPrecisionMatmuls, error);
   if (!executor)
     return false;
-  for (const ProgramOp &op : typed.ops)
-    if (op.kind == OpKind::GradSync && op.attrs.int8 &&
-        !executor->stepsOnHost()) {
-      error = "the plan compresses gradients (dtfm.compression int8), "
-              "which this backend does not run; use --backend=cpu";
-      return false;
-    }
-  if (syncEvery >= 1 && !executor->stepsOnHost()) {
-    error = "the plan takes local steps (dtfm.sync_every " +
-            std::to_string(syncEvery) +
-            "), which this backend does not run; use --backend=cpu";
-    return false;
-  }
   inputs = executor->inputs();
   int64_t vocabulary = 0;
   for (const proto::DeviceProgram &p : plan.programs()) {

@@ -9,8 +9,9 @@
 #   2. dtfm-run --backend cuda on every bundled plan (plans/plans.txt), its
 #      losses beside the CPU backend's, step by step, within each plan's
 #      tolerance;
-#   3. checkpoint round trips: CPU -> GPU, GPU -> CPU, GPU -> GPU, each
-#      resumed run against the uninterrupted CPU run;
+#   3. checkpoint round trips: CPU -> GPU, GPU -> CPU, GPU -> GPU, also of
+#      int8 exchanges and local steps, each resumed run against the
+#      uninterrupted CPU run;
 #   4. bench-cuda: elementwise GB/s against the device's peak, cuBLASLt
 #      TFLOP/s in fp32/fp16/bf16, AdaTopK's top-k GB/s;
 #   5. the overlap benchmark on this GPU: two pipeline stages over links of
@@ -202,25 +203,29 @@ while read -r name plan steps tol flags; do
   say "    median step: cpu $cpu_ms ms, gpu $gpu_ms ms"
 done < "$plans/plans.txt"
 
-# 3. Checkpoints written on one backend resume on the other.
+# 3. Checkpoints written on one backend resume on the other: the tiny GPT
+# on one device every way; int8 exchanges (error-feedback residuals) and
+# local steps (anchors, outer velocities) across the backends.
 say ""
 say "== checkpoint round trips (5 steps, resumed to 10, against the uninterrupted CPU run)"
-reference=$logs/tiny-1.cpu.out
-for trip in cpu:cuda cuda:cpu cuda:cuda; do
-  first=${trip%%:*} second=${trip##*:}
-  dir=$logs/ckpt-$first-$second
+for trip in tiny-1:cpu:cuda tiny-1:cuda:cpu tiny-1:cuda:cuda tiny-dp2-int8:cpu:cuda \
+            tiny-dp2-int8:cuda:cpu tiny-dp2-local4:cpu:cuda tiny-dp2-local4:cuda:cpu; do
+  IFS=: read -r name first second <<<"$trip"
+  tag=ckpt-$name-$first-$second
+  dir=$logs/$tag
   rm -rf "$dir"
   mkdir -p "$dir"
-  run "ckpt-$first-$second.first" 300 "$root/dtfm-run" "$plans/tiny-1.pb" --execute --steps 5 --backend="$first" --checkpoint-dir "$dir"
+  run "$tag.first" 300 "$root/dtfm-run" "$plans/$name.pb" --execute --steps 5 --backend="$first" --checkpoint-dir "$dir" --timeout 120
   first_rc=$rc
-  run "ckpt-$first-$second.resumed" 300 "$root/dtfm-run" "$plans/tiny-1.pb" --execute --steps 10 --backend="$second" --checkpoint-dir "$dir"
+  run "$tag.resumed" 300 "$root/dtfm-run" "$plans/$name.pb" --execute --steps 10 --backend="$second" --checkpoint-dir "$dir" --timeout 120
   if [ $first_rc -ne 0 ] || [ $rc -ne 0 ]; then
-    say "  checkpoint $first -> $second: fail (exits $first_rc, $rc): $(tail -n 1 "$logs/ckpt-$first-$second.resumed.err")"
-    jline check checkpoint name "$first -> $second" status fail
+    say "  checkpoint $name $first -> $second: fail (exits $first_rc, $rc): $(tail -n 1 "$logs/$tag.resumed.err")"
+    jline check checkpoint name "$name $first -> $second" status fail
     verdict fail
     continue
   fi
-  check_losses "checkpoint $first -> $second" "$reference" "$logs/ckpt-$first-$second.resumed.out" 1e-3 6 5
+  check_losses "checkpoint $name $first -> $second" "$logs/$name.cpu.out" "$logs/$tag.resumed.out" 1e-3 6 5
+  rm -rf "$dir" # the report keeps the logs, not the checkpoints
 done
 
 # 4. The kernels against the device's limits.

@@ -120,13 +120,9 @@ public:
 
   /// The error-feedback residual of a compressed dtfm.grad_sync's gradient
   /// (dtfm.compression): optimizer state of the parameter it updates, zero
-  /// at first, checkpointed with it. nullptr on a backend that keeps none.
+  /// at first, checkpointed with it, kept on the host (where the exchange
+  /// encodes). nullptr on a backend that keeps none.
   virtual cpu::Tensor *residualOf(const ProgramOp &sync) { return nullptr; }
-
-  /// Whether the parameters and optimizer state live on the host, where
-  /// outerStep and residualOf work on them (the CPU executor; the CUDA one
-  /// keeps them on the device).
-  virtual bool stepsOnHost() const { return false; }
 
   /// Arms `ready` for the next iteration of `microBatches` micro-batches.
   /// False when the backend cannot hand gradients out early (the CUDA
@@ -224,8 +220,31 @@ public:
                 const MicroBatch &batch, double &loss,
                 std::string &error) final;
 
+  /// Local steps and compressed exchanges work on the host state, on every
+  /// backend: the pseudo-gradients and the outer step every H steps, the
+  /// int8 residuals every step (a backend keeping parameters elsewhere moves
+  /// those it needs through parametersToHost / parametersFromHost).
+  bool outerStep(const AverageFn &average, std::string &error) override;
+  cpu::Tensor *residualOf(const ProgramOp &sync) override;
+
 protected:
-  explicit PhaseExecutor(const StageProgram &program) : program(program) {}
+  explicit PhaseExecutor(const StageProgram &program);
+
+  /// Makes host.params[name] current for each of `names` (a GPU downloads
+  /// them); the CPU's parameters are there already.
+  virtual bool parametersToHost(const std::vector<std::string> &names,
+                                std::string &error) {
+    return true;
+  }
+  /// Takes host.params[name] back for each of `names` (a GPU uploads them).
+  virtual bool parametersFromHost(const std::vector<std::string> &names,
+                                  std::string &error) {
+    return true;
+  }
+  /// Local steps: before an iteration's updates, each synchronised
+  /// parameter without an anchor (the first step, or a checkpoint written
+  /// before local steps) takes its current value as the anchor.
+  bool anchorLocalSteps(std::string &error);
 
   /// Before the phase's first op (a GPU posts device-to-device receives).
   virtual bool beginPhase(OpPhase phase, int microBatch, ValueTable &values,
@@ -271,6 +290,13 @@ protected:
                         std::vector<Update> &updates, std::string &error) const;
 
   const StageProgram &program;
+  /// Parameters and optimizer state in the one format of parameter files
+  /// and checkpoints: the CPU executor's own; the GPU's copy for loading
+  /// and saving, and the home of its host-side state (anchors, outer
+  /// velocities, residuals).
+  HostState host;
+  /// The parameter each dtfm.grad_sync's gradient updates, by op index.
+  std::map<int, std::string> parameterOfSync;
 };
 
 /// The CPU executor: the CPU kernel table on host tensors.
@@ -299,9 +325,6 @@ public:
   bool streamGradients(int microBatches, GradientReadyFn ready) override;
   bool finishIteration(int microBatches, const SyncFn &sync,
                        std::string &error) override;
-  bool outerStep(const AverageFn &average, std::string &error) override;
-  cpu::Tensor *residualOf(const ProgramOp &sync) override;
-  bool stepsOnHost() const override { return true; }
   std::map<std::string, cpu::Tensor> parameters() const override {
     return host.params;
   }
@@ -325,16 +348,13 @@ private:
   /// dtfm.grad_sync that reads it to the armed GradientReadyFn.
   void collect(int64_t id, int microBatch, const cpu::Tensor &value);
 
-  HostState host;
   std::map<int64_t, std::string> paramOfValue; // value id -> parameter
   ValueTable gradSum; // optimizer inputs summed over micro-batches
   std::set<int64_t> collected; // ids summed for the current micro-batch
   int collectingMicroBatch = -1;
   /// The optimizer inputs that are not parameters (gradients), and the
-  /// dtfm.grad_sync reading each; the parameter each sync's gradient
-  /// updates (by op index). Both from the program, at construction.
+  /// dtfm.grad_sync reading each (from the program, at construction).
   std::map<int64_t, const ProgramOp *> gradientInputs;
-  std::map<int, std::string> parameterOfSync;
   int streamMicroBatches = 0; // armed by streamGradients for one iteration
   GradientReadyFn ready;
 };

@@ -236,12 +236,40 @@ std::map<std::string, Tensor> CudaExecutor::parameters() const {
   return out;
 }
 
+bool CudaExecutor::parametersToHost(const std::vector<std::string> &names,
+                                    std::string &error) {
+  if (cudaFailed(cudaSetDevice(device), "selecting the CUDA device", error))
+    return false;
+  for (const std::string &name : names)
+    if (!download(params.at(name), computeStream(), host.params[name], error))
+      return false;
+  return true;
+}
+
+bool CudaExecutor::parametersFromHost(const std::vector<std::string> &names,
+                                      std::string &error) {
+  if (cudaFailed(cudaSetDevice(device), "selecting the CUDA device", error))
+    return false;
+  for (const std::string &name : names)
+    if (!upload(host.params.at(name), computeStream(), params[name], error))
+      return false;
+  return true;
+}
+
 std::map<std::string, Tensor> CudaExecutor::state() const {
-  // Downloaded into a host state: its state() is the one format.
+  // Downloaded into a host state: its state() is the one format. What
+  // lives on the host only (local steps' anchors and outer velocities,
+  // compression residuals) is taken as it is.
   HostState copy;
   std::string error;
   cudaSetDevice(device);
   copy.params = parameters();
+  for (const auto &[name, moments] : host.optimizer) {
+    HostState::Moments &m = copy.optimizer[name];
+    m.anchor = moments.anchor;
+    m.outerVelocity = moments.outerVelocity;
+    m.residual = moments.residual;
+  }
   for (const auto &[name, s] : optimizer) {
     HostState::Moments &m = copy.optimizer[name];
     m.step = s.step;
@@ -499,8 +527,13 @@ bool CudaExecutor::finishIteration(int microBatches, const SyncFn &sync,
     if (in == values.end())
       return fail(op, "its gradient was never computed");
     values[op.results[0].id] = in->second;
-    syncs.push_back(&op);
+    // With local steps each replica steps on its own gradient (the
+    // parameters are exchanged every H steps: outerStep).
+    if (op.attrs.syncEvery < 1)
+      syncs.push_back(&op);
   }
+  if (!anchorLocalSteps(error))
+    return false;
   if (comm && !syncs.empty()) { // on the device, averaged in place
     ncclGroupStart();
     for (const ProgramOp *op : syncs) {

@@ -268,6 +268,10 @@ protected:
              double &loss, std::string &error) override;
   bool endPhase(OpPhase phase, int microBatch, ValueTable &values, double &loss,
                 std::string &error) override;
+  bool parametersToHost(const std::vector<std::string> &names,
+                        std::string &error) override;
+  bool parametersFromHost(const std::vector<std::string> &names,
+                          std::string &error) override;
 
 private:
   /// "<host>/<PCI bus id>" of this executor's GPU.
@@ -360,8 +364,6 @@ private:
 
   int device;
   bool planPrecision;
-  /// Initializers, parameter files and the state's format, on the host.
-  HostState host;
   std::shared_ptr<Pool> pool;
   cudaStream_t streams[3] = {nullptr, nullptr, nullptr};
   std::unique_ptr<cuda::Matmul> matmul;
