@@ -136,7 +136,7 @@ double fixedPlan(const std::string &name, const Cluster &cluster,
 struct Communication {
   std::string bucketMb = "auto";
   int64_t syncEvery = 0;
-  DpCompression dpCompression = DpCompression::None;
+  DpCompressionChoice dpCompression;
 };
 
 void runScenario(const std::string &name, const Cluster &cluster,
@@ -232,7 +232,8 @@ int main(int argc, char **argv) {
       if (!parseBucketCap(communication.bucketMb, cap, error))
         flags.fail("must be auto or a number of MiB in [0, 1e6]");
     } else if (flags.is("--dp-compression")) {
-      std::optional<DpCompression> value = parseDpCompression(flags.text());
+      std::optional<DpCompressionChoice> value =
+          parseDpCompression(flags.text());
       if (!value)
         flags.fail(std::string("must be ") + kDpCompressionChoices);
       communication.dpCompression = *value;

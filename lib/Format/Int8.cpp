@@ -50,3 +50,11 @@ bool dtfm::format::decodeInt8(const char *bytes, size_t size, size_t count,
   }
   return true;
 }
+
+void dtfm::format::moveInt8(float *pending, size_t count, float *sent) {
+  std::vector<char> bytes;
+  encodeInt8(pending, count, bytes);
+  decodeInt8(bytes.data(), bytes.size(), count, sent);
+  for (size_t i = 0; i < count; ++i)
+    pending[i] -= sent[i];
+}

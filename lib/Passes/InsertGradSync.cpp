@@ -81,14 +81,20 @@ struct InsertGradSync
         !(outerMomentum >= 0 && outerMomentum < 1))
       return fail("outer-lr must be in (0, 1e6) and outer-momentum in "
                   "[0, 1)");
-    std::optional<planner::DpCompression> compression =
+    std::optional<planner::DpCompressionChoice> compression =
         planner::parseDpCompression(dpCompression.getValue());
     if (!compression)
       return fail("unknown dp-compression '" + dpCompression.getValue() +
                   "' (expected " + planner::kDpCompressionChoices + ")");
-    if (*compression == planner::DpCompression::Int8 && assignment.getDp() < 2)
-      return fail("dp-compression=int8 needs data-parallel groups of 2 or "
-                  "more devices (dp = 1)");
+    bool forced = compression->mode == planner::DpCompression::Int8 ||
+                  compression->mode == planner::DpCompression::TopK;
+    if (forced && assignment.getDp() < 2)
+      return fail("dp-compression=" + dpCompression.getValue() +
+                  " needs data-parallel groups of 2 or more devices (dp = 1)");
+    if (compression->mode == planner::DpCompression::TopK && syncEvery >= 1)
+      return fail("dp-compression=" + dpCompression.getValue() +
+                  " sparsifies gradients; with sync-every the parameters "
+                  "travel dense or int8");
     // Local steps exchange parameters after the step: one bucket.
     if (syncEvery >= 1)
       capBytes = 0;
@@ -139,23 +145,23 @@ struct InsertGradSync
                         ? planner::GradientSync::Ring
                         : planner::GradientSync::ParameterServer;
       bool ring = algorithm == planner::GradientSync::Ring;
-      // Compressed: the int8 bytes of the gradients' elements.
+      // Compressed (forced, or int8 under auto where it pays): what
+      // crosses the links for the gradients' elements.
       Type element =
           cast<ShapedType>(ops.front()->getOperand(1).getType())
               .getElementType();
       double elementBytes =
           std::max<unsigned>(1, element.getIntOrFloatBitWidth() / 8);
-      auto denseSeconds = [&](double bytes) {
-        return planner::groupSyncCost(cluster, group, bytes, dp, ring);
+      auto secondsAs = [&](planner::DpCompression mode, double bytes) {
+        return planner::groupExchangeSeconds(cluster, group, bytes,
+                                             elementBytes, dp, ring, mode,
+                                             compression->topkRatio);
       };
-      auto int8Bytes = [&](double bytes) {
-        return ::dtfm::format::int8BytesOfDense(bytes, elementBytes);
-      };
-      // int8 in this group: forced, or under auto where it pays.
-      bool int8 = planner::compressesGroup(
-          *compression, denseSeconds(total), denseSeconds(int8Bytes(total)));
+      planner::DpCompression mode = planner::groupCompression(
+          *compression, secondsAs(planner::DpCompression::None, total),
+          secondsAs(planner::DpCompression::Int8, total));
       auto exchangeSeconds = [&](double bytes) {
-        return denseSeconds(int8 ? int8Bytes(bytes) : bytes);
+        return secondsAs(mode, bytes);
       };
       // Buckets in the order the backward completes the gradients (a
       // gradient defined outside the stage's ops is complete from the
@@ -210,8 +216,13 @@ struct InsertGradSync
                         b.getF64FloatAttr(planned.seconds));
         syncOp->setAttr(kBucketReadyAttrName,
                         b.getF64FloatAttr(planned.readyFraction));
-        if (int8)
+        if (mode == planner::DpCompression::Int8)
           syncOp->setAttr(kCompressionAttrName, b.getStringAttr("int8"));
+        if (mode == planner::DpCompression::TopK) {
+          syncOp->setAttr(kCompressionAttrName, b.getStringAttr("topk"));
+          syncOp->setAttr(kTopkRatioAttrName,
+                          b.getF64FloatAttr(compression->topkRatio));
+        }
         if (syncEvery >= 1) {
           syncOp->setAttr(kSyncEveryAttrName,
                           b.getI64IntegerAttr(syncEvery));

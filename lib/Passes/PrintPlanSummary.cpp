@@ -14,10 +14,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Analysis/CostAnalysis.h"
-#include "dtfm/Format/Int8.h"
 #include "dtfm/Passes/Passes.h"
 #include "dtfm/Planner/Buckets.h"
 #include "dtfm/Planner/CostModel.h"
+#include "dtfm/Planner/Workload.h"
 
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
@@ -100,23 +100,30 @@ void printGradientSync(ModuleOp module, raw_ostream &os) {
     ::dtfm::planner::BucketTimeline timeline =
         ::dtfm::planner::layOutBuckets(inOrder, 0, backward, backward, 0, 0);
     double exposed = std::max(0.0, timeline.syncEnd.back() - backward);
-    // The same gradients as one bucket, after the backward (in the int8
-    // format when they travel in it).
+    // The same gradients as one bucket, after the backward (in the int8 or
+    // sparse format when they travel in it).
     int dp = static_cast<int>(group.size());
     auto compression =
         ops.front()->getAttrOfType<StringAttr>(kCompressionAttrName);
-    bool int8 = compression && compression.getValue() == "int8";
-    double wireBytes = bytes;
-    if (int8) {
-      auto type = cast<ShapedType>(ops.front().getGrad().getType());
-      double elementBytes =
-          std::max<unsigned>(1, type.getElementTypeBitWidth() / 8);
-      wireBytes = ::dtfm::format::int8BytesOfDense(bytes, elementBytes);
+    auto ratio = ops.front()->getAttrOfType<FloatAttr>(kTopkRatioAttrName);
+    ::dtfm::planner::DpCompression mode = ::dtfm::planner::DpCompression::None;
+    std::string wire;
+    if (compression && compression.getValue() == "int8") {
+      mode = ::dtfm::planner::DpCompression::Int8;
+      wire = " int8";
+    } else if (compression && compression.getValue() == "topk" && ratio) {
+      mode = ::dtfm::planner::DpCompression::TopK;
+      wire = " " + ::dtfm::planner::dpCompressionName(
+                       {mode, ratio.getValueAsDouble()});
     }
-    double oneBucket = ::dtfm::planner::groupSyncCost(
-        cluster, group, wireBytes, dp,
+    auto type = cast<ShapedType>(ops.front().getGrad().getType());
+    double elementBytes =
+        std::max<unsigned>(1, type.getElementTypeBitWidth() / 8);
+    double oneBucket = ::dtfm::planner::groupExchangeSeconds(
+        cluster, group, bytes, elementBytes, dp,
         ::dtfm::planner::parseGradientSync(ops.front().getAlgorithm()) ==
-            ::dtfm::planner::GradientSync::Ring);
+            ::dtfm::planner::GradientSync::Ring,
+        mode, ratio ? ratio.getValueAsDouble() : 0);
     // Local steps: the parameters are exchanged every H steps instead.
     if (auto every = ops.front()->getAttrOfType<IntegerAttr>(
             kSyncEveryAttrName)) {
@@ -126,7 +133,7 @@ void printGradientSync(ModuleOp module, raw_ostream &os) {
                          "%.4f s a step on average\n",
                          (long long)stage, dp,
                          ops.front().getAlgorithm().str().c_str(),
-                         int8 ? " int8" : "", bytes / 1e6, (long long)h,
+                         wire.c_str(), bytes / 1e6, (long long)h,
                          oneBucket, oneBucket / double(h));
       continue;
     }
@@ -135,7 +142,7 @@ void printGradientSync(ModuleOp module, raw_ostream &os) {
                        "(one bucket: %.4f s)\n",
                        (long long)stage, dp,
                        ops.front().getAlgorithm().str().c_str(),
-                       int8 ? " int8" : "", bytes / 1e6,
+                       wire.c_str(), bytes / 1e6,
                        buckets.size(), buckets.size() == 1 ? "" : "s",
                        exposed, oneBucket);
   }

@@ -96,6 +96,20 @@ double dtfm::planner::groupSyncCost(const Cluster &cluster,
                                       dataParallelDegree);
 }
 
+double dtfm::planner::groupRingAllGatherCost(const Cluster &cluster,
+                                             const std::vector<int> &group,
+                                             double bytesPerMember) {
+  size_t n = group.size();
+  if (n < 2)
+    return 0;
+  double slowest = 0;
+  for (size_t i = 0; i < n; ++i)
+    slowest = std::max(slowest, cluster.transferSeconds(
+                                    group[i], group[(i + 1) % n],
+                                    bytesPerMember));
+  return static_cast<double>(n - 1) * slowest;
+}
+
 double CostModel::groupPipelineWeight(const std::vector<int> &a,
                                       const std::vector<int> &b,
                                       std::vector<int> *match,

@@ -151,8 +151,8 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
     double seconds = 0;
     if (dp > 1) {
       // The algorithm as --dtfm-insert-grad-sync chooses it (on the dense
-      // bytes), then what crosses the links: int8 with its scales when
-      // compressed (forced, or where it pays under auto).
+      // bytes), then what crosses the links: int8 or top-k when compressed
+      // (forced, or int8 where it pays under auto).
       auto cost = [&](double bytes, bool ring) {
         return groupSyncCost(cluster, stages[s], bytes, problem.dataParallel,
                              ring);
@@ -160,14 +160,17 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
       bool useRing = training.sync == GradientSync::Ring ||
                      (training.sync == GradientSync::Auto &&
                       cost(gradientBytes, true) < cost(gradientBytes, false));
-      auto int8Bytes = [&](double bytes) {
-        return format::int8BytesOfDense(
-            bytes, 1 / workload.gradientElementsPerByte);
+      auto secondsAs = [&](DpCompression mode, double bytes) {
+        return groupExchangeSeconds(
+            cluster, stages[s], bytes, 1 / workload.gradientElementsPerByte,
+            problem.dataParallel, useRing, mode,
+            training.dpCompression.topkRatio);
       };
-      bool int8 =
-          compressesGroup(training.dpCompression, cost(gradientBytes, useRing),
-                          cost(int8Bytes(gradientBytes), useRing));
-      auto wire = [&](double bytes) { return int8 ? int8Bytes(bytes) : bytes; };
+      DpCompression mode = groupCompression(
+          training.dpCompression,
+          secondsAs(DpCompression::None, gradientBytes),
+          secondsAs(DpCompression::Int8, gradientBytes));
+      auto exchange = [&](double bytes) { return secondsAs(mode, bytes); };
       // The gradients in buckets, overlapping the last micro-batch's
       // backward (Planner/Buckets.h, as --dtfm-insert-grad-sync cuts them):
       // the backward runs from the stage's last block to its first, and a
@@ -191,12 +194,12 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
       double backwardSeconds =
           flops > 0 ? plan.stageSeconds[s] * backwardFlops / flops : 0;
       if (training.syncEvery >= 1) // local steps: 1/H of one exchange
-        seconds = cost(wire(gradientBytes), useRing) /
+        seconds = exchange(gradientBytes) /
                   static_cast<double>(training.syncEvery);
       else
         seconds = planBuckets(
                       bytes, ready, training.bucketCapBytes,
-                      [&](double b) { return cost(wire(b), useRing); },
+                      exchange,
                       backwardSeconds)
                       .exposedSeconds;
     }

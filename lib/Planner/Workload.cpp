@@ -6,7 +6,13 @@
 
 #include "dtfm/Planner/Workload.h"
 #include "dtfm/Planner/Buckets.h"
+#include "dtfm/Planner/CostModel.h"
+#include "dtfm/Format/Int8.h"
+#include "dtfm/Format/Sparse.h"
 #include "dtfm/Support/NameTable.h"
+
+#include <cstdio>
+#include <cstdlib>
 
 using namespace dtfm::planner;
 
@@ -38,7 +44,7 @@ bool dtfm::planner::parseCommunication(const std::string &sync,
                                        const std::string &dpCompression,
                                        TrainingOptions &training,
                                        std::string &error) {
-  std::optional<DpCompression> compression =
+  std::optional<DpCompressionChoice> compression =
       parseDpCompression(dpCompression);
   if (!compression) {
     error = "unknown dp-compression '" + dpCompression + "' (expected " +
@@ -54,6 +60,12 @@ bool dtfm::planner::parseCommunication(const std::string &sync,
     return false;
   }
   training.syncEvery = syncEvery;
+  if (compression->mode == DpCompression::TopK && syncEvery >= 1) {
+    error = "dp-compression=" + dpCompression +
+            " sparsifies gradients; with sync-every the parameters travel "
+            "dense or int8";
+    return false;
+  }
   std::optional<GradientSync> parsed = parseGradientSync(sync);
   if (!parsed) {
     error =
@@ -87,20 +99,62 @@ dtfm::planner::parseGradientSync(std::string_view name) {
 static constexpr dtfm::NameEntry<dtfm::planner::DpCompression>
     kCompressionNames[] = {{dtfm::planner::DpCompression::None, "none"},
                            {dtfm::planner::DpCompression::Int8, "int8"},
+                           {dtfm::planner::DpCompression::TopK, "topk"},
                            {dtfm::planner::DpCompression::Auto, "auto"}};
 
-const char *dtfm::planner::dpCompressionName(DpCompression compression) {
-  return nameOf(kCompressionNames, compression);
+std::string
+dtfm::planner::dpCompressionName(DpCompressionChoice compression) {
+  std::string name = nameOf(kCompressionNames, compression.mode);
+  if (compression.mode != DpCompression::TopK)
+    return name;
+  char ratio[32];
+  std::snprintf(ratio, sizeof ratio, ":%g", compression.topkRatio);
+  return name + ratio;
 }
 
-std::optional<dtfm::planner::DpCompression>
+std::optional<dtfm::planner::DpCompressionChoice>
 dtfm::planner::parseDpCompression(std::string_view name) {
-  return valueNamed(kCompressionNames, name);
+  // "topk:R": keep 1/R of each gradient.
+  if (name.substr(0, 5) == "topk:") {
+    std::string ratio(name.substr(5));
+    char *end = nullptr;
+    double r = ratio.empty() ? 0 : std::strtod(ratio.c_str(), &end);
+    if (ratio.empty() || *end != '\0' || !(r > 1 && r <= 1e6))
+      return std::nullopt;
+    return DpCompressionChoice{DpCompression::TopK, r};
+  }
+  std::optional<DpCompression> mode = valueNamed(kCompressionNames, name);
+  if (!mode || *mode == DpCompression::TopK)
+    return std::nullopt;
+  return DpCompressionChoice{*mode, 0};
 }
 
-bool dtfm::planner::compressesGroup(DpCompression mode, double denseSeconds,
-                                    double int8Seconds) {
-  if (mode != DpCompression::Auto)
-    return mode == DpCompression::Int8;
-  return int8Seconds <= (1 - kInt8MinSaving) * denseSeconds;
+dtfm::planner::DpCompression
+dtfm::planner::groupCompression(DpCompressionChoice choice,
+                                double denseSeconds, double int8Seconds) {
+  if (choice.mode != DpCompression::Auto)
+    return choice.mode;
+  return int8Seconds <= (1 - kInt8MinSaving) * denseSeconds
+             ? DpCompression::Int8
+             : DpCompression::None;
+}
+
+double dtfm::planner::groupExchangeSeconds(
+    const Cluster &cluster, const std::vector<int> &group, double denseBytes,
+    double elementBytes, int dataParallelDegree, bool ring,
+    DpCompression mode, double topkRatio) {
+  switch (mode) {
+  case DpCompression::Int8:
+    return groupSyncCost(cluster, group,
+                         format::int8BytesOfDense(denseBytes, elementBytes),
+                         dataParallelDegree, ring);
+  case DpCompression::TopK:
+    return groupRingAllGatherCost(
+        cluster, group,
+        format::sparseBytesOfDense(denseBytes, elementBytes, topkRatio));
+  case DpCompression::None:
+  case DpCompression::Auto:
+    break;
+  }
+  return groupSyncCost(cluster, group, denseBytes, dataParallelDegree, ring);
 }

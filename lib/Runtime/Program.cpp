@@ -314,11 +314,21 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
     {
       std::string compression;
       in.read("dtfm.compression", compression);
-      a.int8 = compression == "int8";
-      if (!compression.empty() && !a.int8)
+      if (compression == "int8")
+        a.compression = SyncCompression::Int8;
+      else if (compression == "topk")
+        a.compression = SyncCompression::TopK;
+      else if (!compression.empty())
         in.fail("unknown dtfm.compression '" + compression +
-                "' (expected int8)");
+                "' (expected int8 or topk)");
+      in.read("dtfm.topk_ratio", a.topkRatio);
+      if (a.compression == SyncCompression::TopK &&
+          !(a.topkRatio > 1 && a.topkRatio <= 1e6))
+        in.fail("dtfm.compression topk needs dtfm.topk_ratio in (1, 1e6]");
     }
+    if (a.compression == SyncCompression::TopK && in.has("dtfm.sync_every"))
+      in.fail("dtfm.compression topk with dtfm.sync_every (local steps "
+              "exchange parameters dense or int8)");
     in.read("dtfm.sync_every", a.syncEvery);
     in.read("dtfm.outer_lr", a.outerLr);
     in.read("dtfm.outer_momentum", a.outerMomentum);

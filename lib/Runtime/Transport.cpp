@@ -6,6 +6,7 @@
 
 #include "dtfm/Runtime/Transport.h"
 #include "dtfm/Format/Int8.h"
+#include "dtfm/Format/Sparse.h"
 
 #include "Rendezvous.h"
 
@@ -492,6 +493,46 @@ bool Transport::ringAllreduce(const std::vector<int> &members, uint32_t tag,
     }
     for (size_t i = 0; i < length(recvChunk); ++i)
       target[i] = reducing ? target[i] + values[i] : values[i];
+  }
+  return true;
+}
+
+bool Transport::allgatherSumSparse(int group, float *data, size_t count,
+                                   size_t capacity, std::string &error) {
+  const std::vector<int> &members = impl->options.groups.at(group);
+  uint32_t tag = impl->groupTags.at(group)++;
+  int n = static_cast<int>(members.size());
+  int me = static_cast<int>(std::find(members.begin(), members.end(), rank()) -
+                            members.begin());
+  int next = members[(me + 1) % n], prev = members[(me + n - 1) % n];
+  std::vector<std::vector<char>> messages(n);
+  if (!format::encodeSparse(data, count, capacity, messages[me], error)) {
+    error = "gradient allreduce: " + error;
+    return false;
+  }
+  size_t bytes = format::sparseBytes(capacity);
+  // Step s passes on the message of member me - s, received the step before.
+  for (int step = 0; step < n - 1; ++step) {
+    int sending = (me - step + n) % n, receiving = (me - step - 1 + n) % n;
+    uint64_t slot = (uint64_t(1) << 56) | (uint64_t(tag) << 16) |
+                    static_cast<uint64_t>(step);
+    messages[receiving].resize(bytes);
+    int handle = postRecv(prev, slot, messages[receiving].data(), bytes);
+    if (!send(next, slot, messages[sending], error) ||
+        !waitPosted(handle, error)) {
+      error = "gradient allreduce: " + error;
+      return false;
+    }
+  }
+  std::fill(data, data + count, 0.0f);
+  for (int m = 0; m < n; ++m) {
+    std::string malformed;
+    if (!format::addSparse(messages[m].data(), messages[m].size(), count,
+                           capacity, data, malformed)) {
+      error = "gradient allreduce: " + describe(members[m]) + " sent " +
+              malformed;
+      return false;
+    }
   }
   return true;
 }

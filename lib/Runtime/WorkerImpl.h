@@ -95,11 +95,16 @@ private:
   /// 1 / the size of this program's data-parallel group: what turns an
   /// all-reduced sum into the group's mean.
   float groupAverage() const;
-  /// Compressed syncs (dtfm.compression = int8): `grad` plus the residual
-  /// the last exchange left, as the int8 format will carry it, into `out`;
-  /// the residual keeps what the format drops (error feedback).
+  /// Compressed syncs (dtfm.compression): `grad` plus the residual the last
+  /// exchange left, as the wire will carry it, into `out` -- rounded to the
+  /// int8 format, or its top-k entries (the rest zero); the residual keeps
+  /// what is not sent (error feedback: sent + residual = that sum, exactly).
   bool compressWithFeedback(const ProgramOp &sync, const float *grad,
                             size_t count, float *out, std::string &error);
+  /// Sums data[0, count) over this program's group, in place, as the wire
+  /// carries `compression` (top-k: at most `capacity` entries each).
+  bool exchange(SyncCompression compression, float *data, size_t count,
+                size_t capacity, std::string &error);
   void bucketGradient(const ProgramOp &sync, const cpu::Tensor &grad);
   bool runSyncThread(std::string &error);
   bool awaitBuckets(
@@ -168,7 +173,8 @@ private:
     std::vector<float> data;
     size_t filled = 0;     // floats handed over this step
     bool synced = false;   // all-reduced and averaged this step
-    bool int8 = false;     // compressed on the wire (dtfm.compression)
+    SyncCompression compression = SyncCompression::None; // on the wire
+    size_t capacity = 0;   // top-k: the entries its gradients keep
   };
   std::vector<SyncBucket> syncBuckets; // in launch order
   /// dtfm.grad_sync op index -> (position in syncBuckets, offset).

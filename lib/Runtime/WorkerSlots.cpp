@@ -16,6 +16,7 @@
 #include "Messages.h"
 #include "WorkerImpl.h"
 #include "dtfm/Format/Int8.h"
+#include "dtfm/Format/Sparse.h"
 
 #include <algorithm>
 #include <cstring>
@@ -177,14 +178,16 @@ bool Worker::syncGradients(
     std::string &error) {
   if (groupIndex < 0)
     return true; // a group of one: the identity
-  size_t total = 0;
-  for (const auto &[op, grad] : grads)
+  size_t total = 0, capacity = 0;
+  const OpAttrs &wire = grads.front().first->attrs;
+  for (const auto &[op, grad] : grads) {
     total += grad->data.size();
+    capacity += format::topkCount(grad->data.size(), wire.topkRatio);
+  }
   std::vector<float> bucket(total);
   size_t at = 0;
-  bool int8 = grads.front().first->attrs.int8;
   for (const auto &[op, grad] : grads) {
-    if (int8) {
+    if (wire.compression != SyncCompression::None) {
       if (!compressWithFeedback(*op, grad->data.data(), grad->data.size(),
                                 bucket.data() + at, error))
         return false;
@@ -194,10 +197,8 @@ bool Worker::syncGradients(
     at += grad->data.size();
   }
   Clock::time_point start = Clock::now();
-  if (!(int8 ? transport->allreduceSumInt8(static_cast<int>(groupIndex),
-                                           bucket.data(), bucket.size(), error)
-             : transport->allreduceSum(static_cast<int>(groupIndex),
-                                       bucket.data(), bucket.size(), error)))
+  if (!exchange(wire.compression, bucket.data(), bucket.size(), capacity,
+                error))
     return false;
   record(2, "grad sync", start, Clock::now());
   // Every member of a group has the same programs: the same group size.
@@ -208,6 +209,20 @@ bool Worker::syncGradients(
       x = bucket[at++] * scale;
   }
   return true;
+}
+
+bool Worker::exchange(SyncCompression compression, float *data, size_t count,
+                      size_t capacity, std::string &error) {
+  int group = static_cast<int>(groupIndex);
+  switch (compression) {
+  case SyncCompression::Int8:
+    return transport->allreduceSumInt8(group, data, count, error);
+  case SyncCompression::TopK:
+    return transport->allgatherSumSparse(group, data, count, capacity, error);
+  case SyncCompression::None:
+    break;
+  }
+  return transport->allreduceSum(group, data, count, error);
 }
 
 float Worker::groupAverage() const {
@@ -228,16 +243,14 @@ bool Worker::compressWithFeedback(const ProgramOp &sync, const float *grad,
             std::to_string(sync.index);
     return false;
   }
+  float *pending = residual->data.data();
   for (size_t i = 0; i < count; ++i)
-    out[i] = grad[i] + residual->data[i];
-  std::vector<char> bytes;
-  format::encodeInt8(out, count, bytes);
-  std::vector<float> sent(count);
-  format::decodeInt8(bytes.data(), bytes.size(), count, sent.data());
-  for (size_t i = 0; i < count; ++i) {
-    residual->data[i] = out[i] - sent[i];
-    out[i] = sent[i];
-  }
+    pending[i] += grad[i];
+  if (sync.attrs.compression == SyncCompression::TopK)
+    format::moveTopK(pending, count,
+                     format::topkCount(count, sync.attrs.topkRatio), out);
+  else
+    format::moveInt8(pending, count, out);
   return true;
 }
 
@@ -252,12 +265,14 @@ void Worker::planBuckets() {
     SyncBucket &bucket = syncBuckets.emplace_back();
     bucket.index = index;
     for (const ProgramOp *op : ops) {
-      bucket.int8 = bucket.int8 || op->attrs.int8;
+      if (op->attrs.compression != SyncCompression::None)
+        bucket.compression = op->attrs.compression;
       bucketSlot[op->index] = {syncBuckets.size() - 1, bucket.elements};
       size_t elements = 1;
       for (int64_t d : op->results[0].shape)
         elements *= static_cast<size_t>(std::max<int64_t>(0, d));
       bucket.elements += elements;
+      bucket.capacity += format::topkCount(elements, op->attrs.topkRatio);
     }
     bucket.data.assign(bucket.elements, 0.0f);
   }
@@ -270,7 +285,7 @@ void Worker::bucketGradient(const ProgramOp &sync, const cpu::Tensor &grad) {
   SyncBucket &bucket = syncBuckets[slot->second.first];
   if (slot->second.second + grad.data.size() > bucket.elements)
     return; // a shape the plan did not announce: left to awaitBuckets
-  if (bucket.int8) {
+  if (bucket.compression != SyncCompression::None) {
     std::string error;
     if (!compressWithFeedback(sync, grad.data.data(), grad.data.size(),
                               bucket.data.data() + slot->second.second, error))
@@ -298,12 +313,8 @@ bool Worker::runSyncThread(std::string &error) {
         return true; // the compute slot reports its own error
     }
     Clock::time_point start = Clock::now();
-    if (!(bucket.int8 ? transport->allreduceSumInt8(
-                            static_cast<int>(groupIndex), bucket.data.data(),
-                            bucket.data.size(), error)
-                      : transport->allreduceSum(static_cast<int>(groupIndex),
-                                                bucket.data.data(),
-                                                bucket.data.size(), error)))
+    if (!exchange(bucket.compression, bucket.data.data(), bucket.data.size(),
+                  bucket.capacity, error))
       return false;
     for (float &x : bucket.data)
       x *= scale;
@@ -445,18 +456,17 @@ bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
   record(1, "optimizer", start, Clock::now());
   // Local steps: every syncEvery steps the replicas exchange parameters.
   if (syncEvery >= 1 && groupIndex >= 0 && step % syncEvery == 0) {
-    bool int8 = false; // pseudo-gradients in the int8 format too
+    // Pseudo-gradients in the int8 format too when the syncs are.
+    SyncCompression wire = SyncCompression::None;
     for (const ProgramOp &op : typed.ops)
-      int8 = int8 || (op.kind == OpKind::GradSync && op.attrs.int8);
+      if (op.kind == OpKind::GradSync &&
+          op.attrs.compression == SyncCompression::Int8)
+        wire = SyncCompression::Int8;
     float scale = groupAverage();
     Clock::time_point outer = Clock::now();
     bool exchanged = executor->outerStep(
         [&](std::vector<float> &values, std::string &e) {
-          int group = static_cast<int>(groupIndex);
-          if (!(int8 ? transport->allreduceSumInt8(group, values.data(),
-                                                   values.size(), e)
-                     : transport->allreduceSum(group, values.data(),
-                                               values.size(), e)))
+          if (!exchange(wire, values.data(), values.size(), 0, e))
             return false;
           for (float &x : values)
             x *= scale;

@@ -21,6 +21,17 @@
 // COM: bytes: 2 * (1e-3 + 8 * 1572864 / 1e10) = 0.0045165824 s dense, and
 // COM: as int8 (786432 + 4 * 3072 = 798720 B) 2 * (1e-3 + 8 * 399360 /
 // COM: 1e10) = 0.0026389760 s: yes.
+// COM: dp-compression=topk:4: each gradient keeps a quarter of its values
+// COM: (w 3 of 12, b 1 of 3) as (index, value) pairs after a 4-byte count,
+// COM: gathered around the ring (one hop between two): w 4 + 8*3 = 28 B,
+// COM: 1e-3 + 8*28/1e10 = 0.0010000224 s; b 12 B, 0.0010000096 s; the
+// COM: bucket's 15 values keep 4: 36 B, 0.0010000288 s.
+// RUN: not dtfm-opt %s -split-input-file --dtfm-insert-grad-sync=dp-compression=topk:4 2> %t.topk.err | FileCheck %s --check-prefix=TOPK
+// RUN: FileCheck %s --check-prefix=TOPK-ERR < %t.topk.err
+// TOPK-ERR: error: dtfm-insert-grad-sync: dp-compression=topk:4 needs data-parallel groups of 2 or more devices (dp = 1)
+// TOPK-LABEL: func.func @pair
+// TOPK: dtfm.grad_sync %{{.*}} {algorithm = "ps", bytes = 48 : i64, dtfm.bucket = 0 : i64, dtfm.bucket_ready = 1.000000e+00 : f64, dtfm.bucket_seconds = 0.0010000288000000001 : f64, dtfm.compression = "topk", dtfm.layer = "l0", dtfm.stage = 0 : i64, dtfm.topk_ratio = 4.000000e+00 : f64, group = ["a", "b"], seconds = 0.0010000224000000001 : f64}
+// TOPK: dtfm.grad_sync %{{.*}} {algorithm = "ps", bytes = 12 : i64, {{.*}}dtfm.compression = "topk", {{.*}}dtfm.topk_ratio = 4.000000e+00 : f64, group = ["a", "b"], seconds = 0.0010000096 : f64}
 // RUN: dtfm-opt %s -split-input-file --dtfm-insert-grad-sync=dp-compression=auto | FileCheck %s --check-prefix=AUTO
 // AUTO-LABEL: func.func @pair
 // AUTO-NOT: dtfm.compression

@@ -2,6 +2,7 @@
 
 #include "dtfm/Format/Int8.h"
 #include "dtfm/Format/PlanFile.h"
+#include "dtfm/Format/Sparse.h"
 #include "dtfm/Format/Stream.h"
 #include "dtfm/Format/TensorFile.h"
 
@@ -59,6 +60,111 @@ TEST(Int8, HostileBytesAreRefused) {
   bad = -1;
   std::memcpy(bytes.data(), &bad, sizeof(float));
   EXPECT_FALSE(dtfm::format::decodeInt8(bytes.data(), bytes.size(), 10, y.data()));
+}
+
+TEST(Int8, FeedbackKeepsTheRoundingError) {
+  std::vector<float> pending = {0.3f, -1.7f, 2.5f, 0.0f, 1e-4f};
+  std::vector<float> before = pending, sent(5);
+  moveInt8(pending.data(), 5, sent.data());
+  for (size_t i = 0; i < 5; ++i)
+    EXPECT_EQ(sent[i] + pending[i], before[i]) << i;
+  EXPECT_LE(std::fabs(pending[0]), 2.5f / 127 / 2);
+}
+
+TEST(Sparse, CountsAndBytes) {
+  EXPECT_EQ(topkCount(0, 100), 0u);
+  EXPECT_EQ(topkCount(1, 100), 1u);   // at least one of a non-empty tensor
+  EXPECT_EQ(topkCount(1000, 100), 10u);
+  EXPECT_EQ(topkCount(1001, 100), 11u); // rounded up
+  EXPECT_EQ(topkCount(10, 1.5), 7u);
+  EXPECT_EQ(sparseBytes(10), 4u + 80u);
+  EXPECT_EQ(sparseBytesOfDense(4000, 4, 100), 4.0 + 80.0);
+}
+
+TEST(Sparse, LargestMagnitudesTieByLowerIndex) {
+  std::vector<float> x = {1, -5, 3, 5, -3, 0, 2};
+  EXPECT_EQ(largestMagnitudes(x.data(), x.size(), 3),
+            (std::vector<uint64_t>{1, 2, 3}));
+  EXPECT_EQ(largestMagnitudes(x.data(), x.size(), 0), std::vector<uint64_t>{});
+  EXPECT_EQ(largestMagnitudes(x.data(), x.size(), 99).size(), x.size());
+}
+
+// Error feedback loses nothing: what is sent plus the residual is the
+// accumulated gradient, exactly, step after step; and over steps every
+// entry is eventually sent (brute force on a small gradient stream).
+TEST(Sparse, TopKFeedbackLosesNothing) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0, 1);
+  const size_t n = 50, k = topkCount(n, 10);
+  std::vector<float> residual(n, 0.0f), sent(n), totalSent(n, 0.0f);
+  std::vector<double> totalGrad(n, 0.0);
+  for (int step = 0; step < 40; ++step) {
+    std::vector<float> pending = residual;
+    for (size_t i = 0; i < n; ++i) {
+      float g = normal(rng);
+      totalGrad[i] += g;
+      pending[i] += g;
+    }
+    std::vector<float> accumulated = pending;
+    moveTopK(pending.data(), n, k, sent.data());
+    size_t nonzero = 0;
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(sent[i] + pending[i], accumulated[i]) << step << " " << i;
+      ASSERT_TRUE(sent[i] == 0 || pending[i] == 0);
+      nonzero += sent[i] != 0;
+      totalSent[i] += sent[i];
+    }
+    EXPECT_EQ(nonzero, k);
+    residual = pending;
+  }
+  // sum of what was sent + what is left = sum of the gradients (to float
+  // rounding of the running sums).
+  for (size_t i = 0; i < n; ++i)
+    EXPECT_NEAR(totalSent[i] + residual[i], totalGrad[i], 1e-3) << i;
+}
+
+TEST(Sparse, RoundTripAddsEntries) {
+  std::vector<float> x = {0, 2.5f, 0, -1, 0, 0, 7};
+  std::vector<char> bytes;
+  std::string error;
+  ASSERT_TRUE(encodeSparse(x.data(), x.size(), 4, bytes, error)) << error;
+  ASSERT_EQ(bytes.size(), sparseBytes(4));
+  std::vector<float> sum(7, 1.0f);
+  ASSERT_TRUE(addSparse(bytes.data(), bytes.size(), 7, 4, sum.data(), error))
+      << error;
+  EXPECT_EQ(sum, (std::vector<float>{1, 3.5f, 1, 0, 1, 1, 8}));
+  // More nonzeros than the capacity is the sender's error.
+  EXPECT_FALSE(encodeSparse(x.data(), x.size(), 2, bytes, error));
+  EXPECT_EQ(error, "a top-k exchange with more than its 2 entries");
+}
+
+TEST(Sparse, HostileMessagesAreRefusedWhole) {
+  std::vector<float> x = {0, 2.5f, 0, -1};
+  std::vector<char> good;
+  std::string error;
+  ASSERT_TRUE(encodeSparse(x.data(), 4, 3, good, error));
+  std::vector<float> sum(4, 0.0f);
+  auto refused = [&](std::vector<char> bytes, size_t count, const char *why) {
+    EXPECT_FALSE(addSparse(bytes.data(), bytes.size(), count, 3, sum.data(),
+                           error));
+    EXPECT_EQ(error, why);
+    EXPECT_EQ(sum, std::vector<float>(4, 0.0f)); // nothing half-added
+  };
+  refused(std::vector<char>(good.begin(), good.end() - 1), 4,
+          "a sparse message of 27 bytes (expected 28)");
+  std::vector<char> bad = good;
+  uint32_t many = 4;
+  std::memcpy(bad.data(), &many, 4);
+  refused(bad, 4, "a sparse message of 4 entries (at most 3)");
+  refused(good, 3, "a sparse message whose entry 1 has index 3 out of 3");
+  bad = good; // entry 1's index (3) before entry 0's (1)
+  uint32_t zero = 0;
+  std::memcpy(bad.data() + 4 + 8, &zero, 4);
+  refused(bad, 4, "a sparse message whose entry 1 is out of order");
+  bad = good;
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  std::memcpy(bad.data() + 4 + 4, &nan, 4);
+  refused(bad, 4, "a sparse message whose entry 0 is not finite");
 }
 
 TEST(StreamEntry, TextSpellingRoundTripsPerSlot) {

@@ -5,9 +5,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Planner/Workload.h"
+#include "dtfm/Format/Int8.h"
+#include "dtfm/Planner/CostModel.h"
 
 #include <gtest/gtest.h>
 
+using namespace dtfm;
 using namespace dtfm::planner;
 
 TEST(Workload, MicroBatchSizeScalesWorkNotParameters) {
@@ -58,15 +61,68 @@ TEST(Workload, CommunicationOptions) {
   EXPECT_FALSE(parseCommunication("auto", 1, "auto", -1, "none", t, error));
   EXPECT_EQ(error, "sync-every must be between 0 and 1000000, got -1");
   ASSERT_TRUE(parseCommunication("auto", 1, "auto", 0, "int8", t, error));
-  EXPECT_EQ(t.dpCompression, DpCompression::Int8);
+  EXPECT_EQ(t.dpCompression.mode, DpCompression::Int8);
   ASSERT_TRUE(parseCommunication("auto", 1, "auto", 0, "auto", t, error));
-  EXPECT_EQ(t.dpCompression, DpCompression::Auto);
-  EXPECT_FALSE(parseCommunication("auto", 1, "auto", 0, "fp8", t, error));
-  EXPECT_EQ(error,
-            "unknown dp-compression 'fp8' (expected none, int8 or auto)");
-  // auto: int8 when it saves at least 20% of the exchange.
-  EXPECT_TRUE(compressesGroup(DpCompression::Auto, 1.0, 0.8));
-  EXPECT_FALSE(compressesGroup(DpCompression::Auto, 1.0, 0.81));
-  EXPECT_TRUE(compressesGroup(DpCompression::Int8, 1.0, 2.0));
-  EXPECT_FALSE(compressesGroup(DpCompression::None, 1.0, 0.1));
+  EXPECT_EQ(t.dpCompression.mode, DpCompression::Auto);
+  ASSERT_TRUE(parseCommunication("auto", 1, "auto", 0, "topk:100", t, error));
+  EXPECT_EQ(t.dpCompression.mode, DpCompression::TopK);
+  EXPECT_EQ(t.dpCompression.topkRatio, 100);
+  EXPECT_EQ(dpCompressionName(t.dpCompression), "topk:100");
+  EXPECT_EQ(dpCompressionName({DpCompression::TopK, 2.5}), "topk:2.5");
+  EXPECT_EQ(dpCompressionName({DpCompression::Int8, 0}), "int8");
+  for (const char *bad : {"fp8", "topk", "topk:", "topk:1", "topk:0.5",
+                          "topk:x", "topk:10x", "topk:1e7", "topk:nan"}) {
+    EXPECT_FALSE(parseCommunication("auto", 1, "auto", 0, bad, t, error))
+        << bad;
+    EXPECT_EQ(error, std::string("unknown dp-compression '") + bad +
+                         "' (expected none, int8, topk:R (R > 1) or auto)");
+  }
+  EXPECT_FALSE(parseCommunication("auto", 1, "auto", 4, "topk:10", t, error));
+  EXPECT_EQ(error, "dp-compression=topk:10 sparsifies gradients; with "
+                   "sync-every the parameters travel dense or int8");
+  // auto: int8 when it saves at least 20% of the exchange; never top-k.
+  EXPECT_EQ(groupCompression({DpCompression::Auto, 0}, 1.0, 0.8),
+            DpCompression::Int8);
+  EXPECT_EQ(groupCompression({DpCompression::Auto, 0}, 1.0, 0.81),
+            DpCompression::None);
+  EXPECT_EQ(groupCompression({DpCompression::Int8, 0}, 1.0, 2.0),
+            DpCompression::Int8);
+  EXPECT_EQ(groupCompression({DpCompression::None, 0}, 1.0, 0.1),
+            DpCompression::None);
+  EXPECT_EQ(groupCompression({DpCompression::TopK, 10}, 1.0, 0.1),
+            DpCompression::TopK);
+}
+
+// Top-k exchanges cost a ring allgather of every member's sparse message:
+// n - 1 hops of 4 + 8 k bytes on the slowest link, hand-computed here.
+TEST(WorkloadTest, TopKExchangeIsARingAllGatherOfSparseMessages) {
+  Cluster cluster;
+  cluster.name = "three";
+  for (int i = 0; i < 3; ++i) {
+    Device d;
+    d.name = "d" + std::to_string(i);
+    d.region = "r";
+    d.peakFlops = 1e12;
+    cluster.devices.push_back(d);
+  }
+  // 10 ms and 0.8 Gbit/s (1e8 bytes/s); the ring's hop 2 -> 0 at half that.
+  cluster.delayMs = SquareMatrix(3, 10);
+  cluster.bandwidthGbps = SquareMatrix(3, 0.8);
+  cluster.bandwidthGbps(2, 0) = 0.4;
+  std::vector<int> group = {0, 1, 2};
+  // 4e6 bytes of f32 gradients: 1e6 values, 1e4 kept at R = 100.
+  double sparse = 4 + 8 * 1e4;
+  EXPECT_DOUBLE_EQ(groupExchangeSeconds(cluster, group, 4e6, 4, 3, true,
+                                        DpCompression::TopK, 100),
+                   2 * (0.01 + sparse / 5e7));
+  EXPECT_DOUBLE_EQ(groupRingAllGatherCost(cluster, {0, 1}, sparse),
+                   0.01 + sparse / 1e8);
+  // Dense and int8 as the ring all-reduce of their bytes.
+  EXPECT_DOUBLE_EQ(groupExchangeSeconds(cluster, group, 4e6, 4, 3, true,
+                                        DpCompression::None, 0),
+                   groupSyncCost(cluster, group, 4e6, 3, true));
+  EXPECT_DOUBLE_EQ(
+      groupExchangeSeconds(cluster, group, 4e6, 4, 3, true,
+                           DpCompression::Int8, 0),
+      groupSyncCost(cluster, group, format::int8Bytes(1000000), 3, true));
 }

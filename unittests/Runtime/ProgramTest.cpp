@@ -146,7 +146,13 @@ TEST(Program, MalformedOpsAreRefusedByName) {
         std::string(key) == "dtfm.sync_every")
       (*op.mutable_attrs())[key].set_i(i);
     else if (std::string(key) == "dtfm.compression")
-      (*op.mutable_attrs())[key].set_s(i ? "int8" : "fp8");
+      (*op.mutable_attrs())[key].set_s(i == 1 ? "int8"
+                                       : i == 2 ? "topk"
+                                                : "fp8");
+    else if (std::string(key) == "dtfm.topk_ratio") {
+      (*op.mutable_attrs())["dtfm.compression"].set_s("topk");
+      (*op.mutable_attrs())[key].set_f(f);
+    }
     else
       (*op.mutable_attrs())[key].set_f(f);
     return program;
@@ -177,15 +183,28 @@ TEST(Program, MalformedOpsAreRefusedByName) {
   EXPECT_EQ(decoded.ops[0].attrs.syncEvery, 0);
   EXPECT_EQ(decoded.ops[0].attrs.bucket, 3);
   EXPECT_DOUBLE_EQ(decoded.ops[0].attrs.bucketReady, -1);
-  EXPECT_FALSE(decoded.ops[0].attrs.int8);
+  EXPECT_EQ(decoded.ops[0].attrs.compression, SyncCompression::None);
   EXPECT_FALSE(
       decodeProgram(gradSync("dtfm.compression", 0, 0), decoded, error));
   EXPECT_EQ(error, "op #0 dtfm.grad_sync: unknown dtfm.compression 'fp8' "
-                   "(expected int8)");
+                   "(expected int8 or topk)");
   ASSERT_TRUE(decodeProgram(gradSync("dtfm.compression", 0, 1), decoded,
                             error))
       << error;
-  EXPECT_TRUE(decoded.ops[0].attrs.int8);
+  EXPECT_EQ(decoded.ops[0].attrs.compression, SyncCompression::Int8);
+  // Top-k needs its ratio, above 1.
+  EXPECT_FALSE(
+      decodeProgram(gradSync("dtfm.compression", 0, 2), decoded, error));
+  EXPECT_EQ(error, "op #0 dtfm.grad_sync: dtfm.compression topk needs "
+                   "dtfm.topk_ratio in (1, 1e6]");
+  for (double bad : {1.0, 0.5, std::numeric_limits<double>::quiet_NaN(), 2e6})
+    EXPECT_FALSE(
+        decodeProgram(gradSync("dtfm.topk_ratio", bad, 0), decoded, error));
+  ASSERT_TRUE(
+      decodeProgram(gradSync("dtfm.topk_ratio", 100, 0), decoded, error))
+      << error;
+  EXPECT_EQ(decoded.ops[0].attrs.compression, SyncCompression::TopK);
+  EXPECT_EQ(decoded.ops[0].attrs.topkRatio, 100);
 }
 
 TEST(Program, CheckpointStateIsCheckedAgainstTheProgram) {

@@ -150,6 +150,46 @@ TEST(TransportTest, Int8RingAllreduce) {
         });
 }
 
+// Top-k exchanges: every member's sparse vector gathered around the ring
+// and summed in member order -- the exact sum, the same on every member.
+TEST(TransportTest, SparseAllgatherSum) {
+  for (bool shaped : {false, true})
+    withRanks(
+        3,
+        [&](TransportOptions &o) {
+          o.groups = {{0, 1, 2}};
+          if (shaped)
+            o.links.assign(9, LinkShape{1e-4, 1e9});
+        },
+        [](int rank, Transport &t) {
+          std::string error;
+          const size_t count = 100;
+          for (int round = 0; round < 3; ++round) {
+            // Rank r holds r + 1 at i = 10 r + round and -1 at i = 99.
+            std::vector<float> x(count, 0.0f);
+            x[10 * rank + round] = static_cast<float>(rank + 1);
+            x[99] = -1;
+            ASSERT_TRUE(t.allgatherSumSparse(0, x.data(), count, 2, error))
+                << error;
+            for (size_t i = 0; i < count; ++i) {
+              float expected = 0;
+              for (int r = 0; r < 3; ++r)
+                if (i == size_t(10 * r + round))
+                  expected += static_cast<float>(r + 1);
+              if (i == 99)
+                expected = -3;
+              ASSERT_EQ(x[i], expected) << round << " " << i;
+            }
+          }
+          // More nonzeros than the capacity: refused before sending (every
+          // rank alike, so none waits).
+          std::vector<float> full(count, 1.0f);
+          EXPECT_FALSE(t.allgatherSumSparse(0, full.data(), count, 2, error));
+          EXPECT_EQ(error, "gradient allreduce: a top-k exchange with more "
+                           "than its 2 entries");
+        });
+}
+
 TEST(TransportTest, PostedReceivesTakeMessagesInAnyOrder) {
   withRanks(
       2, [](TransportOptions &) {},

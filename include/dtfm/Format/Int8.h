@@ -46,6 +46,10 @@ void encodeInt8(const float *x, size_t count, std::vector<char> &out);
 /// (a hostile peer).
 bool decodeInt8(const char *bytes, size_t size, size_t count, float *out);
 
+/// Int8 with error feedback: `sent` gets pending[0, count) as the format
+/// carries it; `pending` keeps the rounding error, the residual.
+void moveInt8(float *pending, size_t count, float *sent);
+
 } // namespace dtfm::format
 
 #endif // DTFM_FORMAT_INT8_H

@@ -184,6 +184,12 @@ def InsertGradSync : Pass<"dtfm-insert-grad-sync", "mlir::ModuleOp"> {
     `dtfm.compression = "int8"` and their times for the compressed bytes.
     `dp-compression=auto` compresses only the groups where int8 saves at
     least 20% of the exchange's time (latency-bound groups stay dense).
+    `dp-compression=topk:R` (R > 1; never chosen by auto) sends each
+    gradient's 1/R entries of largest magnitude as (index, value) pairs
+    (format/Sparse.h), with error feedback: what was not sent is added to
+    the next step's gradient. The members gather each other's entries
+    around a ring; the syncs record `dtfm.compression = "topk"` and
+    `dtfm.topk_ratio = R`. Not with local steps.
   }];
   let options = [
     Option<"sync", "sync", "std::string", /*default=*/"\"auto\"",

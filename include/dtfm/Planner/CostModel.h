@@ -113,6 +113,12 @@ double groupRingAllReduceCost(const Cluster &cluster,
 /// One of the two: the ring's or the parameter server's.
 double groupSyncCost(const Cluster &cluster, const std::vector<int> &group,
                      double bytes, int dataParallelDegree, bool ring);
+/// A ring allgather of `bytesPerMember` from every member of `group`: n - 1
+/// hops, each the slowest link of the ring carrying one member's bytes
+/// (top-k exchanges, whose sparse messages cannot be summed on the way).
+double groupRingAllGatherCost(const Cluster &cluster,
+                              const std::vector<int> &group,
+                              double bytesPerMember);
 
 } // namespace dtfm::planner
 

@@ -15,6 +15,7 @@
 #ifndef DTFM_PLANNER_WORKLOAD_H
 #define DTFM_PLANNER_WORKLOAD_H
 
+#include "dtfm/Planner/Cluster.h"
 #include "dtfm/Planner/Compression.h"
 #include "dtfm/Planner/StagePartition.h"
 
@@ -68,21 +69,40 @@ std::optional<GradientSync> parseGradientSync(std::string_view name);
 inline constexpr const char *kGradientSyncChoices = "auto, ps or ring";
 
 /// How a data-parallel group's gradients travel (dp-compression): dense,
-/// int8 with error feedback (format/Int8.h), or `Auto`: int8 in the groups
-/// where it saves at least kInt8MinSaving of the exchange's time (as AdaTopK
-/// compresses only the links where it pays).
-enum class DpCompression { None, Int8, Auto };
+/// int8 with error feedback (format/Int8.h), top-k with error feedback
+/// (keep 1/R of each gradient, format/Sparse.h), or `Auto`: int8 in the
+/// groups where it saves at least kInt8MinSaving of the exchange's time (as
+/// AdaTopK compresses only the links where it pays). Top-k is never chosen
+/// for the user: it changes the training more than int8.
+enum class DpCompression { None, Int8, TopK, Auto };
 inline constexpr double kInt8MinSaving = 0.2;
 
-/// The spellings "none", "int8", "auto"; kDpCompressionChoices for errors.
-const char *dpCompressionName(DpCompression compression);
-std::optional<DpCompression> parseDpCompression(std::string_view name);
-inline constexpr const char *kDpCompressionChoices = "none, int8 or auto";
+/// A dp-compression option: the mode and, for TopK, R (keep 1/R; > 1).
+struct DpCompressionChoice {
+  DpCompression mode = DpCompression::None;
+  double topkRatio = 0;
+};
 
-/// Whether a group sends int8 under `mode`, given its exchange time dense
-/// and in int8.
-bool compressesGroup(DpCompression mode, double denseSeconds,
-                     double int8Seconds);
+/// The spellings "none", "int8", "topk:R", "auto"; kDpCompressionChoices
+/// for errors. parseDpCompression refuses R <= 1 or above 1e6.
+std::string dpCompressionName(DpCompressionChoice compression);
+std::optional<DpCompressionChoice> parseDpCompression(std::string_view name);
+inline constexpr const char *kDpCompressionChoices =
+    "none, int8, topk:R (R > 1) or auto";
+
+/// What a group's gradients travel as under `choice` (never Auto), given
+/// its exchange time dense and in int8.
+DpCompression groupCompression(DpCompressionChoice choice, double denseSeconds,
+                               double int8Seconds);
+
+/// Seconds of one exchange of `denseBytes` of gradients (values
+/// `elementBytes` wide) over `group` under `mode`: dense and int8 through
+/// the ring or the parameter server (`ring`), top-k (ratio `topkRatio`) as
+/// a ring allgather of every member's sparse message.
+double groupExchangeSeconds(const Cluster &cluster,
+                            const std::vector<int> &group, double denseBytes,
+                            double elementBytes, int dataParallelDegree,
+                            bool ring, DpCompression mode, double topkRatio);
 
 /// What the plan's later passes do that changes the workload's cost.
 struct TrainingOptions {
@@ -93,9 +113,9 @@ struct TrainingOptions {
   /// Local steps (DiLoCo): parameters exchanged every syncEvery steps
   /// instead of gradients every step (0).
   int64_t syncEvery = 0;
-  /// How the gradients travel (dp-compression): dense, int8 with error
-  /// feedback, or int8 where it pays.
-  DpCompression dpCompression = DpCompression::None;
+  /// How the gradients travel (dp-compression): dense, int8 or top-k with
+  /// error feedback, or int8 where it pays.
+  DpCompressionChoice dpCompression;
   /// AdaTopK on the pipeline's transfers, as --dtfm-insert-compression will
   /// apply it (targetRatio 1: dense).
   CompressionOptions compression;

@@ -80,6 +80,9 @@ enum class ParamInit { Zeros, Ones, Constant, Normal, Uniform, External };
 /// Attributes of every op kind, typed, with the dialect's defaults. A
 /// dtfm.backward has its forward op's attributes (dtfm.forward_attrs) here
 /// too, plus `wrt`.
+/// How a dtfm.grad_sync's gradient travels (dtfm.compression).
+enum class SyncCompression : uint8_t { None, Int8, TopK };
+
 struct OpAttrs {
   // dtfm.param / dtfm.input / dtfm.label
   std::string name;
@@ -133,9 +136,11 @@ struct OpAttrs {
   // (0: no local steps, gradients synchronised every step as above).
   int64_t syncEvery = 0;
   double outerLr = 0.7, outerMomentum = 0.9;
-  // dtfm.grad_sync compressed to int8 on the wire (dtfm.compression =
-  // "int8", format/Int8.h), with error feedback.
-  bool int8 = false;
+  // dtfm.grad_sync compressed on the wire, with error feedback:
+  // dtfm.compression = "int8" (format/Int8.h) or "topk" with
+  // dtfm.topk_ratio R (keep 1/R of each gradient, format/Sparse.h).
+  SyncCompression compression = SyncCompression::None;
+  double topkRatio = 0;
 };
 
 struct ProgramOp {

@@ -100,6 +100,15 @@ public:
   /// price of one rounding per hop.
   bool allreduceSumInt8(int group, float *data, size_t count,
                         std::string &error);
+  /// The sum over group `group` of every member's sparse vector, in place
+  /// (top-k exchanges): this member's nonzero entries of data[0, count), at
+  /// most `capacity`, travel in the sparse format (format/Sparse.h); each
+  /// member's message goes once around the ring over the point-to-point
+  /// links (an allgather: sparse vectors cannot be summed on the way) and
+  /// every member adds all of them up in member order, so that all end
+  /// with the same values. A malformed message fails naming its sender.
+  bool allgatherSumSparse(int group, float *data, size_t count,
+                          size_t capacity, std::string &error);
   /// Every rank of the world has reached this point.
   bool barrier(std::string &error);
   /// A small value shared through the rendezvous store (e.g. an NCCL

@@ -1,5 +1,4 @@
-//===- Convolution.cpp - CPU convolution, batchnorm, pooling
-//----------------===//
+//===- Convolution.cpp - CPU convolution, batchnorm, pooling -------------===//
 //
 // Part of dtfm. Convolutional networks (NCHW): convolution as im2col + sgemm,
 // batch normalisation, max/average/global pooling, forward and backward.
@@ -7,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "KernelSupport.h"
+#include "dtfm/Format/Sparse.h"
 #include "dtfm/Runtime/Cuda/IndexMaps.h"
 
 #include <algorithm>
@@ -345,22 +345,15 @@ void dtfm::runtime::cpu::globalAvgPoolBackward(const Tensor &x,
 
 void dtfm::runtime::cpu::topK(const Tensor &x, int64_t k, Tensor &values,
                               Tensor &indices) {
-  int64_t n = x.numel();
-  k = std::min(k, n);
-  std::vector<int64_t> order(n);
-  for (int64_t i = 0; i < n; ++i)
-    order[i] = i;
-  auto larger = [&](int64_t a, int64_t b) {
-    float ma = std::fabs(x.data[a]), mb = std::fabs(x.data[b]);
-    return ma != mb ? ma > mb : a < b;
-  };
-  std::nth_element(order.begin(), order.begin() + k, order.end(), larger);
-  std::sort(order.begin(), order.begin() + k);
-  values = Tensor({k});
-  indices = Tensor({k});
-  for (int64_t i = 0; i < k; ++i) {
-    values.data[i] = x.data[order[i]];
-    indices.data[i] = static_cast<float>(order[i]);
+  std::vector<uint64_t> kept = format::largestMagnitudes(
+      x.data.data(), x.data.size(),
+      static_cast<size_t>(std::max<int64_t>(0, k)));
+  int64_t n = static_cast<int64_t>(kept.size());
+  values = Tensor({n});
+  indices = Tensor({n});
+  for (int64_t i = 0; i < n; ++i) {
+    values.data[i] = x.data[kept[i]];
+    indices.data[i] = static_cast<float>(kept[i]);
   }
 }
 

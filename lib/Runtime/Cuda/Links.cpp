@@ -27,10 +27,11 @@ bool CudaExecutor::connectGroup(const std::vector<int> &members, int position,
                                 const ShareFn &share, std::string &error) {
   if (cudaFailed(cudaSetDevice(device), "selecting the CUDA device", error))
     return false;
-  // Compressed exchanges (dtfm.compression int8) go through the transport,
-  // which encodes them on the wire; NCCL would send them dense.
+  // Compressed exchanges (dtfm.compression) go through the transport, which
+  // encodes them on the wire; NCCL would send them dense.
   for (const ProgramOp &op : program.ops)
-    if (op.kind == OpKind::GradSync && op.attrs.int8)
+    if (op.kind == OpKind::GradSync &&
+        op.attrs.compression != SyncCompression::None)
       return true;
   // NCCL takes one rank per GPU: where members share a GPU (several workers
   // on one device), every member sees it and all keep the transport.
