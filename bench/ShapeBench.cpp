@@ -18,7 +18,9 @@
 // message when absent) and on mixed clusters built from
 // examples/clusters/dc-ondemand.textproto: `two-generations` (32 of the 64
 // devices four times slower, 16 GB) and `far-region` (8 devices moved to a
-// region behind 10 Mbit/s and 250 ms links).
+// region behind 10 Mbit/s and 250 ms links); and on
+// examples/clusters/mixed-regions.textproto (48 GPUs of four generations in
+// eight regions) against the best plan on one of its devices.
 //
 // `--scale` adds a synthetic cluster of 1024 devices (32 regions of 32) with
 // a 16 x larger global batch, for the search time (no fixed baseline).
@@ -31,12 +33,12 @@
 // plans with `--bucket-mb auto|MiB` (gradient buckets overlapping the last
 // backward; default auto, 0 for one bucket), `--sync-every H` (local
 // steps, DiLoCo: parameters exchanged every H steps; default 0, every step)
-// and `--dp-compression none|int8|auto` (gradients as int8 with error
-// feedback, in every group or where it pays).
+// and `--dp-compression none|int8|topk:R|auto` (gradients as int8 or
+// top-k with error feedback, in every group or int8 where it pays).
 //
 //   bench-shape [--json] [--global-batch G] [--budget S] [--scale]
 //               [--compress-ratio R] [--bucket-mb auto|MiB]
-//               [--sync-every H] [--dp-compression none|int8|auto]
+//               [--sync-every H] [--dp-compression none|int8|topk:R|auto]
 //               [--scenarios DIR]
 //
 //===----------------------------------------------------------------------===//
@@ -50,6 +52,7 @@
 #include <chrono>
 #include <cstdio>
 #include <random>
+#include <set>
 #include <cstdlib>
 #include <string>
 
@@ -139,15 +142,20 @@ struct Communication {
   DpCompressionChoice dpCompression;
 };
 
+/// What a scenario's shape is compared with: DT-FM's fixed 8 x 8 plan, the
+/// best plan on one device of the cluster (for clusters that are not 64
+/// devices), or nothing (the scale test).
+enum class Baseline { Fixed8x8, SingleDevice, None };
+
 void runScenario(const std::string &name, const Cluster &cluster,
                  const Workload &workload, int64_t globalBatch, double budget,
                  double compressRatio, const Communication &communication,
-                 bool json, bool withBaseline = true) {
+                 bool json, Baseline against = Baseline::Fixed8x8) {
   if (!json)
     std::printf("\n%s\n  %-10s %12s %8s %9s  %s\n", name.c_str(), "plan",
                 "iteration_s", "devices", "search_s", "shape");
   double baseline = std::numeric_limits<double>::infinity();
-  if (withBaseline)
+  if (against == Baseline::Fixed8x8)
     baseline =
         fixedPlan(name, cluster, workload, globalBatch, compressRatio, json);
 
@@ -167,6 +175,45 @@ void runScenario(const std::string &name, const Cluster &cluster,
   problem.microBatchSizes = {1, 2, 4, 8};
   ShapeSearchOptions shapeOptions;
   shapeOptions.budgetSeconds = budget;
+  if (against == Baseline::SingleDevice) {
+    // The best one device can do alone: each device of the cluster (the
+    // first of each name, the others are alike) as a cluster of its own.
+    double fastestSearch = 0;
+    std::string used;
+    ShapeChoice single;
+    std::set<std::string> seen;
+    for (const Device &device : cluster.devices) {
+      std::string kind = device.name.substr(0, device.name.rfind('-'));
+      if (!seen.insert(kind).second)
+        continue;
+      Cluster one;
+      one.name = device.name;
+      one.devices = {device};
+      one.delayMs = one.bandwidthGbps = SquareMatrix(1);
+      ShapeProblem alone = problem;
+      alone.cluster = &one;
+      ShapeSearchResult result;
+      if (!searchShapes(alone, shapeOptions, result, error))
+        continue; // does not hold the model
+      fastestSearch += result.searchSeconds;
+      if (single.stages.empty() ||
+          result.best.iterationSeconds() < single.iterationSeconds()) {
+        single = result.best;
+        used = device.name;
+      }
+    }
+    if (single.stages.empty()) {
+      std::fprintf(stderr, "bench-shape: %s: no device holds the model alone\n",
+                   name.c_str());
+      return;
+    }
+    baseline = single.iterationSeconds();
+    print({name, "single", baseline, 1, fastestSearch,
+           used + ", " + describe(1, 1, single.microBatchSize,
+                                  single.microBatches),
+           compressRatio},
+          json);
+  }
   ShapeSearchResult result;
   if (!searchShapes(problem, shapeOptions, result, error)) {
     std::fprintf(stderr, "bench-shape: %s: %s\n", name.c_str(), error.c_str());
@@ -181,8 +228,13 @@ void runScenario(const std::string &name, const Cluster &cluster,
          dpCompressionName(communication.dpCompression)},
         json);
   if (!json) {
-    if (withBaseline)
+    if (against == Baseline::Fixed8x8)
       std::printf("  speed-up %.2fx; ", baseline / best.iterationSeconds());
+    else if (against == Baseline::SingleDevice)
+      std::printf("  speed-up %.2fx over one device, %zu of %zu devices in "
+                  "use; ",
+                  baseline / best.iterationSeconds(), best.devices.size(),
+                  cluster.size());
     else
       std::printf("  ");
     std::printf("%lld shapes scored%s\n",
@@ -269,6 +321,16 @@ int main(int argc, char **argv) {
               compressRatio, communication, json);
   runScenario("far-region", far, workload, globalBatch, budget, compressRatio,
               communication, json);
+  // 48 GPUs of four generations in eight regions (our own cluster file).
+  Cluster mixed;
+  std::string mixedFile =
+      std::string(DTFM_SOURCE_DIR) + "/examples/clusters/mixed-regions.textproto";
+  if (!loadClusterFile(mixedFile, mixed, error)) {
+    std::fprintf(stderr, "bench-shape: error: %s\n", error.c_str());
+    return 1;
+  }
+  runScenario("mixed-regions", mixed, workload, globalBatch, budget,
+              compressRatio, communication, json, Baseline::SingleDevice);
 
   if (scale) {
     // 32 regions of 32 V100s: 10 Gbps / 1 ms inside, 0.1-2 Gbps and
@@ -297,7 +359,7 @@ int main(int argc, char **argv) {
       }
     }
     runScenario("synthetic-1024", big, workload, globalBatch * 16, budget,
-                compressRatio, communication, json, /*withBaseline=*/false);
+                compressRatio, communication, json, Baseline::None);
   }
 
   for (const std::string &prefix : dtfm::bench::paperScenarios()) {
