@@ -31,14 +31,16 @@
 // Data-parallel communication (issue 18): the fixed plan is today's dense,
 // synchronous exchange after the backward (one bucket). The shape search
 // plans with `--bucket-mb auto|MiB` (gradient buckets overlapping the last
-// backward; default auto, 0 for one bucket), `--sync-every H` (local
-// steps, DiLoCo: parameters exchanged every H steps; default 0, every step)
+// backward; default auto, 0 for one bucket), `--sync-every H|auto` (local
+// steps, DiLoCo: parameters exchanged every H steps; default 0, every step;
+// auto: H where exchanging every step costs over 10% of the pipeline; the
+// JSON's sync_every is the H chosen)
 // and `--dp-compression none|int8|topk:R|auto` (gradients as int8 or
 // top-k with error feedback, in every group or int8 where it pays).
 //
 //   bench-shape [--json] [--global-batch G] [--budget S] [--scale]
 //               [--compress-ratio R] [--bucket-mb auto|MiB]
-//               [--sync-every H] [--dp-compression none|int8|topk:R|auto]
+//               [--sync-every H|auto] [--dp-compression none|int8|topk:R|auto]
 //               [--scenarios DIR]
 //
 //===----------------------------------------------------------------------===//
@@ -224,7 +226,7 @@ void runScenario(const std::string &name, const Cluster &cluster,
          result.searchSeconds,
          describe(best.dataParallel, best.pipelineParallel,
                   best.microBatchSize, best.microBatches),
-         compressRatio, communication.bucketMb, communication.syncEvery,
+         compressRatio, communication.bucketMb, best.cost.syncEvery,
          dpCompressionName(communication.dpCompression)},
         json);
   if (!json) {
@@ -289,8 +291,11 @@ int main(int argc, char **argv) {
       if (!value)
         flags.fail(std::string("must be ") + kDpCompressionChoices);
       communication.dpCompression = *value;
-    } else if (flags.is("--sync-every"))
-      communication.syncEvery = flags.integer<int64_t>(0, 1000000);
+    } else if (flags.is("--sync-every")) {
+      std::string error;
+      if (!parseSyncEvery(flags.text(), communication.syncEvery, error))
+        flags.fail("must be auto or a number of steps in [0, 1000000]");
+    }
     else if (flags.is("--scale"))
       scale = true;
     else

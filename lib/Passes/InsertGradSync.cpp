@@ -74,9 +74,14 @@ struct InsertGradSync
     std::string capError;
     if (!planner::parseBucketCap(bucketMb, capBytes, capError))
       return fail(capError);
-    if (syncEvery < 0 || syncEvery > 1000000)
-      return fail("sync-every must be between 0 and 1000000, got " +
-                  Twine(syncEvery.getValue()));
+    int64_t every = 0;
+    std::string everyError;
+    if (!planner::parseSyncEvery(syncEvery, every, everyError))
+      return fail(everyError);
+    ShapeAttr shape = module->getAttrOfType<ShapeAttr>(kShapeAttrName);
+    if (every == planner::kSyncEveryAuto && !shape)
+      return fail("sync-every=auto needs the plan's shape: plan with "
+                  "global-batch=N (or run --dtfm-choose-shape first)");
     if (!(outerLr > 0 && outerLr < 1e6) ||
         !(outerMomentum >= 0 && outerMomentum < 1))
       return fail("outer-lr must be in (0, 1e6) and outer-momentum in "
@@ -91,13 +96,10 @@ struct InsertGradSync
     if (forced && assignment.getDp() < 2)
       return fail("dp-compression=" + dpCompression.getValue() +
                   " needs data-parallel groups of 2 or more devices (dp = 1)");
-    if (compression->mode == planner::DpCompression::TopK && syncEvery >= 1)
+    if (compression->mode == planner::DpCompression::TopK && every != 0)
       return fail("dp-compression=" + dpCompression.getValue() +
                   " sparsifies gradients; with sync-every the parameters "
                   "travel dense or int8");
-    // Local steps exchange parameters after the step: one bucket.
-    if (syncEvery >= 1)
-      capBytes = 0;
 
     // Each stage's backward FLOPs done after each op, in IR order (the order
     // the runtime runs them): when a gradient is complete.
@@ -119,50 +121,63 @@ struct InsertGradSync
     for (size_t i = 0; i < cluster.size(); ++i)
       byName[cluster.devices[i].name] = static_cast<int>(i);
     Builder b(module.getContext());
-    for (auto &[stage, ops] : updates) {
-      ArrayAttr names = stages[stage];
+    // Phase 1: per data-parallel stage, its group, algorithm, compression
+    // and gradients in the order the backward completes them.
+    struct StageSync {
+      SmallVector<Operation *> ops, order;
+      ArrayAttr names;
       std::vector<int> group;
-      for (Attribute name : names) {
+      planner::GradientSync algorithm;
+      planner::DpCompression mode;
+      double elementBytes = 4, total = 0, backwardSeconds = 0;
+      std::vector<double> sizes, ready;
+    };
+    std::vector<StageSync> syncs;
+    auto exchangeSeconds = [&](const StageSync &sync,
+                               planner::DpCompression mode, double bytes) {
+      return planner::groupExchangeSeconds(
+          cluster, sync.group, bytes, sync.elementBytes,
+          static_cast<int>(sync.group.size()),
+          sync.algorithm == planner::GradientSync::Ring, mode,
+          compression->topkRatio);
+    };
+    for (auto &[stage, ops] : updates) {
+      StageSync sync;
+      sync.ops.assign(ops.begin(), ops.end());
+      sync.names = stages[stage];
+      for (Attribute name : sync.names) {
         auto it = byName.find(cast<StringAttr>(name).getValue());
         if (it == byName.end())
           return fail("dtfm.assignment names a device that cluster '" +
                       cluster.name + "' does not have");
-        group.push_back(it->second);
+        sync.group.push_back(it->second);
       }
-      if (group.size() < 2)
+      if (sync.group.size() < 2)
         continue;
+      const std::vector<int> &group = sync.group;
       int dp = static_cast<int>(group.size());
-      double total = 0;
       for (Operation *op : ops)
-        total += getTensorBytes(op->getOperand(1).getType());
+        sync.total += getTensorBytes(op->getOperand(1).getType());
       double psSeconds =
-          planner::groupDataParallelCost(cluster, group, total, dp);
+          planner::groupDataParallelCost(cluster, group, sync.total, dp);
       double ringSeconds =
-          planner::groupRingAllReduceCost(cluster, group, total, dp);
-      planner::GradientSync algorithm = *syncKind;
-      if (algorithm == planner::GradientSync::Auto)
-        algorithm = ringSeconds < psSeconds
-                        ? planner::GradientSync::Ring
-                        : planner::GradientSync::ParameterServer;
-      bool ring = algorithm == planner::GradientSync::Ring;
+          planner::groupRingAllReduceCost(cluster, group, sync.total, dp);
+      sync.algorithm = *syncKind;
+      if (sync.algorithm == planner::GradientSync::Auto)
+        sync.algorithm = ringSeconds < psSeconds
+                             ? planner::GradientSync::Ring
+                             : planner::GradientSync::ParameterServer;
       // Compressed (forced, or int8 under auto where it pays): what
       // crosses the links for the gradients' elements.
       Type element =
           cast<ShapedType>(ops.front()->getOperand(1).getType())
               .getElementType();
-      double elementBytes =
+      sync.elementBytes =
           std::max<unsigned>(1, element.getIntOrFloatBitWidth() / 8);
-      auto secondsAs = [&](planner::DpCompression mode, double bytes) {
-        return planner::groupExchangeSeconds(cluster, group, bytes,
-                                             elementBytes, dp, ring, mode,
-                                             compression->topkRatio);
-      };
-      planner::DpCompression mode = planner::groupCompression(
-          *compression, secondsAs(planner::DpCompression::None, total),
-          secondsAs(planner::DpCompression::Int8, total));
-      auto exchangeSeconds = [&](double bytes) {
-        return secondsAs(mode, bytes);
-      };
+      sync.mode = planner::groupCompression(
+          *compression, exchangeSeconds(sync, planner::DpCompression::None,
+                                        sync.total),
+          exchangeSeconds(sync, planner::DpCompression::Int8, sync.total));
       // Buckets in the order the backward completes the gradients (a
       // gradient defined outside the stage's ops is complete from the
       // start).
@@ -174,15 +189,15 @@ struct InsertGradSync
           return it == backwardDone.end() ? 0.0 : 1.0;
         return it->second / stageTotal;
       };
-      SmallVector<Operation *> order(ops.begin(), ops.end());
-      llvm::stable_sort(order, [&](Operation *a, Operation *b) {
+      sync.order.assign(ops.begin(), ops.end());
+      llvm::stable_sort(sync.order, [&](Operation *a, Operation *b) {
         return readyFraction(a->getOperand(1)) <
                readyFraction(b->getOperand(1));
       });
-      std::vector<double> sizes, ready;
-      for (Operation *op : order) {
-        sizes.push_back(double(getTensorBytes(op->getOperand(1).getType())));
-        ready.push_back(readyFraction(op->getOperand(1)));
+      for (Operation *op : sync.order) {
+        sync.sizes.push_back(
+            double(getTensorBytes(op->getOperand(1).getType())));
+        sync.ready.push_back(readyFraction(op->getOperand(1)));
       }
       // One micro-batch's backward on the group's slowest device: what the
       // buckets can hide behind.
@@ -191,22 +206,48 @@ struct InsertGradSync
         double speed = cluster.devices[d].speed();
         slowest = slowest > 0 ? std::min(slowest, speed) : speed;
       }
-      double backwardSeconds = slowest > 0 ? stageTotal / slowest : 0;
-      planner::BucketPlan plan = planner::planBuckets(
-          sizes, ready, capBytes, exchangeSeconds, backwardSeconds);
+      sync.backwardSeconds = slowest > 0 ? stageTotal / slowest : 0;
+      syncs.push_back(std::move(sync));
+    }
+    auto bucketsOf = [&](const StageSync &sync, double cap) {
+      return planner::planBuckets(
+          sync.sizes, sync.ready, cap,
+          [&](double bytes) { return exchangeSeconds(sync, sync.mode, bytes); },
+          sync.backwardSeconds);
+    };
+    // sync-every=auto: the H of the plan's pipeline time (the shape's) and
+    // its slowest group's exchanges.
+    if (every == planner::kSyncEveryAuto) {
+      double exposed = 0, exchange = 0;
+      for (const StageSync &sync : syncs) {
+        exposed = std::max(exposed, bucketsOf(sync, capBytes).exposedSeconds);
+        exchange = std::max(exchange,
+                            exchangeSeconds(sync, sync.mode, sync.total));
+      }
+      every = planner::chooseSyncEvery(shape.getPipelineS(), exposed,
+                                       exchange);
+    }
+    // Local steps exchange parameters after the step: one bucket.
+    if (every >= 1)
+      capBytes = 0;
+
+    // Phase 2: buckets, then one dtfm.grad_sync per update.
+    for (const StageSync &sync : syncs) {
+      planner::BucketPlan plan = bucketsOf(sync, capBytes);
       llvm::DenseMap<Operation *, int> bucketOfOp;
-      for (size_t i = 0; i < order.size(); ++i)
-        bucketOfOp[order[i]] = plan.bucketOf[i];
-      for (Operation *op : ops) {
+      for (size_t i = 0; i < sync.order.size(); ++i)
+        bucketOfOp[sync.order[i]] = plan.bucketOf[i];
+      for (Operation *op : sync.ops) {
         Value grad = op->getOperand(1);
         int64_t bytes = getTensorBytes(grad.getType());
-        double seconds = exchangeSeconds(double(bytes));
+        double seconds = exchangeSeconds(sync, sync.mode, double(bytes));
         int bucket = bucketOfOp.lookup(op);
         OpBuilder builder(op);
         auto syncOp = builder.create<GradSyncOp>(
             op->getLoc(), grad.getType(), grad,
-            b.getStringAttr(planner::gradientSyncName(algorithm)), names,
-            b.getI64IntegerAttr(bytes), b.getF64FloatAttr(seconds));
+            b.getStringAttr(planner::gradientSyncName(sync.algorithm)),
+            sync.names, b.getI64IntegerAttr(bytes),
+            b.getF64FloatAttr(seconds));
         for (StringRef attr : {kStageAttrName, kLayerAttrName})
           if (Attribute value = op->getAttr(attr))
             syncOp->setAttr(attr, value);
@@ -216,16 +257,15 @@ struct InsertGradSync
                         b.getF64FloatAttr(planned.seconds));
         syncOp->setAttr(kBucketReadyAttrName,
                         b.getF64FloatAttr(planned.readyFraction));
-        if (mode == planner::DpCompression::Int8)
+        if (sync.mode == planner::DpCompression::Int8)
           syncOp->setAttr(kCompressionAttrName, b.getStringAttr("int8"));
-        if (mode == planner::DpCompression::TopK) {
+        if (sync.mode == planner::DpCompression::TopK) {
           syncOp->setAttr(kCompressionAttrName, b.getStringAttr("topk"));
           syncOp->setAttr(kTopkRatioAttrName,
                           b.getF64FloatAttr(compression->topkRatio));
         }
-        if (syncEvery >= 1) {
-          syncOp->setAttr(kSyncEveryAttrName,
-                          b.getI64IntegerAttr(syncEvery));
+        if (every >= 1) {
+          syncOp->setAttr(kSyncEveryAttrName, b.getI64IntegerAttr(every));
           syncOp->setAttr(kOuterLrAttrName, b.getF64FloatAttr(outerLr));
           syncOp->setAttr(kOuterMomentumAttrName,
                           b.getF64FloatAttr(outerMomentum));

@@ -72,11 +72,13 @@ struct PlanOptions : public PassPipelineOptions<PlanOptions> {
   Option<std::string> sync{*this, "sync",
                            llvm::cl::desc("Gradient sync: auto, ps or ring"),
                            llvm::cl::init("auto")};
-  Option<int64_t> syncEvery{
+  Option<std::string> syncEvery{
       *this, "sync-every",
       llvm::cl::desc("Local steps (DiLoCo): exchange parameters every H "
-                     "steps (0: gradients every step)"),
-      llvm::cl::init(0)};
+                     "steps (0: gradients every step; auto: where "
+                     "exchanging every step costs over 10% of the "
+                     "pipeline, needs global-batch)"),
+      llvm::cl::init("0")};
   Option<double> outerLr{*this, "outer-lr",
                          llvm::cl::desc("Local steps: outer learning rate"),
                          llvm::cl::init(0.7)};

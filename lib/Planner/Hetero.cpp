@@ -142,13 +142,15 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
                                              plan.bounds.end() - 1, block) -
                             plan.bounds.begin() - 1);
   };
+  // Per stage: the exchange left after the backward when synchronous, one
+  // parameter exchange (local steps), the tied parameters' exchange.
+  std::vector<double> exposedOf(pp, 0.0), exchangeOf(pp, 0.0), tiedOf(pp, 0.0);
   for (int s = 0; s < pp; ++s) {
     double parameterBytes = 0;
     for (int i = plan.bounds[s]; i < plan.bounds[s + 1]; ++i)
       parameterBytes += workload.blocks[i].parameterBytes;
     double gradientBytes =
         parameterBytes * workload.gradientBytesPerParameterByte;
-    double seconds = 0;
     if (dp > 1) {
       // The algorithm as --dtfm-insert-grad-sync chooses it (on the dense
       // bytes), then what crosses the links: int8 or top-k when compressed
@@ -193,15 +195,11 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
       }
       double backwardSeconds =
           flops > 0 ? plan.stageSeconds[s] * backwardFlops / flops : 0;
-      if (training.syncEvery >= 1) // local steps: 1/H of one exchange
-        seconds = exchange(gradientBytes) /
-                  static_cast<double>(training.syncEvery);
-      else
-        seconds = planBuckets(
-                      bytes, ready, training.bucketCapBytes,
-                      exchange,
-                      backwardSeconds)
-                      .exposedSeconds;
+      exchangeOf[s] = exchange(gradientBytes);
+      if (training.syncEvery < 1) // synchronous, or auto
+        exposedOf[s] = planBuckets(bytes, ready, training.bucketCapBytes,
+                                   exchange, backwardSeconds)
+                           .exposedSeconds;
     }
     double tied = 0;
     for (int i = 0; i < dp; ++i) {
@@ -216,8 +214,20 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
       }
       tied = std::max(tied, mine);
     }
+    tiedOf[s] = tied;
+  }
+  // Local steps: 1/H of one exchange per iteration.
+  int64_t h = training.syncEvery;
+  if (h == kSyncEveryAuto)
+    h = chooseSyncEvery(cost.pipelineSeconds,
+                        *std::max_element(exposedOf.begin(), exposedOf.end()),
+                        *std::max_element(exchangeOf.begin(), exchangeOf.end()));
+  cost.syncEvery = h;
+  for (int s = 0; s < pp; ++s) {
+    double seconds =
+        h >= 1 ? exchangeOf[s] / static_cast<double>(h) : exposedOf[s];
     cost.dataParallelSeconds =
-        std::max(cost.dataParallelSeconds, seconds + tied);
+        std::max(cost.dataParallelSeconds, seconds + tiedOf[s]);
   }
   cost.plan = std::move(plan);
   cost.feasible = true;

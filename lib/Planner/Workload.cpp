@@ -11,7 +11,9 @@
 #include "dtfm/Format/Sparse.h"
 #include "dtfm/Support/NameTable.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <iterator>
 #include <cstdlib>
 
 using namespace dtfm::planner;
@@ -40,7 +42,7 @@ Workload Workload::withMicroBatchSize(int64_t size) const {
 bool dtfm::planner::parseCommunication(const std::string &sync,
                                        double compressRatio,
                                        const std::string &bucketMb,
-                                       int64_t syncEvery,
+                                       const std::string &syncEveryText,
                                        const std::string &dpCompression,
                                        TrainingOptions &training,
                                        std::string &error) {
@@ -54,13 +56,11 @@ bool dtfm::planner::parseCommunication(const std::string &sync,
   training.dpCompression = *compression;
   if (!parseBucketCap(bucketMb, training.bucketCapBytes, error))
     return false;
-  if (syncEvery < 0 || syncEvery > 1000000) {
-    error = "sync-every must be between 0 and 1000000, got " +
-            std::to_string(syncEvery);
+  int64_t syncEvery = 0;
+  if (!parseSyncEvery(syncEveryText, syncEvery, error))
     return false;
-  }
   training.syncEvery = syncEvery;
-  if (compression->mode == DpCompression::TopK && syncEvery >= 1) {
+  if (compression->mode == DpCompression::TopK && syncEvery != 0) {
     error = "dp-compression=" + dpCompression +
             " sparsifies gradients; with sync-every the parameters travel "
             "dense or int8";
@@ -157,4 +157,35 @@ double dtfm::planner::groupExchangeSeconds(
     break;
   }
   return groupSyncCost(cluster, group, denseBytes, dataParallelDegree, ring);
+}
+
+int64_t dtfm::planner::chooseSyncEvery(double pipelineSeconds,
+                                       double exposedSeconds,
+                                       double exchangeSeconds) {
+  double budget = kAutoSyncShare * pipelineSeconds;
+  if (exposedSeconds <= budget)
+    return 0;
+  for (int64_t h : kSyncEveryCandidates)
+    if (exchangeSeconds / static_cast<double>(h) <= budget)
+      return h;
+  return std::end(kSyncEveryCandidates)[-1];
+}
+
+bool dtfm::planner::parseSyncEvery(const std::string &text,
+                                   int64_t &syncEvery, std::string &error) {
+  if (text == "auto") {
+    syncEvery = kSyncEveryAuto;
+    return true;
+  }
+  char *end = nullptr;
+  errno = 0;
+  long long value = text.empty() ? -1 : std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || value < 0 ||
+      value > 1000000) {
+    error = "sync-every must be auto or between 0 and 1000000, got '" + text +
+            "'";
+    return false;
+  }
+  syncEvery = value;
+  return true;
 }

@@ -192,6 +192,26 @@ TEST(Hetero, GradientBucketsCountOnlyWhatOutlastsTheBackward) {
   p.training.syncEvery = 4;
   EXPECT_NEAR(HeteroModel(p).evaluate({{0, 1}}).dataParallelSeconds,
               2.02 / 4, 1e-9);
+  // auto: the pipeline takes 6 s (two blocks of 3e12 FLOPs at 1e12); the
+  // buckets leave 1.02 s, over 10% of it; 2.02 / 2 = 1.01 s too, and
+  // 2.02 / 5 = 0.404 fits: H = 5.
+  p.training.syncEvery = kSyncEveryAuto;
+  HeteroCost automatic = HeteroModel(p).evaluate({{0, 1}});
+  EXPECT_NEAR(automatic.pipelineSeconds, 6, 1e-9);
+  EXPECT_EQ(automatic.syncEvery, 5);
+  EXPECT_NEAR(automatic.dataParallelSeconds, 2.02 / 5, 1e-9);
+  // On links 100 times faster one bucket leaves 0.0202 s: synchronous.
+  Cluster fast = linkedPair(0.1);
+  for (size_t a = 0; a < 2; ++a)
+    for (size_t b = 0; b < 2; ++b)
+      if (a != b)
+        fast.bandwidthGbps(a, b) *= 100;
+  HeteroProblem quick = p;
+  quick.cluster = &fast;
+  quick.training.bucketCapBytes = 0;
+  HeteroCost synchronous = HeteroModel(quick).evaluate({{0, 1}});
+  EXPECT_EQ(synchronous.syncEvery, 0);
+  EXPECT_NEAR(synchronous.dataParallelSeconds, 2 * (0.0001 + 0.01), 1e-9);
   p.training.syncEvery = 0;
   // int8 on the wire (f32 gradients: 2.5e8 elements a block): one bucket of
   // 5e8 elements takes 5e8 + 4 * ceil(5e8 / 256) bytes, 2 * (0.01 +

@@ -176,6 +176,11 @@ def InsertGradSync : Pass<"dtfm-insert-grad-sync", "mlir::ModuleOp"> {
     and 0.9). This changes what is computed: only on request. The syncs
     record `dtfm.sync_every`, `dtfm.outer_lr` and `dtfm.outer_momentum`; the
     exchange travels as one bucket after the optimizer step.
+    `sync-every=auto` (needs the plan's shape, `dtfm.shape`) stays
+    synchronous unless the slowest group's exchange left after the backward
+    costs more than 10% of the shape's pipeline time, and then takes the
+    smallest H of 2, 5, 10, 20, 50, 100 whose 1/H of a parameter exchange
+    costs no more (planner::chooseSyncEvery, hetero's model alike).
 
     `dp-compression=int8` (default `none`; it changes what is computed)
     sends the gradients as int8 with one scale per 256 values (a quarter of
@@ -196,9 +201,9 @@ def InsertGradSync : Pass<"dtfm-insert-grad-sync", "mlir::ModuleOp"> {
            "auto, ps or ring">,
     Option<"bucketMb", "bucket-mb", "std::string", /*default=*/"\"auto\"",
            "Gradient bucket cap: auto or MiB (0: one bucket per stage)">,
-    Option<"syncEvery", "sync-every", "int64_t", /*default=*/"0",
+    Option<"syncEvery", "sync-every", "std::string", /*default=*/"\"0\"",
            "Local steps: exchange parameters every H steps (0: gradients "
-           "every step)">,
+           "every step; auto: H from the plan's shape)">,
     Option<"outerLr", "outer-lr", "double", /*default=*/"0.7",
            "Local steps: the outer Nesterov step's learning rate">,
     Option<"outerMomentum", "outer-momentum", "double", /*default=*/"0.9",
@@ -315,9 +320,10 @@ def AssignDevices : Pass<"dtfm-assign-devices", "mlir::ModuleOp"> {
     Option<"bucketMb", "bucket-mb", "std::string", /*default=*/"\"auto\"",
            "Gradient buckets the plan will use (hetero's model): auto or "
            "MiB (0: one bucket per stage)">,
-    Option<"syncEvery", "sync-every", "int64_t", /*default=*/"0",
+    Option<"syncEvery", "sync-every", "std::string", /*default=*/"\"0\"",
            "Local steps the plan will take (hetero's model): parameters "
-           "exchanged every H steps (0: gradients every step)">,
+           "exchanged every H steps (0: gradients every step; auto: H "
+           "where exchanging every step costs over 10% of the pipeline)">,
     Option<"dpCompression", "dp-compression", "std::string",
            /*default=*/"\"none\"",
            "Gradients on the wire the plan will use (hetero's model): none, "
@@ -424,9 +430,10 @@ def ChooseShape : Pass<"dtfm-choose-shape", "mlir::ModuleOp"> {
     Option<"bucketMb", "bucket-mb", "std::string", /*default=*/"\"auto\"",
            "Gradient buckets the plan will use (hetero's model): auto or "
            "MiB (0: one bucket per stage)">,
-    Option<"syncEvery", "sync-every", "int64_t", /*default=*/"0",
+    Option<"syncEvery", "sync-every", "std::string", /*default=*/"\"0\"",
            "Local steps the plan will take (hetero's model): parameters "
-           "exchanged every H steps (0: gradients every step)">,
+           "exchanged every H steps (0: gradients every step; auto: H "
+           "where exchanging every step costs over 10% of the pipeline)">,
     Option<"dpCompression", "dp-compression", "std::string",
            /*default=*/"\"none\"",
            "Gradients on the wire the plan will use (hetero's model): none, "

@@ -66,6 +66,9 @@ struct HeteroCost {
   /// After its pipeline, the slowest stage's gradient all-reduce plus its
   /// tied parameters' exchange with other stages.
   double dataParallelSeconds = 0;
+  /// Local steps: the H the exchange was costed with (sync-every=auto
+  /// chooses it per plan; 0: synchronous).
+  int64_t syncEvery = 0;
   double iterationSeconds() const {
     return feasible ? pipelineSeconds + dataParallelSeconds
                     : std::numeric_limits<double>::infinity();
