@@ -146,7 +146,8 @@ done
 
 # Ready-made plans: the tiny GPT on one device and as a 2 x 2 plan (with and
 # without AdaTopK on the pipeline links, f32 and bf16), two data-parallel
-# replicas with gradient buckets, int8 exchanges or local steps, a small ResNet, and two pipeline stages over
+# replicas with gradient buckets, int8 or top-k exchanges or local steps, a
+# small ResNet, and two pipeline stages over
 # links of falling bandwidth for the overlap measurement.
 bin=$build_dir/bin
 plans=$stage/plans
@@ -178,6 +179,7 @@ plan "$work/tiny-bf16.mlir" "$plans/four.textproto" "dp=2 pp=2 micro-batches=4 $
 plan "$work/tiny.mlir" "$plans/two.textproto" "dp=2 pp=1 micro-batches=4 $adamw bucket-mb=0.05" tiny-dp2-buckets.pb
 plan "$work/tiny.mlir" "$plans/two.textproto" "dp=2 pp=1 micro-batches=4 $adamw dp-compression=int8" tiny-dp2-int8.pb
 plan "$work/tiny.mlir" "$plans/two.textproto" "dp=2 pp=1 micro-batches=4 $adamw sync-every=4" tiny-dp2-local4.pb
+plan "$work/tiny.mlir" "$plans/two.textproto" "dp=2 pp=1 micro-batches=4 $adamw dp-compression=topk:10" tiny-dp2-topk10.pb
 plan "$src/test/Passes/Inputs/tiny-resnet.mlir" "$plans/one.textproto" "dp=1 pp=1 micro-batches=2 optimizer=sgd lr=0.05" resnet-1.pb
 "$bin/dtfm-translate" --import-gpt tiny --layers 4 --micro-batch 8 -o "$work/tiny4.mlir"
 for gbps in 40 4 1 0.5 0.25 0.125; do
@@ -198,6 +200,7 @@ tiny-2x2-bf16-adatopk tiny-2x2-bf16-adatopk.pb 10 2e-2
 tiny-dp2-buckets  tiny-dp2-buckets.pb       10 1e-3
 tiny-dp2-int8     tiny-dp2-int8.pb          10 1e-3
 tiny-dp2-local4   tiny-dp2-local4.pb        10 1e-3
+tiny-dp2-topk10   tiny-dp2-topk10.pb        10 1e-3
 resnet-1          resnet-1.pb               5  1e-3
 EOF
 

@@ -204,12 +204,13 @@ while read -r name plan steps tol flags; do
 done < "$plans/plans.txt"
 
 # 3. Checkpoints written on one backend resume on the other: the tiny GPT
-# on one device every way; int8 exchanges (error-feedback residuals) and
-# local steps (anchors, outer velocities) across the backends.
+# on one device every way; int8 and top-k exchanges (error-feedback
+# residuals) and local steps (anchors, outer velocities) across the backends.
 say ""
 say "== checkpoint round trips (5 steps, resumed to 10, against the uninterrupted CPU run)"
 for trip in tiny-1:cpu:cuda tiny-1:cuda:cpu tiny-1:cuda:cuda tiny-dp2-int8:cpu:cuda \
-            tiny-dp2-int8:cuda:cpu tiny-dp2-local4:cpu:cuda tiny-dp2-local4:cuda:cpu; do
+            tiny-dp2-int8:cuda:cpu tiny-dp2-local4:cpu:cuda tiny-dp2-local4:cuda:cpu \
+            tiny-dp2-topk10:cuda:cpu; do
   IFS=: read -r name first second <<<"$trip"
   tag=ckpt-$name-$first-$second
   dir=$logs/$tag
