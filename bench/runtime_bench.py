@@ -1,10 +1,10 @@
 """bench-runtime: dtfm-run --execute measured on this machine.
 
   /usr/bin/python3 bench/runtime_bench.py [--bin build/bin] [--steps N]
-                                           [--only overlap,fidelity,kernels]
-                                           [--backend cpu|cuda] [--json]
+                               [--only overlap,fidelity,fidelity-dp,kernels]
+                               [--backend cpu|cuda] [--json]
 
-Three measurements, each side by side in one run:
+Four measurements, each side by side in one run:
 
   overlap   two pipeline stages over a shaped link (0.1 ms) whose transfer
             of one micro-batch's activations takes about as long as its
@@ -16,6 +16,10 @@ Three measurements, each side by side in one run:
             after calibrating the device speeds on the first step (the
             workers share this machine's cores, and the calibration measures
             them that way). Target: within +-15%.
+  fidelity-dp  the same for two replicas, one worker per core, across a
+            shaped 200 Mbit/s, 5 ms link, for each data-parallel exchange:
+            one bucket, buckets, int8, topk:10, local steps (H = 4) alone
+            and with int8; the mean of 16 steps (whole local-step periods).
   kernels   single-device step of the tiny GPT, dtfm vs PyTorch 1.13 (same
             model, float32, 2 threads each). Target: <= 1.25x.
 
@@ -55,7 +59,8 @@ class Bench:
     def tool(self, name):
         return os.path.join(self.bin, name)
 
-    def plan(self, name, cluster_text, dp, pp, micro, gpt_flags=()):
+    def plan(self, name, cluster_text, dp, pp, micro, gpt_flags=(),
+             options=""):
         cluster = f"{self.work}/{name}.textproto"
         with open(cluster, "w") as f:
             f.write(cluster_text)
@@ -65,23 +70,26 @@ class Bench:
         planned = f"{self.work}/{name}.planned.mlir"
         sh([self.tool("dtfm-opt"), model, "-o", planned,
             f"--dtfm-plan=cluster={cluster} dp={dp} pp={pp} programs=true "
-            f"micro-batches={micro} optimizer=adamw lr=0.001"])
+            f"micro-batches={micro} optimizer=adamw lr=0.001 {options}"])
         plan = f"{self.work}/{name}.pb"
         sh([self.tool("dtfm-translate"), "--export-plan", "--cluster", cluster,
             planned, "-o", plan])
         return plan
 
-    def execute(self, plan, tag, *flags, env=None):
+    def execute(self, plan, tag, *flags, env=None, steps=None):
         log = f"{self.work}/{tag}.jsonl"
         trace = f"{self.work}/{tag}.trace.json"
         sh([self.tool("dtfm-run"), plan, "--execute", "--steps",
-            str(self.steps), "--log", log, "--trace", trace, "--backend",
+            str(steps or self.steps), "--log", log, "--trace", trace, "--backend",
             self.backend, *flags], env=env)
         rows = [json.loads(line) for line in open(log)]
         # Skip the first steps (warm-up, calibration).
         settled = rows[2:] if len(rows) > 4 else rows[1:]
         return {
             "measured_s": statistics.median(r["measured_s"] for r in settled),
+            # Local steps: the exchange falls on one step in H, which the
+            # median skips; the mean over whole periods counts it.
+            "mean_s": statistics.mean(r["measured_s"] for r in settled),
             "simulated_s": rows[-1]["simulated_s"],
             "trace": trace,
         }
@@ -158,6 +166,33 @@ def fidelity(b):
     return rows
 
 
+def fidelity_dp(b):
+    """Two replicas (one worker per core) across a shaped 200 Mbit/s, 5 ms
+    link, for each data-parallel exchange: measured mean step (whole
+    local-step periods) against the simulator after calibration."""
+    rows = []
+    cases = [
+        ("dense, one bucket", "bucket-mb=0"),
+        ("buckets (auto)", "bucket-mb=auto"),
+        ("int8", "dp-compression=int8"),
+        ("topk:10", "dp-compression=topk:10"),
+        ("local steps H=4", "sync-every=4"),
+        ("local steps H=4, int8", "sync-every=4 dp-compression=int8"),
+    ]
+    for i, (label, options) in enumerate(cases):
+        plan = b.plan(f"fidelity-dp{i}", two_region(0.2, 5.0), 2, 1, 4,
+                      options=options)
+        # 18 steps: the 16 after warm-up are 4 whole periods of H = 4.
+        r = b.execute(plan, f"fidelity-dp{i}", "--shape-links", steps=18)
+        rows.append({
+            "bench": "fidelity", "plan": f"tiny, 2 replicas, {label}",
+            "measured_s": r["mean_s"], "simulated_s": r["simulated_s"],
+            "ratio": r["mean_s"] / r["simulated_s"],
+            "target": "0.85 - 1.15",
+        })
+    return rows
+
+
 def kernels(b):
     plan = b.plan("kernels", 'name: "one"\ndevices { name: "cpu0" region: '
                   '"local" peak_flops: 1e11 memory_bytes: 8e9 }\n', 1, 1, 4)
@@ -195,7 +230,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bin", default=f"{ROOT}/build/bin")
     parser.add_argument("--steps", type=int, default=12)
-    parser.add_argument("--only", default="overlap,fidelity,kernels")
+    parser.add_argument("--only",
+                        default="overlap,fidelity,fidelity-dp,kernels")
     parser.add_argument("--backend", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -204,7 +240,7 @@ def main():
         b = Bench(args, work)
         for name in args.only.split(","):
             rows += {"overlap": overlap, "fidelity": fidelity,
-                     "kernels": kernels}[name](b)
+                     "fidelity-dp": fidelity_dp, "kernels": kernels}[name](b)
     if args.json:
         for r in rows:
             print(json.dumps(r))
