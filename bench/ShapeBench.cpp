@@ -36,11 +36,14 @@
 // auto: H where exchanging every step costs over 10% of the pipeline; the
 // JSON's sync_every is the H chosen)
 // and `--dp-compression none|int8|topk:R|auto` (gradients as int8 or
-// top-k with error feedback, in every group or int8 where it pays).
+// top-k with error feedback, in every group or int8 where it pays);
+// `--pp-compression none|int8|auto` sends the pipeline's activations and
+// their gradients in 8 bits (SWARM), on every link or where it pays.
 //
 //   bench-shape [--json] [--global-batch G] [--budget S] [--scale]
 //               [--compress-ratio R] [--bucket-mb auto|MiB]
 //               [--sync-every H|auto] [--dp-compression none|int8|topk:R|auto]
+//               [--pp-compression none|int8|auto]
 //               [--scenarios DIR]
 //
 //===----------------------------------------------------------------------===//
@@ -142,6 +145,7 @@ struct Communication {
   std::string bucketMb = "auto";
   int64_t syncEvery = 0;
   DpCompressionChoice dpCompression;
+  LinkInt8 ppCompression = LinkInt8::None;
 };
 
 /// What a scenario's shape is compared with: DT-FM's fixed 8 x 8 plan, the
@@ -173,6 +177,7 @@ void runScenario(const std::string &name, const Cluster &cluster,
   }
   problem.training.syncEvery = communication.syncEvery;
   problem.training.dpCompression = communication.dpCompression;
+  problem.training.compression.int8 = communication.ppCompression;
   problem.globalBatch = globalBatch;
   problem.microBatchSizes = {1, 2, 4, 8};
   ShapeSearchOptions shapeOptions;
@@ -291,6 +296,11 @@ int main(int argc, char **argv) {
       if (!value)
         flags.fail(std::string("must be ") + kDpCompressionChoices);
       communication.dpCompression = *value;
+    } else if (flags.is("--pp-compression")) {
+      std::optional<LinkInt8> value = parsePpCompression(flags.text());
+      if (!value)
+        flags.fail(std::string("must be ") + kPpCompressionChoices);
+      communication.ppCompression = *value;
     } else if (flags.is("--sync-every")) {
       std::string error;
       if (!parseSyncEvery(flags.text(), communication.syncEvery, error))

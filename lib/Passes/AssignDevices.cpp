@@ -59,7 +59,7 @@ struct AssignDevices
                   "micro-batches > 0");
     std::string error;
     if (!planner::parseCommunication(sync, compressRatio, bucketMb, syncEvery,
-                                     dpCompression,
+                                     dpCompression, ppCompression,
                                      options.training, error))
       return fail(error);
     FailureOr<planner::Cluster> loaded = moduleCluster(module, error);

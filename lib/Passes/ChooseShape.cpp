@@ -52,7 +52,7 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
     planner::ShapeProblem problem;
     std::string error;
     if (!planner::parseCommunication(sync, compressRatio, bucketMb, syncEvery,
-                                     dpCompression,
+                                     dpCompression, ppCompression,
                                      problem.training, error))
       return fail(error);
     FailureOr<planner::Cluster> loaded = moduleCluster(module, error);

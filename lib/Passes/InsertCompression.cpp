@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Passes/Passes.h"
+#include "dtfm/Format/Int8.h"
 #include "dtfm/Planner/Compression.h"
 
 #include "mlir/IR/Builders.h"
@@ -27,11 +28,23 @@ struct InsertCompression
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (!(ratio > 1) || denseBelow < 0) {
+    std::optional<planner::LinkInt8> int8Links =
+        planner::parsePpCompression(int8.getValue());
+    if (!int8Links) {
       mlir::emitError(toolLoc(module, ""))
-          << "dtfm-insert-compression: ratio must be > 1 and dense-below >= "
-             "0, got "
-          << ratio.getValue() << " and " << denseBelow.getValue();
+          << "dtfm-insert-compression: unknown int8 '" << int8.getValue()
+          << "' (expected " << planner::kPpCompressionChoices << ")";
+      return signalPassFailure();
+    }
+    // Without 8-bit links, top-k is the point: a ratio above 1.
+    bool topkOnly = *int8Links == planner::LinkInt8::None;
+    bool ratioOk = topkOnly ? ratio > 1 : ratio >= 1;
+    if (!(ratioOk && ratio < 1e9) || !(denseBelow >= 0)) {
+      mlir::emitError(toolLoc(module, ""))
+          << "dtfm-insert-compression: ratio must be "
+          << (topkOnly ? "> 1" : ">= 1")
+          << " and dense-below >= 0, got " << ratio.getValue() << " and "
+          << denseBelow.getValue();
       return signalPassFailure();
     }
     SmallVector<SendOp> sends;
@@ -50,20 +63,25 @@ struct InsertCompression
       }
     });
     std::vector<planner::LinkTransfer> links;
-    for (SendOp send : sends)
-      links.push_back({static_cast<double>(send.getBytes()),
-                       send.getLatencyS().convertToDouble(),
-                       send.getBandwidthGbps().convertToDouble()});
+    for (SendOp send : sends) {
+      auto type = cast<ShapedType>(send.getValue().getType());
+      links.push_back(
+          {static_cast<double>(send.getBytes()),
+           send.getLatencyS().convertToDouble(),
+           send.getBandwidthGbps().convertToDouble(),
+           std::max(1.0, double(type.getElementTypeBitWidth()) / 8)});
+    }
     planner::CompressionOptions options;
-    options.targetRatio = ratio;
+    options.targetRatio = std::max(1.0, ratio.getValue());
     options.uniform = uniform;
     options.denseBelow = denseBelow;
+    options.int8 = *int8Links;
     std::vector<planner::LinkCompression> plan =
         planner::planCompression(links, options);
 
     Builder b(module.getContext());
     for (auto [send, compression] : llvm::zip(sends, plan)) {
-      if (!compression.compressed)
+      if (!compression.compressed && !compression.int8)
         continue;
       auto it = recvOfTag.find(send.getTag());
       if (it == recvOfTag.end()) {
@@ -72,6 +90,19 @@ struct InsertCompression
         return signalPassFailure();
       }
       RecvOp recv = it->second;
+      if (compression.int8) {
+        // The same transfer in the int8 format: its bytes on the wire.
+        int64_t numel =
+            cast<RankedTensorType>(send.getValue().getType()).getNumElements();
+        auto bytes = b.getI64IntegerAttr(static_cast<int64_t>(
+            ::dtfm::format::int8Bytes(static_cast<size_t>(numel))));
+        for (Operation *op : {send.getOperation(), recv.getOperation()}) {
+          op->setAttr(kWireAttrName, b.getStringAttr("int8"));
+          op->setAttr("bytes", bytes);
+        }
+        ++numInt8;
+        continue;
+      }
       auto dense = cast<RankedTensorType>(send.getValue().getType());
       int64_t numel = dense.getNumElements();
       int64_t k =

@@ -91,6 +91,12 @@ struct PlanOptions : public PassPipelineOptions<PlanOptions> {
       llvm::cl::desc("Gradients on the wire: none, int8 (with error "
                      "feedback) or auto (int8 where it saves 20%)"),
       llvm::cl::init("none")};
+  Option<std::string> ppCompression{
+      *this, "pp-compression",
+      llvm::cl::desc("Pipeline transfers (activations and their gradients) "
+                     "in 8 bits, as SWARM: none, int8 or auto (where they "
+                     "save 20%); links AdaTopK compresses stay top-k"),
+      llvm::cl::init("none")};
   Option<std::string> bucketMb{
       *this, "bucket-mb",
       llvm::cl::desc("Gradient bucket cap: auto or MiB (0: one bucket per "
@@ -123,6 +129,7 @@ void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
     shape.syncEvery = options.syncEvery;
     shape.dpCompression = options.dpCompression;
     shape.compressRatio = options.compressRatio;
+    shape.ppCompression = options.ppCompression;
     pm.addPass(createChooseShape(shape));
     pm.addPass(createAnnotateCosts());
   }
@@ -145,6 +152,7 @@ void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
   assign.syncEvery = options.syncEvery;
   assign.dpCompression = options.dpCompression;
   assign.compressRatio = options.compressRatio;
+  assign.ppCompression = options.ppCompression;
   pm.addPass(createAssignDevices(assign));
   PartitionStagesOptions partition;
   partition.schedule = options.schedule;
@@ -154,9 +162,10 @@ void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
   if (!options.programs)
     return;
   pm.addPass(createInsertSendRecv());
-  if (options.compressRatio > 1) {
+  if (options.compressRatio > 1 || options.ppCompression != "none") {
     InsertCompressionOptions compression;
     compression.ratio = options.compressRatio;
+    compression.int8 = options.ppCompression;
     pm.addPass(createInsertCompression(compression));
   }
   InsertGradSyncOptions sync;

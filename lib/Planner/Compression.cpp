@@ -5,6 +5,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Planner/Compression.h"
+#include "dtfm/Format/Int8.h"
+#include "dtfm/Support/NameTable.h"
 
 #include <algorithm>
 
@@ -32,8 +34,29 @@ dtfm::planner::planCompression(const std::vector<LinkTransfer> &links,
     c.compressed = eligible && ratio > 3.0;
     c.ratio = c.compressed ? ratio : 1.0;
     c.bytes = c.compressed ? 3.0 * link.denseBytes / ratio : link.denseBytes;
+    if (!c.compressed && options.int8 != LinkInt8::None) {
+      double bytes = format::int8BytesOfDense(link.denseBytes,
+                                              link.elementBytes);
+      c.int8 = options.int8 == LinkInt8::All ||
+               link.seconds(bytes) <=
+                   (1 - kInt8LinkMinSaving) * link.seconds(link.denseBytes);
+      if (c.int8)
+        c.bytes = bytes;
+    }
     c.seconds = link.seconds(c.bytes);
     plan.push_back(c);
   }
   return plan;
+}
+
+static constexpr dtfm::NameEntry<LinkInt8> kPpCompressionNames[] = {
+    {LinkInt8::None, "none"}, {LinkInt8::All, "int8"}, {LinkInt8::Auto, "auto"}};
+
+const char *dtfm::planner::ppCompressionName(LinkInt8 mode) {
+  return nameOf(kPpCompressionNames, mode);
+}
+
+std::optional<LinkInt8>
+dtfm::planner::parsePpCompression(std::string_view name) {
+  return valueNamed(kPpCompressionNames, name);
 }

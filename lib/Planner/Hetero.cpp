@@ -91,14 +91,17 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
   for (int i = 0; i < dp; ++i)
     for (int s = 0; s + 1 < pp; ++s) {
       int a = pipelines[i][s], b = pipelines[i][s + 1];
+      // Activations in the model's element type, as its gradients.
+      double elementBytes = 1 / workload.gradientElementsPerByte;
       transfers.push_back({workload.boundaryBytes, cluster.latencySeconds(a, b),
-                           cluster.bandwidthGbps(a, b)});
+                           cluster.bandwidthGbps(a, b), elementBytes});
       transfers.push_back({workload.boundaryBytes, cluster.latencySeconds(b, a),
-                           cluster.bandwidthGbps(b, a)});
+                           cluster.bandwidthGbps(b, a), elementBytes});
     }
   std::vector<double> seconds(transfers.size()), occupancy(transfers.size());
   std::vector<LinkCompression> compressed;
-  if (training.compression.targetRatio > 1)
+  if (training.compression.targetRatio > 1 ||
+      training.compression.int8 != LinkInt8::None)
     compressed = planCompression(transfers, training.compression);
   for (size_t t = 0; t < transfers.size(); ++t) {
     double bytes =

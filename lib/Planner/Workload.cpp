@@ -44,8 +44,16 @@ bool dtfm::planner::parseCommunication(const std::string &sync,
                                        const std::string &bucketMb,
                                        const std::string &syncEveryText,
                                        const std::string &dpCompression,
+                                       const std::string &ppCompression,
                                        TrainingOptions &training,
                                        std::string &error) {
+  std::optional<LinkInt8> int8Links = parsePpCompression(ppCompression);
+  if (!int8Links) {
+    error = "unknown pp-compression '" + ppCompression + "' (expected " +
+            kPpCompressionChoices + ")";
+    return false;
+  }
+  training.compression.int8 = *int8Links;
   std::optional<DpCompressionChoice> compression =
       parseDpCompression(dpCompression);
   if (!compression) {

@@ -348,6 +348,15 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
     in.read("tag", a.tag);
     in.read("bytes", a.bytes);
     a.oncePerIteration = in.has("dtfm.once_per_iteration");
+    {
+      std::string wire;
+      in.read("dtfm.wire", wire);
+      a.int8Wire = wire == "int8";
+      if (!wire.empty() && !a.int8Wire)
+        in.fail("unknown dtfm.wire '" + wire + "' (expected int8)");
+      if (a.int8Wire && a.oncePerIteration)
+        in.fail("dtfm.wire int8 on a once-per-iteration transfer (a weight)");
+    }
     break;
   default:
     break;

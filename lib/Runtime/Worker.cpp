@@ -127,6 +127,7 @@ bool Worker::prepare(std::string &error) {
     t.peerRank = rankOf[a.peerDevice];
     t.tag = a.tag;
     t.oncePerIteration = a.oncePerIteration;
+    t.int8 = a.int8Wire;
     if (t.tag < 0 || t.tag > 0xfff) {
       error = std::string(opName(op.kind)) + " #" + std::to_string(op.index) +
               ": tag out of range";
@@ -269,7 +270,7 @@ bool Worker::connect(std::string &error) {
     std::map<int, int> linkOps;
     for (const std::vector<Transfer> *list : {&sends, &receives})
       for (const Transfer &t : *list)
-        if (!t.oncePerIteration)
+        if (!t.oncePerIteration && !t.int8) // int8 is encoded on the host
           linkOps[t.op] = t.peerRank;
     auto share = [&](const std::string &name, std::string &value, bool publish,
                      std::string &e) {

@@ -11,6 +11,7 @@
 #ifndef DTFM_LIB_RUNTIME_WORKERIMPL_H
 #define DTFM_LIB_RUNTIME_WORKERIMPL_H
 
+#include "dtfm/Format/Int8.h"
 #include "dtfm/Format/Stream.h"
 #include "dtfm/Runtime/Checkpoints.h"
 #include "dtfm/Runtime/DataSource.h"
@@ -46,8 +47,14 @@ struct Transfer {
   int peerRank = 0;
   int64_t tag = 0;
   bool oncePerIteration = false;
+  bool int8 = false; ///< in the int8 format on the wire (dtfm.wire)
   int64_t value = 0; ///< operand (send) or result (recv) value id
   std::vector<int64_t> shape;
+
+  /// Bytes of `elements` values on the wire.
+  size_t wireBytes(size_t elements) const {
+    return int8 ? format::int8Bytes(elements) : elements * sizeof(float);
+  }
 };
 
 /// One device program of a plan, trained: setup and the run loop in

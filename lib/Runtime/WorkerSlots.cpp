@@ -46,14 +46,26 @@ bool Worker::receiveEntry(int64_t step, const StreamEntry &entry,
         t.oncePerIteration || onDevice(t))
       continue;
     cpu::Tensor &buffer = buffers[i][entry.microBatch];
+    size_t bytes = t.wireBytes(buffer.data.size());
     size_t link = static_cast<size_t>(t.peerRank) * size + options.rank;
     if (link < linkShapes.size() && linkShapes[link].bytesPerSecond > 0)
-      serialise += buffer.data.size() * 4.0 / linkShapes[link].bytesPerSecond;
-    if (!transport->recv(
-            t.peerRank,
-            dataSlot(step, t.phase, entry.microBatch, microBatches, t.tag),
-            buffer.data.data(), buffer.data.size() * 4, error))
+      serialise += static_cast<double>(bytes) / linkShapes[link].bytesPerSecond;
+    uint64_t slot =
+        dataSlot(step, t.phase, entry.microBatch, microBatches, t.tag);
+    if (!t.int8) {
+      if (!transport->recv(t.peerRank, slot, buffer.data.data(), bytes, error))
+        return false;
+      continue;
+    }
+    std::vector<char> message(bytes);
+    if (!transport->recv(t.peerRank, slot, message.data(), bytes, error))
       return false;
+    if (!format::decodeInt8(message.data(), bytes, buffer.data.size(),
+                            buffer.data.data())) {
+      error = names[t.peerRank] + " sent a malformed int8 message (tag " +
+              std::to_string(t.tag) + ")";
+      return false;
+    }
   }
   // One thread doing everything cannot take data in while it computes: a
   // receive lasts at least as long as the link needs for its bytes.
@@ -573,10 +585,14 @@ bool Worker::runComputeSlot(int64_t step, std::vector<MicroBatch> &batches,
         }
         continue;
       }
-      const char *raw = reinterpret_cast<const char *>(value.data.data());
-      messages.emplace_back(
-          static_cast<int>(i),
-          std::vector<char>(raw, raw + value.data.size() * 4));
+      std::vector<char> message;
+      if (t.int8) {
+        format::encodeInt8(value.data.data(), value.data.size(), message);
+      } else {
+        const char *raw = reinterpret_cast<const char *>(value.data.data());
+        message.assign(raw, raw + value.data.size() * 4);
+      }
+      messages.emplace_back(static_cast<int>(i), std::move(message));
     }
     if (transport &&
         ((entry.phase == Phase::Forward && entry.microBatch == 0) ||

@@ -1,6 +1,10 @@
 // RUN: dtfm-opt %s -split-input-file -verify-diagnostics --dtfm-insert-compression=ratio=10
 // RUN: not dtfm-opt %s -split-input-file --dtfm-insert-compression=ratio=1 2>&1 | FileCheck %s --check-prefix=RATIO
 // RUN: not dtfm-opt %s -split-input-file --dtfm-insert-compression="ratio=10 dense-below=-1" 2>&1 | FileCheck %s --check-prefix=DENSE
+// RUN: not dtfm-opt %s -split-input-file --dtfm-insert-compression=int8=fp8 2>&1 | FileCheck %s --check-prefix=WIRE
+// RUN: not dtfm-opt %s -split-input-file --dtfm-insert-compression="ratio=0.5 int8=int8" 2>&1 | FileCheck %s --check-prefix=WIRE-RATIO
+// WIRE: error: dtfm-insert-compression: unknown int8 'fp8' (expected none, int8 or auto)
+// WIRE-RATIO: error: dtfm-insert-compression: ratio must be >= 1 and dense-below >= 0, got 5.000000e-01 and 0.000000e+00
 
 // COM: Option errors have no op to point at.
 // RATIO: error: dtfm-insert-compression: ratio must be > 1 and dense-below >= 0, got 1.000000e+00 and 0.000000e+00

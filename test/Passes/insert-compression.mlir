@@ -1,6 +1,26 @@
 // RUN: dtfm-opt %s -split-input-file --dtfm-insert-compression=ratio=10 | FileCheck %s
 // RUN: dtfm-opt %s -split-input-file --dtfm-insert-compression="ratio=10 uniform=true" | FileCheck %s --check-prefix=UNIFORM
 // RUN: dtfm-opt %s -split-input-file --dtfm-insert-compression="ratio=10 dense-below=0.5" | FileCheck %s --check-prefix=DENSE
+// RUN: dtfm-opt %s -split-input-file --dtfm-insert-compression=int8=int8 | FileCheck %s --check-prefix=INT8
+// RUN: dtfm-opt %s -split-input-file --dtfm-insert-compression="ratio=10 int8=auto" | FileCheck %s --check-prefix=MIXED
+
+// COM: int8=int8 (SWARM's 8-bit transfers, no top-k): the three
+// COM: activations keep their send and recv, marked dtfm.wire = "int8",
+// COM: with the format's bytes: 128 values and one scale, 128 + 4 = 132 B.
+// COM: The tied weight stays dense.
+// INT8-LABEL: func.func @three_links
+// INT8: dtfm.send %{{.*}} {bandwidth_gbps = 1.000000e+00 : f64, bytes = 132 : i64, dtfm.stage = 0 : i64, dtfm.wire = "int8", latency_s = 0.000000e+00 : f64, peer = 1 : i64, tag = 0 : i64} : tensor<8x16xf32>
+// INT8-NEXT: dtfm.send %{{.*}} {{{.*}}bytes = 132 : i64, {{.*}}dtfm.wire = "int8", {{.*}}tag = 1 : i64}
+// INT8-NEXT: dtfm.send %{{.*}} {{{.*}}bytes = 132 : i64, {{.*}}dtfm.wire = "int8", {{.*}}tag = 2 : i64}
+// INT8-NEXT: dtfm.param "w"
+// INT8-NEXT: dtfm.send %{{.*}} {bandwidth_gbps = 5.000000e-01 : f64, bytes = 64 : i64, dtfm.once_per_iteration, dtfm.stage = 0 : i64, latency_s = 0.000000e+00 : f64, peer = 1 : i64, tag = 3 : i64}
+// INT8-NEXT: dtfm.recv {bandwidth_gbps = 1.000000e+00 : f64, bytes = 132 : i64, dtfm.stage = 1 : i64, dtfm.wire = "int8", latency_s = 0.000000e+00 : f64, peer = 0 : i64, tag = 0 : i64} : tensor<8x16xf32>
+// COM: With AdaTopK at r = 10, int8=auto takes the link top-k leaves
+// COM: dense (tag 2, 16 Gbps: 512 B dense vs 132 B, no latency: 74% saved).
+// MIXED-LABEL: func.func @three_links
+// MIXED: dtfm.topk_compress
+// MIXED: dtfm.topk_compress
+// MIXED: dtfm.send %{{.*}} {bandwidth_gbps = 1.600000e+01 : f64, bytes = 132 : i64, dtfm.stage = 0 : i64, dtfm.wire = "int8", {{.*}}tag = 2 : i64} : tensor<8x16xf32>
 
 // COM: Three activations of 8x16 f32 (128 elements, 512 B) leave stage 0 on
 // COM: links of 1, 4 and 16 Gbps (latency 0): dense times R = 8*512/bw, so

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Planner/Compression.h"
+#include "dtfm/Format/Int8.h"
 
 #include <gtest/gtest.h>
 
@@ -58,6 +59,51 @@ TEST(AdaTopK, NoCompressionWithRatioOne) {
     EXPECT_FALSE(c.compressed);
     EXPECT_DOUBLE_EQ(c.bytes, 1e8);
   }
+}
+
+// SWARM's 8-bit transfers: f32 activations (4 bytes an element) shrink to
+// a byte and a scale per 256; on every link top-k leaves dense, or (auto)
+// where they save 20% of the time.
+TEST(Int8Links, EveryDenseLinkOrWhereItPays) {
+  double int8Bytes = static_cast<double>(dtfm::format::int8Bytes(25000000));
+  CompressionOptions options;
+  options.int8 = LinkInt8::All;
+  std::vector<LinkCompression> plan = planCompression(threeLinks(), options);
+  for (const LinkCompression &c : plan) {
+    EXPECT_TRUE(c.int8);
+    EXPECT_FALSE(c.compressed);
+    EXPECT_DOUBLE_EQ(c.bytes, int8Bytes);
+  }
+  // With AdaTopK the slowest link stays top-k, the others go int8.
+  options.targetRatio = 10;
+  plan = planCompression(threeLinks(), options);
+  EXPECT_TRUE(plan[2].compressed);
+  EXPECT_FALSE(plan[2].int8);
+  EXPECT_TRUE(plan[1].int8);
+  EXPECT_TRUE(plan[0].int8);
+  // auto: a latency-bound link (1 s of latency, 0.08 s of bytes) saves
+  // under 20% and stays dense; a bandwidth-bound one goes int8.
+  std::vector<LinkTransfer> links = {{1e8, 1.0, 10}, {1e8, 0, 10}};
+  options = {};
+  options.int8 = LinkInt8::Auto;
+  plan = planCompression(links, options);
+  EXPECT_FALSE(plan[0].int8);
+  EXPECT_DOUBLE_EQ(plan[0].bytes, 1e8);
+  EXPECT_TRUE(plan[1].int8);
+  EXPECT_DOUBLE_EQ(plan[1].bytes, int8Bytes);
+  // A bf16 tensor (2 bytes an element) shrinks by about half.
+  links = {{1e8, 0, 10, 2}};
+  options.int8 = LinkInt8::All;
+  EXPECT_DOUBLE_EQ(planCompression(links, options)[0].bytes,
+                   static_cast<double>(dtfm::format::int8Bytes(50000000)));
+}
+
+TEST(Int8Links, Spellings) {
+  EXPECT_EQ(parsePpCompression("int8"), LinkInt8::All);
+  EXPECT_EQ(parsePpCompression("auto"), LinkInt8::Auto);
+  EXPECT_EQ(parsePpCompression("none"), LinkInt8::None);
+  EXPECT_FALSE(parsePpCompression("fp8"));
+  EXPECT_STREQ(ppCompressionName(LinkInt8::All), "int8");
 }
 
 } // namespace

@@ -39,43 +39,43 @@ TEST(Workload, MicroBatchSizeScalesWorkNotParameters) {
 TEST(Workload, CommunicationOptions) {
   TrainingOptions t;
   std::string error;
-  ASSERT_TRUE(parseCommunication("ring", 20, "auto", "0", "none", t, error)) << error;
+  ASSERT_TRUE(parseCommunication("ring", 20, "auto", "0", "none", "none", t, error)) << error;
   EXPECT_EQ(t.sync, GradientSync::Ring);
   EXPECT_EQ(t.compression.targetRatio, 20);
   EXPECT_EQ(t.bucketCapBytes, -1);
-  ASSERT_TRUE(parseCommunication("ps", 1, "4", "0", "none", t, error));
+  ASSERT_TRUE(parseCommunication("ps", 1, "4", "0", "none", "none", t, error));
   EXPECT_EQ(t.sync, GradientSync::ParameterServer);
   EXPECT_EQ(t.bucketCapBytes, 4.0 * 1024 * 1024);
-  ASSERT_TRUE(parseCommunication("auto", 1, "0", "0", "none", t, error));
+  ASSERT_TRUE(parseCommunication("auto", 1, "0", "0", "none", "none", t, error));
   EXPECT_EQ(t.sync, GradientSync::Auto);
   EXPECT_EQ(t.bucketCapBytes, 0);
-  EXPECT_FALSE(parseCommunication("tree", 1, "auto", "0", "none", t, error));
+  EXPECT_FALSE(parseCommunication("tree", 1, "auto", "0", "none", "none", t, error));
   EXPECT_EQ(error, "unknown sync 'tree' (expected auto, ps or ring)");
-  EXPECT_FALSE(parseCommunication("auto", 0.5, "auto", "0", "none", t, error));
+  EXPECT_FALSE(parseCommunication("auto", 0.5, "auto", "0", "none", "none", t, error));
   EXPECT_EQ(error, "compress-ratio must be >= 1 (1: dense), found 0.500000");
-  EXPECT_FALSE(parseCommunication("auto", 1, "big", "0", "none", t, error));
+  EXPECT_FALSE(parseCommunication("auto", 1, "big", "0", "none", "none", t, error));
   EXPECT_EQ(error, "bucket-mb must be auto or a number of MiB in [0, 1e6] (0: "
                    "one bucket), got 'big'");
-  ASSERT_TRUE(parseCommunication("auto", 1, "auto", "10", "none", t, error));
+  ASSERT_TRUE(parseCommunication("auto", 1, "auto", "10", "none", "none", t, error));
   EXPECT_EQ(t.syncEvery, 10);
-  EXPECT_FALSE(parseCommunication("auto", 1, "auto", "-1", "none", t, error));
+  EXPECT_FALSE(parseCommunication("auto", 1, "auto", "-1", "none", "none", t, error));
   EXPECT_EQ(error, "sync-every must be auto or between 0 and 1000000, got "
                    "'-1'");
   for (const char *bad : {"", "x", "4.5", "1000001", "10 ", "99999999999999999999"}) {
-    EXPECT_FALSE(parseCommunication("auto", 1, "auto", bad, "none", t, error))
+    EXPECT_FALSE(parseCommunication("auto", 1, "auto", bad, "none", "none", t, error))
         << bad;
     EXPECT_EQ(error, std::string("sync-every must be auto or between 0 and "
                                  "1000000, got '") + bad + "'");
   }
-  ASSERT_TRUE(parseCommunication("auto", 1, "auto", "auto", "none", t, error));
+  ASSERT_TRUE(parseCommunication("auto", 1, "auto", "auto", "none", "none", t, error));
   EXPECT_EQ(t.syncEvery, kSyncEveryAuto);
   EXPECT_FALSE(
-      parseCommunication("auto", 1, "auto", "auto", "topk:10", t, error));
-  ASSERT_TRUE(parseCommunication("auto", 1, "auto", "0", "int8", t, error));
+      parseCommunication("auto", 1, "auto", "auto", "topk:10", "none", t, error));
+  ASSERT_TRUE(parseCommunication("auto", 1, "auto", "0", "int8", "none", t, error));
   EXPECT_EQ(t.dpCompression.mode, DpCompression::Int8);
-  ASSERT_TRUE(parseCommunication("auto", 1, "auto", "0", "auto", t, error));
+  ASSERT_TRUE(parseCommunication("auto", 1, "auto", "0", "auto", "none", t, error));
   EXPECT_EQ(t.dpCompression.mode, DpCompression::Auto);
-  ASSERT_TRUE(parseCommunication("auto", 1, "auto", "0", "topk:100", t, error));
+  ASSERT_TRUE(parseCommunication("auto", 1, "auto", "0", "topk:100", "none", t, error));
   EXPECT_EQ(t.dpCompression.mode, DpCompression::TopK);
   EXPECT_EQ(t.dpCompression.topkRatio, 100);
   EXPECT_EQ(dpCompressionName(t.dpCompression), "topk:100");
@@ -83,12 +83,12 @@ TEST(Workload, CommunicationOptions) {
   EXPECT_EQ(dpCompressionName({DpCompression::Int8, 0}), "int8");
   for (const char *bad : {"fp8", "topk", "topk:", "topk:1", "topk:0.5",
                           "topk:x", "topk:10x", "topk:1e7", "topk:nan"}) {
-    EXPECT_FALSE(parseCommunication("auto", 1, "auto", "0", bad, t, error))
+    EXPECT_FALSE(parseCommunication("auto", 1, "auto", "0", bad, "none", t, error))
         << bad;
     EXPECT_EQ(error, std::string("unknown dp-compression '") + bad +
                          "' (expected none, int8, topk:R (R > 1) or auto)");
   }
-  EXPECT_FALSE(parseCommunication("auto", 1, "auto", "4", "topk:10", t, error));
+  EXPECT_FALSE(parseCommunication("auto", 1, "auto", "4", "topk:10", "none", t, error));
   EXPECT_EQ(error, "dp-compression=topk:10 sparsifies gradients; with "
                    "sync-every the parameters travel dense or int8");
   // auto: int8 when it saves at least 20% of the exchange; never top-k.

@@ -207,6 +207,29 @@ TEST(Program, MalformedOpsAreRefusedByName) {
   EXPECT_EQ(decoded.ops[0].attrs.topkRatio, 100);
 }
 
+// dtfm.wire on a transfer: "int8" (pp-compression), nothing else, and never
+// on a weight sent once per iteration.
+TEST(Program, TransfersInTheInt8FormatAreParsedAndChecked) {
+  auto transfer = [](const char *wire, bool once) {
+    proto::DeviceProgram program;
+    proto::PlanOp &op = addOp(program, "dtfm.recv");
+    (*op.mutable_attrs())["dtfm.phase"].set_s("fwd");
+    (*op.mutable_attrs())["dtfm.wire"].set_s(wire);
+    if (once)
+      (*op.mutable_attrs())["dtfm.once_per_iteration"].set_unit(true);
+    return program;
+  };
+  StageProgram decoded;
+  std::string error;
+  ASSERT_TRUE(decodeProgram(transfer("int8", false), decoded, error)) << error;
+  EXPECT_TRUE(decoded.ops[0].attrs.int8Wire);
+  EXPECT_FALSE(decodeProgram(transfer("fp8", false), decoded, error));
+  EXPECT_EQ(error, "op #0 dtfm.recv: unknown dtfm.wire 'fp8' (expected int8)");
+  EXPECT_FALSE(decodeProgram(transfer("int8", true), decoded, error));
+  EXPECT_EQ(error, "op #0 dtfm.recv: dtfm.wire int8 on a once-per-iteration "
+                   "transfer (a weight)");
+}
+
 TEST(Program, CheckpointStateIsCheckedAgainstTheProgram) {
   // One parameter "w" of 4 elements; a hostile checkpoint's optimizer state
   // (Adam moments, local steps' anchor) must have its shape.

@@ -131,6 +131,13 @@ def InsertCompression : Pass<"dtfm-insert-compression", "mlir::ModuleOp"> {
     transfer past the threshold. Transfers marked `dtfm.once_per_iteration`
     (a tied weight and its gradient) are neither compressed nor counted. The send/recv bytes are the compressed
     sizes, so everything downstream sees them.
+
+    `int8=int8|auto` (SWARM's 8-bit transfers; `ratio` may then be 1): the
+    per-micro-batch transfers top-k leaves dense -- every one, or those where
+    the int8 format (format/Int8.h: a byte per element, a scale per 256)
+    saves at least 20% of the transfer's time -- keep their send and recv,
+    marked `dtfm.wire = "int8"` with the format's bytes; the runtime encodes
+    activations and gradients on the way out and decodes them on the way in.
   }];
   let options = [
     Option<"ratio", "ratio", "double", /*default=*/"1",
@@ -139,9 +146,13 @@ def InsertCompression : Pass<"dtfm-insert-compression", "mlir::ModuleOp"> {
            "Uniform top-k with ratio r instead of AdaTopK">,
     Option<"denseBelow", "dense-below", "double", /*default=*/"0",
            "Links faster than this fraction of the slowest stay dense">,
+    Option<"int8", "int8", "std::string", /*default=*/"\"none\"",
+           "8-bit transfers on the links top-k leaves dense: none, int8 "
+           "(all) or auto (where they save 20%)">,
   ];
   let statistics = [
     Statistic<"numCompressed", "num-compressed", "Transfers compressed">,
+    Statistic<"numInt8", "num-int8", "Transfers sent in 8 bits">,
   ];
 }
 
@@ -331,6 +342,10 @@ def AssignDevices : Pass<"dtfm-assign-devices", "mlir::ModuleOp"> {
     Option<"compressRatio", "compress-ratio", "double", /*default=*/"1",
            "AdaTopK target ratio the plan will use (hetero's model; 1: "
            "dense)">,
+    Option<"ppCompression", "pp-compression", "std::string",
+           /*default=*/"\"none\"",
+           "Pipeline transfers in 8 bits the plan will use (hetero's "
+           "model): none, int8 or auto">,
   ];
 }
 
@@ -441,6 +456,10 @@ def ChooseShape : Pass<"dtfm-choose-shape", "mlir::ModuleOp"> {
     Option<"compressRatio", "compress-ratio", "double", /*default=*/"1",
            "AdaTopK target ratio the plan will use (hetero's model; 1: "
            "dense)">,
+    Option<"ppCompression", "pp-compression", "std::string",
+           /*default=*/"\"none\"",
+           "Pipeline transfers in 8 bits the plan will use (hetero's "
+           "model): none, int8 or auto">,
   ];
 }
 

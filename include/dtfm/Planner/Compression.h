@@ -15,20 +15,39 @@
 // stays dense, as does any link faster than `denseBelow` x the slowest.
 // The uniform baseline compresses every link past the threshold with r.
 //
+// SWARM's 8-bit transfers join it (`pp-compression`): a link that top-k
+// leaves dense may carry its activations and their gradients in the int8
+// format of format/Int8.h (one byte per element and a scale per 256) -- on
+// every such link, or (`auto`) where that saves at least 20% of the
+// transfer's time, as dp-compression=auto decides for gradients.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef DTFM_PLANNER_COMPRESSION_H
 #define DTFM_PLANNER_COMPRESSION_H
 
+#include <optional>
+#include <string_view>
 #include <vector>
 
 namespace dtfm::planner {
+
+/// 8-bit pipeline transfers (pp-compression): none, on every link top-k
+/// leaves dense, or where they save kInt8LinkMinSaving of the time.
+enum class LinkInt8 { None, All, Auto };
+inline constexpr double kInt8LinkMinSaving = 0.2;
+/// The spellings "none", "int8", "auto"; kPpCompressionChoices for errors.
+const char *ppCompressionName(LinkInt8 mode);
+std::optional<LinkInt8> parsePpCompression(std::string_view name);
+inline constexpr const char *kPpCompressionChoices = "none, int8 or auto";
 
 /// One transfer on one link.
 struct LinkTransfer {
   double denseBytes = 0;
   double latencySeconds = 0;
   double bandwidthGbps = 0;
+  /// Bytes per element of the dense tensor (what int8 shrinks).
+  double elementBytes = 4;
 
   /// alpha + bytes / beta.
   double seconds(double bytes) const {
@@ -43,12 +62,16 @@ struct CompressionOptions {
   bool uniform = false;
   /// Links with R_i < denseBelow x max_p R_p stay dense (0: none).
   double denseBelow = 0;
+  /// 8-bit transfers on the links top-k leaves dense.
+  LinkInt8 int8 = LinkInt8::None;
 };
 
 struct LinkCompression {
   bool compressed = false;
   /// Top-k ratio: numel / k (1 when dense).
   double ratio = 1;
+  /// In the int8 format instead (never with top-k).
+  bool int8 = false;
   /// Bytes on the wire: 3 x dense / ratio when compressed.
   double bytes = 0;
   double seconds = 0;

@@ -148,12 +148,14 @@ struct TrainingOptions {
 
 /// Reads the passes' `sync` (auto, ps or ring), `compress-ratio` (>= 1),
 /// `bucket-mb` (auto or MiB), `sync-every` (auto or 0 to 1e6) and
-/// `dp-compression` (none, int8, topk:R or auto) options into `training`;
-/// false with a one-line `error`.
+/// `dp-compression` (none, int8, topk:R or auto) and `pp-compression`
+/// (none, int8 or auto) options into `training`; false with a one-line
+/// `error`.
 bool parseCommunication(const std::string &sync, double compressRatio,
                         const std::string &bucketMb,
                         const std::string &syncEvery,
                         const std::string &dpCompression,
+                        const std::string &ppCompression,
                         TrainingOptions &training, std::string &error);
 
 } // namespace dtfm::planner

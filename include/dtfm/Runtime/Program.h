@@ -122,6 +122,9 @@ struct OpAttrs {
   int64_t tag = 0;
   int64_t bytes = 0;
   bool oncePerIteration = false;
+  // dtfm.send / dtfm.recv whose value travels in the int8 format
+  // (dtfm.wire = "int8", format/Int8.h; pp-compression).
+  bool int8Wire = false;
   // dtfm.grad_sync: the devices of the data-parallel group, the predicted
   // seconds of this gradient's sync and of its bucket (-1: none), the
   // bucket it travels in (dtfm.bucket: buckets are launched in index order

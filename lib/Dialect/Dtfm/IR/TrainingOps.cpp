@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "OpSupport.h"
+#include "dtfm/Format/Int8.h"
 #include "dtfm/Planner/Workload.h"
 
 using namespace mlir;
@@ -118,16 +119,31 @@ int64_t AdamWUpdateOp::getParameterBytes() { return 8 * numel(getParam()); }
 // Communication ops
 //===----------------------------------------------------------------------===//
 
-/// Shared checks of send and recv: bytes match the type, link is valid.
+/// Shared checks of send and recv: bytes match the type (in its wire
+/// format, dtfm.wire), link is valid.
 static LogicalResult verifyTransfer(Operation *op, Type type, int64_t peer,
                                     int64_t bytes, double latency,
                                     double bandwidth) {
   if (peer < 0)
     return op->emitOpError() << "expected a non-negative peer, found " << peer;
-  if (bytes != getTensorBytes(type))
-    return op->emitOpError() << "expected bytes = " << getTensorBytes(type)
-                             << " (the size of " << type << "), found "
-                             << bytes;
+  int64_t expected = getTensorBytes(type);
+  std::string format;
+  if (Attribute wire = op->getAttr(kWireAttrName)) {
+    auto name = dyn_cast<StringAttr>(wire);
+    if (!name || name.getValue() != "int8")
+      return op->emitOpError() << "expected dtfm.wire = \"int8\", found "
+                               << wire;
+    if (op->hasAttr(kOncePerIterationAttrName))
+      return op->emitOpError()
+             << "sends a weight once per iteration: dtfm.wire does not apply";
+    expected = static_cast<int64_t>(::dtfm::format::int8Bytes(
+        static_cast<size_t>(cast<ShapedType>(type).getNumElements())));
+    format = " in int8";
+  }
+  if (bytes != expected)
+    return op->emitOpError() << "expected bytes = " << expected
+                             << " (the size of " << type << format
+                             << "), found " << bytes;
   if (!(latency >= 0) || !(bandwidth > 0))
     return op->emitOpError() << "expected latency_s >= 0 and bandwidth_gbps "
                                 "> 0, found "

@@ -106,6 +106,9 @@ inline constexpr llvm::StringLiteral kOuterMomentumAttrName =
 /// feedback.
 inline constexpr llvm::StringLiteral kCompressionAttrName =
     "dtfm.compression";
+/// dtfm.send / dtfm.recv whose value travels in another format: "int8"
+/// (format/Int8.h; pp-compression).
+inline constexpr llvm::StringLiteral kWireAttrName = "dtfm.wire";
 /// dtfm.grad_sync with dtfm.compression = "topk": R, keep 1/R of each
 /// gradient (format/Sparse.h).
 inline constexpr llvm::StringLiteral kTopkRatioAttrName = "dtfm.topk_ratio";
