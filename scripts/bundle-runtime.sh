@@ -145,7 +145,8 @@ for p in "${programs[@]}"; do
 done
 
 # Ready-made plans: the tiny GPT on one device and as a 2 x 2 plan (with and
-# without AdaTopK on the pipeline links, f32 and bf16), two data-parallel
+# without AdaTopK on the pipeline links, f32 and bf16, and with the links in
+# 8 bits), two data-parallel
 # replicas with gradient buckets, int8 or top-k exchanges or local steps, a
 # small ResNet, and two pipeline stages over
 # links of falling bandwidth for the overlap measurement.
@@ -176,6 +177,7 @@ plan "$work/tiny.mlir" "$plans/four.textproto" "dp=2 pp=2 micro-batches=4 $adamw
 plan "$work/tiny.mlir" "$plans/four.textproto" "dp=2 pp=2 micro-batches=4 $adamw compress-ratio=1.5" tiny-2x2-adatopk.pb
 plan "$work/tiny-bf16.mlir" "$plans/four.textproto" "dp=2 pp=2 micro-batches=4 $adamw" tiny-2x2-bf16.pb
 plan "$work/tiny-bf16.mlir" "$plans/four.textproto" "dp=2 pp=2 micro-batches=4 $adamw compress-ratio=1.5" tiny-2x2-bf16-adatopk.pb
+plan "$work/tiny.mlir" "$plans/four.textproto" "dp=2 pp=2 micro-batches=4 $adamw pp-compression=int8" tiny-2x2-int8-links.pb
 plan "$work/tiny.mlir" "$plans/two.textproto" "dp=2 pp=1 micro-batches=4 $adamw bucket-mb=0.05" tiny-dp2-buckets.pb
 plan "$work/tiny.mlir" "$plans/two.textproto" "dp=2 pp=1 micro-batches=4 $adamw dp-compression=int8" tiny-dp2-int8.pb
 plan "$work/tiny.mlir" "$plans/two.textproto" "dp=2 pp=1 micro-batches=4 $adamw sync-every=4" tiny-dp2-local4.pb
@@ -197,6 +199,7 @@ tiny-2x2          tiny-2x2.pb               10 1e-3
 tiny-2x2-adatopk  tiny-2x2-adatopk.pb       10 1e-3
 tiny-2x2-bf16     tiny-2x2-bf16.pb          10 2e-2
 tiny-2x2-bf16-adatopk tiny-2x2-bf16-adatopk.pb 10 2e-2
+tiny-2x2-int8-links tiny-2x2-int8-links.pb  10 1e-3
 tiny-dp2-buckets  tiny-dp2-buckets.pb       10 1e-3
 tiny-dp2-int8     tiny-dp2-int8.pb          10 1e-3
 tiny-dp2-local4   tiny-dp2-local4.pb        10 1e-3
