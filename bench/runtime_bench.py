@@ -157,13 +157,15 @@ def fidelity(b):
     for i, (label, cluster, dp, pp, micro, flags) in enumerate(cases):
         plan = b.plan(f"fidelity{i}", cluster, dp, pp, micro)
         r = b.execute(plan, f"fidelity{i}", *flags)
-        rows.append({
-            "bench": "fidelity", "plan": f"tiny, {label}, {micro} micro-batches",
-            "measured_s": r["measured_s"], "simulated_s": r["simulated_s"],
-            "ratio": r["measured_s"] / r["simulated_s"],
-            "target": "0.85 - 1.15",
-        })
+        rows.append(fidelity_row(f"tiny, {label}, {micro} micro-batches",
+                                 r["measured_s"], r["simulated_s"]))
     return rows
+
+
+def fidelity_row(plan, measured, simulated):
+    return {"bench": "fidelity", "plan": plan, "measured_s": measured,
+            "simulated_s": simulated, "ratio": measured / simulated,
+            "target": "0.85 - 1.15"}
 
 
 def fidelity_dp(b):
@@ -184,12 +186,8 @@ def fidelity_dp(b):
                       options=options)
         # 18 steps: the 16 after warm-up are 4 whole periods of H = 4.
         r = b.execute(plan, f"fidelity-dp{i}", "--shape-links", steps=18)
-        rows.append({
-            "bench": "fidelity", "plan": f"tiny, 2 replicas, {label}",
-            "measured_s": r["mean_s"], "simulated_s": r["simulated_s"],
-            "ratio": r["mean_s"] / r["simulated_s"],
-            "target": "0.85 - 1.15",
-        })
+        rows.append(fidelity_row(f"tiny, 2 replicas, {label}", r["mean_s"],
+                                 r["simulated_s"]))
     return rows
 
 

@@ -116,17 +116,22 @@ TEST(TransportTest, ShapedRingAllreduce) {
       });
 }
 
+/// Three ranks in one collective group, over links shaped or not (the
+/// ring collectives run over the point-to-point links either way).
+std::function<void(TransportOptions &)> oneGroupOfThree(bool shaped) {
+  return [shaped](TransportOptions &o) {
+    o.groups = {{0, 1, 2}};
+    if (shaped)
+      o.links.assign(9, LinkShape{1e-4, 1e9});
+  };
+}
+
 /// The int8 ring: a quarter of the bytes; every member ends with the same
 /// values, within the roundings of the hops of the true sum.
 TEST(TransportTest, Int8RingAllreduce) {
   for (bool shaped : {false, true})
     withRanks(
-        3,
-        [&](TransportOptions &o) {
-          o.groups = {{0, 1, 2}};
-          if (shaped)
-            o.links.assign(9, LinkShape{1e-4, 1e9});
-        },
+        3, oneGroupOfThree(shaped),
         [](int rank, Transport &t) {
           std::string error;
           for (size_t count : {size_t(1), size_t(10), size_t(1000)}) {
@@ -155,12 +160,7 @@ TEST(TransportTest, Int8RingAllreduce) {
 TEST(TransportTest, SparseAllgatherSum) {
   for (bool shaped : {false, true})
     withRanks(
-        3,
-        [&](TransportOptions &o) {
-          o.groups = {{0, 1, 2}};
-          if (shaped)
-            o.links.assign(9, LinkShape{1e-4, 1e9});
-        },
+        3, oneGroupOfThree(shaped),
         [](int rank, Transport &t) {
           std::string error;
           const size_t count = 100;
