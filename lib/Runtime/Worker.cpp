@@ -159,6 +159,7 @@ bool Worker::prepare(std::string &error) {
                           options.planPrecisionMatmuls, error);
   if (!executor)
     return false;
+  deviceTimed = executor->takeComputeSeconds() >= 0;
   inputs = executor->inputs();
   int64_t vocabulary = 0;
   for (const proto::DeviceProgram &p : plan.programs()) {
@@ -479,7 +480,10 @@ int Worker::run() {
     figures.calibrated = calibrated;
     if (!reporter->report(figures, error))
       fatal(error);
-    if (step - firstStep + 1 == options.calibrationSteps && !calibrate(error))
+    double deviceSeconds = executor->takeComputeSeconds();
+    if (deviceTimed && calibrating(step))
+      calibrationSeconds += deviceSeconds;
+    if (calibrating(step) && !calibrating(step + 1) && !calibrate(error))
       fatal(error);
     bool due =
         !options.checkpointDir.empty() &&

@@ -194,6 +194,14 @@ private:
 
   // Timing: compute seconds of the calibration steps; trace events.
   double calibrationFlops = 0, calibrationSeconds = 0;
+  /// Device-timed executors (a GPU): the calibration measures the device's
+  /// seconds and skips the first step, which initialises libraries.
+  bool deviceTimed = false;
+  /// Whether `step` is one the calibration measures.
+  bool calibrating(int64_t step) const {
+    int64_t since = step - firstStep - (deviceTimed ? 1 : 0);
+    return since >= 0 && since < options.calibrationSteps;
+  }
   double simulatedSeconds = 0;
   bool calibrated = false;
   Clock::time_point epoch;

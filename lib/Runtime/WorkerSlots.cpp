@@ -562,8 +562,9 @@ bool Worker::runComputeSlot(int64_t step, std::vector<MicroBatch> &batches,
            std::string(1, format::phaseLetter(entry.phase)) +
                std::to_string(entry.microBatch),
            start, end);
-    if (step - firstStep < options.calibrationSteps) {
-      calibrationSeconds += threadCpuSeconds() - cpuStart;
+    if (calibrating(step)) {
+      if (!deviceTimed)
+        calibrationSeconds += threadCpuSeconds() - cpuStart;
       calibrationFlops += entry.phase == Phase::Forward
                               ? program.forward_flops()
                               : program.backward_flops();

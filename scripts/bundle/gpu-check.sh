@@ -198,9 +198,11 @@ while read -r name plan steps tol flags; do
   fi
   cpu_ms=$(median_ms "$logs/$name.cpu.out")
   gpu_ms=$(median_ms "$logs/$name.gpu.out")
+  # The simulator's step after the runtime calibrated the GPU's speed.
+  sim_ms=$(sed -n 's/.*(simulated \([0-9.]*\) ms, calibrated).*/\1/p' "$logs/$name.gpu.out" | tail -n 1)
   check_losses "plan $name" "$logs/$name.cpu.out" "$logs/$name.gpu.out" "$tol" 1 "$steps" \
-    plan "$plan" cpu_step_ms "$cpu_ms" gpu_step_ms "$gpu_ms"
-  say "    median step: cpu $cpu_ms ms, gpu $gpu_ms ms"
+    plan "$plan" cpu_step_ms "$cpu_ms" gpu_step_ms "$gpu_ms" gpu_simulated_ms "${sim_ms:-}"
+  say "    median step: cpu $cpu_ms ms, gpu $gpu_ms ms (simulated ${sim_ms:-?} ms after calibration)"
 done < "$plans/plans.txt"
 
 # 3. Checkpoints written on one backend resume on the other: the tiny GPT

@@ -124,6 +124,12 @@ public:
   /// encodes). nullptr on a backend that keeps none.
   virtual cpu::Tensor *residualOf(const ProgramOp &sync) { return nullptr; }
 
+  /// Seconds the device computed since the last call, for executors whose
+  /// work runs asynchronously (a GPU's, timed with events); -1 where the
+  /// compute thread's CPU time is the measure (the CPU executor). The
+  /// worker's calibration of device speeds reads it.
+  virtual double takeComputeSeconds() { return -1; }
+
   /// Arms `ready` for the next iteration of `microBatches` micro-batches.
   /// False when the backend cannot hand gradients out early (the CUDA
   /// executor keeps them on the device): the SyncFn then does all the work.

@@ -42,6 +42,9 @@ CudaExecutor::~CudaExecutor() {
   for (auto &[event, held] : pendingSends)
     cudaEventDestroy(event);
   pendingSends.clear();
+  takeComputeSeconds(); // destroys the phases' events
+  if (phaseStart)
+    cudaEventDestroy(phaseStart);
   if (comm)
     ncclCommDestroy(comm);
   for (auto *comms : {&sendComms, &recvComms})
@@ -311,7 +314,28 @@ bool CudaExecutor::beginPhase(OpPhase phase, int microBatch, ValueTable &,
     table[op->results[0].id] = std::move(d);
     received = true;
   }
+  // The phase's compute starts here on the compute stream.
+  if (cudaFailed(cudaEventCreate(&phaseStart), "creating a CUDA event",
+                 error) ||
+      cudaFailed(cudaEventRecord(phaseStart, computeStream()),
+                 "recording a CUDA event", error))
+    return false;
   return true;
+}
+
+double CudaExecutor::takeComputeSeconds() {
+  cudaSetDevice(device);
+  double seconds = 0;
+  for (auto [start, stop] : phaseEvents) {
+    float ms = 0;
+    if (cudaEventSynchronize(stop) == cudaSuccess &&
+        cudaEventElapsedTime(&ms, start, stop) == cudaSuccess)
+      seconds += ms * 1e-3;
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+  }
+  phaseEvents.clear();
+  return seconds;
 }
 
 bool CudaExecutor::bindHostValue(const ProgramOp &op, int microBatch,
@@ -378,6 +402,15 @@ bool CudaExecutor::runOp(const ProgramOp &op, int microBatch, ValueTable &,
 bool CudaExecutor::endPhase(OpPhase phase, int microBatch, ValueTable &values,
                             double &loss, std::string &error) {
   std::map<int64_t, DTensor> &table = live[microBatch];
+  if (phaseStart) {
+    cudaEvent_t stop;
+    if (cudaFailed(cudaEventCreate(&stop), "creating a CUDA event", error) ||
+        cudaFailed(cudaEventRecord(stop, computeStream()),
+                   "recording a CUDA event", error))
+      return false;
+    phaseEvents.emplace_back(phaseStart, stop);
+    phaseStart = nullptr;
+  }
   if (received && !order(receiveStream(), computeStream(), error))
     return false;
   // Values to send, out on the send stream once computed: to NCCL-linked

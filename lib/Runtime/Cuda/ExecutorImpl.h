@@ -245,6 +245,7 @@ public:
   bool finishIteration(int microBatches, const SyncFn &sync,
                        std::string &error) override;
   std::map<std::string, Tensor> parameters() const override;
+  double takeComputeSeconds() override;
   bool connectGroup(const std::vector<int> &members, int position,
                     const ShareFn &share, std::string &error) override;
   bool connectPeers(int rank, const std::map<int, int> &linkOps,
@@ -395,6 +396,10 @@ private:
   std::vector<std::pair<int, int64_t>> gathered;
   /// Values being sent, kept alive until their send completes.
   std::vector<std::pair<cudaEvent_t, std::vector<DTensor>>> pendingSends;
+  /// Each phase's compute, bracketed on the compute stream (start, stop):
+  /// what takeComputeSeconds sums.
+  cudaEvent_t phaseStart = nullptr;
+  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> phaseEvents;
   /// The phase running: whether the compute stream must wait for the
   /// receive stream's copies, or the receive stream for computations
   /// (pooled buffers may still be read by them), and its losses.
