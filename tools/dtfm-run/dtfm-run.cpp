@@ -33,6 +33,8 @@
 
 #include "plan.pb.h"
 
+#include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -68,14 +70,19 @@ static const char *kUsage =
     "in the plan's f16/bf16, or fp32; default plan)\n"
     "         kernels:     [--load-dtfm-plugin lib.so] (custom operators)\n";
 
-/// A positive integer option value, or an error.
-static bool positive(const char *flag, const char *text, long long &value) {
+/// An integer option value in [low, high] (decimal, nothing after it, no
+/// overflow), or a one-line error saying the range.
+static bool integerIn(const char *flag, const char *text, long long low,
+                      long long high, long long &value) {
   char *end = nullptr;
+  errno = 0;
   value = std::strtoll(text, &end, 10);
-  if (!end || *end != '\0' || value <= 0) {
-    std::fprintf(stderr, "dtfm-run: error: %s expects a positive integer, "
-                         "got '%s'\n",
-                 flag, text);
+  if (!end || end == text || *end != '\0' || errno != 0 || value < low ||
+      value > high) {
+    std::fprintf(stderr,
+                 "dtfm-run: error: %s expects an integer in [%lld, %lld], "
+                 "got '%s'\n",
+                 flag, low, high, text);
     return false;
   }
   return true;
@@ -112,15 +119,12 @@ int main(int argc, char **argv) {
     else if (takesValue("--steps") || takesValue("--checkpoint-every") ||
              takesValue("--timeout") || takesValue("--calibration-steps")) {
       const char *value = argv[++i];
-      if (arg == "--calibration-steps") {
-        char *end = nullptr;
-        number = std::strtoll(value, &end, 10);
-        if (!end || *end != '\0' || number < 0)
-          return fail("--calibration-steps expects a count, got '" +
-                      std::string(value) + "'");
-      } else if (!positive(arg.c_str(), value, number)) {
+      // Bounds that no run reaches and no conversion overflows: a billion
+      // steps, a timeout of a million seconds (11.6 days per wait).
+      long long low = arg == "--calibration-steps" ? 0 : 1;
+      long long high = arg == "--timeout" ? 1000000 : 1000000000;
+      if (!integerIn(arg.c_str(), value, low, high, number))
         return 1;
-      }
       if (arg == "--steps")
         worker.steps = static_cast<int>(number);
       else if (arg == "--checkpoint-every")
@@ -132,19 +136,21 @@ int main(int argc, char **argv) {
       forwarded.insert(forwarded.end(), {arg, value});
       continue;
     } else if (takesValue("--seed")) {
+      // strtoull would take "-1" as 2^64 - 1 and clamp what overflows.
+      const char *text = argv[++i];
       char *end = nullptr;
-      worker.seed = std::strtoull(argv[++i], &end, 10);
-      if (!end || *end != '\0')
-        return fail("--seed expects an integer, got '" +
-                    std::string(argv[i]) + "'");
+      errno = 0;
+      worker.seed = std::strtoull(text, &end, 10);
+      if (!end || end == text || *end != '\0' || errno != 0 ||
+          !std::isdigit(static_cast<unsigned char>(text[0])))
+        return fail("--seed expects an integer in [0, 18446744073709551615], "
+                    "got '" + std::string(text) + "'");
       forwarded.insert(forwarded.end(), {arg, argv[i]});
       continue;
     } else if (takesValue("--rank")) {
-      char *end = nullptr;
-      worker.rank = static_cast<int>(std::strtol(argv[++i], &end, 10));
-      if (!end || *end != '\0' || worker.rank < 0)
-        return fail("--rank expects a rank, got '" + std::string(argv[i]) +
-                    "'");
+      if (!integerIn("--rank", argv[++i], 0, 1000000, number))
+        return 1;
+      worker.rank = static_cast<int>(number);
     } else if (takesValue("--tokens") || takesValue("--inputs") ||
                takesValue("--init-from") || takesValue("--save-params") ||
                takesValue("--checkpoint-dir") || takesValue("--log") ||
