@@ -15,6 +15,7 @@
 #include <google/protobuf/text_format.h>
 
 #include <regex>
+#include <set>
 
 using namespace dtfm::format;
 
@@ -55,6 +56,51 @@ bool dtfm::format::parsePlan(const std::string &bytes,
     error = versionMismatch(source, plan.format_version());
     return false;
   }
+  return checkPlanShape(plan, source, error);
+}
+
+bool dtfm::format::checkPlanShape(const proto::Plan &plan,
+                                  const std::string &source,
+                                  std::string &error) {
+  auto fail = [&](const std::string &what) {
+    error = source + ": " + what;
+    return false;
+  };
+  if (plan.programs_size() == 0)
+    return fail("the plan has no device programs");
+  if (plan.micro_batches() < 1 || plan.micro_batches() > kMaxMicroBatches)
+    return fail("micro_batches " + std::to_string(plan.micro_batches()) +
+                " outside [1, " + std::to_string(kMaxMicroBatches) + "]");
+  // Programs form a grid: every stage of every pipeline once.
+  int64_t stages = 0, pipelines = 0;
+  std::set<std::string> devices;
+  for (const proto::DeviceProgram &p : plan.programs()) {
+    if (p.device().empty())
+      return fail("a device program without a device");
+    if (!devices.insert(p.device()).second)
+      return fail("device '" + p.device() + "' has two programs");
+    if (p.stage() < 0 || p.stage() >= plan.programs_size() ||
+        p.pipeline() < 0 || p.pipeline() >= plan.programs_size())
+      return fail("device '" + p.device() + "': stage " +
+                  std::to_string(p.stage()) + " or pipeline " +
+                  std::to_string(p.pipeline()) + " outside [0, " +
+                  std::to_string(plan.programs_size()) + ")");
+    stages = std::max<int64_t>(stages, p.stage() + 1);
+    pipelines = std::max<int64_t>(pipelines, p.pipeline() + 1);
+  }
+  std::set<std::pair<int64_t, int64_t>> cells;
+  for (const proto::DeviceProgram &p : plan.programs())
+    if (!cells.insert({p.stage(), p.pipeline()}).second)
+      return fail("two programs for stage " + std::to_string(p.stage()) +
+                  " of pipeline " + std::to_string(p.pipeline()));
+  if (static_cast<int64_t>(cells.size()) != stages * pipelines)
+    for (int64_t s = 0; s < stages; ++s)
+      for (int64_t q = 0; q < pipelines; ++q)
+        if (!cells.count({s, q}))
+          return fail("stage " + std::to_string(s) + " of pipeline " +
+                      std::to_string(q) + " has no device program (" +
+                      std::to_string(stages) + " stages x " +
+                      std::to_string(pipelines) + " pipelines)");
   return true;
 }
 

@@ -48,11 +48,9 @@ bool Worker::prepare(std::string &error) {
   std::set<int64_t> pipelineIds;
   int lastStage = format::stageCount(plan) - 1;
   for (int r = 0; r < size; ++r) {
+    // Unique devices on a grid of stages x pipelines: checked when the
+    // plan was read (format::checkPlanShape).
     const proto::DeviceProgram &p = plan.programs(r);
-    if (rankOf.count(p.device())) {
-      error = "device '" + p.device() + "' has two programs";
-      return false;
-    }
     rankOf[p.device()] = r;
     names.push_back(p.device());
     pipelineIds.insert(p.pipeline());

@@ -300,6 +300,8 @@ TEST(PlanFile, VersionsAreCheckedInBothForms) {
   dtfm::proto::Plan plan;
   plan.set_format_version(kPlanFormatVersion);
   plan.set_model("m");
+  plan.set_micro_batches(1);
+  plan.add_programs()->set_device("d");
   std::string bytes, error;
   for (bool text : {false, true}) {
     ASSERT_TRUE(serializePlan(plan, text, bytes, error));

@@ -9,6 +9,7 @@
 #ifndef DTFM_FORMAT_PLANFILE_H
 #define DTFM_FORMAT_PLANFILE_H
 
+#include <cstdint>
 #include <string>
 
 namespace dtfm::proto {
@@ -21,12 +22,23 @@ namespace dtfm::format {
 /// history in plan.proto).
 inline constexpr unsigned kPlanFormatVersion = 2;
 
+/// The most micro-batches per pipeline a plan may ask for.
+inline constexpr int64_t kMaxMicroBatches = 1000000;
+
 /// Decodes a plan from binary or protobuf text format and checks its
-/// version. On failure returns false with a one-line `error` that starts
-/// with `source`; a plan of another version is refused by its number, in
-/// either form, even when the fields of that version no longer parse.
+/// version and shape (checkPlanShape). On failure returns false with a
+/// one-line `error` that starts with `source`; a plan of another version is
+/// refused by its number, in either form, even when the fields of that
+/// version no longer parse.
 bool parsePlan(const std::string &bytes, const std::string &source,
                proto::Plan &plan, std::string &error);
+
+/// The plan's shape, before anything runs or imports it: at least one
+/// device program, micro_batches in [1, kMaxMicroBatches], named devices
+/// each with one program, and programs forming stages x pipelines with
+/// every cell filled once.
+bool checkPlanShape(const proto::Plan &plan, const std::string &source,
+                    std::string &error);
 
 /// parsePlan of a file's contents.
 bool readPlanFile(const std::string &path, proto::Plan &plan,
