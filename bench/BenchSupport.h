@@ -29,6 +29,17 @@
 
 namespace dtfm::bench {
 
+/// A number for a JSON line: `null` where it is not finite (an infeasible
+/// plan's infinite time), which JSON cannot spell otherwise.
+inline std::string jsonNumber(double value, int precision = 6) {
+  if (!std::isfinite(value))
+    return "null";
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", precision, value);
+  return text;
+}
+
+
 /// The scenarios' file prefixes, in the paper's order (§4.1: data center
 /// on demand, spot, two data centers, regional, world-wide).
 inline const std::vector<std::string> &paperScenarios() {

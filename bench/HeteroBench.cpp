@@ -45,9 +45,10 @@ struct Row {
 void print(const Row &row, bool json) {
   if (json)
     std::printf("{\"scenario\":\"%s\",\"algorithm\":\"%s\","
-                "\"iteration_s\":%.6f,\"wall_s\":%.4f}\n",
+                "\"iteration_s\":%s,\"wall_s\":%s}\n",
                 row.scenario.c_str(), row.algorithm.c_str(),
-                row.iterationSeconds, row.wallSeconds);
+                dtfm::bench::jsonNumber(row.iterationSeconds).c_str(),
+                dtfm::bench::jsonNumber(row.wallSeconds, 4).c_str());
   else
     std::printf("  %-14s %14.3f %9.3f\n", row.algorithm.c_str(),
                 row.iterationSeconds, row.wallSeconds);

@@ -82,12 +82,13 @@ struct Row {
 void print(const Row &row, bool json) {
   if (json)
     std::printf("{\"scenario\":\"%s\",\"algorithm\":\"%s\","
-                "\"iteration_s\":%.6f,\"devices_used\":%zu,"
+                "\"iteration_s\":%s,\"devices_used\":%zu,"
                 "\"search_s\":%.4f,\"shape\":\"%s\",\"compress_ratio\":%g,"
                 "\"bucket_mb\":\"%s\",\"overlap\":%s,\"sync_every\":%lld,"
                 "\"dp_compression\":\"%s\"}\n",
                 row.scenario.c_str(), row.algorithm.c_str(),
-                row.iterationSeconds, row.devicesUsed, row.searchSeconds,
+                dtfm::bench::jsonNumber(row.iterationSeconds).c_str(),
+                row.devicesUsed, row.searchSeconds,
                 row.shape.c_str(), row.compressRatio, row.bucketMb.c_str(),
                 row.bucketMb != "0" && row.syncEvery == 0 ? "true" : "false",
                 static_cast<long long>(row.syncEvery),
