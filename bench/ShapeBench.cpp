@@ -184,15 +184,15 @@ void runScenario(const std::string &name, const Cluster &cluster,
   ShapeSearchOptions shapeOptions;
   shapeOptions.budgetSeconds = budget;
   if (against == Baseline::SingleDevice) {
-    // The best one device can do alone: each device of the cluster (the
-    // first of each name, the others are alike) as a cluster of its own.
+    // The best one device can do alone: each kind of device of the cluster
+    // (a plan on one device depends on its speed and memory only) as a
+    // cluster of its own.
     double fastestSearch = 0;
     std::string used;
     ShapeChoice single;
-    std::set<std::string> seen;
+    std::set<std::pair<double, double>> seen;
     for (const Device &device : cluster.devices) {
-      std::string kind = device.name.substr(0, device.name.rfind('-'));
-      if (!seen.insert(kind).second)
+      if (!seen.insert({device.speed(), device.memoryBytes}).second)
         continue;
       Cluster one;
       one.name = device.name;

@@ -96,10 +96,10 @@ struct InsertCompression
             cast<RankedTensorType>(send.getValue().getType()).getNumElements();
         auto bytes = b.getI64IntegerAttr(static_cast<int64_t>(
             ::dtfm::format::int8Bytes(static_cast<size_t>(numel))));
-        for (Operation *op : {send.getOperation(), recv.getOperation()}) {
+        send.setBytesAttr(bytes);
+        recv.setBytesAttr(bytes);
+        for (Operation *op : {send.getOperation(), recv.getOperation()})
           op->setAttr(kWireAttrName, b.getStringAttr("int8"));
-          op->setAttr("bytes", bytes);
-        }
         ++numInt8;
         continue;
       }
