@@ -14,6 +14,7 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/text_format.h>
 
+#include <map>
 #include <regex>
 #include <set>
 
@@ -89,10 +90,24 @@ bool dtfm::format::checkPlanShape(const proto::Plan &plan,
     pipelines = std::max<int64_t>(pipelines, p.pipeline() + 1);
   }
   std::set<std::pair<int64_t, int64_t>> cells;
-  for (const proto::DeviceProgram &p : plan.programs())
+  std::map<int64_t, int64_t> countOf; // pipeline -> micro-batches
+  for (const proto::DeviceProgram &p : plan.programs()) {
     if (!cells.insert({p.stage(), p.pipeline()}).second)
       return fail("two programs for stage " + std::to_string(p.stage()) +
                   " of pipeline " + std::to_string(p.pipeline()));
+    int64_t count = programMicroBatches(plan, p);
+    if (count < 1 || count > plan.micro_batches())
+      return fail("device '" + p.device() + "': micro_batches " +
+                  std::to_string(count) + " outside [1, " +
+                  std::to_string(plan.micro_batches()) +
+                  "] (the plan's micro_batches is the largest)");
+    auto [it, first] = countOf.emplace(p.pipeline(), count);
+    if (!first && it->second != count)
+      return fail("device '" + p.device() + "': micro_batches " +
+                  std::to_string(count) + " but another stage of pipeline " +
+                  std::to_string(p.pipeline()) + " runs " +
+                  std::to_string(it->second));
+  }
   if (static_cast<int64_t>(cells.size()) != stages * pipelines)
     for (int64_t s = 0; s < stages; ++s)
       for (int64_t q = 0; q < pipelines; ++q)
@@ -102,6 +117,28 @@ bool dtfm::format::checkPlanShape(const proto::Plan &plan,
                       std::to_string(stages) + " stages x " +
                       std::to_string(pipelines) + " pipelines)");
   return true;
+}
+
+int64_t dtfm::format::programMicroBatches(const proto::Plan &plan,
+                                         const proto::DeviceProgram &program) {
+  return program.micro_batches() != 0 ? program.micro_batches()
+                                      : plan.micro_batches();
+}
+
+dtfm::format::MicroBatchLayout
+dtfm::format::microBatchLayout(const proto::Plan &plan) {
+  MicroBatchLayout layout;
+  for (const proto::DeviceProgram &p : plan.programs()) {
+    size_t pipeline = static_cast<size_t>(p.pipeline());
+    if (layout.counts.size() <= pipeline)
+      layout.counts.resize(pipeline + 1, 0);
+    layout.counts[pipeline] = programMicroBatches(plan, p);
+  }
+  for (int64_t count : layout.counts) {
+    layout.offsets.push_back(layout.total);
+    layout.total += count;
+  }
+  return layout;
 }
 
 bool dtfm::format::readPlanFile(const std::string &path, proto::Plan &plan,

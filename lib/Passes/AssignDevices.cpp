@@ -159,10 +159,12 @@ struct AssignDevices
     }
     const std::optional<planner::HeteroCost> &hetero = result.hetero;
     std::optional<StoredDouble> iterationSeconds;
-    SmallVector<int64_t> bounds;
+    SmallVector<int64_t> bounds, pipelineMicroBatches;
     if (hetero) {
       iterationSeconds = StoredDouble(hetero->iterationSeconds());
       bounds.assign(hetero->plan.bounds.begin(), hetero->plan.bounds.end());
+      pipelineMicroBatches.assign(hetero->pipelineMicroBatches.begin(),
+                                  hetero->pipelineMicroBatches.end());
     }
     module->setAttr(kAssignmentAttrName,
                     AssignmentAttr::get(
@@ -170,7 +172,8 @@ struct AssignDevices
                         seed, result.dataParallel, result.pipelineParallel,
                         volume.dataParallelBytes, volume.pipelineBytes,
                         cost.dataParallel, cost.pipeline, cost.total(),
-                        stageAttrs, iterationSeconds, bounds));
+                        stageAttrs, iterationSeconds, bounds,
+                        pipelineMicroBatches));
 
     if (!printTable)
       return;
@@ -192,6 +195,13 @@ struct AssignDevices
                          "s + gradient sync %.6f s\n",
                          hetero->iterationSeconds(), hetero->pipelineSeconds,
                          hetero->dataParallelSeconds);
+    if (hetero && !hetero->pipelineMicroBatches.empty()) {
+      os << "hetero: uneven replicas, micro-batches per pipeline";
+      for (int count : hetero->pipelineMicroBatches)
+        os << " " << count;
+      os << llvm::format(" (pipeline %.6f s; %.6f s with even shares)\n",
+                         hetero->pipelineSeconds, hetero->evenPipelineSeconds);
+    }
     for (auto [s, stage] : llvm::enumerate(result.stages)) {
       os << llvm::format("stage %2zu  DATAP %9.6f s  ", s,
                          result.stageDataParallelSeconds[s]);

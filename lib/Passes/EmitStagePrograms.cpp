@@ -8,6 +8,8 @@
 #include "dtfm/Passes/Passes.h"
 #include "dtfm/Planner/Cluster.h"
 
+#include <map>
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -53,6 +55,30 @@ struct EmitStagePrograms
       return fail("no dtfm.schedule; run --dtfm-schedule-microbatches first");
     ArrayRef<StageStreamsAttr> streams = schedule.getStages();
     int64_t numStages = streams.size();
+    // Uneven replicas: pipelines with fewer micro-batches than the
+    // schedule's largest run the same kind of schedule for their count.
+    ArrayRef<int64_t> pipelineCounts = schedule.getPipelineMicroBatches();
+    std::optional<planner::PipelineSchedule> kind =
+        planner::parsePipelineSchedule(schedule.getKind());
+    std::map<int64_t, SmallVector<StageStreamsAttr>> streamsFor;
+    streamsFor[schedule.getMicroBatches()].assign(streams.begin(),
+                                                  streams.end());
+    auto streamsOf =
+        [&](int64_t pipeline,
+            std::string &error) -> FailureOr<ArrayRef<StageStreamsAttr>> {
+      int64_t count = pipelineCounts.empty() ? schedule.getMicroBatches()
+                                             : pipelineCounts[pipeline];
+      auto it = streamsFor.find(count);
+      if (it == streamsFor.end()) {
+        SmallVector<StageStreamsAttr> built;
+        SmallVector<int64_t> peaks;
+        if (failed(buildStageStreams(module.getContext(), *kind, numStages,
+                                     count, built, peaks, error)))
+          return failure();
+        it = streamsFor.emplace(count, std::move(built)).first;
+      }
+      return ArrayRef<StageStreamsAttr>(it->second);
+    };
 
     SmallVector<func::FuncOp> models;
     for (auto func : module.getOps<func::FuncOp>())
@@ -80,6 +106,13 @@ struct EmitStagePrograms
       for (int64_t s = 0; s < numStages; ++s)
         devices[s].push_back(cluster.devices[s].name);
     }
+
+    if (!pipelineCounts.empty())
+      for (int64_t s = 0; s < numStages; ++s)
+        if (devices[s].size() != pipelineCounts.size())
+          return fail("dtfm.schedule has " + Twine(pipelineCounts.size()) +
+                      " pipeline micro-batch counts but stage " + Twine(s) +
+                      " runs " + Twine(devices[s].size()) + " pipelines");
 
     // Ops of each stage in IR order.
     std::vector<SmallVector<Operation *>> stageOps(numStages);
@@ -143,7 +176,15 @@ struct EmitStagePrograms
         func->setAttr(kPeersAttrName,
                       PeersAttr::get(b.getContext(), deviceAt(s - 1),
                                      deviceAt(s + 1)));
-        func->setAttr(kStreamsAttrName, streams[s]);
+        FailureOr<ArrayRef<StageStreamsAttr>> pipelineStreams =
+            streamsOf(i, error);
+        if (failed(pipelineStreams))
+          return fail(error);
+        func->setAttr(kStreamsAttrName, (*pipelineStreams)[s]);
+        func->setAttr(kMicroBatchesAttrName,
+                      b.getI64IntegerAttr(pipelineCounts.empty()
+                                              ? schedule.getMicroBatches()
+                                              : pipelineCounts[i]));
         func->setAttr(kParamShardsAttrName, b.getArrayAttr(shards));
         func->setAttr(kRecvBufferBytesAttrName, b.getI64IntegerAttr(recvBytes));
       }

@@ -50,7 +50,7 @@ struct PartitionStages
       return fail("micro-batches must be > 0, stages and "
                   "state-bytes-per-param-byte >= 0");
     options.microBatches =
-        static_cast<int>(planMicroBatches(module, microBatches));
+        static_cast<int>(largestPipelineMicroBatches(module, microBatches));
     options.stateBytesPerParameterByte = stateBytes;
 
     std::string error;

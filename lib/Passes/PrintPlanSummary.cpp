@@ -194,6 +194,14 @@ struct PrintPlanSummary
         os << " " << cast<StringAttr>(d).getValue();
       os << "\n";
     }
+    if (auto assignment =
+            module->getAttrOfType<AssignmentAttr>(kAssignmentAttrName);
+        assignment && !assignment.getPipelineMicroBatches().empty()) {
+      os << "uneven replicas: micro-batches per pipeline";
+      for (int64_t count : assignment.getPipelineMicroBatches())
+        os << " " << count;
+      os << " (shares of the global batch by pipeline speed)\n";
+    }
     if (shape.getIdle().empty())
       os << "idle: none\n";
     else

@@ -22,6 +22,32 @@ using namespace mlir;
 using namespace mlir::dtfm;
 namespace planner = ::dtfm::planner;
 
+LogicalResult mlir::dtfm::buildStageStreams(
+    MLIRContext *context, ::dtfm::planner::PipelineSchedule kind,
+    int64_t stages, int64_t microBatches,
+    SmallVectorImpl<StageStreamsAttr> &streams,
+    SmallVectorImpl<int64_t> &peakInFlight, std::string &error) {
+  std::vector<planner::StageSchedule> plan = planner::buildSchedule(
+      kind, static_cast<int>(stages), static_cast<int>(microBatches));
+  if (!planner::checkSchedule(plan, error))
+    return failure();
+  Builder b(context);
+  for (const planner::StageSchedule &stage : plan) {
+    auto stream = [&](planner::Slot slot) {
+      SmallVector<StringAttr> items;
+      for (const planner::Instruction &inst : stage[slot])
+        items.push_back(
+            b.getStringAttr(::dtfm::format::formatEntry(inst.entry(), slot)));
+      return items;
+    };
+    streams.push_back(StageStreamsAttr::get(
+        context, stream(planner::Slot::Receive), stream(planner::Slot::Compute),
+        stream(planner::Slot::Send)));
+    peakInFlight.push_back(planner::peakInFlight(stage));
+  }
+  return success();
+}
+
 namespace {
 struct ScheduleMicrobatches
     : public mlir::dtfm::impl::ScheduleMicrobatchesBase<ScheduleMicrobatches> {
@@ -113,31 +139,33 @@ struct ScheduleMicrobatches
     if (walk.wasInterrupted())
       return signalPassFailure();
 
-    std::vector<planner::StageSchedule> plan =
-        planner::buildSchedule(*kind, stages, count);
-    std::string error;
-    if (!planner::checkSchedule(plan, error))
-      return fail(error);
-
+    // Uneven replicas: the counts hetero gave each pipeline, on the same
+    // global batch.
+    SmallVector<int64_t> pipelineCounts;
+    if (auto assignment =
+            module->getAttrOfType<AssignmentAttr>(kAssignmentAttrName)) {
+      ArrayRef<int64_t> counts = assignment.getPipelineMicroBatches();
+      int64_t sum = 0;
+      for (int64_t c : counts)
+        sum += c;
+      if (!counts.empty() && sum != assignment.getDp() * count)
+        return fail("dtfm.assignment's pipeline_micro_batches sum to " +
+                    Twine(sum) + ", not dp x micro-batches = " +
+                    Twine(assignment.getDp() * count));
+      pipelineCounts.assign(counts.begin(), counts.end());
+      if (!counts.empty())
+        count = static_cast<int>(*llvm::max_element(counts));
+    }
     SmallVector<StageStreamsAttr> stageAttrs;
     SmallVector<int64_t> peaks;
-    for (const planner::StageSchedule &stage : plan) {
-      auto stream = [&](planner::Slot slot) {
-        SmallVector<StringAttr> items;
-        for (const planner::Instruction &inst : stage[slot])
-          items.push_back(
-              b.getStringAttr(::dtfm::format::formatEntry(inst.entry(), slot)));
-        return items;
-      };
-      stageAttrs.push_back(StageStreamsAttr::get(
-          b.getContext(), stream(planner::Slot::Receive),
-          stream(planner::Slot::Compute), stream(planner::Slot::Send)));
-      peaks.push_back(planner::peakInFlight(stage));
-    }
+    std::string error;
+    if (failed(buildStageStreams(b.getContext(), *kind, stages, count,
+                                 stageAttrs, peaks, error)))
+      return fail(error);
     module->setAttr(kScheduleAttrName,
                     ScheduleAttr::get(b.getContext(),
                                       planner::pipelineScheduleName(*kind),
-                                      count, peaks, stageAttrs));
+                                      count, peaks, stageAttrs, pipelineCounts));
   }
 };
 } // namespace

@@ -22,6 +22,26 @@ std::vector<int> dtfm::planner::evenBounds(int blocks, int stages) {
   return bounds;
 }
 
+std::vector<int> dtfm::planner::splitMicroBatches(
+    int pipelines, int total,
+    const std::function<double(int, int)> &secondsWith) {
+  // Greedy on non-decreasing finish times: each further micro-batch goes to
+  // the pipeline that finishes earliest with it; this minimises the latest
+  // finish (the n-th smallest of all pipelines' finish times is a lower
+  // bound, and the greedy reaches it). Ties go to the lower index.
+  std::vector<int> shares(pipelines, 1);
+  std::vector<double> next(pipelines);
+  for (int i = 0; i < pipelines; ++i)
+    next[i] = secondsWith(i, 2);
+  for (int left = total - pipelines; left > 0; --left) {
+    int best = static_cast<int>(std::min_element(next.begin(), next.end()) -
+                                next.begin());
+    ++shares[best];
+    next[best] = secondsWith(best, shares[best] + 1);
+  }
+  return shares;
+}
+
 HeteroModel::HeteroModel(HeteroProblem p)
     : problem(std::move(p)),
       links(*problem.cluster, {0, problem.workload.boundaryBytes},
@@ -111,17 +131,25 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
   }
   // Each pipeline, as the runtime runs it: one micro-batch's forward and
   // backward through every stage (FusionLLM eq. 3's sum, latency included),
-  // then n_b - 1 steady steps. A step is bounded by every stage's compute,
-  // by its one send stream (activations on, gradients back: the link's
-  // latency overlaps the next transfer, only bytes / bandwidth occupy it),
-  // and by the schedule's window: stage s keeps w_s micro-batches in flight
-  // (1F1B: min(n_b, pp - s)), each one a round trip through the later stages.
-  int microBatches = std::max(1, training.stages.microBatches);
-  for (int i = 0; i < dp; ++i) {
+  // then n_b - 1 steady steps. A step is bounded by every stage's compute
+  // (on the pipeline's own device: the plan's stage time is its group's
+  // slowest member's), by its one send stream (activations on, gradients
+  // back: the link's latency overlaps the next transfer, only bytes /
+  // bandwidth occupy it), and by the schedule's window: stage s keeps w_s
+  // micro-batches in flight (1F1B: min(n_b, pp - s)), each one a round trip
+  // through the later stages.
+  std::vector<double> slowest(pp, std::numeric_limits<double>::infinity());
+  for (int s = 0; s < pp; ++s)
+    for (int member : stages[s])
+      slowest[s] = std::min(slowest[s], cluster.devices[member].speed());
+  auto pipelineSeconds = [&](int i, int microBatches) {
+    StagePartitionOptions window = training.stages;
+    window.microBatches = microBatches;
     int first = 2 * i * boundaries;
     double step = 0, roundTrip = 0;
     for (int s = pp - 1; s >= 0; --s) {
-      double compute = plan.stageSeconds[s];
+      double compute = plan.stageSeconds[s] * slowest[s] /
+                       cluster.devices[pipelines[i][s]].speed();
       double send = 0;
       roundTrip += compute;
       if (s + 1 < pp) {
@@ -131,12 +159,41 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
       }
       if (s > 0)
         send += occupancy[first + 2 * (s - 1) + 1];
-      int window = inFlightMicroBatches(training.stages, s, pp);
-      step = std::max({step, compute, send, roundTrip / window});
+      int inFlight = inFlightMicroBatches(window, s, pp);
+      step = std::max({step, compute, send, roundTrip / inFlight});
     }
     // The last round trip from stage 0 is the fill and drain.
-    cost.pipelineSeconds = std::max(cost.pipelineSeconds,
-                                    roundTrip + (microBatches - 1) * step);
+    return roundTrip + (microBatches - 1) * step;
+  };
+  int microBatches = std::max(1, training.stages.microBatches);
+  std::vector<double> evenSeconds(dp);
+  for (int i = 0; i < dp; ++i)
+    evenSeconds[i] = pipelineSeconds(i, microBatches);
+  cost.pipelineSeconds =
+      *std::max_element(evenSeconds.begin(), evenSeconds.end());
+  cost.evenPipelineSeconds = cost.pipelineSeconds;
+  // Uneven replicas: pipelines of different speed take different shares of
+  // the iteration's micro-batches, so that they finish together.
+  if (dp > 1 && std::adjacent_find(evenSeconds.begin(), evenSeconds.end(),
+                                   std::not_equal_to<double>()) !=
+                    evenSeconds.end()) {
+    std::vector<int> shares =
+        splitMicroBatches(dp, dp * microBatches, pipelineSeconds);
+    double unevenSeconds = 0;
+    for (int i = 0; i < dp; ++i)
+      unevenSeconds = std::max(unevenSeconds, pipelineSeconds(i, shares[i]));
+    // More micro-batches in flight on a pipeline may not fit (GPipe keeps
+    // them all, 1F1B up to its window).
+    StagePartitionOptions most = training.stages;
+    most.microBatches = *std::max_element(shares.begin(), shares.end());
+    StagePlan check;
+    std::string error;
+    if (unevenSeconds < cost.pipelineSeconds * (1 - kUnevenMinGain) &&
+        planForBounds(workload.blocks, stageDevices(cluster, stages), most,
+                      plan.bounds, check, error)) {
+      cost.pipelineSeconds = unevenSeconds;
+      cost.pipelineMicroBatches = std::move(shares);
+    }
   }
   // Data-parallel synchronisation of each stage's own gradients, then the
   // tied parameters crossing stages, pipeline by pipeline.

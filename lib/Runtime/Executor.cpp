@@ -379,10 +379,9 @@ void ProgramExecutor::collect(int64_t id, int microBatch, const Tensor &value) {
   if (!ready || !sync || microBatch != streamMicroBatches - 1)
     return;
   // What finishIteration would hand to the SyncFn: the same arithmetic.
-  double scale = 1.0 / static_cast<double>(std::max(1, streamMicroBatches));
   Tensor averaged(sum.shape);
   for (int64_t j = 0; j < sum.numel(); ++j)
-    averaged.data[j] = static_cast<float>(sum.data[j] * scale);
+    averaged.data[j] = static_cast<float>(sum.data[j] * streamScale);
   ready(*sync, averaged);
 }
 
@@ -454,23 +453,24 @@ void ProgramExecutor::collectGradients(int microBatch,
     ready = nullptr; // armed for one iteration
 }
 
-bool ProgramExecutor::streamGradients(int microBatches, GradientReadyFn fn) {
+bool ProgramExecutor::streamGradients(int microBatches, double gradientScale,
+                                      GradientReadyFn fn) {
   streamMicroBatches = microBatches;
+  streamScale = gradientScale;
   ready = std::move(fn);
   return true;
 }
 
-bool ProgramExecutor::finishIteration(int microBatches, const SyncFn &sync,
+bool ProgramExecutor::finishIteration(double gradientScale, const SyncFn &sync,
                                       std::string &error) {
   ValueTable values;
   auto fail = [&](const ProgramOp &op, const std::string &message) {
     error = std::string(opName(op.kind)) + ": " + message;
     return false;
   };
-  double scale = 1.0 / static_cast<double>(std::max(1, microBatches));
   for (auto &[id, sum] : gradSum) {
     for (float &x : sum.data)
-      x = static_cast<float>(x * scale);
+      x = static_cast<float>(x * gradientScale);
     values[id] = std::move(sum);
   }
   gradSum.clear();

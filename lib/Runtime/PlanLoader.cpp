@@ -6,6 +6,7 @@
 
 #include "dtfm/Runtime/PlanLoader.h"
 
+#include "dtfm/Format/PlanFile.h"
 #include "dtfm/Runtime/Program.h"
 
 #include "plan.pb.h"
@@ -18,8 +19,13 @@ bool dtfm::runtime::simulationInput(const proto::Plan &plan, SimInput &input,
                                     std::string &error) {
   if (!clusterFromPlan(plan, input.cluster, error))
     return false;
-  input.microBatches =
-      static_cast<int>(std::max<int64_t>(1, plan.micro_batches()));
+  // The plan's shape was checked when it was read (format::checkPlanShape).
+  input.microBatches = static_cast<int>(plan.micro_batches());
+  input.pipelineMicroBatches.clear();
+  format::MicroBatchLayout layout = format::microBatchLayout(plan);
+  if (std::adjacent_find(layout.counts.begin(), layout.counts.end(),
+                         std::not_equal_to<int64_t>()) != layout.counts.end())
+    input.pipelineMicroBatches = layout.counts;
   input.programs.clear();
   int stages = format::stageCount(plan);
   for (const proto::DeviceProgram &p : plan.programs()) {
@@ -31,7 +37,8 @@ bool dtfm::runtime::simulationInput(const proto::Plan &plan, SimInput &input,
     program.forwardFlops = p.forward_flops();
     program.backwardFlops = p.backward_flops();
     program.optimizerFlops = p.optimizer_flops();
-    if (!format::streamsFromProgram(p, input.microBatches, stages,
+    if (!format::streamsFromProgram(
+            p, static_cast<int>(format::programMicroBatches(plan, p)), stages,
                                     program.streams, error)) {
       error = p.device() + ": " + error;
       return false;

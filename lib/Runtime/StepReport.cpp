@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Runtime/StepReport.h"
+#include "dtfm/Format/PlanFile.h"
 
 #include "Messages.h"
 #include "dtfm/Runtime/Program.h"
@@ -16,10 +17,11 @@
 
 using namespace dtfm::runtime;
 
-IterationWork dtfm::runtime::iterationWork(const proto::Plan &plan,
-                                           int microBatches) {
+IterationWork dtfm::runtime::iterationWork(const proto::Plan &plan) {
   IterationWork work;
   for (const proto::DeviceProgram &p : plan.programs()) {
+    double microBatches =
+        static_cast<double>(format::programMicroBatches(plan, p));
     work.flops += (p.forward_flops() + p.backward_flops()) * microBatches +
                   p.optimizer_flops();
     if (p.stage() != 0)
@@ -31,7 +33,7 @@ IterationWork dtfm::runtime::iterationWork(const proto::Plan &plan,
             !v.dtype().empty() && v.dtype()[0] == 'i' && v.shape_size() == 2;
         work.tokens += (work.tokenModel ? v.shape(0) * v.shape(1)
                                         : (v.shape_size() ? v.shape(0) : 1)) *
-                       static_cast<double>(microBatches);
+                       microBatches;
         break;
       }
   }

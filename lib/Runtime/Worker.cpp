@@ -44,8 +44,10 @@ void Worker::fatal(const std::string &message) {
 
 bool Worker::prepare(std::string &error) {
   size = plan.programs_size();
-  microBatches = static_cast<int>(std::max<int64_t>(1, plan.micro_batches()));
-  std::set<int64_t> pipelineIds;
+  // The plan's shape was checked when it was read (format::checkPlanShape):
+  // micro-batch counts within [1, kMaxMicroBatches], one per pipeline.
+  microBatches = static_cast<int>(format::programMicroBatches(plan, program));
+  layout = format::microBatchLayout(plan);
   int lastStage = format::stageCount(plan) - 1;
   for (int r = 0; r < size; ++r) {
     // Unique devices on a grid of stages x pipelines: checked when the
@@ -53,11 +55,9 @@ bool Worker::prepare(std::string &error) {
     const proto::DeviceProgram &p = plan.programs(r);
     rankOf[p.device()] = r;
     names.push_back(p.device());
-    pipelineIds.insert(p.pipeline());
     if (p.stage() == lastStage)
       lastStageRanks.push_back(r);
   }
-  pipelines = static_cast<int>(pipelineIds.size());
   {
     std::string bytes; // deterministic: the same plan, the same hash
     if (!format::serializePlan(plan, /*text=*/false, bytes, error))
@@ -461,8 +461,7 @@ int Worker::run() {
   }
   reporter = std::make_unique<StepReporter>(
       transport.get(), options.rank, lastStageRanks,
-      static_cast<double>(pipelines) * microBatches,
-      iterationWork(plan, microBatches), options.steps, options.progressBar,
+      static_cast<double>(layout.total), iterationWork(plan), options.steps, options.progressBar,
       log);
   for (int64_t step = firstStep; step <= options.steps; ++step) {
     Clock::time_point start = Clock::now();

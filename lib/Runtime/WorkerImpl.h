@@ -12,6 +12,7 @@
 #define DTFM_LIB_RUNTIME_WORKERIMPL_H
 
 #include "dtfm/Format/Int8.h"
+#include "dtfm/Format/PlanFile.h"
 #include "dtfm/Format/Stream.h"
 #include "dtfm/Runtime/Checkpoints.h"
 #include "dtfm/Runtime/DataSource.h"
@@ -102,6 +103,7 @@ private:
   /// 1 / the size of this program's data-parallel group: what turns an
   /// all-reduced sum into the group's mean.
   float groupAverage() const;
+  double groupMembers() const; ///< members of this program's sync group (1: none)
   /// Compressed syncs (dtfm.compression): `grad` plus the residual the last
   /// exchange left, as the wire will carry it, into `out` -- rounded to the
   /// int8 format, or its top-k entries (the rest zero); the residual keeps
@@ -138,7 +140,13 @@ private:
   std::vector<LinkShape> linkShapes; // size x size when links are shaped
   DataSource data;
 
-  int size = 1, microBatches = 1, pipelines = 1;
+  int size = 1, microBatches = 1;
+  /// Every pipeline's micro-batches in the iteration (uneven replicas take
+  /// different counts): where this pipeline's samples start, and the total.
+  format::MicroBatchLayout layout;
+  /// What the iteration's gradient sums are scaled by before the sync:
+  /// this replica's share of the global batch (gradientScale()).
+  double gradientScale() const;
   std::map<std::string, int> rankOf;
   std::vector<std::string> names;
   std::vector<int> lastStageRanks;

@@ -237,13 +237,27 @@ bool Worker::exchange(SyncCompression compression, float *data, size_t count,
   return transport->allreduceSum(group, data, count, error);
 }
 
-float Worker::groupAverage() const {
+double Worker::gradientScale() const {
+  // Local steps: each replica steps on the mean of its own micro-batches.
+  if (syncEvery >= 1)
+    return 1.0 / static_cast<double>(microBatches);
+  // Synchronous: the group averages (x 1/members), so members / total makes
+  // the synced gradient the mean over the global batch, each replica
+  // weighted by its share; with even replicas it is 1 / micro-batches.
+  return groupMembers() / static_cast<double>(layout.total);
+}
+
+double Worker::groupMembers() const {
   // Every member of a group has the same programs: the same group size.
   double members = 1;
   for (const ProgramOp &op : typed.ops)
     if (op.kind == OpKind::GradSync)
       members = static_cast<double>(op.attrs.group.size());
-  return static_cast<float>(1.0 / std::max(1.0, members));
+  return std::max(1.0, members);
+}
+
+float Worker::groupAverage() const {
+  return static_cast<float>(1.0 / groupMembers());
 }
 
 bool Worker::compressWithFeedback(const ProgramOp &sync, const float *grad,
@@ -382,8 +396,8 @@ bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
   std::vector<MicroBatch> batches(microBatches);
   if (!inputs.empty())
     for (int m = 0; m < microBatches; ++m) {
-      int64_t index = (step - 1) * pipelines * microBatches +
-                      program.pipeline() * microBatches + m;
+      int64_t index = (step - 1) * layout.total +
+                      layout.offsets[program.pipeline()] + m;
       if (!data.microBatch(index, inputs, batches[m], error))
         return false;
     }
@@ -414,7 +428,7 @@ bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
   streamingBuckets =
       overlapped && groupIndex >= 0 && !syncBuckets.empty() && syncEvery < 1 &&
       executor->streamGradients(
-          microBatches, [this](const ProgramOp &sync, const cpu::Tensor &g) {
+          microBatches, gradientScale(), [this](const ProgramOp &sync, const cpu::Tensor &g) {
             bucketGradient(sync, g);
           });
   if (streamingBuckets) {
@@ -453,7 +467,7 @@ bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
   }
   Clock::time_point start = Clock::now();
   bool finished = executor->finishIteration(
-      microBatches,
+      gradientScale(),
       [&](const auto &grads, std::string &e) {
         return streamingBuckets ? awaitBuckets(grads, e)
                                 : syncGradients(grads, e);
@@ -475,9 +489,16 @@ bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
           op.attrs.compression == SyncCompression::Int8)
         wire = SyncCompression::Int8;
     float scale = groupAverage();
+    // Uneven replicas weight their pseudo-gradients by their share of the
+    // global batch (members x share: 1 when even).
+    double share = static_cast<double>(microBatches) * groupMembers() /
+                   static_cast<double>(layout.total);
     Clock::time_point outer = Clock::now();
     bool exchanged = executor->outerStep(
         [&](std::vector<float> &values, std::string &e) {
+          if (share != 1.0)
+            for (float &x : values)
+              x = static_cast<float>(x * share);
           if (!exchange(wire, values.data(), values.size(), 0, e))
             return false;
           for (float &x : values)

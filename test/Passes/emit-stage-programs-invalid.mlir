@@ -7,6 +7,7 @@
 // CHECK: pair.textproto:0:0: error: dtfm-emit-stage-programs: expected one model function, found 2
 // CHECK: pair.textproto:0:0: error: dtfm-emit-stage-programs: dtfm.assignment has 1 stages but the schedule 2
 // CHECK: single.textproto:0:0: error: dtfm-emit-stage-programs: 2 stages but cluster 'single' has 1 devices
+// CHECK: pair.textproto:0:0: error: dtfm-emit-stage-programs: dtfm.schedule has 3 pipeline micro-batch counts but stage 0 runs 2 pipelines
 
 module attributes {dtfm.cluster = #dtfm.cluster<name = "pair", source = "pair.textproto", devices = [<name = "a", region = "R0", peak_flops = 1.0e+09, efficiency = 1.0, memory_bytes = 1.0e+09>, <name = "b", region = "R1", peak_flops = 1.0e+09, efficiency = 1.0, memory_bytes = 1.0e+09>], delay_ms = [0.0, 1.0, 1.0, 0.0], bandwidth_gbps = [0.0, 10.0, 10.0, 0.0]>, dtfm.schedule = #dtfm.schedule<kind = "1f1b", micro_batches = 1, peak_in_flight = [1, 1], stages = [<recv = ["B0<1"], compute = ["F0", "B0"], send = ["F0>1"]>, <recv = ["F0<0"], compute = ["F0", "B0"], send = ["B0>0"]>]>} {
   func.func @outside() {

@@ -97,3 +97,20 @@ module attributes {dtfm.shape = #dtfm.shape<cluster = "pair", global_batch = 6, 
     return {dtfm.stage = 0 : i64} %x : tensor<2x3xf32>
   }
 }
+
+// -----
+
+// COM: Uneven replicas: hetero gave pipeline 0 three of the four
+// COM: micro-batches (2 per pipeline on average); the schedule is built for
+// COM: the largest count and keeps every pipeline's.
+// CHECK-LABEL: module attributes
+// CHECK-SAME: dtfm.schedule = #dtfm.schedule<kind = "1f1b", micro_batches = 3, peak_in_flight = [1], stages = [<recv = [], compute = ["F0", "B0", "F1", "B1", "F2", "B2"], send = []>], pipeline_micro_batches = [3, 1]>
+// GPIPE-LABEL: module attributes
+// GPIPE-SAME: dtfm.schedule = #dtfm.schedule<kind = "gpipe", micro_batches = 3, peak_in_flight = [3], stages = [<recv = [], compute = ["F0", "F1", "F2", "B2", "B1", "B0"], send = []>], pipeline_micro_batches = [3, 1]>
+module attributes {dtfm.assignment = #dtfm.assignment<cluster = "mixed", algorithm = "hetero", seed = 0, dp = 2, pp = 1, dp_bytes = 0.0, pp_bytes = 0.0, data_parallel_cost_s = 0.0, pipeline_cost_s = 0.0, total_cost_s = 0.0, stages = [["fast", "slow"]], iteration_s = 1.0, stage_bounds = [0, 1], pipeline_micro_batches = [3, 1]>} {
+  func.func @uneven() -> tensor<2x3xf32> {
+    %x = dtfm.input "x" {dtfm.stage = 0 : i64} : tensor<2x3xf32>
+    %r = dtfm.relu %x {dtfm.stage = 0 : i64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+    return {dtfm.stage = 0 : i64} %r : tensor<2x3xf32>
+  }
+}

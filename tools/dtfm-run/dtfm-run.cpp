@@ -33,6 +33,7 @@
 
 #include "plan.pb.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -318,22 +319,34 @@ int main(int argc, char **argv) {
       return fail("cannot write '" + reportPath + "'");
   }
 
+  std::string perPipeline; // uneven replicas: "4 2"
+  for (int64_t count : input.pipelineMicroBatches)
+    perPipeline += (perPipeline.empty() ? "" : " ") + std::to_string(count);
   if (json) {
+    std::string list = perPipeline;
+    std::replace(list.begin(), list.end(), ' ', ',');
     std::printf("{\"plan\":\"%s\",\"cluster\":\"%s\",\"devices\":%zu,"
-                "\"micro_batches\":%d,\"iteration_s\":%.9g,"
+                "\"micro_batches\":%d,%s\"iteration_s\":%.9g,"
                 "\"bubble_fraction\":%.6f,\"pflops\":%.9g}\n",
                 planPath.c_str(), plan.cluster_name().c_str(),
                 input.programs.size(), input.microBatches,
+                list.empty()
+                    ? ""
+                    : ("\"pipeline_micro_batches\":[" + list + "],").c_str(),
                 result.iterationSeconds, result.bubbleFraction,
                 result.achievedFlopsPerSecond() / 1e15);
     return 0;
   }
   std::printf("=== dtfm-run --simulate: %s ===\n", planPath.c_str());
   std::printf("model %s, cluster %s, %zu device programs, %s with %d "
-              "micro-batches\n",
+              "micro-batches%s\n",
               plan.model().c_str(), plan.cluster_name().c_str(),
               input.programs.size(), plan.schedule().c_str(),
-              input.microBatches);
+              input.microBatches,
+              perPipeline.empty()
+                  ? ""
+                  : (" (uneven replicas: " + perPipeline + " per pipeline)")
+                        .c_str());
   std::printf("iteration time      %.6g s\n", result.iterationSeconds);
   std::printf("bubble fraction     %.4f\n", result.bubbleFraction);
   std::printf("achieved            %.6g GFLOP/s (%.6g PFLOP/s)\n",

@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <limits>
 
 using namespace dtfm::planner;
 
@@ -65,16 +67,21 @@ TEST(Hetero, SearchBeatsEqualLayersOnMixedSpeedsAndIsDeterministic) {
   EXPECT_EQ(a, searchHetero(model, options));
   HeteroCost cost = model.evaluate(a);
   ASSERT_TRUE(cost.feasible);
-  // A data-parallel group runs at its slowest member: the search pairs the
-  // fast devices together and gives their stages more layers.
+  // Equal layers on groups of identical pairs leave the slow stages the
+  // bottleneck: the search gives the fast devices' stages more layers.
   Partition rank{{0, 1}, {2, 3}, {4, 5}, {6, 7}};
+  EXPECT_GE(model.evaluate(rank, false).iterationSeconds() /
+                cost.iterationSeconds(),
+            1.3);
+  // Groups of mixed speeds (one all-fast pipeline, one all-slow) with equal
+  // layers: uneven replicas give the fast pipeline 4x the micro-batches,
+  // which makes them as good as anything the search found (within 5%).
   Partition mixedPairs{{0, 4}, {1, 5}, {2, 6}, {3, 7}};
-  double bestEqual = std::min(model.evaluate(rank, false).iterationSeconds(),
-                              model.evaluate(mixedPairs, false)
-                                  .iterationSeconds());
-  EXPECT_GE(bestEqual / cost.iterationSeconds(), 1.3);
-  for (const std::vector<int> &group : a)
-    EXPECT_EQ(group[0] < 4, group[1] < 4) << "mixed speeds in one group";
+  HeteroCost mixed = model.evaluate(mixedPairs, false);
+  ASSERT_EQ(mixed.pipelineMicroBatches.size(), 2u);
+  EXPECT_GE(mixed.pipelineMicroBatches[0], 3 * mixed.pipelineMicroBatches[1]);
+  EXPECT_LE(mixed.iterationSeconds() / cost.iterationSeconds(), 1.05);
+  EXPECT_LE(cost.iterationSeconds(), mixed.iterationSeconds());
 }
 
 TEST(Hetero, InfeasibleMemoryIsReported) {
@@ -258,3 +265,83 @@ TEST(Hetero, AutomaticGradientSyncTakesTheCheaperAlgorithm) {
 }
 
 } // namespace
+
+/// The least latest finish over every split of `total` micro-batches, at
+/// least one per pipeline (brute force).
+double bestSplitSeconds(const std::vector<std::function<double(int)>> &finish,
+                        int total, size_t pipeline = 0) {
+  if (pipeline + 1 == finish.size())
+    return finish[pipeline](total);
+  double best = std::numeric_limits<double>::infinity();
+  int rest = static_cast<int>(finish.size() - pipeline - 1);
+  for (int m = 1; m + rest <= total; ++m)
+    best = std::min(best, std::max(finish[pipeline](m),
+                                   bestSplitSeconds(finish, total - m,
+                                                    pipeline + 1)));
+  return best;
+}
+
+TEST(Hetero, SplitMicroBatchesMatchesBruteForce) {
+  // Pipelines of fill f_i and step s_i, as the model times them (f + (m -
+  // 1) s), plus windowed ones whose step shrinks until m reaches the
+  // window (max(s, f / min(m, w)) per step, non-decreasing overall).
+  uint64_t state = 12345;
+  auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<double>((state >> 33) % 1000 + 1) / 100;
+  };
+  for (int trial = 0; trial < 200; ++trial) {
+    int pipelines = 2 + trial % 3;
+    int total = pipelines + trial % 9;
+    std::vector<std::function<double(int)>> finish;
+    for (int i = 0; i < pipelines; ++i) {
+      double f = next(), s = next(), w = 1 + trial % 4;
+      if (trial % 2)
+        finish.push_back([f, s](int m) { return f + (m - 1) * s; });
+      else
+        finish.push_back([f, s, w](int m) {
+          return f + (m - 1) * std::max(s, f / std::min<double>(m, w));
+        });
+    }
+    std::vector<int> shares = splitMicroBatches(
+        pipelines, total, [&](int i, int m) { return finish[i](m); });
+    ASSERT_EQ(static_cast<int>(shares.size()), pipelines);
+    int sum = 0;
+    double latest = 0;
+    for (int i = 0; i < pipelines; ++i) {
+      EXPECT_GE(shares[i], 1);
+      sum += shares[i];
+      latest = std::max(latest, finish[i](shares[i]));
+    }
+    EXPECT_EQ(sum, total);
+    EXPECT_DOUBLE_EQ(latest, bestSplitSeconds(finish, total)) << trial;
+  }
+}
+
+TEST(Hetero, UnevenReplicasGiveFasterPipelinesMoreMicroBatches) {
+  // Two one-stage pipelines, one device 3x faster: 8 micro-batches each
+  // take 8 x 1 s on the slow one; split 12 + 4 both take 4 s.
+  Cluster c = mixedCluster(2, 1, 3.0);
+  HeteroProblem p = problemFor(c, 2, 1, 1);
+  HeteroCost cost = HeteroModel(p).evaluate({{0, 1}});
+  ASSERT_TRUE(cost.feasible) << cost.error;
+  EXPECT_EQ(cost.pipelineMicroBatches, (std::vector<int>{12, 4}));
+  EXPECT_NEAR(cost.evenPipelineSeconds, 8.0, 1e-9);
+  EXPECT_NEAR(cost.pipelineSeconds, 4.0, 1e-9);
+  // Identical devices keep even shares (and say nothing).
+  Cluster same = mixedCluster(2, 0, 1.0);
+  HeteroProblem q = problemFor(same, 2, 1, 1);
+  HeteroCost even = HeteroModel(q).evaluate({{0, 1}});
+  EXPECT_TRUE(even.pipelineMicroBatches.empty());
+  EXPECT_NEAR(even.pipelineSeconds, 8.0, 1e-9);
+  // GPipe holds every micro-batch's activations: a device that cannot hold
+  // 12 keeps the even split. Per block: 1e6 parameter bytes x 4 + 1e6
+  // activation bytes per micro-batch in flight.
+  Cluster small = mixedCluster(2, 1, 3.0, 4e6 + 1e6 * 10);
+  HeteroProblem r = problemFor(small, 2, 1, 1);
+  r.training.stages.schedule = PipelineSchedule::GPipe;
+  HeteroCost capped = HeteroModel(r).evaluate({{0, 1}});
+  ASSERT_TRUE(capped.feasible) << capped.error;
+  EXPECT_TRUE(capped.pipelineMicroBatches.empty());
+  EXPECT_NEAR(capped.pipelineSeconds, 8.0, 1e-9);
+}

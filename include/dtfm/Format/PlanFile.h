@@ -11,8 +11,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace dtfm::proto {
+class DeviceProgram;
 class Plan;
 } // namespace dtfm::proto
 
@@ -35,10 +37,26 @@ bool parsePlan(const std::string &bytes, const std::string &source,
 
 /// The plan's shape, before anything runs or imports it: at least one
 /// device program, micro_batches in [1, kMaxMicroBatches], named devices
-/// each with one program, and programs forming stages x pipelines with
-/// every cell filled once.
+/// each with one program, programs forming stages x pipelines with every
+/// cell filled once, and each program's micro-batches within [1, the
+/// plan's], the same on every stage of a pipeline.
 bool checkPlanShape(const proto::Plan &plan, const std::string &source,
                     std::string &error);
+
+/// Micro-batches `program`'s pipeline runs per iteration: its own count
+/// (uneven replicas), else the plan's.
+int64_t programMicroBatches(const proto::Plan &plan,
+                            const proto::DeviceProgram &program);
+
+/// Where each pipeline's micro-batches sit in the iteration's sequence:
+/// `offsets[p]` is the first of pipeline p (pipelines in order, each
+/// taking its programMicroBatches); `total` is all of them. For a plan that
+/// passed checkPlanShape.
+struct MicroBatchLayout {
+  std::vector<int64_t> counts, offsets;
+  int64_t total = 0;
+};
+MicroBatchLayout microBatchLayout(const proto::Plan &plan);
 
 /// parsePlan of a file's contents.
 bool readPlanFile(const std::string &path, proto::Plan &plan,

@@ -9,6 +9,7 @@
 
 #include "dtfm/Analysis/ClusterAnalysis.h"
 #include "dtfm/Dialect/Dtfm/IR/DtfmOps.h"
+#include "dtfm/Planner/StagePartition.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
@@ -46,6 +47,25 @@ inline int64_t planMicroBatches(ModuleOp module, int64_t option) {
     return shape.getMicroBatches();
   return option;
 }
+
+/// The most micro-batches a pipeline runs: with uneven replicas, the
+/// largest of `dtfm.assignment`'s pipeline counts, else planMicroBatches.
+inline int64_t largestPipelineMicroBatches(ModuleOp module, int64_t option) {
+  if (auto assignment = module->getAttrOfType<AssignmentAttr>(kAssignmentAttrName))
+    if (!assignment.getPipelineMicroBatches().empty())
+      return *llvm::max_element(assignment.getPipelineMicroBatches());
+  return planMicroBatches(module, option);
+}
+
+/// The streams of every stage for `microBatches` micro-batches of a
+/// `kind` schedule, and the micro-batches each stage holds at its peak;
+/// failure with a one-line `error` when the schedule cannot finish.
+LogicalResult buildStageStreams(MLIRContext *context,
+                                ::dtfm::planner::PipelineSchedule kind,
+                                int64_t stages, int64_t microBatches,
+                                SmallVectorImpl<StageStreamsAttr> &streams,
+                                SmallVectorImpl<int64_t> &peakInFlight,
+                                std::string &error);
 
 /// The model's micro-batch size: dimension 0 of its inputs and labels,
 /// which must agree (one-line `error` otherwise).

@@ -44,6 +44,7 @@
 #include "dtfm/Planner/StagePartition.h"
 #include "dtfm/Planner/Workload.h"
 
+#include <functional>
 #include <limits>
 
 namespace dtfm::planner {
@@ -66,6 +67,12 @@ struct HeteroCost {
   /// After its pipeline, the slowest stage's gradient all-reduce plus its
   /// tied parameters' exchange with other stages.
   double dataParallelSeconds = 0;
+  /// Uneven replicas: micro-batches of each pipeline (pipeline i: member i
+  /// of stage 0, chained through the matchings), summing to D_DP x n_b;
+  /// empty when every pipeline takes n_b.
+  std::vector<int> pipelineMicroBatches;
+  /// The pipeline time with n_b micro-batches on every pipeline.
+  double evenPipelineSeconds = 0;
   /// Local steps: the H the exchange was costed with (sync-every=auto
   /// chooses it per plan; 0: synchronous).
   int64_t syncEvery = 0;
@@ -96,6 +103,17 @@ private:
   HeteroProblem problem;
   CostModel links; ///< pipeline link costs for boundaryBytes
 };
+
+/// Uneven replicas are used only when they shorten the predicted pipeline
+/// by more than this fraction: below it the model's error dominates.
+constexpr double kUnevenMinGain = 0.01;
+
+/// Shares `total` (>= `pipelines`) micro-batches among pipelines, at least
+/// one each, minimising the latest pipeline's time; `secondsWith(i, m)` is
+/// pipeline i's time with m micro-batches (non-decreasing in m).
+std::vector<int>
+splitMicroBatches(int pipelines, int total,
+                  const std::function<double(int, int)> &secondsWith);
 
 /// Even split of `blocks` into `stages` bounds.
 std::vector<int> evenBounds(int blocks, int stages);

@@ -66,7 +66,7 @@ public:
 
   /// Called on the compute thread with a dtfm.grad_sync op and its gradient
   /// as soon as the iteration's last micro-batch has produced it -- summed
-  /// over the micro-batches and averaged, exactly what finishIteration
+  /// over the micro-batches and scaled, exactly what finishIteration
   /// would pass to the SyncFn -- so that its bucket can be synchronised
   /// while the backward of earlier layers goes on.
   using GradientReadyFn =
@@ -130,10 +130,12 @@ public:
   /// worker's calibration of device speeds reads it.
   virtual double takeComputeSeconds() { return -1; }
 
-  /// Arms `ready` for the next iteration of `microBatches` micro-batches.
+  /// Arms `ready` for the next iteration of `microBatches` micro-batches,
+  /// whose gradient sums it scales by `gradientScale` (finishIteration's).
   /// False when the backend cannot hand gradients out early (the CUDA
   /// executor keeps them on the device): the SyncFn then does all the work.
-  virtual bool streamGradients(int microBatches, GradientReadyFn ready) {
+  virtual bool streamGradients(int microBatches, double gradientScale,
+                               GradientReadyFn ready) {
     return false;
   }
 
@@ -167,12 +169,14 @@ public:
   /// caller); `loss` accumulates the micro-batch's loss when this program
   /// computes one. collectGradients adds the micro-batch's optimizer inputs
   /// to the iteration's sums; finishIteration, after the last micro-batch,
-  /// averages them, runs the gradient syncs through `sync` and the updates.
+  /// scales them by `gradientScale` (1 / micro-batches for the replica's
+  /// mean; with uneven replicas the worker weights its share), runs the
+  /// gradient syncs through `sync` and the updates.
   virtual bool runPhase(OpPhase phase, int microBatch, ValueTable &values,
                         const MicroBatch &batch, double &loss,
                         std::string &error) = 0;
   virtual void collectGradients(int microBatch, const ValueTable &values) = 0;
-  virtual bool finishIteration(int microBatches, const SyncFn &sync,
+  virtual bool finishIteration(double gradientScale, const SyncFn &sync,
                                std::string &error) = 0;
 
   /// Every parameter, by name (host copies).
@@ -328,8 +332,9 @@ public:
     return host.restore(program, state, error);
   }
   void collectGradients(int microBatch, const ValueTable &values) override;
-  bool streamGradients(int microBatches, GradientReadyFn ready) override;
-  bool finishIteration(int microBatches, const SyncFn &sync,
+  bool streamGradients(int microBatches, double gradientScale,
+                       GradientReadyFn ready) override;
+  bool finishIteration(double gradientScale, const SyncFn &sync,
                        std::string &error) override;
   std::map<std::string, cpu::Tensor> parameters() const override {
     return host.params;
@@ -362,6 +367,7 @@ private:
   /// dtfm.grad_sync reading each (from the program, at construction).
   std::map<int64_t, const ProgramOp *> gradientInputs;
   int streamMicroBatches = 0; // armed by streamGradients for one iteration
+  double streamScale = 1;
   GradientReadyFn ready;
 };
 

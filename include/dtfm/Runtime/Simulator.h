@@ -76,7 +76,9 @@ struct SimProgram {
 struct SimInput {
   planner::Cluster cluster;
   std::vector<SimProgram> programs;
-  int microBatches = 1;
+  int microBatches = 1; ///< per pipeline (uneven replicas: the largest)
+  /// Uneven replicas: each pipeline's micro-batches (empty when even).
+  std::vector<int64_t> pipelineMicroBatches;
 };
 
 /// One interval on one slot of one device (for traces).

@@ -37,7 +37,7 @@ struct IterationWork {
   double tokens = 0, flops = 0;
   bool tokenModel = false;
 };
-IterationWork iterationWork(const proto::Plan &plan, int microBatches);
+IterationWork iterationWork(const proto::Plan &plan);
 
 /// A finished step, as rank 0 reports it.
 struct StepFigures {
@@ -55,7 +55,7 @@ std::string stepJson(const StepFigures &figures, const IterationWork &work);
 class StepReporter {
 public:
   /// `lastStageRanks`: the workers whose loss sums make up the step's loss,
-  /// averaged over `lossTerms` (pipelines x micro-batches).
+  /// averaged over `lossTerms` (the micro-batches of every pipeline).
   StepReporter(Transport *transport, int rank, std::vector<int> lastStageRanks,
                double lossTerms, IterationWork work, int steps,
                bool progressBar, std::FILE *log);

@@ -533,7 +533,7 @@ void CudaExecutor::collectGradients(int microBatch, const ValueTable &) {
   live.erase(found);
 }
 
-bool CudaExecutor::finishIteration(int microBatches, const SyncFn &sync,
+bool CudaExecutor::finishIteration(double gradientScale, const SyncFn &sync,
                                    std::string &error) {
   if (cudaFailed(cudaSetDevice(device), "selecting the CUDA device", error))
     return false;
@@ -543,7 +543,7 @@ bool CudaExecutor::finishIteration(int microBatches, const SyncFn &sync,
     return false;
   };
   std::map<int64_t, DTensor> values;
-  float scale = static_cast<float>(1.0 / std::max(1, microBatches));
+  float scale = static_cast<float>(gradientScale);
   for (auto &[id, sum] : gradSum) {
     cuda::scale(sum.data(), sum.numel(), scale, stream);
     values[id] = std::move(sum);

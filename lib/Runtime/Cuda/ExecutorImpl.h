@@ -242,7 +242,7 @@ public:
     return host.restore(program, state, error) && fromHost(error);
   }
   void collectGradients(int microBatch, const ValueTable &values) override;
-  bool finishIteration(int microBatches, const SyncFn &sync,
+  bool finishIteration(double gradientScale, const SyncFn &sync,
                        std::string &error) override;
   std::map<std::string, Tensor> parameters() const override;
   double takeComputeSeconds() override;

@@ -167,6 +167,10 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
     }
     if (auto bytes = func->getAttrOfType<IntegerAttr>(kRecvBufferBytesAttrName))
       program.set_recv_buffer_bytes(bytes.getInt());
+    if (auto count = func->getAttrOfType<IntegerAttr>(kMicroBatchesAttrName))
+      program.set_micro_batches(count.getInt());
+    else if (schedule)
+      program.set_micro_batches(schedule.getMicroBatches());
     if (auto shards = func->getAttrOfType<ArrayAttr>(kParamShardsAttrName))
       for (auto entry : shards.getAsRange<ParamShardAttr>()) {
         pb::ParamShard &shard = *program.add_shards();

@@ -255,3 +255,21 @@ module attributes {dtfm.peers = {prev = "a", next = "b"}} {
 // expected-error @+1 {{dtfm.streams must be a #dtfm.streams attribute}}
 module attributes {dtfm.streams = {recv = [], compute = ["F0"], send = []}} {
 }
+
+// -----
+
+// expected-error @+1 {{dtfm.assignment: pipeline_micro_batches needs dp (2) positive counts, got 1}}
+module attributes {dtfm.assignment = #dtfm.assignment<cluster = "c", algorithm = "hetero", seed = 0, dp = 2, pp = 1, dp_bytes = 0.0, pp_bytes = 0.0, data_parallel_cost_s = 0.0, pipeline_cost_s = 0.0, total_cost_s = 0.0, stages = [["a", "b"]], iteration_s = 1.0, stage_bounds = [0, 2], pipeline_micro_batches = [4]>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.assignment: pipeline_micro_batches needs dp (2) positive counts, got 2}}
+module attributes {dtfm.assignment = #dtfm.assignment<cluster = "c", algorithm = "hetero", seed = 0, dp = 2, pp = 1, dp_bytes = 0.0, pp_bytes = 0.0, data_parallel_cost_s = 0.0, pipeline_cost_s = 0.0, total_cost_s = 0.0, stages = [["a", "b"]], iteration_s = 1.0, stage_bounds = [0, 2], pipeline_micro_batches = [4, 0]>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.schedule: pipeline_micro_batches must be positive with micro_batches (2) the largest}}
+module attributes {dtfm.schedule = #dtfm.schedule<kind = "1f1b", micro_batches = 2, peak_in_flight = [1], stages = [<recv = [], compute = ["F0", "B0", "F1", "B1"], send = []>], pipeline_micro_batches = [3, 1]>} {
+}

@@ -67,6 +67,16 @@ module @hetero_assignment attributes {dtfm.assignment = #dtfm.assignment<stage_b
 
 // -----
 
+// COM: Uneven replicas: hetero's micro-batches per pipeline, and the
+// COM: schedule of the largest with every pipeline's count.
+// CHECK-LABEL: module @uneven
+// CHECK-SAME: dtfm.assignment = #dtfm.assignment<cluster = "mixed", algorithm = "hetero", seed = 0, dp = 2, pp = 1, dp_bytes = 0.0, pp_bytes = 0.0, data_parallel_cost_s = 0.0, pipeline_cost_s = 0.0, total_cost_s = 0.0, stages = {{\[\["fast", "slow"\]\]}}, iteration_s = 1.0, stage_bounds = [0, 4], pipeline_micro_batches = [3, 1]>
+// CHECK-SAME: dtfm.schedule = #dtfm.schedule<kind = "1f1b", micro_batches = 3, peak_in_flight = [1], stages = [<recv = [], compute = ["F0", "B0", "F1", "B1", "F2", "B2"], send = []>], pipeline_micro_batches = [3, 1]>
+module @uneven attributes {dtfm.assignment = #dtfm.assignment<cluster = "mixed", algorithm = "hetero", seed = 0, dp = 2, pp = 1, dp_bytes = 0.0, pp_bytes = 0.0, data_parallel_cost_s = 0.0, pipeline_cost_s = 0.0, total_cost_s = 0.0, stages = [["fast", "slow"]], iteration_s = 1.0, stage_bounds = [0, 4], pipeline_micro_batches = [3, 1]>, dtfm.schedule = #dtfm.schedule<kind = "1f1b", micro_batches = 3, peak_in_flight = [1], stages = [<recv = [], compute = ["F0", "B0", "F1", "B1", "F2", "B2"], send = []>], pipeline_micro_batches = [3, 1]>} {
+}
+
+// -----
+
 // COM: An op's cost, its stage bounds, and a device program's peers, streams
 // COM: and parameter shards.
 // CHECK-LABEL: module @planned

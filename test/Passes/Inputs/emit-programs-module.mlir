@@ -50,3 +50,13 @@ module attributes {dtfm.cluster = #dtfm.cluster<name = "single", source = "singl
     return {dtfm.stage = 0 : i64}
   }
 }
+
+// -----
+
+// Uneven replicas: three pipeline counts for a stage of two devices.
+module attributes {dtfm.assignment = #dtfm.assignment<cluster = "pair", algorithm = "genetic", seed = 0, dp = 2, pp = 1, dp_bytes = 0.0, pp_bytes = 0.0, data_parallel_cost_s = 0.0, pipeline_cost_s = 0.0, total_cost_s = 0.0, stages = [["a", "b"]]>, dtfm.cluster = #dtfm.cluster<name = "pair", source = "pair.textproto", devices = [<name = "a", region = "R0", peak_flops = 1.0e+09, efficiency = 1.0, memory_bytes = 1.0e+09>, <name = "b", region = "R1", peak_flops = 1.0e+09, efficiency = 1.0, memory_bytes = 1.0e+09>], delay_ms = [0.0, 1.0, 1.0, 0.0], bandwidth_gbps = [0.0, 10.0, 10.0, 0.0]>, dtfm.schedule = #dtfm.schedule<kind = "1f1b", micro_batches = 2, peak_in_flight = [1], stages = [<recv = [], compute = ["F0", "B0", "F1", "B1"], send = []>], pipeline_micro_batches = [2, 1, 1]>} {
+  func.func @m() {
+    %x = dtfm.input "x" {dtfm.stage = 0 : i64} : tensor<2xf32>
+    return {dtfm.stage = 0 : i64}
+  }
+}

@@ -92,7 +92,8 @@ void DtfmDialect::registerAttributes() {
 LogicalResult ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    StringRef kind, int64_t microBatches,
                                    ArrayRef<int64_t> peakInFlight,
-                                   ArrayRef<StageStreamsAttr> stages) {
+                                   ArrayRef<StageStreamsAttr> stages,
+                                   ArrayRef<int64_t> pipelineMicroBatches) {
   if (!::dtfm::planner::parsePipelineSchedule(kind))
     return emitError() << "dtfm.schedule: unknown kind '" << kind
                        << "' (expected "
@@ -120,6 +121,14 @@ LogicalResult ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                     static_cast<::dtfm::format::Slot>(slot))
                              << ": malformed item '" << item.getValue() << "'";
       }
+  }
+  if (!pipelineMicroBatches.empty()) {
+    int64_t largest = *llvm::max_element(pipelineMicroBatches);
+    if (*llvm::min_element(pipelineMicroBatches) <= 0 ||
+        largest != microBatches)
+      return emitError() << "dtfm.schedule: pipeline_micro_batches must be "
+                            "positive with micro_batches ("
+                         << microBatches << ") the largest";
   }
   return success();
 }
@@ -275,7 +284,7 @@ LogicalResult AssignmentAttr::verify(
     StoredDouble dataParallelCostSeconds, StoredDouble pipelineCostSeconds,
     StoredDouble totalCostSeconds, ArrayRef<ArrayAttr> stages,
     std::optional<StoredDouble> iterationSeconds,
-    ArrayRef<int64_t> stageBounds) {
+    ArrayRef<int64_t> stageBounds, ArrayRef<int64_t> pipelineMicroBatches) {
   if (dp <= 0 || pp <= 0)
     return emitError() << "dtfm.assignment: dp and pp must be positive, got "
                        << dp << " and " << pp;
@@ -295,6 +304,12 @@ LogicalResult AssignmentAttr::verify(
       static_cast<int64_t>(stageBounds.size()) != pp + 1)
     return emitError() << "dtfm.assignment: " << stageBounds.size()
                        << " stage bounds but pp " << pp << " needs " << pp + 1;
+  if (!pipelineMicroBatches.empty() &&
+      (static_cast<int64_t>(pipelineMicroBatches.size()) != dp ||
+       *llvm::min_element(pipelineMicroBatches) <= 0))
+    return emitError() << "dtfm.assignment: pipeline_micro_batches needs dp ("
+                       << dp << ") positive counts, got "
+                       << pipelineMicroBatches.size();
   return success();
 }
 

@@ -63,7 +63,11 @@ def Dtfm_ScheduleAttr : Dtfm_Attr<"Schedule", "schedule"> {
     Written by --dtfm-schedule-microbatches as the module attribute
     `dtfm.schedule`: the schedule's kind (`"1f1b"` or `"gpipe"`), the number
     of micro-batches, the peak number of micro-batches each stage holds
-    activations for, and the streams of each stage.
+    activations for, and the streams of each stage. With uneven replicas,
+    `pipeline_micro_batches` gives each pipeline's count (left out when
+    every pipeline runs `micro_batches`): `micro_batches`, the peaks and the
+    streams are then those of the largest, and a pipeline with fewer runs
+    the same kind of schedule for its own count.
 
     ```mlir
     #dtfm.schedule<kind = "1f1b", micro_batches = 1, peak_in_flight = [1, 1],
@@ -75,14 +79,16 @@ def Dtfm_ScheduleAttr : Dtfm_Attr<"Schedule", "schedule"> {
 
     The verifier checks the form: a known kind, a positive micro-batch
     count, one peak per stage, every entry well formed for its slot with its
-    peer stage in range. Whether the streams run to completion (no cycle) is
+    peer stage in range, pipeline counts that are positive with
+    `micro_batches` the largest. Whether the streams run to completion (no cycle) is
     checked by --dtfm-verify-plan.
   }];
   let parameters = (ins
     StringRefParameter<"schedule kind: 1f1b or gpipe">:$kind,
     "int64_t":$micro_batches,
     Dtfm_BracketListParameter<"int64_t", "peak in-flight micro-batches per stage">:$peak_in_flight,
-    Dtfm_BracketListParameter<"::mlir::dtfm::StageStreamsAttr", "streams per stage">:$stages
+    Dtfm_BracketListParameter<"::mlir::dtfm::StageStreamsAttr", "streams per stage">:$stages,
+    Dtfm_OptionalBracketListParameter<"int64_t", "uneven replicas: micro-batches of each pipeline">:$pipeline_micro_batches
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
@@ -283,7 +289,8 @@ def Dtfm_AssignmentAttr : Dtfm_Attr<"Assignment", "assignment"> {
     ```
 
     The verifier checks the form: positive degrees, pp stages of dp device
-    names each, and, when present, pp + 1 stage bounds.
+    names each, and, when present, pp + 1 stage bounds and dp positive
+    pipeline micro-batch counts.
   }];
   let parameters = (ins
     StringRefParameter<"the cluster's name">:$cluster,
@@ -298,7 +305,8 @@ def Dtfm_AssignmentAttr : Dtfm_Attr<"Assignment", "assignment"> {
     Dtfm_DoubleParameter<"total cost in s">:$total_cost_s,
     Dtfm_BracketListParameter<"::mlir::ArrayAttr", "device names per stage">:$stages,
     Dtfm_OptionalDoubleParameter<"hetero: predicted iteration time in s">:$iteration_s,
-    Dtfm_OptionalBracketListParameter<"int64_t", "hetero: stage bounds">:$stage_bounds
+    Dtfm_OptionalBracketListParameter<"int64_t", "hetero: stage bounds">:$stage_bounds,
+    Dtfm_OptionalBracketListParameter<"int64_t", "hetero, uneven replicas: micro-batches of each pipeline">:$pipeline_micro_batches
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

@@ -59,6 +59,11 @@ inline constexpr llvm::StringLiteral kPipelineAttrName = "dtfm.pipeline";
 /// A device program's previous and next devices.
 inline constexpr llvm::StringLiteral kPeersAttrName = "dtfm.peers";
 
+/// The micro-batches a device program's pipeline runs per iteration (they
+/// differ between pipelines with uneven replicas).
+inline constexpr llvm::StringLiteral kMicroBatchesAttrName =
+    "dtfm.micro_batches";
+
 /// A device program's receive, compute and send streams.
 inline constexpr llvm::StringLiteral kStreamsAttrName = "dtfm.streams";
 
