@@ -12,4 +12,3 @@ func.func @unstaged() -> tensor<2x3xf32> {
   %r = dtfm.relu %x : (tensor<2x3xf32>) -> tensor<2x3xf32>
   return {dtfm.stage = 0 : i64} %r : tensor<2x3xf32>
 }
-
