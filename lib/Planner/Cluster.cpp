@@ -91,6 +91,17 @@ bool dtfm::planner::readCsvMatrix(const std::string &path, SquareMatrix &matrix,
       line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos)
       continue;
+    if (line.find_last_not_of(" \t") != std::string::npos &&
+        line[line.find_last_not_of(" \t")] == ',') {
+      error = path + ":" + std::to_string(lineNo) +
+              ": a trailing comma (an empty last column)";
+      return false;
+    }
+    if (rows.size() >= kMaxClusterDevices) {
+      error = path + ":" + std::to_string(lineNo) + ": more than " +
+              std::to_string(kMaxClusterDevices) + " rows";
+      return false;
+    }
     std::vector<double> row;
     std::stringstream cells(line);
     std::string cell;
@@ -173,8 +184,6 @@ bool dtfm::planner::loadScenarioMatrices(const std::string &dir,
             std::to_string(regions.size());
     return false;
   }
-  result.delayMs.symmetrize();
-  result.bandwidthGbps.symmetrize();
   for (size_t i = 0; i < regions.size(); ++i) {
     Device d;
     d.name = "gpu" + std::to_string(i);
@@ -183,10 +192,13 @@ bool dtfm::planner::loadScenarioMatrices(const std::string &dir,
     d.memoryBytes = 16e9;
     result.devices.push_back(d);
   }
+  // Each entry must be valid before the two directions are averaged.
   if (!result.validate(error)) {
     error = base + ": " + error;
     return false;
   }
+  result.delayMs.symmetrize();
+  result.bandwidthGbps.symmetrize();
   cluster = std::move(result);
   return true;
 }

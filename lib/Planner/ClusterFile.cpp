@@ -77,16 +77,27 @@ bool dtfm::planner::parseClusterText(const std::string &text,
   Cluster result;
   result.name = spec.name();
   std::set<std::string> names;
+  uint64_t total = 0;
   for (const dtfm::proto::DeviceSpec &d : spec.devices()) {
     if (d.name().empty())
       return fail("a device has no name");
-    uint32_t count = d.count() == 0 ? 1 : d.count();
+    if (d.has_count() && d.count() == 0)
+      return fail("device " + d.name() + ": count must be at least 1");
+    if (d.has_efficiency() && d.efficiency() == 0)
+      return fail("device " + d.name() + ": efficiency must be in (0, 1], "
+                  "got 0");
+    uint32_t count = d.has_count() ? d.count() : 1;
+    total += count;
+    if (total > kMaxClusterDevices)
+      return fail("more than " + std::to_string(kMaxClusterDevices) +
+                  " devices (device " + d.name() + " adds " +
+                  std::to_string(count) + ")");
     for (uint32_t i = 0; i < count; ++i) {
       Device device;
       device.name = count > 1 ? d.name() + std::to_string(i) : d.name();
       device.region = d.region();
       device.peakFlops = d.peak_flops();
-      device.efficiency = d.efficiency() == 0 ? 1 : d.efficiency();
+      device.efficiency = d.has_efficiency() ? d.efficiency() : 1;
       device.memoryBytes = d.memory_bytes();
       if (!names.insert(device.name).second)
         return fail("duplicate device name '" + device.name + "'");
@@ -118,6 +129,9 @@ bool dtfm::planner::parseClusterText(const std::string &text,
                   std::to_string(result.bandwidthGbps.size()) + "x" +
                   std::to_string(result.bandwidthGbps.size()) + ", but the "
                   "cluster has " + std::to_string(n) + " devices");
+    // Each entry must be valid before the two directions are averaged.
+    if (!result.validate(error))
+      return fail(error);
     result.delayMs.symmetrize();
     result.bandwidthGbps.symmetrize();
   } else {
@@ -130,10 +144,16 @@ bool dtfm::planner::parseClusterText(const std::string &text,
     std::map<std::pair<std::string, std::string>,
              const dtfm::proto::LinkSpec *>
         links;
+    std::set<std::string> regions;
+    for (const Device &d : result.devices)
+      regions.insert(d.region);
     for (const dtfm::proto::LinkSpec &link : spec.region_links()) {
       std::string what = "link " + link.a() + " <-> " + link.b();
       if (!checkLink(link, what, error))
         return fail(error);
+      for (const std::string &end : {link.a(), link.b()})
+        if (!regions.count(end))
+          return fail(what + ": no device is in region '" + end + "'");
       if (link.a() == link.b())
         return fail(what + ": use intra_region for links inside a region");
       auto key = std::minmax(link.a(), link.b());

@@ -114,3 +114,57 @@ TEST(ClusterFile, DeviceMatricesAreReadRelativeToTheFileAndSymmetrised) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(ClusterFile, HostileSizesAndSilentDefaultsAreRefused) {
+  // Explicit zeros are errors, not the defaults of an unset field.
+  EXPECT_EQ(parseError("devices { name: \"a\" count: 0 }"),
+            "c.textproto: device a: count must be at least 1");
+  EXPECT_EQ(parseError("devices { name: \"a\" efficiency: 0 }"),
+            "c.textproto: device a: efficiency must be in (0, 1], got 0");
+  // A billion devices is refused before any is built.
+  EXPECT_EQ(parseError("devices { name: \"a\" count: 1000000000 }"),
+            "c.textproto: more than 4096 devices (device a adds 1000000000)");
+  EXPECT_EQ(parseError("devices { name: \"a\" count: 4000 }\n"
+                       "devices { name: \"b\" count: 97 }"),
+            "c.textproto: more than 4096 devices (device b adds 97)");
+  // A region link naming a region no device is in (a typo) is an error,
+  // not a silent fall-back to inter_region_default.
+  EXPECT_EQ(parseError("devices { name: \"a\" region: \"x\" }\n"
+                       "devices { name: \"b\" region: \"y\" }\n"
+                       "region_links { a: \"x\" b: \"yy\" delay_ms: 1 "
+                       "bandwidth_gbps: 1 }\n"
+                       "inter_region_default { delay_ms: 1 bandwidth_gbps: "
+                       "1 }"),
+            "c.textproto: link x <-> yy: no device is in region 'yy'");
+}
+
+TEST(ClusterFile, MatrixEntriesAreCheckedBeforeAveraging) {
+  std::string dir = ::testing::TempDir();
+  std::ofstream(dir + "/ok.csv") << "0,1\n1,0\n";
+  // -1 and 0 would hide behind their mirrors once averaged.
+  std::ofstream(dir + "/negative.csv") << "0,-1\n3,0\n";
+  std::ofstream(dir + "/zero.csv") << "0,0\n2,0\n";
+  std::ofstream(dir + "/trailing.csv") << "0,1,\n1,0,\n";
+  std::string devices = "devices { name: \"g\" count: 2 }\n";
+  auto load = [&](const std::string &delay, const std::string &bandwidth) {
+    Cluster c;
+    std::string error;
+    EXPECT_FALSE(parseClusterText(devices + "delay_matrix_csv: \"" + delay +
+                                      "\"\nbandwidth_matrix_csv: \"" +
+                                      bandwidth + "\"",
+                                  dir + "/c.textproto", c, error));
+    return error;
+  };
+  EXPECT_EQ(load("negative.csv", "ok.csv"),
+            dir + "/c.textproto: link g0 <-> g1: delay must be finite and >= "
+                  "0, got -1.000000 ms");
+  EXPECT_EQ(load("ok.csv", "zero.csv"),
+            dir + "/c.textproto: link g0 <-> g1: bandwidth must be finite and "
+                  "> 0, got 0.000000 Gbps");
+  EXPECT_EQ(load("trailing.csv", "ok.csv"),
+            dir + "/trailing.csv:1: a trailing comma (an empty last column)");
+}
+
+} // namespace

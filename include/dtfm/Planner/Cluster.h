@@ -53,6 +53,10 @@ private:
 };
 
 /// Devices and the point-to-point links between every pair of them.
+/// The most devices a cluster may have: its two N x N link matrices stay
+/// within 256 MB, and the launcher starts at most this many workers.
+inline constexpr size_t kMaxClusterDevices = 4096;
+
 struct Cluster {
   std::string name;
   std::vector<Device> devices;
