@@ -10,6 +10,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <set>
 
@@ -23,18 +24,30 @@ int64_t OpCost::totalResultBytes() const {
   return sum;
 }
 
-void CostTotals::add(const OpCost &cost) {
-  ++ops;
-  if (cost.frozenParameter)
-    frozenParameters += cost.parameterElements;
-  else
-    trainableParameters += cost.parameterElements;
-  parameterBytes += cost.parameterBytes;
-  forwardFlops += cost.forwardFlops;
-  backwardFlops += cost.backwardFlops;
-  optimizerFlops += cost.optimizerFlops;
-  savedActivationBytes += cost.savedActivationBytes;
-  resultBytes += cost.totalResultBytes();
+bool CostTotals::add(const OpCost &cost) {
+  CostTotals sum = *this;
+  auto plus = [](int64_t &total, int64_t value) {
+    return !llvm::AddOverflow(total, value, total);
+  };
+  bool fits =
+      plus(sum.ops, 1) &&
+      plus(cost.frozenParameter ? sum.frozenParameters
+                                : sum.trainableParameters,
+           cost.parameterElements) &&
+      plus(sum.parameterBytes, cost.parameterBytes) &&
+      plus(sum.forwardFlops, cost.forwardFlops) &&
+      plus(sum.backwardFlops, cost.backwardFlops) &&
+      plus(sum.optimizerFlops, cost.optimizerFlops) &&
+      plus(sum.savedActivationBytes, cost.savedActivationBytes) &&
+      plus(sum.resultBytes, cost.totalResultBytes());
+  // The training total must fit too (PrintCosts and the planner read it).
+  int64_t training;
+  fits = fits && !llvm::AddOverflow(sum.forwardFlops, sum.backwardFlops,
+                                    training) &&
+         !llvm::AddOverflow(training, sum.optimizerFlops, training);
+  if (fits)
+    *this = sum;
+  return fits;
 }
 
 CostAttr mlir::dtfm::buildCostAttr(CostOpInterface op) {
@@ -110,8 +123,12 @@ CostAnalysis::CostAnalysis(Operation *root) {
                                                  layerTotals.size());
     if (inserted)
       layerTotals.push_back({cost->layer, CostTotals()});
-    layerTotals[it->second].second.add(*cost);
-    totals.add(*cost);
+    if (!layerTotals[it->second].second.add(*cost) || !totals.add(*cost)) {
+      op->emitOpError("makes the model's FLOP or byte totals overflow 64 "
+                      "bits");
+      valid = false;
+      return;
+    }
     opCosts.push_back(std::move(*cost));
   });
 }

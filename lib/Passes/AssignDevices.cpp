@@ -53,10 +53,12 @@ struct AssignDevices
                   "genetic-paper, genetic or hetero)");
     if (algo)
       options.algorithm = *algo;
-    if (dataParallel < 0 || pipelineParallel < 0 || microBatches <= 0 ||
-        dpBytes < 0 || ppBytes < 0 || budget < 0)
-      return fail("dp, pp, dp-bytes, pp-bytes and budget must be >= 0 and "
-                  "micro-batches > 0");
+    if (std::string problem = microBatchesProblem(microBatches);
+        !problem.empty())
+      return fail(problem);
+    if (dataParallel < 0 || pipelineParallel < 0 || dpBytes < 0 ||
+        ppBytes < 0 || budget < 0)
+      return fail("dp, pp, dp-bytes, pp-bytes and budget must be >= 0");
     std::string error;
     if (!planner::parseCommunication(sync, compressRatio, bucketMb, syncEvery,
                                      dpCompression, ppCompression,

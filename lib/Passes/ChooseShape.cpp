@@ -39,8 +39,10 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
     };
     if (!getModuleCluster(module))
       return fail(kNoClusterMessage);
-    if (globalBatch <= 0)
-      return fail("global-batch must be a positive number of samples");
+    if (globalBatch <= 0 || globalBatch > ::dtfm::format::kMaxMicroBatches)
+      return fail("global-batch must be in [1, " +
+                  Twine(::dtfm::format::kMaxMicroBatches) + "] samples, got " +
+                  Twine(globalBatch.getValue()));
     std::optional<planner::PipelineSchedule> kind =
         planner::parsePipelineSchedule(schedule.getValue());
     if (budget < 0 || !(stateBytes >= 0) || !kind)

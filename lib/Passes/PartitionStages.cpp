@@ -46,9 +46,11 @@ struct PartitionStages
       return fail("unknown schedule '" + schedule.getValue() + "' (expected " +
                   planner::kPipelineScheduleChoices + ")");
     options.schedule = *kind;
-    if (microBatches <= 0 || numStages < 0 || !(stateBytes >= 0))
-      return fail("micro-batches must be > 0, stages and "
-                  "state-bytes-per-param-byte >= 0");
+    if (std::string problem = microBatchesProblem(microBatches);
+        !problem.empty())
+      return fail(problem);
+    if (numStages < 0 || !(stateBytes >= 0))
+      return fail("stages and state-bytes-per-param-byte must be >= 0");
     options.microBatches =
         static_cast<int>(largestPipelineMicroBatches(module, microBatches));
     options.stateBytesPerParameterByte = stateBytes;

@@ -65,9 +65,9 @@ struct ScheduleMicrobatches
     if (!kind)
       return fail("unknown schedule '" + schedule.getValue() + "' (expected " +
                   planner::kPipelineScheduleChoices + ")");
-    if (microBatches <= 0)
-      return fail("micro-batches must be positive, got " +
-                  Twine(microBatches.getValue()));
+    if (std::string problem = microBatchesProblem(microBatches);
+        !problem.empty())
+      return fail(problem);
     int count = static_cast<int>(planMicroBatches(module, microBatches));
 
     Builder b(module.getContext());

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Runtime/Launcher.h"
+#include "dtfm/Runtime/Worker.h"
 
 #include <csignal>
 #include <cstdio>
@@ -80,6 +81,8 @@ int dtfm::runtime::launchLocalWorkers(const std::vector<std::string> &arguments,
     ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
   std::signal(SIGINT, stopWorkers);
   std::signal(SIGTERM, stopWorkers);
+  // SIGKILL cannot be caught: the workers watch for their parent's death.
+  ::setenv(kLauncherPidVariable, std::to_string(::getpid()).c_str(), 1);
 
   char self[4096];
   ssize_t length = ::readlink("/proc/self/exe", self, sizeof self - 1);

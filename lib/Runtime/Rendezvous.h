@@ -21,6 +21,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -30,6 +31,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -102,6 +104,16 @@ inline bool readString(int fd, std::string &s) {
   return readAll(fd, s.data(), length);
 }
 
+/// Bounds every blocking read and write on `fd` (a peer that stops
+/// mid-message cannot hold a reader forever).
+inline void setSocketDeadline(int fd, std::chrono::milliseconds deadline) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(deadline.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((deadline.count() % 1000) * 1000);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
 inline bool writeString(int fd, const char *data, size_t size) {
   uint32_t length = static_cast<uint32_t>(size);
   return writeAll(fd, &length, 4) && writeAll(fd, data, size);
@@ -138,11 +150,20 @@ public:
     stopping = true;
     if (acceptor.joinable())
       acceptor.join();
+    {
+      // Wake every connection's reader, whatever its client does.
+      std::lock_guard<std::mutex> lock(mutex);
+      for (int fd : open)
+        ::shutdown(fd, SHUT_RDWR);
+    }
     for (std::thread &t : clients)
       t.join();
     if (listener >= 0)
       ::close(listener);
   }
+
+  /// How long one request may take to arrive once it has begun.
+  static constexpr std::chrono::milliseconds kRequestDeadline{10000};
 
 private:
   void acceptLoop() {
@@ -151,8 +172,14 @@ private:
       if (::poll(&p, 1, 50) <= 0)
         continue;
       int fd = ::accept(listener, nullptr, nullptr);
-      if (fd >= 0)
-        clients.emplace_back([this, fd] { serve(fd); });
+      if (fd < 0)
+        continue;
+      setSocketDeadline(fd, kRequestDeadline);
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        open.insert(fd);
+      }
+      clients.emplace_back([this, fd] { serve(fd); });
     }
   }
 
@@ -186,6 +213,8 @@ private:
           (found && !writeString(fd, value.data(), value.size())))
         break;
     }
+    std::lock_guard<std::mutex> lock(mutex);
+    open.erase(fd);
     ::close(fd);
   }
 
@@ -193,8 +222,9 @@ private:
   std::atomic<bool> stopping{false};
   std::thread acceptor;
   std::vector<std::thread> clients;
-  std::mutex mutex;
+  std::mutex mutex; ///< guards `data` and `open`
   std::map<std::string, std::string> data;
+  std::set<int> open; ///< connections being served
 };
 
 class TcpStoreClient : public KeyValueStore {
@@ -222,6 +252,9 @@ public:
         ::freeaddrinfo(found);
         int one = 1;
         ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        // A store that stops answering fails the request, within the
+        // run's timeout, instead of hanging it.
+        setSocketDeadline(fd, timeout);
         return std::make_unique<TcpStoreClient>(fd, timeout);
       }
       if (fd >= 0)

@@ -22,11 +22,16 @@
 
 
 #include <algorithm>
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <optional>
 #include <sstream>
 #include <thread>
+
+#include <sys/prctl.h>
+#include <unistd.h>
 
 using namespace dtfm;
 using namespace dtfm::runtime;
@@ -507,6 +512,18 @@ int dtfm::runtime::runWorker(const std::string &planPath,
                  "programs\n",
                  options.rank, plan.programs_size());
     return 1;
+  }
+  // A worker the local launcher started dies with it (SIGKILL leaves the
+  // launcher no chance to stop its workers): the launcher names itself in
+  // the environment, and a worker whose parent is already gone leaves.
+  if (const char *launcher = std::getenv(kLauncherPidVariable)) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (std::to_string(::getppid()) != launcher) {
+      std::fprintf(stderr, "dtfm-run: error: rank %d: its launcher (pid %s) "
+                           "is gone\n",
+                   options.rank, launcher);
+      return 1;
+    }
   }
   Worker worker(planPath, plan, options);
   return worker.run();

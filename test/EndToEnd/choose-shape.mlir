@@ -42,7 +42,7 @@
 // RUN: not ls %t.none
 // NOFIT: error: dtfm-choose-shape: no plan shape fits in memory (with 8 of 8 devices, D_DP 8 x D_PP 1: model does not fit: device gpu0 (stage 0) needs {{.*}} GB but has 0.0001 GB
 // RUN: not dtfm-opt %t.mlir --dtfm-import-cluster=file=%t.lan.textproto --dtfm-choose-shape 2>&1 | FileCheck %s --check-prefix=NOBATCH
-// NOBATCH: error: dtfm-choose-shape: global-batch must be a positive number of samples
+// NOBATCH: error: dtfm-choose-shape: global-batch must be in [1, 1000000] samples, got 0
 // RUN: not dtfm-opt %t.mlir --dtfm-import-cluster=file=%t.lan.textproto --dtfm-choose-shape="global-batch=64 micro-batch-sizes=0" 2>&1 | FileCheck %s --check-prefix=BADSIZE
 // BADSIZE: error: dtfm-choose-shape: micro-batch sizes must be positive, found 0
 // RUN: not dtfm-opt %t.mlir --dtfm-import-cluster=file=%t.lan.textproto --dtfm-choose-shape="global-batch=63 micro-batch-sizes=2" 2>&1 | FileCheck %s --check-prefix=NODIV

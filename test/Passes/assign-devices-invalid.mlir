@@ -1,12 +1,14 @@
 // RUN: not dtfm-opt %s -split-input-file --dtfm-assign-devices="dp=2 pp=2" 2>&1 | FileCheck %s
 // RUN: not dtfm-opt %S/Inputs/staged-3.mlir --dtfm-import-cluster=file=%S/Inputs/two.textproto --dtfm-assign-devices=algorithm=annealing 2>&1 | FileCheck %s --check-prefix=ALGO
 // RUN: not dtfm-opt %S/Inputs/staged-3.mlir --dtfm-import-cluster=file=%S/Inputs/two.textproto --dtfm-assign-devices=micro-batches=0 2>&1 | FileCheck %s --check-prefix=ZERO
+// RUN: not dtfm-opt %S/Inputs/staged-3.mlir --dtfm-import-cluster=file=%S/Inputs/two.textproto --dtfm-assign-devices=micro-batches=2000000000 2>&1 | FileCheck %s --check-prefix=HUGE
 // RUN: not dtfm-opt %S/Inputs/staged-3.mlir --dtfm-import-cluster=file=%S/Inputs/two.textproto --dtfm-assign-devices="dp=3 pp=1" 2>&1 | FileCheck %s --check-prefix=FACTOR
 
 // COM: dtfm-assign-devices reports on the module (its cluster file), never
 // COM: on an op.
 // ALGO: two.textproto:0:0: error: dtfm-assign-devices: unknown algorithm 'annealing' (expected rank-order, random, kl, op-fence, genetic-paper, genetic or hetero)
-// ZERO: two.textproto:0:0: error: dtfm-assign-devices: dp, pp, dp-bytes, pp-bytes and budget must be >= 0 and micro-batches > 0
+// ZERO: two.textproto:0:0: error: dtfm-assign-devices: micro-batches must be in [1, 1000000], got 0
+// HUGE: two.textproto:0:0: error: dtfm-assign-devices: micro-batches must be in [1, 1000000], got 2000000000
 // FACTOR: two.textproto:0:0: error: dtfm-assign-devices: cluster 'two' has 2 devices, which is not dp 3 x pp 1
 
 // CHECK: error: dtfm-assign-devices: no cluster in the module: run --dtfm-import-cluster=file=FILE first (or --dtfm-plan=cluster=FILE)

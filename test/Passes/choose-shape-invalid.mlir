@@ -1,10 +1,12 @@
 // RUN: not dtfm-opt %s -split-input-file --dtfm-choose-shape=global-batch=4 2>&1 | FileCheck %s
 // RUN: not dtfm-opt %s -split-input-file --dtfm-choose-shape=global-batch=0 2>&1 | FileCheck %s --check-prefix=ZERO
+// RUN: not dtfm-opt %s -split-input-file --dtfm-choose-shape=global-batch=2000000000 2>&1 | FileCheck %s --check-prefix=HUGE
 // RUN: not dtfm-opt %s -split-input-file --dtfm-choose-shape="global-batch=4 schedule=zb" 2>&1 | FileCheck %s --check-prefix=SCHEDULE
 // RUN: not dtfm-opt %s -split-input-file --dtfm-choose-shape="global-batch=4 micro-batch-sizes=0" 2>&1 | FileCheck %s --check-prefix=SIZE
 
 // COM: dtfm-choose-shape reports on the module (its cluster file).
-// ZERO: error: dtfm-choose-shape: global-batch must be a positive number of samples
+// ZERO: error: dtfm-choose-shape: global-batch must be in [1, 1000000] samples, got 0
+// HUGE: error: dtfm-choose-shape: global-batch must be in [1, 1000000] samples, got 2000000000
 // SCHEDULE: one.textproto:0:0: error: dtfm-choose-shape: budget and state-bytes-per-param-byte must be >= 0 and schedule 1f1b or gpipe
 // SIZE: one.textproto:0:0: error: dtfm-choose-shape: micro-batch sizes must be positive, found 0
 

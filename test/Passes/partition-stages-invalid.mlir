@@ -14,7 +14,7 @@
 // CHECK: pair.textproto:0:0: error: dtfm-partition-stages: dtfm.assignment's stage_bounds: stage bounds must rise strictly from 0 to 2 over 2 stages
 // TOOMANY: pair.textproto:0:0: error: dtfm-partition-stages: 3 stages but cluster 'pair' has 2 devices
 // SCHEDULE: pair.textproto:0:0: error: dtfm-partition-stages: unknown schedule 'zb' (expected 1f1b or gpipe)
-// ZERO: pair.textproto:0:0: error: dtfm-partition-stages: micro-batches must be > 0, stages and state-bytes-per-param-byte >= 0
+// ZERO: pair.textproto:0:0: error: dtfm-partition-stages: micro-batches must be in [1, 1000000], got 0
 
 // COM: A training op whose dtfm.layer no forward op has cannot join a block.
 module attributes {dtfm.cluster = #dtfm.cluster<name = "pair", source = "pair.textproto", devices = [<name = "a", region = "A", peak_flops = 1.0e+09, efficiency = 1.0, memory_bytes = 1.0e+09>, <name = "b", region = "B", peak_flops = 1.0e+09, efficiency = 1.0, memory_bytes = 1.0e+09>], delay_ms = [0.0, 1.0, 1.0, 0.0], bandwidth_gbps = [0.0, 10.0, 10.0, 0.0]>} {

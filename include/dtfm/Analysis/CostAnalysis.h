@@ -50,7 +50,9 @@ struct CostTotals {
   int64_t savedActivationBytes = 0;
   int64_t resultBytes = 0;
 
-  void add(const OpCost &cost);
+  /// Adds one op's cost; false (nothing changed) when a sum would overflow
+  /// 64 bits.
+  [[nodiscard]] bool add(const OpCost &cost);
   int64_t trainingFlops() const {
     return forwardFlops + backwardFlops + optimizerFlops;
   }

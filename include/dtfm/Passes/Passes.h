@@ -9,6 +9,7 @@
 
 #include "dtfm/Analysis/ClusterAnalysis.h"
 #include "dtfm/Dialect/Dtfm/IR/DtfmOps.h"
+#include "dtfm/Format/PlanFile.h"
 #include "dtfm/Planner/StagePartition.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
@@ -46,6 +47,16 @@ inline int64_t planMicroBatches(ModuleOp module, int64_t option) {
   if (auto shape = module->getAttrOfType<ShapeAttr>(kShapeAttrName))
     return shape.getMicroBatches();
   return option;
+}
+
+/// A micro-batch count (an option) outside [1, format::kMaxMicroBatches]:
+/// the one-line problem, else "".
+inline std::string microBatchesProblem(int64_t count) {
+  if (count >= 1 && count <= ::dtfm::format::kMaxMicroBatches)
+    return "";
+  return "micro-batches must be in [1, " +
+         std::to_string(::dtfm::format::kMaxMicroBatches) + "], got " +
+         std::to_string(count);
 }
 
 /// The most micro-batches a pipeline runs: with uneven replicas, the

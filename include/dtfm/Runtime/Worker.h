@@ -66,6 +66,10 @@ struct WorkerOptions {
   bool planPrecisionMatmuls = true;
 };
 
+/// The environment variable through which the local launcher gives its
+/// workers its pid: a worker dies with its launcher (PR_SET_PDEATHSIG).
+inline constexpr const char *kLauncherPidVariable = "DTFM_LAUNCHER_PID";
+
 /// Runs the worker of `options.rank`; returns the process exit status.
 /// Errors are printed as "dtfm-run: error: <device> (rank r): ...".
 int runWorker(const std::string &planPath, const proto::Plan &plan,

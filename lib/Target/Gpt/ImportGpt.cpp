@@ -85,6 +85,12 @@ bool mlir::dtfm::validateGptConfig(const GptConfig &config,
       return false;
     }
   }
+  // A bound on the graph's size (GPT-3 175B has 96 layers).
+  if (config.layers > kMaxGptLayers) {
+    error = "--layers must be at most " + std::to_string(kMaxGptLayers) +
+            ", got " + std::to_string(config.layers);
+    return false;
+  }
   if (config.hidden % config.heads != 0) {
     error = "--hidden " + std::to_string(config.hidden) +
             " is not divisible by --heads " + std::to_string(config.heads);
@@ -105,6 +111,13 @@ bool mlir::dtfm::validateGptConfig(const GptConfig &config,
   long double table = (long double)config.vocab * config.hidden;
   if (std::max({logits, scores, table}) * config.hidden * 8 > 9.0e18L) {
     error = "model too large: a single op's FLOPs would overflow 64 bits";
+    return false;
+  }
+  // And the FLOPs of one micro-batch's training step, summed over the ops
+  // (the closed form, with room for what it leaves out).
+  if (gptTrainingFlopsClosedForm(config) > 2.0e18) {
+    error = "model too large: one micro-batch's training FLOPs would "
+            "overflow 64 bits";
     return false;
   }
   return true;

@@ -20,7 +20,9 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/Support/MathExtras.h"
 
+#include <cerrno>
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -45,10 +47,15 @@ bool mlir::dtfm::parseShapeOverride(
     std::string item = rest.substr(
         at, comma == std::string::npos ? std::string::npos : comma - at);
     char *end = nullptr;
+    errno = 0;
     long long d = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || !end || *end != '\0' || d <= 0) {
+    // strtoll clamps what does not fit to LLONG_MAX (ERANGE); the element
+    // count is bounded when the model's shapes are checked.
+    if (item.empty() || !end || *end != '\0' || d <= 0 || errno == ERANGE ||
+        d > kMaxTensorBytes) {
       error =
-          "--shape " + text + ": '" + item + "' is not a positive dimension";
+          "--shape " + text + ": '" + item + "' is not a dimension in [1, " +
+          std::to_string(kMaxTensorBytes) + "]";
       return false;
     }
     dims.push_back(d);
@@ -62,12 +69,72 @@ bool mlir::dtfm::parseShapeOverride(
 
 namespace mlir::dtfm::onnximport {
 
+/// "[d0, d1, ...]".
+static std::string dimsText(const google::protobuf::RepeatedField<int64_t> &dims) {
+  std::string text = "[";
+  for (int i = 0; i < dims.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(dims[i]);
+  return text + "]";
+}
+
+/// What is wrong with a constant tensor's dims before anything is sized
+/// from them: a negative one, or more than kMaxTensorBytes in all; "" when
+/// nothing is.
+static std::string dimsProblem(const onnx::TensorProto &t) {
+  int64_t elements = 1;
+  for (int64_t d : t.dims()) {
+    if (d < 0)
+      return "dims " + dimsText(t.dims()) + " hold a negative dimension";
+    if (llvm::MulOverflow(elements, d, elements) ||
+        elements > kMaxTensorBytes / 8)
+      return "dims " + dimsText(t.dims()) + " hold more than " +
+             std::to_string(kMaxTensorBytes) + " bytes";
+  }
+  return "";
+}
+
+/// Attributes ONNX's own shape inference divides by or sizes from, checked
+/// first (it would divide by a zero stride): strides, dilations and
+/// kernel_shape positive, pads not negative.
+static std::string attributeProblem(const onnx::NodeProto &node) {
+  for (const onnx::AttributeProto &a : node.attribute()) {
+    bool positive = a.name() == "strides" || a.name() == "dilations" ||
+                    a.name() == "kernel_shape";
+    bool natural = a.name() == "pads";
+    if (!positive && !natural)
+      continue;
+    for (int64_t v : a.ints())
+      if (positive ? v < 1 : v < 0) {
+        std::string list;
+        for (int64_t w : a.ints())
+          list += (list.empty() ? "" : ", ") + std::to_string(w);
+        return a.name() + " [" + list + "]: every value must be " +
+               (positive ? "positive" : "at least 0");
+      }
+  }
+  return "";
+}
+
 bool OnnxImporter::load() {
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return fail("cannot open the model");
   if (!model.ParseFromIstream(&in))
     return fail("not an ONNX model (protobuf does not parse)");
+  // What ONNX's shape inference and the importer size or divide by, before
+  // either does.
+  for (const onnx::TensorProto &t : model.graph().initializer())
+    if (std::string problem = dimsProblem(t); !problem.empty())
+      return fail("initializer '" + t.name() + "': " + problem);
+  for (const onnx::NodeProto &node : model.graph().node()) {
+    std::string where = "node '" + node.name() + "' (" + node.op_type() + ")";
+    if (std::string problem = attributeProblem(node); !problem.empty())
+      return fail(where + ": " + problem);
+    for (const onnx::AttributeProto &a : node.attribute())
+      if (a.has_t())
+        if (std::string problem = dimsProblem(a.t()); !problem.empty())
+          return fail(where + ": attribute " + a.name() + ": " + problem);
+  }
   try {
     onnx::checker::check_model(model);
   } catch (const std::exception &e) {
@@ -138,23 +205,30 @@ bool OnnxImporter::typeOf(const std::string &name, RankedTensorType &type) {
 }
 
 bool OnnxImporter::floats(const onnx::TensorProto &t, std::vector<float> &out) {
+  // The data must be there, and be as large as the dims say, before
+  // anything is allocated from the dims (load() has bounded them).
   int64_t n = 1;
   for (int64_t d : t.dims())
     n *= d;
-  out.assign(n, 0);
   if (t.data_type() != onnx::TensorProto::FLOAT)
     return fail("initializer '" + t.name() + "' is not float32");
   if (t.data_location() == onnx::TensorProto::EXTERNAL)
     return fail("initializer '" + t.name() +
                 "' has external data (export with the weights inside)");
   if (t.has_raw_data()) {
-    if (t.raw_data().size() != static_cast<size_t>(n) * 4)
-      return fail("initializer '" + t.name() + "' has the wrong byte size");
+    if (t.raw_data().size() % 4 != 0 ||
+        t.raw_data().size() / 4 != static_cast<size_t>(n))
+      return fail("initializer '" + t.name() + "' has " +
+                  std::to_string(t.raw_data().size()) + " bytes of data for " +
+                  std::to_string(n) + " floats");
+    out.assign(n, 0);
     std::memcpy(out.data(), t.raw_data().data(), n * 4);
   } else if (t.float_data_size() == n) {
-    std::copy(t.float_data().begin(), t.float_data().end(), out.begin());
+    out.assign(t.float_data().begin(), t.float_data().end());
   } else {
-    return fail("initializer '" + t.name() + "' has no data");
+    return fail("initializer '" + t.name() + "' has " +
+                std::to_string(t.float_data_size()) + " floats of data for " +
+                std::to_string(n));
   }
   return true;
 }

@@ -822,3 +822,21 @@ func.func @where_condition(%c: tensor<4xi64>, %a: tensor<2x4xf32>, %b: tensor<2x
   %0 = dtfm.where %c, %a, %b : (tensor<4xi64>, tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
   return
 }
+
+// -----
+
+// COM: An element count that wraps 64 bits (to 6) is refused, not matched.
+func.func @wrapping_reshape() {
+  %x = dtfm.input "x" : tensor<2x3xf32>
+  // expected-error @+1 {{'dtfm.reshape' op result #0 ('tensor<6579642004965823102x1087609157802800189xf32>') has more than 1125899906842624 bytes}}
+  %y = dtfm.reshape %x : (tensor<2x3xf32>) -> tensor<6579642004965823102x1087609157802800189xf32>
+  return
+}
+
+// -----
+
+func.func @huge_input() {
+  // expected-error @+1 {{'dtfm.input' op result #0 ('tensor<1125899906842624x2xf32>') has more than 1125899906842624 bytes}}
+  %x = dtfm.input "x" : tensor<1125899906842624x2xf32>
+  return
+}

@@ -10,6 +10,12 @@ kill one worker of a running job). Every wait is bounded.
   multi-host DTFM_RUN PLAN DIR STEPS WORKERS
       Starts WORKERS processes by hand with --rank and a TCP --rendezvous
       on loopback and compares their losses with a launcher run.
+  stray-client DTFM_RUN PLAN DIR STEPS WORKERS
+      As multi-host, with a stray client on rank 0's rendezvous port that
+      sends one byte and stays silent: every worker must still finish.
+  launcher-killed DTFM_RUN PLAN DIR
+      SIGKILLs the local launcher once its workers run: every worker must
+      be gone within 5 s.
 """
 import os
 import signal
@@ -137,6 +143,60 @@ def multi_host(dtfm_run, plan, d, steps, workers):
           f"{len(losses(rank0))} steps equal the local launcher's")
 
 
+def stray_client(dtfm_run, plan, d, steps, workers):
+    port = free_port()
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    common = [dtfm_run, plan, "--execute", "--steps", str(steps),
+              "--timeout", "20"]
+    jobs = [subprocess.Popen(common + ["--rank", str(r), "--rendezvous",
+                                       f"127.0.0.1:{port}"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=env)
+            for r in reversed(range(workers))]
+    stray = None
+    deadline = time.time() + 30
+    while stray is None and time.time() < deadline:
+        try:
+            stray = socket.create_connection(("127.0.0.1", port), timeout=1)
+        except OSError:
+            time.sleep(0.05)
+    assert stray, "rank 0 never served its rendezvous port"
+    stray.sendall(b"G")  # the start of a request, never finished
+    start = time.time()
+    outs = [j.communicate(timeout=60) for j in jobs]
+    took = time.time() - start
+    stray.close()
+    for j, (out, err) in zip(jobs, outs):
+        assert j.returncode == 0, err
+    print(f"{workers} workers finished {len(losses(outs[-1][0]))} steps "
+          f"beside a silent client within {'30' if took < 30 else 'MORE'} s")
+
+
+def launcher_killed(dtfm_run, plan, d):
+    job = subprocess.Popen([dtfm_run, plan, "--execute", "--steps", "100000",
+                            "--timeout", "20"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 60
+    pids = []
+    while time.time() < deadline and job.poll() is None:
+        pids = [worker_pid(plan, r) for r in range(4)]
+        if all(pids):
+            break
+        time.sleep(0.05)
+    assert pids and all(pids), "the workers never started"
+    time.sleep(1)  # past start-up: training
+    job.kill()
+    job.wait(timeout=10)
+    deadline = time.time() + 5
+    alive = pids
+    while alive and time.time() < deadline:
+        alive = [p for p in pids if os.path.exists(f"/proc/{p}") and
+                 open(f"/proc/{p}/stat").read().split()[2] != "Z"]
+        time.sleep(0.05)
+    assert not alive, f"workers {alive} outlived their launcher"
+    print("every worker was gone within 5 s of its launcher's SIGKILL")
+
+
 if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "kill-and-resume":
@@ -145,5 +205,11 @@ if __name__ == "__main__":
     elif mode == "multi-host":
         multi_host(sys.argv[2], os.path.abspath(sys.argv[3]), sys.argv[4],
                    int(sys.argv[5]), int(sys.argv[6]))
+    elif mode == "stray-client":
+        stray_client(sys.argv[2], os.path.abspath(sys.argv[3]), sys.argv[4],
+                     int(sys.argv[5]), int(sys.argv[6]))
+    elif mode == "launcher-killed":
+        launcher_killed(sys.argv[2], os.path.abspath(sys.argv[3]),
+                        sys.argv[4])
     else:
         sys.exit(f"unknown drill {mode}")

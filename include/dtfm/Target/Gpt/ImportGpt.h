@@ -42,8 +42,13 @@ std::optional<GptConfig> getGptPreset(llvm::StringRef name);
 /// Names of all presets, in a fixed order.
 std::vector<std::string> getGptPresetNames();
 
-/// Checks sizes (all positive, hidden divisible by heads) and dtype. On
-/// failure returns false with a one-line reason in `error`.
+/// The most decoder layers a GPT may have.
+inline constexpr int64_t kMaxGptLayers = 4096;
+
+/// Checks sizes (all positive, at most kMaxGptLayers layers, hidden
+/// divisible by heads, every op's and one micro-batch's FLOPs within 64
+/// bits) and dtype. On failure returns false with a one-line reason in
+/// `error`.
 bool validateGptConfig(const GptConfig &config, std::string &error);
 
 /// Closed-form parameter count: l(12h^2 + 13h) + (V + s + 2)h (weights,

@@ -30,7 +30,15 @@ def Dtfm_Dialect : Dialect {
   }];
 }
 
+/// Every tensor an op reads or makes has an element count and a byte size
+/// that fit 64 bits with room to spare (mlir::dtfm::kMaxTensorBytes), so
+/// that costs, buffers and the runtime's sizes computed from them cannot
+/// wrap (a reshape to 2^62 x 2^60 elements would count 6).
+def Dtfm_TensorsInRange : NativeOpTrait<"TensorsInRange"> {
+  let cppNamespace = "::mlir::dtfm::OpTrait";
+}
+
 class Dtfm_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Dtfm_Dialect, mnemonic, traits>;
+    : Op<Dtfm_Dialect, mnemonic, !listconcat(traits, [Dtfm_TensorsInRange])>;
 
 #endif // DTFM_DIALECT

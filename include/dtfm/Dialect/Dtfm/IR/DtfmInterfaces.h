@@ -20,6 +20,15 @@ int64_t getNumElements(Type type);
 /// Bytes of a statically shaped tensor type, 0 for anything else.
 int64_t getTensorBytes(Type type);
 
+/// The largest tensor a dtfm op may read or make, in bytes (and so in
+/// elements): sizes and costs computed from verified ops cannot wrap.
+inline constexpr int64_t kMaxTensorBytes = int64_t(1) << 50;
+
+/// Checks that every ranked tensor `op` reads or makes has at most
+/// kMaxTensorBytes, its element count computed without wrapping (the
+/// verifier of every dtfm op, through its TensorsInRange trait).
+LogicalResult verifyTensorsInRange(Operation *op);
+
 } // namespace mlir::dtfm
 
 #include "dtfm/Dialect/Dtfm/IR/DtfmInterfaces.h.inc"

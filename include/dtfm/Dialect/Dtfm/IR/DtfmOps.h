@@ -17,6 +17,19 @@
 
 #include "dtfm/Dialect/Dtfm/IR/DtfmEnums.h.inc"
 
+namespace mlir::dtfm {
+namespace OpTrait {
+template <typename ConcreteType>
+class TensorsInRange
+    : public ::mlir::OpTrait::TraitBase<ConcreteType, TensorsInRange> {
+public:
+  static LogicalResult verifyTrait(Operation *op) {
+    return verifyTensorsInRange(op);
+  }
+};
+} // namespace OpTrait
+} // namespace mlir::dtfm
+
 #define GET_OP_CLASSES
 #include "dtfm/Dialect/Dtfm/IR/DtfmOps.h.inc"
 

@@ -1,0 +1,61 @@
+"""Writes ONNX models that are hostile in one way each (for
+import-onnx-hostile.test): hostile_models.py DIR.
+
+  zero-strides.onnx    Conv with strides [0, 0] (ONNX's own shape inference
+                       divides by them)
+  negative-dims.onnx   an initializer with dims [-1, 8]
+  huge-dims.onnx       a MatMul weight with dims [8, 2^40] and 16 bytes of
+                       data (2^43 floats the importer must not allocate)
+  dynamic.onnx         a valid model whose input's batch is dynamic
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def conv_model(strides, weight):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 2, 2])
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="conv1",
+                            kernel_shape=[3, 3], strides=strides)
+    graph = helper.make_graph([node], "hostile", [x], [y], [weight])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+
+
+def raw_tensor(name, dims):
+    t = TensorProto()
+    t.name = name
+    t.data_type = TensorProto.FLOAT
+    t.dims.extend(dims)
+    return t
+
+
+def main():
+    d = sys.argv[1]
+    good = numpy_helper.from_array(np.ones((1, 1, 3, 3), np.float32), "w")
+    onnx.save(conv_model([0, 0], good), os.path.join(d, "zero-strides.onnx"))
+    onnx.save(conv_model([1, 1], raw_tensor("w", [-1, 8])),
+              os.path.join(d, "negative-dims.onnx"))
+    huge = raw_tensor("w", [8, 2 ** 40])
+    huge.raw_data = bytes(16)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2 ** 40])
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])],
+                              "huge", [x], [y], [huge])
+    onnx.save(helper.make_model(graph,
+                                opset_imports=[helper.make_opsetid("", 14)]),
+              os.path.join(d, "huge-dims.onnx"))
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])],
+                              "dynamic", [x], [y])
+    onnx.save(helper.make_model(graph,
+                                opset_imports=[helper.make_opsetid("", 14)]),
+              os.path.join(d, "dynamic.onnx"))
+
+
+if __name__ == "__main__":
+    main()
