@@ -60,14 +60,16 @@ struct EmitStagePrograms
     ArrayRef<int64_t> pipelineCounts = schedule.getPipelineMicroBatches();
     std::optional<planner::PipelineSchedule> kind =
         planner::parsePipelineSchedule(schedule.getKind());
+    auto countOf = [&](int64_t pipeline) {
+      return pipelineCounts.empty() ? schedule.getMicroBatches()
+                                    : pipelineCounts[pipeline];
+    };
     std::map<int64_t, SmallVector<StageStreamsAttr>> streamsFor;
     streamsFor[schedule.getMicroBatches()].assign(streams.begin(),
                                                   streams.end());
     auto streamsOf =
-        [&](int64_t pipeline,
+        [&](int64_t count,
             std::string &error) -> FailureOr<ArrayRef<StageStreamsAttr>> {
-      int64_t count = pipelineCounts.empty() ? schedule.getMicroBatches()
-                                             : pipelineCounts[pipeline];
       auto it = streamsFor.find(count);
       if (it == streamsFor.end()) {
         SmallVector<StageStreamsAttr> built;
@@ -177,14 +179,11 @@ struct EmitStagePrograms
                       PeersAttr::get(b.getContext(), deviceAt(s - 1),
                                      deviceAt(s + 1)));
         FailureOr<ArrayRef<StageStreamsAttr>> pipelineStreams =
-            streamsOf(i, error);
+            streamsOf(countOf(i), error);
         if (failed(pipelineStreams))
           return fail(error);
         func->setAttr(kStreamsAttrName, (*pipelineStreams)[s]);
-        func->setAttr(kMicroBatchesAttrName,
-                      b.getI64IntegerAttr(pipelineCounts.empty()
-                                              ? schedule.getMicroBatches()
-                                              : pipelineCounts[i]));
+        func->setAttr(kMicroBatchesAttrName, b.getI64IntegerAttr(countOf(i)));
         func->setAttr(kParamShardsAttrName, b.getArrayAttr(shards));
         func->setAttr(kRecvBufferBytesAttrName, b.getI64IntegerAttr(recvBytes));
       }

@@ -153,8 +153,7 @@ struct ScheduleMicrobatches
                     Twine(sum) + ", not dp x micro-batches = " +
                     Twine(assignment.getDp() * count));
       pipelineCounts.assign(counts.begin(), counts.end());
-      if (!counts.empty())
-        count = static_cast<int>(*llvm::max_element(counts));
+      count = static_cast<int>(largestPipelineMicroBatches(module, count));
     }
     SmallVector<StageStreamsAttr> stageAttrs;
     SmallVector<int64_t> peaks;

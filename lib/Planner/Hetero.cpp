@@ -138,17 +138,14 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
   // bandwidth occupy it), and by the schedule's window: stage s keeps w_s
   // micro-batches in flight (1F1B: min(n_b, pp - s)), each one a round trip
   // through the later stages.
-  std::vector<double> slowest(pp, std::numeric_limits<double>::infinity());
-  for (int s = 0; s < pp; ++s)
-    for (int member : stages[s])
-      slowest[s] = std::min(slowest[s], cluster.devices[member].speed());
+  std::vector<StageDevice> groups = stageDevices(cluster, stages);
   auto pipelineSeconds = [&](int i, int microBatches) {
     StagePartitionOptions window = training.stages;
     window.microBatches = microBatches;
     int first = 2 * i * boundaries;
     double step = 0, roundTrip = 0;
     for (int s = pp - 1; s >= 0; --s) {
-      double compute = plan.stageSeconds[s] * slowest[s] /
+      double compute = plan.stageSeconds[s] * groups[s].speed /
                        cluster.devices[pipelines[i][s]].speed();
       double send = 0;
       roundTrip += compute;
@@ -189,8 +186,8 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
     StagePlan check;
     std::string error;
     if (unevenSeconds < cost.pipelineSeconds * (1 - kUnevenMinGain) &&
-        planForBounds(workload.blocks, stageDevices(cluster, stages), most,
-                      plan.bounds, check, error)) {
+        planForBounds(workload.blocks, groups, most, plan.bounds, check,
+                      error)) {
       cost.pipelineSeconds = unevenSeconds;
       cost.pipelineMicroBatches = std::move(shares);
     }

@@ -427,10 +427,11 @@ bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
   std::string syncError;
   streamingBuckets =
       overlapped && groupIndex >= 0 && !syncBuckets.empty() && syncEvery < 1 &&
-      executor->streamGradients(
-          microBatches, gradientScale(), [this](const ProgramOp &sync, const cpu::Tensor &g) {
-            bucketGradient(sync, g);
-          });
+      executor->streamGradients(microBatches, gradientScale(),
+                                [this](const ProgramOp &sync,
+                                       const cpu::Tensor &g) {
+                                  bucketGradient(sync, g);
+                                });
   if (streamingBuckets) {
     for (SyncBucket &bucket : syncBuckets) {
       bucket.filled = 0;

@@ -62,7 +62,8 @@ inline std::string microBatchesProblem(int64_t count) {
 /// The most micro-batches a pipeline runs: with uneven replicas, the
 /// largest of `dtfm.assignment`'s pipeline counts, else planMicroBatches.
 inline int64_t largestPipelineMicroBatches(ModuleOp module, int64_t option) {
-  if (auto assignment = module->getAttrOfType<AssignmentAttr>(kAssignmentAttrName))
+  if (auto assignment =
+          module->getAttrOfType<AssignmentAttr>(kAssignmentAttrName))
     if (!assignment.getPipelineMicroBatches().empty())
       return *llvm::max_element(assignment.getPipelineMicroBatches());
   return planMicroBatches(module, option);
