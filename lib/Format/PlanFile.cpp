@@ -6,6 +6,7 @@
 
 #include "dtfm/Format/PlanFile.h"
 #include "dtfm/Format/TensorFile.h"
+#include "dtfm/Support/Hash.h"
 
 #include "plan.pb.h"
 
@@ -56,6 +57,19 @@ bool dtfm::format::parsePlan(const std::string &bytes,
   if (plan.format_version() != kPlanFormatVersion) {
     error = versionMismatch(source, plan.format_version());
     return false;
+  }
+  if (plan.has_checksum()) {
+    uint64_t computed = 0;
+    if (!planChecksum(plan, computed, error)) {
+      error = source + ": " + error;
+      return false;
+    }
+    if (computed != plan.checksum()) {
+      error = source + ": checksum mismatch: the plan changed after it was "
+                       "written (export it again; a text plan edited on "
+                       "purpose drops its checksum line)";
+      return false;
+    }
   }
   return checkPlanShape(plan, source, error);
 }
@@ -151,26 +165,46 @@ bool dtfm::format::readPlanFile(const std::string &path, proto::Plan &plan,
   return parsePlan(bytes, path, plan, error);
 }
 
+/// The plan's deterministic binary encoding: map fields (attributes)
+/// serialise in hash order unless asked not to, and the same plan must give
+/// the same bytes.
+static bool encodePlan(const dtfm::proto::Plan &plan, std::string &bytes) {
+  bytes.clear();
+  bool written;
+  {
+    google::protobuf::io::StringOutputStream raw(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&raw);
+    coded.SetSerializationDeterministic(true);
+    written = plan.SerializeToCodedStream(&coded) && !coded.HadError();
+  } // the coded stream flushes into `bytes` when it goes
+  return written;
+}
+
+bool dtfm::format::planChecksum(const proto::Plan &plan, uint64_t &checksum,
+                                std::string &error) {
+  dtfm::proto::Plan unsummed = plan;
+  unsummed.clear_checksum();
+  std::string bytes;
+  if (!encodePlan(unsummed, bytes)) {
+    error = "cannot serialise the plan";
+    return false;
+  }
+  checksum = fnv1a(bytes);
+  return true;
+}
+
 bool dtfm::format::serializePlan(const proto::Plan &plan, bool text,
                                  std::string &bytes, std::string &error) {
   bytes.clear();
-  if (text) {
-    // TextFormat prints map entries sorted by key.
-    if (google::protobuf::TextFormat::PrintToString(plan, &bytes))
-      return true;
-  } else {
-    // Map fields (attributes) serialise in hash order unless asked to be
-    // deterministic: the same plan must give the same bytes.
-    bool written;
-    {
-      google::protobuf::io::StringOutputStream raw(&bytes);
-      google::protobuf::io::CodedOutputStream coded(&raw);
-      coded.SetSerializationDeterministic(true);
-      written = plan.SerializeToCodedStream(&coded) && !coded.HadError();
-    } // the coded stream flushes into `bytes` when it goes
-    if (written)
-      return true;
-  }
+  dtfm::proto::Plan summed = plan;
+  uint64_t checksum = 0;
+  if (!planChecksum(plan, checksum, error))
+    return false;
+  summed.set_checksum(checksum);
+  // TextFormat prints map entries sorted by key.
+  if (text ? google::protobuf::TextFormat::PrintToString(summed, &bytes)
+           : encodePlan(summed, bytes))
+    return true;
   error = text ? "cannot print the plan" : "cannot serialise the plan";
   return false;
 }

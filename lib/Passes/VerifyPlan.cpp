@@ -7,10 +7,10 @@
 #include "dtfm/Dialect/Dtfm/IR/DtfmAttrs.h"
 #include "dtfm/Passes/Passes.h"
 #include "dtfm/Planner/Schedule.h"
+#include "dtfm/Planner/Transfers.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
-#include <map>
 
 namespace mlir::dtfm {
 #define GEN_PASS_DEF_VERIFYPLAN
@@ -21,16 +21,6 @@ using namespace mlir;
 using namespace mlir::dtfm;
 
 namespace {
-/// One end of a transfer: who sends to whom under which tag. In device
-/// programs (after --dtfm-emit-stage-programs) the ends are device names;
-/// before, stage numbers.
-struct Transfer {
-  int64_t tag;
-  std::string from, to;
-  Operation *op;
-  int64_t bytes;
-};
-
 struct VerifyPlan : public mlir::dtfm::impl::VerifyPlanBase<VerifyPlan> {
   using VerifyPlanBase::VerifyPlanBase;
 
@@ -50,73 +40,29 @@ struct VerifyPlan : public mlir::dtfm::impl::VerifyPlanBase<VerifyPlan> {
   }
 
   void runOnOperation() override {
-    std::map<int64_t, SmallVector<Transfer>> sends, recvs;
+    // Tags and bytes are verified non-negative, so the int64 views are
+    // exact.
+    std::vector<::dtfm::planner::TransferEnd> ends;
+    std::vector<Operation *> endOps;
     getOperation().walk([&](Operation *op) {
-      // Tags and bytes are verified non-negative, so the int64 views are
-      // exact.
       if (auto send = dyn_cast<SendOp>(op)) {
-        auto tag = static_cast<int64_t>(send.getTag());
-        sends[tag].push_back({tag, self(op), other(op, send.getPeer()), op,
-                              static_cast<int64_t>(send.getBytes())});
+        ends.push_back({true, static_cast<int64_t>(send.getTag()), self(op),
+                        other(op, send.getPeer()),
+                        static_cast<int64_t>(send.getBytes())});
+        endOps.push_back(op);
       } else if (auto recv = dyn_cast<RecvOp>(op)) {
-        auto tag = static_cast<int64_t>(recv.getTag());
-        recvs[tag].push_back({tag, other(op, recv.getPeer()), self(op), op,
-                              static_cast<int64_t>(recv.getBytes())});
+        ends.push_back({false, static_cast<int64_t>(recv.getTag()),
+                        other(op, recv.getPeer()), self(op),
+                        static_cast<int64_t>(recv.getBytes())});
+        endOps.push_back(op);
       }
     });
     bool ok = true;
-    auto report = [&](Operation *op) {
+    for (const ::dtfm::planner::TransferProblem &problem :
+         ::dtfm::planner::checkTransfers(ends)) {
+      endOps[problem.end]->emitOpError() << problem.message;
       ok = false;
-      return op->emitOpError();
-    };
-    for (auto &[tag, list] : sends) {
-      for (size_t i = 0; i < list.size(); ++i) {
-        const Transfer &send = list[i];
-        bool duplicate = false;
-        for (size_t j = 0; j < i; ++j)
-          duplicate |= list[j].from == send.from && list[j].to == send.to;
-        if (duplicate) {
-          report(send.op) << "reuses tag " << tag << " from " << send.from
-                          << " to " << send.to;
-          continue;
-        }
-        SmallVector<const Transfer *> matches;
-        for (const Transfer &recv : recvs[tag])
-          if (recv.from == send.from && recv.to == send.to)
-            matches.push_back(&recv);
-        if (matches.empty()) {
-          if (!recvs[tag].empty() && list.size() == 1 &&
-              recvs[tag].size() == 1) {
-            const Transfer &recv = recvs[tag].front();
-            report(recv.op)
-                << "and its send (tag " << tag
-                << ") disagree on ends: send from " << send.from << " to "
-                << send.to << ", recv from " << recv.from << " on " << recv.to;
-          } else {
-            report(send.op) << "with tag " << tag << " from " << send.from
-                            << " to " << send.to << " has no matching recv";
-          }
-          continue;
-        }
-        if (matches.size() > 1) {
-          report(matches[1]->op)
-              << "is a second recv for tag " << tag << " (one per send)";
-          continue;
-        }
-        if (matches.front()->bytes != send.bytes)
-          report(matches.front()->op)
-              << "receives " << matches.front()->bytes
-              << " bytes but its send (tag " << tag << ") sends " << send.bytes;
-      }
     }
-    for (auto &[tag, list] : recvs)
-      for (const Transfer &recv : list) {
-        bool matched = false;
-        for (const Transfer &send : sends[tag])
-          matched |= send.from == recv.from && send.to == recv.to;
-        if (!matched && sends[tag].empty())
-          report(recv.op) << "with tag " << tag << " has no send";
-      }
     // The recorded schedule must run to completion.
     if (auto schedule =
             getOperation()->getAttrOfType<ScheduleAttr>(kScheduleAttrName)) {

@@ -143,10 +143,32 @@ bool dtfm::planner::parseSchedule(
           return false;
         }
         std::vector<Instruction> &list = schedule[s].slots[slot];
-        where[{s, static_cast<Slot>(slot), inst.phase, inst.microBatch}] =
-            static_cast<int>(list.size());
+        if (!where.emplace(std::make_tuple(s, static_cast<Slot>(slot),
+                                           inst.phase, inst.microBatch),
+                           static_cast<int>(list.size()))
+                 .second) {
+          error = "stage " + std::to_string(s) + " " +
+                  slotName(static_cast<Slot>(slot)) + ": '" + item +
+                  "' twice";
+          return false;
+        }
         list.push_back(inst);
       }
+  // Every stage computes the forward and the backward of every micro-batch.
+  int microBatches = 0;
+  for (int s = 0; s < stages; ++s)
+    for (const Instruction &compute : schedule[s][Slot::Compute])
+      microBatches = std::max(microBatches, compute.microBatch + 1);
+  for (int s = 0; s < stages; ++s)
+    for (int m = 0; m < microBatches; ++m)
+      for (Phase phase : {Phase::Forward, Phase::Backward})
+        if (!where.count({s, Slot::Compute, phase, m})) {
+          error = "stage " + std::to_string(s) + " never computes " +
+                  format::phaseLetter(phase) + std::to_string(m) +
+                  " (every stage computes F and B of micro-batches 0.." +
+                  std::to_string(microBatches - 1) + ")";
+          return false;
+        }
   auto find = [&](int s, Slot slot, Phase phase, int m, InstructionRef &ref) {
     auto it = where.find({s, slot, phase, m});
     if (it == where.end())

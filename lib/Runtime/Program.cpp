@@ -224,6 +224,10 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
   case OpKind::Gather:
     in.read("axis", a.axis);
     break;
+  case OpKind::Flatten:
+    a.axis = 1;
+    in.read("axis", a.axis);
+    break;
   case OpKind::Softmax:
     a.axis = -1;
     in.read("axis", a.axis);
@@ -301,6 +305,7 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
     break;
   case OpKind::GradSync:
     in.read("group", a.group);
+    in.read("bytes", a.bytes);
     in.read("seconds", a.syncSeconds);
     in.read("dtfm.bucket_seconds", a.bucketSeconds);
     in.read("dtfm.bucket", a.bucket);

@@ -26,6 +26,7 @@
 #include "dtfm/Runtime/Backend.h"
 #include "dtfm/Runtime/Launcher.h"
 #include "dtfm/Runtime/PlanLoader.h"
+#include "dtfm/Runtime/PlanVerifier.h"
 #include "dtfm/Runtime/Report.h"
 #include "dtfm/Runtime/Simulator.h"
 #include "dtfm/Runtime/Worker.h"
@@ -230,7 +231,9 @@ int main(int argc, char **argv) {
 
   proto::Plan plan;
   std::string error;
-  if (!format::readPlanFile(planPath, plan, error))
+  // The whole plan is checked before anything runs (or any worker starts).
+  if (!format::readPlanFile(planPath, plan, error) ||
+      !runtime::verifyPlan(plan, planPath, error))
     return fail(error);
   if (simulateFlag == executeFlag)
     return fail(std::string("give exactly one of --simulate and --execute\n") +

@@ -20,6 +20,7 @@
 
 #include "dtfm/Analysis/ClusterAnalysis.h"
 #include "dtfm/Format/PlanFile.h"
+#include "dtfm/Runtime/PlanVerifier.h"
 #include "dtfm/InitAll.h"
 #include "dtfm/Support/PluginFlags.h"
 #include "dtfm/Target/Gpt/ImportGpt.h"
@@ -243,7 +244,8 @@ static int runPlanTranslation() {
 
   ::dtfm::proto::Plan plan;
   if (!::dtfm::format::parsePlan(input->getBuffer().str(), inputFilename, plan,
-                                 error))
+                                 error) ||
+      !::dtfm::runtime::verifyPlan(plan, inputFilename, error))
     return fail(error);
   if (!mlir::dtfm::checkPlan(plan, cluster ? &*cluster : nullptr, error))
     return fail(inputFilename + ": " + error);

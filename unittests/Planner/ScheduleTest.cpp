@@ -109,6 +109,21 @@ TEST(Schedule, ParsingTheWrittenFormRebuildsTheDependencies) {
                    "sends");
 }
 
+TEST(Schedule, ParseRefusesRepeatedAndMissingComputes) {
+  std::vector<std::array<std::vector<std::string>, 3>> one(1);
+  one[0][1] = {"F0", "F0", "B0"};
+  std::vector<StageSchedule> parsed;
+  std::string error;
+  EXPECT_FALSE(parseSchedule(one, parsed, error));
+  EXPECT_EQ(error, "stage 0 compute: 'F0' twice");
+  one[0][1] = {"F0", "F1", "B1"};
+  EXPECT_FALSE(parseSchedule(one, parsed, error));
+  EXPECT_EQ(error, "stage 0 never computes B0 (every stage computes F and B "
+                   "of micro-batches 0..1)");
+  one[0][1] = {"F0", "F1", "B1", "B0"};
+  EXPECT_TRUE(parseSchedule(one, parsed, error)) << error;
+}
+
 TEST(Schedule, CheckFindsACycle) {
   auto schedule = buildSchedule(PipelineSchedule::OneFOneB, 2, 2);
   // Make stage 0's first send wait for its last compute: stage 1 can never

@@ -28,7 +28,7 @@ inline constexpr unsigned kPlanFormatVersion = 2;
 inline constexpr int64_t kMaxMicroBatches = 1000000;
 
 /// Decodes a plan from binary or protobuf text format and checks its
-/// version and shape (checkPlanShape). On failure returns false with a
+/// version, its checksum when it has one, and its shape (checkPlanShape). On failure returns false with a
 /// one-line `error` that starts with `source`; a plan of another version is
 /// refused by its number, in either form, even when the fields of that
 /// version no longer parse.
@@ -62,7 +62,13 @@ MicroBatchLayout microBatchLayout(const proto::Plan &plan);
 bool readPlanFile(const std::string &path, proto::Plan &plan,
                   std::string &error);
 
-/// The plan's bytes: binary, or protobuf text format when `text`.
+/// FNV-1a of the plan's deterministic binary encoding without its checksum
+/// field (plan.proto's `checksum`).
+bool planChecksum(const proto::Plan &plan, uint64_t &checksum,
+                  std::string &error);
+
+/// The plan's bytes, binary or protobuf text format when `text`, with its
+/// checksum set (parsePlan checks it).
 bool serializePlan(const proto::Plan &plan, bool text, std::string &bytes,
                    std::string &error);
 

@@ -840,3 +840,40 @@ func.func @huge_input() {
   %x = dtfm.input "x" : tensor<1125899906842624x2xf32>
   return
 }
+
+// -----
+
+// COM: NaN and infinite attributes are refused (NaN passed every "<= 0" test).
+func.func @nan_scale() {
+  // expected-error @+1 {{initializer 'normal' expects a finite scale, found nan}}
+  %p = dtfm.param "p" init(normal, 0x7FF8000000000000) : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @nan_exponent() {
+  %x = dtfm.input "x" : tensor<4xf32>
+  // expected-error @+1 {{'dtfm.pow' op expected a finite exponent, found nan}}
+  %y = dtfm.pow %x {exponent = 0x7FF8000000000000 : f64} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @infinite_latency() {
+  %x = dtfm.input "x" : tensor<2x3xf32>
+  // expected-error @+1 {{'dtfm.send' op expected latency_s >= 0 and bandwidth_gbps > 0, both finite, found inf and 1}}
+  dtfm.send %x {peer = 1 : i64, tag = 0 : i64, bytes = 24 : i64, latency_s = 0x7FF0000000000000 : f64, bandwidth_gbps = 1.0 : f64} : tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @nan_lr() {
+  %w = dtfm.param "w" init(zeros) : tensor<4xf32>
+  %g = dtfm.input "g" : tensor<4xf32>
+  // expected-error @+1 {{'dtfm.sgd_update' op expected a positive lr, found nan}}
+  %u = dtfm.sgd_update %w, %g {lr = 0x7FF8000000000000 : f64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return
+}

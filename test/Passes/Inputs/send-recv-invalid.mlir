@@ -8,7 +8,7 @@ func.func @bytes() {
 // -----
 
 func.func @link() {
-  // expected-error @+1 {{expected latency_s >= 0 and bandwidth_gbps > 0, found 0.000000e+00 and 0.000000e+00}}
+  // expected-error @+1 {{expected latency_s >= 0 and bandwidth_gbps > 0, both finite, found 0 and 0}}
   %r = dtfm.recv {peer = 0 : i64, tag = 0 : i64, bytes = 24 : i64, latency_s = 0.0 : f64, bandwidth_gbps = 0.0 : f64} : tensor<2x3xf32>
   return
 }

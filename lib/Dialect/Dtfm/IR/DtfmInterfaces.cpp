@@ -6,7 +6,7 @@
 
 #include "dtfm/Dialect/Dtfm/IR/DtfmInterfaces.h"
 #include "mlir/IR/BuiltinTypes.h"
-#include "llvm/Support/MathExtras.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
 
@@ -33,25 +33,25 @@ int64_t mlir::dtfm::getTensorBytes(Type type) {
 }
 
 LogicalResult mlir::dtfm::verifyTensorsInRange(Operation *op) {
-  auto check = [&](Type type, StringRef what, unsigned index) -> LogicalResult {
+  auto check = [&](Type type, const std::string &what) -> LogicalResult {
     auto tensor = dyn_cast<RankedTensorType>(type);
     if (!tensor || !tensor.hasStaticShape())
       return success();
-    int64_t elements = 1;
-    int64_t bytes = std::max<int64_t>(1, getElementBytes(tensor.getElementType()));
-    for (int64_t d : tensor.getShape())
-      if (llvm::MulOverflow(elements, d, elements) ||
-          elements > kMaxTensorBytes / bytes)
-        return op->emitOpError()
-               << what << " #" << index << " (" << type << ") has more than "
-               << kMaxTensorBytes << " bytes";
+    ::dtfm::shapes::TensorType plain;
+    plain.shape.assign(tensor.getShape().begin(), tensor.getShape().end());
+    plain.element.clear();
+    llvm::raw_string_ostream os(plain.element);
+    os << tensor.getElementType();
+    std::string problem = ::dtfm::shapes::inRange(plain, what);
+    if (!problem.empty())
+      return op->emitOpError() << problem;
     return success();
   };
   for (auto [i, type] : llvm::enumerate(op->getOperandTypes()))
-    if (failed(check(type, "operand", i)))
+    if (failed(check(type, "operand #" + std::to_string(i))))
       return failure();
   for (auto [i, type] : llvm::enumerate(op->getResultTypes()))
-    if (failed(check(type, "result", i)))
+    if (failed(check(type, "result #" + std::to_string(i))))
       return failure();
   return success();
 }

@@ -35,24 +35,12 @@ using namespace mlir::dtfm::op_support;
 //===----------------------------------------------------------------------===//
 
 LogicalResult ParamOp::verify() {
-  if (getName().empty())
-    return emitOpError("expected a non-empty parameter name");
-  InitKind init = getInit();
-  bool takesScale = init == InitKind::constant || init == InitKind::normal ||
-                    init == InitKind::uniform;
   std::optional<double> scale;
   if (std::optional<APFloat> value = getScale())
     scale = value->convertToDouble();
-  if (takesScale && !scale)
-    return emitOpError() << "initializer '" << stringifyInitKind(init)
-                         << "' expects a scale, found none";
-  if (!takesScale && scale)
-    return emitOpError() << "initializer '" << stringifyInitKind(init)
-                         << "' takes no scale, found " << *scale;
-  if ((init == InitKind::normal || init == InitKind::uniform) && *scale <= 0)
-    return emitOpError() << "initializer '" << stringifyInitKind(init)
-                         << "' expects a positive scale, found " << *scale;
-  return success();
+  return check(*this, shapes::param(getName().str(),
+                                    static_cast<int64_t>(getInit()),
+                                    scale ? &*scale : nullptr));
 }
 
 int64_t ParamOp::getForwardFlops() { return 0; }
@@ -69,13 +57,9 @@ int64_t LabelOp::getBackwardFlops() { return 0; }
 //===----------------------------------------------------------------------===//
 
 LogicalResult EmbeddingOp::verify() {
-  auto table = tensorOf(getTable());
-  if (table.getRank() != 2)
-    return emitOpError() << "expected a rank-2 table [vocab, hidden], found "
-                         << shapeOf(getTable());
-  SmallVector<int64_t> shape(tensorOf(getIndices()).getShape());
-  shape.push_back(table.getDimSize(1));
-  return verifyResultType(*this, getResult(), shape, table.getElementType());
+  return check(*this, shapes::embedding(typeOf(getTable()),
+                                        typeOf(getIndices()),
+                                        typeOf(getResult())));
 }
 
 int64_t EmbeddingOp::getForwardFlops() { return 0; }
@@ -89,32 +73,8 @@ int64_t EmbeddingOp::getSavedActivationBytes() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult MatmulOp::verify() {
-  auto lhs = tensorOf(getLhs());
-  auto rhs = tensorOf(getRhs());
-  if (lhs.getRank() < 2)
-    return emitOpError() << "expected lhs of rank >= 2, found "
-                         << shapeOf(getLhs());
-  if (rhs.getRank() != 2 && rhs.getRank() != lhs.getRank())
-    return emitOpError() << "expected rhs of rank 2 or " << lhs.getRank()
-                         << " (the lhs rank), found " << shapeOf(getRhs());
-  if (failed(verifySameElementType(*this, {getLhs(), getRhs()},
-                                   {"lhs", "rhs"})))
-    return failure();
-  int64_t rank = rhs.getRank();
-  int64_t rhsK = rhs.getDimSize(getTransposeRhs() ? rank - 1 : rank - 2);
-  int64_t n = rhs.getDimSize(getTransposeRhs() ? rank - 2 : rank - 1);
-  int64_t k = lhs.getShape().back();
-  if (rhsK != k)
-    return emitOpError() << "contracting dimensions differ: lhs "
-                         << shapeOf(getLhs()) << " has " << k << ", rhs "
-                         << shapeOf(getRhs()) << " has " << rhsK;
-  if (rhs.getRank() > 2 &&
-      lhs.getShape().drop_back(2) != rhs.getShape().drop_back(2))
-    return emitOpError() << "batch dimensions differ: lhs "
-                         << shapeOf(getLhs()) << ", rhs " << shapeOf(getRhs());
-  SmallVector<int64_t> shape(lhs.getShape().drop_back());
-  shape.push_back(n);
-  return verifyResultType(*this, getResult(), shape, lhs.getElementType());
+  return check(*this, shapes::matmul(typeOf(getLhs()), typeOf(getRhs()),
+                                     getTransposeRhs(), typeOf(getResult())));
 }
 
 int64_t MatmulOp::getForwardFlops() {
@@ -130,32 +90,12 @@ int64_t MatmulOp::getSavedActivationBytes() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult LinearOp::verify() {
-  auto input = tensorOf(getInput());
-  auto weight = tensorOf(getWeight());
-  if (input.getRank() < 1)
-    return emitOpError("expected input of rank >= 1, found a scalar");
-  if (weight.getRank() != 2)
-    return emitOpError() << "expected a rank-2 weight [in, out], found "
-                         << shapeOf(getWeight());
-  SmallVector<Value> values{getInput(), getWeight()};
-  SmallVector<StringRef> names{"input", "weight"};
-  if (getBias()) {
-    values.push_back(getBias());
-    names.push_back("bias");
-  }
-  if (failed(verifySameElementType(*this, values, names)))
-    return failure();
-  if (input.getShape().back() != weight.getDimSize(0))
-    return emitOpError() << "expected weight with " << input.getShape().back()
-                         << " input features (the last dimension of input "
-                         << shapeOf(getInput()) << "), found weight "
-                         << shapeOf(getWeight());
-  int64_t out = weight.getDimSize(1);
-  if (getBias() && failed(verifyVector(*this, getBias(), "bias", out)))
-    return failure();
-  SmallVector<int64_t> shape(input.getShape().drop_back());
-  shape.push_back(out);
-  return verifyResultType(*this, getResult(), shape, input.getElementType());
+  std::optional<shapes::TensorType> bias;
+  if (getBias())
+    bias = typeOf(getBias());
+  return check(*this, shapes::linear(typeOf(getInput()), typeOf(getWeight()),
+                                     bias ? &*bias : nullptr,
+                                     typeOf(getResult())));
 }
 
 int64_t LinearOp::getForwardFlops() {
@@ -180,23 +120,8 @@ int64_t LinearOp::getSavedActivationBytes() {
 /// result's.
 static LogicalResult verifyBroadcastBinary(Operation *op, Value lhsValue,
                                            Value rhsValue, Value result) {
-  if (failed(verifySameElementType(op, {lhsValue, rhsValue}, {"lhs", "rhs"})))
-    return failure();
-  ArrayRef<int64_t> lhs = tensorOf(lhsValue).getShape();
-  ArrayRef<int64_t> rhs = tensorOf(rhsValue).getShape();
-  size_t rank = std::max(lhs.size(), rhs.size());
-  SmallVector<int64_t> shape(rank);
-  for (size_t i = 0; i < rank; ++i) {
-    int64_t a = i < rank - lhs.size() ? 1 : lhs[i - (rank - lhs.size())];
-    int64_t b = i < rank - rhs.size() ? 1 : rhs[i - (rank - rhs.size())];
-    if (a != b && a != 1 && b != 1)
-      return op->emitOpError() << "operand shapes " << fmtShape(lhs)
-                               << " and " << fmtShape(rhs)
-                               << " do not broadcast";
-    shape[i] = std::max(a, b);
-  }
-  return verifyResultType(op, result, shape,
-                          tensorOf(lhsValue).getElementType());
+  return check(op, shapes::broadcastBinary(typeOf(lhsValue), typeOf(rhsValue),
+                                           typeOf(result)));
 }
 
 LogicalResult AddOp::verify() {
@@ -234,21 +159,11 @@ int64_t DivOp::getSavedActivationBytes() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult LayerNormOp::verify() {
-  auto input = tensorOf(getInput());
-  if (input.getRank() < 1)
-    return emitOpError("expected input of rank >= 1, found a scalar");
-  if (failed(verifySameElementType(*this, {getInput(), getGamma(), getBeta()},
-                                   {"input", "gamma", "beta"})))
-    return failure();
-  int64_t d = input.getShape().back();
-  if (failed(verifyVector(*this, getGamma(), "gamma", d)) ||
-      failed(verifyVector(*this, getBeta(), "beta", d)))
-    return failure();
-  if (!(getEpsilon().convertToDouble() > 0))
-    return emitOpError() << "expected a positive epsilon, found "
-                         << getEpsilon().convertToDouble();
-  return verifyResultType(*this, getResult(), input.getShape(),
-                          input.getElementType());
+  return check(*this,
+               shapes::layerNorm(typeOf(getInput()), typeOf(getGamma()),
+                                 typeOf(getBeta()),
+                                 getEpsilon().convertToDouble(),
+                                 typeOf(getResult())));
 }
 
 int64_t LayerNormOp::getForwardFlops() { return 8 * numel(getInput()); }
@@ -260,8 +175,7 @@ int64_t LayerNormOp::getSavedActivationBytes() {
 
 /// Elementwise unary ops: the result has the input's type.
 static LogicalResult verifyUnary(Operation *op, Value input, Value result) {
-  auto type = tensorOf(input);
-  return verifyResultType(op, result, type.getShape(), type.getElementType());
+  return check(op, shapes::sameType(typeOf(input), typeOf(result)));
 }
 
 LogicalResult GeluOp::verify() {
@@ -282,12 +196,8 @@ int64_t ReluOp::getSavedActivationBytes() {
 }
 
 LogicalResult SoftmaxOp::verify() {
-  int64_t rank = tensorOf(getInput()).getRank();
-  int64_t axis = getAxis();
-  if (axis < -rank || axis >= rank || rank == 0)
-    return emitOpError() << "expected axis in [" << -rank << ", " << rank - 1
-                         << "], found " << axis;
-  return verifyUnary(*this, getInput(), getResult());
+  return check(*this, shapes::softmax(typeOf(getInput()), getAxis(),
+                                      typeOf(getResult())));
 }
 int64_t SoftmaxOp::getForwardFlops() { return 5 * numel(getInput()); }
 int64_t SoftmaxOp::getSavedActivationBytes() {
@@ -299,21 +209,10 @@ int64_t SoftmaxOp::getSavedActivationBytes() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult CausalAttentionOp::verify() {
-  auto query = tensorOf(getQuery());
-  if (query.getRank() != 3)
-    return emitOpError() << "expected query of rank 3 [batch, seq, hidden], "
-                            "found "
-                         << shapeOf(getQuery());
-  if (tensorOf(getKey()) != query || tensorOf(getValue()) != query)
-    return emitOpError() << "expected query, key and value of one type, found "
-                         << query << ", " << getKey().getType() << ", "
-                         << getValue().getType();
-  int64_t hidden = query.getDimSize(2);
-  if (hidden % getNumHeads() != 0)
-    return emitOpError() << "expected hidden size " << hidden
-                         << " divisible by num_heads " << getNumHeads();
-  return verifyResultType(*this, getResult(), query.getShape(),
-                          query.getElementType());
+  return check(*this, shapes::causalAttention(
+                          typeOf(getQuery()), typeOf(getKey()),
+                          typeOf(getValue()), getNumHeads(),
+                          typeOf(getResult())));
 }
 
 int64_t CausalAttentionOp::getForwardFlops() {
@@ -337,16 +236,8 @@ int64_t CausalAttentionOp::getSavedActivationBytes() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult CrossEntropyOp::verify() {
-  auto logits = tensorOf(getLogits());
-  if (logits.getRank() < 1)
-    return emitOpError("expected logits of rank >= 1, found a scalar");
-  ArrayRef<int64_t> expected = logits.getShape().drop_back();
-  if (tensorOf(getLabels()).getShape() != expected)
-    return emitOpError() << "expected labels of shape " << fmtShape(expected)
-                         << " (logits " << shapeOf(getLogits())
-                         << " without the class dimension), found "
-                         << shapeOf(getLabels());
-  return success();
+  return check(*this,
+               shapes::crossEntropy(typeOf(getLogits()), typeOf(getLabels())));
 }
 
 int64_t CrossEntropyOp::getForwardFlops() {

@@ -14,6 +14,7 @@
 #define DTFM_LIB_DIALECT_DTFM_IR_OPSUPPORT_H
 
 #include "dtfm/Dialect/Dtfm/IR/DtfmOps.h"
+#include "dtfm/Support/OpShapes.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -22,6 +23,8 @@
 #include <string>
 
 namespace mlir::dtfm::op_support {
+
+namespace shapes = ::dtfm::shapes;
 
 //===----------------------------------------------------------------------===//
 // Helpers
@@ -40,19 +43,6 @@ inline int64_t product(ArrayRef<int64_t> dims) {
   return n;
 }
 
-/// A shape as "[2, 3, 4]".
-inline std::string fmtShape(ArrayRef<int64_t> dims) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << "[";
-  llvm::interleaveComma(dims, os);
-  os << "]";
-  return text;
-}
-inline std::string shapeOf(Value value) {
-  return fmtShape(tensorOf(value).getShape());
-}
-
 /// Bytes of `value` kept as an activation: parameters are resident anyway and
 /// are not counted.
 inline int64_t activationBytes(Value value) {
@@ -61,76 +51,27 @@ inline int64_t activationBytes(Value value) {
   return getTensorBytes(value.getType());
 }
 
-/// All of `values` have the element type of the first one.
-inline LogicalResult verifySameElementType(Operation *op, ValueRange values,
-                                           ArrayRef<StringRef> names) {
-  Type expected = tensorOf(values.front()).getElementType();
-  for (auto [value, name] : llvm::zip(values, names)) {
-    Type found = tensorOf(value).getElementType();
-    if (found != expected)
-      return op->emitOpError() << "expected " << name << " element type "
-                               << expected << ", found " << found;
-  }
-  return success();
+/// The plain description of a static tensor type that the shared op rules
+/// (dtfm/Support/OpShapes.h) check.
+inline ::dtfm::shapes::TensorType typeOf(Type type) {
+  auto tensor = cast<RankedTensorType>(type);
+  ::dtfm::shapes::TensorType out;
+  out.shape.assign(tensor.getShape().begin(), tensor.getShape().end());
+  out.element.clear();
+  llvm::raw_string_ostream os(out.element);
+  os << tensor.getElementType();
+  return out;
+}
+inline ::dtfm::shapes::TensorType typeOf(Value value) {
+  return typeOf(value.getType());
 }
 
-/// The result has exactly `shape` and `elementType`.
-inline LogicalResult verifyResultType(Operation *op, Value result,
-                                      ArrayRef<int64_t> shape,
-                                      Type elementType) {
-  auto found = tensorOf(result);
-  if (found.getShape() != shape || found.getElementType() != elementType)
-    return op->emitOpError()
-           << "expected result type "
-           << RankedTensorType::get(shape, elementType) << ", found " << found;
-  return success();
+/// The verifier's answer for a shared rule's `problem` ("" is success).
+inline LogicalResult check(Operation *op, const std::string &problem) {
+  if (problem.empty())
+    return success();
+  return op->emitOpError() << problem;
 }
-
-/// A 1-D tensor of `size` elements.
-inline LogicalResult verifyVector(Operation *op, Value value, StringRef name,
-                                  int64_t size) {
-  auto type = tensorOf(value);
-  if (type.getRank() != 1 || type.getDimSize(0) != size)
-    return op->emitOpError() << "expected " << name << " of shape [" << size
-                             << "], found " << shapeOf(value);
-  return success();
-}
-
-inline LogicalResult verifyPositive(Operation *op, ArrayRef<int64_t> values,
-                                    size_t count, StringRef name) {
-  if (values.size() != count)
-    return op->emitOpError() << "expected " << count << " " << name
-                             << ", found " << values.size();
-  for (int64_t v : values)
-    if (v <= 0)
-      return op->emitOpError()
-             << "expected positive " << name << ", found " << fmtShape(values);
-  return success();
-}
-
-inline LogicalResult verifyPadding(Operation *op, ArrayRef<int64_t> padding) {
-  if (padding.size() != 4)
-    return op->emitOpError()
-           << "expected 4 padding values [top, left, bottom, right], found "
-           << padding.size();
-  for (int64_t p : padding)
-    if (p < 0)
-      return op->emitOpError() << "expected non-negative padding, found "
-                               << fmtShape(padding);
-  return success();
-}
-
-/// Output size of a window op along one spatial dimension.
-inline int64_t windowOutputSize(int64_t in, int64_t kernel, int64_t stride,
-                                int64_t padBegin, int64_t padEnd,
-                                int64_t dilation) {
-  int64_t span = dilation * (kernel - 1) + 1;
-  int64_t padded = in + padBegin + padEnd;
-  if (padded < span)
-    return 0;
-  return (padded - span) / stride + 1;
-}
-
 
 } // namespace mlir::dtfm::op_support
 

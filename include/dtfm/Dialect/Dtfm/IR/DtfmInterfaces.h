@@ -8,6 +8,7 @@
 #define DTFM_DIALECT_DTFM_IR_DTFMINTERFACES_H
 
 #include "mlir/IR/OpDefinition.h"
+#include "dtfm/Support/OpShapes.h"
 
 namespace mlir::dtfm {
 
@@ -20,9 +21,8 @@ int64_t getNumElements(Type type);
 /// Bytes of a statically shaped tensor type, 0 for anything else.
 int64_t getTensorBytes(Type type);
 
-/// The largest tensor a dtfm op may read or make, in bytes (and so in
-/// elements): sizes and costs computed from verified ops cannot wrap.
-inline constexpr int64_t kMaxTensorBytes = int64_t(1) << 50;
+/// The largest tensor a dtfm op may read or make (dtfm/Support/OpShapes.h).
+using ::dtfm::shapes::kMaxTensorBytes;
 
 /// Checks that every ranked tensor `op` reads or makes has at most
 /// kMaxTensorBytes, its element count computed without wrapping (the

@@ -1,0 +1,163 @@
+//===- OpShapes.h - The dtfm ops' type rules, in plain C++ -------*- C++ -*-===//
+//
+// Part of dtfm. Plain C++ (no MLIR).
+//
+//===----------------------------------------------------------------------===//
+//
+// What each dtfm op requires of its operands, attributes and results, written
+// once: the dialect's op verifiers (lib/Dialect/Dtfm/IR) and the runtime's
+// plan verifier (lib/Runtime/PlanVerifier.cpp) both call these functions, so
+// a plan the runtime accepts is one the dialect would accept and the two say
+// the same thing about one that is not. Each rule returns "" when the op is
+// well formed, else a one-line message without the op's name (the caller
+// adds where: "'dtfm.linear' op ..." or "device 'a': op #3 dtfm.linear: ...").
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTFM_SUPPORT_OPSHAPES_H
+#define DTFM_SUPPORT_OPSHAPES_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dtfm::shapes {
+
+/// The largest tensor a dtfm op may read or make, in bytes (and so in
+/// elements): sizes and costs computed from verified ops cannot wrap.
+inline constexpr int64_t kMaxTensorBytes = int64_t(1) << 50;
+
+/// A statically shaped tensor type: its dimensions and element type as MLIR
+/// spells it ("f32", "f16", "bf16", "i1", "i32", "i64").
+struct TensorType {
+  std::vector<int64_t> shape;
+  std::string element = "f32";
+
+  bool operator==(const TensorType &o) const {
+    return shape == o.shape && element == o.element;
+  }
+  bool operator!=(const TensorType &o) const { return !(*this == o); }
+  int64_t rank() const { return static_cast<int64_t>(shape.size()); }
+  /// Elements; for a type that passed inRange.
+  int64_t numElements() const;
+};
+
+/// Bytes of one element of `element` (i1: 1); 0 for a name that is none of
+/// the above.
+int64_t elementBytes(const std::string &element);
+
+/// "[2, 3, 4]".
+std::string shapeText(const std::vector<int64_t> &dims);
+/// "'tensor<2x3xf32>'", as MLIR prints it in a diagnostic.
+std::string typeText(const TensorType &type);
+
+/// A known element type, no negative dimension, and at most kMaxTensorBytes
+/// with the element count computed without wrapping. `what` names the value
+/// in the message ("operand #0", "result #1").
+std::string inRange(const TensorType &type, const std::string &what);
+
+/// Output size of a window op along one spatial dimension (0: the kernel
+/// does not fit). For positive kernel, stride and dilation and
+/// non-negative padding.
+int64_t windowOutputSize(int64_t in, int64_t kernel, int64_t stride,
+                         int64_t padBegin, int64_t padEnd, int64_t dilation);
+
+//===----------------------------------------------------------------------===//
+// The rules, one per op (or family of ops)
+//===----------------------------------------------------------------------===//
+
+/// dtfm.param: a name, an initializer of the dialect's numbering (zeros,
+/// ones, constant, normal, uniform, external) and a finite scale exactly
+/// when the initializer takes one (positive for normal and uniform).
+std::string param(const std::string &name, int64_t init,
+                  const double *scale);
+/// dtfm.pow: a finite exponent; the result has the input's type.
+std::string pow(const TensorType &input, double exponent,
+                const TensorType &result);
+std::string embedding(const TensorType &table, const TensorType &indices,
+                      const TensorType &result);
+std::string matmul(const TensorType &lhs, const TensorType &rhs,
+                   bool transposeRhs, const TensorType &result);
+/// `bias` may be null.
+std::string linear(const TensorType &input, const TensorType &weight,
+                   const TensorType *bias, const TensorType &result);
+/// add, sub, mul, div: one element type, NumPy broadcasting.
+std::string broadcastBinary(const TensorType &lhs, const TensorType &rhs,
+                            const TensorType &result);
+std::string layerNorm(const TensorType &input, const TensorType &gamma,
+                      const TensorType &beta, double epsilon,
+                      const TensorType &result);
+/// Elementwise functions of one tensor (gelu, relu, sqrt, tanh, erf, exp,
+/// pow): the result has the input's type.
+std::string sameType(const TensorType &input, const TensorType &result);
+std::string softmax(const TensorType &input, int64_t axis,
+                    const TensorType &result);
+std::string causalAttention(const TensorType &query, const TensorType &key,
+                            const TensorType &value, int64_t numHeads,
+                            const TensorType &result);
+std::string crossEntropy(const TensorType &logits, const TensorType &labels);
+std::string conv2d(const TensorType &input, const TensorType &weight,
+                   const TensorType *bias, const std::vector<int64_t> &strides,
+                   const std::vector<int64_t> &dilations,
+                   const std::vector<int64_t> &padding, int64_t groups,
+                   const TensorType &result);
+std::string batchNorm(const TensorType &input, const TensorType &gamma,
+                      const TensorType &beta, const TensorType &runningMean,
+                      const TensorType &runningVar, double epsilon,
+                      double momentum, const TensorType &result);
+/// max_pool2d and avg_pool2d.
+std::string pool2d(const TensorType &input, const std::vector<int64_t> &kernel,
+                   const std::vector<int64_t> &strides,
+                   const std::vector<int64_t> &padding,
+                   const TensorType &result);
+std::string globalAvgPool(const TensorType &input, const TensorType &result);
+std::string flatten(const TensorType &input, int64_t axis,
+                    const TensorType &result);
+std::string reshape(const TensorType &input, const TensorType &result);
+std::string concat(const std::vector<TensorType> &inputs, int64_t axis,
+                   const TensorType &result);
+std::string constant(const std::vector<int64_t> &values,
+                     const TensorType &result);
+std::string gather(const TensorType &input, const TensorType &indices,
+                   int64_t axis, const TensorType &result);
+std::string where(const TensorType &condition, const TensorType &lhs,
+                  const TensorType &rhs, const TensorType &result);
+std::string slice(const TensorType &input, const std::vector<int64_t> &starts,
+                  const std::vector<int64_t> &ends,
+                  const std::vector<int64_t> &steps, const TensorType &result);
+std::string reduceMean(const TensorType &input,
+                       const std::vector<int64_t> &axes, bool keepdims,
+                       const TensorType &result);
+std::string transpose(const TensorType &input,
+                      const std::vector<int64_t> &perm,
+                      const TensorType &result);
+
+/// dtfm.backward: one gradient per `wrt` index, each of its input's type.
+std::string backward(const std::vector<TensorType> &inputs,
+                     const std::vector<TensorType> &grads,
+                     const std::vector<int64_t> &wrt, int64_t flops);
+std::string accumulate(const std::vector<TensorType> &grads,
+                       const TensorType &result);
+/// sgd_update and adamw_update: gradient and result of the parameter's type
+/// and their hyperparameters in range (betas only for AdamW).
+std::string sgdUpdate(const TensorType &param, const TensorType &grad,
+                      const TensorType &result, double lr, double momentum,
+                      double weightDecay);
+std::string adamwUpdate(const TensorType &param, const TensorType &grad,
+                        const TensorType &result, double lr, double beta1,
+                        double beta2, double epsilon, double weightDecay);
+/// dtfm.send / dtfm.recv of a value of `type`: `bytes` is its size (in the
+/// int8 wire format when `int8Wire`), the peer is a stage, the link is real.
+std::string transfer(const TensorType &type, int64_t peer, int64_t bytes,
+                     bool int8Wire, bool oncePerIteration, double latency,
+                     double bandwidth);
+std::string topkCompress(const TensorType &input, int64_t k,
+                         const TensorType &values, const TensorType &indices);
+std::string topkDecompress(const TensorType &values, const TensorType &indices,
+                           const TensorType &result);
+std::string gradSync(const TensorType &grad, const TensorType &result,
+                     int64_t bytes, size_t groupSize, double seconds);
+
+} // namespace dtfm::shapes
+
+#endif // DTFM_SUPPORT_OPSHAPES_H

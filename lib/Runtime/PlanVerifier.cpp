@@ -1,0 +1,501 @@
+//===- PlanVerifier.cpp - Everything checked before a plan runs -----------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Runtime/PlanVerifier.h"
+
+#include "dtfm/Format/PlanFile.h"
+#include "dtfm/Format/Stream.h"
+#include "dtfm/Planner/Schedule.h"
+#include "dtfm/Planner/StagePartition.h"
+#include "dtfm/Planner/Transfers.h"
+#include "dtfm/Runtime/Program.h"
+#include "dtfm/Support/CustomOps.h"
+#include "dtfm/Support/OpShapes.h"
+
+#include "plan.pb.h"
+
+#include <map>
+#include <set>
+
+using namespace dtfm;
+using namespace dtfm::runtime;
+namespace shapes = dtfm::shapes;
+using shapes::TensorType;
+
+namespace {
+
+const char *elementName(ElementType type) {
+  switch (type) {
+  case ElementType::F32:
+    return "f32";
+  case ElementType::F16:
+    return "f16";
+  case ElementType::BF16:
+    return "bf16";
+  case ElementType::I1:
+    return "i1";
+  case ElementType::I32:
+    return "i32";
+  case ElementType::I64:
+    return "i64";
+  }
+  return "?";
+}
+
+TensorType typeOf(const ProgramValue &value) {
+  return {value.shape, elementName(value.type)};
+}
+
+/// A floating-point attribute of the plan op, or `fallback`.
+double rawDouble(const ProgramOp &op, const char *key, double fallback) {
+  auto it = op.source->attrs().find(key);
+  if (it == op.source->attrs().end() ||
+      it->second.value_case() != proto::PlanAttr::kF)
+    return fallback;
+  return it->second.f();
+}
+
+bool hasRaw(const ProgramOp &op, const char *key) {
+  return op.source->attrs().count(key) ||
+         op.source->nested_attrs().count(std::string("dtfm.forward_attrs/") +
+                                         key);
+}
+
+/// "" when `op` has between `minIn` and `maxIn` operands and `out` results.
+std::string arity(size_t in, size_t out, size_t minIn, size_t maxIn,
+                  size_t wantOut) {
+  if (in < minIn || in > maxIn) {
+    std::string want = minIn == maxIn ? std::to_string(minIn)
+                       : maxIn == SIZE_MAX
+                           ? "at least " + std::to_string(minIn)
+                           : std::to_string(minIn) + " or " +
+                                 std::to_string(maxIn);
+    return "expected " + want + " operands, found " + std::to_string(in);
+  }
+  if (out != wantOut)
+    return "expected " + std::to_string(wantOut) + " results, found " +
+           std::to_string(out);
+  return "";
+}
+
+/// A registered custom kind's results for these operands.
+std::string customRule(const ProgramOp &op, const std::vector<TensorType> &in,
+                       const std::vector<TensorType> &out) {
+  const CustomOpDef *def = CustomOpRegistry::global().lookup(op.attrs.custom.kind);
+  if (!def)
+    return "custom kind '" + op.attrs.custom.kind +
+           "' is not registered (load the plugin that defines it with "
+           "--load-dtfm-plugin)";
+  CustomOpCall call = op.attrs.custom;
+  for (const TensorType &t : in) {
+    if (t.element != "f32")
+      return "custom ops take f32 operands, found " + shapes::typeText(t);
+    call.operands.push_back({t.shape, DType::F32});
+  }
+  std::vector<TensorDesc> inferred;
+  std::string error;
+  if (!def->inferResults(call, inferred, error))
+    return "'" + call.kind + "': " + error;
+  if (inferred.size() != out.size())
+    return "'" + call.kind + "' expected " + std::to_string(inferred.size()) +
+           " results, found " + std::to_string(out.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    TensorType expected{inferred[i].shape, dtypeName(inferred[i].dtype)};
+    if (expected != out[i])
+      return "'" + call.kind + "' expected result #" + std::to_string(i) +
+             " of type " + shapes::typeText(expected) + ", found " +
+             shapes::typeText(out[i]);
+  }
+  return "";
+}
+
+/// The shared rule of `kind` (OpShapes.h) for these operand and result
+/// types and `op`'s attributes.
+std::string forwardRule(OpKind kind, const ProgramOp &op,
+                        const std::vector<TensorType> &in,
+                        const std::vector<TensorType> &out) {
+  const OpAttrs &a = op.attrs;
+  size_t n = in.size(), m = out.size();
+  auto with = [&](size_t minIn, size_t maxIn, size_t wantOut) {
+    return arity(n, m, minIn, maxIn, wantOut);
+  };
+  std::string e;
+  switch (kind) {
+  case OpKind::Param: {
+    if (!(e = with(0, 0, 1)).empty())
+      return e;
+    double scale = a.scale;
+    return shapes::param(a.name, static_cast<int64_t>(a.init),
+                         hasRaw(op, "scale") ? &scale : nullptr);
+  }
+  case OpKind::Input:
+  case OpKind::Label:
+    if (!(e = with(0, 0, 1)).empty())
+      return e;
+    return a.name.empty() ? "expected a non-empty name" : "";
+  case OpKind::Recv:
+  case OpKind::Send: {
+    bool send = kind == OpKind::Send;
+    if (!(e = send ? with(1, 1, 0) : with(0, 0, 1)).empty())
+      return e;
+    if (a.peerDevice.empty())
+      return "expected a peer_device (the device at the other end)";
+    if (a.tag < 0)
+      return "expected a non-negative tag, found " + std::to_string(a.tag);
+    return shapes::transfer(send ? in[0] : out[0], a.peerStage, a.bytes,
+                            a.int8Wire, a.oncePerIteration,
+                            rawDouble(op, "latency_s", 0),
+                            rawDouble(op, "bandwidth_gbps", 1));
+  }
+  case OpKind::GradSync:
+    if (!(e = with(1, 1, 1)).empty())
+      return e;
+    return shapes::gradSync(in[0], out[0], a.bytes, a.group.size(),
+                            a.syncSeconds);
+  case OpKind::SgdUpdate:
+    if (!(e = with(2, 2, 1)).empty())
+      return e;
+    return shapes::sgdUpdate(in[0], in[1], out[0], a.lr, a.momentum,
+                             a.weightDecay);
+  case OpKind::AdamwUpdate:
+    if (!(e = with(2, 2, 1)).empty())
+      return e;
+    return shapes::adamwUpdate(in[0], in[1], out[0], a.lr, a.beta1, a.beta2,
+                               a.epsilon, a.weightDecay);
+  case OpKind::Constant:
+    if (!(e = with(0, 0, 1)).empty())
+      return e;
+    return shapes::constant(a.values, out[0]);
+  case OpKind::Accumulate:
+    if (!(e = with(2, SIZE_MAX, 1)).empty())
+      return e;
+    return shapes::accumulate(in, out[0]);
+  case OpKind::Embedding:
+    if (!(e = with(2, 2, 1)).empty())
+      return e;
+    return shapes::embedding(in[1], in[0], out[0]); // indices, table
+  case OpKind::Matmul:
+    if (!(e = with(2, 2, 1)).empty())
+      return e;
+    return shapes::matmul(in[0], in[1], a.transposeRhs, out[0]);
+  case OpKind::Linear:
+    if (!(e = with(2, 3, 1)).empty())
+      return e;
+    return shapes::linear(in[0], in[1], n == 3 ? &in[2] : nullptr, out[0]);
+  case OpKind::Add:
+  case OpKind::Sub:
+  case OpKind::Mul:
+  case OpKind::Div:
+    if (!(e = with(2, 2, 1)).empty())
+      return e;
+    return shapes::broadcastBinary(in[0], in[1], out[0]);
+  case OpKind::Sqrt:
+  case OpKind::Tanh:
+  case OpKind::Erf:
+  case OpKind::Exp:
+  case OpKind::Gelu:
+  case OpKind::Relu:
+    if (!(e = with(1, 1, 1)).empty())
+      return e;
+    return shapes::sameType(in[0], out[0]);
+  case OpKind::Pow:
+    if (!(e = with(1, 1, 1)).empty())
+      return e;
+    return shapes::pow(in[0], a.exponent, out[0]);
+  case OpKind::ReduceMean:
+    if (!(e = with(1, 1, 1)).empty())
+      return e;
+    return shapes::reduceMean(in[0], a.axes, a.keepdims, out[0]);
+  case OpKind::Concat:
+    if (!(e = with(1, SIZE_MAX, 1)).empty())
+      return e;
+    return shapes::concat(in, a.axis, out[0]);
+  case OpKind::Slice:
+    if (!(e = with(1, 1, 1)).empty())
+      return e;
+    return shapes::slice(in[0], a.starts, a.ends, a.steps, out[0]);
+  case OpKind::Gather:
+    if (!(e = with(2, 2, 1)).empty())
+      return e;
+    return shapes::gather(in[0], in[1], a.axis, out[0]);
+  case OpKind::Where:
+    if (!(e = with(3, 3, 1)).empty())
+      return e;
+    return shapes::where(in[0], in[1], in[2], out[0]);
+  case OpKind::LayerNorm:
+    if (!(e = with(3, 3, 1)).empty())
+      return e;
+    return shapes::layerNorm(in[0], in[1], in[2], a.epsilon, out[0]);
+  case OpKind::Softmax:
+    if (!(e = with(1, 1, 1)).empty())
+      return e;
+    return shapes::softmax(in[0], a.axis, out[0]);
+  case OpKind::CausalAttention:
+    if (!(e = with(3, 3, 1)).empty())
+      return e;
+    return shapes::causalAttention(in[0], in[1], in[2], a.numHeads, out[0]);
+  case OpKind::Conv2d: {
+    if (!(e = with(2, 3, 1)).empty())
+      return e;
+    const cpu::Window &w = a.window;
+    return shapes::conv2d(in[0], in[1], n == 3 ? &in[2] : nullptr,
+                          {w.strideH, w.strideW}, {w.dilationH, w.dilationW},
+                          {w.padTop, w.padLeft, w.padBottom, w.padRight},
+                          a.groups, out[0]);
+  }
+  case OpKind::BatchNorm:
+    if (!(e = with(5, 5, 1)).empty())
+      return e;
+    return shapes::batchNorm(in[0], in[1], in[2], in[3], in[4], a.epsilon,
+                             a.momentum, out[0]);
+  case OpKind::MaxPool2d:
+  case OpKind::AvgPool2d: {
+    if (!(e = with(1, 1, 1)).empty())
+      return e;
+    const cpu::Window &w = a.window;
+    return shapes::pool2d(in[0], {a.kernel[0], a.kernel[1]},
+                          {w.strideH, w.strideW},
+                          {w.padTop, w.padLeft, w.padBottom, w.padRight},
+                          out[0]);
+  }
+  case OpKind::GlobalAvgPool:
+    if (!(e = with(1, 1, 1)).empty())
+      return e;
+    return shapes::globalAvgPool(in[0], out[0]);
+  case OpKind::Flatten:
+    if (!(e = with(1, 1, 1)).empty())
+      return e;
+    return shapes::flatten(in[0], a.axis, out[0]);
+  case OpKind::Reshape:
+    if (!(e = with(1, 1, 1)).empty())
+      return e;
+    return shapes::reshape(in[0], out[0]);
+  case OpKind::Transpose:
+    if (!(e = with(1, 1, 1)).empty())
+      return e;
+    return shapes::transpose(in[0], a.perm, out[0]);
+  case OpKind::CrossEntropy:
+    if (!(e = with(2, 2, 1)).empty())
+      return e;
+    if (out[0] != TensorType{{}, "f32"})
+      return "expected a loss of type 'tensor<f32>', found " +
+             shapes::typeText(out[0]);
+    return shapes::crossEntropy(in[0], in[1]);
+  case OpKind::TopkCompress:
+    if (!(e = with(1, 1, 2)).empty())
+      return e;
+    return shapes::topkCompress(in[0], a.k, out[0], out[1]);
+  case OpKind::TopkDecompress:
+    if (!(e = with(2, 2, 1)).empty())
+      return e;
+    return shapes::topkDecompress(in[0], in[1], out[0]);
+  case OpKind::Custom:
+    return customRule(op, in, out);
+  case OpKind::Backward:
+    break; // verifyProgramOps checks a backward against its forward
+  }
+  return "";
+}
+
+/// A dtfm.backward: `wrt` and the gradients' types (the dialect's rule),
+/// and its operands -- the forward op's operands, then the gradient of the
+/// forward's result (none for the loss) -- by the forward's rule.
+std::string backwardRule(const ProgramOp &op, const std::vector<TensorType> &in,
+                         const std::vector<TensorType> &out) {
+  if (op.computes == OpKind::Backward || isStructural(op.computes) ||
+      op.computes == OpKind::Constant)
+    return std::string("the gradient of ") + opName(op.computes) +
+           ", which has none";
+  int64_t flops = 0;
+  if (auto it = op.source->attrs().find("flops");
+      it != op.source->attrs().end() &&
+      it->second.value_case() == proto::PlanAttr::kI)
+    flops = it->second.i();
+  if (op.computes == OpKind::Custom)
+    return shapes::backward(in, out, op.attrs.wrt, flops);
+  bool loss = op.computes == OpKind::CrossEntropy;
+  if (!loss && in.empty())
+    return "expected the forward's operands and its result's gradient, "
+           "found no operands";
+  std::vector<TensorType> forwardIn(in.begin(), in.end() - (loss ? 0 : 1));
+  std::vector<TensorType> forwardOut{loss ? TensorType{{}, "f32"} : in.back()};
+  if (op.computes == OpKind::TopkCompress)
+    return "the gradient of dtfm.topk_compress, which has none";
+  if (std::string e = shapes::backward(forwardIn, out, op.attrs.wrt, flops);
+      !e.empty())
+    return e;
+  if (std::string e = forwardRule(op.computes, op, forwardIn, forwardOut);
+      !e.empty())
+    return std::string("its forward ") + opName(op.computes) + ": " + e;
+  return "";
+}
+
+} // namespace
+
+std::string dtfm::runtime::verifyProgramOps(const StageProgram &program) {
+  std::map<int64_t, std::pair<TensorType, const ProgramOp *>> values;
+  std::set<std::string> params, feeds;
+  for (const ProgramOp &op : program.ops) {
+    auto problem = [&](const std::string &what) {
+      return op.describe() + ": " + what;
+    };
+    std::vector<TensorType> in, out;
+    for (size_t i = 0; i < op.operands.size(); ++i) {
+      auto it = values.find(op.operands[i]);
+      if (it == values.end())
+        return problem("operand #" + std::to_string(i) + " is value " +
+                       std::to_string(op.operands[i]) +
+                       ", which no earlier op of the program makes");
+      in.push_back(it->second.first);
+    }
+    for (size_t i = 0; i < op.results.size(); ++i) {
+      TensorType type = typeOf(op.results[i]);
+      if (std::string e = shapes::inRange(type, "result #" + std::to_string(i));
+          !e.empty())
+        return problem(e);
+      if (!values.emplace(op.results[i].id, std::make_pair(type, &op)).second)
+        return problem("result #" + std::to_string(i) + " is value " +
+                       std::to_string(op.results[i].id) +
+                       ", which an earlier op already makes");
+      out.push_back(std::move(type));
+    }
+    std::string e = op.kind == OpKind::Backward
+                        ? backwardRule(op, in, out)
+                        : forwardRule(op.kind, op, in, out);
+    if (!e.empty())
+      return problem(e);
+    if (op.kind == OpKind::SgdUpdate || op.kind == OpKind::AdamwUpdate) {
+      const ProgramOp *maker = values.at(op.operands[0]).second;
+      if (maker->kind != OpKind::Param)
+        return problem("expected the parameter operand to be a dtfm.param");
+    }
+    if (op.kind == OpKind::Param && !params.insert(op.attrs.name).second)
+      return problem("parameter '" + op.attrs.name +
+                     "' is defined twice in this program");
+    if ((op.kind == OpKind::Input || op.kind == OpKind::Label) &&
+        !feeds.insert(op.attrs.name).second)
+      return problem(std::string(op.kind == OpKind::Input ? "input" : "label") +
+                     " '" + op.attrs.name + "' is read twice in this program");
+  }
+  return "";
+}
+
+bool dtfm::runtime::verifyPlan(const proto::Plan &plan,
+                               const std::string &source,
+                               std::string &error) {
+  auto fail = [&](const std::string &what) {
+    error = source + ": " + what;
+    return false;
+  };
+  if (!planner::parsePipelineSchedule(plan.schedule()))
+    return fail("unknown pipeline schedule '" + plan.schedule() +
+                "' (expected gpipe or 1f1b)");
+  std::map<std::string, const proto::DeviceProgram *> byDevice;
+  for (const proto::DeviceProgram &p : plan.programs())
+    byDevice[p.device()] = &p;
+  int stages = format::stageCount(plan);
+  std::vector<planner::TransferEnd> ends;
+  std::vector<std::pair<const proto::DeviceProgram *, int>> endOps;
+  // Per pipeline, per stage: the streams as the schedule spells them.
+  std::map<int64_t, std::vector<std::array<std::vector<std::string>, 3>>>
+      pipelines;
+  for (const proto::DeviceProgram &p : plan.programs()) {
+    std::string device = "device '" + p.device() + "': ";
+    StageProgram program;
+    std::string reason;
+    if (!decodeProgram(p, program, reason))
+      return fail(device + reason);
+    if (std::string e = verifyProgramOps(program); !e.empty())
+      return fail(device + e);
+    // Transfers and gradient syncs name devices of the plan, at the stage
+    // they say.
+    std::set<std::pair<format::Phase, int64_t>> opTransfers[3];
+    for (const ProgramOp &op : program.ops) {
+      const OpAttrs &a = op.attrs;
+      if (op.kind == OpKind::GradSync) {
+        bool self = false;
+        for (const std::string &member : a.group) {
+          if (!byDevice.count(member))
+            return fail(device + op.describe() + ": group device '" + member +
+                        "' has no program in the plan");
+          self |= member == p.device();
+        }
+        if (!self)
+          return fail(device + op.describe() +
+                      ": the group does not include this device");
+        continue;
+      }
+      if (op.kind != OpKind::Send && op.kind != OpKind::Recv)
+        continue;
+      bool send = op.kind == OpKind::Send;
+      auto peer = byDevice.find(a.peerDevice);
+      if (peer == byDevice.end())
+        return fail(device + op.describe() + ": peer_device '" +
+                    a.peerDevice + "' has no program in the plan");
+      if (a.peerDevice == p.device())
+        return fail(device + op.describe() + ": sends to itself");
+      if (peer->second->stage() != a.peerStage)
+        return fail(device + op.describe() + ": peer " +
+                    std::to_string(a.peerStage) + " but device '" +
+                    a.peerDevice + "' runs stage " +
+                    std::to_string(peer->second->stage()));
+      ends.push_back({send, a.tag, send ? p.device() : a.peerDevice,
+                      send ? a.peerDevice : p.device(), a.bytes});
+      endOps.push_back({&p, op.index});
+      if (!a.oncePerIteration && op.phase != OpPhase::Optimizer)
+        opTransfers[send ? 2 : 0].insert(
+            {op.phase == OpPhase::Forward ? format::Phase::Forward
+                                          : format::Phase::Backward,
+             a.peerStage});
+    }
+    format::Streams streams;
+    if (!format::streamsFromProgram(
+            p, static_cast<int>(format::programMicroBatches(plan, p)), stages,
+            streams, reason))
+      return fail(device + reason);
+    // The streams' transfers are the program's, and the other way round.
+    for (int slot : {0, 2}) {
+      std::set<std::pair<format::Phase, int64_t>> streamTransfers;
+      for (const format::StreamEntry &entry : streams[slot])
+        streamTransfers.insert({entry.phase, entry.peerStage});
+      for (const auto &[phase, peer] : streamTransfers)
+        if (!opTransfers[slot].count({phase, peer}))
+          return fail(device + format::slotName(static_cast<format::Slot>(slot)) +
+                      " stream: " + format::phaseName(phase) +
+                      " transfers with stage " + std::to_string(peer) +
+                      ", but no op of the program does");
+      for (const auto &[phase, peer] : opTransfers[slot])
+        if (!streamTransfers.count({phase, peer}))
+          return fail(device + "a " + format::phaseName(phase) +
+                      (slot == 0 ? " dtfm.recv from" : " dtfm.send to") +
+                      " stage " + std::to_string(peer) + " that the " +
+                      format::slotName(static_cast<format::Slot>(slot)) +
+                      " stream never runs");
+    }
+    auto &cells = pipelines[p.pipeline()];
+    cells.resize(static_cast<size_t>(stages));
+    for (int slot = 0; slot < 3; ++slot)
+      for (const format::StreamEntry &entry : streams[slot])
+        cells[static_cast<size_t>(p.stage())][slot].push_back(
+            format::formatEntry(entry, static_cast<format::Slot>(slot)));
+  }
+  for (const planner::TransferProblem &problem :
+       planner::checkTransfers(ends)) {
+    const auto &[program, index] = endOps[problem.end];
+    return fail("device '" + program->device() + "': op #" +
+                std::to_string(index) + " " + program->ops(index).name() +
+                " " + problem.message);
+  }
+  for (const auto &[pipeline, cells] : pipelines) {
+    std::vector<planner::StageSchedule> schedule;
+    std::string reason;
+    if (!planner::parseSchedule(cells, schedule, reason) ||
+        !planner::checkSchedule(schedule, reason))
+      return fail("pipeline " + std::to_string(pipeline) +
+                  ": the streams do not form a schedule that runs: " + reason);
+  }
+  return true;
+}

@@ -1,0 +1,110 @@
+"""Writes a broken copy of a text plan (dtfm-translate --plan-text): one
+named defect of the kinds a hostile or corrupted plan file carries, so that
+verify-plan-hostile.test can check that dtfm-run and --import-plan refuse
+each with its one-line error before anything runs.
+
+usage: mutate_plan.py MUTATION IN.txtpb OUT.txtpb
+"""
+import re
+import sys
+
+
+def block_end(lines, start):
+    """Index of the line closing the block opened on lines[start]."""
+    depth = 0
+    for i in range(start, len(lines)):
+        depth += lines[i].count("{") - lines[i].count("}")
+        if depth == 0:
+            return i
+    raise SystemExit("unbalanced block at line %d" % (start + 1))
+
+
+def op_block(lines, name, nth=0):
+    """(first, last) lines of the nth op named `name`."""
+    seen = 0
+    for i, line in enumerate(lines):
+        if line.strip() == "ops {" and lines[i + 1].strip() == 'name: "%s"' % name:
+            if seen == nth:
+                return i, block_end(lines, i)
+            seen += 1
+    raise SystemExit("no op %s #%d" % (name, nth))
+
+
+def attr_value_line(lines, first, last, key, field):
+    """Index of the `field:` line of attribute `key` within an op."""
+    for i in range(first, last):
+        if lines[i].strip() == 'key: "%s"' % key:
+            for j in range(i, last):
+                if lines[j].strip().startswith(field + ":"):
+                    return j
+    raise SystemExit("no attribute %s" % key)
+
+
+def set_attr(lines, op, key, field, value, nth=0):
+    first, last = op_block(lines, op, nth)
+    j = attr_value_line(lines, first, last, key, field)
+    indent = lines[j][: len(lines[j]) - len(lines[j].lstrip())]
+    lines[j] = "%s%s: %s" % (indent, field, value)
+
+
+def main():
+    mutation, source, target = sys.argv[1:4]
+    lines = open(source).read().split("\n")
+    if mutation == "zero-heads":
+        set_attr(lines, "dtfm.causal_attention", "num_heads", "i", "0")
+    elif mutation == "removed-operand":
+        first, _ = op_block(lines, "dtfm.linear")
+        del lines[first + 2]
+    elif mutation == "foreign-op":
+        first, _ = op_block(lines, "dtfm.linear")
+        lines[first + 1] = lines[first + 1].replace("dtfm.linear",
+                                                    "dtfm.causal_attention")
+    elif mutation == "huge-param":
+        first, last = op_block(lines, "dtfm.param")
+        j = next(i for i in range(first, last) if "shape:" in lines[i])
+        lines[j] = re.sub(r"\d+", "4611686018427387904", lines[j])
+    elif mutation == "negative-bytes":
+        set_attr(lines, "dtfm.send", "bytes", "i", "-4")
+    elif mutation == "duplicated-stream":
+        i = next(i for i, l in enumerate(lines) if l.strip() == "compute_entries {")
+        lines[i:i] = lines[i : block_end(lines, i) + 1]
+    elif mutation == "missing-compute":
+        i = max(i for i, l in enumerate(lines) if l.strip() == "compute_entries {")
+        del lines[i : block_end(lines, i) + 1]
+    elif mutation == "wrong-input-shape":
+        first, last = op_block(lines, "dtfm.input")
+        j = next(i for i in range(first, last) if "shape:" in lines[i])
+        lines[j] = lines[j].replace("shape: 4", "shape: 5")
+    elif mutation == "unknown-dtype":
+        j = next(i for i, l in enumerate(lines) if 'dtype: "f32"' in l)
+        lines[j] = lines[j].replace("f32", "f33")
+    elif mutation == "unknown-schedule":
+        j = next(i for i, l in enumerate(lines) if l.startswith("schedule:"))
+        lines[j] = 'schedule: "2f2b"'
+    elif mutation == "unknown-peer":
+        set_attr(lines, "dtfm.send", "peer_device", "s", '"cpu7"')
+    elif mutation == "nan-lr":
+        set_attr(lines, "dtfm.sgd_update", "lr", "f", "nan")
+    elif mutation == "duplicate-param":
+        first, last = op_block(lines, "dtfm.param", 0)
+        name = lines[attr_value_line(lines, first, last, "name", "s")].strip()
+        first, last = op_block(lines, "dtfm.param", 1)
+        j = attr_value_line(lines, first, last, "name", "s")
+        indent = lines[j][: len(lines[j]) - len(lines[j].lstrip())]
+        lines[j] = indent + name
+    elif mutation == "undefined-operand":
+        first, _ = op_block(lines, "dtfm.linear")
+        lines[first + 2] = re.sub(r"\d+", "99999", lines[first + 2])
+    elif mutation == "flipped-value":
+        # What a flipped byte in transit does: one number changes.
+        set_attr(lines, "dtfm.sgd_update", "lr", "f", "0.125")
+    else:
+        raise SystemExit("unknown mutation " + mutation)
+    if mutation != "flipped-value":
+        # An edit on purpose: the plan's checksum no longer applies.
+        lines = [l for l in lines if not l.startswith("checksum:")]
+    open(target, "w").write("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
