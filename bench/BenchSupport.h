@@ -14,6 +14,7 @@
 #define DTFM_BENCH_BENCHSUPPORT_H
 
 #include "dtfm/Planner/Cluster.h"
+#include "dtfm/Support/Json.h"
 
 #include <cerrno>
 #include <charconv>
@@ -29,15 +30,8 @@
 
 namespace dtfm::bench {
 
-/// A number for a JSON line: `null` where it is not finite (an infeasible
-/// plan's infinite time), which JSON cannot spell otherwise.
-inline std::string jsonNumber(double value, int precision = 6) {
-  if (!std::isfinite(value))
-    return "null";
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", precision, value);
-  return text;
-}
+/// Numbers in --json lines (dtfm/Support/Json.h).
+using ::dtfm::jsonNumber;
 
 
 /// The scenarios' file prefixes, in the paper's order (§4.1: data center

@@ -1,4 +1,4 @@
-//===- Checkpoints.cpp - A worker's checkpoint files ----------------------===//
+//===- Checkpoints.cpp - A worker's checkpoint generations ----------------===//
 //
 // Part of dtfm.
 //
@@ -6,7 +6,11 @@
 
 #include "dtfm/Runtime/Checkpoints.h"
 
+#include "dtfm/Support/Hash.h"
+
 #include <algorithm>
+#include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <dirent.h>
@@ -20,6 +24,10 @@ std::string CheckpointStore::path(int64_t step) const {
   return dir + "/" + device + ".step-" + std::to_string(step) + ".ckpt";
 }
 
+std::string CheckpointStore::manifestPath(int64_t step) const {
+  return dir + "/" + device + ".step-" + std::to_string(step) + ".manifest";
+}
+
 std::vector<int64_t> CheckpointStore::steps() const {
   std::vector<int64_t> found;
   DIR *d = ::opendir(dir.c_str());
@@ -28,11 +36,14 @@ std::vector<int64_t> CheckpointStore::steps() const {
   std::string prefix = device + ".step-";
   while (dirent *e = ::readdir(d)) {
     std::string name = e->d_name;
-    if (name.rfind(prefix, 0) != 0 || name.size() < prefix.size() + 6 ||
-        name.substr(name.size() - 5) != ".ckpt")
+    if (name.rfind(prefix, 0) != 0)
       continue;
-    std::string number =
-        name.substr(prefix.size(), name.size() - prefix.size() - 5);
+    std::string rest = name.substr(prefix.size());
+    size_t dot = rest.find('.');
+    if (dot == std::string::npos ||
+        (rest.substr(dot) != ".ckpt" && rest.substr(dot) != ".manifest"))
+      continue;
+    std::string number = rest.substr(0, dot);
     if (number.empty() || number.size() > 18 ||
         number.find_first_not_of("0123456789") != std::string::npos)
       continue;
@@ -40,7 +51,19 @@ std::vector<int64_t> CheckpointStore::steps() const {
   }
   ::closedir(d);
   std::sort(found.begin(), found.end());
+  found.erase(std::unique(found.begin(), found.end()), found.end());
   return found;
+}
+
+/// The manifest's one line.
+static std::string manifestLine(int64_t step, uint64_t planHash,
+                                size_t bytes, uint64_t checksum) {
+  char line[160];
+  std::snprintf(line, sizeof line,
+                "dtfm-checkpoint 1 step %" PRId64 " plan %016" PRIx64
+                " bytes %zu fnv1a %016" PRIx64 "\n",
+                step, planHash, bytes, checksum);
+  return line;
 }
 
 bool CheckpointStore::save(int64_t step, format::TensorMap state,
@@ -50,20 +73,61 @@ bool CheckpointStore::save(int64_t step, format::TensorMap state,
   for (int i = 0; i < 4; ++i)
     meta.data[1 + i] = static_cast<float>((planHash >> (16 * i)) & 0xffff);
   state[kMetaEntry] = meta;
-  return format::writeTensorFile(path(step), state, error);
+  std::string bytes = format::encodeTensors(state);
+  // The manifest goes last: a generation without one was never finished.
+  return format::writeFileAtomically(path(step), bytes, error) &&
+         format::writeFileAtomically(
+             manifestPath(step),
+             manifestLine(step, planHash, bytes.size(), fnv1a(bytes)), error);
 }
 
-void CheckpointStore::prune(size_t keep) const {
-  std::vector<int64_t> all = steps();
-  for (size_t i = 0; i + keep < all.size(); ++i)
-    std::remove(path(all[i]).c_str());
+void CheckpointStore::prune(size_t keep, int64_t newest) const {
+  std::vector<int64_t> all = steps(), complete;
+  for (int64_t step : all) {
+    if (newest >= 0 && step > newest) {
+      std::remove(manifestPath(step).c_str());
+      std::remove(path(step).c_str());
+      continue;
+    }
+    if (std::FILE *f = std::fopen(manifestPath(step).c_str(), "r")) {
+      std::fclose(f);
+      complete.push_back(step);
+    }
+  }
+  if (complete.size() <= keep)
+    return;
+  int64_t oldestKept = complete[complete.size() - keep];
+  for (int64_t step : all)
+    if (step < oldestKept) {
+      // The manifest first: a generation is never left looking complete.
+      std::remove(manifestPath(step).c_str());
+      std::remove(path(step).c_str());
+    }
 }
 
 bool CheckpointStore::load(int64_t step, format::TensorMap &state,
                            std::string &error) const {
-  std::string file = path(step);
+  std::string file = path(step), manifestFile = manifestPath(step);
   state.clear();
-  if (!format::readTensorFile(file, state, error))
+  std::string manifest, bytes;
+  if (!format::readWholeFile(manifestFile, manifest, error)) {
+    error = manifestFile + ": missing (the generation was never finished)";
+    return false;
+  }
+  if (!format::readWholeFile(file, bytes, error)) {
+    error = file + ": missing (its manifest says it was written)";
+    return false;
+  }
+  if (manifest != manifestLine(step, planHash, bytes.size(), fnv1a(bytes))) {
+    char planText[40];
+    std::snprintf(planText, sizeof planText, " plan %016" PRIx64 " ", planHash);
+    error = manifest.find(planText) == std::string::npos
+                ? file + ": a checkpoint of another plan"
+                : file + ": size or checksum differs from its manifest "
+                         "(corrupt)";
+    return false;
+  }
+  if (!format::decodeTensors(bytes, file, state, error))
     return false;
   auto meta = state.find(kMetaEntry);
   bool samePlan = meta != state.end() && meta->second.numel() == 5;
@@ -75,5 +139,11 @@ bool CheckpointStore::load(int64_t step, format::TensorMap &state,
     return false;
   }
   state.erase(meta);
+  for (const auto &[name, tensor] : state)
+    for (float v : tensor.data)
+      if (!std::isfinite(v)) {
+        error = file + ": '" + name + "' holds a non-finite value";
+        return false;
+      }
   return true;
 }

@@ -11,9 +11,14 @@
 #include "dtfm/Runtime/Program.h"
 #include "dtfm/Runtime/Transport.h"
 
+#include "dtfm/Support/Json.h"
+
 #include "plan.pb.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
 
 using namespace dtfm::runtime;
 
@@ -60,17 +65,15 @@ std::string dtfm::runtime::stepLine(const StepFigures &f,
 
 std::string dtfm::runtime::stepJson(const StepFigures &f,
                                     const IterationWork &work) {
-  char line[512];
-  std::snprintf(line, sizeof line,
-                "{\"step\":%lld,\"loss\":%.9g,\"%s\":%.6g,\"gflops\":%.6g,"
-                "\"measured_s\":%.9g,\"simulated_s\":%.9g,"
-                "\"calibrated\":%s}",
-                static_cast<long long>(f.step), f.loss,
-                work.tokenModel ? "tokens_per_s" : "samples_per_s",
-                perSecond(work.tokens, f.seconds),
-                perSecond(work.flops, f.seconds) / 1e9, f.seconds,
-                f.simulatedSeconds, f.calibrated ? "true" : "false");
-  return line;
+  return "{\"step\":" + std::to_string(f.step) +
+         ",\"loss\":" + jsonNumber(f.loss, 9, true) + ",\"" +
+         (work.tokenModel ? "tokens_per_s" : "samples_per_s") +
+         "\":" + jsonNumber(perSecond(work.tokens, f.seconds), 6, true) +
+         ",\"gflops\":" +
+         jsonNumber(perSecond(work.flops, f.seconds) / 1e9, 6, true) +
+         ",\"measured_s\":" + jsonNumber(f.seconds, 9, true) +
+         ",\"simulated_s\":" + jsonNumber(f.simulatedSeconds, 9, true) +
+         ",\"calibrated\":" + (f.calibrated ? "true" : "false") + "}";
 }
 
 /// A step rank 0 has finished but not printed (its losses may still be
@@ -142,9 +145,20 @@ bool StepReporter::print(Pending &p, std::string &error) {
     std::printf("%s\n", line.c_str());
   }
   std::fflush(stdout);
-  if (log) {
-    std::fprintf(log, "%s\n", stepJson(figures, work).c_str());
-    std::fflush(log);
+  if (log && (std::fprintf(log, "%s\n", stepJson(figures, work).c_str()) < 0 ||
+              std::fflush(log) != 0)) {
+    error = std::string("writing the training log failed: ") +
+            std::strerror(errno);
+    return false;
+  }
+  // A diverged run stops here, naming the step, rather than training on
+  // NaN (its log line says "loss":null).
+  if (!std::isfinite(figures.loss)) {
+    error = "step " + std::to_string(figures.step) + ": the loss is " +
+            (std::isnan(figures.loss) ? "nan" : "infinite") +
+            ": training diverged (try a lower learning rate) or a parameter "
+            "is not finite; stopping";
+    return false;
   }
   return true;
 }

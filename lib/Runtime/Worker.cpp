@@ -20,12 +20,14 @@
 #include "dtfm/Runtime/PlanLoader.h"
 #include "dtfm/Support/Hash.h"
 
-
 #include <algorithm>
 #include <csignal>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -347,19 +349,84 @@ bool Worker::resume(int64_t &step, std::string &error) {
   if (!checkpoints)
     return true;
   std::vector<int64_t> steps = checkpoints->steps();
-  int64_t latest = steps.empty() ? 0 : steps.back();
-  if (transport && !transport->allreduceMin(latest, error))
+  // A fresh start only when no worker has any checkpoint file.
+  int64_t noneHere = steps.empty() ? 1 : 0;
+  if (transport && !transport->allreduceMin(noneHere, error))
     return false;
-  if (latest == 0)
+  if (noneHere == 1)
     return true;
+  // Each generation is checked once; `why` keeps what is wrong with it.
+  std::map<int64_t, std::string> why;
   format::TensorMap state;
-  if (!checkpoints->load(latest, state, error))
+  int64_t loaded = -1;
+  auto valid = [&](int64_t candidate) {
+    if (candidate == loaded)
+      return true;
+    if (why.count(candidate))
+      return false;
+    std::string problem;
+    if (checkpoints->load(candidate, state, problem)) {
+      loaded = candidate;
+      return true;
+    }
+    why[candidate] = problem;
     return false;
-  if (!executor->restoreState(state, error)) {
-    error = checkpoints->path(latest) + ": " + error;
+  };
+  auto newestValidUpTo = [&](int64_t bound) -> int64_t {
+    for (auto it = steps.rbegin(); it != steps.rend(); ++it)
+      if (*it <= bound && valid(*it))
+        return *it;
+    return 0;
+  };
+  // The newest generation valid on every worker: each offers its newest
+  // valid one up to the agreed bound until all have the minimum (the bound
+  // falls every round, so this ends, at 0 at worst).
+  int64_t agreed = newestValidUpTo(INT64_MAX);
+  for (;;) {
+    if (transport && !transport->allreduceMin(agreed, error))
+      return false;
+    int64_t everyone = agreed == 0 || valid(agreed) ? 1 : 0;
+    if (transport && !transport->allreduceMin(everyone, error))
+      return false;
+    if (everyone == 1)
+      break;
+    agreed = newestValidUpTo(agreed - 1);
+  }
+  if (agreed == 0) {
+    std::string mine =
+        steps.empty() ? "this worker has none"
+        : why.count(steps.back())
+            ? why[steps.back()]
+            : "this worker's newest, step " + std::to_string(steps.back()) +
+                  ", is valid";
+    error = "no checkpoint generation in " + options.checkpointDir +
+            " is complete and valid on every worker (" + mine +
+            "); refusing to start over: move the directory away to train "
+            "from the beginning";
     return false;
   }
-  step = latest;
+  // Newer generations are unusable: say why once, and remove them.
+  if (!steps.empty() && steps.back() > agreed) {
+    int64_t newest = steps.back();
+    std::string reason = why.count(newest)
+                             ? why[newest]
+                             : "incomplete or invalid on another worker";
+    std::fprintf(stderr,
+                 "dtfm-run: %s: not resuming from step %lld: %s; falling back "
+                 "to step %lld\n",
+                 program.device().c_str(), static_cast<long long>(newest),
+                 reason.c_str(), static_cast<long long>(agreed));
+    checkpoints->prune(SIZE_MAX, agreed);
+  }
+  if (loaded != agreed && !valid(agreed)) {
+    error = why[agreed];
+    return false;
+  }
+  if (!executor->restoreState(state, error)) {
+    error = checkpoints->path(agreed) + ": " + error;
+    return false;
+  }
+  step = agreed;
   return true;
 }
 

@@ -1,16 +1,17 @@
-//===- Checkpoints.h - A worker's checkpoint files ---------------*- C++
-//-*-===//
+//===- Checkpoints.h - A worker's checkpoint generations ---------*- C++ -*-===//
 //
 // Part of dtfm. Plain C++ (no MLIR).
 //
 //===----------------------------------------------------------------------===//
 //
-// Each worker writes its state (HostState's format: parameters and
-// optimizer state) to "<dir>/<device>.step-<N>.ckpt", a tensor file
-// (dtfm/Format/TensorFile.h) with one more entry: "meta/step-and-plan",
-// the step and the plan's fingerprint in 16-bit pieces (exact in fp32), so
-// that a checkpoint of another plan is refused by name. Files are written
-// through a temporary and a rename: a checkpoint is complete or absent.
+// Each worker writes generation K of its state as two files in the
+// checkpoint directory: `<device>.step-K.ckpt` (its tensors) and then, last,
+// `<device>.step-K.manifest` (one line: the step, the plan's hash, the
+// .ckpt's size and FNV-1a), both through a temporary file and a rename. A
+// generation is valid for a worker when its manifest is there and says so
+// of the .ckpt, the .ckpt decodes, belongs to this plan and holds only
+// finite numbers. Worker::resume picks the newest generation valid on
+// every worker (docs/Runtime.md, "Checkpoints").
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,14 +33,20 @@ public:
 
   /// "<dir>/<device>.step-<step>.ckpt".
   std::string path(int64_t step) const;
-  /// Steps of this device's complete checkpoints, ascending.
+  /// "<dir>/<device>.step-<step>.manifest".
+  std::string manifestPath(int64_t step) const;
+  /// Steps of which this device has any file (a .ckpt or a manifest),
+  /// ascending: complete or not.
   std::vector<int64_t> steps() const;
-  /// Writes the state of `step`.
+  /// Writes generation `step`: the tensors, then the manifest.
   bool save(int64_t step, format::TensorMap state, std::string &error) const;
-  /// Removes all but the newest `keep` checkpoints.
-  void prune(size_t keep) const;
-  /// Reads the checkpoint of `step`; refuses one of another plan. `state`
-  /// is what save was given.
+  /// Removes every generation older than the newest `keep` that have a
+  /// manifest (never one of those), and every generation newer than
+  /// `newest` when it is given (>= 0): what resume found unusable.
+  void prune(size_t keep, int64_t newest = -1) const;
+  /// Reads generation `step` and checks it (manifest, size, checksum, this
+  /// plan, finite values); on failure a one-line `error` naming the file
+  /// and what is wrong. `state` is what save was given.
   bool load(int64_t step, format::TensorMap &state, std::string &error) const;
 
 private:

@@ -16,8 +16,17 @@ kill one worker of a running job). Every wait is bounded.
   launcher-killed DTFM_RUN PLAN DIR
       SIGKILLs the local launcher once its workers run: every worker must
       be gone within 5 s.
+  checkpoint-faults DTFM_RUN PLAN DIR
+      Trains 10 steps with checkpoints every 5, then breaks copies of the
+      checkpoint directory and resumes each to step 12: one worker's newest
+      generation corrupt, or saved with NaN parameters (a valid manifest)
+      -> every worker falls back to step 5, says why, and the resumed
+      losses equal an uninterrupted run's; one worker's files all gone ->
+      refused with one line, the other workers' files untouched.
 """
 import os
+import shutil
+import struct
 import signal
 import socket
 import subprocess
@@ -197,6 +206,89 @@ def launcher_killed(dtfm_run, plan, d):
     print("every worker was gone within 5 s of its launcher's SIGKILL")
 
 
+def fnv1a(data):
+    h = 1469598103934665603
+    for b in data:
+        h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def poison(ckpt):
+    """Rewrites a checkpoint with its first parameter all NaN and a manifest
+    that matches: a diverged run's generation, faithfully saved."""
+    data = bytearray(open(ckpt, "rb").read())
+    at = 12  # "DTFMPAR1", count
+    while True:
+        (length,) = struct.unpack_from("<I", data, at)
+        name = bytes(data[at + 4: at + 4 + length]).decode()
+        at += 4 + length
+        (rank,) = struct.unpack_from("<I", data, at)
+        dims = struct.unpack_from("<%dq" % rank, data, at + 4)
+        at += 4 + 8 * rank
+        count = 1
+        for d in dims:
+            count *= d
+        if not name.startswith("meta/"):
+            break
+        at += 4 * count
+    struct.pack_into("<%df" % count, data, at, *([float("nan")] * count))
+    open(ckpt, "wb").write(data)
+    manifest = ckpt[: -len(".ckpt")] + ".manifest"
+    words = open(manifest).read().split()
+    words[words.index("bytes") + 1] = str(len(data))
+    words[words.index("fnv1a") + 1] = "%016x" % fnv1a(bytes(data))
+    open(manifest, "w").write(" ".join(words) + "\n")
+
+
+def checkpoint_faults(dtfm_run, plan, d):
+    common = [dtfm_run, plan, "--execute", "--timeout", "10",
+              "--checkpoint-every", "5"]
+    shutil.rmtree(f"{d}/cf", ignore_errors=True)
+    os.makedirs(f"{d}/cf/reference")
+    os.makedirs(f"{d}/cf/base")
+    full = run(common + ["--steps", "12", "--checkpoint-dir",
+                         f"{d}/cf/reference", "--log", f"{d}/cf/ref.jsonl"])
+    assert full.returncode == 0, full.stderr
+    reference = losses(full.stdout)
+    base = run(common + ["--steps", "10", "--checkpoint-dir", f"{d}/cf/base",
+                         "--log", f"{d}/cf/base.jsonl"])
+    assert base.returncode == 0, base.stderr
+    for case in ("corrupt", "nan", "missing"):
+        where = f"{d}/cf/{case}"
+        shutil.copytree(f"{d}/cf/base", where)
+        if case == "corrupt":
+            ckpt = f"{where}/cpu1.step-10.ckpt"
+            data = bytearray(open(ckpt, "rb").read())
+            data[len(data) // 2] ^= 0x40
+            open(ckpt, "wb").write(data)
+        elif case == "nan":
+            poison(f"{where}/cpu2.step-10.ckpt")
+        else:
+            for name in os.listdir(where):
+                if name.startswith("cpu3."):
+                    os.remove(f"{where}/{name}")
+        before = sorted(os.listdir(where))
+        got = run(common + ["--steps", "12", "--checkpoint-dir", where,
+                            "--log", f"{where}.jsonl"])
+        for line in got.stderr.splitlines():
+            # The worker whose files are broken says why; rank 0 refuses.
+            if ("falling back" in line and "another worker" not in line) or \
+                    "error: cpu0 (rank 0)" in line:
+                print(case + ": " + line.replace(d, "DIR"))
+        if case == "missing":
+            assert got.returncode != 0, got.stdout
+            assert sorted(os.listdir(where)) == before, os.listdir(where)
+            print("missing: nothing deleted, nothing trained")
+            continue
+        assert got.returncode == 0, got.stderr
+        print(case + ": " + got.stdout.splitlines()[0].split(" in ")[0])
+        resumed = losses(got.stdout)
+        assert sorted(resumed) == list(range(6, 13)), resumed
+        for s in resumed:
+            assert resumed[s] == reference[s], (s, resumed[s], reference[s])
+        print(case + ": resumed steps 6-12 equal the uninterrupted run")
+
+
 if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "kill-and-resume":
@@ -208,6 +300,9 @@ if __name__ == "__main__":
     elif mode == "stray-client":
         stray_client(sys.argv[2], os.path.abspath(sys.argv[3]), sys.argv[4],
                      int(sys.argv[5]), int(sys.argv[6]))
+    elif mode == "checkpoint-faults":
+        checkpoint_faults(sys.argv[2], os.path.abspath(sys.argv[3]),
+                          sys.argv[4])
     elif mode == "launcher-killed":
         launcher_killed(sys.argv[2], os.path.abspath(sys.argv[3]),
                         sys.argv[4])

@@ -1,0 +1,32 @@
+//===- Json.h - Numbers in JSON lines ----------------------------*- C++ -*-===//
+//
+// Part of dtfm. Plain C++ (no MLIR).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTFM_SUPPORT_JSON_H
+#define DTFM_SUPPORT_JSON_H
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+namespace dtfm {
+
+/// A number for a JSON line: `null` where it is not finite (an infeasible
+/// plan's infinite time, a diverged loss), which JSON cannot spell
+/// otherwise. `precision` digits after the point, or significant digits
+/// when `general` ("%g").
+inline std::string jsonNumber(double value, int precision = 6,
+                              bool general = false) {
+  if (!std::isfinite(value))
+    return "null";
+  char text[64];
+  std::snprintf(text, sizeof text, general ? "%.*g" : "%.*f", precision,
+                value);
+  return text;
+}
+
+} // namespace dtfm
+
+#endif // DTFM_SUPPORT_JSON_H
