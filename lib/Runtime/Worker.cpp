@@ -486,20 +486,9 @@ bool Worker::finish(std::string &error) {
           result.events.push_back(e);
         }
       }
-      std::string temp = options.tracePath + ".tmp";
-      {
-        std::ofstream out(temp, std::ios::binary);
-        out << chromeTrace(result);
-        if (!out) {
-          error = "cannot write '" + options.tracePath + "'";
-          return false;
-        }
-      }
-      if (std::rename(temp.c_str(), options.tracePath.c_str()) != 0) {
-        std::remove(temp.c_str());
-        error = "cannot write '" + options.tracePath + "'";
+      if (!format::writeFileAtomically(options.tracePath, chromeTrace(result),
+                                       error))
         return false;
-      }
     }
   }
   return !transport || transport->flush(error);

@@ -22,6 +22,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Format/PlanFile.h"
+#include "dtfm/Format/TensorFile.h"
 #include "dtfm/Planner/Cluster.h"
 #include "dtfm/Runtime/Backend.h"
 #include "dtfm/Runtime/Launcher.h"
@@ -42,6 +43,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
 
@@ -238,6 +240,30 @@ int main(int argc, char **argv) {
   if (simulateFlag == executeFlag)
     return fail(std::string("give exactly one of --simulate and --execute\n") +
                 kUsage);
+  // Outputs that could not be written are refused before anything runs.
+  for (const std::string *output :
+       {&tracePath, &reportPath, &worker.logPath, &worker.savePath})
+    if (!output->empty())
+      if (std::string problem = format::outputPathProblem(*output);
+          !problem.empty())
+        return fail(problem);
+  // Flags of the other mode are errors, not silently ignored.
+  if (simulateFlag)
+    for (int i = 1; i < argc; ++i) {
+      std::string flag = std::string(argv[i]).substr(
+          0, std::string(argv[i]).find('='));
+      for (const char *executeOnly :
+           {"--steps", "--checkpoint-every", "--checkpoint-dir",
+            "--calibration-steps", "--seed", "--rank", "--rendezvous",
+            "--store", "--tokens", "--inputs", "--init-from", "--save-params",
+            "--log", "--backend", "--matmul-precision", "--timeout"})
+        if (flag == executeOnly)
+          return fail(flag + " goes with --execute, not --simulate");
+    }
+  if (executeFlag && (json || !reportPath.empty()))
+    return fail(std::string(json ? "--json" : "--report") +
+                " goes with --simulate, not --execute (--execute writes "
+                "--log and --trace)");
   if (!clusterPath.empty()) {
     planner::Cluster cluster;
     if (!planner::loadClusterFile(clusterPath, cluster, error))
@@ -295,31 +321,23 @@ int main(int argc, char **argv) {
     return fail(planPath + ": " + error);
 
   // Outputs are written next to their final name, then renamed: never
-  // half-written.
-  auto writeFile = [&](const std::string &path, const std::string &text) {
-    std::string temp = path + ".tmp";
-    {
-      std::ofstream out(temp, std::ios::binary);
-      out << text;
-      if (!out) {
-        std::remove(temp.c_str());
-        return false;
-      }
-    }
-    if (std::rename(temp.c_str(), path.c_str()) != 0) {
-      std::remove(temp.c_str());
-      return false;
-    }
-    return true;
-  };
+  // half-written (format::writeFileAtomically); a failed report takes the
+  // trace written before it along.
   if (!tracePath.empty() &&
-      !writeFile(tracePath, runtime::chromeTrace(result)))
-    return fail("cannot write '" + tracePath + "'");
+      !format::writeFileAtomically(tracePath, runtime::chromeTrace(result),
+                                   error))
+    return fail(error);
   if (!reportPath.empty()) {
     std::string title = "dtfm plan: " + plan.model() + " on " +
                         plan.cluster_name();
-    if (!writeFile(reportPath, runtime::planReport(title, input, result)))
-      return fail("cannot write '" + reportPath + "'");
+    if (!format::writeFileAtomically(
+            reportPath, runtime::planReport(title, input, result), error)) {
+      struct stat st{};
+      if (!tracePath.empty() && ::stat(tracePath.c_str(), &st) == 0 &&
+          S_ISREG(st.st_mode))
+        std::remove(tracePath.c_str());
+      return fail(error);
+    }
   }
 
   std::string perPipeline; // uneven replicas: "4 2"

@@ -324,6 +324,21 @@ int main(int argc, char **argv) {
     }
     return 0;
   }
+  // One translation per run: a second one given is an error, not ignored.
+  std::vector<const char *> translations;
+  if (importGpt.getNumOccurrences())
+    translations.push_back("--import-gpt");
+  if (importOnnxPath.getNumOccurrences())
+    translations.push_back("--import-onnx");
+  if (importClusterPath.getNumOccurrences())
+    translations.push_back("--import-cluster");
+  if (exportPlan)
+    translations.push_back("--export-plan");
+  if (importPlan)
+    translations.push_back("--import-plan");
+  if (translations.size() > 1)
+    return fail(std::string("give one translation, not ") + translations[0] +
+                " and " + translations[1]);
   if (exportPlan || importPlan)
     return runPlanTranslation();
   if (importOnnxPath.getNumOccurrences())

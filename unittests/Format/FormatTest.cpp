@@ -17,6 +17,7 @@
 #include <random>
 #include <fstream>
 #include <unistd.h>
+#include <sys/stat.h>
 
 using namespace dtfm::format;
 
@@ -255,7 +256,19 @@ TEST(TensorFile, EncodesDecodesAndWritesAtomically) {
   EXPECT_NE(::access((path + ".tmp").c_str(), F_OK), 0);
   std::remove(path.c_str());
   EXPECT_FALSE(writeTensorFile("/nonexistent-dir/t.bin", tensors, error));
-  EXPECT_EQ(error, "cannot write '/nonexistent-dir/t.bin'");
+  EXPECT_EQ(error,
+            "cannot write '/nonexistent-dir/t.bin' (No such file or directory)");
+  // A symbolic link is refused, not replaced by a regular file.
+  std::string link = tempPath("link.bin");
+  std::remove(link.c_str());
+  ASSERT_EQ(::symlink("/nonexistent-target", link.c_str()), 0);
+  EXPECT_FALSE(writeTensorFile(link, tensors, error));
+  EXPECT_EQ(error, "'" + link +
+                       "' is a symbolic link: dtfm does not replace it (name "
+                       "a regular file)");
+  struct stat st{};
+  EXPECT_TRUE(::lstat(link.c_str(), &st) == 0 && S_ISLNK(st.st_mode));
+  std::remove(link.c_str());
 }
 
 TEST(TensorFile, CorruptBytesGetOneLineErrors) {

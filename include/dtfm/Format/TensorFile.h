@@ -63,8 +63,15 @@ bool readTensorFile(const std::string &path, TensorMap &tensors,
 bool writeTensorFile(const std::string &path, const TensorMap &tensors,
                      std::string &error);
 
-/// Writes `bytes` to `path` through `path`.tmp and a rename; on failure
-/// removes the temporary and says so in `error`.
+/// Why `path` cannot be an output file ("" when it can): only a regular
+/// file, a character device or a FIFO (written through), or nothing yet.
+/// A symbolic link, a directory, a socket or a block device is refused
+/// rather than replaced.
+std::string outputPathProblem(const std::string &path);
+
+/// Writes `bytes` to `path` through `path`.tmp and a rename (a character
+/// device or FIFO directly); on failure removes the temporary and says so
+/// in `error`. Refuses what outputPathProblem refuses.
 bool writeFileAtomically(const std::string &path, const std::string &bytes,
                          std::string &error);
 
