@@ -27,26 +27,9 @@ using shapes::TensorType;
 
 namespace {
 
-const char *elementName(ElementType type) {
-  switch (type) {
-  case ElementType::F32:
-    return "f32";
-  case ElementType::F16:
-    return "f16";
-  case ElementType::BF16:
-    return "bf16";
-  case ElementType::I1:
-    return "i1";
-  case ElementType::I32:
-    return "i32";
-  case ElementType::I64:
-    return "i64";
-  }
-  return "?";
-}
 
 TensorType typeOf(const ProgramValue &value) {
-  return {value.shape, elementName(value.type)};
+  return {value.shape, elementTypeName(value.type)};
 }
 
 /// A floating-point attribute of the plan op, or `fallback`.

@@ -15,6 +15,12 @@
 using namespace dtfm::runtime;
 namespace pb = dtfm::proto;
 
+/// Element types by their MLIR spelling (one table both ways).
+static constexpr std::pair<const char *, ElementType> kElementTypes[] = {
+    {"f32", ElementType::F32}, {"f16", ElementType::F16},
+    {"bf16", ElementType::BF16}, {"i1", ElementType::I1},
+    {"i32", ElementType::I32},   {"i64", ElementType::I64}};
+
 static const char *const kOpNames[] = {
 #define DTFM_OP(kind, name) name,
 #include "dtfm/Runtime/OpKinds.def"
@@ -63,6 +69,13 @@ const char *dtfm::runtime::opPhaseName(OpPhase phase) {
   case OpPhase::Optimizer:
     return "opt";
   }
+  return "?";
+}
+
+const char *dtfm::runtime::elementTypeName(ElementType type) {
+  for (const auto &[name, known] : kElementTypes)
+    if (known == type)
+      return name;
   return "?";
 }
 
@@ -183,19 +196,11 @@ private:
 };
 
 ElementType elementTypeOf(const std::string &dtype, bool &known) {
-  known = true;
-  if (dtype == "f32")
-    return ElementType::F32;
-  if (dtype == "f16")
-    return ElementType::F16;
-  if (dtype == "bf16")
-    return ElementType::BF16;
-  if (dtype == "i1")
-    return ElementType::I1;
-  if (dtype == "i32")
-    return ElementType::I32;
-  if (dtype == "i64")
-    return ElementType::I64;
+  for (const auto &[name, type] : kElementTypes)
+    if (dtype == name) {
+      known = true;
+      return type;
+    }
   known = false;
   return ElementType::F32;
 }

@@ -56,6 +56,15 @@ std::string sameElement(const std::vector<const TensorType *> &types,
   return "";
 }
 
+/// Input, weight and (when given) bias of one element type.
+std::string sameElementWithBias(const TensorType &input,
+                                const TensorType &weight,
+                                const TensorType *bias) {
+  if (bias)
+    return sameElement({&input, &weight, bias}, {"input", "weight", "bias"});
+  return sameElement({&input, &weight}, {"input", "weight"});
+}
+
 /// A 1-D tensor of `size` elements.
 std::string vectorOf(const TensorType &type, const char *name, int64_t size) {
   if (type.rank() != 1 || type.shape[0] != size)
@@ -244,13 +253,7 @@ std::string dtfm::shapes::linear(const TensorType &input,
   if (weight.rank() != 2)
     return "expected a rank-2 weight [in, out], found " +
            shapeText(weight.shape);
-  std::vector<const TensorType *> values{&input, &weight};
-  std::vector<const char *> names{"input", "weight"};
-  if (bias) {
-    values.push_back(bias);
-    names.push_back("bias");
-  }
-  if (std::string e = sameElement(values, names); !e.empty())
+  if (std::string e = sameElementWithBias(input, weight, bias); !e.empty())
     return e;
   if (input.shape.back() != weight.shape[0])
     return "expected weight with " + std::to_string(input.shape.back()) +
@@ -364,13 +367,7 @@ std::string dtfm::shapes::conv2d(const TensorType &input,
   if (weight.rank() != 4)
     return "expected weight of rank 4 [O, C/groups, kH, kW], found " +
            shapeText(weight.shape);
-  std::vector<const TensorType *> values{&input, &weight};
-  std::vector<const char *> names{"input", "weight"};
-  if (bias) {
-    values.push_back(bias);
-    names.push_back("bias");
-  }
-  if (std::string e = firstOf(sameElement(values, names),
+  if (std::string e = firstOf(sameElementWithBias(input, weight, bias),
                               positive(strides, 2, "strides"),
                               positive(dilations, 2, "dilations"),
                               paddingOf(padding),
@@ -652,6 +649,8 @@ std::string dtfm::shapes::backward(const std::vector<TensorType> &inputs,
     if (index < 0 || index >= static_cast<int64_t>(inputs.size()))
       return "'wrt' index " + std::to_string(index) +
              " is out of range [0, " + std::to_string(inputs.size()) + ")";
+    if (std::find(wrt.begin(), wrt.begin() + i, index) != wrt.begin() + i)
+      return "'wrt' index " + std::to_string(index) + " given twice";
     if (grads[i] != inputs[index])
       return "expected the gradient of input #" + std::to_string(index) +
              " to have type " + typeText(inputs[index]) + ", found " +

@@ -66,6 +66,8 @@ enum class OpPhase { Forward, Backward, Optimizer };
 const char *opPhaseName(OpPhase phase); // "fwd", "bwd", "opt"
 
 enum class ElementType { F32, F16, BF16, I1, I32, I64 };
+/// "f32" for ElementType::F32: the plan's (and MLIR's) spelling.
+const char *elementTypeName(ElementType type);
 
 /// A value the program defines: its id and tensor type.
 struct ProgramValue {

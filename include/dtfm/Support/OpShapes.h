@@ -132,7 +132,8 @@ std::string transpose(const TensorType &input,
                       const std::vector<int64_t> &perm,
                       const TensorType &result);
 
-/// dtfm.backward: one gradient per `wrt` index, each of its input's type.
+/// dtfm.backward: one gradient per `wrt` index (each index once), each of
+/// its input's type.
 std::string backward(const std::vector<TensorType> &inputs,
                      const std::vector<TensorType> &grads,
                      const std::vector<int64_t> &wrt, int64_t flops);

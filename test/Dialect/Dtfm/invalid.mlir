@@ -877,3 +877,12 @@ func.func @nan_lr() {
   %u = dtfm.sgd_update %w, %g {lr = 0x7FF8000000000000 : f64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @wrt_twice() {
+  %x = dtfm.input "x" : tensor<2x3xf32>
+  // expected-error @+1 {{'dtfm.backward' op 'wrt' index 0 given twice}}
+  %g:2 = dtfm.backward "dtfm.add"(%x, %x, %x) {flops = 6 : i64, wrt = array<i64: 0, 0>} : (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>)
+  return
+}

@@ -95,6 +95,13 @@ def main():
     elif mutation == "undefined-operand":
         first, _ = op_block(lines, "dtfm.linear")
         lines[first + 2] = re.sub(r"\d+", "99999", lines[first + 2])
+    elif mutation == "repeated-wrt":
+        # Found by probing: a backward asked for one gradient twice.
+        first, last = op_block(lines, "dtfm.backward")
+        j = next(i for i in range(first, last)
+                 if lines[i].strip() == 'key: "wrt"')
+        k = next(i for i in range(j, last) if "values:" in lines[i])
+        lines[k + 1] = lines[k]
     elif mutation == "flipped-value":
         # What a flipped byte in transit does: one number changes.
         set_attr(lines, "dtfm.sgd_update", "lr", "f", "0.125")
