@@ -67,32 +67,13 @@ std::string arity(size_t in, size_t out, size_t minIn, size_t maxIn,
 /// A registered custom kind's results for these operands.
 std::string customRule(const ProgramOp &op, const std::vector<TensorType> &in,
                        const std::vector<TensorType> &out) {
-  const CustomOpDef *def = CustomOpRegistry::global().lookup(op.attrs.custom.kind);
-  if (!def)
-    return "custom kind '" + op.attrs.custom.kind +
-           "' is not registered (load the plugin that defines it with "
-           "--load-dtfm-plugin)";
   CustomOpCall call = op.attrs.custom;
   for (const TensorType &t : in) {
     if (t.element != "f32")
       return "custom ops take f32 operands, found " + shapes::typeText(t);
     call.operands.push_back({t.shape, DType::F32});
   }
-  std::vector<TensorDesc> inferred;
-  std::string error;
-  if (!def->inferResults(call, inferred, error))
-    return "'" + call.kind + "': " + error;
-  if (inferred.size() != out.size())
-    return "'" + call.kind + "' expected " + std::to_string(inferred.size()) +
-           " results, found " + std::to_string(out.size());
-  for (size_t i = 0; i < out.size(); ++i) {
-    TensorType expected{inferred[i].shape, dtypeName(inferred[i].dtype)};
-    if (expected != out[i])
-      return "'" + call.kind + "' expected result #" + std::to_string(i) +
-             " of type " + shapes::typeText(expected) + ", found " +
-             shapes::typeText(out[i]);
-  }
-  return "";
+  return shapes::custom(call, out);
 }
 
 /// The shared rule of `kind` (OpShapes.h) for these operand and result

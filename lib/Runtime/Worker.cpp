@@ -418,7 +418,7 @@ bool Worker::resume(int64_t &step, std::string &error) {
                  reason.c_str(), static_cast<long long>(agreed));
     checkpoints->prune(SIZE_MAX, agreed);
   }
-  if (loaded != agreed && !valid(agreed)) {
+  if (!valid(agreed)) { // `state` holds `agreed` (loaded last) when valid
     error = why[agreed];
     return false;
   }

@@ -7,6 +7,7 @@
 #include "dtfm/Support/OpShapes.h"
 
 #include "dtfm/Format/Int8.h"
+#include "dtfm/Support/CustomOps.h"
 
 #include <algorithm>
 #include <cmath>
@@ -787,5 +788,29 @@ std::string dtfm::shapes::gradSync(const TensorType &grad,
            std::to_string(bytes);
   if (!(seconds >= 0 && std::isfinite(seconds)))
     return "expected non-negative seconds";
+  return "";
+}
+
+std::string dtfm::shapes::custom(const CustomOpCall &call,
+                                 const std::vector<TensorType> &results) {
+  const CustomOpDef *def = CustomOpRegistry::global().lookup(call.kind);
+  if (!def)
+    return "custom kind '" + call.kind +
+           "' is not registered (load the plugin that defines it with "
+           "--load-dtfm-plugin)";
+  std::vector<TensorDesc> inferred;
+  std::string error;
+  if (!def->inferResults(call, inferred, error))
+    return "'" + call.kind + "': " + error;
+  if (inferred.size() != results.size())
+    return "'" + call.kind + "' expected " + std::to_string(inferred.size()) +
+           " results, found " + std::to_string(results.size());
+  for (size_t i = 0; i < results.size(); ++i) {
+    TensorType expected{inferred[i].shape, dtypeName(inferred[i].dtype)};
+    if (expected != results[i])
+      return "'" + call.kind + "' expected result #" + std::to_string(i) +
+             " of type " + typeText(expected) + ", found " +
+             typeText(results[i]);
+  }
   return "";
 }

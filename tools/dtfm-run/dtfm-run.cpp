@@ -74,15 +74,17 @@ static const char *kUsage =
     "in the plan's f16/bf16, or fp32; default plan)\n"
     "         kernels:     [--load-dtfm-plugin lib.so] (custom operators)\n";
 
-/// An integer option value in [low, high] (decimal, nothing after it, no
-/// overflow), or a one-line error saying the range.
+/// An integer option value in [low, high] (decimal, nothing before or after
+/// it -- strtoll would skip leading blanks --, no overflow), or a one-line
+/// error saying the range.
 static bool integerIn(const char *flag, const char *text, long long low,
                       long long high, long long &value) {
   char *end = nullptr;
   errno = 0;
   value = std::strtoll(text, &end, 10);
-  if (!end || end == text || *end != '\0' || errno != 0 || value < low ||
-      value > high) {
+  bool starts = text[0] == '-' || std::isdigit(static_cast<unsigned char>(text[0]));
+  if (!starts || !end || end == text || *end != '\0' || errno != 0 ||
+      value < low || value > high) {
     std::fprintf(stderr,
                  "dtfm-run: error: %s expects an integer in [%lld, %lld], "
                  "got '%s'\n",

@@ -20,6 +20,7 @@
 
 #include "dtfm/Analysis/ClusterAnalysis.h"
 #include "dtfm/Format/PlanFile.h"
+#include "dtfm/Format/TensorFile.h"
 #include "dtfm/Runtime/PlanVerifier.h"
 #include "dtfm/InitAll.h"
 #include "dtfm/Support/PluginFlags.h"
@@ -38,7 +39,6 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
-#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -169,16 +169,21 @@ static FailureOr<mlir::dtfm::GptConfig> gptConfigFromFlags(std::string &error) {
 
 /// Writes `text` to the output file; nothing is left behind on failure.
 static int writeOutput(llvm::StringRef text) {
+  if (outputFilename == "-") {
+    llvm::outs() << text;
+    llvm::outs().flush();
+    if (std::error_code ec = llvm::outs().error()) {
+      // Cleared, or LLVM would report it again, fatally, at exit.
+      llvm::outs().clear_error();
+      return fail("cannot write to standard output (" + ec.message() + ")");
+    }
+    return 0;
+  }
+  // Through a temporary file and a rename, never half-written; a device or
+  // FIFO is written through, a symbolic link or folder refused.
   std::string error;
-  std::unique_ptr<llvm::ToolOutputFile> output =
-      openOutputFile(outputFilename, &error);
-  if (!output)
+  if (!::dtfm::format::writeFileAtomically(outputFilename, text.str(), error))
     return fail(error);
-  output->os() << text;
-  output->os().flush();
-  if (output->os().has_error())
-    return fail("cannot write '" + outputFilename + "'");
-  output->keep();
   return 0;
 }
 
@@ -363,14 +368,5 @@ int main(int argc, char **argv) {
   if (failed(verify(*module)))
     return fail("the generated module does not verify (see above)");
 
-  std::unique_ptr<llvm::ToolOutputFile> output =
-      openOutputFile(outputFilename, &error);
-  if (!output)
-    return fail(error);
-  module->print(output->os());
-  output->os().flush();
-  if (output->os().has_error())
-    return fail("cannot write '" + outputFilename + "'");
-  output->keep();
-  return 0;
+  return writeModule(*module);
 }

@@ -21,6 +21,10 @@
 #include <string>
 #include <vector>
 
+namespace dtfm {
+struct CustomOpCall;
+} // namespace dtfm
+
 namespace dtfm::shapes {
 
 /// The largest tensor a dtfm op may read or make, in bytes (and so in
@@ -158,6 +162,11 @@ std::string topkDecompress(const TensorType &values, const TensorType &indices,
                            const TensorType &result);
 std::string gradSync(const TensorType &grad, const TensorType &result,
                      int64_t bytes, size_t groupSize, double seconds);
+/// dtfm.custom: `call`'s kind is registered (CustomOpRegistry) and the
+/// results it infers for `call` (its operands filled in) are `results`, in
+/// number and type.
+std::string custom(const CustomOpCall &call,
+                   const std::vector<TensorType> &results);
 
 } // namespace dtfm::shapes
 

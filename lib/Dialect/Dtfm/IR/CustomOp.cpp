@@ -97,31 +97,14 @@ mlir::dtfm::buildCustomOpCall(CustomOp op, std::string &error) {
 }
 
 LogicalResult CustomOp::verify() {
-  const ::dtfm::CustomOpDef *def =
-      ::dtfm::CustomOpRegistry::global().lookup(getKind().str());
-  if (!def)
-    return emitOpError() << "custom kind '" << getKind()
-                         << "' is not registered (load the plugin that "
-                            "defines it with --load-dtfm-plugin)";
   std::string error;
   FailureOr<::dtfm::CustomOpCall> call = buildCustomOpCall(*this, error);
   if (failed(call))
     return emitOpError() << error;
-  std::vector<::dtfm::TensorDesc> inferred;
-  if (!def->inferResults(*call, inferred, error))
-    return emitOpError() << "'" << getKind() << "': " << error;
-  if (inferred.size() != getOutputs().size())
-    return emitOpError() << "'" << getKind() << "' expected "
-                         << inferred.size() << " results, found "
-                         << getOutputs().size();
-  for (auto [index, result] : llvm::enumerate(getOutputs())) {
-    Type expected = fromTensorDesc(getContext(), inferred[index]);
-    if (expected != result.getType())
-      return emitOpError() << "'" << getKind() << "' expected result #"
-                           << index << " of type " << expected << ", found "
-                           << result.getType();
-  }
-  return success();
+  std::vector<::dtfm::shapes::TensorType> results;
+  for (Value result : getOutputs())
+    results.push_back(op_support::typeOf(result));
+  return op_support::check(*this, ::dtfm::shapes::custom(*call, results));
 }
 
 /// The registered cost of a custom op (zero when its kind is unknown, which
