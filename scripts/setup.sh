@@ -8,6 +8,8 @@ packages=(
   cmake ninja-build ccache g++ pkg-config
   # the runtime bundle (scripts/bundle-runtime.sh) sets its programs' rpaths
   patchelf
+  # sanitizer builds and libFuzzer (scripts/sanitize.sh): the LLVM of MLIR
+  clang-19 libclang-rt-19-dev
   # MLIR / LLVM 19 (lit lives in llvm-19-dev, FileCheck in llvm-19-tools)
   llvm-19-dev libmlir-19-dev mlir-19-tools llvm-19-tools
   # unit tests

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sets up the machine, builds dtfm and runs every test (lit + FileCheck and the
-# GoogleTest unit tests, through lit). Ends with "N passed, N failed"; exits
-# non-zero when any test fails.
+# GoogleTest unit tests, through lit), then the sanitizer smoke: the runtime,
+# importer and fuzz-seed tests and the unit tests under ASan + UBSan, and each
+# fuzzer for 60 s (docs/Testing.md; DTFM_SANITIZE=0 leaves it out). Ends with
+# "N passed, N failed"; exits non-zero when any test fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,5 +23,20 @@ passed=${passed:-0}; failed=${failed:-0}; unsupported=$(( ${unsupported:-0} + ${
 if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then
   failed=1 # the build or lit itself failed before counting tests
 fi
-echo "tests: $passed passed, $failed failed, $unsupported skipped"
+summary="tests: $passed passed, $failed failed, $unsupported skipped"
+
+if [ "${DTFM_SANITIZE:-1}" != 0 ]; then
+  asan_status=0 fuzz_status=0
+  scripts/sanitize.sh asan Runtime Target Fuzz 2>&1 | tee "$log" || asan_status=$?
+  asan_passed=$(count Passed); asan_failed=$(count Failed)
+  scripts/sanitize.sh fuzz "${DTFM_FUZZ_SECONDS:-60}" || fuzz_status=$?
+  summary="$summary; under ASan+UBSan: ${asan_passed:-0} passed, ${asan_failed:-0} failed"
+  [ "$asan_status" -eq 0 ] || { summary="$summary (sanitizer run failed)"; status=1; }
+  if [ "$fuzz_status" -eq 0 ]; then
+    summary="$summary; fuzzers clean"
+  else
+    summary="$summary; a fuzzer failed"; status=1
+  fi
+fi
+echo "$summary"
 exit "$status"

@@ -68,6 +68,10 @@ except (OSError, subprocess.SubprocessError):
 tool_dirs = [config.dtfm_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(["dtfm-opt", "dtfm-translate", "dtfm-run"],
                                    tool_dirs)
+# The fuzz targets (fuzz/), run on their seeds and past crashes (test/Fuzz).
+llvm_config.add_tool_substitutions(
+    ["dtfm-%s-fuzzer" % t for t in ("cluster", "plan", "checkpoint", "mlir",
+                                    "onnx")], tool_dirs)
 # The benches (bench/), for their command-line errors (Tools/bench-flags.test);
 # bench-cuda is built only with the CUDA backend.
 bench_tools = ["bench-hetero", "bench-paper", "bench-scheduler", "bench-shape"]

@@ -18,8 +18,6 @@
 using namespace dtfm::runtime;
 using dtfm::format::Tensor;
 
-static const char *const kMetaEntry = "meta/step-and-plan";
-
 std::string CheckpointStore::path(int64_t step) const {
   return dir + "/" + device + ".step-" + std::to_string(step) + ".ckpt";
 }
@@ -55,14 +53,13 @@ std::vector<int64_t> CheckpointStore::steps() const {
   return found;
 }
 
-/// The manifest's one line.
-static std::string manifestLine(int64_t step, uint64_t planHash,
-                                size_t bytes, uint64_t checksum) {
+std::string CheckpointStore::manifest(int64_t step,
+                                      const std::string &bytes) const {
   char line[160];
   std::snprintf(line, sizeof line,
                 "dtfm-checkpoint 1 step %" PRId64 " plan %016" PRIx64
                 " bytes %zu fnv1a %016" PRIx64 "\n",
-                step, planHash, bytes, checksum);
+                step, planHash, bytes.size(), fnv1a(bytes));
   return line;
 }
 
@@ -78,7 +75,7 @@ bool CheckpointStore::save(int64_t step, format::TensorMap state,
   return format::writeFileAtomically(path(step), bytes, error) &&
          format::writeFileAtomically(
              manifestPath(step),
-             manifestLine(step, planHash, bytes.size(), fnv1a(bytes)), error);
+             manifest(step, bytes), error);
 }
 
 void CheckpointStore::prune(size_t keep, int64_t newest) const {
@@ -109,8 +106,8 @@ bool CheckpointStore::load(int64_t step, format::TensorMap &state,
                            std::string &error) const {
   std::string file = path(step), manifestFile = manifestPath(step);
   state.clear();
-  std::string manifest, bytes;
-  if (!format::readWholeFile(manifestFile, manifest, error)) {
+  std::string written, bytes;
+  if (!format::readWholeFile(manifestFile, written, error)) {
     error = manifestFile + ": missing (the generation was never finished)";
     return false;
   }
@@ -118,10 +115,10 @@ bool CheckpointStore::load(int64_t step, format::TensorMap &state,
     error = file + ": missing (its manifest says it was written)";
     return false;
   }
-  if (manifest != manifestLine(step, planHash, bytes.size(), fnv1a(bytes))) {
+  if (written != manifest(step, bytes)) {
     char planText[40];
     std::snprintf(planText, sizeof planText, " plan %016" PRIx64 " ", planHash);
-    error = manifest.find(planText) == std::string::npos
+    error = written.find(planText) == std::string::npos
                 ? file + ": a checkpoint of another plan"
                 : file + ": size or checksum differs from its manifest "
                          "(corrupt)";

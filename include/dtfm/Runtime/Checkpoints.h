@@ -31,6 +31,9 @@ public:
   CheckpointStore(std::string dir, std::string device, uint64_t planHash)
       : dir(std::move(dir)), device(std::move(device)), planHash(planHash) {}
 
+  /// The tensor that records a generation's step and plan hash.
+  static constexpr const char *kMetaEntry = "meta/step-and-plan";
+
   /// "<dir>/<device>.step-<step>.ckpt".
   std::string path(int64_t step) const;
   /// "<dir>/<device>.step-<step>.manifest".
@@ -38,6 +41,8 @@ public:
   /// Steps of which this device has any file (a .ckpt or a manifest),
   /// ascending: complete or not.
   std::vector<int64_t> steps() const;
+  /// The manifest's line for generation `step` whose .ckpt holds `bytes`.
+  std::string manifest(int64_t step, const std::string &bytes) const;
   /// Writes generation `step`: the tensors, then the manifest.
   bool save(int64_t step, format::TensorMap state, std::string &error) const;
   /// Removes every generation older than the newest `keep` that have a

@@ -4,6 +4,8 @@ verify-plan-hostile.test can check that dtfm-run and --import-plan refuse
 each with its one-line error before anything runs.
 
 usage: mutate_plan.py MUTATION IN.txtpb OUT.txtpb
+       mutate_plan.py --list   (the mutations, one per line: the plan
+                                fuzzer's seeds, fuzz/make-seeds.sh)
 """
 import re
 import sys
@@ -47,8 +49,22 @@ def set_attr(lines, op, key, field, value, nth=0):
     lines[j] = "%s%s: %s" % (indent, field, value)
 
 
+MUTATIONS = [
+    "zero-heads", "removed-operand", "foreign-op", "huge-param",
+    "negative-bytes", "duplicated-stream", "missing-compute",
+    "wrong-input-shape", "unknown-dtype", "unknown-schedule", "unknown-peer",
+    "nan-lr", "duplicate-param", "undefined-operand", "repeated-wrt",
+    "flipped-value",
+]
+
+
 def main():
+    if sys.argv[1:] == ["--list"]:
+        print("\n".join(MUTATIONS))
+        return
     mutation, source, target = sys.argv[1:4]
+    if mutation not in MUTATIONS:
+        raise SystemExit("unknown mutation " + mutation)
     lines = open(source).read().split("\n")
     if mutation == "zero-heads":
         set_attr(lines, "dtfm.causal_attention", "num_heads", "i", "0")

@@ -1,0 +1,65 @@
+//===- checkpoint-fuzzer.cpp - Fuzzes the checkpoint reader ---------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+//
+// The first byte chooses what is under test. Even: the rest is a .ckpt
+// file with its correct manifest (the plan hash taken from its own meta
+// entry when it has one), so that decoding and the plan and finiteness
+// checks see every input. Odd: the rest is the manifest's line (up to the
+// first newline) and then the .ckpt, so that the manifest check sees
+// anything.
+//
+//===----------------------------------------------------------------------===//
+
+#include "FuzzSupport.h"
+
+#include "dtfm/Runtime/Checkpoints.h"
+
+#include <cmath>
+
+using namespace dtfm;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size == 0)
+    return 0;
+  bool givenManifest = data[0] & 1;
+  std::string rest(reinterpret_cast<const char *>(data + 1), size - 1);
+  std::string manifest, ckpt = rest;
+  if (givenManifest) {
+    size_t newline = rest.find('\n');
+    size_t end = newline == std::string::npos ? rest.size() : newline + 1;
+    manifest = rest.substr(0, end);
+    ckpt = rest.substr(end);
+  }
+
+  // The plan hash the checkpoint says it belongs to, when it says so.
+  uint64_t planHash = 0x5eed;
+  format::TensorMap decoded;
+  std::string error;
+  if (format::decodeTensors(ckpt, "fuzz.ckpt", decoded, error)) {
+    auto meta = decoded.find(runtime::CheckpointStore::kMetaEntry);
+    if (meta != decoded.end() && meta->second.numel() == 5) {
+      planHash = 0;
+      for (int i = 0; i < 4; ++i) {
+        float part = meta->second.data[1 + i];
+        if (std::isfinite(part) && part >= 0 && part < 65536)
+          planHash |= static_cast<uint64_t>(part) << (16 * i);
+      }
+    }
+  }
+
+  runtime::CheckpointStore store(fuzz::scratchDir(), "dev", planHash);
+  if (!givenManifest)
+    manifest = store.manifest(1, ckpt);
+  fuzz::writeScratch("dev.step-1.ckpt",
+                     reinterpret_cast<const uint8_t *>(ckpt.data()),
+                     ckpt.size());
+  fuzz::writeScratch("dev.step-1.manifest",
+                     reinterpret_cast<const uint8_t *>(manifest.data()),
+                     manifest.size());
+  format::TensorMap state;
+  store.load(1, state, error);
+  return 0;
+}

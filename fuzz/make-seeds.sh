@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Builds the fuzz targets' seed corpora from dtfm's own test inputs, one
+# folder per target under <out>: cluster files and CSV matrices, every
+# `// -----` split of the lit tests' MLIR, Debian's ONNX single-op models
+# (libonnx-testdata; --onnx-limit N takes the first N), a small two-stage
+# plan in binary and text form with the hostile edits of
+# test/Runtime/Inputs/mutate_plan.py, and one checkpoint of that plan.
+# Usage: fuzz/make-seeds.sh <folder with dtfm-opt, dtfm-translate, dtfm-run>
+#                           <out> [--onnx-limit N]
+set -euo pipefail
+src=$(cd "$(dirname "$0")/.." && pwd)
+if [ $# -lt 2 ]; then
+  echo "usage: $0 <tools folder> <out folder> [--onnx-limit N]" >&2
+  exit 2
+fi
+bin=$1 out=$2 onnx_limit=0
+if [ $# -ge 4 ] && [ "$3" = "--onnx-limit" ]; then onnx_limit=$4; fi
+python=/usr/bin/python3
+rm -rf "$out"
+mkdir -p "$out"/cluster "$out"/mlir "$out"/onnx "$out"/plan "$out"/checkpoint
+
+# Cluster files and matrices.
+n=0
+while IFS= read -r f; do
+  n=$((n + 1)); cp "$f" "$out/cluster/$n-$(basename "$f")"
+done < <(find "$src/examples/clusters" "$src/test" \
+           \( -name '*.textproto' -o -name '*.csv' \) -type f | sort)
+
+# MLIR: each split of each lit test and its inputs.
+"$python" - "$src/test" "$out/mlir" <<'PY'
+import pathlib, sys
+root, out = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+n = 0
+for path in sorted(root.rglob("*.mlir")):
+    for part in path.read_text().split("// -----"):
+        n += 1
+        (out / f"{n}.mlir").write_text(part)
+PY
+
+# ONNX: Debian's single-op test models.
+n=0
+while IFS= read -r f; do
+  n=$((n + 1))
+  if [ "$onnx_limit" -gt 0 ] && [ "$n" -gt "$onnx_limit" ]; then break; fi
+  cp "$f" "$out/onnx/$n.onnx"
+done < <(find /usr/share/libonnx-testdata/data/node -name model.onnx 2>/dev/null | sort)
+
+# Plans: a tiny GPT on two stages, binary and text, and its hostile edits.
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+printf 'name: "two"\ndevices { name: "cpu" region: "local" count: 2 peak_flops: 1e11 memory_bytes: 8e9 }\nintra_region { delay_ms: 0.05 bandwidth_gbps: 40 }\n' > "$work/two.textproto"
+"$bin/dtfm-translate" --import-gpt tiny --layers 1 -o "$work/tiny.mlir"
+"$bin/dtfm-opt" "$work/tiny.mlir" --dtfm-plan="cluster=$work/two.textproto dp=1 pp=2 programs=true micro-batches=2 optimizer=sgd lr=0.1" -o "$work/plan.mlir"
+"$bin/dtfm-translate" --export-plan --cluster "$work/two.textproto" "$work/plan.mlir" -o "$out/plan/tiny.pb"
+"$bin/dtfm-translate" --export-plan --plan-text --cluster "$work/two.textproto" "$work/plan.mlir" -o "$out/plan/tiny.txtpb"
+for edit in $("$python" "$src/test/Runtime/Inputs/mutate_plan.py" --list); do
+  "$python" "$src/test/Runtime/Inputs/mutate_plan.py" "$edit" "$out/plan/tiny.txtpb" "$out/plan/$edit.txtpb"
+done
+
+# A checkpoint of that plan, as the checkpoint fuzzer reads it: a first
+# byte of 0 (the manifest is made for it), then the .ckpt.
+"$bin/dtfm-run" "$out/plan/tiny.pb" --execute --steps 1 --checkpoint-dir "$work" \
+  --log "$work/log.jsonl" > /dev/null
+for ckpt in "$work"/*.ckpt; do
+  { printf '\0'; cat "$ckpt"; } > "$out/checkpoint/$(basename "$ckpt")"
+done
+
+for target in cluster mlir onnx plan checkpoint; do
+  echo "$target: $(find "$out/$target" -type f | wc -l) seeds"
+done
