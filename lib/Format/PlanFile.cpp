@@ -13,6 +13,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/text_format.h>
 
 #include <map>
@@ -39,7 +40,9 @@ bool dtfm::format::parsePlan(const std::string &bytes,
   } quiet;
   google::protobuf::TextFormat::Parser parser;
   parser.RecordErrorsTo(&quiet);
-  // Binary first; then text format, quietly (a failure is reported below).
+  // Binary first; then text format, quietly (a failure is reported below;
+  // protobuf would log invalid UTF-8 in a string field on stderr).
+  google::protobuf::LogSilencer noLog;
   if (!plan.ParseFromString(bytes) && !parser.ParseFromString(bytes, &plan)) {
     // A text plan of another version may not parse with this schema: name
     // its version when it states one.

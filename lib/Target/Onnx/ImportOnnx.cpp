@@ -15,6 +15,7 @@
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
+#include <google/protobuf/stubs/logging.h>
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -119,6 +120,9 @@ bool OnnxImporter::load() {
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return fail("cannot open the model");
+  // Quiet: protobuf would log what it finds wrong (invalid UTF-8 in a
+  // string) on stderr before the one line below.
+  google::protobuf::LogSilencer noLog;
   if (!model.ParseFromIstream(&in))
     return fail("not an ONNX model (protobuf does not parse)");
   // What ONNX's shape inference and the importer size or divide by, before
