@@ -10,35 +10,20 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "dtfm/InitAll.h"
-#include "dtfm/Passes/Passes.h"
+#include "MlirFuzzSupport.h"
 
-#include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
-#include "mlir/Pass/PassManager.h"
 
 #include <string>
-
-using namespace mlir;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   // The lexer reads the terminating NUL that std::string keeps.
   std::string text(reinterpret_cast<const char *>(data), size);
-  DialectRegistry registry;
-  mlir::dtfm::registerAllDialects(registry);
-  MLIRContext context(registry, MLIRContext::Threading::DISABLED);
-  context.printOpOnDiagnostic(false);
-  ScopedDiagnosticHandler quiet(&context,
-                                [](Diagnostic &) { return success(); });
-  ParserConfig config(&context);
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, config);
-  if (!module || failed(verify(*module)))
-    return 0;
-  PassManager passes(&context);
-  passes.addPass(mlir::dtfm::createAnnotateCosts());
-  (void)passes.run(*module);
+  dtfm::fuzz::QuietContext context;
+  mlir::ParserConfig config(context.get());
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(text, config);
+  if (module)
+    dtfm::fuzz::verifyAndAnnotateCosts(*module);
   return 0;
 }
