@@ -24,10 +24,15 @@
 #include "llvm/Support/MathExtras.h"
 
 #include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
 #include <cmath>
 #include <fstream>
 #include <functional>
 #include <set>
+#include <sys/wait.h>
+#include <unistd.h>
 
 using namespace mlir;
 using namespace mlir::dtfm;
@@ -116,6 +121,84 @@ static std::string attributeProblem(const onnx::NodeProto &node) {
   return "";
 }
 
+/// Writes all of `bytes` to `fd` (a pipe).
+static bool writeAll(int fd, const std::string &bytes) {
+  for (size_t done = 0; done < bytes.size();) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+/// Runs `step` -- ONNX's checker or its shape inference, on `model` -- in a
+/// child process: "" on success, else one line (`what`: ONNX's message).
+/// With `takeModel` the child's model (shapes inferred) replaces `model`.
+/// Both are ONNX's code, and Debian's libonnx crashes on some malformed
+/// models (a Conv or ConvTranspose whose input and weight ranks differ reads
+/// out of bounds, onnx/onnx#6180; found by the ONNX fuzzer); in a child such
+/// a crash is an error, not a dead importer.
+static std::string runIsolated(const std::string &what,
+                               onnx::ModelProto &model, bool takeModel,
+                               const std::function<void(onnx::ModelProto &)> &step) {
+  int fds[2];
+  if (::pipe(fds) != 0)
+    return "cannot run " + what + " (pipe: " + std::strerror(errno) + ")";
+  std::fflush(nullptr);
+  pid_t child = ::fork();
+  if (child < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return "cannot run " + what + " (fork: " + std::strerror(errno) + ")";
+  }
+  if (child == 0) {
+    // A crash ends the child by its signal, whatever handlers the parent
+    // installed (LLVM's, a sanitizer's, libFuzzer's).
+    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT})
+      std::signal(sig, SIG_DFL);
+    ::close(fds[0]);
+    std::string reply = "M";
+    try {
+      step(model);
+      if (takeModel)
+        reply += model.SerializeAsString();
+    } catch (const std::exception &e) {
+      reply = "E" + what + ": " + e.what();
+    }
+    ::_exit(writeAll(fds[1], reply) ? 0 : 1);
+  }
+  ::close(fds[1]);
+  std::string reply;
+  char buffer[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fds[0], buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    reply.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFSIGNALED(status))
+    return what + " crashed on this model (" + strsignal(WTERMSIG(status)) +
+           "): it is malformed";
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || reply.empty())
+    return what + " failed without a message";
+  if (reply[0] == 'E')
+    return reply.substr(1);
+  google::protobuf::LogSilencer noLog;
+  if (takeModel && !model.ParseFromArray(reply.data() + 1,
+                                         static_cast<int>(reply.size() - 1)))
+    return what + " returned a model that does not parse";
+  return "";
+}
+
 bool OnnxImporter::load() {
   std::ifstream in(path, std::ios::binary);
   if (!in)
@@ -139,11 +222,11 @@ bool OnnxImporter::load() {
         if (std::string problem = dimsProblem(a.t()); !problem.empty())
           return fail(where + ": attribute " + a.name() + ": " + problem);
   }
-  try {
-    onnx::checker::check_model(model);
-  } catch (const std::exception &e) {
-    return fail("ONNX checker: " + std::string(e.what()));
-  }
+  if (std::string problem = runIsolated(
+          "ONNX checker", model, /*takeModel=*/false,
+          [](onnx::ModelProto &m) { onnx::checker::check_model(m); });
+      !problem.empty())
+    return fail(problem);
   // Static shapes: overrides first, then every graph input must be static.
   onnx::GraphProto *graph = model.mutable_graph();
   std::set<std::string> initializerNames;
@@ -185,13 +268,15 @@ bool OnnxImporter::load() {
   for (onnx::ValueInfoProto &output : *graph->mutable_output())
     output.mutable_type()->mutable_tensor_type()->clear_shape();
   graph->clear_value_info();
-  try {
-    onnx::ShapeInferenceOptions inference{true, 1, true};
-    onnx::shape_inference::InferShapes(
-        model, onnx::OpSchemaRegistry::Instance(), inference);
-  } catch (const std::exception &e) {
-    return fail("ONNX shape inference: " + std::string(e.what()));
-  }
+  if (std::string problem = runIsolated(
+          "ONNX shape inference", model, /*takeModel=*/true,
+          [](onnx::ModelProto &m) {
+            onnx::ShapeInferenceOptions inference{true, 1, true};
+            onnx::shape_inference::InferShapes(
+                m, onnx::OpSchemaRegistry::Instance(), inference);
+          });
+      !problem.empty())
+    return fail(problem);
   fuseOnnxPatterns(*model.mutable_graph());
   return true;
 }

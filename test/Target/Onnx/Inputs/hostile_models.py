@@ -55,6 +55,17 @@ def main():
     onnx.save(helper.make_model(graph,
                                 opset_imports=[helper.make_opsetid("", 14)]),
               os.path.join(d, "dynamic.onnx"))
+    # The ONNX fuzzer's find: a ConvTranspose whose input has rank 2 and
+    # weight rank 4 crashes ONNX's own shape inference (onnx/onnx#6180).
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 3, 3])
+    w = numpy_helper.from_array(np.ones((1, 2, 3, 3), np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("ConvTranspose", ["x", "w"], ["y"])],
+        "rank-mismatch", [x], [y], [w])
+    onnx.save(helper.make_model(graph,
+                                opset_imports=[helper.make_opsetid("", 11)]),
+              os.path.join(d, "convtranspose-ranks.onnx"))
 
 
 if __name__ == "__main__":
