@@ -103,35 +103,54 @@ case "$mode" in
     [ ${#targets[@]} -eq 0 ] && targets=(cluster plan checkpoint mlir onnx)
     fuzzers=(); for t in "${targets[@]}"; do fuzzers+=("dtfm-$t-fuzzer"); done
     ninja -C "$build" -j "$jobs" dtfm-opt dtfm-translate dtfm-run "${fuzzers[@]}"
-    work="$src/$build/fuzz"
+    work="$src/$build/fuzz-runs" # (build-asan/fuzz is the targets' build folder)
     mkdir -p "$work"
     # The seeds come from the sanitized tools; leaks there are not the
     # fuzzers' business (asan mode checks them).
     ASAN_OPTIONS=allow_user_poisoning=0:detect_leaks=0 fuzz/make-seeds.sh "$build/bin" "$work/seeds" > /dev/null
     export ASAN_OPTIONS="$asan_common"
     export UBSAN_OPTIONS="print_stacktrace=1"
+    # -timeout: an input that takes 25 s is a hang; -rss_limit_mb: 2 GiB is
+    # an out-of-memory; both count as failures. DTFM_FUZZ_PARALLEL targets
+    # run at once (default 1: CI's two cores are shared).
+    run_target() {
+      local t=$1
+      mkdir -p "$work/corpus-$t" "$work/crashes-$t"
+      if "$build/bin/dtfm-$t-fuzzer" "$work/corpus-$t" "$work/seeds/$t" \
+          -max_total_time="$seconds" -timeout=25 -rss_limit_mb=2048 \
+          -max_len=1048576 -print_final_stats=1 \
+          -artifact_prefix="$work/crashes-$t/" > "$work/$t.log" 2>&1; then
+        echo clean > "$work/$t.result"
+      else
+        echo FAILED > "$work/$t.result"
+      fi
+    }
+    running=0
+    for t in "${targets[@]}"; do
+      rm -f "$work/$t.result"
+      run_target "$t" &
+      running=$((running + 1))
+      if [ "$running" -ge "${DTFM_FUZZ_PARALLEL:-1}" ]; then
+        wait -n || true
+        running=$((running - 1))
+      fi
+    done
+    wait || true
     printf '%-11s %10s %8s %8s %8s  %s\n' target runs cov ft corpus result
     failed=0
     for t in "${targets[@]}"; do
-      corpus="$work/corpus-$t" artifacts="$work/crashes-$t"
-      mkdir -p "$corpus" "$artifacts"
       log="$work/$t.log"
-      result=clean
-      # -timeout: an input that takes 25 s is a hang; -rss_limit_mb: 2 GiB is
-      # an out-of-memory; both count as failures.
-      "$build/bin/dtfm-$t-fuzzer" "$corpus" "$work/seeds/$t" \
-        -max_total_time="$seconds" -timeout=25 -rss_limit_mb=2048 \
-        -max_len=1048576 -print_final_stats=1 \
-        -artifact_prefix="$artifacts/" > "$log" 2>&1 || { result=FAILED; failed=1; }
+      result=$(cat "$work/$t.result" 2>/dev/null || echo FAILED)
       runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
       cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
       ft=$(grep -o 'ft: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
-      size=$(find "$corpus" -type f | wc -l)
+      size=$(find "$work/corpus-$t" -type f | wc -l)
       printf '%-11s %10s %8s %8s %8s  %s\n' "$t" "${runs:-0}" "${cov:-0}" \
         "${ft:-0}" "$size" "$result"
-      if [ "$result" = FAILED ]; then
+      if [ "$result" != clean ]; then
+        failed=1
         grep -m1 -E "ERROR|runtime error|deadly signal|timeout|out-of-memory" "$log" >&2 || true
-        echo "  log: $log; input: $(ls "$artifacts" | head -1)" >&2
+        echo "  log: $log; input: $(ls "$work/crashes-$t" | head -1)" >&2
       fi
     done
     exit "$failed"
