@@ -345,3 +345,19 @@ TEST(Hetero, UnevenReplicasGiveFasterPipelinesMoreMicroBatches) {
   EXPECT_TRUE(capped.pipelineMicroBatches.empty());
   EXPECT_NEAR(capped.pipelineSeconds, 8.0, 1e-9);
 }
+
+TEST(Hetero, UnevenReplicasFollowComputeNotLinks) {
+  // Identical devices, two two-stage pipelines, every link of device 2 (so
+  // one pipeline's inner link, however they pair) 125000x slower (10 s a
+  // transfer): shares stay even. A split by link speed
+  // alone misjudged communication-bound pipelines (bench-paper world-wide:
+  // predicted 29.5 s, simulated 46.5 s against 30.7 s even).
+  Cluster c = mixedCluster(4, 0, 1.0);
+  for (int other : {0, 1, 3})
+    c.bandwidthGbps(2, other) = c.bandwidthGbps(other, 2) = 0.0008;
+  HeteroProblem p = problemFor(c, 2, 2, 2);
+  HeteroCost cost = HeteroModel(p).evaluate({{0, 2}, {1, 3}});
+  ASSERT_TRUE(cost.feasible) << cost.error;
+  EXPECT_TRUE(cost.pipelineMicroBatches.empty());
+  EXPECT_DOUBLE_EQ(cost.pipelineSeconds, cost.evenPipelineSeconds);
+}
