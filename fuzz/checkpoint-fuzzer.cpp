@@ -17,8 +17,6 @@
 
 #include "dtfm/Runtime/Checkpoints.h"
 
-#include <cmath>
-
 using namespace dtfm;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -35,20 +33,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
 
   // The plan hash the checkpoint says it belongs to, when it says so.
-  uint64_t planHash = 0x5eed;
   format::TensorMap decoded;
   std::string error;
-  if (format::decodeTensors(ckpt, "fuzz.ckpt", decoded, error)) {
-    auto meta = decoded.find(runtime::CheckpointStore::kMetaEntry);
-    if (meta != decoded.end() && meta->second.numel() == 5) {
-      planHash = 0;
-      for (int i = 0; i < 4; ++i) {
-        float part = meta->second.data[1 + i];
-        if (std::isfinite(part) && part >= 0 && part < 65536)
-          planHash |= static_cast<uint64_t>(part) << (16 * i);
-      }
-    }
-  }
+  uint64_t planHash = 0x5eed;
+  if (format::decodeTensors(ckpt, "fuzz.ckpt", decoded, error))
+    planHash = runtime::CheckpointStore::recordedPlanHash(decoded).value_or(
+        planHash);
 
   runtime::CheckpointStore store(fuzz::scratchDir(), "dev", planHash);
   if (!givenManifest)

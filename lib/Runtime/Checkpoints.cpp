@@ -53,6 +53,23 @@ std::vector<int64_t> CheckpointStore::steps() const {
   return found;
 }
 
+std::optional<uint64_t>
+CheckpointStore::recordedPlanHash(const format::TensorMap &state) {
+  auto meta = state.find(kMetaEntry);
+  if (meta == state.end() || meta->second.numel() != 5)
+    return std::nullopt;
+  uint64_t hash = 0;
+  for (int i = 0; i < 4; ++i) {
+    float part = meta->second.data[1 + i];
+    // Checked before the conversion: a NaN or out-of-range float has no
+    // integer value.
+    if (!(part >= 0 && part < 65536) || part != std::floor(part))
+      return std::nullopt;
+    hash |= static_cast<uint64_t>(part) << (16 * i);
+  }
+  return hash;
+}
+
 std::string CheckpointStore::manifest(int64_t step,
                                       const std::string &bytes) const {
   char line[160];
@@ -126,16 +143,11 @@ bool CheckpointStore::load(int64_t step, format::TensorMap &state,
   }
   if (!format::decodeTensors(bytes, file, state, error))
     return false;
-  auto meta = state.find(kMetaEntry);
-  bool samePlan = meta != state.end() && meta->second.numel() == 5;
-  for (int i = 0; samePlan && i < 4; ++i)
-    samePlan = static_cast<uint64_t>(meta->second.data[1 + i]) ==
-               ((planHash >> (16 * i)) & 0xffff);
-  if (!samePlan) {
+  if (recordedPlanHash(state) != planHash) {
     error = file + ": a checkpoint of another plan";
     return false;
   }
-  state.erase(meta);
+  state.erase(kMetaEntry);
   for (const auto &[name, tensor] : state)
     for (float v : tensor.data)
       if (!std::isfinite(v)) {

@@ -21,6 +21,7 @@
 #include "dtfm/Format/TensorFile.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,9 @@ public:
   /// Steps of which this device has any file (a .ckpt or a manifest),
   /// ascending: complete or not.
   std::vector<int64_t> steps() const;
+  /// The plan hash that a generation's tensors record in kMetaEntry, when
+  /// they record one (four 16-bit parts, each a whole float in range).
+  static std::optional<uint64_t> recordedPlanHash(const format::TensorMap &state);
   /// The manifest's line for generation `step` whose .ckpt holds `bytes`.
   std::string manifest(int64_t step, const std::string &bytes) const;
   /// Writes generation `step`: the tensors, then the manifest.
