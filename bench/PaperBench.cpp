@@ -10,6 +10,8 @@
 // random, Kernighan-Lin, DT-FM's genetic search, hetero -- with and without
 // AdaTopK, through the whole dtfm pipeline (--dtfm-plan programs=true), and
 // simulates one iteration of the resulting plan (dtfm-run's simulator).
+// hetero's row is the plan --dtfm-plan keeps after simulating hetero's and
+// every DT-FM algorithm's plan at the same shape ("plan kept" names whose).
 // Prints iteration time and PFLOP/s, and the ratios the paper reports next
 // to ours.
 //
@@ -57,6 +59,9 @@ struct Row {
   bool compression;
   int layers, batch;
   double iterationSeconds, pflops, wallSeconds;
+  /// hetero: whose plan --dtfm-plan kept after simulating the candidates
+  /// (dtfm.candidates); the algorithm itself otherwise.
+  std::string kept;
 };
 
 /// What to plan.
@@ -112,6 +117,10 @@ bool runJob(const std::string &clusterFile, const std::string &algorithm,
     error = "planning failed: " + diagnostics;
     return false;
   }
+  row.kept = algorithm;
+  if (auto candidates = (*module)->getAttrOfType<mlir::dtfm::CandidatesAttr>(
+          mlir::dtfm::kCandidatesAttrName))
+    row.kept = candidates.getChosen().str();
   ::dtfm::planner::Cluster cluster;
   if (!::dtfm::planner::loadClusterFile(clusterFile, cluster, error))
     return false;
@@ -216,7 +225,7 @@ int main(int argc, char **argv) {
     job.dp = job.pp = 32;
     job.microBatches = 4;
     job.budget = 20;
-    Row row{"synthetic-1024", "genetic", false, 96, 128, 0, 0, 0};
+    Row row{"synthetic-1024", "genetic", false, 96, 128, 0, 0, 0, ""};
     double planSeconds = 0, simulateSeconds = 0;
     std::string error;
     bool ok = runJob(clusterFile, "genetic", false, ratio, job, seed, row,
@@ -263,14 +272,14 @@ int main(int argc, char **argv) {
           << "_bandwidth_gbps.csv\"\n";
     }
     if (!json)
-      std::printf("\n%s\n  %-12s %-5s %6s %6s %13s %9s %8s\n", prefix.c_str(),
-                  "algorithm", "topk", "layers", "batch", "iteration_s",
-                  "PFLOP/s", "wall_s");
+      std::printf("\n%s\n  %-12s %-5s %6s %6s %13s %9s %8s  %s\n",
+                  prefix.c_str(), "algorithm", "topk", "layers", "batch",
+                  "iteration_s", "PFLOP/s", "wall_s", "plan kept");
     for (int layers : layerCounts)
       for (int batch : batches)
         for (const std::string &algorithm : algorithms)
           for (bool compression : {false, true}) {
-            Row row{prefix, algorithm, compression, layers, batch, 0, 0, 0};
+            Row row{prefix, algorithm, compression, layers, batch, 0, 0, 0, ""};
             std::string error;
             Job job;
             job.layers = layers;
@@ -289,15 +298,16 @@ int main(int argc, char **argv) {
               std::printf("{\"scenario\":\"%s\",\"algorithm\":\"%s\","
                           "\"compression\":%s,\"layers\":%d,\"batch\":%d,"
                           "\"iteration_s\":%.6f,\"pflops\":%.6f,"
-                          "\"wall_s\":%.3f}\n",
+                          "\"wall_s\":%.3f,\"kept_plan\":\"%s\"}\n",
                           prefix.c_str(), algorithm.c_str(),
                           compression ? "true" : "false", layers, batch,
-                          row.iterationSeconds, row.pflops, row.wallSeconds);
+                          row.iterationSeconds, row.pflops, row.wallSeconds,
+                          row.kept.c_str());
             else
-              std::printf("  %-12s %-5s %6d %6d %13.3f %9.4f %8.2f\n",
+              std::printf("  %-12s %-5s %6d %6d %13.3f %9.4f %8.2f  %s\n",
                           algorithm.c_str(), compression ? "yes" : "no",
                           layers, batch, row.iterationSeconds, row.pflops,
-                          row.wallSeconds);
+                          row.wallSeconds, row.kept.c_str());
             std::fflush(stdout);
           }
   }

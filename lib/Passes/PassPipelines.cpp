@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Passes/Passes.h"
+#include "dtfm/Planner/Search.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
@@ -102,15 +103,101 @@ struct PlanOptions : public PassPipelineOptions<PlanOptions> {
       llvm::cl::desc("Gradient bucket cap: auto or MiB (0: one bucket per "
                      "stage)"),
       llvm::cl::init("auto")};
+  Option<bool> simulateCandidates{
+      *this, "simulate-candidates",
+      llvm::cl::desc("algorithm=hetero with programs=true: also plan with "
+                     "each DT-FM algorithm at the same shape, simulate every "
+                     "plan and keep the fastest"),
+      llvm::cl::init(true)};
 };
 
+/// The options of --dtfm-plan's passes from device assignment on, as plain
+/// values: SimulateCandidates keeps a copy to build the tail per candidate.
+struct PlanTail {
+  std::string algorithm;
+  uint64_t seed;
+  double budget;
+  int dp, pp, microBatches;
+  std::string schedule, optimizer;
+  bool printTable;
+  double dpBytes, ppBytes;
+  bool programs;
+  double compressRatio;
+  std::string sync, syncEvery;
+  double outerLr, outerMomentum;
+  std::string dpCompression, ppCompression, bucketMb;
+
+  explicit PlanTail(const PlanOptions &o)
+      : algorithm(o.algorithm), seed(o.seed), budget(o.budget), dp(o.dp),
+        pp(o.pp), microBatches(o.microBatches), schedule(o.schedule),
+        optimizer(o.optimizer), printTable(o.printTable), dpBytes(o.dpBytes),
+        ppBytes(o.ppBytes), programs(o.programs),
+        compressRatio(o.compressRatio), sync(o.sync), syncEvery(o.syncEvery),
+        outerLr(o.outerLr), outerMomentum(o.outerMomentum),
+        dpCompression(o.dpCompression), ppCompression(o.ppCompression),
+        bucketMb(o.bucketMb) {}
+};
+
+/// assign -> partition, and with programs=true: -> send/recv ->
+/// [compression] -> gradient sync -> schedule -> one program per device ->
+/// verify.
+void buildPlanTail(OpPassManager &pm, const PlanTail &options,
+                   StringRef algorithm, bool printTable) {
+  AssignDevicesOptions assign;
+  assign.algorithm = algorithm.str();
+  assign.seed = options.seed;
+  assign.budget = options.budget;
+  assign.dataParallel = options.dp;
+  assign.pipelineParallel = options.pp;
+  assign.microBatches = options.microBatches;
+  assign.printTable = printTable;
+  assign.dpBytes = options.dpBytes;
+  assign.ppBytes = options.ppBytes;
+  assign.sync = options.sync;
+  assign.bucketMb = options.bucketMb;
+  assign.syncEvery = options.syncEvery;
+  assign.dpCompression = options.dpCompression;
+  assign.compressRatio = options.compressRatio;
+  assign.ppCompression = options.ppCompression;
+  pm.addPass(createAssignDevices(assign));
+  PartitionStagesOptions partition;
+  partition.schedule = options.schedule;
+  partition.microBatches = options.microBatches;
+  partition.printTable = printTable;
+  pm.addPass(createPartitionStages(partition));
+  if (!options.programs)
+    return;
+  pm.addPass(createInsertSendRecv());
+  if (options.compressRatio > 1 || options.ppCompression != "none") {
+    InsertCompressionOptions compression;
+    compression.ratio = options.compressRatio;
+    compression.int8 = options.ppCompression;
+    pm.addPass(createInsertCompression(compression));
+  }
+  InsertGradSyncOptions sync;
+  sync.sync = options.sync;
+  sync.bucketMb = options.bucketMb;
+  sync.syncEvery = options.syncEvery;
+  sync.dpCompression = options.dpCompression;
+  sync.outerLr = options.outerLr;
+  sync.outerMomentum = options.outerMomentum;
+  pm.addPass(createInsertGradSync(sync));
+  ScheduleMicrobatchesOptions schedule;
+  schedule.schedule = options.schedule;
+  schedule.microBatches = options.microBatches;
+  pm.addPass(createScheduleMicrobatches(schedule));
+  pm.addPass(createEmitStagePrograms());
+  pm.addPass(createVerifyPlan());
+}
+
 /// [import the cluster] -> annotate -> [choose shape -> annotate] -> autodiff
-/// -> assign -> partition. Devices are assigned before the stages are sized
-/// because the stage sizes depend on which devices run them (speed and memory
-/// of each data-parallel group). With programs=true:
-/// -> send/recv -> [compression] -> gradient sync -> schedule -> one program
-/// per device -> verify. The cluster file is read once, into the module's
-/// `dtfm.cluster`, which the planning passes read.
+/// -> the tail (buildPlanTail). Devices are assigned before the stages are
+/// sized because the stage sizes depend on which devices run them (speed
+/// and memory of each data-parallel group). The cluster file is read once,
+/// into the module's `dtfm.cluster`, which the planning passes read. With
+/// algorithm=hetero and programs=true the tail runs once per candidate
+/// algorithm and the plan that simulates fastest is kept
+/// (SimulateCandidates.cpp; simulate-candidates=false turns it off).
 void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
   if (!options.cluster.empty())
     pm.addPass(createImportCluster(ImportClusterOptions{options.cluster}));
@@ -137,51 +224,21 @@ void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
   autodiff.optimizer = options.optimizer;
   autodiff.lr = options.lr;
   pm.addPass(createAutodiff(autodiff));
-  AssignDevicesOptions assign;
-  assign.algorithm = options.algorithm;
-  assign.seed = options.seed;
-  assign.budget = options.budget;
-  assign.dataParallel = options.dp;
-  assign.pipelineParallel = options.pp;
-  assign.microBatches = options.microBatches;
-  assign.printTable = options.printTable;
-  assign.dpBytes = options.dpBytes;
-  assign.ppBytes = options.ppBytes;
-  assign.sync = options.sync;
-  assign.bucketMb = options.bucketMb;
-  assign.syncEvery = options.syncEvery;
-  assign.dpCompression = options.dpCompression;
-  assign.compressRatio = options.compressRatio;
-  assign.ppCompression = options.ppCompression;
-  pm.addPass(createAssignDevices(assign));
-  PartitionStagesOptions partition;
-  partition.schedule = options.schedule;
-  partition.microBatches = options.microBatches;
-  partition.printTable = options.printTable;
-  pm.addPass(createPartitionStages(partition));
-  if (!options.programs)
+  PlanTail tail(options);
+  if (!(options.programs && options.algorithm == "hetero" &&
+        options.simulateCandidates)) {
+    buildPlanTail(pm, tail, tail.algorithm, tail.printTable);
     return;
-  pm.addPass(createInsertSendRecv());
-  if (options.compressRatio > 1 || options.ppCompression != "none") {
-    InsertCompressionOptions compression;
-    compression.ratio = options.compressRatio;
-    compression.int8 = options.ppCompression;
-    pm.addPass(createInsertCompression(compression));
   }
-  InsertGradSyncOptions sync;
-  sync.sync = options.sync;
-  sync.bucketMb = options.bucketMb;
-  sync.syncEvery = options.syncEvery;
-  sync.dpCompression = options.dpCompression;
-  sync.outerLr = options.outerLr;
-  sync.outerMomentum = options.outerMomentum;
-  pm.addPass(createInsertGradSync(sync));
-  ScheduleMicrobatchesOptions schedule;
-  schedule.schedule = options.schedule;
-  schedule.microBatches = options.microBatches;
-  pm.addPass(createScheduleMicrobatches(schedule));
-  pm.addPass(createEmitStagePrograms());
-  pm.addPass(createVerifyPlan());
+  std::vector<std::string> algorithms{"hetero"};
+  for (::dtfm::planner::SearchAlgorithm baseline :
+       ::dtfm::planner::allSearchAlgorithms())
+    algorithms.push_back(::dtfm::planner::searchAlgorithmName(baseline));
+  pm.addPass(createSimulateCandidates(
+      [tail](OpPassManager &nested, StringRef algorithm, bool printTable) {
+        buildPlanTail(nested, tail, algorithm, printTable);
+      },
+      std::move(algorithms), tail.printTable));
 }
 } // namespace
 

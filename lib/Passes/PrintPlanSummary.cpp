@@ -188,15 +188,34 @@ struct PrintPlanSummary
                        "%.4f s\n",
                        double(shape.getPipelineS()),
                        double(shape.getDataParallelS()));
-    for (auto [s, stage] : llvm::enumerate(shape.getStages())) {
+    // Whole plans simulated (--dtfm-plan algorithm=hetero programs=true):
+    // the kept one may be a baseline's layout of the same shape.
+    if (auto candidates =
+            module->getAttrOfType<CandidatesAttr>(kCandidatesAttrName)) {
+      os << "simulated:";
+      for (auto [i, plan] : llvm::enumerate(candidates.getPlans())) {
+        os << (i ? ", " : " ") << plan.getAlgorithm();
+        if (plan.getIterationS())
+          os << llvm::format(" %.4f s", double(*plan.getIterationS()));
+        else
+          os << " not planned";
+        if (plan.getAlgorithm() == candidates.getChosen())
+          os << " (chosen)";
+      }
+      os << "\n";
+    }
+    // The stages as assigned (the shape's layout unless another
+    // algorithm's plan was kept).
+    auto assignment =
+        module->getAttrOfType<AssignmentAttr>(kAssignmentAttrName);
+    for (auto [s, stage] : llvm::enumerate(
+             assignment ? assignment.getStages() : shape.getStages())) {
       os << llvm::format("stage %2zu:", s);
       for (Attribute d : stage)
         os << " " << cast<StringAttr>(d).getValue();
       os << "\n";
     }
-    if (auto assignment =
-            module->getAttrOfType<AssignmentAttr>(kAssignmentAttrName);
-        assignment && !assignment.getPipelineMicroBatches().empty()) {
+    if (assignment && !assignment.getPipelineMicroBatches().empty()) {
       os << "uneven replicas: micro-batches per pipeline";
       for (int64_t count : assignment.getPipelineMicroBatches())
         os << " " << count;

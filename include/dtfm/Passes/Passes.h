@@ -14,6 +14,10 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
+#include <functional>
+#include <string>
+#include <vector>
+
 namespace mlir::dtfm {
 
 #define GEN_PASS_DECL
@@ -86,6 +90,21 @@ FailureOr<int64_t> modelMicroBatchSize(ModuleOp module, std::string &error);
 /// Changes the micro-batch size of a forward graph (see --dtfm-rebatch). On
 /// failure the module may be half-changed: work on a clone to try.
 LogicalResult rebatchModule(ModuleOp module, int64_t size, std::string &error);
+
+/// Adds the rest of --dtfm-plan from device assignment on (assign ->
+/// partition -> send/recv -> ... -> verify) with the given assignment
+/// algorithm and print-table setting; the other options are the pipeline's.
+using PlanTailBuilder =
+    std::function<void(OpPassManager &, llvm::StringRef algorithm,
+                       bool printTable)>;
+
+/// Runs the tail with each of `algorithms` (the one asked for first, on the
+/// module; the others on clones), simulates each plan, keeps the fastest
+/// and records `dtfm.candidates`. Built by --dtfm-plan only: it needs the
+/// pipeline's options.
+std::unique_ptr<Pass> createSimulateCandidates(PlanTailBuilder buildTail,
+                                               std::vector<std::string> algorithms,
+                                               bool printTable);
 
 #define GEN_PASS_REGISTRATION
 #include "dtfm/Passes/Passes.h.inc"

@@ -273,3 +273,59 @@ module attributes {dtfm.assignment = #dtfm.assignment<cluster = "c", algorithm =
 // expected-error @+1 {{dtfm.schedule: pipeline_micro_batches must be positive with micro_batches (2) the largest}}
 module attributes {dtfm.schedule = #dtfm.schedule<kind = "1f1b", micro_batches = 2, peak_in_flight = [1], stages = [<recv = [], compute = ["F0", "B0", "F1", "B1"], send = []>], pipeline_micro_batches = [3, 1]>} {
 }
+
+// -----
+
+// COM: A candidate verifies as it is parsed; the list then fails to parse.
+// expected-error @+2 {{dtfm.candidate_plan 'kl': needs iteration_s or error, not both}}
+// expected-error @+1 {{failed to parse Dtfm_CandidatesAttr parameter 'plans' which is to be a `::llvm::ArrayRef<::mlir::dtfm::CandidatePlanAttr>`}}
+module attributes {dtfm.candidates = #dtfm.candidates<chosen = "hetero", plans = [<algorithm = "hetero", iteration_s = 1.0>, <algorithm = "kl">]>} {
+}
+
+// -----
+
+// COM: A candidate verifies as it is parsed; the list then fails to parse.
+// expected-error @+2 {{dtfm.candidate_plan 'kl': needs iteration_s or error, not both}}
+// expected-error @+1 {{failed to parse Dtfm_CandidatesAttr parameter 'plans' which is to be a `::llvm::ArrayRef<::mlir::dtfm::CandidatePlanAttr>`}}
+module attributes {dtfm.candidates = #dtfm.candidates<chosen = "hetero", plans = [<algorithm = "hetero", iteration_s = 1.0>, <algorithm = "kl", iteration_s = 2.0, error = "x">]>} {
+}
+
+// -----
+
+// COM: A candidate verifies as it is parsed; the list then fails to parse.
+// expected-error @+2 {{dtfm.candidate_plan 'kl': iteration_s must be positive and finite, got nan}}
+// expected-error @+1 {{failed to parse Dtfm_CandidatesAttr parameter 'plans' which is to be a `::llvm::ArrayRef<::mlir::dtfm::CandidatePlanAttr>`}}
+module attributes {dtfm.candidates = #dtfm.candidates<chosen = "hetero", plans = [<algorithm = "hetero", iteration_s = 1.0>, <algorithm = "kl", iteration_s = 0x7FF8000000000000>]>} {
+}
+
+// -----
+
+// COM: A candidate verifies as it is parsed; the list then fails to parse.
+// expected-error @+2 {{dtfm.candidate_plan: algorithm must not be empty}}
+// expected-error @+1 {{failed to parse Dtfm_CandidatesAttr parameter 'plans' which is to be a `::llvm::ArrayRef<::mlir::dtfm::CandidatePlanAttr>`}}
+module attributes {dtfm.candidates = #dtfm.candidates<chosen = "hetero", plans = [<algorithm = "", iteration_s = 1.0>]>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.candidates: algorithm 'hetero' is listed twice}}
+module attributes {dtfm.candidates = #dtfm.candidates<chosen = "hetero", plans = [<algorithm = "hetero", iteration_s = 1.0>, <algorithm = "hetero", iteration_s = 2.0>]>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.candidates: chosen 'kl' is not a simulated candidate}}
+module attributes {dtfm.candidates = #dtfm.candidates<chosen = "kl", plans = [<algorithm = "hetero", iteration_s = 1.0>, <algorithm = "kl", error = "no layout">]>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.candidates: chosen 'hetero' (2.000000e+00 s) is slower than another (1.000000e+00 s)}}
+module attributes {dtfm.candidates = #dtfm.candidates<chosen = "hetero", plans = [<algorithm = "hetero", iteration_s = 2.0>, <algorithm = "kl", iteration_s = 1.0>]>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.candidates must be a #dtfm.candidates attribute}}
+module attributes {dtfm.candidates = "hetero"} {
+}

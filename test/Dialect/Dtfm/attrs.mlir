@@ -92,3 +92,10 @@ module @planned attributes {dtfm.stages = #dtfm.stages<bounds = [0, 2, 2, 5], st
     return
   }
 }
+
+// -----
+
+// CHECK-LABEL: module @candidates
+// CHECK-SAME: dtfm.candidates = #dtfm.candidates<chosen = "genetic", plans = [<algorithm = "hetero", iteration_s = 30.745>, <algorithm = "genetic", iteration_s = 30.708>, <algorithm = "kl", error = "no device layout fits">]>
+module @candidates attributes {dtfm.candidates = #dtfm.candidates<chosen = "genetic", plans = [#dtfm.candidate_plan<algorithm = "hetero", iteration_s = 30.745>, #dtfm.candidate_plan<algorithm = "genetic", iteration_s = 30.708>, #dtfm.candidate_plan<algorithm = "kl", error = "no device layout fits">]>} {
+}

@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::dtfm;
@@ -276,6 +277,54 @@ LogicalResult ShapeAttr::verify(
 //===----------------------------------------------------------------------===//
 // AssignmentAttr
 //===----------------------------------------------------------------------===//
+
+//===----------------------------------------------------------------------===//
+// CandidatePlanAttr and CandidatesAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+CandidatePlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                          StringRef algorithm,
+                          std::optional<StoredDouble> iterationSeconds,
+                          StringRef error) {
+  if (algorithm.empty())
+    return emitError() << "dtfm.candidate_plan: algorithm must not be empty";
+  if (iterationSeconds.has_value() == !error.empty())
+    return emitError() << "dtfm.candidate_plan '" << algorithm
+                       << "': needs iteration_s or error, not both";
+  if (iterationSeconds && !(std::isfinite(iterationSeconds->value) &&
+                            iterationSeconds->value > 0))
+    return emitError() << "dtfm.candidate_plan '" << algorithm
+                       << "': iteration_s must be positive and finite, got "
+                       << iterationSeconds->value;
+  return success();
+}
+
+LogicalResult
+CandidatesAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                       StringRef chosen, ArrayRef<CandidatePlanAttr> plans) {
+  llvm::StringSet<> seen;
+  std::optional<double> chosenSeconds;
+  double fastest = std::numeric_limits<double>::infinity();
+  for (CandidatePlanAttr plan : plans) {
+    if (!seen.insert(plan.getAlgorithm()).second)
+      return emitError() << "dtfm.candidates: algorithm '"
+                         << plan.getAlgorithm() << "' is listed twice";
+    if (!plan.getIterationS())
+      continue;
+    fastest = std::min(fastest, plan.getIterationS()->value);
+    if (plan.getAlgorithm() == chosen)
+      chosenSeconds = plan.getIterationS()->value;
+  }
+  if (!chosenSeconds)
+    return emitError() << "dtfm.candidates: chosen '" << chosen
+                       << "' is not a simulated candidate";
+  if (*chosenSeconds > fastest)
+    return emitError() << "dtfm.candidates: chosen '" << chosen << "' ("
+                       << *chosenSeconds << " s) is slower than another ("
+                       << fastest << " s)";
+  return success();
+}
 
 LogicalResult AssignmentAttr::verify(
     function_ref<InFlightDiagnostic()> emitError, StringRef cluster,

@@ -312,6 +312,54 @@ def Dtfm_AssignmentAttr : Dtfm_Attr<"Assignment", "assignment"> {
   let genVerifyDecl = 1;
 }
 
+def Dtfm_CandidatePlanAttr : Dtfm_Attr<"CandidatePlan", "candidate_plan"> {
+  let summary = "One whole plan --dtfm-plan simulated before choosing";
+  let description = [{
+    The device-assignment algorithm the candidate was planned with and its
+    simulated iteration time (`iteration_s`), or, for a candidate that could
+    not be planned, the first line of its error.
+
+    ```mlir
+    #dtfm.candidate_plan<algorithm = "genetic", iteration_s = 30.708>
+    #dtfm.candidate_plan<algorithm = "kl", error = "no device layout fits">
+    ```
+  }];
+  let parameters = (ins
+    StringRefParameter<"the assignment algorithm">:$algorithm,
+    Dtfm_OptionalDoubleParameter<"simulated iteration time in s">:$iteration_s,
+    StringRefParameter<"why it could not be planned", [{""}]>:$error
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Dtfm_CandidatesAttr : Dtfm_Attr<"Candidates", "candidates"> {
+  let summary = "The whole plans --dtfm-plan simulated, and the one it kept";
+  let description = [{
+    Written by `--dtfm-plan algorithm=hetero programs=true` as the module
+    attribute `dtfm.candidates`: the plan asked for and the plans of DT-FM's
+    assignment algorithms at the same shape, each carried through every
+    pass and simulated as dtfm-run --simulate would; `chosen` names the
+    fastest (the one asked for on a tie), whose plan the module holds.
+
+    ```mlir
+    #dtfm.candidates<chosen = "genetic", plans = [
+        <algorithm = "hetero", iteration_s = 30.745>,
+        <algorithm = "genetic", iteration_s = 30.708>]>
+    ```
+
+    The verifier checks the form: each candidate has a positive finite
+    `iteration_s` or an error, not both, algorithms are named once, and
+    `chosen` names a simulated candidate no slower than any other.
+  }];
+  let parameters = (ins
+    StringRefParameter<"the algorithm whose plan was kept">:$chosen,
+    Dtfm_BracketListParameter<"::mlir::dtfm::CandidatePlanAttr", "the candidates, in the order planned">:$plans
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 def Dtfm_CostAttr : Dtfm_Attr<"Cost", "cost"> {
   let summary = "An op's cost, fixed by --dtfm-annotate-costs";
   let description = [{

@@ -34,6 +34,9 @@ inline constexpr llvm::StringLiteral kStagesAttrName = "dtfm.stages";
 /// (--dtfm-assign-devices).
 inline constexpr llvm::StringLiteral kAssignmentAttrName = "dtfm.assignment";
 
+/// The whole plans --dtfm-plan simulated and the one it kept.
+inline constexpr llvm::StringLiteral kCandidatesAttrName = "dtfm.candidates";
+
 /// The plan's shape chosen by --dtfm-choose-shape.
 inline constexpr llvm::StringLiteral kShapeAttrName = "dtfm.shape";
 

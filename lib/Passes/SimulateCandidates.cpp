@@ -1,0 +1,195 @@
+//===- SimulateCandidates.cpp - Keep the plan that simulates fastest ------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+//
+// hetero's model of the iteration is an estimate; dtfm-run's simulator
+// replays the emitted plan's streams. This pass carries the module through
+// the rest of --dtfm-plan (assign -> ... -> verify) once per candidate
+// assignment algorithm -- the one asked for on the module itself, each of
+// DT-FM's on a clone nested in it -- exports every result as plan.pb,
+// simulates one iteration, and keeps the fastest plan (the one asked for
+// on a tie). So the plan hetero emits is never slower in the simulator
+// than the one any baseline algorithm would have emitted with the same
+// shape and options. The verdict is recorded as `dtfm.candidates`.
+//
+// A baseline that cannot be planned (say, its layout does not fit in
+// memory) is recorded with its error and does not stop the pass; its
+// diagnostics are not shown. The candidate asked for reports as usual.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Passes/Passes.h"
+#include "dtfm/Runtime/PlanLoader.h"
+#include "dtfm/Runtime/Simulator.h"
+#include "dtfm/Target/Plan/Plan.h"
+
+#include "plan.pb.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::dtfm;
+
+namespace {
+
+/// Simulates the plan a module of device programs describes; the iteration
+/// time, or failure with a one-line `error`.
+FailureOr<double> simulatedIteration(ModuleOp module, std::string &error) {
+  FailureOr<::dtfm::planner::Cluster> cluster = moduleCluster(module, error);
+  if (failed(cluster))
+    return failure();
+  ::dtfm::proto::Plan plan;
+  {
+    // exportPlan reports through diagnostics: keep the first line.
+    ScopedDiagnosticHandler capture(module.getContext(), [&](Diagnostic &d) {
+      if (error.empty())
+        error = d.str();
+      return success();
+    });
+    if (failed(exportPlan(module, *cluster, plan))) {
+      if (error.empty())
+        error = "the plan could not be exported";
+      return failure();
+    }
+  }
+  ::dtfm::runtime::SimInput input;
+  ::dtfm::runtime::SimResult result;
+  if (!::dtfm::runtime::simulationInput(plan, input, error) ||
+      !::dtfm::runtime::simulate(input, result, error))
+    return failure();
+  return result.iterationSeconds;
+}
+
+struct SimulateCandidates
+    : public PassWrapper<SimulateCandidates, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(SimulateCandidates)
+
+  SimulateCandidates(PlanTailBuilder buildTail,
+                     std::vector<std::string> algorithms, bool printTable)
+      : buildTail(std::move(buildTail)), algorithms(std::move(algorithms)),
+        printTable(printTable) {}
+  SimulateCandidates(const SimulateCandidates &other)
+      : PassWrapper(other), buildTail(other.buildTail),
+        algorithms(other.algorithms), printTable(other.printTable) {}
+
+  StringRef getArgument() const override { return "dtfm-simulate-candidates"; }
+  StringRef getDescription() const override {
+    return "Plan with each candidate algorithm, simulate, keep the fastest";
+  }
+
+  void getDependentDialects(DialectRegistry &registry) const override {
+    // The dynamic pipelines' dialects must be loaded before they run.
+    OpPassManager tail(ModuleOp::getOperationName());
+    buildTail(tail, algorithms.front(), false);
+    tail.getDependentDialects(registry);
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    OwningOpRef<ModuleOp> pristine = module.clone();
+    SmallVector<CandidatePlanAttr> plans;
+    MLIRContext *context = module.getContext();
+
+    // The algorithm asked for, on the module itself: its tables and its
+    // errors go where they always go.
+    OpPassManager asked(ModuleOp::getOperationName());
+    buildTail(asked, algorithms.front(), printTable);
+    if (failed(runPipeline(asked, module)))
+      return signalPassFailure();
+    std::string error;
+    FailureOr<double> askedSeconds = simulatedIteration(module, error);
+    if (failed(askedSeconds)) {
+      mlir::emitError(clusterLoc(module))
+          << "dtfm-plan: the " << algorithms.front()
+          << " plan does not simulate: " << error;
+      return signalPassFailure();
+    }
+    plans.push_back(
+        CandidatePlanAttr::get(context, algorithms.front(), *askedSeconds, ""));
+
+    // Each baseline on a clone nested in the module (dynamic pipelines run
+    // on the current operation or below it), then taken out again.
+    OwningOpRef<ModuleOp> fastest;
+    double fastestSeconds = *askedSeconds;
+    std::string fastestAlgorithm = algorithms.front();
+    for (const std::string &algorithm : ArrayRef(algorithms).drop_front()) {
+      ModuleOp candidate = pristine->clone();
+      module.getBody()->push_back(candidate);
+      std::string why;
+      FailureOr<double> seconds = failure();
+      {
+        ScopedDiagnosticHandler quiet(context, [&](Diagnostic &d) {
+          if (why.empty() && d.getSeverity() == DiagnosticSeverity::Error)
+            why = d.str();
+          return success();
+        });
+        OpPassManager tail(ModuleOp::getOperationName());
+        buildTail(tail, algorithm, false);
+        if (succeeded(runPipeline(tail, candidate)))
+          seconds = simulatedIteration(candidate, why);
+      }
+      candidate->remove();
+      OwningOpRef<ModuleOp> owned(candidate);
+      if (failed(seconds)) {
+        plans.push_back(CandidatePlanAttr::get(
+            context, algorithm, std::nullopt,
+            why.empty() ? "planning failed" : StringRef(why).split('\n').first));
+        continue;
+      }
+      plans.push_back(
+          CandidatePlanAttr::get(context, algorithm, *seconds, ""));
+      if (*seconds < fastestSeconds) {
+        fastestSeconds = *seconds;
+        fastestAlgorithm = algorithm;
+        fastest = std::move(owned);
+      }
+    }
+    // Nested analyses were keyed by the clones, which are gone.
+    getAnalysisManager().clear();
+
+    if (fastest) {
+      // Replace the module's contents and attributes with the winner's.
+      module.getBody()->clear();
+      module.getBody()->getOperations().splice(
+          module.getBody()->end(), fastest->getBody()->getOperations());
+      module->setAttrs(fastest.get()->getAttrDictionary());
+    }
+    module->setAttr(kCandidatesAttrName,
+                    CandidatesAttr::get(context, fastestAlgorithm, plans));
+    if (printTable) {
+      raw_ostream &os = llvm::outs();
+      os << "=== dtfm candidate plans (simulated iteration) ===\n";
+      for (CandidatePlanAttr plan : plans) {
+        os << llvm::format("%-14s ", plan.getAlgorithm().str().c_str());
+        if (plan.getIterationS())
+          os << llvm::format("%12.6f s", plan.getIterationS()->value);
+        else
+          os << "not planned: " << plan.getError();
+        os << (plan.getAlgorithm() == fastestAlgorithm ? "  (chosen)" : "")
+           << "\n";
+      }
+      os.flush();
+    }
+  }
+
+  PlanTailBuilder buildTail;
+  std::vector<std::string> algorithms;
+  bool printTable;
+};
+
+} // namespace
+
+std::unique_ptr<Pass>
+mlir::dtfm::createSimulateCandidates(PlanTailBuilder buildTail,
+                                     std::vector<std::string> algorithms,
+                                     bool printTable) {
+  assert(!algorithms.empty() && "the algorithm asked for comes first");
+  return std::make_unique<SimulateCandidates>(
+      std::move(buildTail), std::move(algorithms), printTable);
+}
