@@ -117,11 +117,11 @@ __global__ void sgdKernel(float *param, const float *grad, float *velocity,
 __global__ void adamwKernel(float *param, const float *grad, float *m,
                             float *v, int64_t n, float c1, float c2, float lr,
                             float beta1, float beta2, float epsilon,
-                            float weightDecay) {
+                            float weightDecay, bool frozen) {
   DTFM_GRID_STRIDE(i, n) {
     float g = grad[i];
     float mi = beta1 * m[i] + (1 - beta1) * g;
-    float vi = beta2 * v[i] + (1 - beta2) * g * g;
+    float vi = frozen ? v[i] : beta2 * v[i] + (1 - beta2) * g * g;
     m[i] = mi;
     v[i] = vi;
     float p = param[i];
@@ -204,11 +204,15 @@ void sgdStep(float *param, const float *grad, float *velocity, int64_t n,
 
 void adamwStep(float *param, const float *grad, float *m, float *v, int64_t n,
                int64_t step, float lr, float beta1, float beta2, float epsilon,
-               float weightDecay, cudaStream_t stream) {
+               float weightDecay, int64_t freezeSecondMomentAfter,
+               cudaStream_t stream) {
+  bool frozen = freezeSecondMomentAfter > 0 && step > freezeSecondMomentAfter;
   float c1 = 1 - powf(beta1, static_cast<float>(step));
-  float c2 = 1 - powf(beta2, static_cast<float>(step));
+  float c2 = 1 - powf(beta2, static_cast<float>(frozen ? freezeSecondMomentAfter
+                                                       : step));
   adamwKernel<<<blocksFor(n), kThreads, 0, stream>>>(
-      param, grad, m, v, n, c1, c2, lr, beta1, beta2, epsilon, weightDecay);
+      param, grad, m, v, n, c1, c2, lr, beta1, beta2, epsilon, weightDecay,
+      frozen);
 }
 
 } // namespace dtfm::runtime::cuda

@@ -181,7 +181,7 @@ plan "$work/tiny.mlir" "$plans/four.textproto" "dp=2 pp=2 micro-batches=4 $adamw
 plan "$work/tiny.mlir" "$plans/two.textproto" "dp=2 pp=1 micro-batches=4 $adamw bucket-mb=0.05" tiny-dp2-buckets.pb
 plan "$work/tiny.mlir" "$plans/two.textproto" "dp=2 pp=1 micro-batches=4 $adamw dp-compression=int8" tiny-dp2-int8.pb
 plan "$work/tiny.mlir" "$plans/two.textproto" "dp=2 pp=1 micro-batches=4 $adamw sync-every=4" tiny-dp2-local4.pb
-plan "$work/tiny.mlir" "$plans/two.textproto" "dp=2 pp=1 micro-batches=4 $adamw dp-compression=topk:10" tiny-dp2-topk10.pb
+plan "$work/tiny.mlir" "$plans/two.textproto" "dp=2 pp=1 micro-batches=4 $adamw dp-compression=topk:10 topk-warmup=3" tiny-dp2-topk10.pb
 plan "$src/test/Passes/Inputs/tiny-resnet.mlir" "$plans/one.textproto" "dp=1 pp=1 micro-batches=2 optimizer=sgd lr=0.05" resnet-1.pb
 "$bin/dtfm-translate" --import-gpt tiny --layers 4 --micro-batch 8 -o "$work/tiny4.mlir"
 for gbps in 40 4 1 0.5 0.25 0.125; do

@@ -96,6 +96,9 @@ struct InsertGradSync
     if (forced && assignment.getDp() < 2)
       return fail("dp-compression=" + dpCompression.getValue() +
                   " needs data-parallel groups of 2 or more devices (dp = 1)");
+    if (!(topkWarmup >= 0 && topkWarmup <= 1000000000))
+      return fail("topk-warmup must be in [0, 1e9] steps, got " +
+                  Twine(topkWarmup.getValue()));
     if (compression->mode == planner::DpCompression::TopK && every != 0)
       return fail("dp-compression=" + dpCompression.getValue() +
                   " sparsifies gradients; with sync-every the parameters "
@@ -263,6 +266,8 @@ struct InsertGradSync
           syncOp->setAttr(kCompressionAttrName, b.getStringAttr("topk"));
           syncOp->setAttr(kTopkRatioAttrName,
                           b.getF64FloatAttr(compression->topkRatio));
+          syncOp->setAttr(kTopkWarmupAttrName,
+                          b.getI64IntegerAttr(topkWarmup));
         }
         if (every >= 1) {
           syncOp->setAttr(kSyncEveryAttrName, b.getI64IntegerAttr(every));

@@ -103,6 +103,12 @@ struct PlanOptions : public PassPipelineOptions<PlanOptions> {
       llvm::cl::desc("Gradient bucket cap: auto or MiB (0: one bucket per "
                      "stage)"),
       llvm::cl::init("auto")};
+  Option<int64_t> topkWarmup{
+      *this, "topk-warmup",
+      llvm::cl::desc("dp-compression=topk:R: steps synchronised dense "
+                     "before top-k starts (AdamW's second moment frozen "
+                     "after them)"),
+      llvm::cl::init(20)};
   Option<bool> simulateCandidates{
       *this, "simulate-candidates",
       llvm::cl::desc("algorithm=hetero with programs=true: also plan with "
@@ -126,6 +132,7 @@ struct PlanTail {
   std::string sync, syncEvery;
   double outerLr, outerMomentum;
   std::string dpCompression, ppCompression, bucketMb;
+  int64_t topkWarmup;
 
   explicit PlanTail(const PlanOptions &o)
       : algorithm(o.algorithm), seed(o.seed), budget(o.budget), dp(o.dp),
@@ -135,7 +142,7 @@ struct PlanTail {
         compressRatio(o.compressRatio), sync(o.sync), syncEvery(o.syncEvery),
         outerLr(o.outerLr), outerMomentum(o.outerMomentum),
         dpCompression(o.dpCompression), ppCompression(o.ppCompression),
-        bucketMb(o.bucketMb) {}
+        bucketMb(o.bucketMb), topkWarmup(o.topkWarmup) {}
 };
 
 /// assign -> partition, and with programs=true: -> send/recv ->
@@ -181,6 +188,7 @@ void buildPlanTail(OpPassManager &pm, const PlanTail &options,
   sync.dpCompression = options.dpCompression;
   sync.outerLr = options.outerLr;
   sync.outerMomentum = options.outerMomentum;
+  sync.topkWarmup = options.topkWarmup;
   pm.addPass(createInsertGradSync(sync));
   ScheduleMicrobatchesOptions schedule;
   schedule.schedule = options.schedule;

@@ -115,6 +115,10 @@ void printGradientSync(ModuleOp module, raw_ostream &os) {
       mode = ::dtfm::planner::DpCompression::TopK;
       wire = " " + ::dtfm::planner::dpCompressionName(
                        {mode, ratio.getValueAsDouble()});
+      if (auto warmup = ops.front()->getAttrOfType<IntegerAttr>(
+              kTopkWarmupAttrName);
+          warmup && warmup.getInt() > 0)
+        wire += " after " + std::to_string(warmup.getInt()) + " dense steps";
     }
     auto type = cast<ShapedType>(ops.front().getGrad().getType());
     double elementBytes =

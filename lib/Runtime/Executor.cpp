@@ -262,6 +262,12 @@ bool PhaseExecutor::optimizerUpdates(
     const std::map<int64_t, std::string> &paramOfValue,
     std::vector<Update> &updates, std::string &error) const {
   updates.clear();
+  std::map<int64_t, const ProgramOp *> syncOfResult;
+  for (int index : program.opsOf(OpPhase::Optimizer)) {
+    const ProgramOp &op = program.ops[index];
+    if (op.kind == OpKind::GradSync && !op.results.empty())
+      syncOfResult[op.results[0].id] = &op;
+  }
   for (int index : program.opsOf(OpPhase::Optimizer)) {
     const ProgramOp &op = program.ops[index];
     if (op.kind == OpKind::GradSync)
@@ -276,7 +282,11 @@ bool PhaseExecutor::optimizerUpdates(
     auto p = paramOfValue.find(op.operands[0]);
     if (p == paramOfValue.end())
       return fail("updates a value that is not a parameter");
-    updates.push_back({&op, p->second, op.operands[1]});
+    Update &update = updates.emplace_back(Update{&op, p->second, op.operands[1]});
+    auto sync = syncOfResult.find(op.operands[1]);
+    if (op.kind == OpKind::AdamwUpdate && sync != syncOfResult.end() &&
+        sync->second->attrs.compression == SyncCompression::TopK)
+      update.freezeSecondMomentAfter = sync->second->attrs.topkWarmup;
   }
   return true;
 }
@@ -514,7 +524,8 @@ bool ProgramExecutor::finishIteration(double gradientScale, const SyncFn &sync,
     const OpAttrs &a = op.attrs;
     if (op.kind == OpKind::AdamwUpdate)
       cpu::adamwStep(param, g->second, state.m, state.v, state.step, a.lr,
-                     a.beta1, a.beta2, a.epsilon, a.weightDecay);
+                     a.beta1, a.beta2, a.epsilon, a.weightDecay,
+                     update.freezeSecondMomentAfter);
     else
       cpu::sgdStep(param, g->second, state.velocity, a.lr, a.momentum,
                    a.weightDecay);

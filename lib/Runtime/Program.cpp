@@ -335,6 +335,12 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
       if (a.compression == SyncCompression::TopK &&
           !(a.topkRatio > 1 && a.topkRatio <= 1e6))
         in.fail("dtfm.compression topk needs dtfm.topk_ratio in (1, 1e6]");
+      in.read("dtfm.topk_warmup", a.topkWarmup);
+      if (in.has("dtfm.topk_warmup") &&
+          (a.compression != SyncCompression::TopK ||
+           !(a.topkWarmup >= 0 && a.topkWarmup <= 1000000000)))
+        in.fail("dtfm.topk_warmup needs dtfm.compression topk and a step "
+                "count in [0, 1e9]");
     }
     if (a.compression == SyncCompression::TopK && in.has("dtfm.sync_every"))
       in.fail("dtfm.compression topk with dtfm.sync_every (local steps "

@@ -190,11 +190,21 @@ private:
     bool synced = false;   // all-reduced and averaged this step
     SyncCompression compression = SyncCompression::None; // on the wire
     size_t capacity = 0;   // top-k: the entries its gradients keep
+    int64_t topkWarmup = 0; // top-k: steps sent dense first
   };
   std::vector<SyncBucket> syncBuckets; // in launch order
   /// dtfm.grad_sync op index -> (position in syncBuckets, offset).
   std::map<int, std::pair<size_t, size_t>> bucketSlot;
   bool streamingBuckets = false; // this step hands gradients over early
+  int64_t currentStep = 0;       // the step runStep is running
+  /// What a sync planned as `planned` sends this step: top-k is dense
+  /// (no error feedback) for its first `topkWarmup` steps.
+  SyncCompression wireThisStep(SyncCompression planned,
+                               int64_t topkWarmup) const {
+    return planned == SyncCompression::TopK && currentStep <= topkWarmup
+               ? SyncCompression::None
+               : planned;
+  }
   /// Local steps (dtfm.sync_every): parameters exchanged every syncEvery
   /// steps instead of gradients every step.
   int64_t syncEvery = 0; // 0: gradients every step

@@ -192,6 +192,8 @@ bool Worker::syncGradients(
     return true; // a group of one: the identity
   size_t total = 0, capacity = 0;
   const OpAttrs &wire = grads.front().first->attrs;
+  SyncCompression compression =
+      wireThisStep(wire.compression, wire.topkWarmup);
   for (const auto &[op, grad] : grads) {
     total += grad->data.size();
     capacity += format::topkCount(grad->data.size(), wire.topkRatio);
@@ -199,7 +201,7 @@ bool Worker::syncGradients(
   std::vector<float> bucket(total);
   size_t at = 0;
   for (const auto &[op, grad] : grads) {
-    if (wire.compression != SyncCompression::None) {
+    if (compression != SyncCompression::None) {
       if (!compressWithFeedback(*op, grad->data.data(), grad->data.size(),
                                 bucket.data() + at, error))
         return false;
@@ -209,8 +211,7 @@ bool Worker::syncGradients(
     at += grad->data.size();
   }
   Clock::time_point start = Clock::now();
-  if (!exchange(wire.compression, bucket.data(), bucket.size(), capacity,
-                error))
+  if (!exchange(compression, bucket.data(), bucket.size(), capacity, error))
     return false;
   record(2, "grad sync", start, Clock::now());
   // Every member of a group has the same programs: the same group size.
@@ -291,8 +292,10 @@ void Worker::planBuckets() {
     SyncBucket &bucket = syncBuckets.emplace_back();
     bucket.index = index;
     for (const ProgramOp *op : ops) {
-      if (op->attrs.compression != SyncCompression::None)
+      if (op->attrs.compression != SyncCompression::None) {
         bucket.compression = op->attrs.compression;
+        bucket.topkWarmup = op->attrs.topkWarmup;
+      }
       bucketSlot[op->index] = {syncBuckets.size() - 1, bucket.elements};
       size_t elements = 1;
       for (int64_t d : op->results[0].shape)
@@ -311,7 +314,8 @@ void Worker::bucketGradient(const ProgramOp &sync, const cpu::Tensor &grad) {
   SyncBucket &bucket = syncBuckets[slot->second.first];
   if (slot->second.second + grad.data.size() > bucket.elements)
     return; // a shape the plan did not announce: left to awaitBuckets
-  if (bucket.compression != SyncCompression::None) {
+  if (wireThisStep(bucket.compression, bucket.topkWarmup) !=
+      SyncCompression::None) {
     std::string error;
     if (!compressWithFeedback(sync, grad.data.data(), grad.data.size(),
                               bucket.data.data() + slot->second.second, error))
@@ -339,8 +343,9 @@ bool Worker::runSyncThread(std::string &error) {
         return true; // the compute slot reports its own error
     }
     Clock::time_point start = Clock::now();
-    if (!exchange(bucket.compression, bucket.data.data(), bucket.data.size(),
-                  bucket.capacity, error))
+    if (!exchange(wireThisStep(bucket.compression, bucket.topkWarmup),
+                  bucket.data.data(), bucket.data.size(), bucket.capacity,
+                  error))
       return false;
     for (float &x : bucket.data)
       x *= scale;
@@ -387,6 +392,7 @@ bool Worker::awaitBuckets(
 }
 
 bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
+  currentStep = step;
   received.clear();
   outbox.clear();
   computed.clear();

@@ -21,6 +21,8 @@
 // TOPK-ONE: pair.textproto:0:0: error: dtfm-insert-grad-sync: unknown dp-compression 'topk:1' (expected none, int8, topk:R (R > 1) or auto)
 // RUN: not dtfm-opt %S/Inputs/grad-sync-module.mlir -split-input-file --dtfm-insert-grad-sync="sync-every=4 dp-compression=topk:10" 2>&1 | FileCheck %s --check-prefix=TOPK-LOCAL
 // TOPK-LOCAL: pair.textproto:0:0: error: dtfm-insert-grad-sync: dp-compression=topk:10 sparsifies gradients; with sync-every the parameters travel dense or int8
+// RUN: not dtfm-opt %S/Inputs/grad-sync-module.mlir -split-input-file --dtfm-insert-grad-sync="dp-compression=topk:10 topk-warmup=-1" 2>&1 | FileCheck %s --check-prefix=TOPK-WARMUP
+// TOPK-WARMUP: pair.textproto:0:0: error: dtfm-insert-grad-sync: topk-warmup must be in [0, 1e9] steps, got -1
 // EVERY: pair.textproto:0:0: error: dtfm-insert-grad-sync: sync-every must be auto or between 0 and 1000000, got '-1'
 // OUTER: pair.textproto:0:0: error: dtfm-insert-grad-sync: outer-lr must be in (0, 1e6) and outer-momentum in [0, 1)
 // BUCKET: pair.textproto:0:0: error: dtfm-insert-grad-sync: bucket-mb must be auto or a number of MiB in [0, 1e6] (0: one bucket), got '-1'

@@ -30,8 +30,8 @@
 // RUN: FileCheck %s --check-prefix=TOPK-ERR < %t.topk.err
 // TOPK-ERR: error: dtfm-insert-grad-sync: dp-compression=topk:4 needs data-parallel groups of 2 or more devices (dp = 1)
 // TOPK-LABEL: func.func @pair
-// TOPK: dtfm.grad_sync %{{.*}} {algorithm = "ps", bytes = 48 : i64, dtfm.bucket = 0 : i64, dtfm.bucket_ready = 1.000000e+00 : f64, dtfm.bucket_seconds = 0.0010000288000000001 : f64, dtfm.compression = "topk", dtfm.layer = "l0", dtfm.stage = 0 : i64, dtfm.topk_ratio = 4.000000e+00 : f64, group = ["a", "b"], seconds = 0.0010000224000000001 : f64}
-// TOPK: dtfm.grad_sync %{{.*}} {algorithm = "ps", bytes = 12 : i64, {{.*}}dtfm.compression = "topk", {{.*}}dtfm.topk_ratio = 4.000000e+00 : f64, group = ["a", "b"], seconds = 0.0010000096 : f64}
+// TOPK: dtfm.grad_sync %{{.*}} {algorithm = "ps", bytes = 48 : i64, dtfm.bucket = 0 : i64, dtfm.bucket_ready = 1.000000e+00 : f64, dtfm.bucket_seconds = 0.0010000288000000001 : f64, dtfm.compression = "topk", dtfm.layer = "l0", dtfm.stage = 0 : i64, dtfm.topk_ratio = 4.000000e+00 : f64, dtfm.topk_warmup = 20 : i64, group = ["a", "b"], seconds = 0.0010000224000000001 : f64}
+// TOPK: dtfm.grad_sync %{{.*}} {algorithm = "ps", bytes = 12 : i64, {{.*}}dtfm.compression = "topk", {{.*}}dtfm.topk_ratio = 4.000000e+00 : f64, dtfm.topk_warmup = 20 : i64, group = ["a", "b"], seconds = 0.0010000096 : f64}
 // RUN: dtfm-opt %s -split-input-file --dtfm-insert-grad-sync=dp-compression=auto | FileCheck %s --check-prefix=AUTO
 // AUTO-LABEL: func.func @pair
 // AUTO-NOT: dtfm.compression

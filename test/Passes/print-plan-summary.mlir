@@ -89,12 +89,12 @@ module attributes {dtfm.cluster = #dtfm.cluster<name = "pair", source = "pair.te
 // COM: once around a ring of two: 1e-3 + 8 * 41948 / 1e10 = 0.0010335584 s.
 // CHECK-LABEL: === dtfm plan shape ===
 // CHECK: idle: none
-// CHECK-NEXT: gradient sync stage 0: 2 devices, ps topk:100, 2.1 MB in 1 bucket: 0.0010 s after the last backward (one bucket: 0.0010 s)
+// CHECK-NEXT: gradient sync stage 0: 2 devices, ps topk:100 after 20 dense steps, 2.1 MB in 1 bucket: 0.0010 s after the last backward (one bucket: 0.0010 s)
 // CHECK-NEXT: module attributes
 module attributes {dtfm.cluster = #dtfm.cluster<name = "pair", source = "pair.textproto", devices = [<name = "a", region = "A", peak_flops = 1.0e+06, efficiency = 1.0, memory_bytes = 1.0e+09>, <name = "b", region = "B", peak_flops = 1.0e+06, efficiency = 1.0, memory_bytes = 1.0e+09>], delay_ms = [0.0, 1.0, 1.0, 0.0], bandwidth_gbps = [0.0, 10.0, 10.0, 0.0]>, dtfm.shape = #dtfm.shape<cluster = "pair", global_batch = 4, dp = 2, pp = 1, micro_batch_size = 2, micro_batches = 1, devices_used = 2, iteration_s = 0.5, pipeline_s = 0.5, data_parallel_s = 0.0, devices = ["a", "b"], stages = [["a", "b"]], runners_up = [], idle = [], shapes_scored = 1>} {
   func.func @m() {
     %x = dtfm.input "x" {dtfm.stage = 0 : i64} : tensor<524288xf32>
-    %s0 = dtfm.grad_sync %x {algorithm = "ps", bytes = 2097152 : i64, dtfm.bucket = 0 : i64, dtfm.bucket_ready = 1.000000e+00 : f64, dtfm.bucket_seconds = 0.0010335584 : f64, dtfm.compression = "topk", dtfm.stage = 0 : i64, dtfm.topk_ratio = 1.000000e+02 : f64, group = ["a", "b"], seconds = 0.0010335584 : f64} : (tensor<524288xf32>) -> tensor<524288xf32>
+    %s0 = dtfm.grad_sync %x {algorithm = "ps", bytes = 2097152 : i64, dtfm.bucket = 0 : i64, dtfm.bucket_ready = 1.000000e+00 : f64, dtfm.bucket_seconds = 0.0010335584 : f64, dtfm.compression = "topk", dtfm.stage = 0 : i64, dtfm.topk_ratio = 1.000000e+02 : f64, dtfm.topk_warmup = 20 : i64, group = ["a", "b"], seconds = 0.0010335584 : f64} : (tensor<524288xf32>) -> tensor<524288xf32>
     return
   }
 }

@@ -231,19 +231,26 @@ TEST_F(CudaKernelsTest, EmbeddingAndBackward) {
 
 TEST_F(CudaKernelsTest, OptimizerSteps) {
   Tensor p = random({333}), g = random({333});
-  Tensor sgdP = p, velocity, adamP = p, m, v;
+  Tensor sgdP = p, velocity, adamP = p, m, v, frozenP = p, fm, fv;
   auto gp = upload(p), gg = upload(g), gvel = zeros(333), gp2 = upload(p),
-       gm = zeros(333), gv = zeros(333);
-  for (int step = 1; step <= 3; ++step) {
+       gm = zeros(333), gv = zeros(333), gp3 = upload(p), gfm = zeros(333),
+       gfv = zeros(333);
+  for (int step = 1; step <= 4; ++step) {
     cpu::sgdStep(sgdP, g, velocity, 0.1, 0.9, 0.01);
     cpu::adamwStep(adamP, g, m, v, step, 0.01, 0.9, 0.999, 1e-8, 0.01);
+    // The second moment frozen after step 2 (top-k's warm-up).
+    cpu::adamwStep(frozenP, g, fm, fv, step, 0.01, 0.9, 0.999, 1e-8, 0.01, 2);
     cuda::sgdStep(gp.floats(), gg.floats(), gvel.floats(), 333, 0.1f, 0.9f,
                   0.01f, stream);
     cuda::adamwStep(gp2.floats(), gg.floats(), gm.floats(), gv.floats(), 333,
-                    step, 0.01f, 0.9f, 0.999f, 1e-8f, 0.01f, stream);
+                    step, 0.01f, 0.9f, 0.999f, 1e-8f, 0.01f, 0, stream);
+    cuda::adamwStep(gp3.floats(), gg.floats(), gfm.floats(), gfv.floats(),
+                    333, step, 0.01f, 0.9f, 0.999f, 1e-8f, 0.01f, 2, stream);
   }
   expectNear(download(gp, 333), sgdP.data, 1e-5, "sgd");
   expectNear(download(gp2, 333), adamP.data, 1e-5, "adamw");
+  expectNear(download(gp3, 333), frozenP.data, 1e-5, "adamw, v frozen");
+  expectNear(download(gfv, 333), fv.data, 1e-7, "frozen v");
 }
 
 TEST_F(CudaKernelsTest, TopKMatchesTheCpuWithTies) {

@@ -446,6 +446,27 @@ TEST(Kernels, Optimizers) {
   adamwStep(q, gq, m, v, 2, 0.1, 0.9, 0.999, 1e-8, 0.5);
   EXPECT_NEAR(q.data[0], 0.9 - 0.1 * 0.5 * 0.9 - 0.1, 1e-6);
 
+  // Top-k's warm-up: after step 2 the second moment (and its bias
+  // correction) stay as at step 2, while the first moment goes on. By hand,
+  // gradients 2 then 4 then 4, beta1 0.5, beta2 0.5, no decay or epsilon.
+  Tensor f({1}, 0.0f), fm, fv;
+  adamwStep(f, Tensor({1}, 2.0f), fm, fv, 1, 1.0, 0.5, 0.5, 0.0, 0.0, 2);
+  adamwStep(f, Tensor({1}, 4.0f), fm, fv, 2, 1.0, 0.5, 0.5, 0.0, 0.0, 2);
+  // m = 1, 2.5; v = 2, 9 (v^ at step 2: 9 / 0.75 = 12).
+  EXPECT_FLOAT_EQ(fv.data[0], 9.0f);
+  float before = f.data[0];
+  adamwStep(f, Tensor({1}, 4.0f), fm, fv, 3, 1.0, 0.5, 0.5, 0.0, 0.0, 2);
+  EXPECT_FLOAT_EQ(fv.data[0], 9.0f); // frozen
+  EXPECT_FLOAT_EQ(fm.data[0], 3.25f);
+  // m^ = 3.25 / (1 - 0.125); v^ = 12 (step 2's correction).
+  EXPECT_NEAR(before - f.data[0], 3.25 / 0.875 / std::sqrt(12.0), 1e-6);
+  // Without freezing the same step reads v = 12.5, v^ = 12.5 / 0.875.
+  Tensor u({1}, 0.0f), um, uv;
+  for (int step = 1; step <= 3; ++step)
+    adamwStep(u, Tensor({1}, step == 1 ? 2.0f : 4.0f), um, uv, step, 1.0, 0.5,
+              0.5, 0.0, 0.0);
+  EXPECT_FLOAT_EQ(uv.data[0], 12.5f);
+
   // DiLoCo's outer Nesterov step, by hand: delta 0.5, lr 0.7, momentum 0.9.
   // v = 0.5; anchor -= 0.7 * (0.5 + 0.9 * 0.5) = 0.665. Then v = 0.95;
   // anchor -= 0.7 * (0.5 + 0.855) = 0.9485.

@@ -152,6 +152,12 @@ TEST(Program, MalformedOpsAreRefusedByName) {
     else if (std::string(key) == "dtfm.topk_ratio") {
       (*op.mutable_attrs())["dtfm.compression"].set_s("topk");
       (*op.mutable_attrs())[key].set_f(f);
+    } else if (std::string(key) == "dtfm.topk_warmup") {
+      // i: the warm-up; f: the compression (1 int8, 2 topk with ratio 100).
+      (*op.mutable_attrs())["dtfm.compression"].set_s(f == 1 ? "int8"
+                                                             : "topk");
+      (*op.mutable_attrs())["dtfm.topk_ratio"].set_f(100);
+      (*op.mutable_attrs())[key].set_i(i);
     }
     else
       (*op.mutable_attrs())[key].set_f(f);
@@ -205,6 +211,19 @@ TEST(Program, MalformedOpsAreRefusedByName) {
       << error;
   EXPECT_EQ(decoded.ops[0].attrs.compression, SyncCompression::TopK);
   EXPECT_EQ(decoded.ops[0].attrs.topkRatio, 100);
+  EXPECT_EQ(decoded.ops[0].attrs.topkWarmup, 0);
+  // Its warm-up: a step count, and only for top-k.
+  ASSERT_TRUE(
+      decodeProgram(gradSync("dtfm.topk_warmup", 2, 20), decoded, error))
+      << error;
+  EXPECT_EQ(decoded.ops[0].attrs.topkWarmup, 20);
+  for (auto [compression, warmup] :
+       {std::pair<double, int64_t>{2, -1}, {2, 2000000000}, {1, 20}}) {
+    EXPECT_FALSE(decodeProgram(gradSync("dtfm.topk_warmup", compression, warmup),
+                               decoded, error));
+    EXPECT_EQ(error, "op #0 dtfm.grad_sync: dtfm.topk_warmup needs "
+                     "dtfm.compression topk and a step count in [0, 1e9]");
+  }
 }
 
 // dtfm.wire on a transfer: "int8" (pp-compression), nothing else, and never

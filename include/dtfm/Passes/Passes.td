@@ -205,7 +205,12 @@ def InsertGradSync : Pass<"dtfm-insert-grad-sync", "mlir::ModuleOp"> {
     (format/Sparse.h), with error feedback: what was not sent is added to
     the next step's gradient. The members gather each other's entries
     around a ring; the syncs record `dtfm.compression = "topk"` and
-    `dtfm.topk_ratio = R`. Not with local steps.
+    `dtfm.topk_ratio = R`. Not with local steps. Top-k starts after
+    `topk-warmup` steps (default 20, recorded as `dtfm.topk_warmup`)
+    synchronised dense, and from then on AdamW keeps its second moment as it
+    was at that step (1-bit Adam's recipe: the moment of bursty sparse
+    gradients would shrink every step; 0 compresses from step 1 and freezes
+    nothing).
   }];
   let options = [
     Option<"sync", "sync", "std::string", /*default=*/"\"auto\"",
@@ -223,6 +228,9 @@ def InsertGradSync : Pass<"dtfm-insert-grad-sync", "mlir::ModuleOp"> {
            /*default=*/"\"none\"",
            "Gradients on the wire: none, int8 (with error feedback) or "
            "auto (int8 where it saves 20%)">,
+    Option<"topkWarmup", "topk-warmup", "int64_t", /*default=*/"20",
+           "dp-compression=topk:R: steps synchronised dense before top-k "
+           "starts (AdamW's second moment frozen after them)">,
   ];
 }
 

@@ -292,6 +292,9 @@ protected:
     const ProgramOp *op;
     std::string parameter;
     int64_t gradient;
+    /// AdamW whose gradient arrives top-k compressed after a warm-up: the
+    /// sync's dtfm.topk_warmup (0: the second moment is never frozen).
+    int64_t freezeSecondMomentAfter = 0;
   };
   /// The optimizer phase's updates in program order (gradient syncs left
   /// out); fails naming an op that is not an update of a parameter

@@ -146,6 +146,10 @@ struct OpAttrs {
   // dtfm.topk_ratio R (keep 1/R of each gradient, format/Sparse.h).
   SyncCompression compression = SyncCompression::None;
   double topkRatio = 0;
+  // dtfm.topk_warmup W: top-k starts after W steps synchronised dense, and
+  // AdamW's second moment stays as it was at step W from then on (1-bit
+  // Adam's recipe; 0: compressed from step 1, nothing frozen).
+  int64_t topkWarmup = 0;
 };
 
 struct ProgramOp {

@@ -427,15 +427,18 @@ void dtfm::runtime::cpu::nesterovOuterStep(Tensor &anchor, const Tensor &delta,
 void dtfm::runtime::cpu::adamwStep(Tensor &param, const Tensor &grad, Tensor &m,
                                    Tensor &v, int64_t step, double lr,
                                    double beta1, double beta2, double epsilon,
-                                   double weightDecay) {
+                                   double weightDecay,
+                                   int64_t freezeSecondMomentAfter) {
   ensure(&m, param.shape);
   ensure(&v, param.shape);
+  bool frozen = freezeSecondMomentAfter > 0 && step > freezeSecondMomentAfter;
   double c1 = 1 - std::pow(beta1, static_cast<double>(step));
-  double c2 = 1 - std::pow(beta2, static_cast<double>(step));
+  double c2 = 1 - std::pow(beta2, static_cast<double>(
+                                      frozen ? freezeSecondMomentAfter : step));
   for (int64_t i = 0; i < param.numel(); ++i) {
     double g = grad.data[i];
     double mi = beta1 * m.data[i] + (1 - beta1) * g;
-    double vi = beta2 * v.data[i] + (1 - beta2) * g * g;
+    double vi = frozen ? v.data[i] : beta2 * v.data[i] + (1 - beta2) * g * g;
     m.data[i] = static_cast<float>(mi);
     v.data[i] = static_cast<float>(vi);
     double p = param.data[i];

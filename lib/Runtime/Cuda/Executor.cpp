@@ -630,7 +630,7 @@ bool CudaExecutor::finishIteration(double gradientScale, const SyncFn &sync,
       cuda::adamwStep(param.data(), grad->second.data(), state.m.data(),
                       state.v.data(), param.numel(), state.step, f(a.lr),
                       f(a.beta1), f(a.beta2), f(a.epsilon), f(a.weightDecay),
-                      stream);
+                      update.freezeSecondMomentAfter, stream);
     } else {
       if (!state.velocity.buffer &&
           !allocate(param.shape, true, state.velocity, error))

@@ -202,10 +202,13 @@ Tensor scatterTopK(const Tensor &values, const Tensor &indices,
 /// v = momentum v + g + wd p; p -= lr v.
 void sgdStep(Tensor &param, const Tensor &grad, Tensor &velocity, double lr,
              double momentum, double weightDecay);
-/// Decoupled weight decay; `step` counts from 1 (bias correction).
+/// Decoupled weight decay; `step` counts from 1 (bias correction). With
+/// `freezeSecondMomentAfter` = W > 0, steps after W leave `v` (and its bias
+/// correction) as they were at step W: top-k's warm-up (OpAttrs::topkWarmup).
 void adamwStep(Tensor &param, const Tensor &grad, Tensor &m, Tensor &v,
                int64_t step, double lr, double beta1, double beta2,
-               double epsilon, double weightDecay);
+               double epsilon, double weightDecay,
+               int64_t freezeSecondMomentAfter = 0);
 /// DiLoCo's outer step: Nesterov momentum on the replicas' mean
 /// pseudo-gradient `delta` (parameters at the last sync minus now):
 /// velocity = momentum * velocity + delta, then

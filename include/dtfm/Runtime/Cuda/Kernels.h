@@ -184,9 +184,11 @@ void embeddingBackward(const float *indices, const float *dOut,
 
 void sgdStep(float *param, const float *grad, float *velocity, int64_t n,
              float lr, float momentum, float weightDecay, cudaStream_t stream);
+/// As cpu::adamwStep, `freezeSecondMomentAfter` included.
 void adamwStep(float *param, const float *grad, float *m, float *v, int64_t n,
                int64_t step, float lr, float beta1, float beta2, float epsilon,
-               float weightDecay, cudaStream_t stream);
+               float weightDecay, int64_t freezeSecondMomentAfter,
+               cudaStream_t stream);
 
 //===--- AdaTopK ------------------------------------------------------===//
 

@@ -120,6 +120,10 @@ inline constexpr llvm::StringLiteral kWireAttrName = "dtfm.wire";
 /// dtfm.grad_sync with dtfm.compression = "topk": R, keep 1/R of each
 /// gradient (format/Sparse.h).
 inline constexpr llvm::StringLiteral kTopkRatioAttrName = "dtfm.topk_ratio";
+/// dtfm.grad_sync with dtfm.compression = "topk": W, the first W steps
+/// synchronise dense and AdamW's second moment is frozen after step W.
+inline constexpr llvm::StringLiteral kTopkWarmupAttrName =
+    "dtfm.topk_warmup";
 
 } // namespace mlir::dtfm
 
