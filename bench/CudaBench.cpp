@@ -142,7 +142,7 @@ int main(int argc, char **argv) {
               [&] { cuda::accumulate(a.floats(), c.floats(), n, stream); });
   elementwise("adamw step (4 reads, 3 writes)", 7.0 * bytes, [&] {
     cuda::adamwStep(c.floats(), a.floats(), b.floats(), d.floats(), n, 1, 1e-9f,
-                    0.9f, 0.999f, 1e-8f, 0.0f, 0, stream);
+                    0.9, 0.999, 1e-8f, 0.0f, 0, stream);
   });
 
   // Matmuls.

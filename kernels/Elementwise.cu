@@ -11,6 +11,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cmath>
+
 using namespace dtfm::runtime::cuda::detail;
 
 namespace {
@@ -116,12 +118,13 @@ __global__ void sgdKernel(float *param, const float *grad, float *velocity,
 
 __global__ void adamwKernel(float *param, const float *grad, float *m,
                             float *v, int64_t n, float c1, float c2, float lr,
-                            float beta1, float beta2, float epsilon,
-                            float weightDecay, bool frozen) {
+                            float beta1, float beta2, float gain1,
+                            float gain2, float epsilon, float weightDecay,
+                            bool frozen) {
   DTFM_GRID_STRIDE(i, n) {
     float g = grad[i];
-    float mi = beta1 * m[i] + (1 - beta1) * g;
-    float vi = frozen ? v[i] : beta2 * v[i] + (1 - beta2) * g * g;
+    float mi = beta1 * m[i] + gain1 * g;
+    float vi = frozen ? v[i] : beta2 * v[i] + gain2 * g * g;
     m[i] = mi;
     v[i] = vi;
     float p = param[i];
@@ -203,16 +206,22 @@ void sgdStep(float *param, const float *grad, float *velocity, int64_t n,
 }
 
 void adamwStep(float *param, const float *grad, float *m, float *v, int64_t n,
-               int64_t step, float lr, float beta1, float beta2, float epsilon,
-               float weightDecay, int64_t freezeSecondMomentAfter,
+               int64_t step, float lr, double beta1, double beta2,
+               float epsilon, float weightDecay,
+               int64_t freezeSecondMomentAfter,
                cudaStream_t stream) {
   bool frozen = freezeSecondMomentAfter > 0 && step > freezeSecondMomentAfter;
-  float c1 = 1 - powf(beta1, static_cast<float>(step));
-  float c2 = 1 - powf(beta2, static_cast<float>(frozen ? freezeSecondMomentAfter
-                                                       : step));
+  float c1 = static_cast<float>(1 - std::pow(beta1, static_cast<double>(step)));
+  float c2 = static_cast<float>(
+      1 - std::pow(beta2, static_cast<double>(frozen ? freezeSecondMomentAfter
+                                                     : step)));
+  // 1 - beta from the double, as the CPU kernel (1 - 0.999f is 4.7e-5 off).
+  float gain1 = static_cast<float>(1 - beta1),
+        gain2 = static_cast<float>(1 - beta2);
   adamwKernel<<<blocksFor(n), kThreads, 0, stream>>>(
-      param, grad, m, v, n, c1, c2, lr, beta1, beta2, epsilon, weightDecay,
-      frozen);
+      param, grad, m, v, n, c1, c2, lr, static_cast<float>(beta1),
+      static_cast<float>(beta2), gain1, gain2, epsilon,
+      weightDecay, frozen);
 }
 
 } // namespace dtfm::runtime::cuda

@@ -32,6 +32,7 @@
 #include <sstream>
 #include <thread>
 
+#include <malloc.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -569,6 +570,12 @@ int dtfm::runtime::runWorker(const std::string &planPath,
                  options.rank, plan.programs_size());
     return 1;
   }
+  // Every step allocates the same tensors again. glibc serves large ones
+  // with mmap and returns them to the kernel when freed, so each step paid
+  // a page fault per page it wrote (about a tenth of a CPU step of the
+  // tiny GPT); keep freed memory in the heap instead.
+  ::mallopt(M_MMAP_THRESHOLD, 32 << 20); // glibc's documented maximum
+  ::mallopt(M_TRIM_THRESHOLD, 1 << 30);
   // A worker the local launcher started dies with it (SIGKILL leaves the
   // launcher no chance to stop its workers): the launcher names itself in
   // the environment, and a worker whose parent is already gone leaves.

@@ -243,9 +243,9 @@ TEST_F(CudaKernelsTest, OptimizerSteps) {
     cuda::sgdStep(gp.floats(), gg.floats(), gvel.floats(), 333, 0.1f, 0.9f,
                   0.01f, stream);
     cuda::adamwStep(gp2.floats(), gg.floats(), gm.floats(), gv.floats(), 333,
-                    step, 0.01f, 0.9f, 0.999f, 1e-8f, 0.01f, 0, stream);
+                    step, 0.01f, 0.9, 0.999, 1e-8f, 0.01f, 0, stream);
     cuda::adamwStep(gp3.floats(), gg.floats(), gfm.floats(), gfv.floats(),
-                    333, step, 0.01f, 0.9f, 0.999f, 1e-8f, 0.01f, 2, stream);
+                    333, step, 0.01f, 0.9, 0.999, 1e-8f, 0.01f, 2, stream);
   }
   expectNear(download(gp, 333), sgdP.data, 1e-5, "sgd");
   expectNear(download(gp2, 333), adamP.data, 1e-5, "adamw");

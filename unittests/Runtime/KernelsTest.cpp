@@ -14,8 +14,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <random>
 #include <string>
 #include <tuple>
@@ -431,6 +433,64 @@ TEST(Kernels, BatchNormAndPooling) {
   globalAvgPoolBackward(z, rg, &dg2);
   expectGradient(z, dg2, [&]() { return globalAvgPool(z); }, rg,
                  "global avg pool");
+}
+
+// GELU and softmax compute e^x and erf without libm, so that their loops
+// vectorise: checked against double-precision libm over the float range,
+// with NaN and the infinities passing through as libm's would.
+TEST(Kernels, VectorisedExpAndErfMatchLibm) {
+  std::vector<float> inputs;
+  for (float v = -12.0f; v <= 12.0f; v += 0.0009765625f)
+    inputs.push_back(v);
+  for (float v : {-1e30f, -200.0f, -90.0f, -87.5f, 87.5f, 200.0f, 1e30f})
+    inputs.push_back(v);
+  Tensor x({static_cast<int64_t>(inputs.size())});
+  x.data = inputs;
+  Tensor y = gelu(x, false), ones(x.shape, 1.0f), dy;
+  geluBackward(x, false, ones, &dy);
+  double worstValue = 0, worstSlope = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    double v = inputs[i], phi = 0.5 * (1 + std::erf(v / std::sqrt(2.0)));
+    double slope = phi + v * std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
+    // Absolute error relative to the scale of the value (1 + |v|).
+    worstValue = std::max(worstValue, std::fabs(y.data[i] - v * phi) /
+                                          (1 + std::fabs(v)));
+    worstSlope = std::max(worstSlope, std::fabs(dy.data[i] - slope));
+  }
+  EXPECT_LT(worstValue, 3e-7);
+  EXPECT_LT(worstSlope, 3e-7);
+  Tensor special({3});
+  special.data = {std::numeric_limits<float>::quiet_NaN(),
+                  std::numeric_limits<float>::infinity(),
+                  -std::numeric_limits<float>::infinity()};
+  Tensor g = gelu(special, false);
+  EXPECT_TRUE(std::isnan(g.data[0]));
+  EXPECT_EQ(g.data[1], std::numeric_limits<float>::infinity());
+
+  // Softmax rows spanning the exponent range, against double precision.
+  for (float spread : {1.0f, 30.0f, 80.0f, 200.0f}) {
+    Tensor logits({4, 257});
+    for (int64_t i = 0; i < logits.numel(); ++i)
+      logits.data[i] = spread * std::sin(0.37f * static_cast<float>(i));
+    Tensor p = softmax(logits);
+    for (int64_t r = 0; r < 4; ++r) {
+      const float *row = logits.data.data() + r * 257;
+      // The difference is rounded to float, as in the kernel (and libm's
+      // expf of it); what is checked is e^ of that float.
+      float peak = *std::max_element(row, row + 257);
+      double sum = 0;
+      for (int64_t j = 0; j < 257; ++j)
+        sum += std::exp(double(row[j] - peak));
+      for (int64_t j = 0; j < 257; ++j) {
+        double want = std::exp(double(row[j] - peak)) / sum;
+        EXPECT_NEAR(p.data[r * 257 + j], want, 2e-7 * want + 1e-37)
+            << "spread " << spread << " row " << r << " column " << j;
+      }
+    }
+  }
+  Tensor withNan({1, 3});
+  withNan.data = {0.0f, std::numeric_limits<float>::quiet_NaN(), 1.0f};
+  EXPECT_TRUE(std::isnan(softmax(withNan).data[1]));
 }
 
 TEST(Kernels, Optimizers) {

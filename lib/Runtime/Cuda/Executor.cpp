@@ -629,7 +629,7 @@ bool CudaExecutor::finishIteration(double gradientScale, const SyncFn &sync,
         return false;
       cuda::adamwStep(param.data(), grad->second.data(), state.m.data(),
                       state.v.data(), param.numel(), state.step, f(a.lr),
-                      f(a.beta1), f(a.beta2), f(a.epsilon), f(a.weightDecay),
+                      a.beta1, a.beta2, f(a.epsilon), f(a.weightDecay),
                       update.freezeSecondMomentAfter, stream);
     } else {
       if (!state.velocity.buffer &&

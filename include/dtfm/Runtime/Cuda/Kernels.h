@@ -184,9 +184,10 @@ void embeddingBackward(const float *indices, const float *dOut,
 
 void sgdStep(float *param, const float *grad, float *velocity, int64_t n,
              float lr, float momentum, float weightDecay, cudaStream_t stream);
-/// As cpu::adamwStep, `freezeSecondMomentAfter` included.
+/// As cpu::adamwStep, `freezeSecondMomentAfter` included (the betas in
+/// double, as the CPU kernel takes 1 - beta from them).
 void adamwStep(float *param, const float *grad, float *m, float *v, int64_t n,
-               int64_t step, float lr, float beta1, float beta2, float epsilon,
+               int64_t step, float lr, double beta1, double beta2, float epsilon,
                float weightDecay, int64_t freezeSecondMomentAfter,
                cudaStream_t stream);
 
