@@ -15,6 +15,15 @@
 #include <cstring>
 #include <vector>
 
+/// On x86-64, a kernel so marked is also compiled for AVX2 (8 floats a
+/// vector instead of SSE2's 4) and the one the CPU runs is chosen when the
+/// program loads. Without FMA, so both give the same bits.
+#if defined(__x86_64__) && (defined(__clang__) || defined(__GNUC__))
+#define DTFM_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define DTFM_VECTOR_CLONES
+#endif
+
 namespace dtfm::runtime::cpu {
 
 /// Makes `t` a zero tensor of `shape` unless it already has that shape

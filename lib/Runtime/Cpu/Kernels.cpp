@@ -177,6 +177,7 @@ void dtfm::runtime::cpu::layerNormBackward(const Tensor &x, const Tensor &gamma,
 
 static const double kSqrt2OverPi = 0.7978845608028654;
 
+DTFM_VECTOR_CLONES
 Tensor dtfm::runtime::cpu::gelu(const Tensor &x, bool tanhApproximation) {
   Tensor out(x.shape);
   const float c = static_cast<float>(kSqrt2OverPi), r = 0.70710678f;
@@ -197,6 +198,7 @@ Tensor dtfm::runtime::cpu::gelu(const Tensor &x, bool tanhApproximation) {
   return out;
 }
 
+DTFM_VECTOR_CLONES
 void dtfm::runtime::cpu::geluBackward(const Tensor &x, bool tanhApproximation,
                                       const Tensor &dOut, Tensor *dx) {
   ensure(dx, x.shape);
@@ -239,6 +241,7 @@ void dtfm::runtime::cpu::reluBackward(const Tensor &out, const Tensor &dOut,
       dx->data[i] += dOut.data[i];
 }
 
+DTFM_VECTOR_CLONES
 Tensor dtfm::runtime::cpu::softmax(const Tensor &x) {
   int64_t d = x.dim(-1), rows = x.numel() / d;
   Tensor out(x.shape);
@@ -442,6 +445,7 @@ void dtfm::runtime::cpu::nesterovOuterStep(Tensor &anchor, const Tensor &delta,
   }
 }
 
+DTFM_VECTOR_CLONES
 void dtfm::runtime::cpu::adamwStep(Tensor &param, const Tensor &grad, Tensor &m,
                                    Tensor &v, int64_t step, double lr,
                                    double beta1, double beta2, double epsilon,
