@@ -8,7 +8,9 @@ simulator's, on the plans it produces.
 
 For each cluster file (default: examples/clusters/geo-worldwide.textproto and
 multi-dc.textproto) and each AdaTopK ratio (1 = dense), two plans of the model
-are made with `--dtfm-plan algorithm=hetero programs=true`:
+are made with `--dtfm-plan algorithm=hetero programs=true
+simulate-candidates=false` (hetero's own plan, so that its model is what is
+checked, not the simulator's choice among candidates):
 
   fixed   dp 8 x pp 8 on every device, micro-batches = global batch / 8
           (hetero lays the devices out and sizes the stages);
@@ -50,7 +52,8 @@ def plan_and_simulate(args, work, name, cluster, options):
     model = sh([tool("dtfm-translate"), "--import-gpt", args.model])
     planned = os.path.join(work, name + ".mlir")
     sh([tool("dtfm-opt"), "-o", planned,
-        "--dtfm-plan=cluster=%s algorithm=hetero programs=true %s" %
+        "--dtfm-plan=cluster=%s algorithm=hetero programs=true "
+        "simulate-candidates=false %s" %
         (cluster, options)], stdin=model)
     with open(planned) as f:
         text = f.read()
