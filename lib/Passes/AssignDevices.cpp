@@ -72,6 +72,9 @@ struct AssignDevices
       if (failed(adoptShape(shape, cluster, options, fail)))
         return;
 
+    if (keepLayout && failed(adoptRecordedLayout(module, cluster, options, fail)))
+      return;
+    options.training.unevenByLinks = unevenByLinks;
     options.dataParallel = dataParallel;
     options.pipelineParallel = pipelineParallel;
     options.microBatches = microBatches;
@@ -143,6 +146,60 @@ struct AssignDevices
     chosen.dataParallel = static_cast<int>(shape.getDp());
     chosen.pipelineParallel = static_cast<int>(shape.getPp());
     chosen.microBatches = static_cast<int>(shape.getMicroBatches());
+    options.chosen = std::move(chosen);
+    return success();
+  }
+
+  /// keep-layout=true: the layout of the assignment recorded before (its
+  /// D_DP x D_PP and the devices of each stage), planned again without a
+  /// search -- as --dtfm-plan's hetero:link-shares candidate re-plans
+  /// hetero's layout with other shares.
+  LogicalResult
+  adoptRecordedLayout(ModuleOp module, const planner::Cluster &cluster,
+                      planner::AssignmentOptions &options,
+                      llvm::function_ref<void(const Twine &)> fail) {
+    if (!options.hetero) {
+      fail("keep-layout=true needs algorithm=hetero");
+      return failure();
+    }
+    auto recorded = module->getAttrOfType<AssignmentAttr>(kAssignmentAttrName);
+    if (!recorded) {
+      fail("keep-layout=true needs a dtfm.assignment to take the layout from");
+      return failure();
+    }
+    if ((dataParallel && dataParallel != recorded.getDp()) ||
+        (pipelineParallel && pipelineParallel != recorded.getPp())) {
+      fail("dp/pp contradict the recorded assignment (dp " +
+           Twine(recorded.getDp()) + ", pp " + Twine(recorded.getPp()) + ")");
+      return failure();
+    }
+    llvm::StringMap<int> indexOf;
+    for (auto [i, d] : llvm::enumerate(cluster.devices))
+      indexOf[d.name] = static_cast<int>(i);
+    planner::ChosenShape chosen;
+    chosen.dataParallel = static_cast<int>(recorded.getDp());
+    chosen.pipelineParallel = static_cast<int>(recorded.getPp());
+    chosen.microBatches =
+        options.chosen ? options.chosen->microBatches : microBatches;
+    std::vector<bool> named(cluster.size(), false);
+    for (ArrayAttr stage : recorded.getStages()) {
+      chosen.layout.emplace_back();
+      for (Attribute a : stage) {
+        StringRef name = cast<StringAttr>(a).getValue();
+        auto it = indexOf.find(name);
+        if (it == indexOf.end()) {
+          fail("the recorded assignment names device '" + name +
+               "', which cluster '" + cluster.name + "' lacks");
+          return failure();
+        }
+        if (named[it->second]) {
+          fail("the recorded assignment names device '" + name + "' twice");
+          return failure();
+        }
+        named[it->second] = true;
+        chosen.layout.back().push_back(it->second);
+      }
+    }
     options.chosen = std::move(chosen);
     return success();
   }

@@ -148,10 +148,20 @@ struct PlanTail {
 /// assign -> partition, and with programs=true: -> send/recv ->
 /// [compression] -> gradient sync -> schedule -> one program per device ->
 /// verify.
+/// hetero's layout (as recorded by the plan asked for) re-planned with
+/// uneven replicas by whole pipeline time, links included: a candidate of
+/// SimulateCandidates only.
+constexpr llvm::StringLiteral kHeteroLinkShares = "hetero:link-shares";
+
 void buildPlanTail(OpPassManager &pm, const PlanTail &options,
                    StringRef algorithm, bool printTable) {
   AssignDevicesOptions assign;
   assign.algorithm = algorithm.str();
+  if (algorithm == kHeteroLinkShares) {
+    assign.algorithm = "hetero";
+    assign.unevenByLinks = true;
+    assign.keepLayout = true;
+  }
   assign.seed = options.seed;
   assign.budget = options.budget;
   assign.dataParallel = options.dp;
@@ -204,8 +214,10 @@ void buildPlanTail(OpPassManager &pm, const PlanTail &options,
 /// and memory of each data-parallel group). The cluster file is read once,
 /// into the module's `dtfm.cluster`, which the planning passes read. With
 /// algorithm=hetero and programs=true the tail runs once per candidate
-/// algorithm and the plan that simulates fastest is kept
-/// (SimulateCandidates.cpp; simulate-candidates=false turns it off).
+/// algorithm -- and once more with hetero's replicas sharing the micro-batches
+/// by whole pipeline time, links included -- and the plan that simulates
+/// fastest is kept (SimulateCandidates.cpp; simulate-candidates=false turns
+/// it off).
 void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
   if (!options.cluster.empty())
     pm.addPass(createImportCluster(ImportClusterOptions{options.cluster}));
@@ -238,7 +250,7 @@ void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
     buildPlanTail(pm, tail, tail.algorithm, tail.printTable);
     return;
   }
-  std::vector<std::string> algorithms{"hetero"};
+  std::vector<std::string> algorithms{"hetero", kHeteroLinkShares.str()};
   for (::dtfm::planner::SearchAlgorithm baseline :
        ::dtfm::planner::allSearchAlgorithms())
     algorithms.push_back(::dtfm::planner::searchAlgorithmName(baseline));

@@ -118,8 +118,13 @@ struct SimulateCandidates
     OwningOpRef<ModuleOp> fastest;
     double fastestSeconds = *askedSeconds;
     std::string fastestAlgorithm = algorithms.front();
+    // Every candidate sees the asked plan's assignment: a tail may re-plan
+    // its layout (hetero:link-shares) instead of searching again.
+    Attribute askedAssignment = module->getAttr(kAssignmentAttrName);
     for (const std::string &algorithm : ArrayRef(algorithms).drop_front()) {
       ModuleOp candidate = pristine->clone();
+      if (askedAssignment)
+        candidate->setAttr(kAssignmentAttrName, askedAssignment);
       module.getBody()->push_back(candidate);
       std::string why;
       FailureOr<double> seconds = failure();
@@ -166,7 +171,7 @@ struct SimulateCandidates
       raw_ostream &os = llvm::outs();
       os << "=== dtfm candidate plans (simulated iteration) ===\n";
       for (CandidatePlanAttr plan : plans) {
-        os << llvm::format("%-14s ", plan.getAlgorithm().str().c_str());
+        os << llvm::format("%-18s ", plan.getAlgorithm().str().c_str());
         if (plan.getIterationS())
           os << llvm::format("%12.6f s", plan.getIterationS()->value);
         else

@@ -178,14 +178,18 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
   // Only compute decides whether to split: the step bound above is too
   // coarse for pipelines held up by their links to trade micro-batches on
   // (64 identical V100s world-wide: a split by link speed alone was
-  // predicted at 29.5 s and simulates at 46.5 s, against 30.7 s even).
+  // predicted at 29.5 s and simulates at 46.5 s, against 30.7 s even),
+  // unless unevenByLinks asks for a split by the whole pipeline time.
   std::vector<double> computeSeconds(dp, 0.0);
   for (int i = 0; i < dp; ++i)
     for (int s = 0; s < pp; ++s)
       computeSeconds[i] += stageCompute(i, s);
-  if (dp > 1 && std::adjacent_find(computeSeconds.begin(), computeSeconds.end(),
-                                   std::not_equal_to<double>()) !=
-                    computeSeconds.end()) {
+  auto differ = [](const std::vector<double> &seconds) {
+    return std::adjacent_find(seconds.begin(), seconds.end(),
+                              std::not_equal_to<double>()) != seconds.end();
+  };
+  if (dp > 1 && (differ(computeSeconds) ||
+                 (training.unevenByLinks && differ(evenSeconds)))) {
     std::vector<int> shares =
         splitMicroBatches(dp, dp * microBatches, pipelineSeconds);
     double unevenSeconds = 0;

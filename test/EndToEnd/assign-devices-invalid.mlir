@@ -20,3 +20,19 @@
 // SYNC: error: dtfm-assign-devices: unknown sync 'tree' (expected auto, ps or ring)
 // RUN: not dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/../Passes/Inputs/two-regions.textproto --dtfm-assign-devices="algorithm=hetero compress-ratio=0" 2>&1 | FileCheck %s --check-prefix=RATIO
 // RATIO: error: dtfm-assign-devices: compress-ratio must be >= 1 (1: dense), found 0.000000
+
+// COM: keep-layout=true needs hetero and a recorded assignment whose devices
+// COM: the cluster has, each once.
+// RUN: not dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/../Passes/Inputs/two-regions.textproto --dtfm-assign-devices="algorithm=hetero keep-layout=true" 2>&1 | FileCheck %s --check-prefix=KEEP-NONE
+// KEEP-NONE: two-regions.textproto:0:0: error: dtfm-assign-devices: keep-layout=true needs a dtfm.assignment to take the layout from
+// RUN: dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/../Passes/Inputs/two-regions.textproto --dtfm-assign-devices="dp=2 pp=2 algorithm=rank-order" -o %t.rank
+// RUN: not dtfm-opt %t.rank --dtfm-assign-devices="keep-layout=true" 2>&1 | FileCheck %s --check-prefix=KEEP-ALGO
+// KEEP-ALGO: error: dtfm-assign-devices: keep-layout=true needs algorithm=hetero
+// RUN: not dtfm-opt %t.rank --dtfm-assign-devices="algorithm=hetero keep-layout=true dp=4 pp=1" 2>&1 | FileCheck %s --check-prefix=KEEP-SHAPE
+// KEEP-SHAPE: error: dtfm-assign-devices: dp/pp contradict the recorded assignment (dp 2, pp 2)
+// RUN: sed 's/\["b0", "b1"\]\]/["b0", "zz"]]/' %t.rank > %t.unknown
+// RUN: not dtfm-opt %t.unknown --dtfm-assign-devices="algorithm=hetero keep-layout=true" 2>&1 | FileCheck %s --check-prefix=KEEP-UNKNOWN
+// KEEP-UNKNOWN: error: dtfm-assign-devices: the recorded assignment names device 'zz', which cluster 'two-regions' lacks
+// RUN: sed 's/\["b0", "b1"\]\]/["b0", "a0"]]/' %t.rank > %t.twice
+// RUN: not dtfm-opt %t.twice --dtfm-assign-devices="algorithm=hetero keep-layout=true" 2>&1 | FileCheck %s --check-prefix=KEEP-TWICE
+// KEEP-TWICE: error: dtfm-assign-devices: the recorded assignment names device 'a0' twice

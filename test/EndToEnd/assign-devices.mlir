@@ -46,3 +46,15 @@
 // HETERO: stage 0 {{.*}} fast0(lan)
 // HETERO: stage 1 {{.*}} fast1(lan)
 // HETERO-ATTR: iteration_s = {{.*}}stage_bounds = [0, 5, 10, 11, 12]>
+
+// COM: keep-layout=true: hetero re-plans the layout already recorded (here
+// COM: rank-order's, which keeps each stage inside one region) instead of
+// COM: searching its own; --dtfm-plan's hetero:link-shares candidate uses it.
+// RUN: dtfm-opt %t.mlir --dtfm-annotate-costs --dtfm-autodiff --dtfm-import-cluster=file=%S/../Passes/Inputs/two-regions.textproto --dtfm-assign-devices="dp=2 pp=2 algorithm=rank-order" -o %t.rank
+// RUN: dtfm-opt %t.rank --dtfm-assign-devices="algorithm=hetero keep-layout=true print-table=true" -o %t.kept | FileCheck %s --check-prefix=KEEP
+// RUN: FileCheck %s --check-prefix=KEEP-ATTR < %t.kept
+// KEEP: algorithm hetero
+// KEEP: stage  0 {{.*}} a0(A) a1(A)
+// KEEP-NEXT: stage  1 {{.*}} b0(B) b1(B)
+// KEEP-ATTR: algorithm = "hetero"
+// KEEP-ATTR-SAME: stages = {{\[}}["a0", "a1"], ["b0", "b1"]], iteration_s =

@@ -360,4 +360,14 @@ TEST(Hetero, UnevenReplicasFollowComputeNotLinks) {
   ASSERT_TRUE(cost.feasible) << cost.error;
   EXPECT_TRUE(cost.pipelineMicroBatches.empty());
   EXPECT_DOUBLE_EQ(cost.pipelineSeconds, cost.evenPipelineSeconds);
+  // Asked to split by whole pipeline time (--dtfm-plan's hetero:link-shares
+  // candidate), the pipeline through device 2 takes fewer micro-batches.
+  p.training.unevenByLinks = true;
+  HeteroCost byLinks = HeteroModel(p).evaluate({{0, 2}, {1, 3}});
+  ASSERT_TRUE(byLinks.feasible) << byLinks.error;
+  ASSERT_EQ(byLinks.pipelineMicroBatches.size(), 2u);
+  EXPECT_LT(byLinks.pipelineMicroBatches[1], byLinks.pipelineMicroBatches[0]);
+  EXPECT_EQ(byLinks.pipelineMicroBatches[0] + byLinks.pipelineMicroBatches[1],
+            2 * 8); // D_DP x n_b
+  EXPECT_LT(byLinks.pipelineSeconds, byLinks.evenPipelineSeconds);
 }

@@ -354,6 +354,12 @@ def AssignDevices : Pass<"dtfm-assign-devices", "mlir::ModuleOp"> {
            /*default=*/"\"none\"",
            "Pipeline transfers in 8 bits the plan will use (hetero's "
            "model): none, int8 or auto">,
+    Option<"unevenByLinks", "uneven-by-links", "bool", /*default=*/"false",
+           "hetero: uneven replicas also where only the pipelines' links "
+           "differ (--dtfm-plan tries it as a candidate for the simulator)">,
+    Option<"keepLayout", "keep-layout", "bool", /*default=*/"false",
+           "hetero: re-plan the layout the module's dtfm.assignment records "
+           "(its D_DP x D_PP and stages) instead of searching one">,
   ];
 }
 

@@ -144,6 +144,11 @@ struct TrainingOptions {
   CompressionOptions compression;
   /// Schedule, optimizer state and micro-batches per pipeline.
   StagePartitionOptions stages;
+  /// hetero: uneven replicas also where only the pipelines' links differ,
+  /// not their compute. The step model is too coarse there to be trusted
+  /// alone (Hetero.cpp), so --dtfm-plan plans it as one more candidate and
+  /// lets the simulator judge (SimulateCandidates.cpp).
+  bool unevenByLinks = false;
 };
 
 /// Reads the passes' `sync` (auto, ps or ring), `compress-ratio` (>= 1),
