@@ -55,6 +55,11 @@ if config.dtfm_enable_cuda.upper() in ("ON", "1", "TRUE", "YES"):
 else:
     config.available_features.add("cuda-off")
 
+# A build with sanitizers (scripts/sanitize.sh): shadow memory and
+# quarantines make memory measurements meaningless.
+if config.dtfm_sanitizer:
+    config.available_features.add("sanitizer")
+
 # A private mount namespace (root): the runtime bundle's tests hide this
 # machine's libraries in one (Tools/bundle-runtime.test).
 try:

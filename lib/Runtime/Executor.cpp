@@ -254,8 +254,17 @@ bool PhaseExecutor::runPhase(OpPhase phase, int microBatch, ValueTable &values,
     if (!runOp(op, microBatch, values, loss, error))
       return fail(error);
     afterOp(op, microBatch, values);
+    for (int64_t id : lifetimes.freeAfterOp[index])
+      releaseValue(microBatch, id, values);
   }
   return endPhase(phase, microBatch, values, loss, error);
+}
+
+void PhaseExecutor::releaseSent(OpPhase phase, int microBatch,
+                                ValueTable &values) {
+  for (int64_t id :
+       lifetimes.freeAfterSends[phase == OpPhase::Backward ? 1 : 0])
+    releaseValue(microBatch, id, values);
 }
 
 bool PhaseExecutor::optimizerUpdates(
@@ -316,8 +325,11 @@ bool ProgramExecutor::runOp(const ProgramOp &op, int, ValueTable &values,
       error = "unknown parameter '" + op.attrs.name + "'";
       return false;
     }
-    values[op.results[0].id] = it->second;
+    // Kernels read parameters in place (operand()); only one the worker
+    // sends (a tied weight) is copied into the micro-batch's values.
     paramOfValue[op.results[0].id] = op.attrs.name;
+    if (sentValues.count(op.results[0].id))
+      values[op.results[0].id] = it->second;
     return true;
   }
   const cpu::KernelEntry &kernels =
@@ -344,7 +356,7 @@ bool ProgramExecutor::runOp(const ProgramOp &op, int, ValueTable &values,
   }
   std::vector<const Tensor *> operands(numOperands);
   for (int i = 0; i < numOperands; ++i)
-    operands[i] = &values.at(op.operands[i]);
+    operands[i] = &operand(op.operands[i], values);
   const Tensor *dOut = isLoss ? nullptr : &values.at(op.operands.back());
   const std::vector<int64_t> &wrt = op.attrs.wrt;
   if (wrt.size() != op.results.size()) {
@@ -417,7 +429,8 @@ gradientInputsOf(const StageProgram &program) {
   return inputs;
 }
 
-PhaseExecutor::PhaseExecutor(const StageProgram &program) : program(program) {
+PhaseExecutor::PhaseExecutor(const StageProgram &program)
+    : program(program), lifetimes(valueLifetimes(program)) {
   std::map<int64_t, std::string> parameterOfValue;
   std::map<int64_t, int> syncOfResult;
   for (const ProgramOp &op : program.ops) {
@@ -438,7 +451,24 @@ PhaseExecutor::PhaseExecutor(const StageProgram &program) : program(program) {
 }
 
 ProgramExecutor::ProgramExecutor(const StageProgram &program)
-    : PhaseExecutor(program), gradientInputs(gradientInputsOf(program)) {}
+    : PhaseExecutor(program), gradientInputs(gradientInputsOf(program)) {
+  for (const ProgramOp &op : program.ops)
+    if (op.kind == OpKind::Send)
+      sentValues.insert(op.operands.begin(), op.operands.end());
+}
+
+const Tensor &ProgramExecutor::operand(int64_t id,
+                                       const ValueTable &values) const {
+  auto it = values.find(id);
+  if (it != values.end())
+    return it->second;
+  return host.params.at(paramOfValue.at(id));
+}
+
+bool ProgramExecutor::hasValue(int, int64_t id,
+                               const ValueTable &values) const {
+  return values.count(id) > 0 || paramOfValue.count(id) > 0;
+}
 
 void ProgramExecutor::afterOp(const ProgramOp &op, int microBatch,
                               const ValueTable &values) {

@@ -32,6 +32,7 @@ enum ControlKind : uint64_t {
   kSpeed = 2,
   kParams = 3,
   kTrace = 4,
+  kMemory = 5,
 };
 
 /// Control slots: by kind, step and part.

@@ -10,6 +10,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <set>
 #include <unordered_map>
 
 using namespace dtfm::runtime;
@@ -380,6 +382,63 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
 }
 
 } // namespace
+
+ValueLifetimes dtfm::runtime::valueLifetimes(const StageProgram &program) {
+  ValueLifetimes lifetimes;
+  lifetimes.freeAfterOp.resize(program.ops.size());
+  // A micro-batch's ops in the order they run: the forward's, then the
+  // backward's.
+  std::vector<int> order = program.opsOf(OpPhase::Forward);
+  const std::vector<int> &backward = program.opsOf(OpPhase::Backward);
+  order.insert(order.end(), backward.begin(), backward.end());
+  std::map<int64_t, size_t> lastReader, madeAt;
+  std::map<int64_t, int> sentIn; // the latest phase that sends it
+  std::set<int64_t> optimizerInputs;
+  for (int index : program.opsOf(OpPhase::Optimizer))
+    for (int64_t id : program.ops[index].operands)
+      optimizerInputs.insert(id);
+  for (size_t position = 0; position < order.size(); ++position) {
+    const ProgramOp &op = program.ops[order[position]];
+    for (const ProgramValue &result : op.results)
+      madeAt.emplace(result.id, position);
+    if (op.kind == OpKind::Send) {
+      int phase = op.phase == OpPhase::Backward ? 1 : 0;
+      for (int64_t id : op.operands)
+        sentIn[id] = std::max(sentIn.count(id) ? sentIn[id] : 0, phase);
+      continue;
+    }
+    for (int64_t id : op.operands)
+      lastReader[id] = position;
+  }
+  size_t forwardOps = program.opsOf(OpPhase::Forward).size();
+  for (const auto &[id, made] : madeAt) {
+    auto reader = lastReader.find(id);
+    if (optimizerInputs.count(id)) {
+      // A gradient an op makes is summed as soon as it is made (the
+      // executors' afterOp); one received is summed when the backward ends.
+      const ProgramOp &maker = program.ops[order[made]];
+      if (maker.kind != OpKind::Recv)
+        lifetimes.freeAfterOp[order[std::max(
+            made, reader != lastReader.end() ? reader->second : made)]]
+            .push_back(id);
+      continue;
+    }
+    auto sent = sentIn.find(id);
+    if (sent != sentIn.end()) {
+      // Sends are made when their phase ends: a reader in a later phase
+      // keeps the value longer.
+      bool readLater = reader != lastReader.end() && sent->second == 0 &&
+                       reader->second >= forwardOps;
+      if (!readLater) {
+        lifetimes.freeAfterSends[sent->second].push_back(id);
+        continue;
+      }
+    }
+    size_t last = reader != lastReader.end() ? reader->second : made;
+    lifetimes.freeAfterOp[order[last]].push_back(id);
+  }
+  return lifetimes;
+}
 
 bool dtfm::runtime::decodeProgram(const pb::DeviceProgram &program,
                                   StageProgram &out, std::string &error) {

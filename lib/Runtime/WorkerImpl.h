@@ -223,6 +223,11 @@ private:
   double simulatedSeconds = 0;
   bool calibrated = false;
   Clock::time_point epoch;
+  /// Resident bytes before the plan's state was allocated (--memory-report).
+  int64_t startResidentBytes = 0;
+  /// --memory-report: every rank's start and peak resident bytes to rank 0,
+  /// which writes them with the predictions.
+  bool reportMemory(std::string &error);
   std::mutex eventsMutex;
   std::vector<SimEvent> events;
   std::FILE *log = nullptr;

@@ -629,6 +629,7 @@ bool Worker::runComputeSlot(int64_t step, std::vector<MicroBatch> &batches,
           entry.microBatch == microBatches - 1)) &&
         !sendOnce(step, entry.phase, table, error))
       return false;
+    executor->releaseSent(phase, entry.microBatch, table);
     {
       std::lock_guard<std::mutex> lock(mutex);
       auto &box = outbox[key];

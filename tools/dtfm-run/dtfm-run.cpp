@@ -66,6 +66,8 @@ static const char *kUsage =
     "[--timeout SECONDS]\n"
     "         output:      [--trace out.json] [--log steps.jsonl] "
     "[--calibration-steps N]\n"
+    "                      [--memory-report memory.jsonl] (each worker's "
+    "peak memory, measured and predicted)\n"
     "         cluster:     [--cluster cluster.textproto] (refuse a plan "
     "made for another)\n"
     "         multi-host:  --rank R (--rendezvous HOST:PORT | --store DIR)\n"
@@ -161,7 +163,7 @@ int main(int argc, char **argv) {
                takesValue("--init-from") || takesValue("--save-params") ||
                takesValue("--checkpoint-dir") || takesValue("--log") ||
                takesValue("--rendezvous") || takesValue("--store") ||
-               takesValue("--cluster")) {
+               takesValue("--cluster") || takesValue("--memory-report")) {
       std::string value = argv[++i];
       if (arg == "--tokens")
         worker.tokensPath = value;
@@ -178,6 +180,8 @@ int main(int argc, char **argv) {
         logGiven = true;
       } else if (arg == "--rendezvous")
         worker.rendezvous = value;
+      else if (arg == "--memory-report")
+        worker.memoryReportPath = value;
       else if (arg == "--store")
         worker.storeDir = value;
       else
@@ -244,7 +248,8 @@ int main(int argc, char **argv) {
                 kUsage);
   // Outputs that could not be written are refused before anything runs.
   for (const std::string *output :
-       {&tracePath, &reportPath, &worker.logPath, &worker.savePath})
+       {&tracePath, &reportPath, &worker.logPath, &worker.savePath,
+        &worker.memoryReportPath})
     if (!output->empty())
       if (std::string problem = format::outputPathProblem(*output);
           !problem.empty())
@@ -258,7 +263,8 @@ int main(int argc, char **argv) {
            {"--steps", "--checkpoint-every", "--checkpoint-dir",
             "--calibration-steps", "--seed", "--rank", "--rendezvous",
             "--store", "--tokens", "--inputs", "--init-from", "--save-params",
-            "--log", "--backend", "--matmul-precision", "--timeout"})
+            "--log", "--backend", "--matmul-precision", "--timeout",
+            "--memory-report"})
         if (flag == executeOnly)
           return fail(flag + " goes with --execute, not --simulate");
     }

@@ -280,3 +280,59 @@ TEST(Program, CheckpointStateIsCheckedAgainstTheProgram) {
 }
 
 } // namespace
+
+namespace {
+
+/// One op of a hand-built program: `kind` in `phase`, reading `operands`,
+/// making one value per id of `results`.
+ProgramOp makeOp(int index, OpKind kind, OpPhase phase,
+                 std::vector<int64_t> operands, std::vector<int64_t> results) {
+  ProgramOp op;
+  op.index = index;
+  op.kind = op.computes = kind;
+  op.phase = phase;
+  op.operands = std::move(operands);
+  for (int64_t id : results)
+    op.results.push_back(ProgramValue{id, {2, 2}, ElementType::F32});
+  return op;
+}
+
+TEST(Program, ValuesAreFreedAfterTheirLastReader) {
+  // x -> h = relu(x) -> y = relu(h) -> send y; the backward reads h and
+  // the received gradient g, makes dx (never read) and dw (summed by the
+  // optimizer); the forward's loss-like value z is read by nothing.
+  StageProgram p;
+  p.ops = {
+      makeOp(0, OpKind::Input, OpPhase::Forward, {}, {1}),
+      makeOp(1, OpKind::Relu, OpPhase::Forward, {1}, {2}),
+      makeOp(2, OpKind::Relu, OpPhase::Forward, {2}, {3}),
+      makeOp(3, OpKind::Send, OpPhase::Forward, {3}, {}),
+      makeOp(4, OpKind::Relu, OpPhase::Forward, {2}, {4}),
+      makeOp(5, OpKind::Recv, OpPhase::Backward, {}, {5}),
+      makeOp(6, OpKind::Backward, OpPhase::Backward, {2, 5}, {6}),
+      makeOp(7, OpKind::Backward, OpPhase::Backward, {6}, {7}),
+      makeOp(8, OpKind::SgdUpdate, OpPhase::Optimizer, {100, 7}, {}),
+  };
+  p.ops[6].computes = p.ops[7].computes = OpKind::Relu;
+  for (const ProgramOp &op : p.ops)
+    p.byPhase[static_cast<int>(op.phase)].push_back(op.index);
+  ValueLifetimes lifetimes = valueLifetimes(p);
+  using Ids = std::vector<int64_t>;
+  EXPECT_EQ(lifetimes.freeAfterOp[1], Ids{1}); // x: relu(x) read it last
+  EXPECT_EQ(lifetimes.freeAfterOp[2], Ids{});  // y: sent, see below
+  EXPECT_EQ(lifetimes.freeAfterOp[4], Ids{4}); // z: nothing reads it
+  // h and g: the first backward op reads them last; dx after the second.
+  EXPECT_EQ(lifetimes.freeAfterOp[6], (Ids{2, 5}));
+  // dw, the optimizer's, once made (and summed); dx, read by that op.
+  EXPECT_EQ(lifetimes.freeAfterOp[7], (Ids{6, 7}));
+  EXPECT_EQ(lifetimes.freeAfterSends[0], Ids{3});
+  EXPECT_EQ(lifetimes.freeAfterSends[1], Ids{});
+  // A value sent in the forward and read by the backward lives until then.
+  p.ops[6].operands = {3, 5};
+  lifetimes = valueLifetimes(p);
+  EXPECT_EQ(lifetimes.freeAfterSends[0], Ids{});
+  EXPECT_EQ(lifetimes.freeAfterOp[6], (Ids{3, 5}));
+  EXPECT_EQ(lifetimes.freeAfterOp[4], (Ids{2, 4}));
+}
+
+} // namespace

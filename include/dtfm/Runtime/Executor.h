@@ -176,6 +176,10 @@ public:
                         const MicroBatch &batch, double &loss,
                         std::string &error) = 0;
   virtual void collectGradients(int microBatch, const ValueTable &values) = 0;
+  /// Once the phase's sends of `microBatch` are made (and summed): frees
+  /// what only they still read (ValueLifetimes).
+  virtual void releaseSent(OpPhase phase, int microBatch,
+                           ValueTable &values) = 0;
   virtual bool finishIteration(double gradientScale, const SyncFn &sync,
                                std::string &error) = 0;
 
@@ -229,6 +233,7 @@ public:
   bool runPhase(OpPhase phase, int microBatch, ValueTable &values,
                 const MicroBatch &batch, double &loss,
                 std::string &error) final;
+  void releaseSent(OpPhase phase, int microBatch, ValueTable &values) final;
 
   /// Local steps and compressed exchanges work on the host state, on every
   /// backend: the pseudo-gradients and the outer step every H steps, the
@@ -279,6 +284,11 @@ protected:
   /// After each op that ran through runOp, with its results in `values`.
   virtual void afterOp(const ProgramOp &op, int microBatch,
                        const ValueTable &values) {}
+  /// A value of `microBatch` no later op reads (ValueLifetimes): the CPU
+  /// frees it; a backend keeping values elsewhere may free its copy too.
+  virtual void releaseValue(int microBatch, int64_t id, ValueTable &values) {
+    values.erase(id);
+  }
   /// After the phase's last op: values for the phase's dtfm.send ops into
   /// `values` (host), losses into `loss`.
   virtual bool endPhase(OpPhase phase, int microBatch, ValueTable &values,
@@ -303,6 +313,8 @@ protected:
                         std::vector<Update> &updates, std::string &error) const;
 
   const StageProgram &program;
+  /// When each value of a micro-batch can be freed.
+  const ValueLifetimes lifetimes;
   /// Parameters and optimizer state in the one format of parameter files
   /// and checkpoints: the CPU executor's own; the GPU's copy for loading
   /// and saving, and the home of its host-side state (anchors, outer
@@ -348,9 +360,10 @@ protected:
                      const cpu::Tensor &value, ValueTable &values,
                      std::string &error) override;
   bool hasValue(int microBatch, int64_t id,
-                const ValueTable &values) const override {
-    return values.count(id) > 0;
-  }
+                const ValueTable &values) const override;
+  /// Value `id` of a micro-batch, or the parameter it names (read in
+  /// place: the micro-batches do not copy the parameters).
+  const cpu::Tensor &operand(int64_t id, const ValueTable &values) const;
   bool runOp(const ProgramOp &op, int microBatch, ValueTable &values,
              double &loss, std::string &error) override;
   void afterOp(const ProgramOp &op, int microBatch,
@@ -363,6 +376,7 @@ private:
   void collect(int64_t id, int microBatch, const cpu::Tensor &value);
 
   std::map<int64_t, std::string> paramOfValue; // value id -> parameter
+  std::set<int64_t> sentValues; // operands of the program's dtfm.send ops
   ValueTable gradSum; // optimizer inputs summed over micro-batches
   std::set<int64_t> collected; // ids summed for the current micro-batch
   int collectingMicroBatch = -1;

@@ -183,6 +183,23 @@ struct StageProgram {
   }
 };
 
+/// When the values of one micro-batch may be freed: each after its last
+/// reader among the compute ops (forward, then backward, in program order);
+/// a value the worker sends after a phase once that phase's sends are made
+/// (unless a later op reads it); a gradient the optimizer takes once it is
+/// summed: after the op that makes it, or, when received, when the
+/// micro-batch's backward ends. A value
+/// no op reads is freed right after the op that makes it. The runtime frees
+/// by it and the memory model (MemoryModel.h) counts by it.
+struct ValueLifetimes {
+  /// Value ids to free after the op at each position of StageProgram::ops.
+  std::vector<std::vector<int64_t>> freeAfterOp;
+  /// Value ids to free once the forward's (0) or backward's (1) sends of a
+  /// micro-batch are made.
+  std::array<std::vector<int64_t>, 2> freeAfterSends;
+};
+ValueLifetimes valueLifetimes(const StageProgram &program);
+
 /// Decodes `program`. On an op no kind has, a dtfm.backward of an op
 /// without kernels, or an attribute of the wrong type, returns false with
 /// a one-line `error` naming the op ("op #N dtfm.x: ...").

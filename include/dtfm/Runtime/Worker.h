@@ -55,6 +55,9 @@ struct WorkerOptions {
   std::chrono::milliseconds timeout{60000};
   std::string storeDir, rendezvous;
   std::string tracePath, logPath;
+  /// Rank 0 writes each worker's measured peak memory next to the
+  /// prediction (MemoryModel.h), one JSON object per device.
+  std::string memoryReportPath;
   /// Steps that calibrate the simulator's device speeds before the
   /// predictions are printed (0: the plan's speeds as they are).
   int calibrationSteps = 1;

@@ -9,6 +9,14 @@
 #include "dtfm/Support/CustomOps.h"
 
 using namespace dtfm::runtime;
+
+const dtfm::runtime::cpu::Tensor &cpu::ForwardCall::in(int i) const {
+  int64_t id = op.operands[i];
+  auto it = values.find(id);
+  if (it != values.end())
+    return it->second;
+  return host.params.at(paramOfValue.at(id));
+}
 using namespace dtfm::runtime::cpu;
 
 namespace {

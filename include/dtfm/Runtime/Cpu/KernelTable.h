@@ -30,7 +30,9 @@ struct ForwardCall {
   const std::map<int64_t, std::string> &paramOfValue;
   double &loss;
 
-  const Tensor &in(int i) const { return values.at(op.operands[i]); }
+  /// Operand `i`: a value of the micro-batch, or a parameter, which the
+  /// CPU reads in place (ProgramExecutor::operand).
+  const Tensor &in(int i) const;
   int numOperands() const { return static_cast<int>(op.operands.size()); }
   /// Result `i` (views such as reshape adopt the result's shape).
   void set(int i, Tensor t) const {

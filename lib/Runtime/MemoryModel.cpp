@@ -1,0 +1,234 @@
+//===- MemoryModel.cpp - What a worker holds, predicted from its plan -----===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Runtime/MemoryModel.h"
+#include "dtfm/Format/Stream.h"
+#include "dtfm/Runtime/Program.h"
+
+#include "plan.pb.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+using namespace dtfm::runtime;
+
+namespace {
+
+/// Every CPU tensor is f32 (format::Tensor), whatever the plan's dtype.
+constexpr double kElementBytes = 4;
+
+double elements(const std::vector<int64_t> &shape) {
+  double n = 1;
+  for (int64_t d : shape)
+    n *= static_cast<double>(std::max<int64_t>(0, d));
+  return n;
+}
+
+double bytesOf(const ProgramValue &value) {
+  return kElementBytes * elements(value.shape);
+}
+
+/// The scratch an op's CPU kernel allocates and frees while it runs (the
+/// largest buffers only: attention's probabilities, the loss's softmax,
+/// the recomputed outputs of backward kernels, broadcasting's index
+/// tables).
+double scratchBytes(const ProgramOp &op,
+                    const std::map<int64_t, const ProgramValue *> &valueOf) {
+  auto operandBytes = [&](size_t i) {
+    if (i >= op.operands.size())
+      return 0.0;
+    auto it = valueOf.find(op.operands[i]);
+    return it == valueOf.end() ? 0.0 : bytesOf(*it->second);
+  };
+  double resultElements = op.results.empty() ? 0 : elements(op.results[0].shape);
+  bool backward = op.isBackward();
+  switch (op.computes) {
+  case OpKind::CausalAttention: {
+    auto it = valueOf.find(op.operands.empty() ? -1 : op.operands[0]);
+    if (it == valueOf.end() || it->second->shape.size() != 3)
+      return 0;
+    const std::vector<int64_t> &q = it->second->shape; // [B, S, E]
+    double probs = kElementBytes * static_cast<double>(op.attrs.numHeads) *
+                   static_cast<double>(q[0]) * static_cast<double>(q[1]) *
+                   static_cast<double>(q[1]);
+    // The backward recomputes the forward (its output and probabilities)
+    // and a row of score gradients per query.
+    return backward ? probs + operandBytes(0) +
+                          kElementBytes * static_cast<double>(q[1]) *
+                              static_cast<double>(q[1])
+                    : probs;
+  }
+  case OpKind::CrossEntropy:
+    return operandBytes(0); // the softmax of the logits
+  case OpKind::LayerNorm:
+  case OpKind::Softmax:
+  case OpKind::Relu:
+    return backward ? operandBytes(0) : 0; // the recomputed output
+  case OpKind::Sub:
+  case OpKind::Mul:
+  case OpKind::Div:
+    return backward ? 0 : 16 * resultElements; // two int64 index tables
+  default:
+    return 0;
+  }
+}
+
+} // namespace
+
+std::string WorkerMemory::json() const {
+  std::ostringstream os;
+  auto field = [&](const char *name, double bytes, bool last = false) {
+    os << '"' << name << "\":" << static_cast<long long>(bytes)
+       << (last ? "" : ",");
+  };
+  os << '{';
+  field("parameters", parameters);
+  field("optimizer", optimizer);
+  field("residuals", residuals);
+  field("local_steps", localSteps);
+  field("buckets", buckets);
+  field("receive_buffers", receiveBuffers);
+  field("gradient_sums", gradientSums);
+  field("inputs", inputs);
+  field("values", values, true);
+  os << '}';
+  return os.str();
+}
+
+bool dtfm::runtime::predictWorkerMemory(const proto::Plan &plan, int rank,
+                                        WorkerMemory &out,
+                                        std::string &error) {
+  out = WorkerMemory();
+  if (rank < 0 || rank >= plan.programs_size()) {
+    error = "no device program of rank " + std::to_string(rank);
+    return false;
+  }
+  const proto::DeviceProgram &source = plan.programs(rank);
+  StageProgram program;
+  if (!decodeProgram(source, program, error))
+    return false;
+  int microBatches = std::max(1, static_cast<int>(source.micro_batches()));
+  format::Streams streams;
+  if (!format::streamsFromProgram(source, microBatches,
+                                  format::stageCount(plan), streams, error))
+    return false;
+
+  std::map<int64_t, const ProgramValue *> valueOf;
+  for (const ProgramOp &op : program.ops)
+    for (const ProgramValue &result : op.results)
+      valueOf.emplace(result.id, &result);
+  auto bytes = [&](int64_t id) {
+    auto it = valueOf.find(id);
+    return it == valueOf.end() ? 0.0 : bytesOf(*it->second);
+  };
+
+  // What lives for the whole run.
+  std::map<int64_t, std::string> parameterOfValue;
+  std::map<std::string, double> parameterBytes;
+  std::set<int64_t> sent;
+  for (const ProgramOp &op : program.ops) {
+    if (op.kind == OpKind::Param) {
+      parameterOfValue[op.results[0].id] = op.attrs.name;
+      parameterBytes[op.attrs.name] = bytesOf(op.results[0]);
+    } else if (op.kind == OpKind::Send) {
+      sent.insert(op.operands.begin(), op.operands.end());
+    } else if (op.kind == OpKind::Recv) {
+      out.receiveBuffers +=
+          (op.attrs.oncePerIteration ? 1 : microBatches) *
+          bytesOf(op.results[0]);
+    } else if (op.kind == OpKind::Input || op.kind == OpKind::Label) {
+      out.inputs += microBatches * bytesOf(op.results[0]);
+    }
+  }
+  for (const auto &[name, size] : parameterBytes)
+    out.parameters += size;
+  std::set<int64_t> gradients; // the optimizer's inputs that are not parameters
+  bool anySync = false;
+  for (int index : program.opsOf(OpPhase::Optimizer)) {
+    const ProgramOp &op = program.ops[index];
+    if (op.kind == OpKind::GradSync) {
+      anySync = true;
+      double size = bytesOf(op.results[0]);
+      out.buckets += size;
+      if (op.attrs.compression != SyncCompression::None)
+        out.residuals += size;
+      if (op.attrs.syncEvery >= 1)
+        out.localSteps += 2 * size; // the anchor and the outer momentum
+    } else if (op.operands.size() >= 2) {
+      double size = bytes(op.operands[0]);
+      out.optimizer += (op.kind == OpKind::AdamwUpdate ? 2 : 1) * size;
+    }
+    for (int64_t id : op.operands)
+      if (!parameterOfValue.count(id))
+        gradients.insert(id);
+  }
+  if (!anySync)
+    out.buckets = 0;
+  // The gradient syncs' results are optimizer inputs too, made in the
+  // optimizer phase: only the backward's gradients are summed.
+  for (int index : program.opsOf(OpPhase::Optimizer))
+    for (const ProgramValue &result : program.ops[index].results)
+      gradients.erase(result.id);
+  for (int64_t id : gradients)
+    out.gradientSums += bytes(id);
+
+  // The micro-batches' values, along the compute stream.
+  ValueLifetimes lifetimes = valueLifetimes(program);
+  std::vector<double> live(microBatches, 0.0);
+  std::vector<std::set<int64_t>> held(microBatches);
+  double inFlight = 0, peak = 0;
+  auto add = [&](int m, int64_t id) {
+    if (held[m].insert(id).second) {
+      live[m] += bytes(id);
+      inFlight += bytes(id);
+    }
+  };
+  auto release = [&](int m, int64_t id) {
+    if (held[m].erase(id)) {
+      live[m] -= bytes(id);
+      inFlight -= bytes(id);
+    }
+  };
+  for (const format::StreamEntry &entry : streams[1]) {
+    int m = entry.microBatch;
+    OpPhase phase = entry.phase == format::Phase::Forward ? OpPhase::Forward
+                                                          : OpPhase::Backward;
+    for (int index : program.opsOf(phase)) {
+      const ProgramOp &op = program.ops[index];
+      if (op.kind == OpKind::Send)
+        continue;
+      if (op.kind == OpKind::Param) {
+        if (sent.count(op.results[0].id))
+          add(m, op.results[0].id);
+        continue;
+      }
+      for (const ProgramValue &result : op.results)
+        add(m, result.id);
+      peak = std::max(peak, inFlight + scratchBytes(op, valueOf));
+      for (int64_t id : lifetimes.freeAfterOp[index])
+        release(m, id);
+    }
+    // The phase's sends are copied out before the values they read are
+    // freed.
+    double copies = 0;
+    for (int index : program.opsOf(phase))
+      if (program.ops[index].kind == OpKind::Send &&
+          !program.ops[index].attrs.oncePerIteration)
+        copies += bytes(program.ops[index].operands[0]);
+    peak = std::max(peak, inFlight + copies);
+    for (int64_t id : lifetimes.freeAfterSends[phase == OpPhase::Backward])
+      release(m, id);
+    if (phase == OpPhase::Backward) {
+      inFlight -= live[m];
+      live[m] = 0;
+      held[m].clear();
+    }
+  }
+  out.values = peak;
+  return true;
+}
