@@ -18,6 +18,12 @@
 #include "dtfm/Planner/Buckets.h"
 #include "dtfm/Planner/CostModel.h"
 #include "dtfm/Planner/Workload.h"
+#include "dtfm/Runtime/MemoryModel.h"
+#include "dtfm/Target/Plan/Plan.h"
+
+#include "plan.pb.h"
+
+#include "mlir/IR/Diagnostics.h"
 
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
@@ -152,6 +158,49 @@ void printGradientSync(ModuleOp module, raw_ostream &os) {
   }
 }
 
+/// Once the device programs are emitted: each stage's largest predicted
+/// peak as the runtime allocates it (Runtime/MemoryModel.h) against the
+/// smallest capacity among its devices, flagged when over.
+void printMemory(ModuleOp module, raw_ostream &os) {
+  std::string error;
+  FailureOr<::dtfm::planner::Cluster> cluster = moduleCluster(module, error);
+  if (failed(cluster))
+    return;
+  ::dtfm::proto::Plan plan;
+  {
+    // A module without programs does not export: nothing to print.
+    ScopedDiagnosticHandler quiet(module.getContext(),
+                                  [](Diagnostic &) { return success(); });
+    if (failed(exportPlan(module, *cluster, plan)) || plan.programs_size() == 0)
+      return;
+  }
+  std::vector<::dtfm::runtime::DeviceMemory> memory;
+  if (!::dtfm::runtime::planMemory(plan, memory, error)) {
+    os << "memory: not predicted (" << error << ")\n";
+    return;
+  }
+  struct StagePeak {
+    double peak = 0, capacity = -1;
+    std::string device;
+  };
+  std::map<int64_t, StagePeak> stages;
+  for (auto [r, m] : llvm::enumerate(memory)) {
+    StagePeak &stage = stages[plan.programs(r).stage()];
+    if (m.predicted.total() > stage.peak) {
+      stage.peak = m.predicted.total();
+      stage.device = m.device;
+    }
+    stage.capacity = stage.capacity < 0
+                         ? m.capacityBytes
+                         : std::min(stage.capacity, m.capacityBytes);
+  }
+  for (const auto &[s, stage] : stages)
+    os << llvm::format("memory stage %lld: peak %.4g GB (%s) of %.4g GB%s\n",
+                       (long long)s, stage.peak / 1e9, stage.device.c_str(),
+                       stage.capacity / 1e9,
+                       stage.peak > stage.capacity ? "  OVER CAPACITY" : "");
+}
+
 struct PrintPlanSummary
     : public mlir::dtfm::impl::PrintPlanSummaryBase<PrintPlanSummary> {
   void runOnOperation() override {
@@ -235,6 +284,7 @@ struct PrintPlanSummary
         os << " -- " << group.getReason() << "\n";
       }
     printGradientSync(module, os);
+    printMemory(module, os);
     os.flush();
   }
 };

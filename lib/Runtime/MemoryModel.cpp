@@ -232,3 +232,23 @@ bool dtfm::runtime::predictWorkerMemory(const proto::Plan &plan, int rank,
   out.values = peak;
   return true;
 }
+
+bool dtfm::runtime::planMemory(const proto::Plan &plan,
+                               std::vector<DeviceMemory> &out,
+                               std::string &error) {
+  out.clear();
+  std::map<std::string, double> capacity;
+  for (const proto::PlanDevice &device : plan.devices())
+    capacity[device.name()] = device.memory_bytes();
+  for (int r = 0; r < plan.programs_size(); ++r) {
+    DeviceMemory &memory = out.emplace_back();
+    memory.device = plan.programs(r).device();
+    auto it = capacity.find(memory.device);
+    memory.capacityBytes = it == capacity.end() ? 0 : it->second;
+    if (!predictWorkerMemory(plan, r, memory.predicted, error)) {
+      error = memory.device + ": " + error;
+      return false;
+    }
+  }
+  return true;
+}

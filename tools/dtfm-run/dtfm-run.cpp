@@ -29,6 +29,7 @@
 #include "dtfm/Runtime/PlanLoader.h"
 #include "dtfm/Runtime/PlanVerifier.h"
 #include "dtfm/Runtime/Report.h"
+#include "dtfm/Runtime/MemoryModel.h"
 #include "dtfm/Runtime/Simulator.h"
 #include "dtfm/Runtime/Worker.h"
 #include "dtfm/Support/PluginFlags.h"
@@ -348,22 +349,36 @@ int main(int argc, char **argv) {
     }
   }
 
+  // Each device's memory as the runtime will allocate it, against its
+  // capacity.
+  std::vector<runtime::DeviceMemory> memory;
+  if (!runtime::planMemory(plan, memory, error))
+    return fail(planPath + ": " + error);
+  bool fits = std::all_of(memory.begin(), memory.end(),
+                          [](const auto &m) { return m.fits(); });
+
   std::string perPipeline; // uneven replicas: "4 2"
   for (int64_t count : input.pipelineMicroBatches)
     perPipeline += (perPipeline.empty() ? "" : " ") + std::to_string(count);
   if (json) {
     std::string list = perPipeline;
     std::replace(list.begin(), list.end(), ' ', ',');
+    std::string peaks;
+    for (const runtime::DeviceMemory &m : memory)
+      peaks += (peaks.empty() ? "" : ",") +
+               std::to_string(static_cast<long long>(m.predicted.total()));
     std::printf("{\"plan\":\"%s\",\"cluster\":\"%s\",\"devices\":%zu,"
                 "\"micro_batches\":%d,%s\"iteration_s\":%.9g,"
-                "\"bubble_fraction\":%.6f,\"pflops\":%.9g}\n",
+                "\"bubble_fraction\":%.6f,\"pflops\":%.9g,"
+                "\"peak_memory_bytes\":[%s],\"memory_fits\":%s}\n",
                 planPath.c_str(), plan.cluster_name().c_str(),
                 input.programs.size(), input.microBatches,
                 list.empty()
                     ? ""
                     : ("\"pipeline_micro_batches\":[" + list + "],").c_str(),
                 result.iterationSeconds, result.bubbleFraction,
-                result.achievedFlopsPerSecond() / 1e15);
+                result.achievedFlopsPerSecond() / 1e15, peaks.c_str(),
+                fits ? "true" : "false");
     return 0;
   }
   std::printf("=== dtfm-run --simulate: %s ===\n", planPath.c_str());
@@ -385,6 +400,11 @@ int main(int argc, char **argv) {
   for (const runtime::SimProgram &p : input.programs)
     std::printf("%-16s %12.6g %12.6g\n", p.device.c_str(),
                 result.busySeconds[p.device], result.idleSeconds[p.device]);
+  std::printf("%-16s %12s %12s\n", "device", "peak GB", "capacity GB");
+  for (const runtime::DeviceMemory &m : memory)
+    std::printf("%-16s %12.4f %12.4f%s\n", m.device.c_str(),
+                m.predicted.total() / 1e9, m.capacityBytes / 1e9,
+                m.fits() ? "" : "  over capacity");
   std::printf("%-24s %14s\n", "link", "bytes");
   for (const auto &[link, bytes] : result.linkBytes)
     std::printf("%-24s %14.0f\n", link.c_str(), bytes);

@@ -24,6 +24,7 @@
 #define DTFM_RUNTIME_MEMORYMODEL_H
 
 #include <string>
+#include <vector>
 
 namespace dtfm::proto {
 class Plan;
@@ -49,6 +50,20 @@ struct WorkerMemory {
 /// one-line `error` when the program cannot be decoded.
 bool predictWorkerMemory(const proto::Plan &plan, int rank, WorkerMemory &out,
                          std::string &error);
+
+/// One device of a plan: its predicted peak and its capacity (the plan's
+/// device memory_bytes; 0 when the plan names no such device).
+struct DeviceMemory {
+  std::string device;
+  WorkerMemory predicted;
+  double capacityBytes = 0;
+  bool fits() const { return predicted.total() <= capacityBytes; }
+};
+
+/// Every device program of the plan, in program order; false with a
+/// one-line `error` when one cannot be decoded.
+bool planMemory(const proto::Plan &plan, std::vector<DeviceMemory> &out,
+                std::string &error);
 
 } // namespace dtfm::runtime
 
