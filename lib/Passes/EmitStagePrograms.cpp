@@ -186,6 +186,8 @@ struct EmitStagePrograms
         func->setAttr(kMicroBatchesAttrName, b.getI64IntegerAttr(countOf(i)));
         func->setAttr(kParamShardsAttrName, b.getArrayAttr(shards));
         func->setAttr(kRecvBufferBytesAttrName, b.getI64IntegerAttr(recvBytes));
+        if (recompute)
+          func->setAttr(kRecomputeAttrName, b.getBoolAttr(true));
       }
     }
     if (auto name = model->getAttr(kModelAttrName))

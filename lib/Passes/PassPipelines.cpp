@@ -109,6 +109,13 @@ struct PlanOptions : public PassPipelineOptions<PlanOptions> {
                      "before top-k starts (AdamW's second moment frozen "
                      "after them)"),
       llvm::cl::init(20)};
+  Option<bool> recompute{
+      *this, "recompute",
+      llvm::cl::desc("Activation recomputation on every stage (programs=true): "
+                     "a micro-batch keeps only its layers' inputs between "
+                     "forward and backward, and each layer's forward runs "
+                     "again before its backward"),
+      llvm::cl::init(false)};
   Option<bool> simulateCandidates{
       *this, "simulate-candidates",
       llvm::cl::desc("algorithm=hetero with programs=true: also plan with "
@@ -133,6 +140,7 @@ struct PlanTail {
   double outerLr, outerMomentum;
   std::string dpCompression, ppCompression, bucketMb;
   int64_t topkWarmup;
+  bool recompute;
 
   explicit PlanTail(const PlanOptions &o)
       : algorithm(o.algorithm), seed(o.seed), budget(o.budget), dp(o.dp),
@@ -142,7 +150,8 @@ struct PlanTail {
         compressRatio(o.compressRatio), sync(o.sync), syncEvery(o.syncEvery),
         outerLr(o.outerLr), outerMomentum(o.outerMomentum),
         dpCompression(o.dpCompression), ppCompression(o.ppCompression),
-        bucketMb(o.bucketMb), topkWarmup(o.topkWarmup) {}
+        bucketMb(o.bucketMb), topkWarmup(o.topkWarmup),
+        recompute(o.recompute) {}
 };
 
 /// assign -> partition, and with programs=true: -> send/recv ->
@@ -204,7 +213,8 @@ void buildPlanTail(OpPassManager &pm, const PlanTail &options,
   schedule.schedule = options.schedule;
   schedule.microBatches = options.microBatches;
   pm.addPass(createScheduleMicrobatches(schedule));
-  pm.addPass(createEmitStagePrograms());
+  pm.addPass(createEmitStagePrograms(
+      EmitStageProgramsOptions{/*recompute=*/options.recompute}));
   pm.addPass(createVerifyPlan());
 }
 

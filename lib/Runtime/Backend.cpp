@@ -82,6 +82,13 @@ dtfm::runtime::makeExecutor(Backend backend,
                             bool planPrecisionMatmuls, std::string &error) {
   if (backend == Backend::Cpu)
     return std::make_unique<ProgramExecutor>(program);
+  if (program.recompute) {
+    // The CUDA executor keeps its own values and losses per phase; it has
+    // not been taught to run a recomputed forward yet.
+    error = "activation recomputation (the plan's recompute) runs on the CPU "
+            "backend only: run with --backend cpu, or plan without recompute";
+    return nullptr;
+  }
 #if DTFM_HAVE_CUDA
   std::string why;
   int devices = cuda::deviceCount(&why);

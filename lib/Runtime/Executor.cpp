@@ -8,6 +8,8 @@
 #include "dtfm/Runtime/Cpu/KernelTable.h"
 #include "dtfm/Support/Hash.h"
 
+#include <atomic>
+#include <malloc.h>
 #include <random>
 
 using namespace dtfm::runtime;
@@ -208,56 +210,96 @@ dtfm::runtime::programInputs(const StageProgram &program) {
 // The phase loop
 //===----------------------------------------------------------------------===//
 
+static std::atomic<bool> heapPeakEnabled{false};
+static std::atomic<int64_t> heapPeak{0};
+
+int64_t dtfm::runtime::heapInUseBytes() {
+  struct mallinfo2 info = ::mallinfo2();
+  return static_cast<int64_t>(info.uordblks + info.hblkhd);
+}
+
+void dtfm::runtime::enableHeapPeak() { heapPeakEnabled = true; }
+
+void dtfm::runtime::sampleHeapPeak() {
+  if (!heapPeakEnabled)
+    return;
+  int64_t now = heapInUseBytes();
+  int64_t seen = heapPeak.load();
+  while (now > seen && !heapPeak.compare_exchange_weak(seen, now)) {
+  }
+}
+
+int64_t dtfm::runtime::heapPeakBytes() { return heapPeak.load(); }
+
 bool PhaseExecutor::runPhase(OpPhase phase, int microBatch, ValueTable &values,
                              const MicroBatch &batch, double &loss,
                              std::string &error) {
   if (!beginPhase(phase, microBatch, values, error))
     return false;
-  for (int index : program.opsOf(phase)) {
-    const ProgramOp &op = program.ops[index];
+  int p = phase == OpPhase::Backward ? 1 : 0;
+  const std::vector<PhaseStep> &steps = program.steps[p];
+  for (size_t position = 0; position < steps.size(); ++position) {
+    const ProgramOp &op = program.ops[steps[position].op];
     auto fail = [&](const std::string &message) {
-      error = "op #" + std::to_string(op.index) + " " + opName(op.kind) + ": " +
+      error = "op #" + std::to_string(op.index) + " " + opName(op.kind) +
+              (steps[position].recompute ? " (recomputed)" : "") + ": " +
               message;
       return false;
     };
-    switch (op.kind) {
-    case OpKind::Send: // the worker (or endPhase) sends
-      continue;
-    case OpKind::Recv: { // filled by the receive slot
-      if (movesItself(op))
-        continue;
-      auto it = values.find(op.results[0].id);
-      if (it == values.end())
-        return fail("its value was never received");
-      if (!bindHostValue(op, microBatch, it->second, values, error))
-        return fail(error);
-      continue;
-    }
-    case OpKind::Input:
-    case OpKind::Label: {
-      auto it = batch.find(op.attrs.name);
-      if (it == batch.end())
-        return fail("no data for '" + op.attrs.name + "'");
-      if (it->second.shape != op.results[0].shape)
-        return fail("data for '" + it->first + "' has the wrong shape");
-      if (!bindHostValue(op, microBatch, it->second, values, error))
-        return fail(error);
-      continue;
-    }
-    default:
-      break;
-    }
-    for (size_t i = 0; i < op.operands.size(); ++i)
-      if (!hasValue(microBatch, op.operands[i], values))
-        return fail("operand " + std::to_string(i) +
-                    " was not computed in this phase");
-    if (!runOp(op, microBatch, values, loss, error))
+    if (!runStep(op, steps[position].recompute, microBatch, values, batch,
+                 loss, error))
       return fail(error);
-    afterOp(op, microBatch, values);
-    for (int64_t id : lifetimes.freeAfterOp[index])
+    sampleHeapPeak();
+    for (int64_t id : lifetimes.freeAfterStep[p][position])
       releaseValue(microBatch, id, values);
   }
   return endPhase(phase, microBatch, values, loss, error);
+}
+
+bool PhaseExecutor::runStep(const ProgramOp &op, bool recompute,
+                            int microBatch, ValueTable &values,
+                            const MicroBatch &batch, double &loss,
+                            std::string &error) {
+  switch (op.kind) {
+  case OpKind::Send: // the worker (or endPhase) sends
+    return true;
+  case OpKind::Recv: { // filled by the receive slot
+    if (movesItself(op))
+      return true;
+    auto it = values.find(op.results[0].id);
+    if (it == values.end()) {
+      error = "its value was never received";
+      return false;
+    }
+    return bindHostValue(op, microBatch, it->second, values, error);
+  }
+  case OpKind::Input:
+  case OpKind::Label: {
+    auto it = batch.find(op.attrs.name);
+    if (it == batch.end()) {
+      error = "no data for '" + op.attrs.name + "'";
+      return false;
+    }
+    if (it->second.shape != op.results[0].shape) {
+      error = "data for '" + it->first + "' has the wrong shape";
+      return false;
+    }
+    return bindHostValue(op, microBatch, it->second, values, error);
+  }
+  default:
+    break;
+  }
+  for (size_t i = 0; i < op.operands.size(); ++i)
+    if (!hasValue(microBatch, op.operands[i], values)) {
+      error = "operand " + std::to_string(i) + " was not computed in this phase";
+      return false;
+    }
+  // A recomputed loss was counted by the forward already.
+  double recomputedLoss = 0;
+  if (!runOp(op, microBatch, values, recompute ? recomputedLoss : loss, error))
+    return false;
+  afterOp(op, microBatch, values);
+  return true;
 }
 
 void PhaseExecutor::releaseSent(OpPhase phase, int microBatch,
@@ -576,6 +618,7 @@ bool ProgramExecutor::finishIteration(double gradientScale, const SyncFn &sync,
       if (bucketOf(update) == bucket && !step(update))
         return false;
   }
+  sampleHeapPeak(); // the gradients and the syncs' copies still held
   return true;
 }
 

@@ -198,19 +198,16 @@ bool dtfm::runtime::predictWorkerMemory(const proto::Plan &plan, int rank,
     int m = entry.microBatch;
     OpPhase phase = entry.phase == format::Phase::Forward ? OpPhase::Forward
                                                           : OpPhase::Backward;
-    for (int index : program.opsOf(phase)) {
-      const ProgramOp &op = program.ops[index];
-      if (op.kind == OpKind::Send)
-        continue;
-      if (op.kind == OpKind::Param) {
-        if (sent.count(op.results[0].id))
-          add(m, op.results[0].id);
-        continue;
+    int p = phase == OpPhase::Backward ? 1 : 0;
+    for (size_t position = 0; position < program.steps[p].size(); ++position) {
+      const ProgramOp &op = program.ops[program.steps[p][position].op];
+      if (op.kind != OpKind::Send &&
+          (op.kind != OpKind::Param || sent.count(op.results[0].id))) {
+        for (const ProgramValue &result : op.results)
+          add(m, result.id);
+        peak = std::max(peak, inFlight + scratchBytes(op, valueOf));
       }
-      for (const ProgramValue &result : op.results)
-        add(m, result.id);
-      peak = std::max(peak, inFlight + scratchBytes(op, valueOf));
-      for (int64_t id : lifetimes.freeAfterOp[index])
+      for (int64_t id : lifetimes.freeAfterStep[p][position])
         release(m, id);
     }
     // The phase's sends are copied out before the values they read are

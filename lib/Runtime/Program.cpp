@@ -383,59 +383,121 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
 
 } // namespace
 
+/// Ops that bring values in or out rather than compute them.
+static bool isStructural(OpKind kind) {
+  switch (kind) {
+  case OpKind::Param:
+  case OpKind::Input:
+  case OpKind::Label:
+  case OpKind::Recv:
+  case OpKind::Send:
+    return true;
+  default:
+    return false;
+  }
+}
+
+std::vector<std::string>
+dtfm::runtime::recomputableLayers(const StageProgram &program) {
+  std::set<std::string> withBackward, impure;
+  for (int index : program.opsOf(OpPhase::Backward))
+    if (program.ops[index].isBackward())
+      withBackward.insert(program.ops[index].layer);
+  for (int index : program.opsOf(OpPhase::Forward)) {
+    const ProgramOp &op = program.ops[index];
+    if (op.kind == OpKind::BatchNorm || op.kind == OpKind::Custom)
+      impure.insert(op.layer);
+  }
+  std::vector<std::string> layers;
+  for (const std::string &layer : withBackward)
+    if (!layer.empty() && !impure.count(layer))
+      layers.push_back(layer);
+  return layers;
+}
+
+void dtfm::runtime::buildSteps(StageProgram &program) {
+  program.steps = {};
+  for (int index : program.opsOf(OpPhase::Forward))
+    program.steps[0].push_back({index, false});
+  std::set<std::string> pending;
+  if (program.recompute)
+    for (const std::string &layer : recomputableLayers(program))
+      pending.insert(layer);
+  for (int index : program.opsOf(OpPhase::Backward)) {
+    const ProgramOp &op = program.ops[index];
+    if (op.isBackward() && pending.erase(op.layer))
+      for (int forward : program.opsOf(OpPhase::Forward)) {
+        const ProgramOp &f = program.ops[forward];
+        if (f.layer == op.layer && !isStructural(f.kind))
+          program.steps[1].push_back({forward, true});
+      }
+    program.steps[1].push_back({index, false});
+  }
+}
+
 ValueLifetimes dtfm::runtime::valueLifetimes(const StageProgram &program) {
   ValueLifetimes lifetimes;
-  lifetimes.freeAfterOp.resize(program.ops.size());
-  // A micro-batch's ops in the order they run: the forward's, then the
-  // backward's.
-  std::vector<int> order = program.opsOf(OpPhase::Forward);
-  const std::vector<int> &backward = program.opsOf(OpPhase::Backward);
-  order.insert(order.end(), backward.begin(), backward.end());
-  std::map<int64_t, size_t> lastReader, madeAt;
-  std::map<int64_t, int> sentIn; // the latest phase that sends it
+  // A micro-batch's steps in the order they run: the forward's, then the
+  // backward's. A value made again by a recomputed op is a new instance:
+  // readers after that step read the new one.
+  struct Instance {
+    int64_t id;
+    size_t made, lastUse;
+    int sentIn = -1; // the latest phase whose sends read it
+    bool received = false;
+  };
+  std::vector<Instance> instances;
+  std::map<int64_t, size_t> current; // value id -> its instance now
+  size_t forwardSteps = program.steps[0].size();
+  size_t position = 0;
+  for (int phase = 0; phase < 2; ++phase) {
+    lifetimes.freeAfterStep[phase].resize(program.steps[phase].size());
+    for (const PhaseStep &step : program.steps[phase]) {
+      const ProgramOp &op = program.ops[step.op];
+      for (int64_t id : op.operands) {
+        auto it = current.find(id);
+        if (it == current.end())
+          continue; // a parameter read in place before its op, or malformed
+        Instance &instance = instances[it->second];
+        if (op.kind == OpKind::Send)
+          instance.sentIn = std::max(instance.sentIn, phase);
+        else
+          instance.lastUse = position;
+      }
+      for (const ProgramValue &result : op.results) {
+        current[result.id] = instances.size();
+        instances.push_back(
+            {result.id, position, position, -1, op.kind == OpKind::Recv});
+      }
+      ++position;
+    }
+  }
   std::set<int64_t> optimizerInputs;
   for (int index : program.opsOf(OpPhase::Optimizer))
     for (int64_t id : program.ops[index].operands)
       optimizerInputs.insert(id);
-  for (size_t position = 0; position < order.size(); ++position) {
-    const ProgramOp &op = program.ops[order[position]];
-    for (const ProgramValue &result : op.results)
-      madeAt.emplace(result.id, position);
-    if (op.kind == OpKind::Send) {
-      int phase = op.phase == OpPhase::Backward ? 1 : 0;
-      for (int64_t id : op.operands)
-        sentIn[id] = std::max(sentIn.count(id) ? sentIn[id] : 0, phase);
-      continue;
-    }
-    for (int64_t id : op.operands)
-      lastReader[id] = position;
-  }
-  size_t forwardOps = program.opsOf(OpPhase::Forward).size();
-  for (const auto &[id, made] : madeAt) {
-    auto reader = lastReader.find(id);
-    if (optimizerInputs.count(id)) {
-      // A gradient an op makes is summed as soon as it is made (the
+  auto freeAfter = [&](size_t at, int64_t id) {
+    if (at < forwardSteps)
+      lifetimes.freeAfterStep[0][at].push_back(id);
+    else
+      lifetimes.freeAfterStep[1][at - forwardSteps].push_back(id);
+  };
+  for (const Instance &instance : instances) {
+    if (optimizerInputs.count(instance.id)) {
+      // A gradient a step makes is summed as soon as it is made (the
       // executors' afterOp); one received is summed when the backward ends.
-      const ProgramOp &maker = program.ops[order[made]];
-      if (maker.kind != OpKind::Recv)
-        lifetimes.freeAfterOp[order[std::max(
-            made, reader != lastReader.end() ? reader->second : made)]]
-            .push_back(id);
+      if (!instance.received)
+        freeAfter(instance.lastUse, instance.id);
       continue;
     }
-    auto sent = sentIn.find(id);
-    if (sent != sentIn.end()) {
-      // Sends are made when their phase ends: a reader in a later phase
-      // keeps the value longer.
-      bool readLater = reader != lastReader.end() && sent->second == 0 &&
-                       reader->second >= forwardOps;
-      if (!readLater) {
-        lifetimes.freeAfterSends[sent->second].push_back(id);
-        continue;
-      }
+    // Sends are made when their phase ends: a reader in a later phase keeps
+    // the value longer.
+    if (instance.sentIn >= 0 &&
+        !(instance.sentIn == 0 && instance.lastUse >= forwardSteps)) {
+      lifetimes.freeAfterSends[instance.sentIn].push_back(instance.id);
+      continue;
     }
-    size_t last = reader != lastReader.end() ? reader->second : made;
-    lifetimes.freeAfterOp[order[last]].push_back(id);
+    freeAfter(instance.lastUse, instance.id);
   }
   return lifetimes;
 }
@@ -498,8 +560,11 @@ bool dtfm::runtime::decodeProgram(const pb::DeviceProgram &program,
     decodeAttrs(op.computes, attrs, op.attrs);
     if (!attrs.ok())
       return fail(attrs.failure());
+    attrs.read("dtfm.layer", op.layer);
     out.byPhase[static_cast<int>(op.phase)].push_back(i);
     out.ops.push_back(std::move(op));
   }
+  out.recompute = program.recompute();
+  buildSteps(out);
   return true;
 }

@@ -510,16 +510,18 @@ static int64_t procStatusBytes(const char *field) {
 }
 
 bool Worker::reportMemory(std::string &error) {
-  int64_t mine[2] = {startResidentBytes, procStatusBytes("VmHWM")};
+  sampleHeapPeak();
+  int64_t mine[4] = {startResidentBytes, procStatusBytes("VmHWM"),
+                     startHeapBytes, heapPeakBytes()};
   if (options.rank != 0) {
     std::string blob(reinterpret_cast<const char *>(mine), sizeof mine);
     return sendBlob(*transport, 0, kMemory, 0, blob, error);
   }
   std::ostringstream out;
-  std::printf("\n%-12s %12s %12s %12s %7s\n", "memory", "start MiB",
-              "peak MiB", "predicted", "ratio");
+  std::printf("\n%-12s %10s %10s %10s %10s %7s %7s\n", "memory MiB", "start",
+              "resident", "heap", "predicted", "ratio", "heap");
   for (int r = 0; r < size; ++r) {
-    int64_t figures[2] = {mine[0], mine[1]};
+    int64_t figures[4] = {mine[0], mine[1], mine[2], mine[3]};
     if (r != 0) {
       std::string blob;
       if (!recvBlob(*transport, r, kMemory, 0, blob, error))
@@ -534,14 +536,20 @@ bool Worker::reportMemory(std::string &error) {
     if (!predictWorkerMemory(plan, r, predicted, error))
       return false;
     double measured = static_cast<double>(figures[1] - figures[0]);
-    std::printf("%-12s %12.2f %12.2f %12.2f %7.3f\n", names[r].c_str(),
-                figures[0] / 1048576.0, measured / 1048576.0,
-                predicted.total() / 1048576.0,
-                predicted.total() > 0 ? measured / predicted.total() : 0.0);
+    double heap = static_cast<double>(figures[3] - figures[2]);
+    double expected = predicted.total();
+    std::printf("%-12s %10.2f %10.2f %10.2f %10.2f %7.3f %7.3f\n",
+                names[r].c_str(), figures[0] / 1048576.0,
+                measured / 1048576.0, heap / 1048576.0, expected / 1048576.0,
+                expected > 0 ? measured / expected : 0.0,
+                expected > 0 ? heap / expected : 0.0);
     out << "{\"device\":\"" << names[r] << "\",\"rank\":" << r
         << ",\"start_rss_bytes\":" << figures[0]
         << ",\"peak_rss_bytes\":" << figures[1]
         << ",\"measured_bytes\":" << figures[1] - figures[0]
+        << ",\"start_heap_bytes\":" << figures[2]
+        << ",\"peak_heap_bytes\":" << figures[3]
+        << ",\"heap_bytes\":" << figures[3] - figures[2]
         << ",\"predicted_bytes\":" << static_cast<int64_t>(predicted.total())
         << ",\"predicted\":" << predicted.json() << "}\n";
   }
@@ -559,13 +567,16 @@ static int64_t warmedUpResidentBytes() {
     cpu::Tensor c = cpu::matmul(a, b, false);
   }
   ::malloc_trim(0);
+  enableHeapPeak();
   return procStatusBytes("VmRSS");
 }
 
 int Worker::run() {
   std::string error;
-  if (!options.memoryReportPath.empty())
+  if (!options.memoryReportPath.empty()) {
     startResidentBytes = warmedUpResidentBytes();
+    startHeapBytes = heapInUseBytes();
+  }
   if (!prepare(error))
     fatal(planPath + ": " + error);
   if (!connect(error))

@@ -225,6 +225,8 @@ private:
   Clock::time_point epoch;
   /// Resident bytes before the plan's state was allocated (--memory-report).
   int64_t startResidentBytes = 0;
+  /// malloc's bytes in use at that moment (heapInUseBytes).
+  int64_t startHeapBytes = 0;
   /// --memory-report: every rank's start and peak resident bytes to rank 0,
   /// which writes them with the predictions.
   bool reportMemory(std::string &error);

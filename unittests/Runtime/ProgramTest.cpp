@@ -316,23 +316,54 @@ TEST(Program, ValuesAreFreedAfterTheirLastReader) {
   p.ops[6].computes = p.ops[7].computes = OpKind::Relu;
   for (const ProgramOp &op : p.ops)
     p.byPhase[static_cast<int>(op.phase)].push_back(op.index);
+  buildSteps(p);
   ValueLifetimes lifetimes = valueLifetimes(p);
   using Ids = std::vector<int64_t>;
-  EXPECT_EQ(lifetimes.freeAfterOp[1], Ids{1}); // x: relu(x) read it last
-  EXPECT_EQ(lifetimes.freeAfterOp[2], Ids{});  // y: sent, see below
-  EXPECT_EQ(lifetimes.freeAfterOp[4], Ids{4}); // z: nothing reads it
+  // Forward steps are ops 0-4, backward steps ops 5-7.
+  EXPECT_EQ(lifetimes.freeAfterStep[0][1], Ids{1}); // x: relu(x) read it last
+  EXPECT_EQ(lifetimes.freeAfterStep[0][2], Ids{});  // y: sent, see below
+  EXPECT_EQ(lifetimes.freeAfterStep[0][4], Ids{4}); // z: nothing reads it
   // h and g: the first backward op reads them last; dx after the second.
-  EXPECT_EQ(lifetimes.freeAfterOp[6], (Ids{2, 5}));
+  EXPECT_EQ(lifetimes.freeAfterStep[1][1], (Ids{2, 5}));
   // dw, the optimizer's, once made (and summed); dx, read by that op.
-  EXPECT_EQ(lifetimes.freeAfterOp[7], (Ids{6, 7}));
+  EXPECT_EQ(lifetimes.freeAfterStep[1][2], (Ids{6, 7}));
   EXPECT_EQ(lifetimes.freeAfterSends[0], Ids{3});
   EXPECT_EQ(lifetimes.freeAfterSends[1], Ids{});
+
+  // Recomputation: layer "a" (the two relus) runs again before its
+  // backward; h is no longer kept from the forward, x (the layer's input)
+  // is, until the recomputed relu(x) has read it.
+  for (int i : {1, 2, 6, 7})
+    p.ops[i].layer = "a";
+  p.ops[4].layer = "b";
+  p.recompute = true;
+  buildSteps(p);
+  ASSERT_EQ(p.steps[1].size(), 5u);
+  EXPECT_EQ(p.steps[1][1].op, 1);
+  EXPECT_TRUE(p.steps[1][1].recompute);
+  EXPECT_EQ(p.steps[1][2].op, 2);
+  EXPECT_EQ(p.steps[1][3].op, 6);
+  EXPECT_EQ(recomputableLayers(p), std::vector<std::string>{"a"});
+  lifetimes = valueLifetimes(p);
+  EXPECT_EQ(lifetimes.freeAfterStep[0][4], (Ids{2, 4}));
+  EXPECT_EQ(lifetimes.freeAfterStep[1][1], Ids{1}); // x, after relu(x) again
+  EXPECT_EQ(lifetimes.freeAfterStep[1][2], Ids{3}); // y again: unread
+  EXPECT_EQ(lifetimes.freeAfterStep[1][3], (Ids{5, 2}));
+  EXPECT_EQ(lifetimes.freeAfterSends[0], Ids{3});
+  // A layer with batch norm is not recomputed (its statistics would move
+  // twice).
+  p.ops[2].kind = p.ops[2].computes = OpKind::BatchNorm;
+  EXPECT_TRUE(recomputableLayers(p).empty());
+
   // A value sent in the forward and read by the backward lives until then.
+  p.ops[2].kind = p.ops[2].computes = OpKind::Relu;
+  p.recompute = false;
   p.ops[6].operands = {3, 5};
+  buildSteps(p);
   lifetimes = valueLifetimes(p);
   EXPECT_EQ(lifetimes.freeAfterSends[0], Ids{});
-  EXPECT_EQ(lifetimes.freeAfterOp[6], (Ids{3, 5}));
-  EXPECT_EQ(lifetimes.freeAfterOp[4], (Ids{2, 4}));
+  EXPECT_EQ(lifetimes.freeAfterStep[1][1], (Ids{3, 5}));
+  EXPECT_EQ(lifetimes.freeAfterStep[0][4], (Ids{2, 4}));
 }
 
 } // namespace

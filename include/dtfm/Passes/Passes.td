@@ -272,8 +272,14 @@ def EmitStagePrograms : Pass<"dtfm-emit-stage-programs", "mlir::ModuleOp"> {
     `dtfm.param_shards` (for each parameter of the stage, the element range
     this device owns under the sharded parameter server) and
     `dtfm.recv_buffer_bytes` (bytes to preallocate for receives). Sends and
-    receives gain `peer_device`.
+    receives gain `peer_device`. With `recompute=true` every program also
+    gets `dtfm.recompute`: the runtime recomputes its layers' activations
+    during the backward instead of keeping them (docs/Runtime.md, Memory).
   }];
+  let options = [
+    Option<"recompute", "recompute", "bool", /*default=*/"false",
+           "Activation recomputation on every device program">,
+  ];
 }
 
 def VerifyPlan : Pass<"dtfm-verify-plan", "mlir::ModuleOp"> {

@@ -187,6 +187,15 @@ public:
   virtual std::map<std::string, cpu::Tensor> parameters() const = 0;
 };
 
+/// --memory-report's second figure: the bytes malloc has handed out
+/// (mallinfo2), sampled after every step of every phase once enabled and
+/// at the end of each iteration; the peak, unlike the resident memory,
+/// without the holes the heap is left with.
+void enableHeapPeak();
+void sampleHeapPeak();
+int64_t heapInUseBytes();
+int64_t heapPeakBytes();
+
 /// Parameters and optimizer state on the host, in the one format of
 /// parameter files and checkpoints; every backend initialises, loads and
 /// saves through it.
@@ -284,6 +293,12 @@ protected:
   /// After each op that ran through runOp, with its results in `values`.
   virtual void afterOp(const ProgramOp &op, int microBatch,
                        const ValueTable &values) {}
+  /// One step of a phase (PhaseStep): binds a received value or an input,
+  /// or runs the op through runOp (a recomputed forward op without adding
+  /// to the loss again).
+  bool runStep(const ProgramOp &op, bool recompute, int microBatch,
+               ValueTable &values, const MicroBatch &batch, double &loss,
+               std::string &error);
   /// A value of `microBatch` no later op reads (ValueLifetimes): the CPU
   /// frees it; a backend keeping values elsewhere may free its copy too.
   virtual void releaseValue(int microBatch, int64_t id, ValueTable &values) {

@@ -163,6 +163,8 @@ struct ProgramOp {
   std::vector<int64_t> operands;
   std::vector<ProgramValue> results;
   OpAttrs attrs;
+  /// The model layer it belongs to (dtfm.layer; empty when none).
+  std::string layer;
   /// The plan's op (for what only the transports read: raw attributes).
   const proto::PlanOp *source = nullptr;
 
@@ -171,29 +173,55 @@ struct ProgramOp {
   std::string describe() const;
 };
 
+/// One step of a micro-batch's forward or backward: the op at `op`, or,
+/// with activation recomputation, a forward op run again during the
+/// backward (`recompute`).
+struct PhaseStep {
+  int op = 0;
+  bool recompute = false;
+};
+
 /// One device's program, decoded.
 struct StageProgram {
   const proto::DeviceProgram *source = nullptr;
   std::vector<ProgramOp> ops;
   /// Indices into `ops` of each phase's ops, in program order.
   std::array<std::vector<int>, 3> byPhase;
+  /// Activation recomputation (the program's `recompute`): between its
+  /// forward and its backward a micro-batch keeps only the inputs of the
+  /// recomputed layers, whose forward ops run again, a layer at a time,
+  /// just before the layer's backward.
+  bool recompute = false;
+  /// What a micro-batch runs in its forward (0) and backward (1), in order:
+  /// the phase's ops, and with `recompute` each recomputed layer's forward
+  /// compute ops before the first backward op of that layer.
+  std::array<std::vector<PhaseStep>, 2> steps;
 
   const std::vector<int> &opsOf(OpPhase phase) const {
     return byPhase[static_cast<int>(phase)];
   }
 };
 
-/// When the values of one micro-batch may be freed: each after its last
-/// reader among the compute ops (forward, then backward, in program order);
-/// a value the worker sends after a phase once that phase's sends are made
-/// (unless a later op reads it); a gradient the optimizer takes once it is
-/// summed: after the op that makes it, or, when received, when the
-/// micro-batch's backward ends. A value
-/// no op reads is freed right after the op that makes it. The runtime frees
-/// by it and the memory model (MemoryModel.h) counts by it.
+/// Layers recomputation may run again: those with backward ops whose
+/// forward has no side effect (no batch norm, whose running statistics
+/// would be updated twice, and no custom op, whose kernel may not be pure).
+std::vector<std::string> recomputableLayers(const StageProgram &program);
+
+/// Fills `steps` from `byPhase`, the ops' layers and `recompute`
+/// (decodeProgram does).
+void buildSteps(StageProgram &program);
+
+/// When the values of one micro-batch may be freed, along its steps: each
+/// value (each time a step makes it) after its last reader; a value the
+/// worker sends after a phase once that phase's sends are made (unless a
+/// later step reads it); a gradient the optimizer takes once it is summed:
+/// after the step that makes it, or, when received, when the micro-batch's
+/// backward ends. A value no step reads is freed right after the step
+/// that makes it. The runtime frees by it and the memory model
+/// (MemoryModel.h) counts by it.
 struct ValueLifetimes {
-  /// Value ids to free after the op at each position of StageProgram::ops.
-  std::vector<std::vector<int64_t>> freeAfterOp;
+  /// Value ids to free after each step of the forward (0) and backward (1).
+  std::array<std::vector<std::vector<int64_t>>, 2> freeAfterStep;
   /// Value ids to free once the forward's (0) or backward's (1) sends of a
   /// micro-batch are made.
   std::array<std::vector<int64_t>, 2> freeAfterSends;

@@ -9,6 +9,7 @@
 #include "dtfm/Dialect/Dtfm/IR/DtfmOps.h"
 #include "dtfm/Format/PlanFile.h"
 #include "dtfm/Format/Stream.h"
+#include "dtfm/Runtime/Program.h"
 
 #include "plan.pb.h"
 
@@ -227,6 +228,30 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
         if (auto dict = dyn_cast<DictionaryAttr>(attr.getValue()))
           flatten(attr.getName().str(), dict);
       }
+    }
+    // Recomputation runs the recomputable layers' forward again in the
+    // backward (the runtime's rule, Runtime/Program.h): the simulator
+    // times it there.
+    if (auto recompute = func->getAttrOfType<BoolAttr>(kRecomputeAttrName);
+        recompute && recompute.getValue()) {
+      program.set_recompute(true);
+      ::dtfm::runtime::StageProgram typed;
+      std::string error;
+      if (!::dtfm::runtime::decodeProgram(program, typed, error))
+        return emitError(func.getLoc())
+               << "function @" << func.getSymName() << ": " << error;
+      std::vector<std::string> layers =
+          ::dtfm::runtime::recomputableLayers(typed);
+      llvm::StringSet<> recomputed;
+      for (const std::string &layer : layers)
+        recomputed.insert(layer);
+      int64_t again = 0;
+      for (const OpCost &cost : costs.getOpCosts()) {
+        auto layer = cost.op->getAttrOfType<StringAttr>(kLayerAttrName);
+        if (layer && recomputed.contains(layer.getValue()))
+          again += cost.forwardFlops;
+      }
+      program.set_backward_flops(program.backward_flops() + again);
     }
   }
   if (plan.programs_size() == 0)

@@ -73,6 +73,10 @@ inline constexpr llvm::StringLiteral kStreamsAttrName = "dtfm.streams";
 /// A device program's parameter-server shards.
 inline constexpr llvm::StringLiteral kParamShardsAttrName = "dtfm.param_shards";
 
+/// A device program whose activations are recomputed during the backward
+/// (a boolean; plan.proto's DeviceProgram.recompute).
+inline constexpr llvm::StringLiteral kRecomputeAttrName = "dtfm.recompute";
+
 /// Bytes of a device program's receive buffers.
 inline constexpr llvm::StringLiteral kRecvBufferBytesAttrName =
     "dtfm.recv_buffer_bytes";
