@@ -109,13 +109,15 @@ struct PlanOptions : public PassPipelineOptions<PlanOptions> {
                      "before top-k starts (AdamW's second moment frozen "
                      "after them)"),
       llvm::cl::init(20)};
-  Option<bool> recompute{
+  Option<std::string> recompute{
       *this, "recompute",
-      llvm::cl::desc("Activation recomputation on every stage (programs=true): "
-                     "a micro-batch keeps only its layers' inputs between "
-                     "forward and backward, and each layer's forward runs "
-                     "again before its backward"),
-      llvm::cl::init(false)};
+      llvm::cl::desc("Activation recomputation (programs=true): a micro-batch "
+                     "keeps only its layers' inputs between forward and "
+                     "backward, and each layer's forward runs again before "
+                     "its backward -- auto: on the device programs that "
+                     "would not fit without it; all; none. A plan that "
+                     "still does not fit is refused"),
+      llvm::cl::init("auto")};
   Option<bool> simulateCandidates{
       *this, "simulate-candidates",
       llvm::cl::desc("algorithm=hetero with programs=true: also plan with "
@@ -140,7 +142,7 @@ struct PlanTail {
   double outerLr, outerMomentum;
   std::string dpCompression, ppCompression, bucketMb;
   int64_t topkWarmup;
-  bool recompute;
+  std::string recompute;
 
   explicit PlanTail(const PlanOptions &o)
       : algorithm(o.algorithm), seed(o.seed), budget(o.budget), dp(o.dp),
@@ -214,8 +216,9 @@ void buildPlanTail(OpPassManager &pm, const PlanTail &options,
   schedule.microBatches = options.microBatches;
   pm.addPass(createScheduleMicrobatches(schedule));
   pm.addPass(createEmitStagePrograms(
-      EmitStageProgramsOptions{/*recompute=*/options.recompute}));
+      EmitStageProgramsOptions{/*recompute=*/options.recompute == "all"}));
   pm.addPass(createVerifyPlan());
+  pm.addPass(createFitMemory(FitMemoryOptions{options.recompute}));
 }
 
 /// [import the cluster] -> annotate -> [choose shape -> annotate] -> autodiff

@@ -282,6 +282,26 @@ def EmitStagePrograms : Pass<"dtfm-emit-stage-programs", "mlir::ModuleOp"> {
   ];
 }
 
+def FitMemory : Pass<"dtfm-fit-memory", "mlir::ModuleOp"> {
+  let summary = "Recompute activations where a device program would not "
+                "fit, and refuse a plan that still does not";
+  let description = [{
+    After --dtfm-emit-stage-programs: predicts each device program's peak
+    memory as the runtime allocates it (Runtime/MemoryModel.h) against its
+    device's capacity. With `recompute=auto` each program that would not
+    fit gets `dtfm.recompute` (its layers' activations recomputed in the
+    backward, whose time the simulator then counts) and only those (`all`,
+    as --dtfm-plan passes it when every program recomputes already, does
+    the same); `none` changes nothing. A program still over its capacity fails the pass with
+    one line naming the device, the bytes it needs (with recomputation when
+    it has it) and the capacity: dtfm never emits a plan that does not fit.
+  }];
+  let options = [
+    Option<"recompute", "recompute", "std::string", /*default=*/"\"auto\"",
+           "auto (recompute where a program would not fit), all or none">,
+  ];
+}
+
 def VerifyPlan : Pass<"dtfm-verify-plan", "mlir::ModuleOp"> {
   let summary = "Check a planned module's communication";
   let description = [{
