@@ -108,17 +108,26 @@ struct AssignDevices
     markAllAnalysesPreserved();
   }
 
+  /// The dp/pp options, when given, agree with degrees recorded before
+  /// (`what`: where, and how its parenthesis opens).
+  LogicalResult checkDegrees(int64_t dp, int64_t pp, StringRef what,
+                             llvm::function_ref<void(const Twine &)> fail) {
+    if ((!dataParallel || dataParallel == dp) &&
+        (!pipelineParallel || pipelineParallel == pp))
+      return success();
+    fail("dp/pp contradict " + what + "dp " + Twine(dp) + ", pp " + Twine(pp) +
+         ")");
+    return failure();
+  }
+
   /// A shape chosen by --dtfm-choose-shape: its devices (the cluster becomes
   /// them), D_DP x D_PP, micro-batches and (for hetero) its layout.
   LogicalResult adoptShape(ShapeAttr shape, planner::Cluster &cluster,
                            planner::AssignmentOptions &options,
                            llvm::function_ref<void(const Twine &)> fail) {
-    if ((dataParallel && dataParallel != shape.getDp()) ||
-        (pipelineParallel && pipelineParallel != shape.getPp())) {
-      fail("dp/pp contradict the chosen shape (dtfm.shape: dp " +
-           Twine(shape.getDp()) + ", pp " + Twine(shape.getPp()) + ")");
+    if (failed(checkDegrees(shape.getDp(), shape.getPp(),
+                            "the chosen shape (dtfm.shape: ", fail)))
       return failure();
-    }
     std::vector<int> used;
     llvm::StringMap<int> indexOf;
     for (auto [i, d] : llvm::enumerate(cluster.devices))
@@ -167,12 +176,9 @@ struct AssignDevices
       fail("keep-layout=true needs a dtfm.assignment to take the layout from");
       return failure();
     }
-    if ((dataParallel && dataParallel != recorded.getDp()) ||
-        (pipelineParallel && pipelineParallel != recorded.getPp())) {
-      fail("dp/pp contradict the recorded assignment (dp " +
-           Twine(recorded.getDp()) + ", pp " + Twine(recorded.getPp()) + ")");
+    if (failed(checkDegrees(recorded.getDp(), recorded.getPp(),
+                            "the recorded assignment (", fail)))
       return failure();
-    }
     llvm::StringMap<int> indexOf;
     for (auto [i, d] : llvm::enumerate(cluster.devices))
       indexOf[d.name] = static_cast<int>(i);

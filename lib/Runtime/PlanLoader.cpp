@@ -36,6 +36,7 @@ bool dtfm::runtime::simulationInput(const proto::Plan &plan, SimInput &input,
     program.next = p.next();
     program.forwardFlops = p.forward_flops();
     program.backwardFlops = p.backward_flops();
+    program.recomputeFlops = p.recompute_flops();
     program.optimizerFlops = p.optimizer_flops();
     if (!format::streamsFromProgram(
             p, static_cast<int>(format::programMicroBatches(plan, p)), stages,

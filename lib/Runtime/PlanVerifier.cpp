@@ -368,6 +368,15 @@ bool dtfm::runtime::verifyPlan(const proto::Plan &plan,
       pipelines;
   for (const proto::DeviceProgram &p : plan.programs()) {
     std::string device = "device '" + p.device() + "': ";
+    // What the simulator and the reports divide and add.
+    for (auto [name, flops] :
+         {std::pair<const char *, double>{"forward_flops", p.forward_flops()},
+          {"backward_flops", p.backward_flops()},
+          {"optimizer_flops", p.optimizer_flops()},
+          {"recompute_flops", p.recompute_flops()}})
+      if (!(flops >= 0 && flops <= 1e30))
+        return fail(device + name + " must be in [0, 1e30], found " +
+                    std::to_string(flops));
     StageProgram program;
     std::string reason;
     if (!decodeProgram(p, program, reason))

@@ -383,20 +383,6 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
 
 } // namespace
 
-/// Ops that bring values in or out rather than compute them.
-static bool isStructural(OpKind kind) {
-  switch (kind) {
-  case OpKind::Param:
-  case OpKind::Input:
-  case OpKind::Label:
-  case OpKind::Recv:
-  case OpKind::Send:
-    return true;
-  default:
-    return false;
-  }
-}
-
 std::vector<std::string>
 dtfm::runtime::recomputableLayers(const StageProgram &program) {
   std::set<std::string> withBackward, impure;

@@ -115,7 +115,8 @@ bool dtfm::runtime::simulate(const SimInput &input, SimResult &result,
             }
             double flops = item.phase == 'F' ? d.program->forwardFlops
                                              : d.program->backwardFlops;
-            end = start + flops / d.speed;
+            double again = item.phase == 'F' ? 0 : d.program->recomputeFlops;
+            end = start + (flops + again) / d.speed;
             computeEnd[{self, item.phase, item.microBatch}] = end;
             if (item.phase == 'B' && end >= d.lastBackwardEnd) {
               d.lastBackwardStart = start;

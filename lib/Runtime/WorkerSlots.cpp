@@ -595,7 +595,8 @@ bool Worker::runComputeSlot(int64_t step, std::vector<MicroBatch> &batches,
         calibrationSeconds += threadCpuSeconds() - cpuStart;
       calibrationFlops += entry.phase == Phase::Forward
                               ? program.forward_flops()
-                              : program.backward_flops();
+                              : program.backward_flops() +
+                                    program.recompute_flops();
     }
 
     std::vector<std::pair<int, std::vector<char>>> messages;

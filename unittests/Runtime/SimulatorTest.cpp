@@ -86,6 +86,23 @@ TEST(Simulator, HandComputedGPipeTimeline) {
   EXPECT_DOUBLE_EQ(r.achievedFlopsPerSecond(), 33.0 / 30.0);
 }
 
+TEST(Simulator, RecomputationIsBackwardTimeNotWork) {
+  // The GPipe timeline above with d1 recomputing its forward (3 FLOPs) in
+  // each backward: B1 10-19 and B0 19-28; the gradients arrive at d0 at 22
+  // and 31, B0 ends at 35 and the optimizer at 36.
+  SimInput input = twoStages(planner::PipelineSchedule::GPipe, 2);
+  input.programs[1].recomputeFlops = 3;
+  SimResult r;
+  std::string error;
+  ASSERT_TRUE(simulate(input, r, error)) << error;
+  EXPECT_DOUBLE_EQ(eventEnd(r, "d1", 1, "B1"), 19);
+  EXPECT_DOUBLE_EQ(eventEnd(r, "d0", 1, "B0"), 35);
+  EXPECT_DOUBLE_EQ(r.iterationSeconds, 36);
+  EXPECT_DOUBLE_EQ(r.busySeconds["d1"], 26);
+  // The same 33 FLOPs of work, over a longer iteration.
+  EXPECT_DOUBLE_EQ(r.achievedFlopsPerSecond(), 33.0 / 36.0);
+}
+
 TEST(Simulator, MoreBandwidthIsNeverSlower) {
   for (auto kind :
        {planner::PipelineSchedule::GPipe, planner::PipelineSchedule::OneFOneB})

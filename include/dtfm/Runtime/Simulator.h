@@ -54,6 +54,9 @@ struct SimProgram {
   std::string prev, next; ///< devices of the neighbouring stages, or ""
   double forwardFlops = 0;  ///< per micro-batch
   double backwardFlops = 0; ///< per micro-batch
+  /// Per micro-batch, run again in the backward (activation recomputation):
+  /// backward time but not work.
+  double recomputeFlops = 0;
   double optimizerFlops = 0; ///< per iteration
   double syncSeconds = 0;    ///< gradient synchronisation per iteration
   /// The gradient buckets, in launch order, when the plan says when each

@@ -231,7 +231,7 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
     }
     // Recomputation runs the recomputable layers' forward again in the
     // backward (the runtime's rule, Runtime/Program.h): the simulator
-    // times it there.
+    // times it there, as time and not as work.
     if (auto recompute = func->getAttrOfType<BoolAttr>(kRecomputeAttrName);
         recompute && recompute.getValue()) {
       program.set_recompute(true);
@@ -251,7 +251,7 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
         if (layer && recomputed.contains(layer.getValue()))
           again += cost.forwardFlops;
       }
-      program.set_backward_flops(program.backward_flops() + again);
+      program.set_recompute_flops(static_cast<double>(again));
     }
   }
   if (plan.programs_size() == 0)

@@ -54,7 +54,7 @@ MUTATIONS = [
     "negative-bytes", "duplicated-stream", "missing-compute",
     "wrong-input-shape", "unknown-dtype", "unknown-schedule", "unknown-peer",
     "nan-lr", "duplicate-param", "undefined-operand", "repeated-wrt",
-    "flipped-value",
+    "flipped-value", "nan-flops",
 ]
 
 
@@ -118,6 +118,10 @@ def main():
                  if lines[i].strip() == 'key: "wrt"')
         k = next(i for i in range(j, last) if "values:" in lines[i])
         lines[k + 1] = lines[k]
+    elif mutation == "nan-flops":
+        j = next(i for i, l in enumerate(lines)
+                 if l.strip().startswith("backward_flops:"))
+        lines[j] = lines[j].split(":")[0] + ": nan"
     elif mutation == "flipped-value":
         # What a flipped byte in transit does: one number changes.
         set_attr(lines, "dtfm.sgd_update", "lr", "f", "0.125")
