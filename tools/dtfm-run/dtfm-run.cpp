@@ -401,10 +401,15 @@ int main(int argc, char **argv) {
     std::printf("%-16s %12.6g %12.6g\n", p.device.c_str(),
                 result.busySeconds[p.device], result.idleSeconds[p.device]);
   std::printf("%-16s %12s %12s\n", "device", "peak GB", "capacity GB");
-  for (const runtime::DeviceMemory &m : memory)
-    std::printf("%-16s %12.4f %12.4f%s\n", m.device.c_str(),
+  for (size_t r = 0; r < memory.size(); ++r) {
+    const runtime::DeviceMemory &m = memory[r];
+    std::printf("%-16s %12.4f %12.4f%s%s\n", m.device.c_str(),
                 m.predicted.total() / 1e9, m.capacityBytes / 1e9,
+                plan.programs(static_cast<int>(r)).recompute()
+                    ? "  activations recomputed"
+                    : "",
                 m.fits() ? "" : "  over capacity");
+  }
   std::printf("%-24s %14s\n", "link", "bytes");
   for (const auto &[link, bytes] : result.linkBytes)
     std::printf("%-24s %14.0f\n", link.c_str(), bytes);
