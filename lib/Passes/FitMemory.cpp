@@ -70,6 +70,13 @@ struct FitMemory : public mlir::dtfm::impl::FitMemoryBase<FitMemory> {
       }
     if (changed && failed(predict(module, *cluster, memory)))
       return signalPassFailure();
+    // The plan records each program's peak (and carries it into plan.pb's
+    // program attributes).
+    for (const ::dtfm::runtime::DeviceMemory &m : memory)
+      if (func::FuncOp func = programOf.lookup(m.device))
+        func->setAttr(kPeakMemoryAttrName,
+                      b.getI64IntegerAttr(
+                          static_cast<int64_t>(m.predicted.total())));
     for (const ::dtfm::runtime::DeviceMemory &m : memory) {
       if (m.fits())
         continue;

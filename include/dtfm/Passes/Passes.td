@@ -292,7 +292,8 @@ def FitMemory : Pass<"dtfm-fit-memory", "mlir::ModuleOp"> {
     fit gets `dtfm.recompute` (its layers' activations recomputed in the
     backward, whose time the simulator then counts) and only those (`all`,
     as --dtfm-plan passes it when every program recomputes already, does
-    the same); `none` changes nothing. A program still over its capacity fails the pass with
+    the same); `none` changes nothing. Every program records its peak as
+    `dtfm.peak_memory_bytes`. A program still over its capacity fails the pass with
     one line naming the device, the bytes it needs (with recomputation when
     it has it) and the capacity: dtfm never emits a plan that does not fit.
   }];

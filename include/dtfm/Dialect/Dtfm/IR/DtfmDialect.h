@@ -73,6 +73,11 @@ inline constexpr llvm::StringLiteral kStreamsAttrName = "dtfm.streams";
 /// A device program's parameter-server shards.
 inline constexpr llvm::StringLiteral kParamShardsAttrName = "dtfm.param_shards";
 
+/// A device program's peak memory in bytes as the runtime will allocate it
+/// (Runtime/MemoryModel.h), recorded by --dtfm-fit-memory.
+inline constexpr llvm::StringLiteral kPeakMemoryAttrName =
+    "dtfm.peak_memory_bytes";
+
 /// A device program whose activations are recomputed during the backward
 /// (a boolean; plan.proto's DeviceProgram.recompute).
 inline constexpr llvm::StringLiteral kRecomputeAttrName = "dtfm.recompute";
