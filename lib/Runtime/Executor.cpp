@@ -449,28 +449,6 @@ void ProgramExecutor::collect(int64_t id, int microBatch, const Tensor &value) {
   ready(*sync, averaged);
 }
 
-/// The gradients the optimizer phase reads: each dtfm.grad_sync's input
-/// (with that op) and each update's gradient that no sync produces.
-static std::map<int64_t, const ProgramOp *>
-gradientInputsOf(const StageProgram &program) {
-  std::map<int64_t, const ProgramOp *> inputs;
-  std::set<int64_t> synced;
-  for (int index : program.opsOf(OpPhase::Optimizer)) {
-    const ProgramOp &op = program.ops[index];
-    if (op.kind == OpKind::GradSync && !op.operands.empty()) {
-      inputs[op.operands[0]] = &op;
-      synced.insert(op.results[0].id);
-    }
-  }
-  for (int index : program.opsOf(OpPhase::Optimizer)) {
-    const ProgramOp &op = program.ops[index];
-    if (op.kind != OpKind::GradSync && op.operands.size() >= 2 &&
-        !synced.count(op.operands[1]))
-      inputs.emplace(op.operands[1], nullptr);
-  }
-  return inputs;
-}
-
 PhaseExecutor::PhaseExecutor(const StageProgram &program)
     : program(program), lifetimes(valueLifetimes(program)) {
   std::map<int64_t, std::string> parameterOfValue;
@@ -493,7 +471,7 @@ PhaseExecutor::PhaseExecutor(const StageProgram &program)
 }
 
 ProgramExecutor::ProgramExecutor(const StageProgram &program)
-    : PhaseExecutor(program), gradientInputs(gradientInputsOf(program)) {
+    : PhaseExecutor(program), gradientInputs(runtime::gradientInputs(program)) {
   for (const ProgramOp &op : program.ops)
     if (op.kind == OpKind::Send)
       sentValues.insert(op.operands.begin(), op.operands.end());

@@ -128,12 +128,10 @@ bool dtfm::runtime::predictWorkerMemory(const proto::Plan &plan, int rank,
   };
 
   // What lives for the whole run.
-  std::map<int64_t, std::string> parameterOfValue;
   std::map<std::string, double> parameterBytes;
   std::set<int64_t> sent;
   for (const ProgramOp &op : program.ops) {
     if (op.kind == OpKind::Param) {
-      parameterOfValue[op.results[0].id] = op.attrs.name;
       parameterBytes[op.attrs.name] = bytesOf(op.results[0]);
     } else if (op.kind == OpKind::Send) {
       sent.insert(op.operands.begin(), op.operands.end());
@@ -147,12 +145,9 @@ bool dtfm::runtime::predictWorkerMemory(const proto::Plan &plan, int rank,
   }
   for (const auto &[name, size] : parameterBytes)
     out.parameters += size;
-  std::set<int64_t> gradients; // the optimizer's inputs that are not parameters
-  bool anySync = false;
   for (int index : program.opsOf(OpPhase::Optimizer)) {
     const ProgramOp &op = program.ops[index];
     if (op.kind == OpKind::GradSync) {
-      anySync = true;
       double size = bytesOf(op.results[0]);
       out.buckets += size;
       if (op.attrs.compression != SyncCompression::None)
@@ -163,18 +158,8 @@ bool dtfm::runtime::predictWorkerMemory(const proto::Plan &plan, int rank,
       double size = bytes(op.operands[0]);
       out.optimizer += (op.kind == OpKind::AdamwUpdate ? 2 : 1) * size;
     }
-    for (int64_t id : op.operands)
-      if (!parameterOfValue.count(id))
-        gradients.insert(id);
   }
-  if (!anySync)
-    out.buckets = 0;
-  // The gradient syncs' results are optimizer inputs too, made in the
-  // optimizer phase: only the backward's gradients are summed.
-  for (int index : program.opsOf(OpPhase::Optimizer))
-    for (const ProgramValue &result : program.ops[index].results)
-      gradients.erase(result.id);
-  for (int64_t id : gradients)
+  for (const auto &[id, sync] : gradientInputs(program))
     out.gradientSums += bytes(id);
 
   // The micro-batches' values, along the compute stream.

@@ -401,6 +401,26 @@ dtfm::runtime::recomputableLayers(const StageProgram &program) {
   return layers;
 }
 
+std::map<int64_t, const ProgramOp *>
+dtfm::runtime::gradientInputs(const StageProgram &program) {
+  std::map<int64_t, const ProgramOp *> inputs;
+  std::set<int64_t> synced;
+  for (int index : program.opsOf(OpPhase::Optimizer)) {
+    const ProgramOp &op = program.ops[index];
+    if (op.kind == OpKind::GradSync && !op.operands.empty()) {
+      inputs[op.operands[0]] = &op;
+      synced.insert(op.results[0].id);
+    }
+  }
+  for (int index : program.opsOf(OpPhase::Optimizer)) {
+    const ProgramOp &op = program.ops[index];
+    if (op.kind != OpKind::GradSync && op.operands.size() >= 2 &&
+        !synced.count(op.operands[1]))
+      inputs.emplace(op.operands[1], nullptr);
+  }
+  return inputs;
+}
+
 void dtfm::runtime::buildSteps(StageProgram &program) {
   program.steps = {};
   for (int index : program.opsOf(OpPhase::Forward))

@@ -23,6 +23,7 @@
 #include "dtfm/Support/CustomOps.h"
 
 #include <array>
+#include <map>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -206,6 +207,11 @@ struct StageProgram {
 /// forward has no side effect (no batch norm, whose running statistics
 /// would be updated twice, and no custom op, whose kernel may not be pure).
 std::vector<std::string> recomputableLayers(const StageProgram &program);
+
+/// The gradients the optimizer phase reads, summed over the micro-batches:
+/// each dtfm.grad_sync's input (with that op) and each update's gradient
+/// that no sync produces (with null).
+std::map<int64_t, const ProgramOp *> gradientInputs(const StageProgram &program);
 
 /// Fills `steps` from `byPhase`, the ops' layers and `recompute`
 /// (decodeProgram does).
