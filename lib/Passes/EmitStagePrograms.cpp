@@ -7,6 +7,7 @@
 #include "dtfm/Dialect/Dtfm/IR/DtfmAttrs.h"
 #include "dtfm/Passes/Passes.h"
 #include "dtfm/Planner/Cluster.h"
+#include "dtfm/Runtime/Program.h"
 
 #include <map>
 
@@ -165,10 +166,11 @@ struct EmitStagePrograms
             recvBytes += recv.getBytes();
           }
           if (auto param = dyn_cast<ParamOp>(copy)) {
-            int64_t n = getNumElements(param.getType());
+            ::dtfm::runtime::ElementRange shard = ::dtfm::runtime::shardOf(
+                getNumElements(param.getType()), i, groupSize);
             shards.push_back(ParamShardAttr::get(
-                b.getContext(), param.getName(), i * n / groupSize,
-                (i + 1) * n / groupSize, getTensorBytes(param.getType())));
+                b.getContext(), param.getName(), shard.begin, shard.end,
+                getTensorBytes(param.getType())));
           }
         }
         body.create<func::ReturnOp>(model.getLoc());

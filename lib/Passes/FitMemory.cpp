@@ -6,9 +6,11 @@
 //
 // The planner sizes stages with its own estimate of memory; the runtime's
 // exact figure exists only once the device programs do. This pass takes
-// it (Runtime/MemoryModel.h on the exported plan), turns activation
-// recomputation on for each program over its device's capacity, and
-// refuses the plan when one still is.
+// it (Runtime/MemoryModel.h on the exported plan), shards the optimizer
+// state of each data-parallel group with a program over its device's
+// capacity (free in time), then turns activation recomputation on for each
+// program still over (extra forward FLOPs), and refuses the plan when one
+// still is.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,10 +20,13 @@
 
 #include "plan.pb.h"
 
+#include "dtfm/Dialect/Dtfm/IR/DtfmOps.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
 #include <cstdio>
+#include <set>
 
 namespace mlir::dtfm {
 #define GEN_PASS_DEF_FITMEMORY
@@ -45,6 +50,9 @@ struct FitMemory : public mlir::dtfm::impl::FitMemoryBase<FitMemory> {
     if (recompute != "auto" && recompute != "all" && recompute != "none")
       return fail("recompute must be auto, all or none, got '" +
                   recompute.getValue() + "'");
+    if (shardState != "auto" && shardState != "all" && shardState != "none")
+      return fail("shard-state must be auto, all or none, got '" +
+                  shardState.getValue() + "'");
     std::string error;
     FailureOr<::dtfm::planner::Cluster> cluster = moduleCluster(module, error);
     if (failed(cluster))
@@ -59,7 +67,28 @@ struct FitMemory : public mlir::dtfm::impl::FitMemoryBase<FitMemory> {
         programOf[device.getValue()] = func;
     });
     Builder b(module.getContext());
+    // Sharded state first: the same bytes on the links, no extra work.
     bool changed = false;
+    if (shardState != "none") {
+      std::set<std::string> groups; // devices of the groups to shard
+      for (const ::dtfm::runtime::DeviceMemory &m : memory) {
+        func::FuncOp func = programOf.lookup(m.device);
+        if (func && (shardState == "all" || !m.fits()))
+          for (GradSyncOp sync : shardableSyncs(func))
+            for (Attribute device : sync.getGroup())
+              groups.insert(cast<StringAttr>(device).getValue().str());
+      }
+      for (const std::string &device : groups)
+        if (func::FuncOp func = programOf.lookup(device))
+          for (GradSyncOp sync : shardableSyncs(func))
+            if (!sync->hasAttr(kShardStateAttrName)) {
+              sync->setAttr(kShardStateAttrName, b.getUnitAttr());
+              changed = true;
+            }
+    }
+    if (changed && failed(predict(module, *cluster, memory)))
+      return signalPassFailure();
+    changed = false;
     if (recompute != "none")
       for (const ::dtfm::runtime::DeviceMemory &m : memory) {
         func::FuncOp func = programOf.lookup(m.device);
@@ -81,10 +110,16 @@ struct FitMemory : public mlir::dtfm::impl::FitMemoryBase<FitMemory> {
       if (m.fits())
         continue;
       func::FuncOp func = programOf.lookup(m.device);
+      std::vector<std::string> options;
+      if (func && sharded(func))
+        options.push_back("its optimizer state sharded");
+      if (func && recomputes(func))
+        options.push_back("its activations recomputed");
+      std::string with;
+      for (size_t i = 0; i < options.size(); ++i)
+        with += (i == 0 ? " with " : " and ") + options[i];
       return fail("device " + m.device + " needs " +
-                  gigabytes(m.predicted.total()) +
-                  (func && recomputes(func) ? " with its activations recomputed"
-                                            : "") +
+                  gigabytes(m.predicted.total()) + with +
                   " and has " + gigabytes(m.capacityBytes) +
                   ": the plan does not fit (more stages, more devices or "
                   "smaller micro-batches)");
@@ -96,6 +131,27 @@ struct FitMemory : public mlir::dtfm::impl::FitMemoryBase<FitMemory> {
     char text[32];
     std::snprintf(text, sizeof text, "%.4g GB", bytes / 1e9);
     return text;
+  }
+
+  /// The program's gradient syncs whose state can be sharded: over a group
+  /// of two or more, synchronous and uncompressed.
+  static SmallVector<GradSyncOp> shardableSyncs(func::FuncOp func) {
+    SmallVector<GradSyncOp> syncs;
+    func.walk([&](GradSyncOp sync) {
+      if (sync.getGroup().size() >= 2 &&
+          !sync->hasAttr(kCompressionAttrName) &&
+          !sync->hasAttr(kSyncEveryAttrName))
+        syncs.push_back(sync);
+    });
+    return syncs;
+  }
+
+  static bool sharded(func::FuncOp func) {
+    bool any = false;
+    func.walk([&](GradSyncOp sync) {
+      any |= sync->hasAttr(kShardStateAttrName);
+    });
+    return any;
   }
 
   static bool recomputes(func::FuncOp func) {

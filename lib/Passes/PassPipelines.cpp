@@ -118,6 +118,14 @@ struct PlanOptions : public PassPipelineOptions<PlanOptions> {
                      "would not fit without it; all; none. A plan that "
                      "still does not fit is refused"),
       llvm::cl::init("auto")};
+  Option<std::string> shardState{
+      *this, "shard-state",
+      llvm::cl::desc("Sharded optimizer state (programs=true; ZeRO-1): each "
+                     "member of a data-parallel group keeps the optimizer "
+                     "state of 1/D of every parameter (reduce-scatter, "
+                     "shard update, all-gather) -- auto: the groups with a "
+                     "program that would not fit without it; all; none"),
+      llvm::cl::init("auto")};
   Option<bool> simulateCandidates{
       *this, "simulate-candidates",
       llvm::cl::desc("algorithm=hetero with programs=true: also plan with "
@@ -142,7 +150,7 @@ struct PlanTail {
   double outerLr, outerMomentum;
   std::string dpCompression, ppCompression, bucketMb;
   int64_t topkWarmup;
-  std::string recompute;
+  std::string recompute, shardState;
 
   explicit PlanTail(const PlanOptions &o)
       : algorithm(o.algorithm), seed(o.seed), budget(o.budget), dp(o.dp),
@@ -153,7 +161,7 @@ struct PlanTail {
         outerLr(o.outerLr), outerMomentum(o.outerMomentum),
         dpCompression(o.dpCompression), ppCompression(o.ppCompression),
         bucketMb(o.bucketMb), topkWarmup(o.topkWarmup),
-        recompute(o.recompute) {}
+        recompute(o.recompute), shardState(o.shardState) {}
 };
 
 /// assign -> partition, and with programs=true: -> send/recv ->
@@ -218,7 +226,8 @@ void buildPlanTail(OpPassManager &pm, const PlanTail &options,
   pm.addPass(createEmitStagePrograms(
       EmitStageProgramsOptions{/*recompute=*/options.recompute == "all"}));
   pm.addPass(createVerifyPlan());
-  pm.addPass(createFitMemory(FitMemoryOptions{options.recompute}));
+  pm.addPass(
+      createFitMemory(FitMemoryOptions{options.recompute, options.shardState}));
 }
 
 /// [import the cluster] -> annotate -> [choose shape -> annotate] -> autodiff

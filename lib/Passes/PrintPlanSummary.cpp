@@ -182,12 +182,13 @@ void printMemory(ModuleOp module, raw_ostream &os) {
   struct StagePeak {
     double peak = 0, capacity = -1;
     std::string device;
-    bool recomputed = false;
+    bool recomputed = false, sharded = false;
   };
   std::map<int64_t, StagePeak> stages;
   for (auto [r, m] : llvm::enumerate(memory)) {
     StagePeak &stage = stages[plan.programs(r).stage()];
     stage.recomputed |= plan.programs(r).recompute();
+    stage.sharded |= m.predicted.shardedState;
     if (m.predicted.total() > stage.peak) {
       stage.peak = m.predicted.total();
       stage.device = m.device;
@@ -197,9 +198,10 @@ void printMemory(ModuleOp module, raw_ostream &os) {
                          : std::min(stage.capacity, m.capacityBytes);
   }
   for (const auto &[s, stage] : stages)
-    os << llvm::format("memory stage %lld: peak %.4g GB (%s) of %.4g GB%s%s\n",
+    os << llvm::format("memory stage %lld: peak %.4g GB (%s) of %.4g GB%s%s%s\n",
                        (long long)s, stage.peak / 1e9, stage.device.c_str(),
                        stage.capacity / 1e9,
+                       stage.sharded ? ", optimizer state sharded" : "",
                        stage.recomputed ? ", activations recomputed" : "",
                        stage.peak > stage.capacity ? "  OVER CAPACITY" : "");
 }

@@ -89,6 +89,14 @@ dtfm::runtime::makeExecutor(Backend backend,
             "backend only: run with --backend cpu, or plan without recompute";
     return nullptr;
   }
+  if (!shardedParameters(program).empty()) {
+    // Its gradients are all-reduced by NCCL on the device; the shard's
+    // reduce-scatter and all-gather are not written for it yet.
+    error = "sharded optimizer state (dtfm.shard_state) runs on the CPU "
+            "backend only: run with --backend cpu, or plan with "
+            "shard-state=none";
+    return nullptr;
+  }
 #if DTFM_HAVE_CUDA
   std::string why;
   int devices = cuda::deviceCount(&why);

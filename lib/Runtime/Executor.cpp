@@ -149,6 +149,7 @@ bool HostState::restore(const StageProgram &program,
     restored[name] = it->second;
   }
   std::map<std::string, Moments> restoredOptimizer;
+  std::map<std::string, ElementRange> shards = shardedParameters(program);
   for (const auto &[key, t] : state) {
     size_t slash = key.find('/');
     std::string kind = key.substr(0, slash), name = key.substr(slash + 1);
@@ -162,7 +163,17 @@ bool HostState::restore(const StageProgram &program,
     bool tensor = kind == "opt.m" || kind == "opt.v" ||
                   kind == "opt.velocity" || kind == "opt.anchor" ||
                   kind == "opt.outer_velocity" || kind == "opt.residual";
-    if (tensor && t.shape != restored[name].shape) {
+    // A sharded parameter's moments cover its shard, flat.
+    auto shard = shards.find(name);
+    bool moment = kind == "opt.m" || kind == "opt.v" || kind == "opt.velocity";
+    if (tensor && moment && shard != shards.end()) {
+      if (t.shape != std::vector<int64_t>{shard->second.size()}) {
+        error = "state entry '" + key + "' does not have the shape of " +
+                "this device's shard of its parameter (" +
+                std::to_string(shard->second.size()) + " elements)";
+        return false;
+      }
+    } else if (tensor && t.shape != restored[name].shape) {
       error = "state entry '" + key + "' does not have its parameter's shape";
       return false;
     }
@@ -471,7 +482,8 @@ PhaseExecutor::PhaseExecutor(const StageProgram &program)
 }
 
 ProgramExecutor::ProgramExecutor(const StageProgram &program)
-    : PhaseExecutor(program), gradientInputs(runtime::gradientInputs(program)) {
+    : PhaseExecutor(program), gradientInputs(runtime::gradientInputs(program)),
+      shards(shardedParameters(program)) {
   for (const ProgramOp &op : program.ops)
     if (op.kind == OpKind::Send)
       sentValues.insert(op.operands.begin(), op.operands.end());
@@ -522,6 +534,7 @@ bool ProgramExecutor::streamGradients(int microBatches, double gradientScale,
 }
 
 bool ProgramExecutor::finishIteration(double gradientScale, const SyncFn &sync,
+                                      const SyncFn &gather,
                                       std::string &error) {
   ValueTable values;
   auto fail = [&](const ProgramOp &op, const std::string &message) {
@@ -538,10 +551,12 @@ bool ProgramExecutor::finishIteration(double gradientScale, const SyncFn &sync,
   // Gradient syncs by bucket; an update waits only for its gradient's
   // bucket.
   std::map<int64_t, int64_t> bucketOfResult; // sync result id -> bucket
+  std::map<int64_t, const ProgramOp *> syncOfResult;
   for (int index : optimizerOps) {
     const ProgramOp &op = program.ops[index];
     if (op.kind != OpKind::GradSync)
       continue;
+    syncOfResult[op.results[0].id] = &op;
     auto in = values.find(op.operands[0]);
     if (in == values.end())
       return fail(op, "its gradient was never computed");
@@ -572,13 +587,17 @@ bool ProgramExecutor::finishIteration(double gradientScale, const SyncFn &sync,
     HostState::Moments &state = host.optimizer[update.parameter];
     ++state.step;
     const OpAttrs &a = op.attrs;
+    cpu::ElementSlice slice;
+    auto shard = shards.find(update.parameter);
+    if (shard != shards.end())
+      slice = {shard->second.begin, shard->second.size()};
     if (op.kind == OpKind::AdamwUpdate)
       cpu::adamwStep(param, g->second, state.m, state.v, state.step, a.lr,
                      a.beta1, a.beta2, a.epsilon, a.weightDecay,
-                     update.freezeSecondMomentAfter);
+                     update.freezeSecondMomentAfter, slice);
     else
       cpu::sgdStep(param, g->second, state.velocity, a.lr, a.momentum,
-                   a.weightDecay);
+                   a.weightDecay, slice);
     return true;
   };
   auto bucketOf = [&](const Update &update) -> int64_t {
@@ -592,9 +611,20 @@ bool ProgramExecutor::finishIteration(double gradientScale, const SyncFn &sync,
   for (auto &[bucket, grads] : buckets) {
     if (sync && !sync(grads, error))
       return false;
-    for (const Update &update : updates)
-      if (bucketOf(update) == bucket && !step(update))
+    std::vector<std::pair<const ProgramOp *, Tensor *>> shardedParams;
+    for (const Update &update : updates) {
+      if (bucketOf(update) != bucket)
+        continue;
+      if (!step(update))
         return false;
+      if (shards.count(update.parameter))
+        shardedParams.push_back({syncOfResult.at(update.gradient),
+                                 &host.params.at(update.parameter)});
+    }
+    // Sharded state: each member stepped its shard; the group gathers the
+    // rest.
+    if (!shardedParams.empty() && gather && !gather(shardedParams, error))
+      return false;
   }
   sampleHeapPeak(); // the gradients and the syncs' copies still held
   return true;

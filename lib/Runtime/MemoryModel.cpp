@@ -145,6 +145,12 @@ bool dtfm::runtime::predictWorkerMemory(const proto::Plan &plan, int rank,
   }
   for (const auto &[name, size] : parameterBytes)
     out.parameters += size;
+  std::map<std::string, ElementRange> shards = shardedParameters(program);
+  out.shardedState = !shards.empty();
+  std::map<int64_t, std::string> parameterOfValue;
+  for (const ProgramOp &op : program.ops)
+    if (op.kind == OpKind::Param)
+      parameterOfValue[op.results[0].id] = op.attrs.name;
   for (int index : program.opsOf(OpPhase::Optimizer)) {
     const ProgramOp &op = program.ops[index];
     if (op.kind == OpKind::GradSync) {
@@ -156,6 +162,13 @@ bool dtfm::runtime::predictWorkerMemory(const proto::Plan &plan, int rank,
         out.localSteps += 2 * size; // the anchor and the outer momentum
     } else if (op.operands.size() >= 2) {
       double size = bytes(op.operands[0]);
+      // Sharded state: the moments of this member's shard alone.
+      auto name = parameterOfValue.find(op.operands[0]);
+      if (name != parameterOfValue.end()) {
+        auto shard = shards.find(name->second);
+        if (shard != shards.end())
+          size = kElementBytes * static_cast<double>(shard->second.size());
+      }
       out.optimizer += (op.kind == OpKind::AdamwUpdate ? 2 : 1) * size;
     }
   }

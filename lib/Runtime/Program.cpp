@@ -8,6 +8,7 @@
 
 #include "plan.pb.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -348,6 +349,11 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
       in.fail("dtfm.compression topk with dtfm.sync_every (local steps "
               "exchange parameters dense or int8)");
     in.read("dtfm.sync_every", a.syncEvery);
+    a.shardState = in.has("dtfm.shard_state");
+    if (a.shardState && (a.compression != SyncCompression::None ||
+                         in.has("dtfm.sync_every")))
+      in.fail("dtfm.shard_state shards a synchronous, uncompressed sync "
+              "only (not with dtfm.compression or dtfm.sync_every)");
     in.read("dtfm.outer_lr", a.outerLr);
     in.read("dtfm.outer_momentum", a.outerMomentum);
     if (in.has("dtfm.sync_every") &&
@@ -419,6 +425,49 @@ dtfm::runtime::gradientInputs(const StageProgram &program) {
       inputs.emplace(op.operands[1], nullptr);
   }
   return inputs;
+}
+
+ElementRange dtfm::runtime::shardOf(int64_t elements, int64_t member,
+                                    int64_t members) {
+  if (members < 1 || member < 0 || member >= members)
+    return {0, elements};
+  // In 128 bits: elements x members may not fit in 64.
+  auto at = [&](int64_t k) {
+    return static_cast<int64_t>(static_cast<__int128>(elements) * k / members);
+  };
+  return {at(member), at(member + 1)};
+}
+
+std::map<std::string, ElementRange>
+dtfm::runtime::shardedParameters(const StageProgram &program) {
+  std::map<std::string, ElementRange> shards;
+  std::string device = program.source ? program.source->device() : "";
+  std::map<int64_t, const ProgramOp *> shardedSyncOf;
+  std::map<int64_t, const ProgramOp *> paramOf;
+  for (const ProgramOp &op : program.ops) {
+    if (op.kind == OpKind::GradSync && op.attrs.shardState)
+      shardedSyncOf[op.results[0].id] = &op;
+    else if (op.kind == OpKind::Param)
+      paramOf[op.results[0].id] = &op;
+  }
+  for (int index : program.opsOf(OpPhase::Optimizer)) {
+    const ProgramOp &op = program.ops[index];
+    if (op.kind == OpKind::GradSync || op.operands.size() < 2)
+      continue;
+    auto sync = shardedSyncOf.find(op.operands[1]);
+    auto param = paramOf.find(op.operands[0]);
+    if (sync == shardedSyncOf.end() || param == paramOf.end())
+      continue;
+    const std::vector<std::string> &group = sync->second->attrs.group;
+    int64_t member =
+        std::find(group.begin(), group.end(), device) - group.begin();
+    int64_t elements = 1;
+    for (int64_t d : param->second->results[0].shape)
+      elements *= std::max<int64_t>(0, d);
+    shards[param->second->attrs.name] =
+        shardOf(elements, member, static_cast<int64_t>(group.size()));
+  }
+  return shards;
 }
 
 void dtfm::runtime::buildSteps(StageProgram &program) {

@@ -69,6 +69,10 @@ struct Transport::Impl {
   // Collective tags, per context (members of a context call in step).
   uint32_t worldTag = 0;
   std::vector<uint32_t> groupTags;
+  /// Sharded state's parameter gathers run on the compute thread while the
+  /// sync thread reduces later buckets: a tag sequence (and slot space) of
+  /// their own keeps both in the same order on every member.
+  std::vector<uint32_t> gatherTags;
 
   /// One direction of a link: messages leave in order, each released when
   /// the link model says it has arrived.
@@ -253,6 +257,7 @@ std::unique_ptr<Transport> Transport::connect(const TransportOptions &options,
       context->connectFullMesh(groupStore, impl->device);
       impl->groups.push_back(context);
       impl->groupTags.push_back(0);
+      impl->gatherTags.push_back(0);
     }
   } catch (const std::exception &e) {
     error = "rendezvous failed: " + std::string(e.what());
@@ -401,12 +406,22 @@ bool Transport::flush(std::string &error) {
   return !impl->takeLinkError(error);
 }
 
+/// Bounds of `n` chunks of nearly equal size over `count` elements.
+static std::vector<size_t> evenChunks(size_t count, int n) {
+  std::vector<size_t> bounds(n + 1);
+  for (int k = 0; k <= n; ++k)
+    bounds[k] = count * static_cast<size_t>(k) / static_cast<size_t>(n);
+  return bounds;
+}
+
 bool Transport::allreduceSum(int group, float *data, size_t count,
                              std::string &error) {
   const std::vector<int> &members = impl->options.groups.at(group);
   uint32_t tag = impl->groupTags.at(group)++;
   if (!impl->options.links.empty())
-    return ringAllreduce(members, tag, data, count, /*int8=*/false, error);
+    return ring(members, tag, data,
+                evenChunks(count, static_cast<int>(members.size())), {},
+                error);
   try {
     gloo::AllreduceOptions options(impl->groups.at(group));
     options.setOutput(data, count);
@@ -429,38 +444,77 @@ bool Transport::allreduceSumInt8(int group, float *data, size_t count,
                                  std::string &error) {
   const std::vector<int> &members = impl->options.groups.at(group);
   uint32_t tag = impl->groupTags.at(group)++;
-  return ringAllreduce(members, tag, data, count, /*int8=*/true, error);
+  RingPhases phases;
+  phases.int8 = true;
+  return ring(members, tag, data,
+              evenChunks(count, static_cast<int>(members.size())), phases,
+              error);
 }
 
-bool Transport::ringAllreduce(const std::vector<int> &members, uint32_t tag,
-                              float *data, size_t count, bool int8,
-                              std::string &error) {
+bool Transport::reduceScatterSum(int group, float *data,
+                                 const std::vector<size_t> &bounds,
+                                 std::string &error) {
+  const std::vector<int> &members = impl->options.groups.at(group);
+  uint32_t tag = impl->groupTags.at(group)++;
+  RingPhases phases;
+  phases.gather = false;
+  phases.shift = 1; // member i ends with the sum of chunk i
+  return ring(members, tag, data, bounds, phases, error);
+}
+
+bool Transport::allGather(int group, float *data,
+                          const std::vector<size_t> &bounds,
+                          std::string &error) {
+  const std::vector<int> &members = impl->options.groups.at(group);
+  uint32_t tag = impl->gatherTags.at(group)++;
+  RingPhases phases;
+  phases.reduce = false;
+  phases.space = uint64_t(1) << 57;
+  phases.shift = 1; // member i starts with chunk i
+  return ring(members, tag, data, bounds, phases, error);
+}
+
+bool Transport::ring(const std::vector<int> &members, uint32_t tag,
+                     float *data, const std::vector<size_t> &bounds,
+                     RingPhases phases, std::string &error) {
   // Reduce-scatter then allgather around the ring, over the point-to-point
-  // links: 2 (n - 1) steps of count / n elements each.
+  // links: (n - 1) steps of a chunk each per phase.
   int n = static_cast<int>(members.size());
+  if (bounds.size() != members.size() + 1) {
+    error = "gradient allreduce: " + std::to_string(bounds.size()) +
+            " chunk bounds for a group of " + std::to_string(n);
+    return false;
+  }
   int me = static_cast<int>(std::find(members.begin(), members.end(), rank()) -
                             members.begin());
   int next = members[(me + 1) % n], prev = members[(me + n - 1) % n];
-  auto begin = [&](int chunk) { return count * chunk / n; };
-  auto length = [&](int chunk) { return begin(chunk + 1) - begin(chunk); };
+  auto chunkAt = [&](int k) { return ((k % n) + n) % n; };
+  auto length = [&](int chunk) { return bounds[chunk + 1] - bounds[chunk]; };
   auto bytesOf = [&](int chunk) {
-    return int8 ? format::int8Bytes(length(chunk))
-                : length(chunk) * sizeof(float);
+    return phases.int8 ? format::int8Bytes(length(chunk))
+                       : length(chunk) * sizeof(float);
   };
-  std::vector<char> incoming(format::int8Bytes(count / n + 1) +
-                             (count / n + 1) * sizeof(float));
+  size_t longest = 0;
+  for (int k = 0; k < n; ++k)
+    longest = std::max(longest, length(k));
+  std::vector<char> incoming(format::int8Bytes(longest) +
+                             longest * sizeof(float));
   std::vector<char> forward; // int8: the final chunk passed on as received
-  std::vector<float> decoded(count / n + 1);
+  std::vector<float> decoded(longest);
   for (int step = 0; step < 2 * (n - 1); ++step) {
     bool reducing = step < n - 1;
+    if ((reducing && !phases.reduce) || (!reducing && !phases.gather))
+      continue;
     int s = reducing ? step : step - (n - 1);
-    int sendChunk = reducing ? (me - s + n) % n : (me + 1 - s + n) % n;
-    int recvChunk = reducing ? (me - s - 1 + 2 * n) % n : (me - s + n) % n;
-    uint64_t slot = (uint64_t(1) << 54) | (uint64_t(tag) << 16) |
-                    static_cast<uint64_t>(step);
+    int sendChunk = chunkAt(reducing ? me - s - phases.shift
+                                     : me + 1 - phases.shift - s);
+    int recvChunk = chunkAt(reducing ? me - s - 1 - phases.shift
+                                     : me - phases.shift - s);
+    uint64_t slot =
+        phases.space | (uint64_t(tag) << 16) | static_cast<uint64_t>(step);
     std::vector<char> message;
-    float *sending = data + begin(sendChunk);
-    if (!int8) {
+    float *sending = data + bounds[sendChunk];
+    if (!phases.int8) {
       const char *raw = reinterpret_cast<const char *>(sending);
       message.assign(raw, raw + bytesOf(sendChunk));
     } else if (reducing || s == 0) {
@@ -478,9 +532,9 @@ bool Transport::ringAllreduce(const std::vector<int> &members, uint32_t tag,
       error = "gradient allreduce: " + error;
       return false;
     }
-    float *target = data + begin(recvChunk);
+    float *target = data + bounds[recvChunk];
     const float *values = reinterpret_cast<const float *>(incoming.data());
-    if (int8) {
+    if (phases.int8) {
       if (!format::decodeInt8(incoming.data(), bytesOf(recvChunk),
                               length(recvChunk), decoded.data())) {
         error = "gradient allreduce: " + describe(prev) +

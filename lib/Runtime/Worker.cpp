@@ -104,7 +104,8 @@ bool Worker::prepare(std::string &error) {
 
   if (!decodeProgram(program, typed, error))
     return false;
-  planBuckets();
+  if (!planBuckets(error))
+    return false;
   for (const ProgramOp &op : typed.ops) {
     if (op.kind != OpKind::GradSync)
       continue;

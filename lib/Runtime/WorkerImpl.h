@@ -99,7 +99,7 @@ private:
   /// thread); a sync thread all-reduces each bucket once it is complete,
   /// in bucket order (the same on every member); finishIteration's SyncFn
   /// (awaitBuckets) waits for the buckets it needs.
-  void planBuckets();
+  bool planBuckets(std::string &error);
   /// 1 / the size of this program's data-parallel group: what turns an
   /// all-reduced sum into the group's mean.
   float groupAverage() const;
@@ -191,10 +191,36 @@ private:
     SyncCompression compression = SyncCompression::None; // on the wire
     size_t capacity = 0;   // top-k: the entries its gradients keep
     int64_t topkWarmup = 0; // top-k: steps sent dense first
+    /// Sharded optimizer state (dtfm.shard_state): `data` holds one chunk
+    /// per group member, [bounds[k], bounds[k + 1]): member k's shard of
+    /// each gradient, in bucket order. Empty: not sharded.
+    std::vector<size_t> bounds;
   };
   std::vector<SyncBucket> syncBuckets; // in launch order
-  /// dtfm.grad_sync op index -> (position in syncBuckets, offset).
-  std::map<int, std::pair<size_t, size_t>> bucketSlot;
+  /// Where one dtfm.grad_sync's gradient lies in its bucket: at `offset`,
+  /// whole; sharded, its member k's shard (shardOf) at pieces[k].
+  struct BucketSlot {
+    size_t bucket = 0; // position in syncBuckets
+    size_t offset = 0;
+    std::vector<size_t> pieces;
+  };
+  std::map<int, BucketSlot> bucketSlot; // by dtfm.grad_sync op index
+  /// This worker's place in its data-parallel group (the syncs' `group`).
+  int groupPosition = 0;
+  /// Copies a gradient (or parameter) of `count` floats into its slot of
+  /// its bucket: whole, or as the members' shards.
+  void packBucket(const BucketSlot &slot, const float *grad, size_t count);
+  /// The bucket's gradients out of its slot after the exchange: whole, or
+  /// sharded, this member's shard alone (the rest of `grad` is left).
+  void unpackBucket(const BucketSlot &slot, cpu::Tensor &grad) const;
+  /// The bucket's exchange: a reduce-scatter when sharded, else as its
+  /// wire carries it this step (exchange).
+  bool exchangeBucket(SyncBucket &bucket, std::string &error);
+  /// Sharded buckets: all-gathers the parameters of the syncs in `params`,
+  /// of which this member's shard is current (finishIteration's gather).
+  bool gatherShards(
+      const std::vector<std::pair<const ProgramOp *, cpu::Tensor *>> &params,
+      std::string &error);
   bool streamingBuckets = false; // this step hands gradients over early
   int64_t currentStep = 0;       // the step runStep is running
   /// What a sync planned as `planned` sends this step: top-k is dense

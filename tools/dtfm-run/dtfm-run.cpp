@@ -403,8 +403,9 @@ int main(int argc, char **argv) {
   std::printf("%-16s %12s %12s\n", "device", "peak GB", "capacity GB");
   for (size_t r = 0; r < memory.size(); ++r) {
     const runtime::DeviceMemory &m = memory[r];
-    std::printf("%-16s %12.4f %12.4f%s%s\n", m.device.c_str(),
+    std::printf("%-16s %12.4f %12.4f%s%s%s\n", m.device.c_str(),
                 m.predicted.total() / 1e9, m.capacityBytes / 1e9,
+                m.predicted.shardedState ? "  optimizer state sharded" : "",
                 plan.programs(static_cast<int>(r)).recompute()
                     ? "  activations recomputed"
                     : "",

@@ -367,3 +367,27 @@ TEST(Program, ValuesAreFreedAfterTheirLastReader) {
 }
 
 } // namespace
+
+// Sharded optimizer state: the members' shards tile the tensor in order,
+// differ in size by at most one element, and are exact for counts whose
+// product with the group size does not fit in 64 bits.
+TEST(Program, ShardsTileTheTensor) {
+  for (int64_t elements : {0, 1, 7, 10, 4096})
+    for (int64_t members : {1, 2, 3, 8}) {
+      int64_t next = 0, smallest = elements, largest = 0;
+      for (int64_t k = 0; k < members; ++k) {
+        ElementRange shard = shardOf(elements, k, members);
+        EXPECT_EQ(shard.begin, next);
+        next = shard.end;
+        smallest = std::min(smallest, shard.size());
+        largest = std::max(largest, shard.size());
+      }
+      EXPECT_EQ(next, elements);
+      EXPECT_LE(largest - smallest, 1);
+    }
+  int64_t huge = std::numeric_limits<int64_t>::max() / 2;
+  EXPECT_EQ(shardOf(huge, 3, 4).end, huge);
+  EXPECT_EQ(shardOf(huge, 1, 4).begin, huge / 4);
+  // Outside the group: the whole tensor.
+  EXPECT_EQ(shardOf(10, 4, 4).size(), 10);
+}

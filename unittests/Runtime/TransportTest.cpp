@@ -155,6 +155,46 @@ TEST(TransportTest, Int8RingAllreduce) {
         });
 }
 
+/// Sharded state's collectives, with uneven chunks (one empty): after the
+/// reduce-scatter each member's own chunk is the exact sum; the all-gather
+/// gives every member each member's chunk; a gather while a reduce-scatter
+/// of the same group runs on another thread (the sync thread) does not mix
+/// them up.
+TEST(TransportTest, ReduceScatterAndAllGatherOfUnevenChunks) {
+  for (bool shaped : {false, true})
+    withRanks(
+        3, oneGroupOfThree(shaped),
+        [](int rank, Transport &t) {
+          std::string error;
+          const std::vector<size_t> bounds = {0, 5, 5, 12};
+          std::vector<float> x(12);
+          for (size_t i = 0; i < x.size(); ++i)
+            x[i] = static_cast<float>((rank + 1) * 100 + i);
+          ASSERT_TRUE(t.reduceScatterSum(0, x.data(), bounds, error)) << error;
+          for (size_t i = bounds[rank]; i < bounds[rank + 1]; ++i)
+            ASSERT_EQ(x[i], static_cast<float>(600 + 3 * i)) << i;
+          std::vector<float> mine(12, -1.0f);
+          for (size_t i = bounds[rank]; i < bounds[rank + 1]; ++i)
+            mine[i] = static_cast<float>(rank * 1000 + i);
+          std::vector<float> again = x;
+          std::string syncError;
+          std::thread sync([&] {
+            EXPECT_TRUE(t.reduceScatterSum(0, again.data(), bounds, syncError))
+                << syncError;
+          });
+          ASSERT_TRUE(t.allGather(0, mine.data(), bounds, error)) << error;
+          sync.join();
+          for (int member = 0; member < 3; ++member)
+            for (size_t i = bounds[member]; i < bounds[member + 1]; ++i)
+              ASSERT_EQ(mine[i], static_cast<float>(member * 1000 + i)) << i;
+          std::vector<size_t> wrong = {0, 12};
+          EXPECT_FALSE(t.reduceScatterSum(0, x.data(), wrong, error));
+          EXPECT_NE(error.find("2 chunk bounds for a group of 3"),
+                    std::string::npos)
+              << error;
+        });
+}
+
 // Top-k exchanges: every member's sparse vector gathered around the ring
 // and summed in member order -- the exact sum, the same on every member.
 TEST(TransportTest, SparseAllgatherSum) {

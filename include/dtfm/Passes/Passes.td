@@ -288,18 +288,28 @@ def FitMemory : Pass<"dtfm-fit-memory", "mlir::ModuleOp"> {
   let description = [{
     After --dtfm-emit-stage-programs: predicts each device program's peak
     memory as the runtime allocates it (Runtime/MemoryModel.h) against its
-    device's capacity. With `recompute=auto` each program that would not
-    fit gets `dtfm.recompute` (its layers' activations recomputed in the
-    backward, whose time the simulator then counts) and only those (`all`,
-    as --dtfm-plan passes it when every program recomputes already, does
-    the same); `none` changes nothing. Every program records its peak as
-    `dtfm.peak_memory_bytes`. A program still over its capacity fails the pass with
-    one line naming the device, the bytes it needs (with recomputation when
-    it has it) and the capacity: dtfm never emits a plan that does not fit.
+    device's capacity. First, with `shard-state=auto`, each data-parallel
+    group with a program that would not fit gets `dtfm.shard_state` on its
+    synchronous, uncompressed gradient syncs (ZeRO-1: each member keeps the
+    optimizer state of 1/D of every parameter; the same bytes cross the
+    links, a reduce-scatter and an all-gather instead of an all-reduce);
+    `all` shards every such group, `none` none. Then, with
+    `recompute=auto`, each program that would still not fit gets
+    `dtfm.recompute` (its layers' activations recomputed in the backward,
+    whose time the simulator then counts) and only those (`all`, as
+    --dtfm-plan passes it when every program recomputes already, does the
+    same); `none` changes nothing. Sharding comes first because it costs no
+    time. Every program records its peak as `dtfm.peak_memory_bytes`. A
+    program still over its capacity fails the pass with one line naming
+    the device, the bytes it needs (with the options it has) and the
+    capacity: dtfm never emits a plan that does not fit.
   }];
   let options = [
     Option<"recompute", "recompute", "std::string", /*default=*/"\"auto\"",
            "auto (recompute where a program would not fit), all or none">,
+    Option<"shardState", "shard-state", "std::string", /*default=*/"\"auto\"",
+           "auto (shard the optimizer state of the data-parallel groups "
+           "that would not fit), all or none">,
   ];
 }
 

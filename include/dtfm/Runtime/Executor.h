@@ -180,8 +180,13 @@ public:
   /// what only they still read (ValueLifetimes).
   virtual void releaseSent(OpPhase phase, int microBatch,
                            ValueTable &values) = 0;
+  /// With sharded optimizer state (dtfm.shard_state) `sync` leaves only
+  /// this member's shard (shardOf) of each gradient averaged, the updates
+  /// step that shard, and `gather` is then called with the bucket's syncs
+  /// and their parameters, of which this member's shard is current, to
+  /// make every element current.
   virtual bool finishIteration(double gradientScale, const SyncFn &sync,
-                               std::string &error) = 0;
+                               const SyncFn &gather, std::string &error) = 0;
 
   /// Every parameter, by name (host copies).
   virtual std::map<std::string, cpu::Tensor> parameters() const = 0;
@@ -365,7 +370,7 @@ public:
   bool streamGradients(int microBatches, double gradientScale,
                        GradientReadyFn ready) override;
   bool finishIteration(double gradientScale, const SyncFn &sync,
-                       std::string &error) override;
+                       const SyncFn &gather, std::string &error) override;
   std::map<std::string, cpu::Tensor> parameters() const override {
     return host.params;
   }
@@ -398,6 +403,8 @@ private:
   /// The optimizer inputs that are not parameters (gradients), and the
   /// dtfm.grad_sync reading each (from the program, at construction).
   std::map<int64_t, const ProgramOp *> gradientInputs;
+  /// Parameters under sharded optimizer state, with this member's shard.
+  std::map<std::string, ElementRange> shards;
   int streamMicroBatches = 0; // armed by streamGradients for one iteration
   double streamScale = 1;
   GradientReadyFn ready;

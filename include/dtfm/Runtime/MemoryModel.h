@@ -7,7 +7,8 @@
 // The memory one CPU worker allocates for its device program, counted the
 // way the runtime allocates it (every tensor in f32, whatever the plan's
 // dtype): parameters (read in place by the kernels), optimizer moments
-// (AdamW: m and v; SGD: its velocity), error-feedback residuals of
+// (AdamW: m and v; SGD: its velocity; with sharded state, dtfm.shard_state,
+// of this member's shard alone), error-feedback residuals of
 // compressed syncs, local steps' anchors and outer momentum, the gradient
 // buckets, the receive buffers (one per micro-batch), the iteration's
 // gradient sums, the micro-batches' inputs, and the values of the
@@ -38,6 +39,8 @@ struct WorkerMemory {
   double parameters = 0, optimizer = 0, residuals = 0, localSteps = 0,
          buckets = 0, receiveBuffers = 0, gradientSums = 0, inputs = 0,
          values = 0;
+  /// Its optimizer state is sharded (dtfm.shard_state): not bytes.
+  bool shardedState = false;
   double total() const {
     return parameters + optimizer + residuals + localSteps + buckets +
            receiveBuffers + gradientSums + inputs + values;

@@ -151,6 +151,12 @@ struct OpAttrs {
   // AdamW's second moment stays as it was at step W from then on (1-bit
   // Adam's recipe; 0: compressed from step 1, nothing frozen).
   int64_t topkWarmup = 0;
+  // dtfm.shard_state: sharded optimizer state (ZeRO-1). The group
+  // reduce-scatters the gradient, each member updates only its shard of
+  // the parameter (shardOf) and keeps optimizer state for it alone, then
+  // the group all-gathers the updated parameter. Synchronous, uncompressed
+  // syncs only.
+  bool shardState = false;
 };
 
 struct ProgramOp {
@@ -212,6 +218,23 @@ std::vector<std::string> recomputableLayers(const StageProgram &program);
 /// each dtfm.grad_sync's input (with that op) and each update's gradient
 /// that no sync produces (with null).
 std::map<int64_t, const ProgramOp *> gradientInputs(const StageProgram &program);
+
+/// Elements [begin, end) of a flat tensor.
+struct ElementRange {
+  int64_t begin = 0, end = 0;
+  int64_t size() const { return end - begin; }
+};
+
+/// The part of a tensor of `elements` that member `member` of a
+/// data-parallel group of `members` owns under sharded optimizer state
+/// (dtfm.shard_state), and that the plan's param_shards record:
+/// [member * elements / members, (member + 1) * elements / members).
+ElementRange shardOf(int64_t elements, int64_t member, int64_t members);
+
+/// The parameters this program updates from a dtfm.shard_state sync, by
+/// name, with the shard its device owns (its place in the sync's group).
+std::map<std::string, ElementRange>
+shardedParameters(const StageProgram &program);
 
 /// Fills `steps` from `byPhase`, the ops' layers and `recompute`
 /// (decodeProgram does).

@@ -120,10 +120,30 @@ public:
   /// The smallest of every rank's `value`.
   bool allreduceMin(int64_t &value, std::string &error);
 
+  /// Sharded optimizer state: `data` is cut into one chunk per member of
+  /// group `group`, chunk k = data[bounds[k], bounds[k + 1]) (bounds has
+  /// members + 1 entries, rising from 0). reduceScatterSum leaves this
+  /// member's chunk summed over the group (the other chunks hold partial
+  /// sums); allGather gives every member each member's own chunk. A ring
+  /// over the point-to-point links, n - 1 steps each.
+  bool reduceScatterSum(int group, float *data,
+                        const std::vector<size_t> &bounds, std::string &error);
+  bool allGather(int group, float *data, const std::vector<size_t> &bounds,
+                 std::string &error);
+
 private:
-  bool ringAllreduce(const std::vector<int> &members, uint32_t tag,
-                     float *data, size_t count, bool int8,
-                     std::string &error);
+  /// The ring's phases over `members`: with `reduce` n - 1 steps after
+  /// which member i holds the sum of chunk (i + 1 - shift) mod n, with
+  /// `gather` n - 1 steps that spread each member's chunk
+  /// (i + 1 - shift) mod n to all.
+  struct RingPhases {
+    bool reduce = true, gather = true, int8 = false;
+    int shift = 0;
+    uint64_t space = uint64_t(1) << 54; // the messages' slots
+  };
+  bool ring(const std::vector<int> &members, uint32_t tag, float *data,
+            const std::vector<size_t> &bounds, RingPhases phases,
+            std::string &error);
 
   struct Impl;
   explicit Transport(std::unique_ptr<Impl> impl);

@@ -424,13 +424,17 @@ void dtfm::runtime::cpu::crossEntropyBackward(const Tensor &probs,
 
 void dtfm::runtime::cpu::sgdStep(Tensor &param, const Tensor &grad,
                                  Tensor &velocity, double lr, double momentum,
-                                 double weightDecay) {
-  ensure(&velocity, param.shape);
-  for (int64_t i = 0; i < param.numel(); ++i) {
-    double g = grad.data[i] + weightDecay * param.data[i];
+                                 double weightDecay, ElementSlice slice) {
+  int64_t count = slice.count < 0 ? param.numel() - slice.first : slice.count;
+  ensure(&velocity, slice.count < 0 ? param.shape
+                                    : std::vector<int64_t>{count});
+  float *pp = param.data.data() + slice.first;
+  const float *gp = grad.data.data() + slice.first;
+  for (int64_t i = 0; i < count; ++i) {
+    double g = gp[i] + weightDecay * pp[i];
     double vel = momentum * velocity.data[i] + g;
     velocity.data[i] = static_cast<float>(vel);
-    param.data[i] -= static_cast<float>(lr * vel);
+    pp[i] -= static_cast<float>(lr * vel);
   }
 }
 
@@ -450,9 +454,13 @@ void dtfm::runtime::cpu::adamwStep(Tensor &param, const Tensor &grad, Tensor &m,
                                    Tensor &v, int64_t step, double lr,
                                    double beta1, double beta2, double epsilon,
                                    double weightDecay,
-                                   int64_t freezeSecondMomentAfter) {
-  ensure(&m, param.shape);
-  ensure(&v, param.shape);
+                                   int64_t freezeSecondMomentAfter,
+                                   ElementSlice slice) {
+  int64_t count = slice.count < 0 ? param.numel() - slice.first : slice.count;
+  std::vector<int64_t> stateShape =
+      slice.count < 0 ? param.shape : std::vector<int64_t>{count};
+  ensure(&m, stateShape);
+  ensure(&v, stateShape);
   bool frozen = freezeSecondMomentAfter > 0 && step > freezeSecondMomentAfter;
   // In float, as the CUDA kernel and PyTorch compute it, so that the loop
   // vectorises (it was 7% of a CPU step of the tiny GPT in double).
@@ -465,9 +473,10 @@ void dtfm::runtime::cpu::adamwStep(Tensor &param, const Tensor &grad, Tensor &m,
   float b1 = f(beta1), g1 = f(1 - beta1), rate = f(lr), eps = f(epsilon),
         decay = f(weightDecay), vFrom = frozen ? 1.0f : f(beta2),
         vGain = frozen ? 0.0f : f(1 - beta2);
-  float *pp = param.data.data(), *mp = m.data.data(), *vp = v.data.data();
-  const float *gp = grad.data.data();
-  for (int64_t i = 0, n = param.numel(); i < n; ++i) {
+  float *pp = param.data.data() + slice.first, *mp = m.data.data(),
+        *vp = v.data.data();
+  const float *gp = grad.data.data() + slice.first;
+  for (int64_t i = 0; i < count; ++i) {
     float g = gp[i];
     float mi = b1 * mp[i] + g1 * g;
     float vi = vFrom * vp[i] + vGain * g * g; // frozen: v unchanged

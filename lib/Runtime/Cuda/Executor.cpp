@@ -533,8 +533,9 @@ void CudaExecutor::collectGradients(int microBatch, const ValueTable &) {
   live.erase(found);
 }
 
+// makeExecutor refuses sharded optimizer state: no gather is needed.
 bool CudaExecutor::finishIteration(double gradientScale, const SyncFn &sync,
-                                   std::string &error) {
+                                   const SyncFn &, std::string &error) {
   if (cudaFailed(cudaSetDevice(device), "selecting the CUDA device", error))
     return false;
   cudaStream_t stream = computeStream();

@@ -243,7 +243,7 @@ public:
   }
   void collectGradients(int microBatch, const ValueTable &values) override;
   bool finishIteration(double gradientScale, const SyncFn &sync,
-                       std::string &error) override;
+                       const SyncFn &gather, std::string &error) override;
   std::map<std::string, Tensor> parameters() const override;
   double takeComputeSeconds() override;
   bool connectGroup(const std::vector<int> &members, int position,

@@ -199,16 +199,25 @@ Tensor scatterTopK(const Tensor &values, const Tensor &indices,
 
 //===--- optimizers ----------------------------------------------------===//
 
+/// The elements [first, first + count) of a parameter an optimizer step
+/// updates (count -1: from `first` to the end, and the state has the
+/// parameter's shape); a shard's state is flat, of `count` elements
+/// (sharded optimizer state, dtfm.shard_state).
+struct ElementSlice {
+  int64_t first = 0, count = -1;
+};
+
 /// v = momentum v + g + wd p; p -= lr v.
 void sgdStep(Tensor &param, const Tensor &grad, Tensor &velocity, double lr,
-             double momentum, double weightDecay);
+             double momentum, double weightDecay, ElementSlice slice = {});
 /// Decoupled weight decay; `step` counts from 1 (bias correction). With
 /// `freezeSecondMomentAfter` = W > 0, steps after W leave `v` (and its bias
 /// correction) as they were at step W: top-k's warm-up (OpAttrs::topkWarmup).
 void adamwStep(Tensor &param, const Tensor &grad, Tensor &m, Tensor &v,
                int64_t step, double lr, double beta1, double beta2,
                double epsilon, double weightDecay,
-               int64_t freezeSecondMomentAfter = 0);
+               int64_t freezeSecondMomentAfter = 0,
+               ElementSlice slice = {});
 /// DiLoCo's outer step: Nesterov momentum on the replicas' mean
 /// pseudo-gradient `delta` (parameters at the last sync minus now):
 /// velocity = momentum * velocity + delta, then

@@ -119,6 +119,12 @@ inline constexpr llvm::StringLiteral kOuterLrAttrName = "dtfm.outer_lr";
 inline constexpr llvm::StringLiteral kOuterMomentumAttrName =
     "dtfm.outer_momentum";
 
+/// A dtfm.grad_sync whose group shards the optimizer state (ZeRO-1):
+/// reduce-scatter, each member updates its shard, all-gather
+/// (Runtime/Program.h, OpAttrs::shardState). Uncompressed, synchronous
+/// syncs only.
+inline constexpr llvm::StringLiteral kShardStateAttrName = "dtfm.shard_state";
+
 /// A dtfm.grad_sync's wire format: "int8" (format/Int8.h), with error
 /// feedback.
 inline constexpr llvm::StringLiteral kCompressionAttrName =
