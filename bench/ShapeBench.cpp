@@ -170,6 +170,8 @@ void runScenario(const std::string &name, const Cluster &cluster,
   problem.cluster = &cluster;
   problem.workload = workload;
   problem.training.compression.targetRatio = compressRatio;
+  // As the fixed shape (GptWorkload.h): DT-FM's fp16 state.
+  problem.training.stages.stateBytesPerParameterByte = 4;
   std::string error;
   if (!parseBucketCap(communication.bucketMb,
                       problem.training.bucketCapBytes, error)) {

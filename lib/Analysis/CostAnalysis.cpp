@@ -6,9 +6,12 @@
 
 #include "dtfm/Analysis/CostAnalysis.h"
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/MathExtras.h"
 
@@ -152,7 +155,7 @@ mlir::dtfm::buildLayerChain(const CostAnalysis &costs) {
       continue;
     if (blocks.empty() || blocks.back().layer != cost.layer) {
       blockOfLayer.try_emplace(cost.layer, blocks.size());
-      blocks.push_back(LayerBlock{cost.layer, {}, 0, 0, 0, 0});
+      blocks.push_back(LayerBlock{cost.layer, {}, 0, 0, 0, 0, 0});
     }
     LayerBlock &block = blocks.back();
     block.ops.push_back(cost.op);
@@ -160,6 +163,20 @@ mlir::dtfm::buildLayerChain(const CostAnalysis &costs) {
     block.backwardFlops += static_cast<double>(cost.backwardFlops);
     block.parameterBytes += static_cast<double>(cost.parameterBytes);
     block.activationBytes += static_cast<double>(cost.savedActivationBytes);
+  }
+  for (LayerBlock &block : blocks) {
+    llvm::SmallPtrSet<Operation *, 16> own(block.ops.begin(), block.ops.end());
+    llvm::DenseSet<Value> entering;
+    for (Operation *op : block.ops)
+      for (Value operand : op->getOperands()) {
+        Operation *def = operand.getDefiningOp();
+        if ((def && (own.contains(def) || isa<ParamOp>(def))) ||
+            !entering.insert(operand).second)
+          continue;
+        if (auto shaped = dyn_cast<ShapedType>(operand.getType()))
+          if (shaped.hasStaticShape())
+            block.inputBytes += static_cast<double>(getTensorBytes(shaped));
+      }
   }
   for (const OpCost &cost : costs.getOpCosts()) {
     if (!isTrainingOp(cost.op))
@@ -229,7 +246,8 @@ mlir::dtfm::buildWorkload(const CostAnalysis &costs, bool withChain) {
     for (Operation *op : block.ops)
       blockOf[op] = static_cast<int>(result.blocks.size());
     result.blocks.push_back({block.flops, block.parameterBytes,
-                             block.activationBytes, block.backwardFlops});
+                             block.activationBytes, block.backwardFlops,
+                             block.inputBytes});
     parameterBytes += block.parameterBytes;
   }
   // Parameters read by the forward ops of other blocks, once per reader.
@@ -259,4 +277,19 @@ mlir::dtfm::buildWorkload(const CostAnalysis &costs, bool withChain) {
   if (gradientBytes > 0)
     result.gradientElementsPerByte = gradientElements / gradientBytes;
   return result;
+}
+
+std::optional<double>
+mlir::dtfm::optimizerStateBytesPerElement(ModuleOp module,
+                                          StringRef optimizer) {
+  bool adamw = false, sgd = false;
+  module.walk([&](Operation *op) {
+    adamw |= isa<AdamWUpdateOp>(op);
+    sgd |= isa<SgdUpdateOp>(op);
+  });
+  if (adamw || (!sgd && optimizer == "adamw"))
+    return 8.0;
+  if (sgd || optimizer == "sgd")
+    return 4.0;
+  return std::nullopt;
 }

@@ -64,6 +64,12 @@ struct AssignDevices
                                      dpCompression, ppCompression,
                                      options.training, error))
       return fail(error);
+    if (!planner::parseMemoryOptions(recompute, shardState, options.training,
+                                     error))
+      return fail(error);
+    // The module's updates say which optimizer state the stages hold.
+    options.training.stages.optimizerBytesPerElement =
+        optimizerStateBytesPerElement(module, "adamw").value_or(8);
     FailureOr<planner::Cluster> loaded = moduleCluster(module, error);
     if (failed(loaded))
       return fail(error);

@@ -57,6 +57,9 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
                                      dpCompression, ppCompression,
                                      problem.training, error))
       return fail(error);
+    if (!planner::parseMemoryOptions(recompute, shardState, problem.training,
+                                     error))
+      return fail(error);
     FailureOr<planner::Cluster> loaded = moduleCluster(module, error);
     if (failed(loaded))
       return fail(error);
@@ -101,6 +104,12 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
     problem.fixedDataParallel = dataParallel;
     problem.fixedPipelineParallel = pipelineParallel;
     problem.training.stages.stateBytesPerParameterByte = stateBytes;
+    std::optional<double> optimizerBytes =
+        optimizerStateBytesPerElement(module, optimizer);
+    if (!optimizerBytes)
+      return fail("unknown optimizer '" + optimizer.getValue() +
+                  "' (expected adamw or sgd)");
+    problem.training.stages.optimizerBytesPerElement = *optimizerBytes;
     problem.training.stages.schedule = *kind;
     planner::ShapeSearchOptions options;
     options.budgetSeconds =

@@ -54,6 +54,16 @@ struct PartitionStages
     options.microBatches =
         static_cast<int>(largestPipelineMicroBatches(module, microBatches));
     options.stateBytesPerParameterByte = stateBytes;
+    std::optional<planner::MemoryOption> again =
+        planner::parseMemoryOption(recompute.getValue());
+    std::optional<planner::MemoryOption> shard =
+        planner::parseMemoryOption(shardState.getValue());
+    if (!again || !shard)
+      return fail(Twine(again ? "shard-state" : "recompute") + " must be " +
+                  planner::kMemoryOptionChoices + ", got '" +
+                  (again ? shardState : recompute).getValue() + "'");
+    options.recompute = *again;
+    options.shardState = *shard;
 
     std::string error;
     FailureOr<planner::Cluster> loaded = moduleCluster(module, error);
@@ -63,10 +73,24 @@ struct PartitionStages
     std::vector<planner::StageDevice> devices;
     if (failed(stageDevices(module, cluster, devices)))
       return signalPassFailure();
+    // Each stage's data-parallel group (the same width in every stage).
+    if (auto assignment =
+            module->getAttrOfType<AssignmentAttr>(kAssignmentAttrName))
+      if (!assignment.getStages().empty())
+        options.dataParallel = static_cast<int>(
+            cast<ArrayAttr>(assignment.getStages()[0]).size());
 
     CostAnalysis &costs = getAnalysis<CostAnalysis>();
     if (!costs.isValid())
       return signalPassFailure();
+    options.optimizerBytesPerElement =
+        optimizerStateBytesPerElement(module, "adamw").value_or(8);
+    if (FailureOr<planner::Workload> workload = buildWorkload(costs);
+        succeeded(workload))
+    {
+      options.elementsPerParameterByte = workload->gradientElementsPerByte;
+      options.boundaryBytes = workload->boundaryBytes;
+    }
     FailureOr<SmallVector<LayerBlock>> chainOrFailure = buildLayerChain(costs);
     if (failed(chainOrFailure))
       return signalPassFailure();
@@ -74,7 +98,8 @@ struct PartitionStages
     std::vector<planner::ChainBlock> chain;
     for (const LayerBlock &block : blocks)
       chain.push_back(
-          {block.flops, block.parameterBytes, block.activationBytes});
+          {block.flops, block.parameterBytes, block.activationBytes,
+           block.backwardFlops, block.inputBytes});
 
     // hetero's assignment chose the bounds with the layout (its model
     // scored them); other assignments leave the split to the partitioner.

@@ -6,6 +6,7 @@
 
 #include "dtfm/Passes/Passes.h"
 #include "dtfm/Planner/Search.h"
+#include "dtfm/Planner/Workload.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
@@ -195,10 +196,26 @@ void buildPlanTail(OpPassManager &pm, const PlanTail &options,
   assign.dpCompression = options.dpCompression;
   assign.compressRatio = options.compressRatio;
   assign.ppCompression = options.ppCompression;
+  assign.recompute = options.recompute;
+  assign.shardState = options.shardState;
   pm.addPass(createAssignDevices(assign));
   PartitionStagesOptions partition;
   partition.schedule = options.schedule;
   partition.microBatches = options.microBatches;
+  partition.recompute = options.recompute;
+  // Sharded state only where the syncs allow it, as AssignDevices reads
+  // them (a malformed option fails there, first).
+  ::dtfm::planner::TrainingOptions training;
+  std::string ignored;
+  partition.shardState =
+      ::dtfm::planner::parseCommunication(options.sync, options.compressRatio,
+                                  options.bucketMb, options.syncEvery,
+                                  options.dpCompression, options.ppCompression,
+                                  training, ignored) &&
+              ::dtfm::planner::parseMemoryOptions(options.recompute, options.shardState,
+                                          training, ignored)
+          ? ::dtfm::planner::memoryOptionName(training.stages.shardState)
+          : options.shardState;
   partition.printTable = printTable;
   pm.addPass(createPartitionStages(partition));
   if (!options.programs)
@@ -259,6 +276,9 @@ void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
     shape.dpCompression = options.dpCompression;
     shape.compressRatio = options.compressRatio;
     shape.ppCompression = options.ppCompression;
+    shape.recompute = options.recompute;
+    shape.optimizer = options.optimizer;
+    shape.shardState = options.shardState;
     pm.addPass(createChooseShape(shape));
     pm.addPass(createAnnotateCosts());
   }

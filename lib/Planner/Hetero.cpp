@@ -45,7 +45,13 @@ std::vector<int> dtfm::planner::splitMicroBatches(
 HeteroModel::HeteroModel(HeteroProblem p)
     : problem(std::move(p)),
       links(*problem.cluster, {0, problem.workload.boundaryBytes},
-            problem.dataParallel) {}
+            problem.dataParallel) {
+  // Stage memory may shard the optimizer state over each stage's group.
+  problem.training.stages.dataParallel = problem.dataParallel;
+  problem.training.stages.elementsPerParameterByte =
+      problem.workload.gradientElementsPerByte;
+  problem.training.stages.boundaryBytes = problem.workload.boundaryBytes;
+}
 
 /// The stage devices: each group at its slowest and smallest member.
 static std::vector<StageDevice> stageDevices(const Cluster &cluster,

@@ -22,17 +22,92 @@ int dtfm::planner::inFlightMicroBatches(const StagePartitionOptions &options,
   return std::min(all, stages - stage);
 }
 
-double dtfm::planner::stageMemoryBytes(const std::vector<ChainBlock> &blocks,
+/// The runtime's tensors are f32 whatever the model's type.
+static constexpr double kRuntimeElementBytes = 4;
+
+double
+dtfm::planner::stateBytesPerParameterByte(const StagePartitionOptions &options) {
+  if (options.stateBytesPerParameterByte > 0)
+    return options.stateBytesPerParameterByte;
+  // Weights, gradient sums, and on a data-parallel stage its sync buckets.
+  double perElement = kRuntimeElementBytes * (options.dataParallel > 1 ? 3 : 2) +
+                      options.optimizerBytesPerElement;
+  return perElement * options.elementsPerParameterByte;
+}
+
+double dtfm::planner::optimizerBytesPerParameterByte(
+    const StagePartitionOptions &options) {
+  if (options.stateBytesPerParameterByte > 0)
+    return options.optimizerBytesPerParameterByte;
+  return options.optimizerBytesPerElement * options.elementsPerParameterByte;
+}
+
+double dtfm::planner::activationBytesScale(const StagePartitionOptions &options) {
+  if (options.stateBytesPerParameterByte > 0)
+    return 1;
+  return kRuntimeElementBytes * options.elementsPerParameterByte;
+}
+
+StageMemory dtfm::planner::stageMemory(const std::vector<ChainBlock> &blocks,
                                        int first, int last, int stage,
                                        int stages,
-                                       const StagePartitionOptions &options) {
-  double parameters = 0, activations = 0;
+                                       const StagePartitionOptions &options,
+                                       double capacity) {
+  double parameters = 0, activations = 0, inputs = 0, largest = 0,
+         forward = 0;
   for (int i = first; i < last; ++i) {
-    parameters += blocks[i].parameterBytes;
-    activations += blocks[i].activationBytes;
+    const ChainBlock &block = blocks[i];
+    parameters += block.parameterBytes;
+    activations += block.activationBytes;
+    // A block whose input is not known keeps all it saves.
+    double kept = block.inputBytes >= 0
+                      ? std::min(block.inputBytes, block.activationBytes)
+                      : block.activationBytes;
+    inputs += kept;
+    largest = std::max(largest, block.activationBytes - kept);
+    forward += block.forwardFlops();
   }
-  return options.stateBytesPerParameterByte * parameters +
-         inFlightMicroBatches(options, stage, stages) * activations;
+  int inFlight = inFlightMicroBatches(options, stage, stages);
+  // As the runtime holds them: activations from the stage before and
+  // gradients from the stage after, one buffer per micro-batch of the
+  // iteration (an explicit state factor is the simple model without them).
+  double received =
+      options.stateBytesPerParameterByte > 0
+          ? 0
+          : options.boundaryBytes * std::max(1, options.microBatches) *
+                ((stage > 0 ? 1 : 0) + (stage + 1 < stages ? 1 : 0));
+  bool canShard = options.dataParallel > 1 &&
+                  options.shardState != MemoryOption::Never;
+  bool canRecompute = options.recompute != MemoryOption::Never;
+  double scale = activationBytesScale(options);
+  auto footprint = [&](bool sharded, bool recomputed) {
+    StageMemory m;
+    m.sharded = sharded;
+    m.recomputed = recomputed;
+    double state = stateBytesPerParameterByte(options) * parameters;
+    if (sharded)
+      state -= optimizerBytesPerParameterByte(options) * parameters *
+               (1 - 1.0 / options.dataParallel);
+    m.bytes = state + scale * (received + (recomputed
+                                               ? inFlight * inputs + largest
+                                               : inFlight * activations));
+    m.recomputeFlops = recomputed ? forward : 0;
+    return m;
+  };
+  bool shard = canShard && options.shardState == MemoryOption::Always;
+  bool recompute = canRecompute && options.recompute == MemoryOption::Always;
+  StageMemory m = footprint(shard, recompute);
+  if (m.bytes <= capacity)
+    return m;
+  if (canShard && !shard) {
+    shard = true;
+    m = footprint(shard, recompute);
+    if (m.bytes <= capacity)
+      return m;
+  }
+  if (canRecompute && !recompute)
+    m = footprint(shard, true);
+  return m;
 }
 
 bool dtfm::planner::planForBounds(const std::vector<ChainBlock> &blocks,
@@ -56,17 +131,19 @@ bool dtfm::planner::planForBounds(const std::vector<ChainBlock> &blocks,
     double flops = 0;
     for (int i = bounds[s]; i < bounds[s + 1]; ++i)
       flops += blocks[i].flops;
-    double memory =
-        stageMemoryBytes(blocks, bounds[s], bounds[s + 1], s, stages, options);
-    if (memory > devices[s].memoryBytes) {
+    StageMemory memory = stageMemory(blocks, bounds[s], bounds[s + 1], s,
+                                     stages, options, devices[s].memoryBytes);
+    if (memory.bytes > devices[s].memoryBytes) {
       error = "device " + devices[s].name + " cannot hold stage " +
-              std::to_string(s) + " (" + std::to_string(memory / 1e9) +
+              std::to_string(s) + " (" + std::to_string(memory.bytes / 1e9) +
               " GB needed, " + std::to_string(devices[s].memoryBytes / 1e9) +
               " GB available)";
       return false;
     }
-    plan.stageSeconds.push_back(flops / devices[s].speed);
-    plan.stageMemoryBytes.push_back(memory);
+    plan.stageSeconds.push_back((flops + memory.recomputeFlops) /
+                                devices[s].speed);
+    plan.stageMemoryBytes.push_back(memory.bytes);
+    plan.stageMemory.push_back(memory);
     plan.bottleneckSeconds =
         std::max(plan.bottleneckSeconds, plan.stageSeconds.back());
   }
@@ -132,13 +209,18 @@ bool dtfm::planner::partitionChain(const std::vector<ChainBlock> &blocks,
   std::vector<double> flops(n + 1, 0);
   for (int i = 0; i < n; ++i)
     flops[i + 1] = flops[i] + blocks[i].flops;
+  auto memoryOf = [&](int j, int first, int last) {
+    return stageMemory(blocks, first, last, j, stages, options,
+                       devices[j].memoryBytes);
+  };
   auto memory = [&](int j, int first, int last) {
-    return stageMemoryBytes(blocks, first, last, j, stages, options);
+    return memoryOf(j, first, last).bytes;
   };
   auto time = [&](int j, int first, int last) {
-    if (memory(j, first, last) > devices[j].memoryBytes)
+    StageMemory m = memoryOf(j, first, last);
+    if (m.bytes > devices[j].memoryBytes)
       return std::numeric_limits<double>::infinity();
-    return (flops[last] - flops[first]) / devices[j].speed;
+    return (flops[last] - flops[first] + m.recomputeFlops) / devices[j].speed;
   };
 
   double bottleneck = 0;
@@ -176,12 +258,28 @@ bool dtfm::planner::partitionChain(const std::vector<ChainBlock> &blocks,
   plan.bounds = bounds;
   plan.stageSeconds.clear();
   plan.stageMemoryBytes.clear();
+  plan.stageMemory.clear();
   for (int j = 0; j < stages; ++j) {
     plan.stageSeconds.push_back(time(j, bounds[j], bounds[j + 1]));
-    plan.stageMemoryBytes.push_back(memory(j, bounds[j], bounds[j + 1]));
+    plan.stageMemory.push_back(memoryOf(j, bounds[j], bounds[j + 1]));
+    plan.stageMemoryBytes.push_back(plan.stageMemory.back().bytes);
   }
   plan.bottleneckSeconds = bottleneck;
   return true;
+}
+
+static constexpr dtfm::NameEntry<MemoryOption> kMemoryOptionNames[] = {
+    {MemoryOption::WhenNeeded, "auto"},
+    {MemoryOption::Always, "all"},
+    {MemoryOption::Never, "none"}};
+
+const char *dtfm::planner::memoryOptionName(MemoryOption option) {
+  return nameOf(kMemoryOptionNames, option);
+}
+
+std::optional<MemoryOption>
+dtfm::planner::parseMemoryOption(std::string_view name) {
+  return valueNamed(kMemoryOptionNames, name);
 }
 
 static constexpr dtfm::NameEntry<PipelineSchedule> kScheduleNames[] = {

@@ -39,6 +39,27 @@ Workload Workload::withMicroBatchSize(int64_t size) const {
   return scaled;
 }
 
+bool dtfm::planner::parseMemoryOptions(const std::string &recompute,
+                                       const std::string &shardState,
+                                       TrainingOptions &training,
+                                       std::string &error) {
+  std::optional<MemoryOption> again = parseMemoryOption(recompute);
+  std::optional<MemoryOption> shard = parseMemoryOption(shardState);
+  if (!again || !shard) {
+    error = std::string(again ? "shard-state" : "recompute") +
+            " must be " + kMemoryOptionChoices + ", got '" +
+            (again ? shardState : recompute) + "'";
+    return false;
+  }
+  training.stages.recompute = *again;
+  bool synchronousDense =
+      training.syncEvery == 0 &&
+      (training.dpCompression.mode == DpCompression::None ||
+       training.dpCompression.mode == DpCompression::Auto);
+  training.stages.shardState = synchronousDense ? *shard : MemoryOption::Never;
+  return true;
+}
+
 bool dtfm::planner::parseCommunication(const std::string &sync,
                                        double compressRatio,
                                        const std::string &bucketMb,

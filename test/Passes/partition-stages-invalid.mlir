@@ -9,7 +9,7 @@
 // COM: Memory: with 4 bytes of state per parameter byte, w alone needs
 // COM: 512 B > 100 B wherever it goes; the most memory-balanced split
 // COM: [0, 1, 2] puts 4*128 + 32 = 544 B on a.
-// CHECK: tiny.textproto:0:0: error: dtfm-partition-stages: model does not fit: device a (stage 0) needs 5.44e-07 GB but has 1e-07 GB, even in the most memory-balanced split
+// CHECK: tiny.textproto:0:0: error: dtfm-partition-stages: model does not fit: device a (stage 0) needs 6.08e-07 GB but has 1e-07 GB, even in the most memory-balanced split
 // CHECK: pair.textproto:0:0: error: dtfm-partition-stages: dtfm.assignment names device "z", which cluster 'pair' does not have
 // CHECK: pair.textproto:0:0: error: dtfm-partition-stages: dtfm.assignment's stage_bounds: stage bounds must rise strictly from 0 to 2 over 2 stages
 // TOOMANY: pair.textproto:0:0: error: dtfm-partition-stages: 3 stages but cluster 'pair' has 2 devices

@@ -1,6 +1,6 @@
-// RUN: dtfm-opt %s -split-input-file --dtfm-partition-stages | FileCheck %s
-// RUN: dtfm-opt %s -split-input-file --dtfm-partition-stages="micro-batches=2" | FileCheck %s --check-prefix=MB2
-// RUN: dtfm-opt %s -split-input-file --dtfm-partition-stages="schedule=gpipe micro-batches=2" | FileCheck %s --check-prefix=GPIPE
+// RUN: dtfm-opt %s -split-input-file --dtfm-partition-stages="state-bytes-per-param-byte=4" | FileCheck %s
+// RUN: dtfm-opt %s -split-input-file --dtfm-partition-stages="micro-batches=2 state-bytes-per-param-byte=4" | FileCheck %s --check-prefix=MB2
+// RUN: dtfm-opt %s -split-input-file --dtfm-partition-stages="schedule=gpipe micro-batches=2 state-bytes-per-param-byte=4" | FileCheck %s --check-prefix=GPIPE
 
 // COM: Every case is the same four-block chain (blocks = runs of one
 // COM: dtfm.layer), costed by the ops' cost interface (no dtfm.cost):

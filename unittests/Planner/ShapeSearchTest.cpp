@@ -46,6 +46,8 @@ ShapeProblem problemFor(const Cluster &c, int layers, double parameterBytes,
   p.workload.microBatchSize = 1;
   p.globalBatch = globalBatch;
   p.microBatchSizes = {1, 2, 4};
+  // The simple memory model these abstract workloads are sized for.
+  p.training.stages.stateBytesPerParameterByte = 4;
   return p;
 }
 

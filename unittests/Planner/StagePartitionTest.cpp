@@ -28,12 +28,12 @@ double bruteForce(const std::vector<ChainBlock> &blocks,
       bounds.push_back(n);
       double worst = 0;
       for (int j = 0; j < stages; ++j) {
-        double mem = stageMemoryBytes(blocks, bounds[j], bounds[j + 1], j,
-                                      stages, options);
-        double flops = 0;
+        StageMemory mem = stageMemory(blocks, bounds[j], bounds[j + 1], j,
+                                      stages, options, devices[j].memoryBytes);
+        double flops = mem.recomputeFlops;
         for (int i = bounds[j]; i < bounds[j + 1]; ++i)
           flops += blocks[i].flops;
-        worst = mem > devices[j].memoryBytes
+        worst = mem.bytes > devices[j].memoryBytes
                     ? std::numeric_limits<double>::infinity()
                     : std::max(worst, flops / devices[j].speed);
       }
@@ -60,8 +60,11 @@ TEST(StagePartition, EqualsBruteForceOnRandomChains) {
     int stages = 1 + trial % 4;
     int n = stages + static_cast<int>(rng() % 7);
     std::vector<ChainBlock> blocks(n);
-    for (ChainBlock &b : blocks)
+    for (ChainBlock &b : blocks) {
       b = {flops(rng), bytes(rng), bytes(rng)};
+      b.backwardFlops = b.flops * 0.6;
+      b.inputBytes = b.activationBytes * 0.3;
+    }
     std::vector<StageDevice> devices(stages);
     for (int j = 0; j < stages; ++j)
       devices[j] = {"d" + std::to_string(j), speed(rng), memory(rng)};
@@ -70,6 +73,12 @@ TEST(StagePartition, EqualsBruteForceOnRandomChains) {
     options.microBatches = 1 + trial % 3;
     options.schedule =
         trial % 2 ? PipelineSchedule::GPipe : PipelineSchedule::OneFOneB;
+    // The memory options too: sharding over groups of 1-3, recomputation
+    // never, when needed or always.
+    options.dataParallel = 1 + trial % 3;
+    options.shardState =
+        trial % 5 < 2 ? MemoryOption::WhenNeeded : MemoryOption::Never;
+    options.recompute = static_cast<MemoryOption>(trial % 3);
     double expected = bruteForce(blocks, devices, options);
     StagePlan plan;
     std::string error;
@@ -93,6 +102,69 @@ TEST(StagePartition, EqualsBruteForceOnRandomChains) {
   // Both outcomes must have been exercised.
   EXPECT_GT(feasible, 50);
   EXPECT_LT(feasible, 300);
+}
+
+// The runtime's memory, by hand: two blocks of 1 GB of f32 parameters
+// (2.5e8 elements each), 2 GB of saved activations of which 0.5 GB is the
+// block's input, on a data-parallel stage of 4 with AdamW. Per element the
+// runtime holds 4 bytes of weights, 4 of gradient sums, 4 of buckets and 8
+// of moments: 5 bytes per parameter byte, 10 GB, plus 4 GB of activations.
+// Sharded, the moments (2 bytes per parameter byte) are a quarter: -3 GB.
+// Recomputing, each block keeps its input (1 GB) and one block's other
+// 1.5 GB live again while it runs: 2.5 GB instead of 4, and its backward
+// runs the forward again (2 x (300 - 200) FLOPs).
+TEST(StagePartition, MemoryOptionsByHand) {
+  ChainBlock block{300, 1e9, 2e9, 200, 0.5e9};
+  std::vector<ChainBlock> blocks(2, block);
+  StagePartitionOptions options;
+  options.dataParallel = 4;
+  options.shardState = MemoryOption::WhenNeeded;
+  options.recompute = MemoryOption::WhenNeeded;
+  auto at = [&](double capacity) {
+    return stageMemory(blocks, 0, 2, 0, 1, options, capacity);
+  };
+  StageMemory plain = at(16e9);
+  EXPECT_DOUBLE_EQ(plain.bytes, 14e9);
+  EXPECT_FALSE(plain.sharded || plain.recomputed);
+  StageMemory sharded = at(12e9);
+  EXPECT_DOUBLE_EQ(sharded.bytes, 11e9);
+  EXPECT_TRUE(sharded.sharded);
+  EXPECT_FALSE(sharded.recomputed);
+  EXPECT_EQ(sharded.recomputeFlops, 0);
+  StageMemory both = at(10e9);
+  EXPECT_DOUBLE_EQ(both.bytes, 9.5e9);
+  EXPECT_TRUE(both.sharded && both.recomputed);
+  EXPECT_DOUBLE_EQ(both.recomputeFlops, 200);
+  // Nothing fits 9 GB: the smallest footprint, every option on.
+  EXPECT_DOUBLE_EQ(at(9e9).bytes, 9.5e9);
+  // Without sharding, recomputation alone: 10 + 2.5 GB.
+  options.shardState = MemoryOption::Never;
+  EXPECT_DOUBLE_EQ(at(13e9).bytes, 12.5e9);
+  EXPECT_TRUE(at(13e9).recomputed);
+  // One device: nothing to shard over.
+  options.shardState = MemoryOption::Always;
+  options.dataParallel = 1;
+  options.recompute = MemoryOption::Never;
+  StageMemory alone = at(1e12);
+  EXPECT_FALSE(alone.sharded);
+  // One device holds no buckets: (4 + 4 + 8) x 0.25 = 4 per parameter byte.
+  EXPECT_DOUBLE_EQ(alone.bytes, 8e9 + 4e9);
+  // Always recompute, even where it fits; a receive buffer per micro-batch
+  // on a middle stage (2 directions x 3 micro-batches x 1 MB).
+  options.recompute = MemoryOption::Always;
+  options.boundaryBytes = 1e6;
+  options.microBatches = 3;
+  StageMemory middle = stageMemory(blocks, 0, 2, 1, 3, options, 1e12);
+  EXPECT_TRUE(middle.recomputed);
+  EXPECT_DOUBLE_EQ(middle.bytes, 8e9 + 6e6 + 2 * 1e9 + 1.5e9);
+  // The partitioner charges the recomputation to the stage's time.
+  StagePlan plan;
+  std::string error;
+  ASSERT_TRUE(partitionChain(blocks, {{"gpu", 100, 16e9}}, options, plan,
+                             error))
+      << error;
+  EXPECT_DOUBLE_EQ(plan.stageSeconds[0], (600 + 200) / 100.0);
+  EXPECT_TRUE(plan.stageMemory[0].recomputed);
 }
 
 TEST(StagePartition, FastDevicesGetProportionallyMoreLayers) {

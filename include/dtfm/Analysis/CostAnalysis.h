@@ -10,9 +10,11 @@
 #include "dtfm/Dialect/Dtfm/IR/DtfmAttrs.h"
 #include "dtfm/Dialect/Dtfm/IR/DtfmOps.h"
 #include "dtfm/Planner/Workload.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/AnalysisManager.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <optional>
 #include <string>
 
 namespace mlir::dtfm {
@@ -105,6 +107,9 @@ struct LayerBlock {
   double parameterBytes = 0;  ///< of dtfm.param ops only
   double activationBytes = 0; ///< saved for backward, per micro-batch
   double backwardFlops = 0;   ///< the part of `flops` the backward does
+  /// Bytes of the values its forward ops read from other ops than its own
+  /// and parameters: what activation recomputation keeps of it.
+  double inputBytes = 0;
 };
 
 /// The model's blocks in order. Fails (with a diagnostic on the op) when a
@@ -124,6 +129,14 @@ FailureOr<::dtfm::planner::Workload> buildWorkload(const CostAnalysis &costs,
 
 /// Whether `op` belongs to the training part of a graph (built by autodiff).
 bool isTrainingOp(Operation *op);
+
+/// The optimizer state the runtime keeps per parameter element for the
+/// module's updates (Runtime/MemoryModel.h): 8 bytes for dtfm.adamw_update
+/// (m and v), 4 for dtfm.sgd_update (its velocity); a module without
+/// updates yet (before --dtfm-autodiff) is planned for `optimizer`
+/// ("adamw" or "sgd", --dtfm-plan's). Nullopt for an unknown name.
+std::optional<double> optimizerStateBytesPerElement(ModuleOp module,
+                                                    StringRef optimizer);
 
 } // namespace mlir::dtfm
 

@@ -391,6 +391,14 @@ def AssignDevices : Pass<"dtfm-assign-devices", "mlir::ModuleOp"> {
            /*default=*/"\"none\"",
            "Pipeline transfers in 8 bits the plan will use (hetero's "
            "model): none, int8 or auto">,
+    Option<"recompute", "recompute", "std::string", /*default=*/"\"none\"",
+           "Stage memory may recompute activations: auto (where a stage "
+           "would not fit otherwise, paying its forward FLOPs again), all "
+           "or none">,
+    Option<"shardState", "shard-state", "std::string", /*default=*/"\"none\"",
+           "Stage memory may shard the optimizer moments over each stage's "
+           "data-parallel group (ZeRO-1): auto (where a stage would not fit "
+           "otherwise), all or none">,
     Option<"unevenByLinks", "uneven-by-links", "bool", /*default=*/"false",
            "hetero: uneven replicas also where only the pipelines' links "
            "differ (--dtfm-plan tries it as a candidate for the simulator)">,
@@ -426,9 +434,18 @@ def PartitionStages : Pass<"dtfm-partition-stages", "mlir::ModuleOp"> {
     Option<"microBatches", "micro-batches", "int", /*default=*/"1",
            "Micro-batches per iteration">,
     Option<"stateBytes", "state-bytes-per-param-byte", "double",
-           /*default=*/"4",
+           /*default=*/"0",
            "Bytes of weights, gradients and optimizer state per parameter "
-           "byte">,
+           "byte (0: as the runtime holds them, in f32, for the module's "
+           "optimizer)">,
+    Option<"recompute", "recompute", "std::string", /*default=*/"\"none\"",
+           "Stage memory may recompute activations: auto (where a stage "
+           "would not fit otherwise, paying its forward FLOPs again), all "
+           "or none">,
+    Option<"shardState", "shard-state", "std::string", /*default=*/"\"none\"",
+           "Stage memory may shard the optimizer moments over each stage's "
+           "data-parallel group (ZeRO-1): auto (where a stage would not fit "
+           "otherwise), all or none">,
     Option<"printTable", "print-table", "bool", /*default=*/"false",
            "Print the stages as a table on stdout">,
   ];
@@ -483,9 +500,20 @@ def ChooseShape : Pass<"dtfm-choose-shape", "mlir::ModuleOp"> {
     Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
            "Micro-batch schedule for activation memory: 1f1b or gpipe">,
     Option<"stateBytes", "state-bytes-per-param-byte", "double",
-           /*default=*/"4",
+           /*default=*/"0",
            "Bytes of weights, gradients and optimizer state per parameter "
-           "byte">,
+           "byte (0: as the runtime holds them, in f32, for the module's "
+           "optimizer)">,
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
+           "Optimizer the plan will use (its state's memory): adamw or sgd">,
+    Option<"recompute", "recompute", "std::string", /*default=*/"\"none\"",
+           "Stage memory may recompute activations: auto (where a stage "
+           "would not fit otherwise, paying its forward FLOPs again), all "
+           "or none">,
+    Option<"shardState", "shard-state", "std::string", /*default=*/"\"none\"",
+           "Stage memory may shard the optimizer moments over each stage's "
+           "data-parallel group (ZeRO-1): auto (where a stage would not fit "
+           "otherwise), all or none">,
     Option<"dataParallel", "dp", "int", /*default=*/"0",
            "Only shapes with this D_DP (0: any)">,
     Option<"pipelineParallel", "pp", "int", /*default=*/"0",

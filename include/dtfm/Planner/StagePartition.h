@@ -16,6 +16,14 @@
 // flight under the schedule (GPipe: all n_b; 1F1B: min(n_b, D - j) at stage
 // j of D). Exact dynamic programming over cut points, O(D L^2).
 //
+// A stage that would not fit may take the options the runtime has, the
+// cheapest in time first: its data-parallel group shards the optimizer
+// moments (ZeRO-1: the moments / D_DP, no extra work), then it recomputes
+// its activations (it keeps each block's input per micro-batch in flight
+// and one block's activations while that block runs again; the forward
+// FLOPs again in its backward). The runtime's exact model
+// (--dtfm-fit-memory) makes the final choice per device program.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef DTFM_PLANNER_STAGEPARTITION_H
@@ -36,6 +44,15 @@ struct ChainBlock {
   /// The part of `flops` the backward does (0: not known; then the
   /// block's gradients count as complete only at the end of the backward).
   double backwardFlops = 0;
+  /// Activations entering the block: what recomputation keeps of it (0:
+  /// not known; then recomputing saves nothing of it).
+  double inputBytes = -1;
+
+  /// What recomputation runs again: the forward (a third of the work when
+  /// the backward's share is not known).
+  double forwardFlops() const {
+    return backwardFlops > 0 ? flops - backwardFlops : flops / 3;
+  }
 };
 
 /// A parameter owned by one block and read by another (GPT's tied token
@@ -63,19 +80,69 @@ const char *pipelineScheduleName(PipelineSchedule schedule);
 std::optional<PipelineSchedule> parsePipelineSchedule(std::string_view name);
 inline constexpr const char *kPipelineScheduleChoices = "1f1b or gpipe";
 
+/// When a stage takes a memory option (--dtfm-plan's shard-state and
+/// recompute): never, only when it would not fit otherwise, or always.
+enum class MemoryOption { Never, WhenNeeded, Always };
+
+/// The options' one spelling: "none", "auto", "all";
+/// kMemoryOptionChoices lists them for error messages.
+const char *memoryOptionName(MemoryOption option);
+std::optional<MemoryOption> parseMemoryOption(std::string_view name);
+inline constexpr const char *kMemoryOptionChoices = "auto, all or none";
+
 struct StagePartitionOptions {
-  /// Bytes of state per byte of parameters: weights + gradients + two Adam
-  /// moments at the parameters' precision = 4.
-  double stateBytesPerParameterByte = 4;
+  /// Bytes of state per byte of parameters (the simple model: that plus
+  /// the activations in flight), or 0: as the runtime holds it
+  /// (Runtime/MemoryModel.h: every tensor in f32, so per parameter element
+  /// 4 bytes of weights, 4 of gradient sums, 4 of sync buckets on a
+  /// data-parallel stage and `optimizerBytesPerElement`), with the
+  /// activations also in f32 and a receive buffer per micro-batch.
+  double stateBytesPerParameterByte = 0;
+  /// With an explicit stateBytesPerParameterByte: its optimizer moments'
+  /// part, which sharded state divides over a stage's data-parallel group.
+  double optimizerBytesPerParameterByte = 2;
+  /// Parameter elements per parameter byte (1/4 for f32 models, 1/2 for
+  /// f16: Workload::gradientElementsPerByte).
+  double elementsPerParameterByte = 0.25;
+  /// The optimizer's state per parameter element in the runtime: AdamW's m
+  /// and v, 8; SGD's velocity, 4.
+  double optimizerBytesPerElement = 8;
   PipelineSchedule schedule = PipelineSchedule::OneFOneB;
   int microBatches = 1;
+  /// Members of each stage's data-parallel group.
+  int dataParallel = 1;
+  /// Bytes of one micro-batch's activations crossing a stage boundary
+  /// (Workload::boundaryBytes): the runtime holds a receive buffer per
+  /// micro-batch for each direction a stage receives in.
+  double boundaryBytes = 0;
+  MemoryOption shardState = MemoryOption::Never;
+  MemoryOption recompute = MemoryOption::Never;
+};
+
+/// Bytes per parameter byte of a stage's state (weights, gradients, buckets,
+/// optimizer) and the optimizer's part of it, for a stage whose group has
+/// `options.dataParallel` members; and the bytes the runtime keeps per byte
+/// of the model's activations.
+double stateBytesPerParameterByte(const StagePartitionOptions &options);
+double optimizerBytesPerParameterByte(const StagePartitionOptions &options);
+double activationBytesScale(const StagePartitionOptions &options);
+
+/// A stage's memory with the options it takes.
+struct StageMemory {
+  double bytes = 0;
+  bool sharded = false, recomputed = false;
+  /// FLOPs its backward runs again per micro-batch (recomputed: the
+  /// forward of its blocks).
+  double recomputeFlops = 0;
 };
 
 struct StagePlan {
   /// Stage j owns blocks [bounds[j], bounds[j+1]).
   std::vector<int> bounds;
-  std::vector<double> stageSeconds; ///< compute time per micro-batch
+  /// Compute time per micro-batch (recomputation included).
+  std::vector<double> stageSeconds;
   std::vector<double> stageMemoryBytes;
+  std::vector<StageMemory> stageMemory;
   double bottleneckSeconds = 0;
 };
 
@@ -83,10 +150,14 @@ struct StagePlan {
 int inFlightMicroBatches(const StagePartitionOptions &options, int stage,
                          int stages);
 
-/// Memory stage `stage` needs when it owns blocks [first, last).
-double stageMemoryBytes(const std::vector<ChainBlock> &blocks, int first,
+/// Memory stage `stage` needs when it owns blocks [first, last), with the
+/// options it takes on a device of `capacity` bytes: those `Always` asks
+/// for, then the cheapest in time of those allowed that make it fit
+/// (sharding before recomputation); when none does, all that are allowed
+/// (its smallest footprint).
+StageMemory stageMemory(const std::vector<ChainBlock> &blocks, int first,
                         int last, int stage, int stages,
-                        const StagePartitionOptions &options);
+                        const StagePartitionOptions &options, double capacity);
 
 /// The plan of given bounds (bounds[0] = 0 < ... < bounds[D] = blocks), or
 /// false with a one-line `error` when they are malformed or a stage does not

@@ -163,6 +163,15 @@ bool parseCommunication(const std::string &sync, double compressRatio,
                         const std::string &ppCompression,
                         TrainingOptions &training, std::string &error);
 
+/// Reads the passes' `recompute` and `shard-state` options (auto, all or
+/// none: kMemoryOptionChoices) into `training.stages`, after
+/// parseCommunication: sharded state needs synchronous, uncompressed
+/// gradient syncs (none is taken with local steps or forced int8/top-k).
+/// False with a one-line `error`.
+bool parseMemoryOptions(const std::string &recompute,
+                        const std::string &shardState,
+                        TrainingOptions &training, std::string &error);
+
 } // namespace dtfm::planner
 
 #endif // DTFM_PLANNER_WORKLOAD_H
