@@ -26,6 +26,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "BenchSupport.h"
+#include "PlanRunner.h"
 #include "dtfm/Planner/Search.h"
 
 #include "dtfm/InitAll.h"
@@ -79,71 +80,24 @@ bool runJob(const std::string &clusterFile, const std::string &algorithm,
             bool compression, double ratio, const Job &job, uint64_t seed,
             Row &row, double &planSeconds, double &simulateSeconds,
             std::string &error) {
-  mlir::DialectRegistry registry;
-  mlir::dtfm::registerAllDialects(registry);
-  mlir::MLIRContext context(registry);
-  context.loadAllAvailableDialects();
-  std::string diagnostics;
-  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
-    diagnostics += d.str() + "; ";
-    return mlir::success();
-  });
-
-  auto clock = std::chrono::steady_clock::now;
-  auto since = [&](auto start) {
-    return std::chrono::duration<double>(clock() - start).count();
-  };
-  auto start = clock();
   mlir::dtfm::GptConfig config = *mlir::dtfm::getGptPreset(job.preset);
   if (job.layers > 0)
     config.layers = job.layers;
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      mlir::dtfm::buildGptModule(&context, config);
-  const int dp = job.dp, pp = job.pp;
-  int microBatches = job.microBatches;
-  std::ostringstream pipeline;
-  pipeline << "dtfm-plan{cluster=" << clusterFile
-           << " algorithm=" << algorithm << " dp=" << dp << " pp=" << pp
-           << " seed=" << seed << " micro-batches=" << microBatches
-           << " budget=" << job.budget << " programs=true"
-           << (compression ? " compress-ratio=" + std::to_string(ratio) : "")
-           << "}";
-  mlir::PassManager pm(&context, mlir::ModuleOp::getOperationName());
-  if (mlir::failed(mlir::parsePassPipeline(pipeline.str(), pm))) {
-    error = "bad pipeline " + pipeline.str();
+  std::ostringstream options;
+  options << "algorithm=" << algorithm << " dp=" << job.dp
+          << " pp=" << job.pp << " seed=" << seed
+          << " micro-batches=" << job.microBatches << " budget=" << job.budget
+          << " programs=true"
+          << (compression ? " compress-ratio=" + std::to_string(ratio) : "");
+  dtfm::bench::PlannedGpt planned;
+  if (!dtfm::bench::planGpt(config, clusterFile, options.str(), planned,
+                            error))
     return false;
-  }
-  if (mlir::failed(pm.run(*module))) {
-    error = "planning failed: " + diagnostics;
-    return false;
-  }
-  row.kept = algorithm;
-  if (auto candidates = (*module)->getAttrOfType<mlir::dtfm::CandidatesAttr>(
-          mlir::dtfm::kCandidatesAttrName))
-    row.kept = candidates.getChosen().str();
-  ::dtfm::planner::Cluster cluster;
-  if (!::dtfm::planner::loadClusterFile(clusterFile, cluster, error))
-    return false;
-  ::dtfm::proto::Plan plan;
-  if (mlir::failed(mlir::dtfm::exportPlan(*module, cluster, plan))) {
-    error = "export failed: " + diagnostics;
-    return false;
-  }
-  planSeconds = since(start);
-  start = clock();
-  // Through the wire format, as dtfm-run reads it.
-  std::string bytes;
-  plan.SerializeToString(&bytes);
-  ::dtfm::proto::Plan loaded;
-  loaded.ParseFromString(bytes);
-  ::dtfm::runtime::SimInput input;
-  ::dtfm::runtime::SimResult result;
-  if (!::dtfm::runtime::simulationInput(loaded, input, error) ||
-      !::dtfm::runtime::simulate(input, result, error))
-    return false;
-  simulateSeconds = since(start);
-  row.iterationSeconds = result.iterationSeconds;
-  row.pflops = result.achievedFlopsPerSecond() / 1e15;
+  row.kept = planned.kept.empty() ? algorithm : planned.kept;
+  planSeconds = planned.planSeconds;
+  simulateSeconds = planned.simulateSeconds;
+  row.iterationSeconds = planned.simulated.iterationSeconds;
+  row.pflops = planned.simulated.achievedFlopsPerSecond() / 1e15;
   row.wallSeconds = planSeconds + simulateSeconds;
   return true;
 }

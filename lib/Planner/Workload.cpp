@@ -31,9 +31,10 @@ Workload Workload::withMicroBatchSize(int64_t size) const {
   Workload scaled = *this;
   scaled.blocks.clear();
   for (const ChainBlock &block : blocks)
-    scaled.blocks.push_back({block.flops * scale, block.parameterBytes,
-                             block.activationBytes * scale,
-                             block.backwardFlops * scale});
+    scaled.blocks.push_back(
+        {block.flops * scale, block.parameterBytes,
+         block.activationBytes * scale, block.backwardFlops * scale,
+         block.inputBytes < 0 ? block.inputBytes : block.inputBytes * scale});
   scaled.boundaryBytes = boundaryBytes * scale;
   scaled.microBatchSize = size;
   return scaled;

@@ -370,8 +370,9 @@ bool ProgramExecutor::bindHostValue(const ProgramOp &op, int,
   return true;
 }
 
-bool ProgramExecutor::runOp(const ProgramOp &op, int, ValueTable &values,
-                            double &loss, std::string &error) {
+bool ProgramExecutor::runOp(const ProgramOp &op, int microBatch,
+                            ValueTable &values, double &loss,
+                            std::string &error) {
   if (op.kind == OpKind::Param) {
     auto it = host.params.find(op.attrs.name);
     if (it == host.params.end()) {
@@ -379,9 +380,12 @@ bool ProgramExecutor::runOp(const ProgramOp &op, int, ValueTable &values,
       return false;
     }
     // Kernels read parameters in place (operand()); only one the worker
-    // sends (a tied weight) is copied into the micro-batch's values.
+    // sends (a tied weight) is copied into the micro-batch's values -- once
+    // per iteration, into micro-batch 0's, whose table the worker sends
+    // from.
     paramOfValue[op.results[0].id] = op.attrs.name;
-    if (sentValues.count(op.results[0].id))
+    auto sent = sentValues.find(op.results[0].id);
+    if (sent != sentValues.end() && (!sent->second || microBatch == 0))
       values[op.results[0].id] = it->second;
     return true;
   }
@@ -486,7 +490,12 @@ ProgramExecutor::ProgramExecutor(const StageProgram &program)
       shards(shardedParameters(program)) {
   for (const ProgramOp &op : program.ops)
     if (op.kind == OpKind::Send)
-      sentValues.insert(op.operands.begin(), op.operands.end());
+      for (int64_t id : op.operands) {
+        // Sent by one op every micro-batch: copied every micro-batch.
+        auto [it, added] = sentValues.emplace(id, op.attrs.oncePerIteration);
+        if (!added)
+          it->second = it->second && op.attrs.oncePerIteration;
+      }
 }
 
 const Tensor &ProgramExecutor::operand(int64_t id,

@@ -129,12 +129,16 @@ bool dtfm::runtime::predictWorkerMemory(const proto::Plan &plan, int rank,
 
   // What lives for the whole run.
   std::map<std::string, double> parameterBytes;
-  std::set<int64_t> sent;
+  std::map<int64_t, bool> sent; // sent value -> only once per iteration
   for (const ProgramOp &op : program.ops) {
     if (op.kind == OpKind::Param) {
       parameterBytes[op.attrs.name] = bytesOf(op.results[0]);
     } else if (op.kind == OpKind::Send) {
-      sent.insert(op.operands.begin(), op.operands.end());
+      for (int64_t id : op.operands) {
+        auto [it, added] = sent.emplace(id, op.attrs.oncePerIteration);
+        if (!added)
+          it->second = it->second && op.attrs.oncePerIteration;
+      }
     } else if (op.kind == OpKind::Recv) {
       out.receiveBuffers +=
           (op.attrs.oncePerIteration ? 1 : microBatches) *
@@ -199,8 +203,13 @@ bool dtfm::runtime::predictWorkerMemory(const proto::Plan &plan, int rank,
     int p = phase == OpPhase::Backward ? 1 : 0;
     for (size_t position = 0; position < program.steps[p].size(); ++position) {
       const ProgramOp &op = program.ops[program.steps[p][position].op];
+      // A sent parameter is copied (a tied weight sent once per iteration:
+      // into micro-batch 0's values only).
+      auto copied = op.kind == OpKind::Param ? sent.find(op.results[0].id)
+                                             : sent.end();
       if (op.kind != OpKind::Send &&
-          (op.kind != OpKind::Param || sent.count(op.results[0].id))) {
+          (op.kind != OpKind::Param ||
+           (copied != sent.end() && (!copied->second || m == 0)))) {
         for (const ProgramValue &result : op.results)
           add(m, result.id);
         peak = std::max(peak, inFlight + scratchBytes(op, valueOf));

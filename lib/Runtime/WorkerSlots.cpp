@@ -782,6 +782,8 @@ bool Worker::runComputeSlot(int64_t step, std::vector<MicroBatch> &batches,
       const Transfer &t = sends[i];
       if (t.phase != entry.phase || onDevice(t))
         continue;
+      if (t.oncePerIteration && t.phase == Phase::Forward)
+        continue; // micro-batch 0's copy leaves through sendOnce
       const cpu::Tensor &value = table.at(t.value);
       if (t.oncePerIteration) {
         if (t.phase == Phase::Backward) {

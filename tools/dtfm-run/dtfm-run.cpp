@@ -367,10 +367,14 @@ int main(int argc, char **argv) {
     for (const runtime::DeviceMemory &m : memory)
       peaks += (peaks.empty() ? "" : ",") +
                std::to_string(static_cast<long long>(m.predicted.total()));
+    std::string breakdown;
+    for (const runtime::DeviceMemory &m : memory)
+      breakdown += (breakdown.empty() ? "" : ",") + m.predicted.json();
     std::printf("{\"plan\":\"%s\",\"cluster\":\"%s\",\"devices\":%zu,"
                 "\"micro_batches\":%d,%s\"iteration_s\":%.9g,"
                 "\"bubble_fraction\":%.6f,\"pflops\":%.9g,"
-                "\"peak_memory_bytes\":[%s],\"memory_fits\":%s}\n",
+                "\"peak_memory_bytes\":[%s],\"memory\":[%s],"
+                "\"memory_fits\":%s}\n",
                 planPath.c_str(), plan.cluster_name().c_str(),
                 input.programs.size(), input.microBatches,
                 list.empty()
@@ -378,7 +382,7 @@ int main(int argc, char **argv) {
                     : ("\"pipeline_micro_batches\":[" + list + "],").c_str(),
                 result.iterationSeconds, result.bubbleFraction,
                 result.achievedFlopsPerSecond() / 1e15, peaks.c_str(),
-                fits ? "true" : "false");
+                breakdown.c_str(), fits ? "true" : "false");
     return 0;
   }
   std::printf("=== dtfm-run --simulate: %s ===\n", planPath.c_str());

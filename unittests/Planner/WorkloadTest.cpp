@@ -15,7 +15,7 @@ using namespace dtfm::planner;
 
 TEST(Workload, MicroBatchSizeScalesWorkNotParameters) {
   Workload w;
-  w.blocks = {{1e12, 4e6, 2e6}, {3e12, 8e6, 6e6}};
+  w.blocks = {{1e12, 4e6, 2e6}, {3e12, 8e6, 6e6, 2e12, 1e6}};
   w.tied = {{0, 1, 4e6}};
   w.boundaryBytes = 1e6;
   w.gradientBytesPerParameterByte = 2;
@@ -28,12 +28,37 @@ TEST(Workload, MicroBatchSizeScalesWorkNotParameters) {
   EXPECT_DOUBLE_EQ(doubled.blocks[1].flops, 6e12);
   EXPECT_DOUBLE_EQ(doubled.blocks[1].activationBytes, 12e6);
   EXPECT_DOUBLE_EQ(doubled.blocks[1].parameterBytes, 8e6);
+  // What recomputation keeps scales too; unknown stays unknown.
+  EXPECT_DOUBLE_EQ(doubled.blocks[1].inputBytes, 2e6);
+  EXPECT_DOUBLE_EQ(doubled.blocks[1].backwardFlops, 4e12);
+  EXPECT_LT(doubled.blocks[0].inputBytes, 0);
   EXPECT_DOUBLE_EQ(doubled.boundaryBytes, 2e6);
   EXPECT_DOUBLE_EQ(doubled.tied[0].bytes, 4e6);
   EXPECT_EQ(doubled.trainableParameters, w.trainableParameters);
   EXPECT_EQ(doubled.gradientBytesPerParameterByte, 2);
   EXPECT_DOUBLE_EQ(w.parameterBytes(), 12e6);
   EXPECT_DOUBLE_EQ(doubled.parameterBytes(), 12e6);
+}
+
+// shard-state and recompute: the three spellings; sharded state only
+// where the syncs are synchronous and dense (or int8 only where it pays).
+TEST(Workload, MemoryOptions) {
+  TrainingOptions t;
+  std::string error;
+  ASSERT_TRUE(parseMemoryOptions("all", "auto", t, error)) << error;
+  EXPECT_EQ(t.stages.recompute, MemoryOption::Always);
+  EXPECT_EQ(t.stages.shardState, MemoryOption::WhenNeeded);
+  EXPECT_FALSE(parseMemoryOptions("sometimes", "auto", t, error));
+  EXPECT_EQ(error, "recompute must be auto, all or none, got 'sometimes'");
+  EXPECT_FALSE(parseMemoryOptions("none", "1", t, error));
+  EXPECT_EQ(error, "shard-state must be auto, all or none, got '1'");
+  t.syncEvery = 10;
+  ASSERT_TRUE(parseMemoryOptions("none", "all", t, error)) << error;
+  EXPECT_EQ(t.stages.shardState, MemoryOption::Never);
+  t.syncEvery = 0;
+  t.dpCompression.mode = DpCompression::Int8;
+  ASSERT_TRUE(parseMemoryOptions("none", "all", t, error)) << error;
+  EXPECT_EQ(t.stages.shardState, MemoryOption::Never);
 }
 
 TEST(Workload, CommunicationOptions) {

@@ -396,7 +396,9 @@ private:
   void collect(int64_t id, int microBatch, const cpu::Tensor &value);
 
   std::map<int64_t, std::string> paramOfValue; // value id -> parameter
-  std::set<int64_t> sentValues; // operands of the program's dtfm.send ops
+  /// Operands of the program's dtfm.send ops: whether only once per
+  /// iteration.
+  std::map<int64_t, bool> sentValues;
   ValueTable gradSum; // optimizer inputs summed over micro-batches
   std::set<int64_t> collected; // ids summed for the current micro-batch
   int collectingMicroBatch = -1;
