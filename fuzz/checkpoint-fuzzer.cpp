@@ -9,7 +9,10 @@
 // entry when it has one), so that decoding and the plan and finiteness
 // checks see every input. Odd: the rest is the manifest's line (up to the
 // first newline) and then the .ckpt, so that the manifest check sees
-// anything.
+// anything. The directory is then read as another plan's would be
+// (--resume-from): its generations listed, loaded, and a program's state
+// assembled from it, with the shards its entries record, for the
+// parameters it names whole and for each of them sharded over two.
 //
 //===----------------------------------------------------------------------===//
 
@@ -51,5 +54,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                      manifest.size());
   format::TensorMap state;
   store.load(1, state, error);
+
+  for (const runtime::Generation &g :
+       runtime::listGenerations(fuzz::scratchDir())) {
+    std::vector<format::TensorMap> files;
+    if (!runtime::loadGeneration(fuzz::scratchDir(), g, files, error))
+      continue;
+    std::map<std::string, std::vector<int64_t>> parameters;
+    std::map<std::string, runtime::ElementRange> halves;
+    for (const auto &[key, tensor] : files.front())
+      if (key.rfind("param/", 0) == 0 && tensor.numel() <= (1 << 20)) {
+        parameters[key.substr(6)] = tensor.shape;
+        halves[key.substr(6)] = runtime::shardOf(tensor.numel(), 1, 2);
+      }
+    format::TensorMap out;
+    runtime::assembleState(files, parameters, {}, out, error);
+    runtime::assembleState(files, parameters, halves, out, error);
+  }
   return 0;
 }

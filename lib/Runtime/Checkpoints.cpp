@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <dirent.h>
+#include <map>
 
 using namespace dtfm::runtime;
 using dtfm::format::Tensor;
@@ -154,5 +155,184 @@ bool CheckpointStore::load(int64_t step, format::TensorMap &state,
         error = file + ": '" + name + "' holds a non-finite value";
         return false;
       }
+  return true;
+}
+
+std::vector<Generation> dtfm::runtime::listGenerations(const std::string &dir) {
+  std::map<int64_t, Generation> byStep;
+  DIR *d = ::opendir(dir.c_str());
+  if (!d)
+    return {};
+  while (dirent *e = ::readdir(d)) {
+    std::string name = e->d_name;
+    const std::string suffix = ".manifest";
+    size_t marker = name.rfind(".step-");
+    if (marker == std::string::npos || name.size() <= suffix.size() ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    std::string device = name.substr(0, marker);
+    std::string number = name.substr(marker + 6, name.size() - suffix.size() -
+                                                     marker - 6);
+    if (device.empty() || number.empty() || number.size() > 18 ||
+        number.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    std::string line, error;
+    if (!format::readWholeFile(dir + "/" + name, line, error))
+      continue;
+    long long step = 0;
+    char hash[17] = {0};
+    if (std::sscanf(line.c_str(), "dtfm-checkpoint 1 step %lld plan %16s",
+                    &step, hash) != 2 ||
+        step != std::atoll(number.c_str()))
+      continue;
+    Generation &g = byStep[step];
+    g.step = step;
+    g.files.push_back({device, std::strtoull(hash, nullptr, 16)});
+  }
+  ::closedir(d);
+  std::vector<Generation> out;
+  for (auto it = byStep.rbegin(); it != byStep.rend(); ++it) {
+    std::sort(it->second.files.begin(), it->second.files.end());
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+bool dtfm::runtime::loadGeneration(const std::string &dir,
+                                   const Generation &generation,
+                                   std::vector<format::TensorMap> &states,
+                                   std::string &error) {
+  states.clear();
+  for (const auto &[device, hash] : generation.files) {
+    CheckpointStore store(dir, device, hash);
+    if (!store.load(generation.step, states.emplace_back(), error))
+      return false;
+  }
+  return true;
+}
+
+Tensor dtfm::runtime::encodeShard(ElementRange range) {
+  Tensor t({8});
+  for (int i = 0; i < 4; ++i) {
+    t.data[i] = static_cast<float>((static_cast<uint64_t>(range.begin) >>
+                                    (16 * i)) & 0xffff);
+    t.data[4 + i] = static_cast<float>((static_cast<uint64_t>(range.end) >>
+                                        (16 * i)) & 0xffff);
+  }
+  return t;
+}
+
+std::optional<ElementRange>
+dtfm::runtime::decodeShard(const format::Tensor &tensor) {
+  if (tensor.numel() != 8)
+    return std::nullopt;
+  uint64_t parts[2] = {0, 0};
+  for (int i = 0; i < 8; ++i) {
+    float part = tensor.data[i];
+    if (!(part >= 0 && part < 65536) || part != std::floor(part))
+      return std::nullopt;
+    parts[i / 4] |= static_cast<uint64_t>(part) << (16 * (i % 4));
+  }
+  if (parts[0] > parts[1] || parts[1] > (uint64_t(1) << 62))
+    return std::nullopt;
+  return ElementRange{static_cast<int64_t>(parts[0]),
+                      static_cast<int64_t>(parts[1])};
+}
+
+bool dtfm::runtime::assembleState(
+    const std::vector<format::TensorMap> &files,
+    const std::map<std::string, std::vector<int64_t>> &parameters,
+    const std::map<std::string, ElementRange> &shards, format::TensorMap &out,
+    std::string &error) {
+  out.clear();
+  for (const format::TensorMap &file : files)
+    for (const auto &[key, tensor] : file)
+      for (const char *kind : {"opt.residual/", "opt.anchor/",
+                               "opt.outer_velocity/"})
+        if (key.rfind(kind, 0) == 0) {
+          error = "'" + key + "' belongs to one replica of the plan that " +
+                  "wrote it: this checkpoint resumes only on its own plan";
+          return false;
+        }
+  for (const auto &[name, shape] : parameters) {
+    int64_t elements = 1;
+    for (int64_t d : shape)
+      elements *= std::max<int64_t>(0, d);
+    const Tensor *param = nullptr;
+    for (const format::TensorMap &file : files) {
+      auto it = file.find("param/" + name);
+      if (it == file.end())
+        continue;
+      if (it->second.shape != shape) {
+        error = "parameter '" + name + "' has another shape in the " +
+                "checkpoint: a checkpoint of another model";
+        return false;
+      }
+      param = &it->second;
+      break;
+    }
+    if (!param) {
+      error = "no file of the checkpoint holds parameter '" + name + "'";
+      return false;
+    }
+    out["param/" + name] = *param;
+    auto shard = shards.find(name);
+    for (const char *kind : {"opt.m/", "opt.v/", "opt.velocity/"}) {
+      std::string key = kind + name;
+      // The whole moment from its pieces, marking what they cover.
+      Tensor whole({elements});
+      std::vector<bool> covered(static_cast<size_t>(elements), false);
+      bool any = false;
+      for (const format::TensorMap &file : files) {
+        auto piece = file.find(key);
+        if (piece == file.end())
+          continue;
+        ElementRange range{0, elements};
+        auto recorded = file.find("shard/" + name);
+        if (recorded != file.end()) {
+          std::optional<ElementRange> decoded = decodeShard(recorded->second);
+          if (!decoded || decoded->end > elements) {
+            error = "'shard/" + name + "' is not a range of its parameter";
+            return false;
+          }
+          range = *decoded;
+        }
+        if (piece->second.numel() != range.size()) {
+          error = "'" + key + "' does not have the size of its range";
+          return false;
+        }
+        std::copy(piece->second.data.begin(), piece->second.data.end(),
+                  whole.data.begin() + range.begin);
+        std::fill(covered.begin() + range.begin, covered.begin() + range.end,
+                  true);
+        any = true;
+      }
+      if (!any)
+        continue; // not trained yet, or another optimizer
+      auto hole = std::find(covered.begin(), covered.end(), false);
+      if (hole != covered.end()) {
+        error = "the checkpoint's files do not cover '" + key +
+                "' (element " + std::to_string(hole - covered.begin()) +
+                " is in none): a generation with a file missing";
+        return false;
+      }
+      if (shard == shards.end()) {
+        whole.shape = shape;
+        out[key] = std::move(whole);
+      } else {
+        Tensor mine({shard->second.size()});
+        std::copy(whole.data.begin() + shard->second.begin,
+                  whole.data.begin() + shard->second.end, mine.data.begin());
+        out[key] = std::move(mine);
+      }
+    }
+    for (const format::TensorMap &file : files) {
+      auto step = file.find("opt.step/" + name);
+      if (step != file.end()) {
+        out["opt.step/" + name] = step->second;
+        break;
+      }
+    }
+  }
   return true;
 }

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Runtime/Executor.h"
+#include "dtfm/Runtime/Checkpoints.h"
 #include "dtfm/Runtime/Cpu/KernelTable.h"
 #include "dtfm/Support/Hash.h"
 
@@ -155,6 +156,19 @@ bool HostState::restore(const StageProgram &program,
     std::string kind = key.substr(0, slash), name = key.substr(slash + 1);
     if (kind == "param")
       continue;
+    if (kind == "shard") {
+      // Written beside a sharded parameter's moments: it must be this
+      // device's shard.
+      auto mine = shards.find(name);
+      std::optional<ElementRange> range = decodeShard(t);
+      if (mine == shards.end() || !range ||
+          range->begin != mine->second.begin ||
+          range->end != mine->second.end) {
+        error = "state entry '" + key + "' is not this device's shard";
+        return false;
+      }
+      continue;
+    }
     if (!restored.count(name)) {
       error = "optimizer state for unknown parameter '" + name + "'";
       return false;
@@ -356,6 +370,13 @@ bool PhaseExecutor::optimizerUpdates(
 //===----------------------------------------------------------------------===//
 // The CPU executor
 //===----------------------------------------------------------------------===//
+
+std::map<std::string, Tensor> ProgramExecutor::state() const {
+  std::map<std::string, Tensor> out = host.state();
+  for (const auto &[name, range] : shards)
+    out["shard/" + name] = encodeShard(range);
+  return out;
+}
 
 bool ProgramExecutor::saveParameters(const std::string &path,
                                      std::string &error) const {

@@ -336,8 +336,29 @@ bool Worker::calibrate(std::string &error) {
   return true;
 }
 
+/// What a generation records besides the state.
+static constexpr const char *kSamplesPerStepEntry = "meta/samples-per-step";
+
+static void dropMeta(format::TensorMap &state) {
+  for (auto it = state.begin(); it != state.end();)
+    it = it->first.rfind("meta/", 0) == 0 ? state.erase(it) : std::next(it);
+}
+
+double Worker::samplesPerStep() const {
+  int64_t size = 0;
+  for (const proto::DeviceProgram &p : plan.programs())
+    for (const proto::PlanOp &op : p.ops())
+      if (size == 0 && op.name() == "dtfm.input" && op.results_size() > 0 &&
+          op.results(0).shape_size() > 0)
+        size = op.results(0).shape(0);
+  return static_cast<double>(layout.total) * static_cast<double>(size);
+}
+
 bool Worker::checkpoint(int64_t step, std::string &error) {
-  if (!checkpoints->save(step, executor->state(), error))
+  format::TensorMap state = executor->state();
+  state[kSamplesPerStepEntry] =
+      cpu::Tensor({1}, static_cast<float>(samplesPerStep()));
+  if (!checkpoints->save(step, std::move(state), error))
     return false;
   // Older checkpoints go once every worker has this one; the one before
   // stays, in case a worker died between writing and this barrier.
@@ -350,14 +371,14 @@ bool Worker::checkpoint(int64_t step, std::string &error) {
 bool Worker::resume(int64_t &step, std::string &error) {
   step = 0;
   if (!checkpoints)
-    return true;
+    return options.resumeFrom.empty() || resumeFromOtherPlan(step, error);
   std::vector<int64_t> steps = checkpoints->steps();
   // A fresh start only when no worker has any checkpoint file.
   int64_t noneHere = steps.empty() ? 1 : 0;
   if (transport && !transport->allreduceMin(noneHere, error))
     return false;
   if (noneHere == 1)
-    return true;
+    return options.resumeFrom.empty() || resumeFromOtherPlan(step, error);
   // Each generation is checked once; `why` keeps what is wrong with it.
   std::map<int64_t, std::string> why;
   format::TensorMap state;
@@ -375,26 +396,9 @@ bool Worker::resume(int64_t &step, std::string &error) {
     why[candidate] = problem;
     return false;
   };
-  auto newestValidUpTo = [&](int64_t bound) -> int64_t {
-    for (auto it = steps.rbegin(); it != steps.rend(); ++it)
-      if (*it <= bound && valid(*it))
-        return *it;
-    return 0;
-  };
-  // The newest generation valid on every worker: each offers its newest
-  // valid one up to the agreed bound until all have the minimum (the bound
-  // falls every round, so this ends, at 0 at worst).
-  int64_t agreed = newestValidUpTo(INT64_MAX);
-  for (;;) {
-    if (transport && !transport->allreduceMin(agreed, error))
-      return false;
-    int64_t everyone = agreed == 0 || valid(agreed) ? 1 : 0;
-    if (transport && !transport->allreduceMin(everyone, error))
-      return false;
-    if (everyone == 1)
-      break;
-    agreed = newestValidUpTo(agreed - 1);
-  }
+  int64_t agreed = 0;
+  if (!agreeOnGeneration(steps, valid, agreed, error))
+    return false;
   if (agreed == 0) {
     std::string mine =
         steps.empty() ? "this worker has none"
@@ -425,8 +429,110 @@ bool Worker::resume(int64_t &step, std::string &error) {
     error = why[agreed];
     return false;
   }
+  dropMeta(state);
   if (!executor->restoreState(state, error)) {
     error = checkpoints->path(agreed) + ": " + error;
+    return false;
+  }
+  step = agreed;
+  return true;
+}
+
+bool Worker::agreeOnGeneration(const std::vector<int64_t> &steps,
+                               const std::function<bool(int64_t)> &valid,
+                               int64_t &agreed, std::string &error) {
+  auto newestValidUpTo = [&](int64_t bound) -> int64_t {
+    for (auto it = steps.rbegin(); it != steps.rend(); ++it)
+      if (*it <= bound && valid(*it))
+        return *it;
+    return 0;
+  };
+  // Each worker offers its newest valid one up to the agreed bound until
+  // all have the minimum (the bound falls every round, so this ends, at 0
+  // at worst).
+  agreed = newestValidUpTo(INT64_MAX);
+  for (;;) {
+    if (transport && !transport->allreduceMin(agreed, error))
+      return false;
+    int64_t everyone = agreed == 0 || valid(agreed) ? 1 : 0;
+    if (transport && !transport->allreduceMin(everyone, error))
+      return false;
+    if (everyone == 1)
+      return true;
+    agreed = newestValidUpTo(agreed - 1);
+  }
+}
+
+bool Worker::resumeFromOtherPlan(int64_t &step, std::string &error) {
+  std::vector<Generation> generations = listGenerations(options.resumeFrom);
+  std::map<int64_t, const Generation *> byStep;
+  std::vector<int64_t> steps;
+  for (const Generation &g : generations) {
+    byStep[g.step] = &g;
+    steps.insert(steps.begin(), g.step); // ascending
+  }
+  std::map<std::string, std::vector<int64_t>> parameters;
+  for (const ProgramOp &op : typed.ops)
+    if (op.kind == OpKind::Param)
+      parameters[op.attrs.name] = op.results[0].shape;
+  std::map<std::string, ElementRange> shards = shardedParameters(typed);
+  double samples = samplesPerStep();
+  std::map<int64_t, std::string> why;
+  format::TensorMap state;
+  int64_t loaded = -1;
+  auto valid = [&](int64_t candidate) {
+    if (candidate == loaded)
+      return true;
+    if (why.count(candidate))
+      return false;
+    std::vector<format::TensorMap> files;
+    std::string problem;
+    if (!loadGeneration(options.resumeFrom, *byStep.at(candidate), files,
+                        problem)) {
+      why[candidate] = problem;
+      return false;
+    }
+    for (const format::TensorMap &file : files) {
+      auto recorded = file.find(kSamplesPerStepEntry);
+      if (recorded != file.end() && recorded->second.numel() == 1 &&
+          recorded->second.data[0] != static_cast<float>(samples)) {
+        char line[160];
+        std::snprintf(line, sizeof line,
+                      "step %lld trained %.0f samples per step and this plan "
+                      "trains %.0f: the data would not continue where it "
+                      "stopped",
+                      static_cast<long long>(candidate),
+                      recorded->second.data[0], samples);
+        why[candidate] = line;
+        return false;
+      }
+    }
+    if (!assembleState(files, parameters, shards, state, problem)) {
+      why[candidate] = "step " + std::to_string(candidate) + ": " + problem;
+      return false;
+    }
+    loaded = candidate;
+    return true;
+  };
+  int64_t agreed = 0;
+  if (!agreeOnGeneration(steps, valid, agreed, error))
+    return false;
+  if (agreed == 0) {
+    error = "--resume-from " + options.resumeFrom + ": " +
+            (steps.empty() ? std::string("no checkpoint generation there")
+             : why.count(steps.back())
+                 ? why[steps.back()]
+                 : "no generation is complete and valid for every worker of "
+                   "this plan");
+    return false;
+  }
+  if (!valid(agreed)) {
+    error = "--resume-from " + options.resumeFrom + ": " + why[agreed];
+    return false;
+  }
+  if (!executor->restoreState(state, error)) {
+    error = "--resume-from " + options.resumeFrom + ", step " +
+            std::to_string(agreed) + ": " + error;
     return false;
   }
   step = agreed;
@@ -595,7 +701,10 @@ int Worker::run() {
   if (options.rank == 0) {
     if (done > 0)
       std::printf("resuming from the checkpoint of step %lld in %s\n",
-                  static_cast<long long>(done), options.checkpointDir.c_str());
+                  static_cast<long long>(done),
+                  checkpoints && !checkpoints->steps().empty()
+                      ? options.checkpointDir.c_str()
+                      : options.resumeFrom.c_str());
     if (!options.logPath.empty()) {
       log = std::fopen(options.logPath.c_str(), done > 0 ? "a" : "w");
       if (!log)

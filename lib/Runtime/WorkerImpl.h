@@ -27,6 +27,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -124,6 +125,17 @@ private:
   bool calibrate(std::string &error);
   bool checkpoint(int64_t step, std::string &error);
   bool resume(int64_t &step, std::string &error);
+  /// resume's --resume-from: this program's state assembled from another
+  /// plan's generation.
+  bool resumeFromOtherPlan(int64_t &step, std::string &error);
+  /// The newest of `steps` (ascending) that `valid` accepts on every worker
+  /// (0: none), agreed through the transport.
+  bool agreeOnGeneration(const std::vector<int64_t> &steps,
+                         const std::function<bool(int64_t)> &valid,
+                         int64_t &agreed, std::string &error);
+  /// Samples the whole plan trains per step: its micro-batches per
+  /// iteration over every pipeline x the micro-batch size.
+  double samplesPerStep() const;
   bool finish(std::string &error);
   void record(int slot, const std::string &name, Clock::time_point start,
               Clock::time_point end);

@@ -62,7 +62,8 @@ static const char *kUsage =
     "         data:        [--tokens file.bin] [--inputs inputs.bin]\n"
     "         parameters:  [--init-from params.bin] [--save-params "
     "params.bin]\n"
-    "         checkpoints: [--checkpoint-dir DIR] [--checkpoint-every K]\n"
+    "         checkpoints: [--checkpoint-dir DIR] [--checkpoint-every K] "
+    "[--resume-from DIR]\n"
     "         links:       [--shape-links] [--serial-slots] "
     "[--timeout SECONDS]\n"
     "         output:      [--trace out.json] [--log steps.jsonl] "
@@ -163,6 +164,7 @@ int main(int argc, char **argv) {
     } else if (takesValue("--tokens") || takesValue("--inputs") ||
                takesValue("--init-from") || takesValue("--save-params") ||
                takesValue("--checkpoint-dir") || takesValue("--log") ||
+               takesValue("--resume-from") ||
                takesValue("--rendezvous") || takesValue("--store") ||
                takesValue("--cluster") || takesValue("--memory-report")) {
       std::string value = argv[++i];
@@ -176,6 +178,8 @@ int main(int argc, char **argv) {
         worker.savePath = value;
       else if (arg == "--checkpoint-dir")
         worker.checkpointDir = value;
+      else if (arg == "--resume-from")
+        worker.resumeFrom = value;
       else if (arg == "--log") {
         worker.logPath = value;
         logGiven = true;
@@ -262,6 +266,7 @@ int main(int argc, char **argv) {
           0, std::string(argv[i]).find('='));
       for (const char *executeOnly :
            {"--steps", "--checkpoint-every", "--checkpoint-dir",
+            "--resume-from",
             "--calibration-steps", "--seed", "--rank", "--rendezvous",
             "--store", "--tokens", "--inputs", "--init-from", "--save-params",
             "--log", "--backend", "--matmul-precision", "--timeout",
@@ -291,6 +296,10 @@ int main(int argc, char **argv) {
         ::access(worker.checkpointDir.c_str(), W_OK) != 0)
       return fail("--checkpoint-dir " + worker.checkpointDir +
                   ": not a writable directory");
+    if (!worker.resumeFrom.empty() &&
+        ::access(worker.resumeFrom.c_str(), R_OK | X_OK) != 0)
+      return fail("--resume-from " + worker.resumeFrom +
+                  ": not a readable directory");
     // Resolved once here; local workers get the answer.
     std::string notice;
     if (!runtime::resolveBackend(backendRequest, plan, worker.backend, notice,

@@ -51,6 +51,77 @@ TEST(CheckpointStore, SavesLoadsPrunesAndRefusesAnotherPlan) {
   std::filesystem::remove_all(dir);
 }
 
+// Another plan's generation: listed by step with each file's plan, and a
+// program's state assembled from its members' shards (brute force: the
+// whole moment is the concatenation of the pieces).
+TEST(CheckpointStore, AssemblesStateAcrossPlans) {
+  std::string dir = freshDir();
+  std::string error;
+  format::Tensor whole({10});
+  for (int i = 0; i < 10; ++i)
+    whole.data[i] = 0.5f * static_cast<float>(i);
+  std::vector<format::TensorMap> files(3);
+  for (int k = 0; k < 3; ++k) {
+    ElementRange range = shardOf(10, k, 3);
+    format::TensorMap &f = files[k];
+    f["param/w"] = format::Tensor({2, 5}, 1.0f);
+    f["opt.m/w"] = format::Tensor({range.size()});
+    std::copy(whole.data.begin() + range.begin,
+              whole.data.begin() + range.end, f["opt.m/w"].data.begin());
+    f["shard/w"] = encodeShard(range);
+    f["opt.step/w"] = format::Tensor({1}, 7.0f);
+    CheckpointStore store(dir, "gpu" + std::to_string(k), 0xabcull);
+    ASSERT_TRUE(store.save(12, f, error)) << error;
+  }
+  CheckpointStore(dir, "gpu0", 0xabcull).save(6, files[0], error);
+  std::vector<Generation> generations = listGenerations(dir);
+  ASSERT_EQ(generations.size(), 2u);
+  EXPECT_EQ(generations[0].step, 12);
+  ASSERT_EQ(generations[0].files.size(), 3u);
+  EXPECT_EQ(generations[0].files[2].first, "gpu2");
+  EXPECT_EQ(generations[0].files[2].second, 0xabcull);
+  std::vector<format::TensorMap> loaded;
+  ASSERT_TRUE(loadGeneration(dir, generations[0], loaded, error)) << error;
+
+  // Unsharded on the new plan: the whole moment, in the parameter's shape.
+  format::TensorMap out;
+  std::map<std::string, std::vector<int64_t>> parameters = {{"w", {2, 5}}};
+  ASSERT_TRUE(assembleState(loaded, parameters, {}, out, error)) << error;
+  EXPECT_EQ(out["opt.m/w"].shape, (std::vector<int64_t>{2, 5}));
+  EXPECT_EQ(out["opt.m/w"].data, whole.data);
+  EXPECT_EQ(out["opt.step/w"].data[0], 7.0f);
+  EXPECT_EQ(out.count("opt.v/w"), 0u);
+  // Member 1 of 2 on the new plan: elements [5, 10).
+  ASSERT_TRUE(assembleState(loaded, parameters, {{"w", shardOf(10, 1, 2)}},
+                            out, error))
+      << error;
+  EXPECT_EQ(out["opt.m/w"].data,
+            std::vector<float>(whole.data.begin() + 5, whole.data.end()));
+  // Step 6 has one member's file: the moment is not covered.
+  ASSERT_TRUE(loadGeneration(dir, generations[1], loaded, error)) << error;
+  EXPECT_FALSE(assembleState(loaded, parameters, {}, out, error));
+  EXPECT_EQ(error, "the checkpoint's files do not cover 'opt.m/w' (element 3 "
+                   "is in none): a generation with a file missing");
+  // Another model; per-replica state.
+  EXPECT_FALSE(assembleState(files, {{"w", {10}}}, {}, out, error));
+  EXPECT_NE(error.find("a checkpoint of another model"), std::string::npos);
+  files[1]["opt.residual/w"] = format::Tensor({2, 5});
+  EXPECT_FALSE(assembleState(files, parameters, {}, out, error));
+  EXPECT_EQ(error, "'opt.residual/w' belongs to one replica of the plan that "
+                   "wrote it: this checkpoint resumes only on its own plan");
+  // Shard records: exact beyond 2^24, malformed ones refused.
+  ElementRange big{(int64_t(1) << 40) + 3, (int64_t(1) << 41) + 5};
+  std::optional<ElementRange> back = decodeShard(encodeShard(big));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->begin, big.begin);
+  EXPECT_EQ(back->end, big.end);
+  format::Tensor bad = encodeShard({5, 2});
+  EXPECT_FALSE(decodeShard(bad));
+  bad.data[0] = 0.5f;
+  EXPECT_FALSE(decodeShard(bad));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(StepReport, LinesAndJson) {
   IterationWork work{1000, 4e9, true};
   StepFigures f{3, 2.5, 0.5, 0.25, true};

@@ -19,6 +19,7 @@
 #define DTFM_RUNTIME_CHECKPOINTS_H
 
 #include "dtfm/Format/TensorFile.h"
+#include "dtfm/Runtime/Program.h"
 
 #include <cstdint>
 #include <optional>
@@ -62,6 +63,42 @@ private:
   std::string dir, device;
   uint64_t planHash;
 };
+
+/// A generation written by any plan: its step and, per device file with a
+/// manifest, the device and the plan hash its manifest names.
+struct Generation {
+  int64_t step = 0;
+  std::vector<std::pair<std::string, uint64_t>> files;
+};
+
+/// The generations in `dir` with at least one manifest, newest first.
+std::vector<Generation> listGenerations(const std::string &dir);
+
+/// Each file of `generation`, checked as CheckpointStore::load checks its
+/// own plan's; false with the first bad file's one-line error.
+bool loadGeneration(const std::string &dir, const Generation &generation,
+                    std::vector<format::TensorMap> &states,
+                    std::string &error);
+
+/// The element range a sharded state entry covers ("shard/<name>" beside
+/// "opt.m/<name>"...): begin and end as four exact 16-bit parts each.
+format::Tensor encodeShard(ElementRange range);
+std::optional<ElementRange> decodeShard(const format::Tensor &tensor);
+
+/// The state of a device program of another plan of the same model, from
+/// the files of one generation (another data-parallel width, other stage
+/// bounds): each of `parameters` (name -> shape) from any file; its
+/// optimizer moments assembled whole from the files' pieces (whole
+/// tensors, or shards with their "shard/<name>"), then cut to `shards`'
+/// range where the program shards it; its step count. False with a
+/// one-line error: a parameter in no file or of another shape, a moment
+/// whose elements the files do not all cover, or state that belongs to one
+/// replica (error-feedback residuals, local steps' anchors and outer
+/// momentum), which no other plan can take.
+bool assembleState(const std::vector<format::TensorMap> &files,
+                   const std::map<std::string, std::vector<int64_t>> &parameters,
+                   const std::map<std::string, ElementRange> &shards,
+                   format::TensorMap &out, std::string &error);
 
 } // namespace dtfm::runtime
 

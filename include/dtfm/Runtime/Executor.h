@@ -359,9 +359,10 @@ public:
   }
   bool saveParameters(const std::string &path,
                       std::string &error) const override;
-  std::map<std::string, cpu::Tensor> state() const override {
-    return host.state();
-  }
+  /// The host state, and for each sharded parameter the range its moments
+  /// cover ("shard/<name>", Checkpoints.h): what another plan's workers
+  /// assemble theirs from.
+  std::map<std::string, cpu::Tensor> state() const override;
   bool restoreState(const std::map<std::string, cpu::Tensor> &state,
                     std::string &error) override {
     return host.restore(program, state, error);

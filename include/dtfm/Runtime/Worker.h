@@ -48,6 +48,11 @@ struct WorkerOptions {
   /// at the end; a run resumes from the newest complete one.
   std::string checkpointDir;
   int checkpointEvery = 0;
+  /// When `checkpointDir` holds no generation yet: resume from the newest
+  /// generation in this directory written by another plan of the same
+  /// model (another data-parallel width, stage bounds or devices;
+  /// Checkpoints.h, assembleState) with the same samples per step.
+  std::string resumeFrom;
   bool shapeLinks = false;
   /// One thread does receive, compute and send in turn (the baseline the
   /// overlap benchmark compares against).
