@@ -487,23 +487,9 @@ void ProgramExecutor::collect(int64_t id, int microBatch, const Tensor &value) {
 
 PhaseExecutor::PhaseExecutor(const StageProgram &program)
     : program(program), lifetimes(valueLifetimes(program)) {
-  std::map<int64_t, std::string> parameterOfValue;
-  std::map<int64_t, int> syncOfResult;
-  for (const ProgramOp &op : program.ops) {
-    if (op.kind == OpKind::Param)
-      parameterOfValue[op.results[0].id] = op.attrs.name;
-    else if (op.kind == OpKind::GradSync)
-      syncOfResult[op.results[0].id] = op.index;
-  }
-  for (int index : program.opsOf(OpPhase::Optimizer)) {
-    const ProgramOp &op = program.ops[index];
-    if (op.kind == OpKind::GradSync || op.operands.size() < 2)
-      continue;
-    auto sync = syncOfResult.find(op.operands[1]);
-    auto param = parameterOfValue.find(op.operands[0]);
-    if (sync != syncOfResult.end() && param != parameterOfValue.end())
-      parameterOfSync[sync->second] = param->second;
-  }
+  for (const ParameterUpdate &u : parameterUpdates(program))
+    if (u.sync)
+      parameterOfSync[u.sync->index] = u.param->attrs.name;
 }
 
 ProgramExecutor::ProgramExecutor(const StageProgram &program)

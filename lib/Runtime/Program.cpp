@@ -438,33 +438,44 @@ ElementRange dtfm::runtime::shardOf(int64_t elements, int64_t member,
   return {at(member), at(member + 1)};
 }
 
-std::map<std::string, ElementRange>
-dtfm::runtime::shardedParameters(const StageProgram &program) {
-  std::map<std::string, ElementRange> shards;
-  std::string device = program.source ? program.source->device() : "";
-  std::map<int64_t, const ProgramOp *> shardedSyncOf;
-  std::map<int64_t, const ProgramOp *> paramOf;
+std::vector<ParameterUpdate>
+dtfm::runtime::parameterUpdates(const StageProgram &program) {
+  std::map<int64_t, const ProgramOp *> syncOf, paramOf;
   for (const ProgramOp &op : program.ops) {
-    if (op.kind == OpKind::GradSync && op.attrs.shardState)
-      shardedSyncOf[op.results[0].id] = &op;
-    else if (op.kind == OpKind::Param)
+    if (op.kind == OpKind::GradSync && !op.results.empty())
+      syncOf[op.results[0].id] = &op;
+    else if (op.kind == OpKind::Param && !op.results.empty())
       paramOf[op.results[0].id] = &op;
   }
+  std::vector<ParameterUpdate> updates;
   for (int index : program.opsOf(OpPhase::Optimizer)) {
     const ProgramOp &op = program.ops[index];
     if (op.kind == OpKind::GradSync || op.operands.size() < 2)
       continue;
-    auto sync = shardedSyncOf.find(op.operands[1]);
     auto param = paramOf.find(op.operands[0]);
-    if (sync == shardedSyncOf.end() || param == paramOf.end())
+    if (param == paramOf.end())
       continue;
-    const std::vector<std::string> &group = sync->second->attrs.group;
+    auto sync = syncOf.find(op.operands[1]);
+    updates.push_back(
+        {&op, param->second, sync == syncOf.end() ? nullptr : sync->second});
+  }
+  return updates;
+}
+
+std::map<std::string, ElementRange>
+dtfm::runtime::shardedParameters(const StageProgram &program) {
+  std::map<std::string, ElementRange> shards;
+  std::string device = program.source ? program.source->device() : "";
+  for (const ParameterUpdate &u : parameterUpdates(program)) {
+    if (!u.sync || !u.sync->attrs.shardState)
+      continue;
+    const std::vector<std::string> &group = u.sync->attrs.group;
     int64_t member =
         std::find(group.begin(), group.end(), device) - group.begin();
     int64_t elements = 1;
-    for (int64_t d : param->second->results[0].shape)
+    for (int64_t d : u.param->results[0].shape)
       elements *= std::max<int64_t>(0, d);
-    shards[param->second->attrs.name] =
+    shards[u.param->attrs.name] =
         shardOf(elements, member, static_cast<int64_t>(group.size()));
   }
   return shards;

@@ -379,25 +379,13 @@ bool Worker::resume(int64_t &step, std::string &error) {
     return false;
   if (noneHere == 1)
     return options.resumeFrom.empty() || resumeFromOtherPlan(step, error);
-  // Each generation is checked once; `why` keeps what is wrong with it.
   std::map<int64_t, std::string> why;
   format::TensorMap state;
-  int64_t loaded = -1;
-  auto valid = [&](int64_t candidate) {
-    if (candidate == loaded)
-      return true;
-    if (why.count(candidate))
-      return false;
-    std::string problem;
-    if (checkpoints->load(candidate, state, problem)) {
-      loaded = candidate;
-      return true;
-    }
-    why[candidate] = problem;
-    return false;
+  auto load = [&](int64_t candidate, std::string &problem) {
+    return checkpoints->load(candidate, state, problem);
   };
   int64_t agreed = 0;
-  if (!agreeOnGeneration(steps, valid, agreed, error))
+  if (!agreeOnGeneration(steps, load, agreed, why, error))
     return false;
   if (agreed == 0) {
     std::string mine =
@@ -425,10 +413,6 @@ bool Worker::resume(int64_t &step, std::string &error) {
                  reason.c_str(), static_cast<long long>(agreed));
     checkpoints->prune(SIZE_MAX, agreed);
   }
-  if (!valid(agreed)) { // `state` holds `agreed` (loaded last) when valid
-    error = why[agreed];
-    return false;
-  }
   dropMeta(state);
   if (!executor->restoreState(state, error)) {
     error = checkpoints->path(agreed) + ": " + error;
@@ -438,9 +422,25 @@ bool Worker::resume(int64_t &step, std::string &error) {
   return true;
 }
 
-bool Worker::agreeOnGeneration(const std::vector<int64_t> &steps,
-                               const std::function<bool(int64_t)> &valid,
-                               int64_t &agreed, std::string &error) {
+bool Worker::agreeOnGeneration(
+    const std::vector<int64_t> &steps,
+    const std::function<bool(int64_t, std::string &)> &load, int64_t &agreed,
+    std::map<int64_t, std::string> &why, std::string &error) {
+  // Each generation is loaded once; `why` keeps what is wrong with it.
+  int64_t loaded = -1;
+  auto valid = [&](int64_t candidate) {
+    if (candidate == loaded)
+      return true;
+    if (why.count(candidate))
+      return false;
+    std::string problem;
+    if (!load(candidate, problem)) {
+      why[candidate] = problem;
+      return false;
+    }
+    loaded = candidate;
+    return true;
+  };
   auto newestValidUpTo = [&](int64_t bound) -> int64_t {
     for (auto it = steps.rbegin(); it != steps.rend(); ++it)
       if (*it <= bound && valid(*it))
@@ -458,9 +458,18 @@ bool Worker::agreeOnGeneration(const std::vector<int64_t> &steps,
     if (transport && !transport->allreduceMin(everyone, error))
       return false;
     if (everyone == 1)
-      return true;
+      break;
     agreed = newestValidUpTo(agreed - 1);
   }
+  // The caller's state holds the agreed one: loaded last, or again.
+  if (agreed > 0 && loaded != agreed) {
+    why.erase(agreed);
+    if (!valid(agreed)) {
+      error = why[agreed];
+      return false;
+    }
+  }
+  return true;
 }
 
 bool Worker::resumeFromOtherPlan(int64_t &step, std::string &error) {
@@ -479,19 +488,11 @@ bool Worker::resumeFromOtherPlan(int64_t &step, std::string &error) {
   double samples = samplesPerStep();
   std::map<int64_t, std::string> why;
   format::TensorMap state;
-  int64_t loaded = -1;
-  auto valid = [&](int64_t candidate) {
-    if (candidate == loaded)
-      return true;
-    if (why.count(candidate))
-      return false;
+  auto load = [&](int64_t candidate, std::string &problem) {
     std::vector<format::TensorMap> files;
-    std::string problem;
     if (!loadGeneration(options.resumeFrom, *byStep.at(candidate), files,
-                        problem)) {
-      why[candidate] = problem;
+                        problem))
       return false;
-    }
     for (const format::TensorMap &file : files) {
       auto recorded = file.find(kSamplesPerStepEntry);
       if (recorded != file.end() && recorded->second.numel() == 1 &&
@@ -503,20 +504,21 @@ bool Worker::resumeFromOtherPlan(int64_t &step, std::string &error) {
                       "stopped",
                       static_cast<long long>(candidate),
                       recorded->second.data[0], samples);
-        why[candidate] = line;
+        problem = line;
         return false;
       }
     }
     if (!assembleState(files, parameters, shards, state, problem)) {
-      why[candidate] = "step " + std::to_string(candidate) + ": " + problem;
+      problem = "step " + std::to_string(candidate) + ": " + problem;
       return false;
     }
-    loaded = candidate;
     return true;
   };
   int64_t agreed = 0;
-  if (!agreeOnGeneration(steps, valid, agreed, error))
+  if (!agreeOnGeneration(steps, load, agreed, why, error)) {
+    error = "--resume-from " + options.resumeFrom + ": " + error;
     return false;
+  }
   if (agreed == 0) {
     error = "--resume-from " + options.resumeFrom + ": " +
             (steps.empty() ? std::string("no checkpoint generation there")
@@ -524,10 +526,6 @@ bool Worker::resumeFromOtherPlan(int64_t &step, std::string &error) {
                  ? why[steps.back()]
                  : "no generation is complete and valid for every worker of "
                    "this plan");
-    return false;
-  }
-  if (!valid(agreed)) {
-    error = "--resume-from " + options.resumeFrom + ": " + why[agreed];
     return false;
   }
   if (!executor->restoreState(state, error)) {

@@ -128,11 +128,13 @@ private:
   /// resume's --resume-from: this program's state assembled from another
   /// plan's generation.
   bool resumeFromOtherPlan(int64_t &step, std::string &error);
-  /// The newest of `steps` (ascending) that `valid` accepts on every worker
-  /// (0: none), agreed through the transport.
+  /// The newest of `steps` (ascending) that `load` loads on every worker
+  /// (0: none), agreed through the transport, and loaded last (each step
+  /// loaded at most once more; `why` says what is wrong with the others).
   bool agreeOnGeneration(const std::vector<int64_t> &steps,
-                         const std::function<bool(int64_t)> &valid,
-                         int64_t &agreed, std::string &error);
+                         const std::function<bool(int64_t, std::string &)> &load,
+                         int64_t &agreed, std::map<int64_t, std::string> &why,
+                         std::string &error);
   /// Samples the whole plan trains per step: its micro-batches per
   /// iteration over every pipeline x the micro-batch size.
   double samplesPerStep() const;

@@ -76,7 +76,8 @@ TEST_F(CostInterfaceTest, CausalAttention) {
     %o = dtfm.causal_attention %q, %q, %q {num_heads = 4 : i64} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
   )mlir", "dtfm.causal_attention");
   EXPECT_EQ(op.getForwardFlops(), 4 * 2 * 8 * 8 * 16 + 6 * 2 * 4 * 8 * 8);
-  EXPECT_EQ(op.getSavedActivationBytes(), 3 * (2 * 8 * 16 * 4) + 2 * 4 * 8 * 8 * 4);
+  // Q, K and V; the backward recomputes the [2, 4, 8, 8] probabilities.
+  EXPECT_EQ(op.getSavedActivationBytes(), 3 * (2 * 8 * 16 * 4));
 }
 
 TEST_F(CostInterfaceTest, PaddedConvolution) {

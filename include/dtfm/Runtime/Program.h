@@ -231,6 +231,14 @@ struct ElementRange {
 /// [member * elements / members, (member + 1) * elements / members).
 ElementRange shardOf(int64_t elements, int64_t member, int64_t members);
 
+/// Each optimizer update of the program with the dtfm.param it updates
+/// and the dtfm.grad_sync whose result it reads (null: none), in program
+/// order; updates of no parameter are left out.
+struct ParameterUpdate {
+  const ProgramOp *update = nullptr, *param = nullptr, *sync = nullptr;
+};
+std::vector<ParameterUpdate> parameterUpdates(const StageProgram &program);
+
 /// The parameters this program updates from a dtfm.shard_state sync, by
 /// name, with the shard its device owns (its place in the sync's group).
 std::map<std::string, ElementRange>

@@ -223,12 +223,10 @@ int64_t CausalAttentionOp::getForwardFlops() {
   return 4 * batch * seq * seq * hidden + 6 * scores;
 }
 int64_t CausalAttentionOp::getSavedActivationBytes() {
-  auto query = tensorOf(getQuery());
-  int64_t batch = query.getDimSize(0), seq = query.getDimSize(1);
-  int64_t probabilities = batch * getNumHeads() * seq * seq *
-                          getElementBytes(query.getElementType());
+  // The probabilities are recomputed by the backward (both runtimes' kernels
+  // do), never held between a micro-batch's forward and backward.
   return activationBytes(getQuery()) + activationBytes(getKey()) +
-         activationBytes(getValue()) + probabilities;
+         activationBytes(getValue());
 }
 
 //===----------------------------------------------------------------------===//

@@ -391,7 +391,9 @@ def Dtfm_CausalAttentionOp : Dtfm_ComputeOp<"causal_attention",
     Forward 4*B*S*S*H FLOPs for the two matmuls, counted dense (the causal
     mask is not used to halve them, as in Megatron's accounting), plus
     6*B*heads*S*S for scaling, masking and the softmax; backward twice the
-    forward. Keeps Q, K, V and the attention probabilities (no recomputation).
+    forward. Keeps Q, K and V: the backward recomputes the probabilities
+    (dtfm's CPU and CUDA kernels do), so they are never held between a
+    micro-batch's forward and backward.
   }];
   let arguments = (ins Dtfm_FloatTensor:$query, Dtfm_FloatTensor:$key,
                        Dtfm_FloatTensor:$value,
