@@ -141,6 +141,27 @@ bool mlir::dtfm::isTrainingOp(Operation *op) {
              GradSyncOp>(op);
 }
 
+/// What an op allocates only while it runs (LayerBlock::scratchBytes).
+static double scratchBytes(Operation *op) {
+  if (auto attention = dyn_cast<CausalAttentionOp>(op)) {
+    auto query = cast<ShapedType>(attention.getQuery().getType());
+    if (!query.hasStaticShape() || query.getRank() != 3)
+      return 0;
+    return static_cast<double>(query.getDimSize(0)) *
+           static_cast<double>(attention.getNumHeads()) *
+           static_cast<double>(query.getDimSize(1)) *
+           static_cast<double>(query.getDimSize(1)) *
+           static_cast<double>(getElementBytes(query.getElementType()));
+  }
+  if (auto loss = dyn_cast<CrossEntropyOp>(op)) {
+    auto logits = cast<ShapedType>(loss.getLogits().getType());
+    return logits.hasStaticShape()
+               ? static_cast<double>(getTensorBytes(logits))
+               : 0;
+  }
+  return 0;
+}
+
 FailureOr<SmallVector<LayerBlock>>
 mlir::dtfm::buildLayerChain(const CostAnalysis &costs) {
   auto work = [](const OpCost &c) {
@@ -155,7 +176,7 @@ mlir::dtfm::buildLayerChain(const CostAnalysis &costs) {
       continue;
     if (blocks.empty() || blocks.back().layer != cost.layer) {
       blockOfLayer.try_emplace(cost.layer, blocks.size());
-      blocks.push_back(LayerBlock{cost.layer, {}, 0, 0, 0, 0, 0});
+      blocks.push_back(LayerBlock{cost.layer, {}, 0, 0, 0, 0, 0, 0});
     }
     LayerBlock &block = blocks.back();
     block.ops.push_back(cost.op);
@@ -163,6 +184,7 @@ mlir::dtfm::buildLayerChain(const CostAnalysis &costs) {
     block.backwardFlops += static_cast<double>(cost.backwardFlops);
     block.parameterBytes += static_cast<double>(cost.parameterBytes);
     block.activationBytes += static_cast<double>(cost.savedActivationBytes);
+    block.scratchBytes = std::max(block.scratchBytes, scratchBytes(cost.op));
   }
   for (LayerBlock &block : blocks) {
     llvm::SmallPtrSet<Operation *, 16> own(block.ops.begin(), block.ops.end());
@@ -247,7 +269,7 @@ mlir::dtfm::buildWorkload(const CostAnalysis &costs, bool withChain) {
       blockOf[op] = static_cast<int>(result.blocks.size());
     result.blocks.push_back({block.flops, block.parameterBytes,
                              block.activationBytes, block.backwardFlops,
-                             block.inputBytes});
+                             block.inputBytes, block.scratchBytes});
     parameterBytes += block.parameterBytes;
   }
   // Parameters read by the forward ops of other blocks, once per reader.

@@ -99,7 +99,7 @@ struct PartitionStages
     for (const LayerBlock &block : blocks)
       chain.push_back(
           {block.flops, block.parameterBytes, block.activationBytes,
-           block.backwardFlops, block.inputBytes});
+           block.backwardFlops, block.inputBytes, block.scratchBytes});
 
     // hetero's assignment chose the bounds with the layout (its model
     // scored them); other assignments leave the split to the partitioner.

@@ -54,9 +54,10 @@ StageMemory dtfm::planner::stageMemory(const std::vector<ChainBlock> &blocks,
                                        const StagePartitionOptions &options,
                                        double capacity) {
   double parameters = 0, activations = 0, inputs = 0, largest = 0,
-         forward = 0;
+         forward = 0, scratch = 0;
   for (int i = first; i < last; ++i) {
     const ChainBlock &block = blocks[i];
+    scratch = std::max(scratch, block.scratchBytes);
     parameters += block.parameterBytes;
     activations += block.activationBytes;
     // A block whose input is not known keeps all it saves.
@@ -88,9 +89,13 @@ StageMemory dtfm::planner::stageMemory(const std::vector<ChainBlock> &blocks,
     if (sharded)
       state -= optimizerBytesPerParameterByte(options) * parameters *
                (1 - 1.0 / options.dataParallel);
-    m.bytes = state + scale * (received + (recomputed
-                                               ? inFlight * inputs + largest
-                                               : inFlight * activations));
+    // The runtime's model (an explicit state factor is the simple one,
+    // without scratch) counts the largest op's scratch at the peak.
+    double transient =
+        options.stateBytesPerParameterByte > 0 ? 0 : scratch;
+    m.bytes = state + scale * (received + transient +
+                               (recomputed ? inFlight * inputs + largest
+                                           : inFlight * activations));
     m.recomputeFlops = recomputed ? forward : 0;
     return m;
   };

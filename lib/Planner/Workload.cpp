@@ -34,7 +34,8 @@ Workload Workload::withMicroBatchSize(int64_t size) const {
     scaled.blocks.push_back(
         {block.flops * scale, block.parameterBytes,
          block.activationBytes * scale, block.backwardFlops * scale,
-         block.inputBytes < 0 ? block.inputBytes : block.inputBytes * scale});
+         block.inputBytes < 0 ? block.inputBytes : block.inputBytes * scale,
+         block.scratchBytes * scale});
   scaled.boundaryBytes = boundaryBytes * scale;
   scaled.microBatchSize = size;
   return scaled;

@@ -157,6 +157,17 @@ TEST(StagePartition, MemoryOptionsByHand) {
   StageMemory middle = stageMemory(blocks, 0, 2, 1, 3, options, 1e12);
   EXPECT_TRUE(middle.recomputed);
   EXPECT_DOUBLE_EQ(middle.bytes, 8e9 + 6e6 + 2 * 1e9 + 1.5e9);
+  // The largest op's scratch (attention's probabilities), once, not per
+  // micro-batch in flight; not in the simple model.
+  std::vector<ChainBlock> scratchy = blocks;
+  scratchy[0].scratchBytes = 3e8;
+  scratchy[1].scratchBytes = 5e8;
+  EXPECT_DOUBLE_EQ(stageMemory(scratchy, 0, 2, 1, 3, options, 1e12).bytes,
+                   middle.bytes + 5e8);
+  StagePartitionOptions simple = options;
+  simple.stateBytesPerParameterByte = 4;
+  EXPECT_DOUBLE_EQ(stageMemory(scratchy, 0, 2, 1, 3, simple, 1e12).bytes,
+                   stageMemory(blocks, 0, 2, 1, 3, simple, 1e12).bytes);
   // The partitioner charges the recomputation to the stage's time.
   StagePlan plan;
   std::string error;

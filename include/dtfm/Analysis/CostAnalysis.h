@@ -109,7 +109,10 @@ struct LayerBlock {
   double backwardFlops = 0;   ///< the part of `flops` the backward does
   /// Bytes of the values its forward ops read from other ops than its own
   /// and parameters: what activation recomputation keeps of it.
-  double inputBytes = 0;
+  double inputBytes = 0;  /// The largest buffer one of its ops allocates only while it runs, in
+  /// the model's type: attention's probabilities (the backward recomputes
+  /// them), the loss's softmax of the logits.
+  double scratchBytes = 0;
 };
 
 /// The model's blocks in order. Fails (with a diagnostic on the op) when a

@@ -47,6 +47,10 @@ struct ChainBlock {
   /// Activations entering the block: what recomputation keeps of it (0:
   /// not known; then recomputing saves nothing of it).
   double inputBytes = -1;
+  /// The largest buffer one of its ops holds only while it runs (attention's
+  /// probabilities, the loss's softmax), per micro-batch: the runtime's
+  /// model counts the one of the step where memory peaks.
+  double scratchBytes = 0;
 
   /// What recomputation runs again: the forward (a third of the work when
   /// the backward's share is not known).
