@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Passes/Passes.h"
+#include "dtfm/Planner/StagePartition.h"
 #include "dtfm/Runtime/MemoryModel.h"
 #include "dtfm/Target/Plan/Plan.h"
 
@@ -47,12 +48,15 @@ struct FitMemory : public mlir::dtfm::impl::FitMemoryBase<FitMemory> {
       mlir::emitError(clusterLoc(module)) << "dtfm-fit-memory: " << message;
       signalPassFailure();
     };
-    if (recompute != "auto" && recompute != "all" && recompute != "none")
-      return fail("recompute must be auto, all or none, got '" +
-                  recompute.getValue() + "'");
-    if (shardState != "auto" && shardState != "all" && shardState != "none")
-      return fail("shard-state must be auto, all or none, got '" +
-                  shardState.getValue() + "'");
+    using ::dtfm::planner::MemoryOption;
+    std::optional<MemoryOption> again =
+        ::dtfm::planner::parseMemoryOption(recompute.getValue());
+    std::optional<MemoryOption> shard =
+        ::dtfm::planner::parseMemoryOption(shardState.getValue());
+    if (!again || !shard)
+      return fail(Twine(again ? "shard-state" : "recompute") + " must be " +
+                  ::dtfm::planner::kMemoryOptionChoices + ", got '" +
+                  (again ? shardState : recompute).getValue() + "'");
     std::string error;
     FailureOr<::dtfm::planner::Cluster> cluster = moduleCluster(module, error);
     if (failed(cluster))
@@ -69,11 +73,11 @@ struct FitMemory : public mlir::dtfm::impl::FitMemoryBase<FitMemory> {
     Builder b(module.getContext());
     // Sharded state first: the same bytes on the links, no extra work.
     bool changed = false;
-    if (shardState != "none") {
+    if (*shard != MemoryOption::Never) {
       std::set<std::string> groups; // devices of the groups to shard
       for (const ::dtfm::runtime::DeviceMemory &m : memory) {
         func::FuncOp func = programOf.lookup(m.device);
-        if (func && (shardState == "all" || !m.fits()))
+        if (func && (*shard == MemoryOption::Always || !m.fits()))
           for (GradSyncOp sync : shardableSyncs(func))
             for (Attribute device : sync.getGroup())
               groups.insert(cast<StringAttr>(device).getValue().str());
@@ -89,7 +93,7 @@ struct FitMemory : public mlir::dtfm::impl::FitMemoryBase<FitMemory> {
     if (changed && failed(predict(module, *cluster, memory)))
       return signalPassFailure();
     changed = false;
-    if (recompute != "none")
+    if (*again != MemoryOption::Never)
       for (const ::dtfm::runtime::DeviceMemory &m : memory) {
         func::FuncOp func = programOf.lookup(m.device);
         if (m.fits() || !func || recomputes(func))

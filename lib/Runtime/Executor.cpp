@@ -494,16 +494,8 @@ PhaseExecutor::PhaseExecutor(const StageProgram &program)
 
 ProgramExecutor::ProgramExecutor(const StageProgram &program)
     : PhaseExecutor(program), gradientInputs(runtime::gradientInputs(program)),
-      shards(shardedParameters(program)) {
-  for (const ProgramOp &op : program.ops)
-    if (op.kind == OpKind::Send)
-      for (int64_t id : op.operands) {
-        // Sent by one op every micro-batch: copied every micro-batch.
-        auto [it, added] = sentValues.emplace(id, op.attrs.oncePerIteration);
-        if (!added)
-          it->second = it->second && op.attrs.oncePerIteration;
-      }
-}
+      shards(shardedParameters(program)),
+      sentValues(runtime::sentValues(program)) {}
 
 const Tensor &ProgramExecutor::operand(int64_t id,
                                        const ValueTable &values) const {

@@ -129,16 +129,10 @@ bool dtfm::runtime::predictWorkerMemory(const proto::Plan &plan, int rank,
 
   // What lives for the whole run.
   std::map<std::string, double> parameterBytes;
-  std::map<int64_t, bool> sent; // sent value -> only once per iteration
+  std::map<int64_t, bool> sent = sentValues(program);
   for (const ProgramOp &op : program.ops) {
     if (op.kind == OpKind::Param) {
       parameterBytes[op.attrs.name] = bytesOf(op.results[0]);
-    } else if (op.kind == OpKind::Send) {
-      for (int64_t id : op.operands) {
-        auto [it, added] = sent.emplace(id, op.attrs.oncePerIteration);
-        if (!added)
-          it->second = it->second && op.attrs.oncePerIteration;
-      }
     } else if (op.kind == OpKind::Recv) {
       out.receiveBuffers +=
           (op.attrs.oncePerIteration ? 1 : microBatches) *
@@ -151,10 +145,9 @@ bool dtfm::runtime::predictWorkerMemory(const proto::Plan &plan, int rank,
     out.parameters += size;
   std::map<std::string, ElementRange> shards = shardedParameters(program);
   out.shardedState = !shards.empty();
-  std::map<int64_t, std::string> parameterOfValue;
-  for (const ProgramOp &op : program.ops)
-    if (op.kind == OpKind::Param)
-      parameterOfValue[op.results[0].id] = op.attrs.name;
+  std::map<const ProgramOp *, std::string> parameterOfUpdate;
+  for (const ParameterUpdate &u : parameterUpdates(program))
+    parameterOfUpdate[u.update] = u.param->attrs.name;
   for (int index : program.opsOf(OpPhase::Optimizer)) {
     const ProgramOp &op = program.ops[index];
     if (op.kind == OpKind::GradSync) {
@@ -167,8 +160,8 @@ bool dtfm::runtime::predictWorkerMemory(const proto::Plan &plan, int rank,
     } else if (op.operands.size() >= 2) {
       double size = bytes(op.operands[0]);
       // Sharded state: the moments of this member's shard alone.
-      auto name = parameterOfValue.find(op.operands[0]);
-      if (name != parameterOfValue.end()) {
+      auto name = parameterOfUpdate.find(&op);
+      if (name != parameterOfUpdate.end()) {
         auto shard = shards.find(name->second);
         if (shard != shards.end())
           size = kElementBytes * static_cast<double>(shard->second.size());

@@ -481,6 +481,19 @@ dtfm::runtime::shardedParameters(const StageProgram &program) {
   return shards;
 }
 
+std::map<int64_t, bool> dtfm::runtime::sentValues(const StageProgram &program) {
+  std::map<int64_t, bool> sent;
+  for (const ProgramOp &op : program.ops)
+    if (op.kind == OpKind::Send)
+      for (int64_t id : op.operands) {
+        // Sent by one op every micro-batch: copied every micro-batch.
+        auto [it, added] = sent.emplace(id, op.attrs.oncePerIteration);
+        if (!added)
+          it->second = it->second && op.attrs.oncePerIteration;
+      }
+  return sent;
+}
+
 void dtfm::runtime::buildSteps(StageProgram &program) {
   program.steps = {};
   for (int index : program.opsOf(OpPhase::Forward))

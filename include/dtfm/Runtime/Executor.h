@@ -397,9 +397,6 @@ private:
   void collect(int64_t id, int microBatch, const cpu::Tensor &value);
 
   std::map<int64_t, std::string> paramOfValue; // value id -> parameter
-  /// Operands of the program's dtfm.send ops: whether only once per
-  /// iteration.
-  std::map<int64_t, bool> sentValues;
   ValueTable gradSum; // optimizer inputs summed over micro-batches
   std::set<int64_t> collected; // ids summed for the current micro-batch
   int collectingMicroBatch = -1;
@@ -408,6 +405,8 @@ private:
   std::map<int64_t, const ProgramOp *> gradientInputs;
   /// Parameters under sharded optimizer state, with this member's shard.
   std::map<std::string, ElementRange> shards;
+  /// What the program sends (runtime::sentValues).
+  std::map<int64_t, bool> sentValues;
   int streamMicroBatches = 0; // armed by streamGradients for one iteration
   double streamScale = 1;
   GradientReadyFn ready;

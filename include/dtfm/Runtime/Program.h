@@ -244,6 +244,11 @@ std::vector<ParameterUpdate> parameterUpdates(const StageProgram &program);
 std::map<std::string, ElementRange>
 shardedParameters(const StageProgram &program);
 
+/// The values the program's dtfm.send ops send, each with whether it is
+/// sent only once per iteration (a tied weight: the runtime copies it into
+/// micro-batch 0's values only) rather than every micro-batch.
+std::map<int64_t, bool> sentValues(const StageProgram &program);
+
 /// Fills `steps` from `byPhase`, the ops' layers and `recompute`
 /// (decodeProgram does).
 void buildSteps(StageProgram &program);
