@@ -68,8 +68,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         halves[key.substr(6)] = runtime::shardOf(tensor.numel(), 1, 2);
       }
     format::TensorMap out;
-    runtime::assembleState(files, parameters, {}, out, error);
-    runtime::assembleState(files, parameters, halves, out, error);
+    runtime::assembleState(files, parameters, {}, {}, out, error);
+    runtime::assembleState(files, parameters, halves, {}, out, error);
   }
   return 0;
 }

@@ -106,12 +106,47 @@ bool dtfm::format::checkPlanShape(const proto::Plan &plan,
     stages = std::max<int64_t>(stages, p.stage() + 1);
     pipelines = std::max<int64_t>(pipelines, p.pipeline() + 1);
   }
+  // Tensor parallelism: each cell holds a group's programs, one per rank.
+  std::map<std::string, const proto::DeviceProgram *> programOf;
+  for (const proto::DeviceProgram &p : plan.programs())
+    programOf[p.device()] = &p;
   std::set<std::pair<int64_t, int64_t>> cells;
+  std::map<std::pair<int64_t, int64_t>, std::string> leaderOf;
   std::map<int64_t, int64_t> countOf; // pipeline -> micro-batches
   for (const proto::DeviceProgram &p : plan.programs()) {
-    if (!cells.insert({p.stage(), p.pipeline()}).second)
+    int64_t degree = std::max(1, p.tp_group_size());
+    std::string where = "device '" + p.device() + "': ";
+    if (p.tp_rank() < 0 || p.tp_rank() >= degree)
+      return fail(where + "tensor-parallel rank " +
+                  std::to_string(p.tp_rank()) + " outside [0, " +
+                  std::to_string(degree) + ")");
+    if (degree > 1 && p.tp_group(p.tp_rank()) != p.device())
+      return fail(where + "its tensor-parallel group names '" +
+                  p.tp_group(p.tp_rank()) + "' at its rank " +
+                  std::to_string(p.tp_rank()));
+    std::set<std::string> seen;
+    for (const std::string &member : p.tp_group()) {
+      if (!seen.insert(member).second)
+        return fail(where + "its tensor-parallel group names '" + member +
+                    "' twice");
+      auto it = programOf.find(member);
+      if (it == programOf.end())
+        return fail(where + "its tensor-parallel group names '" + member +
+                    "', which has no program");
+      const proto::DeviceProgram &other = *it->second;
+      if (other.stage() != p.stage() || other.pipeline() != p.pipeline() ||
+          !std::equal(other.tp_group().begin(), other.tp_group().end(),
+                      p.tp_group().begin(), p.tp_group().end()))
+        return fail(where + "its tensor-parallel group member '" + member +
+                    "' is another stage or pipeline, or names another group");
+    }
+    std::string leader = degree > 1 ? p.tp_group(0) : p.device();
+    auto [cell, fresh] =
+        leaderOf.emplace(std::make_pair(p.stage(), p.pipeline()), leader);
+    if (!fresh && cell->second != leader)
       return fail("two programs for stage " + std::to_string(p.stage()) +
                   " of pipeline " + std::to_string(p.pipeline()));
+    cells.insert({p.stage(), p.pipeline()});
     int64_t count = programMicroBatches(plan, p);
     if (count < 1 || count > plan.micro_batches())
       return fail("device '" + p.device() + "': micro_batches " +

@@ -70,7 +70,7 @@ struct AssignDevices
     // The module's updates say which optimizer state the stages hold.
     options.training.stages.optimizerBytesPerElement =
         optimizerStateBytesPerElement(module, "adamw").value_or(8);
-    FailureOr<planner::Cluster> loaded = moduleCluster(module, error);
+    FailureOr<planner::Cluster> loaded = planningCluster(module, error);
     if (failed(loaded))
       return fail(error);
     planner::Cluster cluster = std::move(*loaded);

@@ -60,7 +60,7 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
     if (!planner::parseMemoryOptions(recompute, shardState, problem.training,
                                      error))
       return fail(error);
-    FailureOr<planner::Cluster> loaded = moduleCluster(module, error);
+    FailureOr<planner::Cluster> loaded = planningCluster(module, error);
     if (failed(loaded))
       return fail(error);
     planner::Cluster cluster = std::move(*loaded);

@@ -130,67 +130,110 @@ struct EmitStagePrograms
       stageOps[stage.getInt()].push_back(&op);
     }
 
+    // Tensor parallelism: the planning passes placed each group by its
+    // first member; every member gets the program, its transfers and
+    // gradient syncs going to the members of its own rank.
+    int64_t degree = tensorParallelDegree(module);
+    std::map<std::string, std::vector<std::string>> membersOf;
+    if (degree > 1) {
+      std::vector<std::vector<int>> groups;
+      if (!planner::tensorParallelGroups(cluster, static_cast<int>(degree),
+                                         groups, error))
+        return fail(error);
+      for (const std::vector<int> &group : groups)
+        for (int member : group)
+          membersOf[cluster.devices[group.front()].name].push_back(
+              cluster.devices[member].name);
+    }
+    auto memberOf = [&](const std::string &first, int64_t rank) {
+      auto it = membersOf.find(first);
+      return it == membersOf.end() ? first : it->second[rank];
+    };
+    for (int64_t s = 0; s < numStages; ++s)
+      for (const std::string &first : devices[s])
+        if (degree > 1 && !membersOf.count(first))
+          return fail("device '" + first + "' of stage " + Twine(s) +
+                      " does not lead a tensor-parallel group of " +
+                      Twine(degree));
+
     Builder b(module.getContext());
     OpBuilder top(module.getContext());
     top.setInsertionPoint(model);
     for (int64_t s = 0; s < numStages; ++s) {
       int64_t groupSize = devices[s].size();
-      for (int64_t i = 0; i < groupSize; ++i) {
-        const std::string &device = devices[s][i];
-        auto deviceAt = [&](int64_t stage) -> std::string {
-          if (stage < 0 || stage >= numStages)
-            return "";
-          const std::vector<std::string> &group = devices[stage];
-          return group[std::min<int64_t>(i, group.size() - 1)];
-        };
-        auto func = top.create<func::FuncOp>(model.getLoc(), symbolFor(device),
-                                             b.getFunctionType({}, {}));
-        OpBuilder body = OpBuilder::atBlockEnd(func.addEntryBlock());
-        IRMapping mapping;
-        SmallVector<Attribute> shards;
-        int64_t recvBytes = 0;
-        for (Operation *op : stageOps[s]) {
-          for (Value operand : op->getOperands())
-            if (!mapping.contains(operand)) {
-              op->emitOpError("uses a value of another stage; run "
-                              "--dtfm-insert-send-recv first");
-              return signalPassFailure();
+      for (int64_t i = 0; i < groupSize; ++i)
+        for (int64_t rank = 0; rank < degree; ++rank) {
+          const std::string device = memberOf(devices[s][i], rank);
+          auto deviceAt = [&](int64_t stage) -> std::string {
+            if (stage < 0 || stage >= numStages)
+              return "";
+            const std::vector<std::string> &group = devices[stage];
+            return memberOf(group[std::min<int64_t>(i, group.size() - 1)],
+                            rank);
+          };
+          auto func = top.create<func::FuncOp>(
+              model.getLoc(), symbolFor(device), b.getFunctionType({}, {}));
+          OpBuilder body = OpBuilder::atBlockEnd(func.addEntryBlock());
+          IRMapping mapping;
+          SmallVector<Attribute> shards;
+          int64_t recvBytes = 0;
+          for (Operation *op : stageOps[s]) {
+            for (Value operand : op->getOperands())
+              if (!mapping.contains(operand)) {
+                op->emitOpError("uses a value of another stage; run "
+                                "--dtfm-insert-send-recv first");
+                return signalPassFailure();
+              }
+            Operation *copy = body.clone(*op, mapping);
+            if (auto send = dyn_cast<SendOp>(copy))
+              copy->setAttr("peer_device",
+                            b.getStringAttr(deviceAt(send.getPeer())));
+            if (auto recv = dyn_cast<RecvOp>(copy)) {
+              copy->setAttr("peer_device",
+                            b.getStringAttr(deviceAt(recv.getPeer())));
+              recvBytes += recv.getBytes();
             }
-          Operation *copy = body.clone(*op, mapping);
-          if (auto send = dyn_cast<SendOp>(copy))
-            copy->setAttr("peer_device",
-                          b.getStringAttr(deviceAt(send.getPeer())));
-          if (auto recv = dyn_cast<RecvOp>(copy)) {
-            copy->setAttr("peer_device",
-                          b.getStringAttr(deviceAt(recv.getPeer())));
-            recvBytes += recv.getBytes();
+            if (auto sync = dyn_cast<GradSyncOp>(copy); sync && degree > 1) {
+              SmallVector<Attribute> members;
+              for (Attribute first : sync.getGroup())
+                members.push_back(b.getStringAttr(
+                    memberOf(cast<StringAttr>(first).str(), rank)));
+              sync.setGroupAttr(b.getArrayAttr(members));
+            }
+            if (auto param = dyn_cast<ParamOp>(copy)) {
+              ::dtfm::runtime::ElementRange shard = ::dtfm::runtime::shardOf(
+                  getNumElements(param.getType()), i, groupSize);
+              shards.push_back(ParamShardAttr::get(
+                  b.getContext(), param.getName(), shard.begin, shard.end,
+                  getTensorBytes(param.getType())));
+            }
           }
-          if (auto param = dyn_cast<ParamOp>(copy)) {
-            ::dtfm::runtime::ElementRange shard = ::dtfm::runtime::shardOf(
-                getNumElements(param.getType()), i, groupSize);
-            shards.push_back(ParamShardAttr::get(
-                b.getContext(), param.getName(), shard.begin, shard.end,
-                getTensorBytes(param.getType())));
+          body.create<func::ReturnOp>(model.getLoc());
+          func->setAttr(kDeviceAttrName, b.getStringAttr(device));
+          func->setAttr(kStageAttrName, b.getI64IntegerAttr(s));
+          func->setAttr(kPipelineAttrName, b.getI64IntegerAttr(i));
+          func->setAttr(
+              kPeersAttrName,
+              PeersAttr::get(b.getContext(), deviceAt(s - 1), deviceAt(s + 1)));
+          FailureOr<ArrayRef<StageStreamsAttr>> pipelineStreams =
+              streamsOf(countOf(i), error);
+          if (failed(pipelineStreams))
+            return fail(error);
+          func->setAttr(kStreamsAttrName, (*pipelineStreams)[s]);
+          func->setAttr(kMicroBatchesAttrName, b.getI64IntegerAttr(countOf(i)));
+          func->setAttr(kParamShardsAttrName, b.getArrayAttr(shards));
+          func->setAttr(kRecvBufferBytesAttrName,
+                        b.getI64IntegerAttr(recvBytes));
+          if (recompute)
+            func->setAttr(kRecomputeAttrName, b.getBoolAttr(true));
+          if (degree > 1) {
+            SmallVector<Attribute> members;
+            for (int64_t r = 0; r < degree; ++r)
+              members.push_back(b.getStringAttr(memberOf(devices[s][i], r)));
+            func->setAttr(kTpGroupAttrName, b.getArrayAttr(members));
+            func->setAttr(kTpRankAttrName, b.getI64IntegerAttr(rank));
           }
         }
-        body.create<func::ReturnOp>(model.getLoc());
-        func->setAttr(kDeviceAttrName, b.getStringAttr(device));
-        func->setAttr(kStageAttrName, b.getI64IntegerAttr(s));
-        func->setAttr(kPipelineAttrName, b.getI64IntegerAttr(i));
-        func->setAttr(kPeersAttrName,
-                      PeersAttr::get(b.getContext(), deviceAt(s - 1),
-                                     deviceAt(s + 1)));
-        FailureOr<ArrayRef<StageStreamsAttr>> pipelineStreams =
-            streamsOf(countOf(i), error);
-        if (failed(pipelineStreams))
-          return fail(error);
-        func->setAttr(kStreamsAttrName, (*pipelineStreams)[s]);
-        func->setAttr(kMicroBatchesAttrName, b.getI64IntegerAttr(countOf(i)));
-        func->setAttr(kParamShardsAttrName, b.getArrayAttr(shards));
-        func->setAttr(kRecvBufferBytesAttrName, b.getI64IntegerAttr(recvBytes));
-        if (recompute)
-          func->setAttr(kRecomputeAttrName, b.getBoolAttr(true));
-      }
     }
     if (auto name = model->getAttr(kModelAttrName))
       module->setAttr(kModelAttrName, name);

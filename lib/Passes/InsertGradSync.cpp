@@ -42,7 +42,7 @@ struct InsertGradSync
       return fail("unknown sync '" + sync.getValue() + "' (expected " +
                   planner::kGradientSyncChoices + ")");
     std::string error;
-    FailureOr<planner::Cluster> loaded = moduleCluster(module, error);
+    FailureOr<planner::Cluster> loaded = planningCluster(module, error);
     if (failed(loaded))
       return fail(error);
     planner::Cluster cluster = std::move(*loaded);

@@ -34,7 +34,7 @@ struct InsertSendRecv
       signalPassFailure();
     };
     std::string error;
-    FailureOr<planner::Cluster> loaded = moduleCluster(module, error);
+    FailureOr<planner::Cluster> loaded = planningCluster(module, error);
     if (failed(loaded))
       return fail(error);
     planner::Cluster cluster = std::move(*loaded);

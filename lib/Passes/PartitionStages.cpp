@@ -66,7 +66,7 @@ struct PartitionStages
     options.shardState = *shard;
 
     std::string error;
-    FailureOr<planner::Cluster> loaded = moduleCluster(module, error);
+    FailureOr<planner::Cluster> loaded = planningCluster(module, error);
     if (failed(loaded))
       return fail(error);
     planner::Cluster cluster = std::move(*loaded);

@@ -33,6 +33,11 @@ struct PlanOptions : public PassPipelineOptions<PlanOptions> {
                  llvm::cl::init(0)};
   Option<int> pp{*this, "pp", llvm::cl::desc("D_PP (0: search)"),
                  llvm::cl::init(0)};
+  Option<int64_t> tensorParallel{
+      *this, "tp",
+      llvm::cl::desc("Tensor-parallel degree: devices of one node per group "
+                     "(--dtfm-tensor-parallel; 1: none)"),
+      llvm::cl::init(1)};
   Option<int> microBatches{*this, "micro-batches",
                            llvm::cl::desc("Micro-batches per iteration"),
                            llvm::cl::init(1)};
@@ -260,6 +265,9 @@ void buildPlanTail(OpPassManager &pm, const PlanTail &options,
 void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
   if (!options.cluster.empty())
     pm.addPass(createImportCluster(ImportClusterOptions{options.cluster}));
+  if (options.tensorParallel != 1)
+    pm.addPass(
+        createTensorParallel(TensorParallelOptions{options.tensorParallel}));
   pm.addPass(createAnnotateCosts());
   if (options.globalBatch != 0) {
     // The shape first: it may change the micro-batch size, hence the costs.

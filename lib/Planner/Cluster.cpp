@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 using namespace dtfm::planner;
@@ -199,6 +200,7 @@ bool dtfm::planner::loadScenarioMatrices(const std::string &dir,
   }
   result.delayMs.symmetrize();
   result.bandwidthGbps.symmetrize();
+  inferNodes(result, kDefaultNodeBandwidthGbps);
   cluster = std::move(result);
   return true;
 }
@@ -219,6 +221,7 @@ uint64_t dtfm::planner::clusterFingerprint(const Cluster &cluster) {
     number(d.peakFlops);
     number(d.efficiency);
     number(d.memoryBytes);
+    mix(d.node);
   }
   for (size_t i = 0; i < cluster.size(); ++i)
     for (size_t j = 0; j < cluster.size(); ++j)
@@ -227,6 +230,103 @@ uint64_t dtfm::planner::clusterFingerprint(const Cluster &cluster) {
         number(cluster.bandwidthGbps(i, j));
       }
   return hash;
+}
+
+void dtfm::planner::inferNodes(Cluster &cluster, double minBandwidthGbps) {
+  size_t n = cluster.size();
+  std::vector<int> nodeOf(n, -1);
+  int nodes = 0;
+  for (size_t first = 0; first < n; ++first) {
+    if (nodeOf[first] >= 0)
+      continue;
+    std::vector<size_t> todo{first};
+    nodeOf[first] = nodes;
+    while (!todo.empty()) {
+      size_t a = todo.back();
+      todo.pop_back();
+      for (size_t b = 0; b < n; ++b)
+        if (b != a && nodeOf[b] < 0 &&
+            cluster.bandwidthGbps(a, b) >= minBandwidthGbps) {
+          nodeOf[b] = nodes;
+          todo.push_back(b);
+        }
+    }
+    ++nodes;
+  }
+  for (size_t i = 0; i < n; ++i)
+    cluster.devices[i].node = "node" + std::to_string(nodeOf[i]);
+}
+
+bool dtfm::planner::tensorParallelGroups(const Cluster &cluster, int degree,
+                                         std::vector<std::vector<int>> &groups,
+                                         std::string &error) {
+  groups.clear();
+  if (degree < 1) {
+    error = "tensor-parallel degree must be at least 1, got " +
+            std::to_string(degree);
+    return false;
+  }
+  std::vector<std::string> order; // nodes by first device
+  std::map<std::string, std::vector<int>> members;
+  for (size_t i = 0; i < cluster.size(); ++i) {
+    // A device without a node (a cluster built in code) is one of its own.
+    std::string node = cluster.devices[i].node.empty()
+                           ? "\x01" + cluster.devices[i].name
+                           : cluster.devices[i].node;
+    if (!members.count(node))
+      order.push_back(node);
+    members[node].push_back(static_cast<int>(i));
+  }
+  size_t largest = 0;
+  for (const std::string &node : order) {
+    const std::vector<int> &devices = members[node];
+    largest = std::max(largest, devices.size());
+    for (size_t k = 0; k + degree <= devices.size(); k += degree)
+      groups.emplace_back(devices.begin() + k, devices.begin() + k + degree);
+  }
+  if (groups.empty()) {
+    error = "tensor parallelism stays inside a node, and no node of cluster '" +
+            cluster.name + "' has " + std::to_string(degree) +
+            " devices (the largest has " + std::to_string(largest) + ")";
+    return false;
+  }
+  return true;
+}
+
+Cluster
+dtfm::planner::groupCluster(const Cluster &cluster,
+                            const std::vector<std::vector<int>> &groups) {
+  Cluster grouped;
+  grouped.name = cluster.name;
+  size_t n = groups.size();
+  grouped.delayMs = SquareMatrix(n);
+  grouped.bandwidthGbps = SquareMatrix(n);
+  for (size_t a = 0; a < n; ++a) {
+    Device device = cluster.devices[groups[a].front()];
+    for (int member : groups[a]) {
+      const Device &d = cluster.devices[member];
+      if (d.speed() < device.speed()) {
+        device.peakFlops = d.peakFlops;
+        device.efficiency = d.efficiency;
+      }
+      device.memoryBytes = std::min(device.memoryBytes, d.memoryBytes);
+    }
+    grouped.devices.push_back(device);
+    for (size_t b = 0; b < n; ++b) {
+      if (a == b)
+        continue;
+      double delay = 0, bandwidth = 0;
+      for (size_t r = 0; r < groups[a].size(); ++r) {
+        int from = groups[a][r], to = groups[b][r % groups[b].size()];
+        delay = std::max(delay, cluster.delayMs(from, to));
+        double link = cluster.bandwidthGbps(from, to);
+        bandwidth = r == 0 ? link : std::min(bandwidth, link);
+      }
+      grouped.delayMs(a, b) = delay;
+      grouped.bandwidthGbps(a, b) = bandwidth;
+    }
+  }
+  return grouped;
 }
 
 Cluster dtfm::planner::subCluster(const Cluster &cluster,
@@ -261,6 +361,7 @@ void dtfm::planner::clusterToPlan(const Cluster &cluster, proto::Plan &plan) {
     device.set_peak_flops(d.peakFlops);
     device.set_efficiency(d.efficiency);
     device.set_memory_bytes(d.memoryBytes);
+    device.set_node(d.node);
   }
   for (size_t i = 0; i < cluster.size(); ++i)
     for (size_t j = 0; j < cluster.size(); ++j) {
@@ -283,7 +384,7 @@ bool dtfm::planner::clusterFromPlan(const proto::Plan &plan, Cluster &cluster,
   cluster.bandwidthGbps = SquareMatrix(n);
   for (const proto::PlanDevice &d : plan.devices())
     cluster.devices.push_back({d.name(), d.region(), d.peak_flops(),
-                               d.efficiency(), d.memory_bytes()});
+                               d.efficiency(), d.memory_bytes(), d.node()});
   for (size_t i = 0; i < n; ++i)
     for (size_t j = 0; j < n; ++j) {
       cluster.delayMs(i, j) = plan.delay_ms(i * n + j);

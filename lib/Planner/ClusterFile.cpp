@@ -11,6 +11,7 @@
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <set>
@@ -99,6 +100,7 @@ bool dtfm::planner::parseClusterText(const std::string &text,
       device.peakFlops = d.peak_flops();
       device.efficiency = d.has_efficiency() ? d.efficiency() : 1;
       device.memoryBytes = d.memory_bytes();
+      device.node = d.node();
       if (!names.insert(device.name).second)
         return fail("duplicate device name '" + device.name + "'");
       result.devices.push_back(device);
@@ -190,6 +192,20 @@ bool dtfm::planner::parseClusterText(const std::string &text,
   }
   if (!result.validate(error))
     return fail(error);
+  bool named = false;
+  for (const Device &d : result.devices)
+    named = named || !d.node.empty();
+  double nodeBandwidth = spec.has_node_bandwidth_gbps()
+                             ? spec.node_bandwidth_gbps()
+                             : kDefaultNodeBandwidthGbps;
+  if (!(nodeBandwidth > 0) || !std::isfinite(nodeBandwidth))
+    return fail("node_bandwidth_gbps must be finite and > 0, got " +
+                std::to_string(nodeBandwidth));
+  if (!named)
+    inferNodes(result, nodeBandwidth);
+  for (Device &d : result.devices)
+    if (d.node.empty())
+      d.node = d.name; // a node of its own
   cluster = std::move(result);
   return true;
 }

@@ -239,11 +239,105 @@ dtfm::runtime::decodeShard(const format::Tensor &tensor) {
                       static_cast<int64_t>(parts[1])};
 }
 
+Tensor dtfm::runtime::encodeSlice(const TensorParallelSlice &slice) {
+  Tensor t({3});
+  t.data = {static_cast<float>(slice.dim), static_cast<float>(slice.rank),
+            static_cast<float>(slice.degree)};
+  return t;
+}
+
+std::optional<TensorParallelSlice>
+dtfm::runtime::decodeSlice(const format::Tensor &tensor) {
+  if (tensor.numel() != 3)
+    return std::nullopt;
+  for (float part : tensor.data)
+    if (!(part >= 0 && part < 65536) || part != std::floor(part))
+      return std::nullopt;
+  TensorParallelSlice slice{static_cast<int64_t>(tensor.data[0]),
+                            static_cast<int64_t>(tensor.data[1]),
+                            static_cast<int64_t>(tensor.data[2])};
+  if (slice.degree < 1 || slice.rank >= slice.degree)
+    return std::nullopt;
+  return slice;
+}
+
+namespace dtfm::runtime {
+namespace {
+/// A parameter and its optimizer moments, as one tensor-parallel slice (or
+/// the whole tensor) of it.
+struct SliceState {
+  Tensor param;
+  std::map<std::string, Tensor> moments; // "opt.m/" ... -> shaped as param
+};
+
+/// The state of `name` from the files that hold the same slice of it (all
+/// of them the whole tensor, or all slice k): the parameter from any, each
+/// moment put together from the files' pieces ("shard/<name>" ranges).
+bool assembleSlice(const std::vector<const format::TensorMap *> &files,
+                   const std::string &name, const std::vector<int64_t> &shape,
+                   SliceState &out, std::string &error) {
+  int64_t elements = 1;
+  for (int64_t d : shape)
+    elements *= std::max<int64_t>(0, d);
+  const Tensor &param = files.front()->at("param/" + name);
+  if (param.shape != shape) {
+    error = "parameter '" + name + "' has another shape in the " +
+            "checkpoint: a checkpoint of another model";
+    return false;
+  }
+  out.param = param;
+  for (const char *kind : {"opt.m/", "opt.v/", "opt.velocity/"}) {
+    std::string key = kind + name;
+    // The whole moment from its pieces, marking what they cover.
+    Tensor whole(shape);
+    std::vector<bool> covered(static_cast<size_t>(elements), false);
+    bool any = false;
+    for (const format::TensorMap *file : files) {
+      auto piece = file->find(key);
+      if (piece == file->end())
+        continue;
+      ElementRange range{0, elements};
+      auto recorded = file->find("shard/" + name);
+      if (recorded != file->end()) {
+        std::optional<ElementRange> decoded = decodeShard(recorded->second);
+        if (!decoded || decoded->end > elements) {
+          error = "'shard/" + name + "' is not a range of its parameter";
+          return false;
+        }
+        range = *decoded;
+      }
+      if (piece->second.numel() != range.size()) {
+        error = "'" + key + "' does not have the size of its range";
+        return false;
+      }
+      std::copy(piece->second.data.begin(), piece->second.data.end(),
+                whole.data.begin() + range.begin);
+      std::fill(covered.begin() + range.begin, covered.begin() + range.end,
+                true);
+      any = true;
+    }
+    if (!any)
+      continue; // not trained yet, or another optimizer
+    auto hole = std::find(covered.begin(), covered.end(), false);
+    if (hole != covered.end()) {
+      error = "the checkpoint's files do not cover '" + key + "' (element " +
+              std::to_string(hole - covered.begin()) +
+              " is in none): a generation with a file missing";
+      return false;
+    }
+    out.moments[kind] = std::move(whole);
+  }
+  return true;
+}
+} // namespace
+} // namespace dtfm::runtime
+
 bool dtfm::runtime::assembleState(
     const std::vector<format::TensorMap> &files,
     const std::map<std::string, std::vector<int64_t>> &parameters,
-    const std::map<std::string, ElementRange> &shards, format::TensorMap &out,
-    std::string &error) {
+    const std::map<std::string, ElementRange> &shards,
+    const std::map<std::string, TensorParallelSlice> &slices,
+    format::TensorMap &out, std::string &error) {
   out.clear();
   for (const format::TensorMap &file : files)
     for (const auto &[key, tensor] : file)
@@ -255,76 +349,85 @@ bool dtfm::runtime::assembleState(
           return false;
         }
   for (const auto &[name, shape] : parameters) {
-    int64_t elements = 1;
-    for (int64_t d : shape)
-      elements *= std::max<int64_t>(0, d);
-    const Tensor *param = nullptr;
+    // The whole tensor's shape: the program's, times its slices.
+    std::vector<int64_t> wholeShape = shape;
+    auto mine = slices.find(name);
+    if (mine != slices.end())
+      wholeShape.at(mine->second.dim) *= mine->second.degree;
+    // The files by the slice they hold: all whole (one entry), or slice
+    // k of one degree along one dimension.
+    std::optional<TensorParallelSlice> layout;
+    std::map<int64_t, std::vector<const format::TensorMap *>> byRank;
     for (const format::TensorMap &file : files) {
-      auto it = file.find("param/" + name);
-      if (it == file.end())
+      if (!file.count("param/" + name))
         continue;
-      if (it->second.shape != shape) {
-        error = "parameter '" + name + "' has another shape in the " +
-                "checkpoint: a checkpoint of another model";
+      TensorParallelSlice slice{0, 0, 1};
+      if (auto recorded = file.find("tp/" + name); recorded != file.end()) {
+        std::optional<TensorParallelSlice> decoded =
+            decodeSlice(recorded->second);
+        if (!decoded || decoded->dim >= static_cast<int64_t>(shape.size()) ||
+            wholeShape[decoded->dim] % decoded->degree != 0) {
+          error = "'tp/" + name + "' is not a slice of its parameter";
+          return false;
+        }
+        slice = *decoded;
+      }
+      if (layout &&
+          (layout->dim != slice.dim || layout->degree != slice.degree)) {
+        error =
+            "the checkpoint's files slice parameter '" + name + "' in two ways";
         return false;
       }
-      param = &it->second;
-      break;
+      layout = slice;
+      byRank[slice.rank].push_back(&file);
     }
-    if (!param) {
+    if (!layout) {
       error = "no file of the checkpoint holds parameter '" + name + "'";
       return false;
     }
-    out["param/" + name] = *param;
-    auto shard = shards.find(name);
-    for (const char *kind : {"opt.m/", "opt.v/", "opt.velocity/"}) {
-      std::string key = kind + name;
-      // The whole moment from its pieces, marking what they cover.
-      Tensor whole({elements});
-      std::vector<bool> covered(static_cast<size_t>(elements), false);
-      bool any = false;
-      for (const format::TensorMap &file : files) {
-        auto piece = file.find(key);
-        if (piece == file.end())
-          continue;
-        ElementRange range{0, elements};
-        auto recorded = file.find("shard/" + name);
-        if (recorded != file.end()) {
-          std::optional<ElementRange> decoded = decodeShard(recorded->second);
-          if (!decoded || decoded->end > elements) {
-            error = "'shard/" + name + "' is not a range of its parameter";
-            return false;
-          }
-          range = *decoded;
-        }
-        if (piece->second.numel() != range.size()) {
-          error = "'" + key + "' does not have the size of its range";
-          return false;
-        }
-        std::copy(piece->second.data.begin(), piece->second.data.end(),
-                  whole.data.begin() + range.begin);
-        std::fill(covered.begin() + range.begin, covered.begin() + range.end,
-                  true);
-        any = true;
-      }
-      if (!any)
-        continue; // not trained yet, or another optimizer
-      auto hole = std::find(covered.begin(), covered.end(), false);
-      if (hole != covered.end()) {
-        error = "the checkpoint's files do not cover '" + key +
-                "' (element " + std::to_string(hole - covered.begin()) +
-                " is in none): a generation with a file missing";
+    std::vector<int64_t> sliceShape = wholeShape;
+    sliceShape[layout->dim] /= layout->degree;
+    std::vector<SliceState> parts(layout->degree);
+    for (int64_t rank = 0; rank < layout->degree; ++rank) {
+      auto held = byRank.find(rank);
+      if (held == byRank.end()) {
+        error = "no file of the checkpoint holds tensor-parallel slice " +
+                std::to_string(rank) + " of parameter '" + name +
+                "': a generation with a file missing";
         return false;
       }
-      if (shard == shards.end()) {
-        whole.shape = shape;
-        out[key] = std::move(whole);
-      } else {
-        Tensor mine({shard->second.size()});
-        std::copy(whole.data.begin() + shard->second.begin,
-                  whole.data.begin() + shard->second.end, mine.data.begin());
-        out[key] = std::move(mine);
+      if (!assembleSlice(held->second, name, sliceShape, parts[rank], error))
+        return false;
+    }
+    // Whole, then this program's slice, then its optimizer shard.
+    auto cut = [&](auto pick) {
+      std::vector<Tensor> pieces;
+      for (SliceState &part : parts)
+        pieces.push_back(pick(part));
+      Tensor whole = layout->degree == 1 ? std::move(pieces.front())
+                                         : joinSlices(pieces, layout->dim);
+      return mine == slices.end()
+                 ? whole
+                 : sliceOf(whole, mine->second.dim, mine->second.rank,
+                           mine->second.degree);
+    };
+    out["param/" + name] = cut([](SliceState &p) { return p.param; });
+    auto shard = shards.find(name);
+    for (const auto &[kind, unused] : parts.front().moments) {
+      for (const SliceState &part : parts)
+        if (!part.moments.count(kind)) {
+          error =
+              "the checkpoint's files do not all hold '" + kind + name + "'";
+          return false;
+        }
+      Tensor moment = cut([&](SliceState &p) { return p.moments.at(kind); });
+      if (shard != shards.end()) {
+        Tensor piece({shard->second.size()});
+        std::copy(moment.data.begin() + shard->second.begin,
+                  moment.data.begin() + shard->second.end, piece.data.begin());
+        moment = std::move(piece);
       }
+      out[kind + name] = std::move(moment);
     }
     for (const format::TensorMap &file : files) {
       auto step = file.find("opt.step/" + name);

@@ -34,7 +34,8 @@ bool HostState::initialize(const StageProgram &program, uint64_t seed,
     if (op.kind != OpKind::Param)
       continue;
     const std::string &name = op.attrs.name;
-    Tensor t(op.results[0].shape);
+    // A tensor-parallel shard is the slice of the whole tensor's values.
+    Tensor t(wholeShape(op));
     double scale = op.attrs.scale;
     std::mt19937_64 rng(hashName(seed, name));
     switch (op.attrs.init) {
@@ -81,6 +82,9 @@ bool HostState::initialize(const StageProgram &program, uint64_t seed,
       error = "parameter '" + name + "' has an unknown initializer";
       return false;
     }
+    if (op.attrs.tpDim >= 0)
+      t = sliceOf(t, op.attrs.tpDim, tensorParallelRank(program),
+                  op.attrs.tpDegree);
     params[name] = std::move(t);
   }
   optimizer.clear();
@@ -101,11 +105,15 @@ bool HostState::load(const StageProgram &program, const std::string &path,
       error = path + ": no parameter '" + name + "'";
       return false;
     }
-    if (it->second.shape != op.results[0].shape) {
+    // Parameter files hold whole tensors; a shard takes its slice.
+    if (it->second.shape != wholeShape(op)) {
       error = path + ": parameter '" + name + "' has the wrong shape";
       return false;
     }
-    params[name] = it->second;
+    params[name] = op.attrs.tpDim < 0 ? it->second
+                                      : sliceOf(it->second, op.attrs.tpDim,
+                                                tensorParallelRank(program),
+                                                op.attrs.tpDegree);
   }
   optimizer.clear();
   return true;
@@ -151,6 +159,8 @@ bool HostState::restore(const StageProgram &program,
   }
   std::map<std::string, Moments> restoredOptimizer;
   std::map<std::string, ElementRange> shards = shardedParameters(program);
+  std::map<std::string, TensorParallelSlice> slices =
+      tensorParallelSlices(program);
   for (const auto &[key, t] : state) {
     size_t slash = key.find('/');
     std::string kind = key.substr(0, slash), name = key.substr(slash + 1);
@@ -165,6 +175,18 @@ bool HostState::restore(const StageProgram &program,
           range->begin != mine->second.begin ||
           range->end != mine->second.end) {
         error = "state entry '" + key + "' is not this device's shard";
+        return false;
+      }
+      continue;
+    }
+    if (kind == "tp") {
+      // Written beside a tensor-parallel slice: it must be this device's.
+      auto mine = slices.find(name);
+      std::optional<TensorParallelSlice> slice = decodeSlice(t);
+      if (mine == slices.end() || !slice || slice->dim != mine->second.dim ||
+          slice->rank != mine->second.rank ||
+          slice->degree != mine->second.degree) {
+        error = "state entry '" + key + "' is not this device's slice";
         return false;
       }
       continue;
@@ -375,6 +397,8 @@ std::map<std::string, Tensor> ProgramExecutor::state() const {
   std::map<std::string, Tensor> out = host.state();
   for (const auto &[name, range] : shards)
     out["shard/" + name] = encodeShard(range);
+  for (const auto &[name, slice] : tensorParallelSlices(program))
+    out["tp/" + name] = encodeSlice(slice);
   return out;
 }
 
@@ -418,7 +442,8 @@ bool ProgramExecutor::runOp(const ProgramOp &op, int microBatch,
       return false;
     }
     return kernels.forward(
-        cpu::ForwardCall{op, values, host, paramOfValue, loss}, error);
+               cpu::ForwardCall{op, values, host, paramOfValue, loss}, error) &&
+           sumOverTensorParallelGroup(op, values, error);
   }
   // The gradients of one forward op: its operands (and the gradient of its
   // result, last, unless it is the loss) in, one gradient per `wrt` out.
@@ -460,7 +485,23 @@ bool ProgramExecutor::runOp(const ProgramOp &op, int microBatch,
     g.shape = op.results[k].shape;
     values[op.results[k].id] = std::move(g);
   }
-  return true;
+  return sumOverTensorParallelGroup(op, values, error);
+}
+
+bool ProgramExecutor::sumOverTensorParallelGroup(const ProgramOp &op,
+                                                 ValueTable &values,
+                                                 std::string &error) {
+  // dtfm.tp_all_reduce sums its value in the forward, or with in_backward
+  // its gradient in the backward; its kernels copied the operand.
+  if (op.computes != OpKind::TpAllReduce ||
+      op.isBackward() != op.attrs.inBackward)
+    return true;
+  if (!tensorParallelSum) {
+    error = "no tensor-parallel group to sum over";
+    return false;
+  }
+  Tensor &sum = values.at(op.results[0].id);
+  return tensorParallelSum(sum.data.data(), sum.data.size(), error);
 }
 
 void ProgramExecutor::collect(int64_t id, int microBatch, const Tensor &value) {

@@ -256,6 +256,10 @@ std::string forwardRule(OpKind kind, const ProgramOp &op,
     if (!(e = with(2, 2, 1)).empty())
       return e;
     return shapes::topkDecompress(in[0], in[1], out[0]);
+  case OpKind::TpAllReduce:
+    if (!(e = with(1, 1, 1)).empty())
+      return e;
+    return shapes::tpAllReduce(in[0], a.degree, out[0]);
   case OpKind::Custom:
     return customRule(op, in, out);
   case OpKind::Backward:
@@ -363,8 +367,10 @@ bool dtfm::runtime::verifyPlan(const proto::Plan &plan,
   int stages = format::stageCount(plan);
   std::vector<planner::TransferEnd> ends;
   std::vector<std::pair<const proto::DeviceProgram *, int>> endOps;
-  // Per pipeline, per stage: the streams as the schedule spells them.
-  std::map<int64_t, std::vector<std::array<std::vector<std::string>, 3>>>
+  // Per pipeline (and tensor-parallel rank), per stage: the streams as the
+  // schedule spells them.
+  std::map<std::pair<int64_t, int64_t>,
+           std::vector<std::array<std::vector<std::string>, 3>>>
       pipelines;
   for (const proto::DeviceProgram &p : plan.programs()) {
     std::string device = "device '" + p.device() + "': ";
@@ -448,7 +454,9 @@ bool dtfm::runtime::verifyPlan(const proto::Plan &plan,
                       format::slotName(static_cast<format::Slot>(slot)) +
                       " stream never runs");
     }
-    auto &cells = pipelines[p.pipeline()];
+    // The members of a tensor-parallel group each run the pipeline with the
+    // members of their rank.
+    auto &cells = pipelines[{p.pipeline(), p.tp_rank()}];
     cells.resize(static_cast<size_t>(stages));
     for (int slot = 0; slot < 3; ++slot)
       for (const format::StreamEntry &entry : streams[slot])
@@ -462,12 +470,15 @@ bool dtfm::runtime::verifyPlan(const proto::Plan &plan,
                 std::to_string(index) + " " + program->ops(index).name() +
                 " " + problem.message);
   }
-  for (const auto &[pipeline, cells] : pipelines) {
+  for (const auto &[place, cells] : pipelines) {
     std::vector<planner::StageSchedule> schedule;
     std::string reason;
     if (!planner::parseSchedule(cells, schedule, reason) ||
         !planner::checkSchedule(schedule, reason))
-      return fail("pipeline " + std::to_string(pipeline) +
+      return fail("pipeline " + std::to_string(place.first) +
+                  (place.second ? " (tensor-parallel rank " +
+                                      std::to_string(place.second) + ")"
+                                : std::string()) +
                   ": the streams do not form a schedule that runs: " + reason);
   }
   return true;

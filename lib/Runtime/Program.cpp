@@ -219,6 +219,10 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
     // Out of range: refused when parameters are initialised.
     a.init = static_cast<ParamInit>(init);
     in.read("scale", a.scale);
+    int64_t shard[2] = {-1, 1};
+    in.readFixed("dtfm.tp_shard", shard);
+    a.tpDim = shard[0];
+    a.tpDegree = shard[1];
     break;
   }
   case OpKind::Input:
@@ -295,6 +299,10 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
   }
   case OpKind::TopkCompress:
     in.read("k", a.k);
+    break;
+  case OpKind::TpAllReduce:
+    in.read("degree", a.degree);
+    in.read("in_backward", a.inBackward);
     break;
   case OpKind::Custom:
     in.read("kind", a.custom.kind);
@@ -581,6 +589,67 @@ ValueLifetimes dtfm::runtime::valueLifetimes(const StageProgram &program) {
   return lifetimes;
 }
 
+std::vector<int64_t> dtfm::runtime::wholeShape(const ProgramOp &param) {
+  std::vector<int64_t> shape = param.results.at(0).shape;
+  if (param.attrs.tpDim >= 0)
+    shape[param.attrs.tpDim] *= param.attrs.tpDegree;
+  return shape;
+}
+
+/// The tensor as [outer, dim, inner] around `dim`.
+static void splitAround(const std::vector<int64_t> &shape, int64_t dim,
+                        int64_t &outer, int64_t &inner) {
+  outer = inner = 1;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d)
+    (d < dim ? outer : inner) *= d == dim ? 1 : shape[d];
+}
+
+cpu::Tensor dtfm::runtime::sliceOf(const cpu::Tensor &whole, int64_t dim,
+                                   int64_t rank, int64_t parts) {
+  std::vector<int64_t> shape = whole.shape;
+  int64_t width = shape[dim] / parts;
+  shape[dim] = width;
+  cpu::Tensor slice(shape);
+  int64_t outer, inner;
+  splitAround(shape, dim, outer, inner);
+  for (int64_t o = 0; o < outer; ++o)
+    std::copy_n(whole.data.begin() +
+                    (o * whole.shape[dim] + rank * width) * inner,
+                width * inner, slice.data.begin() + o * width * inner);
+  return slice;
+}
+
+cpu::Tensor dtfm::runtime::joinSlices(const std::vector<cpu::Tensor> &slices,
+                                      int64_t dim) {
+  std::vector<int64_t> shape = slices.at(0).shape;
+  int64_t width = shape[dim];
+  shape[dim] = width * static_cast<int64_t>(slices.size());
+  cpu::Tensor whole(shape);
+  int64_t outer, inner;
+  splitAround(shape, dim, outer, inner);
+  for (size_t r = 0; r < slices.size(); ++r)
+    for (int64_t o = 0; o < outer; ++o)
+      std::copy_n(slices[r].data.begin() + o * width * inner, width * inner,
+                  whole.data.begin() +
+                      (o * shape[dim] + static_cast<int64_t>(r) * width) *
+                          inner);
+  return whole;
+}
+
+int64_t dtfm::runtime::tensorParallelRank(const StageProgram &program) {
+  return program.source ? program.source->tp_rank() : 0;
+}
+
+std::map<std::string, TensorParallelSlice>
+dtfm::runtime::tensorParallelSlices(const StageProgram &program) {
+  std::map<std::string, TensorParallelSlice> slices;
+  for (const ProgramOp &op : program.ops)
+    if (op.kind == OpKind::Param && op.attrs.tpDim >= 0)
+      slices[op.attrs.name] = {op.attrs.tpDim, tensorParallelRank(program),
+                               op.attrs.tpDegree};
+  return slices;
+}
+
 bool dtfm::runtime::decodeProgram(const pb::DeviceProgram &program,
                                   StageProgram &out, std::string &error) {
   out = StageProgram();
@@ -640,6 +709,22 @@ bool dtfm::runtime::decodeProgram(const pb::DeviceProgram &program,
     if (!attrs.ok())
       return fail(attrs.failure());
     attrs.read("dtfm.layer", op.layer);
+    if (op.kind == OpKind::Param && op.attrs.tpDim >= 0) {
+      // A shard: of the program's group, along a dimension it has.
+      int64_t rank = static_cast<int64_t>(op.results.at(0).shape.size());
+      if (op.attrs.tpDim >= rank ||
+          op.attrs.tpDegree != std::max(1, program.tp_group_size()))
+        return fail("dtfm.tp_shard [" + std::to_string(op.attrs.tpDim) + ", " +
+                    std::to_string(op.attrs.tpDegree) +
+                    "] is not a dimension of the parameter and the size of "
+                    "the program's tensor-parallel group (" +
+                    std::to_string(program.tp_group_size()) + ")");
+    }
+    if (op.computes == OpKind::TpAllReduce &&
+        op.attrs.degree != program.tp_group_size())
+      return fail("sums over a group of " + std::to_string(op.attrs.degree) +
+                  " but the program's tensor-parallel group has " +
+                  std::to_string(program.tp_group_size()) + " members");
     out.byPhase[static_cast<int>(op.phase)].push_back(i);
     out.ops.push_back(std::move(op));
   }

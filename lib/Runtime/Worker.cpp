@@ -64,7 +64,9 @@ bool Worker::prepare(std::string &error) {
     const proto::DeviceProgram &p = plan.programs(r);
     rankOf[p.device()] = r;
     names.push_back(p.device());
-    if (p.stage() == lastStage)
+    // A tensor-parallel group computes its loss on every member: its first
+    // reports it.
+    if (p.stage() == lastStage && p.tp_rank() == 0)
       lastStageRanks.push_back(r);
   }
   {
@@ -253,14 +255,33 @@ bool Worker::connect(std::string &error) {
     }
     break;
   }
+  // The tensor-parallel group (checked when the plan was read: devices of
+  // the plan, the same list on every member), summed over on the compute
+  // thread at each dtfm.tp_all_reduce.
+  int tensorParallelGroup = -1;
+  if (program.tp_group_size() > 1) {
+    std::vector<int> group;
+    for (const std::string &device : program.tp_group())
+      group.push_back(rankOf.at(device));
+    tensorParallelGroup = static_cast<int>(t.groups.size());
+    t.groups.push_back(group);
+  }
   linkShapes = t.links;
   transport = Transport::connect(t, error);
   if (!transport)
     return false;
+  if (tensorParallelGroup >= 0)
+    executor->setTensorParallelSum(
+        [this, tensorParallelGroup](float *data, size_t count, std::string &e) {
+          if (transport->allreduceSum(tensorParallelGroup, data, count, e))
+            return true;
+          e = "tensor-parallel sum: " + e;
+          return false;
+        });
   // Device collectives for the gradients, unless links are shaped (then the
   // gradients pay the cluster's links through the transport's ring).
-  if (!t.groups.empty() && !options.shapeLinks) {
-    const std::vector<int> &group = t.groups[0];
+  if (groupIndex >= 0 && !options.shapeLinks) {
+    const std::vector<int> &group = t.groups[groupIndex];
     int position = static_cast<int>(
         std::find(group.begin(), group.end(), options.rank) - group.begin());
     std::string key = "group";
@@ -508,7 +529,8 @@ bool Worker::resumeFromOtherPlan(int64_t &step, std::string &error) {
         return false;
       }
     }
-    if (!assembleState(files, parameters, shards, state, problem)) {
+    if (!assembleState(files, parameters, shards, tensorParallelSlices(typed),
+                       state, problem)) {
       problem = "step " + std::to_string(candidate) + ": " + problem;
       return false;
     }
@@ -538,10 +560,30 @@ bool Worker::resumeFromOtherPlan(int64_t &step, std::string &error) {
 }
 
 bool Worker::finish(std::string &error) {
-  // Parameters: pipeline 0 holds one copy of each; rank 0 writes them all.
+  // Parameters: pipeline 0 holds one copy of each (a tensor-parallel
+  // group's members a slice each); rank 0 writes them all, whole.
   if (!options.savePath.empty()) {
-    std::map<std::string, cpu::Tensor> all = executor->parameters();
+    std::map<std::string, cpu::Tensor> all;
+    std::map<std::string, std::pair<int64_t, std::vector<cpu::Tensor>>> sliced;
+    auto add = [&](const StageProgram &from,
+                   std::map<std::string, cpu::Tensor> part) {
+      for (const ProgramOp &op : from.ops) {
+        auto it = part.find(op.attrs.name);
+        if (op.kind != OpKind::Param || it == part.end() ||
+            it->second.shape != op.results[0].shape)
+          continue; // not this program's: left out, as before
+        if (op.attrs.tpDim < 0) {
+          all.emplace(it->first, std::move(it->second));
+          continue;
+        }
+        auto &[dim, slices] = sliced[op.attrs.name];
+        dim = op.attrs.tpDim;
+        slices.resize(op.attrs.tpDegree);
+        slices.at(tensorParallelRank(from)) = std::move(it->second);
+      }
+    };
     if (options.rank == 0) {
+      add(typed, executor->parameters());
       for (int r = 1; r < size; ++r) {
         if (plan.programs(r).pipeline() != program.pipeline())
           continue;
@@ -550,18 +592,31 @@ bool Worker::finish(std::string &error) {
         if (!recvBlob(*transport, r, kParams, 0, blob, error))
           return false;
         std::string why;
-        if (!format::decodeTensors(blob, transport->describe(r), part, why)) {
+        StageProgram from;
+        if (!format::decodeTensors(blob, transport->describe(r), part, why) ||
+            !decodeProgram(plan.programs(r), from, why)) {
           error = "corrupt parameters from " + transport->describe(r) + " (" +
                   why + ")";
           return false;
         }
-        all.insert(part.begin(), part.end());
+        add(from, std::move(part));
+      }
+      for (auto &[name, entry] : sliced) {
+        auto &[dim, slices] = entry;
+        for (const cpu::Tensor &slice : slices)
+          if (slice.shape != slices.front().shape) {
+            error = "parameter '" + name +
+                    "': a tensor-parallel slice is "
+                    "missing or of another shape";
+            return false;
+          }
+        all[name] = joinSlices(slices, dim);
       }
       if (!format::writeTensorFile(options.savePath, all, error))
         return false;
     } else if (program.pipeline() == plan.programs(0).pipeline()) {
-      if (!sendBlob(*transport, 0, kParams, 0, format::encodeTensors(all),
-                    error))
+      if (!sendBlob(*transport, 0, kParams, 0,
+                    format::encodeTensors(executor->parameters()), error))
         return false;
     }
   }

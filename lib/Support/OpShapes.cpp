@@ -314,6 +314,14 @@ std::string dtfm::shapes::sameType(const TensorType &input,
   return resultIs(result, input.shape, input.element);
 }
 
+std::string dtfm::shapes::tpAllReduce(const TensorType &input, int64_t degree,
+                                      const TensorType &result) {
+  if (degree < 2)
+    return "expected a tensor-parallel degree of at least 2, found " +
+           std::to_string(degree);
+  return sameType(input, result);
+}
+
 std::string dtfm::shapes::softmax(const TensorType &input, int64_t axis,
                                   const TensorType &result) {
   int64_t rank = input.rank();

@@ -10,7 +10,7 @@
 // COM: link matrices row-major (chain-3: a-b fast, b-c and a-c slow).
 // CHECK-LABEL: module attributes
 // CHECK-SAME: dtfm.cluster = #dtfm.cluster<name = "chain-3", source = "{{.*}}chain-3.textproto",
-// CHECK-SAME: devices = [<name = "a", region = "A", peak_flops = 1.0e+12, efficiency = 1.0, memory_bytes = 1.0e+09>, <name = "b", region = "B", peak_flops = 1.0e+12, efficiency = 1.0, memory_bytes = 1.0e+09>, <name = "c", region = "C", peak_flops = 1.0e+12, efficiency = 1.0, memory_bytes = 1.0e+09>],
+// CHECK-SAME: devices = [<name = "a", region = "A", peak_flops = 1.0e+12, efficiency = 1.0, memory_bytes = 1.0e+09, node = "node0">, <name = "b", region = "B", peak_flops = 1.0e+12, efficiency = 1.0, memory_bytes = 1.0e+09, node = "node1">, <name = "c", region = "C", peak_flops = 1.0e+12, efficiency = 1.0, memory_bytes = 1.0e+09, node = "node2">],
 // CHECK-SAME: delay_ms = [0.0, 0.1, 0.1, 0.1, 0.0, 0.1, 0.1, 0.1, 0.0],
 // CHECK-SAME: bandwidth_gbps = [0.0, 10.0, 0.1, 10.0, 0.0, 0.1, 0.1, 0.1, 0.0]>
 
@@ -27,6 +27,6 @@ module {
 // COM: A module that already has a cluster (and other attributes): the
 // COM: imported cluster replaces it; the other attributes stay.
 // REPLACE: // -----
-// REPLACE: module attributes {dtfm.cluster = #dtfm.cluster<name = "two", source = "{{.*}}two.textproto", devices = [<name = "a", region = "A", peak_flops = 1.0e+12, efficiency = 1.0, memory_bytes = 1.0e+09>, <name = "b", region = "B", peak_flops = 1.0e+12, efficiency = 1.0, memory_bytes = 1.0e+09>], delay_ms = [0.0, 1.0, 1.0, 0.0], bandwidth_gbps = [0.0, 10.0, 10.0, 0.0]>, dtfm.model = "m"}
+// REPLACE: module attributes {dtfm.cluster = #dtfm.cluster<name = "two", source = "{{.*}}two.textproto", devices = [<name = "a", region = "A", peak_flops = 1.0e+12, efficiency = 1.0, memory_bytes = 1.0e+09, node = "node0">, <name = "b", region = "B", peak_flops = 1.0e+12, efficiency = 1.0, memory_bytes = 1.0e+09, node = "node1">], delay_ms = [0.0, 1.0, 1.0, 0.0], bandwidth_gbps = [0.0, 10.0, 10.0, 0.0]>, dtfm.model = "m"}
 module attributes {dtfm.model = "m", dtfm.cluster = #dtfm.cluster<name = "old", source = "old.textproto", devices = [<name = "z", region = "Z", peak_flops = 1.0, efficiency = 1.0, memory_bytes = 1.0>], delay_ms = [0.0], bandwidth_gbps = [0.0]>} {
 }

@@ -138,11 +138,15 @@ namespace {
 
 TEST(CudaSupportTest, EveryKindWithACpuKernelButCustomHasACudaKernel) {
   // Decoding and the tables need no GPU: a program of one op per kind, and
-  // its backward where the CPU has one.
+  // its backward where the CPU has one. dtfm.tp_all_reduce is the other
+  // exception: its sum needs a communicator per tensor-parallel group,
+  // which the CUDA executor does not have yet (the support check refuses
+  // it in one line).
   for (size_t i = 0; i < runtime::kNumOpKinds; ++i) {
     auto kind = static_cast<runtime::OpKind>(i);
     const runtime::cpu::KernelEntry &cpu = runtime::cpu::kernelTable()[i];
-    if (!cpu.forward || kind == runtime::OpKind::Custom)
+    if (!cpu.forward || kind == runtime::OpKind::Custom ||
+        kind == runtime::OpKind::TpAllReduce)
       continue;
     proto::DeviceProgram program;
     int64_t x = add(program, "dtfm.input", {}, {2, 3});

@@ -168,3 +168,76 @@ TEST(ClusterFile, MatrixEntriesAreCheckedBeforeAveraging) {
 }
 
 } // namespace
+
+namespace {
+Cluster parsed(const std::string &text) {
+  Cluster cluster;
+  std::string error;
+  EXPECT_TRUE(parseClusterText(text, "c.textproto", cluster, error)) << error;
+  return cluster;
+}
+} // namespace
+
+TEST(ClusterFile, NodesAreNamedOrInferredFromFastLinks) {
+  // Named: every device of an entry in its node; an unnamed device is a
+  // node of its own.
+  Cluster named =
+      parsed("devices { name: \"a\" region: \"r\" count: 2 node: \"vm0\" }\n"
+             "devices { name: \"b\" region: \"r\" }\n"
+             "intra_region { delay_ms: 0.1 bandwidth_gbps: 400 }");
+  EXPECT_EQ(named.devices[0].node, "vm0");
+  EXPECT_EQ(named.devices[1].node, "vm0");
+  EXPECT_EQ(named.devices[2].node, "b");
+  // Inferred: links of at least node_bandwidth_gbps (100 unless given)
+  // join devices, also through each other.
+  Cluster inferred =
+      parsed("devices { name: \"g\" region: \"x\" count: 3 }\n"
+             "devices { name: \"h\" region: \"y\" }\n"
+             "intra_region { delay_ms: 0.1 bandwidth_gbps: 100 }\n"
+             "inter_region_default { delay_ms: 1 bandwidth_gbps: 99 }");
+  EXPECT_EQ(inferred.devices[0].node, "node0");
+  EXPECT_EQ(inferred.devices[2].node, "node0");
+  EXPECT_EQ(inferred.devices[3].node, "node1");
+  Cluster slower = parsed("devices { name: \"g\" region: \"x\" count: 2 }\n"
+                          "intra_region { delay_ms: 0.1 bandwidth_gbps: 100 }\n"
+                          "node_bandwidth_gbps: 200");
+  EXPECT_NE(slower.devices[0].node, slower.devices[1].node);
+  EXPECT_EQ(parseError("devices { name: \"a\" }\nnode_bandwidth_gbps: -1"),
+            "c.textproto: node_bandwidth_gbps must be finite and > 0, got "
+            "-1.000000");
+}
+
+TEST(ClusterFile, TensorParallelGroupsStayInsideNodes) {
+  Cluster cluster =
+      parsed("devices { name: \"a\" region: \"r\" count: 4 node: \"n0\" }\n"
+             "devices { name: \"b\" region: \"r\" count: 3 node: \"n1\" "
+             "peak_flops: 1e12 memory_bytes: 4e9 }\n"
+             "devices { name: \"c\" region: \"r\" peak_flops: 1e12 }\n"
+             "intra_region { delay_ms: 0.1 bandwidth_gbps: 400 }");
+  for (Device &d : cluster.devices)
+    if (d.peakFlops == 0) {
+      d.peakFlops = 2e12;
+      d.memoryBytes = 8e9;
+    }
+  cluster.bandwidthGbps(indexOf(cluster, "a3"), indexOf(cluster, "b1")) = 7;
+  cluster.bandwidthGbps(indexOf(cluster, "b1"), indexOf(cluster, "a3")) = 7;
+  std::vector<std::vector<int>> groups;
+  std::string error;
+  ASSERT_TRUE(tensorParallelGroups(cluster, 2, groups, error)) << error;
+  // n0 gives two groups, n1 one (b2 is left over), c none.
+  ASSERT_EQ(groups.size(), 3u);
+  EXPECT_EQ(groups[0], (std::vector<int>{0, 1}));
+  EXPECT_EQ(groups[1], (std::vector<int>{2, 3}));
+  EXPECT_EQ(groups[2], (std::vector<int>{4, 5}));
+  Cluster grouped = groupCluster(cluster, groups);
+  ASSERT_EQ(grouped.size(), 3u);
+  EXPECT_EQ(grouped.devices[2].name, "b0");
+  EXPECT_EQ(grouped.devices[2].speed(), 1e12); // the slowest member
+  EXPECT_EQ(grouped.devices[2].memoryBytes, 4e9);
+  // Rank 1 of group 1 (a3) to rank 1 of group 2 (b1) is the slow pair.
+  EXPECT_EQ(grouped.bandwidthGbps(1, 2), 7);
+  EXPECT_EQ(grouped.bandwidthGbps(0, 2), 400);
+  EXPECT_FALSE(tensorParallelGroups(cluster, 8, groups, error));
+  EXPECT_EQ(error, "tensor parallelism stays inside a node, and no node of "
+                   "cluster '' has 8 devices (the largest has 4)");
+}

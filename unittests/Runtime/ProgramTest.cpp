@@ -391,3 +391,27 @@ TEST(Program, ShardsTileTheTensor) {
   // Outside the group: the whole tensor.
   EXPECT_EQ(shardOf(10, 4, 4).size(), 10);
 }
+
+TEST(Program, TensorParallelSlicesJoinBackIntoTheWholeTensor) {
+  // A [2, 3, 4] tensor of 0..23, cut into 2 slices along each dimension
+  // that 2 divides: slice r holds exactly the elements whose index along
+  // the dimension is in [r * n / 2, (r + 1) * n / 2), in order.
+  cpu::Tensor whole({2, 4, 6});
+  for (size_t i = 0; i < whole.data.size(); ++i)
+    whole.data[i] = static_cast<float>(i);
+  for (int64_t dim = 0; dim < 3; ++dim) {
+    std::vector<cpu::Tensor> slices;
+    for (int64_t r = 0; r < 2; ++r)
+      slices.push_back(sliceOf(whole, dim, r, 2));
+    std::vector<int64_t> shape = whole.shape;
+    shape[dim] /= 2;
+    EXPECT_EQ(slices[1].shape, shape);
+    // Element [i, j, k] of slice 1 is element [.., + n / 2 along dim, ..].
+    int64_t strides[3] = {24, 6, 1};
+    int64_t offset = strides[dim] * whole.shape[dim] / 2;
+    EXPECT_EQ(slices[1].data[0], whole.data[offset]);
+    cpu::Tensor joined = joinSlices(slices, dim);
+    EXPECT_EQ(joined.shape, whole.shape);
+    EXPECT_EQ(joined.data, whole.data);
+  }
+}

@@ -86,27 +86,27 @@ TEST(CheckpointStore, AssemblesStateAcrossPlans) {
   // Unsharded on the new plan: the whole moment, in the parameter's shape.
   format::TensorMap out;
   std::map<std::string, std::vector<int64_t>> parameters = {{"w", {2, 5}}};
-  ASSERT_TRUE(assembleState(loaded, parameters, {}, out, error)) << error;
+  ASSERT_TRUE(assembleState(loaded, parameters, {}, {}, out, error)) << error;
   EXPECT_EQ(out["opt.m/w"].shape, (std::vector<int64_t>{2, 5}));
   EXPECT_EQ(out["opt.m/w"].data, whole.data);
   EXPECT_EQ(out["opt.step/w"].data[0], 7.0f);
   EXPECT_EQ(out.count("opt.v/w"), 0u);
   // Member 1 of 2 on the new plan: elements [5, 10).
-  ASSERT_TRUE(assembleState(loaded, parameters, {{"w", shardOf(10, 1, 2)}},
+  ASSERT_TRUE(assembleState(loaded, parameters, {{"w", shardOf(10, 1, 2)}}, {},
                             out, error))
       << error;
   EXPECT_EQ(out["opt.m/w"].data,
             std::vector<float>(whole.data.begin() + 5, whole.data.end()));
   // Step 6 has one member's file: the moment is not covered.
   ASSERT_TRUE(loadGeneration(dir, generations[1], loaded, error)) << error;
-  EXPECT_FALSE(assembleState(loaded, parameters, {}, out, error));
+  EXPECT_FALSE(assembleState(loaded, parameters, {}, {}, out, error));
   EXPECT_EQ(error, "the checkpoint's files do not cover 'opt.m/w' (element 3 "
                    "is in none): a generation with a file missing");
   // Another model; per-replica state.
-  EXPECT_FALSE(assembleState(files, {{"w", {10}}}, {}, out, error));
+  EXPECT_FALSE(assembleState(files, {{"w", {10}}}, {}, {}, out, error));
   EXPECT_NE(error.find("a checkpoint of another model"), std::string::npos);
   files[1]["opt.residual/w"] = format::Tensor({2, 5});
-  EXPECT_FALSE(assembleState(files, parameters, {}, out, error));
+  EXPECT_FALSE(assembleState(files, parameters, {}, {}, out, error));
   EXPECT_EQ(error, "'opt.residual/w' belongs to one replica of the plan that "
                    "wrote it: this checkpoint resumes only on its own plan");
   // Shard records: exact beyond 2^24, malformed ones refused.
@@ -186,3 +186,56 @@ TEST(Calibration, MeasuredSpeedsAndSharedCores) {
 }
 
 } // namespace
+
+TEST(CheckpointStore, AssemblesTensorParallelSlicesAtAnotherDegree) {
+  // A [2, 4] parameter written as two column slices ([2, 2] each, "tp/w"),
+  // slice 1's moment sharded over two data-parallel members.
+  format::Tensor whole({2, 4}), moment({2, 4});
+  for (int i = 0; i < 8; ++i) {
+    whole.data[i] = static_cast<float>(i);
+    moment.data[i] = 10.0f + static_cast<float>(i);
+  }
+  std::vector<format::TensorMap> files(3);
+  for (int rank = 0; rank < 2; ++rank) {
+    format::Tensor param = sliceOf(whole, 1, rank, 2);
+    format::Tensor m = sliceOf(moment, 1, rank, 2);
+    for (int file : rank == 0 ? std::vector<int>{0} : std::vector<int>{1, 2}) {
+      format::TensorMap &f = files[file];
+      f["param/w"] = param;
+      f["tp/w"] = encodeSlice({1, rank, 2});
+      if (rank == 0) {
+        f["opt.m/w"] = m;
+        continue;
+      }
+      ElementRange range = shardOf(4, file - 1, 2);
+      f["shard/w"] = encodeShard(range);
+      f["opt.m/w"] = format::Tensor({range.size()});
+      std::copy(m.data.begin() + range.begin, m.data.begin() + range.end,
+                f["opt.m/w"].data.begin());
+    }
+  }
+  format::TensorMap out;
+  std::string error;
+  // Whole (tensor parallelism 1).
+  ASSERT_TRUE(assembleState(files, {{"w", {2, 4}}}, {}, {}, out, error))
+      << error;
+  EXPECT_EQ(out["param/w"].data, whole.data);
+  EXPECT_EQ(out["opt.m/w"].data, moment.data);
+  // Slice 3 of 4 along dim 1: column 3.
+  ASSERT_TRUE(
+      assembleState(files, {{"w", {2, 1}}}, {}, {{"w", {1, 3, 4}}}, out, error))
+      << error;
+  EXPECT_EQ(out["param/w"].data, (std::vector<float>{3, 7}));
+  EXPECT_EQ(out["opt.m/w"].data, (std::vector<float>{13, 17}));
+  // A slice no file holds; slices that disagree.
+  std::vector<format::TensorMap> missing(files.begin() + 1, files.end());
+  EXPECT_FALSE(assembleState(missing, {{"w", {2, 4}}}, {}, {}, out, error));
+  EXPECT_EQ(error, "no file of the checkpoint holds tensor-parallel slice 0 "
+                   "of parameter 'w': a generation with a file missing");
+  files[0]["tp/w"] = encodeSlice({0, 0, 2});
+  EXPECT_FALSE(assembleState(files, {{"w", {2, 4}}}, {}, {}, out, error));
+  EXPECT_EQ(error, "the checkpoint's files slice parameter 'w' in two ways");
+  files[0]["tp/w"] = encodeSlice({5, 0, 2});
+  EXPECT_FALSE(assembleState(files, {{"w", {2, 4}}}, {}, {}, out, error));
+  EXPECT_EQ(error, "'tp/w' is not a slice of its parameter");
+}

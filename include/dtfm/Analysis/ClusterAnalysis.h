@@ -34,6 +34,17 @@ ClusterAttr getModuleCluster(ModuleOp module);
 FailureOr<::dtfm::planner::Cluster> moduleCluster(ModuleOp module,
                                                   std::string &error);
 
+/// The cluster the planning passes plan on: the module's cluster, or with
+/// a model sharded for tensor parallelism (`dtfm.tensor_parallel` = t) its
+/// groups of t devices as single devices (planner::groupCluster), named by
+/// their first member. --dtfm-emit-stage-programs gives each member its
+/// program.
+FailureOr<::dtfm::planner::Cluster> planningCluster(ModuleOp module,
+                                                    std::string &error);
+
+/// The module's tensor-parallel degree (1 when not sharded).
+int64_t tensorParallelDegree(ModuleOp module);
+
 /// Reads the cluster file at `path` and sets it on `module` as
 /// `dtfm.cluster` (with `path` as its source). On failure returns failure
 /// with the loader's one-line `error` (naming the file).

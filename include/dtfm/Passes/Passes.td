@@ -469,6 +469,38 @@ def Rebatch : Pass<"dtfm-rebatch", "mlir::ModuleOp"> {
   ];
 }
 
+def TensorParallel : Pass<"dtfm-tensor-parallel", "mlir::ModuleOp"> {
+  let summary = "Shard attention and MLP blocks over a tensor-parallel group";
+  let description = [{
+    Megatron-LM's tensor parallelism as a rewrite of the forward graph into
+    the program every member of a group of `degree` devices runs on its own
+    shards. An attention block (Q, K and V `dtfm.linear`s feeding one
+    `dtfm.causal_attention` whose result feeds an output `dtfm.linear`) is
+    split by heads: Q/K/V column-parallel (weight [K, N/t], bias [N/t]),
+    the attention over num_heads/t heads, the output projection
+    row-parallel (weight [H/t, N]) followed by `dtfm.tp_all_reduce` and its
+    bias, added once after the sum. An MLP (a `dtfm.linear`, elementwise
+    activations, a `dtfm.linear`) is split the same way through its hidden
+    width. The input of each block passes a `dtfm.tp_all_reduce
+    in_backward` (the identity forward, the sum of the gradient backward).
+    Everything else -- norms, embeddings, the head, biases of row-parallel
+    linears -- is replicated: every member computes it identically. Each
+    sharded `dtfm.param` records `dtfm.tp_shard = array<i64: dim, t>` and
+    the module `dtfm.tensor_parallel = t`; the runtime gives member r slice
+    r of the whole tensor's initial values.
+
+    Only parameters used by nothing else are sharded (a tied weight stays
+    whole). A degree that does not divide a block's heads or widths, a
+    module without a block to shard, or one with a backward graph already
+    is refused with one line. Run before --dtfm-annotate-costs (the
+    pipelines do): sharded ops lose their `dtfm.cost`.
+  }];
+  let options = [
+    Option<"degree", "degree", "int64_t", /*default=*/"1",
+           "Devices per tensor-parallel group (1: leave the model whole)">,
+  ];
+}
+
 def ChooseShape : Pass<"dtfm-choose-shape", "mlir::ModuleOp"> {
   let summary = "Choose the plan's shape: devices used, D_DP x D_PP, "
                 "micro-batch size and count";

@@ -28,6 +28,9 @@ struct Device {
   /// Fraction of the peak reached in practice (lambda in FusionLLM).
   double efficiency = 1;
   double memoryBytes = 0;
+  /// The machine the device is in: devices of one node share a fast
+  /// interconnect, and only they form tensor-parallel groups.
+  std::string node;
 
   /// Sustained speed S(p) = lambda * peak.
   double speed() const { return efficiency * peakFlops; }
@@ -82,6 +85,31 @@ struct Cluster {
   /// offending device or link.
   bool validate(std::string &error) const;
 };
+
+/// Links of at least this bandwidth join devices into one node when a
+/// cluster names no nodes (cluster.proto's node_bandwidth_gbps).
+inline constexpr double kDefaultNodeBandwidthGbps = 100;
+
+/// Names the nodes of a cluster whose devices name none: devices joined by
+/// links of at least `minBandwidthGbps`, directly or through each other,
+/// form node "node<k>", numbered in the order of their first device.
+void inferNodes(Cluster &cluster, double minBandwidthGbps);
+
+/// Tensor-parallel groups of `degree` devices: each node's devices in
+/// cluster order, cut into consecutive groups of `degree` (a node's last
+/// devices that do not fill a group are left out). Returns them as indices
+/// into `cluster`; fails with a one-line `error` when no node holds
+/// `degree` devices.
+bool tensorParallelGroups(const Cluster &cluster, int degree,
+                          std::vector<std::vector<int>> &groups,
+                          std::string &error);
+
+/// The cluster a tensor-parallel plan is planned on: one device per group
+/// (named and placed as its first member, with the slowest member's speed
+/// and the smallest memory), and between two groups the slowest link
+/// between members of equal rank (they move their copies in parallel).
+Cluster groupCluster(const Cluster &cluster,
+                     const std::vector<std::vector<int>> &groups);
 
 /// The devices `keep` (indices into `cluster`, in that order) with the links
 /// among them; the name is kept.

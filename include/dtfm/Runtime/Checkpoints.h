@@ -85,20 +85,31 @@ bool loadGeneration(const std::string &dir, const Generation &generation,
 format::Tensor encodeShard(ElementRange range);
 std::optional<ElementRange> decodeShard(const format::Tensor &tensor);
 
+/// The tensor-parallel slice a state entry's parameter is ("tp/<name>"):
+/// dim, rank and degree, exact small integers.
+format::Tensor encodeSlice(const TensorParallelSlice &slice);
+std::optional<TensorParallelSlice> decodeSlice(const format::Tensor &tensor);
+
 /// The state of a device program of another plan of the same model, from
 /// the files of one generation (another data-parallel width, other stage
-/// bounds): each of `parameters` (name -> shape) from any file; its
-/// optimizer moments assembled whole from the files' pieces (whole
-/// tensors, or shards with their "shard/<name>"), then cut to `shards`'
-/// range where the program shards it; its step count. False with a
-/// one-line error: a parameter in no file or of another shape, a moment
-/// whose elements the files do not all cover, or state that belongs to one
-/// replica (error-feedback residuals, local steps' anchors and outer
-/// momentum), which no other plan can take.
-bool assembleState(const std::vector<format::TensorMap> &files,
-                   const std::map<std::string, std::vector<int64_t>> &parameters,
-                   const std::map<std::string, ElementRange> &shards,
-                   format::TensorMap &out, std::string &error);
+/// bounds, another tensor-parallel degree): each of `parameters` (name ->
+/// the program's shape) put together whole from the files -- a whole
+/// tensor from any file, or the slices of a tensor-parallel group by their
+/// "tp/<name>" -- with its optimizer moments assembled from the files'
+/// pieces (whole tensors, or shards with their "shard/<name>"); then cut
+/// to the program's slice (`slices`, where it is tensor-parallel) and to
+/// `shards`' range (where it shards its optimizer state); its step count.
+/// False with a one-line error: a parameter in no file or of another
+/// shape, a slice no file holds, a moment whose elements the files do not
+/// all cover, or state that belongs to one replica (error-feedback
+/// residuals, local steps' anchors and outer momentum), which no other
+/// plan can take.
+bool assembleState(
+    const std::vector<format::TensorMap> &files,
+    const std::map<std::string, std::vector<int64_t>> &parameters,
+    const std::map<std::string, ElementRange> &shards,
+    const std::map<std::string, TensorParallelSlice> &slices,
+    format::TensorMap &out, std::string &error);
 
 } // namespace dtfm::runtime
 

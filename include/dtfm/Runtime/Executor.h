@@ -77,7 +77,16 @@ public:
   using ShareFn = std::function<bool(const std::string &key, std::string &value,
                                      bool publish, std::string &error)>;
 
+  /// Sums `count` floats at `data` over this program's tensor-parallel
+  /// group, in place (dtfm.tp_all_reduce); the worker provides it.
+  using GroupSumFn =
+      std::function<bool(float *data, size_t count, std::string &error)>;
+
   virtual ~StageExecutor();
+
+  void setTensorParallelSum(GroupSumFn sum) {
+    tensorParallelSum = std::move(sum);
+  }
 
   /// Called once the workers are connected, by every member of this
   /// program's data-parallel group (world ranks `members`, this one at
@@ -190,6 +199,9 @@ public:
 
   /// Every parameter, by name (host copies).
   virtual std::map<std::string, cpu::Tensor> parameters() const = 0;
+
+protected:
+  GroupSumFn tensorParallelSum;
 };
 
 /// --memory-report's second figure: the bytes malloc has handed out
@@ -395,6 +407,10 @@ private:
   /// micro-batch) and, on the last micro-batch, hands the gradient of the
   /// dtfm.grad_sync that reads it to the armed GradientReadyFn.
   void collect(int64_t id, int microBatch, const cpu::Tensor &value);
+  /// After a dtfm.tp_all_reduce (or its backward) that sums: the sum of its
+  /// result over the tensor-parallel group.
+  bool sumOverTensorParallelGroup(const ProgramOp &op, ValueTable &values,
+                                  std::string &error);
 
   std::map<int64_t, std::string> paramOfValue; // value id -> parameter
   ValueTable gradSum; // optimizer inputs summed over micro-batches

@@ -91,6 +91,10 @@ struct OpAttrs {
   std::string name;
   ParamInit init = ParamInit::Zeros;
   double scale = 0;
+  // dtfm.param of a tensor-parallel model (dtfm.tp_shard): the program
+  // holds slice `rank` of `tpDegree` equal slices of the whole tensor along
+  // `tpDim` (-1: the whole tensor).
+  int64_t tpDim = -1, tpDegree = 1;
   // dtfm.constant
   std::vector<int64_t> values;
   // shapes and axes
@@ -112,6 +116,10 @@ struct OpAttrs {
   int64_t groups = 1; // conv2d
   // compression
   int64_t k = 1; // topk_compress
+  // dtfm.tp_all_reduce: the group's size and whether it sums the gradient
+  // (in the backward) rather than the value (in the forward).
+  int64_t degree = 0;
+  bool inBackward = false;
   // dtfm.custom (and its backward): kind and params; operands are filled
   // in when it runs.
   CustomOpCall custom;
@@ -230,6 +238,27 @@ struct ElementRange {
 /// (dtfm.shard_state), and that the plan's param_shards record:
 /// [member * elements / members, (member + 1) * elements / members).
 ElementRange shardOf(int64_t elements, int64_t member, int64_t members);
+
+/// Tensor parallelism (dtfm.tp_shard): the shape of the whole tensor a
+/// parameter of `op` is slice `rank` of, and that slice cut from the whole
+/// tensor, or the whole tensor put together from the slices of every rank
+/// (in rank order). A parameter that is not a shard is its whole tensor.
+std::vector<int64_t> wholeShape(const ProgramOp &param);
+cpu::Tensor sliceOf(const cpu::Tensor &whole, int64_t dim, int64_t rank,
+                    int64_t parts);
+cpu::Tensor joinSlices(const std::vector<cpu::Tensor> &slices, int64_t dim);
+
+/// The program's rank in its tensor-parallel group (0 without one).
+int64_t tensorParallelRank(const StageProgram &program);
+
+/// Where a parameter of a tensor-parallel program sits in its whole
+/// tensor: slice `rank` of `degree` along `dim`.
+struct TensorParallelSlice {
+  int64_t dim = 0, rank = 0, degree = 1;
+};
+/// The program's sharded parameters (dtfm.tp_shard), by name.
+std::map<std::string, TensorParallelSlice>
+tensorParallelSlices(const StageProgram &program);
 
 /// Each optimizer update of the program with the dtfm.param it updates
 /// and the dtfm.grad_sync whose result it reads (null: none), in program

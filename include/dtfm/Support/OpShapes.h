@@ -160,6 +160,9 @@ std::string topkCompress(const TensorType &input, int64_t k,
                          const TensorType &values, const TensorType &indices);
 std::string topkDecompress(const TensorType &values, const TensorType &indices,
                            const TensorType &result);
+/// dtfm.tp_all_reduce: a float tensor summed over a group of `degree` >= 2.
+std::string tpAllReduce(const TensorType &input, int64_t degree,
+                        const TensorType &result);
 std::string gradSync(const TensorType &grad, const TensorType &result,
                      int64_t bytes, size_t groupSize, double seconds);
 /// dtfm.custom: `call`'s kind is registered (CustomOpRegistry) and the

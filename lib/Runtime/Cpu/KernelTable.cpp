@@ -387,7 +387,9 @@ OpTable<KernelEntry> buildTable() {
                                                      c.at(0));
                                 return true;
                               }};
-  for (OpKind kind : {OpKind::Reshape, OpKind::Flatten})
+  // dtfm.tp_all_reduce's sum over its group is the executor's (it has the
+  // communicator): the kernels copy, the executor sums the copy in place.
+  for (OpKind kind : {OpKind::Reshape, OpKind::Flatten, OpKind::TpAllReduce})
     at(kind) = {[](F c, E) {
                   c.set(0, c.in(0));
                   return true;

@@ -229,6 +229,13 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
           flatten(attr.getName().str(), dict);
       }
     }
+    if (auto group = func->getAttrOfType<ArrayAttr>(kTpGroupAttrName)) {
+      for (Attribute member : group)
+        if (auto name = dyn_cast<StringAttr>(member))
+          program.add_tp_group(name.str());
+      if (auto rank = func->getAttrOfType<IntegerAttr>(kTpRankAttrName))
+        program.set_tp_rank(rank.getInt());
+    }
     // Recomputation runs the recomputable layers' forward again in the
     // backward (the runtime's rule, Runtime/Program.h): the simulator
     // times it there, as time and not as work.

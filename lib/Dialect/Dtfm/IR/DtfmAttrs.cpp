@@ -153,6 +153,7 @@ buildCluster(StringRef name, ArrayRef<DeviceAttr> devices,
     d.peakFlops = device.getPeakFlops();
     d.efficiency = device.getEfficiency();
     d.memoryBytes = device.getMemoryBytes();
+    d.node = device.getNode().str();
   }
   size_t n = devices.size();
   cluster.delayMs = ::dtfm::planner::SquareMatrix(n);
@@ -187,7 +188,7 @@ ClusterAttr ClusterAttr::get(MLIRContext *context,
   SmallVector<DeviceAttr> devices;
   for (const ::dtfm::planner::Device &d : cluster.devices)
     devices.push_back(DeviceAttr::get(context, d.name, d.region, d.peakFlops,
-                                      d.efficiency, d.memoryBytes));
+                                      d.efficiency, d.memoryBytes, d.node));
   size_t n = cluster.size();
   SmallVector<StoredDouble> delayMs, bandwidthGbps;
   for (size_t i = 0; i < n; ++i)

@@ -150,6 +150,25 @@ int64_t TopKDecompressOp::getForwardFlops() { return numel(getResult()); }
 int64_t TopKDecompressOp::getBackwardFlops() { return 0; }
 
 //===----------------------------------------------------------------------===//
+// TpAllReduceOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult TpAllReduceOp::verify() {
+  return check(*this, shapes::tpAllReduce(typeOf(getInput()), getDegree(),
+                                          typeOf(getResult())));
+}
+/// (t - 1) / t additions per element in the direction that sums.
+static int64_t groupSumFlops(Value value, int64_t degree) {
+  return numel(value) * (degree - 1) / degree;
+}
+int64_t TpAllReduceOp::getForwardFlops() {
+  return getInBackward() ? 0 : groupSumFlops(getInput(), getDegree());
+}
+int64_t TpAllReduceOp::getBackwardFlops() {
+  return getInBackward() ? groupSumFlops(getInput(), getDegree()) : 0;
+}
+
+//===----------------------------------------------------------------------===//
 // GradSyncOp
 //===----------------------------------------------------------------------===//
 

@@ -107,7 +107,8 @@ def Dtfm_DeviceAttr : Dtfm_Attr<"Device", "device"> {
   let description = [{
     A device of `#dtfm.cluster` (planner::Device): its name, region, peak
     FLOP/s in the training precision, the fraction of the peak reached in
-    practice, and its memory in bytes (0: not given).
+    practice, its memory in bytes (0: not given) and the node (machine) it
+    is in (left out when empty).
 
     ```mlir
     #dtfm.device<name = "a100-0", region = "us", peak_flops = 3.12e+14,
@@ -119,7 +120,8 @@ def Dtfm_DeviceAttr : Dtfm_Attr<"Device", "device"> {
     StringRefParameter<"region">:$region,
     Dtfm_DoubleParameter<"peak FLOP/s">:$peak_flops,
     Dtfm_DoubleParameter<"fraction of the peak reached">:$efficiency,
-    Dtfm_DoubleParameter<"memory in bytes">:$memory_bytes
+    Dtfm_DoubleParameter<"memory in bytes">:$memory_bytes,
+    StringRefParameter<"the node (machine) it is in", "\"\"">:$node
   );
   let assemblyFormat = "`<` struct(params) `>`";
 }

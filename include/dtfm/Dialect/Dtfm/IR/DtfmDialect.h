@@ -73,6 +73,19 @@ inline constexpr llvm::StringLiteral kStreamsAttrName = "dtfm.streams";
 /// A device program's parameter-server shards.
 inline constexpr llvm::StringLiteral kParamShardsAttrName = "dtfm.param_shards";
 
+/// The tensor-parallel degree a model was sharded to (--dtfm-tensor-parallel;
+/// a module attribute), and on a dtfm.param the shard it is of its whole
+/// tensor: `array<i64: dim, degree>` (rank r of the group holds slice r of
+/// `degree` equal slices along `dim`).
+inline constexpr llvm::StringLiteral kTensorParallelAttrName =
+    "dtfm.tensor_parallel";
+inline constexpr llvm::StringLiteral kTpShardAttrName = "dtfm.tp_shard";
+
+/// A device program's tensor-parallel group (its devices, rank order) and
+/// its rank in it.
+inline constexpr llvm::StringLiteral kTpGroupAttrName = "dtfm.tp_group";
+inline constexpr llvm::StringLiteral kTpRankAttrName = "dtfm.tp_rank";
+
 /// A device program's peak memory in bytes as the runtime will allocate it
 /// (Runtime/MemoryModel.h), recorded by --dtfm-fit-memory.
 inline constexpr llvm::StringLiteral kPeakMemoryAttrName =

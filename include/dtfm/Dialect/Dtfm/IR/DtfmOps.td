@@ -703,6 +703,29 @@ def Dtfm_GradSyncOp : Dtfm_Op<"grad_sync", [
   let hasVerifier = 1;
 }
 
+def Dtfm_TpAllReduceOp : Dtfm_ComputeOp<"tp_all_reduce",
+    ["getBackwardFlops"]> {
+  let summary = "sum over a tensor-parallel group (Megatron's f and g)";
+  let description = [{
+    The collective of tensor parallelism (--dtfm-tensor-parallel): the
+    devices of one tensor-parallel group run the same program on their
+    shards of the parameters, and this op makes their partial results
+    whole. Without `in_backward` it sums its operand over the group's
+    `degree` members in the forward (after a row-parallel linear) and passes
+    the gradient through unchanged; with `in_backward` it is the identity in
+    the forward (before column-parallel linears) and sums the gradient over
+    the group in the backward. Every member ends with the same values.
+    Costs (t - 1) / t additions per element where it sums, nothing else:
+    the transfer is the link's (the planner costs it as a ring all-reduce
+    on the group's links).
+  }];
+  let arguments = (ins Dtfm_FloatTensor:$input,
+                       ConfinedAttr<I64Attr, [IntMinValue<2>]>:$degree,
+                       UnitAttr:$in_backward);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
 def Dtfm_TopKCompressOp : Dtfm_ComputeOp<"topk_compress",
     ["getBackwardFlops"]> {
   let summary = "keep the k largest-magnitude elements: values and indices";

@@ -1,0 +1,276 @@
+//===- TensorParallel.cpp - Megatron-style sharding of a forward graph ----===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+//
+// The rewrite is structural: it finds attention blocks and MLPs by the ops
+// that form them (not by parameter names), so a model imported from ONNX
+// shards like a preset. The program it leaves is the same for every member
+// of the group (SPMD); which slice of each sharded parameter a member holds
+// is the runtime's business (the member's rank and dtfm.tp_shard).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
+
+namespace mlir::dtfm {
+#define GEN_PASS_DEF_TENSORPARALLEL
+#include "dtfm/Passes/Passes.h.inc"
+} // namespace mlir::dtfm
+
+using namespace mlir;
+using namespace mlir::dtfm;
+
+namespace {
+
+/// The parameter `value` is when nothing but `user` reads it; null
+/// otherwise (a tied weight, a computed weight).
+ParamOp exclusiveParam(Value value, Operation *user) {
+  auto param = value.getDefiningOp<ParamOp>();
+  if (!param ||
+      !llvm::all_of(value.getUsers(), [&](Operation *u) { return u == user; }))
+    return nullptr;
+  return param;
+}
+
+/// The only op reading `value`, or null.
+Operation *soleUser(Value value) {
+  if (!value.hasOneUse())
+    return nullptr;
+  return *value.getUsers().begin();
+}
+
+bool isElementwiseActivation(Operation *op) {
+  return isa<GeluOp, ReluOp, TanhOp, ErfOp, ExpOp, SqrtOp>(op) &&
+         op->getNumOperands() == 1;
+}
+
+/// The linear whose weight (and bias) only it reads, with its result read by
+/// one op only: the shape of a column- or row-parallel linear.
+LinearOp shardableLinear(Operation *op) {
+  auto linear = dyn_cast_or_null<LinearOp>(op);
+  if (!linear || !exclusiveParam(linear.getWeight(), linear) ||
+      (linear.getBias() && !exclusiveParam(linear.getBias(), linear)))
+    return nullptr;
+  return linear;
+}
+
+/// One block to shard: column-parallel linears reading `input`, ops in
+/// between whose last dimension shrinks with them, and the row-parallel
+/// linear that ends it.
+struct Block {
+  Operation *anchor; // attention or the MLP's first linear (messages)
+  Value input;
+  SmallVector<LinearOp> columns;
+  CausalAttentionOp attention; // null for an MLP
+  SmallVector<Operation *> between;
+  LinearOp row;
+};
+
+std::optional<Block> matchAttention(CausalAttentionOp attention) {
+  Block block{attention, Value(), {}, attention, {}, nullptr};
+  for (Value projected :
+       {attention.getQuery(), attention.getKey(), attention.getValue()}) {
+    LinearOp linear = shardableLinear(projected.getDefiningOp());
+    if (!linear || !projected.hasOneUse())
+      return std::nullopt;
+    if (block.input && linear.getInput() != block.input)
+      return std::nullopt; // Q, K and V of different inputs
+    block.input = linear.getInput();
+    block.columns.push_back(linear);
+  }
+  block.row = shardableLinear(soleUser(attention.getResult()));
+  if (!block.row || block.row.getInput() != attention.getResult())
+    return std::nullopt;
+  return block;
+}
+
+std::optional<Block> matchMlp(LinearOp first) {
+  if (!shardableLinear(first))
+    return std::nullopt;
+  Block block{first, first.getInput(), {first}, nullptr, {}, nullptr};
+  Value current = first.getResult();
+  Operation *user = soleUser(current);
+  while (user && isElementwiseActivation(user)) {
+    block.between.push_back(user);
+    current = user->getResult(0);
+    user = soleUser(current);
+  }
+  if (block.between.empty())
+    return std::nullopt; // two linears in a row are not an MLP
+  block.row = shardableLinear(user);
+  if (!block.row || block.row.getInput() != current)
+    return std::nullopt;
+  return block;
+}
+
+RankedTensorType withDim(Type type, int64_t dim, int64_t size) {
+  auto tensor = cast<RankedTensorType>(type);
+  SmallVector<int64_t> shape(tensor.getShape());
+  shape[dim < 0 ? shape.size() + dim : dim] = size;
+  return RankedTensorType::get(shape, tensor.getElementType());
+}
+
+int64_t lastDim(Value value) {
+  return cast<RankedTensorType>(value.getType()).getShape().back();
+}
+
+std::string layerOf(Operation *op) {
+  auto layer = op->getAttrOfType<StringAttr>(kLayerAttrName);
+  return layer ? " in layer '" + layer.str() + "'" : "";
+}
+
+struct TensorParallel
+    : public mlir::dtfm::impl::TensorParallelBase<TensorParallel> {
+  using TensorParallelBase::TensorParallelBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto fail = [&](const Twine &message) {
+      mlir::emitError(toolLoc(module, ""))
+          << "dtfm-tensor-parallel: " << message;
+      signalPassFailure();
+    };
+    if (degree < 1)
+      return fail("degree must be at least 1, got " + Twine(degree));
+    if (degree == 1)
+      return;
+    if (module->hasAttr(kTensorParallelAttrName))
+      return fail("the model is sharded already");
+    SmallVector<Block> blocks;
+    llvm::DenseSet<Operation *> claimed; // linears of a block found already
+    auto take = [&](std::optional<Block> block) {
+      if (!block || llvm::any_of(block->columns, [&](LinearOp column) {
+            return claimed.contains(column);
+          }))
+        return;
+      for (LinearOp column : block->columns)
+        claimed.insert(column);
+      claimed.insert(block->row);
+      blocks.push_back(*block);
+    };
+    bool backward = false;
+    module.walk([&](Operation *op) {
+      if (isa<BackwardOp>(op))
+        backward = true;
+      if (auto attention = dyn_cast<CausalAttentionOp>(op))
+        take(matchAttention(attention));
+      else if (auto linear = dyn_cast<LinearOp>(op))
+        take(matchMlp(linear));
+    });
+    if (backward)
+      return fail("the module has a backward graph already; shard the "
+                  "forward graph (before --dtfm-autodiff)");
+    if (blocks.empty())
+      return fail("no attention or MLP block to shard (degree " +
+                  Twine(degree) + ")");
+    for (Block block : blocks)
+      if (std::string problem = check(block); !problem.empty())
+        return fail(problem);
+    for (Block block : blocks)
+      shard(block);
+    OpBuilder b(module.getContext());
+    module->setAttr(kTensorParallelAttrName, b.getI64IntegerAttr(degree));
+    if (failed(verify(module)))
+      return signalPassFailure();
+  }
+
+  /// Why `degree` cannot shard `block`; empty when it can.
+  std::string check(Block block) const {
+    std::string where = "'" + block.anchor->getName().getStringRef().str() +
+                        "'" + layerOf(block.anchor);
+    auto divides = [&](int64_t size, const char *what) -> std::string {
+      if (size % degree == 0)
+        return "";
+      return "degree " + std::to_string(degree) + " does not divide the " +
+             std::to_string(size) + " " + what + " of " + where;
+    };
+    if (block.attention)
+      if (std::string e = divides(block.attention.getNumHeads(), "heads");
+          !e.empty())
+        return e;
+    for (LinearOp column : block.columns)
+      if (std::string e = divides(lastDim(column.getResult()), "columns");
+          !e.empty())
+        return e;
+    return "";
+  }
+
+  void shardParam(ParamOp param, int64_t dim, int64_t size) {
+    param.getResult().setType(withDim(param.getType(), dim, size / degree));
+    OpBuilder b(param);
+    int64_t rank = param.getType().getRank();
+    param->setAttr(kTpShardAttrName,
+                   b.getDenseI64ArrayAttr({dim < 0 ? rank + dim : dim,
+                                           static_cast<int64_t>(degree)}));
+    param->removeAttr(kCostAttrName);
+  }
+
+  void shard(Block block) {
+    // The block's input: whole in the forward, its gradient summed over
+    // the group in the backward (each member's columns give a part of it).
+    Operation *firstColumn = block.columns.front();
+    for (LinearOp column : block.columns)
+      if (column->isBeforeInBlock(firstColumn))
+        firstColumn = column;
+    OpBuilder b(firstColumn);
+    auto copy = b.create<TpAllReduceOp>(
+        firstColumn->getLoc(), block.input.getType(), block.input,
+        b.getI64IntegerAttr(degree), b.getUnitAttr());
+    copyLayer(firstColumn, copy);
+    for (LinearOp column : block.columns) {
+      column.getInputMutable().assign(copy.getResult());
+      int64_t width = lastDim(column.getResult());
+      shardParam(column.getWeight().getDefiningOp<ParamOp>(), 1, width);
+      if (Value bias = column.getBias())
+        shardParam(bias.getDefiningOp<ParamOp>(), 0, width);
+      shrink(column);
+    }
+    if (block.attention) {
+      block.attention.setNumHeads(block.attention.getNumHeads() / degree);
+      shrink(block.attention);
+    }
+    for (Operation *op : block.between)
+      shrink(op);
+
+    // Row-parallel: a partial product on each member, summed, then the
+    // bias once.
+    LinearOp row = block.row;
+    auto weight = row.getWeight().getDefiningOp<ParamOp>();
+    shardParam(weight, 0, weight.getType().getDimSize(0));
+    b.setInsertionPoint(row);
+    auto partial = b.create<LinearOp>(row.getLoc(), row.getResult().getType(),
+                                      row.getInput(), row.getWeight(), Value());
+    copyLayer(row, partial);
+    auto sum = b.create<TpAllReduceOp>(row.getLoc(), partial.getType(),
+                                       partial.getResult(),
+                                       b.getI64IntegerAttr(degree), UnitAttr());
+    copyLayer(row, sum);
+    Value whole = sum.getResult();
+    if (Value bias = row.getBias()) {
+      auto add = b.create<AddOp>(row.getLoc(), whole.getType(), whole, bias);
+      copyLayer(row, add);
+      whole = add.getResult();
+    }
+    row.getResult().replaceAllUsesWith(whole);
+    row.erase();
+  }
+
+  /// `op`'s result, its last dimension divided by the degree.
+  void shrink(Operation *op) {
+    Value result = op->getResult(0);
+    result.setType(withDim(result.getType(), -1, lastDim(result) / degree));
+    op->removeAttr(kCostAttrName);
+  }
+
+  static void copyLayer(Operation *from, Operation *to) {
+    if (Attribute layer = from->getAttr(kLayerAttrName))
+      to->setAttr(kLayerAttrName, layer);
+  }
+};
+} // namespace

@@ -1,0 +1,97 @@
+// RUN: dtfm-opt %s -split-input-file --dtfm-tensor-parallel=degree=2 | FileCheck %s
+
+// COM: An attention block: Q, K and V column-parallel (their weights and
+// COM: biases halved along the output), the attention over half the heads,
+// COM: the output projection row-parallel with its sum and then its bias;
+// COM: the block's input passes the backward-summing copy once, shared by
+// COM: Q, K and V. The norm stays whole.
+
+// CHECK: module attributes {dtfm.tensor_parallel = 2 : i64}
+// CHECK-LABEL: func.func @attention
+// CHECK: %[[LN:.*]] = dtfm.layernorm
+// CHECK: dtfm.param "q.w" init(normal, 2.000000e-02) {dtfm.tp_shard = array<i64: 1, 2>} : tensor<8x4xf32>
+// CHECK: dtfm.param "q.b" init(zeros) {dtfm.tp_shard = array<i64: 0, 2>} : tensor<4xf32>
+// CHECK: %[[IN:.*]] = dtfm.tp_all_reduce %[[LN]] {degree = 2 : i64, in_backward}
+// CHECK: %[[Q:.*]] = dtfm.linear %[[IN]], {{.*}} -> tensor<2x4x4xf32>
+// CHECK: %[[K:.*]] = dtfm.linear %[[IN]], {{.*}} -> tensor<2x4x4xf32>
+// CHECK: %[[V:.*]] = dtfm.linear %[[IN]], {{.*}} -> tensor<2x4x4xf32>
+// CHECK: %[[A:.*]] = dtfm.causal_attention %[[Q]], %[[K]], %[[V]] {num_heads = 1 : i64} {{.*}} -> tensor<2x4x4xf32>
+// CHECK: dtfm.param "o.w" {{.*}} {dtfm.tp_shard = array<i64: 0, 2>} : tensor<4x8xf32>
+// CHECK: %[[OB:.*]] = dtfm.param "o.b" init(zeros) : tensor<8xf32>
+// CHECK: %[[P:.*]] = dtfm.linear %[[A]], %{{.*}} : (tensor<2x4x4xf32>, tensor<4x8xf32>) -> tensor<2x4x8xf32>
+// CHECK: %[[S:.*]] = dtfm.tp_all_reduce %[[P]] {degree = 2 : i64} :
+// CHECK: %[[Y:.*]] = dtfm.add %[[S]], %[[OB]]
+// CHECK: dtfm.add %{{.*}}, %[[Y]]
+func.func @attention() -> tensor<f32> {
+  %x = dtfm.input "x" : tensor<2x4x8xf32>
+  %g = dtfm.param "ln.g" init(ones) : tensor<8xf32>
+  %b = dtfm.param "ln.b" init(zeros) : tensor<8xf32>
+  %n = dtfm.layernorm %x, %g, %b : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %qw = dtfm.param "q.w" init(normal, 0.02) : tensor<8x8xf32>
+  %qb = dtfm.param "q.b" init(zeros) : tensor<8xf32>
+  %q = dtfm.linear %n, %qw, %qb : (tensor<2x4x8xf32>, tensor<8x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %kw = dtfm.param "k.w" init(normal, 0.02) : tensor<8x8xf32>
+  %k = dtfm.linear %n, %kw : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %vw = dtfm.param "v.w" init(normal, 0.02) : tensor<8x8xf32>
+  %v = dtfm.linear %n, %vw : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %a = dtfm.causal_attention %q, %k, %v {num_heads = 2 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %ow = dtfm.param "o.w" init(normal, 0.02) : tensor<8x8xf32>
+  %ob = dtfm.param "o.b" init(zeros) : tensor<8xf32>
+  %o = dtfm.linear %a, %ow, %ob : (tensor<2x4x8xf32>, tensor<8x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %r = dtfm.add %x, %o : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %l = dtfm.reduce_mean %r {axes = array<i64: 0, 1, 2>} : (tensor<2x4x8xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// COM: An MLP: the first linear column-parallel, its activations on the
+// COM: shard, the second row-parallel without a bias (nothing added).
+
+// CHECK-LABEL: func.func @mlp
+// CHECK: %[[IN:.*]] = dtfm.tp_all_reduce %{{.*}} {degree = 2 : i64, in_backward}
+// CHECK: dtfm.linear %[[IN]], {{.*}} -> tensor<3x16xf32>
+// CHECK: dtfm.gelu {{.*}} -> tensor<3x16xf32>
+// CHECK: dtfm.relu {{.*}} -> tensor<3x16xf32>
+// CHECK: %[[P:.*]] = dtfm.linear {{.*}} : (tensor<3x16xf32>, tensor<16x8xf32>) -> tensor<3x8xf32>
+// CHECK: %[[S:.*]] = dtfm.tp_all_reduce %[[P]] {degree = 2 : i64}
+// CHECK-NEXT: dtfm.reduce_mean %[[S]]
+func.func @mlp() -> tensor<f32> {
+  %x = dtfm.input "x" : tensor<3x8xf32>
+  %w1 = dtfm.param "w1" init(normal, 0.02) : tensor<8x32xf32>
+  %b1 = dtfm.param "b1" init(zeros) : tensor<32xf32>
+  %h = dtfm.linear %x, %w1, %b1 : (tensor<3x8xf32>, tensor<8x32xf32>, tensor<32xf32>) -> tensor<3x32xf32>
+  %g = dtfm.gelu %h : (tensor<3x32xf32>) -> tensor<3x32xf32>
+  %r = dtfm.relu %g : (tensor<3x32xf32>) -> tensor<3x32xf32>
+  %w2 = dtfm.param "w2" init(normal, 0.02) : tensor<32x8xf32>
+  %y = dtfm.linear %r, %w2 : (tensor<3x32xf32>, tensor<32x8xf32>) -> tensor<3x8xf32>
+  %l = dtfm.reduce_mean %y {axes = array<i64: 0, 1>} : (tensor<3x8xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// COM: A weight that something else reads too (tied) stays whole, and so
+// COM: does its block; another block in the module is still sharded.
+
+// CHECK-LABEL: func.func @tied
+// CHECK: dtfm.param "tied" init(zeros) : tensor<8x32xf32>
+// CHECK: dtfm.linear {{.*}} -> tensor<3x32xf32>
+// CHECK: dtfm.param "w3" {{.*}} {dtfm.tp_shard = array<i64: 1, 2>} : tensor<8x16xf32>
+func.func @tied() -> tensor<f32> {
+  %x = dtfm.input "x" : tensor<3x8xf32>
+  %w1 = dtfm.param "tied" init(zeros) : tensor<8x32xf32>
+  %h = dtfm.linear %x, %w1 : (tensor<3x8xf32>, tensor<8x32xf32>) -> tensor<3x32xf32>
+  %g = dtfm.gelu %h : (tensor<3x32xf32>) -> tensor<3x32xf32>
+  %w2 = dtfm.param "w2" init(normal, 0.02) : tensor<32x8xf32>
+  %y = dtfm.linear %g, %w2 : (tensor<3x32xf32>, tensor<32x8xf32>) -> tensor<3x8xf32>
+  %z = dtfm.linear %y, %w1 : (tensor<3x8xf32>, tensor<8x32xf32>) -> tensor<3x32xf32>
+  %w3 = dtfm.param "w3" init(normal, 0.02) : tensor<8x32xf32>
+  %h3 = dtfm.linear %y, %w3 : (tensor<3x8xf32>, tensor<8x32xf32>) -> tensor<3x32xf32>
+  %g3 = dtfm.relu %h3 : (tensor<3x32xf32>) -> tensor<3x32xf32>
+  %w4 = dtfm.param "w4" init(normal, 0.02) : tensor<32x8xf32>
+  %y4 = dtfm.linear %g3, %w4 : (tensor<3x32xf32>, tensor<32x8xf32>) -> tensor<3x8xf32>
+  %s = dtfm.add %z, %z : (tensor<3x32xf32>, tensor<3x32xf32>) -> tensor<3x32xf32>
+  %l = dtfm.reduce_mean %y4 {axes = array<i64: 0, 1>} : (tensor<3x8xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
