@@ -176,7 +176,7 @@ mlir::dtfm::buildLayerChain(const CostAnalysis &costs) {
       continue;
     if (blocks.empty() || blocks.back().layer != cost.layer) {
       blockOfLayer.try_emplace(cost.layer, blocks.size());
-      blocks.push_back(LayerBlock{cost.layer, {}, 0, 0, 0, 0, 0, 0});
+      blocks.push_back(LayerBlock{cost.layer, {}, 0, 0, 0, 0, 0, 0, 0, 0});
     }
     LayerBlock &block = blocks.back();
     block.ops.push_back(cost.op);
@@ -185,6 +185,11 @@ mlir::dtfm::buildLayerChain(const CostAnalysis &costs) {
     block.parameterBytes += static_cast<double>(cost.parameterBytes);
     block.activationBytes += static_cast<double>(cost.savedActivationBytes);
     block.scratchBytes = std::max(block.scratchBytes, scratchBytes(cost.op));
+    if (auto sum = dyn_cast<TpAllReduceOp>(cost.op)) {
+      block.groupSums += 1;
+      block.groupSumBytes +=
+          static_cast<double>(getTensorBytes(sum.getResult().getType()));
+    }
   }
   for (LayerBlock &block : blocks) {
     llvm::SmallPtrSet<Operation *, 16> own(block.ops.begin(), block.ops.end());
@@ -215,6 +220,12 @@ mlir::dtfm::buildLayerChain(const CostAnalysis &costs) {
     block.backwardFlops += static_cast<double>(cost.backwardFlops);
   }
   return blocks;
+}
+
+::dtfm::planner::ChainBlock mlir::dtfm::chainBlockOf(const LayerBlock &block) {
+  return {block.flops,         block.parameterBytes, block.activationBytes,
+          block.backwardFlops, block.inputBytes,     block.scratchBytes,
+          block.groupSums,     block.groupSumBytes};
 }
 
 /// Values produced in one `dtfm.layer` and used in a later one are what a
@@ -267,9 +278,7 @@ mlir::dtfm::buildWorkload(const CostAnalysis &costs, bool withChain) {
   for (const LayerBlock &block : *chain) {
     for (Operation *op : block.ops)
       blockOf[op] = static_cast<int>(result.blocks.size());
-    result.blocks.push_back({block.flops, block.parameterBytes,
-                             block.activationBytes, block.backwardFlops,
-                             block.inputBytes, block.scratchBytes});
+    result.blocks.push_back(chainBlockOf(block));
     parameterBytes += block.parameterBytes;
   }
   // Parameters read by the forward ops of other blocks, once per reader.

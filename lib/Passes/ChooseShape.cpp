@@ -60,10 +60,9 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
     if (!planner::parseMemoryOptions(recompute, shardState, problem.training,
                                      error))
       return fail(error);
-    FailureOr<planner::Cluster> loaded = planningCluster(module, error);
-    if (failed(loaded))
-      return fail(error);
-    planner::Cluster cluster = std::move(*loaded);
+    if (tensorParallel < 0)
+      return fail("tensor-parallel must be >= 0, got " +
+                  Twine(tensorParallel.getValue()));
     FailureOr<int64_t> modelSize = modelMicroBatchSize(module, error);
     if (failed(modelSize))
       return fail(error);
@@ -90,40 +89,108 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
                             Twine(globalBatch.getValue())
                       : Twine(refusal));
 
-    CostAnalysis &costs = getAnalysis<CostAnalysis>();
-    if (!costs.isValid())
-      return signalPassFailure();
-    FailureOr<planner::Workload> workload = buildWorkload(costs);
-    if (failed(workload))
-      return signalPassFailure();
-    problem.cluster = &cluster;
-    problem.workload = std::move(*workload);
-    problem.workload.microBatchSize = *modelSize;
-    problem.globalBatch = globalBatch;
-    problem.microBatchSizes = sizes;
-    problem.fixedDataParallel = dataParallel;
-    problem.fixedPipelineParallel = pipelineParallel;
-    problem.training.stages.stateBytesPerParameterByte = stateBytes;
+    // The degrees to try: the module's own, or with tensor-parallel=0 each
+    // degree up to the largest node.
+    if (tensorParallel == 0 && tensorParallelDegree(module) != 1)
+      return fail("tensor-parallel=0 searches the degree of a model not "
+                  "sharded yet, and this one is (degree " +
+                  Twine(tensorParallelDegree(module)) + ")");
+    if (tensorParallel > 1 && tensorParallel != tensorParallelDegree(module))
+      return fail("tensor-parallel=" + Twine(tensorParallel.getValue()) +
+                  " but the model is sharded to degree " +
+                  Twine(tensorParallelDegree(module)) +
+                  ": shard it first (--dtfm-tensor-parallel)");
+    std::vector<int64_t> degrees{tensorParallelDegree(module)};
+    if (tensorParallel == 0) {
+      FailureOr<planner::Cluster> all = moduleCluster(module, error);
+      if (failed(all))
+        return fail(error);
+      std::map<std::string, int64_t> nodeSize;
+      int64_t largest = 1;
+      for (const planner::Device &d : all->devices)
+        largest =
+            std::max(largest, ++nodeSize[d.node.empty() ? d.name : d.node]);
+      for (int64_t t = 2; t <= largest; ++t)
+        degrees.push_back(t);
+    }
     std::optional<double> optimizerBytes =
         optimizerStateBytesPerElement(module, optimizer);
     if (!optimizerBytes)
       return fail("unknown optimizer '" + optimizer.getValue() +
                   "' (expected adamw or sgd)");
+    problem.globalBatch = globalBatch;
+    problem.microBatchSizes = sizes;
+    problem.fixedDataParallel = dataParallel;
+    problem.fixedPipelineParallel = pipelineParallel;
+    problem.training.stages.stateBytesPerParameterByte = stateBytes;
     problem.training.stages.optimizerBytesPerElement = *optimizerBytes;
     problem.training.stages.schedule = *kind;
-    planner::ShapeSearchOptions options;
-    options.budgetSeconds =
-        budget > 0 ? budget : (cluster.size() <= 128 ? 3.0 : 10.0);
-    planner::ShapeSearchResult result;
-    if (!planner::searchShapes(problem, options, result, error))
-      return fail(error);
-    if (failed(rebatchModule(module, result.best.microBatchSize, error)))
+
+    // One search per degree, on a copy sharded to it; the fastest wins.
+    struct Candidate {
+      int64_t degree = 1;
+      planner::Cluster cluster;
+      planner::ShapeSearchResult result;
+    };
+    std::optional<Candidate> best;
+    std::string firstError;
+    // Why a degree could not be planned: the first one's reason is the
+    // error when none can.
+    auto skip = [&](int64_t degree, const std::string &why) {
+      if (firstError.empty())
+        firstError = degrees.size() > 1
+                         ? "tensor-parallel degree " + std::to_string(degree) +
+                               ": " + why
+                         : why;
+    };
+    for (int64_t degree : degrees) {
+      OwningOpRef<ModuleOp> copy = module.clone();
+      std::string why;
+      if (tensorParallel == 0 &&
+          failed(shardTensorParallel(*copy, degree, why))) {
+        skip(degree, why); // the model does not shard to it
+        continue;
+      }
+      FailureOr<planner::Cluster> cluster = planningCluster(*copy, why);
+      if (failed(cluster)) {
+        skip(degree, why); // no node holds a group of it
+        continue;
+      }
+      CostAnalysis costs(*copy);
+      if (!costs.isValid())
+        return signalPassFailure();
+      FailureOr<planner::Workload> workload = buildWorkload(costs);
+      if (failed(workload))
+        return signalPassFailure();
+      Candidate candidate{degree, std::move(*cluster), {}};
+      planner::ShapeProblem tried = problem;
+      tried.cluster = &candidate.cluster;
+      tried.workload = std::move(*workload);
+      tried.workload.microBatchSize = *modelSize;
+      planner::ShapeSearchOptions options;
+      double total =
+          budget > 0 ? budget : (candidate.cluster.size() <= 128 ? 3.0 : 10.0);
+      options.budgetSeconds = total / static_cast<double>(degrees.size());
+      if (!planner::searchShapes(tried, options, candidate.result, why)) {
+        skip(degree, why);
+        continue;
+      }
+      if (!best || candidate.result.best.iterationSeconds() <
+                       best->result.best.iterationSeconds())
+        best = std::move(candidate);
+    }
+    if (!best)
+      return fail(firstError);
+    if (tensorParallel == 0 &&
+        failed(shardTensorParallel(module, best->degree, error)))
+      return fail(error); // sharded on a copy above: not expected
+    if (failed(rebatchModule(module, best->result.best.microBatchSize, error)))
       return fail(error); // accepted on a copy above: not expected
-    record(module, cluster, result);
+    record(module, best->cluster, best->result, best->degree);
   }
 
   void record(ModuleOp module, const planner::Cluster &cluster,
-              const planner::ShapeSearchResult &result) {
+              const planner::ShapeSearchResult &result, int64_t degree) {
     MLIRContext *context = module.getContext();
     Builder b(context);
     auto names = [&](const std::vector<int> &devices) {
@@ -157,7 +224,7 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
                        best.iterationSeconds(), best.cost.pipelineSeconds,
                        best.cost.dataParallelSeconds, names(best.devices),
                        stages, runnersUp, idle, result.shapesScored,
-                       result.budgetExhausted));
+                       result.budgetExhausted, degree));
   }
 };
 

@@ -97,9 +97,7 @@ struct PartitionStages
     SmallVector<LayerBlock> &blocks = *chainOrFailure;
     std::vector<planner::ChainBlock> chain;
     for (const LayerBlock &block : blocks)
-      chain.push_back(
-          {block.flops, block.parameterBytes, block.activationBytes,
-           block.backwardFlops, block.inputBytes, block.scratchBytes});
+      chain.push_back(chainBlockOf(block));
 
     // hetero's assignment chose the bounds with the layout (its model
     // scored them); other assignments leave the split to the partitioner.
@@ -163,14 +161,12 @@ struct PartitionStages
                << "dtfm-partition-stages: " << count << " stages but cluster '"
                << cluster.name << "' has " << cluster.size() << " devices";
       for (size_t i = 0; i < count; ++i)
-        devices.push_back({cluster.devices[i].name, cluster.devices[i].speed(),
-                           cluster.devices[i].memoryBytes});
+        devices.push_back(
+            planner::stageDeviceOf(cluster, {static_cast<int>(i)}));
       return success();
     }
     for (ArrayAttr members : assignment.getStages()) {
-      planner::StageDevice device;
-      device.speed = std::numeric_limits<double>::infinity();
-      device.memoryBytes = std::numeric_limits<double>::infinity();
+      std::vector<int> indices;
       for (Attribute member : members) {
         auto name = dyn_cast<StringAttr>(member);
         auto it = name ? byName.find(name.getValue()) : byName.end();
@@ -179,13 +175,13 @@ struct PartitionStages
                  << "dtfm-partition-stages: dtfm.assignment names device "
                  << member << ", which cluster '" << cluster.name
                  << "' does not have";
-        const planner::Device &d = cluster.devices[it->second];
-        if (device.name.empty())
-          device.name = d.name;
-        device.speed = std::min(device.speed, d.speed());
-        device.memoryBytes = std::min(device.memoryBytes, d.memoryBytes);
+        indices.push_back(static_cast<int>(it->second));
       }
-      devices.push_back(device);
+      if (indices.empty())
+        return mlir::emitError(clusterLoc(module))
+               << "dtfm-partition-stages: dtfm.assignment has a stage "
+                  "without devices";
+      devices.push_back(planner::stageDeviceOf(cluster, indices));
     }
     return success();
   }

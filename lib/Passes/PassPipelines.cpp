@@ -36,7 +36,8 @@ struct PlanOptions : public PassPipelineOptions<PlanOptions> {
   Option<int64_t> tensorParallel{
       *this, "tp",
       llvm::cl::desc("Tensor-parallel degree: devices of one node per group "
-                     "(--dtfm-tensor-parallel; 1: none)"),
+                     "(--dtfm-tensor-parallel; 1: none; 0: chosen with the "
+                     "shape, with global-batch)"),
       llvm::cl::init(1)};
   Option<int> microBatches{*this, "micro-batches",
                            llvm::cl::desc("Micro-batches per iteration"),
@@ -265,7 +266,10 @@ void buildPlanTail(OpPassManager &pm, const PlanTail &options,
 void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
   if (!options.cluster.empty())
     pm.addPass(createImportCluster(ImportClusterOptions{options.cluster}));
-  if (options.tensorParallel != 1)
+  // tp=0 with global-batch: the shape search chooses the degree (and an
+  // explicit degree shards the model first); without, the pass refuses 0.
+  if (options.tensorParallel != 1 &&
+      !(options.tensorParallel == 0 && options.globalBatch != 0))
     pm.addPass(
         createTensorParallel(TensorParallelOptions{options.tensorParallel}));
   pm.addPass(createAnnotateCosts());
@@ -273,6 +277,7 @@ void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
     // The shape first: it may change the micro-batch size, hence the costs.
     ChooseShapeOptions shape;
     shape.globalBatch = options.globalBatch;
+    shape.tensorParallel = options.tensorParallel == 0 ? 0 : 1;
     shape.microBatchSizes = options.microBatchSizes;
     shape.budget = options.budget;
     shape.schedule = options.schedule;

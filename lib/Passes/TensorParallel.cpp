@@ -63,7 +63,7 @@ LinearOp shardableLinear(Operation *op) {
 /// One block to shard: column-parallel linears reading `input`, ops in
 /// between whose last dimension shrinks with them, and the row-parallel
 /// linear that ends it.
-struct Block {
+struct ShardBlock {
   Operation *anchor; // attention or the MLP's first linear (messages)
   Value input;
   SmallVector<LinearOp> columns;
@@ -72,8 +72,8 @@ struct Block {
   LinearOp row;
 };
 
-std::optional<Block> matchAttention(CausalAttentionOp attention) {
-  Block block{attention, Value(), {}, attention, {}, nullptr};
+std::optional<ShardBlock> matchAttention(CausalAttentionOp attention) {
+  ShardBlock block{attention, Value(), {}, attention, {}, nullptr};
   for (Value projected :
        {attention.getQuery(), attention.getKey(), attention.getValue()}) {
     LinearOp linear = shardableLinear(projected.getDefiningOp());
@@ -90,10 +90,10 @@ std::optional<Block> matchAttention(CausalAttentionOp attention) {
   return block;
 }
 
-std::optional<Block> matchMlp(LinearOp first) {
+std::optional<ShardBlock> matchMlp(LinearOp first) {
   if (!shardableLinear(first))
     return std::nullopt;
-  Block block{first, first.getInput(), {first}, nullptr, {}, nullptr};
+  ShardBlock block{first, first.getInput(), {first}, nullptr, {}, nullptr};
   Value current = first.getResult();
   Operation *user = soleUser(current);
   while (user && isElementwiseActivation(user)) {
@@ -125,63 +125,13 @@ std::string layerOf(Operation *op) {
   return layer ? " in layer '" + layer.str() + "'" : "";
 }
 
-struct TensorParallel
-    : public mlir::dtfm::impl::TensorParallelBase<TensorParallel> {
-  using TensorParallelBase::TensorParallelBase;
-
-  void runOnOperation() override {
-    ModuleOp module = getOperation();
-    auto fail = [&](const Twine &message) {
-      mlir::emitError(toolLoc(module, ""))
-          << "dtfm-tensor-parallel: " << message;
-      signalPassFailure();
-    };
-    if (degree < 1)
-      return fail("degree must be at least 1, got " + Twine(degree));
-    if (degree == 1)
-      return;
-    if (module->hasAttr(kTensorParallelAttrName))
-      return fail("the model is sharded already");
-    SmallVector<Block> blocks;
-    llvm::DenseSet<Operation *> claimed; // linears of a block found already
-    auto take = [&](std::optional<Block> block) {
-      if (!block || llvm::any_of(block->columns, [&](LinearOp column) {
-            return claimed.contains(column);
-          }))
-        return;
-      for (LinearOp column : block->columns)
-        claimed.insert(column);
-      claimed.insert(block->row);
-      blocks.push_back(*block);
-    };
-    bool backward = false;
-    module.walk([&](Operation *op) {
-      if (isa<BackwardOp>(op))
-        backward = true;
-      if (auto attention = dyn_cast<CausalAttentionOp>(op))
-        take(matchAttention(attention));
-      else if (auto linear = dyn_cast<LinearOp>(op))
-        take(matchMlp(linear));
-    });
-    if (backward)
-      return fail("the module has a backward graph already; shard the "
-                  "forward graph (before --dtfm-autodiff)");
-    if (blocks.empty())
-      return fail("no attention or MLP block to shard (degree " +
-                  Twine(degree) + ")");
-    for (Block block : blocks)
-      if (std::string problem = check(block); !problem.empty())
-        return fail(problem);
-    for (Block block : blocks)
-      shard(block);
-    OpBuilder b(module.getContext());
-    module->setAttr(kTensorParallelAttrName, b.getI64IntegerAttr(degree));
-    if (failed(verify(module)))
-      return signalPassFailure();
-  }
+/// The rewrite for groups of `degree` devices.
+class Sharding {
+public:
+  explicit Sharding(int64_t degree) : degree(degree) {}
 
   /// Why `degree` cannot shard `block`; empty when it can.
-  std::string check(Block block) const {
+  std::string check(ShardBlock block) const {
     std::string where = "'" + block.anchor->getName().getStringRef().str() +
                         "'" + layerOf(block.anchor);
     auto divides = [&](int64_t size, const char *what) -> std::string {
@@ -201,17 +151,7 @@ struct TensorParallel
     return "";
   }
 
-  void shardParam(ParamOp param, int64_t dim, int64_t size) {
-    param.getResult().setType(withDim(param.getType(), dim, size / degree));
-    OpBuilder b(param);
-    int64_t rank = param.getType().getRank();
-    param->setAttr(kTpShardAttrName,
-                   b.getDenseI64ArrayAttr({dim < 0 ? rank + dim : dim,
-                                           static_cast<int64_t>(degree)}));
-    param->removeAttr(kCostAttrName);
-  }
-
-  void shard(Block block) {
+  void shard(ShardBlock block) {
     // The block's input: whole in the forward, its gradient summed over
     // the group in the backward (each member's columns give a part of it).
     Operation *firstColumn = block.columns.front();
@@ -261,6 +201,16 @@ struct TensorParallel
     row.erase();
   }
 
+private:
+  void shardParam(ParamOp param, int64_t dim, int64_t size) {
+    param.getResult().setType(withDim(param.getType(), dim, size / degree));
+    OpBuilder b(param);
+    int64_t rank = param.getType().getRank();
+    param->setAttr(kTpShardAttrName, b.getDenseI64ArrayAttr(
+                                         {dim < 0 ? rank + dim : dim, degree}));
+    param->removeAttr(kCostAttrName);
+  }
+
   /// `op`'s result, its last dimension divided by the degree.
   void shrink(Operation *op) {
     Value result = op->getResult(0);
@@ -272,5 +222,84 @@ struct TensorParallel
     if (Attribute layer = from->getAttr(kLayerAttrName))
       to->setAttr(kLayerAttrName, layer);
   }
+
+  int64_t degree;
+};
+
+struct TensorParallel
+    : public mlir::dtfm::impl::TensorParallelBase<TensorParallel> {
+  using TensorParallelBase::TensorParallelBase;
+
+  void runOnOperation() override {
+    std::string error;
+    if (failed(shardTensorParallel(getOperation(), degree, error))) {
+      mlir::emitError(toolLoc(getOperation(), ""))
+          << "dtfm-tensor-parallel: " << error;
+      signalPassFailure();
+    }
+  }
 };
 } // namespace
+
+LogicalResult mlir::dtfm::shardTensorParallel(ModuleOp module, int64_t degree,
+                                              std::string &error) {
+  if (degree < 1) {
+    error = "degree must be at least 1, got " + std::to_string(degree) +
+            (degree == 0 ? " (--dtfm-plan's tp=0, a degree chosen with the "
+                           "shape, needs global-batch)"
+                         : "");
+    return failure();
+  }
+  if (degree == 1)
+    return success();
+  if (module->hasAttr(kTensorParallelAttrName)) {
+    error = "the model is sharded already";
+    return failure();
+  }
+  SmallVector<ShardBlock> blocks;
+  llvm::DenseSet<Operation *> claimed; // linears of a block found already
+  auto take = [&](std::optional<ShardBlock> block) {
+    if (!block || llvm::any_of(block->columns, [&](LinearOp column) {
+          return claimed.contains(column);
+        }))
+      return;
+    for (LinearOp column : block->columns)
+      claimed.insert(column);
+    claimed.insert(block->row);
+    blocks.push_back(*block);
+  };
+  bool backward = false;
+  module.walk([&](Operation *op) {
+    if (isa<BackwardOp>(op))
+      backward = true;
+    if (auto attention = dyn_cast<CausalAttentionOp>(op))
+      take(matchAttention(attention));
+    else if (auto linear = dyn_cast<LinearOp>(op))
+      take(matchMlp(linear));
+  });
+  if (backward) {
+    error = "the module has a backward graph already; shard the forward "
+            "graph (before --dtfm-autodiff)";
+    return failure();
+  }
+  if (blocks.empty()) {
+    error = "no attention or MLP block to shard (degree " +
+            std::to_string(degree) + ")";
+    return failure();
+  }
+  Sharding sharding(degree);
+  for (ShardBlock block : blocks)
+    if (std::string problem = sharding.check(block); !problem.empty()) {
+      error = problem;
+      return failure();
+    }
+  for (ShardBlock block : blocks)
+    sharding.shard(block);
+  module->setAttr(kTensorParallelAttrName,
+                  Builder(module.getContext()).getI64IntegerAttr(degree));
+  if (failed(verify(module))) {
+    error = "the sharded module does not verify";
+    return failure();
+  }
+  return success();
+}

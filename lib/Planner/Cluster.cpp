@@ -311,6 +311,17 @@ dtfm::planner::groupCluster(const Cluster &cluster,
       }
       device.memoryBytes = std::min(device.memoryBytes, d.memoryBytes);
     }
+    size_t t = groups[a].size();
+    double latency = 0, perByte = 0;
+    for (size_t r = 0; t > 1 && r < t; ++r) {
+      int from = groups[a][r], to = groups[a][(r + 1) % t];
+      latency = std::max(latency, cluster.latencySeconds(from, to));
+      perByte =
+          std::max(perByte, 8.0 / (cluster.bandwidthGbps(from, to) * 1e9));
+    }
+    double steps = 2.0 * static_cast<double>(t - 1);
+    device.groupSumLatencySeconds = steps * latency;
+    device.groupSumSecondsPerByte = steps * perByte / static_cast<double>(t);
     grouped.devices.push_back(device);
     for (size_t b = 0; b < n; ++b) {
       if (a == b)

@@ -57,17 +57,8 @@ HeteroModel::HeteroModel(HeteroProblem p)
 static std::vector<StageDevice> stageDevices(const Cluster &cluster,
                                              const Partition &stages) {
   std::vector<StageDevice> devices;
-  for (const std::vector<int> &group : stages) {
-    StageDevice d{cluster.devices[group[0]].name,
-                  std::numeric_limits<double>::infinity(),
-                  std::numeric_limits<double>::infinity()};
-    for (int member : group) {
-      d.speed = std::min(d.speed, cluster.devices[member].speed());
-      d.memoryBytes =
-          std::min(d.memoryBytes, cluster.devices[member].memoryBytes);
-    }
-    devices.push_back(d);
-  }
+  for (const std::vector<int> &group : stages)
+    devices.push_back(stageDeviceOf(cluster, group));
   return devices;
 }
 

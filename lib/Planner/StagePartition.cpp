@@ -133,9 +133,12 @@ bool dtfm::planner::planForBounds(const std::vector<ChainBlock> &blocks,
   plan = StagePlan();
   plan.bounds = bounds;
   for (int s = 0; s < stages; ++s) {
-    double flops = 0;
-    for (int i = bounds[s]; i < bounds[s + 1]; ++i)
+    double flops = 0, sums = 0, sumBytes = 0;
+    for (int i = bounds[s]; i < bounds[s + 1]; ++i) {
       flops += blocks[i].flops;
+      sums += blocks[i].groupSums;
+      sumBytes += blocks[i].groupSumBytes;
+    }
     StageMemory memory = stageMemory(blocks, bounds[s], bounds[s + 1], s,
                                      stages, options, devices[s].memoryBytes);
     if (memory.bytes > devices[s].memoryBytes) {
@@ -145,14 +148,31 @@ bool dtfm::planner::planForBounds(const std::vector<ChainBlock> &blocks,
               " GB available)";
       return false;
     }
-    plan.stageSeconds.push_back((flops + memory.recomputeFlops) /
-                                devices[s].speed);
+    plan.stageSeconds.push_back(
+        devices[s].seconds(flops + memory.recomputeFlops, sums, sumBytes));
     plan.stageMemoryBytes.push_back(memory.bytes);
     plan.stageMemory.push_back(memory);
     plan.bottleneckSeconds =
         std::max(plan.bottleneckSeconds, plan.stageSeconds.back());
   }
   return true;
+}
+
+StageDevice dtfm::planner::stageDeviceOf(const Cluster &cluster,
+                                         const std::vector<int> &members) {
+  StageDevice d{cluster.devices[members.at(0)].name,
+                std::numeric_limits<double>::infinity(),
+                std::numeric_limits<double>::infinity()};
+  for (int member : members) {
+    const Device &device = cluster.devices[member];
+    d.speed = std::min(d.speed, device.speed());
+    d.memoryBytes = std::min(d.memoryBytes, device.memoryBytes);
+    d.groupSumLatencySeconds =
+        std::max(d.groupSumLatencySeconds, device.groupSumLatencySeconds);
+    d.groupSumSecondsPerByte =
+        std::max(d.groupSumSecondsPerByte, device.groupSumSecondsPerByte);
+  }
+  return d;
 }
 
 namespace {
@@ -211,9 +231,12 @@ bool dtfm::planner::partitionChain(const std::vector<ChainBlock> &blocks,
       return false;
     }
   // Prefix sums make every segment O(1).
-  std::vector<double> flops(n + 1, 0);
-  for (int i = 0; i < n; ++i)
+  std::vector<double> flops(n + 1, 0), sums(n + 1, 0), sumBytes(n + 1, 0);
+  for (int i = 0; i < n; ++i) {
     flops[i + 1] = flops[i] + blocks[i].flops;
+    sums[i + 1] = sums[i] + blocks[i].groupSums;
+    sumBytes[i + 1] = sumBytes[i] + blocks[i].groupSumBytes;
+  }
   auto memoryOf = [&](int j, int first, int last) {
     return stageMemory(blocks, first, last, j, stages, options,
                        devices[j].memoryBytes);
@@ -225,7 +248,9 @@ bool dtfm::planner::partitionChain(const std::vector<ChainBlock> &blocks,
     StageMemory m = memoryOf(j, first, last);
     if (m.bytes > devices[j].memoryBytes)
       return std::numeric_limits<double>::infinity();
-    return (flops[last] - flops[first] + m.recomputeFlops) / devices[j].speed;
+    return devices[j].seconds(flops[last] - flops[first] + m.recomputeFlops,
+                              sums[last] - sums[first],
+                              sumBytes[last] - sumBytes[first]);
   };
 
   double bottleneck = 0;

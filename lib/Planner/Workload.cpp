@@ -30,12 +30,18 @@ Workload Workload::withMicroBatchSize(int64_t size) const {
       static_cast<double>(size) / static_cast<double>(microBatchSize);
   Workload scaled = *this;
   scaled.blocks.clear();
-  for (const ChainBlock &block : blocks)
-    scaled.blocks.push_back(
-        {block.flops * scale, block.parameterBytes,
-         block.activationBytes * scale, block.backwardFlops * scale,
-         block.inputBytes < 0 ? block.inputBytes : block.inputBytes * scale,
-         block.scratchBytes * scale});
+  // Everything per micro-batch scales; the parameters and the number of
+  // sums over a tensor-parallel group do not.
+  for (ChainBlock block : blocks) {
+    block.flops *= scale;
+    block.activationBytes *= scale;
+    block.backwardFlops *= scale;
+    if (block.inputBytes >= 0)
+      block.inputBytes *= scale;
+    block.scratchBytes *= scale;
+    block.groupSumBytes *= scale;
+    scaled.blocks.push_back(block);
+  }
   scaled.boundaryBytes = boundaryBytes * scale;
   scaled.microBatchSize = size;
   return scaled;

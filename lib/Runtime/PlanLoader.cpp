@@ -7,6 +7,7 @@
 #include "dtfm/Runtime/PlanLoader.h"
 
 #include "dtfm/Format/PlanFile.h"
+#include "dtfm/Planner/CostModel.h"
 #include "dtfm/Runtime/Program.h"
 
 #include "plan.pb.h"
@@ -51,8 +52,29 @@ bool dtfm::runtime::simulationInput(const proto::Plan &plan, SimInput &input,
     }
     std::map<int64_t, double> bucketSeconds, bucketBytes, bucketReady;
     double syncBytes = 0;
+    std::vector<int> group; // the tensor-parallel group, as cluster indices
+    for (const std::string &member : p.tp_group())
+      for (size_t i = 0; i < input.cluster.size(); ++i)
+        if (input.cluster.devices[i].name == member)
+          group.push_back(static_cast<int>(i));
     for (const ProgramOp &op : typed.ops) {
       const OpAttrs &a = op.attrs;
+      if (op.computes == OpKind::TpAllReduce &&
+          op.isBackward() == a.inBackward) {
+        if (group.size() != static_cast<size_t>(p.tp_group_size())) {
+          error = p.device() + ": its tensor-parallel group names a device "
+                               "the plan's cluster lacks";
+          return false;
+        }
+        // The runtime sums in f32, as it holds every value.
+        double bytes = 4;
+        for (int64_t d : op.results.at(0).shape)
+          bytes *= static_cast<double>(d);
+        program.groupSumSeconds[op.isBackward() ? 1 : 0] +=
+            planner::groupRingAllReduceCost(input.cluster, group, bytes,
+                                            static_cast<int>(group.size()));
+        continue;
+      }
       if (op.kind == OpKind::Send) {
         if (a.peerDevice.empty()) {
           error = p.device() + ": a dtfm.send without bytes or peer_device";

@@ -116,7 +116,8 @@ bool dtfm::runtime::simulate(const SimInput &input, SimResult &result,
             double flops = item.phase == 'F' ? d.program->forwardFlops
                                              : d.program->backwardFlops;
             double again = item.phase == 'F' ? 0 : d.program->recomputeFlops;
-            end = start + (flops + again) / d.speed;
+            end = start + (flops + again) / d.speed +
+                  d.program->groupSumSeconds[item.phase == 'F' ? 0 : 1];
             computeEnd[{self, item.phase, item.microBatch}] = end;
             if (item.phase == 'B' && end >= d.lastBackwardEnd) {
               d.lastBackwardStart = start;

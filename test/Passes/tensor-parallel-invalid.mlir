@@ -5,7 +5,7 @@
 
 // COM: One line each, on the module, naming the block at fault.
 
-// ZERO: error: dtfm-tensor-parallel: degree must be at least 1, got 0
+// ZERO: error: dtfm-tensor-parallel: degree must be at least 1, got 0 (--dtfm-plan's tp=0, a degree chosen with the shape, needs global-batch)
 // TWICE: error: dtfm-tensor-parallel: the model is sharded already
 // TRAINED: error: dtfm-tensor-parallel: the module has a backward graph already; shard the forward graph (before --dtfm-autodiff)
 

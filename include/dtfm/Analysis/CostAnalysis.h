@@ -113,11 +113,17 @@ struct LayerBlock {
   /// the model's type: attention's probabilities (the backward recomputes
   /// them), the loss's softmax of the logits.
   double scratchBytes = 0;
+  /// Tensor parallelism: its sums over the group per micro-batch
+  /// (dtfm.tp_all_reduce, forward or backward) and their bytes.
+  double groupSums = 0, groupSumBytes = 0;
 };
 
 /// The model's blocks in order. Fails (with a diagnostic on the op) when a
 /// training op names a layer that no forward op has.
 FailureOr<SmallVector<LayerBlock>> buildLayerChain(const CostAnalysis &costs);
+
+/// The planner's view of a block (its figures without the ops).
+::dtfm::planner::ChainBlock chainBlockOf(const LayerBlock &block);
 
 /// The model as every planner sees it (lib/Planner's Workload), for one
 /// micro-batch of the model's size (left at 1: the caller knows it):

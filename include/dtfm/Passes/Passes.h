@@ -91,6 +91,12 @@ FailureOr<int64_t> modelMicroBatchSize(ModuleOp module, std::string &error);
 /// failure the module may be half-changed: work on a clone to try.
 LogicalResult rebatchModule(ModuleOp module, int64_t size, std::string &error);
 
+/// --dtfm-tensor-parallel's rewrite of `module` for groups of `degree`
+/// devices (nothing for 1). Fails with a one-line `error` (the module is
+/// then unchanged) when it cannot: see the pass.
+LogicalResult shardTensorParallel(ModuleOp module, int64_t degree,
+                                  std::string &error);
+
 /// Adds the rest of --dtfm-plan from device assignment on (assign ->
 /// partition -> send/recv -> ... -> verify) with the given assignment
 /// algorithm and print-table setting; the other options are the pipeline's.

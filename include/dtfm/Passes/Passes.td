@@ -521,8 +521,21 @@ def ChooseShape : Pass<"dtfm-choose-shape", "mlir::ModuleOp"> {
     --dtfm-assign-devices, --dtfm-partition-stages and
     --dtfm-schedule-microbatches then follow it. Runs on forward graphs
     (before --dtfm-autodiff).
+
+    With `tensor-parallel=0` it also chooses the tensor-parallel degree t:
+    the search runs once per degree from 1 to the cluster's largest node
+    that the model can be sharded to (--dtfm-tensor-parallel's rewrite, on
+    a copy) and whose nodes give groups (planningCluster: groups planned as
+    devices, their sums costed on the node's links), the budget shared
+    among them; the fastest predicted shape wins (t = 1 on a tie), the
+    model is sharded to it and `dtfm.shape` records `tp`.
   }];
   let options = [
+    Option<"tensorParallel", "tensor-parallel", "int64_t", /*default=*/"1",
+           "Tensor-parallel degree: 0 searches every degree the model and "
+           "the cluster's nodes allow and shards the model to the best; 1 "
+           "(or the degree --dtfm-tensor-parallel sharded it to) plans the "
+           "module as it is">,
     Option<"globalBatch", "global-batch", "int64_t", /*default=*/"0",
            "Samples per iteration over all pipelines">,
     ListOption<"microBatchSizes", "micro-batch-sizes", "int64_t",

@@ -31,6 +31,15 @@ struct Device {
   /// The machine the device is in: devices of one node share a fast
   /// interconnect, and only they form tensor-parallel groups.
   std::string node;
+  /// A tensor-parallel group planned as one device (groupCluster): one sum
+  /// over the group (a ring all-reduce) of B bytes costs
+  /// groupSumLatencySeconds + B * groupSumSecondsPerByte. 0 for a device.
+  double groupSumLatencySeconds = 0, groupSumSecondsPerByte = 0;
+
+  /// The time of `sums` sums over the group totalling `bytes`.
+  double groupSumSeconds(double sums, double bytes) const {
+    return sums * groupSumLatencySeconds + bytes * groupSumSecondsPerByte;
+  }
 
   /// Sustained speed S(p) = lambda * peak.
   double speed() const { return efficiency * peakFlops; }
@@ -106,7 +115,9 @@ bool tensorParallelGroups(const Cluster &cluster, int degree,
 
 /// The cluster a tensor-parallel plan is planned on: one device per group
 /// (named and placed as its first member, with the slowest member's speed
-/// and the smallest memory), and between two groups the slowest link
+/// and the smallest memory, and the cost of a sum over the group: a ring
+/// all-reduce, 2 (t - 1) steps of B / t bytes, each at the ring's largest
+/// latency and lowest bandwidth), and between two groups the slowest link
 /// between members of equal rank (they move their copies in parallel).
 Cluster groupCluster(const Cluster &cluster,
                      const std::vector<std::vector<int>> &groups);

@@ -29,6 +29,8 @@
 #ifndef DTFM_PLANNER_STAGEPARTITION_H
 #define DTFM_PLANNER_STAGEPARTITION_H
 
+#include "dtfm/Planner/Cluster.h"
+
 #include <optional>
 #include <string>
 #include <string_view>
@@ -51,6 +53,9 @@ struct ChainBlock {
   /// probabilities, the loss's softmax), per micro-batch: the runtime's
   /// model counts the one of the step where memory peaks.
   double scratchBytes = 0;
+  /// Tensor parallelism: the sums over the group per micro-batch (forward
+  /// and backward) and their bytes (dtfm.tp_all_reduce).
+  double groupSums = 0, groupSumBytes = 0;
 
   /// What recomputation runs again: the forward (a third of the work when
   /// the backward's share is not known).
@@ -74,7 +79,21 @@ struct StageDevice {
   std::string name;
   double speed = 0;       ///< FLOP/s actually reached
   double memoryBytes = 0; ///< capacity
+  /// A tensor-parallel group's sums (Device::groupSumSeconds).
+  double groupSumLatencySeconds = 0, groupSumSecondsPerByte = 0;
+
+  /// One micro-batch's forward and backward of `flops` with `sums` sums
+  /// over the group totalling `sumBytes`.
+  double seconds(double flops, double sums, double sumBytes) const {
+    return flops / speed + sums * groupSumLatencySeconds +
+           sumBytes * groupSumSecondsPerByte;
+  }
 };
+
+/// The device a stage's group of `members` (indices into `cluster`) is
+/// planned as: its slowest and smallest member, its costliest group sums.
+StageDevice stageDeviceOf(const Cluster &cluster,
+                          const std::vector<int> &members);
 
 enum class PipelineSchedule { GPipe, OneFOneB };
 

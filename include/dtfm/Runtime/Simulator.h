@@ -58,6 +58,10 @@ struct SimProgram {
   /// backward time but not work.
   double recomputeFlops = 0;
   double optimizerFlops = 0; ///< per iteration
+  /// Per micro-batch, by phase (0 forward, 1 backward): the tensor-parallel
+  /// group's sums (dtfm.tp_all_reduce), each a ring all-reduce over the
+  /// group's links, on the compute stream.
+  std::array<double, 2> groupSumSeconds{0, 0};
   double syncSeconds = 0;    ///< gradient synchronisation per iteration
   /// The gradient buckets, in launch order, when the plan says when each
   /// is complete: they overlap the last backward (Planner/Buckets.h);

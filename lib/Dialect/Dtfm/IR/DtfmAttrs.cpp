@@ -242,10 +242,13 @@ LogicalResult ShapeAttr::verify(
     StoredDouble pipelineSeconds, StoredDouble dataParallelSeconds,
     ArrayRef<StringAttr> devices, ArrayRef<ArrayAttr> stages,
     ArrayRef<ShapeChoiceAttr> runnersUp, ArrayRef<IdleDevicesAttr> idle,
-    int64_t shapesScored, bool budgetExhausted) {
+    int64_t shapesScored, bool budgetExhausted, int64_t tp) {
   if (failed(verifyShapeChoice(emitError, "dtfm.shape", dp, pp, microBatchSize,
                                microBatches, devicesUsed)))
     return failure();
+  if (tp < 1)
+    return emitError() << "dtfm.shape: tensor-parallel degree " << tp
+                       << " is below 1";
   if (static_cast<int64_t>(devices.size()) != devicesUsed)
     return emitError() << "dtfm.shape: " << devices.size()
                        << " devices but devices_used " << devicesUsed;

@@ -222,7 +222,9 @@ def Dtfm_ShapeAttr : Dtfm_Attr<"Shape", "shape"> {
     the predicted `iteration_s` = `pipeline_s` + `data_parallel_s`, up to
     three runner-up shapes, the idle devices with the reason, the number of
     shapes scored and whether the search budget cut the search
-    (`budget_exhausted`, left out when false). Every double prints in the
+    (`budget_exhausted`, left out when false), and the tensor-parallel
+    degree (`tp`: each device named is then the first of a group of `tp`,
+    left out when 1). Every double prints in the
     shortest form that reads back exactly.
 
     ```mlir
@@ -257,7 +259,8 @@ def Dtfm_ShapeAttr : Dtfm_Attr<"Shape", "shape"> {
     Dtfm_BracketListParameter<"::mlir::dtfm::ShapeChoiceAttr", "runner-up shapes">:$runners_up,
     Dtfm_BracketListParameter<"::mlir::dtfm::IdleDevicesAttr", "idle devices">:$idle,
     "int64_t":$shapes_scored,
-    Dtfm_FlagParameter:$budget_exhausted
+    Dtfm_FlagParameter:$budget_exhausted,
+    DefaultValuedParameter<"int64_t", "1", "tensor-parallel degree">:$tp
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
