@@ -1,4 +1,4 @@
-//===- Json.h - Numbers in JSON lines ----------------------------*- C++ -*-===//
+//===- Json.h - Numbers and strings in JSON lines --------------*- C++ -*-===//
 //
 // Part of dtfm. Plain C++ (no MLIR).
 //
@@ -25,6 +25,25 @@ inline std::string jsonNumber(double value, int precision = 6,
   std::snprintf(text, sizeof text, general ? "%.*g" : "%.*f", precision,
                 value);
   return text;
+}
+
+/// `text` as the inside of a JSON string: quotes, backslashes and control
+/// characters escaped (a planner's error may hold any of them).
+inline std::string jsonEscape(const std::string &text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char code[8];
+      std::snprintf(code, sizeof code, "\\u%04x", c);
+      out += code;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
 }
 
 } // namespace dtfm

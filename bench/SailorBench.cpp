@@ -1,0 +1,240 @@
+//===- SailorBench.cpp - dtfm's plans on Sailor's two experiments ---------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+//
+// Sailor (SOSP'25) planned OPT-350M on two clusters that ../shared/clusters
+// describes to dtfm (its README: the model, the global batch of 1024, the
+// micro-batch sizes 1, 2, 4, 8 Sailor profiles, and Sailor's own plans and
+// simulated iterations). This plans the same model on each through the
+// whole pipeline (--dtfm-plan algorithm=hetero programs=true) without
+// tensor parallelism and with the degree chosen by the shape search
+// (tp=0), and prints for each: the plan in Sailor's terms (per stage: its
+// decoder layers, D_DP, the tensor-parallel degree and the device types),
+// the planner's predicted iteration, the simulator's (dtfm-run
+// --simulate), the shape search's own time and the whole planning time,
+// next to Sailor's plan's simulated iteration.
+//
+//   bench-sailor [--json] [--clusters DIR] [--budget S]
+//
+//===----------------------------------------------------------------------===//
+
+#include "BenchSupport.h"
+#include "PlanRunner.h"
+
+#include "dtfm/Passes/Passes.h"
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace {
+
+using dtfm::bench::jsonNumber;
+
+struct Experiment {
+  const char *name, *file;
+  double sailorSeconds; ///< Sailor's plan in Sailor's simulator (README)
+  const char *sailorPlan;
+};
+constexpr Experiment kExperiments[] = {
+    {"geo", "sailor-geo.textproto", 2.41,
+     "mb 8, PP 1, 32 x TP 4 (one VM each), us-west1-b unused"},
+    {"het", "sailor-het.textproto", 5.88,
+     "mb 2, PP 2 (13 + 13 layers), DP 27: stage 0 24 V100 TP 4 + 3 A100, "
+     "stage 1 27 A100"}};
+
+/// OPT-350M as Sailor trains it (the clusters' README).
+mlir::dtfm::GptConfig opt350m() {
+  mlir::dtfm::GptConfig config;
+  config.name = "opt-350m";
+  config.layers = 24;
+  config.hidden = 1024;
+  config.heads = 16;
+  config.seqLen = 2048;
+  config.vocab = 50272;
+  config.microBatch = 1;
+  config.dtype = "f32";
+  return config;
+}
+
+/// "a100" of "c1a_a100_vm3_g2": the device's type, as the files name them.
+std::string deviceType(const std::string &device) {
+  std::smatch match;
+  static const std::regex type("(a100|v100)");
+  return std::regex_search(device, match, type) ? match.str(1) : device;
+}
+
+struct Outcome {
+  std::string error;
+  int tp = 1, dp = 0, pp = 0;
+  int64_t microBatchSize = 0;
+  double predicted = 0, simulated = 0, searchSeconds = 0, planSeconds = 0;
+  std::string stages; ///< Sailor's terms
+};
+
+double attrNumber(const dtfm::proto::Plan &plan, const char *attr,
+                  const char *field) {
+  auto it = plan.module_attrs().find(attr);
+  if (it == plan.module_attrs().end())
+    return 0;
+  std::smatch match;
+  std::regex number(std::string(field) + " = ([0-9.e+-]+)");
+  const std::string &text = it->second.mlir();
+  return std::regex_search(text, match, number) ? std::stod(match.str(1)) : 0;
+}
+
+/// The shape search alone (--dtfm-choose-shape after the costs), timed.
+double searchSeconds(const std::string &clusterFile, const std::string &shape,
+                     int tp) {
+  mlir::DialectRegistry registry;
+  mlir::dtfm::registerAllDialects(registry);
+  mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::dtfm::buildGptModule(&context, opt350m());
+  mlir::PassManager pm(&context, mlir::ModuleOp::getOperationName());
+  std::string pipeline =
+      "dtfm-import-cluster{file=" + clusterFile + "},dtfm-annotate-costs";
+  mlir::PassManager prepare(&context, mlir::ModuleOp::getOperationName());
+  if (mlir::failed(mlir::parsePassPipeline(pipeline, prepare)) ||
+      mlir::failed(prepare.run(*module)))
+    return -1;
+  if (mlir::failed(mlir::parsePassPipeline(
+          "dtfm-choose-shape{" + shape +
+              " tensor-parallel=" + std::to_string(tp) + "}",
+          pm)))
+    return -1;
+  auto start = std::chrono::steady_clock::now();
+  if (mlir::failed(pm.run(*module)))
+    return -1;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+Outcome plan(const std::string &clusterFile, int tp, double budget) {
+  std::string shape = "global-batch=1024 micro-batch-sizes=1,2,4,8 budget=" +
+                      std::to_string(budget);
+  Outcome out;
+  dtfm::bench::PlannedGpt planned;
+  if (!dtfm::bench::planGpt(opt350m(), clusterFile,
+                            "algorithm=hetero programs=true tp=" +
+                                std::to_string(tp) + " " + shape,
+                            planned, out.error)) {
+    size_t end = out.error.find("; ");
+    if (end != std::string::npos)
+      out.error.resize(end);
+    return out;
+  }
+  out.planSeconds = planned.planSeconds;
+  out.simulated = planned.simulated.iterationSeconds;
+  out.predicted = attrNumber(planned.plan, "dtfm.shape", "iteration_s");
+  out.microBatchSize = static_cast<int64_t>(
+      attrNumber(planned.plan, "dtfm.shape", "micro_batch_size"));
+  out.searchSeconds = searchSeconds(clusterFile, shape, tp);
+  // Per stage: layers (of pipeline 0, rank 0), the pipelines (D_DP), the
+  // degree and the device types of every member.
+  std::map<int64_t, std::set<std::string>> layers;
+  std::map<int64_t, std::set<int64_t>> pipelines;
+  std::map<int64_t, std::map<std::string, int>> types;
+  for (const dtfm::proto::DeviceProgram &p : planned.plan.programs()) {
+    out.tp = std::max(out.tp, p.tp_group_size());
+    pipelines[p.stage()].insert(p.pipeline());
+    ++types[p.stage()][deviceType(p.device())];
+    if (p.pipeline() != 0 || p.tp_rank() != 0)
+      continue;
+    for (const dtfm::proto::PlanOp &op : p.ops()) {
+      auto layer = op.attrs().find("dtfm.layer");
+      if (layer != op.attrs().end() &&
+          layer->second.s().rfind("layer.", 0) == 0)
+        layers[p.stage()].insert(layer->second.s());
+    }
+  }
+  out.pp = static_cast<int>(pipelines.size());
+  out.dp = pipelines.empty() ? 0 : static_cast<int>(pipelines[0].size());
+  for (const auto &[stage, names] : layers) {
+    out.stages += (out.stages.empty() ? "" : "; ") + std::string("stage ") +
+                  std::to_string(stage) + ": " + std::to_string(names.size()) +
+                  " layers, DP " + std::to_string(pipelines[stage].size()) +
+                  ", TP " + std::to_string(out.tp) + ",";
+    for (const auto &[type, count] : types[stage])
+      out.stages += " " + std::to_string(count) + " " + type;
+  }
+  return out;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  bool json = false;
+  double budget = 10;
+  std::string clustersDir = dtfm::bench::defaultScenariosDir() + "/../clusters";
+  if (const char *env = std::getenv("DTFM_CLUSTERS_DIR"))
+    clustersDir = env;
+  mlir::dtfm::registerAllPasses();
+  dtfm::bench::Flags flags("bench-sailor", argc, argv);
+  while (flags.next())
+    if (flags.is("--json"))
+      json = true;
+    else if (flags.is("--clusters"))
+      clustersDir = flags.text();
+    else if (flags.is("--budget"))
+      budget = flags.number(0.1);
+    else
+      flags.unknown();
+  if (!std::ifstream(clustersDir + "/" + kExperiments[0].file)) {
+    std::fprintf(stderr,
+                 "bench-sailor: error: %s/%s not found (set "
+                 "DTFM_CLUSTERS_DIR or --clusters to ../shared/clusters)\n",
+                 clustersDir.c_str(), kExperiments[0].file);
+    return 1;
+  }
+  if (!json)
+    std::printf("OPT-350M, global batch 1024, micro-batch sizes 1, 2, 4, 8; "
+                "Sailor's clusters (%s)\n",
+                clustersDir.c_str());
+  for (const Experiment &e : kExperiments) {
+    std::string file = clustersDir + "/" + e.file;
+    if (!json)
+      std::printf("\n%s: Sailor's plan %.2f s (%s)\n  %-5s %-6s %8s %10s "
+                  "%10s %9s %9s  %s\n",
+                  e.name, e.sailorSeconds, e.sailorPlan, "tp", "mb", "dp x pp",
+                  "predicted", "simulated", "search s", "plan s", "stages");
+    for (int tp : {1, 0}) {
+      Outcome o = plan(file, tp, budget);
+      const char *mode = tp == 1 ? "none" : "search";
+      if (json) {
+        std::printf("{\"experiment\":\"%s\",\"tp_mode\":\"%s\",\"ok\":%s,"
+                    "\"error\":\"%s\",\"tp\":%d,\"dp\":%d,\"pp\":%d,"
+                    "\"micro_batch_size\":%lld,\"predicted_s\":%s,"
+                    "\"simulated_s\":%s,\"search_s\":%s,\"plan_s\":%s,"
+                    "\"sailor_s\":%s,\"stages\":\"%s\"}\n",
+                    e.name, mode, o.error.empty() ? "true" : "false",
+                    dtfm::jsonEscape(o.error).c_str(), o.tp, o.dp, o.pp,
+                    static_cast<long long>(o.microBatchSize),
+                    jsonNumber(o.predicted).c_str(),
+                    jsonNumber(o.simulated).c_str(),
+                    jsonNumber(o.searchSeconds).c_str(),
+                    jsonNumber(o.planSeconds).c_str(),
+                    jsonNumber(e.sailorSeconds).c_str(),
+                    dtfm::jsonEscape(o.stages).c_str());
+        continue;
+      }
+      if (!o.error.empty()) {
+        std::printf("  %-5s failed: %s\n", mode, o.error.c_str());
+        continue;
+      }
+      std::printf("  %-5d %-6lld %3d x %-4d %10.3f %10.3f %9.2f %9.1f  %s\n",
+                  o.tp, static_cast<long long>(o.microBatchSize), o.dp, o.pp,
+                  o.predicted, o.simulated, o.searchSeconds, o.planSeconds,
+                  o.stages.c_str());
+    }
+  }
+  return 0;
+}
