@@ -10,7 +10,7 @@
 // simulated iterations). This plans the same model on each through the
 // whole pipeline (--dtfm-plan algorithm=hetero programs=true) without
 // tensor parallelism and with the degree chosen by the shape search
-// (tp=0), and prints for each: the plan in Sailor's terms (per stage: its
+// (tp=0), and at Sailor's degree (tp=4), and prints for each: the plan in Sailor's terms (per stage: its
 // decoder layers, D_DP, the tensor-parallel degree and the device types),
 // the planner's predicted iteration, the simulator's (dtfm-run
 // --simulate), the shape search's own time and the whole planning time,
@@ -202,13 +202,15 @@ int main(int argc, char **argv) {
   for (const Experiment &e : kExperiments) {
     std::string file = clustersDir + "/" + e.file;
     if (!json)
-      std::printf("\n%s: Sailor's plan %.2f s (%s)\n  %-5s %-6s %8s %10s "
-                  "%10s %9s %9s  %s\n",
-                  e.name, e.sailorSeconds, e.sailorPlan, "tp", "mb", "dp x pp",
-                  "predicted", "simulated", "search s", "plan s", "stages");
-    for (int tp : {1, 0}) {
+      std::printf("\n%s: Sailor's plan %.2f s (%s)\n  %-7s %-3s %-3s %8s "
+                  "%10s %10s %9s %7s  %s\n",
+                  e.name, e.sailorSeconds, e.sailorPlan, "tp", "t", "mb",
+                  "dp x pp", "predicted", "simulated", "search s", "plan s",
+                  "stages");
+    // Without, searched, and at Sailor's degree (4, a VM per group).
+    for (int tp : {1, 0, 4}) {
       Outcome o = plan(file, tp, budget);
-      const char *mode = tp == 1 ? "none" : "search";
+      const char *mode = tp == 1 ? "none" : tp == 0 ? "search" : "fixed 4";
       if (json) {
         std::printf("{\"experiment\":\"%s\",\"tp_mode\":\"%s\",\"ok\":%s,"
                     "\"error\":\"%s\",\"tp\":%d,\"dp\":%d,\"pp\":%d,"
@@ -227,13 +229,14 @@ int main(int argc, char **argv) {
         continue;
       }
       if (!o.error.empty()) {
-        std::printf("  %-5s failed: %s\n", mode, o.error.c_str());
+        std::printf("  %-7s failed: %s\n", mode, o.error.c_str());
         continue;
       }
-      std::printf("  %-5d %-6lld %3d x %-4d %10.3f %10.3f %9.2f %9.1f  %s\n",
-                  o.tp, static_cast<long long>(o.microBatchSize), o.dp, o.pp,
-                  o.predicted, o.simulated, o.searchSeconds, o.planSeconds,
-                  o.stages.c_str());
+      std::printf("  %-7s %-3d %-3lld %3d x %-3d %10.3f %10.3f %9.2f %7.1f  "
+                  "%s\n",
+                  mode, o.tp, static_cast<long long>(o.microBatchSize), o.dp,
+                  o.pp, o.predicted, o.simulated, o.searchSeconds,
+                  o.planSeconds, o.stages.c_str());
     }
   }
   return 0;
