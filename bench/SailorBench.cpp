@@ -10,11 +10,11 @@
 // simulated iterations). This plans the same model on each through the
 // whole pipeline (--dtfm-plan algorithm=hetero programs=true) without
 // tensor parallelism and with the degree chosen by the shape search
-// (tp=0), and at Sailor's degree (tp=4), and prints for each: the plan in Sailor's terms (per stage: its
-// decoder layers, D_DP, the tensor-parallel degree and the device types),
-// the planner's predicted iteration, the simulator's (dtfm-run
-// --simulate), the shape search's own time and the whole planning time,
-// next to Sailor's plan's simulated iteration.
+// (tp=0), and at Sailor's degree (tp=4), and prints for each: the plan in
+// Sailor's terms (per stage: its decoder layers, D_DP, the tensor-parallel
+// degree and the device types), the planner's predicted iteration, the
+// simulator's (dtfm-run --simulate), the shape search's own time and the
+// whole planning time, next to Sailor's plan's simulated iteration.
 //
 //   bench-sailor [--json] [--clusters DIR] [--budget S]
 //
@@ -100,15 +100,19 @@ double searchSeconds(const std::string &clusterFile, const std::string &shape,
   mlir::OwningOpRef<mlir::ModuleOp> module =
       mlir::dtfm::buildGptModule(&context, opt350m());
   mlir::PassManager pm(&context, mlir::ModuleOp::getOperationName());
+  // A fixed degree shards the model first, as --dtfm-plan does.
   std::string pipeline =
-      "dtfm-import-cluster{file=" + clusterFile + "},dtfm-annotate-costs";
+      "dtfm-import-cluster{file=" + clusterFile + "}," +
+      (tp > 1 ? "dtfm-tensor-parallel{degree=" + std::to_string(tp) + "},"
+              : "") +
+      "dtfm-annotate-costs";
   mlir::PassManager prepare(&context, mlir::ModuleOp::getOperationName());
   if (mlir::failed(mlir::parsePassPipeline(pipeline, prepare)) ||
       mlir::failed(prepare.run(*module)))
     return -1;
   if (mlir::failed(mlir::parsePassPipeline(
-          "dtfm-choose-shape{" + shape +
-              " tensor-parallel=" + std::to_string(tp) + "}",
+          "dtfm-choose-shape{" + shape + (tp == 0 ? " tensor-parallel=0" : "") +
+              "}",
           pm)))
     return -1;
   auto start = std::chrono::steady_clock::now();

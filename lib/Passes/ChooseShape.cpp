@@ -167,10 +167,16 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
       tried.cluster = &candidate.cluster;
       tried.workload = std::move(*workload);
       tried.workload.microBatchSize = *modelSize;
+      // The degree the module has gets the whole budget, so that searching
+      // the others never finds a worse plan for it than tensor-parallel=1
+      // does; the others share another.
       planner::ShapeSearchOptions options;
       double total =
           budget > 0 ? budget : (candidate.cluster.size() <= 128 ? 3.0 : 10.0);
-      options.budgetSeconds = total / static_cast<double>(degrees.size());
+      options.budgetSeconds =
+          degree == degrees.front()
+              ? total
+              : total / static_cast<double>(degrees.size() - 1);
       if (!planner::searchShapes(tried, options, candidate.result, why)) {
         skip(degree, why);
         continue;

@@ -526,8 +526,9 @@ def ChooseShape : Pass<"dtfm-choose-shape", "mlir::ModuleOp"> {
     the search runs once per degree from 1 to the cluster's largest node
     that the model can be sharded to (--dtfm-tensor-parallel's rewrite, on
     a copy) and whose nodes give groups (planningCluster: groups planned as
-    devices, their sums costed on the node's links), the budget shared
-    among them; the fastest predicted shape wins (t = 1 on a tie), the
+    devices, their sums costed on the node's links); degree 1 searches with
+    the whole budget (so it finds what tensor-parallel=1 finds) and the
+    others share another; the fastest predicted shape wins (t = 1 on a tie), the
     model is sharded to it and `dtfm.shape` records `tp`.
   }];
   let options = [
