@@ -11,8 +11,9 @@
 // first newline) and then the .ckpt, so that the manifest check sees
 // anything. The directory is then read as another plan's would be
 // (--resume-from): its generations listed, loaded, and a program's state
-// assembled from it, with the shards its entries record, for the
-// parameters it names whole and for each of them sharded over two.
+// assembled from it, with the shards (and tensor-parallel slices) its
+// entries record, for the parameters it names whole, for each of them
+// sharded over two, and for each as slice 1 of 2 of its last dimension.
 //
 //===----------------------------------------------------------------------===//
 
@@ -60,16 +61,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     std::vector<format::TensorMap> files;
     if (!runtime::loadGeneration(fuzz::scratchDir(), g, files, error))
       continue;
-    std::map<std::string, std::vector<int64_t>> parameters;
+    std::map<std::string, std::vector<int64_t>> parameters, sliced;
     std::map<std::string, runtime::ElementRange> halves;
+    std::map<std::string, runtime::TensorParallelSlice> slices;
     for (const auto &[key, tensor] : files.front())
       if (key.rfind("param/", 0) == 0 && tensor.numel() <= (1 << 20)) {
-        parameters[key.substr(6)] = tensor.shape;
-        halves[key.substr(6)] = runtime::shardOf(tensor.numel(), 1, 2);
+        std::string name = key.substr(6);
+        parameters[name] = tensor.shape;
+        halves[name] = runtime::shardOf(tensor.numel(), 1, 2);
+        // Slice 1 of 2 along the last dimension, where it halves.
+        if (!tensor.shape.empty() && tensor.shape.back() % 2 == 0) {
+          sliced[name] = tensor.shape;
+          sliced[name].back() /= 2;
+          slices[name] = {static_cast<int64_t>(tensor.shape.size()) - 1, 1, 2};
+        }
       }
     format::TensorMap out;
     runtime::assembleState(files, parameters, {}, {}, out, error);
     runtime::assembleState(files, parameters, halves, {}, out, error);
+    runtime::assembleState(files, sliced, {}, slices, out, error);
   }
   return 0;
 }

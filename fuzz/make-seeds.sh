@@ -65,6 +65,19 @@ for ckpt in "$work"/*.ckpt; do
   { printf '\0'; cat "$ckpt"; } > "$out/checkpoint/$(basename "$ckpt")"
 done
 
+# The same GPT at tensor-parallel degree 2 on one 2-device node: its plan,
+# and its checkpoint, whose entries record their slices (tp/<name>).
+printf 'name: "node"\ndevices { name: "cpu" region: "local" count: 2 peak_flops: 1e11 memory_bytes: 8e9 node: "n" }\nintra_region { delay_ms: 0.05 bandwidth_gbps: 40 }\n' > "$work/node.textproto"
+"$bin/dtfm-opt" "$work/tiny.mlir" --dtfm-plan="cluster=$work/node.textproto tp=2 dp=1 pp=1 programs=true micro-batches=2" -o "$work/tp.mlir"
+"$bin/dtfm-translate" --export-plan "$work/tp.mlir" -o "$out/plan/tiny-tp2.pb"
+"$bin/dtfm-translate" --export-plan --plan-text "$work/tp.mlir" -o "$out/plan/tiny-tp2.txtpb"
+mkdir -p "$work/tp"
+"$bin/dtfm-run" "$out/plan/tiny-tp2.pb" --execute --steps 1 --checkpoint-dir "$work/tp" \
+  --log "$work/tp-log.jsonl" > /dev/null
+for ckpt in "$work"/tp/*.ckpt; do
+  { printf '\0'; cat "$ckpt"; } > "$out/checkpoint/tp2-$(basename "$ckpt")"
+done
+
 for target in cluster mlir onnx plan checkpoint; do
   echo "$target: $(find "$out/$target" -type f | wc -l) seeds"
 done
