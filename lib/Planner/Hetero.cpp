@@ -136,10 +136,18 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
   // micro-batches in flight (1F1B: min(n_b, pp - s)), each one a round trip
   // through the later stages.
   std::vector<StageDevice> groups = stageDevices(cluster, stages);
-  // One micro-batch's compute of stage s on pipeline i's own device.
+  // One micro-batch's compute of stage s on pipeline i's own device: its
+  // FLOPs at that device's speed, and (tensor parallelism) its group's sums
+  // on that group's own links, which a faster device does not speed up.
   auto stageCompute = [&](int i, int s) {
-    return plan.stageSeconds[s] * groups[s].speed /
-           cluster.devices[pipelines[i][s]].speed();
+    const Device &own = cluster.devices[pipelines[i][s]];
+    double sums = plan.stageGroupSums.empty() ? 0 : plan.stageGroupSums[s];
+    double sumBytes =
+        plan.stageGroupSumBytes.empty() ? 0 : plan.stageGroupSumBytes[s];
+    double flopSeconds =
+        plan.stageSeconds[s] - groups[s].seconds(0, sums, sumBytes);
+    return flopSeconds * groups[s].speed / own.speed() +
+           own.groupSumSeconds(sums, sumBytes);
   };
   auto pipelineSeconds = [&](int i, int microBatches) {
     StagePartitionOptions window = training.stages;

@@ -150,6 +150,8 @@ bool dtfm::planner::planForBounds(const std::vector<ChainBlock> &blocks,
     }
     plan.stageSeconds.push_back(
         devices[s].seconds(flops + memory.recomputeFlops, sums, sumBytes));
+    plan.stageGroupSums.push_back(sums);
+    plan.stageGroupSumBytes.push_back(sumBytes);
     plan.stageMemoryBytes.push_back(memory.bytes);
     plan.stageMemory.push_back(memory);
     plan.bottleneckSeconds =
@@ -287,10 +289,15 @@ bool dtfm::planner::partitionChain(const std::vector<ChainBlock> &blocks,
   }
   plan.bounds = bounds;
   plan.stageSeconds.clear();
+  plan.stageGroupSums.clear();
+  plan.stageGroupSumBytes.clear();
   plan.stageMemoryBytes.clear();
   plan.stageMemory.clear();
   for (int j = 0; j < stages; ++j) {
     plan.stageSeconds.push_back(time(j, bounds[j], bounds[j + 1]));
+    plan.stageGroupSums.push_back(sums[bounds[j + 1]] - sums[bounds[j]]);
+    plan.stageGroupSumBytes.push_back(sumBytes[bounds[j + 1]] -
+                                      sumBytes[bounds[j]]);
     plan.stageMemory.push_back(memoryOf(j, bounds[j], bounds[j + 1]));
     plan.stageMemoryBytes.push_back(plan.stageMemory.back().bytes);
   }

@@ -164,6 +164,10 @@ struct StagePlan {
   std::vector<int> bounds;
   /// Compute time per micro-batch (recomputation included).
   std::vector<double> stageSeconds;
+  /// The tensor-parallel group sums of each stage per micro-batch (their
+  /// count and bytes): part of stageSeconds on the stage's device, and
+  /// what another group's links make of them (Device::groupSumSeconds).
+  std::vector<double> stageGroupSums, stageGroupSumBytes;
   std::vector<double> stageMemoryBytes;
   std::vector<StageMemory> stageMemory;
   double bottleneckSeconds = 0;
