@@ -105,12 +105,10 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
       FailureOr<planner::Cluster> all = moduleCluster(module, error);
       if (failed(all))
         return fail(error);
-      std::map<std::string, int64_t> nodeSize;
-      int64_t largest = 1;
-      for (const planner::Device &d : all->devices)
-        largest =
-            std::max(largest, ++nodeSize[d.node.empty() ? d.name : d.node]);
-      for (int64_t t = 2; t <= largest; ++t)
+      size_t largest = 1;
+      for (const std::vector<int> &node : planner::nodeMembers(*all))
+        largest = std::max(largest, node.size());
+      for (int64_t t = 2; t <= static_cast<int64_t>(largest); ++t)
         degrees.push_back(t);
     }
     std::optional<double> optimizerBytes =

@@ -257,6 +257,21 @@ void dtfm::planner::inferNodes(Cluster &cluster, double minBandwidthGbps) {
     cluster.devices[i].node = "node" + std::to_string(nodeOf[i]);
 }
 
+std::vector<std::vector<int>>
+dtfm::planner::nodeMembers(const Cluster &cluster) {
+  std::vector<std::vector<int>> nodes;
+  std::map<std::string, size_t> indexOf;
+  for (size_t i = 0; i < cluster.size(); ++i) {
+    const Device &d = cluster.devices[i];
+    std::string node = d.node.empty() ? "\x01" + d.name : d.node;
+    auto [it, fresh] = indexOf.emplace(node, nodes.size());
+    if (fresh)
+      nodes.emplace_back();
+    nodes[it->second].push_back(static_cast<int>(i));
+  }
+  return nodes;
+}
+
 bool dtfm::planner::tensorParallelGroups(const Cluster &cluster, int degree,
                                          std::vector<std::vector<int>> &groups,
                                          std::string &error) {
@@ -266,20 +281,8 @@ bool dtfm::planner::tensorParallelGroups(const Cluster &cluster, int degree,
             std::to_string(degree);
     return false;
   }
-  std::vector<std::string> order; // nodes by first device
-  std::map<std::string, std::vector<int>> members;
-  for (size_t i = 0; i < cluster.size(); ++i) {
-    // A device without a node (a cluster built in code) is one of its own.
-    std::string node = cluster.devices[i].node.empty()
-                           ? "\x01" + cluster.devices[i].name
-                           : cluster.devices[i].node;
-    if (!members.count(node))
-      order.push_back(node);
-    members[node].push_back(static_cast<int>(i));
-  }
   size_t largest = 0;
-  for (const std::string &node : order) {
-    const std::vector<int> &devices = members[node];
+  for (const std::vector<int> &devices : nodeMembers(cluster)) {
     largest = std::max(largest, devices.size());
     for (size_t k = 0; k + degree <= devices.size(); k += degree)
       groups.emplace_back(devices.begin() + k, devices.begin() + k + degree);

@@ -82,10 +82,7 @@ bool HostState::initialize(const StageProgram &program, uint64_t seed,
       error = "parameter '" + name + "' has an unknown initializer";
       return false;
     }
-    if (op.attrs.tpDim >= 0)
-      t = sliceOf(t, op.attrs.tpDim, tensorParallelRank(program),
-                  op.attrs.tpDegree);
-    params[name] = std::move(t);
+    params[name] = programSlice(program, op, std::move(t));
   }
   optimizer.clear();
   return true;
@@ -110,10 +107,7 @@ bool HostState::load(const StageProgram &program, const std::string &path,
       error = path + ": parameter '" + name + "' has the wrong shape";
       return false;
     }
-    params[name] = op.attrs.tpDim < 0 ? it->second
-                                      : sliceOf(it->second, op.attrs.tpDim,
-                                                tensorParallelRank(program),
-                                                op.attrs.tpDegree);
+    params[name] = programSlice(program, op, it->second);
   }
   optimizer.clear();
   return true;

@@ -640,6 +640,15 @@ int64_t dtfm::runtime::tensorParallelRank(const StageProgram &program) {
   return program.source ? program.source->tp_rank() : 0;
 }
 
+cpu::Tensor dtfm::runtime::programSlice(const StageProgram &program,
+                                        const ProgramOp &param,
+                                        cpu::Tensor whole) {
+  if (param.attrs.tpDim < 0)
+    return whole;
+  return sliceOf(whole, param.attrs.tpDim, tensorParallelRank(program),
+                 param.attrs.tpDegree);
+}
+
 std::map<std::string, TensorParallelSlice>
 dtfm::runtime::tensorParallelSlices(const StageProgram &program) {
   std::map<std::string, TensorParallelSlice> slices;

@@ -104,6 +104,11 @@ inline constexpr double kDefaultNodeBandwidthGbps = 100;
 /// form node "node<k>", numbered in the order of their first device.
 void inferNodes(Cluster &cluster, double minBandwidthGbps);
 
+/// The devices of each node (indices into `cluster`, in cluster order), the
+/// nodes in the order of their first device; a device without a node (a
+/// cluster built in code) is a node of its own.
+std::vector<std::vector<int>> nodeMembers(const Cluster &cluster);
+
 /// Tensor-parallel groups of `degree` devices: each node's devices in
 /// cluster order, cut into consecutive groups of `degree` (a node's last
 /// devices that do not fill a group are left out). Returns them as indices

@@ -251,6 +251,11 @@ cpu::Tensor joinSlices(const std::vector<cpu::Tensor> &slices, int64_t dim);
 /// The program's rank in its tensor-parallel group (0 without one).
 int64_t tensorParallelRank(const StageProgram &program);
 
+/// What parameter `param` of `program` holds of its `whole` tensor: the
+/// program's slice of it (dtfm.tp_shard), or all of it.
+cpu::Tensor programSlice(const StageProgram &program, const ProgramOp &param,
+                         cpu::Tensor whole);
+
 /// Where a parameter of a tensor-parallel program sits in its whole
 /// tensor: slice `rank` of `degree` along `dim`.
 struct TensorParallelSlice {
