@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Analysis/CostAnalysis.h"
+#include "dtfm/Support/OpShapes.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Builders.h"
@@ -190,6 +191,18 @@ mlir::dtfm::buildLayerChain(const CostAnalysis &costs) {
       block.groupSumBytes +=
           static_cast<double>(getTensorBytes(sum.getResult().getType()));
     }
+    if (auto loss = dyn_cast<CrossEntropyOp>(cost.op))
+      if (std::optional<uint64_t> degree = loss.getVocabShard()) {
+        // Its row sums, in the forward and again in the backward (f32).
+        auto labels = cast<ShapedType>(loss.getLabels().getType());
+        if (labels.hasStaticShape()) {
+          block.groupSums += 2;
+          block.groupSumBytes +=
+              2.0 * 4 * static_cast<double>(labels.getNumElements()) *
+              static_cast<double>(::dtfm::shapes::vocabParallelLossSumWidth(
+                  static_cast<int64_t>(*degree)));
+        }
+      }
   }
   for (LayerBlock &block : blocks) {
     llvm::SmallPtrSet<Operation *, 16> own(block.ops.begin(), block.ops.end());

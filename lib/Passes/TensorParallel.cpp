@@ -125,6 +125,65 @@ std::string layerOf(Operation *op) {
   return layer ? " in layer '" + layer.str() + "'" : "";
 }
 
+/// A parameter split by the vocabulary: read only by embeddings (as their
+/// table) and by heads (a matmul or linear whose logits only a
+/// cross_entropy reads), all of which find the vocabulary along `dim`.
+struct VocabularyTable {
+  ParamOp param;
+  int64_t dim;
+  SmallVector<EmbeddingOp> embeddings;
+  SmallVector<Operation *> heads;
+};
+
+/// The loss reading `head`'s result when that is all that reads it.
+CrossEntropyOp lossOf(Operation *head) {
+  auto loss = dyn_cast_or_null<CrossEntropyOp>(soleUser(head->getResult(0)));
+  return loss && loss.getLogits() == head->getResult(0) ? loss : nullptr;
+}
+
+std::optional<VocabularyTable>
+matchVocabularyTable(ParamOp param,
+                     const llvm::DenseSet<Operation *> &claimed) {
+  Value table = param.getResult();
+  if (cast<RankedTensorType>(table.getType()).getRank() != 2 ||
+      table.use_empty())
+    return std::nullopt;
+  VocabularyTable match{param, -1, {}, {}};
+  auto agree = [&](int64_t dim) {
+    if (match.dim >= 0 && match.dim != dim)
+      return false;
+    match.dim = dim;
+    return true;
+  };
+  for (Operation *user : table.getUsers()) {
+    if (llvm::is_contained(match.heads, user) ||
+        llvm::is_contained(match.embeddings, user))
+      continue;
+    if (auto embedding = dyn_cast<EmbeddingOp>(user);
+        embedding && embedding.getIndices() != table && agree(0)) {
+      match.embeddings.push_back(embedding);
+      continue;
+    }
+    if (claimed.contains(user) || !lossOf(user))
+      return std::nullopt;
+    if (auto matmul = dyn_cast<MatmulOp>(user);
+        matmul && matmul.getRhs() == table && matmul.getLhs() != table &&
+        agree(matmul.getTransposeRhs() ? 0 : 1)) {
+      match.heads.push_back(matmul);
+      continue;
+    }
+    if (auto linear = dyn_cast<LinearOp>(user);
+        linear && linear.getWeight() == table && linear.getInput() != table &&
+        (!linear.getBias() || exclusiveParam(linear.getBias(), linear)) &&
+        agree(1)) {
+      match.heads.push_back(linear);
+      continue;
+    }
+    return std::nullopt;
+  }
+  return match;
+}
+
 /// The rewrite for groups of `degree` devices.
 class Sharding {
 public:
@@ -199,6 +258,42 @@ public:
     }
     row.getResult().replaceAllUsesWith(whole);
     row.erase();
+  }
+
+  /// Vocabulary-parallel: each member holds a slice of the vocabulary.
+  /// Its embeddings give zeros outside it and a sum makes them whole; its
+  /// heads compute their slice of the logits (from an input whose gradient
+  /// the group sums), and the loss sums its per-row parts over the group.
+  /// The degree divides the vocabulary.
+  void shard(VocabularyTable table) {
+    int64_t vocabulary = table.param.getType().getDimSize(table.dim);
+    shardParam(table.param, table.dim, vocabulary);
+    for (EmbeddingOp embedding : table.embeddings) {
+      embedding.setVocabShard(degree);
+      embedding->removeAttr(kCostAttrName);
+      OpBuilder b(embedding->getContext());
+      b.setInsertionPointAfter(embedding);
+      auto sum = b.create<TpAllReduceOp>(
+          embedding.getLoc(), embedding.getType(), embedding.getResult(),
+          b.getI64IntegerAttr(degree), UnitAttr());
+      copyLayer(embedding, sum);
+      embedding.getResult().replaceAllUsesExcept(sum.getResult(), sum);
+    }
+    for (Operation *head : table.heads) {
+      Value input = head->getOperand(0);
+      OpBuilder b(head);
+      auto copy =
+          b.create<TpAllReduceOp>(head->getLoc(), input.getType(), input,
+                                  b.getI64IntegerAttr(degree), b.getUnitAttr());
+      copyLayer(head, copy);
+      head->setOperand(0, copy.getResult());
+      if (auto linear = dyn_cast<LinearOp>(head); linear && linear.getBias())
+        shardParam(linear.getBias().getDefiningOp<ParamOp>(), 0, vocabulary);
+      CrossEntropyOp loss = lossOf(head);
+      shrink(head);
+      loss.setVocabShard(degree);
+      loss->removeAttr(kCostAttrName);
+    }
   }
 
 private:
@@ -282,8 +377,17 @@ LogicalResult mlir::dtfm::shardTensorParallel(ModuleOp module, int64_t degree,
             "graph (before --dtfm-autodiff)";
     return failure();
   }
-  if (blocks.empty()) {
-    error = "no attention or MLP block to shard (degree " +
+  // Tables split by the vocabulary: found before the blocks change the
+  // graph, from the parameters no block claimed; kept whole where the
+  // degree does not divide the vocabulary.
+  SmallVector<VocabularyTable> tables;
+  module.walk([&](ParamOp param) {
+    std::optional<VocabularyTable> table = matchVocabularyTable(param, claimed);
+    if (table && table->param.getType().getDimSize(table->dim) % degree == 0)
+      tables.push_back(*table);
+  });
+  if (blocks.empty() && tables.empty()) {
+    error = "no attention or MLP block or vocabulary to shard (degree " +
             std::to_string(degree) + ")";
     return failure();
   }
@@ -295,6 +399,8 @@ LogicalResult mlir::dtfm::shardTensorParallel(ModuleOp module, int64_t degree,
     }
   for (ShardBlock block : blocks)
     sharding.shard(block);
+  for (VocabularyTable table : tables)
+    sharding.shard(table);
   module->setAttr(kTensorParallelAttrName,
                   Builder(module.getContext()).getI64IntegerAttr(degree));
   if (failed(verify(module))) {

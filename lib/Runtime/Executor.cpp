@@ -430,13 +430,16 @@ bool ProgramExecutor::runOp(const ProgramOp &op, int microBatch,
   }
   const cpu::KernelEntry &kernels =
       cpu::kernelTable()[static_cast<size_t>(op.computes)];
+  cpu::GroupMember group{tensorParallelRank(program),
+                         tensorParallelSum ? &tensorParallelSum : nullptr};
   if (!op.isBackward()) {
     if (!kernels.forward) {
       error = "no CPU kernel for this op";
       return false;
     }
     return kernels.forward(
-               cpu::ForwardCall{op, values, host, paramOfValue, loss}, error) &&
+               cpu::ForwardCall{op, values, host, paramOfValue, loss, group},
+               error) &&
            sumOverTensorParallelGroup(op, values, error);
   }
   // The gradients of one forward op: its operands (and the gradient of its
@@ -472,7 +475,8 @@ bool ProgramExecutor::runOp(const ProgramOp &op, int microBatch,
     grads[index] = Tensor(operands[index]->shape);
     want[index] = &grads[index];
   }
-  if (!kernels.backward(cpu::BackwardCall{op, operands, dOut, want}, error))
+  if (!kernels.backward(cpu::BackwardCall{op, operands, dOut, want, group},
+                        error))
     return false;
   for (size_t k = 0; k < wrt.size(); ++k) {
     Tensor g = std::move(grads[wrt[k]]);

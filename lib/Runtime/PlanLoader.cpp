@@ -9,6 +9,7 @@
 #include "dtfm/Format/PlanFile.h"
 #include "dtfm/Planner/CostModel.h"
 #include "dtfm/Runtime/Program.h"
+#include "dtfm/Support/OpShapes.h"
 
 #include "plan.pb.h"
 
@@ -57,21 +58,36 @@ bool dtfm::runtime::simulationInput(const proto::Plan &plan, SimInput &input,
       for (size_t i = 0; i < input.cluster.size(); ++i)
         if (input.cluster.devices[i].name == member)
           group.push_back(static_cast<int>(i));
+    std::map<int64_t, const std::vector<int64_t> *> shapeOf;
+    for (const ProgramOp &op : typed.ops)
+      for (const ProgramValue &r : op.results)
+        shapeOf[r.id] = &r.shape;
     for (const ProgramOp &op : typed.ops) {
       const OpAttrs &a = op.attrs;
+      // The group's sums: dtfm.tp_all_reduce's value (or gradient), and a
+      // vocabulary-parallel loss's row sums in both directions. The runtime
+      // sums in f32, as it holds every value.
+      double sumFloats = 0;
       if (op.computes == OpKind::TpAllReduce &&
           op.isBackward() == a.inBackward) {
+        sumFloats = 1;
+        for (int64_t d : op.results.at(0).shape)
+          sumFloats *= static_cast<double>(d);
+      } else if (op.computes == OpKind::CrossEntropy && a.vocabShard &&
+                 !op.operands.empty() && shapeOf.count(op.operands[1])) {
+        sumFloats = static_cast<double>(
+            shapes::vocabParallelLossSumWidth(a.vocabShard));
+        for (int64_t d : *shapeOf[op.operands[1]]) // the labels
+          sumFloats *= static_cast<double>(d);
+      }
+      if (sumFloats > 0) {
         if (group.size() != static_cast<size_t>(p.tp_group_size())) {
           error = p.device() + ": its tensor-parallel group names a device "
                                "the plan's cluster lacks";
           return false;
         }
-        // The runtime sums in f32, as it holds every value.
-        double bytes = 4;
-        for (int64_t d : op.results.at(0).shape)
-          bytes *= static_cast<double>(d);
         program.groupSumSeconds[op.isBackward() ? 1 : 0] +=
-            planner::groupRingAllReduceCost(input.cluster, group, bytes,
+            planner::groupRingAllReduceCost(input.cluster, group, 4 * sumFloats,
                                             static_cast<int>(group.size()));
         continue;
       }

@@ -304,6 +304,10 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
     in.read("degree", a.degree);
     in.read("in_backward", a.inBackward);
     break;
+  case OpKind::Embedding:
+  case OpKind::CrossEntropy:
+    in.read("vocab_shard", a.vocabShard);
+    break;
   case OpKind::Custom:
     in.read("kind", a.custom.kind);
     in.readCustomParams(a.custom);
@@ -734,6 +738,11 @@ bool dtfm::runtime::decodeProgram(const pb::DeviceProgram &program,
       return fail("sums over a group of " + std::to_string(op.attrs.degree) +
                   " but the program's tensor-parallel group has " +
                   std::to_string(program.tp_group_size()) + " members");
+    if (op.attrs.vocabShard != 0 &&
+        op.attrs.vocabShard != program.tp_group_size())
+      return fail("vocab_shard " + std::to_string(op.attrs.vocabShard) +
+                  " is not the size of the program's tensor-parallel group (" +
+                  std::to_string(program.tp_group_size()) + ")");
     out.byPhase[static_cast<int>(op.phase)].push_back(i);
     out.ops.push_back(std::move(op));
   }

@@ -180,8 +180,17 @@ bool Worker::prepare(std::string &error) {
           op.results_size() == 1 && op.results(0).shape_size() == 2)
         rows[op.results(0).id()] = op.results(0).shape(0);
       if (kind == OpKind::Embedding && op.operands_size() == 2 &&
-          rows.count(op.operands(1)))
-        vocabulary = rows[op.operands(1)];
+          rows.count(op.operands(1))) {
+        // A vocabulary-parallel table holds one of vocab_shard row slices.
+        auto shard = op.attrs().find("vocab_shard");
+        int64_t slices = shard == op.attrs().end() ? 1 : shard->second.i();
+        if (slices < 1 ||
+            __builtin_mul_overflow(rows[op.operands(1)], slices, &vocabulary)) {
+          error = p.device() + ": a dtfm.embedding with vocab_shard " +
+                  std::to_string(slices);
+          return false;
+        }
+      }
     }
   }
   if (!data.open(options.tokensPath, options.inputsPath, options.seed,

@@ -41,7 +41,7 @@ func.func @width() -> tensor<3x4xf32> {
 
 // COM: Nothing to shard (two linears without an activation between them
 // COM: are not an MLP).
-// CHECK: error: dtfm-tensor-parallel: no attention or MLP block to shard (degree 3)
+// CHECK: error: dtfm-tensor-parallel: no attention or MLP block or vocabulary to shard (degree 3)
 func.func @nothing() -> tensor<3x4xf32> {
   %x = dtfm.input "x" : tensor<3x4xf32>
   %w1 = dtfm.param "w1" init(normal, 0.02) : tensor<4x6xf32>

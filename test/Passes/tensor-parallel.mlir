@@ -95,3 +95,85 @@ func.func @tied() -> tensor<f32> {
   %l = dtfm.reduce_mean %y4 {axes = array<i64: 0, 1>} : (tensor<3x8xf32>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// COM: Vocabulary-parallel, tied: the table is split by rows (the
+// COM: vocabulary), its lookup gives zeros outside the member's rows and a
+// COM: forward sum makes it whole; the tied head computes the member's
+// COM: slice of the logits from an input whose gradient the group sums, and
+// COM: the loss sums its per-row parts over the group.
+
+// CHECK-LABEL: func.func @tied_vocabulary
+// CHECK: %[[T:.*]] = dtfm.param "wte" init(normal, 2.000000e-02) {dtfm.tp_shard = array<i64: 0, 2>} : tensor<8x4xf32>
+// CHECK: %[[E:.*]] = dtfm.embedding %{{.*}}, %[[T]] {vocab_shard = 2 : i64} : (tensor<2x3xi64>, tensor<8x4xf32>) -> tensor<2x3x4xf32>
+// CHECK-NEXT: %[[W:.*]] = dtfm.tp_all_reduce %[[E]] {degree = 2 : i64} : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+// CHECK-NEXT: %[[H:.*]] = dtfm.gelu %[[W]]
+// CHECK: %[[IN:.*]] = dtfm.tp_all_reduce %[[H]] {degree = 2 : i64, in_backward}
+// CHECK-NEXT: %[[L:.*]] = dtfm.matmul %[[IN]], %[[T]] transpose_rhs : (tensor<2x3x4xf32>, tensor<8x4xf32>) -> tensor<2x3x8xf32>
+// CHECK: dtfm.cross_entropy %[[L]], %{{.*}} {vocab_shard = 2 : i64} : (tensor<2x3x8xf32>, tensor<2x3xi64>) -> tensor<f32>
+func.func @tied_vocabulary() -> tensor<f32> {
+  %tokens = dtfm.input "tokens" : tensor<2x3xi64>
+  %wte = dtfm.param "wte" init(normal, 0.02) : tensor<16x4xf32>
+  %e = dtfm.embedding %tokens, %wte : (tensor<2x3xi64>, tensor<16x4xf32>) -> tensor<2x3x4xf32>
+  %h = dtfm.gelu %e : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  %logits = dtfm.matmul %h, %wte transpose_rhs : (tensor<2x3x4xf32>, tensor<16x4xf32>) -> tensor<2x3x16xf32>
+  %labels = dtfm.label "labels" : tensor<2x3xi64>
+  %loss = dtfm.cross_entropy %logits, %labels : (tensor<2x3x16xf32>, tensor<2x3xi64>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// COM: An untied linear head: its weight [H, V] split by columns and its
+// COM: bias with it; an embedding table of a vocabulary the degree does not
+// COM: divide (15 rows) stays whole, with no sum.
+
+// CHECK-LABEL: func.func @linear_head
+// CHECK: dtfm.param "wte" init(normal, 2.000000e-02) : tensor<15x4xf32>
+// CHECK: dtfm.embedding {{.*}} -> tensor<2x3x4xf32>
+// CHECK-NOT: vocab_shard
+// CHECK: dtfm.param "head.w" init(normal, 2.000000e-02) {dtfm.tp_shard = array<i64: 1, 2>} : tensor<4x8xf32>
+// CHECK: dtfm.param "head.b" init(zeros) {dtfm.tp_shard = array<i64: 0, 2>} : tensor<8xf32>
+// CHECK: dtfm.tp_all_reduce {{.*}}in_backward
+// CHECK-NEXT: dtfm.linear {{.*}} -> tensor<2x3x8xf32>
+// CHECK: dtfm.cross_entropy {{.*}} {vocab_shard = 2 : i64}
+func.func @linear_head() -> tensor<f32> {
+  %tokens = dtfm.input "tokens" : tensor<2x3xi64>
+  %wte = dtfm.param "wte" init(normal, 0.02) : tensor<15x4xf32>
+  %e = dtfm.embedding %tokens, %wte : (tensor<2x3xi64>, tensor<15x4xf32>) -> tensor<2x3x4xf32>
+  %w = dtfm.param "head.w" init(normal, 0.02) : tensor<4x16xf32>
+  %b = dtfm.param "head.b" init(zeros) : tensor<16xf32>
+  %logits = dtfm.linear %e, %w, %b : (tensor<2x3x4xf32>, tensor<4x16xf32>, tensor<16xf32>) -> tensor<2x3x16xf32>
+  %labels = dtfm.label "labels" : tensor<2x3xi64>
+  %loss = dtfm.cross_entropy %logits, %labels : (tensor<2x3x16xf32>, tensor<2x3xi64>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// COM: Logits read by something besides the loss, and a table read by
+// COM: another op: neither is split (the MLP beside them is).
+
+// CHECK-LABEL: func.func @shared_vocabulary
+// CHECK-NOT: vocab_shard
+// CHECK: dtfm.param "w1" {{.*}} {dtfm.tp_shard = array<i64: 1, 2>}
+// CHECK-NOT: vocab_shard
+// CHECK: return
+func.func @shared_vocabulary() -> tensor<f32> {
+  %tokens = dtfm.input "tokens" : tensor<2x3xi64>
+  %wte = dtfm.param "wte" init(normal, 0.02) : tensor<16x4xf32>
+  %e = dtfm.embedding %tokens, %wte : (tensor<2x3xi64>, tensor<16x4xf32>) -> tensor<2x3x4xf32>
+  %twice = dtfm.add %wte, %wte : (tensor<16x4xf32>, tensor<16x4xf32>) -> tensor<16x4xf32>
+  %w = dtfm.param "head.w" init(normal, 0.02) : tensor<4x16xf32>
+  %logits = dtfm.linear %e, %w : (tensor<2x3x4xf32>, tensor<4x16xf32>) -> tensor<2x3x16xf32>
+  %probs = dtfm.softmax %logits : (tensor<2x3x16xf32>) -> tensor<2x3x16xf32>
+  %labels = dtfm.label "labels" : tensor<2x3xi64>
+  %loss = dtfm.cross_entropy %logits, %labels : (tensor<2x3x16xf32>, tensor<2x3xi64>) -> tensor<f32>
+  %w1 = dtfm.param "w1" init(normal, 0.02) : tensor<4x8xf32>
+  %m = dtfm.linear %e, %w1 : (tensor<2x3x4xf32>, tensor<4x8xf32>) -> tensor<2x3x8xf32>
+  %g = dtfm.gelu %m : (tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  %w2 = dtfm.param "w2" init(normal, 0.02) : tensor<8x4xf32>
+  %y = dtfm.linear %g, %w2 : (tensor<2x3x8xf32>, tensor<8x4xf32>) -> tensor<2x3x4xf32>
+  return %loss : tensor<f32>
+}

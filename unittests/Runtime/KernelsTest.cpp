@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Runtime/Cpu/Kernels.h"
+#include "dtfm/Support/OpShapes.h"
 
 #include <gtest/gtest.h>
 
@@ -365,6 +366,66 @@ TEST(Kernels, EmbeddingAndCrossEntropy) {
                    return Tensor({1}, crossEntropy(logits, labels, p));
                  },
                  one, "cross-entropy");
+}
+
+// Vocabulary-parallel lookup and loss, the group simulated in one process:
+// the members' slices of the table or logits, their row sums added as the
+// group's sum would, against the whole-vocabulary kernels.
+TEST(Kernels, VocabularyParallelEmbeddingAndCrossEntropy) {
+  std::mt19937_64 rng(15);
+  const int64_t degree = 3, slice = 4, rows = 5;
+  Tensor table = random({degree * slice, 2}, rng), ids({rows});
+  ids.data = {0, 11, 4, 7, 4};
+  Tensor whole = embedding(ids, table), summed(whole.shape);
+  Tensor dOut = random(whole.shape, rng), dWhole(table.shape);
+  embeddingBackward(ids, dOut, &dWhole);
+  for (int64_t rank = 0; rank < degree; ++rank) {
+    Tensor mine({slice, 2});
+    std::copy_n(table.data.begin() + rank * slice * 2, slice * 2,
+                mine.data.begin());
+    Tensor part = embedding(ids, mine, rank * slice), dMine(mine.shape);
+    for (int64_t i = 0; i < part.numel(); ++i)
+      summed.data[i] += part.data[i];
+    embeddingBackward(ids, dOut, &dMine, rank * slice);
+    for (int64_t i = 0; i < dMine.numel(); ++i)
+      EXPECT_EQ(dMine.data[i], dWhole.data[rank * slice * 2 + i]);
+  }
+  EXPECT_EQ(summed.data, whole.data);
+
+  Tensor logits = random({rows, degree * slice}, rng), labels({rows});
+  labels.data = {0, 11, 4, 7, 3};
+  for (float &x : logits.data)
+    x *= 8; // far from 0: the maxima matter
+  Tensor probs, dWholeLogits;
+  float wholeLoss = crossEntropy(logits, labels, probs);
+  crossEntropyBackward(probs, labels, 1.0f, &dWholeLogits);
+  auto sliceOfLogits = [&](int64_t rank) {
+    Tensor mine({rows, slice});
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy_n(logits.data.begin() + r * degree * slice + rank * slice,
+                  slice, mine.data.begin() + r * slice);
+    return mine;
+  };
+  Tensor sums({rows, dtfm::shapes::vocabParallelLossSumWidth(degree)});
+  for (int64_t rank = 0; rank < degree; ++rank) {
+    Tensor part =
+        crossEntropySliceSums(sliceOfLogits(rank), labels, rank, degree);
+    for (int64_t i = 0; i < part.numel(); ++i)
+      sums.data[i] += part.data[i];
+  }
+  std::vector<float> logSumExp;
+  EXPECT_NEAR(crossEntropyFromSums(sums, degree, logSumExp), wholeLoss,
+              1e-5 * std::abs(wholeLoss));
+  for (int64_t rank = 0; rank < degree; ++rank) {
+    Tensor mine = sliceOfLogits(rank), dMine;
+    crossEntropySliceBackward(mine, labels, rank, logSumExp, 1.0f, &dMine);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < slice; ++j)
+        EXPECT_NEAR(dMine.data[r * slice + j],
+                    dWholeLogits.data[r * degree * slice + rank * slice + j],
+                    1e-6)
+            << "row " << r << " class " << rank * slice + j;
+  }
 }
 
 TEST(Kernels, ConvolutionWithStridePaddingGroupsAndDilation) {

@@ -470,7 +470,8 @@ def Rebatch : Pass<"dtfm-rebatch", "mlir::ModuleOp"> {
 }
 
 def TensorParallel : Pass<"dtfm-tensor-parallel", "mlir::ModuleOp"> {
-  let summary = "Shard attention and MLP blocks over a tensor-parallel group";
+  let summary = "Shard attention and MLP blocks and the vocabulary over a "
+                "tensor-parallel group";
   let description = [{
     Megatron-LM's tensor parallelism as a rewrite of the forward graph into
     the program every member of a group of `degree` devices runs on its own
@@ -483,7 +484,19 @@ def TensorParallel : Pass<"dtfm-tensor-parallel", "mlir::ModuleOp"> {
     activations, a `dtfm.linear`) is split the same way through its hidden
     width. The input of each block passes a `dtfm.tp_all_reduce
     in_backward` (the identity forward, the sum of the gradient backward).
-    Everything else -- norms, embeddings, the head, biases of row-parallel
+
+    The vocabulary is split too (Megatron's vocabulary-parallel embedding
+    and head): a rank-2 `dtfm.param` read only by `dtfm.embedding`s (as
+    their table, rows = the vocabulary) and by heads (a `dtfm.matmul` or
+    `dtfm.linear` whose logits only a `dtfm.cross_entropy` reads, tied or
+    not) is split along the vocabulary, with a linear head's bias. The
+    embeddings get `vocab_shard = t` (zeros outside the member's rows)
+    followed by a forward `dtfm.tp_all_reduce`; each head reads its input
+    through a `dtfm.tp_all_reduce in_backward` and computes V/t logits; the
+    loss gets `vocab_shard = t` and sums its per-row parts over the group. A
+    vocabulary the degree does not divide stays whole.
+
+    Everything else -- norms, position embeddings, biases of row-parallel
     linears -- is replicated: every member computes it identically. Each
     sharded `dtfm.param` records `dtfm.tp_shard = array<i64: dim, t>` and
     the module `dtfm.tensor_parallel = t`; the runtime gives member r slice
@@ -491,7 +504,8 @@ def TensorParallel : Pass<"dtfm-tensor-parallel", "mlir::ModuleOp"> {
 
     Only parameters used by nothing else are sharded (a tied weight stays
     whole). A degree that does not divide a block's heads or widths, a
-    module without a block to shard, or one with a backward graph already
+    module with no block or vocabulary to shard, or one with a backward
+    graph already
     is refused with one line. Run before --dtfm-annotate-costs (the
     pipelines do): sharded ops lose their `dtfm.cost`.
   }];

@@ -120,6 +120,9 @@ struct OpAttrs {
   // (in the backward) rather than the value (in the forward).
   int64_t degree = 0;
   bool inBackward = false;
+  // dtfm.embedding / dtfm.cross_entropy of a vocabulary-parallel model: the
+  // group's size (0: the whole vocabulary); the member's slice is its rank's.
+  int64_t vocabShard = 0;
   // dtfm.custom (and its backward): kind and params; operands are filled
   // in when it runs.
   CustomOpCall custom;

@@ -100,6 +100,13 @@ std::string causalAttention(const TensorType &query, const TensorType &key,
                             const TensorType &value, int64_t numHeads,
                             const TensorType &result);
 std::string crossEntropy(const TensorType &logits, const TensorType &labels);
+/// The floats per row that a vocabulary-parallel dtfm.cross_entropy over a
+/// group of `degree` sums over the group, once in its forward and once in
+/// its backward: each member's maximum and sum of exponentials, and the
+/// label's logit.
+constexpr int64_t vocabParallelLossSumWidth(int64_t degree) {
+  return 2 * degree + 1;
+}
 std::string conv2d(const TensorType &input, const TensorType &weight,
                    const TensorType *bias, const std::vector<int64_t> &strides,
                    const std::vector<int64_t> &dilations,

@@ -40,6 +40,23 @@ const dtfm::CustomOpDef *customKernels(const std::string &kind, bool backward,
 
 dtfm::KernelTensor toKernel(const Tensor &t) { return {t.shape, t.data}; }
 
+/// A vocabulary-parallel cross-entropy over the member's group of `degree`:
+/// its slice's row sums, summed over the group, give every member the loss
+/// and each row's log-sum-exp.
+bool vocabParallelLoss(const Tensor &logits, const Tensor &labels,
+                       int64_t degree, const GroupMember &group, float &loss,
+                       std::vector<float> &logSumExp, std::string &error) {
+  if (!group.sum || !*group.sum) {
+    error = "a vocabulary-parallel loss outside a tensor-parallel group";
+    return false;
+  }
+  Tensor sums = crossEntropySliceSums(logits, labels, group.rank, degree);
+  if (!(*group.sum)(sums.data.data(), sums.data.size(), error))
+    return false;
+  loss = crossEntropyFromSums(sums, degree, logSumExp);
+  return true;
+}
+
 /// The op's custom call with its operands' shapes.
 dtfm::CustomOpCall customCall(const ProgramOp &op,
                               const std::vector<const Tensor *> &operands) {
@@ -185,14 +202,21 @@ OpTable<KernelEntry> buildTable() {
                          whereBackward(c.in(0), *c.dOut, c.at(1), c.at(2));
                          return true;
                        }};
-  at(OpKind::Embedding) = {[](F c, E) {
-                             c.set(0, embedding(c.in(0), c.in(1)));
-                             return true;
-                           },
-                           [](B c, E) {
-                             embeddingBackward(c.in(0), *c.dOut, c.at(1));
-                             return true;
-                           }};
+  // Vocabulary-parallel (vocab_shard): the member's rows start at its rank
+  // times their count.
+  at(OpKind::Embedding) = {
+      [](F c, E) {
+        int64_t firstRow =
+            c.op.attrs.vocabShard ? c.group.rank * c.in(1).dim(0) : 0;
+        c.set(0, embedding(c.in(0), c.in(1), firstRow));
+        return true;
+      },
+      [](B c, E) {
+        int64_t firstRow =
+            c.op.attrs.vocabShard ? c.group.rank * c.in(1).dim(0) : 0;
+        embeddingBackward(c.in(0), *c.dOut, c.at(1), firstRow);
+        return true;
+      }};
   at(OpKind::Add) = {[](F c, E) {
                        c.set(0, add(c.in(0), c.in(1)));
                        return true;
@@ -373,20 +397,39 @@ OpTable<KernelEntry> buildTable() {
                                 *c.dOut, c.at(0), c.at(1), c.at(2));
         return true;
       }};
-  at(OpKind::CrossEntropy) = {[](F c, E) {
-                                Tensor probs;
-                                float l = crossEntropy(c.in(0), c.in(1), probs);
-                                c.loss += l;
-                                c.set(0, Tensor({}, l));
-                                return true;
-                              },
-                              [](B c, E) {
-                                Tensor probs;
-                                crossEntropy(c.in(0), c.in(1), probs);
-                                crossEntropyBackward(probs, c.in(1), 1.0f,
-                                                     c.at(0));
-                                return true;
-                              }};
+  at(OpKind::CrossEntropy) = {
+      [](F c, E error) {
+        float l = 0;
+        if (c.op.attrs.vocabShard) {
+          std::vector<float> logSumExp;
+          if (!vocabParallelLoss(c.in(0), c.in(1), c.op.attrs.vocabShard,
+                                 c.group, l, logSumExp, error))
+            return false;
+        } else {
+          Tensor probs;
+          l = crossEntropy(c.in(0), c.in(1), probs);
+        }
+        c.loss += l;
+        c.set(0, Tensor({}, l));
+        return true;
+      },
+      [](B c, E error) {
+        if (c.op.attrs.vocabShard) {
+          // The backward recomputes the log-sum-exps (one more sum).
+          float l = 0;
+          std::vector<float> logSumExp;
+          if (!vocabParallelLoss(c.in(0), c.in(1), c.op.attrs.vocabShard,
+                                 c.group, l, logSumExp, error))
+            return false;
+          crossEntropySliceBackward(c.in(0), c.in(1), c.group.rank, logSumExp,
+                                    1.0f, c.at(0));
+          return true;
+        }
+        Tensor probs;
+        crossEntropy(c.in(0), c.in(1), probs);
+        crossEntropyBackward(probs, c.in(1), 1.0f, c.at(0));
+        return true;
+      }};
   // dtfm.tp_all_reduce's sum over its group is the executor's (it has the
   // communicator): the kernels copy, the executor sums the copy in place.
   for (OpKind kind : {OpKind::Reshape, OpKind::Flatten, OpKind::TpAllReduce})

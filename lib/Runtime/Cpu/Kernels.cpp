@@ -6,6 +6,8 @@
 
 #include "KernelSupport.h"
 
+#include "dtfm/Support/OpShapes.h"
+
 #include <cblas.h>
 
 #include <algorithm>
@@ -366,27 +368,31 @@ void dtfm::runtime::cpu::causalAttentionBackward(const Tensor &q,
 // embedding, cross-entropy
 //===----------------------------------------------------------------------===//
 
-Tensor dtfm::runtime::cpu::embedding(const Tensor &indices,
-                                     const Tensor &table) {
-  int64_t h = table.dim(1);
+Tensor dtfm::runtime::cpu::embedding(const Tensor &indices, const Tensor &table,
+                                     int64_t firstRow) {
+  int64_t rows = table.dim(0), h = table.dim(1);
   std::vector<int64_t> shape = indices.shape;
   shape.push_back(h);
   Tensor out(shape);
   for (int64_t i = 0; i < indices.numel(); ++i) {
-    int64_t row = static_cast<int64_t>(indices.data[i]);
-    std::copy(table.data.begin() + row * h, table.data.begin() + (row + 1) * h,
-              out.data.begin() + i * h);
+    int64_t row = static_cast<int64_t>(indices.data[i]) - firstRow;
+    if (row >= 0 && row < rows)
+      std::copy(table.data.begin() + row * h,
+                table.data.begin() + (row + 1) * h, out.data.begin() + i * h);
   }
   return out;
 }
 
 void dtfm::runtime::cpu::embeddingBackward(const Tensor &indices,
-                                           const Tensor &dOut, Tensor *dTable) {
+                                           const Tensor &dOut, Tensor *dTable,
+                                           int64_t firstRow) {
   if (!dTable)
     return;
-  int64_t h = dTable->dim(1);
+  int64_t rows = dTable->dim(0), h = dTable->dim(1);
   for (int64_t i = 0; i < indices.numel(); ++i) {
-    int64_t row = static_cast<int64_t>(indices.data[i]);
+    int64_t row = static_cast<int64_t>(indices.data[i]) - firstRow;
+    if (row < 0 || row >= rows)
+      continue;
     for (int64_t c = 0; c < h; ++c)
       dTable->data[row * h + c] += dOut.data[i * h + c];
   }
@@ -415,6 +421,67 @@ void dtfm::runtime::cpu::crossEntropyBackward(const Tensor &probs,
     for (int64_t j = 0; j < v; ++j)
       dLogits->data[r * v + j] +=
           scale * (probs.data[r * v + j] - (j == label ? 1.0f : 0.0f));
+  }
+}
+
+Tensor dtfm::runtime::cpu::crossEntropySliceSums(const Tensor &logits,
+                                                 const Tensor &labels,
+                                                 int64_t rank, int64_t degree) {
+  int64_t v = logits.dim(-1), rows = logits.numel() / v;
+  int64_t width = shapes::vocabParallelLossSumWidth(degree);
+  Tensor sums({rows, width});
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *x = logits.data.data() + r * v;
+    float *out = sums.data.data() + r * width;
+    float max = *std::max_element(x, x + v);
+    double exps = 0;
+    for (int64_t j = 0; j < v; ++j)
+      exps += std::exp(static_cast<double>(x[j] - max));
+    out[2 * rank] = max;
+    out[2 * rank + 1] = static_cast<float>(exps);
+    int64_t label = static_cast<int64_t>(labels.data[r]) - rank * v;
+    if (label >= 0 && label < v)
+      out[2 * degree] = x[label];
+  }
+  return sums;
+}
+
+float dtfm::runtime::cpu::crossEntropyFromSums(const Tensor &sums,
+                                               int64_t degree,
+                                               std::vector<float> &logSumExp) {
+  int64_t width = shapes::vocabParallelLossSumWidth(degree);
+  int64_t rows = sums.numel() / width;
+  logSumExp.assign(rows, 0);
+  double loss = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *row = sums.data.data() + r * width;
+    float max = row[0];
+    for (int64_t q = 1; q < degree; ++q)
+      max = std::max(max, row[2 * q]);
+    double exps = 0;
+    for (int64_t q = 0; q < degree; ++q)
+      exps += static_cast<double>(row[2 * q + 1]) *
+              std::exp(static_cast<double>(row[2 * q] - max));
+    logSumExp[r] = max + static_cast<float>(std::log(exps));
+    loss += logSumExp[r] - row[2 * degree];
+  }
+  return static_cast<float>(loss / static_cast<double>(rows));
+}
+
+void dtfm::runtime::cpu::crossEntropySliceBackward(
+    const Tensor &logits, const Tensor &labels, int64_t rank,
+    const std::vector<float> &logSumExp, float dLoss, Tensor *dLogits) {
+  if (!dLogits)
+    return;
+  int64_t v = logits.dim(-1), rows = logits.numel() / v;
+  ensure(dLogits, logits.shape);
+  float scale = dLoss / static_cast<float>(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t label = static_cast<int64_t>(labels.data[r]) - rank * v;
+    for (int64_t j = 0; j < v; ++j)
+      dLogits->data[r * v + j] +=
+          scale * (std::exp(logits.data[r * v + j] - logSumExp[r]) -
+                   (j == label ? 1.0f : 0.0f));
   }
 }
 

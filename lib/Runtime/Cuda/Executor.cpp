@@ -677,6 +677,10 @@ bool dtfm::runtime::cuda::supportsProgram(const StageProgram &program,
                  std::to_string(cuda::kMaxRank) + ")";
         return false;
       }
+    if (op.attrs.vocabShard) {
+      reason = where + ": vocabulary-parallel (vocab_shard) has no CUDA kernel";
+      return false;
+    }
     if (op.computes == OpKind::Softmax) {
       int64_t axis = op.attrs.axis;
       int64_t rank = static_cast<int64_t>(shapeOfOperand(op, 0).size());

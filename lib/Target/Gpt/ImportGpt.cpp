@@ -165,8 +165,8 @@ public:
     Value tokens = tag(b.create<InputOp>(at("tokens"), tokenType, "tokens"));
     Value wte = param("wte", {config.vocab, h}, InitKind::normal, 0.02);
     Value wpe = param("wpe", {s, h}, InitKind::normal, 0.01);
-    Value x =
-        tag(b.create<EmbeddingOp>(at("embed"), act({bsz, s, h}), tokens, wte));
+    Value x = tag(b.create<EmbeddingOp>(at("embed"), act({bsz, s, h}), tokens,
+                                        wte, IntegerAttr()));
     x = tag(b.create<AddOp>(at("embed.add_pos"), act({bsz, s, h}), x, wpe));
 
     for (int64_t i = 0; i < config.layers; ++i)
@@ -179,8 +179,8 @@ public:
                                wte, /*transpose_rhs=*/b.getUnitAttr()));
     auto labelType = RankedTensorType::get({bsz, s}, b.getI64Type());
     Value labels = tag(b.create<LabelOp>(at("labels"), labelType, "labels"));
-    Value loss =
-        tag(b.create<CrossEntropyOp>(at("loss"), lossType, logits, labels));
+    Value loss = tag(b.create<CrossEntropyOp>(at("loss"), lossType, logits,
+                                              labels, IntegerAttr()));
     b.create<func::ReturnOp>(at("return"), loss);
     return module;
   }

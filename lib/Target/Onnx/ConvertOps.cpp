@@ -693,7 +693,9 @@ bool OnnxImporter::convertFusedEmbedding(const onnx::NodeProto &node,
   Value indices = c.input(0), table = c.input(1);
   if (!indices || !table)
     return false;
-  c.out = tag(b.create<EmbeddingOp>(c.loc, c.result, indices, table), node);
+  c.out =
+      tag(b.create<EmbeddingOp>(c.loc, c.result, indices, table, IntegerAttr()),
+          node);
   return true;
 }
 

@@ -696,9 +696,10 @@ OwningOpRef<ModuleOp> OnnxImporter::run(std::string &error) {
                           RankedTensorType::get(labelShape, b.getI64Type()),
                           b.getStringAttr(options.labels));
     label->setAttr(kLayerAttrName, b.getStringAttr(layer));
-    auto loss = b.create<CrossEntropyOp>(
-        NameLoc::get(b.getStringAttr("loss")),
-        RankedTensorType::get({}, b.getF32Type()), result, label.getResult());
+    auto loss =
+        b.create<CrossEntropyOp>(NameLoc::get(b.getStringAttr("loss")),
+                                 RankedTensorType::get({}, b.getF32Type()),
+                                 result, label.getResult(), IntegerAttr());
     loss->setAttr(kLayerAttrName, b.getStringAttr(layer));
     result = loss.getResult();
   }

@@ -7,7 +7,9 @@ usage: mutate_tp_plan.py MUTATION IN.txtpb OUT.txtpb
   shard-degree  the first sharded parameter says it is one of 3 slices
   sum-degree    the first dtfm.tp_all_reduce sums over 3
   shard-dim     the first sharded parameter slices dimension 7
+  vocab-shard   the first vocabulary-parallel op says its group has 3
 """
+import re
 import sys
 
 mutation, source, target = sys.argv[1:4]
@@ -33,7 +35,10 @@ elif mutation == "shard-degree":
     lines[index] = lines[index].replace("values: 2", "values: 3")
 elif mutation == "shard-dim":
     index = value_after("dtfm.tp_shard", "values")
-    lines[index] = lines[index].replace("values: 1", "values: 7")
+    lines[index] = re.sub(r"values: \d+", "values: 7", lines[index])
+elif mutation == "vocab-shard":
+    index = value_after("vocab_shard", "i")
+    lines[index] = lines[index].replace("i: 2", "i: 3")
 elif mutation == "sum-degree":
     index = value_after("degree", "i")
     lines[index] = lines[index].replace("i: 2", "i: 3")

@@ -20,15 +20,24 @@
 
 namespace dtfm::runtime::cpu {
 
+/// The program's place in its tensor-parallel group, for the
+/// vocabulary-parallel kernels: its rank and the group's sum (null outside
+/// a group).
+struct GroupMember {
+  int64_t rank = 0;
+  const StageExecutor::GroupSumFn *sum = nullptr;
+};
+
 /// What a forward kernel sees: the op, the micro-batch's values (operands
 /// in, results out), the parameters (batchnorm's running statistics are
-/// updated in place) and the loss accumulator.
+/// updated in place), the loss accumulator and the tensor-parallel group.
 struct ForwardCall {
   const ProgramOp &op;
   ValueTable &values;
   HostState &host;
   const std::map<int64_t, std::string> &paramOfValue;
   double &loss;
+  const GroupMember &group;
 
   /// Operand `i`: a value of the micro-batch, or a parameter, which the
   /// CPU reads in place (ProgramExecutor::operand).
@@ -42,13 +51,14 @@ struct ForwardCall {
 };
 
 /// What a backward kernel sees: the forward's operands, the gradient of
-/// its result (null for the loss), and where to add the operands'
-/// gradients (null for operands not in `wrt`).
+/// its result (null for the loss), where to add the operands' gradients
+/// (null for operands not in `wrt`) and the tensor-parallel group.
 struct BackwardCall {
   const ProgramOp &op;
   const std::vector<const Tensor *> &operands;
   const Tensor *dOut;
   const std::vector<Tensor *> &grads;
+  const GroupMember &group;
 
   const Tensor &in(int i) const { return *operands[i]; }
   int numOperands() const { return static_cast<int>(operands.size()); }

@@ -138,16 +138,36 @@ void causalAttentionBackward(const Tensor &q, const Tensor &k, const Tensor &v,
                              const Tensor &dOut, Tensor *dq, Tensor *dk,
                              Tensor *dv);
 
-/// indices [..] (exact integers) x table [V, H] -> [.., H].
-Tensor embedding(const Tensor &indices, const Tensor &table);
+/// indices [..] (exact integers) x table [V, H] -> [.., H], the table being
+/// rows [firstRow, firstRow + V) of the whole one (vocabulary-parallel):
+/// indices outside them give zero rows and no gradient.
+Tensor embedding(const Tensor &indices, const Tensor &table,
+                 int64_t firstRow = 0);
 void embeddingBackward(const Tensor &indices, const Tensor &dOut,
-                       Tensor *dTable);
+                       Tensor *dTable, int64_t firstRow = 0);
 
 /// Mean softmax cross-entropy of logits [.., V] against labels [..];
 /// `probs` kept.
 float crossEntropy(const Tensor &logits, const Tensor &labels, Tensor &probs);
 void crossEntropyBackward(const Tensor &probs, const Tensor &labels,
                           float dLoss, Tensor *dLogits);
+
+/// Vocabulary-parallel cross-entropy, in two halves around a sum over the
+/// group of `degree`: logits [.., V] are classes [rank * V, (rank + 1) * V)
+/// of the whole. The first gives per row (shapes::vocabParallelLossSumWidth
+/// floats) this member's maximum and sum of exponentials in its slots and
+/// the label's logit when the label is its own, zeros elsewhere; the second,
+/// from the summed rows, each row's log-sum-exp over all classes
+/// (`logSumExp`) and the mean loss.
+Tensor crossEntropySliceSums(const Tensor &logits, const Tensor &labels,
+                             int64_t rank, int64_t degree);
+float crossEntropyFromSums(const Tensor &sums, int64_t degree,
+                           std::vector<float> &logSumExp);
+/// Adds dLoss * (softmax - one-hot) / rows over this member's classes.
+void crossEntropySliceBackward(const Tensor &logits, const Tensor &labels,
+                               int64_t rank,
+                               const std::vector<float> &logSumExp, float dLoss,
+                               Tensor *dLogits);
 
 //===--- convolutional networks (NCHW) ----------------------------------===//
 

@@ -127,8 +127,15 @@ def Dtfm_EmbeddingOp : Dtfm_ComputeOp<"embedding",
   let description = [{
     Forward: a gather, 0 FLOPs. Backward: a scatter-add of one H-vector per
     index, numel(result) FLOPs. Keeps the indices for backward.
+
+    With `vocab_shard = t` (vocabulary-parallel, --dtfm-tensor-parallel) the
+    table is one member's slice of t equal row slices of the whole table:
+    the member of rank r holds rows [r * V, (r + 1) * V) and gives zeros for
+    indices outside them, so a sum over the group (a following
+    `dtfm.tp_all_reduce`) makes the whole lookup.
   }];
-  let arguments = (ins Dtfm_IndexTensor:$indices, Dtfm_FloatTensor:$table);
+  let arguments = (ins Dtfm_IndexTensor:$indices, Dtfm_FloatTensor:$table,
+      OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<2>]>>:$vocab_shard);
   let results = (outs Dtfm_FloatTensor:$result);
   let assemblyFormat = [{
     $indices `,` $table attr-dict `:` functional-type(operands, results)
@@ -532,8 +539,17 @@ def Dtfm_CrossEntropyOp : Dtfm_ComputeOp<"cross_entropy",
     Forward 5 FLOPs per logit (softmax) plus 2 per row (pick and average);
     backward 2 per logit (probabilities minus one-hot, scaled). Keeps the
     probabilities (one logits-sized tensor). The result is an f32 scalar.
+
+    With `vocab_shard = t` (vocabulary-parallel, --dtfm-tensor-parallel) the
+    logits are one member's slice of t equal slices of the classes (rank r:
+    classes [r * V, (r + 1) * V)) and the loss is over all of them: each
+    member sums, over its group, per row its slice's maximum, its sum of
+    exponentials and the label's logit when the label is its own, and every
+    member ends with the whole loss. The forward and the backward each sum
+    rows * (2t + 1) floats over the group.
   }];
-  let arguments = (ins Dtfm_FloatTensor:$logits, Dtfm_IndexTensor:$labels);
+  let arguments = (ins Dtfm_FloatTensor:$logits, Dtfm_IndexTensor:$labels,
+      OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<2>]>>:$vocab_shard);
   let results = (outs Dtfm_LossTensor:$loss);
   let assemblyFormat = [{
     $logits `,` $labels attr-dict `:` functional-type(operands, results)
