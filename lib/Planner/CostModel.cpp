@@ -52,13 +52,6 @@ double ringCost(const std::vector<int> &group, LinkCost link) {
   return 2.0 * static_cast<double>(n - 1) * slowest;
 }
 
-/// dpLink's entries, computed for one pair.
-auto directLink(const Cluster &cluster, double bytes, int degree) {
-  double shard = bytes / std::max(1, degree);
-  return [&cluster, shard](int a, int b) {
-    return 2.0 * cluster.transferSeconds(a, b, shard);
-  };
-}
 } // namespace
 
 double CostModel::groupDataParallelCost(const std::vector<int> &group) const {
@@ -71,43 +64,99 @@ double CostModel::groupRingAllReduceCost(const std::vector<int> &group) const {
                   [this](int a, int b) { return dataParallelLinkCost(a, b); });
 }
 
+GroupLinks::GroupLinks(const Cluster &cluster, const std::vector<int> &group)
+    : cluster(&cluster), group(group) {
+  size_t n = group.size();
+  if (n < 2)
+    return;
+  for (size_t i = 0; i < n; ++i)
+    hops.push_back({cluster.latencySeconds(group[i], group[(i + 1) % n]),
+                    cluster.bandwidthGbps(group[i], group[(i + 1) % n]) * 1e9});
+}
+
+double GroupLinks::dataParallelCost(double bytes,
+                                    int dataParallelDegree) const {
+  size_t n = group.size();
+  if (spokes.empty() && n > 0) { // on first use: the ring needs none
+    spokes.resize(n);
+    for (size_t i = 0; i < n; ++i)
+      for (size_t j = 0; j < n; ++j)
+        if (i != j) {
+          spokes[i].latencySeconds +=
+              cluster->latencySeconds(group[i], group[j]);
+          spokes[i].secondsPerByte +=
+              8.0 / (cluster->bandwidthGbps(group[i], group[j]) * 1e9);
+        }
+    // Only the spokes no other beats in both latency and seconds per byte
+    // can be the slowest (rounding is monotonic: the maximum is the same).
+    std::sort(spokes.begin(), spokes.end(), [](const Spoke &a, const Spoke &b) {
+      return a.latencySeconds != b.latencySeconds
+                 ? a.latencySeconds > b.latencySeconds
+                 : a.secondsPerByte > b.secondsPerByte;
+    });
+    std::vector<Spoke> front;
+    for (const Spoke &spoke : spokes)
+      if (front.empty() || spoke.secondsPerByte > front.back().secondsPerByte)
+        front.push_back(spoke);
+    spokes = std::move(front);
+  }
+  // DATAP-COST: the member whose two-way exchanges with all others take
+  // longest.
+  double shard = bytes / std::max(1, dataParallelDegree), worst = 0;
+  for (const Spoke &spoke : spokes)
+    worst = std::max(
+        worst, 2.0 * (spoke.latencySeconds + shard * spoke.secondsPerByte));
+  return worst;
+}
+
+double GroupLinks::slowestHop(double bytes) const {
+  double slowest = 0;
+  for (const Hop &hop : hops) // Cluster::transferSeconds
+    slowest =
+        std::max(slowest, hop.latencySeconds + 8.0 * bytes / hop.bitsPerSecond);
+  return slowest;
+}
+
+double GroupLinks::ringAllReduceCost(double bytes,
+                                     int dataParallelDegree) const {
+  if (hops.empty())
+    return 0;
+  return 2.0 * static_cast<double>(hops.size() - 1) *
+         slowestHop(bytes / std::max(1, dataParallelDegree));
+}
+
+double GroupLinks::ringAllGatherCost(double bytesPerMember) const {
+  if (hops.empty())
+    return 0;
+  return static_cast<double>(hops.size() - 1) * slowestHop(bytesPerMember);
+}
+
 double dtfm::planner::groupDataParallelCost(const Cluster &cluster,
                                             const std::vector<int> &group,
                                             double bytes,
                                             int dataParallelDegree) {
-  return parameterServerCost(group,
-                             directLink(cluster, bytes, dataParallelDegree));
+  return GroupLinks(cluster, group).dataParallelCost(bytes, dataParallelDegree);
 }
 
 double dtfm::planner::groupRingAllReduceCost(const Cluster &cluster,
                                              const std::vector<int> &group,
                                              double bytes,
                                              int dataParallelDegree) {
-  return ringCost(group, directLink(cluster, bytes, dataParallelDegree));
+  return GroupLinks(cluster, group)
+      .ringAllReduceCost(bytes, dataParallelDegree);
 }
 
 double dtfm::planner::groupSyncCost(const Cluster &cluster,
                                     const std::vector<int> &group,
                                     double bytes, int dataParallelDegree,
                                     bool ring) {
-  return ring ? groupRingAllReduceCost(cluster, group, bytes,
-                                       dataParallelDegree)
-              : groupDataParallelCost(cluster, group, bytes,
-                                      dataParallelDegree);
+  return GroupLinks(cluster, group).syncCost(bytes, dataParallelDegree, ring);
 }
 
 double dtfm::planner::groupRingAllGatherCost(const Cluster &cluster,
                                              const std::vector<int> &group,
                                              double bytesPerMember) {
-  size_t n = group.size();
-  if (n < 2)
-    return 0;
-  double slowest = 0;
-  for (size_t i = 0; i < n; ++i)
-    slowest = std::max(slowest, cluster.transferSeconds(
-                                    group[i], group[(i + 1) % n],
-                                    bytesPerMember));
-  return static_cast<double>(n - 1) * slowest;
+  return GroupLinks(cluster, group).ringAllGatherCost(bytesPerMember);
 }
 
 double CostModel::groupPipelineWeight(const std::vector<int> &a,

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <queue>
 
 using namespace dtfm::planner;
 
@@ -30,14 +31,16 @@ std::vector<int> dtfm::planner::splitMicroBatches(
   // finish (the n-th smallest of all pipelines' finish times is a lower
   // bound, and the greedy reaches it). Ties go to the lower index.
   std::vector<int> shares(pipelines, 1);
-  std::vector<double> next(pipelines);
+  // (finish time with one more, pipeline): the earliest on top.
+  using Next = std::pair<double, int>;
+  std::priority_queue<Next, std::vector<Next>, std::greater<Next>> next;
   for (int i = 0; i < pipelines; ++i)
-    next[i] = secondsWith(i, 2);
+    next.push({secondsWith(i, 2), i});
   for (int left = total - pipelines; left > 0; --left) {
-    int best = static_cast<int>(std::min_element(next.begin(), next.end()) -
-                                next.begin());
+    int best = next.top().second;
+    next.pop();
     ++shares[best];
-    next[best] = secondsWith(best, shares[best] + 1);
+    next.push({secondsWith(best, shares[best] + 1), best});
   }
   return shares;
 }
@@ -149,27 +152,41 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
     return flopSeconds * groups[s].speed / own.speed() +
            own.groupSumSeconds(sums, sumBytes);
   };
-  auto pipelineSeconds = [&](int i, int microBatches) {
-    StagePartitionOptions window = training.stages;
-    window.microBatches = microBatches;
+  // Per pipeline and stage, what does not depend on the micro-batch count:
+  // the stage's compute, its send stream's occupancy, and the round trip
+  // through it and the later stages.
+  struct StageTimes {
+    double compute = 0, send = 0, roundTrip = 0;
+  };
+  std::vector<std::vector<StageTimes>> times(dp, std::vector<StageTimes>(pp));
+  for (int i = 0; i < dp; ++i) {
     int first = 2 * i * boundaries;
-    double step = 0, roundTrip = 0;
+    double roundTrip = 0;
     for (int s = pp - 1; s >= 0; --s) {
-      double compute = stageCompute(i, s);
-      double send = 0;
-      roundTrip += compute;
+      StageTimes &t = times[i][s];
+      t.compute = stageCompute(i, s);
+      roundTrip += t.compute;
       if (s + 1 < pp) {
         int k = first + 2 * s;
-        send += occupancy[k];
+        t.send += occupancy[k];
         roundTrip += seconds[k] + seconds[k + 1];
       }
       if (s > 0)
-        send += occupancy[first + 2 * (s - 1) + 1];
+        t.send += occupancy[first + 2 * (s - 1) + 1];
+      t.roundTrip = roundTrip;
+    }
+  }
+  StagePartitionOptions window = training.stages;
+  auto pipelineSeconds = [&](int i, int microBatches) {
+    window.microBatches = microBatches;
+    double step = 0;
+    for (int s = pp - 1; s >= 0; --s) {
+      const StageTimes &t = times[i][s];
       int inFlight = inFlightMicroBatches(window, s, pp);
-      step = std::max({step, compute, send, roundTrip / inFlight});
+      step = std::max({step, t.compute, t.send, t.roundTrip / inFlight});
     }
     // The last round trip from stage 0 is the fill and drain.
-    return roundTrip + (microBatches - 1) * step;
+    return times[i][0].roundTrip + (microBatches - 1) * step;
   };
   int microBatches = std::max(1, training.stages.microBatches);
   std::vector<double> evenSeconds(dp);
@@ -188,7 +205,7 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
   std::vector<double> computeSeconds(dp, 0.0);
   for (int i = 0; i < dp; ++i)
     for (int s = 0; s < pp; ++s)
-      computeSeconds[i] += stageCompute(i, s);
+      computeSeconds[i] += times[i][s].compute;
   auto differ = [](const std::vector<double> &seconds) {
     return std::adjacent_find(seconds.begin(), seconds.end(),
                               std::not_equal_to<double>()) != seconds.end();
@@ -233,18 +250,18 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
       // The algorithm as --dtfm-insert-grad-sync chooses it (on the dense
       // bytes), then what crosses the links: int8 or top-k when compressed
       // (forced, or int8 where it pays under auto).
+      GroupLinks links(cluster, stages[s]);
       auto cost = [&](double bytes, bool ring) {
-        return groupSyncCost(cluster, stages[s], bytes, problem.dataParallel,
-                             ring);
+        return links.syncCost(bytes, problem.dataParallel, ring);
       };
       bool useRing = training.sync == GradientSync::Ring ||
                      (training.sync == GradientSync::Auto &&
                       cost(gradientBytes, true) < cost(gradientBytes, false));
       auto secondsAs = [&](DpCompression mode, double bytes) {
-        return groupExchangeSeconds(
-            cluster, stages[s], bytes, 1 / workload.gradientElementsPerByte,
-            problem.dataParallel, useRing, mode,
-            training.dpCompression.topkRatio);
+        return groupExchangeSeconds(links, bytes,
+                                    1 / workload.gradientElementsPerByte,
+                                    problem.dataParallel, useRing, mode,
+                                    training.dpCompression.topkRatio);
       };
       DpCompression mode = groupCompression(
           training.dpCompression,

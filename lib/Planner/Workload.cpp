@@ -177,23 +177,29 @@ dtfm::planner::groupCompression(DpCompressionChoice choice,
 }
 
 double dtfm::planner::groupExchangeSeconds(
-    const Cluster &cluster, const std::vector<int> &group, double denseBytes,
-    double elementBytes, int dataParallelDegree, bool ring,
-    DpCompression mode, double topkRatio) {
+    const GroupLinks &group, double denseBytes, double elementBytes,
+    int dataParallelDegree, bool ring, DpCompression mode, double topkRatio) {
   switch (mode) {
   case DpCompression::Int8:
-    return groupSyncCost(cluster, group,
-                         format::int8BytesOfDense(denseBytes, elementBytes),
-                         dataParallelDegree, ring);
+    return group.syncCost(format::int8BytesOfDense(denseBytes, elementBytes),
+                          dataParallelDegree, ring);
   case DpCompression::TopK:
-    return groupRingAllGatherCost(
-        cluster, group,
+    return group.ringAllGatherCost(
         format::sparseBytesOfDense(denseBytes, elementBytes, topkRatio));
   case DpCompression::None:
   case DpCompression::Auto:
     break;
   }
-  return groupSyncCost(cluster, group, denseBytes, dataParallelDegree, ring);
+  return group.syncCost(denseBytes, dataParallelDegree, ring);
+}
+
+double dtfm::planner::groupExchangeSeconds(
+    const Cluster &cluster, const std::vector<int> &group, double denseBytes,
+    double elementBytes, int dataParallelDegree, bool ring, DpCompression mode,
+    double topkRatio) {
+  return groupExchangeSeconds(GroupLinks(cluster, group), denseBytes,
+                              elementBytes, dataParallelDegree, ring, mode,
+                              topkRatio);
 }
 
 int64_t dtfm::planner::chooseSyncEvery(double pipelineSeconds,

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <fstream>
 #include <numeric>
+#include <random>
 
 using namespace dtfm::planner;
 
@@ -168,6 +169,37 @@ TEST(CostModel, RingAllReduceIsNeverCheaperThanTheParameterServer) {
   // Two devices: one exchange each way, the same for both algorithms.
   EXPECT_NEAR(model.groupRingAllReduceCost({0, 1}),
               model.groupDataParallelCost({0, 1}), 1e-12);
+}
+
+// GroupLinks gathers a group's links once (and keeps only the spokes that
+// can be the slowest): every size costs what CostModel's pairwise matrices
+// give, on random clusters and groups.
+TEST(GroupLinks, EqualsThePairwiseCostsOnRandomGroups) {
+  std::mt19937_64 rng(23);
+  for (int trial = 0; trial < 30; ++trial) {
+    Cluster c = testutil::randomCluster(9, rng);
+    std::vector<int> group(c.size());
+    std::iota(group.begin(), group.end(), 0);
+    std::shuffle(group.begin(), group.end(), rng);
+    group.resize(2 + trial % 7);
+    GroupLinks links(c, group);
+    for (double bytes : {0.0, 1e3, 4e6, 3e9}) {
+      int dp = 1 + trial % 4;
+      CostModel model(c, {bytes, 0}, dp);
+      EXPECT_NEAR(links.dataParallelCost(bytes, dp),
+                  model.groupDataParallelCost(group),
+                  1e-12 * model.groupDataParallelCost(group));
+      EXPECT_DOUBLE_EQ(links.ringAllReduceCost(bytes, dp),
+                       model.groupRingAllReduceCost(group));
+      double slowest = 0;
+      for (size_t i = 0; i < group.size(); ++i)
+        slowest = std::max(
+            slowest,
+            c.transferSeconds(group[i], group[(i + 1) % group.size()], bytes));
+      EXPECT_DOUBLE_EQ(links.ringAllGatherCost(bytes),
+                       static_cast<double>(group.size() - 1) * slowest);
+    }
+  }
 }
 
 TEST(Cluster, ValidationNamesTheLink) {

@@ -100,10 +100,48 @@ private:
   SquareMatrix dpLink, ppLink;
 };
 
+/// One group's links, gathered once for the exchange costs of any size:
+/// per member the sums of its latencies and seconds per byte to the others
+/// (the parameter server's), and the ring's hops. Each cost is then linear
+/// in the group's size instead of quadratic: the hetero model costs every
+/// stage's exchanges (its buckets, each compression) through one.
+class GroupLinks {
+public:
+  GroupLinks(const Cluster &cluster, const std::vector<int> &group);
+
+  /// `bytes` of gradients shared over `dataParallelDegree` devices, as
+  /// CostModel's two costs: the parameter server's exchange and the ring
+  /// all-reduce.
+  double dataParallelCost(double bytes, int dataParallelDegree) const;
+  double ringAllReduceCost(double bytes, int dataParallelDegree) const;
+  double syncCost(double bytes, int dataParallelDegree, bool ring) const {
+    return ring ? ringAllReduceCost(bytes, dataParallelDegree)
+                : dataParallelCost(bytes, dataParallelDegree);
+  }
+  /// groupRingAllGatherCost's.
+  double ringAllGatherCost(double bytesPerMember) const;
+
+private:
+  /// The slowest hop of the ring carrying `bytes`.
+  double slowestHop(double bytes) const;
+
+  const Cluster *cluster;
+  std::vector<int> group;
+  struct Spoke {
+    double latencySeconds = 0, secondsPerByte = 0;
+  };
+  /// Per member: sums over the others (filled on first use).
+  mutable std::vector<Spoke> spokes;
+  struct Hop {
+    double latencySeconds = 0, bitsPerSecond = 0;
+  };
+  std::vector<Hop> hops; ///< member i to member i + 1 (mod n)
+};
+
 /// The same two costs for one group and `bytes` of gradients shared over
-/// `dataParallelDegree` devices, from the cluster's links directly: for a
-/// group costed once, where precomputing every device pair would cost more
-/// than the group itself.
+/// `dataParallelDegree` devices, from the cluster's links directly
+/// (GroupLinks): for a group costed once, where precomputing every device
+/// pair would cost more than the group itself.
 double groupDataParallelCost(const Cluster &cluster,
                              const std::vector<int> &group, double bytes,
                              int dataParallelDegree);

@@ -17,6 +17,7 @@
 
 #include "dtfm/Planner/Cluster.h"
 #include "dtfm/Planner/Compression.h"
+#include "dtfm/Planner/CostModel.h"
 #include "dtfm/Planner/StagePartition.h"
 
 #include <cstdint>
@@ -99,6 +100,9 @@ DpCompression groupCompression(DpCompressionChoice choice, double denseSeconds,
 /// `elementBytes` wide) over `group` under `mode`: dense and int8 through
 /// the ring or the parameter server (`ring`), top-k (ratio `topkRatio`) as
 /// a ring allgather of every member's sparse message.
+double groupExchangeSeconds(const GroupLinks &group, double denseBytes,
+                            double elementBytes, int dataParallelDegree,
+                            bool ring, DpCompression mode, double topkRatio);
 double groupExchangeSeconds(const Cluster &cluster,
                             const std::vector<int> &group, double denseBytes,
                             double elementBytes, int dataParallelDegree,
