@@ -45,7 +45,7 @@ static std::string printAttr(Attribute attr) {
 }
 
 /// The typed value of simple attributes, and always the MLIR text.
-static pb::PlanAttr toPlanAttr(Attribute attr) {
+static pb::PlanAttr convertAttr(Attribute attr) {
   pb::PlanAttr out;
   out.set_mlir(printAttr(attr));
   if (auto i = dyn_cast<IntegerAttr>(attr))
@@ -66,6 +66,24 @@ static pb::PlanAttr toPlanAttr(Attribute attr) {
       out.mutable_strings()->add_values(cast<StringAttr>(item).str());
   return out;
 }
+
+namespace {
+/// convertAttr, once per attribute of an export: the programs of a plan
+/// share most of their attributes (MLIR uniques them), and printing each
+/// one's text again was most of the export's time.
+class PlanAttrs {
+public:
+  const pb::PlanAttr &operator()(Attribute attr) {
+    auto [it, inserted] = converted.try_emplace(attr);
+    if (inserted)
+      it->second = convertAttr(attr);
+    return it->second;
+  }
+
+private:
+  llvm::DenseMap<Attribute, pb::PlanAttr> converted;
+};
+} // namespace
 
 static LogicalResult fillValue(Operation *op, Value value, int64_t id,
                                pb::PlanValue &out) {
@@ -103,6 +121,7 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
              << "the module was planned for cluster '"
              << assignment.getCluster() << "', not '" << cluster.name << "'";
   auto schedule = module->getAttrOfType<ScheduleAttr>(kScheduleAttrName);
+  PlanAttrs toPlanAttr;
   plan.set_format_version(::dtfm::format::kPlanFormatVersion);
   ::dtfm::planner::clusterToPlan(cluster, plan);
   if (auto model = module->getAttrOfType<StringAttr>(kModelAttrName))
