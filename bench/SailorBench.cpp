@@ -16,6 +16,10 @@
 // simulator's (dtfm-run --simulate), the shape search's own time and the
 // whole planning time, next to Sailor's plan's simulated iteration.
 //
+// Then, on DT-FM's five scenarios (../shared/scenarios, DTFM_SCENARIOS_DIR;
+// GPT3-1.3B on 64 V100s), the shape search without TP and with the degree
+// searched, side by side: TP must never be predicted slower.
+//
 //   bench-sailor [--json] [--clusters DIR] [--budget S]
 //
 //===----------------------------------------------------------------------===//
@@ -24,6 +28,9 @@
 #include "PlanRunner.h"
 
 #include "dtfm/Passes/Passes.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
 
 #include <chrono>
 #include <cstdio>
@@ -90,15 +97,22 @@ double attrNumber(const dtfm::proto::Plan &plan, const char *attr,
   return std::regex_search(text, match, number) ? std::stod(match.str(1)) : 0;
 }
 
-/// The shape search alone (--dtfm-choose-shape after the costs), timed.
-double searchSeconds(const std::string &clusterFile, const std::string &shape,
+/// What the shape search alone chose (--dtfm-choose-shape after the
+/// costs), and its time; seconds < 0 when it failed.
+struct Searched {
+  double seconds = -1, predicted = 0;
+  int64_t tp = 1;
+};
+Searched searchShape(const mlir::dtfm::GptConfig &model,
+                     const std::string &clusterFile, const std::string &shape,
                      int tp) {
+  Searched out;
   mlir::DialectRegistry registry;
   mlir::dtfm::registerAllDialects(registry);
   mlir::MLIRContext context(registry);
   context.loadAllAvailableDialects();
   mlir::OwningOpRef<mlir::ModuleOp> module =
-      mlir::dtfm::buildGptModule(&context, opt350m());
+      mlir::dtfm::buildGptModule(&context, model);
   mlir::PassManager pm(&context, mlir::ModuleOp::getOperationName());
   // A fixed degree shards the model first, as --dtfm-plan does.
   std::string pipeline =
@@ -109,17 +123,87 @@ double searchSeconds(const std::string &clusterFile, const std::string &shape,
   mlir::PassManager prepare(&context, mlir::ModuleOp::getOperationName());
   if (mlir::failed(mlir::parsePassPipeline(pipeline, prepare)) ||
       mlir::failed(prepare.run(*module)))
-    return -1;
+    return out;
   if (mlir::failed(mlir::parsePassPipeline(
           "dtfm-choose-shape{" + shape + (tp == 0 ? " tensor-parallel=0" : "") +
               "}",
           pm)))
-    return -1;
+    return out;
   auto start = std::chrono::steady_clock::now();
   if (mlir::failed(pm.run(*module)))
-    return -1;
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-      .count();
+    return out;
+  out.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  if (auto chosen = (*module)->getAttrOfType<mlir::dtfm::ShapeAttr>(
+          mlir::dtfm::kShapeAttrName)) {
+    out.predicted = chosen.getIterationS();
+    out.tp = chosen.getTp();
+  }
+  return out;
+}
+
+/// DT-FM's five scenarios (64 V100s, GPT3-1.3B, global batch 256, nodes
+/// inferred from the links), the shape search without TP and with the
+/// degree searched side by side: TP must never be predicted slower.
+void compareOnScenarios(bool json, double budget) {
+  std::string dir = dtfm::bench::defaultScenariosDir();
+  llvm::SmallString<64> tempDir;
+  if (llvm::sys::fs::createUniqueDirectory("bench-sailor", tempDir)) {
+    std::fprintf(stderr, "bench-sailor: cannot create a temporary directory\n");
+    return;
+  }
+  mlir::dtfm::GptConfig model = *mlir::dtfm::getGptPreset("gpt3-1.3b");
+  std::string shape = "global-batch=256 micro-batch-sizes=1,2,4 budget=" +
+                      std::to_string(budget);
+  if (!json)
+    std::printf("\nDT-FM's scenarios: GPT3-1.3B, global batch 256, 64 V100s; "
+                "the shape search without TP and with the degree searched\n"
+                "  %-18s %12s %12s %3s %8s\n",
+                "scenario", "no TP s", "searched s", "tp", "ratio");
+  for (const std::string &prefix : dtfm::bench::paperScenarios()) {
+    std::string delay = dir + "/" + prefix + "_delay_ms.csv";
+    if (!std::ifstream(delay)) {
+      std::fprintf(stderr,
+                   "bench-sailor: skipping the scenarios: %s not found (set "
+                   "DTFM_SCENARIOS_DIR)\n",
+                   delay.c_str());
+      break;
+    }
+    std::string clusterFile =
+        std::string(tempDir) + "/" + prefix + ".textproto";
+    {
+      std::ofstream out(clusterFile);
+      out << "name: \"" << prefix << "\"\n"
+          << "devices { name: \"gpu\" count: 64 peak_flops: 125e12 "
+             "memory_bytes: 16e9 }\n"
+          << "delay_matrix_csv: \"" << delay << "\"\n"
+          << "bandwidth_matrix_csv: \"" << dir << "/" << prefix
+          << "_bandwidth_gbps.csv\"\n";
+    }
+    Searched without = searchShape(model, clusterFile, shape, 1);
+    Searched searched = searchShape(model, clusterFile, shape, 0);
+    llvm::sys::fs::remove(clusterFile);
+    bool ok = without.seconds >= 0 && searched.seconds >= 0;
+    double ratio = ok && searched.predicted > 0
+                       ? without.predicted / searched.predicted
+                       : 0;
+    if (json)
+      std::printf("{\"scenario\":\"%s\",\"ok\":%s,\"no_tp_s\":%s,"
+                  "\"searched_s\":%s,\"tp\":%lld,\"ratio\":%s}\n",
+                  prefix.c_str(), ok ? "true" : "false",
+                  jsonNumber(without.predicted).c_str(),
+                  jsonNumber(searched.predicted).c_str(),
+                  static_cast<long long>(searched.tp),
+                  jsonNumber(ratio).c_str());
+    else if (!ok)
+      std::printf("  %-18s failed\n", prefix.c_str());
+    else
+      std::printf("  %-18s %12.3f %12.3f %3lld %7.3fx\n", prefix.c_str(),
+                  without.predicted, searched.predicted,
+                  static_cast<long long>(searched.tp), ratio);
+  }
+  llvm::sys::fs::remove(tempDir);
 }
 
 Outcome plan(const std::string &clusterFile, int tp, double budget) {
@@ -141,7 +225,7 @@ Outcome plan(const std::string &clusterFile, int tp, double budget) {
   out.predicted = attrNumber(planned.plan, "dtfm.shape", "iteration_s");
   out.microBatchSize = static_cast<int64_t>(
       attrNumber(planned.plan, "dtfm.shape", "micro_batch_size"));
-  out.searchSeconds = searchSeconds(clusterFile, shape, tp);
+  out.searchSeconds = searchShape(opt350m(), clusterFile, shape, tp).seconds;
   // Per stage: layers (of pipeline 0, rank 0), the pipelines (D_DP), the
   // degree and the device types of every member.
   std::map<int64_t, std::set<std::string>> layers;
@@ -243,5 +327,6 @@ int main(int argc, char **argv) {
                   o.planSeconds, o.stages.c_str());
     }
   }
+  compareOnScenarios(json, budget);
   return 0;
 }
