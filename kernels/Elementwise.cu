@@ -89,19 +89,21 @@ __global__ void scaleKernel(float *x, int64_t n, float factor) {
 }
 
 __global__ void embeddingKernel(const float *indices, const float *table,
-                                float *out, int64_t n, int64_t h) {
+                                float *out, int64_t n, int64_t h,
+                                int64_t firstRow, int64_t rows) {
   DTFM_GRID_STRIDE(i, n * h) {
-    int64_t row = static_cast<int64_t>(indices[i / h]);
-    out[i] = table[row * h + i % h];
+    int64_t row = static_cast<int64_t>(indices[i / h]) - firstRow;
+    out[i] = row >= 0 && row < rows ? table[row * h + i % h] : 0.0f;
   }
 }
 
-__global__ void embeddingBackwardKernel(const float *indices,
-                                        const float *dOut, float *dTable,
-                                        int64_t n, int64_t h) {
+__global__ void embeddingBackwardKernel(const float *indices, const float *dOut,
+                                        float *dTable, int64_t n, int64_t h,
+                                        int64_t firstRow, int64_t rows) {
   DTFM_GRID_STRIDE(i, n * h) {
-    int64_t row = static_cast<int64_t>(indices[i / h]);
-    atomicAdd(&dTable[row * h + i % h], dOut[i]);
+    int64_t row = static_cast<int64_t>(indices[i / h]) - firstRow;
+    if (row >= 0 && row < rows)
+      atomicAdd(&dTable[row * h + i % h], dOut[i]);
   }
 }
 
@@ -185,17 +187,17 @@ void scale(float *x, int64_t n, float factor, cudaStream_t stream) {
   scaleKernel<<<blocksFor(n), kThreads, 0, stream>>>(x, n, factor);
 }
 
-void embedding(const float *indices, const float *table, float *out,
-               int64_t n, int64_t h, cudaStream_t stream) {
-  embeddingKernel<<<blocksFor(n * h), kThreads, 0, stream>>>(indices, table,
-                                                             out, n, h);
+void embedding(const float *indices, const float *table, float *out, int64_t n,
+               int64_t h, int64_t firstRow, int64_t rows, cudaStream_t stream) {
+  embeddingKernel<<<blocksFor(n * h), kThreads, 0, stream>>>(
+      indices, table, out, n, h, firstRow, rows);
 }
 
-void embeddingBackward(const float *indices, const float *dOut,
-                       float *dTable, int64_t n, int64_t h,
+void embeddingBackward(const float *indices, const float *dOut, float *dTable,
+                       int64_t n, int64_t h, int64_t firstRow, int64_t rows,
                        cudaStream_t stream) {
   embeddingBackwardKernel<<<blocksFor(n * h), kThreads, 0, stream>>>(
-      indices, dOut, dTable, n, h);
+      indices, dOut, dTable, n, h, firstRow, rows);
 }
 
 void sgdStep(float *param, const float *grad, float *velocity, int64_t n,

@@ -129,6 +129,61 @@ __global__ void crossEntropyBackwardKernel(const float *probs,
   }
 }
 
+/// One block per row: this member's maximum and sum of exponentials in its
+/// slots, and the label's logit when the label is its own.
+__global__ void crossEntropySliceSumsKernel(const float *logits,
+                                            const float *labels, float *sums,
+                                            int64_t classes, int64_t rank,
+                                            int64_t degree) {
+  __shared__ float scratch[32];
+  int64_t r = blockIdx.x;
+  const float *in = logits + r * classes;
+  float *out = sums + r * (2 * degree + 1);
+  float peak = -INFINITY;
+  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+    peak = fmaxf(peak, in[j]);
+  peak = blockMax(peak, scratch);
+  float exps = 0;
+  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+    exps += expf(in[j] - peak);
+  exps = blockSum(exps, scratch);
+  if (threadIdx.x != 0)
+    return;
+  out[2 * rank] = peak;
+  out[2 * rank + 1] = exps;
+  int64_t label = static_cast<int64_t>(labels[r]) - rank * classes;
+  if (label >= 0 && label < classes)
+    out[2 * degree] = in[label];
+}
+
+__global__ void crossEntropyFromSumsKernel(const float *sums, float *logSumExp,
+                                           float *loss, int64_t rows,
+                                           int64_t degree) {
+  DTFM_GRID_STRIDE(r, rows) {
+    const float *row = sums + r * (2 * degree + 1);
+    float peak = row[0];
+    for (int64_t q = 1; q < degree; ++q)
+      peak = fmaxf(peak, row[2 * q]);
+    float exps = 0;
+    for (int64_t q = 0; q < degree; ++q)
+      exps += row[2 * q + 1] * expf(row[2 * q] - peak);
+    float lse = peak + logf(exps);
+    logSumExp[r] = lse;
+    atomicAdd(loss, (lse - row[2 * degree]) / rows);
+  }
+}
+
+__global__ void crossEntropySliceBackwardKernel(
+    const float *logits, const float *labels, const float *logSumExp,
+    float *dlogits, int64_t rows, int64_t classes, int64_t rank, float scale) {
+  DTFM_GRID_STRIDE(i, rows * classes) {
+    int64_t r = i / classes, j = i % classes;
+    int64_t label = static_cast<int64_t>(labels[r]) - rank * classes;
+    float onehot = j == label ? 1.0f : 0.0f;
+    dlogits[i] += scale / rows * (expf(logits[i] - logSumExp[r]) - onehot);
+  }
+}
+
 __global__ void splitHeadsKernel(const float *x, float *y, int64_t b,
                                  int64_t s, int64_t heads, int64_t dh) {
   DTFM_GRID_STRIDE(i, b * s * heads * dh) {
@@ -230,6 +285,30 @@ void crossEntropyBackward(const float *probs, const float *labels,
   crossEntropyBackwardKernel<<<blocksFor(rows * classes), kThreads, 0,
                                stream>>>(probs, labels, dlogits, rows, classes,
                                          scale);
+}
+
+void crossEntropySliceSums(const float *logits, const float *labels,
+                           float *sums, int64_t rows, int64_t classes,
+                           int64_t rank, int64_t degree, cudaStream_t stream) {
+  cudaMemsetAsync(sums, 0, sizeof(float) * rows * (2 * degree + 1), stream);
+  crossEntropySliceSumsKernel<<<rowBlocks(rows), kThreads, 0, stream>>>(
+      logits, labels, sums, classes, rank, degree);
+}
+
+void crossEntropyFromSums(const float *sums, float *logSumExp, float *loss,
+                          int64_t rows, int64_t degree, cudaStream_t stream) {
+  cudaMemsetAsync(loss, 0, sizeof(float), stream);
+  crossEntropyFromSumsKernel<<<blocksFor(rows), kThreads, 0, stream>>>(
+      sums, logSumExp, loss, rows, degree);
+}
+
+void crossEntropySliceBackward(const float *logits, const float *labels,
+                               const float *logSumExp, float *dlogits,
+                               int64_t rows, int64_t classes, int64_t rank,
+                               float scale, cudaStream_t stream) {
+  crossEntropySliceBackwardKernel<<<blocksFor(rows * classes), kThreads, 0,
+                                    stream>>>(
+      logits, labels, logSumExp, dlogits, rows, classes, rank, scale);
 }
 
 void splitHeads(const float *x, float *y, int64_t b, int64_t s, int64_t heads,

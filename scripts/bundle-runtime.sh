@@ -147,8 +147,9 @@ done
 # Ready-made plans: the tiny GPT on one device and as a 2 x 2 plan (with and
 # without AdaTopK on the pipeline links, f32 and bf16, and with the links in
 # 8 bits), two data-parallel
-# replicas with gradient buckets, int8 or top-k exchanges or local steps, a
-# small ResNet, and two pipeline stages over
+# replicas with gradient buckets, int8 or top-k exchanges or local steps,
+# TP 2 and TP 2 x PP 2 on one node, a small ResNet, and two pipeline stages
+# over
 # links of falling bandwidth for the overlap measurement.
 bin=$build_dir/bin
 plans=$stage/plans
@@ -182,6 +183,13 @@ plan "$work/tiny.mlir" "$plans/two.textproto" "dp=2 pp=1 micro-batches=4 $adamw 
 plan "$work/tiny.mlir" "$plans/two.textproto" "dp=2 pp=1 micro-batches=4 $adamw dp-compression=int8" tiny-dp2-int8.pb
 plan "$work/tiny.mlir" "$plans/two.textproto" "dp=2 pp=1 micro-batches=4 $adamw sync-every=4" tiny-dp2-local4.pb
 plan "$work/tiny.mlir" "$plans/two.textproto" "dp=2 pp=1 micro-batches=4 $adamw dp-compression=topk:10 topk-warmup=3" tiny-dp2-topk10.pb
+# Tensor parallelism: two and four GPUs named one node (its groups' sums,
+# and the tied embedding, head and loss split by the vocabulary).
+for n in 2 4; do
+  printf 'name: "node%s"\ndevices { name: "gpu" region: "local" count: %s peak_flops: 1e13 memory_bytes: 8e9 node: "n" }\nintra_region { delay_ms: 0.05 bandwidth_gbps: 40 }\n' "$n" "$n" > "$plans/node$n.textproto"
+done
+plan "$work/tiny.mlir" "$plans/node2.textproto" "tp=2 dp=1 pp=1 micro-batches=4 $adamw" tiny-tp2.pb
+plan "$work/tiny.mlir" "$plans/node4.textproto" "tp=2 dp=1 pp=2 micro-batches=4 $adamw" tiny-tp2-pp2.pb
 plan "$src/test/Passes/Inputs/tiny-resnet.mlir" "$plans/one.textproto" "dp=1 pp=1 micro-batches=2 optimizer=sgd lr=0.05" resnet-1.pb
 "$bin/dtfm-translate" --import-gpt tiny --layers 4 --micro-batch 8 -o "$work/tiny4.mlir"
 for gbps in 40 4 1 0.5 0.25 0.125; do
@@ -205,6 +213,8 @@ tiny-dp2-int8     tiny-dp2-int8.pb          10 1e-3
 tiny-dp2-local4   tiny-dp2-local4.pb        10 1e-3
 tiny-dp2-topk10   tiny-dp2-topk10.pb        10 1e-3
 resnet-1          resnet-1.pb               5  1e-3
+tiny-tp2          tiny-tp2.pb               10 1e-3
+tiny-tp2-pp2      tiny-tp2-pp2.pb           10 1e-3
 EOF
 
 rm -rf "$out" "$out.tar.gz"

@@ -304,6 +304,21 @@ bool Worker::connect(std::string &error) {
     if (!executor->connectGroup(group, position, share, error))
       return false;
   }
+  // The tensor-parallel group's own collectives (same condition).
+  if (tensorParallelGroup >= 0 && !options.shapeLinks) {
+    const std::vector<int> &group = t.groups[tensorParallelGroup];
+    std::string key = "tp";
+    for (int r : group)
+      key += "." + std::to_string(r);
+    auto share = [&](const std::string &name, std::string &value, bool publish,
+                     std::string &e) {
+      return publish ? transport->publish(key + "/" + name, value, e)
+                     : transport->lookup(key + "/" + name, value, e);
+    };
+    if (!executor->connectTensorParallelGroup(
+            group, static_cast<int>(program.tp_rank()), share, error))
+      return false;
+  }
   // Pipeline links between devices (same condition).
   if (!options.shapeLinks) {
     std::map<int, int> linkOps;

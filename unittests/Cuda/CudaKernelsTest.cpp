@@ -221,12 +221,64 @@ TEST_F(CudaKernelsTest, EmbeddingAndBackward) {
   cpu::embeddingBackward(indices, dOut, &want);
   auto gt = upload(table), gi = upload(indices), gd = upload(dOut),
        out = zeros(dOut.numel()), grad = zeros(table.numel());
-  cuda::embedding(gi.floats(), gt.floats(), out.floats(), 36, 24, stream);
-  cuda::embeddingBackward(gi.floats(), gd.floats(), grad.floats(), 36, 24,
-                          stream);
+  cuda::embedding(gi.floats(), gt.floats(), out.floats(), 36, 24, 0, 50,
+                  stream);
+  cuda::embeddingBackward(gi.floats(), gd.floats(), grad.floats(), 36, 24, 0,
+                          50, stream);
   expectNear(download(out, dOut.numel()), cpu::embedding(indices, table).data,
              0, "embedding");
   expectNear(download(grad, table.numel()), want.data, 1e-5, "embedding grad");
+
+  // Vocabulary-parallel: rows [20, 30) of the whole table.
+  Tensor slice({10, 24});
+  std::copy_n(table.data.begin() + 20 * 24, 10 * 24, slice.data.begin());
+  Tensor sliceWant(slice.shape);
+  cpu::embeddingBackward(indices, dOut, &sliceWant, 20);
+  auto gs = upload(slice), sliceOut = zeros(dOut.numel()),
+       sliceGrad = zeros(slice.numel());
+  cuda::embedding(gi.floats(), gs.floats(), sliceOut.floats(), 36, 24, 20, 10,
+                  stream);
+  cuda::embeddingBackward(gi.floats(), gd.floats(), sliceGrad.floats(), 36, 24,
+                          20, 10, stream);
+  expectNear(download(sliceOut, dOut.numel()),
+             cpu::embedding(indices, slice, 20).data, 0, "embedding slice");
+  expectNear(download(sliceGrad, slice.numel()), sliceWant.data, 1e-5,
+             "embedding slice grad");
+}
+
+// One member's vocabulary-parallel loss kernels against the CPU's: its row
+// sums, the loss from rows summed as a group would (here: this member's
+// and another's computed on the CPU), and its logits' gradient.
+TEST_F(CudaKernelsTest, VocabularyParallelCrossEntropy) {
+  const int64_t rows = 7, classes = 129, degree = 2, rank = 1;
+  Tensor mine = random({rows, classes}, 3), other = random({rows, classes}, 3);
+  Tensor labels = integers({rows}, degree * classes);
+  int64_t width = 2 * degree + 1;
+  Tensor want = cpu::crossEntropySliceSums(mine, labels, rank, degree);
+  auto gm = upload(mine), gl = upload(labels), sums = zeros(rows * width);
+  cuda::crossEntropySliceSums(gm.floats(), gl.floats(), sums.floats(), rows,
+                              classes, rank, degree, stream);
+  expectNear(download(sums, rows * width), want.data, 1e-5, "row sums");
+
+  Tensor summed = cpu::crossEntropySliceSums(other, labels, 0, degree);
+  for (int64_t i = 0; i < summed.numel(); ++i)
+    summed.data[i] += want.data[i];
+  std::vector<float> logSumExp;
+  float loss = cpu::crossEntropyFromSums(summed, degree, logSumExp);
+  auto gs = upload(summed), glse = zeros(rows), gloss = zeros(1);
+  cuda::crossEntropyFromSums(gs.floats(), glse.floats(), gloss.floats(), rows,
+                             degree, stream);
+  expectNear(download(glse, rows), logSumExp, 1e-5, "log-sum-exp");
+  expectNear(download(gloss, 1), {loss}, 1e-5, "loss");
+
+  Tensor dlogits;
+  cpu::crossEntropySliceBackward(mine, labels, rank, logSumExp, 0.5f, &dlogits);
+  auto gd = zeros(rows * classes);
+  cuda::crossEntropySliceBackward(gm.floats(), gl.floats(), glse.floats(),
+                                  gd.floats(), rows, classes, rank, 0.5f,
+                                  stream);
+  expectNear(download(gd, rows * classes), dlogits.data, 1e-5,
+             "logits' gradient");
 }
 
 TEST_F(CudaKernelsTest, OptimizerSteps) {

@@ -98,6 +98,18 @@ public:
     return true;
   }
 
+  /// Called once the workers are connected, by every member of this
+  /// program's tensor-parallel group (world ranks `members`, this one at
+  /// its rank `position`), after setTensorParallelSum: an executor with
+  /// collectives of its own (NCCL on the GPU) sets up the group's here and
+  /// then sums dtfm.tp_all_reduce and the vocabulary-parallel loss itself.
+  /// The CPU executor sums through the worker's GroupSumFn.
+  virtual bool connectTensorParallelGroup(const std::vector<int> &members,
+                                          int position, const ShareFn &share,
+                                          std::string &error) {
+    return true;
+  }
+
   /// Called once the workers are connected, with the program's
   /// per-micro-batch dtfm.send / dtfm.recv ops (op index -> the peer's world
   /// rank; this worker is `rank`). An executor that can move those values

@@ -361,10 +361,26 @@ bool CudaExecutor::backwardAttention(BackwardCall &call, std::string &error) {
 }
 
 bool CudaExecutor::backwardEmbedding(BackwardCall &call, std::string &error) {
+  int64_t rows = call.in(1).shape.front();
+  int64_t firstRow =
+      call.op.attrs.vocabShard ? tensorParallelPosition * rows : 0;
   if (call.at(1))
     cuda::embeddingBackward(call.in(0).data(), call.dOut->data(), call.at(1),
                             call.in(0).numel(), call.in(1).shape.back(),
-                            call.stream);
+                            firstRow, rows, call.stream);
+  return true;
+}
+
+bool CudaExecutor::backwardTpAllReduce(BackwardCall &call, std::string &error) {
+  if (!call.at(0))
+    return true;
+  // The gradient buffer is zeroed for this op (runBackward): the sum may
+  // write it.
+  if (call.op.attrs.inBackward)
+    return sumOverTensorParallelGroup(call.dOut->data(), call.at(0),
+                                      call.dOut->numel(), error);
+  cuda::accumulate(call.dOut->data(), call.at(0), call.dOut->numel(),
+                   call.stream);
   return true;
 }
 
@@ -372,6 +388,18 @@ bool CudaExecutor::backwardCrossEntropy(BackwardCall &call,
                                         std::string &error) {
   const DTensor &logits = call.in(0);
   int64_t classes = logits.shape.back(), rows = logits.numel() / classes;
+  if (call.op.attrs.vocabShard) {
+    // The row sums again (one more sum over the group), then this member's
+    // classes.
+    if (!vocabularyParallelLoss(logits, call.in(1), call.op.attrs.vocabShard,
+                                call.scratch, call.extra, call.stream, error))
+      return false;
+    if (call.at(0))
+      cuda::crossEntropySliceBackward(
+          logits.data(), call.in(1).data(), call.scratch.data(), call.at(0),
+          rows, classes, tensorParallelPosition, 1.0f, call.stream);
+    return true;
+  }
   if (!allocate(logits.shape, false, call.scratch, error) ||
       !allocate({1}, false, call.extra, error))
     return false;

@@ -45,8 +45,9 @@ CudaExecutor::~CudaExecutor() {
   takeComputeSeconds(); // destroys the phases' events
   if (phaseStart)
     cudaEventDestroy(phaseStart);
-  if (comm)
-    ncclCommDestroy(comm);
+  for (ncclComm_t c : {comm, tensorParallelComm})
+    if (c)
+      ncclCommDestroy(c);
   for (auto *comms : {&sendComms, &recvComms})
     for (auto &[peer, c] : *comms)
       ncclCommDestroy(c);
@@ -677,10 +678,6 @@ bool dtfm::runtime::cuda::supportsProgram(const StageProgram &program,
                  std::to_string(cuda::kMaxRank) + ")";
         return false;
       }
-    if (op.attrs.vocabShard) {
-      reason = where + ": vocabulary-parallel (vocab_shard) has no CUDA kernel";
-      return false;
-    }
     if (op.computes == OpKind::Softmax) {
       int64_t axis = op.attrs.axis;
       int64_t rank = static_cast<int64_t>(shapeOfOperand(op, 0).size());

@@ -220,7 +220,9 @@ class CudaExecutor : public PhaseExecutor {
 public:
   CudaExecutor(const StageProgram &program, int device, bool planPrecision)
       : PhaseExecutor(program), device(device), planPrecision(planPrecision),
-        pool(std::make_shared<Pool>()) {}
+        pool(std::make_shared<Pool>()) {
+    tensorParallelPosition = runtime::tensorParallelRank(program);
+  }
   ~CudaExecutor() override;
 
   bool setUp(std::string &error);
@@ -248,6 +250,9 @@ public:
   double takeComputeSeconds() override;
   bool connectGroup(const std::vector<int> &members, int position,
                     const ShareFn &share, std::string &error) override;
+  bool connectTensorParallelGroup(const std::vector<int> &members, int position,
+                                  const ShareFn &share,
+                                  std::string &error) override;
   bool connectPeers(int rank, const std::map<int, int> &linkOps,
                     const ShareFn &share, std::set<int> &taken,
                     std::string &error) override;
@@ -277,6 +282,23 @@ protected:
 private:
   /// "<host>/<PCI bus id>" of this executor's GPU.
   bool gpuIdentity(std::string &identity, std::string &error) const;
+  /// An NCCL communicator over `members` (this one at `position`), its
+  /// unique id passed through `share`; null (and true) where members share
+  /// a GPU, which NCCL cannot take. `what` names it in errors.
+  bool openCommunicator(const std::vector<int> &members, int position,
+                        const ShareFn &share, const std::string &what,
+                        ncclComm_t &out, std::string &error);
+  /// out = the sum of `in` over the tensor-parallel group (in may be out):
+  /// NCCL on the compute stream, or through the host and the worker's
+  /// GroupSumFn where the group has no communicator.
+  bool sumOverTensorParallelGroup(const float *in, float *out, int64_t count,
+                                  std::string &error);
+  /// The vocabulary-parallel loss of `logits` against `labels` over a
+  /// group of `degree`: the group's summed row sums, each row's
+  /// log-sum-exp and the mean loss.
+  bool vocabularyParallelLoss(const DTensor &logits, const DTensor &labels,
+                              int64_t degree, DTensor &logSumExp, DTensor &loss,
+                              cudaStream_t stream, std::string &error);
   /// The phase's dtfm.recv / dtfm.send ops on NCCL links, by peer then tag
   /// (the order both ends post them in).
   std::vector<std::pair<int, const ProgramOp *>> linkedOps(OpKind kind,
@@ -342,6 +364,8 @@ private:
   bool forwardCrossEntropy(ForwardCall &c, std::string &error);
   bool forwardTopkCompress(ForwardCall &c, std::string &error);
   bool forwardTopkDecompress(ForwardCall &c, std::string &error);
+  bool forwardTpAllReduce(ForwardCall &c, std::string &error);
+  bool backwardTpAllReduce(BackwardCall &c, std::string &error);
   bool backwardProduct(BackwardCall &c, std::string &error);
   bool backwardBinary(BackwardCall &c, std::string &error);
   bool backwardUnary(BackwardCall &c, std::string &error);
@@ -384,6 +408,10 @@ private:
   /// through the worker's transport).
   ncclComm_t comm = nullptr;
   int groupSize = 1;
+  /// The tensor-parallel group's (null: sums through the worker's
+  /// transport), and this program's rank in it.
+  ncclComm_t tensorParallelComm = nullptr;
+  int64_t tensorParallelPosition = 0;
   /// Pipeline links on NCCL, by peer rank: one communicator per direction
   /// (the sender is its rank 0), so that activations going one way never
   /// queue behind gradients coming the other.

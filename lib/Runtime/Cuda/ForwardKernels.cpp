@@ -14,6 +14,7 @@
 
 #include "dtfm/Runtime/Cuda/Attention.h"
 #include "dtfm/Runtime/Cuda/IndexMaps.h"
+#include "dtfm/Support/OpShapes.h"
 
 #include <algorithm>
 
@@ -62,6 +63,8 @@ const OpTable<CudaKernels> &CudaExecutor::kernelTable() {
     at(OpKind::CrossEntropy).forward = &CudaExecutor::forwardCrossEntropy;
     at(OpKind::TopkCompress).forward = &CudaExecutor::forwardTopkCompress;
     at(OpKind::TopkDecompress).forward = &CudaExecutor::forwardTopkDecompress;
+    at(OpKind::TpAllReduce).forward = &CudaExecutor::forwardTpAllReduce;
+    at(OpKind::TpAllReduce).backward = &CudaExecutor::backwardTpAllReduce;
     at(OpKind::Linear).backward = &CudaExecutor::backwardProduct;
     at(OpKind::Matmul).backward = &CudaExecutor::backwardProduct;
     at(OpKind::Add).backward = &CudaExecutor::backwardBinary;
@@ -119,8 +122,25 @@ bool CudaExecutor::forwardEmbedding(ForwardCall &call, std::string &error) {
   const DTensor &ids = call.in(0), &weights = call.in(1);
   if (!fresh(call, false, error))
     return false;
+  // Vocabulary-parallel (vocab_shard): this member's rows start at its
+  // rank times their count.
+  int64_t rows = weights.shape.front();
+  int64_t firstRow =
+      call.op.attrs.vocabShard ? tensorParallelPosition * rows : 0;
   cuda::embedding(ids.data(), weights.data(), call.out.data(), ids.numel(),
-                  weights.shape.back(), call.stream);
+                  weights.shape.back(), firstRow, rows, call.stream);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardTpAllReduce(ForwardCall &call, std::string &error) {
+  // in_backward: the identity here, the gradient summed backward.
+  if (call.op.attrs.inBackward)
+    return call.set(0, call.in(0));
+  const DTensor &in = call.in(0);
+  if (!fresh(call, false, error) ||
+      !sumOverTensorParallelGroup(in.data(), call.out.data(), in.numel(),
+                                  error))
+    return false;
   return call.set(0, std::move(call.out));
 }
 
@@ -394,15 +414,44 @@ bool CudaExecutor::forwardAttention(ForwardCall &call, std::string &error) {
   return call.set(0, std::move(call.out));
 }
 
+bool CudaExecutor::vocabularyParallelLoss(const DTensor &logits,
+                                          const DTensor &labels, int64_t degree,
+                                          DTensor &logSumExp, DTensor &loss,
+                                          cudaStream_t stream,
+                                          std::string &error) {
+  int64_t classes = logits.shape.back(), rows = logits.numel() / classes;
+  DTensor sums;
+  if (!allocate({rows, shapes::vocabParallelLossSumWidth(degree)}, false, sums,
+                error) ||
+      !allocate({rows}, false, logSumExp, error) ||
+      !allocate({1}, false, loss, error))
+    return false;
+  cuda::crossEntropySliceSums(logits.data(), labels.data(), sums.data(), rows,
+                              classes, tensorParallelPosition, degree, stream);
+  if (!sumOverTensorParallelGroup(sums.data(), sums.data(), sums.numel(),
+                                  error))
+    return false;
+  cuda::crossEntropyFromSums(sums.data(), logSumExp.data(), loss.data(), rows,
+                             degree, stream);
+  return true;
+}
+
 bool CudaExecutor::forwardCrossEntropy(ForwardCall &call, std::string &error) {
   const DTensor &logits = call.in(0);
   int64_t classes = logits.shape.back(), rows = logits.numel() / classes;
-  DTensor probs;
-  if (!fresh(call, false, error) ||
-      !allocate(logits.shape, false, probs, error))
-    return false;
-  cuda::crossEntropy(logits.data(), call.in(1).data(), probs.data(),
-                     call.out.data(), rows, classes, call.stream);
+  if (call.op.attrs.vocabShard) {
+    DTensor logSumExp;
+    if (!vocabularyParallelLoss(logits, call.in(1), call.op.attrs.vocabShard,
+                                logSumExp, call.out, call.stream, error))
+      return false;
+  } else {
+    DTensor probs;
+    if (!fresh(call, false, error) ||
+        !allocate(logits.shape, false, probs, error))
+      return false;
+    cuda::crossEntropy(logits.data(), call.in(1).data(), probs.data(),
+                       call.out.data(), rows, classes, call.stream);
+  }
   call.set(0, std::move(call.out));
   phaseLosses.push_back(&call.table.at(call.op.results[0].id));
   return true;

@@ -4,10 +4,11 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// The data-parallel group's NCCL communicator (connectGroup) and the
-// pipeline links between distinct GPUs (connectPeers: one two-rank
-// communicator per direction), negotiated through the rendezvous store;
-// members or peers sharing a GPU keep the worker's transport.
+// The data-parallel and tensor-parallel groups' NCCL communicators
+// (connectGroup, connectTensorParallelGroup) and the pipeline links between
+// distinct GPUs (connectPeers: one two-rank communicator per direction),
+// negotiated through the rendezvous store; members or peers sharing a GPU
+// keep the worker's transport.
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,6 +34,29 @@ bool CudaExecutor::connectGroup(const std::vector<int> &members, int position,
     if (op.kind == OpKind::GradSync &&
         op.attrs.compression != SyncCompression::None)
       return true;
+  if (!openCommunicator(members, position, share, "the data-parallel group",
+                        comm, error))
+    return false;
+  if (comm)
+    groupSize = static_cast<int>(members.size());
+  return true;
+}
+
+bool CudaExecutor::connectTensorParallelGroup(const std::vector<int> &members,
+                                              int position,
+                                              const ShareFn &share,
+                                              std::string &error) {
+  if (cudaFailed(cudaSetDevice(device), "selecting the CUDA device", error))
+    return false;
+  return openCommunicator(members, position, share, "the tensor-parallel group",
+                          tensorParallelComm, error);
+}
+
+bool CudaExecutor::openCommunicator(const std::vector<int> &members,
+                                    int position, const ShareFn &share,
+                                    const std::string &what, ncclComm_t &out,
+                                    std::string &error) {
+  out = nullptr;
   // NCCL takes one rank per GPU: where members share a GPU (several workers
   // on one device), every member sees it and all keep the transport.
   std::string mine;
@@ -70,15 +94,47 @@ bool CudaExecutor::connectGroup(const std::vector<int> &members, int position,
     std::memcpy(&id, bytes.data(), sizeof id);
   }
   ncclResult_t status =
-      ncclCommInitRank(&comm, static_cast<int>(members.size()), id, position);
+      ncclCommInitRank(&out, static_cast<int>(members.size()), id, position);
   if (status != ncclSuccess) {
-    comm = nullptr;
-    error = std::string("NCCL communicator of the data-parallel group: ") +
-            ncclGetErrorString(status);
+    out = nullptr;
+    error = "NCCL communicator of " + what + ": " + ncclGetErrorString(status);
     return false;
   }
-  groupSize = static_cast<int>(members.size());
   return true;
+}
+
+bool CudaExecutor::sumOverTensorParallelGroup(const float *in, float *out,
+                                              int64_t count,
+                                              std::string &error) {
+  size_t n = static_cast<size_t>(count);
+  if (tensorParallelComm) {
+    ncclResult_t status = ncclAllReduce(in, out, n, ncclFloat, ncclSum,
+                                        tensorParallelComm, computeStream());
+    if (status != ncclSuccess) {
+      error = std::string("tensor-parallel sum (NCCL): ") +
+              ncclGetErrorString(status);
+      return false;
+    }
+    return true;
+  }
+  if (!tensorParallelSum) {
+    error = "no tensor-parallel group to sum over";
+    return false;
+  }
+  // Through the host: the worker's transport sums over the group.
+  std::vector<float> host(n);
+  if (cudaFailed(cudaMemcpyAsync(host.data(), in, n * sizeof(float),
+                                 cudaMemcpyDeviceToHost, computeStream()),
+                 "copying from the GPU", error) ||
+      cudaFailed(cudaStreamSynchronize(computeStream()), "waiting for the GPU",
+                 error) ||
+      !tensorParallelSum(host.data(), n, error))
+    return false;
+  return !cudaFailed(cudaMemcpyAsync(out, host.data(), n * sizeof(float),
+                                     cudaMemcpyHostToDevice, computeStream()),
+                     "copying to the GPU", error) &&
+         !cudaFailed(cudaStreamSynchronize(computeStream()),
+                     "waiting for the GPU", error);
 }
 
 bool CudaExecutor::gpuIdentity(std::string &identity,

@@ -154,6 +154,20 @@ void crossEntropy(const float *logits, const float *labels, float *probs,
 void crossEntropyBackward(const float *probs, const float *labels,
                           float *dlogits, int64_t rows, int64_t classes,
                           float scale, cudaStream_t stream);
+/// Vocabulary-parallel cross-entropy (cpu::crossEntropySliceSums and the
+/// rest): this member's row sums into `sums` [rows, 2 degree + 1] (zeroed
+/// here), then from the group's summed rows each row's log-sum-exp and the
+/// mean loss (one float), then dlogits += scale (softmax - onehot) / rows
+/// over this member's classes.
+void crossEntropySliceSums(const float *logits, const float *labels,
+                           float *sums, int64_t rows, int64_t classes,
+                           int64_t rank, int64_t degree, cudaStream_t stream);
+void crossEntropyFromSums(const float *sums, float *logSumExp, float *loss,
+                          int64_t rows, int64_t degree, cudaStream_t stream);
+void crossEntropySliceBackward(const float *logits, const float *labels,
+                               const float *logSumExp, float *dlogits,
+                               int64_t rows, int64_t classes, int64_t rank,
+                               float scale, cudaStream_t stream);
 
 //===--- attention helpers (the matmuls go through cuBLASLt) ----------===//
 
@@ -173,11 +187,14 @@ void causalSoftmaxBackward(const float *probs, float *grad, int64_t count,
 
 //===--- embedding ----------------------------------------------------===//
 
-void embedding(const float *indices, const float *table, float *out,
-               int64_t n, int64_t h, cudaStream_t stream);
+/// The table holds rows [firstRow, firstRow + rows) of the whole one
+/// (vocabulary-parallel: cpu::embedding): other indices give zero rows and
+/// no gradient.
+void embedding(const float *indices, const float *table, float *out, int64_t n,
+               int64_t h, int64_t firstRow, int64_t rows, cudaStream_t stream);
 /// dTable[indices[i]] += dOut[i] (atomic: repeated tokens add up).
-void embeddingBackward(const float *indices, const float *dOut,
-                       float *dTable, int64_t n, int64_t h,
+void embeddingBackward(const float *indices, const float *dOut, float *dTable,
+                       int64_t n, int64_t h, int64_t firstRow, int64_t rows,
                        cudaStream_t stream);
 
 //===--- optimizers ---------------------------------------------------===//
