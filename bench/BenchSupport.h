@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -63,6 +64,31 @@ inline bool loadScenario(const char *tool, const std::string &dir,
                "or --scenarios)\n",
                tool, error.c_str());
   return false;
+}
+
+/// Writes a cluster file at `path` naming scenario `prefix`'s matrices in
+/// `dir` for 64 V100s (as the DT-FM paper's experiments); when the matrices
+/// are missing, says on stderr that `tool` skips the scenarios and returns
+/// false.
+inline bool writeScenarioCluster(const char *tool, const std::string &dir,
+                                 const std::string &prefix,
+                                 const std::string &path) {
+  std::string delay = dir + "/" + prefix + "_delay_ms.csv";
+  if (!std::ifstream(delay)) {
+    std::fprintf(stderr,
+                 "%s: skipping the DT-FM scenarios: %s not found (set "
+                 "DTFM_SCENARIOS_DIR or --scenarios)\n",
+                 tool, delay.c_str());
+    return false;
+  }
+  std::ofstream out(path);
+  out << "name: \"" << prefix << "\"\n"
+      << "devices { name: \"gpu\" count: 64 peak_flops: 125e12 "
+         "memory_bytes: 16e9 }\n"
+      << "delay_matrix_csv: \"" << delay << "\"\n"
+      << "bandwidth_matrix_csv: \"" << dir << "/" << prefix
+      << "_bandwidth_gbps.csv\"\n";
+  return static_cast<bool>(out);
 }
 
 /// The non-empty items of a comma-separated list.

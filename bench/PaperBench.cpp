@@ -206,25 +206,10 @@ int main(int argc, char **argv) {
 
   std::map<std::string, std::map<std::string, double>> best; // scen -> alg
   for (const std::string &prefix : scenarios) {
-    std::string delay = dir + "/" + prefix + "_delay_ms.csv";
-    if (!std::ifstream(delay)) {
-      std::fprintf(stderr,
-                   "bench-paper: skipping: %s not found (set "
-                   "DTFM_SCENARIOS_DIR or --scenarios)\n",
-                   delay.c_str());
-      break;
-    }
-    // A cluster file naming the scenario's matrices: 64 V100s.
     std::string clusterFile = std::string(tempDir) + "/" + prefix + ".textproto";
-    {
-      std::ofstream out(clusterFile);
-      out << "name: \"" << prefix << "\"\n"
-          << "devices { name: \"gpu\" count: 64 peak_flops: 125e12 "
-             "memory_bytes: 16e9 }\n"
-          << "delay_matrix_csv: \"" << delay << "\"\n"
-          << "bandwidth_matrix_csv: \"" << dir << "/" << prefix
-          << "_bandwidth_gbps.csv\"\n";
-    }
+    if (!dtfm::bench::writeScenarioCluster("bench-paper", dir, prefix,
+                                           clusterFile))
+      break;
     if (!json)
       std::printf("\n%s\n  %-12s %-5s %6s %6s %13s %9s %8s  %s\n",
                   prefix.c_str(), "algorithm", "topk", "layers", "batch",

@@ -162,25 +162,11 @@ void compareOnScenarios(bool json, double budget) {
                 "  %-18s %12s %12s %3s %8s\n",
                 "scenario", "no TP s", "searched s", "tp", "ratio");
   for (const std::string &prefix : dtfm::bench::paperScenarios()) {
-    std::string delay = dir + "/" + prefix + "_delay_ms.csv";
-    if (!std::ifstream(delay)) {
-      std::fprintf(stderr,
-                   "bench-sailor: skipping the scenarios: %s not found (set "
-                   "DTFM_SCENARIOS_DIR)\n",
-                   delay.c_str());
-      break;
-    }
     std::string clusterFile =
         std::string(tempDir) + "/" + prefix + ".textproto";
-    {
-      std::ofstream out(clusterFile);
-      out << "name: \"" << prefix << "\"\n"
-          << "devices { name: \"gpu\" count: 64 peak_flops: 125e12 "
-             "memory_bytes: 16e9 }\n"
-          << "delay_matrix_csv: \"" << delay << "\"\n"
-          << "bandwidth_matrix_csv: \"" << dir << "/" << prefix
-          << "_bandwidth_gbps.csv\"\n";
-    }
+    if (!dtfm::bench::writeScenarioCluster("bench-sailor", dir, prefix,
+                                           clusterFile))
+      break;
     Searched without = searchShape(model, clusterFile, shape, 1);
     Searched searched = searchShape(model, clusterFile, shape, 0);
     llvm::sys::fs::remove(clusterFile);

@@ -287,36 +287,36 @@ bool Worker::connect(std::string &error) {
           e = "tensor-parallel sum: " + e;
           return false;
         });
+  // What an executor's own collectives negotiate through: the rendezvous
+  // store under `scope` ("<prefix>.<ranks>" for a group).
+  auto storeUnder = [this](const std::string &scope) {
+    return [this, scope](const std::string &name, std::string &value,
+                         bool publish, std::string &e) {
+      return publish ? transport->publish(scope + "/" + name, value, e)
+                     : transport->lookup(scope + "/" + name, value, e);
+    };
+  };
+  auto groupScope = [](std::string prefix, const std::vector<int> &group) {
+    for (int r : group)
+      prefix += "." + std::to_string(r);
+    return prefix;
+  };
   // Device collectives for the gradients, unless links are shaped (then the
   // gradients pay the cluster's links through the transport's ring).
   if (groupIndex >= 0 && !options.shapeLinks) {
     const std::vector<int> &group = t.groups[groupIndex];
     int position = static_cast<int>(
         std::find(group.begin(), group.end(), options.rank) - group.begin());
-    std::string key = "group";
-    for (int r : group)
-      key += "." + std::to_string(r);
-    auto share = [&](const std::string &name, std::string &value, bool publish,
-                     std::string &e) {
-      return publish ? transport->publish(key + "/" + name, value, e)
-                     : transport->lookup(key + "/" + name, value, e);
-    };
-    if (!executor->connectGroup(group, position, share, error))
+    if (!executor->connectGroup(group, position,
+                                storeUnder(groupScope("group", group)), error))
       return false;
   }
   // The tensor-parallel group's own collectives (same condition).
   if (tensorParallelGroup >= 0 && !options.shapeLinks) {
     const std::vector<int> &group = t.groups[tensorParallelGroup];
-    std::string key = "tp";
-    for (int r : group)
-      key += "." + std::to_string(r);
-    auto share = [&](const std::string &name, std::string &value, bool publish,
-                     std::string &e) {
-      return publish ? transport->publish(key + "/" + name, value, e)
-                     : transport->lookup(key + "/" + name, value, e);
-    };
     if (!executor->connectTensorParallelGroup(
-            group, static_cast<int>(program.tp_rank()), share, error))
+            group, static_cast<int>(program.tp_rank()),
+            storeUnder(groupScope("tp", group)), error))
       return false;
   }
   // Pipeline links between devices (same condition).
@@ -326,13 +326,8 @@ bool Worker::connect(std::string &error) {
       for (const Transfer &t : *list)
         if (!t.oncePerIteration && !t.int8) // int8 is encoded on the host
           linkOps[t.op] = t.peerRank;
-    auto share = [&](const std::string &name, std::string &value, bool publish,
-                     std::string &e) {
-      return publish ? transport->publish("links/" + name, value, e)
-                     : transport->lookup("links/" + name, value, e);
-    };
-    if (!executor->connectPeers(options.rank, linkOps, share, devicePeers,
-                                error))
+    if (!executor->connectPeers(options.rank, linkOps, storeUnder("links"),
+                                devicePeers, error))
       return false;
   }
   std::vector<int> peers = {0};
