@@ -74,7 +74,7 @@ bool dtfm::runtime::simulationInput(const proto::Plan &plan, SimInput &input,
         for (int64_t d : op.results.at(0).shape)
           sumFloats *= static_cast<double>(d);
       } else if (op.computes == OpKind::CrossEntropy && a.vocabShard &&
-                 !op.operands.empty() && shapeOf.count(op.operands[1])) {
+                 op.operands.size() >= 2 && shapeOf.count(op.operands[1])) {
         sumFloats = static_cast<double>(
             shapes::vocabParallelLossSumWidth(a.vocabShard));
         for (int64_t d : *shapeOf[op.operands[1]]) // the labels
