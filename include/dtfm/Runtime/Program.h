@@ -254,6 +254,15 @@ cpu::Tensor joinSlices(const std::vector<cpu::Tensor> &slices, int64_t dim);
 /// The program's rank in its tensor-parallel group (0 without one).
 int64_t tensorParallelRank(const StageProgram &program);
 
+/// The row of the whole table where a dtfm.embedding's table of
+/// `tableRows` rows starts: the slice of member `rank` when it is
+/// vocabulary-parallel (vocab_shard), 0 otherwise. Both backends' kernels
+/// take it.
+inline int64_t firstTableRow(const ProgramOp &embedding, int64_t rank,
+                             int64_t tableRows) {
+  return embedding.attrs.vocabShard ? rank * tableRows : 0;
+}
+
 /// What parameter `param` of `program` holds of its `whole` tensor: the
 /// program's slice of it (dtfm.tp_shard), or all of it.
 cpu::Tensor programSlice(const StageProgram &program, const ProgramOp &param,

@@ -202,19 +202,15 @@ OpTable<KernelEntry> buildTable() {
                          whereBackward(c.in(0), *c.dOut, c.at(1), c.at(2));
                          return true;
                        }};
-  // Vocabulary-parallel (vocab_shard): the member's rows start at its rank
-  // times their count.
   at(OpKind::Embedding) = {
       [](F c, E) {
-        int64_t firstRow =
-            c.op.attrs.vocabShard ? c.group.rank * c.in(1).dim(0) : 0;
-        c.set(0, embedding(c.in(0), c.in(1), firstRow));
+        c.set(0, embedding(c.in(0), c.in(1),
+                           firstTableRow(c.op, c.group.rank, c.in(1).dim(0))));
         return true;
       },
       [](B c, E) {
-        int64_t firstRow =
-            c.op.attrs.vocabShard ? c.group.rank * c.in(1).dim(0) : 0;
-        embeddingBackward(c.in(0), *c.dOut, c.at(1), firstRow);
+        embeddingBackward(c.in(0), *c.dOut, c.at(1),
+                          firstTableRow(c.op, c.group.rank, c.in(1).dim(0)));
         return true;
       }};
   at(OpKind::Add) = {[](F c, E) {

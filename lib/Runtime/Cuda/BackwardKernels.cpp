@@ -362,12 +362,12 @@ bool CudaExecutor::backwardAttention(BackwardCall &call, std::string &error) {
 
 bool CudaExecutor::backwardEmbedding(BackwardCall &call, std::string &error) {
   int64_t rows = call.in(1).shape.front();
-  int64_t firstRow =
-      call.op.attrs.vocabShard ? tensorParallelPosition * rows : 0;
   if (call.at(1))
-    cuda::embeddingBackward(call.in(0).data(), call.dOut->data(), call.at(1),
-                            call.in(0).numel(), call.in(1).shape.back(),
-                            firstRow, rows, call.stream);
+    cuda::embeddingBackward(
+        call.in(0).data(), call.dOut->data(), call.at(1), call.in(0).numel(),
+        call.in(1).shape.back(),
+        firstTableRow(call.op, tensorParallelPosition, rows), rows,
+        call.stream);
   return true;
 }
 

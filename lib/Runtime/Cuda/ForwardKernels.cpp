@@ -122,13 +122,11 @@ bool CudaExecutor::forwardEmbedding(ForwardCall &call, std::string &error) {
   const DTensor &ids = call.in(0), &weights = call.in(1);
   if (!fresh(call, false, error))
     return false;
-  // Vocabulary-parallel (vocab_shard): this member's rows start at its
-  // rank times their count.
   int64_t rows = weights.shape.front();
-  int64_t firstRow =
-      call.op.attrs.vocabShard ? tensorParallelPosition * rows : 0;
   cuda::embedding(ids.data(), weights.data(), call.out.data(), ids.numel(),
-                  weights.shape.back(), firstRow, rows, call.stream);
+                  weights.shape.back(),
+                  firstTableRow(call.op, tensorParallelPosition, rows), rows,
+                  call.stream);
   return call.set(0, std::move(call.out));
 }
 
