@@ -60,7 +60,8 @@ CostAttr mlir::dtfm::buildCostAttr(CostOpInterface op) {
     resultBytes.push_back(op.getResultBytes(i));
   return CostAttr::get(op->getContext(), op.getForwardFlops(),
                        op.getBackwardFlops(), op.getSavedActivationBytes(),
-                       op.getParameterBytes(), resultBytes);
+                       op.getParameterBytes(), resultBytes,
+                       op.getForwardBytes(), op.getBackwardBytes());
 }
 
 FailureOr<OpCost> mlir::dtfm::getOpCost(CostOpInterface op) {
@@ -77,6 +78,8 @@ FailureOr<OpCost> mlir::dtfm::getOpCost(CostOpInterface op) {
   if (!annotation) {
     cost.forwardFlops = op.getForwardFlops();
     cost.backwardFlops = op.getBackwardFlops();
+    cost.forwardBytes = op.getForwardBytes();
+    cost.backwardBytes = op.getBackwardBytes();
     cost.savedActivationBytes = op.getSavedActivationBytes();
     cost.parameterBytes = op.getParameterBytes();
     for (unsigned i = 0, e = op->getNumResults(); i < e; ++i)
@@ -96,6 +99,8 @@ FailureOr<OpCost> mlir::dtfm::getOpCost(CostOpInterface op) {
                              << op->getNumResults() << " entries";
   cost.forwardFlops = annotated.getFwdFlops();
   cost.backwardFlops = annotated.getBwdFlops();
+  cost.forwardBytes = annotated.getFwdBytes();
+  cost.backwardBytes = annotated.getBwdBytes();
   cost.savedActivationBytes = annotated.getSavedBytes();
   cost.parameterBytes = annotated.getParamBytes();
   cost.resultBytes.assign(annotated.getResultBytes().begin(),
@@ -116,11 +121,15 @@ CostAnalysis::CostAnalysis(Operation *root) {
       if (isa<BackwardOp, AccumulateOp>(op.getOperation())) {
         cost->backwardFlops = cost->forwardFlops;
         cost->forwardFlops = 0;
+        cost->backwardBytes = cost->forwardBytes;
+        cost->forwardBytes = 0;
       } else if (isa<SgdUpdateOp, AdamWUpdateOp>(op.getOperation())) {
         cost->optimizerFlops = cost->forwardFlops;
         cost->forwardFlops = 0;
+        cost->forwardBytes = cost->backwardBytes = 0;
       } else {
         cost->backwardFlops = 0;
+        cost->backwardBytes = 0;
       }
     }
     auto [it, inserted] = layerIndex.try_emplace(cost->layer,
@@ -163,6 +172,64 @@ static double scratchBytes(Operation *op) {
   return 0;
 }
 
+/// Files an op's FLOPs and bytes under its block's forward and backward.
+static void addRooflineWork(const OpCost &cost, LayerBlock &block) {
+  block.forwardWork.add(static_cast<double>(cost.forwardFlops),
+                        static_cast<double>(cost.forwardBytes));
+  block.backwardWork.add(static_cast<double>(cost.backwardFlops),
+                         static_cast<double>(cost.backwardBytes));
+}
+
+/// Before --dtfm-autodiff: the dtfm.accumulate the backward will add for
+/// each trainable value used n > 1 times (its gradients summed: (n - 1)
+/// FLOPs per element, n gradients read and one written), in the block of
+/// its users when they share one, else of its producer -- as autodiff
+/// places it. Elementwise and memory-bound: the roofline's bytes matter.
+static void addGradientSums(const CostAnalysis &costs,
+                            const llvm::StringMap<size_t> &blockOfLayer,
+                            SmallVector<LayerBlock> &blocks) {
+  auto layerOf = [](Operation *op) -> StringRef {
+    auto layer = op->getAttrOfType<StringAttr>(kLayerAttrName);
+    return layer ? layer.getValue() : StringRef();
+  };
+  for (const OpCost &cost : costs.getOpCosts()) {
+    Operation *op = cost.op;
+    if (isa<InputOp, LabelOp, ConstantOp>(op) ||
+        (isa<ParamOp>(op) && cast<ParamOp>(op).getFrozen()))
+      continue;
+    for (Value result : op->getResults()) {
+      auto type = dyn_cast<RankedTensorType>(result.getType());
+      if (!type || !isa<FloatType>(type.getElementType()) ||
+          !type.hasStaticShape())
+        continue;
+      int64_t uses = 0;
+      StringRef usersLayer;
+      bool oneLayer = true;
+      for (OpOperand &use : result.getUses()) {
+        if (!isa<CostOpInterface>(use.getOwner()))
+          continue;
+        StringRef layer = layerOf(use.getOwner());
+        oneLayer = oneLayer && (uses == 0 || layer == usersLayer);
+        usersLayer = layer;
+        ++uses;
+      }
+      if (uses < 2)
+        continue;
+      auto it = blockOfLayer.find(oneLayer ? usersLayer : layerOf(op));
+      if (it == blockOfLayer.end())
+        continue;
+      LayerBlock &block = blocks[it->second];
+      double elements = static_cast<double>(type.getNumElements());
+      double flops = static_cast<double>(uses - 1) * elements;
+      block.flops += flops;
+      block.backwardFlops += flops;
+      block.backwardWork.add(flops,
+                             static_cast<double>(uses + 1) *
+                                 static_cast<double>(getTensorBytes(type)));
+    }
+  }
+}
+
 FailureOr<SmallVector<LayerBlock>>
 mlir::dtfm::buildLayerChain(const CostAnalysis &costs) {
   auto work = [](const OpCost &c) {
@@ -177,12 +244,14 @@ mlir::dtfm::buildLayerChain(const CostAnalysis &costs) {
       continue;
     if (blocks.empty() || blocks.back().layer != cost.layer) {
       blockOfLayer.try_emplace(cost.layer, blocks.size());
-      blocks.push_back(LayerBlock{cost.layer, {}, 0, 0, 0, 0, 0, 0, 0, 0});
+      blocks.push_back(LayerBlock());
+      blocks.back().layer = cost.layer;
     }
     LayerBlock &block = blocks.back();
     block.ops.push_back(cost.op);
     block.flops += work(cost);
     block.backwardFlops += static_cast<double>(cost.backwardFlops);
+    addRooflineWork(cost, block);
     block.parameterBytes += static_cast<double>(cost.parameterBytes);
     block.activationBytes += static_cast<double>(cost.savedActivationBytes);
     block.scratchBytes = std::max(block.scratchBytes, scratchBytes(cost.op));
@@ -218,6 +287,8 @@ mlir::dtfm::buildLayerChain(const CostAnalysis &costs) {
             block.inputBytes += static_cast<double>(getTensorBytes(shaped));
       }
   }
+  if (!costs.isTrainingGraph())
+    addGradientSums(costs, blockOfLayer, blocks);
   for (const OpCost &cost : costs.getOpCosts()) {
     if (!isTrainingOp(cost.op))
       continue;
@@ -231,6 +302,7 @@ mlir::dtfm::buildLayerChain(const CostAnalysis &costs) {
     // Optimizer state is accounted by the partitioner's state factor.
     block.flops += work(cost);
     block.backwardFlops += static_cast<double>(cost.backwardFlops);
+    addRooflineWork(cost, block);
   }
   return blocks;
 }
@@ -238,7 +310,8 @@ mlir::dtfm::buildLayerChain(const CostAnalysis &costs) {
 ::dtfm::planner::ChainBlock mlir::dtfm::chainBlockOf(const LayerBlock &block) {
   return {block.flops,         block.parameterBytes, block.activationBytes,
           block.backwardFlops, block.inputBytes,     block.scratchBytes,
-          block.groupSums,     block.groupSumBytes};
+          block.groupSums,     block.groupSumBytes,  block.forwardWork,
+          block.backwardWork};
 }
 
 /// Values produced in one `dtfm.layer` and used in a later one are what a

@@ -48,10 +48,11 @@ bool Cluster::validate(std::string &error) const {
   for (const Device &d : devices) {
     if (!(d.peakFlops >= 0) || !(d.efficiency > 0 && d.efficiency <= 1) ||
         !(d.memoryBytes >= 0) || !std::isfinite(d.peakFlops) ||
-        !std::isfinite(d.memoryBytes)) {
+        !std::isfinite(d.memoryBytes) || !(d.memoryBandwidth >= 0) ||
+        !std::isfinite(d.memoryBandwidth)) {
       error = "device " + d.name +
-              ": expected peak_flops >= 0, 0 < efficiency <= 1 and "
-              "memory_bytes >= 0";
+              ": expected peak_flops >= 0, 0 < efficiency <= 1, "
+              "memory_bytes >= 0 and memory_bytes_per_second >= 0";
       return false;
     }
   }
@@ -222,6 +223,9 @@ uint64_t dtfm::planner::clusterFingerprint(const Cluster &cluster) {
     number(d.efficiency);
     number(d.memoryBytes);
     mix(d.node);
+    // Only where given, so that clusters without keep their fingerprints.
+    if (d.memoryBandwidth != 0)
+      number(d.memoryBandwidth);
   }
   for (size_t i = 0; i < cluster.size(); ++i)
     for (size_t j = 0; j < cluster.size(); ++j)
@@ -313,6 +317,8 @@ dtfm::planner::groupCluster(const Cluster &cluster,
         device.efficiency = d.efficiency;
       }
       device.memoryBytes = std::min(device.memoryBytes, d.memoryBytes);
+      device.memoryBandwidth =
+          std::min(device.memoryBandwidth, d.memoryBandwidth);
     }
     size_t t = groups[a].size();
     double latency = 0, perByte = 0;
@@ -376,6 +382,7 @@ void dtfm::planner::clusterToPlan(const Cluster &cluster, proto::Plan &plan) {
     device.set_efficiency(d.efficiency);
     device.set_memory_bytes(d.memoryBytes);
     device.set_node(d.node);
+    device.set_memory_bytes_per_second(d.memoryBandwidth);
   }
   for (size_t i = 0; i < cluster.size(); ++i)
     for (size_t j = 0; j < cluster.size(); ++j) {
@@ -398,7 +405,8 @@ bool dtfm::planner::clusterFromPlan(const proto::Plan &plan, Cluster &cluster,
   cluster.bandwidthGbps = SquareMatrix(n);
   for (const proto::PlanDevice &d : plan.devices())
     cluster.devices.push_back({d.name(), d.region(), d.peak_flops(),
-                               d.efficiency(), d.memory_bytes(), d.node()});
+                               d.efficiency(), d.memory_bytes(), d.node(),
+                               d.memory_bytes_per_second()});
   for (size_t i = 0; i < n; ++i)
     for (size_t j = 0; j < n; ++j) {
       cluster.delayMs(i, j) = plan.delay_ms(i * n + j);

@@ -87,6 +87,11 @@ bool dtfm::planner::parseClusterText(const std::string &text,
     if (d.has_efficiency() && d.efficiency() == 0)
       return fail("device " + d.name() + ": efficiency must be in (0, 1], "
                   "got 0");
+    if (d.has_memory_bytes_per_second() &&
+        !(d.memory_bytes_per_second() > 0 &&
+          std::isfinite(d.memory_bytes_per_second())))
+      return fail("device " + d.name() +
+                  ": memory_bytes_per_second must be positive and finite");
     uint32_t count = d.has_count() ? d.count() : 1;
     total += count;
     if (total > kMaxClusterDevices)
@@ -100,6 +105,7 @@ bool dtfm::planner::parseClusterText(const std::string &text,
       device.peakFlops = d.peak_flops();
       device.efficiency = d.has_efficiency() ? d.efficiency() : 1;
       device.memoryBytes = d.memory_bytes();
+      device.memoryBandwidth = d.memory_bytes_per_second();
       device.node = d.node();
       if (!names.insert(device.name).second)
         return fail("duplicate device name '" + device.name + "'");

@@ -140,8 +140,9 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
   // through the later stages.
   std::vector<StageDevice> groups = stageDevices(cluster, stages);
   // One micro-batch's compute of stage s on pipeline i's own device: its
-  // FLOPs at that device's speed, and (tensor parallelism) its group's sums
-  // on that group's own links, which a faster device does not speed up.
+  // FLOPs at that device's speed and ridge, and (tensor parallelism) its
+  // group's sums on that group's own links, which a faster device does not
+  // speed up.
   auto stageCompute = [&](int i, int s) {
     const Device &own = cluster.devices[pipelines[i][s]];
     double sums = plan.stageGroupSums.empty() ? 0 : plan.stageGroupSums[s];
@@ -149,6 +150,14 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
         plan.stageGroupSumBytes.empty() ? 0 : plan.stageGroupSumBytes[s];
     double flopSeconds =
         plan.stageSeconds[s] - groups[s].seconds(0, sums, sumBytes);
+    double ridge = own.ridge();
+    if (ridge != groups[s].ridge && !plan.bounds.empty()) {
+      bool recomputed =
+          !plan.stageMemory.empty() && plan.stageMemory[s].recomputed;
+      flopSeconds = stageFlopsAt(workload.blocks, plan.bounds[s],
+                                 plan.bounds[s + 1], recomputed, ridge) /
+                    groups[s].speed;
+    }
     return flopSeconds * groups[s].speed / own.speed() +
            own.groupSumSeconds(sums, sumBytes);
   };

@@ -115,6 +115,16 @@ StageMemory dtfm::planner::stageMemory(const std::vector<ChainBlock> &blocks,
   return m;
 }
 
+double dtfm::planner::stageFlopsAt(const std::vector<ChainBlock> &blocks,
+                                   int first, int last, bool recomputed,
+                                   double ridge) {
+  double flops = 0;
+  for (int i = first; i < last; ++i)
+    flops += blocks[i].flopsAt(ridge) +
+             (recomputed ? blocks[i].forwardFlopsAt(ridge) : 0);
+  return flops;
+}
+
 bool dtfm::planner::planForBounds(const std::vector<ChainBlock> &blocks,
                                   const std::vector<StageDevice> &devices,
                                   const StagePartitionOptions &options,
@@ -133,14 +143,15 @@ bool dtfm::planner::planForBounds(const std::vector<ChainBlock> &blocks,
   plan = StagePlan();
   plan.bounds = bounds;
   for (int s = 0; s < stages; ++s) {
-    double flops = 0, sums = 0, sumBytes = 0;
+    double sums = 0, sumBytes = 0;
     for (int i = bounds[s]; i < bounds[s + 1]; ++i) {
-      flops += blocks[i].flops;
       sums += blocks[i].groupSums;
       sumBytes += blocks[i].groupSumBytes;
     }
     StageMemory memory = stageMemory(blocks, bounds[s], bounds[s + 1], s,
                                      stages, options, devices[s].memoryBytes);
+    double flops = stageFlopsAt(blocks, bounds[s], bounds[s + 1],
+                                memory.recomputed, devices[s].ridge);
     if (memory.bytes > devices[s].memoryBytes) {
       error = "device " + devices[s].name + " cannot hold stage " +
               std::to_string(s) + " (" + std::to_string(memory.bytes / 1e9) +
@@ -148,8 +159,7 @@ bool dtfm::planner::planForBounds(const std::vector<ChainBlock> &blocks,
               " GB available)";
       return false;
     }
-    plan.stageSeconds.push_back(
-        devices[s].seconds(flops + memory.recomputeFlops, sums, sumBytes));
+    plan.stageSeconds.push_back(devices[s].seconds(flops, sums, sumBytes));
     plan.stageGroupSums.push_back(sums);
     plan.stageGroupSumBytes.push_back(sumBytes);
     plan.stageMemoryBytes.push_back(memory.bytes);
@@ -165,15 +175,20 @@ StageDevice dtfm::planner::stageDeviceOf(const Cluster &cluster,
   StageDevice d{cluster.devices[members.at(0)].name,
                 std::numeric_limits<double>::infinity(),
                 std::numeric_limits<double>::infinity()};
+  // At its slowest member's speed and lowest bandwidth (0 where one is not
+  // known: then the group costs FLOPs only).
+  double bandwidth = std::numeric_limits<double>::infinity();
   for (int member : members) {
     const Device &device = cluster.devices[member];
     d.speed = std::min(d.speed, device.speed());
     d.memoryBytes = std::min(d.memoryBytes, device.memoryBytes);
+    bandwidth = std::min(bandwidth, device.memoryBandwidth);
     d.groupSumLatencySeconds =
         std::max(d.groupSumLatencySeconds, device.groupSumLatencySeconds);
     d.groupSumSecondsPerByte =
         std::max(d.groupSumSecondsPerByte, device.groupSumSecondsPerByte);
   }
+  d.ridge = ridgeOf(d.speed, bandwidth);
   return d;
 }
 
@@ -232,12 +247,34 @@ bool dtfm::planner::partitionChain(const std::vector<ChainBlock> &blocks,
       error = "device " + d.name + " has no compute speed";
       return false;
     }
-  // Prefix sums make every segment O(1).
-  std::vector<double> flops(n + 1, 0), sums(n + 1, 0), sumBytes(n + 1, 0);
+  // Prefix sums make every segment O(1): the sums', and the FLOPs' (with
+  // the forward's again, for recomputation) at each ridge the devices have.
+  std::vector<double> sums(n + 1, 0), sumBytes(n + 1, 0);
   for (int i = 0; i < n; ++i) {
-    flops[i + 1] = flops[i] + blocks[i].flops;
     sums[i + 1] = sums[i] + blocks[i].groupSums;
     sumBytes[i + 1] = sumBytes[i] + blocks[i].groupSumBytes;
+  }
+  struct RidgeSums {
+    double ridge;
+    std::vector<double> flops, forward;
+  };
+  std::vector<RidgeSums> atRidge;
+  std::vector<size_t> ridgeOfDevice(stages);
+  for (int j = 0; j < stages; ++j) {
+    auto it = std::find_if(atRidge.begin(), atRidge.end(), [&](const auto &r) {
+      return r.ridge == devices[j].ridge;
+    });
+    if (it == atRidge.end()) {
+      RidgeSums r{devices[j].ridge, std::vector<double>(n + 1, 0),
+                  std::vector<double>(n + 1, 0)};
+      for (int i = 0; i < n; ++i) {
+        r.flops[i + 1] = r.flops[i] + blocks[i].flopsAt(r.ridge);
+        r.forward[i + 1] = r.forward[i] + blocks[i].forwardFlopsAt(r.ridge);
+      }
+      atRidge.push_back(std::move(r));
+      it = atRidge.end() - 1;
+    }
+    ridgeOfDevice[j] = static_cast<size_t>(it - atRidge.begin());
   }
   auto memoryOf = [&](int j, int first, int last) {
     return stageMemory(blocks, first, last, j, stages, options,
@@ -250,8 +287,10 @@ bool dtfm::planner::partitionChain(const std::vector<ChainBlock> &blocks,
     StageMemory m = memoryOf(j, first, last);
     if (m.bytes > devices[j].memoryBytes)
       return std::numeric_limits<double>::infinity();
-    return devices[j].seconds(flops[last] - flops[first] + m.recomputeFlops,
-                              sums[last] - sums[first],
+    const RidgeSums &r = atRidge[ridgeOfDevice[j]];
+    double flops = r.flops[last] - r.flops[first] +
+                   (m.recomputed ? r.forward[last] - r.forward[first] : 0);
+    return devices[j].seconds(flops, sums[last] - sums[first],
                               sumBytes[last] - sumBytes[first]);
   };
 

@@ -31,9 +31,14 @@ Workload Workload::withMicroBatchSize(int64_t size) const {
   Workload scaled = *this;
   scaled.blocks.clear();
   // Everything per micro-batch scales; the parameters and the number of
-  // sums over a tensor-parallel group do not.
+  // sums over a tensor-parallel group do not. Bytes moved scale whole: the
+  // weights a matmul reads do not grow with the batch, but a matmul is far
+  // above any ridge either way (and the plan's passes cost the chosen
+  // micro-batch exactly).
   for (ChainBlock block : blocks) {
     block.flops *= scale;
+    block.forwardWork.scale(scale);
+    block.backwardWork.scale(scale);
     block.activationBytes *= scale;
     block.backwardFlops *= scale;
     if (block.inputBytes >= 0)

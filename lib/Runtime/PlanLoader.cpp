@@ -17,6 +17,28 @@
 
 using namespace dtfm::runtime;
 
+namespace dtfm::runtime {
+
+static planner::RooflineWork
+workOf(const google::protobuf::RepeatedPtrField<proto::OpWork> &terms) {
+  planner::RooflineWork work;
+  for (const proto::OpWork &term : terms)
+    work.add(term.flops(), term.bytes());
+  return work;
+}
+
+planner::RooflineWork forwardWorkOf(const proto::DeviceProgram &program) {
+  return workOf(program.forward_work());
+}
+
+planner::RooflineWork backwardWorkOf(const proto::DeviceProgram &program) {
+  planner::RooflineWork work = workOf(program.backward_work());
+  work.add(workOf(program.recompute_work()));
+  return work;
+}
+
+} // namespace dtfm::runtime
+
 bool dtfm::runtime::simulationInput(const proto::Plan &plan, SimInput &input,
                                     std::string &error) {
   if (!clusterFromPlan(plan, input.cluster, error))
@@ -40,6 +62,8 @@ bool dtfm::runtime::simulationInput(const proto::Plan &plan, SimInput &input,
     program.backwardFlops = p.backward_flops();
     program.recomputeFlops = p.recompute_flops();
     program.optimizerFlops = p.optimizer_flops();
+    program.forwardWork = forwardWorkOf(p);
+    program.backwardWork = backwardWorkOf(p);
     if (!format::streamsFromProgram(
             p, static_cast<int>(format::programMicroBatches(plan, p)), stages,
                                     program.streams, error)) {

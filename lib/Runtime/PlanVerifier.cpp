@@ -383,6 +383,21 @@ bool dtfm::runtime::verifyPlan(const proto::Plan &plan,
       if (!(flops >= 0 && flops <= 1e30))
         return fail(device + name + " must be in [0, 1e30], found " +
                     std::to_string(flops));
+    for (auto [name, work] :
+         {std::pair<const char *,
+                    const google::protobuf::RepeatedPtrField<proto::OpWork> *>{
+              "forward_work", &p.forward_work()},
+          {"backward_work", &p.backward_work()},
+          {"recompute_work", &p.recompute_work()}})
+      for (int i = 0; i < work->size(); ++i) {
+        const proto::OpWork &term = work->Get(i);
+        if (!(term.flops() >= 0 && term.flops() <= 1e30 && term.bytes() >= 0 &&
+              term.bytes() <= 1e30))
+          return fail(device + name + " entry " + std::to_string(i) +
+                      ": FLOPs and bytes must be in [0, 1e30], found " +
+                      std::to_string(term.flops()) + " and " +
+                      std::to_string(term.bytes()));
+      }
     StageProgram program;
     std::string reason;
     if (!decodeProgram(p, program, reason))

@@ -40,7 +40,7 @@ bool dtfm::runtime::simulate(const SimInput &input, SimResult &result,
 
   struct DeviceState {
     const SimProgram *program;
-    double speed = 0;
+    double speed = 0, ridge = 0;
     std::array<std::vector<Item>, 3> items;
     std::array<size_t, 3> next{0, 0, 0};
     std::array<double, 3> free{0, 0, 0};
@@ -57,6 +57,7 @@ bool dtfm::runtime::simulate(const SimInput &input, SimResult &result,
     DeviceState state;
     state.program = &program;
     state.speed = cluster.devices[it->second].speed();
+    state.ridge = cluster.devices[it->second].ridge();
     if (!(state.speed > 0)) {
       error = "device '" + program.device + "' has no compute speed";
       return false;
@@ -113,9 +114,13 @@ bool dtfm::runtime::simulate(const SimInput &input, SimResult &result,
                 break;
               start = std::max(start, it->second);
             }
-            double flops = item.phase == 'F' ? d.program->forwardFlops
-                                             : d.program->backwardFlops;
-            double again = item.phase == 'F' ? 0 : d.program->recomputeFlops;
+            const SimProgram &p = *d.program;
+            double flops = item.phase == 'F' ? p.forwardFlops : p.backwardFlops;
+            // Time, not work: recomputation and memory-bound ops' bytes.
+            double again =
+                item.phase == 'F'
+                    ? p.forwardWork.excessAt(d.ridge)
+                    : p.recomputeFlops + p.backwardWork.excessAt(d.ridge);
             end = start + (flops + again) / d.speed +
                   d.program->groupSumSeconds[item.phase == 'F' ? 0 : 1];
             computeEnd[{self, item.phase, item.microBatch}] = end;

@@ -351,9 +351,18 @@ void Worker::record(int slot, const std::string &name, Clock::time_point start,
 
 bool Worker::calibrate(std::string &error) {
   // Each worker's speed on a core of its own: compute FLOPs over the compute
-  // thread's CPU time in the first steps.
+  // thread's CPU time in the first steps -- or, where the plan gives the
+  // device a memory bandwidth, the speed at which the roofline of that work
+  // takes that time (so that its memory-bound ops are not charged twice).
   double speed =
       calibrationSeconds > 0 ? calibrationFlops / calibrationSeconds : 0;
+  for (const proto::PlanDevice &d : plan.devices())
+    if (d.name() == program.device() && d.memory_bytes_per_second() > 0) {
+      double fitted = planner::speedForSeconds(
+          calibrationWork, calibrationSeconds, d.memory_bytes_per_second());
+      if (fitted > 0)
+        speed = fitted;
+    }
   if (transport && options.rank != 0) {
     std::string blob(reinterpret_cast<const char *>(&speed), 8);
     return sendBlob(*transport, 0, kSpeed, 0, blob, error);

@@ -17,6 +17,7 @@
 #include "dtfm/Runtime/Checkpoints.h"
 #include "dtfm/Runtime/DataSource.h"
 #include "dtfm/Runtime/Executor.h"
+#include "dtfm/Runtime/PlanLoader.h"
 #include "dtfm/Runtime/Simulator.h"
 #include "dtfm/Runtime/StepReport.h"
 #include "dtfm/Runtime/Transport.h"
@@ -252,6 +253,10 @@ private:
 
   // Timing: compute seconds of the calibration steps; trace events.
   double calibrationFlops = 0, calibrationSeconds = 0;
+  /// The calibration steps' work as the roofline sees it: with the plan's
+  /// memory bandwidth for this device, the speed that reproduces the
+  /// measured seconds (planner::speedForSeconds).
+  planner::RooflineWork calibrationWork;
   /// Device-timed executors (a GPU): the calibration measures the device's
   /// seconds and skips the first step, which initialises libraries.
   bool deviceTimed = false;

@@ -775,6 +775,9 @@ bool Worker::runComputeSlot(int64_t step, std::vector<MicroBatch> &batches,
                               ? program.forward_flops()
                               : program.backward_flops() +
                                     program.recompute_flops();
+      calibrationWork.add(entry.phase == Phase::Forward
+                              ? forwardWorkOf(program)
+                              : backwardWorkOf(program));
     }
 
     std::vector<std::pair<int, std::vector<char>>> messages;

@@ -50,6 +50,32 @@ module attributes {dtfm.cluster = #dtfm.cluster<name = "pair", source = "pair.te
 
 // -----
 
+// COM: The roofline: device a moves only 1e8 bytes/s (ridge 10 FLOPs per
+// COM: byte), so every op of the chain is memory-bound there and costs its
+// COM: bytes moved (docs/CostModel.md's defaults: operands read, results
+// COM: written; the backward also writes a gradient per float operand):
+// COM:   l0: fwd 32 + 128 + 64 = 224 B, bwd 224 + 160 = 384 B -> 6.08e-06 s
+// COM:   l1, l2: fwd 64 + 64 = 128 B, bwd 128 + 64 = 192 B -> 3.2e-06 s each
+// COM: Device b (no bandwidth given) costs FLOPs only: 448 FLOPs for l1..l3.
+// COM: So a gets only l0: [0, 1, 4] with 6.08e-06 s, not the even split
+// COM: that FLOPs alone choose (first case).
+// CHECK-LABEL: module attributes
+// CHECK-SAME: dtfm.stages = {{.*}}bounds = [0, 1, 4]{{.*}}stage_seconds = [6.08e-06, 4.48e-07]{{.*}}bottleneck_s = 6.08e-06
+module attributes {dtfm.cluster = #dtfm.cluster<name = "pair", source = "pair.textproto", devices = [<name = "a", region = "A", peak_flops = 1.0e+09, efficiency = 1.0, memory_bytes = 1.0e+09, memory_bytes_per_second = 1.0e+08>, <name = "b", region = "B", peak_flops = 1.0e+09, efficiency = 1.0, memory_bytes = 1.0e+09>], delay_ms = [0.0, 1.0, 1.0, 0.0], bandwidth_gbps = [0.0, 10.0, 10.0, 0.0]>} {
+  func.func @memory_bound() -> tensor<2x4xf32> {
+    %x = dtfm.input "x" {dtfm.layer = "l0"} : tensor<2x4xf32>
+    %w = dtfm.param "w" init(zeros) {dtfm.layer = "l0"} : tensor<4x8xf32>
+    %h = dtfm.matmul %x, %w {dtfm.layer = "l0"} : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
+    %r1 = dtfm.relu %h {dtfm.layer = "l1"} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+    %r2 = dtfm.relu %r1 {dtfm.layer = "l2"} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+    %w2 = dtfm.param "w2" init(zeros) {dtfm.layer = "l3"} : tensor<8x4xf32>
+    %y = dtfm.matmul %r2, %w2 {dtfm.layer = "l3"} : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
+    return %y : tensor<2x4xf32>
+  }
+}
+
+// -----
+
 // COM: Device b is 3x faster: [0, 1, 4] puts 384 FLOPs on a (3.84e-07 s)
 // COM: and 448 on b (1.49e-07 s); the even split would take 4.16e-07 s.
 // CHECK-LABEL: module attributes

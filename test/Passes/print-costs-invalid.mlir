@@ -12,8 +12,8 @@ func.func @untyped() {
 // -----
 
 func.func @missing_field() {
-  // COM: MLIR's struct parser wants every parameter.
-  // expected-error @+1 {{expected ','}}
+  // COM: MLIR's struct parser wants every parameter but the bytes moved.
+  // expected-error @+1 {{struct is missing required parameter: bwd_flops}}
   %x = dtfm.input "x" {dtfm.cost = #dtfm.cost<fwd_flops = 0>} : tensor<2xf32>
   return
 }

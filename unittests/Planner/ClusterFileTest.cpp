@@ -84,7 +84,16 @@ TEST(ClusterFile, ErrorsNameTheFileAndWhatIsWrong) {
             "c.textproto: duplicate device name 'a'");
   EXPECT_EQ(parseError("devices { name: \"a\" efficiency: 2 }"),
             "c.textproto: device a: expected peak_flops >= 0, 0 < efficiency "
-            "<= 1 and memory_bytes >= 0");
+            "<= 1, memory_bytes >= 0 and memory_bytes_per_second >= 0");
+  EXPECT_EQ(parseError("devices { name: \"a\" memory_bytes_per_second: 0 }"),
+            "c.textproto: device a: memory_bytes_per_second must be positive "
+            "and finite");
+  EXPECT_EQ(parseError("devices { name: \"a\" memory_bytes_per_second: -1 }"),
+            "c.textproto: device a: memory_bytes_per_second must be positive "
+            "and finite");
+  EXPECT_EQ(parseError("devices { name: \"a\" memory_bytes_per_second: inf }"),
+            "c.textproto: device a: memory_bytes_per_second must be positive "
+            "and finite");
 }
 
 TEST(ClusterFile, DeviceMatricesAreReadRelativeToTheFileAndSymmetrised) {

@@ -4,6 +4,7 @@
 #include "dtfm/Planner/Cluster.h"
 #include "dtfm/Runtime/Calibration.h"
 #include "dtfm/Runtime/Checkpoints.h"
+#include "dtfm/Runtime/PlanLoader.h"
 #include "dtfm/Runtime/StepReport.h"
 
 #include "plan.pb.h"
@@ -183,6 +184,36 @@ TEST(Calibration, MeasuredSpeedsAndSharedCores) {
   // speed.
   ASSERT_TRUE(calibratedIteration(plan, {"d0"}, {2e9}, 0.5, seconds, error));
   EXPECT_NEAR(seconds, 7, 0.02);
+}
+
+TEST(Calibration, TheRooflineKeepsTheBandwidthWhileTheSpeedChanges) {
+  // The forward also copies 1 GB (no FLOPs) on a device of 1 GB/s: 1 s
+  // more at any speed, which a measured speed does not shorten.
+  proto::Plan plan = oneDevicePlan();
+  plan.mutable_devices(0)->set_memory_bytes_per_second(1e9);
+  proto::DeviceProgram &program = *plan.mutable_programs(0);
+  proto::OpWork *term = program.add_forward_work();
+  term->set_flops(2e9);
+  term = program.add_forward_work();
+  term->set_bytes(1e9);
+  program.add_backward_work()->set_flops(4e9);
+  planner::Cluster cluster;
+  cluster.name = "one";
+  cluster.devices.push_back({"d0", "r", 1e9, 1, 1e9, "", 1e9});
+  cluster.delayMs = planner::SquareMatrix(1);
+  cluster.bandwidthGbps = planner::SquareMatrix(1);
+  plan.set_cluster_fingerprint(planner::clusterFingerprint(cluster));
+  double seconds = 0;
+  std::string error;
+  ASSERT_TRUE(calibratedIteration(plan, {"d0"}, {0}, 0, seconds, error))
+      << error;
+  EXPECT_DOUBLE_EQ(seconds, 8);
+  ASSERT_TRUE(calibratedIteration(plan, {"d0"}, {2e9}, 0, seconds, error));
+  EXPECT_DOUBLE_EQ(seconds, 4.5);
+  // The speed a worker measures there: its 8 s of work at 1 GB/s.
+  planner::RooflineWork work = forwardWorkOf(program);
+  work.add(backwardWorkOf(program));
+  EXPECT_DOUBLE_EQ(planner::speedForSeconds(work, 7, 1e9), 1e9);
 }
 
 } // namespace

@@ -30,6 +30,11 @@ struct OpCost {
   int64_t forwardFlops = 0;
   int64_t backwardFlops = 0;
   int64_t optimizerFlops = 0;
+  /// Bytes moved through device memory (the roofline's), filed by phase
+  /// as the FLOPs; an optimizer update's are not kept: it runs once per
+  /// iteration, not per micro-batch, and its time is negligible there.
+  int64_t forwardBytes = 0;
+  int64_t backwardBytes = 0;
   int64_t savedActivationBytes = 0;
   int64_t parameterBytes = 0;
   /// Elements of the parameter defined by a dtfm.param (0 for other ops).
@@ -109,13 +114,16 @@ struct LayerBlock {
   double backwardFlops = 0;   ///< the part of `flops` the backward does
   /// Bytes of the values its forward ops read from other ops than its own
   /// and parameters: what activation recomputation keeps of it.
-  double inputBytes = 0;  /// The largest buffer one of its ops allocates only while it runs, in
+  double inputBytes = 0;
+  /// The largest buffer one of its ops allocates only while it runs, in
   /// the model's type: attention's probabilities (the backward recomputes
   /// them), the loss's softmax of the logits.
   double scratchBytes = 0;
   /// Tensor parallelism: its sums over the group per micro-batch
   /// (dtfm.tp_all_reduce, forward or backward) and their bytes.
   double groupSums = 0, groupSumBytes = 0;
+  /// Its ops' FLOPs and bytes moved, forward and backward (the roofline's).
+  ::dtfm::planner::RooflineWork forwardWork, backwardWork;
 };
 
 /// The model's blocks in order. Fails (with a diagnostic on the op) when a

@@ -8,6 +8,8 @@
 #ifndef DTFM_PLANNER_CLUSTER_H
 #define DTFM_PLANNER_CLUSTER_H
 
+#include "dtfm/Planner/Roofline.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -31,6 +33,9 @@ struct Device {
   /// The machine the device is in: devices of one node share a fast
   /// interconnect, and only they form tensor-parallel groups.
   std::string node;
+  /// Sustained memory bandwidth in bytes/s: ops below the ridge cost their
+  /// bytes at it (Roofline.h). 0: not known (every op costs its FLOPs).
+  double memoryBandwidth = 0;
   /// A tensor-parallel group planned as one device (groupCluster): one sum
   /// over the group (a ring all-reduce) of B bytes costs
   /// groupSumLatencySeconds + B * groupSumSecondsPerByte. 0 for a device.
@@ -43,6 +48,8 @@ struct Device {
 
   /// Sustained speed S(p) = lambda * peak.
   double speed() const { return efficiency * peakFlops; }
+  /// FLOPs per byte where its ops turn compute-bound (0: bandwidth unknown).
+  double ridge() const { return ridgeOf(speed(), memoryBandwidth); }
 };
 
 /// A dense n x n matrix of doubles, row-major.

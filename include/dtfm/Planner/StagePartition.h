@@ -1,4 +1,5 @@
-//===- StagePartition.h - Uneven pipeline stages on a chain ------*- C++ -*-===//
+//===- StagePartition.h - Uneven pipeline stages on a chain ------*- C++
+//-*-===//
 //
 // Part of dtfm.
 //
@@ -9,6 +10,9 @@
 // minimising the slowest stage's compute time
 //
 //   max_j  (sum of the stage's training FLOPs) / S_j,   S_j = lambda_j peak_j
+//
+// where a device with a memory bandwidth counts each block's FLOPs at its
+// ridge (ChainBlock::flopsAt: memory-bound ops cost their bytes, Roofline.h)
 //
 // subject to every stage fitting its device's memory: parameter state
 // (weights, gradients, optimizer moments: `stateBytesPerParameterByte` x the
@@ -30,6 +34,7 @@
 #define DTFM_PLANNER_STAGEPARTITION_H
 
 #include "dtfm/Planner/Cluster.h"
+#include "dtfm/Planner/Roofline.h"
 
 #include <optional>
 #include <string>
@@ -56,11 +61,24 @@ struct ChainBlock {
   /// Tensor parallelism: the sums over the group per micro-batch (forward
   /// and backward) and their bytes (dtfm.tp_all_reduce).
   double groupSums = 0, groupSumBytes = 0;
+  /// Its ops' FLOPs and bytes moved per micro-batch, forward and backward,
+  /// for the roofline (Roofline.h); empty: its time is its FLOPs'.
+  RooflineWork forwardWork, backwardWork;
 
   /// What recomputation runs again: the forward (a third of the work when
   /// the backward's share is not known).
   double forwardFlops() const {
     return backwardFlops > 0 ? flops - backwardFlops : flops / 3;
+  }
+  /// The FLOPs that take as long as its forward and backward on a device of
+  /// ridge `ridge` (FLOPs per byte): its FLOPs and what its memory-bound
+  /// ops add.
+  double flopsAt(double ridge) const {
+    return flops + forwardWork.excessAt(ridge) + backwardWork.excessAt(ridge);
+  }
+  /// The same for its forward alone (what recomputation runs again).
+  double forwardFlopsAt(double ridge) const {
+    return forwardFlops() + forwardWork.excessAt(ridge);
   }
 };
 
@@ -81,9 +99,12 @@ struct StageDevice {
   double memoryBytes = 0; ///< capacity
   /// A tensor-parallel group's sums (Device::groupSumSeconds).
   double groupSumLatencySeconds = 0, groupSumSecondsPerByte = 0;
+  /// FLOPs per byte where its ops turn compute-bound (Roofline.h; 0: its
+  /// memory bandwidth is not known). Blocks cost flopsAt(ridge) here.
+  double ridge = 0;
 
-  /// One micro-batch's forward and backward of `flops` with `sums` sums
-  /// over the group totalling `sumBytes`.
+  /// One micro-batch's forward and backward of `flops` (at its ridge) with
+  /// `sums` sums over the group totalling `sumBytes`.
   double seconds(double flops, double sums, double sumBytes) const {
     return flops / speed + sums * groupSumLatencySeconds +
            sumBytes * groupSumSecondsPerByte;
@@ -155,7 +176,7 @@ struct StageMemory {
   double bytes = 0;
   bool sharded = false, recomputed = false;
   /// FLOPs its backward runs again per micro-batch (recomputed: the
-  /// forward of its blocks).
+  /// forward of its blocks); its time is that of their forwardFlopsAt.
   double recomputeFlops = 0;
 };
 
@@ -185,6 +206,12 @@ int inFlightMicroBatches(const StagePartitionOptions &options, int stage,
 StageMemory stageMemory(const std::vector<ChainBlock> &blocks, int first,
                         int last, int stage, int stages,
                         const StagePartitionOptions &options, double capacity);
+
+/// The FLOPs blocks [first, last) take per micro-batch on a device of ridge
+/// `ridge` (ChainBlock::flopsAt), with their forward again when
+/// `recomputed`: a stage's time there is this over the device's speed.
+double stageFlopsAt(const std::vector<ChainBlock> &blocks, int first, int last,
+                    bool recomputed, double ridge);
 
 /// The plan of given bounds (bounds[0] = 0 < ... < bounds[D] = blocks), or
 /// false with a one-line `error` when they are malformed or a stage does not

@@ -13,6 +13,7 @@
 
 namespace dtfm::proto {
 class Plan;
+class DeviceProgram;
 } // namespace dtfm::proto
 
 namespace dtfm::runtime {
@@ -24,6 +25,11 @@ using planner::clusterFromPlan;
 /// bytes sent per phase and peer, and gradient-sync time.
 bool simulationInput(const proto::Plan &plan, SimInput &input,
                      std::string &error);
+
+/// A program's work per micro-batch as the roofline sees it (plan.proto's
+/// OpWork lists): its forward, and its backward with the recomputation.
+planner::RooflineWork forwardWorkOf(const proto::DeviceProgram &program);
+planner::RooflineWork backwardWorkOf(const proto::DeviceProgram &program);
 
 } // namespace dtfm::runtime
 

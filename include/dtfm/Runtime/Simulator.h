@@ -58,6 +58,11 @@ struct SimProgram {
   /// backward time but not work.
   double recomputeFlops = 0;
   double optimizerFlops = 0; ///< per iteration
+  /// The forward's ops, and the backward's with the recomputation's, as
+  /// the roofline sees them (plan.proto's OpWork): on a device with a
+  /// memory bandwidth a phase takes its FLOPs and what its memory-bound ops
+  /// add.
+  planner::RooflineWork forwardWork, backwardWork;
   /// Per micro-batch, by phase (0 forward, 1 backward): the tensor-parallel
   /// group's sums (dtfm.tp_all_reduce), each a ring all-reduce over the
   /// group's links, on the compute stream.

@@ -85,6 +85,16 @@ private:
 };
 } // namespace
 
+/// A program's roofline work (plan.proto's OpWork lists).
+static void setWork(const ::dtfm::planner::RooflineWork &work,
+                    google::protobuf::RepeatedPtrField<pb::OpWork> &out) {
+  for (const auto &[flops, bytes] : work.opTerms()) {
+    pb::OpWork &term = *out.Add();
+    term.set_flops(flops);
+    term.set_bytes(bytes);
+  }
+}
+
 static LogicalResult fillValue(Operation *op, Value value, int64_t id,
                                pb::PlanValue &out) {
   auto type = dyn_cast<RankedTensorType>(value.getType());
@@ -208,6 +218,15 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
     program.set_forward_flops(costs.getTotals().forwardFlops);
     program.set_backward_flops(costs.getTotals().backwardFlops);
     program.set_optimizer_flops(costs.getTotals().optimizerFlops);
+    ::dtfm::planner::RooflineWork forwardWork, backwardWork;
+    for (const OpCost &cost : costs.getOpCosts()) {
+      forwardWork.add(static_cast<double>(cost.forwardFlops),
+                      static_cast<double>(cost.forwardBytes));
+      backwardWork.add(static_cast<double>(cost.backwardFlops),
+                       static_cast<double>(cost.backwardBytes));
+    }
+    setWork(forwardWork, *program.mutable_forward_work());
+    setWork(backwardWork, *program.mutable_backward_work());
     for (const ::dtfm::planner::Device &d : cluster.devices)
       if (d.name == device.getValue())
         program.set_speed_flops(d.speed());
@@ -272,12 +291,17 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
       for (const std::string &layer : layers)
         recomputed.insert(layer);
       int64_t again = 0;
+      ::dtfm::planner::RooflineWork againWork;
       for (const OpCost &cost : costs.getOpCosts()) {
         auto layer = cost.op->getAttrOfType<StringAttr>(kLayerAttrName);
-        if (layer && recomputed.contains(layer.getValue()))
+        if (layer && recomputed.contains(layer.getValue())) {
           again += cost.forwardFlops;
+          againWork.add(static_cast<double>(cost.forwardFlops),
+                        static_cast<double>(cost.forwardBytes));
+        }
       }
       program.set_recompute_flops(static_cast<double>(again));
+      setWork(againWork, *program.mutable_recompute_work());
     }
   }
   if (plan.programs_size() == 0)

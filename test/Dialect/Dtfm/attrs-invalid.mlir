@@ -70,8 +70,14 @@ module attributes {dtfm.cluster = #dtfm.cluster<name = "two", source = "two.text
 
 // -----
 
-// expected-error @+1 {{dtfm.cluster: device a: expected peak_flops >= 0, 0 < efficiency <= 1 and memory_bytes >= 0}}
+// expected-error @+1 {{dtfm.cluster: device a: expected peak_flops >= 0, 0 < efficiency <= 1, memory_bytes >= 0 and memory_bytes_per_second >= 0}}
 module attributes {dtfm.cluster = #dtfm.cluster<name = "one", source = "", devices = [<name = "a", region = "r", peak_flops = 1.0, efficiency = 1.5, memory_bytes = 0.0>], delay_ms = [0.0], bandwidth_gbps = [0.0]>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.cluster: device a: expected peak_flops >= 0, 0 < efficiency <= 1, memory_bytes >= 0 and memory_bytes_per_second >= 0}}
+module attributes {dtfm.cluster = #dtfm.cluster<name = "one", source = "", devices = [<name = "a", region = "r", peak_flops = 1.0, efficiency = 1.0, memory_bytes = 0.0, memory_bytes_per_second = -1.0>], delay_ms = [0.0], bandwidth_gbps = [0.0]>} {
 }
 
 // -----
@@ -188,6 +194,12 @@ module attributes {dtfm.cost = #dtfm.cost<fwd_flops = 0, bwd_flops = 0, saved_by
 
 // expected-error @+1 {{dtfm.cost: result_bytes must be non-negative, got -1}}
 module attributes {dtfm.cost = #dtfm.cost<fwd_flops = 0, bwd_flops = 0, saved_bytes = 0, param_bytes = 0, result_bytes = [4, -1]>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.cost: bwd_bytes must be non-negative, got -2}}
+module attributes {dtfm.cost = #dtfm.cost<fwd_flops = 0, bwd_flops = 0, saved_bytes = 0, param_bytes = 0, result_bytes = [], fwd_bytes = 4, bwd_bytes = -2>} {
 }
 
 // -----

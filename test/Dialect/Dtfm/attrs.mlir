@@ -29,8 +29,8 @@ module @two_devices attributes {dtfm.cluster = #dtfm.cluster<name = "two", sourc
 
 // COM: A value that needs all 17 digits keeps them.
 // CHECK-LABEL: module @exact_doubles
-// CHECK-SAME: devices = [<name = "a", region = "r", peak_flops = 0.30000000000000004, efficiency = 0.1, memory_bytes = 1.0>], delay_ms = [0.30000000000000004], bandwidth_gbps = [0.0]>
-module @exact_doubles attributes {dtfm.cluster = #dtfm.cluster<name = "one", source = "", devices = [<name = "a", region = "r", peak_flops = 0.30000000000000004, efficiency = 0.1, memory_bytes = 1.0>], delay_ms = [0.30000000000000004], bandwidth_gbps = [0.0]>} {
+// CHECK-SAME: devices = [<name = "a", region = "r", peak_flops = 0.30000000000000004, efficiency = 0.1, memory_bytes = 1.0, memory_bytes_per_second = 1.555e+12>], delay_ms = [0.30000000000000004], bandwidth_gbps = [0.0]>
+module @exact_doubles attributes {dtfm.cluster = #dtfm.cluster<name = "one", source = "", devices = [<name = "a", region = "r", peak_flops = 0.30000000000000004, efficiency = 0.1, memory_bytes = 1.0, memory_bytes_per_second = 1.555e12>], delay_ms = [0.30000000000000004], bandwidth_gbps = [0.0]>} {
 }
 
 // -----

@@ -54,7 +54,7 @@ MUTATIONS = [
     "negative-bytes", "duplicated-stream", "missing-compute",
     "wrong-input-shape", "unknown-dtype", "unknown-schedule", "unknown-peer",
     "nan-lr", "duplicate-param", "undefined-operand", "repeated-wrt",
-    "flipped-value", "nan-flops",
+    "flipped-value", "nan-flops", "negative-work",
 ]
 
 
@@ -122,6 +122,11 @@ def main():
         j = next(i for i, l in enumerate(lines)
                  if l.strip().startswith("backward_flops:"))
         lines[j] = lines[j].split(":")[0] + ": nan"
+    elif mutation == "negative-work":
+        i = next(i for i, l in enumerate(lines) if l.strip() == "backward_work {")
+        j = next(j for j in range(i, block_end(lines, i))
+                 if lines[j].strip().startswith("bytes:"))
+        lines[j] = lines[j].split(":")[0] + ": -8"
     elif mutation == "flipped-value":
         # What a flipped byte in transit does: one number changes.
         set_attr(lines, "dtfm.sgd_update", "lr", "f", "0.125")

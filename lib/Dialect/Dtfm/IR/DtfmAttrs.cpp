@@ -154,6 +154,7 @@ buildCluster(StringRef name, ArrayRef<DeviceAttr> devices,
     d.efficiency = device.getEfficiency();
     d.memoryBytes = device.getMemoryBytes();
     d.node = device.getNode().str();
+    d.memoryBandwidth = device.getMemoryBytesPerSecond();
   }
   size_t n = devices.size();
   cluster.delayMs = ::dtfm::planner::SquareMatrix(n);
@@ -188,7 +189,8 @@ ClusterAttr ClusterAttr::get(MLIRContext *context,
   SmallVector<DeviceAttr> devices;
   for (const ::dtfm::planner::Device &d : cluster.devices)
     devices.push_back(DeviceAttr::get(context, d.name, d.region, d.peakFlops,
-                                      d.efficiency, d.memoryBytes, d.node));
+                                      d.efficiency, d.memoryBytes, d.node,
+                                      d.memoryBandwidth));
   size_t n = cluster.size();
   SmallVector<StoredDouble> delayMs, bandwidthGbps;
   for (size_t i = 0; i < n; ++i)
@@ -373,11 +375,12 @@ LogicalResult AssignmentAttr::verify(
 LogicalResult CostAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                int64_t forwardFlops, int64_t backwardFlops,
                                int64_t savedBytes, int64_t paramBytes,
-                               ArrayRef<int64_t> resultBytes) {
-  std::pair<StringRef, int64_t> counts[] = {{"fwd_flops", forwardFlops},
-                                            {"bwd_flops", backwardFlops},
-                                            {"saved_bytes", savedBytes},
-                                            {"param_bytes", paramBytes}};
+                               ArrayRef<int64_t> resultBytes,
+                               int64_t forwardBytes, int64_t backwardBytes) {
+  std::pair<StringRef, int64_t> counts[] = {
+      {"fwd_flops", forwardFlops}, {"bwd_flops", backwardFlops},
+      {"saved_bytes", savedBytes}, {"param_bytes", paramBytes},
+      {"fwd_bytes", forwardBytes}, {"bwd_bytes", backwardBytes}};
   for (auto [name, value] : counts)
     if (value < 0)
       return emitError() << "dtfm.cost: " << name

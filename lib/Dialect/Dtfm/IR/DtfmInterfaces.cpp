@@ -6,9 +6,11 @@
 
 #include "dtfm/Dialect/Dtfm/IR/DtfmInterfaces.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <limits>
 
 using namespace mlir;
 
@@ -30,6 +32,35 @@ int64_t mlir::dtfm::getTensorBytes(Type type) {
   if (!tensor)
     return 0;
   return getNumElements(type) * getElementBytes(tensor.getElementType());
+}
+
+/// a + b, or INT64_MAX where it would overflow.
+static int64_t saturatingAdd(int64_t a, int64_t b) {
+  int64_t sum;
+  return llvm::AddOverflow(a, b, sum) ? std::numeric_limits<int64_t>::max()
+                                      : sum;
+}
+
+static int64_t sumOfTensorBytes(TypeRange types, bool floatsOnly) {
+  int64_t sum = 0;
+  for (Type type : types) {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (tensor && (!floatsOnly || isa<FloatType>(tensor.getElementType())))
+      sum = saturatingAdd(sum, mlir::dtfm::getTensorBytes(type));
+  }
+  return sum;
+}
+
+int64_t mlir::dtfm::defaultForwardBytes(Operation *op) {
+  return saturatingAdd(sumOfTensorBytes(op->getOperandTypes(), false),
+                       sumOfTensorBytes(op->getResultTypes(), false));
+}
+
+int64_t mlir::dtfm::defaultBackwardBytes(Operation *op) {
+  int64_t gradients = sumOfTensorBytes(op->getOperandTypes(), true);
+  if (gradients == 0)
+    return 0;
+  return saturatingAdd(defaultForwardBytes(op), gradients);
 }
 
 LogicalResult mlir::dtfm::verifyTensorsInRange(Operation *op) {

@@ -46,11 +46,19 @@ LogicalResult ParamOp::verify() {
 int64_t ParamOp::getForwardFlops() { return 0; }
 int64_t ParamOp::getBackwardFlops() { return 0; }
 int64_t ParamOp::getParameterBytes() { return getTensorBytes(getType()); }
+// Sources move nothing the roofline counts: parameters are resident, a
+// micro-batch's inputs arrive with it.
+int64_t ParamOp::getForwardBytes() { return 0; }
+int64_t ParamOp::getBackwardBytes() { return 0; }
 
 int64_t InputOp::getForwardFlops() { return 0; }
 int64_t InputOp::getBackwardFlops() { return 0; }
+int64_t InputOp::getForwardBytes() { return 0; }
+int64_t InputOp::getBackwardBytes() { return 0; }
 int64_t LabelOp::getForwardFlops() { return 0; }
 int64_t LabelOp::getBackwardFlops() { return 0; }
+int64_t LabelOp::getForwardBytes() { return 0; }
+int64_t LabelOp::getBackwardBytes() { return 0; }
 
 //===----------------------------------------------------------------------===//
 // EmbeddingOp
@@ -64,6 +72,11 @@ LogicalResult EmbeddingOp::verify() {
 
 int64_t EmbeddingOp::getForwardFlops() { return 0; }
 int64_t EmbeddingOp::getBackwardFlops() { return numel(getResult()); }
+/// Reads the indices and only the rows they name, writes the result.
+int64_t EmbeddingOp::getForwardBytes() {
+  return getTensorBytes(getIndices().getType()) +
+         2 * getTensorBytes(getResult().getType());
+}
 int64_t EmbeddingOp::getSavedActivationBytes() {
   return activationBytes(getIndices());
 }

@@ -111,6 +111,8 @@ LogicalResult FlattenOp::verify() {
 }
 int64_t FlattenOp::getForwardFlops() { return 0; }
 int64_t FlattenOp::getBackwardFlops() { return 0; }
+int64_t FlattenOp::getForwardBytes() { return 0; }
+int64_t FlattenOp::getBackwardBytes() { return 0; }
 
 LogicalResult ReshapeOp::verify() {
   return check(*this,
@@ -118,6 +120,8 @@ LogicalResult ReshapeOp::verify() {
 }
 int64_t ReshapeOp::getForwardFlops() { return 0; }
 int64_t ReshapeOp::getBackwardFlops() { return 0; }
+int64_t ReshapeOp::getForwardBytes() { return 0; }
+int64_t ReshapeOp::getBackwardBytes() { return 0; }
 
 /// An elementwise op of one float tensor: the result has the input's type.
 static LogicalResult verifySameType(Operation *op, Value input, Value result) {
@@ -162,6 +166,8 @@ LogicalResult ConstantOp::verify() {
 }
 int64_t ConstantOp::getForwardFlops() { return 0; }
 int64_t ConstantOp::getBackwardFlops() { return 0; }
+int64_t ConstantOp::getForwardBytes() { return 0; }
+int64_t ConstantOp::getBackwardBytes() { return 0; }
 
 LogicalResult GatherOp::verify() {
   return check(*this, shapes::gather(typeOf(getInput()), typeOf(getIndices()),

@@ -120,6 +120,9 @@ LogicalResult SendOp::verify() {
 }
 int64_t SendOp::getForwardFlops() { return 0; }
 int64_t SendOp::getBackwardFlops() { return 0; }
+// Transfers and collectives are the links' time, not memory traffic.
+int64_t SendOp::getForwardBytes() { return 0; }
+int64_t SendOp::getBackwardBytes() { return 0; }
 
 LogicalResult RecvOp::verify() {
   return verifyTransfer(*this, getResult(), getPeer(), getBytes(),
@@ -128,6 +131,8 @@ LogicalResult RecvOp::verify() {
 }
 int64_t RecvOp::getForwardFlops() { return 0; }
 int64_t RecvOp::getBackwardFlops() { return 0; }
+int64_t RecvOp::getForwardBytes() { return 0; }
+int64_t RecvOp::getBackwardBytes() { return 0; }
 
 //===----------------------------------------------------------------------===//
 // Top-k compression
@@ -167,6 +172,8 @@ int64_t TpAllReduceOp::getForwardFlops() {
 int64_t TpAllReduceOp::getBackwardFlops() {
   return getInBackward() ? groupSumFlops(getInput(), getDegree()) : 0;
 }
+int64_t TpAllReduceOp::getForwardBytes() { return 0; }
+int64_t TpAllReduceOp::getBackwardBytes() { return 0; }
 
 //===----------------------------------------------------------------------===//
 // GradSyncOp
@@ -185,3 +192,5 @@ LogicalResult GradSyncOp::verify() {
 }
 int64_t GradSyncOp::getForwardFlops() { return 0; }
 int64_t GradSyncOp::getBackwardFlops() { return 0; }
+int64_t GradSyncOp::getForwardBytes() { return 0; }
+int64_t GradSyncOp::getBackwardBytes() { return 0; }

@@ -102,13 +102,20 @@ class Dtfm_DoubleParameter<string desc>
   let printer = "::mlir::dtfm::printDouble($_printer, $_self)";
 }
 
+/// A double that may be left out (then 0), and is left out when 0.
+class Dtfm_ZeroDefaultDoubleParameter<string desc>
+    : Dtfm_DoubleParameter<desc> {
+  let defaultValue = "::mlir::dtfm::StoredDouble(0.0)";
+}
+
 def Dtfm_DeviceAttr : Dtfm_Attr<"Device", "device"> {
   let summary = "One accelerator of a cluster";
   let description = [{
     A device of `#dtfm.cluster` (planner::Device): its name, region, peak
     FLOP/s in the training precision, the fraction of the peak reached in
-    practice, its memory in bytes (0: not given) and the node (machine) it
-    is in (left out when empty).
+    practice, its memory in bytes (0: not given), the node (machine) it is
+    in (left out when empty) and its sustained memory bandwidth in bytes/s
+    (left out when not known).
 
     ```mlir
     #dtfm.device<name = "a100-0", region = "us", peak_flops = 3.12e+14,
@@ -121,7 +128,8 @@ def Dtfm_DeviceAttr : Dtfm_Attr<"Device", "device"> {
     Dtfm_DoubleParameter<"peak FLOP/s">:$peak_flops,
     Dtfm_DoubleParameter<"fraction of the peak reached">:$efficiency,
     Dtfm_DoubleParameter<"memory in bytes">:$memory_bytes,
-    StringRefParameter<"the node (machine) it is in", "\"\"">:$node
+    StringRefParameter<"the node (machine) it is in", "\"\"">:$node,
+    Dtfm_ZeroDefaultDoubleParameter<"memory bandwidth in bytes/s">:$memory_bytes_per_second
   );
   let assemblyFormat = "`<` struct(params) `>`";
 }
@@ -370,13 +378,15 @@ def Dtfm_CostAttr : Dtfm_Attr<"Cost", "cost"> {
   let description = [{
     Written on every op with a cost by --dtfm-annotate-costs as `dtfm.cost`:
     the forward and backward FLOPs, the bytes the op saves for its backward,
-    its parameter bytes and the bytes of each result. The cost analysis
-    reads it in place of the op's cost interface, so a hand-edited cost
-    overrides the computed one.
+    its parameter bytes, the bytes of each result, and the bytes its forward
+    and backward move through device memory (the roofline's; 0 when absent).
+    The cost analysis reads it in place of the op's cost interface, so a
+    hand-edited cost overrides the computed one.
 
     ```mlir
     #dtfm.cost<fwd_flops = 96, bwd_flops = 192, saved_bytes = 128,
-               param_bytes = 0, result_bytes = [64]>
+               param_bytes = 0, result_bytes = [64], fwd_bytes = 192,
+               bwd_bytes = 384>
     ```
 
     The verifier checks that every count is non-negative; the cost analysis
@@ -387,7 +397,9 @@ def Dtfm_CostAttr : Dtfm_Attr<"Cost", "cost"> {
     "int64_t":$bwd_flops,
     "int64_t":$saved_bytes,
     "int64_t":$param_bytes,
-    Dtfm_BracketListParameter<"int64_t", "bytes of each result">:$result_bytes
+    Dtfm_BracketListParameter<"int64_t", "bytes of each result">:$result_bytes,
+    DefaultValuedParameter<"int64_t", "0", "bytes the forward moves">:$fwd_bytes,
+    DefaultValuedParameter<"int64_t", "0", "bytes the backward moves">:$bwd_bytes
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

@@ -21,6 +21,13 @@ int64_t getNumElements(Type type);
 /// Bytes of a statically shaped tensor type, 0 for anything else.
 int64_t getTensorBytes(Type type);
 
+/// The cost interface's default bytes moved (CostOpInterface): the forward
+/// reads every operand and writes every result once; the backward reads
+/// the operands and the results' gradients and writes one gradient per
+/// floating-point operand (0 when the op has none). Saturates at INT64_MAX.
+int64_t defaultForwardBytes(Operation *op);
+int64_t defaultBackwardBytes(Operation *op);
+
 /// The largest tensor a dtfm op may read or make (dtfm/Support/OpShapes.h).
 using ::dtfm::shapes::kMaxTensorBytes;
 

@@ -44,6 +44,23 @@ def Dtfm_CostOpInterface : OpInterface<"CostOpInterface"> {
         return ::mlir::dtfm::getTensorBytes($_op->getResult(index).getType());
       }]>,
     InterfaceMethod<
+      /*desc=*/[{Bytes the forward pass moves through device memory (the
+                 roofline's bytes, docs/CostModel.md): by default every
+                 operand read once and every result written once.}],
+      /*retTy=*/"int64_t", /*methodName=*/"getForwardBytes", /*args=*/(ins),
+      /*methodBody=*/"", /*defaultImplementation=*/[{
+        return ::mlir::dtfm::defaultForwardBytes($_op);
+      }]>,
+    InterfaceMethod<
+      /*desc=*/[{Bytes the backward pass moves: by default it reads the
+                 operands and the results' gradients and writes a gradient
+                 per floating-point operand (nothing for an op without
+                 one).}],
+      /*retTy=*/"int64_t", /*methodName=*/"getBackwardBytes", /*args=*/(ins),
+      /*methodBody=*/"", /*defaultImplementation=*/[{
+        return ::mlir::dtfm::defaultBackwardBytes($_op);
+      }]>,
+    InterfaceMethod<
       /*desc=*/"Bytes of trainable or frozen parameters this op defines.",
       /*retTy=*/"int64_t", /*methodName=*/"getParameterBytes", /*args=*/(ins),
       /*methodBody=*/"", /*defaultImplementation=*/[{ return 0; }]>,

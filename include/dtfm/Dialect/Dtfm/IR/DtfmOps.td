@@ -57,7 +57,7 @@ class Dtfm_ComputeOp<string mnemonic, list<string> costOverrides = [],
 
 def Dtfm_ParamOp : Dtfm_Op<"param", [
     DeclareOpInterfaceMethods<Dtfm_CostOpInterface,
-                              ["getBackwardFlops", "getParameterBytes"]>]> {
+        ["getBackwardFlops", "getParameterBytes", "getForwardBytes", "getBackwardBytes"]>]> {
   let summary = "a model parameter (weight, bias, embedding table, ...)";
   let description = [{
     Defines one parameter tensor with a unique name and its initializer:
@@ -84,7 +84,8 @@ def Dtfm_ParamOp : Dtfm_Op<"param", [
 }
 
 def Dtfm_InputOp : Dtfm_Op<"input", [
-    DeclareOpInterfaceMethods<Dtfm_CostOpInterface, ["getBackwardFlops"]>]> {
+    DeclareOpInterfaceMethods<Dtfm_CostOpInterface,
+                              ["getBackwardFlops", "getForwardBytes", "getBackwardBytes"]>]> {
   let summary = "a model input of one micro-batch (tokens, images)";
   let arguments = (ins StrAttr:$name);
   let results = (outs Dtfm_Tensor:$result);
@@ -92,7 +93,8 @@ def Dtfm_InputOp : Dtfm_Op<"input", [
 }
 
 def Dtfm_LabelOp : Dtfm_Op<"label", [
-    DeclareOpInterfaceMethods<Dtfm_CostOpInterface, ["getBackwardFlops"]>]> {
+    DeclareOpInterfaceMethods<Dtfm_CostOpInterface,
+                              ["getBackwardFlops", "getForwardBytes", "getBackwardBytes"]>]> {
   let summary = "training targets of one micro-batch";
   let arguments = (ins StrAttr:$name);
   let results = (outs Dtfm_Tensor:$result);
@@ -100,7 +102,8 @@ def Dtfm_LabelOp : Dtfm_Op<"label", [
 }
 
 def Dtfm_ConstantOp : Dtfm_Op<"constant", [Pure,
-    DeclareOpInterfaceMethods<Dtfm_CostOpInterface, ["getBackwardFlops"]>]> {
+    DeclareOpInterfaceMethods<Dtfm_CostOpInterface,
+                              ["getBackwardFlops", "getForwardBytes", "getBackwardBytes"]>]> {
   let summary = "an integer or boolean constant (indices, masks)";
   let description = [{
     The elements in row-major order; booleans (i1) are 0 or 1. Float
@@ -122,7 +125,7 @@ def Dtfm_ConstantOp : Dtfm_Op<"constant", [Pure,
 //===----------------------------------------------------------------------===//
 
 def Dtfm_EmbeddingOp : Dtfm_ComputeOp<"embedding",
-    ["getBackwardFlops", "getSavedActivationBytes"]> {
+    ["getBackwardFlops", "getSavedActivationBytes", "getForwardBytes"]> {
   let summary = "table lookup: [..] indices x [V, H] table -> [.., H]";
   let description = [{
     Forward: a gather, 0 FLOPs. Backward: a scatter-add of one H-vector per
@@ -500,7 +503,8 @@ def Dtfm_GlobalAvgPoolOp : Dtfm_ComputeOp<"global_avg_pool",
 // Shape ops
 //===----------------------------------------------------------------------===//
 
-def Dtfm_FlattenOp : Dtfm_ComputeOp<"flatten", ["getBackwardFlops"]> {
+def Dtfm_FlattenOp : Dtfm_ComputeOp<"flatten",
+    ["getBackwardFlops", "getForwardBytes", "getBackwardBytes"]> {
   let summary = "collapse to 2-D: dims before `axis` and from `axis` on";
   let description = "No FLOPs; a view.";
   let arguments = (ins Dtfm_FloatTensor:$input,
@@ -509,7 +513,8 @@ def Dtfm_FlattenOp : Dtfm_ComputeOp<"flatten", ["getBackwardFlops"]> {
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
 
-def Dtfm_ReshapeOp : Dtfm_ComputeOp<"reshape", ["getBackwardFlops"]> {
+def Dtfm_ReshapeOp : Dtfm_ComputeOp<"reshape",
+    ["getBackwardFlops", "getForwardBytes", "getBackwardBytes"]> {
   let summary = "same elements, new shape (the result type)";
   let description = "No FLOPs; a view.";
   let arguments = (ins Dtfm_Tensor:$input);
@@ -676,7 +681,8 @@ def Dtfm_AdamWUpdateOp : Dtfm_Op<"adamw_update", [
 //===----------------------------------------------------------------------===//
 
 def Dtfm_SendOp : Dtfm_Op<"send", [
-    DeclareOpInterfaceMethods<Dtfm_CostOpInterface, ["getBackwardFlops"]>]> {
+    DeclareOpInterfaceMethods<Dtfm_CostOpInterface,
+                              ["getBackwardFlops", "getForwardBytes", "getBackwardBytes"]>]> {
   let summary = "send a value to the stage `peer`";
   let description = [{
     One half of a point-to-point transfer; the matching `dtfm.recv` on stage
@@ -692,7 +698,8 @@ def Dtfm_SendOp : Dtfm_Op<"send", [
 }
 
 def Dtfm_RecvOp : Dtfm_Op<"recv", [
-    DeclareOpInterfaceMethods<Dtfm_CostOpInterface, ["getBackwardFlops"]>]> {
+    DeclareOpInterfaceMethods<Dtfm_CostOpInterface,
+                              ["getBackwardFlops", "getForwardBytes", "getBackwardBytes"]>]> {
   let summary = "receive a value from the stage `peer`";
   let description = "The other half of a dtfm.send with the same tag.";
   let arguments = (ins I64Attr:$peer, I64Attr:$tag, I64Attr:$bytes,
@@ -703,7 +710,8 @@ def Dtfm_RecvOp : Dtfm_Op<"recv", [
 }
 
 def Dtfm_GradSyncOp : Dtfm_Op<"grad_sync", [
-    DeclareOpInterfaceMethods<Dtfm_CostOpInterface, ["getBackwardFlops"]>]> {
+    DeclareOpInterfaceMethods<Dtfm_CostOpInterface,
+                              ["getBackwardFlops", "getForwardBytes", "getBackwardBytes"]>]> {
   let summary = "synchronise one gradient across a data-parallel group";
   let description = [{
     Averages `grad` over the devices in `group` with `algorithm`: "ps"
@@ -720,7 +728,7 @@ def Dtfm_GradSyncOp : Dtfm_Op<"grad_sync", [
 }
 
 def Dtfm_TpAllReduceOp : Dtfm_ComputeOp<"tp_all_reduce",
-    ["getBackwardFlops"]> {
+    ["getBackwardFlops", "getForwardBytes", "getBackwardBytes"]> {
   let summary = "sum over a tensor-parallel group (Megatron's f and g)";
   let description = [{
     The collective of tensor parallelism (--dtfm-tensor-parallel): the
