@@ -16,6 +16,14 @@
 // simulator's (dtfm-run --simulate), the shape search's own time and the
 // whole planning time, next to Sailor's plan's simulated iteration.
 //
+// Then the same search once more with the roofline (Planner/Roofline.h):
+// each device type gets its HBM bandwidth and a speed refitted so that a
+// decoder layer keeps the time Sailor profiled (Sailor's speeds are a
+// layer's FLOPs over its time, memory-bound parts included); the
+// embedding, the head and the loss are then timed op by op. It prints the
+// fit and the head's time in decoder layers per type, next to what
+// Sailor's profiles say (about 1 on an A100, 2 on a V100).
+//
 // Then, on DT-FM's five scenarios (../shared/scenarios, DTFM_SCENARIOS_DIR;
 // GPT3-1.3B on 64 V100s), the shape search without TP and with the degree
 // searched, side by side: TP must never be predicted slower.
@@ -27,11 +35,14 @@
 #include "BenchSupport.h"
 #include "PlanRunner.h"
 
+#include "dtfm/Analysis/CostAnalysis.h"
 #include "dtfm/Passes/Passes.h"
+#include "dtfm/Planner/Roofline.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -70,6 +81,11 @@ mlir::dtfm::GptConfig opt350m() {
   config.dtype = "f32";
   return config;
 }
+
+/// Sustained HBM bandwidth per device type (bytes/s): NVIDIA's figures for
+/// the A100-40GB and the V100-16GB (SXM2), the GPUs of Sailor's clusters.
+constexpr std::pair<const char *, double> kMemoryBandwidth[] = {
+    {"a100", 1.555e12}, {"v100", 0.9e12}};
 
 /// "a100" of "c1a_a100_vm3_g2": the device's type, as the files name them.
 std::string deviceType(const std::string &device) {
@@ -192,6 +208,100 @@ void compareOnScenarios(bool json, double budget) {
   llvm::sys::fs::remove(tempDir);
 }
 
+/// One device type's roofline fit: its bandwidth, the file's speed and the
+/// refitted one, and a decoder layer's and the head's time per micro-batch
+/// of one sequence (forward and backward).
+struct TypeFit {
+  std::string type;
+  double bandwidth = 0, fileSpeed = 0, speed = 0;
+  double layerSeconds = 0, headSeconds = 0, headFlopShare = 0;
+};
+
+/// Writes `clusterFile` with the roofline to `out` (its CSV matrices named
+/// by absolute paths): per device type, kMemoryBandwidth and the speed at
+/// which OPT-350M's decoder layer keeps the file speed's time. False with
+/// a message on stderr when a type has no bandwidth or no speed fits.
+bool writeRooflineCluster(const std::string &clusterFile,
+                          const std::string &out, std::vector<TypeFit> &fits) {
+  mlir::DialectRegistry registry;
+  mlir::dtfm::registerAllDialects(registry);
+  mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::dtfm::buildGptModule(&context, opt350m());
+  mlir::dtfm::CostAnalysis costs(module->getOperation());
+  mlir::FailureOr<llvm::SmallVector<mlir::dtfm::LayerBlock>> chain =
+      mlir::dtfm::buildLayerChain(costs);
+  if (!costs.isValid() || mlir::failed(chain)) {
+    std::fprintf(stderr, "bench-sailor: OPT-350M does not cost\n");
+    return false;
+  }
+  const mlir::dtfm::LayerBlock *layer = nullptr, *head = nullptr;
+  for (const mlir::dtfm::LayerBlock &block : *chain) {
+    if (!layer && block.layer.rfind("layer.", 0) == 0)
+      layer = &block;
+    if (block.layer == "head")
+      head = &block;
+  }
+  if (!layer || !head)
+    return false;
+  auto workOf = [](const mlir::dtfm::LayerBlock &block) {
+    dtfm::planner::RooflineWork work = block.forwardWork;
+    work.add(block.backwardWork);
+    return work;
+  };
+  dtfm::planner::RooflineWork layerWork = workOf(*layer),
+                              headWork = workOf(*head);
+  std::ifstream in(clusterFile);
+  std::string dir = clusterFile.substr(0, clusterFile.find_last_of('/') + 1);
+  std::ofstream written(out);
+  static const std::regex speedField("peak_flops: ([0-9.e+-]+)");
+  static const std::regex csvField("(_csv: \")([^\"/][^\"]*)\"");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::smatch match;
+    if (line.rfind("devices {", 0) == 0 &&
+        std::regex_search(line, match, speedField)) {
+      std::string type = deviceType(line);
+      auto fit = std::find_if(fits.begin(), fits.end(),
+                              [&](const TypeFit &f) { return f.type == type; });
+      if (fit == fits.end()) {
+        TypeFit f;
+        f.type = type;
+        for (const auto &[name, bandwidth] : kMemoryBandwidth)
+          if (type == name)
+            f.bandwidth = bandwidth;
+        f.fileSpeed = std::stod(match.str(1));
+        f.layerSeconds = layerWork.flops() / f.fileSpeed;
+        f.speed = dtfm::planner::speedForSeconds(layerWork, f.layerSeconds,
+                                                 f.bandwidth);
+        double ridge = dtfm::planner::ridgeOf(f.speed, f.bandwidth);
+        f.headSeconds = f.speed > 0 ? headWork.flopsAt(ridge) / f.speed : 0;
+        f.headFlopShare = headWork.flops() / layerWork.flops();
+        if (!(f.bandwidth > 0) || !(f.speed > 0)) {
+          std::fprintf(stderr,
+                       "bench-sailor: no roofline fit for device type %s\n",
+                       type.c_str());
+          return false;
+        }
+        fits.push_back(f);
+        fit = fits.end() - 1;
+      }
+      char speed[64];
+      std::snprintf(speed, sizeof(speed), "peak_flops: %.17g", fit->speed);
+      line = std::regex_replace(line, speedField, speed);
+      size_t close = line.rfind('}');
+      char bandwidth[64];
+      std::snprintf(bandwidth, sizeof(bandwidth),
+                    "memory_bytes_per_second: %.17g ", fit->bandwidth);
+      line.insert(close, bandwidth);
+    }
+    line = std::regex_replace(line, csvField, "$1" + dir + "$2\"");
+    written << line << "\n";
+  }
+  return static_cast<bool>(written);
+}
+
 Outcome plan(const std::string &clusterFile, int tp, double budget) {
   std::string shape = "global-batch=1024 micro-batch-sizes=1,2,4,8 budget=" +
                       std::to_string(budget);
@@ -273,18 +383,36 @@ int main(int argc, char **argv) {
     std::printf("OPT-350M, global batch 1024, micro-batch sizes 1, 2, 4, 8; "
                 "Sailor's clusters (%s)\n",
                 clustersDir.c_str());
+  llvm::SmallString<64> tempDir;
+  if (llvm::sys::fs::createUniqueDirectory("bench-sailor", tempDir)) {
+    std::fprintf(stderr, "bench-sailor: cannot create a temporary directory\n");
+    return 1;
+  }
   for (const Experiment &e : kExperiments) {
     std::string file = clustersDir + "/" + e.file;
+    std::string rooflineFile = std::string(tempDir) + "/" + e.file;
+    std::vector<TypeFit> fits;
+    if (!writeRooflineCluster(file, rooflineFile, fits))
+      return 1;
     if (!json)
-      std::printf("\n%s: Sailor's plan %.2f s (%s)\n  %-7s %-3s %-3s %8s "
+      std::printf("\n%s: Sailor's plan %.2f s (%s)\n  %-8s %-3s %-3s %8s "
                   "%10s %10s %9s %7s  %s\n",
                   e.name, e.sailorSeconds, e.sailorPlan, "tp", "t", "mb",
                   "dp x pp", "predicted", "simulated", "search s", "plan s",
                   "stages");
-    // Without, searched, and at Sailor's degree (4, a VM per group).
-    for (int tp : {1, 0, 4}) {
-      Outcome o = plan(file, tp, budget);
-      const char *mode = tp == 1 ? "none" : tp == 0 ? "search" : "fixed 4";
+    // Without, searched, at Sailor's degree (4, a VM per group), and
+    // searched with the roofline.
+    struct Mode {
+      const char *name;
+      int tp;
+      const std::string *file;
+    };
+    for (Mode m :
+         {Mode{"none", 1, &file}, Mode{"search", 0, &file},
+          Mode{"fixed 4", 4, &file}, Mode{"roofline", 0, &rooflineFile}}) {
+      int tp = m.tp;
+      const char *mode = m.name;
+      Outcome o = plan(*m.file, tp, budget);
       if (json) {
         std::printf("{\"experiment\":\"%s\",\"tp_mode\":\"%s\",\"ok\":%s,"
                     "\"error\":\"%s\",\"tp\":%d,\"dp\":%d,\"pp\":%d,"
@@ -306,13 +434,37 @@ int main(int argc, char **argv) {
         std::printf("  %-7s failed: %s\n", mode, o.error.c_str());
         continue;
       }
-      std::printf("  %-7s %-3d %-3lld %3d x %-3d %10.3f %10.3f %9.2f %7.1f  "
+      std::printf("  %-8s %-3d %-3lld %3d x %-3d %10.3f %10.3f %9.2f %7.1f  "
                   "%s\n",
                   mode, o.tp, static_cast<long long>(o.microBatchSize), o.dp,
                   o.pp, o.predicted, o.simulated, o.searchSeconds,
                   o.planSeconds, o.stages.c_str());
     }
+    for (const TypeFit &f : fits) {
+      if (json) {
+        std::printf("{\"experiment\":\"%s\",\"roofline_fit\":\"%s\","
+                    "\"memory_bytes_per_second\":%s,\"file_speed\":%s,"
+                    "\"fitted_speed\":%s,\"layer_s\":%s,\"head_s\":%s,"
+                    "\"head_layers\":%s,\"head_flop_layers\":%s}\n",
+                    e.name, f.type.c_str(), jsonNumber(f.bandwidth).c_str(),
+                    jsonNumber(f.fileSpeed).c_str(),
+                    jsonNumber(f.speed).c_str(),
+                    jsonNumber(f.layerSeconds).c_str(),
+                    jsonNumber(f.headSeconds).c_str(),
+                    jsonNumber(f.headSeconds / f.layerSeconds).c_str(),
+                    jsonNumber(f.headFlopShare).c_str());
+        continue;
+      }
+      std::printf("  roofline %s: %.0f GB/s, speed %.2f -> %.2f TFLOP/s "
+                  "(a layer keeps %.1f ms); head %.1f ms = %.2f layers "
+                  "(%.2f by FLOPs)\n",
+                  f.type.c_str(), f.bandwidth / 1e9, f.fileSpeed / 1e12,
+                  f.speed / 1e12, f.layerSeconds * 1e3, f.headSeconds * 1e3,
+                  f.headSeconds / f.layerSeconds, f.headFlopShare);
+    }
+    llvm::sys::fs::remove(rooflineFile);
   }
+  llvm::sys::fs::remove(tempDir);
   compareOnScenarios(json, budget);
   return 0;
 }
