@@ -17,6 +17,7 @@ using namespace dtfm::runtime;
 bool dtfm::runtime::calibratedIteration(const proto::Plan &plan,
                                         const std::vector<std::string> &names,
                                         const std::vector<double> &speeds,
+                                        const std::vector<double> &bandwidths,
                                         double cores, double &seconds,
                                         std::string &error) {
   SimInput input;
@@ -26,11 +27,16 @@ bool dtfm::runtime::calibratedIteration(const proto::Plan &plan,
   SimResult result;
   for (int round = 0; round < 30; ++round) {
     for (planner::Device &d : input.cluster.devices)
-      for (size_t r = 0; r < names.size() && r < speeds.size(); ++r)
-        if (names[r] == d.name && speeds[r] > 0) {
+      for (size_t r = 0; r < names.size(); ++r) {
+        if (names[r] != d.name)
+          continue;
+        if (r < speeds.size() && speeds[r] > 0) {
           d.peakFlops = speeds[r] * share;
           d.efficiency = 1;
         }
+        if (r < bandwidths.size() && bandwidths[r] > 0)
+          d.memoryBandwidth = bandwidths[r] * share;
+      }
     result = SimResult();
     if (!simulate(input, result, error))
       return false;

@@ -9,14 +9,43 @@
 #include "dtfm/Runtime/Cpu/KernelTable.h"
 #include "dtfm/Support/Hash.h"
 
+#include <algorithm>
 #include <atomic>
+#include <ctime>
 #include <malloc.h>
 #include <random>
+#include <vector>
 
 using namespace dtfm::runtime;
 using cpu::Tensor;
 
 StageExecutor::~StageExecutor() = default;
+
+double StageExecutor::measureMemoryBandwidth() {
+  // 3 x 32 MiB: beyond any CPU's last-level cache.
+  constexpr size_t kElements = size_t(8) << 20;
+  std::vector<float> a(kElements, 1.0f), b(kElements, 2.0f), c(kElements);
+  auto cpuSeconds = [] {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) +
+           1e-9 * static_cast<double>(t.tv_nsec);
+  };
+  double best = 0;
+  for (int run = 0; run < 3; ++run) {
+    double start = cpuSeconds();
+    for (size_t i = 0; i < kElements; ++i)
+      c[i] = a[i] + 0.5f * b[i];
+    double seconds = cpuSeconds() - start;
+    // Two arrays read, one written (the write's line fill not counted).
+    if (seconds > 0)
+      best = std::max(best, 3.0 * sizeof(float) * kElements / seconds);
+    volatile float kept = c[kElements / 2]; // the loop's result is used
+    (void)kept;
+    std::swap(a, c);
+  }
+  return best;
+}
 
 //===----------------------------------------------------------------------===//
 // Host state

@@ -22,6 +22,7 @@
 #include "dtfm/Support/Hash.h"
 
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
@@ -351,35 +352,47 @@ void Worker::record(int slot, const std::string &name, Clock::time_point start,
 
 bool Worker::calibrate(std::string &error) {
   // Each worker's speed on a core of its own: compute FLOPs over the compute
-  // thread's CPU time in the first steps -- or, where the plan gives the
-  // device a memory bandwidth, the speed at which the roofline of that work
-  // takes that time (so that its memory-bound ops are not charged twice).
-  double speed =
-      calibrationSeconds > 0 ? calibrationFlops / calibrationSeconds : 0;
+  // thread's CPU time in the first steps. Where the plan gives the device a
+  // memory bandwidth (the roofline), the device's bandwidth from a short
+  // probe, and the speed at which the roofline of that work takes that time
+  // at that bandwidth (so that its memory-bound ops are not charged twice).
+  double speeds[2] = {
+      calibrationSeconds > 0 ? calibrationFlops / calibrationSeconds : 0, 0};
   for (const proto::PlanDevice &d : plan.devices())
     if (d.name() == program.device() && d.memory_bytes_per_second() > 0) {
-      double fitted = planner::speedForSeconds(
-          calibrationWork, calibrationSeconds, d.memory_bytes_per_second());
-      if (fitted > 0)
-        speed = fitted;
+      double bandwidth = executor->measureMemoryBandwidth();
+      double fitted = planner::speedForSeconds(calibrationWork,
+                                               calibrationSeconds, bandwidth);
+      if (bandwidth > 0 && fitted > 0) {
+        speeds[0] = fitted;
+        speeds[1] = bandwidth;
+      }
     }
   if (transport && options.rank != 0) {
-    std::string blob(reinterpret_cast<const char *>(&speed), 8);
+    std::string blob(reinterpret_cast<const char *>(speeds), sizeof(speeds));
     return sendBlob(*transport, 0, kSpeed, 0, blob, error);
   }
-  std::vector<double> speeds(size, 0);
-  speeds[0] = speed;
+  std::vector<double> flops(size, 0), bandwidths(size, 0);
+  flops[0] = speeds[0];
+  bandwidths[0] = speeds[1];
   for (int r = 1; r < size; ++r) {
     std::string blob;
     if (!recvBlob(*transport, r, kSpeed, 0, blob, error))
       return false;
-    if (blob.size() == 8)
-      std::memcpy(&speeds[r], blob.data(), 8);
+    // A peer's figures: two finite non-negative doubles, or none.
+    double peer[2] = {0, 0};
+    if (blob.size() == sizeof(peer))
+      std::memcpy(peer, blob.data(), sizeof(peer));
+    if (std::isfinite(peer[0]) && peer[0] > 0)
+      flops[r] = peer[0];
+    if (std::isfinite(peer[1]) && peer[1] > 0)
+      bandwidths[r] = peer[1];
   }
   double cores = options.storeDir.empty()
                      ? 0 // one worker per host (--rendezvous): no sharing
                      : std::max(1u, std::thread::hardware_concurrency());
-  if (!calibratedIteration(plan, names, speeds, cores, simulatedSeconds, error))
+  if (!calibratedIteration(plan, names, flops, bandwidths, cores,
+                           simulatedSeconds, error))
     return false;
   calibrated = true;
   return true;

@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dtfm/Runtime/Backend.h"
 #include "dtfm/Runtime/Cpu/Kernels.h"
 #include "dtfm/Runtime/Cuda/Attention.h"
 #include "dtfm/Runtime/Cuda/Device.h"
@@ -85,6 +86,17 @@ protected:
   std::mt19937 rng{42};
   cudaStream_t stream = nullptr;
 };
+
+TEST_F(CudaKernelsTest, TheMemoryProbeMeasuresTheDevice) {
+  std::string error;
+  std::unique_ptr<StageExecutor> executor =
+      makeExecutor(Backend::Cuda, StageProgram(), 0, true, error);
+  ASSERT_TRUE(executor) << error;
+  double bandwidth = executor->measureMemoryBandwidth();
+  // Any GPU with CUDA 13 streams between 50 GB/s and 20 TB/s.
+  EXPECT_GT(bandwidth, 5e10);
+  EXPECT_LT(bandwidth, 2e13);
+}
 
 TEST_F(CudaKernelsTest, AddAndItsBackward) {
   Tensor a = random({4, 8, 16}), b = random({8, 16}), same = random({4, 8, 16});

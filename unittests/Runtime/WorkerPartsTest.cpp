@@ -2,6 +2,7 @@
 
 #include "dtfm/Format/Stream.h"
 #include "dtfm/Planner/Cluster.h"
+#include "dtfm/Runtime/Backend.h"
 #include "dtfm/Runtime/Calibration.h"
 #include "dtfm/Runtime/Checkpoints.h"
 #include "dtfm/Runtime/PlanLoader.h"
@@ -175,14 +176,15 @@ TEST(Calibration, MeasuredSpeedsAndSharedCores) {
   proto::Plan plan = oneDevicePlan();
   double seconds = 0;
   std::string error;
-  ASSERT_TRUE(calibratedIteration(plan, {"d0"}, {0}, 0, seconds, error))
+  ASSERT_TRUE(calibratedIteration(plan, {"d0"}, {0}, {}, 0, seconds, error))
       << error;
   EXPECT_DOUBLE_EQ(seconds, 7); // the plan's speed
-  ASSERT_TRUE(calibratedIteration(plan, {"d0"}, {2e9}, 0, seconds, error));
+  ASSERT_TRUE(calibratedIteration(plan, {"d0"}, {2e9}, {}, 0, seconds, error));
   EXPECT_DOUBLE_EQ(seconds, 3.5); // measured twice as fast
   // Half a core for one always-busy worker: the fixed point halves its
   // speed.
-  ASSERT_TRUE(calibratedIteration(plan, {"d0"}, {2e9}, 0.5, seconds, error));
+  ASSERT_TRUE(
+      calibratedIteration(plan, {"d0"}, {2e9}, {}, 0.5, seconds, error));
   EXPECT_NEAR(seconds, 7, 0.02);
 }
 
@@ -205,15 +207,30 @@ TEST(Calibration, TheRooflineKeepsTheBandwidthWhileTheSpeedChanges) {
   plan.set_cluster_fingerprint(planner::clusterFingerprint(cluster));
   double seconds = 0;
   std::string error;
-  ASSERT_TRUE(calibratedIteration(plan, {"d0"}, {0}, 0, seconds, error))
+  ASSERT_TRUE(calibratedIteration(plan, {"d0"}, {0}, {}, 0, seconds, error))
       << error;
   EXPECT_DOUBLE_EQ(seconds, 8);
-  ASSERT_TRUE(calibratedIteration(plan, {"d0"}, {2e9}, 0, seconds, error));
+  ASSERT_TRUE(calibratedIteration(plan, {"d0"}, {2e9}, {}, 0, seconds, error));
   EXPECT_DOUBLE_EQ(seconds, 4.5);
+  // A measured bandwidth replaces the plan's: the copy takes 0.5 s.
+  ASSERT_TRUE(
+      calibratedIteration(plan, {"d0"}, {2e9}, {2e9}, 0, seconds, error));
+  EXPECT_DOUBLE_EQ(seconds, 4);
   // The speed a worker measures there: its 8 s of work at 1 GB/s.
   planner::RooflineWork work = forwardWorkOf(program);
   work.add(backwardWorkOf(program));
   EXPECT_DOUBLE_EQ(planner::speedForSeconds(work, 7, 1e9), 1e9);
+}
+
+TEST(Calibration, TheCpuProbeMeasuresAMemoryBandwidth) {
+  std::string error;
+  std::unique_ptr<StageExecutor> executor =
+      makeExecutor(Backend::Cpu, StageProgram(), 0, true, error);
+  ASSERT_TRUE(executor) << error;
+  double bandwidth = executor->measureMemoryBandwidth();
+  // Any machine that runs this streams between 100 MB/s and 10 TB/s.
+  EXPECT_GT(bandwidth, 1e8);
+  EXPECT_LT(bandwidth, 1e13);
 }
 
 } // namespace

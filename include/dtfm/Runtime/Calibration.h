@@ -28,11 +28,14 @@ class Plan;
 namespace dtfm::runtime {
 
 /// The simulated iteration of `plan` with device `names[r]` at `speeds[r]`
-/// FLOP/s (0: the plan's speed) on `cores` shared cores (0: one host each,
-/// nothing shared). False with `error` when the plan does not simulate.
+/// FLOP/s (0: the plan's speed) and `bandwidths[r]` bytes/s of memory
+/// bandwidth (0 or absent: the plan's) on `cores` shared cores (0: one host
+/// each, nothing shared; the shared cores share their memory too). False
+/// with `error` when the plan does not simulate.
 bool calibratedIteration(const proto::Plan &plan,
                          const std::vector<std::string> &names,
-                         const std::vector<double> &speeds, double cores,
+                         const std::vector<double> &speeds,
+                         const std::vector<double> &bandwidths, double cores,
                          double &seconds, std::string &error);
 
 } // namespace dtfm::runtime

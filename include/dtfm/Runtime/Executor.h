@@ -151,6 +151,13 @@ public:
   /// worker's calibration of device speeds reads it.
   virtual double takeComputeSeconds() { return -1; }
 
+  /// The device's sustained memory bandwidth in bytes/s, from a short
+  /// streaming probe (the calibration's, where the plan gives the device a
+  /// bandwidth: docs/CostModel.md's roofline); 0 when it cannot tell. The
+  /// CPU's: a triad over arrays far larger than the caches, on the calling
+  /// thread's CPU time, the best of a few runs.
+  virtual double measureMemoryBandwidth();
+
   /// Arms `ready` for the next iteration of `microBatches` micro-batches,
   /// whose gradient sums it scales by `gradientScale` (finishIteration's).
   /// False when the backend cannot hand gradients out early (the CUDA

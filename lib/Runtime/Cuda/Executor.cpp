@@ -339,6 +339,38 @@ double CudaExecutor::takeComputeSeconds() {
   return seconds;
 }
 
+double CudaExecutor::measureMemoryBandwidth() {
+  constexpr size_t kBytes = size_t(256) << 20;
+  cudaSetDevice(device);
+  void *from = nullptr, *to = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  double best = 0;
+  if (cudaMalloc(&from, kBytes) == cudaSuccess &&
+      cudaMalloc(&to, kBytes) == cudaSuccess &&
+      cudaEventCreate(&start) == cudaSuccess &&
+      cudaEventCreate(&stop) == cudaSuccess) {
+    for (int run = 0; run < 3; ++run) {
+      float ms = 0;
+      if (cudaEventRecord(start, computeStream()) != cudaSuccess ||
+          cudaMemcpyAsync(to, from, kBytes, cudaMemcpyDeviceToDevice,
+                          computeStream()) != cudaSuccess ||
+          cudaEventRecord(stop, computeStream()) != cudaSuccess ||
+          cudaEventSynchronize(stop) != cudaSuccess ||
+          cudaEventElapsedTime(&ms, start, stop) != cudaSuccess || ms <= 0)
+        break;
+      best = std::max(best, 2.0 * static_cast<double>(kBytes) / (ms * 1e-3));
+    }
+  }
+  cudaGetLastError(); // a failed allocation leaves no sticky error
+  if (start)
+    cudaEventDestroy(start);
+  if (stop)
+    cudaEventDestroy(stop);
+  cudaFree(from);
+  cudaFree(to);
+  return best;
+}
+
 bool CudaExecutor::bindHostValue(const ProgramOp &op, int microBatch,
                                  const Tensor &value, ValueTable &,
                                  std::string &error) {

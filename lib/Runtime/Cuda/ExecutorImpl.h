@@ -248,6 +248,9 @@ public:
                        const SyncFn &gather, std::string &error) override;
   std::map<std::string, Tensor> parameters() const override;
   double takeComputeSeconds() override;
+  /// A device-to-device copy of 256 MiB timed with events, best of three
+  /// (bytes read and written over its time).
+  double measureMemoryBandwidth() override;
   bool connectGroup(const std::vector<int> &members, int position,
                     const ShareFn &share, std::string &error) override;
   bool connectTensorParallelGroup(const std::vector<int> &members, int position,
