@@ -97,14 +97,13 @@ __global__ void reducePerBlockKernel(ReduceTerm term, Operands ops,
 }
 
 __global__ void unaryKernel(UnaryOp op, const float *x, float *y, int64_t n,
-                            double exponent) {
-  DTFM_GRID_STRIDE(i, n) y[i] = applyUnary(op, x[i], exponent);
+                            UnaryParams params) {
+  DTFM_GRID_STRIDE(i, n) y[i] = applyUnary(op, x[i], params);
 }
 
-__global__ void unaryBackwardKernel(UnaryOp op, const float *x,
-                                    const float *dy, float *dx, int64_t n,
-                                    double exponent) {
-  DTFM_GRID_STRIDE(i, n) dx[i] += unaryGradient(op, x[i], dy[i], exponent);
+__global__ void unaryBackwardKernel(UnaryOp op, const float *x, const float *dy,
+                                    float *dx, int64_t n, UnaryParams params) {
+  DTFM_GRID_STRIDE(i, n) dx[i] += unaryGradient(op, x[i], dy[i], params);
 }
 
 __global__ void gatherKernel(const float *x, const float *indices,
@@ -184,17 +183,17 @@ void reduceStrided(ReduceTerm term, const float *const operands[3],
       term, ops, views, out, alpha, accumulate);
 }
 
-void unary(UnaryOp op, const float *x, float *y, int64_t n, double exponent,
+void unary(UnaryOp op, const float *x, float *y, int64_t n, UnaryParams params,
            cudaStream_t stream) {
   if (n > 0)
-    unaryKernel<<<blocksFor(n), kThreads, 0, stream>>>(op, x, y, n, exponent);
+    unaryKernel<<<blocksFor(n), kThreads, 0, stream>>>(op, x, y, n, params);
 }
 
 void unaryBackward(UnaryOp op, const float *x, const float *dy, float *dx,
-                   int64_t n, double exponent, cudaStream_t stream) {
+                   int64_t n, UnaryParams params, cudaStream_t stream) {
   if (n > 0)
-    unaryBackwardKernel<<<blocksFor(n), kThreads, 0, stream>>>(op, x, dy, dx,
-                                                               n, exponent);
+    unaryBackwardKernel<<<blocksFor(n), kThreads, 0, stream>>>(op, x, dy, dx, n,
+                                                               params);
 }
 
 void gather(const float *x, const float *indices, const GatherGeometry &g,

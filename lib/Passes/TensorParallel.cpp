@@ -46,7 +46,8 @@ Operation *soleUser(Value value) {
 }
 
 bool isElementwiseActivation(Operation *op) {
-  return isa<GeluOp, ReluOp, TanhOp, ErfOp, ExpOp, SqrtOp>(op) &&
+  return isa<GeluOp, ReluOp, TanhOp, ErfOp, ExpOp, SqrtOp, SigmoidOp, ClipOp>(
+             op) &&
          op->getNumOperands() == 1;
 }
 

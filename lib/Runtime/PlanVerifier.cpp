@@ -158,6 +158,7 @@ std::string forwardRule(OpKind kind, const ProgramOp &op,
     return shapes::broadcastBinary(in[0], in[1], out[0]);
   case OpKind::Sqrt:
   case OpKind::Tanh:
+  case OpKind::Sigmoid:
   case OpKind::Erf:
   case OpKind::Exp:
   case OpKind::Gelu:
@@ -169,6 +170,10 @@ std::string forwardRule(OpKind kind, const ProgramOp &op,
     if (!(e = with(1, 1, 1)).empty())
       return e;
     return shapes::pow(in[0], a.exponent, out[0]);
+  case OpKind::Clip:
+    if (!(e = with(1, 1, 1)).empty())
+      return e;
+    return shapes::clip(in[0], a.low, a.high, out[0]);
   case OpKind::ReduceMean:
     if (!(e = with(1, 1, 1)).empty())
       return e;

@@ -259,6 +259,10 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
   case OpKind::Pow:
     in.read("exponent", a.exponent);
     break;
+  case OpKind::Clip:
+    in.read("min", a.low);
+    in.read("max", a.high);
+    break;
   case OpKind::Matmul:
     in.read("transpose_rhs", a.transposeRhs);
     break;

@@ -209,6 +209,14 @@ std::string dtfm::shapes::pow(const TensorType &input, double exponent,
   return sameType(input, result);
 }
 
+std::string dtfm::shapes::clip(const TensorType &input, double min, double max,
+                               const TensorType &result) {
+  if (std::isnan(min) || std::isnan(max) || !(min <= max))
+    return "expected bounds min <= max, neither NaN, found min " + num(min) +
+           " and max " + num(max);
+  return sameType(input, result);
+}
+
 std::string dtfm::shapes::embedding(const TensorType &table,
                                     const TensorType &indices,
                                     const TensorType &result) {

@@ -564,10 +564,11 @@ TEST_F(CudaKernelsTest, UnaryMathAndGather) {
   for (auto [op, kind] : {std::pair{cuda::UnaryOp::Sqrt, "sqrt"},
                           {cuda::UnaryOp::Tanh, "tanh"},
                           {cuda::UnaryOp::Erf, "erf"},
-                          {cuda::UnaryOp::Exp, "exp"}}) {
+                          {cuda::UnaryOp::Exp, "exp"},
+                          {cuda::UnaryOp::Sigmoid, "sigmoid"}}) {
     auto gy = zeros(5000), gdx = zeros(5000);
-    cuda::unary(op, gx.floats(), gy.floats(), 5000, 0, stream);
-    cuda::unaryBackward(op, gx.floats(), gdy.floats(), gdx.floats(), 5000, 0,
+    cuda::unary(op, gx.floats(), gy.floats(), 5000, {}, stream);
+    cuda::unaryBackward(op, gx.floats(), gdy.floats(), gdx.floats(), 5000, {},
                         stream);
     Tensor want;
     cpu::elementwiseMathBackward(x, kind, dy, &want);
@@ -576,8 +577,21 @@ TEST_F(CudaKernelsTest, UnaryMathAndGather) {
     expectNear(download(gdx, 5000), want.data, 1e-5, kind);
   }
   auto gy = zeros(5000);
-  cuda::unary(cuda::UnaryOp::Pow, gx.floats(), gy.floats(), 5000, 1.5, stream);
+  cuda::unary(cuda::UnaryOp::Pow, gx.floats(), gy.floats(), 5000, {1.5},
+              stream);
   expectNear(download(gy, 5000), cpu::power(x, 1.5).data, 1e-5, "pow");
+  {
+    auto gdx = zeros(5000);
+    cuda::UnaryParams bounds{1, 0.3, 0.9};
+    cuda::unary(cuda::UnaryOp::Clip, gx.floats(), gy.floats(), 5000, bounds,
+                stream);
+    cuda::unaryBackward(cuda::UnaryOp::Clip, gx.floats(), gdy.floats(),
+                        gdx.floats(), 5000, bounds, stream);
+    Tensor wantDx(x.shape);
+    cpu::clipBackward(x, 0.3, 0.9, dy, &wantDx);
+    expectNear(download(gy, 5000), cpu::clip(x, 0.3, 0.9).data, 0, "clip");
+    expectNear(download(gdx, 5000), wantDx.data, 0, "clip gradient");
+  }
 
   Tensor table = random({3, 50, 8}), indices({4, 6});
   for (int64_t i = 0; i < indices.numel(); ++i)

@@ -76,6 +76,8 @@ TEST(CudaSupportTest, ConvolutionalAndOnnxOpsAndTheirBackwardsAreTaken) {
                                        "dtfm.tanh",
                                        "dtfm.erf",
                                        "dtfm.pow",
+                                       "dtfm.sigmoid",
+                                       "dtfm.clip",
                                        "dtfm.reduce_mean",
                                        "dtfm.concat",
                                        "dtfm.slice",

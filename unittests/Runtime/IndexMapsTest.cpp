@@ -391,25 +391,39 @@ TEST(IndexMapsTest, UnaryMathAndGradients) {
   for (auto [op, kind] : {std::pair{UnaryOp::Sqrt, "sqrt"},
                           {UnaryOp::Tanh, "tanh"},
                           {UnaryOp::Erf, "erf"},
-                          {UnaryOp::Exp, "exp"}}) {
+                          {UnaryOp::Exp, "exp"},
+                          {UnaryOp::Sigmoid, "sigmoid"}}) {
     Tensor want = cpu::elementwiseMath(x, kind), wantDx(x.shape);
     cpu::elementwiseMathBackward(x, kind, dOut, &wantDx);
     Tensor got(x.shape), dx(x.shape);
     for (int64_t i = 0; i < x.numel(); ++i) {
-      got.data[i] = applyUnary(op, x.data[i], 0);
-      dx.data[i] += unaryGradient(op, x.data[i], dOut.data[i], 0);
+      got.data[i] = applyUnary(op, x.data[i], {});
+      dx.data[i] += unaryGradient(op, x.data[i], dOut.data[i], {});
     }
     expectNear(got, want, 1e-6, kind);
     expectNear(dx, wantDx, 1e-6, kind);
+  }
+  {
+    Tensor want = cpu::clip(x, 0.3, 0.9), wantDx(x.shape);
+    cpu::clipBackward(x, 0.3, 0.9, dOut, &wantDx);
+    Tensor got(x.shape), dx(x.shape);
+    UnaryParams bounds{1, 0.3, 0.9};
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      got.data[i] = applyUnary(UnaryOp::Clip, x.data[i], bounds);
+      dx.data[i] +=
+          unaryGradient(UnaryOp::Clip, x.data[i], dOut.data[i], bounds);
+    }
+    expectNear(got, want, 0, "clip");
+    expectNear(dx, wantDx, 0, "clip");
   }
   for (double exponent : {2.0, 0.5, -1.5, 3.0}) {
     Tensor want = cpu::power(x, exponent), wantDx(x.shape);
     cpu::powerBackward(x, exponent, dOut, &wantDx);
     Tensor got(x.shape), dx(x.shape);
     for (int64_t i = 0; i < x.numel(); ++i) {
-      got.data[i] = applyUnary(UnaryOp::Pow, x.data[i], exponent);
+      got.data[i] = applyUnary(UnaryOp::Pow, x.data[i], {exponent});
       dx.data[i] +=
-          unaryGradient(UnaryOp::Pow, x.data[i], dOut.data[i], exponent);
+          unaryGradient(UnaryOp::Pow, x.data[i], dOut.data[i], {exponent});
     }
     expectNear(got, want, 1e-6, "pow");
     expectNear(dx, wantDx, 1e-6, "pow gradient");

@@ -134,20 +134,34 @@ TEST(Kernels, ElementwiseMathPowAndReduceMean) {
   for (float &v : positive.data)
     v = std::fabs(v) + 0.5f;
   Tensor r = random(x.shape, rng);
-  for (const char *kind : {"sqrt", "tanh", "erf", "exp"}) {
+  for (const char *kind : {"sqrt", "tanh", "erf", "exp", "sigmoid"}) {
     Tensor &in = std::string(kind) == "sqrt" ? positive : x;
     Tensor y = elementwiseMath(in, kind);
     EXPECT_NEAR(y.data[5],
                 std::string(kind) == "sqrt"   ? std::sqrt(in.data[5])
                 : std::string(kind) == "tanh" ? std::tanh(in.data[5])
                 : std::string(kind) == "erf"  ? std::erf(in.data[5])
-                                              : std::exp(in.data[5]),
+                : std::string(kind) == "sigmoid"
+                    ? 1 / (1 + std::exp(-in.data[5]))
+                    : std::exp(in.data[5]),
                 1e-6);
     Tensor dx(in.shape);
     elementwiseMathBackward(in, kind, r, &dx);
     expectGradient(in, dx, [&]() { return elementwiseMath(in, kind); }, r,
                    kind, 1e-3);
   }
+  // Clip (ReLU6's bounds), away from the kinks: the gradient passes only
+  // strictly inside.
+  Tensor spread = x;
+  for (int64_t i = 0; i < spread.numel(); ++i)
+    spread.data[i] = 8 * x.data[i] + (i % 3 == 0 ? 3.0f : 0.0f);
+  Tensor clipped = clip(spread, 0, 6);
+  for (int64_t i = 0; i < spread.numel(); ++i)
+    EXPECT_EQ(clipped.data[i], std::min(std::max(spread.data[i], 0.0f), 6.0f));
+  Tensor dClip(spread.shape);
+  clipBackward(spread, 0, 6, r, &dClip);
+  expectGradient(
+      spread, dClip, [&]() { return clip(spread, 0, 6); }, r, "clip", 1e-3);
   for (double e : {2.0, 3.0, 0.5}) {
     Tensor dx(positive.shape);
     powerBackward(positive, e, r, &dx);

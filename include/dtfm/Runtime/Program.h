@@ -105,6 +105,7 @@ struct OpAttrs {
   std::vector<int64_t> perm;                // transpose
   // arithmetic
   double exponent = 1;            // pow
+  double low = 0, high = 0;       // clip's bounds
   bool transposeRhs = false;      // matmul
   double epsilon = 1e-5;          // layernorm, batchnorm; adamw (1e-8)
   double momentum = 0;            // batchnorm (0.1), sgd_update (0)

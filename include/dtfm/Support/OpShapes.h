@@ -78,6 +78,9 @@ std::string param(const std::string &name, int64_t init,
 /// dtfm.pow: a finite exponent; the result has the input's type.
 std::string pow(const TensorType &input, double exponent,
                 const TensorType &result);
+/// Bounds min <= max, neither NaN; the result has the input's type.
+std::string clip(const TensorType &input, double min, double max,
+                 const TensorType &result);
 std::string embedding(const TensorType &table, const TensorType &indices,
                       const TensorType &result);
 std::string matmul(const TensorType &lhs, const TensorType &rhs,

@@ -137,10 +137,11 @@ Tensor dtfm::runtime::cpu::elementwiseMath(const Tensor &x,
   Tensor out(x.shape);
   for (int64_t i = 0; i < x.numel(); ++i) {
     float v = x.data[i];
-    out.data[i] = kind == "sqrt"   ? std::sqrt(v)
-                  : kind == "tanh" ? std::tanh(v)
-                  : kind == "erf"  ? std::erf(v)
-                                   : std::exp(v);
+    out.data[i] = kind == "sqrt"      ? std::sqrt(v)
+                  : kind == "tanh"    ? std::tanh(v)
+                  : kind == "erf"     ? std::erf(v)
+                  : kind == "sigmoid" ? 1 / (1 + std::exp(-v))
+                                      : std::exp(v);
   }
   return out;
 }
@@ -160,7 +161,10 @@ void dtfm::runtime::cpu::elementwiseMathBackward(const Tensor &x,
       d = 1 - t * t;
     } else if (kind == "erf")
       d = twoOverSqrtPi * std::exp(-v * v);
-    else
+    else if (kind == "sigmoid") {
+      float s = 1 / (1 + std::exp(-v));
+      d = s * (1 - s);
+    } else
       d = std::exp(v);
     dx->data[i] += dOut.data[i] * d;
   }
@@ -179,6 +183,23 @@ void dtfm::runtime::cpu::powerBackward(const Tensor &x, double exponent,
   for (int64_t i = 0; i < x.numel(); ++i)
     dx->data[i] += static_cast<float>(dOut.data[i] * exponent *
                                       std::pow(x.data[i], exponent - 1));
+}
+
+Tensor dtfm::runtime::cpu::clip(const Tensor &x, double low, double high) {
+  Tensor out(x.shape);
+  float lo = static_cast<float>(low), hi = static_cast<float>(high);
+  for (int64_t i = 0; i < x.numel(); ++i)
+    out.data[i] = std::min(std::max(x.data[i], lo), hi);
+  return out;
+}
+
+void dtfm::runtime::cpu::clipBackward(const Tensor &x, double low, double high,
+                                      const Tensor &dOut, Tensor *dx) {
+  ensure(dx, x.shape);
+  float lo = static_cast<float>(low), hi = static_cast<float>(high);
+  for (int64_t i = 0; i < x.numel(); ++i)
+    if (x.data[i] > lo && x.data[i] < hi)
+      dx->data[i] += dOut.data[i];
 }
 
 namespace {

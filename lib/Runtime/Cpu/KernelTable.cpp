@@ -145,6 +145,8 @@ const char *mathName(OpKind kind) {
     return "sqrt";
   case OpKind::Tanh:
     return "tanh";
+  case OpKind::Sigmoid:
+    return "sigmoid";
   case OpKind::Erf:
     return "erf";
   default:
@@ -245,7 +247,8 @@ OpTable<KernelEntry> buildTable() {
                        divBackward(c.in(0), c.in(1), *c.dOut, c.at(0), c.at(1));
                        return true;
                      }};
-  for (OpKind kind : {OpKind::Sqrt, OpKind::Tanh, OpKind::Erf, OpKind::Exp})
+  for (OpKind kind :
+       {OpKind::Sqrt, OpKind::Tanh, OpKind::Erf, OpKind::Exp, OpKind::Sigmoid})
     at(kind) = {[](F c, E) {
                   c.set(0, elementwiseMath(c.in(0), mathName(c.op.computes)));
                   return true;
@@ -264,6 +267,16 @@ OpTable<KernelEntry> buildTable() {
                                      c.at(0));
                        return true;
                      }};
+  at(OpKind::Clip) = {[](F c, E) {
+                        c.set(0,
+                              clip(c.in(0), c.op.attrs.low, c.op.attrs.high));
+                        return true;
+                      },
+                      [](B c, E) {
+                        clipBackward(c.in(0), c.op.attrs.low, c.op.attrs.high,
+                                     *c.dOut, c.at(0));
+                        return true;
+                      }};
   at(OpKind::ReduceMean) = {
       [](F c, E) {
         c.set(0, reduceMean(c.in(0), c.op.attrs.axes, c.op.attrs.keepdims));

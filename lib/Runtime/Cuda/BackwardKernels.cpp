@@ -123,7 +123,7 @@ bool CudaExecutor::backwardUnary(BackwardCall &call, std::string &error) {
   std::optional<cuda::UnaryOp> math = unaryOpOf(call.op.computes);
   if (call.at(0))
     cuda::unaryBackward(*math, call.in(0).data(), call.dOut->data(), call.at(0),
-                        call.in(0).numel(), call.op.attrs.exponent,
+                        call.in(0).numel(), unaryParamsOf(call.op.attrs),
                         call.stream);
   return true;
 }

@@ -83,11 +83,20 @@ inline std::optional<cuda::UnaryOp> unaryOpOf(OpKind kind) {
     return cuda::UnaryOp::Erf;
   case OpKind::Exp:
     return cuda::UnaryOp::Exp;
+  case OpKind::Sigmoid:
+    return cuda::UnaryOp::Sigmoid;
   case OpKind::Pow:
     return cuda::UnaryOp::Pow;
+  case OpKind::Clip:
+    return cuda::UnaryOp::Clip;
   default:
     return std::nullopt;
   }
+}
+
+/// The constants of `attrs`' unary op (pow's exponent, clip's bounds).
+inline cuda::UnaryParams unaryParamsOf(const OpAttrs &attrs) {
+  return {attrs.exponent, attrs.low, attrs.high};
 }
 
 /// The dimensions after the first two (global average pooling).

@@ -38,6 +38,8 @@ const OpTable<CudaKernels> &CudaExecutor::kernelTable() {
     at(OpKind::Div).forward = &CudaExecutor::forwardBinary;
     at(OpKind::Sqrt).forward = &CudaExecutor::forwardUnary;
     at(OpKind::Tanh).forward = &CudaExecutor::forwardUnary;
+    at(OpKind::Sigmoid).forward = &CudaExecutor::forwardUnary;
+    at(OpKind::Clip).forward = &CudaExecutor::forwardUnary;
     at(OpKind::Erf).forward = &CudaExecutor::forwardUnary;
     at(OpKind::Exp).forward = &CudaExecutor::forwardUnary;
     at(OpKind::Pow).forward = &CudaExecutor::forwardUnary;
@@ -73,6 +75,8 @@ const OpTable<CudaKernels> &CudaExecutor::kernelTable() {
     at(OpKind::Div).backward = &CudaExecutor::backwardBinary;
     at(OpKind::Sqrt).backward = &CudaExecutor::backwardUnary;
     at(OpKind::Tanh).backward = &CudaExecutor::backwardUnary;
+    at(OpKind::Sigmoid).backward = &CudaExecutor::backwardUnary;
+    at(OpKind::Clip).backward = &CudaExecutor::backwardUnary;
     at(OpKind::Erf).backward = &CudaExecutor::backwardUnary;
     at(OpKind::Exp).backward = &CudaExecutor::backwardUnary;
     at(OpKind::Pow).backward = &CudaExecutor::backwardUnary;
@@ -163,7 +167,7 @@ bool CudaExecutor::forwardUnary(ForwardCall &call, std::string &error) {
   if (!fresh(call, false, error))
     return false;
   cuda::unary(*math, call.in(0).data(), call.out.data(), call.out.numel(),
-              call.op.attrs.exponent, call.stream);
+              unaryParamsOf(call.op.attrs), call.stream);
   return call.set(0, std::move(call.out));
 }
 

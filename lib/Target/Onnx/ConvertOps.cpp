@@ -16,6 +16,7 @@
 #include "Importer.h"
 
 #include <cmath>
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::dtfm;
@@ -87,10 +88,12 @@ OnnxImporter::converters() {
       {"Unsqueeze", &OnnxImporter::convertSqueeze},
       {"Sqrt", &OnnxImporter::convertMath},
       {"Tanh", &OnnxImporter::convertMath},
+      {"Sigmoid", &OnnxImporter::convertMath},
       {"Erf", &OnnxImporter::convertMath},
       {"Exp", &OnnxImporter::convertMath},
       {"Neg", &OnnxImporter::convertNeg},
       {"Pow", &OnnxImporter::convertPow},
+      {"Clip", &OnnxImporter::convertClip},
       {"ReduceMean", &OnnxImporter::convertReduceMean},
       {"Gather", &OnnxImporter::convertGather},
       {"Where", &OnnxImporter::convertWhere},
@@ -346,7 +349,9 @@ bool OnnxImporter::convertMath(const onnx::NodeProto &node, NodeCall &c) {
       c.type == "Sqrt"   ? b.create<SqrtOp>(c.loc, c.result, x).getOperation()
       : c.type == "Tanh" ? b.create<TanhOp>(c.loc, c.result, x).getOperation()
       : c.type == "Erf"  ? b.create<ErfOp>(c.loc, c.result, x).getOperation()
-                         : b.create<ExpOp>(c.loc, c.result, x).getOperation();
+      : c.type == "Sigmoid"
+          ? b.create<SigmoidOp>(c.loc, c.result, x).getOperation()
+          : b.create<ExpOp>(c.loc, c.result, x).getOperation();
   c.out = tag(op, node);
   return true;
 }
@@ -361,21 +366,56 @@ bool OnnxImporter::convertNeg(const onnx::NodeProto &node, NodeCall &c) {
   return true;
 }
 
-bool OnnxImporter::convertPow(const onnx::NodeProto &node, NodeCall &c) {
-  const onnx::TensorProto *e = initializer(node.input(1));
-  if (!e) {
-    auto c = constants.find(node.input(1));
-    e = c == constants.end() ? nullptr : c->second;
+bool OnnxImporter::scalarInput(const onnx::NodeProto &node, int i,
+                               const char *what, double fallback,
+                               double &value) {
+  if (i >= node.input_size() || node.input(i).empty()) {
+    value = fallback;
+    return true;
   }
-  std::vector<float> exponent;
-  if (!e || !floats(*e, exponent) || exponent.size() != 1)
+  const onnx::TensorProto *t = initializer(node.input(i));
+  if (!t) {
+    auto it = constants.find(node.input(i));
+    t = it == constants.end() ? nullptr : it->second;
+  }
+  std::vector<float> values;
+  if (!t || !floats(*t, values) || values.size() != 1)
+    return failAt(node,
+                  std::string("the ") + what + " must be one float constant");
+  value = values[0];
+  return true;
+}
+
+bool OnnxImporter::convertPow(const onnx::NodeProto &node, NodeCall &c) {
+  double exponent = 0;
+  if (!scalarInput(node, 1, "exponent", std::nan(""), exponent))
+    return false;
+  if (std::isnan(exponent)) // absent
     return failAt(node, "the exponent must be one float constant");
   Value x = c.input(0);
   if (!x)
     return false;
-  c.out =
-      tag(b.create<PowOp>(c.loc, c.result, x, b.getF64FloatAttr(exponent[0])),
-          node);
+  c.out = tag(b.create<PowOp>(c.loc, c.result, x, b.getF64FloatAttr(exponent)),
+              node);
+  return true;
+}
+
+bool OnnxImporter::convertClip(const onnx::NodeProto &node, NodeCall &c) {
+  // Opset 11 on: the bounds are optional inputs; before, attributes.
+  double inf = std::numeric_limits<double>::infinity(), low = 0, high = 0;
+  if (!scalarInput(node, 1, "minimum", c.real("min", -inf), low) ||
+      !scalarInput(node, 2, "maximum", c.real("max", inf), high))
+    return false;
+  if (std::isnan(low) || std::isnan(high) || !(low <= high))
+    return failAt(node, "expected bounds min <= max, found " +
+                            std::to_string(low) + " and " +
+                            std::to_string(high));
+  Value x = c.input(0);
+  if (!x)
+    return false;
+  c.out = tag(b.create<ClipOp>(c.loc, c.result, x, b.getF64FloatAttr(low),
+                               b.getF64FloatAttr(high)),
+              node);
   return true;
 }
 

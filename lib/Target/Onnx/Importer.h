@@ -75,6 +75,12 @@ private:
   bool convertMath(const onnx::NodeProto &node, NodeCall &c);
   bool convertNeg(const onnx::NodeProto &node, NodeCall &c);
   bool convertPow(const onnx::NodeProto &node, NodeCall &c);
+  bool convertClip(const onnx::NodeProto &node, NodeCall &c);
+  /// The one float of constant input `i` (an initializer or a Constant),
+  /// or `fallback` when the input is absent; false with a diagnostic naming
+  /// `what` when it is not one float constant.
+  bool scalarInput(const onnx::NodeProto &node, int i, const char *what,
+                   double fallback, double &value);
   bool convertReduceMean(const onnx::NodeProto &node, NodeCall &c);
   bool convertGather(const onnx::NodeProto &node, NodeCall &c);
   bool convertWhere(const onnx::NodeProto &node, NodeCall &c);

@@ -861,6 +861,33 @@ func.func @nan_exponent() {
 
 // -----
 
+func.func @clip_bounds_reversed() {
+  %x = dtfm.input "x" : tensor<4xf32>
+  // expected-error @+1 {{'dtfm.clip' op expected bounds min <= max, neither NaN, found min 6 and max 0}}
+  %y = dtfm.clip %x {min = 6.0 : f64, max = 0.0 : f64} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @clip_nan_bound() {
+  %x = dtfm.input "x" : tensor<4xf32>
+  // expected-error @+1 {{'dtfm.clip' op expected bounds min <= max, neither NaN, found min nan and max 6}}
+  %y = dtfm.clip %x {min = 0x7FF8000000000000 : f64, max = 6.0 : f64} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @sigmoid_changes_type() {
+  %x = dtfm.input "x" : tensor<4xf32>
+  // expected-error @+1 {{'dtfm.sigmoid' op}}
+  %y = dtfm.sigmoid %x : (tensor<4xf32>) -> tensor<5xf32>
+  return
+}
+
+// -----
+
 func.func @infinite_latency() {
   %x = dtfm.input "x" : tensor<2x3xf32>
   // expected-error @+1 {{'dtfm.send' op expected latency_s >= 0 and bandwidth_gbps > 0, both finite, found inf and 1}}

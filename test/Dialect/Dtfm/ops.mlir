@@ -90,3 +90,13 @@ func.func @training_ops() {
   %a = dtfm.adamw_update %w, %s {lr = 0.25 : f64, beta1 = 0.5 : f64} : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
   return
 }
+
+// CHECK-LABEL: func.func @activations
+func.func @activations() -> tensor<2x3xf32> {
+  %x = dtfm.input "x" : tensor<2x3xf32>
+  // CHECK: dtfm.sigmoid %{{.*}} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %s = dtfm.sigmoid %x : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: dtfm.clip %{{.*}} {max = 6.000000e+00 : f64, min = 0.000000e+00 : f64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %c = dtfm.clip %s {min = 0.0 : f64, max = 6.0 : f64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %c : tensor<2x3xf32>
+}

@@ -236,9 +236,16 @@ DTFM_HOST_DEVICE inline float applyBinary(BinaryOp op, float a, float b) {
   return a / b;
 }
 
-enum class UnaryOp { Sqrt, Tanh, Erf, Exp, Pow };
+enum class UnaryOp { Sqrt, Tanh, Erf, Exp, Sigmoid, Pow, Clip };
 
-DTFM_HOST_DEVICE inline float applyUnary(UnaryOp op, float x, double exponent) {
+/// The constants of a unary op: pow's exponent, clip's bounds.
+struct UnaryParams {
+  double exponent = 1;
+  double low = 0, high = 0;
+};
+
+DTFM_HOST_DEVICE inline float applyUnary(UnaryOp op, float x,
+                                         UnaryParams params) {
   switch (op) {
   case UnaryOp::Sqrt:
     return sqrtf(x);
@@ -248,15 +255,20 @@ DTFM_HOST_DEVICE inline float applyUnary(UnaryOp op, float x, double exponent) {
     return erff(x);
   case UnaryOp::Exp:
     return expf(x);
+  case UnaryOp::Sigmoid:
+    return 1 / (1 + expf(-x));
+  case UnaryOp::Clip:
+    return fminf(fmaxf(x, static_cast<float>(params.low)),
+                 static_cast<float>(params.high));
   case UnaryOp::Pow:
     break;
   }
-  return static_cast<float>(pow(static_cast<double>(x), exponent));
+  return static_cast<float>(pow(static_cast<double>(x), params.exponent));
 }
 
 /// dOut times the derivative at x (what the backward adds into dx).
 DTFM_HOST_DEVICE inline float unaryGradient(UnaryOp op, float x, float dOut,
-                                            double exponent) {
+                                            UnaryParams params) {
   switch (op) {
   case UnaryOp::Sqrt:
     return dOut * (0.5f / sqrtf(x));
@@ -268,11 +280,20 @@ DTFM_HOST_DEVICE inline float unaryGradient(UnaryOp op, float x, float dOut,
     return dOut * (1.12837917f * expf(-x * x));
   case UnaryOp::Exp:
     return dOut * expf(x);
+  case UnaryOp::Sigmoid: {
+    float s = 1 / (1 + expf(-x));
+    return dOut * (s * (1 - s));
+  }
+  case UnaryOp::Clip: // PyTorch's hardtanh: nothing at or beyond the bounds
+    return x > static_cast<float>(params.low) &&
+                   x < static_cast<float>(params.high)
+               ? dOut
+               : 0.0f;
   case UnaryOp::Pow:
     break;
   }
-  return static_cast<float>(dOut * exponent *
-                            pow(static_cast<double>(x), exponent - 1));
+  return static_cast<float>(dOut * params.exponent *
+                            pow(static_cast<double>(x), params.exponent - 1));
 }
 
 /// What a reduction sums, from up to three operands p0, p1, p2 read at the

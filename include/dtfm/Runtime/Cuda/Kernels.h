@@ -77,12 +77,13 @@ void whereStrided(const float *condition, const StridedView &conditionView,
 void reduceStrided(ReduceTerm term, const float *const operands[3],
                    const ReductionViews &views, float *out, float alpha,
                    bool accumulate, cudaStream_t stream);
-/// y = op(x) elementwise (sqrt, tanh, erf, exp, pow with `exponent`).
-void unary(UnaryOp op, const float *x, float *y, int64_t n, double exponent,
+/// y = op(x) elementwise (sqrt, tanh, erf, exp, sigmoid, pow with its
+/// exponent, clip to its bounds).
+void unary(UnaryOp op, const float *x, float *y, int64_t n, UnaryParams params,
            cudaStream_t stream);
 /// dx += dy * op'(x).
 void unaryBackward(UnaryOp op, const float *x, const float *dy, float *dx,
-                   int64_t n, double exponent, cudaStream_t stream);
+                   int64_t n, UnaryParams params, cudaStream_t stream);
 /// ONNX Gather; an index outside [-size, size) sets *badIndex (a device
 /// int the caller clears and reads) and writes 0.
 void gather(const float *x, const float *indices, const GatherGeometry &g,

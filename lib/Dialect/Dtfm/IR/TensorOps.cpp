@@ -139,6 +139,7 @@ DTFM_ELEMENTWISE_MATH(SqrtOp)
 DTFM_ELEMENTWISE_MATH(TanhOp)
 DTFM_ELEMENTWISE_MATH(ErfOp)
 DTFM_ELEMENTWISE_MATH(ExpOp)
+DTFM_ELEMENTWISE_MATH(SigmoidOp)
 #undef DTFM_ELEMENTWISE_MATH
 
 LogicalResult PowOp::verify() {
@@ -149,6 +150,17 @@ LogicalResult PowOp::verify() {
 int64_t PowOp::getForwardFlops() { return numel(getResult()); }
 int64_t PowOp::getBackwardFlops() { return 2 * numel(getResult()); }
 int64_t PowOp::getSavedActivationBytes() { return activationBytes(getInput()); }
+
+LogicalResult ClipOp::verify() {
+  return check(*this,
+               shapes::clip(typeOf(getInput()), getMin().convertToDouble(),
+                            getMax().convertToDouble(), typeOf(getResult())));
+}
+int64_t ClipOp::getForwardFlops() { return numel(getResult()); }
+int64_t ClipOp::getBackwardFlops() { return numel(getResult()); }
+int64_t ClipOp::getSavedActivationBytes() {
+  return activationBytes(getInput());
+}
 
 LogicalResult ConcatOp::verify() {
   std::vector<shapes::TensorType> inputs;

@@ -17,7 +17,8 @@ import onnx
 
 SUPPORTED = {"Add", "AveragePool", "BatchNormalization", "Constant", "Conv",
              "Div", "Mul", "Sub", "Squeeze", "Unsqueeze", "Cast",
-             "Transpose", "Sqrt", "Tanh", "Erf", "Exp", "Pow", "ReduceMean",
+             "Transpose", "Sqrt", "Tanh", "Erf", "Exp", "Sigmoid", "Clip", "Pow",
+             "ReduceMean",
              "Neg", "Concat", "Slice", "Split", "Gather", "Where",
              "Dropout", "Flatten", "Gemm", "GlobalAveragePool", "Identity",
              "MatMul", "MaxPool", "Relu", "Reshape", "Softmax"}

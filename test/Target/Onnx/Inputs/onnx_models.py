@@ -10,6 +10,11 @@
       blocks, hidden 32, 4 heads, 16 tokens, vocabulary 64, batch 2),
       exported with opset 14; DIR/inputs.bin holds tokens@0 and labels@0,
       DIR/expected.txt the loss and the forward FLOPs.
+  export-eval DIR ARCH SIZE BATCH   torchvision's ARCH (10 classes, seeded)
+      in inference mode, its batchnorm statistics first gathered over a few
+      random batches (fresh ones would shrink every activation towards 0),
+      exported with opset 14; DIR/inputs.bin and DIR/expected.txt as export's
+      (no FLOP count: 0).
   export-unsupported DIR   a small model with ops the dialect lacks.
   export-dynamic DIR       a convolution with a dynamic batch dimension.
   check-flops DIR COSTS   compares the forward FLOPs dtfm-opt printed.
@@ -93,6 +98,29 @@ def export(d, arch, size, batch):
                                       "labels@0": y.numpy()})
     with open(f"{d}/expected.txt", "w") as f:
         f.write(f"{loss:.8f} {flops}\n")
+
+
+def export_eval(d, arch, size, batch):
+    torch.manual_seed(0)
+    model = getattr(torchvision.models, arch)(num_classes=10)
+    for module in model.modules():
+        if isinstance(module, torch.nn.BatchNorm2d):
+            module.momentum = None  # a plain mean over the batches below
+    model.train()
+    with torch.no_grad():
+        for _ in range(3):
+            model(torch.randn(8, 3, size, size))
+    model.eval()
+    x = torch.randn(batch, 3, size, size)
+    y = torch.randint(0, 10, (batch,))
+    with torch.no_grad():
+        loss = torch.nn.functional.cross_entropy(model(x), y).item()
+    torch.onnx.export(model, x, f"{d}/{arch}.onnx", opset_version=14,
+                      input_names=["images"], output_names=["logits"])
+    write_tensors(f"{d}/inputs.bin", {"images@0": x.numpy(),
+                                      "labels@0": y.numpy()})
+    with open(f"{d}/expected.txt", "w") as f:
+        f.write(f"{loss:.8f} 0\n")
 
 
 def expected(d):
@@ -195,7 +223,7 @@ def export_gpt(d, vocab=64, h=32, heads=4, layers=2, seq=16, batch=2):
 
 class Mixed(torch.nn.Module):
     """Primitive ops no fused chain covers: an RMSNorm written out, tanh,
-    erf, exp, a transpose pair, an unsqueeze/squeeze pair, a split, strided
+    erf, exp, SiLU (a sigmoid and a mul), ReLU6 (a Clip), a transpose pair, an unsqueeze/squeeze pair, a split, strided
     slices, a concat, a Where on a constant mask, Gathers of columns
     (constant indices, repeated and negative, and a single index), a Gemm
     with alpha and beta and a softmax over the batch axis."""
@@ -213,6 +241,7 @@ class Mixed(torch.nn.Module):
         h = self.fc1(x)
         h = h / torch.sqrt((h ** 2).mean(-1, keepdim=True) + 1e-6) * self.w
         h = torch.tanh(h) + 0.1 * torch.erf(h) - 0.05 * torch.exp(-h * h)
+        h = h * torch.sigmoid(h) + 0.1 * torch.nn.functional.relu6(8 * h)
         h = h.t().unsqueeze(0).squeeze(0).t()
         first, second = torch.split(h, [16, 16], dim=1)     # Split
         h = torch.cat([second, first[:, ::2], first[:, 1::2]], dim=1)
@@ -270,6 +299,8 @@ if __name__ == "__main__":
         export_dynamic(d)
     elif mode == "export":
         export(d, sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    elif mode == "export-eval":
+        export_eval(d, sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
     elif mode == "check-flops":
         check_flops(d, sys.argv[3])
     else:

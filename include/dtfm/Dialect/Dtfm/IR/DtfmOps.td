@@ -247,6 +247,8 @@ def Dtfm_SqrtOp : Dtfm_ElementwiseMathOp<"sqrt", "elementwise square root">;
 def Dtfm_TanhOp : Dtfm_ElementwiseMathOp<"tanh", "elementwise tanh">;
 def Dtfm_ErfOp : Dtfm_ElementwiseMathOp<"erf", "elementwise error function">;
 def Dtfm_ExpOp : Dtfm_ElementwiseMathOp<"exp", "elementwise exponential">;
+def Dtfm_SigmoidOp : Dtfm_ElementwiseMathOp<"sigmoid",
+    "elementwise logistic function 1 / (1 + exp(-x))">;
 
 def Dtfm_PowOp : Dtfm_ComputeOp<"pow",
     ["getBackwardFlops", "getSavedActivationBytes"]> {
@@ -255,6 +257,24 @@ def Dtfm_PowOp : Dtfm_ComputeOp<"pow",
     Forward numel(result) FLOPs, backward 2 numel(result); keeps its input.
   }];
   let arguments = (ins Dtfm_FloatTensor:$input, F64Attr:$exponent);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def Dtfm_ClipOp : Dtfm_ComputeOp<"clip",
+    ["getBackwardFlops", "getSavedActivationBytes"]> {
+  let summary = "every element clamped to [min, max] (ONNX Clip, ReLU6)";
+  let description = [{
+    min <= max, neither NaN (an infinite bound leaves that side open).
+    Forward numel(result) FLOPs, backward numel(result): the gradient
+    passes where min < x < max and is 0 elsewhere (PyTorch's hardtanh, as
+    ReLU6 trains). Keeps its input.
+
+    ```mlir
+    %y = dtfm.clip %x {min = 0.0 : f64, max = 6.0 : f64} : (tensor<4xf32>) -> tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins Dtfm_FloatTensor:$input, F64Attr:$min, F64Attr:$max);
   let results = (outs Dtfm_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
