@@ -94,6 +94,7 @@ OnnxImporter::converters() {
       {"Neg", &OnnxImporter::convertNeg},
       {"Pow", &OnnxImporter::convertPow},
       {"Clip", &OnnxImporter::convertClip},
+      {"Expand", &OnnxImporter::convertExpand},
       {"ReduceMean", &OnnxImporter::convertReduceMean},
       {"Gather", &OnnxImporter::convertGather},
       {"Where", &OnnxImporter::convertWhere},
@@ -416,6 +417,31 @@ bool OnnxImporter::convertClip(const onnx::NodeProto &node, NodeCall &c) {
   c.out = tag(b.create<ClipOp>(c.loc, c.result, x, b.getF64FloatAttr(low),
                                b.getF64FloatAttr(high)),
               node);
+  return true;
+}
+
+bool OnnxImporter::convertExpand(const onnx::NodeProto &node, NodeCall &c) {
+  // The shape is a constant (or was folded into one at import); the
+  // result's type, inferred, is the broadcast of the two shapes.
+  std::vector<int64_t> shape;
+  if (!constantInts(node.input(1), shape))
+    return false;
+  Value x = c.input(0);
+  if (!x)
+    return false;
+  auto xType = cast<RankedTensorType>(x.getType());
+  if (xType == c.result) { // nothing to broadcast
+    renamed[node.output(0)] = node.input(0);
+    c.done = true;
+    return true;
+  }
+  if (!xType.getElementType().isF32())
+    return failAt(node, "expands a tensor that is not float32");
+  // A broadcast copy is an add of zeros of the result's shape (frozen):
+  // exact, and its gradient sums back over the broadcast dimensions.
+  Value zeros = filledConstant(node.output(0) + ".zeros",
+                               std::vector<int64_t>(c.result.getShape()), 0);
+  c.out = tag(b.create<AddOp>(c.loc, c.result, x, zeros), node);
   return true;
 }
 

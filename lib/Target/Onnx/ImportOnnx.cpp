@@ -6,6 +6,7 @@
 
 #include "Importer.h"
 
+#include "FoldConstants.h"
 #include "FusePatterns.h"
 
 #include "dtfm/Dialect/Dtfm/IR/DtfmDialect.h"
@@ -199,6 +200,13 @@ static std::string runIsolated(const std::string &what,
   return "";
 }
 
+/// The most elements a folded shape computation may make (a mask of
+/// 8192 x 8192): a hostile ConstantOfShape gets one line, not the memory.
+static constexpr int64_t kMaxFoldedElements = int64_t(1) << 26;
+/// Rounds of folding and shape inference: each round folds what the
+/// shapes inferred in the one before make constant (a ViT needs 3).
+static constexpr int kMaxFoldRounds = 16;
+
 bool OnnxImporter::load() {
   std::ifstream in(path, std::ios::binary);
   if (!in)
@@ -265,18 +273,53 @@ bool OnnxImporter::load() {
                     "=d0,d1,...");
   }
   // Outputs' dynamic dimensions are re-inferred from the inputs.
-  for (onnx::ValueInfoProto &output : *graph->mutable_output())
-    output.mutable_type()->mutable_tensor_type()->clear_shape();
-  graph->clear_value_info();
-  if (std::string problem = runIsolated(
-          "ONNX shape inference", model, /*takeModel=*/true,
-          [](onnx::ModelProto &m) {
-            onnx::ShapeInferenceOptions inference{true, 1, true};
-            onnx::shape_inference::InferShapes(
-                m, onnx::OpSchemaRegistry::Instance(), inference);
-          });
-      !problem.empty())
+  auto inferShapes = [&]() {
+    onnx::GraphProto *graph = model.mutable_graph();
+    for (onnx::ValueInfoProto &output : *graph->mutable_output())
+      output.mutable_type()->mutable_tensor_type()->clear_shape();
+    graph->clear_value_info();
+    return runIsolated("ONNX shape inference", model, /*takeModel=*/true,
+                       [](onnx::ModelProto &m) {
+                         onnx::ShapeInferenceOptions inference{true, 1, true};
+                         onnx::shape_inference::InferShapes(
+                             m, onnx::OpSchemaRegistry::Instance(), inference);
+                       });
+  };
+  if (std::string problem = inferShapes(); !problem.empty())
     return fail(problem);
+  // Shape computations on static shapes become constants (FoldConstants.h);
+  // a Reshape whose target was computed gets its shape inferred only then,
+  // and the shapes computed from it fold in the next round.
+  for (int round = 0; round < kMaxFoldRounds; ++round) {
+    graph = model.mutable_graph();
+    std::map<std::string, std::vector<int64_t>> staticShapes;
+    auto recordShape = [&](const onnx::ValueInfoProto &v) {
+      if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape())
+        return;
+      std::vector<int64_t> dims;
+      for (const auto &d : v.type().tensor_type().shape().dim()) {
+        if (!d.has_dim_value() || d.dim_value() < 0)
+          return;
+        dims.push_back(d.dim_value());
+      }
+      staticShapes[v.name()] = dims;
+    };
+    for (const onnx::ValueInfoProto &v : graph->input())
+      recordShape(v);
+    for (const onnx::ValueInfoProto &v : graph->value_info())
+      recordShape(v);
+    for (const onnx::TensorProto &t : graph->initializer())
+      staticShapes[t.name()].assign(t.dims().begin(), t.dims().end());
+    int folded = 0;
+    std::string why;
+    if (!foldShapeComputations(*graph, staticShapes, kMaxFoldedElements, folded,
+                               why))
+      return fail(why);
+    if (folded == 0)
+      break;
+    if (std::string problem = inferShapes(); !problem.empty())
+      return fail(problem);
+  }
   fuseOnnxPatterns(*model.mutable_graph());
   return true;
 }
@@ -294,32 +337,9 @@ bool OnnxImporter::typeOf(const std::string &name, RankedTensorType &type) {
 }
 
 bool OnnxImporter::floats(const onnx::TensorProto &t, std::vector<float> &out) {
-  // The data must be there, and be as large as the dims say, before
-  // anything is allocated from the dims (load() has bounded them).
-  int64_t n = 1;
-  for (int64_t d : t.dims())
-    n *= d;
-  if (t.data_type() != onnx::TensorProto::FLOAT)
-    return fail("initializer '" + t.name() + "' is not float32");
-  if (t.data_location() == onnx::TensorProto::EXTERNAL)
-    return fail("initializer '" + t.name() +
-                "' has external data (export with the weights inside)");
-  if (t.has_raw_data()) {
-    if (t.raw_data().size() % 4 != 0 ||
-        t.raw_data().size() / 4 != static_cast<size_t>(n))
-      return fail("initializer '" + t.name() + "' has " +
-                  std::to_string(t.raw_data().size()) + " bytes of data for " +
-                  std::to_string(n) + " floats");
-    out.assign(n, 0);
-    std::memcpy(out.data(), t.raw_data().data(), n * 4);
-  } else if (t.float_data_size() == n) {
-    out.assign(t.float_data().begin(), t.float_data().end());
-  } else {
-    return fail("initializer '" + t.name() + "' has " +
-                std::to_string(t.float_data_size()) + " floats of data for " +
-                std::to_string(n));
-  }
-  return true;
+  std::string error;
+  return readTensorFloats(t, out, error) ||
+         fail("initializer '" + t.name() + "' " + error);
 }
 
 const onnx::TensorProto *OnnxImporter::constantTensor(const std::string &name) {
@@ -337,33 +357,9 @@ bool OnnxImporter::constantInts(const std::string &name,
       type != onnx::TensorProto::BOOL)
     return fail("value '" + name +
                 "' must be a constant int64, int32 or bool tensor");
-  out.clear();
-  if (t->has_raw_data()) {
-    const std::string &raw = t->raw_data();
-    if (type == onnx::TensorProto::INT64) {
-      out.resize(raw.size() / 8);
-      std::memcpy(out.data(), raw.data(), out.size() * 8);
-    } else if (type == onnx::TensorProto::INT32) {
-      std::vector<int32_t> narrow(raw.size() / 4);
-      std::memcpy(narrow.data(), raw.data(), narrow.size() * 4);
-      out.assign(narrow.begin(), narrow.end());
-    } else {
-      for (char c : raw)
-        out.push_back(c != 0);
-    }
-  } else if (type == onnx::TensorProto::INT64) {
-    out.assign(t->int64_data().begin(), t->int64_data().end());
-  } else { // int32 and bool are stored in int32_data
-    for (int32_t v : t->int32_data())
-      out.push_back(type == onnx::TensorProto::BOOL ? v != 0 : v);
-  }
-  int64_t n = 1;
-  for (int64_t d : t->dims())
-    n *= d;
-  if (static_cast<int64_t>(out.size()) != n)
-    return fail("constant '" + name + "' has " + std::to_string(out.size()) +
-                " elements for " + std::to_string(n));
-  return true;
+  std::string error;
+  return readTensorInts(*t, out, error) ||
+         fail("constant '" + name + "' " + error);
 }
 
 ParamOp OnnxImporter::externalParam(const std::string &name,
@@ -378,9 +374,13 @@ ParamOp OnnxImporter::externalParam(const std::string &name,
 }
 
 Value OnnxImporter::scalarConstant(const std::string &name, double value) {
+  return filledConstant(name, {}, value);
+}
+
+Value OnnxImporter::filledConstant(const std::string &name,
+                                   std::vector<int64_t> shape, double value) {
   ParamOp op = externalParam(
-      name,
-      ::dtfm::format::Tensor(std::vector<int64_t>{}, static_cast<float>(value)),
+      name, ::dtfm::format::Tensor(std::move(shape), static_cast<float>(value)),
       /*frozen=*/true);
   unplaced[name] = op;
   layerOfValue[name] = "";

@@ -76,6 +76,7 @@ private:
   bool convertNeg(const onnx::NodeProto &node, NodeCall &c);
   bool convertPow(const onnx::NodeProto &node, NodeCall &c);
   bool convertClip(const onnx::NodeProto &node, NodeCall &c);
+  bool convertExpand(const onnx::NodeProto &node, NodeCall &c);
   /// The one float of constant input `i` (an initializer or a Constant),
   /// or `fallback` when the input is absent; false with a diagnostic naming
   /// `what` when it is not one float constant.
@@ -117,6 +118,9 @@ private:
   /// A frozen scalar parameter holding `value` (Neg's -1, Gemm's alpha),
   /// placed in the layer of the op that reads it.
   Value scalarConstant(const std::string &name, double value);
+  /// The same of shape `shape`, every element `value`.
+  Value filledConstant(const std::string &name, std::vector<int64_t> shape,
+                       double value);
   /// An initializer or a Constant's tensor, if `name` is one.
   const onnx::TensorProto *constantTensor(const std::string &name);
   /// An initializer or Constant's integers (int64, int32 or bool as 0/1).

@@ -7,6 +7,11 @@ import-onnx-hostile.test): hostile_models.py DIR.
   huge-dims.onnx       a MatMul weight with dims [8, 2^40] and 16 bytes of
                        data (2^43 floats the importer must not allocate)
   dynamic.onnx         a valid model whose input's batch is dynamic
+  huge-fill.onnx       a ConstantOfShape of 10^10 elements added to the input
+                       (the importer folds shape computations: it must refuse
+                       to make that constant)
+  bad-gather.onnx      the input's shape gathered at index 7 (from a Range)
+                       of 2 for a Reshape's target
 """
 import os
 import sys
@@ -55,6 +60,32 @@ def main():
     onnx.save(helper.make_model(graph,
                                 opset_imports=[helper.make_opsetid("", 14)]),
               os.path.join(d, "dynamic.onnx"))
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [100000, 100000])
+    size = numpy_helper.from_array(np.array([100000, 100000], np.int64), "size")
+    graph = helper.make_graph(
+        [helper.make_node("ConstantOfShape", ["size"], ["fill"], name="fill"),
+         helper.make_node("Add", ["x", "fill"], ["y"])],
+        "huge-fill", [x], [y], [size])
+    onnx.save(helper.make_model(graph,
+                                opset_imports=[helper.make_opsetid("", 14)]),
+              os.path.join(d, "huge-fill.onnx"))
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [None])
+    # (The index comes from a Range: ONNX's own shape inference does not
+    # evaluate it, so the importer's folding is what meets it.)
+    bounds = [numpy_helper.from_array(np.array(v, np.int64), n)
+              for v, n in ((7, "start"), (8, "limit"), (1, "delta"))]
+    graph = helper.make_graph(
+        [helper.make_node("Shape", ["x"], ["shape"]),
+         helper.make_node("Range", ["start", "limit", "delta"], ["index"]),
+         helper.make_node("Gather", ["shape", "index"], ["dims"],
+                          name="pick"),
+         helper.make_node("Reshape", ["x", "dims"], ["y"])],
+        "bad-gather", [x], [y], bounds)
+    onnx.save(helper.make_model(graph,
+                                opset_imports=[helper.make_opsetid("", 14)]),
+              os.path.join(d, "bad-gather.onnx"))
     # The ONNX fuzzer's find: a ConvTranspose whose input has rank 2 and
     # weight rank 4 crashes ONNX's own shape inference (onnx/onnx#6180).
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1])

@@ -15,6 +15,12 @@
       random batches (fresh ones would shrink every activation towards 0),
       exported with opset 14; DIR/inputs.bin and DIR/expected.txt as export's
       (no FLOP count: 0).
+  export-vit DIR   torchvision's VisionTransformer at a small size (32x32
+      images, patches of 8, 2 layers, 2 heads, hidden 32, 10 classes),
+      exported with a dynamic batch: its shape computations (Shape, Gather,
+      Concat, ConstantOfShape, Equal, Where) and the class token's Expand
+      are folded or mapped at import with --shape images=2,3,32,32;
+      DIR/inputs.bin and DIR/expected.txt as export's (no FLOP count).
   export-unsupported DIR   a small model with ops the dialect lacks.
   export-dynamic DIR       a convolution with a dynamic batch dimension.
   check-flops DIR COSTS   compares the forward FLOPs dtfm-opt printed.
@@ -117,6 +123,27 @@ def export_eval(d, arch, size, batch):
         loss = torch.nn.functional.cross_entropy(model(x), y).item()
     torch.onnx.export(model, x, f"{d}/{arch}.onnx", opset_version=14,
                       input_names=["images"], output_names=["logits"])
+    write_tensors(f"{d}/inputs.bin", {"images@0": x.numpy(),
+                                      "labels@0": y.numpy()})
+    with open(f"{d}/expected.txt", "w") as f:
+        f.write(f"{loss:.8f} 0\n")
+
+
+def export_vit(d, batch=2):
+    torch.manual_seed(0)
+    from torchvision.models.vision_transformer import VisionTransformer
+    model = VisionTransformer(image_size=32, patch_size=8, num_layers=2,
+                              num_heads=2, hidden_dim=32, mlp_dim=64,
+                              num_classes=10).eval()
+    with torch.no_grad():  # a head initialised to zeros says nothing
+        model.heads.head.weight.normal_(0, 0.5)
+    x = torch.randn(batch, 3, 32, 32)
+    y = torch.randint(0, 10, (batch,))
+    with torch.no_grad():
+        loss = torch.nn.functional.cross_entropy(model(x), y).item()
+    torch.onnx.export(model, x, f"{d}/vit.onnx", opset_version=14,
+                      input_names=["images"], output_names=["logits"],
+                      dynamic_axes={"images": {0: "batch"}})
     write_tensors(f"{d}/inputs.bin", {"images@0": x.numpy(),
                                       "labels@0": y.numpy()})
     with open(f"{d}/expected.txt", "w") as f:
@@ -299,6 +326,8 @@ if __name__ == "__main__":
         export_dynamic(d)
     elif mode == "export":
         export(d, sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    elif mode == "export-vit":
+        export_vit(d)
     elif mode == "export-eval":
         export_eval(d, sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
     elif mode == "check-flops":
