@@ -15,6 +15,7 @@
 
 #include "Importer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -95,6 +96,7 @@ OnnxImporter::converters() {
       {"Pow", &OnnxImporter::convertPow},
       {"Clip", &OnnxImporter::convertClip},
       {"Expand", &OnnxImporter::convertExpand},
+      {"Pad", &OnnxImporter::convertPad},
       {"ReduceMean", &OnnxImporter::convertReduceMean},
       {"Gather", &OnnxImporter::convertGather},
       {"Where", &OnnxImporter::convertWhere},
@@ -430,11 +432,8 @@ bool OnnxImporter::convertExpand(const onnx::NodeProto &node, NodeCall &c) {
   if (!x)
     return false;
   auto xType = cast<RankedTensorType>(x.getType());
-  if (xType == c.result) { // nothing to broadcast
-    renamed[node.output(0)] = node.input(0);
-    c.done = true;
-    return true;
-  }
+  if (xType == c.result) // nothing to broadcast
+    return convertIdentity(node, c);
   if (!xType.getElementType().isF32())
     return failAt(node, "expands a tensor that is not float32");
   // A broadcast copy is an add of zeros of the result's shape (frozen):
@@ -443,6 +442,20 @@ bool OnnxImporter::convertExpand(const onnx::NodeProto &node, NodeCall &c) {
                                std::vector<int64_t>(c.result.getShape()), 0);
   c.out = tag(b.create<AddOp>(c.loc, c.result, x, zeros), node);
   return true;
+}
+
+bool OnnxImporter::convertPad(const onnx::NodeProto &node, NodeCall &c) {
+  // What PyTorch exports at shapes that need no padding (Swin's windows
+  // and DenseNet's transitions when the sizes divide): pads of zeros, the
+  // value itself. Padding for real needs a pad op the dialect lacks.
+  std::vector<int64_t> pads = c.ints("pads", {});
+  if (node.input_size() > 1 && !node.input(1).empty() &&
+      !constantInts(node.input(1), pads))
+    return false;
+  if (std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p != 0; }))
+    return failAt(node, "pads other than zeros are not supported (only a "
+                        "Pad that pads nothing maps)");
+  return convertIdentity(node, c);
 }
 
 bool OnnxImporter::convertReduceMean(const onnx::NodeProto &node, NodeCall &c) {

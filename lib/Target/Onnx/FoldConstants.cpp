@@ -287,7 +287,7 @@ const std::set<std::string> &foldable() {
       "Greater", "Not",       "And",
       "Or",      "Where",     "Mod",
       "Add",     "Sub",       "Mul",
-      "Div",     "ScatterND"};
+      "Div",     "ScatterND", "Transpose"};
   return types;
 }
 
@@ -632,6 +632,38 @@ bool Folder::evaluate(const onnx::NodeProto &node, Value &out,
         int64_t c = rest % count[d];
         rest /= count[d];
         source += (begin[d] + c * step[d]) * strides[d];
+      }
+      out.copy(i, *x, source);
+    }
+    return true;
+  }
+  if (type == "Transpose") {
+    const Value *x = need(0);
+    if (!x)
+      return false;
+    int64_t rank = static_cast<int64_t>(x->dims.size());
+    std::vector<int64_t> perm;
+    if (const onnx::AttributeProto *a = attribute(node, "perm"))
+      perm.assign(a->ints().begin(), a->ints().end());
+    else
+      for (int64_t d = rank - 1; d >= 0; --d)
+        perm.push_back(d);
+    std::vector<int64_t> sorted = perm;
+    std::sort(sorted.begin(), sorted.end());
+    for (int64_t d = 0; d < static_cast<int64_t>(sorted.size()); ++d)
+      if (sorted[d] != d || static_cast<int64_t>(perm.size()) != rank)
+        return fail(error, "perm is not a permutation of the dimensions");
+    out.kind = x->kind;
+    out.dims.clear();
+    for (int64_t p : perm)
+      out.dims.push_back(x->dims[p]);
+    out.resize(out.numel());
+    std::vector<int64_t> strides = stridesOf(x->dims);
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      int64_t rest = i, source = 0;
+      for (int64_t d = rank - 1; d >= 0; --d) {
+        source += (rest % out.dims[d]) * strides[perm[d]];
+        rest /= out.dims[d];
       }
       out.copy(i, *x, source);
     }

@@ -205,7 +205,7 @@ static std::string runIsolated(const std::string &what,
 static constexpr int64_t kMaxFoldedElements = int64_t(1) << 26;
 /// Rounds of folding and shape inference: each round folds what the
 /// shapes inferred in the one before make constant (a ViT needs 3).
-static constexpr int kMaxFoldRounds = 16;
+static constexpr int kMaxFoldRounds = 200;
 
 bool OnnxImporter::load() {
   std::ifstream in(path, std::ios::binary);

@@ -77,6 +77,7 @@ private:
   bool convertPow(const onnx::NodeProto &node, NodeCall &c);
   bool convertClip(const onnx::NodeProto &node, NodeCall &c);
   bool convertExpand(const onnx::NodeProto &node, NodeCall &c);
+  bool convertPad(const onnx::NodeProto &node, NodeCall &c);
   /// The one float of constant input `i` (an initializer or a Constant),
   /// or `fallback` when the input is absent; false with a diagnostic naming
   /// `what` when it is not one float constant.
