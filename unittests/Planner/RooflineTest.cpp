@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Planner/Roofline.h"
+#include "ChainCuts.h"
 #include "dtfm/Planner/StagePartition.h"
 
 #include <gtest/gtest.h>
@@ -135,30 +136,12 @@ TEST(Roofline, PartitionEqualsBruteForceOverPerOpMaxima) {
       bandwidths.push_back(m);
     }
     // Every way to cut, each stage timed op by op.
-    double best = std::numeric_limits<double>::infinity();
-    std::vector<int> bounds{0};
-    std::function<void(int)> recurse = [&](int stage) {
-      if (stage == stages - 1) {
-        bounds.push_back(n);
-        double worst = 0;
-        for (int j = 0; j < stages; ++j) {
-          double seconds = 0;
-          for (int i = bounds[j]; i < bounds[j + 1]; ++i)
-            seconds += perOpSeconds(ops[i], devices[j].speed, bandwidths[j]);
-          worst = std::max(worst, seconds);
-        }
-        best = std::min(best, worst);
-        bounds.pop_back();
-        return;
-      }
-      for (int cut = bounds.back() + 1; cut <= n - (stages - stage - 1);
-           ++cut) {
-        bounds.push_back(cut);
-        recurse(stage + 1);
-        bounds.pop_back();
-      }
-    };
-    recurse(0);
+    double best = oracle::bestCut(n, stages, [&](int j, int first, int last) {
+      double seconds = 0;
+      for (int i = first; i < last; ++i)
+        seconds += perOpSeconds(ops[i], devices[j].speed, bandwidths[j]);
+      return seconds;
+    });
     StagePlan plan;
     std::string error;
     StagePartitionOptions options;

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Planner/StagePartition.h"
+#include "ChainCuts.h"
 
 #include <gtest/gtest.h>
 
@@ -20,35 +21,18 @@ namespace {
 double bruteForce(const std::vector<ChainBlock> &blocks,
                   const std::vector<StageDevice> &devices,
                   const StagePartitionOptions &options) {
-  int n = blocks.size(), stages = devices.size();
-  double best = std::numeric_limits<double>::infinity();
-  std::vector<int> bounds{0};
-  std::function<void(int)> recurse = [&](int stage) {
-    if (stage == stages - 1) {
-      bounds.push_back(n);
-      double worst = 0;
-      for (int j = 0; j < stages; ++j) {
-        StageMemory mem = stageMemory(blocks, bounds[j], bounds[j + 1], j,
-                                      stages, options, devices[j].memoryBytes);
+  int stages = devices.size();
+  return oracle::bestCut(
+      blocks.size(), stages, [&](int j, int first, int last) {
+        StageMemory mem = stageMemory(blocks, first, last, j, stages, options,
+                                      devices[j].memoryBytes);
+        if (mem.bytes > devices[j].memoryBytes)
+          return std::numeric_limits<double>::infinity();
         double flops = mem.recomputeFlops;
-        for (int i = bounds[j]; i < bounds[j + 1]; ++i)
+        for (int i = first; i < last; ++i)
           flops += blocks[i].flops;
-        worst = mem.bytes > devices[j].memoryBytes
-                    ? std::numeric_limits<double>::infinity()
-                    : std::max(worst, flops / devices[j].speed);
-      }
-      best = std::min(best, worst);
-      bounds.pop_back();
-      return;
-    }
-    for (int cut = bounds.back() + 1; cut <= n - (stages - stage - 1); ++cut) {
-      bounds.push_back(cut);
-      recurse(stage + 1);
-      bounds.pop_back();
-    }
-  };
-  recurse(0);
-  return best;
+        return flops / devices[j].speed;
+      });
 }
 
 TEST(StagePartition, EqualsBruteForceOnRandomChains) {
