@@ -111,6 +111,18 @@ bool mlir::dtfm::readTensorFloats(const onnx::TensorProto &t,
 
 namespace {
 
+/// `v` as an int64, saturating (NaN: 0): hostile values convert without
+/// undefined behaviour.
+int64_t saturate(double v) {
+  if (std::isnan(v))
+    return 0;
+  if (v >= 9.2233720368547758e18)
+    return std::numeric_limits<int64_t>::max();
+  if (v <= -9.2233720368547758e18)
+    return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(v);
+}
+
 /// A constant tensor: integers (int64, and bools as 0/1) or floats.
 struct Value {
   enum Kind { Int, Bool, Float } kind = Int;
@@ -128,7 +140,7 @@ struct Value {
     return kind == Float ? floats[i] : static_cast<double>(ints[i]);
   }
   int64_t intAt(int64_t i) const {
-    return kind == Float ? static_cast<int64_t>(floats[i]) : ints[i];
+    return kind == Float ? saturate(floats[i]) : ints[i];
   }
   void resize(int64_t n) {
     if (kind == Float)
@@ -140,7 +152,7 @@ struct Value {
     if (kind == Float)
       floats[i] = v;
     else
-      ints[i] = kind == Bool ? (v != 0) : static_cast<int64_t>(v);
+      ints[i] = kind == Bool ? (v != 0) : saturate(v);
   }
   /// Element i of `from` (same kind) into element j.
   void copy(int64_t j, const Value &from, int64_t i) {
@@ -407,6 +419,30 @@ bool Folder::evaluate(const onnx::NodeProto &node, Value &out,
       return false;
     if (start->numel() != 1 || limit->numel() != 1 || delta->numel() != 1)
       return fail(error, "start, limit and delta must be scalars");
+    if (start->kind != Value::Float && limit->kind != Value::Float &&
+        delta->kind != Value::Float) { // exact in int64
+      int64_t s = start->ints[0], l = limit->ints[0], d = delta->ints[0];
+      int64_t span = 0;
+      if (d == 0 || __builtin_sub_overflow(d > 0 ? l : s, d > 0 ? s : l, &span))
+        return fail(error, "a zero delta or a span beyond int64");
+      uint64_t step =
+          d > 0 ? static_cast<uint64_t>(d) : 0 - static_cast<uint64_t>(d);
+      int64_t count = span > 0
+                          ? static_cast<int64_t>(
+                                (static_cast<uint64_t>(span) - 1) / step + 1)
+                          : 0;
+      if (count > maxElements)
+        return fail(error, "a result of more than " +
+                               std::to_string(maxElements) + " elements");
+      out.kind = Value::Int;
+      out.dims = {count};
+      out.ints.resize(count);
+      for (int64_t i = 0; i < count; ++i) // within [start, limit): no overflow
+        out.ints[i] = static_cast<int64_t>(static_cast<uint64_t>(s) +
+                                           static_cast<uint64_t>(i) *
+                                               static_cast<uint64_t>(d));
+      return true;
+    }
     double s = start->at(0), l = limit->at(0), d = delta->at(0);
     if (d == 0 || !std::isfinite(s) || !std::isfinite(l) || !std::isfinite(d))
       return fail(error, "a zero or non-finite delta or bound");
@@ -613,11 +649,14 @@ bool Folder::evaluate(const onnx::NodeProto &node, Value &out,
       if (s > 0) {
         b = std::clamp<int64_t>(b, 0, size);
         e = std::clamp<int64_t>(e, 0, size);
-        count[axis] = e > b ? (e - b + s - 1) / s : 0;
+        count[axis] = e > b ? 1 + (e - b - 1) / s : 0;
       } else {
         b = std::clamp<int64_t>(b, 0, size - 1);
         e = std::clamp<int64_t>(e, -1, size - 1);
-        count[axis] = b > e ? (b - e + (-s) - 1) / (-s) : 0;
+        int64_t stride = s == std::numeric_limits<int64_t>::min()
+                             ? std::numeric_limits<int64_t>::max()
+                             : -s;
+        count[axis] = b > e ? 1 + (b - e - 1) / stride : 0;
       }
       begin[axis] = b;
       step[axis] = s;
@@ -734,6 +773,12 @@ bool Folder::evaluate(const onnx::NodeProto &node, Value &out,
   bool comparison = type == "Equal" || type == "Less" || type == "Greater" ||
                     type == "Not" || type == "And" || type == "Or";
   out.kind = comparison ? Value::Bool : in[arity == 3 ? 1 : 0]->kind;
+  if (arity == 3 &&
+      (in[1]->kind == Value::Float) != (in[2]->kind == Value::Float))
+    return fail(error, "the two sides are of different types");
+  bool allIntegers = std::none_of(in.begin(), in.end(), [](const Value *v) {
+    return v->kind == Value::Float;
+  });
   out.resize(out.numel());
   bool fmod = intAttribute(node, "fmod", 0) != 0;
   for (int64_t i = 0; i < out.numel(); ++i) {
@@ -747,40 +792,54 @@ bool Folder::evaluate(const onnx::NodeProto &node, Value &out,
     double r = 0;
     if (type == "Not")
       r = a == 0;
-    else if (type == "Where")
-      r = a != 0 ? at(1) : at(2);
-    else {
+    else if (type == "Where") { // copied exactly, as int64 or float
+      int k = a != 0 ? 1 : 2;
+      out.copy(i, *in[k], broadcastIndex(i, out.dims, in[k]->dims));
+      continue;
+    } else {
       double b = at(1);
       bool integers = out.kind != Value::Float && !comparison;
       if (type == "Equal")
-        r = a == b;
+        r = allIntegers ? intAt(0) == intAt(1) : a == b;
       else if (type == "Less")
-        r = a < b;
+        r = allIntegers ? intAt(0) < intAt(1) : a < b;
       else if (type == "Greater")
-        r = a > b;
+        r = allIntegers ? intAt(0) > intAt(1) : a > b;
       else if (type == "And")
         r = a != 0 && b != 0;
       else if (type == "Or")
         r = a != 0 || b != 0;
-      else if (type == "Add")
+      else if (integers) { // exact in int64, overflow refused
+        int64_t x = intAt(0), y = intAt(1), z = 0;
+        bool overflow = false;
+        if (type == "Add")
+          overflow = __builtin_add_overflow(x, y, &z);
+        else if (type == "Sub")
+          overflow = __builtin_sub_overflow(x, y, &z);
+        else if (type == "Mul")
+          overflow = __builtin_mul_overflow(x, y, &z);
+        else if (y == 0)
+          return fail(error, "an integer division by zero");
+        else if (y == -1) // x / -1 overflows for the least x; x % -1 is 0
+          overflow = type == "Div" && __builtin_sub_overflow(int64_t(0), x, &z);
+        else if (type == "Div")
+          z = x / y;
+        else {
+          z = x % y; // fmod: the dividend's sign; else the divisor's
+          if (!fmod && z != 0 && ((z < 0) != (y < 0)))
+            z += y;
+        }
+        if (overflow)
+          return fail(error, "an integer " + type + " overflows int64");
+        out.ints[i] = z;
+        continue;
+      } else if (type == "Add")
         r = a + b;
       else if (type == "Sub")
         r = a - b;
       else if (type == "Mul")
         r = a * b;
-      else if (integers) { // Div, Mod on integers
-        int64_t x = intAt(0), y = intAt(1);
-        if (y == 0)
-          return fail(error, "an integer division by zero");
-        if (type == "Div")
-          r = static_cast<double>(x / y);
-        else {
-          int64_t m = x % y; // fmod: the dividend's sign; else the divisor's
-          if (!fmod && m != 0 && ((m < 0) != (y < 0)))
-            m += y;
-          r = static_cast<double>(m);
-        }
-      } else if (type == "Div")
+      else if (type == "Div")
         r = a / b;
       else
         r = fmod ? std::fmod(a, b) : a - b * std::floor(a / b);

@@ -12,6 +12,7 @@ import-onnx-hostile.test): hostile_models.py DIR.
                        to make that constant)
   bad-gather.onnx      the input's shape gathered at index 7 (from a Range)
                        of 2 for a Reshape's target
+  overflow.onnx        a Reshape's target 2^62 (from a Range) times 4
 """
 import os
 import sys
@@ -86,6 +87,19 @@ def main():
     onnx.save(helper.make_model(graph,
                                 opset_imports=[helper.make_opsetid("", 14)]),
               os.path.join(d, "bad-gather.onnx"))
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [None])
+    bounds = [numpy_helper.from_array(np.array(v, np.int64), n)
+              for v, n in ((2 ** 62, "start"), (2 ** 62 + 1, "limit"),
+                           (1, "delta"), ([4], "four"))]
+    graph = helper.make_graph(
+        [helper.make_node("Range", ["start", "limit", "delta"], ["big"]),
+         helper.make_node("Mul", ["big", "four"], ["dims"], name="times"),
+         helper.make_node("Reshape", ["x", "dims"], ["y"])],
+        "overflow", [x], [y], bounds)
+    onnx.save(helper.make_model(graph,
+                                opset_imports=[helper.make_opsetid("", 14)]),
+              os.path.join(d, "overflow.onnx"))
     # The ONNX fuzzer's find: a ConvTranspose whose input has rank 2 and
     # weight rank 4 crashes ONNX's own shape inference (onnx/onnx#6180).
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1])
