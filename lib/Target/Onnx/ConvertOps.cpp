@@ -97,6 +97,8 @@ OnnxImporter::converters() {
       {"Clip", &OnnxImporter::convertClip},
       {"Expand", &OnnxImporter::convertExpand},
       {"Pad", &OnnxImporter::convertPad},
+      {"HardSigmoid", &OnnxImporter::convertHardSigmoid},
+      {"HardSwish", &OnnxImporter::convertHardSigmoid},
       {"ReduceMean", &OnnxImporter::convertReduceMean},
       {"Gather", &OnnxImporter::convertGather},
       {"Where", &OnnxImporter::convertWhere},
@@ -456,6 +458,40 @@ bool OnnxImporter::convertPad(const onnx::NodeProto &node, NodeCall &c) {
     return failAt(node, "pads other than zeros are not supported (only a "
                         "Pad that pads nothing maps)");
   return convertIdentity(node, c);
+}
+
+Value OnnxImporter::hardSigmoid(const onnx::NodeProto &node, NodeCall &c,
+                                Value x, const std::string &name, double alpha,
+                                double beta) {
+  Value scaled = tag(b.create<MulOp>(c.loc, c.result, x,
+                                     scalarConstant(name + ".alpha", alpha)),
+                     node);
+  Value shifted = tag(b.create<AddOp>(c.loc, c.result, scaled,
+                                      scalarConstant(name + ".beta", beta)),
+                      node);
+  return tag(b.create<ClipOp>(c.loc, c.result, shifted, b.getF64FloatAttr(0),
+                              b.getF64FloatAttr(1)),
+             node);
+}
+
+bool OnnxImporter::convertHardSigmoid(const onnx::NodeProto &node,
+                                      NodeCall &c) {
+  // Compositions of exact ops (a fused op would save their memory
+  // traffic): HardSigmoid = clip(alpha x + beta, 0, 1); HardSwish =
+  // x HardSigmoid(x) with alpha 1/6, beta 1/2 (x relu6(x + 3) / 6).
+  Value x = c.input(0);
+  if (!x)
+    return false;
+  if (!cast<RankedTensorType>(x.getType()).getElementType().isF32())
+    return failAt(node, "expected a float32 input");
+  bool swish = c.type == "HardSwish";
+  double alpha = swish ? 1.0 / 6 : c.real("alpha", 0.2);
+  double beta = swish ? 0.5 : c.real("beta", 0.5);
+  if (!std::isfinite(alpha) || !std::isfinite(beta))
+    return failAt(node, "alpha and beta must be finite");
+  Value gate = hardSigmoid(node, c, x, node.output(0), alpha, beta);
+  c.out = swish ? tag(b.create<MulOp>(c.loc, c.result, x, gate), node) : gate;
+  return true;
 }
 
 bool OnnxImporter::convertReduceMean(const onnx::NodeProto &node, NodeCall &c) {

@@ -78,6 +78,12 @@ private:
   bool convertClip(const onnx::NodeProto &node, NodeCall &c);
   bool convertExpand(const onnx::NodeProto &node, NodeCall &c);
   bool convertPad(const onnx::NodeProto &node, NodeCall &c);
+  bool convertHardSigmoid(const onnx::NodeProto &node, NodeCall &c);
+  /// clip(alpha x + beta, 0, 1) of `x` (HardSigmoid's, and HardSwish's
+  /// with alpha 1/6 and beta 1/2), its constants frozen parameters named
+  /// after `name`.
+  Value hardSigmoid(const onnx::NodeProto &node, NodeCall &c, Value x,
+                    const std::string &name, double alpha, double beta);
   /// The one float of constant input `i` (an initializer or a Constant),
   /// or `fallback` when the input is absent; false with a diagnostic naming
   /// `what` when it is not one float constant.

@@ -18,7 +18,7 @@ import onnx
 SUPPORTED = {"Add", "AveragePool", "BatchNormalization", "Constant", "Conv",
              "Div", "Mul", "Sub", "Squeeze", "Unsqueeze", "Cast",
              "Transpose", "Sqrt", "Tanh", "Erf", "Exp", "Sigmoid", "Clip", "Pow",
-             "Expand",
+             "Expand", "HardSigmoid", "HardSwish",
              "ReduceMean",
              "Neg", "Concat", "Slice", "Split", "Gather", "Where",
              "Dropout", "Flatten", "Gemm", "GlobalAveragePool", "Identity",
