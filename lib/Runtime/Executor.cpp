@@ -21,22 +21,22 @@ using cpu::Tensor;
 
 StageExecutor::~StageExecutor() = default;
 
+double dtfm::runtime::threadCpuSeconds() {
+  timespec t{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
 double StageExecutor::measureMemoryBandwidth() {
   // 3 x 32 MiB: beyond any CPU's last-level cache.
   constexpr size_t kElements = size_t(8) << 20;
   std::vector<float> a(kElements, 1.0f), b(kElements, 2.0f), c(kElements);
-  auto cpuSeconds = [] {
-    timespec t{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return static_cast<double>(t.tv_sec) +
-           1e-9 * static_cast<double>(t.tv_nsec);
-  };
   double best = 0;
   for (int run = 0; run < 3; ++run) {
-    double start = cpuSeconds();
+    double start = threadCpuSeconds();
     for (size_t i = 0; i < kElements; ++i)
       c[i] = a[i] + 0.5f * b[i];
-    double seconds = cpuSeconds() - start;
+    double seconds = threadCpuSeconds() - start;
     // Two arrays read, one written (the write's line fill not counted).
     if (seconds > 0)
       best = std::max(best, 3.0 * sizeof(float) * kElements / seconds);

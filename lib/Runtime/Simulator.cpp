@@ -40,7 +40,10 @@ bool dtfm::runtime::simulate(const SimInput &input, SimResult &result,
 
   struct DeviceState {
     const SimProgram *program;
-    double speed = 0, ridge = 0;
+    double speed = 0;
+    /// What the roofline adds to each phase's FLOPs on this device
+    /// (memory-bound ops), and the backward's recomputation: time, not work.
+    double forwardExtra = 0, backwardExtra = 0;
     std::array<std::vector<Item>, 3> items;
     std::array<size_t, 3> next{0, 0, 0};
     std::array<double, 3> free{0, 0, 0};
@@ -57,7 +60,10 @@ bool dtfm::runtime::simulate(const SimInput &input, SimResult &result,
     DeviceState state;
     state.program = &program;
     state.speed = cluster.devices[it->second].speed();
-    state.ridge = cluster.devices[it->second].ridge();
+    double ridge = cluster.devices[it->second].ridge();
+    state.forwardExtra = program.forwardWork.excessAt(ridge);
+    state.backwardExtra =
+        program.recomputeFlops + program.backwardWork.excessAt(ridge);
     if (!(state.speed > 0)) {
       error = "device '" + program.device + "' has no compute speed";
       return false;
@@ -114,13 +120,10 @@ bool dtfm::runtime::simulate(const SimInput &input, SimResult &result,
                 break;
               start = std::max(start, it->second);
             }
-            const SimProgram &p = *d.program;
-            double flops = item.phase == 'F' ? p.forwardFlops : p.backwardFlops;
-            // Time, not work: recomputation and memory-bound ops' bytes.
-            double again =
-                item.phase == 'F'
-                    ? p.forwardWork.excessAt(d.ridge)
-                    : p.recomputeFlops + p.backwardWork.excessAt(d.ridge);
+            bool forward = item.phase == 'F';
+            double flops =
+                forward ? d.program->forwardFlops : d.program->backwardFlops;
+            double again = forward ? d.forwardExtra : d.backwardExtra;
             end = start + (flops + again) / d.speed +
                   d.program->groupSumSeconds[item.phase == 'F' ? 0 : 1];
             computeEnd[{self, item.phase, item.microBatch}] = end;

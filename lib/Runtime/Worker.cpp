@@ -360,9 +360,14 @@ bool Worker::calibrate(std::string &error) {
       calibrationSeconds > 0 ? calibrationFlops / calibrationSeconds : 0, 0};
   for (const proto::PlanDevice &d : plan.devices())
     if (d.name() == program.device() && d.memory_bytes_per_second() > 0) {
+      planner::RooflineWork timed = forwardWorkOf(program);
+      timed.scale(static_cast<double>(calibratedForwards));
+      planner::RooflineWork backwards = backwardWorkOf(program);
+      backwards.scale(static_cast<double>(calibratedBackwards));
+      timed.add(backwards);
       double bandwidth = executor->measureMemoryBandwidth();
-      double fitted = planner::speedForSeconds(calibrationWork,
-                                               calibrationSeconds, bandwidth);
+      double fitted =
+          planner::speedForSeconds(timed, calibrationSeconds, bandwidth);
       if (bandwidth > 0 && fitted > 0) {
         speeds[0] = fitted;
         speeds[1] = bandwidth;

@@ -253,10 +253,10 @@ private:
 
   // Timing: compute seconds of the calibration steps; trace events.
   double calibrationFlops = 0, calibrationSeconds = 0;
-  /// The calibration steps' work as the roofline sees it: with the plan's
-  /// memory bandwidth for this device, the speed that reproduces the
-  /// measured seconds (planner::speedForSeconds).
-  planner::RooflineWork calibrationWork;
+  /// The forward and backward entries the calibration timed: their work as
+  /// the roofline sees it gives, at the probed memory bandwidth, the speed
+  /// that reproduces the measured seconds (planner::speedForSeconds).
+  int64_t calibratedForwards = 0, calibratedBackwards = 0;
   /// Device-timed executors (a GPU): the calibration measures the device's
   /// seconds and skips the first step, which initialises libraries.
   bool deviceTimed = false;
@@ -281,9 +281,6 @@ private:
   int64_t firstStep = 1;
   int64_t groupIndex = -1; // this rank's data-parallel group, or -1
 };
-
-/// CPU seconds of the calling thread.
-double threadCpuSeconds();
 
 } // namespace dtfm::runtime::worker
 

@@ -50,6 +50,10 @@ struct InputSpec {
 /// Values of one micro-batch, by value id.
 using ValueTable = std::map<int64_t, cpu::Tensor>;
 
+/// CPU seconds of the calling thread: what the calibration and the CPU's
+/// memory probe time.
+double threadCpuSeconds();
+
 /// What a worker needs of the executor of its device program, whichever
 /// device runs it: the CPU (ProgramExecutor, below) or a GPU
 /// (cuda::CudaExecutor, Cuda/Executor.h). Values crossing devices and

@@ -163,6 +163,22 @@ struct Value {
   }
 };
 
+/// `t` (float32, or integers and bools) as a Value; false with `error`.
+bool decode(const onnx::TensorProto &t, Value &v, std::string &error) {
+  v = Value();
+  v.dims.assign(t.dims().begin(), t.dims().end());
+  if (t.data_type() == onnx::TensorProto::FLOAT) {
+    std::vector<float> f;
+    if (!readTensorFloats(t, f, error))
+      return false;
+    v.kind = Value::Float;
+    v.floats.assign(f.begin(), f.end());
+    return true;
+  }
+  v.kind = t.data_type() == onnx::TensorProto::BOOL ? Value::Bool : Value::Int;
+  return readTensorInts(t, v.ints, error);
+}
+
 class Folder {
 public:
   Folder(const std::map<std::string, std::vector<int64_t>> &shapes,
@@ -174,19 +190,8 @@ public:
   bool record(const std::string &name, const onnx::TensorProto &t,
               std::string &error) {
     Value v;
-    v.dims.assign(t.dims().begin(), t.dims().end());
-    if (t.data_type() == onnx::TensorProto::FLOAT) {
-      std::vector<float> f;
-      if (!readTensorFloats(t, f, error))
-        return false;
-      v.kind = Value::Float;
-      v.floats.assign(f.begin(), f.end());
-    } else {
-      if (!readTensorInts(t, v.ints, error))
-        return false;
-      v.kind =
-          t.data_type() == onnx::TensorProto::BOOL ? Value::Bool : Value::Int;
-    }
+    if (!decode(t, v, error))
+      return false;
     known[name] = std::move(v);
     return true;
   }
@@ -397,12 +402,11 @@ bool Folder::evaluate(const onnx::NodeProto &node, Value &out,
     out.kind = Value::Float;
     double fill = 0;
     if (const onnx::AttributeProto *a = attribute(node, "value")) {
-      Folder scratch(shapes, maxElements);
-      if (!scratch.record("value", a->t(), error)) {
+      Value v;
+      if (!decode(a->t(), v, error)) {
         error = "its value " + error;
         return false;
       }
-      const Value &v = scratch.known["value"];
       if (v.numel() != 1)
         return fail(error, "its value is not one element");
       out.kind = v.kind;

@@ -39,6 +39,18 @@ def raw_tensor(name, dims):
     return t
 
 
+def save(graph, path, opset=14):
+    onnx.save(helper.make_model(graph,
+                                opset_imports=[helper.make_opsetid("", opset)]),
+              path)
+
+
+def int64s(**values):
+    """int64 initializers, by name."""
+    return [numpy_helper.from_array(np.array(v, np.int64), n)
+            for n, v in values.items()]
+
+
 def main():
     d = sys.argv[1]
     good = numpy_helper.from_array(np.ones((1, 1, 3, 3), np.float32), "w")
@@ -51,32 +63,24 @@ def main():
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2 ** 40])
     graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])],
                               "huge", [x], [y], [huge])
-    onnx.save(helper.make_model(graph,
-                                opset_imports=[helper.make_opsetid("", 14)]),
-              os.path.join(d, "huge-dims.onnx"))
+    save(graph, os.path.join(d, "huge-dims.onnx"))
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8])
     graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])],
                               "dynamic", [x], [y])
-    onnx.save(helper.make_model(graph,
-                                opset_imports=[helper.make_opsetid("", 14)]),
-              os.path.join(d, "dynamic.onnx"))
+    save(graph, os.path.join(d, "dynamic.onnx"))
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [100000, 100000])
-    size = numpy_helper.from_array(np.array([100000, 100000], np.int64), "size")
     graph = helper.make_graph(
         [helper.make_node("ConstantOfShape", ["size"], ["fill"], name="fill"),
          helper.make_node("Add", ["x", "fill"], ["y"])],
-        "huge-fill", [x], [y], [size])
-    onnx.save(helper.make_model(graph,
-                                opset_imports=[helper.make_opsetid("", 14)]),
-              os.path.join(d, "huge-fill.onnx"))
+        "huge-fill", [x], [y], int64s(size=[100000, 100000]))
+    save(graph, os.path.join(d, "huge-fill.onnx"))
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [None])
     # (The index comes from a Range: ONNX's own shape inference does not
     # evaluate it, so the importer's folding is what meets it.)
-    bounds = [numpy_helper.from_array(np.array(v, np.int64), n)
-              for v, n in ((7, "start"), (8, "limit"), (1, "delta"))]
+    bounds = int64s(start=7, limit=8, delta=1)
     graph = helper.make_graph(
         [helper.make_node("Shape", ["x"], ["shape"]),
          helper.make_node("Range", ["start", "limit", "delta"], ["index"]),
@@ -84,22 +88,16 @@ def main():
                           name="pick"),
          helper.make_node("Reshape", ["x", "dims"], ["y"])],
         "bad-gather", [x], [y], bounds)
-    onnx.save(helper.make_model(graph,
-                                opset_imports=[helper.make_opsetid("", 14)]),
-              os.path.join(d, "bad-gather.onnx"))
+    save(graph, os.path.join(d, "bad-gather.onnx"))
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [None])
-    bounds = [numpy_helper.from_array(np.array(v, np.int64), n)
-              for v, n in ((2 ** 62, "start"), (2 ** 62 + 1, "limit"),
-                           (1, "delta"), ([4], "four"))]
+    bounds = int64s(start=2 ** 62, limit=2 ** 62 + 1, delta=1, four=[4])
     graph = helper.make_graph(
         [helper.make_node("Range", ["start", "limit", "delta"], ["big"]),
          helper.make_node("Mul", ["big", "four"], ["dims"], name="times"),
          helper.make_node("Reshape", ["x", "dims"], ["y"])],
         "overflow", [x], [y], bounds)
-    onnx.save(helper.make_model(graph,
-                                opset_imports=[helper.make_opsetid("", 14)]),
-              os.path.join(d, "overflow.onnx"))
+    save(graph, os.path.join(d, "overflow.onnx"))
     # The ONNX fuzzer's find: a ConvTranspose whose input has rank 2 and
     # weight rank 4 crashes ONNX's own shape inference (onnx/onnx#6180).
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1])
@@ -108,9 +106,7 @@ def main():
     graph = helper.make_graph(
         [helper.make_node("ConvTranspose", ["x", "w"], ["y"])],
         "rank-mismatch", [x], [y], [w])
-    onnx.save(helper.make_model(graph,
-                                opset_imports=[helper.make_opsetid("", 11)]),
-              os.path.join(d, "convtranspose-ranks.onnx"))
+    save(graph, os.path.join(d, "convtranspose-ranks.onnx"), opset=11)
 
 
 if __name__ == "__main__":
