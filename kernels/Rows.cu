@@ -1,4 +1,4 @@
-//===- Rows.cu - Row-wise kernels: layernorm, softmax, cross-entropy ------===//
+//===- Rows.cu - Row-wise kernels: norms, softmax, cross-entropy ----------===//
 //
 // Part of dtfm.
 //
@@ -76,6 +76,47 @@ __global__ void layerNormBackwardColumns(const float *x, const float *mean,
       dgamma[j] += sumGamma;
     if (dbeta)
       dbeta[j] += sumBeta;
+  }
+}
+
+__global__ void rmsNormKernel(const float *x, const float *gamma, float *y,
+                              float *rstd, int64_t d, float epsilon) {
+  __shared__ float scratch[32];
+  const float *in = x + blockIdx.x * d;
+  float *out = y + blockIdx.x * d;
+  float squares = 0;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+    squares += in[j] * in[j];
+  float s = rsqrtf(blockSum(squares, scratch) / d + epsilon);
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+    out[j] = in[j] * s * gamma[j];
+  if (threadIdx.x == 0)
+    rstd[blockIdx.x] = s;
+}
+
+__global__ void rmsNormBackwardRows(const float *x, const float *gamma,
+                                    const float *rstd, const float *dy,
+                                    float *dx, int64_t d) {
+  __shared__ float scratch[32];
+  int64_t r = blockIdx.x;
+  const float *in = x + r * d, *g = dy + r * d;
+  float s = rstd[r];
+  float sumDyXhat = 0;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+    sumDyXhat += g[j] * gamma[j] * in[j] * s;
+  sumDyXhat = blockSum(sumDyXhat, scratch);
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+    dx[r * d + j] += s * (g[j] * gamma[j] - in[j] * s * sumDyXhat / d);
+}
+
+__global__ void rmsNormBackwardColumns(const float *x, const float *rstd,
+                                       const float *dy, float *dgamma,
+                                       int64_t rows, int64_t d) {
+  DTFM_GRID_STRIDE(j, d) {
+    float sum = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      sum += dy[r * d + j] * x[r * d + j] * rstd[r];
+    dgamma[j] += sum;
   }
 }
 
@@ -184,22 +225,28 @@ __global__ void crossEntropySliceBackwardKernel(
   }
 }
 
-__global__ void splitHeadsKernel(const float *x, float *y, int64_t b,
-                                 int64_t s, int64_t heads, int64_t dh) {
-  DTFM_GRID_STRIDE(i, b * s * heads * dh) {
-    // i indexes [b, s, heads, dh]; y is [b, heads, s, dh].
-    int64_t c = i % dh, hd = (i / dh) % heads, t = (i / (dh * heads)) % s,
-            n = i / (dh * heads * s);
-    y[((n * heads + hd) * s + t) * dh + c] = x[i];
+__global__ void splitHeadsKernel(const float *x, float *y, int64_t b, int64_t s,
+                                 int64_t heads, int64_t dh, int64_t group) {
+  int64_t xHeads = heads / group;
+  DTFM_GRID_STRIDE(i, b * heads * s * dh) {
+    // i indexes y [b, heads, s, dh]; x is [b, s, heads / group, dh].
+    int64_t c = i % dh, t = (i / dh) % s, hd = (i / (dh * s)) % heads,
+            n = i / (dh * s * heads);
+    y[i] = x[((n * s + t) * xHeads + hd / group) * dh + c];
   }
 }
 
-__global__ void mergeHeadsKernel(const float *x, float *y, int64_t b,
-                                 int64_t s, int64_t heads, int64_t dh) {
-  DTFM_GRID_STRIDE(i, b * s * heads * dh) {
-    int64_t c = i % dh, hd = (i / dh) % heads, t = (i / (dh * heads)) % s,
-            n = i / (dh * heads * s);
-    y[i] += x[((n * heads + hd) * s + t) * dh + c];
+__global__ void mergeHeadsKernel(const float *x, float *y, int64_t b, int64_t s,
+                                 int64_t heads, int64_t dh, int64_t group) {
+  int64_t yHeads = heads / group;
+  DTFM_GRID_STRIDE(i, b * s * yHeads * dh) {
+    // i indexes y [b, s, heads / group, dh]; x is [b, heads, s, dh].
+    int64_t c = i % dh, kh = (i / dh) % yHeads, t = (i / (dh * yHeads)) % s,
+            n = i / (dh * yHeads * s);
+    float sum = 0;
+    for (int64_t g = 0; g < group; ++g)
+      sum += x[((n * heads + kh * group + g) * s + t) * dh + c];
+    y[i] += sum;
   }
 }
 
@@ -259,6 +306,23 @@ void layerNormBackward(const float *x, const float *gamma, const float *mean,
         x, mean, rstd, dy, dgamma, dbeta, rows, d);
 }
 
+void rmsNorm(const float *x, const float *gamma, float *y, float *rstd,
+             int64_t rows, int64_t d, float epsilon, cudaStream_t stream) {
+  rmsNormKernel<<<rowBlocks(rows), kThreads, 0, stream>>>(x, gamma, y, rstd, d,
+                                                          epsilon);
+}
+
+void rmsNormBackward(const float *x, const float *gamma, const float *rstd,
+                     const float *dy, float *dx, float *dgamma, int64_t rows,
+                     int64_t d, cudaStream_t stream) {
+  if (dx)
+    rmsNormBackwardRows<<<rowBlocks(rows), kThreads, 0, stream>>>(
+        x, gamma, rstd, dy, dx, d);
+  if (dgamma)
+    rmsNormBackwardColumns<<<blocksFor(d), kThreads, 0, stream>>>(
+        x, rstd, dy, dgamma, rows, d);
+}
+
 void softmax(const float *x, float *y, int64_t rows, int64_t d,
              cudaStream_t stream) {
   softmaxKernel<<<rowBlocks(rows), kThreads, 0, stream>>>(x, y, d);
@@ -312,15 +376,15 @@ void crossEntropySliceBackward(const float *logits, const float *labels,
 }
 
 void splitHeads(const float *x, float *y, int64_t b, int64_t s, int64_t heads,
-                int64_t dh, cudaStream_t stream) {
+                int64_t dh, int64_t group, cudaStream_t stream) {
   splitHeadsKernel<<<blocksFor(b * s * heads * dh), kThreads, 0, stream>>>(
-      x, y, b, s, heads, dh);
+      x, y, b, s, heads, dh, group);
 }
 
 void mergeHeads(const float *x, float *y, int64_t b, int64_t s, int64_t heads,
-                int64_t dh, cudaStream_t stream) {
-  mergeHeadsKernel<<<blocksFor(b * s * heads * dh), kThreads, 0, stream>>>(
-      x, y, b, s, heads, dh);
+                int64_t dh, int64_t group, cudaStream_t stream) {
+  mergeHeadsKernel<<<blocksFor(b * s * heads / group * dh), kThreads, 0,
+                     stream>>>(x, y, b, s, heads, dh, group);
 }
 
 void causalSoftmax(float *scores, int64_t count, int64_t s, float scale,

@@ -106,6 +106,15 @@ __global__ void unaryBackwardKernel(UnaryOp op, const float *x, const float *dy,
   DTFM_GRID_STRIDE(i, n) dx[i] += unaryGradient(op, x[i], dy[i], params);
 }
 
+__global__ void rotaryKernel(const float *x, float *y, int64_t n, int64_t s,
+                             int64_t hidden, int64_t dh, double theta, int sign,
+                             bool accumulate) {
+  DTFM_GRID_STRIDE(i, n) {
+    float turned = rotaryElement(x, i, s, hidden, dh, theta, sign);
+    y[i] = accumulate ? y[i] + turned : turned;
+  }
+}
+
 __global__ void gatherKernel(const float *x, const float *indices,
                              GatherGeometry g, float *out, int *badIndex,
                              int64_t n) {
@@ -194,6 +203,15 @@ void unaryBackward(UnaryOp op, const float *x, const float *dy, float *dx,
   if (n > 0)
     unaryBackwardKernel<<<blocksFor(n), kThreads, 0, stream>>>(op, x, dy, dx, n,
                                                                params);
+}
+
+void rotary(const float *x, float *y, int64_t b, int64_t s, int64_t heads,
+            int64_t dh, double theta, int sign, bool accumulate,
+            cudaStream_t stream) {
+  int64_t n = b * s * heads * dh;
+  if (n > 0)
+    rotaryKernel<<<blocksFor(n), kThreads, 0, stream>>>(
+        x, y, n, s, heads * dh, dh, theta, sign, accumulate);
 }
 
 void gather(const float *x, const float *indices, const GatherGeometry &g,

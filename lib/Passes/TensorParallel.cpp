@@ -46,8 +46,8 @@ Operation *soleUser(Value value) {
 }
 
 bool isElementwiseActivation(Operation *op) {
-  return isa<GeluOp, ReluOp, TanhOp, ErfOp, ExpOp, SqrtOp, SigmoidOp, ClipOp>(
-             op) &&
+  return isa<GeluOp, ReluOp, TanhOp, ErfOp, ExpOp, SqrtOp, SigmoidOp, SiluOp,
+             ClipOp>(op) &&
          op->getNumOperands() == 1;
 }
 
@@ -77,6 +77,14 @@ std::optional<ShardBlock> matchAttention(CausalAttentionOp attention) {
   ShardBlock block{attention, Value(), {}, attention, {}, nullptr};
   for (Value projected :
        {attention.getQuery(), attention.getKey(), attention.getValue()}) {
+    // A rotary embedding between projection and attention works per head,
+    // so it shards with them (Llama's Q and K).
+    if (auto rotary = projected.getDefiningOp<RotaryOp>()) {
+      if (!projected.hasOneUse())
+        return std::nullopt;
+      block.between.push_back(rotary);
+      projected = rotary.getInput();
+    }
     LinearOp linear = shardableLinear(projected.getDefiningOp());
     if (!linear || !projected.hasOneUse())
       return std::nullopt;
@@ -104,6 +112,19 @@ std::optional<ShardBlock> matchMlp(LinearOp first) {
   }
   if (block.between.empty())
     return std::nullopt; // two linears in a row are not an MLP
+  // A gated MLP (SwiGLU): the activated gate times a second linear of the
+  // same input, which is column-parallel too.
+  if (auto mul = dyn_cast_or_null<MulOp>(user)) {
+    Value other = mul.getLhs() == current ? mul.getRhs() : mul.getLhs();
+    LinearOp up = shardableLinear(other.getDefiningOp());
+    if (up && other.hasOneUse() && up.getInput() == first.getInput() &&
+        other.getType() == current.getType()) {
+      block.columns.push_back(up);
+      block.between.push_back(mul);
+      current = mul.getResult();
+      user = soleUser(current);
+    }
+  }
   block.row = shardableLinear(user);
   if (!block.row || block.row.getInput() != current)
     return std::nullopt;
@@ -200,10 +221,20 @@ public:
       return "degree " + std::to_string(degree) + " does not divide the " +
              std::to_string(size) + " " + what + " of " + where;
     };
-    if (block.attention)
+    if (block.attention) {
       if (std::string e = divides(block.attention.getNumHeads(), "heads");
           !e.empty())
         return e;
+      if (std::string e =
+              divides(block.attention.getKeyValueHeads(), "key/value heads");
+          !e.empty())
+        return e;
+    }
+    for (Operation *op : block.between)
+      if (auto rotary = dyn_cast<RotaryOp>(op))
+        if (std::string e = divides(rotary.getNumHeads(), "rotary heads");
+            !e.empty())
+          return e;
     for (LinearOp column : block.columns)
       if (std::string e = divides(lastDim(column.getResult()), "columns");
           !e.empty())
@@ -232,11 +263,17 @@ public:
       shrink(column);
     }
     if (block.attention) {
+      if (block.attention.getNumKvHeads())
+        block.attention.setNumKvHeads(block.attention.getKeyValueHeads() /
+                                      degree);
       block.attention.setNumHeads(block.attention.getNumHeads() / degree);
       shrink(block.attention);
     }
-    for (Operation *op : block.between)
+    for (Operation *op : block.between) {
+      if (auto rotary = dyn_cast<RotaryOp>(op))
+        rotary.setNumHeads(rotary.getNumHeads() / degree);
       shrink(op);
+    }
 
     // Row-parallel: a partial product on each member, summed, then the
     // bias once.

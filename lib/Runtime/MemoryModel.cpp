@@ -66,6 +66,7 @@ double scratchBytes(const ProgramOp &op,
   case OpKind::CrossEntropy:
     return operandBytes(0); // the softmax of the logits
   case OpKind::LayerNorm:
+  case OpKind::RmsNorm:
   case OpKind::Softmax:
   case OpKind::Relu:
     return backward ? operandBytes(0) : 0; // the recomputed output

@@ -159,6 +159,7 @@ std::string forwardRule(OpKind kind, const ProgramOp &op,
   case OpKind::Sqrt:
   case OpKind::Tanh:
   case OpKind::Sigmoid:
+  case OpKind::Silu:
   case OpKind::Erf:
   case OpKind::Exp:
   case OpKind::Gelu:
@@ -198,6 +199,10 @@ std::string forwardRule(OpKind kind, const ProgramOp &op,
     if (!(e = with(3, 3, 1)).empty())
       return e;
     return shapes::layerNorm(in[0], in[1], in[2], a.epsilon, out[0]);
+  case OpKind::RmsNorm:
+    if (!(e = with(2, 2, 1)).empty())
+      return e;
+    return shapes::rmsNorm(in[0], in[1], a.epsilon, out[0]);
   case OpKind::Softmax:
     if (!(e = with(1, 1, 1)).empty())
       return e;
@@ -205,7 +210,12 @@ std::string forwardRule(OpKind kind, const ProgramOp &op,
   case OpKind::CausalAttention:
     if (!(e = with(3, 3, 1)).empty())
       return e;
-    return shapes::causalAttention(in[0], in[1], in[2], a.numHeads, out[0]);
+    return shapes::causalAttention(in[0], in[1], in[2], a.numHeads,
+                                   a.keyValueHeads(), out[0]);
+  case OpKind::Rotary:
+    if (!(e = with(1, 1, 1)).empty())
+      return e;
+    return shapes::rotary(in[0], a.numHeads, a.theta, out[0]);
   case OpKind::Conv2d: {
     if (!(e = with(2, 3, 1)).empty())
       return e;

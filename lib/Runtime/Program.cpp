@@ -267,6 +267,7 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
     in.read("transpose_rhs", a.transposeRhs);
     break;
   case OpKind::LayerNorm:
+  case OpKind::RmsNorm:
     in.read("epsilon", a.epsilon);
     break;
   case OpKind::BatchNorm:
@@ -279,6 +280,11 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
     break;
   case OpKind::CausalAttention:
     in.read("num_heads", a.numHeads);
+    in.read("num_kv_heads", a.numKvHeads);
+    break;
+  case OpKind::Rotary:
+    in.read("num_heads", a.numHeads);
+    in.read("theta", a.theta);
     break;
   case OpKind::Conv2d:
   case OpKind::MaxPool2d:

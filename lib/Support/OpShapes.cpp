@@ -317,6 +317,21 @@ std::string dtfm::shapes::layerNorm(const TensorType &input,
   return resultIs(result, input.shape, input.element);
 }
 
+std::string dtfm::shapes::rmsNorm(const TensorType &input,
+                                  const TensorType &gamma, double epsilon,
+                                  const TensorType &result) {
+  if (input.rank() < 1)
+    return "expected input of rank >= 1, found a scalar";
+  if (std::string e = sameElement({&input, &gamma}, {"input", "gamma"});
+      !e.empty())
+    return e;
+  if (std::string e = vectorOf(gamma, "gamma", input.shape.back()); !e.empty())
+    return e;
+  if (!(epsilon > 0 && std::isfinite(epsilon)))
+    return "expected a positive epsilon, found " + num(epsilon);
+  return resultIs(result, input.shape, input.element);
+}
+
 std::string dtfm::shapes::sameType(const TensorType &input,
                                    const TensorType &result) {
   return resultIs(result, input.shape, input.element);
@@ -342,21 +357,51 @@ std::string dtfm::shapes::softmax(const TensorType &input, int64_t axis,
 std::string dtfm::shapes::causalAttention(const TensorType &query,
                                           const TensorType &key,
                                           const TensorType &value,
-                                          int64_t numHeads,
+                                          int64_t numHeads, int64_t numKvHeads,
                                           const TensorType &result) {
   if (query.rank() != 3)
     return "expected query of rank 3 [batch, seq, hidden], found " +
            shapeText(query.shape);
-  if (key != query || value != query)
-    return "expected query, key and value of one type, found " +
-           typeText(query) + ", " + typeText(key) + ", " + typeText(value);
   if (numHeads < 1)
     return "expected a positive num_heads, found " + std::to_string(numHeads);
+  if (numKvHeads < 1)
+    return "expected a positive num_kv_heads, found " +
+           std::to_string(numKvHeads);
   int64_t hidden = query.shape[2];
   if (hidden % numHeads != 0)
     return "expected hidden size " + std::to_string(hidden) +
            " divisible by num_heads " + std::to_string(numHeads);
+  if (numHeads % numKvHeads != 0)
+    return "expected num_kv_heads " + std::to_string(numKvHeads) +
+           " dividing num_heads " + std::to_string(numHeads);
+  // Overflow-safe: hidden / numHeads * numKvHeads <= hidden.
+  std::vector<int64_t> keyShape = {query.shape[0], query.shape[1],
+                                   hidden / numHeads * numKvHeads};
+  if (key.shape != keyShape || value != key || key.element != query.element)
+    return "expected key and value of shape " + shapeText(keyShape) + " (" +
+           std::to_string(numKvHeads) + " heads of " +
+           std::to_string(hidden / numHeads) +
+           ") and query's element type, "
+           "found " +
+           typeText(key) + " and " + typeText(value);
   return resultIs(result, query.shape, query.element);
+}
+
+std::string dtfm::shapes::rotary(const TensorType &input, int64_t numHeads,
+                                 double theta, const TensorType &result) {
+  if (input.rank() != 3)
+    return "expected input of rank 3 [batch, seq, heads * head_dim], found " +
+           shapeText(input.shape);
+  if (numHeads < 1 || input.shape[2] % numHeads != 0)
+    return "expected num_heads dividing the last dimension " +
+           std::to_string(input.shape[2]) + ", found " +
+           std::to_string(numHeads);
+  if ((input.shape[2] / numHeads) % 2 != 0)
+    return "expected an even head dimension, found " +
+           std::to_string(input.shape[2] / numHeads);
+  if (!(theta > 1 && std::isfinite(theta)))
+    return "expected a finite theta > 1, found " + num(theta);
+  return sameType(input, result);
 }
 
 std::string dtfm::shapes::crossEntropy(const TensorType &logits,

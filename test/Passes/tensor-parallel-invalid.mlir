@@ -50,3 +50,22 @@ func.func @nothing() -> tensor<3x4xf32> {
   %y = dtfm.linear %h, %w2 : (tensor<3x6xf32>, tensor<6x4xf32>) -> tensor<3x4xf32>
   return %y : tensor<3x4xf32>
 }
+
+// -----
+
+// COM: Grouped-query attention: the degree must divide the key/value heads
+// COM: too (3 divides the 6 query heads, not the 2 key/value heads).
+// CHECK: error: dtfm-tensor-parallel: degree 3 does not divide the 2 key/value heads of 'dtfm.causal_attention' in layer 'gqa'
+func.func @kv_heads() -> tensor<2x4x12xf32> {
+  %x = dtfm.input "x" : tensor<2x4x12xf32>
+  %qw = dtfm.param "q.w" init(normal, 0.02) : tensor<12x12xf32>
+  %q = dtfm.linear %x, %qw : (tensor<2x4x12xf32>, tensor<12x12xf32>) -> tensor<2x4x12xf32>
+  %kw = dtfm.param "k.w" init(normal, 0.02) : tensor<12x4xf32>
+  %k = dtfm.linear %x, %kw : (tensor<2x4x12xf32>, tensor<12x4xf32>) -> tensor<2x4x4xf32>
+  %vw = dtfm.param "v.w" init(normal, 0.02) : tensor<12x4xf32>
+  %v = dtfm.linear %x, %vw : (tensor<2x4x12xf32>, tensor<12x4xf32>) -> tensor<2x4x4xf32>
+  %a = dtfm.causal_attention %q, %k, %v {num_heads = 6 : i64, num_kv_heads = 2 : i64, dtfm.layer = "gqa"} : (tensor<2x4x12xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x12xf32>
+  %ow = dtfm.param "o.w" init(normal, 0.02) : tensor<12x12xf32>
+  %o = dtfm.linear %a, %ow : (tensor<2x4x12xf32>, tensor<12x12xf32>) -> tensor<2x4x12xf32>
+  return %o : tensor<2x4x12xf32>
+}

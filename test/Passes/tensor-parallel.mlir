@@ -177,3 +177,70 @@ func.func @shared_vocabulary() -> tensor<f32> {
   %y = dtfm.linear %g, %w2 : (tensor<2x3x8xf32>, tensor<8x4xf32>) -> tensor<2x3x4xf32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// COM: A Llama attention block: rotary embeddings between the projections
+// COM: and the attention shard with them (over half their heads), and the
+// COM: grouped-query attention keeps its ratio: 4 query heads over 2
+// COM: key/value heads become 2 over 1.
+
+// CHECK-LABEL: func.func @llama_attention
+// CHECK: %[[IN:.*]] = dtfm.tp_all_reduce %{{.*}} {degree = 2 : i64, in_backward}
+// CHECK: %[[Q:.*]] = dtfm.linear %[[IN]], {{.*}} -> tensor<2x4x8xf32>
+// CHECK: dtfm.param "k.w" {{.*}} {dtfm.tp_shard = array<i64: 1, 2>} : tensor<16x4xf32>
+// CHECK: %[[K:.*]] = dtfm.linear %[[IN]], {{.*}} -> tensor<2x4x4xf32>
+// CHECK: %[[V:.*]] = dtfm.linear %[[IN]], {{.*}} -> tensor<2x4x4xf32>
+// CHECK: %[[RQ:.*]] = dtfm.rotary %[[Q]] {num_heads = 2 : i64, theta = 5.000000e+05 : f64} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+// CHECK: %[[RK:.*]] = dtfm.rotary %[[K]] {num_heads = 1 : i64{{.*}}} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+// CHECK: dtfm.causal_attention %[[RQ]], %[[RK]], %[[V]] {num_heads = 2 : i64, num_kv_heads = 1 : i64} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x8xf32>
+// CHECK: dtfm.linear {{.*}} : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
+// CHECK: dtfm.tp_all_reduce %{{.*}} {degree = 2 : i64} :
+func.func @llama_attention() -> tensor<f32> {
+  %x = dtfm.input "x" : tensor<2x4x16xf32>
+  %qw = dtfm.param "q.w" init(normal, 0.02) : tensor<16x16xf32>
+  %q = dtfm.linear %x, %qw : (tensor<2x4x16xf32>, tensor<16x16xf32>) -> tensor<2x4x16xf32>
+  %kw = dtfm.param "k.w" init(normal, 0.02) : tensor<16x8xf32>
+  %k = dtfm.linear %x, %kw : (tensor<2x4x16xf32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+  %vw = dtfm.param "v.w" init(normal, 0.02) : tensor<16x8xf32>
+  %v = dtfm.linear %x, %vw : (tensor<2x4x16xf32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+  %rq = dtfm.rotary %q {num_heads = 4 : i64, theta = 500000.0 : f64} : (tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  %rk = dtfm.rotary %k {num_heads = 2 : i64} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %a = dtfm.causal_attention %rq, %rk, %v {num_heads = 4 : i64, num_kv_heads = 2 : i64} : (tensor<2x4x16xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x16xf32>
+  %ow = dtfm.param "o.w" init(normal, 0.02) : tensor<16x16xf32>
+  %o = dtfm.linear %a, %ow : (tensor<2x4x16xf32>, tensor<16x16xf32>) -> tensor<2x4x16xf32>
+  %l = dtfm.reduce_mean %o {axes = array<i64: 0, 1, 2>} : (tensor<2x4x16xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// COM: A SwiGLU MLP: gate and up both column-parallel from one copy of the
+// COM: input, SiLU and the product on the shard, down row-parallel.
+
+// CHECK-LABEL: func.func @swiglu
+// CHECK: dtfm.param "gate.w" {{.*}} {dtfm.tp_shard = array<i64: 1, 2>} : tensor<8x12xf32>
+// CHECK: %[[IN:.*]] = dtfm.tp_all_reduce %{{.*}} {degree = 2 : i64, in_backward}
+// CHECK: %[[G:.*]] = dtfm.linear %[[IN]], {{.*}} -> tensor<2x4x12xf32>
+// CHECK: dtfm.param "up.w" {{.*}} {dtfm.tp_shard = array<i64: 1, 2>} : tensor<8x12xf32>
+// CHECK: %[[U:.*]] = dtfm.linear %[[IN]], {{.*}} -> tensor<2x4x12xf32>
+// CHECK: %[[S:.*]] = dtfm.silu %[[G]] : (tensor<2x4x12xf32>) -> tensor<2x4x12xf32>
+// CHECK: %[[M:.*]] = dtfm.mul %[[S]], %[[U]] : (tensor<2x4x12xf32>, tensor<2x4x12xf32>) -> tensor<2x4x12xf32>
+// CHECK: dtfm.param "down.w" {{.*}} {dtfm.tp_shard = array<i64: 0, 2>} : tensor<12x8xf32>
+// CHECK: %[[P:.*]] = dtfm.linear %[[M]], {{.*}} -> tensor<2x4x8xf32>
+// CHECK: dtfm.tp_all_reduce %[[P]] {degree = 2 : i64} :
+func.func @swiglu() -> tensor<f32> {
+  %x = dtfm.input "x" : tensor<2x4x8xf32>
+  %g = dtfm.param "norm.g" init(ones) : tensor<8xf32>
+  %n = dtfm.rms_norm %x, %g : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %gw = dtfm.param "gate.w" init(normal, 0.02) : tensor<8x24xf32>
+  %gate = dtfm.linear %n, %gw : (tensor<2x4x8xf32>, tensor<8x24xf32>) -> tensor<2x4x24xf32>
+  %uw = dtfm.param "up.w" init(normal, 0.02) : tensor<8x24xf32>
+  %up = dtfm.linear %n, %uw : (tensor<2x4x8xf32>, tensor<8x24xf32>) -> tensor<2x4x24xf32>
+  %s = dtfm.silu %gate : (tensor<2x4x24xf32>) -> tensor<2x4x24xf32>
+  %m = dtfm.mul %s, %up : (tensor<2x4x24xf32>, tensor<2x4x24xf32>) -> tensor<2x4x24xf32>
+  %dw = dtfm.param "down.w" init(normal, 0.02) : tensor<24x8xf32>
+  %d = dtfm.linear %m, %dw : (tensor<2x4x24xf32>, tensor<24x8xf32>) -> tensor<2x4x8xf32>
+  %l = dtfm.reduce_mean %d {axes = array<i64: 0, 1, 2>} : (tensor<2x4x8xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}

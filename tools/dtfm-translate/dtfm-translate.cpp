@@ -48,7 +48,8 @@ static cl::OptionCategory gptCategory("GPT import options");
 
 static cl::opt<std::string>
     importGpt("import-gpt",
-              cl::desc("Build a GPT model from a preset (or 'custom')"),
+              cl::desc("Build a decoder model (GPT or Llama) from a preset "
+                       "(or 'custom')"),
               cl::value_desc("preset"), cl::cat(gptCategory));
 static cl::opt<bool> listPresets("list-gpt-presets",
                                  cl::desc("List the GPT presets and exit"),
@@ -59,6 +60,25 @@ static cl::opt<int64_t> hidden("hidden", cl::desc("Model width d_model"),
                                cl::cat(gptCategory));
 static cl::opt<int64_t> heads("heads", cl::desc("Attention heads"),
                               cl::cat(gptCategory));
+static cl::opt<std::string>
+    architecture("architecture",
+                 cl::desc("Decoder architecture of --import-gpt=custom: gpt "
+                          "(the default) or llama"),
+                 cl::cat(gptCategory));
+static cl::opt<int64_t>
+    kvHeads("kv-heads",
+            cl::desc("Key/value heads of grouped-query attention (Llama; "
+                     "default: --heads)"),
+            cl::cat(gptCategory));
+static cl::opt<int64_t>
+    ffnHidden("ffn-hidden",
+              cl::desc("Width of the MLP's hidden layer (default: 4 x hidden)"),
+              cl::cat(gptCategory));
+static cl::opt<double>
+    ropeTheta("rope-theta",
+              cl::desc("Base of the rotary embedding's angles (Llama; default "
+                       "10000)"),
+              cl::cat(gptCategory));
 static cl::opt<int64_t> seqLen("seq-len", cl::desc("Sequence length"),
                                cl::cat(gptCategory));
 static cl::opt<int64_t> vocab("vocab", cl::desc("Vocabulary size"),
@@ -148,14 +168,40 @@ static FailureOr<mlir::dtfm::GptConfig> gptConfigFromFlags(std::string &error) {
     int64_t &field;
   } overrides[] = {{layers, config.layers},   {hidden, config.hidden},
                    {heads, config.heads},     {seqLen, config.seqLen},
-                   {vocab, config.vocab},     {microBatch, config.microBatch}};
+                   {vocab, config.vocab},     {microBatch, config.microBatch},
+                   {kvHeads, config.kvHeads}, {ffnHidden, config.ffnHidden}};
   std::string missing;
   for (Override &o : overrides) {
+    // 0 means "the default" in the config; given on the command line it is
+    // an error like any other non-positive size.
+    if (o.flag.getNumOccurrences() && o.flag <= 0) {
+      error = "--" + o.flag.ArgStr.str() + " must be positive, got " +
+              std::to_string(o.flag);
+      return failure();
+    }
     if (o.flag.getNumOccurrences())
       o.field = o.flag;
-    else if (custom && &o.field != &config.microBatch)
+    else if (custom && &o.field != &config.microBatch &&
+             &o.field != &config.kvHeads && &o.field != &config.ffnHidden)
       missing += (missing.empty() ? "--" : ", --") + o.flag.ArgStr.str();
   }
+  if (architecture.getNumOccurrences()) {
+    if (!custom) {
+      error = "--architecture is for --import-gpt=custom; the preset '" +
+              importGpt + "' is " +
+              mlir::dtfm::decoderArchitectureName(config.architecture);
+      return failure();
+    }
+    std::optional<mlir::dtfm::DecoderArchitecture> parsed =
+        mlir::dtfm::parseDecoderArchitecture(architecture);
+    if (!parsed) {
+      error = "--architecture must be gpt or llama, got '" + architecture + "'";
+      return failure();
+    }
+    config.architecture = *parsed;
+  }
+  if (ropeTheta.getNumOccurrences())
+    config.ropeTheta = ropeTheta;
   if (!missing.empty()) {
     error = "--import-gpt=custom needs " + missing;
     return failure();
@@ -322,10 +368,13 @@ int main(int argc, char **argv) {
     for (const std::string &name : mlir::dtfm::getGptPresetNames()) {
       mlir::dtfm::GptConfig c = *mlir::dtfm::getGptPreset(name);
       llvm::outs() << llvm::formatv(
-          "{0,-10} layers {1,3}  hidden {2,5}  heads {3,3}  seq {4,4}  "
-          "vocab {5}  micro-batch {6}  {7}  params {8}\n",
-          name, c.layers, c.hidden, c.heads, c.seqLen, c.vocab, c.microBatch,
-          c.dtype, mlir::dtfm::gptParameterCountClosedForm(c));
+          "{0,-10}  arch {1,-5}  layers {2,3}  hidden {3,5}  heads {4,3}  "
+          "kv-heads {5,3}  ffn {6,5}  seq {7,4}  vocab {8,6}  micro-batch {9}"
+          "  dtype {10,-4}  params {11}\n",
+          name, mlir::dtfm::decoderArchitectureName(c.architecture), c.layers,
+          c.hidden, c.heads, mlir::dtfm::keyValueHeadsOf(c),
+          mlir::dtfm::ffnHiddenOf(c), c.seqLen, c.vocab, c.microBatch, c.dtype,
+          mlir::dtfm::gptParameterCountClosedForm(c));
     }
     return 0;
   }

@@ -168,6 +168,25 @@ TEST_F(CudaKernelsTest, LayerNormAndBackward) {
   expectNear(download(gdb, d), dbeta.data, 1e-4, "layernorm dbeta");
 }
 
+TEST_F(CudaKernelsTest, RmsNormAndBackward) {
+  int64_t rows = 37, d = 300;
+  Tensor x = random({rows, d}, 3), gamma = random({d}), dy = random({rows, d});
+  std::vector<float> rstd;
+  Tensor y = cpu::rmsNorm(x, gamma, 1e-5, rstd);
+  Tensor dx, dgamma;
+  cpu::rmsNormBackward(x, gamma, rstd, dy, &dx, &dgamma);
+  auto gx = upload(x), gg = upload(gamma), gdy = upload(dy),
+       gy = zeros(rows * d), gr = zeros(rows), gdx = zeros(rows * d),
+       gdg = zeros(d);
+  cuda::rmsNorm(gx.floats(), gg.floats(), gy.floats(), gr.floats(), rows, d,
+                1e-5f, stream);
+  cuda::rmsNormBackward(gx.floats(), gg.floats(), gr.floats(), gdy.floats(),
+                        gdx.floats(), gdg.floats(), rows, d, stream);
+  expectNear(download(gy, rows * d), y.data, 1e-4, "rms_norm");
+  expectNear(download(gdx, rows * d), dx.data, 1e-4, "rms_norm dx");
+  expectNear(download(gdg, d), dgamma.data, 1e-4, "rms_norm dgamma");
+}
+
 TEST_F(CudaKernelsTest, SoftmaxCrossEntropyAndBackwards) {
   int64_t rows = 19, classes = 513;
   Tensor x = random({rows, classes}, 4), dy = random({rows, classes});
@@ -197,33 +216,53 @@ TEST_F(CudaKernelsTest, SoftmaxCrossEntropyAndBackwards) {
 }
 
 TEST_F(CudaKernelsTest, CausalAttentionAndBackward) {
-  cuda::AttentionShape shape{3, 17, 64, 4};
-  Tensor q = random({3, 17, 64}), k = random({3, 17, 64}),
-         v = random({3, 17, 64}), dOut = random({3, 17, 64});
-  Tensor probs, dq, dk, dv;
-  Tensor out = cpu::causalAttention(q, k, v, 4, probs);
-  cpu::causalAttentionBackward(q, k, v, 4, probs, dOut, &dq, &dk, &dv);
-  int64_t n = q.numel();
-  auto gq = upload(q), gk = upload(k), gv = upload(v), gdo = upload(dOut),
-       gout = zeros(n), gprobs = zeros(probs.numel()), gdq = zeros(n),
-       gdk = zeros(n), gdv = zeros(n), scratch = zeros(shape.scratchFloats());
-  cuda::Matmul matmul;
-  std::string error;
-  ASSERT_TRUE(cuda::causalAttention(matmul, shape, gq.floats(), gk.floats(),
-                                    gv.floats(), gout.floats(), gprobs.floats(),
-                                    scratch.floats(), stream, error))
-      << error;
-  ASSERT_TRUE(cuda::causalAttentionBackward(
-      matmul, shape, gq.floats(), gk.floats(), gv.floats(), gprobs.floats(),
-      gdo.floats(), gdq.floats(), gdk.floats(), gdv.floats(), scratch.floats(),
-      stream, error))
-      << error;
-  expectNear(download(gout, n), out.data, 1e-4, "attention");
-  expectNear(download(gprobs, probs.numel()), probs.data, 1e-4,
-             "attention probabilities");
-  expectNear(download(gdq, n), dq.data, 1e-4, "attention dq");
-  expectNear(download(gdk, n), dk.data, 1e-4, "attention dk");
-  expectNear(download(gdv, n), dv.data, 1e-4, "attention dv");
+  // Multi-head, then grouped-query with two query heads per key/value head.
+  for (int64_t kvHeads : {4, 2}) {
+    cuda::AttentionShape shape{3, 17, 64, 4, kvHeads};
+    int64_t kvWidth = 64 / 4 * kvHeads;
+    Tensor q = random({3, 17, 64}), k = random({3, 17, kvWidth}),
+           v = random({3, 17, kvWidth}), dOut = random({3, 17, 64});
+    Tensor probs, dq, dk, dv;
+    Tensor out = cpu::causalAttention(q, k, v, 4, kvHeads, probs);
+    cpu::causalAttentionBackward(q, k, v, 4, kvHeads, probs, dOut, &dq, &dk,
+                                 &dv);
+    int64_t n = q.numel(), nk = k.numel();
+    auto gq = upload(q), gk = upload(k), gv = upload(v), gdo = upload(dOut),
+         gout = zeros(n), gprobs = zeros(probs.numel()), gdq = zeros(n),
+         gdk = zeros(nk), gdv = zeros(nk),
+         scratch = zeros(shape.scratchFloats());
+    cuda::Matmul matmul;
+    std::string error;
+    ASSERT_TRUE(cuda::causalAttention(
+        matmul, shape, gq.floats(), gk.floats(), gv.floats(), gout.floats(),
+        gprobs.floats(), scratch.floats(), stream, error))
+        << error;
+    ASSERT_TRUE(cuda::causalAttentionBackward(
+        matmul, shape, gq.floats(), gk.floats(), gv.floats(), gprobs.floats(),
+        gdo.floats(), gdq.floats(), gdk.floats(), gdv.floats(),
+        scratch.floats(), stream, error))
+        << error;
+    expectNear(download(gout, n), out.data, 1e-4, "attention");
+    expectNear(download(gprobs, probs.numel()), probs.data, 1e-4,
+               "attention probabilities");
+    expectNear(download(gdq, n), dq.data, 1e-4, "attention dq");
+    expectNear(download(gdk, nk), dk.data, 1e-4, "attention dk");
+    expectNear(download(gdv, nk), dv.data, 1e-4, "attention dv");
+  }
+}
+
+TEST_F(CudaKernelsTest, RotaryAndBackward) {
+  int64_t b = 2, s = 9, heads = 3, dh = 8, n = b * s * heads * dh;
+  Tensor x = random({b, s, heads * dh}), dOut = random({b, s, heads * dh});
+  Tensor y = cpu::rotary(x, heads, 10000.0), dx;
+  cpu::rotaryBackward(dOut, heads, 10000.0, &dx);
+  auto gx = upload(x), gdo = upload(dOut), gy = zeros(n), gdx = zeros(n);
+  cuda::rotary(gx.floats(), gy.floats(), b, s, heads, dh, 10000.0, 1, false,
+               stream);
+  cuda::rotary(gdo.floats(), gdx.floats(), b, s, heads, dh, 10000.0, -1, true,
+               stream);
+  expectNear(download(gy, n), y.data, 1e-5, "rotary");
+  expectNear(download(gdx, n), dx.data, 1e-5, "rotary backward");
 }
 
 TEST_F(CudaKernelsTest, EmbeddingAndBackward) {
@@ -565,7 +604,8 @@ TEST_F(CudaKernelsTest, UnaryMathAndGather) {
                           {cuda::UnaryOp::Tanh, "tanh"},
                           {cuda::UnaryOp::Erf, "erf"},
                           {cuda::UnaryOp::Exp, "exp"},
-                          {cuda::UnaryOp::Sigmoid, "sigmoid"}}) {
+                          {cuda::UnaryOp::Sigmoid, "sigmoid"},
+                          {cuda::UnaryOp::Silu, "silu"}}) {
     auto gy = zeros(5000), gdx = zeros(5000);
     cuda::unary(op, gx.floats(), gy.floats(), 5000, {}, stream);
     cuda::unaryBackward(op, gx.floats(), gdy.floats(), gdx.floats(), 5000, {},

@@ -383,6 +383,18 @@ TEST(IndexMapsTest, PoolingWindowsOverlappingAndPadded) {
   }
 }
 
+TEST(IndexMapsTest, RotaryElementsTurnAsTheCpuKernel) {
+  std::mt19937 rng(9);
+  int64_t b = 2, s = 7, heads = 3, dh = 6, hidden = heads * dh;
+  Tensor x = random({b, s, hidden}, rng);
+  for (int sign : {1, -1}) {
+    Tensor want = cpu::rotary(x, heads, 500.0, sign < 0), got(x.shape);
+    for (int64_t i = 0; i < x.numel(); ++i)
+      got.data[i] = rotaryElement(x.data.data(), i, s, hidden, dh, 500.0, sign);
+    expectNear(got, want, 1e-6, "rotary");
+  }
+}
+
 TEST(IndexMapsTest, UnaryMathAndGradients) {
   std::mt19937 rng(8);
   Tensor x = random({200}, rng), dOut = random({200}, rng);
@@ -392,7 +404,8 @@ TEST(IndexMapsTest, UnaryMathAndGradients) {
                           {UnaryOp::Tanh, "tanh"},
                           {UnaryOp::Erf, "erf"},
                           {UnaryOp::Exp, "exp"},
-                          {UnaryOp::Sigmoid, "sigmoid"}}) {
+                          {UnaryOp::Sigmoid, "sigmoid"},
+                          {UnaryOp::Silu, "silu"}}) {
     Tensor want = cpu::elementwiseMath(x, kind), wantDx(x.shape);
     cpu::elementwiseMathBackward(x, kind, dOut, &wantDx);
     Tensor got(x.shape), dx(x.shape);

@@ -134,17 +134,18 @@ TEST(Kernels, ElementwiseMathPowAndReduceMean) {
   for (float &v : positive.data)
     v = std::fabs(v) + 0.5f;
   Tensor r = random(x.shape, rng);
-  for (const char *kind : {"sqrt", "tanh", "erf", "exp", "sigmoid"}) {
+  for (const char *kind : {"sqrt", "tanh", "erf", "exp", "sigmoid", "silu"}) {
     Tensor &in = std::string(kind) == "sqrt" ? positive : x;
     Tensor y = elementwiseMath(in, kind);
-    EXPECT_NEAR(y.data[5],
-                std::string(kind) == "sqrt"   ? std::sqrt(in.data[5])
-                : std::string(kind) == "tanh" ? std::tanh(in.data[5])
-                : std::string(kind) == "erf"  ? std::erf(in.data[5])
-                : std::string(kind) == "sigmoid"
-                    ? 1 / (1 + std::exp(-in.data[5]))
-                    : std::exp(in.data[5]),
-                1e-6);
+    EXPECT_NEAR(
+        y.data[5],
+        std::string(kind) == "sqrt"      ? std::sqrt(in.data[5])
+        : std::string(kind) == "tanh"    ? std::tanh(in.data[5])
+        : std::string(kind) == "erf"     ? std::erf(in.data[5])
+        : std::string(kind) == "sigmoid" ? 1 / (1 + std::exp(-in.data[5]))
+        : std::string(kind) == "silu" ? in.data[5] / (1 + std::exp(-in.data[5]))
+                                      : std::exp(in.data[5]),
+        1e-6);
     Tensor dx(in.shape);
     elementwiseMathBackward(in, kind, r, &dx);
     expectGradient(in, dx, [&]() { return elementwiseMath(in, kind); }, r,
@@ -298,6 +299,25 @@ TEST(Kernels, LinearAddLayerNorm) {
   expectGradient(y, dy, h, rl, "layernorm dx", 1e-3, 3e-2);
   expectGradient(gamma, dg, h, rl, "layernorm dgamma");
   expectGradient(beta, dbeta, h, rl, "layernorm dbeta");
+
+  // RMSNorm: y = x / sqrt(mean(x^2) + eps) * gamma, by hand on one row.
+  std::vector<float> rms;
+  Tensor z = rmsNorm(y, gamma, 1e-5, rms);
+  double squares = 0;
+  for (int64_t j = 0; j < 5; ++j)
+    squares += y.data[5 + j] * y.data[5 + j];
+  for (int64_t j = 0; j < 5; ++j)
+    EXPECT_NEAR(z.data[5 + j],
+                y.data[5 + j] / std::sqrt(squares / 5 + 1e-5) * gamma.data[j],
+                1e-5);
+  Tensor dz, dgz;
+  rmsNormBackward(y, gamma, rms, rl, &dz, &dgz);
+  auto n = [&]() {
+    std::vector<float> s;
+    return rmsNorm(y, gamma, 1e-5, s);
+  };
+  expectGradient(y, dz, n, rl, "rms_norm dx", 1e-3, 3e-2);
+  expectGradient(gamma, dgz, n, rl, "rms_norm dgamma");
 }
 
 TEST(Kernels, ActivationsAndSoftmax) {
@@ -329,21 +349,76 @@ TEST(Kernels, CausalAttention) {
   Tensor q = random({2, 4, 6}, rng, 0.5), k = random({2, 4, 6}, rng, 0.5),
          v = random({2, 4, 6}, rng);
   Tensor probs;
-  Tensor out = causalAttention(q, k, v, 2, probs);
+  Tensor out = causalAttention(q, k, v, 2, 2, probs);
   // Position 0 attends only to itself: out = v there.
   for (int c = 0; c < 6; ++c)
     EXPECT_NEAR(out.data[c], v.data[c], 1e-6);
   // Masked entries are zero, rows sum to 1.
   EXPECT_EQ(probs.data[0 * 4 + 1], 0.0f);
   Tensor r = random(out.shape, rng), dq, dk, dv;
-  causalAttentionBackward(q, k, v, 2, probs, r, &dq, &dk, &dv);
+  causalAttentionBackward(q, k, v, 2, 2, probs, r, &dq, &dk, &dv);
   auto f = [&]() {
     Tensor p;
-    return causalAttention(q, k, v, 2, p);
+    return causalAttention(q, k, v, 2, 2, p);
   };
   expectGradient(q, dq, f, r, "attention dq");
   expectGradient(k, dk, f, r, "attention dk");
   expectGradient(v, dv, f, r, "attention dv");
+}
+
+// Grouped-query attention equals multi-head attention on K and V whose
+// heads are repeated over each group (what Llama's repeat_kv does).
+TEST(Kernels, GroupedQueryAttention) {
+  std::mt19937_64 rng(41);
+  int64_t heads = 6, kvHeads = 2, dh = 3, group = heads / kvHeads;
+  Tensor q = random({2, 5, heads * dh}, rng, 0.5),
+         k = random({2, 5, kvHeads * dh}, rng, 0.5),
+         v = random({2, 5, kvHeads * dh}, rng);
+  Tensor kWide({2, 5, heads * dh}), vWide(kWide.shape);
+  for (int64_t row = 0; row < 10; ++row)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t c = 0; c < dh; ++c) {
+        int64_t from = row * kvHeads * dh + h / group * dh + c;
+        kWide.data[row * heads * dh + h * dh + c] = k.data[from];
+        vWide.data[row * heads * dh + h * dh + c] = v.data[from];
+      }
+  Tensor probs, wideProbs;
+  Tensor out = causalAttention(q, k, v, heads, kvHeads, probs);
+  Tensor want = causalAttention(q, kWide, vWide, heads, heads, wideProbs);
+  for (int64_t i = 0; i < out.numel(); ++i)
+    EXPECT_NEAR(out.data[i], want.data[i], 1e-6);
+  Tensor r = random(out.shape, rng), dq, dk, dv;
+  causalAttentionBackward(q, k, v, heads, kvHeads, probs, r, &dq, &dk, &dv);
+  auto f = [&]() {
+    Tensor p;
+    return causalAttention(q, k, v, heads, kvHeads, p);
+  };
+  expectGradient(q, dq, f, r, "gqa dq");
+  expectGradient(k, dk, f, r, "gqa dk");
+  expectGradient(v, dv, f, r, "gqa dv");
+}
+
+TEST(Kernels, RotaryEmbedding) {
+  std::mt19937_64 rng(42);
+  int64_t heads = 2, dh = 4;
+  Tensor x = random({2, 3, heads * dh}, rng);
+  Tensor y = rotary(x, heads, 100.0);
+  // Position 0 does not turn; at position 2 pair 1 of head 1 (elements 5
+  // and 7) turns by 2 * 100^(-2/4) = 0.2 radians.
+  for (int64_t c = 0; c < heads * dh; ++c)
+    EXPECT_FLOAT_EQ(y.data[c], x.data[c]);
+  int64_t base = 2 * heads * dh + dh;
+  double a = x.data[base + 1], b = x.data[base + 3];
+  EXPECT_NEAR(y.data[base + 1], a * std::cos(0.2) - b * std::sin(0.2), 1e-6);
+  EXPECT_NEAR(y.data[base + 3], b * std::cos(0.2) + a * std::sin(0.2), 1e-6);
+  // The inverse turn undoes it; the backward is that inverse.
+  Tensor back = rotary(y, heads, 100.0, true);
+  for (int64_t i = 0; i < x.numel(); ++i)
+    EXPECT_NEAR(back.data[i], x.data[i], 1e-5);
+  Tensor r = random(x.shape, rng), dx;
+  rotaryBackward(r, heads, 100.0, &dx);
+  expectGradient(
+      x, dx, [&]() { return rotary(x, heads, 100.0); }, r, "rotary", 1e-3);
 }
 
 TEST(Kernels, EmbeddingAndCrossEntropy) {

@@ -42,11 +42,29 @@ TEST(OpShapesTest, InRangeRefusesWrappingAndHugeAndUnknown) {
 
 TEST(OpShapesTest, AttentionRefusesZeroHeads) {
   TensorType q{{1, 4, 8}, "f32"};
-  EXPECT_EQ(shapes::causalAttention(q, q, q, 0, q),
+  EXPECT_EQ(shapes::causalAttention(q, q, q, 0, 0, q),
             "expected a positive num_heads, found 0");
-  EXPECT_EQ(shapes::causalAttention(q, q, q, 2, q), "");
-  EXPECT_EQ(shapes::causalAttention(q, q, q, 3, q),
+  EXPECT_EQ(shapes::causalAttention(q, q, q, 2, -2, q),
+            "expected a positive num_kv_heads, found -2");
+  EXPECT_EQ(shapes::causalAttention(q, q, q, 2, 2, q), "");
+  EXPECT_EQ(shapes::causalAttention(q, q, q, 3, 3, q),
             "expected hidden size 8 divisible by num_heads 3");
+}
+
+TEST(OpShapesTest, GroupedQueryAttentionAndRotary) {
+  TensorType q{{1, 4, 8}, "f32"}, kv{{1, 4, 4}, "f32"};
+  EXPECT_EQ(shapes::causalAttention(q, kv, kv, 4, 2, q), "");
+  EXPECT_EQ(shapes::causalAttention(q, kv, kv, 4, 3, q),
+            "expected num_kv_heads 3 dividing num_heads 4");
+  EXPECT_EQ(shapes::causalAttention(q, q, q, 4, 2, q),
+            "expected key and value of shape [1, 4, 4] (2 heads of 2) and "
+            "query's element type, found 'tensor<1x4x8xf32>' and "
+            "'tensor<1x4x8xf32>'");
+  EXPECT_EQ(shapes::rotary(q, 4, 1e4, q), "");
+  EXPECT_EQ(shapes::rotary(q, 8, 1e4, q),
+            "expected an even head dimension, found 1");
+  EXPECT_EQ(shapes::rotary(q, 4, 1.0, q),
+            "expected a finite theta > 1, found 1");
 }
 
 TEST(OpShapesTest, LinearInfersItsResult) {

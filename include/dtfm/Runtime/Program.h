@@ -110,7 +110,10 @@ struct OpAttrs {
   double epsilon = 1e-5;          // layernorm, batchnorm; adamw (1e-8)
   double momentum = 0;            // batchnorm (0.1), sgd_update (0)
   bool tanhApproximation = false; // gelu
-  int64_t numHeads = 1;           // causal_attention
+  int64_t numHeads = 1;           // causal_attention, rotary
+  int64_t numKvHeads = 0;         // causal_attention (0: numHeads)
+  double theta = 10000;           // rotary
+  int64_t keyValueHeads() const { return numKvHeads ? numKvHeads : numHeads; }
   // windows
   std::array<int64_t, 2> kernel = {1, 1};
   cpu::Window window; // conv2d, pooling

@@ -91,6 +91,12 @@ std::string linear(const TensorType &input, const TensorType &weight,
 /// add, sub, mul, div: one element type, NumPy broadcasting.
 std::string broadcastBinary(const TensorType &lhs, const TensorType &rhs,
                             const TensorType &result);
+/// dtfm.rms_norm: gamma [D] for input [..., D], a positive epsilon.
+std::string rmsNorm(const TensorType &input, const TensorType &gamma,
+                    double epsilon, const TensorType &result);
+/// dtfm.rotary: input [B, S, heads * d] with d even, theta > 1 and finite.
+std::string rotary(const TensorType &input, int64_t numHeads, double theta,
+                   const TensorType &result);
 std::string layerNorm(const TensorType &input, const TensorType &gamma,
                       const TensorType &beta, double epsilon,
                       const TensorType &result);
@@ -99,9 +105,11 @@ std::string layerNorm(const TensorType &input, const TensorType &gamma,
 std::string sameType(const TensorType &input, const TensorType &result);
 std::string softmax(const TensorType &input, int64_t axis,
                     const TensorType &result);
+/// Query [B, S, numHeads * d]; key and value of one type [B, S,
+/// numKvHeads * d], numKvHeads dividing numHeads.
 std::string causalAttention(const TensorType &query, const TensorType &key,
                             const TensorType &value, int64_t numHeads,
-                            const TensorType &result);
+                            int64_t numKvHeads, const TensorType &result);
 std::string crossEntropy(const TensorType &logits, const TensorType &labels);
 /// The floats per row that a vocabulary-parallel dtfm.cross_entropy over a
 /// group of `degree` sums over the group, once in its forward and once in

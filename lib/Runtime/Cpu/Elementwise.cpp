@@ -141,6 +141,7 @@ Tensor dtfm::runtime::cpu::elementwiseMath(const Tensor &x,
                   : kind == "tanh"    ? std::tanh(v)
                   : kind == "erf"     ? std::erf(v)
                   : kind == "sigmoid" ? 1 / (1 + std::exp(-v))
+                  : kind == "silu"    ? v / (1 + std::exp(-v))
                                       : std::exp(v);
   }
   return out;
@@ -164,6 +165,9 @@ void dtfm::runtime::cpu::elementwiseMathBackward(const Tensor &x,
     else if (kind == "sigmoid") {
       float s = 1 / (1 + std::exp(-v));
       d = s * (1 - s);
+    } else if (kind == "silu") {
+      float s = 1 / (1 + std::exp(-v));
+      d = s * (1 + v * (1 - s));
     } else
       d = std::exp(v);
     dx->data[i] += dOut.data[i] * d;

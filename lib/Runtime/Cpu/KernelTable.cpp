@@ -147,6 +147,8 @@ const char *mathName(OpKind kind) {
     return "tanh";
   case OpKind::Sigmoid:
     return "sigmoid";
+  case OpKind::Silu:
+    return "silu";
   case OpKind::Erf:
     return "erf";
   default:
@@ -247,8 +249,8 @@ OpTable<KernelEntry> buildTable() {
                        divBackward(c.in(0), c.in(1), *c.dOut, c.at(0), c.at(1));
                        return true;
                      }};
-  for (OpKind kind :
-       {OpKind::Sqrt, OpKind::Tanh, OpKind::Erf, OpKind::Exp, OpKind::Sigmoid})
+  for (OpKind kind : {OpKind::Sqrt, OpKind::Tanh, OpKind::Erf, OpKind::Exp,
+                      OpKind::Sigmoid, OpKind::Silu})
     at(kind) = {[](F c, E) {
                   c.set(0, elementwiseMath(c.in(0), mathName(c.op.computes)));
                   return true;
@@ -359,6 +361,18 @@ OpTable<KernelEntry> buildTable() {
                           c.at(1), c.at(2));
         return true;
       }};
+  at(OpKind::RmsNorm) = {
+      [](F c, E) {
+        std::vector<float> rstd;
+        c.set(0, rmsNorm(c.in(0), c.in(1), c.op.attrs.epsilon, rstd));
+        return true;
+      },
+      [](B c, E) {
+        std::vector<float> rstd;
+        rmsNorm(c.in(0), c.in(1), c.op.attrs.epsilon, rstd);
+        rmsNormBackward(c.in(0), c.in(1), rstd, *c.dOut, c.at(0), c.at(1));
+        return true;
+      }};
   at(OpKind::Gelu) = {[](F c, E) {
                         c.set(0, gelu(c.in(0), c.op.attrs.tanhApproximation));
                         return true;
@@ -391,19 +405,29 @@ OpTable<KernelEntry> buildTable() {
                            softmaxBackward(softmax(c.in(0)), *c.dOut, c.at(0));
                            return true;
                          }};
+  at(OpKind::Rotary) = {
+      [](F c, E) {
+        c.set(0, rotary(c.in(0), c.op.attrs.numHeads, c.op.attrs.theta));
+        return true;
+      },
+      [](B c, E) {
+        rotaryBackward(*c.dOut, c.op.attrs.numHeads, c.op.attrs.theta, c.at(0));
+        return true;
+      }};
   at(OpKind::CausalAttention) = {
       [](F c, E) {
         Tensor probs;
         c.set(0, causalAttention(c.in(0), c.in(1), c.in(2), c.op.attrs.numHeads,
-                                 probs));
+                                 c.op.attrs.keyValueHeads(), probs));
         return true;
       },
       [](B c, E) {
         Tensor probs;
-        int64_t heads = c.op.attrs.numHeads;
-        causalAttention(c.in(0), c.in(1), c.in(2), heads, probs);
-        causalAttentionBackward(c.in(0), c.in(1), c.in(2), heads, probs,
-                                *c.dOut, c.at(0), c.at(1), c.at(2));
+        int64_t heads = c.op.attrs.numHeads,
+                kvHeads = c.op.attrs.keyValueHeads();
+        causalAttention(c.in(0), c.in(1), c.in(2), heads, kvHeads, probs);
+        causalAttentionBackward(c.in(0), c.in(1), c.in(2), heads, kvHeads,
+                                probs, *c.dOut, c.at(0), c.at(1), c.at(2));
         return true;
       }};
   at(OpKind::CrossEntropy) = {

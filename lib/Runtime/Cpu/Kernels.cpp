@@ -114,7 +114,7 @@ void dtfm::runtime::cpu::linearBackward(const Tensor &x, const Tensor &w,
 }
 
 //===----------------------------------------------------------------------===//
-// layernorm, gelu, relu, softmax
+// layernorm, rms_norm, gelu, relu, softmax
 //===----------------------------------------------------------------------===//
 
 Tensor dtfm::runtime::cpu::layerNorm(const Tensor &x, const Tensor &gamma,
@@ -173,6 +173,51 @@ void dtfm::runtime::cpu::layerNormBackward(const Tensor &x, const Tensor &gamma,
         double dy = g[j] * gamma.data[j];
         dx->data[r * d + j] += static_cast<float>(
             rstd[r] * (dy - sumDy / d - xhat * sumDyXhat / d));
+      }
+  }
+}
+
+Tensor dtfm::runtime::cpu::rmsNorm(const Tensor &x, const Tensor &gamma,
+                                   double epsilon, std::vector<float> &rstd) {
+  int64_t d = x.dim(-1), rows = x.numel() / d;
+  Tensor out(x.shape);
+  rstd.assign(rows, 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *in = x.data.data() + r * d;
+    double squares = 0;
+    for (int64_t j = 0; j < d; ++j)
+      squares += static_cast<double>(in[j]) * in[j];
+    double s = 1.0 / std::sqrt(squares / d + epsilon);
+    rstd[r] = static_cast<float>(s);
+    for (int64_t j = 0; j < d; ++j)
+      out.data[r * d + j] = static_cast<float>(in[j] * s) * gamma.data[j];
+  }
+  return out;
+}
+
+// With xhat = x r: dx = r (gamma dy - xhat mean(gamma dy xhat)).
+void dtfm::runtime::cpu::rmsNormBackward(const Tensor &x, const Tensor &gamma,
+                                         const std::vector<float> &rstd,
+                                         const Tensor &dOut, Tensor *dx,
+                                         Tensor *dGamma) {
+  int64_t d = x.dim(-1), rows = x.numel() / d;
+  ensure(dx, x.shape);
+  ensure(dGamma, gamma.shape);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *in = x.data.data() + r * d;
+    const float *g = dOut.data.data() + r * d;
+    double sumDyXhat = 0;
+    for (int64_t j = 0; j < d; ++j) {
+      double xhat = in[j] * rstd[r];
+      sumDyXhat += g[j] * gamma.data[j] * xhat;
+      if (dGamma)
+        dGamma->data[j] += static_cast<float>(g[j] * xhat);
+    }
+    if (dx)
+      for (int64_t j = 0; j < d; ++j) {
+        double xhat = in[j] * rstd[r];
+        dx->data[r * d + j] += static_cast<float>(
+            rstd[r] * (g[j] * gamma.data[j] - xhat * sumDyXhat / d));
       }
   }
 }
@@ -284,10 +329,52 @@ void dtfm::runtime::cpu::softmaxBackward(const Tensor &out, const Tensor &dOut,
 
 // Attention per (batch row, head) with sgemm on the head's strided slice
 // of Q, K, V (leading dimension h): S = Q K^T scale, causal softmax, O = P V.
+Tensor dtfm::runtime::cpu::rotary(const Tensor &x, int64_t heads, double theta,
+                                  bool inverse) {
+  int64_t b = x.dim(0), s = x.dim(1), h = x.dim(2), dh = h / heads,
+          half = dh / 2;
+  // The turn of pair i at position t, once per (t, i).
+  std::vector<double> cosines(static_cast<size_t>(s * half)),
+      sines(cosines.size());
+  for (int64_t t = 0; t < s; ++t)
+    for (int64_t i = 0; i < half; ++i) {
+      double angle = static_cast<double>(t) *
+                     std::pow(theta, -2.0 * static_cast<double>(i) /
+                                         static_cast<double>(dh));
+      cosines[t * half + i] = std::cos(angle);
+      sines[t * half + i] = (inverse ? -1 : 1) * std::sin(angle);
+    }
+  Tensor out(x.shape);
+  for (int64_t n = 0; n < b; ++n)
+    for (int64_t t = 0; t < s; ++t)
+      for (int64_t hd = 0; hd < heads; ++hd) {
+        int64_t base = (n * s + t) * h + hd * dh;
+        for (int64_t i = 0; i < half; ++i) {
+          double c = cosines[t * half + i], sn = sines[t * half + i];
+          double first = x.data[base + i], second = x.data[base + i + half];
+          out.data[base + i] = static_cast<float>(first * c - second * sn);
+          out.data[base + i + half] =
+              static_cast<float>(second * c + first * sn);
+        }
+      }
+  return out;
+}
+
+void dtfm::runtime::cpu::rotaryBackward(const Tensor &dOut, int64_t heads,
+                                        double theta, Tensor *dx) {
+  if (!dx)
+    return;
+  Tensor turned = rotary(dOut, heads, theta, /*inverse=*/true);
+  ensure(dx, turned.shape);
+  for (int64_t i = 0; i < turned.numel(); ++i)
+    dx->data[i] += turned.data[i];
+}
+
 Tensor dtfm::runtime::cpu::causalAttention(const Tensor &q, const Tensor &k,
                                            const Tensor &v, int64_t heads,
-                                           Tensor &probs) {
+                                           int64_t kvHeads, Tensor &probs) {
   int64_t b = q.dim(0), s = q.dim(1), h = q.dim(2), dh = h / heads;
+  int64_t hk = k.dim(2), group = heads / kvHeads;
   float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dh)));
   Tensor out(q.shape);
   probs = Tensor({b, heads, s, s});
@@ -295,9 +382,10 @@ Tensor dtfm::runtime::cpu::causalAttention(const Tensor &q, const Tensor &k,
     for (int64_t hd = 0; hd < heads; ++hd) {
       float *p = probs.data.data() + ((n * heads + hd) * s) * s;
       size_t offset = static_cast<size_t>(n * s * h + hd * dh);
+      size_t kvOffset = static_cast<size_t>(n * s * hk + hd / group * dh);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s, s, dh, scale,
-                  q.data.data() + offset, h, k.data.data() + offset, h, 0.0f, p,
-                  s);
+                  q.data.data() + offset, h, k.data.data() + kvOffset, hk, 0.0f,
+                  p, s);
       for (int64_t i = 0; i < s; ++i) {
         float *row = p + i * s;
         float peak = *std::max_element(row, row + i + 1);
@@ -312,19 +400,18 @@ Tensor dtfm::runtime::cpu::causalAttention(const Tensor &q, const Tensor &k,
         std::fill(row + i + 1, row + s, 0.0f); // masked
       }
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s, dh, s, 1.0f, p,
-                  s, v.data.data() + offset, h, 0.0f, out.data.data() + offset,
-                  h);
+                  s, v.data.data() + kvOffset, hk, 0.0f,
+                  out.data.data() + offset, h);
     }
   return out;
 }
 
-void dtfm::runtime::cpu::causalAttentionBackward(const Tensor &q,
-                                                 const Tensor &k,
-                                                 const Tensor &v, int64_t heads,
-                                                 const Tensor &probs,
-                                                 const Tensor &dOut, Tensor *dq,
-                                                 Tensor *dk, Tensor *dv) {
+void dtfm::runtime::cpu::causalAttentionBackward(
+    const Tensor &q, const Tensor &k, const Tensor &v, int64_t heads,
+    int64_t kvHeads, const Tensor &probs, const Tensor &dOut, Tensor *dq,
+    Tensor *dk, Tensor *dv) {
   int64_t b = q.dim(0), s = q.dim(1), h = q.dim(2), dh = h / heads;
+  int64_t hk = k.dim(2), group = heads / kvHeads;
   float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dh)));
   ensure(dq, q.shape);
   ensure(dk, k.shape);
@@ -334,13 +421,14 @@ void dtfm::runtime::cpu::causalAttentionBackward(const Tensor &q,
     for (int64_t hd = 0; hd < heads; ++hd) {
       const float *p = probs.data.data() + ((n * heads + hd) * s) * s;
       size_t offset = static_cast<size_t>(n * s * h + hd * dh);
+      size_t kvOffset = static_cast<size_t>(n * s * hk + hd / group * dh);
       const float *go = dOut.data.data() + offset;
-      // dV += P^T dO; dP = dO V^T.
+      // dV += P^T dO; dP = dO V^T (a key/value head sums over its group).
       if (dv)
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s, dh, s, 1.0f, p,
-                    s, go, h, 1.0f, dv->data.data() + offset, h);
+                    s, go, h, 1.0f, dv->data.data() + kvOffset, hk);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s, s, dh, 1.0f, go,
-                  h, v.data.data() + offset, h, 0.0f, dp.data(), s);
+                  h, v.data.data() + kvOffset, hk, 0.0f, dp.data(), s);
       // dS = P (dP - rowsum(P dP)) scale, zero above the diagonal.
       for (int64_t i = 0; i < s; ++i) {
         const float *pi = p + i * s;
@@ -355,12 +443,12 @@ void dtfm::runtime::cpu::causalAttentionBackward(const Tensor &q,
       // dQ += dS K; dK += dS^T Q.
       if (dq)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s, dh, s, 1.0f,
-                    dp.data(), s, k.data.data() + offset, h, 1.0f,
+                    dp.data(), s, k.data.data() + kvOffset, hk, 1.0f,
                     dq->data.data() + offset, h);
       if (dk)
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s, dh, s, 1.0f,
                     dp.data(), s, q.data.data() + offset, h, 1.0f,
-                    dk->data.data() + offset, h);
+                    dk->data.data() + kvOffset, hk);
     }
 }
 

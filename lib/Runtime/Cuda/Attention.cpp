@@ -41,8 +41,9 @@ bool dtfm::runtime::cuda::causalAttention(
   int64_t b = shape.batch, s = shape.seq, heads = shape.heads,
           dh = shape.headDim(), count = b * heads, n = b * s * shape.hidden;
   float *qs = scratch, *ks = qs + n, *vs = ks + n, *os = vs + n;
-  for (auto [from, to] : {std::pair{q, qs}, std::pair{k, ks}, std::pair{v, vs}})
-    splitHeads(from, to, b, s, heads, dh, stream);
+  splitHeads(q, qs, b, s, heads, dh, 1, stream);
+  splitHeads(k, ks, b, s, heads, dh, shape.group(), stream);
+  splitHeads(v, vs, b, s, heads, dh, shape.group(), stream);
   // S = Q K^T per (batch row, head).
   if (!matmul.run(batched(false, true, s, s, dh, count, false), qs, ks, probs,
                   stream, error))
@@ -54,7 +55,7 @@ bool dtfm::runtime::cuda::causalAttention(
   if (!matmul.run(batched(false, false, s, dh, s, count, false), probs, vs, os,
                   stream, error))
     return false;
-  mergeHeads(os, out, b, s, heads, dh, stream);
+  mergeHeads(os, out, b, s, heads, dh, 1, stream);
   return true;
 }
 
@@ -66,16 +67,17 @@ bool dtfm::runtime::cuda::causalAttentionBackward(
           dh = shape.headDim(), count = b * heads, n = b * s * shape.hidden;
   float *qs = scratch, *ks = qs + n, *vs = ks + n, *gs = vs + n;
   float *dp = gs + n, *grad = dp + count * s * s;
-  splitHeads(q, qs, b, s, heads, dh, stream);
-  splitHeads(k, ks, b, s, heads, dh, stream);
-  splitHeads(v, vs, b, s, heads, dh, stream);
-  splitHeads(dOut, gs, b, s, heads, dh, stream);
-  // dV = P^T dO.
+  int64_t group = shape.group();
+  splitHeads(q, qs, b, s, heads, dh, 1, stream);
+  splitHeads(k, ks, b, s, heads, dh, group, stream);
+  splitHeads(v, vs, b, s, heads, dh, group, stream);
+  splitHeads(dOut, gs, b, s, heads, dh, 1, stream);
+  // dV = P^T dO (summed over each key/value head's group by the merge).
   if (dv) {
     if (!matmul.run(batched(true, false, s, dh, s, count, false), probs, gs,
                     grad, stream, error))
       return false;
-    mergeHeads(grad, dv, b, s, heads, dh, stream);
+    mergeHeads(grad, dv, b, s, heads, dh, group, stream);
   }
   // dP = dO V^T, then dS in place.
   if (!matmul.run(batched(false, true, s, s, dh, count, false), gs, vs, dp,
@@ -89,13 +91,13 @@ bool dtfm::runtime::cuda::causalAttentionBackward(
     if (!matmul.run(batched(false, false, s, dh, s, count, false), dp, ks, grad,
                     stream, error))
       return false;
-    mergeHeads(grad, dq, b, s, heads, dh, stream);
+    mergeHeads(grad, dq, b, s, heads, dh, 1, stream);
   }
   if (dk) {
     if (!matmul.run(batched(true, false, s, dh, s, count, false), dp, qs, grad,
                     stream, error))
       return false;
-    mergeHeads(grad, dk, b, s, heads, dh, stream);
+    mergeHeads(grad, dk, b, s, heads, dh, group, stream);
   }
   return true;
 }

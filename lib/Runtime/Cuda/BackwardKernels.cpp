@@ -308,6 +308,22 @@ bool CudaExecutor::backwardLayerNorm(BackwardCall &call, std::string &error) {
   return true;
 }
 
+bool CudaExecutor::backwardRmsNorm(BackwardCall &call, std::string &error) {
+  const DTensor &x = call.in(0);
+  int64_t d = x.shape.back(), rows = x.numel() / d;
+  DTensor rstd;
+  if (!allocate(x.shape, false, call.scratch, error) ||
+      !allocate({rows}, false, rstd, error))
+    return false;
+  cuda::rmsNorm(x.data(), call.in(1).data(), call.scratch.data(), rstd.data(),
+                rows, d, static_cast<float>(call.op.attrs.epsilon),
+                call.stream);
+  cuda::rmsNormBackward(x.data(), call.in(1).data(), rstd.data(),
+                        call.dOut->data(), call.at(0), call.at(1), rows, d,
+                        call.stream);
+  return true;
+}
+
 bool CudaExecutor::backwardGelu(BackwardCall &call, std::string &error) {
   if (call.at(0))
     cuda::geluBackward(call.in(0).data(), call.dOut->data(), call.at(0),
@@ -342,8 +358,7 @@ bool CudaExecutor::backwardSoftmax(BackwardCall &call, std::string &error) {
 
 bool CudaExecutor::backwardAttention(BackwardCall &call, std::string &error) {
   const DTensor &q = call.in(0);
-  cuda::AttentionShape a{q.shape[0], q.shape[1], q.shape[2],
-                         call.op.attrs.numHeads};
+  cuda::AttentionShape a = attentionShapeOf(call.op, q.shape);
   DTensor out, probs;
   if (!allocate(q.shape, true, out, error) ||
       !allocate({a.batch * a.heads * a.seq * a.seq}, false, probs, error) ||
@@ -357,6 +372,16 @@ bool CudaExecutor::backwardAttention(BackwardCall &call, std::string &error) {
           probs.data(), call.dOut->data(), call.at(0), call.at(1), call.at(2),
           call.scratch.data(), call.stream, error))
     return false;
+  return true;
+}
+
+bool CudaExecutor::backwardRotary(BackwardCall &call, std::string &error) {
+  const DTensor &dOut = *call.dOut;
+  int64_t heads = call.op.attrs.numHeads;
+  if (call.at(0))
+    cuda::rotary(dOut.data(), call.at(0), dOut.shape[0], dOut.shape[1], heads,
+                 dOut.shape[2] / heads, call.op.attrs.theta, -1, true,
+                 call.stream);
   return true;
 }
 

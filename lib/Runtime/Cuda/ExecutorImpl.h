@@ -13,6 +13,7 @@
 
 #include "dtfm/Runtime/Cuda/Executor.h"
 
+#include "dtfm/Runtime/Cuda/Attention.h"
 #include "dtfm/Runtime/Cuda/Device.h"
 #include "dtfm/Runtime/Cuda/Kernels.h"
 
@@ -85,6 +86,8 @@ inline std::optional<cuda::UnaryOp> unaryOpOf(OpKind kind) {
     return cuda::UnaryOp::Exp;
   case OpKind::Sigmoid:
     return cuda::UnaryOp::Sigmoid;
+  case OpKind::Silu:
+    return cuda::UnaryOp::Silu;
   case OpKind::Pow:
     return cuda::UnaryOp::Pow;
   case OpKind::Clip:
@@ -97,6 +100,12 @@ inline std::optional<cuda::UnaryOp> unaryOpOf(OpKind kind) {
 /// The constants of `attrs`' unary op (pow's exponent, clip's bounds).
 inline cuda::UnaryParams unaryParamsOf(const OpAttrs &attrs) {
   return {attrs.exponent, attrs.low, attrs.high};
+}
+
+/// The geometry of a causal_attention op whose query is `q`.
+inline cuda::AttentionShape attentionShapeOf(const ProgramOp &op,
+                                             const ShapeVec &q) {
+  return {q[0], q[1], q[2], op.attrs.numHeads, op.attrs.keyValueHeads()};
 }
 
 /// The dimensions after the first two (global average pooling).
@@ -370,9 +379,11 @@ private:
   bool forwardAccumulate(ForwardCall &c, std::string &error);
   bool forwardProduct(ForwardCall &c, std::string &error);
   bool forwardLayerNorm(ForwardCall &c, std::string &error);
+  bool forwardRmsNorm(ForwardCall &c, std::string &error);
   bool forwardActivation(ForwardCall &c, std::string &error);
   bool forwardSoftmax(ForwardCall &c, std::string &error);
   bool forwardAttention(ForwardCall &c, std::string &error);
+  bool forwardRotary(ForwardCall &c, std::string &error);
   bool forwardCrossEntropy(ForwardCall &c, std::string &error);
   bool forwardTopkCompress(ForwardCall &c, std::string &error);
   bool forwardTopkDecompress(ForwardCall &c, std::string &error);
@@ -391,10 +402,12 @@ private:
   bool backwardBatchNorm(BackwardCall &c, std::string &error);
   bool backwardPool(BackwardCall &c, std::string &error);
   bool backwardLayerNorm(BackwardCall &c, std::string &error);
+  bool backwardRmsNorm(BackwardCall &c, std::string &error);
   bool backwardGelu(BackwardCall &c, std::string &error);
   bool backwardRelu(BackwardCall &c, std::string &error);
   bool backwardSoftmax(BackwardCall &c, std::string &error);
   bool backwardAttention(BackwardCall &c, std::string &error);
+  bool backwardRotary(BackwardCall &c, std::string &error);
   bool backwardEmbedding(BackwardCall &c, std::string &error);
   bool backwardCrossEntropy(BackwardCall &c, std::string &error);
   bool backwardView(BackwardCall &c, std::string &error);

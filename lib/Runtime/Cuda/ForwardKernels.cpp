@@ -39,6 +39,7 @@ const OpTable<CudaKernels> &CudaExecutor::kernelTable() {
     at(OpKind::Sqrt).forward = &CudaExecutor::forwardUnary;
     at(OpKind::Tanh).forward = &CudaExecutor::forwardUnary;
     at(OpKind::Sigmoid).forward = &CudaExecutor::forwardUnary;
+    at(OpKind::Silu).forward = &CudaExecutor::forwardUnary;
     at(OpKind::Clip).forward = &CudaExecutor::forwardUnary;
     at(OpKind::Erf).forward = &CudaExecutor::forwardUnary;
     at(OpKind::Exp).forward = &CudaExecutor::forwardUnary;
@@ -58,10 +59,12 @@ const OpTable<CudaKernels> &CudaExecutor::kernelTable() {
     at(OpKind::Linear).forward = &CudaExecutor::forwardProduct;
     at(OpKind::Matmul).forward = &CudaExecutor::forwardProduct;
     at(OpKind::LayerNorm).forward = &CudaExecutor::forwardLayerNorm;
+    at(OpKind::RmsNorm).forward = &CudaExecutor::forwardRmsNorm;
     at(OpKind::Gelu).forward = &CudaExecutor::forwardActivation;
     at(OpKind::Relu).forward = &CudaExecutor::forwardActivation;
     at(OpKind::Softmax).forward = &CudaExecutor::forwardSoftmax;
     at(OpKind::CausalAttention).forward = &CudaExecutor::forwardAttention;
+    at(OpKind::Rotary).forward = &CudaExecutor::forwardRotary;
     at(OpKind::CrossEntropy).forward = &CudaExecutor::forwardCrossEntropy;
     at(OpKind::TopkCompress).forward = &CudaExecutor::forwardTopkCompress;
     at(OpKind::TopkDecompress).forward = &CudaExecutor::forwardTopkDecompress;
@@ -76,6 +79,7 @@ const OpTable<CudaKernels> &CudaExecutor::kernelTable() {
     at(OpKind::Sqrt).backward = &CudaExecutor::backwardUnary;
     at(OpKind::Tanh).backward = &CudaExecutor::backwardUnary;
     at(OpKind::Sigmoid).backward = &CudaExecutor::backwardUnary;
+    at(OpKind::Silu).backward = &CudaExecutor::backwardUnary;
     at(OpKind::Clip).backward = &CudaExecutor::backwardUnary;
     at(OpKind::Erf).backward = &CudaExecutor::backwardUnary;
     at(OpKind::Exp).backward = &CudaExecutor::backwardUnary;
@@ -92,10 +96,12 @@ const OpTable<CudaKernels> &CudaExecutor::kernelTable() {
     at(OpKind::MaxPool2d).backward = &CudaExecutor::backwardPool;
     at(OpKind::AvgPool2d).backward = &CudaExecutor::backwardPool;
     at(OpKind::LayerNorm).backward = &CudaExecutor::backwardLayerNorm;
+    at(OpKind::RmsNorm).backward = &CudaExecutor::backwardRmsNorm;
     at(OpKind::Gelu).backward = &CudaExecutor::backwardGelu;
     at(OpKind::Relu).backward = &CudaExecutor::backwardRelu;
     at(OpKind::Softmax).backward = &CudaExecutor::backwardSoftmax;
     at(OpKind::CausalAttention).backward = &CudaExecutor::backwardAttention;
+    at(OpKind::Rotary).backward = &CudaExecutor::backwardRotary;
     at(OpKind::Embedding).backward = &CudaExecutor::backwardEmbedding;
     at(OpKind::CrossEntropy).backward = &CudaExecutor::backwardCrossEntropy;
     at(OpKind::Reshape).backward = &CudaExecutor::backwardView;
@@ -379,6 +385,17 @@ bool CudaExecutor::forwardLayerNorm(ForwardCall &call, std::string &error) {
   return call.set(0, std::move(call.out));
 }
 
+bool CudaExecutor::forwardRmsNorm(ForwardCall &call, std::string &error) {
+  const DTensor &x = call.in(0);
+  int64_t d = x.shape.back(), rows = x.numel() / d;
+  DTensor rstd;
+  if (!fresh(call, false, error) || !allocate({rows}, false, rstd, error))
+    return false;
+  cuda::rmsNorm(x.data(), call.in(1).data(), call.out.data(), rstd.data(), rows,
+                d, static_cast<float>(call.op.attrs.epsilon), call.stream);
+  return call.set(0, std::move(call.out));
+}
+
 bool CudaExecutor::forwardActivation(ForwardCall &call, std::string &error) {
   if (!fresh(call, false, error))
     return false;
@@ -402,8 +419,7 @@ bool CudaExecutor::forwardSoftmax(ForwardCall &call, std::string &error) {
 
 bool CudaExecutor::forwardAttention(ForwardCall &call, std::string &error) {
   const DTensor &q = call.in(0);
-  cuda::AttentionShape a{q.shape[0], q.shape[1], q.shape[2],
-                         call.op.attrs.numHeads};
+  cuda::AttentionShape a = attentionShapeOf(call.op, q.shape);
   DTensor probs, scratch;
   if (!fresh(call, true, error) ||
       !allocate({a.batch * a.heads * a.seq * a.seq}, false, probs, error) ||
@@ -413,6 +429,16 @@ bool CudaExecutor::forwardAttention(ForwardCall &call, std::string &error) {
                              call.in(2).data(), call.out.data(), probs.data(),
                              scratch.data(), call.stream, error))
     return false;
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardRotary(ForwardCall &call, std::string &error) {
+  const DTensor &x = call.in(0);
+  if (!fresh(call, false, error))
+    return false;
+  int64_t heads = call.op.attrs.numHeads;
+  cuda::rotary(x.data(), call.out.data(), x.shape[0], x.shape[1], heads,
+               x.shape[2] / heads, call.op.attrs.theta, 1, false, call.stream);
   return call.set(0, std::move(call.out));
 }
 

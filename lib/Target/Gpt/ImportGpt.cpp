@@ -12,6 +12,7 @@
 #include "llvm/ADT/StringSwitch.h"
 
 #include <cmath>
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::dtfm;
@@ -23,9 +24,15 @@ using namespace mlir::dtfm;
 namespace {
 struct Preset {
   const char *name;
-  int64_t layers, hidden, heads, seqLen, vocab, microBatch;
+  DecoderArchitecture architecture;
+  int64_t layers, hidden, heads, kvHeads, ffnHidden, seqLen, vocab, microBatch;
+  double ropeTheta;
   const char *dtype;
 };
+constexpr DecoderArchitecture kGpt = DecoderArchitecture::Gpt;
+constexpr DecoderArchitecture kLlama = DecoderArchitecture::Llama;
+/// Llama 2 and 3 both normalise with this epsilon.
+constexpr double kRmsNormEpsilon = 1e-5;
 } // namespace
 
 // GPT-3 sizes from Brown et al. 2020, Table 2.1, where two rows contradict
@@ -36,14 +43,50 @@ struct Preset {
 // nor matmul FLOPs, only the attention's softmax work. GPT-2 XL from Radford et
 // al. 2019. GPT-3 and GPT-2 presets are in f16 (mixed-precision training keeps
 // activations in half precision); `tiny` is f32 and trains on a CPU.
+// Llama 2 7B from Touvron et al. 2023 (and its released config: MLP width
+// 11008, 4096 positions); Llama 3 8B from its released config (8 key/value
+// heads, MLP width 14336, vocabulary 128256, rope theta 500000, 8192
+// positions). Both in bf16, as they were trained; `tiny-llama` is f32 and
+// trains on a CPU.
 static const Preset kPresets[] = {
-    {"gpt3-1.3b", 24, 2048, 16, 2048, 50257, 1, "f16"},
-    {"gpt3-6.7b", 32, 4096, 32, 2048, 50257, 1, "f16"},
-    {"gpt3-13b", 40, 5120, 40, 2048, 50257, 1, "f16"},
-    {"gpt3-175b", 96, 12288, 96, 2048, 50257, 1, "f16"},
-    {"gpt2-xl", 48, 1600, 25, 1024, 50257, 1, "f16"},
-    {"tiny", 2, 64, 4, 32, 256, 4, "f32"},
+    // GPT: as many key/value heads as heads, an MLP of 4 x hidden (0s: so
+    // that --heads and --hidden overrides keep them so).
+    {"gpt3-1.3b", kGpt, 24, 2048, 16, 0, 0, 2048, 50257, 1, 1e4, "f16"},
+    {"gpt3-6.7b", kGpt, 32, 4096, 32, 0, 0, 2048, 50257, 1, 1e4, "f16"},
+    {"gpt3-13b", kGpt, 40, 5120, 40, 0, 0, 2048, 50257, 1, 1e4, "f16"},
+    {"gpt3-175b", kGpt, 96, 12288, 96, 0, 0, 2048, 50257, 1, 1e4, "f16"},
+    {"gpt2-xl", kGpt, 48, 1600, 25, 0, 0, 1024, 50257, 1, 1e4, "f16"},
+    {"tiny", kGpt, 2, 64, 4, 0, 0, 32, 256, 4, 1e4, "f32"},
+    {"llama2-7b", kLlama, 32, 4096, 32, 32, 11008, 4096, 32000, 1, 1e4, "bf16"},
+    {"llama3-8b", kLlama, 32, 4096, 32, 8, 14336, 8192, 128256, 1, 5e5, "bf16"},
+    {"tiny-llama", kLlama, 2, 64, 4, 2, 176, 32, 256, 4, 1e4, "f32"},
 };
+
+int64_t mlir::dtfm::keyValueHeadsOf(const GptConfig &config) {
+  return config.kvHeads ? config.kvHeads : config.heads;
+}
+
+int64_t mlir::dtfm::ffnHiddenOf(const GptConfig &config) {
+  if (config.ffnHidden)
+    return config.ffnHidden;
+  // Saturated: validateGptConfig refuses such a model as too large.
+  return config.hidden > std::numeric_limits<int64_t>::max() / 4
+             ? std::numeric_limits<int64_t>::max()
+             : 4 * config.hidden;
+}
+
+const char *mlir::dtfm::decoderArchitectureName(DecoderArchitecture a) {
+  return a == DecoderArchitecture::Llama ? "llama" : "gpt";
+}
+
+std::optional<DecoderArchitecture>
+mlir::dtfm::parseDecoderArchitecture(StringRef name) {
+  if (name == "gpt")
+    return DecoderArchitecture::Gpt;
+  if (name == "llama")
+    return DecoderArchitecture::Llama;
+  return std::nullopt;
+}
 
 std::optional<GptConfig> mlir::dtfm::getGptPreset(StringRef name) {
   for (const Preset &p : kPresets) {
@@ -51,9 +94,13 @@ std::optional<GptConfig> mlir::dtfm::getGptPreset(StringRef name) {
       continue;
     GptConfig config;
     config.name = p.name;
+    config.architecture = p.architecture;
     config.layers = p.layers;
     config.hidden = p.hidden;
     config.heads = p.heads;
+    config.kvHeads = p.kvHeads;
+    config.ffnHidden = p.ffnHidden;
+    config.ropeTheta = p.ropeTheta;
     config.seqLen = p.seqLen;
     config.vocab = p.vocab;
     config.microBatch = p.microBatch;
@@ -75,9 +122,14 @@ bool mlir::dtfm::validateGptConfig(const GptConfig &config,
   struct Field {
     const char *flag;
     int64_t value;
-  } fields[] = {{"layers", config.layers}, {"hidden", config.hidden},
-                {"heads", config.heads},   {"seq-len", config.seqLen},
-                {"vocab", config.vocab},   {"micro-batch", config.microBatch}};
+  } fields[] = {{"layers", config.layers},
+                {"hidden", config.hidden},
+                {"heads", config.heads},
+                {"kv-heads", keyValueHeadsOf(config)},
+                {"ffn-hidden", ffnHiddenOf(config)},
+                {"seq-len", config.seqLen},
+                {"vocab", config.vocab},
+                {"micro-batch", config.microBatch}};
   for (const Field &f : fields) {
     if (f.value <= 0) {
       error = std::string("--") + f.flag + " must be positive, got " +
@@ -96,6 +148,27 @@ bool mlir::dtfm::validateGptConfig(const GptConfig &config,
             " is not divisible by --heads " + std::to_string(config.heads);
     return false;
   }
+  bool llama = config.architecture == DecoderArchitecture::Llama;
+  if (!llama && keyValueHeadsOf(config) != config.heads) {
+    error = "--kv-heads needs --architecture=llama (GPT's attention has as "
+            "many key/value heads as heads)";
+    return false;
+  }
+  if (config.heads % keyValueHeadsOf(config) != 0) {
+    error = "--kv-heads " + std::to_string(keyValueHeadsOf(config)) +
+            " does not divide --heads " + std::to_string(config.heads);
+    return false;
+  }
+  if (llama && (config.hidden / config.heads) % 2 != 0) {
+    error = "the head dimension " +
+            std::to_string(config.hidden / config.heads) +
+            " is odd; the rotary embedding turns pairs";
+    return false;
+  }
+  if (llama && !(config.ropeTheta > 1 && std::isfinite(config.ropeTheta))) {
+    error = "--rope-theta must be finite and greater than 1";
+    return false;
+  }
   if (config.dtype != "f32" && config.dtype != "f16" &&
       config.dtype != "bf16") {
     error = "--dtype must be f32, f16 or bf16, got '" + config.dtype + "'";
@@ -105,7 +178,7 @@ bool mlir::dtfm::validateGptConfig(const GptConfig &config,
   // int64: the largest tensors are the logits [B, s, V] and the attention
   // probabilities [B, heads, s, s].
   long double logits = (long double)config.microBatch * config.seqLen *
-                       std::max(config.vocab, config.hidden * 4);
+                       std::max(config.vocab, ffnHiddenOf(config));
   long double scores = (long double)config.microBatch * config.heads *
                        config.seqLen * config.seqLen;
   long double table = (long double)config.vocab * config.hidden;
@@ -125,13 +198,21 @@ bool mlir::dtfm::validateGptConfig(const GptConfig &config,
 
 int64_t mlir::dtfm::gptParameterCountClosedForm(const GptConfig &c) {
   int64_t h = c.hidden;
+  if (c.architecture == DecoderArchitecture::Llama) {
+    int64_t kv = h / c.heads * keyValueHeadsOf(c), f = ffnHiddenOf(c);
+    return c.layers * (2 * h * h + 2 * h * kv + 3 * h * f + 2 * h) +
+           2 * c.vocab * h + h;
+  }
   return c.layers * (12 * h * h + 13 * h) + (c.vocab + c.seqLen + 2) * h;
 }
 
 double mlir::dtfm::gptTrainingFlopsClosedForm(const GptConfig &c) {
   double b = c.microBatch, s = c.seqLen, l = c.layers, h = c.hidden,
-         v = c.vocab;
-  return 72.0 * b * s * l * h * h * (1.0 + s / (6.0 * h) + v / (12.0 * l * h));
+         v = c.vocab, f = static_cast<double>(ffnHiddenOf(c));
+  double kv = h / c.heads * static_cast<double>(keyValueHeadsOf(c));
+  double mlpMatrices = c.architecture == DecoderArchitecture::Llama ? 3 : 2;
+  double layer = 2 * (2 * h * h + 2 * h * kv + mlpMatrices * h * f) + 4 * s * h;
+  return 3 * b * s * (l * layer + 2 * h * v);
 }
 
 //===----------------------------------------------------------------------===//
@@ -160,23 +241,32 @@ public:
     b.setInsertionPointToStart(func.addEntryBlock());
 
     int64_t bsz = config.microBatch, s = config.seqLen, h = config.hidden;
+    bool llama = config.architecture == DecoderArchitecture::Llama;
     layer = "embedding";
     auto tokenType = RankedTensorType::get({bsz, s}, b.getI64Type());
     Value tokens = tag(b.create<InputOp>(at("tokens"), tokenType, "tokens"));
     Value wte = param("wte", {config.vocab, h}, InitKind::normal, 0.02);
-    Value wpe = param("wpe", {s, h}, InitKind::normal, 0.01);
+    // Llama's positions are the rotary embedding's.
+    Value wpe = llama ? Value() : param("wpe", {s, h}, InitKind::normal, 0.01);
     Value x = tag(b.create<EmbeddingOp>(at("embed"), act({bsz, s, h}), tokens,
                                         wte, IntegerAttr()));
-    x = tag(b.create<AddOp>(at("embed.add_pos"), act({bsz, s, h}), x, wpe));
+    if (wpe)
+      x = tag(b.create<AddOp>(at("embed.add_pos"), act({bsz, s, h}), x, wpe));
 
     for (int64_t i = 0; i < config.layers; ++i)
-      x = block(i, x);
+      x = llama ? llamaBlock(i, x) : block(i, x);
 
     layer = "head";
-    x = layerNorm("ln_f", x);
-    Value logits =
-        tag(b.create<MatmulOp>(at("lm_head"), act({bsz, s, config.vocab}), x,
-                               wte, /*transpose_rhs=*/b.getUnitAttr()));
+    Value logits;
+    if (llama) {
+      x = rmsNorm("norm", x);
+      logits = linear("lm_head", x, h, config.vocab, 0.02, /*bias=*/false);
+    } else {
+      x = layerNorm("ln_f", x);
+      logits =
+          tag(b.create<MatmulOp>(at("lm_head"), act({bsz, s, config.vocab}), x,
+                                 wte, /*transpose_rhs=*/b.getUnitAttr()));
+    }
     auto labelType = RankedTensorType::get({bsz, s}, b.getI64Type());
     Value labels = tag(b.create<LabelOp>(at("labels"), labelType, "labels"));
     Value loss = tag(b.create<CrossEntropyOp>(at("loss"), lossType, logits,
@@ -224,10 +314,17 @@ private:
                                      b.getF64FloatAttr(1e-5)));
   }
 
+  Value rmsNorm(const std::string &prefix, Value x) {
+    Value gamma = param(prefix + ".gamma", {config.hidden}, InitKind::ones);
+    return tag(b.create<RmsNormOp>(at(prefix), x.getType(), x, gamma,
+                                   b.getF64FloatAttr(kRmsNormEpsilon)));
+  }
+
   Value linear(const std::string &prefix, Value x, int64_t in, int64_t out,
-               double stddev) {
+               double stddev, bool withBias = true) {
     Value w = param(prefix + ".weight", {in, out}, InitKind::normal, stddev);
-    Value bias = param(prefix + ".bias", {out}, InitKind::zeros);
+    Value bias =
+        withBias ? param(prefix + ".bias", {out}, InitKind::zeros) : Value();
     auto inType = cast<RankedTensorType>(x.getType());
     SmallVector<int64_t> shape(inType.getShape().drop_back());
     shape.push_back(out);
@@ -245,17 +342,57 @@ private:
     Value q = linear(p + ".attn.q", a, h, h, 0.02);
     Value k = linear(p + ".attn.k", a, h, h, 0.02);
     Value v = linear(p + ".attn.v", a, h, h, 0.02);
-    Value attn =
-        tag(b.create<CausalAttentionOp>(at(p + ".attn"), q.getType(), q, k, v,
-                                        b.getI64IntegerAttr(config.heads)));
+    Value attn = tag(b.create<CausalAttentionOp>(
+        at(p + ".attn"), q.getType(), q, k, v,
+        b.getI64IntegerAttr(config.heads), IntegerAttr()));
     Value proj = linear(p + ".attn.proj", attn, h, h, residualStd);
     x = tag(b.create<AddOp>(at(p + ".add_1"), x.getType(), x, proj));
 
     Value m = layerNorm(p + ".ln_2", x);
-    Value up = linear(p + ".mlp.fc", m, h, 4 * h, 0.02);
+    int64_t f = ffnHiddenOf(config);
+    Value up = linear(p + ".mlp.fc", m, h, f, 0.02);
     Value act = tag(
         b.create<GeluOp>(at(p + ".mlp.gelu"), up.getType(), up, UnitAttr()));
-    Value down = linear(p + ".mlp.proj", act, 4 * h, h, residualStd);
+    Value down = linear(p + ".mlp.proj", act, f, h, residualStd);
+    return tag(b.create<AddOp>(at(p + ".add_2"), x.getType(), x, down));
+  }
+
+  /// A Llama decoder layer: x + o(attn(rope(q), rope(k), v)) over an
+  /// RMSNorm, then x + down(silu(gate) * up) over another.
+  Value llamaBlock(int64_t index, Value x) {
+    std::string p = "layers." + std::to_string(index);
+    layer = "layer." + std::to_string(index);
+    int64_t h = config.hidden, kvHeads = keyValueHeadsOf(config);
+    int64_t kv = h / config.heads * kvHeads, f = ffnHiddenOf(config);
+    double residualStd = 0.02 / std::sqrt(2.0 * config.layers);
+    auto rope = [&](const std::string &name, Value v, int64_t heads) {
+      return tag(b.create<RotaryOp>(at(name), v.getType(), v,
+                                    b.getI64IntegerAttr(heads),
+                                    b.getF64FloatAttr(config.ropeTheta)));
+    };
+
+    Value a = rmsNorm(p + ".attn_norm", x);
+    Value q = linear(p + ".attn.q", a, h, h, 0.02, false);
+    Value k = linear(p + ".attn.k", a, h, kv, 0.02, false);
+    Value v = linear(p + ".attn.v", a, h, kv, 0.02, false);
+    q = rope(p + ".attn.rope_q", q, config.heads);
+    k = rope(p + ".attn.rope_k", k, kvHeads);
+    Value attn = tag(b.create<CausalAttentionOp>(
+        at(p + ".attn"), q.getType(), q, k, v,
+        b.getI64IntegerAttr(config.heads),
+        kvHeads == config.heads ? IntegerAttr()
+                                : b.getI64IntegerAttr(kvHeads)));
+    Value o = linear(p + ".attn.o", attn, h, h, residualStd, false);
+    x = tag(b.create<AddOp>(at(p + ".add_1"), x.getType(), x, o));
+
+    Value m = rmsNorm(p + ".mlp_norm", x);
+    Value gate = linear(p + ".mlp.gate", m, h, f, 0.02, false);
+    Value up = linear(p + ".mlp.up", m, h, f, 0.02, false);
+    Value act =
+        tag(b.create<SiluOp>(at(p + ".mlp.silu"), gate.getType(), gate));
+    Value gated =
+        tag(b.create<MulOp>(at(p + ".mlp.gated"), act.getType(), act, up));
+    Value down = linear(p + ".mlp.down", gated, f, h, residualStd, false);
     return tag(b.create<AddOp>(at(p + ".add_2"), x.getType(), x, down));
   }
 

@@ -828,7 +828,8 @@ bool OnnxImporter::convertFusedAttention(const onnx::NodeProto &node,
                       std::to_string(c.real("divisor", 0)) +
                       ", not sqrt(head dim) = " + std::to_string(expected));
   c.out = tag(b.create<CausalAttentionOp>(c.loc, c.result, q, k, v,
-                                          b.getI64IntegerAttr(heads)),
+                                          b.getI64IntegerAttr(heads),
+                                          IntegerAttr()),
               node);
   return true;
 }

@@ -260,8 +260,83 @@ func.func @case26() {
 func.func @case27() {
   %q = dtfm.input "q" : tensor<1x8x16xf32>
   %k = dtfm.input "k" : tensor<1x4x16xf32>
-  // expected-error @+1 {{expected query, key and value of one type, found 'tensor<1x8x16xf32>', 'tensor<1x4x16xf32>', 'tensor<1x4x16xf32>'}}
+  // expected-error @+1 {{expected key and value of shape [1, 8, 16] (4 heads of 4) and query's element type, found 'tensor<1x4x16xf32>' and 'tensor<1x4x16xf32>'}}
   %o = dtfm.causal_attention %q, %k, %k {num_heads = 4 : i64} : (tensor<1x8x16xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>) -> tensor<1x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @gqa_kv_heads_not_dividing() {
+  %q = dtfm.input "q" : tensor<1x8x16xf32>
+  %k = dtfm.input "k" : tensor<1x8x12xf32>
+  // expected-error @+1 {{expected num_kv_heads 3 dividing num_heads 4}}
+  %o = dtfm.causal_attention %q, %k, %k {num_heads = 4 : i64, num_kv_heads = 3 : i64} : (tensor<1x8x16xf32>, tensor<1x8x12xf32>, tensor<1x8x12xf32>) -> tensor<1x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @gqa_key_of_query_width() {
+  %q = dtfm.input "q" : tensor<1x8x16xf32>
+  // expected-error @+1 {{expected key and value of shape [1, 8, 8] (2 heads of 4)}}
+  %o = dtfm.causal_attention %q, %q, %q {num_heads = 4 : i64, num_kv_heads = 2 : i64} : (tensor<1x8x16xf32>, tensor<1x8x16xf32>, tensor<1x8x16xf32>) -> tensor<1x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @gqa_zero_kv_heads() {
+  %q = dtfm.input "q" : tensor<1x8x16xf32>
+  // expected-error @+1 {{attribute 'num_kv_heads' failed to satisfy constraint}}
+  %o = dtfm.causal_attention %q, %q, %q {num_heads = 4 : i64, num_kv_heads = 0 : i64} : (tensor<1x8x16xf32>, tensor<1x8x16xf32>, tensor<1x8x16xf32>) -> tensor<1x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_odd_head_dim() {
+  %x = dtfm.input "x" : tensor<1x8x12xf32>
+  // expected-error @+1 {{'dtfm.rotary' op expected an even head dimension, found 3}}
+  %y = dtfm.rotary %x {num_heads = 4 : i64} : (tensor<1x8x12xf32>) -> tensor<1x8x12xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_theta_one() {
+  %x = dtfm.input "x" : tensor<1x8x16xf32>
+  // expected-error @+1 {{'dtfm.rotary' op expected a finite theta > 1, found 1}}
+  %y = dtfm.rotary %x {num_heads = 4 : i64, theta = 1.0 : f64} : (tensor<1x8x16xf32>) -> tensor<1x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_heads_not_dividing() {
+  %x = dtfm.input "x" : tensor<1x8x16xf32>
+  // expected-error @+1 {{'dtfm.rotary' op expected num_heads dividing the last dimension 16, found 3}}
+  %y = dtfm.rotary %x {num_heads = 3 : i64} : (tensor<1x8x16xf32>) -> tensor<1x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_gamma_width() {
+  %x = dtfm.input "x" : tensor<2x4xf32>
+  %g = dtfm.param "g" init(ones) : tensor<3xf32>
+  // expected-error @+1 {{'dtfm.rms_norm' op}}
+  %y = dtfm.rms_norm %x, %g : (tensor<2x4xf32>, tensor<3xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_zero_epsilon() {
+  %x = dtfm.input "x" : tensor<2x4xf32>
+  %g = dtfm.param "g" init(ones) : tensor<4xf32>
+  // expected-error @+1 {{'dtfm.rms_norm' op expected a positive epsilon, found 0}}
+  %y = dtfm.rms_norm %x, %g {epsilon = 0.0 : f64} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
   return
 }
 

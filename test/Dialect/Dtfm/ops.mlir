@@ -98,5 +98,10 @@ func.func @activations() -> tensor<2x3xf32> {
   %s = dtfm.sigmoid %x : (tensor<2x3xf32>) -> tensor<2x3xf32>
   // CHECK: dtfm.clip %{{.*}} {max = 6.000000e+00 : f64, min = 0.000000e+00 : f64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
   %c = dtfm.clip %s {min = 0.0 : f64, max = 6.0 : f64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
-  return %c : tensor<2x3xf32>
+  // CHECK: dtfm.silu %{{.*}} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %l = dtfm.silu %c : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %g = dtfm.param "g" init(ones) : tensor<3xf32>
+  // CHECK: dtfm.rms_norm %{{.*}}, %{{.*}} {epsilon = 9.9999999999999995E-7 : f64} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %n = dtfm.rms_norm %l, %g {epsilon = 1.0e-6 : f64} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  return %n : tensor<2x3xf32>
 }

@@ -29,7 +29,10 @@
 // CUSTOM: func.func @custom()
 // CUSTOM: dtfm.causal_attention {{.*}}num_heads = 2 : i64{{.*}} -> tensor<1x4x8xf32>
 
-// LIST: gpt3-1.3b  layers  24  hidden  2048  heads  16  seq 2048  vocab 50257  micro-batch 1  f16  params 1315723264
-// LIST: gpt3-175b  layers  96  hidden 12288  heads  96
+// LIST: gpt3-1.3b   arch gpt    layers  24  hidden  2048  heads  16  kv-heads  16  ffn  8192  seq 2048  vocab  50257  micro-batch 1  dtype f16   params 1315723264
+// LIST: gpt3-175b   arch gpt    layers  96  hidden 12288  heads  96
 // LIST: gpt2-xl
-// LIST: tiny
+// LIST: tiny        arch gpt
+// LIST: llama2-7b   arch llama  layers  32  hidden  4096  heads  32  kv-heads  32  ffn 11008  seq 4096  vocab  32000  micro-batch 1  dtype bf16  params 6738415616
+// LIST: llama3-8b   arch llama  layers  32  hidden  4096  heads  32  kv-heads   8  ffn 14336  seq 8192  vocab 128256  micro-batch 1  dtype bf16  params 8030261248
+// LIST: tiny-llama  arch llama

@@ -53,8 +53,8 @@ void mulBackward(const Tensor &a, const Tensor &b, const Tensor &dOut,
 void divBackward(const Tensor &a, const Tensor &b, const Tensor &dOut,
                  Tensor *da, Tensor *db);
 
-/// "sqrt", "tanh", "erf", "exp" or "sigmoid" of every element; the backward
-/// adds dOut times the derivative into dx.
+/// "sqrt", "tanh", "erf", "exp", "sigmoid" or "silu" of every element; the
+/// backward adds dOut times the derivative into dx.
 Tensor elementwiseMath(const Tensor &x, const std::string &kind);
 void elementwiseMathBackward(const Tensor &x, const std::string &kind,
                              const Tensor &dOut, Tensor *dx);
@@ -116,6 +116,13 @@ Tensor add(const Tensor &a, const Tensor &b);
 void addBackward(const Tensor &dOut, Tensor *da, Tensor *db);
 
 /// Over the last dimension; `mean` and `rstd` (one per row) are kept.
+/// x / sqrt(mean(x^2) + epsilon) * gamma over the last dimension; the
+/// reciprocal root mean square per row is kept for the backward.
+Tensor rmsNorm(const Tensor &x, const Tensor &gamma, double epsilon,
+               std::vector<float> &rstd);
+void rmsNormBackward(const Tensor &x, const Tensor &gamma,
+                     const std::vector<float> &rstd, const Tensor &dOut,
+                     Tensor *dx, Tensor *dGamma);
 Tensor layerNorm(const Tensor &x, const Tensor &gamma, const Tensor &beta,
                  double epsilon, std::vector<float> &mean,
                  std::vector<float> &rstd);
@@ -135,13 +142,23 @@ void reluBackward(const Tensor &out, const Tensor &dOut, Tensor *dx);
 Tensor softmax(const Tensor &x);
 void softmaxBackward(const Tensor &out, const Tensor &dOut, Tensor *dx);
 
+/// dtfm.rotary of x [B, S, heads * d]: each head's pairs (i, i + d/2)
+/// turned by position * theta^(-2i/d); `inverse` turns back. The backward
+/// adds the inverse turn of dOut into dx.
+Tensor rotary(const Tensor &x, int64_t heads, double theta,
+              bool inverse = false);
+void rotaryBackward(const Tensor &dOut, int64_t heads, double theta,
+                    Tensor *dx);
+
 /// softmax(mask(Q K^T / sqrt(d))) V per head; `probs` [B, heads, S, S] kept.
+/// K and V have kvHeads heads (grouped-query attention; kvHeads divides
+/// heads, and query head h reads key/value head h / (heads / kvHeads)).
 Tensor causalAttention(const Tensor &q, const Tensor &k, const Tensor &v,
-                       int64_t heads, Tensor &probs);
+                       int64_t heads, int64_t kvHeads, Tensor &probs);
 void causalAttentionBackward(const Tensor &q, const Tensor &k, const Tensor &v,
-                             int64_t heads, const Tensor &probs,
-                             const Tensor &dOut, Tensor *dq, Tensor *dk,
-                             Tensor *dv);
+                             int64_t heads, int64_t kvHeads,
+                             const Tensor &probs, const Tensor &dOut,
+                             Tensor *dq, Tensor *dk, Tensor *dv);
 
 /// indices [..] (exact integers) x table [V, H] -> [.., H], the table being
 /// rows [firstRow, firstRow + V) of the whole one (vocabulary-parallel):

@@ -19,17 +19,21 @@
 
 namespace dtfm::runtime::cuda {
 
+/// Q is [batch, seq, hidden] in `heads` heads; K and V have `kvHeads`
+/// heads of the same size (grouped-query attention when fewer).
 struct AttentionShape {
-  int64_t batch = 0, seq = 0, hidden = 0, heads = 1;
+  int64_t batch = 0, seq = 0, hidden = 0, heads = 1, kvHeads = 1;
   int64_t headDim() const { return hidden / heads; }
+  int64_t group() const { return heads / kvHeads; }
   /// Floats of scratch the forward and the backward need.
   int64_t scratchFloats() const {
     return 5 * batch * seq * hidden + batch * heads * seq * seq;
   }
 };
 
-/// out = attention(q, k, v) ([b, s, h] each, out zero-filled by the
-/// caller); probs [b, heads, s, s] kept.
+/// out = attention(q, k, v) (q and out [b, s, h], out zero-filled by the
+/// caller; k and v [b, s, kvHeads * dh]); probs [b, heads, s, s] kept. K and
+/// V are expanded to every query head in the scratch.
 bool causalAttention(Matmul &matmul, const AttentionShape &shape,
                      const float *q, const float *k, const float *v,
                      float *out, float *probs, float *scratch,

@@ -236,7 +236,7 @@ DTFM_HOST_DEVICE inline float applyBinary(BinaryOp op, float a, float b) {
   return a / b;
 }
 
-enum class UnaryOp { Sqrt, Tanh, Erf, Exp, Sigmoid, Pow, Clip };
+enum class UnaryOp { Sqrt, Tanh, Erf, Exp, Sigmoid, Silu, Pow, Clip };
 
 /// The constants of a unary op: pow's exponent, clip's bounds.
 struct UnaryParams {
@@ -257,6 +257,8 @@ DTFM_HOST_DEVICE inline float applyUnary(UnaryOp op, float x,
     return expf(x);
   case UnaryOp::Sigmoid:
     return 1 / (1 + expf(-x));
+  case UnaryOp::Silu:
+    return x / (1 + expf(-x));
   case UnaryOp::Clip:
     return fminf(fmaxf(x, static_cast<float>(params.low)),
                  static_cast<float>(params.high));
@@ -283,6 +285,10 @@ DTFM_HOST_DEVICE inline float unaryGradient(UnaryOp op, float x, float dOut,
   case UnaryOp::Sigmoid: {
     float s = 1 / (1 + expf(-x));
     return dOut * (s * (1 - s));
+  }
+  case UnaryOp::Silu: {
+    float s = 1 / (1 + expf(-x));
+    return dOut * (s * (1 + x * (1 - s)));
   }
   case UnaryOp::Clip: // PyTorch's hardtanh: nothing at or beyond the bounds
     return x > static_cast<float>(params.low) &&
@@ -521,6 +527,24 @@ struct PoolGeometry {
                            [&](int64_t out) { return dOut[out] / cells; });
   }
 };
+
+/// Element `flat` of dtfm.rotary of x [b, s, heads * dh] (`hidden` =
+/// heads * dh): pair i < dh/2 of a head, (i, i + dh/2), turns by
+/// position * theta^(-2i/dh); sign -1 turns back (the backward).
+DTFM_HOST_DEVICE inline float rotaryElement(const float *x, int64_t flat,
+                                            int64_t seq, int64_t hidden,
+                                            int64_t dh, double theta,
+                                            int sign) {
+  int64_t c = flat % dh, half = dh / 2, position = (flat / hidden) % seq;
+  int64_t pair = c < half ? c : c - half;
+  double angle =
+      sign * static_cast<double>(position) *
+      pow(theta, -2.0 * static_cast<double>(pair) / static_cast<double>(dh));
+  double cosine = cos(angle), sine = sin(angle);
+  const float *head = x + (flat - c);
+  return c < half ? static_cast<float>(head[c] * cosine - head[c + half] * sine)
+                  : static_cast<float>(head[c] * cosine + head[pair] * sine);
+}
 
 } // namespace dtfm::runtime::cuda
 

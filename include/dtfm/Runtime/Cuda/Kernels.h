@@ -130,7 +130,14 @@ void avgPool2d(const float *x, const PoolGeometry &g, float *y,
 void avgPool2dBackward(const float *dy, const PoolGeometry &g, float *dx,
                        cudaStream_t stream);
 
-//===--- rows: layernorm, softmax, cross-entropy ----------------------===//
+/// dtfm.rotary of x [b, s, heads * dh] into y (IndexMaps.h's rotaryElement);
+/// sign -1 turns back, and `accumulate` adds into y (the backward).
+void rotary(const float *x, float *y, int64_t b, int64_t s, int64_t heads,
+            int64_t dh, double theta, int sign, bool accumulate,
+            cudaStream_t stream);
+
+//===--- rows: layernorm, rms_norm, softmax, cross-entropy
+//----------------------===//
 
 /// Over the last dimension d of `rows` rows; mean and rstd per row kept for
 /// the backward.
@@ -142,6 +149,13 @@ void layerNormBackward(const float *x, const float *gamma, const float *mean,
                        const float *rstd, const float *dy, float *dx,
                        float *dgamma, float *dbeta, int64_t rows, int64_t d,
                        cudaStream_t stream);
+/// RMSNorm over the last dimension d; rstd per row kept for the backward.
+void rmsNorm(const float *x, const float *gamma, float *y, float *rstd,
+             int64_t rows, int64_t d, float epsilon, cudaStream_t stream);
+/// dx and dgamma may be null.
+void rmsNormBackward(const float *x, const float *gamma, const float *rstd,
+                     const float *dy, float *dx, float *dgamma, int64_t rows,
+                     int64_t d, cudaStream_t stream);
 void softmax(const float *x, float *y, int64_t rows, int64_t d,
              cudaStream_t stream);
 void softmaxBackward(const float *y, const float *dy, float *dx, int64_t rows,
@@ -172,12 +186,14 @@ void crossEntropySliceBackward(const float *logits, const float *labels,
 
 //===--- attention helpers (the matmuls go through cuBLASLt) ----------===//
 
-/// [b, s, heads * dh] <-> [b, heads, s, dh].
-void splitHeads(const float *x, float *y, int64_t b, int64_t s,
-                int64_t heads, int64_t dh, cudaStream_t stream);
-/// y += merged x.
-void mergeHeads(const float *x, float *y, int64_t b, int64_t s,
-                int64_t heads, int64_t dh, cudaStream_t stream);
+/// [b, s, heads / group * dh] -> [b, heads, s, dh]: each of x's heads goes
+/// to `group` consecutive heads of y (1: a plain split).
+void splitHeads(const float *x, float *y, int64_t b, int64_t s, int64_t heads,
+                int64_t dh, int64_t group, cudaStream_t stream);
+/// y [b, s, heads / group * dh] += x [b, heads, s, dh] merged, each of y's
+/// heads summing its group.
+void mergeHeads(const float *x, float *y, int64_t b, int64_t s, int64_t heads,
+                int64_t dh, int64_t group, cudaStream_t stream);
 /// In place on `count` s x s score matrices: scale, causal mask, softmax.
 void causalSoftmax(float *scores, int64_t count, int64_t s, float scale,
                    cudaStream_t stream);

@@ -168,7 +168,7 @@ int64_t DivOp::getSavedActivationBytes() {
 }
 
 //===----------------------------------------------------------------------===//
-// LayerNormOp, GeluOp, ReluOp, SoftmaxOp
+// LayerNormOp, RmsNormOp, GeluOp, ReluOp, SoftmaxOp
 //===----------------------------------------------------------------------===//
 
 LogicalResult LayerNormOp::verify() {
@@ -184,6 +184,19 @@ int64_t LayerNormOp::getSavedActivationBytes() {
   auto input = tensorOf(getInput());
   int64_t rows = numel(getInput()) / input.getShape().back();
   return activationBytes(getInput()) + 2 * rows * 4;
+}
+
+LogicalResult RmsNormOp::verify() {
+  return check(*this, shapes::rmsNorm(typeOf(getInput()), typeOf(getGamma()),
+                                      getEpsilon().convertToDouble(),
+                                      typeOf(getResult())));
+}
+
+int64_t RmsNormOp::getForwardFlops() { return 4 * numel(getInput()); }
+int64_t RmsNormOp::getSavedActivationBytes() {
+  auto input = tensorOf(getInput());
+  int64_t rows = numel(getInput()) / input.getShape().back();
+  return activationBytes(getInput()) + rows * 4;
 }
 
 /// Elementwise unary ops: the result has the input's type.
@@ -218,14 +231,23 @@ int64_t SoftmaxOp::getSavedActivationBytes() {
 }
 
 //===----------------------------------------------------------------------===//
-// CausalAttentionOp
+// RotaryOp, CausalAttentionOp
 //===----------------------------------------------------------------------===//
 
+LogicalResult RotaryOp::verify() {
+  return check(*this, shapes::rotary(typeOf(getInput()), getNumHeads(),
+                                     getTheta().convertToDouble(),
+                                     typeOf(getResult())));
+}
+int64_t RotaryOp::getForwardFlops() { return 3 * numel(getInput()); }
+int64_t RotaryOp::getBackwardFlops() { return 3 * numel(getInput()); }
+int64_t RotaryOp::getSavedActivationBytes() { return 0; }
+
 LogicalResult CausalAttentionOp::verify() {
-  return check(*this, shapes::causalAttention(
-                          typeOf(getQuery()), typeOf(getKey()),
-                          typeOf(getValue()), getNumHeads(),
-                          typeOf(getResult())));
+  return check(
+      *this, shapes::causalAttention(typeOf(getQuery()), typeOf(getKey()),
+                                     typeOf(getValue()), getNumHeads(),
+                                     getKeyValueHeads(), typeOf(getResult())));
 }
 
 int64_t CausalAttentionOp::getForwardFlops() {

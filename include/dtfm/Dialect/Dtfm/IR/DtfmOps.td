@@ -249,6 +249,8 @@ def Dtfm_ErfOp : Dtfm_ElementwiseMathOp<"erf", "elementwise error function">;
 def Dtfm_ExpOp : Dtfm_ElementwiseMathOp<"exp", "elementwise exponential">;
 def Dtfm_SigmoidOp : Dtfm_ElementwiseMathOp<"sigmoid",
     "elementwise logistic function 1 / (1 + exp(-x))">;
+def Dtfm_SiluOp : Dtfm_ElementwiseMathOp<"silu",
+    "elementwise x * sigmoid(x) (SiLU, the gate of Llama's SwiGLU)">;
 
 def Dtfm_PowOp : Dtfm_ComputeOp<"pow",
     ["getBackwardFlops", "getSavedActivationBytes"]> {
@@ -369,6 +371,23 @@ def Dtfm_LayerNormOp : Dtfm_ComputeOp<"layernorm",
   }];
 }
 
+def Dtfm_RmsNormOp : Dtfm_ComputeOp<"rms_norm",
+    ["getSavedActivationBytes"]> {
+  let summary = "root-mean-square normalisation over the last dimension";
+  let description = [{
+    y = x / sqrt(mean(x^2) + eps) * gamma over the last dimension D (Zhang
+    and Sennrich 2019; Llama's norm); gamma is [D]. Forward 4 FLOPs per
+    element (square and sum 2, normalise 1, gain 1); backward twice that.
+    Keeps x and the per-row reciprocal root mean square (f32).
+  }];
+  let arguments = (ins Dtfm_FloatTensor:$input, Dtfm_FloatTensor:$gamma,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $gamma attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 def Dtfm_GeluOp : Dtfm_ComputeOp<"gelu", ["getSavedActivationBytes"]> {
   let summary = "Gaussian error linear unit";
   let description = [{
@@ -404,14 +423,37 @@ def Dtfm_SoftmaxOp : Dtfm_ComputeOp<"softmax", ["getSavedActivationBytes"]> {
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
 
+def Dtfm_RotaryOp : Dtfm_ComputeOp<"rotary",
+    ["getBackwardFlops", "getSavedActivationBytes"]> {
+  let summary = "rotary position embedding of each head";
+  let description = [{
+    RoFormer's rotary embedding (Su et al. 2021) in the "rotate half" layout
+    of Llama's Hugging Face code: x is [B, S, num_heads * d], d even; within
+    each head, element i < d/2 and element i + d/2 turn as a pair by the
+    angle p * theta^(-2i/d), p the position 0 ... S-1:
+      y[i]       = x[i] cos - x[i + d/2] sin
+      y[i + d/2] = x[i + d/2] cos + x[i] sin.
+    Forward and backward (the inverse turn) 3 FLOPs per element; keeps
+    nothing.
+  }];
+  let arguments = (ins Dtfm_FloatTensor:$input,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+                       DefaultValuedAttr<F64Attr, "10000.0">:$theta);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
 def Dtfm_CausalAttentionOp : Dtfm_ComputeOp<"causal_attention",
     ["getSavedActivationBytes"]> {
   let summary = "fused causal multi-head self-attention core";
   let description = [{
-    softmax(mask(Q K^T / sqrt(d))) V per head, for Q, K, V of shape
-    [B, S, H] split into `num_heads` heads of d = H / num_heads. The Q/K/V and
-    output projections are separate `linear` ops, so their parameters stay
-    visible to the planner.
+    softmax(mask(Q K^T / sqrt(d))) V per head, for Q of shape [B, S, H]
+    split into `num_heads` heads of d = H / num_heads. K and V have
+    `num_kv_heads` heads of d (grouped-query attention, Ainslie et al. 2023:
+    query head h reads key/value head h / (num_heads / num_kv_heads)); it
+    divides num_heads and is num_heads when absent (multi-head attention).
+    The Q/K/V and output projections are separate `linear` ops, so their
+    parameters stay visible to the planner.
 
     One fused op rather than a decomposition: the planner must never cut
     between the score matrix and its softmax (the [B, heads, S, S] tensors are
@@ -427,8 +469,16 @@ def Dtfm_CausalAttentionOp : Dtfm_ComputeOp<"causal_attention",
   }];
   let arguments = (ins Dtfm_FloatTensor:$query, Dtfm_FloatTensor:$key,
                        Dtfm_FloatTensor:$value,
-                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads);
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:
+                           $num_kv_heads);
   let results = (outs Dtfm_FloatTensor:$result);
+  let extraClassDeclaration = [{
+    /// Heads of K and V: num_kv_heads, or num_heads when absent.
+    int64_t getKeyValueHeads() {
+      return getNumKvHeads().value_or(getNumHeads());
+    }
+  }];
   let assemblyFormat = [{
     $query `,` $key `,` $value attr-dict `:`
     functional-type(operands, results)

@@ -1,0 +1,152 @@
+"""PyTorch oracle for dtfm-run --execute on the tiny-llama preset.
+
+  prepare DIR [STEPS MICRO]  writes DIR/params.bin (DTFMPAR1) and
+               DIR/tokens.bin (int32)
+  check DIR LOG [STEPS MICRO]  builds the same decoder in torch (written here
+               as Hugging Face's Llama computes it: RMSNorm, rotary embedding
+               in the rotate-half layout, grouped-query attention by
+               repeating the key/value heads, SwiGLU, untied head), trains
+               the same steps with SGD (lr 0.1, momentum 0.9, weight decay
+               0.01) in float64, and compares the losses dtfm-run printed
+               (LOG) and its saved parameters (DIR/after.bin).
+
+STEPS and MICRO (micro-batches per step over every data-parallel replica;
+20 and 4 by default) must match the run.
+"""
+import os
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "python"))
+from dtfm_oracle import (check_losses, check_parameters,  # noqa: E402
+                         read_tensors, write_tensors)
+
+# tiny-llama (dtfm-translate --list-gpt-presets).
+LAYERS, HIDDEN, HEADS, KV_HEADS, FFN = 2, 64, 4, 2, 176
+SEQ, VOCAB, BATCH, THETA, EPS = 32, 256, 4, 10000.0, 1e-5
+HEAD_DIM = HIDDEN // HEADS
+KV = HEAD_DIM * KV_HEADS
+STEPS, MICRO_BATCHES = 20, 4
+
+
+def shapes():
+    out = {"wte": (VOCAB, HIDDEN)}
+    for i in range(LAYERS):
+        p = f"layers.{i}."
+        out[p + "attn_norm.gamma"] = (HIDDEN,)
+        out[p + "attn.q.weight"] = (HIDDEN, HIDDEN)
+        out[p + "attn.k.weight"] = (HIDDEN, KV)
+        out[p + "attn.v.weight"] = (HIDDEN, KV)
+        out[p + "attn.o.weight"] = (HIDDEN, HIDDEN)
+        out[p + "mlp_norm.gamma"] = (HIDDEN,)
+        out[p + "mlp.gate.weight"] = (HIDDEN, FFN)
+        out[p + "mlp.up.weight"] = (HIDDEN, FFN)
+        out[p + "mlp.down.weight"] = (FFN, HIDDEN)
+    out["norm.gamma"] = (HIDDEN,)
+    out["lm_head.weight"] = (HIDDEN, VOCAB)
+    return out
+
+
+def prepare(d):
+    rng = np.random.default_rng(4321)
+    params = {}
+    for name, shape in shapes().items():
+        if name.endswith(".gamma"):
+            params[name] = 1 + 0.1 * rng.standard_normal(shape)
+        else:
+            params[name] = 0.08 * rng.standard_normal(shape)
+    write_tensors(f"{d}/params.bin", params)
+    n = STEPS * MICRO_BATCHES * BATCH * (SEQ + 1)
+    pattern = rng.integers(0, VOCAB, 16)
+    tokens = np.array([pattern[i % 16] if rng.random() < 0.8
+                       else rng.integers(0, VOCAB) for i in range(n)],
+                      dtype=np.int32)
+    tokens.tofile(f"{d}/tokens.bin")
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def forward(p, tokens, labels):
+    inv_freq = 1.0 / (THETA ** (torch.arange(0, HEAD_DIM, 2,
+                                             dtype=torch.float64) / HEAD_DIM))
+    freqs = torch.outer(torch.arange(SEQ, dtype=torch.float64), inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos(), emb.sin()
+    mask = torch.triu(torch.ones(SEQ, SEQ, dtype=torch.bool), 1)
+
+    def rms(x, name):
+        r = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS)
+        return x * r * p[name + ".gamma"]
+
+    def heads(x, n):
+        return x.view(BATCH, SEQ, n, HEAD_DIM).transpose(1, 2)
+
+    x = p["wte"][tokens]
+    for i in range(LAYERS):
+        pre = f"layers.{i}."
+        a = rms(x, pre + "attn_norm")
+        q = heads(a @ p[pre + "attn.q.weight"], HEADS)
+        k = heads(a @ p[pre + "attn.k.weight"], KV_HEADS)
+        v = heads(a @ p[pre + "attn.v.weight"], KV_HEADS)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        k = k.repeat_interleave(HEADS // KV_HEADS, dim=1)
+        v = v.repeat_interleave(HEADS // KV_HEADS, dim=1)
+        s = (q @ k.transpose(-1, -2)) / HEAD_DIM ** 0.5
+        s = s.masked_fill(mask, float("-inf"))
+        o = (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(
+            BATCH, SEQ, HIDDEN)
+        x = x + o @ p[pre + "attn.o.weight"]
+        m = rms(x, pre + "mlp_norm")
+        gated = torch.nn.functional.silu(m @ p[pre + "mlp.gate.weight"]) * \
+            (m @ p[pre + "mlp.up.weight"])
+        x = x + gated @ p[pre + "mlp.down.weight"]
+    logits = rms(x, "norm") @ p["lm_head.weight"]
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB),
+                                             labels.reshape(-1))
+
+
+def check(d, log):
+    start = read_tensors(f"{d}/params.bin")
+    p = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True)
+         for k, v in start.items()}
+    opt = torch.optim.SGD(list(p.values()), lr=0.1, momentum=0.9,
+                          weight_decay=0.01)
+    tokens = np.fromfile(f"{d}/tokens.bin", dtype=np.int32)
+    cursor = 0
+    expected = []
+    for _ in range(STEPS):
+        opt.zero_grad()
+        total = 0
+        for _ in range(MICRO_BATCHES):
+            rows = tokens[cursor:cursor + BATCH * (SEQ + 1)].reshape(
+                BATCH, SEQ + 1)
+            cursor += BATCH * (SEQ + 1)
+            t = torch.tensor(rows[:, :-1], dtype=torch.long)
+            y = torch.tensor(rows[:, 1:], dtype=torch.long)
+            loss = forward(p, t, y) / MICRO_BATCHES
+            loss.backward()
+            total += loss.item()
+        opt.step()
+        expected.append(total)
+    check_losses(log, expected)
+    worst = check_parameters(f"{d}/after.bin", p)
+    print(f"parameters after {STEPS} steps match torch (max |diff| "
+          f"{'< 1e-5' if worst < 1e-5 else '< 1e-4'})")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "prepare":
+        if len(sys.argv) > 3:
+            STEPS, MICRO_BATCHES = int(sys.argv[3]), int(sys.argv[4])
+        prepare(sys.argv[2])
+    else:
+        if len(sys.argv) > 4:
+            STEPS, MICRO_BATCHES = int(sys.argv[4]), int(sys.argv[5])
+        check(sys.argv[2], sys.argv[3])
