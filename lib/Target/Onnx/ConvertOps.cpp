@@ -115,6 +115,8 @@ OnnxImporter::converters() {
       {"dtfm.Linear", &OnnxImporter::convertFusedLinear},
       {"dtfm.Embedding", &OnnxImporter::convertFusedEmbedding},
       {"dtfm.CausalAttention", &OnnxImporter::convertFusedAttention},
+      {"dtfm.RmsNorm", &OnnxImporter::convertFusedRmsNorm},
+      {"dtfm.Silu", &OnnxImporter::convertFusedSilu},
   };
   return table;
 }
@@ -786,6 +788,25 @@ bool OnnxImporter::convertFusedLayerNorm(const onnx::NodeProto &node,
   return true;
 }
 
+bool OnnxImporter::convertFusedRmsNorm(const onnx::NodeProto &node,
+                                       NodeCall &c) {
+  Value x = c.input(0), gamma = c.input(1);
+  if (!x || !gamma)
+    return false;
+  c.out = tag(b.create<RmsNormOp>(c.loc, c.result, x, gamma,
+                                  b.getF64FloatAttr(c.real("epsilon", 1e-5))),
+              node);
+  return true;
+}
+
+bool OnnxImporter::convertFusedSilu(const onnx::NodeProto &node, NodeCall &c) {
+  Value x = c.input(0);
+  if (!x)
+    return false;
+  c.out = tag(b.create<SiluOp>(c.loc, c.result, x), node);
+  return true;
+}
+
 bool OnnxImporter::convertFusedGelu(const onnx::NodeProto &node, NodeCall &c) {
   Value x = c.input(0);
   if (!x)
@@ -797,7 +818,7 @@ bool OnnxImporter::convertFusedGelu(const onnx::NodeProto &node, NodeCall &c) {
 bool OnnxImporter::convertFusedLinear(const onnx::NodeProto &node,
                                       NodeCall &c) {
   Value x = c.input(0), w = c.input(1), bias = c.input(2);
-  if (!x || !w || !bias)
+  if (!x || !w || (node.input_size() > 2 && !bias))
     return false;
   c.out = tag(b.create<LinearOp>(c.loc, c.result, x, w, bias), node);
   return true;
@@ -827,9 +848,24 @@ bool OnnxImporter::convertFusedAttention(const onnx::NodeProto &node,
                   "attention scores scaled by " +
                       std::to_string(c.real("divisor", 0)) +
                       ", not sqrt(head dim) = " + std::to_string(expected));
-  c.out = tag(b.create<CausalAttentionOp>(c.loc, c.result, q, k, v,
-                                          b.getI64IntegerAttr(heads),
-                                          IntegerAttr()),
-              node);
+  // Llama: rotary embeddings of Q and K (on their heads) before it, and
+  // fewer key/value heads.
+  int64_t kvHeads = c.integer("num_kv_heads", heads);
+  auto rotate = [&](Value x, const char *theta, int64_t count) {
+    double base = c.real(theta, 0);
+    if (base == 0)
+      return x;
+    return tag(b.create<RotaryOp>(c.loc, x.getType(), x,
+                                  b.getI64IntegerAttr(count),
+                                  b.getF64FloatAttr(base)),
+               node);
+  };
+  q = rotate(q, "rotary_query_theta", heads);
+  k = rotate(k, "rotary_key_theta", kvHeads);
+  c.out =
+      tag(b.create<CausalAttentionOp>(
+              c.loc, c.result, q, k, v, b.getI64IntegerAttr(heads),
+              kvHeads == heads ? IntegerAttr() : b.getI64IntegerAttr(kvHeads)),
+          node);
   return true;
 }

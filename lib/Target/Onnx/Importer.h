@@ -100,6 +100,8 @@ private:
   bool convertMatMul(const onnx::NodeProto &node, NodeCall &c);
   bool convertGemm(const onnx::NodeProto &node, NodeCall &c);
   bool convertFusedLayerNorm(const onnx::NodeProto &node, NodeCall &c);
+  bool convertFusedRmsNorm(const onnx::NodeProto &node, NodeCall &c);
+  bool convertFusedSilu(const onnx::NodeProto &node, NodeCall &c);
   bool convertFusedGelu(const onnx::NodeProto &node, NodeCall &c);
   bool convertFusedLinear(const onnx::NodeProto &node, NodeCall &c);
   bool convertFusedEmbedding(const onnx::NodeProto &node, NodeCall &c);
