@@ -66,17 +66,24 @@ __device__ void channelStats(const float *x, int64_t n, int64_t c,
 __global__ void batchNormKernel(const float *x, const float *gamma,
                                 const float *beta, float *y, float *mean,
                                 float *variance, int64_t n, int64_t c,
-                                int64_t inner, float epsilon) {
+                                int64_t inner, float epsilon,
+                                const float *fixedMean,
+                                const float *fixedVariance) {
   __shared__ double scratch[32];
   int64_t ch = blockIdx.x, count = n * inner;
   double m, v;
-  channelStats(x, n, c, inner, scratch, m, v);
+  if (fixedMean) {
+    m = fixedMean[ch];
+    v = fixedVariance[ch];
+  } else {
+    channelStats(x, n, c, inner, scratch, m, v);
+  }
   double rstd = 1.0 / sqrt(v + epsilon);
   for (int64_t t = threadIdx.x; t < count; t += blockDim.x) {
     int64_t at = channelElement(t, ch, c, inner);
     y[at] = static_cast<float>((x[at] - m) * rstd * gamma[ch] + beta[ch]);
   }
-  if (threadIdx.x == 0) {
+  if (threadIdx.x == 0 && !fixedMean) {
     mean[ch] = static_cast<float>(m);
     variance[ch] = static_cast<float>(v);
   }
@@ -98,13 +105,19 @@ __global__ void runningStatsKernel(float *runningMean, float *runningVariance,
 
 __global__ void batchNormBackwardKernel(const float *x, const float *gamma,
                                         const float *dy, float *dx,
-                                        float *dgamma, float *dbeta,
-                                        int64_t n, int64_t c, int64_t inner,
-                                        float epsilon) {
+                                        float *dgamma, float *dbeta, int64_t n,
+                                        int64_t c, int64_t inner, float epsilon,
+                                        const float *fixedMean,
+                                        const float *fixedVariance) {
   __shared__ double scratch[32];
   int64_t ch = blockIdx.x, count = n * inner;
   double m, v;
-  channelStats(x, n, c, inner, scratch, m, v);
+  if (fixedMean) {
+    m = fixedMean[ch];
+    v = fixedVariance[ch];
+  } else {
+    channelStats(x, n, c, inner, scratch, m, v);
+  }
   double rstd = 1.0 / sqrt(v + epsilon);
   double sumDy = 0, sumDyXhat = 0;
   for (int64_t t = threadIdx.x; t < count; t += blockDim.x) {
@@ -122,13 +135,16 @@ __global__ void batchNormBackwardKernel(const float *x, const float *gamma,
   }
   if (!dx)
     return;
+  // Fixed statistics are constants: no terms through the mean and
+  // variance.
   double total = static_cast<double>(count);
+  double meanDy = fixedMean ? 0 : sumDy / total;
+  double meanDyXhat = fixedMean ? 0 : sumDyXhat / total;
   for (int64_t t = threadIdx.x; t < count; t += blockDim.x) {
     int64_t at = channelElement(t, ch, c, inner);
     double xhat = (x[at] - m) * rstd;
     dx[at] += static_cast<float>(gamma[ch] * rstd *
-                                 (dy[at] - sumDy / total -
-                                  xhat * sumDyXhat / total));
+                                 (dy[at] - meanDy - xhat * meanDyXhat));
   }
 }
 
@@ -176,12 +192,14 @@ void col2im(const float *dcolumns, const ConvGeometry &g, int64_t first,
                                                         group, dx, n);
 }
 
-void batchNorm(const float *x, const float *gamma, const float *beta,
-               float *y, float *mean, float *variance, int64_t n, int64_t c,
-               int64_t inner, float epsilon, cudaStream_t stream) {
+void batchNorm(const float *x, const float *gamma, const float *beta, float *y,
+               float *mean, float *variance, int64_t n, int64_t c,
+               int64_t inner, float epsilon, cudaStream_t stream,
+               const float *fixedMean, const float *fixedVariance) {
   if (c > 0)
     batchNormKernel<<<static_cast<unsigned>(c), kThreads, 0, stream>>>(
-        x, gamma, beta, y, mean, variance, n, c, inner, epsilon);
+        x, gamma, beta, y, mean, variance, n, c, inner, epsilon, fixedMean,
+        fixedVariance);
 }
 
 void batchNormRunningStats(float *runningMean, float *runningVariance,
@@ -197,11 +215,12 @@ void batchNormRunningStats(float *runningMean, float *runningVariance,
 void batchNormBackward(const float *x, const float *gamma, const float *dy,
                        float *dx, float *dgamma, float *dbeta, int64_t n,
                        int64_t c, int64_t inner, float epsilon,
-                       cudaStream_t stream) {
+                       cudaStream_t stream, const float *fixedMean,
+                       const float *fixedVariance) {
   if (c > 0)
-    batchNormBackwardKernel<<<static_cast<unsigned>(c), kThreads, 0,
-                              stream>>>(x, gamma, dy, dx, dgamma, dbeta, n, c,
-                                        inner, epsilon);
+    batchNormBackwardKernel<<<static_cast<unsigned>(c), kThreads, 0, stream>>>(
+        x, gamma, dy, dx, dgamma, dbeta, n, c, inner, epsilon, fixedMean,
+        fixedVariance);
 }
 
 void maxPool2d(const float *x, const PoolGeometry &g, float *y,

@@ -274,6 +274,7 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
     in.read("epsilon", a.epsilon);
     a.momentum = 0.1;
     in.read("momentum", a.momentum);
+    in.read("inference", a.inference);
     break;
   case OpKind::Gelu:
     in.read("tanh_approximation", a.tanhApproximation);
@@ -419,7 +420,10 @@ dtfm::runtime::recomputableLayers(const StageProgram &program) {
       withBackward.insert(program.ops[index].layer);
   for (int index : program.opsOf(OpPhase::Forward)) {
     const ProgramOp &op = program.ops[index];
-    if (op.kind == OpKind::BatchNorm || op.kind == OpKind::Custom)
+    // A training-mode batchnorm updates its running statistics: run twice,
+    // it would count the batch twice.
+    if ((op.kind == OpKind::BatchNorm && !op.attrs.inference) ||
+        op.kind == OpKind::Custom)
       impure.insert(op.layer);
   }
   std::vector<std::string> layers;

@@ -714,6 +714,25 @@ TEST_F(CudaKernelsTest, ColumnsBatchNormAndPooling) {
   expectNear(download(gdbx, bx.numel()), dbx.data, 1e-4, "batchnorm dx");
   expectNear(download(gdg, 16), dgamma.data, 1e-4, "batchnorm dgamma");
   expectNear(download(gdb, 16), dbeta.data, 1e-4, "batchnorm dbeta");
+  {
+    // Inference mode: the running statistics as constants.
+    Tensor yi = cpu::batchNormInference(bx, gamma, beta, runMean, runVar, 1e-5);
+    Tensor dxi, dgi, dbi;
+    cpu::batchNormInferenceBackward(bx, gamma, runMean, runVar, 1e-5, dy, &dxi,
+                                    &dgi, &dbi);
+    auto fm = upload(runMean), fv = upload(runVar), gyi = zeros(bx.numel()),
+         gdxi = zeros(bx.numel()), gdgi = zeros(16), gdbi = zeros(16);
+    cuda::batchNorm(gbx.floats(), gg.floats(), gb.floats(), gyi.floats(),
+                    nullptr, nullptr, 8, 16, 25, 1e-5f, stream, fm.floats(),
+                    fv.floats());
+    cuda::batchNormBackward(gbx.floats(), gg.floats(), gdy.floats(),
+                            gdxi.floats(), gdgi.floats(), gdbi.floats(), 8, 16,
+                            25, 1e-5f, stream, fm.floats(), fv.floats());
+    expectNear(download(gyi, bx.numel()), yi.data, 1e-5, "inference bn");
+    expectNear(download(gdxi, bx.numel()), dxi.data, 1e-4, "inference bn dx");
+    expectNear(download(gdgi, 16), dgi.data, 1e-4, "inference bn dgamma");
+    expectNear(download(gdbi, 16), dbi.data, 1e-4, "inference bn dbeta");
+  }
 
   cpu::Window window;
   window.strideH = window.strideW = 2;

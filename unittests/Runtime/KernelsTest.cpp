@@ -564,6 +564,29 @@ TEST(Kernels, BatchNormAndPooling) {
   expectGradient(gamma, dg, f, r, "batchnorm dgamma");
   expectGradient(beta, db, f, r, "batchnorm dbeta");
 
+  // Inference mode: the running statistics (left as they are), by hand.
+  Tensor runMean = random({2}, rng), runVar = random({2}, rng);
+  for (float &v : runVar.data)
+    v = std::fabs(v) + 0.5f;
+  Tensor frozenMean = runMean, frozenVar = runVar;
+  Tensor yi = batchNormInference(x, gamma, beta, runMean, runVar, 1e-5);
+  EXPECT_NEAR(yi.data[9 + 4],
+              (x.data[9 + 4] - runMean.data[1]) /
+                      std::sqrt(runVar.data[1] + 1e-5) * gamma.data[1] +
+                  beta.data[1],
+              1e-5);
+  EXPECT_EQ(runMean.data, frozenMean.data);
+  EXPECT_EQ(runVar.data, frozenVar.data);
+  Tensor dxi, dgi, dbi;
+  batchNormInferenceBackward(x, gamma, runMean, runVar, 1e-5, r, &dxi, &dgi,
+                             &dbi);
+  auto fi = [&]() {
+    return batchNormInference(x, gamma, beta, runMean, runVar, 1e-5);
+  };
+  expectGradient(x, dxi, fi, r, "inference batchnorm dx", 1e-3);
+  expectGradient(gamma, dgi, fi, r, "inference batchnorm dgamma");
+  expectGradient(beta, dbi, fi, r, "inference batchnorm dbeta");
+
   Window window;
   window.strideH = window.strideW = 2;
   window.padTop = window.padLeft = 1;

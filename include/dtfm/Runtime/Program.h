@@ -109,6 +109,7 @@ struct OpAttrs {
   bool transposeRhs = false;      // matmul
   double epsilon = 1e-5;          // layernorm, batchnorm; adamw (1e-8)
   double momentum = 0;            // batchnorm (0.1), sgd_update (0)
+  bool inference = false;         // batchnorm on its running statistics
   bool tanhApproximation = false; // gelu
   int64_t numHeads = 1;           // causal_attention, rotary
   int64_t numKvHeads = 0;         // causal_attention (0: numHeads)

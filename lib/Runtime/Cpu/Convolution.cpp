@@ -233,6 +233,53 @@ void dtfm::runtime::cpu::batchNormBackward(const Tensor &x, const Tensor &gamma,
   }
 }
 
+Tensor
+dtfm::runtime::cpu::batchNormInference(const Tensor &x, const Tensor &gamma,
+                                       const Tensor &beta, const Tensor &mean,
+                                       const Tensor &var, double epsilon) {
+  int64_t n = x.dim(0), c = x.dim(1), inner = x.numel() / (n * c);
+  Tensor out(x.shape);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t ch = 0; ch < c; ++ch) {
+      double rstd =
+          1.0 / std::sqrt(static_cast<double>(var.data[ch]) + epsilon);
+      for (int64_t i = 0; i < inner; ++i) {
+        int64_t at = (b * c + ch) * inner + i;
+        out.data[at] = static_cast<float>((x.data[at] - mean.data[ch]) * rstd *
+                                              gamma.data[ch] +
+                                          beta.data[ch]);
+      }
+    }
+  return out;
+}
+
+void dtfm::runtime::cpu::batchNormInferenceBackward(
+    const Tensor &x, const Tensor &gamma, const Tensor &mean, const Tensor &var,
+    double epsilon, const Tensor &dOut, Tensor *dx, Tensor *dGamma,
+    Tensor *dBeta) {
+  int64_t n = x.dim(0), c = x.dim(1), inner = x.numel() / (n * c);
+  ensure(dx, x.shape);
+  ensure(dGamma, gamma.shape);
+  ensure(dBeta, gamma.shape);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double rstd = 1.0 / std::sqrt(static_cast<double>(var.data[ch]) + epsilon);
+    double sumDy = 0, sumDyXhat = 0;
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t i = 0; i < inner; ++i) {
+        int64_t at = (b * c + ch) * inner + i;
+        sumDy += dOut.data[at];
+        sumDyXhat += dOut.data[at] * (x.data[at] - mean.data[ch]) * rstd;
+        if (dx)
+          dx->data[at] +=
+              static_cast<float>(gamma.data[ch] * rstd * dOut.data[at]);
+      }
+    if (dGamma)
+      dGamma->data[ch] += static_cast<float>(sumDyXhat);
+    if (dBeta)
+      dBeta->data[ch] += static_cast<float>(sumDy);
+  }
+}
+
 /// Output size of a pooling window along one dimension.
 static int64_t pooledSize(int64_t in, int64_t k, int64_t stride, int64_t a,
                           int64_t b) {

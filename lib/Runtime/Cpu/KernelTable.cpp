@@ -490,6 +490,11 @@ OpTable<KernelEntry> buildTable() {
       }};
   at(OpKind::BatchNorm) = {
       [](F c, E) {
+        if (c.op.attrs.inference) {
+          c.set(0, batchNormInference(c.in(0), c.in(1), c.in(2), c.in(3),
+                                      c.in(4), c.op.attrs.epsilon));
+          return true;
+        }
         // The running statistics are frozen parameters: updated in place.
         Tensor *mean = nullptr, *var = nullptr;
         auto pm = c.paramOfValue.find(c.op.operands[3]);
@@ -503,8 +508,13 @@ OpTable<KernelEntry> buildTable() {
         return true;
       },
       [](B c, E) {
-        batchNormBackward(c.in(0), c.in(1), c.op.attrs.epsilon, *c.dOut,
-                          c.at(0), c.at(1), c.at(2));
+        if (c.op.attrs.inference)
+          batchNormInferenceBackward(c.in(0), c.in(1), c.in(3), c.in(4),
+                                     c.op.attrs.epsilon, *c.dOut, c.at(0),
+                                     c.at(1), c.at(2));
+        else
+          batchNormBackward(c.in(0), c.in(1), c.op.attrs.epsilon, *c.dOut,
+                            c.at(0), c.at(1), c.at(2));
         return true;
       }};
   at(OpKind::MaxPool2d) = {

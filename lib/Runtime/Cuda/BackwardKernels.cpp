@@ -271,10 +271,12 @@ bool CudaExecutor::backwardConv2d(BackwardCall &call, std::string &error) {
 bool CudaExecutor::backwardBatchNorm(BackwardCall &call, std::string &error) {
   const DTensor &x = call.in(0);
   int64_t n = x.shape[0], c = x.shape[1], inner = x.numel() / (n * c);
+  bool fixed = call.op.attrs.inference;
   cuda::batchNormBackward(x.data(), call.in(1).data(), call.dOut->data(),
                           call.at(0), call.at(1), call.at(2), n, c, inner,
                           static_cast<float>(call.op.attrs.epsilon),
-                          call.stream);
+                          call.stream, fixed ? call.in(3).data() : nullptr,
+                          fixed ? call.in(4).data() : nullptr);
   return true;
 }
 

@@ -299,6 +299,15 @@ bool CudaExecutor::forwardConv2d(ForwardCall &call, std::string &error) {
 bool CudaExecutor::forwardBatchNorm(ForwardCall &call, std::string &error) {
   const DTensor &x = call.in(0);
   int64_t n = x.shape[0], c = x.shape[1], inner = x.numel() / (n * c);
+  if (call.op.attrs.inference) {
+    if (!fresh(call, false, error))
+      return false;
+    cuda::batchNorm(x.data(), call.in(1).data(), call.in(2).data(),
+                    call.out.data(), nullptr, nullptr, n, c, inner,
+                    static_cast<float>(call.op.attrs.epsilon), call.stream,
+                    call.in(3).data(), call.in(4).data());
+    return call.set(0, std::move(call.out));
+  }
   DTensor mean, variance;
   if (!fresh(call, false, error) || !allocate({c}, false, mean, error) ||
       !allocate({c}, false, variance, error))

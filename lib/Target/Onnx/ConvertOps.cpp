@@ -176,12 +176,18 @@ bool OnnxImporter::convertBatchNormalization(const onnx::NodeProto &node,
         mean = c.input(3, true), var = c.input(4, true);
   if (!x || !gamma || !beta || !mean || !var)
     return false;
+  // Training or inference: opset 14's training_mode, else (opsets 9-13)
+  // whether the export lists the updated statistics as outputs.
+  bool training = c.attrs.count("training_mode")
+                      ? c.integer("training_mode", 0) != 0
+                      : node.output_size() > 1;
   // ONNX's momentum weighs the running statistic; dtfm's (PyTorch's)
   // weighs the batch statistic.
   c.out = tag(
       b.create<BatchNormOp>(c.loc, c.result, x, gamma, beta, mean, var,
                             b.getF64FloatAttr(c.real("epsilon", 1e-5)),
-                            b.getF64FloatAttr(1.0 - c.real("momentum", 0.9))),
+                            b.getF64FloatAttr(1.0 - c.real("momentum", 0.9)),
+                            training ? UnitAttr() : b.getUnitAttr()),
       node);
   return true;
 }
@@ -195,8 +201,10 @@ bool OnnxImporter::convertRelu(const onnx::NodeProto &node, NodeCall &c) {
 }
 
 bool OnnxImporter::convertPool(const onnx::NodeProto &node, NodeCall &c) {
-  if (c.integer("ceil_mode", 0) != 0)
-    return failAt(node, "ceil_mode=1 is not supported");
+  bool ceilMode = c.integer("ceil_mode", 0) != 0;
+  if (ceilMode && c.type == "AveragePool")
+    return failAt(node, "ceil_mode=1 average pooling is not supported (its "
+                        "last windows' divisors differ)");
   if (c.ints("dilations", {1, 1}) != std::vector<int64_t>{1, 1})
     return failAt(node, "dilated pooling is not supported");
   Value x = c.input(0);
@@ -212,6 +220,22 @@ bool OnnxImporter::convertPool(const onnx::NodeProto &node, NodeCall &c) {
       !explicitPads(c.attrs["auto_pad"]->s(), xType.getShape(), kernelShape,
                     strides, {1, 1}, pads))
     return failAt(node, "unknown auto_pad '" + c.attrs["auto_pad"]->s() + "'");
+  if (kernelShape.size() != 2 || strides.size() != 2 || pads.size() != 4)
+    return failAt(node, "expected 2-D kernel_shape, strides and pads");
+  // Ceil mode (max pooling): the windows that start inside the input (or
+  // its leading padding) but run past its end are kept. Padded cells never
+  // win a max, so that is floor mode with that much more end padding.
+  for (int d = 0; ceilMode && d < 2; ++d) {
+    int64_t in = xType.getDimSize(2 + d), k = kernelShape[d], s = strides[d];
+    int64_t span = in + pads[d] + pads[d + 2] - k;
+    if (s < 1 || span < 0)
+      return failAt(node, "pooling window larger than the padded input");
+    int64_t out = (span + s - 1) / s + 1;
+    if ((out - 1) * s >= in + pads[d])
+      --out;
+    pads[d + 2] +=
+        std::max<int64_t>(0, (out - 1) * s + k - (in + pads[d] + pads[d + 2]));
+  }
   bool padded = pads != std::vector<int64_t>{0, 0, 0, 0};
   if (c.type == "AveragePool" && padded &&
       c.integer("count_include_pad", 0) != 1)

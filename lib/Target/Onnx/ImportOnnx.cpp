@@ -439,6 +439,48 @@ std::string layerOfParameter(const std::string &name) {
   return layer;
 }
 
+/// The module path of a node PyTorch named by its scopes: each scope is a
+/// child's name, qualified by its parent's when the parent is a sequence
+/// ("/layer3/layer3.0/downsample/downsample.0/Conv" ->
+/// "layer3.0.downsample.0", "/h.0/Add" -> "h.0").
+std::string modulePathOfScope(const std::string &nodeName) {
+  std::string path, previous;
+  size_t at = 1;
+  for (size_t slash; (slash = nodeName.find('/', at)) != std::string::npos;
+       at = slash + 1) {
+    std::string scope = nodeName.substr(at, slash - at);
+    std::string part = scope;
+    if (!previous.empty() && scope.size() > previous.size() &&
+        scope.compare(0, previous.size() + 1, previous + ".") == 0)
+      part = scope.substr(previous.size() + 1);
+    if (!part.empty())
+      path += (path.empty() ? "" : ".") + part;
+    previous = scope;
+  }
+  return path;
+}
+
+/// Renames each later run of a layer that appeared before another one
+/// ("x" -> "x#2"): the partitioner cuts between layers in graph order, so
+/// every layer must be one contiguous run of ops.
+void keepLayersContiguous(func::FuncOp func) {
+  std::map<std::string, int> runs;
+  std::string current;
+  std::string renamed;
+  func.walk([&](Operation *op) {
+    auto layer = op->getAttrOfType<StringAttr>(kLayerAttrName);
+    if (!layer)
+      return;
+    if (layer.getValue() != current) {
+      current = layer.getValue().str();
+      int run = ++runs[current];
+      renamed = run == 1 ? "" : current + "#" + std::to_string(run);
+    }
+    if (!renamed.empty())
+      op->setAttr(kLayerAttrName, StringAttr::get(op->getContext(), renamed));
+  });
+}
+
 Value OnnxImporter::valueOf(const std::string &name, bool frozen) {
   auto alias = renamed.find(name);
   if (alias != renamed.end())
@@ -494,22 +536,9 @@ Value OnnxImporter::tag(Operation *op, const onnx::NodeProto &node) {
       layer = layerOfParameter(input);
       break;
     }
-  if (layer.empty() && node.name().size() > 1 && node.name()[0] == '/') {
-    std::vector<std::string> scopes;
-    size_t at = 1;
-    for (size_t slash; (slash = node.name().find('/', at)) != std::string::npos;
-         at = slash + 1)
-      scopes.push_back(node.name().substr(at, slash - at));
-    size_t start = 0;
-    for (size_t i = 0; i < scopes.size(); ++i)
-      if (scopes[i].find('.') != std::string::npos)
-        start = i;
-    std::string path;
-    for (size_t i = start; i < scopes.size(); ++i)
-      path += (path.empty() ? "" : ".") + scopes[i];
-    if (!path.empty())
+  if (layer.empty() && node.name().size() > 1 && node.name()[0] == '/')
+    if (std::string path = modulePathOfScope(node.name()); !path.empty())
       layer = layerOfParameter(path + ".op");
-  }
   if (layer.empty())
     for (const std::string &input : node.input()) {
       auto it = layerOfValue.find(input);
@@ -705,6 +734,7 @@ OwningOpRef<ModuleOp> OnnxImporter::run(std::string &error) {
   }
   b.create<func::ReturnOp>(loc, result);
   func.setType(b.getFunctionType({}, {result.getType()}));
+  keepLayersContiguous(func);
 
   // A variant the dialect does not have (a 1-D convolution, integer
   // operands, ...) fails an op's verifier: reported as one line naming the

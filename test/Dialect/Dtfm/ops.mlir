@@ -105,3 +105,15 @@ func.func @activations() -> tensor<2x3xf32> {
   %n = dtfm.rms_norm %l, %g {epsilon = 1.0e-6 : f64} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
   return %n : tensor<2x3xf32>
 }
+
+// CHECK-LABEL: func.func @inference_batchnorm
+func.func @inference_batchnorm() -> tensor<2x3x4x4xf32> {
+  %x = dtfm.input "x" : tensor<2x3x4x4xf32>
+  %g = dtfm.param "g" init(ones) : tensor<3xf32>
+  %b = dtfm.param "b" init(zeros) : tensor<3xf32>
+  %m = dtfm.param "m" init(zeros) frozen : tensor<3xf32>
+  %v = dtfm.param "v" init(ones) frozen : tensor<3xf32>
+  // CHECK: dtfm.batchnorm {{.*}} {inference}
+  %y = dtfm.batchnorm %x, %g, %b, %m, %v {inference} : (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x3x4x4xf32>
+  return %y : tensor<2x3x4x4xf32>
+}

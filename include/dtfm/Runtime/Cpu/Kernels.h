@@ -216,6 +216,15 @@ Tensor batchNorm(const Tensor &x, const Tensor &gamma, const Tensor &beta,
 void batchNormBackward(const Tensor &x, const Tensor &gamma, double epsilon,
                        const Tensor &dOut, Tensor *dx, Tensor *dGamma,
                        Tensor *dBeta);
+/// Inference mode: normalises with the given running statistics (left as
+/// they are); its backward treats them as constants.
+Tensor batchNormInference(const Tensor &x, const Tensor &gamma,
+                          const Tensor &beta, const Tensor &mean,
+                          const Tensor &var, double epsilon);
+void batchNormInferenceBackward(const Tensor &x, const Tensor &gamma,
+                                const Tensor &mean, const Tensor &var,
+                                double epsilon, const Tensor &dOut, Tensor *dx,
+                                Tensor *dGamma, Tensor *dBeta);
 
 /// Max pooling (padded cells never win) and average pooling (padding counted
 /// in the divisor) over kernel {kH, kW}.

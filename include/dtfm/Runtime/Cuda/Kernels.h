@@ -106,9 +106,13 @@ void col2im(const float *dcolumns, const ConvGeometry &g, int64_t first,
 /// Training-mode batch normalisation over dimension 1 of x viewed as
 /// [n, c, inner]: batch mean and biased variance per channel (kept in
 /// `mean`, `variance`), y = (x - mean) / sqrt(var + eps) * gamma + beta.
-void batchNorm(const float *x, const float *gamma, const float *beta,
-               float *y, float *mean, float *variance, int64_t n, int64_t c,
-               int64_t inner, float epsilon, cudaStream_t stream);
+/// With `fixedMean` and `fixedVariance` (inference mode) those are used
+/// instead and `mean`, `variance` are not written (may be null).
+void batchNorm(const float *x, const float *gamma, const float *beta, float *y,
+               float *mean, float *variance, int64_t n, int64_t c,
+               int64_t inner, float epsilon, cudaStream_t stream,
+               const float *fixedMean = nullptr,
+               const float *fixedVariance = nullptr);
 /// running = (1 - momentum) running + momentum batch (the variance made
 /// unbiased over `count` elements, as PyTorch keeps it); either may be null.
 void batchNormRunningStats(float *runningMean, float *runningVariance,
@@ -116,11 +120,12 @@ void batchNormRunningStats(float *runningMean, float *runningVariance,
                            int64_t c, int64_t count, float momentum,
                            cudaStream_t stream);
 /// dx, dgamma, dbeta += the gradients (each may be null); statistics
-/// recomputed from x.
+/// recomputed from x, or the fixed ones (inference mode: constants).
 void batchNormBackward(const float *x, const float *gamma, const float *dy,
                        float *dx, float *dgamma, float *dbeta, int64_t n,
                        int64_t c, int64_t inner, float epsilon,
-                       cudaStream_t stream);
+                       cudaStream_t stream, const float *fixedMean = nullptr,
+                       const float *fixedVariance = nullptr);
 void maxPool2d(const float *x, const PoolGeometry &g, float *y,
                cudaStream_t stream);
 void maxPool2dBackward(const float *x, const float *dy, const PoolGeometry &g,

@@ -117,8 +117,12 @@ def export_eval(d, arch, size, batch):
     with torch.no_grad():
         for _ in range(3):
             model(torch.randn(8, 3, size, size))
-        head = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
-        head[-1].weight.normal_(0, 0.5)
+        # The head: the last linear layer, else (SqueezeNet) the last
+        # convolution.
+        head = [m for m in model.modules()
+                if isinstance(m, (torch.nn.Linear, torch.nn.Conv2d))]
+        linear = [m for m in head if isinstance(m, torch.nn.Linear)]
+        (linear or head)[-1].weight.normal_(0, 0.5)
     model.eval()
     x = torch.randn(batch, 3, size, size)
     y = torch.randint(0, 10, (batch,))

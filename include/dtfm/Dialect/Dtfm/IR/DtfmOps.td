@@ -513,18 +513,21 @@ def Dtfm_Conv2dOp : Dtfm_ComputeOp<"conv2d",
 
 def Dtfm_BatchNormOp : Dtfm_ComputeOp<"batchnorm",
     ["getSavedActivationBytes"]> {
-  let summary = "batch normalisation over channel 1 (training mode)";
+  let summary = "batch normalisation over channel 1";
   let description = [{
-    Normalises each channel with the batch statistics and updates the frozen
-    running statistics with `momentum`. gamma, beta, running_mean and
-    running_var are [C]. Forward 8 FLOPs per element; backward twice that.
-    Keeps x and two f32 statistics per channel.
+    Training mode (the default): normalises each channel with the batch
+    statistics and updates the frozen running statistics with `momentum`.
+    With `inference`: normalises with the running statistics and leaves them
+    as they are (a model exported in eval mode; gamma and beta still train).
+    gamma, beta, running_mean and running_var are [C]. Forward 8 FLOPs per
+    element; backward twice that. Keeps x and two f32 statistics per
+    channel.
   }];
   let arguments = (ins Dtfm_FloatTensor:$input, Dtfm_FloatTensor:$gamma,
       Dtfm_FloatTensor:$beta, Dtfm_FloatTensor:$running_mean,
       Dtfm_FloatTensor:$running_var,
       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon,
-      DefaultValuedAttr<F64Attr, "0.1">:$momentum);
+      DefaultValuedAttr<F64Attr, "0.1">:$momentum, UnitAttr:$inference);
   let results = (outs Dtfm_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $gamma `,` $beta `,` $running_mean `,` $running_var attr-dict

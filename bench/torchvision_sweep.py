@@ -1,0 +1,322 @@
+"""Every torchvision classification model through dtfm's ONNX importer.
+
+For each model torchvision ships (the classification builders in
+torchvision.models; 80 in 0.14), with 10 classes and seeded weights:
+
+  1. export it with torch.onnx (opset 14): in eval mode (batchnorm statistics
+     first gathered over random batches, the head drawn from N(0, 0.5) so
+     that the loss says something) or in train mode (batchnorm on batch
+     statistics, opset 13, no constant folding, as dtfm's training graphs
+     compute it);
+  2. import it: dtfm-translate --import-onnx --loss cross-entropy (timed);
+  3. compare its dense forward FLOPs (conv2d, linear, matmul,
+     causal_attention in dtfm-opt --dtfm-annotate-costs) with PyTorch's
+     profiler count of the same work (aten::conv2d, mm, addmm, bmm, baddbmm
+     with_flops), within 2%;
+  4. plan it on 2 stages (dp 1, pp 2) and run one forward with dtfm-run
+     --execute: the loss must equal PyTorch's within 1e-4 relative;
+  5. with --train-step, for models under --train-max-params: the loss after
+     one SGD step (lr 0.01, momentum 0.9, weight decay 0.01, the same batch)
+     must equal PyTorch's within 1e-4 relative.
+
+Prints one row per model and mode and a summary; --json prints one JSON
+object per line instead. Each step has a time limit; a failure names the
+step and its first line of error.
+
+  /usr/bin/python3 bench/torchvision_sweep.py --bin build/bin \\
+      [--mode eval|train|both] [--models a,b,...] [--train-step] [--json]
+"""
+import argparse
+import inspect
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+import torchvision
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "test", "python"))
+from dtfm_oracle import logged_losses, write_tensors  # noqa: E402
+
+# Models whose position embeddings or windows fix the image size.
+IMAGE_SIZE = {"vit": 224, "swin": 224, "maxvit": 224, "inception_v3": 96}
+SKIP_FAMILIES = ("detection", "segmentation", "video", "quantization",
+                 "optical_flow", "_api", "_utils")
+DENSE_OPS = ("dtfm.conv2d", "dtfm.linear", "dtfm.matmul",
+             "dtfm.causal_attention")
+TORCH_DENSE = ("aten::conv2d", "aten::mm", "aten::addmm", "aten::bmm",
+               "aten::baddbmm")
+
+
+def classification_models():
+    models = torchvision.models
+    return sorted(
+        name for name, f in vars(models).items()
+        if inspect.isfunction(f) and name.islower()
+        and not name.startswith(("_", "get_", "list_"))
+        and f.__module__.split(".")[2] not in SKIP_FAMILIES)
+
+
+def image_size(name):
+    for prefix, size in IMAGE_SIZE.items():
+        if name.startswith(prefix):
+            return size
+    return 64
+
+
+def build(name, mode, size):
+    torch.manual_seed(0)
+    model = getattr(torchvision.models, name)(num_classes=10)
+    if mode == "eval":
+        for module in model.modules():
+            if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+                module.momentum = None  # a plain mean over the batches below
+        model.train()
+        with torch.no_grad():
+            for _ in range(2):
+                model(torch.randn(4, 3, size, size))
+            heads = [m for m in model.modules()
+                     if isinstance(m, torch.nn.Linear)]
+            if heads:
+                heads[-1].weight.normal_(0, 0.5)
+        model.eval()
+    else:
+        model.train()
+        # Dropout and stochastic depth draw random masks that no other
+        # run can reproduce: off, so that train-mode losses compare.
+        for module in model.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = 0.0
+            if type(module).__name__ == "StochasticDepth":
+                module.p = 0.0
+    return model
+
+
+def torch_dense_flops(model, x):
+    with torch.no_grad(), torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CPU],
+            with_flops=True) as prof:
+        model(x)
+    return sum(e.flops for e in prof.key_averages()
+               if e.key in TORCH_DENSE and e.flops)
+
+
+def run(cmd, limit, cwd):
+    try:
+        p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True,
+                           timeout=limit)
+    except subprocess.TimeoutExpired:
+        return False, f"timed out after {limit} s"
+    if p.returncode != 0:
+        lines = [l for l in (p.stderr + p.stdout).splitlines() if l.strip()]
+        error = next((l for l in lines if "error" in l), lines[-1] if lines
+                     else f"exit {p.returncode}")
+        return False, error.strip()[:300]
+    return True, p.stdout
+
+
+def dtfm_dense_flops(annotated):
+    total = 0
+    for line in annotated.splitlines():
+        if any(f"= {op} " in line for op in DENSE_OPS):
+            m = re.search(r"fwd_flops = (\d+)", line)
+            if m:
+                total += int(m.group(1))
+    return total
+
+
+def sweep_one(name, mode, args, work):
+    row = {"model": name, "mode": mode, "imported": False,
+           "forward_equal": None, "train_equal": None}
+    d = os.path.join(work, f"{name}-{mode}")
+    os.makedirs(d, exist_ok=True)
+    size = image_size(name)
+    batch = 2
+    try:
+        model = build(name, mode, size)
+    except Exception as e:  # noqa: BLE001 -- report and go on
+        row["failure"] = f"build: {e}"
+        return row
+    row["params"] = sum(p.numel() for p in model.parameters())
+    row["image"] = size
+    torch.manual_seed(1)
+    x = torch.randn(batch, 3, size, size)
+    y = torch.randint(0, 10, (batch,))
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    out = model(x)
+    if isinstance(out, tuple) or not torch.is_tensor(out):  # aux logits
+        out = out[0]
+    loss = torch.nn.functional.cross_entropy(out, y)
+    row["torch_loss"] = loss.item()
+    model.load_state_dict(state)  # train mode moved the statistics
+    onnx_path = os.path.join(d, "model.onnx")
+    start = time.time()
+    try:
+        if mode == "eval":
+            torch.onnx.export(model, x, onnx_path, opset_version=14,
+                              input_names=["images"], output_names=["logits"])
+        else:
+            torch.onnx.export(model, x, onnx_path, opset_version=13,
+                              training=torch.onnx.TrainingMode.TRAINING,
+                              do_constant_folding=False,
+                              input_names=["images"], output_names=["logits"])
+    except Exception as e:  # noqa: BLE001
+        row["failure"] = "export: " + str(e).splitlines()[0][:300]
+        return row
+    row["export_s"] = round(time.time() - start, 2)
+    model.load_state_dict(state)
+    write_tensors(os.path.join(d, "inputs.bin"),
+                  {"images@0": x.numpy(), "labels@0": y.numpy(),
+                   "images@1": x.numpy(), "labels@1": y.numpy()})
+
+    b = args.bin
+    start = time.time()
+    ok, msg = run([f"{b}/dtfm-translate", "--import-onnx", onnx_path,
+                   "--loss", "cross-entropy", "-o", "model.mlir"],
+                  args.limit, d)
+    row["import_s"] = round(time.time() - start, 2)
+    if not ok:
+        row["failure"] = "import: " + msg
+        return row
+    row["imported"] = True
+
+    ok, annotated = run([f"{b}/dtfm-opt", "model.mlir",
+                         "--dtfm-annotate-costs", "-o", "-"], args.limit, d)
+    if ok:
+        ours = dtfm_dense_flops(annotated)
+        theirs = torch_dense_flops(model.eval() if mode == "eval" else model,
+                                   x)
+        model.load_state_dict(state)
+        row["dense_gflops"] = round(ours / 1e9, 4)
+        row["torch_dense_gflops"] = round(theirs / 1e9, 4)
+        row["flops_ratio"] = round(ours / theirs, 4) if theirs else None
+        row["flops_equal"] = bool(theirs) and abs(ours / theirs - 1) <= 0.02
+
+    two = os.path.join(d, "two.textproto")
+    with open(two, "w") as f:
+        f.write('name: "two"\ndevices { name: "cpu" region: "local" count: 2 '
+                'peak_flops: 1e11 memory_bytes: 64e9 }\n'
+                'intra_region { delay_ms: 0.05 bandwidth_gbps: 40 }\n')
+    train = (args.train_step and mode == "train"
+             and row["params"] <= args.train_max_params)
+    lr = "0.01" if train else "1e-9"
+    steps = "2" if train else "1"
+    for cmd in ([f"{b}/dtfm-opt", "model.mlir",
+                 f"--dtfm-plan=cluster={two} dp=1 pp=2 programs=true "
+                 f"micro-batches=1 optimizer=sgd lr={lr}", "-o",
+                 "planned.mlir"],
+                [f"{b}/dtfm-translate", "--export-plan", "planned.mlir", "-o",
+                 "plan.pb"],
+                [f"{b}/dtfm-run", "plan.pb", "--execute", "--steps", steps,
+                 "--timeout", str(args.limit), "--inputs", "inputs.bin",
+                 "--log", "run.jsonl"]):
+        ok, msg = run(cmd, args.limit, d)
+        if not ok:
+            row["failure"] = os.path.basename(cmd[0]) + ": " + msg
+            return row
+    with open(os.path.join(d, "run.log"), "w") as f:
+        f.write(msg)
+    losses = logged_losses(os.path.join(d, "run.log"))
+    got = losses.get(1)
+    row["dtfm_loss"] = got
+    want = row["torch_loss"]
+    row["forward_equal"] = (got is not None and
+                            abs(got - want) <= 1e-4 * max(1.0, abs(want)))
+    if train:
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9,
+                              weight_decay=0.01)
+        opt.zero_grad()
+        out = model(x)
+        out = out[0] if not torch.is_tensor(out) else out
+        torch.nn.functional.cross_entropy(out, y).backward()
+        opt.step()
+        out = model(x)
+        out = out[0] if not torch.is_tensor(out) else out
+        after = torch.nn.functional.cross_entropy(out, y).item()
+        row["torch_loss_2"] = after
+        row["dtfm_loss_2"] = losses.get(2)
+        row["train_equal"] = (losses.get(2) is not None and abs(
+            losses[2] - after) <= 1e-4 * max(1.0, abs(after)))
+    if not row["forward_equal"]:
+        row["failure"] = (f"forward loss {got} vs torch {want:.6f}"
+                          if got is not None else "no step 1 in the log")
+    return row
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin", default="build/bin")
+    parser.add_argument("--mode", default="eval",
+                        choices=["eval", "train", "both"])
+    parser.add_argument("--models", default="",
+                        help="comma-separated names (default: all)")
+    parser.add_argument("--train-step", action="store_true")
+    parser.add_argument("--train-max-params", type=int, default=15_000_000)
+    parser.add_argument("--limit", type=int, default=900,
+                        help="seconds per step")
+    parser.add_argument("--keep", default="",
+                        help="keep the work files in this folder")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    args.bin = os.path.abspath(args.bin)
+    names = args.models.split(",") if args.models else classification_models()
+    modes = ["eval", "train"] if args.mode == "both" else [args.mode]
+    work = args.keep or tempfile.mkdtemp(prefix="dtfm-sweep-")
+    os.makedirs(work, exist_ok=True)
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    rows = []
+    if not args.json:
+        print(f"{'model':<20} {'mode':<5} {'params':>11} {'img':>4} "
+              f"{'import s':>8} {'dense GF':>9} {'ratio':>6} "
+              f"{'torch loss':>11} {'dtfm loss':>11} {'fwd':>4} {'train':>5}"
+              "  failure")
+    for name in names:
+        for mode in modes:
+            row = sweep_one(name, mode, args, work)
+            rows.append(row)
+            if args.json:
+                print(json.dumps(row, sort_keys=True), flush=True)
+                continue
+
+            def fmt(v, spec):
+                return format(v, spec) if isinstance(v, (int, float)) \
+                    and not isinstance(v, bool) else "-"
+
+            def yes(v):
+                return "-" if v is None else ("yes" if v else "NO")
+            print(f"{name:<20} {mode:<5} {fmt(row.get('params'), '11d')} "
+                  f"{fmt(row.get('image'), '4d')} "
+                  f"{fmt(row.get('import_s'), '8.2f')} "
+                  f"{fmt(row.get('dense_gflops'), '9.3f')} "
+                  f"{fmt(row.get('flops_ratio'), '6.3f')} "
+                  f"{fmt(row.get('torch_loss'), '11.6f')} "
+                  f"{fmt(row.get('dtfm_loss'), '11.6f')} "
+                  f"{yes(row['forward_equal']):>4} "
+                  f"{yes(row['train_equal']):>5}  {row.get('failure', '')}",
+                  flush=True)
+    imported = sum(r["imported"] for r in rows)
+    equal = sum(bool(r["forward_equal"]) for r in rows)
+    trained = [r for r in rows if r["train_equal"] is not None]
+    summary = {"summary": True, "tried": len(rows), "imported": imported,
+               "forward_equal": equal, "train_tried": len(trained),
+               "train_equal": sum(r["train_equal"] for r in trained)}
+    if args.json:
+        print(json.dumps(summary, sort_keys=True))
+    else:
+        print(f"\ntried {len(rows)}, imported {imported}, forward equal "
+              f"{equal}, train step equal {summary['train_equal']} of "
+              f"{len(trained)}")
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
