@@ -27,6 +27,7 @@ step and its first line of error.
       [--mode eval|train|both] [--models a,b,...] [--train-step] [--json]
 """
 import argparse
+import copy
 import inspect
 import json
 import math
@@ -46,8 +47,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "test", "python"))
 from dtfm_oracle import logged_losses, write_tensors  # noqa: E402
 
-# Models whose position embeddings or windows fix the image size.
-IMAGE_SIZE = {"vit": 224, "swin": 224, "maxvit": 224, "inception_v3": 96}
+# Models whose position embeddings or windows fix the image size, and
+# those whose adaptive pooling torch.onnx exports only where its output
+# divides its input (AlexNet's and VGG's 6x6 and 7x7 at 224).
+IMAGE_SIZE = {"vit": 224, "swin": 224, "maxvit": 224, "inception_v3": 299,
+              "alexnet": 224, "vgg": 224}
 SKIP_FAMILIES = ("detection", "segmentation", "video", "quantization",
                  "optical_flow", "_api", "_utils")
 DENSE_OPS = ("dtfm.conv2d", "dtfm.linear", "dtfm.matmul",
@@ -150,13 +154,13 @@ def sweep_one(name, mode, args, work):
     torch.manual_seed(1)
     x = torch.randn(batch, 3, size, size)
     y = torch.randint(0, 10, (batch,))
-    state = {k: v.clone() for k, v in model.state_dict().items()}
+    pristine = copy.deepcopy(model)  # train mode moves the statistics
     out = model(x)
     if isinstance(out, tuple) or not torch.is_tensor(out):  # aux logits
         out = out[0]
     loss = torch.nn.functional.cross_entropy(out, y)
     row["torch_loss"] = loss.item()
-    model.load_state_dict(state)  # train mode moved the statistics
+    model = copy.deepcopy(pristine)
     onnx_path = os.path.join(d, "model.onnx")
     start = time.time()
     try:
@@ -172,7 +176,7 @@ def sweep_one(name, mode, args, work):
         row["failure"] = "export: " + str(e).splitlines()[0][:300]
         return row
     row["export_s"] = round(time.time() - start, 2)
-    model.load_state_dict(state)
+    model = copy.deepcopy(pristine)
     write_tensors(os.path.join(d, "inputs.bin"),
                   {"images@0": x.numpy(), "labels@0": y.numpy(),
                    "images@1": x.numpy(), "labels@1": y.numpy()})
@@ -192,9 +196,7 @@ def sweep_one(name, mode, args, work):
                          "--dtfm-annotate-costs", "-o", "-"], args.limit, d)
     if ok:
         ours = dtfm_dense_flops(annotated)
-        theirs = torch_dense_flops(model.eval() if mode == "eval" else model,
-                                   x)
-        model.load_state_dict(state)
+        theirs = torch_dense_flops(copy.deepcopy(pristine), x)
         row["dense_gflops"] = round(ours / 1e9, 4)
         row["torch_dense_gflops"] = round(theirs / 1e9, 4)
         row["flops_ratio"] = round(ours / theirs, 4) if theirs else None
@@ -280,7 +282,12 @@ def main():
               "  failure")
     for name in names:
         for mode in modes:
-            row = sweep_one(name, mode, args, work)
+            try:
+                row = sweep_one(name, mode, args, work)
+            except Exception as e:  # noqa: BLE001 -- one model, not the sweep
+                row = {"model": name, "mode": mode, "imported": False,
+                       "forward_equal": None, "train_equal": None,
+                       "failure": "sweep: " + str(e).splitlines()[0][:300]}
             rows.append(row)
             if args.json:
                 print(json.dumps(row, sort_keys=True), flush=True)

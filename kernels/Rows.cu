@@ -148,15 +148,25 @@ __global__ void softmaxBackwardKernel(const float *y, const float *dy,
     dx[base + j] += y[base + j] * (dy[base + j] - dot);
 }
 
-__global__ void crossEntropyKernel(const float *labels, const float *probs,
-                                   float *loss, int64_t classes,
-                                   int64_t rows) {
-  if (threadIdx.x != 0)
-    return;
+/// One block per row: log-sum-exp of the logits minus the label's, exact
+/// however unlikely the label (no floor under its probability).
+__global__ void crossEntropyKernel(const float *labels, const float *logits,
+                                   float *loss, int64_t classes, int64_t rows) {
+  __shared__ float scratch[32];
   int64_t r = blockIdx.x;
-  int64_t label = static_cast<int64_t>(labels[r]);
-  float p = fmaxf(probs[r * classes + label], 1e-30f);
-  atomicAdd(loss, -logf(p) / rows);
+  const float *in = logits + r * classes;
+  float peak = -INFINITY;
+  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+    peak = fmaxf(peak, in[j]);
+  peak = blockMax(peak, scratch);
+  float exps = 0;
+  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+    exps += expf(in[j] - peak);
+  exps = blockSum(exps, scratch);
+  if (threadIdx.x == 0) {
+    int64_t label = static_cast<int64_t>(labels[r]);
+    atomicAdd(loss, (peak + logf(exps) - in[label]) / rows);
+  }
 }
 
 __global__ void crossEntropyBackwardKernel(const float *probs,
@@ -339,8 +349,8 @@ void crossEntropy(const float *logits, const float *labels, float *probs,
                   cudaStream_t stream) {
   softmax(logits, probs, rows, classes, stream);
   cudaMemsetAsync(loss, 0, sizeof(float), stream);
-  crossEntropyKernel<<<rowBlocks(rows), 32, 0, stream>>>(labels, probs, loss,
-                                                         classes, rows);
+  crossEntropyKernel<<<rowBlocks(rows), kThreads, 0, stream>>>(
+      labels, logits, loss, classes, rows);
 }
 
 void crossEntropyBackward(const float *probs, const float *labels,

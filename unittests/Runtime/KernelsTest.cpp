@@ -455,6 +455,19 @@ TEST(Kernels, EmbeddingAndCrossEntropy) {
                    return Tensor({1}, crossEntropy(logits, labels, p));
                  },
                  one, "cross-entropy");
+
+  // A label far less likely than exp(-69): the loss is the margin exactly
+  // (PyTorch's), with no floor under the probability.
+  Tensor confident({2, 3}), which({2});
+  confident.data = {0, 250, 0, 10, 0, 0};
+  which.data = {0, 0};
+  Tensor confidentProbs;
+  float margin = crossEntropy(confident, which, confidentProbs);
+  EXPECT_NEAR(margin,
+              (250 + std::log1p(2 * std::exp(-250.0)) +
+               std::log1p(2 * std::exp(-10.0))) /
+                  2,
+              1e-3);
 }
 
 // Vocabulary-parallel lookup and loss, the group simulated in one process:

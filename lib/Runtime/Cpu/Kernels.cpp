@@ -490,10 +490,17 @@ float dtfm::runtime::cpu::crossEntropy(const Tensor &logits,
                                        const Tensor &labels, Tensor &probs) {
   probs = softmax(logits);
   int64_t v = logits.dim(-1), rows = logits.numel() / v;
+  // log-sum-exp minus the label's logit: exact however unlikely the label
+  // (a floor under its probability would cap each row's loss at 69).
   double loss = 0;
   for (int64_t r = 0; r < rows; ++r) {
+    const float *row = logits.data.data() + r * v;
+    float peak = *std::max_element(row, row + v);
+    double exps = 0;
+    for (int64_t j = 0; j < v; ++j)
+      exps += std::exp(static_cast<double>(row[j]) - peak);
     int64_t label = static_cast<int64_t>(labels.data[r]);
-    loss -= std::log(std::max(probs.data[r * v + label], 1e-30f));
+    loss += peak + std::log(exps) - row[label];
   }
   return static_cast<float>(loss / rows);
 }

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 
 using namespace mlir;
 using namespace mlir::dtfm;
@@ -100,6 +101,7 @@ OnnxImporter::converters() {
       {"HardSigmoid", &OnnxImporter::convertHardSigmoid},
       {"HardSwish", &OnnxImporter::convertHardSigmoid},
       {"ReduceMean", &OnnxImporter::convertReduceMean},
+      {"ReduceSum", &OnnxImporter::convertReduceMean},
       {"Gather", &OnnxImporter::convertGather},
       {"Where", &OnnxImporter::convertWhere},
       {"Concat", &OnnxImporter::convertConcat},
@@ -528,13 +530,28 @@ bool OnnxImporter::convertReduceMean(const onnx::NodeProto &node, NodeCall &c) {
   Value x = c.input(0);
   if (!x)
     return false;
+  auto xType = cast<RankedTensorType>(x.getType());
+  if (axes.empty() && c.integer("noop_with_empty_axes", 0))
+    return convertIdentity(node, c);
   if (axes.empty()) // all of them
-    for (int64_t i = 0; i < cast<RankedTensorType>(x.getType()).getRank(); ++i)
+    for (int64_t i = 0; i < xType.getRank(); ++i)
       axes.push_back(i);
   c.out = tag(b.create<ReduceMeanOp>(
                   c.loc, c.result, x, b.getDenseI64ArrayAttr(axes),
                   c.integer("keepdims", 1) ? b.getUnitAttr() : UnitAttr()),
               node);
+  if (c.type == "ReduceSum" && c.out) {
+    // A sum is the mean times the count (exact up to rounding); the
+    // verifier has checked the axes.
+    double count = 1;
+    for (int64_t axis : axes)
+      count *= static_cast<double>(
+          xType.getDimSize(axis < 0 ? axis + xType.getRank() : axis));
+    c.out =
+        tag(b.create<MulOp>(c.loc, c.result, c.out,
+                            scalarConstant(node.output(0) + ".count", count)),
+            node);
+  }
   return true;
 }
 

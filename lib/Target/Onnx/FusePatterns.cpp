@@ -21,6 +21,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -39,8 +40,8 @@ public:
       if (!dead.count(i) && tryAttention(i))
         ++fused;
     for (int i = 0; i < graph.node_size(); ++i)
-      if (!dead.count(i) &&
-          (tryLayerNorm(i) || tryGelu(i) || tryRmsNorm(i) || trySilu(i)))
+      if (!dead.count(i) && (tryLayerNorm(i) || tryGelu(i) || tryRmsNorm(i) ||
+                             trySilu(i) || tryPaddedAveragePool(i)))
         ++fused;
     index();
     for (int i = 0; i < graph.node_size(); ++i)
@@ -308,6 +309,61 @@ private:
     fused.add_input(x);
     fused.add_output(node(mul)->output(0));
     fuse({sigmoid, mul}, mul, fused);
+    return true;
+  }
+
+  // Pad(x, zeros on H and W) -> AveragePool without pads: what torch
+  // exports for avg_pool2d(padding=p, count_include_pad=True) (Inception-v3).
+  // The zeros are cells the average counts: one AveragePool with those
+  // pads, counting them.
+  bool tryPaddedAveragePool(int pad) {
+    if (!is(pad, "Pad"))
+      return false;
+    const onnx::AttributeProto *mode = attr(pad, "mode");
+    if (mode && mode->s() != "constant")
+      return false;
+    std::vector<int64_t> pads = ints(pad, "pads");
+    if (node(pad)->input_size() > 1 && !node(pad)->input(1).empty() &&
+        !constantInts(node(pad)->input(1), pads))
+      return false;
+    double value = 0;
+    if (node(pad)->input_size() > 2 && !node(pad)->input(2).empty() &&
+        !scalar(node(pad)->input(2), value))
+      return false;
+    // [n, c, h, w] begins then ends: only h and w padded.
+    if (value != 0 || pads.size() != 8 || pads[0] || pads[1] || pads[4] ||
+        pads[5] ||
+        std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p < 0; }))
+      return false;
+    int pool = onlyUser(node(pad)->output(0));
+    if (!is(pool, "AveragePool") ||
+        node(pool)->input(0) != node(pad)->output(0))
+      return false;
+    std::vector<int64_t> poolPads = ints(pool, "pads");
+    const onnx::AttributeProto *ceil = attr(pool, "ceil_mode");
+    const onnx::AttributeProto *autoPad = attr(pool, "auto_pad");
+    if ((ceil && ceil->i() != 0) ||
+        (autoPad && autoPad->s() != "NOTSET" && !autoPad->s().empty()) ||
+        std::any_of(poolPads.begin(), poolPads.end(),
+                    [](int64_t p) { return p != 0; }))
+      return false;
+    onnx::NodeProto fused = *node(pool);
+    fused.set_input(0, node(pad)->input(0));
+    fused.clear_attribute();
+    for (const auto &a : node(pool)->attribute())
+      if (a.name() != "pads" && a.name() != "count_include_pad" &&
+          a.name() != "auto_pad")
+        *fused.add_attribute() = a;
+    auto *p = fused.add_attribute();
+    p->set_name("pads");
+    p->set_type(onnx::AttributeProto::INTS);
+    for (int64_t v : {pads[2], pads[3], pads[6], pads[7]})
+      p->add_ints(v);
+    auto *count = fused.add_attribute();
+    count->set_name("count_include_pad");
+    count->set_type(onnx::AttributeProto::INT);
+    count->set_i(1);
+    fuse({pad, pool}, pool, fused);
     return true;
   }
 
@@ -672,4 +728,71 @@ private:
 
 int mlir::dtfm::fuseOnnxPatterns(onnx::GraphProto &graph) {
   return Fuser(graph).run();
+}
+
+bool mlir::dtfm::lowerEinsums(onnx::GraphProto &graph, std::string &error) {
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+  for (const onnx::NodeProto &node : graph.node()) {
+    if (node.op_type() != "Einsum") {
+      *nodes.Add() = node;
+      continue;
+    }
+    std::string equation;
+    for (const auto &a : node.attribute())
+      if (a.name() == "equation")
+        for (char ch : a.s())
+          if (ch != ' ')
+            equation += ch;
+    size_t comma = equation.find(','), arrow = equation.find("->");
+    std::string lhs, rhs, out;
+    if (comma != std::string::npos && arrow != std::string::npos &&
+        comma < arrow && node.input_size() == 2 && node.output_size() == 1) {
+      lhs = equation.substr(0, comma);
+      rhs = equation.substr(comma + 1, arrow - comma - 1);
+      out = equation.substr(arrow + 2);
+    }
+    size_t rank = lhs.size();
+    bool product = rank >= 2 && rhs.size() == rank && out.size() == rank &&
+                   lhs.find('.') == std::string::npos &&
+                   lhs.compare(0, rank - 2, rhs, 0, rank - 2) == 0 &&
+                   lhs.compare(0, rank - 2, out, 0, rank - 2) == 0 &&
+                   std::set<char>(lhs.begin(), lhs.end()).size() == rank;
+    char i = product ? lhs[rank - 2] : 0, k = product ? lhs[rank - 1] : 0;
+    char j = product ? out[rank - 1] : 0;
+    bool plain = product && out[rank - 2] == i && rhs[rank - 2] == k &&
+                 rhs[rank - 1] == j;
+    bool transposed = product && out[rank - 2] == i && rhs[rank - 1] == k &&
+                      rhs[rank - 2] == j;
+    if (!(plain || transposed) || j == i || j == k ||
+        lhs.find(j) != std::string::npos) {
+      error = "node '" + node.name() + "' (Einsum): einsum '" + equation +
+              "' is not a batched matrix product (supported: ...ik,...kj->"
+              "...ij and ...ik,...jk->...ij)";
+      return false;
+    }
+    onnx::NodeProto matmul;
+    matmul.set_op_type("MatMul");
+    matmul.set_name(node.name());
+    matmul.add_input(node.input(0));
+    if (transposed) {
+      onnx::NodeProto *swap = nodes.Add();
+      swap->set_op_type("Transpose");
+      swap->set_name(node.name() + "_rhs_transposed"); // in its scope
+      swap->add_input(node.input(1));
+      swap->add_output(node.output(0) + "/rhs_transposed");
+      auto *perm = swap->add_attribute();
+      perm->set_name("perm");
+      perm->set_type(onnx::AttributeProto::INTS);
+      for (size_t d = 0; d < rank; ++d)
+        perm->add_ints(d + 2 < rank ? d
+                                    : (d == rank - 2 ? rank - 1 : rank - 2));
+      matmul.add_input(swap->output(0));
+    } else {
+      matmul.add_input(node.input(1));
+    }
+    matmul.add_output(node.output(0));
+    *nodes.Add() = matmul;
+  }
+  graph.mutable_node()->Swap(&nodes);
+  return true;
 }

@@ -7,6 +7,8 @@
 #ifndef DTFM_LIB_TARGET_ONNX_FUSEPATTERNS_H
 #define DTFM_LIB_TARGET_ONNX_FUSEPATTERNS_H
 
+#include <string>
+
 namespace onnx {
 class GraphProto;
 } // namespace onnx
@@ -18,6 +20,12 @@ namespace mlir::dtfm {
 /// "dtfm.Gelu", "dtfm.Linear", "dtfm.Embedding" and "dtfm.CausalAttention"
 /// (see FusePatterns.cpp); returns how many.
 int fuseOnnxPatterns(onnx::GraphProto &graph);
+
+/// Rewrites each Einsum that is a batched matrix product ("<batch>ik,
+/// <batch>kj-><batch>ij", or with "<batch>jk" a Transpose of its last two
+/// axes first) as MatMul, before shape inference (which may not know
+/// Einsum). Any other equation: false with a one-line reason in `error`.
+bool lowerEinsums(onnx::GraphProto &graph, std::string &error);
 
 } // namespace mlir::dtfm
 

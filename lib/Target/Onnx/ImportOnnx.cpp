@@ -272,6 +272,8 @@ bool OnnxImporter::load() {
                     "; give its shape with --shape " + input.name() +
                     "=d0,d1,...");
   }
+  if (std::string why; !lowerEinsums(*model.mutable_graph(), why))
+    return fail(why);
   // Outputs' dynamic dimensions are re-inferred from the inputs.
   auto inferShapes = [&]() {
     onnx::GraphProto *graph = model.mutable_graph();

@@ -349,6 +349,43 @@ def export_llama(d):
         f.write(f"{loss:.8f}\n")
 
 
+class Einsums(torch.nn.Module):
+    """Attention written with einsum, as MaxViT writes it (5-D, K^T by the
+    equation), then a head; `dot` adds a row-wise dot product (bi,bi->b),
+    which is no matrix product."""
+
+    def __init__(self, dot=False):
+        super().__init__()
+        self.qkv = torch.nn.Linear(8, 24)
+        self.head = torch.nn.Linear(8 * 6, 10)
+        self.dot = dot
+
+    def forward(self, x):
+        b = x.shape[0]
+        q, k, v = self.qkv(x).view(b, 2, 3, 6, 24).split(8, dim=-1)
+        s = torch.einsum("bghid,bghjd->bghij", q, k).softmax(-1)
+        o = torch.einsum("bghij,bghjd->bghid", s, v)
+        y = o.sum(dim=(1, 2)).reshape(b, -1)  # ReduceSum
+        if self.dot:
+            y = y * torch.einsum("bi,bi->b", y, y).unsqueeze(1)
+        return self.head(y)
+
+
+def export_einsum(d, dot=False):
+    torch.manual_seed(0)
+    model = Einsums(dot)
+    x = torch.randn(2, 2, 3, 6, 8)
+    y = torch.randint(0, 10, (2,))
+    with torch.no_grad():
+        loss = torch.nn.functional.cross_entropy(model(x), y).item()
+    name = "dot" if dot else "einsum"
+    torch.onnx.export(model, x, f"{d}/{name}.onnx", opset_version=14,
+                      input_names=["x"], output_names=["logits"])
+    write_tensors(f"{d}/inputs.bin", {"x@0": x.numpy(), "labels@0": y.numpy()})
+    with open(f"{d}/expected.txt", "w") as f:
+        f.write(f"{loss:.8f}\n")
+
+
 def corrupt_rotary(d):
     """llama.onnx with one cos entry of the rotary buffer off by 0.01: no
     longer the angles of any base, so the chain must not be fused."""
@@ -442,6 +479,10 @@ if __name__ == "__main__":
         export_llama(d)
     elif mode == "corrupt-rotary":
         corrupt_rotary(d)
+    elif mode == "export-einsum":
+        export_einsum(d)
+    elif mode == "export-einsum-dot":
+        export_einsum(d, dot=True)
     elif mode == "export-unsupported":
         export_unsupported(d)
     elif mode == "export-dynamic":
