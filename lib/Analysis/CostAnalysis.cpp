@@ -243,7 +243,16 @@ mlir::dtfm::buildLayerChain(const CostAnalysis &costs) {
     if (isTrainingOp(cost.op))
       continue;
     if (blocks.empty() || blocks.back().layer != cost.layer) {
-      blockOfLayer.try_emplace(cost.layer, blocks.size());
+      // Stages are cut between layers and training ops find their block by
+      // its layer: a layer must be one run of ops.
+      if (!blockOfLayer.try_emplace(cost.layer, blocks.size()).second) {
+        cost.op->emitError()
+            << "layer '" << cost.layer
+            << "' is not contiguous: its ops resume after "
+               "layer '"
+            << blocks.back().layer << "' (give each run its own dtfm.layer)";
+        return failure();
+      }
       blocks.push_back(LayerBlock());
       blocks.back().layer = cost.layer;
     }

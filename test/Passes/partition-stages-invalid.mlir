@@ -27,3 +27,19 @@ module attributes {dtfm.cluster = #dtfm.cluster<name = "pair", source = "pair.te
     return %loss : tensor<f32>
   }
 }
+
+// -----
+
+// COM: A layer whose ops resume after another layer's: stages are cut
+// COM: between layers, so each must be one run.
+module attributes {dtfm.cluster = #dtfm.cluster<name = "pair", source = "pair.textproto", devices = [<name = "a", region = "A", peak_flops = 1.0e+09, efficiency = 1.0, memory_bytes = 1.0e+09>, <name = "b", region = "B", peak_flops = 1.0e+09, efficiency = 1.0, memory_bytes = 1.0e+09>], delay_ms = [0.0, 1.0, 1.0, 0.0], bandwidth_gbps = [0.0, 10.0, 10.0, 0.0]>} {
+  func.func @split_layer() -> tensor<f32> {
+    %x = dtfm.input "x" {dtfm.layer = "a"} : tensor<2x8xf32>
+    %y = dtfm.relu %x {dtfm.layer = "b"} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+    // expected-error @+1 {{layer 'a' is not contiguous: its ops resume after layer 'b' (give each run its own dtfm.layer)}}
+    %z = dtfm.relu %y {dtfm.layer = "a"} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+    %t = dtfm.label "t" {dtfm.layer = "a"} : tensor<2xi64>
+    %loss = dtfm.cross_entropy %z, %t {dtfm.layer = "a"} : (tensor<2x8xf32>, tensor<2xi64>) -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}

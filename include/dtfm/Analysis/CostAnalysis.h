@@ -127,7 +127,8 @@ struct LayerBlock {
 };
 
 /// The model's blocks in order. Fails (with a diagnostic on the op) when a
-/// training op names a layer that no forward op has.
+/// layer's forward ops are not one run, or a training op names a layer that
+/// no forward op has.
 FailureOr<SmallVector<LayerBlock>> buildLayerChain(const CostAnalysis &costs);
 
 /// The planner's view of a block (its figures without the ops).
