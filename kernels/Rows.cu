@@ -148,6 +148,20 @@ __global__ void softmaxBackwardKernel(const float *y, const float *dy,
     dx[base + j] += y[base + j] * (dy[base + j] - dot);
 }
 
+/// A block's row of `classes` logits: its maximum and the sum of the
+/// exponentials of the logits less it (every thread gets both).
+__device__ void rowPeakAndExps(const float *in, int64_t classes, float *scratch,
+                               float &peak, float &exps) {
+  peak = -INFINITY;
+  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+    peak = fmaxf(peak, in[j]);
+  peak = blockMax(peak, scratch);
+  exps = 0;
+  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+    exps += expf(in[j] - peak);
+  exps = blockSum(exps, scratch);
+}
+
 /// One block per row: log-sum-exp of the logits minus the label's, exact
 /// however unlikely the label (no floor under its probability).
 __global__ void crossEntropyKernel(const float *labels, const float *logits,
@@ -155,14 +169,8 @@ __global__ void crossEntropyKernel(const float *labels, const float *logits,
   __shared__ float scratch[32];
   int64_t r = blockIdx.x;
   const float *in = logits + r * classes;
-  float peak = -INFINITY;
-  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
-    peak = fmaxf(peak, in[j]);
-  peak = blockMax(peak, scratch);
-  float exps = 0;
-  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
-    exps += expf(in[j] - peak);
-  exps = blockSum(exps, scratch);
+  float peak, exps;
+  rowPeakAndExps(in, classes, scratch, peak, exps);
   if (threadIdx.x == 0) {
     int64_t label = static_cast<int64_t>(labels[r]);
     atomicAdd(loss, (peak + logf(exps) - in[label]) / rows);
@@ -190,14 +198,8 @@ __global__ void crossEntropySliceSumsKernel(const float *logits,
   int64_t r = blockIdx.x;
   const float *in = logits + r * classes;
   float *out = sums + r * (2 * degree + 1);
-  float peak = -INFINITY;
-  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
-    peak = fmaxf(peak, in[j]);
-  peak = blockMax(peak, scratch);
-  float exps = 0;
-  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
-    exps += expf(in[j] - peak);
-  exps = blockSum(exps, scratch);
+  float peak, exps;
+  rowPeakAndExps(in, classes, scratch, peak, exps);
   if (threadIdx.x != 0)
     return;
   out[2 * rank] = peak;

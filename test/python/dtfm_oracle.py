@@ -85,3 +85,38 @@ def check_losses(log, expected, tol=1e-4):
         a = got[step]
         assert abs(a - b) < tol * max(1, abs(b)), (step, a, b)
         print(f"step {step}: loss dtfm {a:.6f} torch {b:.6f}")
+
+
+def train_on_tokens(d, forward, steps, micro_batches, batch, seq):
+    """Trains the float64 copies of DIR/params.bin with SGD (lr 0.1, momentum
+    0.9, weight decay 0.01, dtfm's defaults) on DIR/tokens.bin as dtfm-run
+    --tokens reads it (rows of seq + 1 tokens: inputs, then labels shifted
+    by one), `micro_batches` micro-batches of `batch` rows per step, the
+    loss of each divided by their count. `forward(params, tokens, labels)`
+    returns the mean loss of one micro-batch. Returns the parameters and
+    the loss of each step."""
+    import numpy as np
+    import torch
+
+    start = read_tensors(f"{d}/params.bin")
+    p = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True)
+         for k, v in start.items()}
+    opt = torch.optim.SGD(list(p.values()), lr=0.1, momentum=0.9,
+                          weight_decay=0.01)
+    tokens = np.fromfile(f"{d}/tokens.bin", dtype=np.int32)
+    cursor, losses = 0, []
+    for _ in range(steps):
+        opt.zero_grad()
+        total = 0
+        for _ in range(micro_batches):
+            rows = tokens[cursor:cursor + batch * (seq + 1)].reshape(
+                batch, seq + 1)
+            cursor += batch * (seq + 1)
+            t = torch.tensor(rows[:, :-1], dtype=torch.long)
+            y = torch.tensor(rows[:, 1:], dtype=torch.long)
+            loss = forward(p, t, y) / micro_batches
+            loss.backward()
+            total += loss.item()
+        opt.step()
+        losses.append(total)
+    return p, losses

@@ -22,7 +22,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "..", "python"))
 from dtfm_oracle import (check_losses, check_parameters,  # noqa: E402
-                         read_tensors, write_tensors)
+                         train_on_tokens, write_tensors)
 
 # tiny-llama (dtfm-translate --list-gpt-presets).
 LAYERS, HIDDEN, HEADS, KV_HEADS, FFN = 2, 64, 4, 2, 176
@@ -113,28 +113,7 @@ def forward(p, tokens, labels):
 
 
 def check(d, log):
-    start = read_tensors(f"{d}/params.bin")
-    p = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True)
-         for k, v in start.items()}
-    opt = torch.optim.SGD(list(p.values()), lr=0.1, momentum=0.9,
-                          weight_decay=0.01)
-    tokens = np.fromfile(f"{d}/tokens.bin", dtype=np.int32)
-    cursor = 0
-    expected = []
-    for _ in range(STEPS):
-        opt.zero_grad()
-        total = 0
-        for _ in range(MICRO_BATCHES):
-            rows = tokens[cursor:cursor + BATCH * (SEQ + 1)].reshape(
-                BATCH, SEQ + 1)
-            cursor += BATCH * (SEQ + 1)
-            t = torch.tensor(rows[:, :-1], dtype=torch.long)
-            y = torch.tensor(rows[:, 1:], dtype=torch.long)
-            loss = forward(p, t, y) / MICRO_BATCHES
-            loss.backward()
-            total += loss.item()
-        opt.step()
-        expected.append(total)
+    p, expected = train_on_tokens(d, forward, STEPS, MICRO_BATCHES, BATCH, SEQ)
     check_losses(log, expected)
     worst = check_parameters(f"{d}/after.bin", p)
     print(f"parameters after {STEPS} steps match torch (max |diff| "
