@@ -15,12 +15,13 @@ torchvision.models; 80 in 0.14), with 10 classes and seeded weights:
      with_flops), within 2%;
   4. plan it on 2 stages (dp 1, pp 2) and run one forward with dtfm-run
      --execute: the loss must equal PyTorch's within 1e-4 relative;
-  5. with --train-step, for models under --train-max-params: the loss after
-     one SGD step (lr 1e-3, momentum 0.9, weight decay 0.01, the same batch)
-     must equal PyTorch's within 1e-4 relative, and the step's change of the
-     loss (the gradient's work) PyTorch's within 2%. A small step: with
-     batch statistics over two images a large one swings the loss (2.9 to
-     5.3 for EfficientNet-B0 at lr 0.01), and float32's last digits with it.
+  5. with --train-step, for models under --train-max-params: the step's
+     change of the loss after one SGD step (lr 1e-3, momentum 0.9, weight
+     decay 0.01, the same batch) against PyTorch in float64: dtfm must be
+     within 2% of it, or no further from it than twice PyTorch's own
+     float32 run is. Batch statistics over two 64x64 images make some
+     models' single step ill-conditioned: RegNet-X-400MF's change is -0.592
+     in PyTorch's float32 and -0.399 in its float64.
 
 Prints one row per model and mode and a summary; --json prints one JSON
 object per line instead. Each step has a time limit; a failure names the
@@ -246,30 +247,43 @@ def sweep_one(name, mode, args, work):
     row["forward_equal"] = (got is not None and
                             abs(got - want) <= 1e-4 * max(1.0, abs(want)))
     if train:
-        opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9,
-                              weight_decay=0.01)
-        opt.zero_grad()
-        out = model(x)
-        out = out[0] if not torch.is_tensor(out) else out
-        torch.nn.functional.cross_entropy(out, y).backward()
-        opt.step()
-        out = model(x)
-        out = out[0] if not torch.is_tensor(out) else out
-        after = torch.nn.functional.cross_entropy(out, y).item()
-        row["torch_loss_2"] = after
-        row["dtfm_loss_2"] = losses.get(2)
-        torch_delta = after - want
+        deltas = {}
+        for dtype in (torch.float32, torch.float64):
+            stepped = copy.deepcopy(pristine).to(dtype)
+            opt = torch.optim.SGD(stepped.parameters(), lr=1e-3, momentum=0.9,
+                                  weight_decay=0.01)
+
+            def loss_of():
+                out = stepped(x.to(dtype))
+                out = out[0] if not torch.is_tensor(out) else out
+                return torch.nn.functional.cross_entropy(out, y)
+            before = loss_of()
+            opt.zero_grad()
+            before.backward()
+            opt.step()
+            with torch.no_grad():
+                deltas[dtype] = loss_of().item() - before.item()
+        reference, single = deltas[torch.float64], deltas[torch.float32]
+        row["torch64_delta"] = reference
+        row["torch32_delta"] = single
         if losses.get(2) is not None and got is not None:
-            row["torch_delta"] = torch_delta
             row["dtfm_delta"] = losses[2] - got
-        row["train_equal"] = (
-            losses.get(2) is not None and got is not None and
-            abs(losses[2] - after) <= 1e-4 * max(1.0, abs(after)) and
-            abs(row["dtfm_delta"] - torch_delta) <=
-            0.02 * abs(torch_delta) + 1e-5)
+            row["train_equal"] = abs(row["dtfm_delta"] - reference) <= max(
+                0.02 * abs(reference), 2 * abs(single - reference)) + 1e-6
+        else:
+            row["train_equal"] = False
     if not row["forward_equal"]:
-        row["failure"] = (f"forward loss {got} vs torch {want:.6f}"
-                          if got is not None else "no step 1 in the log")
+        # How far PyTorch's own float32 is from its float64: the model's
+        # conditioning, against which dtfm's difference reads.
+        with torch.no_grad():
+            out = copy.deepcopy(pristine).double()(x.double())
+            out = out[0] if not torch.is_tensor(out) else out
+            row["torch64_loss"] = torch.nn.functional.cross_entropy(
+                out, y).item()
+        row["failure"] = (
+            f"forward loss {got} vs torch {want:.6f} (float64: "
+            f"{row['torch64_loss']:.6f})" if got is not None else
+            "no step 1 in the log")
     return row
 
 
