@@ -87,6 +87,27 @@ def check_losses(log, expected, tol=1e-4):
         print(f"step {step}: loss dtfm {a:.6f} torch {b:.6f}")
 
 
+def prepare_decoder(d, shapes, seed, scale, tokens, vocab):
+    """Writes DIR/params.bin (gains ".gamma" drawn around 1, the rest around
+    0 with `scale`) and DIR/tokens.bin: `tokens` int32 tokens of a learnable
+    stream (a repeated pattern of 16, one in five replaced at random)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    params = {}
+    for name, shape in shapes.items():
+        if name.endswith(".gamma"):
+            params[name] = 1 + 0.1 * rng.standard_normal(shape)
+        else:
+            params[name] = scale * rng.standard_normal(shape)
+    write_tensors(f"{d}/params.bin", params)
+    pattern = rng.integers(0, vocab, 16)
+    stream = np.array([pattern[i % 16] if rng.random() < 0.8
+                       else rng.integers(0, vocab) for i in range(tokens)],
+                      dtype=np.int32)
+    stream.tofile(f"{d}/tokens.bin")
+
+
 def train_on_tokens(d, forward, steps, micro_batches, batch, seq):
     """Trains the float64 copies of DIR/params.bin with SGD (lr 0.1, momentum
     0.9, weight decay 0.01, dtfm's defaults) on DIR/tokens.bin as dtfm-run

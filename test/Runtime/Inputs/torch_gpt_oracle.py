@@ -14,13 +14,12 @@ import math
 import os
 import sys
 
-import numpy as np
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "..", "python"))
 from dtfm_oracle import (check_losses, check_parameters,  # noqa: E402
-                         train_on_tokens, write_tensors)
+                         prepare_decoder, train_on_tokens)
 
 LAYERS, HIDDEN, HEADS, SEQ, VOCAB, BATCH = 2, 64, 4, 32, 256, 4
 MICRO_BATCHES, STEPS = 2, 2
@@ -47,21 +46,8 @@ def shapes():
 
 
 def prepare(d):
-    rng = np.random.default_rng(1234)
-    params = {}
-    for name, shape in shapes().items():
-        if name.endswith(".gamma"):
-            params[name] = 1 + 0.1 * rng.standard_normal(shape)
-        else:
-            params[name] = 0.05 * rng.standard_normal(shape)
-    write_tensors(f"{d}/params.bin", params)
-    # A learnable stream: a short repeated pattern plus noise.
-    n = STEPS * MICRO_BATCHES * BATCH * (SEQ + 1)
-    pattern = rng.integers(0, VOCAB, 16)
-    tokens = np.array([pattern[i % 16] if rng.random() < 0.8
-                       else rng.integers(0, VOCAB) for i in range(n)],
-                      dtype=np.int32)
-    tokens.tofile(f"{d}/tokens.bin")
+    prepare_decoder(d, shapes(), 1234, 0.05,
+                    STEPS * MICRO_BATCHES * BATCH * (SEQ + 1), VOCAB)
 
 
 def forward(p, tokens, labels):

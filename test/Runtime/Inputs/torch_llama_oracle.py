@@ -16,13 +16,12 @@ STEPS and MICRO (micro-batches per step over every data-parallel replica;
 import os
 import sys
 
-import numpy as np
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "..", "python"))
 from dtfm_oracle import (check_losses, check_parameters,  # noqa: E402
-                         train_on_tokens, write_tensors)
+                         prepare_decoder, train_on_tokens)
 
 # tiny-llama (dtfm-translate --list-gpt-presets).
 LAYERS, HIDDEN, HEADS, KV_HEADS, FFN = 2, 64, 4, 2, 176
@@ -51,20 +50,8 @@ def shapes():
 
 
 def prepare(d):
-    rng = np.random.default_rng(4321)
-    params = {}
-    for name, shape in shapes().items():
-        if name.endswith(".gamma"):
-            params[name] = 1 + 0.1 * rng.standard_normal(shape)
-        else:
-            params[name] = 0.08 * rng.standard_normal(shape)
-    write_tensors(f"{d}/params.bin", params)
-    n = STEPS * MICRO_BATCHES * BATCH * (SEQ + 1)
-    pattern = rng.integers(0, VOCAB, 16)
-    tokens = np.array([pattern[i % 16] if rng.random() < 0.8
-                       else rng.integers(0, VOCAB) for i in range(n)],
-                      dtype=np.int32)
-    tokens.tofile(f"{d}/tokens.bin")
+    prepare_decoder(d, shapes(), 4321, 0.08,
+                    STEPS * MICRO_BATCHES * BATCH * (SEQ + 1), VOCAB)
 
 
 def rotate_half(x):
