@@ -49,7 +49,9 @@ import torchvision
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "test", "python"))
-from dtfm_oracle import logged_losses, write_tensors  # noqa: E402
+from dtfm_oracle import (classifier_head,  # noqa: E402
+                         gather_batchnorm_statistics, logged_losses,
+                         write_tensors)
 
 # Models whose position embeddings or windows fix the image size, and
 # those whose adaptive pooling torch.onnx exports only where its output
@@ -84,17 +86,9 @@ def build(name, mode, size):
     torch.manual_seed(0)
     model = getattr(torchvision.models, name)(num_classes=10)
     if mode == "eval":
-        for module in model.modules():
-            if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
-                module.momentum = None  # a plain mean over the batches below
-        model.train()
+        gather_batchnorm_statistics(model, size, batches=2, count=4)
+        head = classifier_head(model)
         with torch.no_grad():
-            for _ in range(2):
-                model(torch.randn(4, 3, size, size))
-            heads = [m for m in model.modules()
-                     if isinstance(m, (torch.nn.Linear, torch.nn.Conv2d))]
-            linear = [m for m in heads if isinstance(m, torch.nn.Linear)]
-            head = (linear or heads)[-1]
             head.weight.normal_(0, 0.5)
         model.eval()
         # Logits with a spread of about 3: a loss that says something

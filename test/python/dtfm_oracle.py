@@ -141,3 +141,58 @@ def train_on_tokens(d, forward, steps, micro_batches, batch, seq):
         opt.step()
         losses.append(total)
     return p, losses
+
+
+def decoder_oracle_main(oracle):
+    """The command line of a token-stream oracle module (the GPT's, the
+    Llama's), which defines prepare(d), forward(params, tokens, labels) and
+    STEPS, MICRO_BATCHES, BATCH, SEQ:
+
+      prepare DIR [STEPS MICRO]      oracle.prepare(DIR)
+      check DIR LOG [STEPS MICRO]    trains as train_on_tokens does and
+          compares the losses dtfm-run printed (LOG) and its saved
+          parameters (DIR/after.bin)."""
+    import sys
+
+    if sys.argv[1] == "prepare":
+        if len(sys.argv) > 3:
+            oracle.STEPS, oracle.MICRO_BATCHES = map(int, sys.argv[3:5])
+        oracle.prepare(sys.argv[2])
+        return
+    d, log = sys.argv[2], sys.argv[3]
+    if len(sys.argv) > 4:
+        oracle.STEPS, oracle.MICRO_BATCHES = map(int, sys.argv[4:6])
+    p, expected = train_on_tokens(d, oracle.forward, oracle.STEPS,
+                                  oracle.MICRO_BATCHES, oracle.BATCH,
+                                  oracle.SEQ)
+    check_losses(log, expected)
+    worst = check_parameters(f"{d}/after.bin", p)
+    print(f"parameters after {oracle.STEPS} steps match torch (max |diff| "
+          f"{'< 1e-5' if worst < 1e-5 else '< 1e-4'})")
+
+
+def gather_batchnorm_statistics(model, size, batches, count):
+    """Fills a fresh torchvision model's running batchnorm statistics with
+    the plain mean over `batches` random batches of `count` images (fresh
+    ones would shrink every activation towards 0 in eval mode); leaves it in
+    train mode."""
+    import torch
+
+    for module in model.modules():
+        if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+            module.momentum = None
+    model.train()
+    with torch.no_grad():
+        for _ in range(batches):
+            model(torch.randn(count, 3, size, size))
+
+
+def classifier_head(model):
+    """The layer that makes a torchvision classifier's logits: its last
+    linear layer, else (SqueezeNet) its last convolution."""
+    import torch
+
+    layers = [m for m in model.modules()
+              if isinstance(m, (torch.nn.Linear, torch.nn.Conv2d))]
+    linear = [m for m in layers if isinstance(m, torch.nn.Linear)]
+    return (linear or layers)[-1]

@@ -18,8 +18,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "..", "python"))
-from dtfm_oracle import (check_losses, check_parameters,  # noqa: E402
-                         prepare_decoder, train_on_tokens)
+from dtfm_oracle import decoder_oracle_main, prepare_decoder  # noqa: E402
 
 LAYERS, HIDDEN, HEADS, SEQ, VOCAB, BATCH = 2, 64, 4, 32, 256, 4
 MICRO_BATCHES, STEPS = 2, 2
@@ -81,21 +80,5 @@ def forward(p, tokens, labels):
                                              labels.reshape(-1))
 
 
-def check(d, log):
-    torch.manual_seed(0)
-    p, expected = train_on_tokens(d, forward, STEPS, MICRO_BATCHES, BATCH, SEQ)
-    check_losses(log, expected)
-    worst = check_parameters(f"{d}/after.bin", p)
-    print(f"parameters after {STEPS} steps match torch (max |diff| "
-          f"{'< 1e-5' if worst < 1e-5 else '< 1e-4'})")
-
-
 if __name__ == "__main__":
-    if sys.argv[1] == "prepare":
-        if len(sys.argv) > 3:
-            STEPS, MICRO_BATCHES = int(sys.argv[3]), int(sys.argv[4])
-        prepare(sys.argv[2])
-    else:
-        if len(sys.argv) > 4:
-            STEPS, MICRO_BATCHES = int(sys.argv[4]), int(sys.argv[5])
-        check(sys.argv[2], sys.argv[3])
+    decoder_oracle_main(sys.modules[__name__])

@@ -37,7 +37,9 @@ import torchvision
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "..", "..", "python"))
-from dtfm_oracle import logged_losses, write_tensors  # noqa: E402
+from dtfm_oracle import (classifier_head,  # noqa: E402
+                         gather_batchnorm_statistics, logged_losses,
+                         write_tensors)
 
 
 def count_flops(model, x):
@@ -110,19 +112,9 @@ def export(d, arch, size, batch):
 def export_eval(d, arch, size, batch):
     torch.manual_seed(0)
     model = getattr(torchvision.models, arch)(num_classes=10)
-    for module in model.modules():
-        if isinstance(module, torch.nn.BatchNorm2d):
-            module.momentum = None  # a plain mean over the batches below
-    model.train()
+    gather_batchnorm_statistics(model, size, batches=3, count=8)
     with torch.no_grad():
-        for _ in range(3):
-            model(torch.randn(8, 3, size, size))
-        # The head: the last linear layer, else (SqueezeNet) the last
-        # convolution.
-        head = [m for m in model.modules()
-                if isinstance(m, (torch.nn.Linear, torch.nn.Conv2d))]
-        linear = [m for m in head if isinstance(m, torch.nn.Linear)]
-        (linear or head)[-1].weight.normal_(0, 0.5)
+        classifier_head(model).weight.normal_(0, 0.5)
     model.eval()
     x = torch.randn(batch, 3, size, size)
     y = torch.randint(0, 10, (batch,))
