@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "FoldConstants.h"
+#include "ExternalData.h"
 
 #include "onnx/onnx_pb.h"
 
@@ -24,6 +25,22 @@
 
 using namespace mlir::dtfm;
 
+/// The bytes of `t` when they are raw (in the model or in a file beside it):
+/// `raw` points at them (into `storage` for a file's). Null `raw` when the
+/// data are in the typed fields; false with `error` when a file fails.
+static bool rawBytes(const onnx::TensorProto &t, std::string &storage,
+                     const std::string *&raw, std::string &error) {
+  raw = nullptr;
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    if (!readExternalData(t, storage, error))
+      return false;
+    raw = &storage;
+  } else if (t.has_raw_data()) {
+    raw = &t.raw_data();
+  }
+  return true;
+}
+
 bool mlir::dtfm::readTensorInts(const onnx::TensorProto &t,
                                 std::vector<int64_t> &out, std::string &error) {
   int type = t.data_type();
@@ -32,13 +49,13 @@ bool mlir::dtfm::readTensorInts(const onnx::TensorProto &t,
     error = "is not an int64, int32 or bool tensor";
     return false;
   }
-  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
-    error = "has external data (export with the weights inside)";
+  std::string storage;
+  const std::string *bytes = nullptr;
+  if (!rawBytes(t, storage, bytes, error))
     return false;
-  }
   out.clear();
-  if (t.has_raw_data()) {
-    const std::string &raw = t.raw_data();
+  if (bytes) {
+    const std::string &raw = *bytes;
     size_t width = type == onnx::TensorProto::INT64   ? 8
                    : type == onnx::TensorProto::INT32 ? 4
                                                       : 1;
@@ -86,19 +103,18 @@ bool mlir::dtfm::readTensorFloats(const onnx::TensorProto &t,
     error = "is not float32";
     return false;
   }
-  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
-    error = "has external data (export with the weights inside)";
+  std::string storage;
+  const std::string *bytes = nullptr;
+  if (!rawBytes(t, storage, bytes, error))
     return false;
-  }
-  if (t.has_raw_data()) {
-    if (t.raw_data().size() % 4 != 0 ||
-        t.raw_data().size() / 4 != static_cast<size_t>(n)) {
-      error = "has " + std::to_string(t.raw_data().size()) +
-              " bytes of data for " + std::to_string(n) + " floats";
+  if (bytes) {
+    if (bytes->size() % 4 != 0 || bytes->size() / 4 != static_cast<size_t>(n)) {
+      error = "has " + std::to_string(bytes->size()) + " bytes of data for " +
+              std::to_string(n) + " floats";
       return false;
     }
     out.assign(n, 0);
-    std::memcpy(out.data(), t.raw_data().data(), n * 4);
+    std::memcpy(out.data(), bytes->data(), n * 4);
   } else if (t.float_data_size() == n) {
     out.assign(t.float_data().begin(), t.float_data().end());
   } else {

@@ -22,8 +22,9 @@ namespace mlir::dtfm {
 /// The elements of an int64, int32 or bool tensor (booleans as 0/1), or of
 /// a float32 one; false with `error` saying what is wrong ("is not
 /// float32", "has 12 bytes of data for 4 floats": the caller names the
-/// tensor) when the type is another, the data is external, or its size does
-/// not match the dims. The one reader of ONNX tensor data for the importer.
+/// tensor) when the type is another, its size does not match the dims, or
+/// its external data (ExternalData.h, resolved at load) cannot be read.
+/// The one reader of ONNX tensor data for the importer.
 bool readTensorInts(const onnx::TensorProto &t, std::vector<int64_t> &out,
                     std::string &error);
 bool readTensorFloats(const onnx::TensorProto &t, std::vector<float> &out,

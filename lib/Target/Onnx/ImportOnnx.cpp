@@ -6,6 +6,7 @@
 
 #include "Importer.h"
 
+#include "ExternalData.h"
 #include "FoldConstants.h"
 #include "FusePatterns.h"
 
@@ -23,6 +24,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/Support/MathExtras.h"
+#include "llvm/Support/Path.h"
 
 #include <cerrno>
 #include <csignal>
@@ -203,6 +205,9 @@ static std::string runIsolated(const std::string &what,
 /// The most elements a folded shape computation may make (a mask of
 /// 8192 x 8192): a hostile ConstantOfShape gets one line, not the memory.
 static constexpr int64_t kMaxFoldedElements = int64_t(1) << 26;
+/// The largest integer tensor read in from a file beside the model at load
+/// (ONNX's shape inference reads Reshape targets and the like from them).
+static constexpr int64_t kInlineExternalBytes = int64_t(1) << 20;
 /// Rounds of folding and shape inference: each round folds what the
 /// shapes inferred in the one before make constant (a ViT needs 3).
 static constexpr int kMaxFoldRounds = 200;
@@ -230,6 +235,13 @@ bool OnnxImporter::load() {
         if (std::string problem = dimsProblem(a.t()); !problem.empty())
           return fail(where + ": attribute " + a.name() + ": " + problem);
   }
+  // Tensors in files beside the model (over 2 GB): checked and located;
+  // the float ones stay in their files until the weights are read, so that
+  // what goes to ONNX's checker and shape inference stays small.
+  if (std::string why;
+      !resolveExternalData(model, llvm::sys::path::parent_path(path).str(),
+                           kInlineExternalBytes, why))
+    return fail(why);
   if (std::string problem = runIsolated(
           "ONNX checker", model, /*takeModel=*/false,
           [](onnx::ModelProto &m) { onnx::checker::check_model(m); });

@@ -1,0 +1,254 @@
+//===- ExternalData.cpp - ONNX tensors stored beside the model ------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ExternalData.h"
+
+#include "onnx/onnx_pb.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <system_error>
+
+using namespace mlir::dtfm;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// Bytes per element of the types a tensor file may hold (0: none, as for
+/// strings, whose size the dims do not give).
+int64_t elementBytes(int type) {
+  switch (type) {
+  case onnx::TensorProto::BOOL:
+  case onnx::TensorProto::INT8:
+  case onnx::TensorProto::UINT8:
+    return 1;
+  case onnx::TensorProto::FLOAT16:
+  case onnx::TensorProto::BFLOAT16:
+  case onnx::TensorProto::INT16:
+  case onnx::TensorProto::UINT16:
+    return 2;
+  case onnx::TensorProto::FLOAT:
+  case onnx::TensorProto::INT32:
+  case onnx::TensorProto::UINT32:
+    return 4;
+  case onnx::TensorProto::DOUBLE:
+  case onnx::TensorProto::INT64:
+  case onnx::TensorProto::UINT64:
+  case onnx::TensorProto::COMPLEX64:
+    return 8;
+  case onnx::TensorProto::COMPLEX128:
+    return 16;
+  default:
+    return 0;
+  }
+}
+
+/// A decimal count: digits only (no sign, no spaces), at most int64's.
+bool parseCount(const std::string &text, int64_t &value) {
+  if (text.empty() || text.size() > 18)
+    return false;
+  value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9')
+      return false;
+    value = value * 10 + (c - '0');
+  }
+  return true;
+}
+
+std::string shown(const std::string &s) {
+  std::string out = "'";
+  for (char c : s)
+    out += (c >= 32 && c < 127) ? c : '?';
+  return out + "'";
+}
+
+class Resolver {
+public:
+  Resolver(const fs::path &folder, int64_t inlineBytes)
+      : folder(folder), inlineBytes(inlineBytes) {}
+
+  bool graph(onnx::GraphProto &g, std::string &error) {
+    for (onnx::TensorProto &t : *g.mutable_initializer())
+      if (!tensor(t, "initializer '" + t.name() + "'", error))
+        return false;
+    for (onnx::NodeProto &node : *g.mutable_node())
+      for (onnx::AttributeProto &a : *node.mutable_attribute()) {
+        std::string where = "node '" + node.name() + "' (" + node.op_type() +
+                            "): attribute " + a.name();
+        if (a.has_t() && !tensor(*a.mutable_t(), where, error))
+          return false;
+        for (onnx::TensorProto &t : *a.mutable_tensors())
+          if (!tensor(t, where, error))
+            return false;
+        if (a.has_g() && !graph(*a.mutable_g(), error))
+          return false;
+        for (onnx::GraphProto &sub : *a.mutable_graphs())
+          if (!graph(sub, error))
+            return false;
+      }
+    return true;
+  }
+
+private:
+  bool tensor(onnx::TensorProto &t, const std::string &where,
+              std::string &error) {
+    if (t.data_location() != onnx::TensorProto::EXTERNAL) {
+      if (t.external_data_size() > 0) {
+        error = where + ": has external data entries but is not external";
+        return false;
+      }
+      return true;
+    }
+    auto bad = [&](const std::string &what) {
+      error = where + ": external data " + what;
+      return false;
+    };
+    std::string location;
+    int64_t offset = 0, length = -1;
+    bool hasLocation = false;
+    for (const onnx::StringStringEntryProto &e : t.external_data()) {
+      if (e.key() == "location") {
+        location = e.value();
+        hasLocation = true;
+      } else if (e.key() == "offset") {
+        if (!parseCount(e.value(), offset))
+          return bad("offset " + shown(e.value()) + " is not a decimal count");
+      } else if (e.key() == "length") {
+        if (!parseCount(e.value(), length))
+          return bad("length " + shown(e.value()) + " is not a decimal count");
+      } else if (e.key() != "checksum") {
+        return bad("has an unknown key " + shown(e.key()));
+      }
+    }
+    if (!hasLocation || location.empty())
+      return bad("names no location");
+    if (t.has_raw_data() || t.float_data_size() || t.int32_data_size() ||
+        t.int64_data_size() || t.double_data_size() || t.uint64_data_size() ||
+        t.string_data_size())
+      return bad("is also given inside the model");
+    fs::path relative(location);
+    if (location.find('\0') != std::string::npos || relative.is_absolute())
+      return bad("location " + shown(location) +
+                 " must be a path relative to the model's folder");
+    for (const fs::path &part : relative)
+      if (part == "..")
+        return bad("location " + shown(location) +
+                   " leaves the model's "
+                   "folder ('..')");
+    std::error_code ec;
+    fs::path file = fs::canonical(folder / relative, ec);
+    if (ec)
+      return bad("file " + shown(location) + " cannot be opened (" +
+                 ec.message() + ")");
+    // Symbolic links are followed: the file itself must be in the folder.
+    auto [end, at] =
+        std::mismatch(folder.begin(), folder.end(), file.begin(), file.end());
+    if (end != folder.end())
+      return bad("location " + shown(location) +
+                 " leads out of the model's folder");
+    if (!fs::is_regular_file(file, ec))
+      return bad("location " + shown(location) + " is not a regular file");
+    int64_t size = static_cast<int64_t>(fs::file_size(file, ec));
+    if (ec)
+      return bad("file " + shown(location) + " cannot be sized (" +
+                 ec.message() + ")");
+    // The dims were bounded at load (ImportOnnx.cpp): no overflow here.
+    int64_t width = elementBytes(t.data_type());
+    if (width == 0)
+      return bad("holds a tensor of type " + std::to_string(t.data_type()) +
+                 ", which has no fixed size");
+    int64_t want = width;
+    for (int64_t d : t.dims())
+      want *= d;
+    if (offset > size)
+      return bad("offset " + std::to_string(offset) + " is past the end of " +
+                 shown(location) + " (" + std::to_string(size) + " bytes)");
+    if (length < 0)
+      length = size - offset;
+    if (length != want)
+      return bad("length " + std::to_string(length) + " is not the " +
+                 std::to_string(want) + " bytes the dims need");
+    if (length > size - offset)
+      return bad("of " + std::to_string(length) + " bytes at offset " +
+                 std::to_string(offset) + " runs past the end of " +
+                 shown(location) + " (" + std::to_string(size) + " bytes)");
+    t.clear_external_data();
+    auto add = [&](const std::string &key, const std::string &value) {
+      onnx::StringStringEntryProto *e = t.add_external_data();
+      e->set_key(key);
+      e->set_value(value);
+    };
+    add("location", file.string());
+    add("offset", std::to_string(offset));
+    add("length", std::to_string(length));
+    bool integral = t.data_type() == onnx::TensorProto::INT64 ||
+                    t.data_type() == onnx::TensorProto::INT32 ||
+                    t.data_type() == onnx::TensorProto::BOOL;
+    if (integral && length <= inlineBytes) {
+      std::string bytes;
+      if (!readExternalData(t, bytes, error)) {
+        error = where + " " + error;
+        return false;
+      }
+      t.clear_external_data();
+      t.set_data_location(onnx::TensorProto::DEFAULT);
+      t.set_raw_data(std::move(bytes));
+    }
+    return true;
+  }
+
+  fs::path folder;
+  int64_t inlineBytes;
+};
+
+} // namespace
+
+bool mlir::dtfm::resolveExternalData(onnx::ModelProto &model,
+                                     const std::string &modelDir,
+                                     int64_t inlineBytes, std::string &error) {
+  std::error_code ec;
+  fs::path folder = fs::canonical(modelDir.empty() ? "." : modelDir, ec);
+  if (ec) {
+    error = "the model's folder cannot be resolved (" + ec.message() + ")";
+    return false;
+  }
+  return Resolver(folder, inlineBytes).graph(*model.mutable_graph(), error);
+}
+
+bool mlir::dtfm::readExternalData(const onnx::TensorProto &t,
+                                  std::string &bytes, std::string &error) {
+  std::string location;
+  int64_t offset = -1, length = -1;
+  for (const onnx::StringStringEntryProto &e : t.external_data()) {
+    if (e.key() == "location")
+      location = e.value();
+    else if (e.key() == "offset" && !parseCount(e.value(), offset))
+      offset = -1;
+    else if (e.key() == "length" && !parseCount(e.value(), length))
+      length = -1;
+  }
+  // Only resolveExternalData writes absolute locations (it refuses them in
+  // a model): anything else was never checked.
+  if (location.empty() || location[0] != '/' || offset < 0 || length < 0) {
+    error = "has external data that was not resolved";
+    return false;
+  }
+  std::ifstream in(location, std::ios::binary);
+  if (!in || !in.seekg(offset)) {
+    error = "has external data that cannot be read (" + shown(location) + ")";
+    return false;
+  }
+  bytes.resize(static_cast<size_t>(length));
+  if (!in.read(bytes.data(), length)) {
+    error = "has external data that cannot be read (" + shown(location) +
+            " ends early)";
+    return false;
+  }
+  return true;
+}
