@@ -867,7 +867,9 @@ bool OnnxImporter::convertFusedLinear(const onnx::NodeProto &node,
 
 bool OnnxImporter::convertFusedEmbedding(const onnx::NodeProto &node,
                                          NodeCall &c) {
-  Value indices = c.input(0), table = c.input(1);
+  // The indices may be token ids (an input) or a constant (MaxViT's and
+  // Swin's relative-position index gathering a bias table).
+  Value indices = integerValueOf(node.input(0)), table = c.input(1);
   if (!indices || !table)
     return false;
   c.out =

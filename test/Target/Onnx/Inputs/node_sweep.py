@@ -19,7 +19,7 @@ SUPPORTED = {"Add", "AveragePool", "BatchNormalization", "Constant", "Conv",
              "Div", "Mul", "Sub", "Squeeze", "Unsqueeze", "Cast",
              "Transpose", "Sqrt", "Tanh", "Erf", "Exp", "Sigmoid", "Clip", "Pow",
              "Expand", "HardSigmoid", "HardSwish",
-             "ReduceMean",
+             "ReduceMean", "ReduceSum", "Pad", "Einsum",
              "Neg", "Concat", "Slice", "Split", "Gather", "Where",
              "Dropout", "Flatten", "Gemm", "GlobalAveragePool", "Identity",
              "MatMul", "MaxPool", "Relu", "Reshape", "Softmax"}

@@ -22,10 +22,17 @@
       Concat, ConstantOfShape, Equal, Where) and the class token's Expand
       are folded or mapped at import with --shape images=2,3,32,32;
       DIR/inputs.bin and DIR/expected.txt as export's (no FLOP count).
+  export-relative-bias DIR   a learnt relative-position bias as Swin and
+      MaxViT add it to their attention scores: a table gathered by a
+      constant int64 index buffer, exported in training mode without
+      constant folding; DIR/inputs.bin for 5 steps and DIR/expected.txt
+      with PyTorch's 5 losses (SGD lr 0.1, momentum 0.9, weight decay
+      0.01), for check-losses.
   export-unsupported DIR   a small model with ops the dialect lacks.
   export-dynamic DIR       a convolution with a dynamic batch dimension.
   check-flops DIR COSTS   compares the forward FLOPs dtfm-opt printed.
   check-loss DIR LOG      compares the first step's loss dtfm-run printed.
+  check-losses DIR LOG    compares every step's loss dtfm-run printed.
 """
 import math
 import os
@@ -37,7 +44,7 @@ import torchvision
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "..", "..", "python"))
-from dtfm_oracle import (classifier_head,  # noqa: E402
+from dtfm_oracle import (check_losses, classifier_head,  # noqa: E402
                          gather_batchnorm_statistics, logged_losses,
                          write_tensors)
 
@@ -449,6 +456,57 @@ class Unsupported(torch.nn.Module):
         return torch.sin(self.fc(x)).transpose(0, 1) * 2 + torch.cos(x.t())
 
 
+class RelativeBias(torch.nn.Module):
+    """Scores [b, heads, n, n] plus a bias per head and relative offset of
+    a window of w x w positions, then a classifier."""
+
+    def __init__(self, w=3, heads=2):
+        super().__init__()
+        n = w * w
+        self.table = torch.nn.Parameter(torch.randn((2 * w - 1) ** 2, heads))
+        coords = torch.stack(torch.meshgrid(torch.arange(w), torch.arange(w),
+                                            indexing="ij")).flatten(1)
+        rel = (coords[:, :, None] - coords[:, None, :]).permute(1, 2, 0)
+        rel = rel + (w - 1)
+        self.register_buffer("index", rel[..., 0] * (2 * w - 1) + rel[..., 1])
+        self.head = torch.nn.Linear(heads * n * n, 10)
+        self.n, self.heads = n, heads
+
+    def forward(self, scores):
+        bias = self.table[self.index.view(-1)].view(self.n, self.n,
+                                                    self.heads)
+        out = torch.relu(scores + bias.permute(2, 0, 1))
+        return self.head(out.flatten(1))
+
+
+def export_relative_bias(d, steps=5):
+    torch.manual_seed(0)
+    model = RelativeBias()
+    x = torch.randn(4, 2, 9, 9)
+    y = torch.randint(0, 10, (4,))
+    torch.onnx.export(model, x, f"{d}/relative-bias.onnx", opset_version=13,
+                      training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False, input_names=["scores"],
+                      output_names=["logits"])
+    tensors = {}
+    for step in range(steps):
+        tensors[f"scores@{step}"] = x.numpy()
+        tensors[f"labels@{step}"] = y.numpy()
+    write_tensors(f"{d}/inputs.bin", tensors)
+    model = model.double()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9,
+                          weight_decay=0.01)
+    losses = []
+    for _ in range(steps):
+        loss = torch.nn.functional.cross_entropy(model(x.double()), y)
+        losses.append(loss.item())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with open(f"{d}/expected.txt", "w") as f:
+        f.write(" ".join(f"{v:.10f}" for v in losses) + "\n")
+
+
 def export_unsupported(d):
     torch.onnx.export(Unsupported(), torch.randn(4, 8),
                       f"{d}/unsupported.onnx", opset_version=13)
@@ -475,6 +533,8 @@ if __name__ == "__main__":
         export_einsum(d)
     elif mode == "export-einsum-dot":
         export_einsum(d, dot=True)
+    elif mode == "export-relative-bias":
+        export_relative_bias(d)
     elif mode == "export-unsupported":
         export_unsupported(d)
     elif mode == "export-dynamic":
@@ -487,5 +547,9 @@ if __name__ == "__main__":
         export_eval(d, sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
     elif mode == "check-flops":
         check_flops(d, sys.argv[3])
+    elif mode == "check-losses":
+        check_losses(sys.argv[3], [float(v) for v in
+                                   open(f"{d}/expected.txt").read().split()],
+                     tol=1e-5)
     else:
         check_loss(d, sys.argv[3])
