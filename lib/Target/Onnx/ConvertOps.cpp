@@ -15,6 +15,8 @@
 
 #include "Importer.h"
 
+#include "FoldConstants.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -102,7 +104,9 @@ OnnxImporter::converters() {
       {"HardSwish", &OnnxImporter::convertHardSigmoid},
       {"ReduceMean", &OnnxImporter::convertReduceMean},
       {"ReduceSum", &OnnxImporter::convertReduceMean},
+      {"ReduceL2", &OnnxImporter::convertReduceMean},
       {"Gather", &OnnxImporter::convertGather},
+      {"ScatterND", &OnnxImporter::convertScatterND},
       {"Where", &OnnxImporter::convertWhere},
       {"Concat", &OnnxImporter::convertConcat},
       {"Slice", &OnnxImporter::convertSlice},
@@ -475,17 +479,68 @@ bool OnnxImporter::convertExpand(const onnx::NodeProto &node, NodeCall &c) {
 }
 
 bool OnnxImporter::convertPad(const onnx::NodeProto &node, NodeCall &c) {
-  // What PyTorch exports at shapes that need no padding (Swin's windows
-  // and DenseNet's transitions when the sizes divide): pads of zeros, the
-  // value itself. Padding for real needs a pad op the dialect lacks.
+  // Constant padding (Swin-V2's windows where the map is no multiple of
+  // them) is a concat with frozen blocks of the value along each padded
+  // axis: exact, the same copy a pad kernel makes, and its gradient is the
+  // concat's slices. Pads of zeros (the sizes divide) are the value itself.
   std::vector<int64_t> pads = c.ints("pads", {});
   if (node.input_size() > 1 && !node.input(1).empty() &&
       !constantInts(node.input(1), pads))
     return false;
-  if (std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p != 0; }))
-    return failAt(node, "pads other than zeros are not supported (only a "
-                        "Pad that pads nothing maps)");
-  return convertIdentity(node, c);
+  std::string mode = c.attrs.count("mode") ? c.attrs["mode"]->s() : "constant";
+  double value = c.real("value", 0); // opset <= 10
+  if (node.input_size() > 2 && !node.input(2).empty()) {
+    const onnx::TensorProto *t = constantTensor(node.input(2));
+    std::vector<float> v;
+    std::string error;
+    if (!t || !mlir::dtfm::readTensorFloats(*t, v, error) || v.size() != 1)
+      return failAt(node, "the pad value must be a constant float scalar");
+    value = v[0];
+  }
+  if (node.input_size() > 3 && !node.input(3).empty())
+    return failAt(node, "pads on chosen axes are not supported");
+  if (std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; }))
+    return convertIdentity(node, c);
+  if (mode != "constant")
+    return failAt(node, "'" + mode +
+                            "' padding is not supported (only "
+                            "constant padding maps)");
+  Value x = c.input(0);
+  if (!x)
+    return false;
+  auto type = cast<RankedTensorType>(x.getType());
+  int64_t rank = type.getRank();
+  if (static_cast<int64_t>(pads.size()) != 2 * rank)
+    return failAt(node, "expected " + std::to_string(2 * rank) + " pads, got " +
+                            std::to_string(pads.size()));
+  if (std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p < 0; }))
+    return failAt(node, "negative pads (cropping) are not supported");
+  std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
+  for (int64_t axis = 0; axis < rank; ++axis) {
+    int64_t before = pads[axis], after = pads[axis + rank];
+    if (before == 0 && after == 0)
+      continue;
+    SmallVector<Value> parts;
+    auto block = [&](int64_t size, const char *side) {
+      std::vector<int64_t> blockShape = shape;
+      blockShape[axis] = size;
+      parts.push_back(
+          filledConstant(node.output(0) + ".pad" + std::to_string(axis) + side,
+                         blockShape, value));
+    };
+    if (before)
+      block(before, "before");
+    parts.push_back(x);
+    if (after)
+      block(after, "after");
+    shape[axis] += before + after;
+    x = tag(b.create<ConcatOp>(
+                c.loc, RankedTensorType::get(shape, type.getElementType()),
+                parts, b.getI64IntegerAttr(axis)),
+            node);
+  }
+  c.out = x;
+  return true;
 }
 
 Value OnnxImporter::hardSigmoid(const onnx::NodeProto &node, NodeCall &c,
@@ -531,8 +586,14 @@ bool OnnxImporter::convertReduceMean(const onnx::NodeProto &node, NodeCall &c) {
   if (!x)
     return false;
   auto xType = cast<RankedTensorType>(x.getType());
-  if (axes.empty() && c.integer("noop_with_empty_axes", 0))
+  if (axes.empty() && c.integer("noop_with_empty_axes", 0) &&
+      c.type != "ReduceL2")
     return convertIdentity(node, c);
+  // An L2 norm (F.normalize: Swin-V2's cosine attention) is the square root
+  // of the sum of squares.
+  bool norm = c.type == "ReduceL2";
+  if (norm)
+    x = tag(b.create<MulOp>(c.loc, xType, x, x), node);
   if (axes.empty()) // all of them
     for (int64_t i = 0; i < xType.getRank(); ++i)
       axes.push_back(i);
@@ -540,7 +601,7 @@ bool OnnxImporter::convertReduceMean(const onnx::NodeProto &node, NodeCall &c) {
                   c.loc, c.result, x, b.getDenseI64ArrayAttr(axes),
                   c.integer("keepdims", 1) ? b.getUnitAttr() : UnitAttr()),
               node);
-  if (c.type == "ReduceSum" && c.out) {
+  if ((c.type == "ReduceSum" || norm) && c.out) {
     // A sum is the mean times the count (exact up to rounding); the
     // verifier has checked the axes.
     double count = 1;
@@ -552,6 +613,8 @@ bool OnnxImporter::convertReduceMean(const onnx::NodeProto &node, NodeCall &c) {
                             scalarConstant(node.output(0) + ".count", count)),
             node);
   }
+  if (norm && c.out)
+    c.out = tag(b.create<SqrtOp>(c.loc, c.result, c.out), node);
   return true;
 }
 
@@ -568,6 +631,92 @@ bool OnnxImporter::convertGather(const onnx::NodeProto &node, NodeCall &c) {
   c.out = tag(b.create<GatherOp>(c.loc, c.result, x, indices,
                                  b.getI64IntegerAttr(axis)),
               node);
+  return true;
+}
+
+bool OnnxImporter::convertScatterND(const onnx::NodeProto &node, NodeCall &c) {
+  // Float data with constant indices (integer ones were folded at import):
+  // Swin-V2 zeroes the key third of its qkv bias so. The data's leading k
+  // axes flatten to rows; the result is data * keep + rows of the updates
+  // gathered into place * (1 - keep), keep a frozen 0/1 mask per row --
+  // exact, and differentiable in the data and the updates.
+  if (c.attrs.count("reduction") && c.attrs["reduction"]->s() != "none")
+    return failAt(node, "only reduction 'none' is supported");
+  Value data = c.input(0), updates = c.input(2);
+  std::vector<int64_t> indices;
+  if (!data || !updates || !constantInts(node.input(1), indices))
+    return false;
+  const onnx::TensorProto *indexTensor = constantTensor(node.input(1));
+  std::vector<int64_t> indexShape(indexTensor->dims().begin(),
+                                  indexTensor->dims().end());
+  auto dataType = cast<RankedTensorType>(data.getType());
+  ArrayRef<int64_t> dims = dataType.getShape();
+  int64_t k = indexShape.empty() ? 0 : indexShape.back();
+  if (k < 1 || k > dataType.getRank())
+    return failAt(node, "the indices' last dimension must be in [1, " +
+                            std::to_string(dataType.getRank()) + "]");
+  int64_t rows = 1, count = static_cast<int64_t>(indices.size()) / k;
+  for (int64_t i = 0; i < k; ++i)
+    rows *= dims[i];
+  std::vector<int64_t> rest(dims.begin() + k, dims.end());
+  std::vector<int64_t> rowOf(rows, 0);
+  std::vector<bool> written(rows, false);
+  for (int64_t u = 0; u < count; ++u) {
+    int64_t row = 0;
+    for (int64_t i = 0; i < k; ++i) {
+      int64_t at = indices[u * k + i];
+      if (at < -dims[i] || at >= dims[i])
+        return failAt(node, "index " + std::to_string(at) +
+                                " out of range for size " +
+                                std::to_string(dims[i]));
+      row = row * dims[i] + (at < 0 ? at + dims[i] : at);
+    }
+    if (written[row])
+      return failAt(node, "an element is written twice");
+    written[row] = true;
+    rowOf[row] = u;
+  }
+  std::vector<int64_t> rowShape = {rows};
+  rowShape.insert(rowShape.end(), rest.begin(), rest.end());
+  std::vector<int64_t> updateShape = {count};
+  updateShape.insert(updateShape.end(), rest.begin(), rest.end());
+  Type element = dataType.getElementType();
+  auto rowsType = RankedTensorType::get(rowShape, element);
+  auto reshaped = [&](Value v, RankedTensorType type) -> Value {
+    return v.getType() == type ? v
+                               : tag(b.create<ReshapeOp>(c.loc, type, v), node);
+  };
+  Value dataRows = reshaped(data, rowsType);
+  Value updateRows =
+      reshaped(updates, RankedTensorType::get(updateShape, element));
+  if (cast<RankedTensorType>(updates.getType()).getNumElements() !=
+      count * (rows ? dataType.getNumElements() / rows : 0))
+    return failAt(node, "the updates do not match the indices and the data");
+  std::vector<int64_t> maskShape(rowShape.size(), 1);
+  maskShape[0] = rows;
+  ::dtfm::format::Tensor keep(maskShape, 1.0f), put(maskShape, 0.0f);
+  for (int64_t r = 0; r < rows; ++r)
+    if (written[r]) {
+      keep.data[r] = 0;
+      put.data[r] = 1;
+    }
+  auto rowIndex =
+      b.create<ConstantOp>(c.loc, RankedTensorType::get({rows}, b.getI64Type()),
+                           b.getDenseI64ArrayAttr(rowOf));
+  tag(rowIndex, node);
+  Value placed = tag(b.create<GatherOp>(c.loc, rowsType, updateRows, rowIndex,
+                                        b.getI64IntegerAttr(0)),
+                     node);
+  Value kept =
+      tag(b.create<MulOp>(c.loc, rowsType, dataRows,
+                          tensorConstant(node.output(0) + ".keep", keep)),
+          node);
+  Value put2 =
+      tag(b.create<MulOp>(c.loc, rowsType, placed,
+                          tensorConstant(node.output(0) + ".put", put)),
+          node);
+  Value sum = tag(b.create<AddOp>(c.loc, rowsType, kept, put2), node);
+  c.out = reshaped(sum, c.result);
   return true;
 }
 

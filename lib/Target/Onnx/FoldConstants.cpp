@@ -191,6 +191,34 @@ bool decode(const onnx::TensorProto &t, Value &v, std::string &error) {
     v.floats.assign(f.begin(), f.end());
     return true;
   }
+  if (t.data_type() == onnx::TensorProto::DOUBLE) {
+    // A double constant (F.normalize's eps in a training export) computes
+    // in the folder's doubles; what it folds into is float32 or integer.
+    int64_t n = 1;
+    for (int64_t d : t.dims())
+      n *= d;
+    std::string storage;
+    const std::string *bytes = nullptr;
+    if (!rawBytes(t, storage, bytes, error))
+      return false;
+    v.kind = Value::Float;
+    if (bytes) {
+      if (bytes->size() != static_cast<size_t>(n) * 8) {
+        error = "has " + std::to_string(bytes->size()) + " bytes of data for " +
+                std::to_string(n) + " doubles";
+        return false;
+      }
+      v.floats.resize(n);
+      std::memcpy(v.floats.data(), bytes->data(), bytes->size());
+    } else if (t.double_data_size() == n) {
+      v.floats.assign(t.double_data().begin(), t.double_data().end());
+    } else {
+      error = "has " + std::to_string(t.double_data_size()) +
+              " doubles of data for " + std::to_string(n);
+      return false;
+    }
+    return true;
+  }
   v.kind = t.data_type() == onnx::TensorProto::BOOL ? Value::Bool : Value::Int;
   return readTensorInts(t, v.ints, error);
 }
@@ -893,8 +921,8 @@ bool mlir::dtfm::foldShapeComputations(
     if (node.op_type() == "Constant" && node.output_size() == 1) {
       for (const onnx::AttributeProto &a : node.attribute())
         if (a.name() == "value" && a.has_t() &&
-            (integral(a.t()) ||
-             a.t().data_type() == onnx::TensorProto::FLOAT) &&
+            (integral(a.t()) || a.t().data_type() == onnx::TensorProto::FLOAT ||
+             a.t().data_type() == onnx::TensorProto::DOUBLE) &&
             !folder.record(node.output(0), a.t(), error)) {
           error = "node '" + node.name() + "' (Constant): its value " + error;
           return false;

@@ -393,9 +393,13 @@ Value OnnxImporter::scalarConstant(const std::string &name, double value) {
 
 Value OnnxImporter::filledConstant(const std::string &name,
                                    std::vector<int64_t> shape, double value) {
-  ParamOp op = externalParam(
-      name, ::dtfm::format::Tensor(std::move(shape), static_cast<float>(value)),
-      /*frozen=*/true);
+  return tensorConstant(name, ::dtfm::format::Tensor(
+                                  std::move(shape), static_cast<float>(value)));
+}
+
+Value OnnxImporter::tensorConstant(const std::string &name,
+                                   ::dtfm::format::Tensor tensor) {
+  ParamOp op = externalParam(name, std::move(tensor), /*frozen=*/true);
   unplaced[name] = op;
   layerOfValue[name] = "";
   values[name] = op.getResult();

@@ -91,6 +91,7 @@ private:
                    double fallback, double &value);
   bool convertReduceMean(const onnx::NodeProto &node, NodeCall &c);
   bool convertGather(const onnx::NodeProto &node, NodeCall &c);
+  bool convertScatterND(const onnx::NodeProto &node, NodeCall &c);
   bool convertWhere(const onnx::NodeProto &node, NodeCall &c);
   bool convertConcat(const onnx::NodeProto &node, NodeCall &c);
   bool convertSlice(const onnx::NodeProto &node, NodeCall &c);
@@ -130,6 +131,8 @@ private:
   /// The same of shape `shape`, every element `value`.
   Value filledConstant(const std::string &name, std::vector<int64_t> shape,
                        double value);
+  /// The same holding `tensor`.
+  Value tensorConstant(const std::string &name, ::dtfm::format::Tensor tensor);
   /// An initializer or a Constant's tensor, if `name` is one.
   const onnx::TensorProto *constantTensor(const std::string &name);
   /// An initializer or Constant's integers (int64, int32 or bool as 0/1).

@@ -13,6 +13,9 @@ import-onnx-hostile.test): hostile_models.py DIR.
   bad-gather.onnx      the input's shape gathered at index 7 (from a Range)
                        of 2 for a Reshape's target
   overflow.onnx        a Reshape's target 2^62 (from a Range) times 4
+  reflect-pad.onnx     a Pad in reflect mode (only constant padding maps)
+  crop-pad.onnx        a Pad with a negative pad (cropping)
+  scatter-twice.onnx   a ScatterND of float data writing one row twice
 """
 import os
 import sys
@@ -98,6 +101,21 @@ def main():
          helper.make_node("Reshape", ["x", "dims"], ["y"])],
         "overflow", [x], [y], bounds)
     save(graph, os.path.join(d, "overflow.onnx"))
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, None])
+    for name, mode, pads in (("reflect-pad", "reflect", [0, 1, 0, 1]),
+                             ("crop-pad", "constant", [0, -1, 0, 2])):
+        graph = helper.make_graph(
+            [helper.make_node("Pad", ["x", "pads"], ["y"], name="pad",
+                              mode=mode)],
+            name, [x], [y], int64s(pads=pads))
+        save(graph, os.path.join(d, name + ".onnx"))
+    rows = numpy_helper.from_array(np.ones((2, 4), np.float32), "rows")
+    graph = helper.make_graph(
+        [helper.make_node("ScatterND", ["x", "at", "rows"], ["y"],
+                          name="scatter")],
+        "scatter-twice", [x], [y], int64s(at=[[1], [1]]) + [rows])
+    save(graph, os.path.join(d, "scatter-twice.onnx"))
     # The ONNX fuzzer's find: a ConvTranspose whose input has rank 2 and
     # weight rank 4 crashes ONNX's own shape inference (onnx/onnx#6180).
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1])

@@ -28,6 +28,10 @@
       constant folding; DIR/inputs.bin for 5 steps and DIR/expected.txt
       with PyTorch's 5 losses (SGD lr 0.1, momentum 0.9, weight decay
       0.01), for check-losses.
+  export-swin-v2-parts DIR   what Swin-V2 adds to Swin: part of a bias
+      overwritten (ScatterND of float data), F.normalize (ReduceL2) and
+      constant padding (Pad, value 0.25, on two axes), in training mode;
+      inputs and PyTorch's losses as export-relative-bias's.
   export-unsupported DIR   a small model with ops the dialect lacks.
   export-dynamic DIR       a convolution with a dynamic batch dimension.
   check-flops DIR COSTS   compares the forward FLOPs dtfm-opt printed.
@@ -479,12 +483,38 @@ class RelativeBias(torch.nn.Module):
         return self.head(out.flatten(1))
 
 
+class SwinV2Parts(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.q = torch.nn.Linear(6, 6)
+        self.bias = torch.nn.Parameter(torch.randn(6))
+        self.fix = torch.nn.Parameter(torch.randn(2))
+        self.head = torch.nn.Linear(3 * 6 * 9, 10)
+
+    def forward(self, x):
+        b = self.bias.clone()
+        b[2:4] = self.fix * 2
+        h = torch.nn.functional.normalize(self.q(x) + b, dim=-1)
+        h = torch.nn.functional.pad(h, (1, 2, 0, 1), value=0.25)
+        return self.head(torch.relu(h).flatten(1))
+
+
 def export_relative_bias(d, steps=5):
+    export_trained(d, RelativeBias, "relative-bias", (4, 2, 9, 9), steps)
+
+
+def export_swin_v2_parts(d, steps=5):
+    export_trained(d, SwinV2Parts, "swin-v2-parts", (4, 3, 5, 6), steps)
+
+
+def export_trained(d, build, name, shape, steps):
+    """Exports build() in training mode as DIR/NAME.onnx with one batch
+    for `steps` steps, and PyTorch's float64 losses over them."""
     torch.manual_seed(0)
-    model = RelativeBias()
-    x = torch.randn(4, 2, 9, 9)
-    y = torch.randint(0, 10, (4,))
-    torch.onnx.export(model, x, f"{d}/relative-bias.onnx", opset_version=13,
+    model = build()
+    x = torch.randn(*shape)
+    y = torch.randint(0, 10, (shape[0],))
+    torch.onnx.export(model, x, f"{d}/{name}.onnx", opset_version=13,
                       training=torch.onnx.TrainingMode.TRAINING,
                       do_constant_folding=False, input_names=["scores"],
                       output_names=["logits"])
@@ -535,6 +565,8 @@ if __name__ == "__main__":
         export_einsum(d, dot=True)
     elif mode == "export-relative-bias":
         export_relative_bias(d)
+    elif mode == "export-swin-v2-parts":
+        export_swin_v2_parts(d)
     elif mode == "export-unsupported":
         export_unsupported(d)
     elif mode == "export-dynamic":
