@@ -235,6 +235,12 @@ struct PrintPlanSummary
         shape.getCluster().str().c_str(), (long long)shape.getGlobalBatch(),
         (long long)shape.getShapesScored(),
         shape.getBudgetExhausted() ? " (search budget reached)" : "");
+    if (shape.getTp() > 1)
+      os << llvm::format("tensor parallel: groups of %lld devices inside a "
+                         "node (each device below is its group's first; "
+                         "%lld devices in all)\n",
+                         (long long)shape.getTp(),
+                         (long long)(shape.getTp() * shape.getDevicesUsed()));
     os << "           dp     pp     micro-batch  devices  iteration_s\n";
     row("chosen", shape.getDp(), shape.getPp(), shape.getMicroBatchSize(),
         shape.getMicroBatches(), shape.getDevicesUsed(), shape.getIterationS());
