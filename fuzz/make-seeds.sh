@@ -44,6 +44,28 @@ while IFS= read -r f; do
   if [ "$onnx_limit" -gt 0 ] && [ "$n" -gt "$onnx_limit" ]; then break; fi
   cp "$f" "$out/onnx/$n.onnx"
 done < <(find /usr/share/libonnx-testdata/data/node -name model.onnx 2>/dev/null | sort)
+# A Gemm whose weight and bias are external data in model.onnx itself (the
+# name the fuzzer gives its input), so that the fuzzer reaches the checks
+# and reads of ExternalData.cpp and mutates their offsets and lengths.
+"$python" - "$out/onnx/external.onnx" <<'PY'
+import sys
+from onnx import TensorProto, helper
+def external(name, dims, offset, length):
+    t = TensorProto(name=name, data_type=TensorProto.FLOAT, dims=dims,
+                    data_location=TensorProto.EXTERNAL)
+    for key, value in (("location", "model.onnx"), ("offset", str(offset)),
+                       ("length", str(length))):
+        e = t.external_data.add()
+        e.key, e.value = key, value
+    return t
+x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2])
+y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])
+graph = helper.make_graph(
+    [helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=1)], "external",
+    [x], [y], [external("w", [2, 2], 0, 16), external("b", [2], 16, 8)])
+model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+open(sys.argv[1], "wb").write(model.SerializeToString())
+PY
 
 # Plans: a tiny GPT on two stages, binary and text, and its hostile edits.
 work=$(mktemp -d)
