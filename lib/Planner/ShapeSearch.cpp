@@ -227,6 +227,31 @@ ShapeChoice Searcher::scoreSubset(const std::vector<bool> &inUnits) {
         choice.iterationSeconds() < best.iterationSeconds())
       best = std::move(choice);
   }
+  if (best.stages.empty() && !problem.fixedDataParallel &&
+      !problem.fixedPipelineParallel) {
+    // No shape uses every device of the subset (7 devices of one kind for a
+    // global batch of 16, as when one of 8 is lost): per D_PP, the widest
+    // D_DP that some micro-batch size allows, on the fastest devices (the
+    // first of equals).
+    std::vector<int> bySpeed = devices;
+    std::stable_sort(bySpeed.begin(), bySpeed.end(), [&](int a, int b) {
+      return cluster.devices[a].speed() > cluster.devices[b].speed();
+    });
+    for (int pp = 1; pp <= maxStages; ++pp)
+      for (int dp = n / pp; dp >= 1; --dp) {
+        int64_t size = defaultSize(dp);
+        if (size == 0)
+          continue;
+        std::vector<int> used(bySpeed.begin(), bySpeed.begin() + dp * pp);
+        std::sort(used.begin(), used.end());
+        ShapeChoice choice = scoreShape(used, dp, pp, size, false);
+        all.push_back(choice);
+        if (best.stages.empty() ||
+            choice.iterationSeconds() < best.iterationSeconds())
+          best = std::move(choice);
+        break;
+      }
+  }
   subsetCache[inUnits] = best;
   return best;
 }
@@ -416,8 +441,20 @@ bool Searcher::run(ShapeSearchResult &result, std::string &error) {
   }
   std::vector<bool> chosen = unitsOf(result.best.devices);
   for (size_t u = 0; u < units.size(); ++u) {
-    if (chosen[u])
+    if (chosen[u]) {
+      std::vector<int> left;
+      for (int d : units[u])
+        if (!std::binary_search(result.best.devices.begin(),
+                                result.best.devices.end(), d))
+          left.push_back(d);
+      if (!left.empty())
+        result.idle.push_back(
+            {left, "no D_DP x D_PP with a micro-batch size dividing the "
+                   "global batch of " +
+                       std::to_string(problem.globalBatch) +
+                       " uses every device of their kind"});
       continue;
+    }
     std::vector<bool> more = chosen;
     more[u] = true;
     result.idle.push_back(

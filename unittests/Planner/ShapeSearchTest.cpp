@@ -116,6 +116,52 @@ TEST(ShapeSearch, AModelTooBigForOneDeviceIsPipelined) {
   }
 }
 
+TEST(ShapeSearch, UsesSomeOfSevenEqualDevicesWhenNoWidthDividesTheBatch) {
+  // 7 devices of one kind, 16 samples of size 1, 2 or 4: no D_DP x D_PP
+  // uses all 7 (7 x 1 and 1 x 7 divide neither); brute force over every
+  // shape on the first k devices says what the best is.
+  Cluster c = regionalCluster(1, 7, 100);
+  ShapeProblem p = problemFor(c, 4, 1e6, 16);
+  ShapeSearchResult r;
+  std::string error;
+  ASSERT_TRUE(searchShapes(p, {}, r, error)) << error;
+  expectFits(c, r.best);
+  int used = r.best.dataParallel * r.best.pipelineParallel;
+  EXPECT_EQ(static_cast<int>(r.best.devices.size()), used);
+  EXPECT_LT(used, 7);
+  EXPECT_EQ(r.best.microBatchSize * r.best.microBatches * r.best.dataParallel,
+            16);
+  // The devices left out are reported idle, with the reason.
+  size_t idle = 0;
+  for (const IdleDevices &i : r.idle) {
+    idle += i.devices.size();
+    EXPECT_NE(i.reason.find("uses every device of their kind"),
+              std::string::npos)
+        << i.reason;
+  }
+  EXPECT_EQ(idle, static_cast<size_t>(7 - used));
+  // Among the widest data-parallel shapes per pipeline depth, the best.
+  for (int pp = 1; pp <= 4; ++pp)
+    for (int dp = 7 / pp; dp >= 1; --dp) {
+      if (16 % dp != 0)
+        continue;
+      ShapeProblem fixed = p;
+      fixed.fixedDataParallel = dp;
+      fixed.fixedPipelineParallel = pp;
+      Cluster first = c;
+      first.devices.resize(dp * pp);
+      first.delayMs = SquareMatrix(dp * pp, 0.01);
+      first.bandwidthGbps = SquareMatrix(dp * pp, 100);
+      fixed.cluster = &first;
+      ShapeSearchResult alone;
+      ASSERT_TRUE(searchShapes(fixed, {}, alone, error)) << error;
+      EXPECT_LE(r.best.iterationSeconds(),
+                alone.best.iterationSeconds() * (1 + 1e-9))
+          << dp << " x " << pp;
+      break;
+    }
+}
+
 TEST(ShapeSearch, ReportsWhenNothingFits) {
   Cluster c = regionalCluster(1, 2, 100, 1e9);
   ShapeProblem p = problemFor(c, 4, 1e9, 8);
