@@ -68,7 +68,6 @@ bool DataSource::microBatch(int64_t index, const std::vector<InputSpec> &specs,
     }
     batch[spec.name] = it->second;
   }
-  std::mt19937_64 rng(seed ^ (0x9e3779b97f4a7c15ull * (index + 1)));
   uint64_t range = static_cast<uint64_t>(std::max<int64_t>(vocabulary, 2));
 
   const InputSpec *inputs = nullptr, *labels = nullptr;
@@ -92,6 +91,11 @@ bool DataSource::microBatch(int64_t index, const std::vector<InputSpec> &specs,
     size_t position = static_cast<size_t>(index * rows * (seq + 1));
     std::vector<float> row(seq + 1);
     for (int64_t r = 0; r < rows; ++r) {
+      // Seeded per sample (its global row), as the token file is read by
+      // position: a plan with another micro-batch size (a re-plan) sees the
+      // same samples in the same order.
+      std::mt19937_64 rng(seed ^ (0x9e3779b97f4a7c15ull *
+                                  static_cast<uint64_t>(index * rows + r + 1)));
       uint64_t previous = rng() % range;
       for (float &t : row) {
         if (tokens.empty()) {
@@ -116,20 +120,29 @@ bool DataSource::microBatch(int64_t index, const std::vector<InputSpec> &specs,
     if (labels)
       batch[labels->name] = std::move(out);
   }
-  // Anything else: seeded per input and micro-batch, so that a stage
-  // holding only some of the inputs draws the same values as a single
+  // Anything else: seeded per input and sample (a row of the leading
+  // dimension), so that a stage holding only some of the inputs, and a
+  // plan with another micro-batch size, draw the same values as a single
   // device holding them all.
   for (const InputSpec &spec : specs) {
     if (batch.count(spec.name))
       continue;
     uint64_t h = dtfm::fnv1a(spec.name);
-    std::mt19937_64 own(seed ^ h ^ (0x9e3779b97f4a7c15ull * (index + 1)));
     cpu::Tensor t(spec.shape);
+    int64_t rows = spec.shape.empty() ? 1 : std::max<int64_t>(spec.shape[0], 1);
+    size_t perRow = t.data.size() / static_cast<size_t>(rows);
     std::normal_distribution<double> normal(0, 1);
-    for (float &x : t.data)
-      x = spec.isBoolean   ? static_cast<float>(own() % 2)
-          : spec.isInteger ? static_cast<float>(own() % range)
-                         : static_cast<float>(normal(own));
+    for (int64_t r = 0; r < rows; ++r) {
+      std::mt19937_64 own(seed ^ h ^
+                          (0x9e3779b97f4a7c15ull *
+                           static_cast<uint64_t>(index * rows + r + 1)));
+      for (size_t i = 0; i < perRow; ++i) {
+        float &x = t.data[static_cast<size_t>(r) * perRow + i];
+        x = spec.isBoolean   ? static_cast<float>(own() % 2)
+            : spec.isInteger ? static_cast<float>(own() % range)
+                             : static_cast<float>(normal(own));
+      }
+    }
     batch[spec.name] = std::move(t);
   }
   return true;

@@ -41,3 +41,26 @@ TEST(DataSource, DrawsEachKindOfInputInItsRange) {
   for (const auto &[name, tensor] : batch)
     EXPECT_EQ(tensor.data, again[name].data) << name;
 }
+
+TEST(DataSource, SamplesDoNotDependOnTheMicroBatchSize) {
+  // Micro-batches 2 and 3 of 2 rows are micro-batch 1 of 4 rows: a plan
+  // with another micro-batch size (a re-plan) sees the same samples.
+  DataSource source;
+  std::string error;
+  ASSERT_TRUE(source.open("", "", 11, 50, error)) << error;
+  auto specs = [](int64_t rows) {
+    return std::vector<InputSpec>{{"tokens", {rows, 8}, false, true, false},
+                                  {"labels", {rows, 8}, true, true, false},
+                                  {"images", {rows, 3}, false, false, false}};
+  };
+  MicroBatch two, three, four;
+  ASSERT_TRUE(source.microBatch(2, specs(2), two, error)) << error;
+  ASSERT_TRUE(source.microBatch(3, specs(2), three, error)) << error;
+  ASSERT_TRUE(source.microBatch(1, specs(4), four, error)) << error;
+  for (const char *name : {"tokens", "labels", "images"}) {
+    std::vector<float> joined = two[name].data;
+    joined.insert(joined.end(), three[name].data.begin(),
+                  three[name].data.end());
+    EXPECT_EQ(four[name].data, joined) << name;
+  }
+}

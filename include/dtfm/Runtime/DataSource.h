@@ -16,10 +16,13 @@
 //    labels the last S. Without a file, a synthetic stream from the seed
 //    that a model can learn: each token is followed by a fixed successor
 //    (a hash of the token and the seed) three times in four, by a random
-//    token otherwise.
+//    token otherwise; each row seeded by its global sample index, so that
+//    a plan with another micro-batch size sees the same samples, as with
+//    a file.
 //  - --inputs files: tensors named "<input>@<k>".
 //  - anything else: seeded normal values (integers: tokens; booleans, i1
-//    masks: 0 or 1).
+//    masks: 0 or 1), each row of the leading dimension by its global
+//    sample index.
 //
 //===----------------------------------------------------------------------===//
 
