@@ -11,7 +11,9 @@
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <set>
@@ -226,4 +228,102 @@ bool dtfm::planner::loadClusterFile(const std::string &path,
   std::stringstream text;
   text << in.rdbuf();
   return parseClusterText(text.str(), path, cluster, error);
+}
+
+namespace {
+/// Writes `text` to `path` through `<path>.tmp` and a rename.
+bool writeWhole(const std::string &path, const std::string &text,
+                std::string &error) {
+  std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) {
+      std::remove(temporary.c_str());
+      error = path + ": cannot write the cluster file";
+      return false;
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::remove(temporary.c_str());
+    error = path + ": cannot write the cluster file";
+    return false;
+  }
+  return true;
+}
+
+std::string exact(double value) {
+  char text[40];
+  std::snprintf(text, sizeof text, "%.17g", value);
+  return text;
+}
+
+std::string csvOf(const SquareMatrix &matrix) {
+  std::string text;
+  for (size_t i = 0; i < matrix.size(); ++i) {
+    for (size_t j = 0; j < matrix.size(); ++j)
+      text += (j ? "," : "") + exact(matrix(i, j));
+    text += "\n";
+  }
+  return text;
+}
+
+std::string baseName(const std::string &path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+} // namespace
+
+bool dtfm::planner::writeClusterFile(const Cluster &cluster,
+                                     const std::string &path,
+                                     std::string &error) {
+  dtfm::proto::ClusterSpec spec;
+  spec.set_name(cluster.name);
+  for (const Device &d : cluster.devices) {
+    dtfm::proto::DeviceSpec *device = spec.add_devices();
+    device->set_name(d.name);
+    device->set_region(d.region);
+    device->set_peak_flops(d.peakFlops);
+    device->set_efficiency(d.efficiency);
+    device->set_memory_bytes(d.memoryBytes);
+    device->set_node(d.node.empty() ? d.name : d.node);
+    if (d.memoryBandwidth > 0)
+      device->set_memory_bytes_per_second(d.memoryBandwidth);
+  }
+  std::string delay = path + ".delay_ms.csv";
+  std::string bandwidth = path + ".bandwidth_gbps.csv";
+  spec.set_delay_matrix_csv(baseName(delay));
+  spec.set_bandwidth_matrix_csv(baseName(bandwidth));
+  google::protobuf::TextFormat::Printer printer;
+  // Doubles as the shortest text that reads back to the same value.
+  std::string text;
+  if (!printer.PrintToString(spec, &text)) {
+    error = path + ": cannot encode the cluster";
+    return false;
+  }
+  return writeWhole(delay, csvOf(cluster.delayMs), error) &&
+         writeWhole(bandwidth, csvOf(cluster.bandwidthGbps), error) &&
+         writeWhole(path, text, error);
+}
+
+Cluster dtfm::planner::withoutDevices(const Cluster &cluster,
+                                      const std::vector<std::string> &removed) {
+  std::vector<size_t> kept;
+  for (size_t i = 0; i < cluster.devices.size(); ++i)
+    if (std::find(removed.begin(), removed.end(), cluster.devices[i].name) ==
+        removed.end())
+      kept.push_back(i);
+  Cluster result;
+  result.name = cluster.name;
+  result.delayMs = SquareMatrix(kept.size());
+  result.bandwidthGbps = SquareMatrix(kept.size());
+  for (size_t a = 0; a < kept.size(); ++a) {
+    result.devices.push_back(cluster.devices[kept[a]]);
+    for (size_t b = 0; b < kept.size(); ++b) {
+      result.delayMs(a, b) = cluster.delayMs(kept[a], kept[b]);
+      result.bandwidthGbps(a, b) = cluster.bandwidthGbps(kept[a], kept[b]);
+    }
+  }
+  return result;
 }

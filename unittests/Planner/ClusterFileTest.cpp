@@ -250,3 +250,49 @@ TEST(ClusterFile, TensorParallelGroupsStayInsideNodes) {
   EXPECT_EQ(error, "tensor parallelism stays inside a node, and no node of "
                    "cluster '' has 8 devices (the largest has 4)");
 }
+
+TEST(ClusterFile, WrittenClusterReadsBackToTheSameFingerprint) {
+  // Inferred nodes, a memory bandwidth, and links no short decimal holds.
+  Cluster c;
+  std::string error;
+  ASSERT_TRUE(loadClusterFile(presetPath("dc-spot"), c, error)) << error;
+  c.devices[1].memoryBandwidth = 9e11;
+  c.delayMs(0, 1) = c.delayMs(1, 0) = 0.1 + 0.2;
+  c.bandwidthGbps(2, 3) = c.bandwidthGbps(3, 2) = 1.0 / 3;
+  std::string path = ::testing::TempDir() + "/written.textproto";
+  ASSERT_TRUE(writeClusterFile(c, path, error)) << error;
+  Cluster back;
+  ASSERT_TRUE(loadClusterFile(path, back, error)) << error;
+  EXPECT_EQ(clusterFingerprint(back), clusterFingerprint(c));
+  ASSERT_EQ(back.size(), c.size());
+  for (size_t i = 0; i < c.size(); ++i) {
+    EXPECT_EQ(back.devices[i].name, c.devices[i].name);
+    EXPECT_EQ(back.devices[i].node, c.devices[i].node);
+    EXPECT_EQ(back.devices[i].memoryBandwidth, c.devices[i].memoryBandwidth);
+    for (size_t j = 0; j < c.size(); ++j) {
+      EXPECT_EQ(back.delayMs(i, j), c.delayMs(i, j));
+      EXPECT_EQ(back.bandwidthGbps(i, j), c.bandwidthGbps(i, j));
+    }
+  }
+  EXPECT_FALSE(writeClusterFile(c, "/nonexistent-dir/x.textproto", error));
+  EXPECT_NE(error.find("/nonexistent-dir/x.textproto"), std::string::npos)
+      << error;
+}
+
+TEST(ClusterFile, WithoutDevicesKeepsTheRestAndTheirLinks) {
+  Cluster c;
+  std::string error;
+  ASSERT_TRUE(loadClusterFile(presetPath("geo-regional"), c, error)) << error;
+  Cluster less = withoutDevices(c, {c.devices[0].name, c.devices[5].name});
+  ASSERT_EQ(less.size(), c.size() - 2);
+  EXPECT_EQ(less.devices[0].name, c.devices[1].name);
+  EXPECT_EQ(less.devices[4].name, c.devices[6].name);
+  for (size_t i = 0; i < less.size(); ++i)
+    for (size_t j = 0; j < less.size(); ++j) {
+      size_t a = indexOf(c, less.devices[i].name);
+      size_t b = indexOf(c, less.devices[j].name);
+      EXPECT_EQ(less.delayMs(i, j), c.delayMs(a, b));
+      EXPECT_EQ(less.bandwidthGbps(i, j), c.bandwidthGbps(a, b));
+    }
+  EXPECT_TRUE(less.validate(error)) << error;
+}

@@ -172,6 +172,20 @@ bool loadClusterFile(const std::string &path, Cluster &cluster,
 bool parseClusterText(const std::string &text, const std::string &path,
                       Cluster &cluster, std::string &error);
 
+/// Writes `cluster` as a cluster file at `path` that loadClusterFile reads
+/// back to the same cluster (the same fingerprint): every device on its own
+/// with its node, and the links as device-level matrices in
+/// `<path>.delay_ms.csv` and `<path>.bandwidth_gbps.csv` (named relative to
+/// it), every number exact. Each file goes through a temporary one and a
+/// rename. False with a one-line `error` when a file cannot be written.
+bool writeClusterFile(const Cluster &cluster, const std::string &path,
+                      std::string &error);
+
+/// `cluster` without the devices named in `removed` (their rows and columns
+/// of the link matrices go with them); the rest keep their order.
+Cluster withoutDevices(const Cluster &cluster,
+                       const std::vector<std::string> &removed);
+
 /// Writes `cluster` into a plan file's cluster fields (name, fingerprint,
 /// devices, N x N delay and bandwidth matrices).
 void clusterToPlan(const Cluster &cluster, proto::Plan &plan);
