@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dtfm/Format/PlanInputs.h"
 #include "dtfm/Passes/Passes.h"
 #include "dtfm/Planner/Search.h"
 #include "dtfm/Planner/Workload.h"
@@ -253,6 +254,42 @@ void buildPlanTail(OpPassManager &pm, const PlanTail &options,
       createFitMemory(FitMemoryOptions{options.recompute, options.shardState}));
 }
 
+/// The options to record on the plan (--dtfm-record-plan-inputs): every
+/// option as MLIR prints it, less the cluster (re-planning names its own)
+/// and print-table, with every number exact (MLIR prints doubles with six
+/// digits, and a learning rate rounded there would train another run).
+std::string recordedOptions(const PlanOptions &options) {
+  std::string printed;
+  llvm::raw_string_ostream os(printed);
+  // print() only reads the options; it is not declared const.
+  const_cast<PlanOptions &>(options).print(os);
+  os.flush();
+  std::vector<::dtfm::format::PlanOption> items;
+  std::string error;
+  if (!::dtfm::format::parsePlanOptions(printed, items, error))
+    llvm::report_fatal_error(llvm::Twine("dtfm-plan: own options: ") + error);
+  ::dtfm::format::erasePlanOption(items, "cluster");
+  ::dtfm::format::erasePlanOption(items, "print-table");
+  auto exact = [&](const char *key, double value) {
+    // The shortest text that reads back to the same double.
+    char text[64];
+    for (int digits = 6; digits <= 17; ++digits) {
+      std::snprintf(text, sizeof text, "%.*g", digits, value);
+      if (std::strtod(text, nullptr) == value)
+        break;
+    }
+    ::dtfm::format::setPlanOption(items, key, text);
+  };
+  exact("budget", options.budget);
+  exact("lr", options.lr);
+  exact("dp-bytes", options.dpBytes);
+  exact("pp-bytes", options.ppBytes);
+  exact("compress-ratio", options.compressRatio);
+  exact("outer-lr", options.outerLr);
+  exact("outer-momentum", options.outerMomentum);
+  return ::dtfm::format::joinPlanOptions(items);
+}
+
 /// [import the cluster] -> annotate -> [choose shape -> annotate] -> autodiff
 /// -> the tail (buildPlanTail). Devices are assigned before the stages are
 /// sized because the stage sizes depend on which devices run them (speed
@@ -264,6 +301,8 @@ void buildPlanTail(OpPassManager &pm, const PlanTail &options,
 /// fastest is kept (SimulateCandidates.cpp; simulate-candidates=false turns
 /// it off).
 void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
+  pm.addPass(createRecordPlanInputs(
+      RecordPlanInputsOptions{recordedOptions(options)}));
   if (!options.cluster.empty())
     pm.addPass(createImportCluster(ImportClusterOptions{options.cluster}));
   // tp=0 with global-batch: the shape search chooses the degree (and an

@@ -2,6 +2,7 @@
 
 #include "dtfm/Format/Int8.h"
 #include "dtfm/Format/PlanFile.h"
+#include "dtfm/Format/PlanInputs.h"
 #include "dtfm/Format/Sparse.h"
 #include "dtfm/Format/Stream.h"
 #include "dtfm/Format/TensorFile.h"
@@ -337,6 +338,33 @@ TEST(PlanFile, VersionsAreCheckedInBothForms) {
   EXPECT_EQ(error.rfind("old.txt: plan format version 1, but", 0), 0u) << error;
   EXPECT_FALSE(parsePlan("programs { bogus: 1 }", "g", back, error));
   EXPECT_EQ(error, "g: not a plan file (neither binary nor text protobuf)");
+}
+
+TEST(PlanInputs, OptionsSplitJoinAndEdit) {
+  std::vector<PlanOption> items;
+  std::string error;
+  ASSERT_TRUE(parsePlanOptions("{a=1 cluster={x y.textproto} b= c=2,3}",
+                               items, error))
+      << error;
+  ASSERT_EQ(items.size(), 4u);
+  EXPECT_EQ(items[1], (PlanOption{"cluster", "x y.textproto"}));
+  EXPECT_EQ(items[2], (PlanOption{"b", ""}));
+  EXPECT_EQ(joinPlanOptions(items), "a=1 cluster={x y.textproto} b= c=2,3");
+  std::vector<PlanOption> again;
+  ASSERT_TRUE(parsePlanOptions(joinPlanOptions(items), again, error));
+  EXPECT_EQ(again, items);
+  setPlanOption(items, "a", "9");
+  setPlanOption(items, "d", "4");
+  erasePlanOption(items, "cluster");
+  EXPECT_EQ(joinPlanOptions(items), "a=9 b= c=2,3 d=4");
+  EXPECT_EQ(findPlanOption(items, "d"), std::optional<std::string>("4"));
+  EXPECT_FALSE(findPlanOption(items, "cluster"));
+
+  EXPECT_FALSE(parsePlanOptions("a=1 lonely", items, error));
+  EXPECT_EQ(error, "option 'lonely' is not key=value");
+  EXPECT_FALSE(parsePlanOptions("=3", items, error));
+  EXPECT_FALSE(parsePlanOptions("a={x y", items, error));
+  EXPECT_EQ(error, "option 'a': unbalanced braces");
 }
 
 } // namespace

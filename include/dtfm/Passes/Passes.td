@@ -31,6 +31,27 @@ def ImportCluster : Pass<"dtfm-import-cluster", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::dtfm::DtfmDialect"];
 }
 
+def RecordPlanInputs : Pass<"dtfm-record-plan-inputs", "mlir::ModuleOp"> {
+  let summary = "Record the model and the planning options, to plan again later";
+  let description = [{
+    Sets two string attributes on the module (dtfm/Format/PlanInputs.h):
+
+      dtfm.plan_input    the module as it is now (MLIR text), without its
+                         dtfm.cluster and earlier plan inputs;
+      dtfm.plan_options  `options` (key=value items).
+
+    --dtfm-plan runs it first, with its own options less the cluster, so
+    that a plan file carries what re-planning needs: `dtfm-run --elastic`
+    plans the same model with the same options on the devices that are
+    left when one is lost, by running dtfm-opt on them.
+  }];
+  let options = [
+    Option<"recordedOptions", "options", "std::string", /*default=*/"\"\"",
+           "The planning options to record (key=value items)">,
+  ];
+  let dependentDialects = ["mlir::dtfm::DtfmDialect"];
+}
+
 def AnnotateCosts : Pass<"dtfm-annotate-costs", "mlir::ModuleOp"> {
   let summary = "Write every op's cost (FLOPs, bytes) as a `dtfm.cost` attribute";
   let description = [{
