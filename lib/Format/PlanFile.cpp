@@ -193,6 +193,17 @@ dtfm::format::microBatchLayout(const proto::Plan &plan) {
   return layout;
 }
 
+double dtfm::format::samplesPerStep(const proto::Plan &plan) {
+  int64_t size = 0;
+  for (const proto::DeviceProgram &p : plan.programs())
+    for (const proto::PlanOp &op : p.ops())
+      if (size == 0 && op.name() == "dtfm.input" && op.results_size() > 0 &&
+          op.results(0).shape_size() > 0)
+        size = op.results(0).shape(0);
+  return static_cast<double>(microBatchLayout(plan).total) *
+         static_cast<double>(size);
+}
+
 bool dtfm::format::readPlanFile(const std::string &path, proto::Plan &plan,
                                 std::string &error) {
   std::string bytes;

@@ -56,12 +56,23 @@ std::string describeStatus(int status) {
 int dtfm::runtime::launchLocalWorkers(const std::vector<std::string> &arguments,
                                       const std::vector<std::string> &devices,
                                       std::chrono::milliseconds timeout) {
+  return launchLocalWorkersWithOutcome(arguments, devices, timeout).status;
+}
+
+LaunchOutcome dtfm::runtime::launchLocalWorkersWithOutcome(
+    const std::vector<std::string> &arguments,
+    const std::vector<std::string> &devices,
+    std::chrono::milliseconds timeout) {
   int count = static_cast<int>(devices.size());
+  LaunchOutcome outcome;
+  outcome.ends.assign(count, WorkerEnd::NotStarted);
+  outcome.signals.assign(count, 0);
+  outcome.status = 1;
   if (count > kMaxWorkers) {
     std::fprintf(stderr, "dtfm-run: error: %d workers is more than one "
                          "machine runs (at most %d)\n",
                  count, kMaxWorkers);
-    return 1;
+    return outcome;
   }
   const char *tmp = std::getenv("TMPDIR");
   std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") +
@@ -72,7 +83,7 @@ int dtfm::runtime::launchLocalWorkers(const std::vector<std::string> &arguments,
     std::fprintf(stderr, "dtfm-run: error: cannot create a rendezvous "
                          "directory under %s: %s\n",
                  tmp && *tmp ? tmp : "/tmp", std::strerror(errno));
-    return 1;
+    return outcome;
   }
   std::string storeDir = dir.data();
 
@@ -88,7 +99,7 @@ int dtfm::runtime::launchLocalWorkers(const std::vector<std::string> &arguments,
   ssize_t length = ::readlink("/proc/self/exe", self, sizeof self - 1);
   if (length <= 0) {
     std::fprintf(stderr, "dtfm-run: error: cannot find this executable\n");
-    return 1;
+    return outcome;
   }
   self[length] = '\0';
 
@@ -112,6 +123,7 @@ int dtfm::runtime::launchLocalWorkers(const std::vector<std::string> &arguments,
       break;
     }
     pids[rank] = pid;
+    outcome.ends[rank] = WorkerEnd::Finished;
     workerPids[rank] = pid;
     workerCount = rank + 1;
   }
@@ -133,6 +145,14 @@ int dtfm::runtime::launchLocalWorkers(const std::vector<std::string> &arguments,
         pids[rank] = -1;
         workerPids[rank] = -1;
         --running;
+        if (outcome.ends[rank] == WorkerEnd::Hung)
+          continue; // killed below, already named
+        if (WIFSIGNALED(status)) {
+          outcome.ends[rank] = WorkerEnd::Killed;
+          outcome.signals[rank] = WTERMSIG(status);
+        } else if (WEXITSTATUS(status) != 0) {
+          outcome.ends[rank] = WorkerEnd::Failed;
+        }
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
           std::fprintf(stderr, "dtfm-run: error: worker %s (rank %d) %s\n",
                        devices[rank].c_str(), rank,
@@ -151,6 +171,7 @@ int dtfm::runtime::launchLocalWorkers(const std::vector<std::string> &arguments,
                        "within %lld ms of the failure; killed\n",
                        devices[rank].c_str(), rank,
                        static_cast<long long>(timeout.count()));
+          outcome.ends[rank] = WorkerEnd::Hung;
           ::kill(pids[rank], SIGKILL);
         }
       deadline = Clock::time_point::max();
@@ -161,5 +182,6 @@ int dtfm::runtime::launchLocalWorkers(const std::vector<std::string> &arguments,
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
   ::nftw(storeDir.c_str(), removeEntry, 16, FTW_DEPTH | FTW_PHYS);
-  return failures ? 1 : 0;
+  outcome.status = failures ? 1 : 0;
+  return outcome;
 }

@@ -403,28 +403,21 @@ bool Worker::calibrate(std::string &error) {
   return true;
 }
 
-/// What a generation records besides the state.
+/// What a generation records besides the state: the samples per step, and
+/// the model by name (the entry's name ends with it).
 static constexpr const char *kSamplesPerStepEntry = "meta/samples-per-step";
+static constexpr const char *kModelEntryPrefix = "meta/model/";
 
 static void dropMeta(format::TensorMap &state) {
   for (auto it = state.begin(); it != state.end();)
     it = it->first.rfind("meta/", 0) == 0 ? state.erase(it) : std::next(it);
 }
 
-double Worker::samplesPerStep() const {
-  int64_t size = 0;
-  for (const proto::DeviceProgram &p : plan.programs())
-    for (const proto::PlanOp &op : p.ops())
-      if (size == 0 && op.name() == "dtfm.input" && op.results_size() > 0 &&
-          op.results(0).shape_size() > 0)
-        size = op.results(0).shape(0);
-  return static_cast<double>(layout.total) * static_cast<double>(size);
-}
-
 bool Worker::checkpoint(int64_t step, std::string &error) {
   format::TensorMap state = executor->state();
   state[kSamplesPerStepEntry] =
-      cpu::Tensor({1}, static_cast<float>(samplesPerStep()));
+      cpu::Tensor({1}, static_cast<float>(format::samplesPerStep(plan)));
+  state[kModelEntryPrefix + plan.model()] = cpu::Tensor({1}, 1.0f);
   if (!checkpoints->save(step, std::move(state), error))
     return false;
   // Older checkpoints go once every worker has this one; the one before
@@ -552,7 +545,7 @@ bool Worker::resumeFromOtherPlan(int64_t &step, std::string &error) {
     if (op.kind == OpKind::Param)
       parameters[op.attrs.name] = op.results[0].shape;
   std::map<std::string, ElementRange> shards = shardedParameters(typed);
-  double samples = samplesPerStep();
+  double samples = format::samplesPerStep(plan);
   std::map<int64_t, std::string> why;
   format::TensorMap state;
   auto load = [&](int64_t candidate, std::string &problem) {
@@ -561,6 +554,15 @@ bool Worker::resumeFromOtherPlan(int64_t &step, std::string &error) {
                         problem))
       return false;
     for (const format::TensorMap &file : files) {
+      auto model = file.lower_bound(kModelEntryPrefix);
+      if (model != file.end() && model->first.rfind(kModelEntryPrefix, 0) == 0 &&
+          model->first != kModelEntryPrefix + plan.model()) {
+        problem = "step " + std::to_string(candidate) +
+                  " is a checkpoint of model '" +
+                  model->first.substr(std::strlen(kModelEntryPrefix)) +
+                  "', not of this plan's '" + plan.model() + "'";
+        return false;
+      }
       auto recorded = file.find(kSamplesPerStepEntry);
       if (recorded != file.end() && recorded->second.numel() == 1 &&
           recorded->second.data[0] != static_cast<float>(samples)) {

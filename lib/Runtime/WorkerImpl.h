@@ -136,9 +136,6 @@ private:
                          const std::function<bool(int64_t, std::string &)> &load,
                          int64_t &agreed, std::map<int64_t, std::string> &why,
                          std::string &error);
-  /// Samples the whole plan trains per step: its micro-batches per
-  /// iteration over every pipeline x the micro-batch size.
-  double samplesPerStep() const;
   bool finish(std::string &error);
   void record(int slot, const std::string &name, Clock::time_point start,
               Clock::time_point end);

@@ -25,6 +25,7 @@
 #include "dtfm/Format/TensorFile.h"
 #include "dtfm/Planner/Cluster.h"
 #include "dtfm/Runtime/Backend.h"
+#include "dtfm/Runtime/Elastic.h"
 #include "dtfm/Runtime/Launcher.h"
 #include "dtfm/Runtime/PlanLoader.h"
 #include "dtfm/Runtime/PlanVerifier.h"
@@ -72,6 +73,13 @@ static const char *kUsage =
     "peak memory, measured and predicted)\n"
     "         cluster:     [--cluster cluster.textproto] (refuse a plan "
     "made for another)\n"
+    "       dtfm-run <plan.pb> --replan-without DEV[,DEV...] --replan-dir DIR\n"
+    "                      (the plan made again without those devices, as "
+    "--elastic does)\n"
+    "         elastic:     [--elastic] (a lost device: re-plan on the "
+    "rest, resume; needs --checkpoint-dir)\n"
+    "                      [--min-devices N] [--max-replans N] "
+    "[--planning-timeout SECONDS] [--compiler-dir DIR]\n"
     "         multi-host:  --rank R (--rendezvous HOST:PORT | --store DIR)\n"
     "         device:      [--backend cpu|cuda|auto] (default auto)\n"
     "                      [--matmul-precision plan|fp32] (GPU matmuls "
@@ -102,6 +110,9 @@ int main(int argc, char **argv) {
   std::string planPath, tracePath, reportPath, clusterPath;
   bool simulateFlag = false, json = false, executeFlag = false;
   bool logGiven = false;
+  bool elastic = false, elasticOptionGiven = false;
+  runtime::ElasticOptions elasticOptions;
+  std::string replanWithout, replanDir;
   runtime::BackendRequest backendRequest = runtime::BackendRequest::Auto;
   runtime::WorkerOptions worker;
   worker.rank = -1;
@@ -124,6 +135,27 @@ int main(int argc, char **argv) {
     long long number = 0;
     if (arg == "--simulate")
       simulateFlag = true;
+    else if (arg == "--elastic")
+      elastic = true;
+    else if (takesValue("--min-devices") || takesValue("--max-replans") ||
+             takesValue("--planning-timeout")) {
+      long long low = arg == "--max-replans" ? 0 : 1;
+      if (!integerIn(arg.c_str(), argv[++i], low, 1000000, number))
+        return 1;
+      if (arg == "--min-devices")
+        elasticOptions.minDevices = static_cast<int>(number);
+      else if (arg == "--max-replans")
+        elasticOptions.maxReplans = static_cast<int>(number);
+      else
+        elasticOptions.planningTimeout = std::chrono::seconds(number);
+      elasticOptionGiven = true;
+    } else if (takesValue("--compiler-dir")) {
+      elasticOptions.compilerDir = argv[++i];
+      elasticOptionGiven = true;
+    } else if (takesValue("--replan-without"))
+      replanWithout = argv[++i];
+    else if (takesValue("--replan-dir"))
+      replanDir = argv[++i];
     else if (arg == "--execute")
       executeFlag = true;
     else if (takesValue("--steps") || takesValue("--checkpoint-every") ||
@@ -248,6 +280,42 @@ int main(int argc, char **argv) {
   if (!format::readPlanFile(planPath, plan, error) ||
       !runtime::verifyPlan(plan, planPath, error))
     return fail(error);
+  if (!replanWithout.empty() || !replanDir.empty()) {
+    if (simulateFlag || executeFlag)
+      return fail("--replan-without goes alone, not with --simulate or "
+                  "--execute");
+    if (replanWithout.empty() || replanDir.empty())
+      return fail("give both --replan-without DEV[,DEV...] and --replan-dir "
+                  "DIR");
+    if (::access(replanDir.c_str(), W_OK | X_OK) != 0)
+      return fail("--replan-dir " + replanDir + ": not a writable directory");
+    std::vector<std::string> lost;
+    for (size_t begin = 0; begin <= replanWithout.size();) {
+      size_t end = replanWithout.find(',', begin);
+      if (end == std::string::npos)
+        end = replanWithout.size();
+      std::string name = replanWithout.substr(begin, end - begin);
+      if (name.empty())
+        return fail("--replan-without: an empty device name in '" +
+                    replanWithout + "'");
+      lost.push_back(name);
+      begin = end + 1;
+    }
+    if (!runtime::checkElastic(plan, planPath, elasticOptions, error))
+      return fail(error);
+    proto::Plan next;
+    runtime::Replan made;
+    made.plan = &next;
+    if (!runtime::replanWithout(plan, lost, replanDir, elasticOptions, made,
+                                error))
+      return fail(planPath + ": re-planning without " + replanWithout + ": " +
+                  error);
+    std::printf("re-planned without %s in %.2f s: %s; plan %s\n",
+                replanWithout.c_str(), made.seconds,
+                runtime::describeReplan(plan, next).c_str(),
+                made.path.c_str());
+    return 0;
+  }
   if (simulateFlag == executeFlag)
     return fail(std::string("give exactly one of --simulate and --execute\n") +
                 kUsage);
@@ -270,7 +338,8 @@ int main(int argc, char **argv) {
             "--calibration-steps", "--seed", "--rank", "--rendezvous",
             "--store", "--tokens", "--inputs", "--init-from", "--save-params",
             "--log", "--backend", "--matmul-precision", "--timeout",
-            "--memory-report"})
+            "--memory-report", "--elastic", "--min-devices", "--max-replans",
+            "--planning-timeout", "--compiler-dir"})
         if (flag == executeOnly)
           return fail(flag + " goes with --execute, not --simulate");
     }
@@ -300,6 +369,20 @@ int main(int argc, char **argv) {
         ::access(worker.resumeFrom.c_str(), R_OK | X_OK) != 0)
       return fail("--resume-from " + worker.resumeFrom +
                   ": not a readable directory");
+    if (elastic) {
+      if (worker.rank >= 0 || !worker.rendezvous.empty() ||
+          !worker.storeDir.empty())
+        return fail("--elastic runs the plan's workers on this machine; it "
+                    "does not go with --rank, --rendezvous or --store");
+      if (worker.checkpointDir.empty())
+        return fail("--elastic needs --checkpoint-dir DIR (a lost device's "
+                    "work resumes from the checkpoints there)");
+      if (!runtime::checkElastic(plan, planPath, elasticOptions, error))
+        return fail(error);
+    } else if (elasticOptionGiven) {
+      return fail("--min-devices, --max-replans, --planning-timeout and "
+                  "--compiler-dir go with --elastic (or --replan-without)");
+    }
     // Resolved once here; local workers get the answer.
     std::string notice;
     if (!runtime::resolveBackend(backendRequest, plan, worker.backend, notice,
@@ -309,6 +392,24 @@ int main(int argc, char **argv) {
       std::fprintf(stderr, "dtfm-run: notice: %s\n", notice.c_str());
     forwarded.insert(forwarded.end(),
                      {"--backend", runtime::backendName(worker.backend)});
+    if (elastic) {
+      // Each launch names its own checkpoint and resume directories.
+      std::vector<std::string> arguments;
+      for (size_t k = 0; k < forwarded.size(); ++k) {
+        if (forwarded[k] == "--checkpoint-dir" ||
+            forwarded[k] == "--resume-from") {
+          ++k;
+          continue;
+        }
+        arguments.push_back(forwarded[k]);
+      }
+      if (!logGiven)
+        arguments.insert(arguments.end(), {"--log", worker.logPath});
+      return runtime::runElastic(planPath, plan, arguments,
+                                 worker.checkpointDir, worker.resumeFrom,
+                                 worker.logPath, worker.timeout,
+                                 elasticOptions);
+    }
     if (worker.rank >= 0) {
       if (plan.programs_size() > 1 && worker.rendezvous.empty() &&
           worker.storeDir.empty())

@@ -58,6 +58,13 @@ struct MicroBatchLayout {
 };
 MicroBatchLayout microBatchLayout(const proto::Plan &plan);
 
+/// Samples one training step of the plan takes: every pipeline's
+/// micro-batches times the micro-batch size (the leading dimension of the
+/// first dtfm.input). A checkpoint records it, and a plan that resumes
+/// another's checkpoint (or re-plans it) must take the same, so that the
+/// data goes on where it stopped.
+double samplesPerStep(const proto::Plan &plan);
+
 /// parsePlan of a file's contents.
 bool readPlanFile(const std::string &path, proto::Plan &plan,
                   std::string &error);

@@ -24,11 +24,42 @@
 
 namespace dtfm::runtime {
 
+/// How one local worker ended.
+enum class WorkerEnd {
+  /// Exited with status 0.
+  Finished,
+  /// Exited non-zero by itself: its own error, or a peer it lost.
+  Failed,
+  /// Killed by a signal the launcher did not send (SIGKILL, a crash, the
+  /// kernel's out-of-memory killer): the device is gone.
+  Killed,
+  /// Did not stop within the timeout after another worker failed (stopped,
+  /// hung): killed by the launcher.
+  Hung,
+  /// Never started.
+  NotStarted,
+};
+
+/// What launchLocalWorkers saw: the exit status (0 when every worker
+/// finished) and how each rank's worker ended.
+struct LaunchOutcome {
+  int status = 0;
+  std::vector<WorkerEnd> ends;
+  /// The signal of each Killed worker (0 otherwise).
+  std::vector<int> signals;
+};
+
 /// `arguments` are the worker's command line without the executable;
 /// `devices` names the worker of each rank. Returns the exit status.
 int launchLocalWorkers(const std::vector<std::string> &arguments,
                        const std::vector<std::string> &devices,
                        std::chrono::milliseconds timeout);
+
+/// The same, with how each worker ended.
+LaunchOutcome launchLocalWorkersWithOutcome(
+    const std::vector<std::string> &arguments,
+    const std::vector<std::string> &devices,
+    std::chrono::milliseconds timeout);
 
 } // namespace dtfm::runtime
 
