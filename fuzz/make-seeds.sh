@@ -25,6 +25,9 @@ while IFS= read -r f; do
   n=$((n + 1)); cp "$f" "$out/cluster/$n-$(basename "$f")"
 done < <(find "$src/examples/clusters" "$src/test" \
            \( -name '*.textproto' -o -name '*.csv' \) -type f | sort)
+# A join request (dtfm-run --join), which the cluster fuzzer also reads.
+printf 'device { name: "cpu8" region: "r" peak_flops: 1e12 memory_bytes: 1e9 }\nlinks_like: "a"\n' \
+  > "$out/cluster/join.textproto"
 
 # MLIR: each split of each lit test and its inputs.
 "$python" - "$src/test" "$out/mlir" <<'PY'

@@ -12,6 +12,7 @@
 #include <google/protobuf/text_format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -326,4 +327,119 @@ Cluster dtfm::planner::withoutDevices(const Cluster &cluster,
     }
   }
   return result;
+}
+
+bool dtfm::planner::parseJoinRequest(const std::string &text,
+                                     const std::string &path,
+                                     JoinRequest &request,
+                                     std::string &error) {
+  dtfm::proto::JoinRequest spec;
+  google::protobuf::TextFormat::Parser parser;
+  FirstError errors(path);
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(text, &spec)) {
+    error = errors.text.empty() ? path + ": malformed join request"
+                                : errors.text;
+    return false;
+  }
+  auto fail = [&](const std::string &message) {
+    error = path + ": " + message;
+    return false;
+  };
+  const dtfm::proto::DeviceSpec &d = spec.device();
+  if (d.name().empty())
+    return fail("the joining device has no name");
+  // The name becomes a file name (joins/<name>.textproto, checkpoints).
+  bool plain = d.name()[0] != '.' && d.name().size() <= 128;
+  for (char c : d.name())
+    plain = plain && (std::isalnum(static_cast<unsigned char>(c)) ||
+                      c == '_' || c == '-' || c == '.');
+  if (!plain)
+    return fail("the joining device's name '" + d.name() +
+                "' is not letters, digits, '_', '-' and '.' (at most 128, "
+                "not starting with '.')");
+  if (d.has_count() && d.count() != 1)
+    return fail("device " + d.name() + ": a join request names one device "
+                "(count 1)");
+  auto positive = [](double v) { return v > 0 && std::isfinite(v); };
+  if (!positive(d.peak_flops()) || !positive(d.memory_bytes()))
+    return fail("device " + d.name() +
+                ": peak_flops and memory_bytes must be positive and finite");
+  if (d.has_efficiency() && !(d.efficiency() > 0 && d.efficiency() <= 1))
+    return fail("device " + d.name() + ": efficiency must be in (0, 1]");
+  if (d.has_memory_bytes_per_second() &&
+      !positive(d.memory_bytes_per_second()))
+    return fail("device " + d.name() +
+                ": memory_bytes_per_second must be positive and finite");
+  if (spec.links_like().empty())
+    return fail("links_like names no device whose links the joining "
+                "device takes");
+  request.device = Device();
+  request.device.name = d.name();
+  request.device.region = d.region();
+  request.device.peakFlops = d.peak_flops();
+  request.device.efficiency = d.has_efficiency() ? d.efficiency() : 1;
+  request.device.memoryBytes = d.memory_bytes();
+  request.device.memoryBandwidth = d.memory_bytes_per_second();
+  request.device.node = d.node().empty() ? d.name() : d.node();
+  request.linksLike = spec.links_like();
+  return true;
+}
+
+bool dtfm::planner::withJoinedDevice(const Cluster &cluster,
+                                     const JoinRequest &request, Cluster &out,
+                                     std::string &error) {
+  size_t n = cluster.devices.size(), like = n;
+  for (size_t i = 0; i < n; ++i) {
+    if (cluster.devices[i].name == request.device.name) {
+      error = "device '" + request.device.name + "' is in the cluster already";
+      return false;
+    }
+    if (cluster.devices[i].name == request.linksLike)
+      like = i;
+  }
+  if (like == n) {
+    error = "links_like: no device '" + request.linksLike + "' in the cluster";
+    return false;
+  }
+  if (n + 1 > kMaxClusterDevices) {
+    error = "the cluster has " + std::to_string(kMaxClusterDevices) +
+            " devices already";
+    return false;
+  }
+  Cluster result;
+  result.name = cluster.name;
+  result.devices = cluster.devices;
+  result.devices.push_back(request.device);
+  result.delayMs = SquareMatrix(n + 1);
+  result.bandwidthGbps = SquareMatrix(n + 1);
+  // The fastest link of the device copied: what joins the two.
+  double gbps = 0, delay = 0;
+  for (size_t j = 0; j < n; ++j)
+    if (j != like && cluster.bandwidthGbps(like, j) > gbps) {
+      gbps = cluster.bandwidthGbps(like, j);
+      delay = cluster.delayMs(like, j);
+    }
+  if (gbps == 0) {
+    error = "links_like: '" + request.linksLike +
+            "' has no link to copy (a cluster of one device)";
+    return false;
+  }
+  for (size_t i = 0; i <= n; ++i)
+    for (size_t j = 0; j <= n; ++j) {
+      size_t a = i == n ? like : i, b = j == n ? like : j;
+      if (i == j)
+        continue;
+      if (a == b) { // the new device and the one it copies
+        result.delayMs(i, j) = delay;
+        result.bandwidthGbps(i, j) = gbps;
+      } else {
+        result.delayMs(i, j) = cluster.delayMs(a, b);
+        result.bandwidthGbps(i, j) = cluster.bandwidthGbps(a, b);
+      }
+    }
+  if (!result.validate(error))
+    return false;
+  out = std::move(result);
+  return true;
 }

@@ -23,6 +23,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <fstream>
 #include <set>
@@ -216,7 +217,15 @@ bool dtfm::runtime::replanWithout(const proto::Plan &plan,
               cluster.name + "'";
       return false;
     }
-  planner::Cluster survivors = planner::withoutDevices(cluster, lost);
+  return replanOn(plan, planner::withoutDevices(cluster, lost), dir, options,
+                  out, error);
+}
+
+bool dtfm::runtime::replanOn(const proto::Plan &plan,
+                             const planner::Cluster &survivors,
+                             const std::string &dir,
+                             const ElasticOptions &options, Replan &out,
+                             std::string &error) {
   if (survivors.devices.empty()) {
     error = "no device would be left";
     return false;
@@ -318,6 +327,91 @@ bool dtfm::runtime::checkElastic(const proto::Plan &plan,
   return true;
 }
 
+namespace {
+
+/// Creates DIR/replan-<n> and its checkpoints folder; false with `error`.
+bool makeReplanDir(const std::string &checkpointDir, int n, std::string &dir,
+                   std::string &error) {
+  dir = checkpointDir + "/replan-" + std::to_string(n);
+  for (const std::string &path : {dir, dir + "/checkpoints"})
+    if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
+      error = "cannot create " + path + ": " + std::strerror(errno);
+      return false;
+    }
+  return true;
+}
+
+/// The join requests in `joinsDir` not seen before, read and checked; a
+/// request that is refused says why in one line and is renamed
+/// `<file>.refused`.
+std::vector<planner::JoinRequest>
+freshJoins(const std::string &joinsDir, std::set<std::string> &seen) {
+  std::vector<planner::JoinRequest> fresh;
+  std::vector<std::string> names;
+  if (DIR *dir = ::opendir(joinsDir.c_str())) {
+    while (struct dirent *entry = ::readdir(dir)) {
+      std::string name = entry->d_name;
+      const std::string suffix = ".textproto";
+      if (name.size() > suffix.size() &&
+          name.compare(name.size() - suffix.size(), suffix.size(), suffix) ==
+              0 &&
+          !seen.count(name))
+        names.push_back(name);
+    }
+    ::closedir(dir);
+  }
+  std::sort(names.begin(), names.end());
+  for (const std::string &name : names) {
+    seen.insert(name);
+    std::string path = joinsDir + "/" + name, text, error;
+    planner::JoinRequest request;
+    if (!format::readWholeFile(path, text, error) ||
+        !planner::parseJoinRequest(text, path, request, error)) {
+      std::printf("dtfm-run: elastic: refusing a join request: %s\n",
+                  error.c_str());
+      std::fflush(stdout);
+      std::rename(path.c_str(), (path + ".refused").c_str());
+      continue;
+    }
+    fresh.push_back(std::move(request));
+  }
+  return fresh;
+}
+
+/// `cluster` with every request's device added in turn; a request that
+/// does not fit is refused in one line and left out.
+planner::Cluster withJoins(planner::Cluster cluster,
+                           std::vector<planner::JoinRequest> &requests) {
+  std::vector<planner::JoinRequest> kept;
+  for (planner::JoinRequest &request : requests) {
+    planner::Cluster grown;
+    std::string error;
+    if (!planner::withJoinedDevice(cluster, request, grown, error)) {
+      std::printf("dtfm-run: elastic: refusing %s's join request: %s\n",
+                  request.device.name.c_str(), error.c_str());
+      std::fflush(stdout);
+      continue;
+    }
+    cluster = std::move(grown);
+    kept.push_back(std::move(request));
+  }
+  requests = std::move(kept);
+  return cluster;
+}
+
+std::string namesOf(const std::vector<planner::JoinRequest> &requests) {
+  std::string text;
+  for (const planner::JoinRequest &r : requests)
+    text += (text.empty() ? "" : ", ") + r.device.name;
+  return text;
+}
+
+} // namespace
+
+std::string dtfm::runtime::joinDirectory(const std::string &checkpointDir) {
+  return checkpointDir + "/joins";
+}
+
 int dtfm::runtime::runElastic(const std::string &planPath,
                               const proto::Plan &firstPlan,
                               const std::vector<std::string> &workerArguments,
@@ -330,18 +424,103 @@ int dtfm::runtime::runElastic(const std::string &planPath,
   std::string currentPlanPath = planPath;
   std::string currentCheckpoints = checkpointDir;
   std::string resumeDir = resumeFrom;
+  std::string joinsDir = joinDirectory(checkpointDir);
+  if (::mkdir(joinsDir.c_str(), 0755) != 0 && errno != EEXIST)
+    return stop("cannot create " + joinsDir + ": " + std::strerror(errno));
+  // Devices that joined while using them was not predicted faster: they
+  // stand by, and every later plan may use them.
+  std::vector<planner::JoinRequest> standby;
+  std::set<std::string> seenJoins;
   for (int replans = 0;; ++replans) {
+    std::string stopFile = currentCheckpoints + "/stop";
+    std::remove(stopFile.c_str());
     std::vector<std::string> args = {currentPlanPath, "--execute"};
     args.insert(args.end(), workerArguments.begin(), workerArguments.end());
-    args.insert(args.end(), {"--checkpoint-dir", currentCheckpoints});
+    args.insert(args.end(), {"--checkpoint-dir", currentCheckpoints,
+                             "--stop-file", stopFile});
     if (!resumeDir.empty())
       args.insert(args.end(), {"--resume-from", resumeDir});
     std::vector<std::string> devices = devicesOf(plan);
+    planner::Cluster cluster;
+    std::string error;
+    if (!clusterFromPlan(plan, cluster, error))
+      return stop(currentPlanPath + ": " + error);
+    cluster = withJoins(cluster, standby);
+
+    // Joins: planned while the workers run; when the new plan is predicted
+    // faster, the workers stop at their next checkpoint and it takes over.
+    proto::Plan joined;
+    Replan joinMade;
+    joinMade.plan = &joined;
+    std::vector<planner::JoinRequest> joining;
+    std::string joinDir;
+    LaunchHooks hooks;
+    hooks.stopFile = stopFile;
+    hooks.poll = [&]() {
+      if (replans >= options.maxReplans)
+        return false;
+      std::vector<planner::JoinRequest> fresh = freshJoins(joinsDir, seenJoins);
+      if (fresh.empty())
+        return false;
+      planner::Cluster target = withJoins(cluster, fresh);
+      if (fresh.empty())
+        return false;
+      std::string problem;
+      if (!makeReplanDir(checkpointDir, replans + 1, joinDir, problem) ||
+          !replanOn(plan, target, joinDir, options, joinMade, problem)) {
+        std::printf("dtfm-run: elastic: %s asked to join; planning with it "
+                    "failed: %s; going on without it\n",
+                    namesOf(fresh).c_str(), problem.c_str());
+        std::fflush(stdout);
+        return false;
+      }
+      double before = predictedIteration(plan);
+      double after = predictedIteration(joined);
+      if (!(after >= 0 && before >= 0 && after < before)) {
+        std::printf("dtfm-run: elastic: %s joined and stands by: predicted "
+                    "%s per iteration with it, %s without\n",
+                    namesOf(fresh).c_str(), seconds(after).c_str(),
+                    seconds(before).c_str());
+        std::fflush(stdout);
+        standby.insert(standby.end(), fresh.begin(), fresh.end());
+        cluster = target;
+        return false;
+      }
+      joining = std::move(fresh);
+      return true;
+    };
     LaunchOutcome outcome =
-        launchLocalWorkersWithOutcome(args, devices, timeout);
-    if (outcome.status == 0)
+        launchLocalWorkersWithOutcome(args, devices, timeout, &hooks);
+    bool stopped =
+        outcome.status == 0 &&
+        std::any_of(outcome.ends.begin(), outcome.ends.end(),
+                    [](WorkerEnd e) { return e == WorkerEnd::Stopped; });
+    if (outcome.status == 0 && !stopped)
       return 0;
+    if (stopped) {
+      int64_t step = newestCompleteStep(currentCheckpoints, devices);
+      if (step < 0)
+        return stop("the workers stopped for " + namesOf(joining) +
+                    " to join, but no checkpoint of theirs is complete");
+      std::printf("dtfm-run: elastic: %s joined; re-planned in %.2f s: %s; "
+                  "resuming from step %lld (0 steps lost); plan %s\n",
+                  namesOf(joining).c_str(), joinMade.seconds,
+                  describeReplan(plan, joined).c_str(),
+                  static_cast<long long>(step), joinMade.path.c_str());
+      std::fflush(stdout);
+      plan = std::move(joined);
+      currentPlanPath = joinMade.path;
+      resumeDir = currentCheckpoints;
+      currentCheckpoints = joinDir + "/checkpoints";
+      standby.clear(); // the new plan's cluster holds them
+      continue;
+    }
     Clock::time_point failedAt = Clock::now();
+    // A join planned but not reached stands by for the next plan.
+    if (!joining.empty()) {
+      cluster = withJoins(cluster, joining);
+      standby.insert(standby.end(), joining.begin(), joining.end());
+    }
 
     std::vector<std::string> lost;
     std::string why;
@@ -376,8 +555,10 @@ int dtfm::runtime::runElastic(const std::string &planPath,
                        " is intact in " + resumeDir
                  : "no checkpoint was written yet";
 
-    // Devices the plan left idle stand by: they count.
-    int left = plan.devices_size() - static_cast<int>(lost.size());
+    // Devices the plan left idle, and those that joined, stand by: they
+    // count.
+    planner::Cluster survivors = planner::withoutDevices(cluster, lost);
+    int left = static_cast<int>(survivors.devices.size());
     if (replans >= options.maxReplans)
       return stop("lost " + why + " after " + std::to_string(replans) +
                   " re-plans (--max-replans " +
@@ -387,18 +568,13 @@ int dtfm::runtime::runElastic(const std::string &planPath,
                   " devices left, fewer than --min-devices " +
                   std::to_string(options.minDevices) + "; stopping: " + keep);
 
-    std::string dir = checkpointDir + "/replan-" + std::to_string(replans + 1);
-    std::string error;
-    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
-      return stop("cannot create " + dir + ": " + std::strerror(errno));
-    std::string newCheckpoints = dir + "/checkpoints";
-    if (::mkdir(newCheckpoints.c_str(), 0755) != 0 && errno != EEXIST)
-      return stop("cannot create " + newCheckpoints + ": " +
-                  std::strerror(errno));
+    std::string dir;
+    if (!makeReplanDir(checkpointDir, replans + 1, dir, error))
+      return stop(error);
     proto::Plan next;
     Replan made;
     made.plan = &next;
-    if (!replanWithout(plan, lost, dir, options, made, error))
+    if (!replanOn(plan, survivors, dir, options, made, error))
       return stop("lost " + why + "; planning on the " +
                   std::to_string(left) + " devices left failed: " + error +
                   "; stopping: " + keep);
@@ -415,7 +591,8 @@ int dtfm::runtime::runElastic(const std::string &planPath,
     std::fflush(stdout);
     plan = std::move(next);
     currentPlanPath = made.path;
-    currentCheckpoints = newCheckpoints;
+    currentCheckpoints = dir + "/checkpoints";
+    standby.clear();
     if (step == 0)
       resumeDir.clear();
   }

@@ -62,7 +62,7 @@ int dtfm::runtime::launchLocalWorkers(const std::vector<std::string> &arguments,
 LaunchOutcome dtfm::runtime::launchLocalWorkersWithOutcome(
     const std::vector<std::string> &arguments,
     const std::vector<std::string> &devices,
-    std::chrono::milliseconds timeout) {
+    std::chrono::milliseconds timeout, const LaunchHooks *hooks) {
   int count = static_cast<int>(devices.size());
   LaunchOutcome outcome;
   outcome.ends.assign(count, WorkerEnd::NotStarted);
@@ -135,7 +135,19 @@ LaunchOutcome dtfm::runtime::launchLocalWorkersWithOutcome(
   Clock::time_point deadline = Clock::time_point::max();
   if (failures)
     deadline = Clock::now() + timeout;
+  bool stopRequested = false;
+  Clock::time_point nextPoll = Clock::now();
   while (running > 0) {
+    if (hooks && hooks->poll && !stopRequested && !failures &&
+        Clock::now() >= nextPoll) {
+      if (hooks->poll()) {
+        std::FILE *stop = std::fopen(hooks->stopFile.c_str(), "w");
+        if (stop)
+          std::fclose(stop);
+        stopRequested = stop != nullptr;
+      }
+      nextPoll = Clock::now() + std::chrono::milliseconds(200);
+    }
     int status = 0;
     pid_t pid = ::waitpid(-1, &status, WNOHANG);
     if (pid > 0) {
@@ -150,6 +162,10 @@ LaunchOutcome dtfm::runtime::launchLocalWorkersWithOutcome(
         if (WIFSIGNALED(status)) {
           outcome.ends[rank] = WorkerEnd::Killed;
           outcome.signals[rank] = WTERMSIG(status);
+        } else if (hooks && stopRequested &&
+                   WEXITSTATUS(status) == kExitStoppedAtCheckpoint) {
+          outcome.ends[rank] = WorkerEnd::Stopped;
+          continue; // asked for, not a failure
         } else if (WEXITSTATUS(status) != 0) {
           outcome.ends[rank] = WorkerEnd::Failed;
         }

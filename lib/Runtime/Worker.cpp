@@ -841,6 +841,18 @@ int Worker::run() {
          step == options.steps);
     if (due && !checkpoint(step, error))
       fatal(error);
+    if (due && !options.stopFile.empty() && step < options.steps) {
+      int64_t goOn = ::access(options.stopFile.c_str(), F_OK) == 0 ? 0 : 1;
+      if (transport && !transport->allreduceMin(goOn, error))
+        fatal(error);
+      if (goOn == 0) {
+        if (!reporter->finish(error))
+          fatal(error);
+        if (log)
+          std::fclose(log);
+        return kExitStoppedAtCheckpoint;
+      }
+    }
   }
   if (!reporter->finish(error))
     fatal(error);

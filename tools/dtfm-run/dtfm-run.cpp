@@ -74,6 +74,8 @@ static const char *kUsage =
     "         cluster:     [--cluster cluster.textproto] (refuse a plan "
     "made for another)\n"
     "       dtfm-run <plan.pb> --replan-without DEV[,DEV...] --replan-dir DIR\n"
+    "       dtfm-run --join CHECKPOINT_DIR <request.textproto>  (a device "
+    "asks to join an --elastic run)\n"
     "                      (the plan made again without those devices, as "
     "--elastic does)\n"
     "         elastic:     [--elastic] (a lost device: re-plan on the "
@@ -112,7 +114,7 @@ int main(int argc, char **argv) {
   bool logGiven = false;
   bool elastic = false, elasticOptionGiven = false;
   runtime::ElasticOptions elasticOptions;
-  std::string replanWithout, replanDir;
+  std::string replanWithout, replanDir, joinDir;
   runtime::BackendRequest backendRequest = runtime::BackendRequest::Auto;
   runtime::WorkerOptions worker;
   worker.rank = -1;
@@ -152,6 +154,13 @@ int main(int argc, char **argv) {
     } else if (takesValue("--compiler-dir")) {
       elasticOptions.compilerDir = argv[++i];
       elasticOptionGiven = true;
+    } else if (takesValue("--stop-file")) {
+      worker.stopFile = argv[++i];
+      forwarded.insert(forwarded.end(), {arg, worker.stopFile});
+      continue;
+    } else if (takesValue("--join")) {
+      joinDir = argv[++i];
+      continue;
     } else if (takesValue("--replan-without"))
       replanWithout = argv[++i];
     else if (takesValue("--replan-dir"))
@@ -271,6 +280,33 @@ int main(int argc, char **argv) {
     else
       return fail("more than one plan file given");
   }
+  if (!joinDir.empty()) {
+    // A device asks to join the elastic run checkpointing into joinDir:
+    // its request is checked here and handed over atomically.
+    if (planPath.empty())
+      return fail("--join needs the join request file (cluster.proto's "
+                  "JoinRequest in text format)");
+    std::string text, error;
+    planner::JoinRequest request;
+    if (!format::readWholeFile(planPath, text, error) ||
+        !planner::parseJoinRequest(text, planPath, request, error))
+      return fail(error);
+    std::string joins = runtime::joinDirectory(joinDir);
+    struct stat st {};
+    if (::stat(joins.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      return fail("--join " + joinDir + ": not the checkpoint directory of a "
+                  "running --elastic run (it has no joins/)");
+    std::string target = joins + "/" + request.device.name + ".textproto";
+    if (::access(target.c_str(), F_OK) == 0)
+      return fail("--join " + joinDir + ": " + request.device.name +
+                  " has asked to join already");
+    if (!format::writeFileAtomically(target, text, error))
+      return fail(error);
+    std::printf("asked to join the elastic run of %s as %s (links like %s)\n",
+                joinDir.c_str(), request.device.name.c_str(),
+                request.linksLike.c_str());
+    return 0;
+  }
   if (planPath.empty())
     return fail(std::string("no plan file given\n") + kUsage);
 
@@ -338,7 +374,8 @@ int main(int argc, char **argv) {
             "--calibration-steps", "--seed", "--rank", "--rendezvous",
             "--store", "--tokens", "--inputs", "--init-from", "--save-params",
             "--log", "--backend", "--matmul-precision", "--timeout",
-            "--memory-report", "--elastic", "--min-devices", "--max-replans",
+            "--memory-report", "--stop-file", "--elastic", "--min-devices",
+            "--max-replans",
             "--planning-timeout", "--compiler-dir"})
         if (flag == executeOnly)
           return fail(flag + " goes with --execute, not --simulate");

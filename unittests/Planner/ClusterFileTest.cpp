@@ -296,3 +296,82 @@ TEST(ClusterFile, WithoutDevicesKeepsTheRestAndTheirLinks) {
     }
   EXPECT_TRUE(less.validate(error)) << error;
 }
+
+TEST(ClusterFile, AJoiningDeviceTakesTheLinksOfTheOneItIsLike) {
+  Cluster c;
+  std::string error;
+  ASSERT_TRUE(loadClusterFile(presetPath("geo-regional"), c, error)) << error;
+  JoinRequest request;
+  ASSERT_TRUE(parseJoinRequest(
+      "device { name: \"new0\" region: \"x\" peak_flops: 2e12 memory_bytes: "
+      "1e9 }\nlinks_like: \"" + c.devices[3].name + "\"\n",
+      "join.textproto", request, error))
+      << error;
+  Cluster grown;
+  ASSERT_TRUE(withJoinedDevice(c, request, grown, error)) << error;
+  size_t n = c.size();
+  ASSERT_EQ(grown.size(), n + 1);
+  EXPECT_EQ(grown.devices[n].name, "new0");
+  EXPECT_EQ(grown.devices[n].node, "new0");
+  double fastest = 0, itsDelay = 0;
+  for (size_t j = 0; j < n; ++j) {
+    if (j != 3) {
+      EXPECT_EQ(grown.bandwidthGbps(n, j), c.bandwidthGbps(3, j));
+      EXPECT_EQ(grown.delayMs(j, n), c.delayMs(j, 3));
+      if (c.bandwidthGbps(3, j) > fastest) {
+        fastest = c.bandwidthGbps(3, j);
+        itsDelay = c.delayMs(3, j);
+      }
+    }
+    for (size_t k = 0; k < n; ++k)
+      EXPECT_EQ(grown.delayMs(j, k), c.delayMs(j, k));
+  }
+  EXPECT_EQ(grown.bandwidthGbps(n, 3), fastest);
+  EXPECT_EQ(grown.delayMs(3, n), itsDelay);
+  EXPECT_TRUE(grown.validate(error)) << error;
+
+  // Taken names and unknown devices to copy.
+  request.device.name = c.devices[0].name;
+  EXPECT_FALSE(withJoinedDevice(c, request, grown, error));
+  EXPECT_EQ(error, "device '" + c.devices[0].name +
+                       "' is in the cluster already");
+  request.device.name = "new1";
+  request.linksLike = "nobody";
+  EXPECT_FALSE(withJoinedDevice(c, request, grown, error));
+  EXPECT_EQ(error, "links_like: no device 'nobody' in the cluster");
+}
+
+TEST(ClusterFile, HostileJoinRequestsAreRefusedInOneLine) {
+  struct Case {
+    const char *text, *error;
+  } cases[] = {
+      {"device { name: \"a\" peak_flops: 1e12 memory_bytes: 1e9 }",
+       "j: links_like names no device whose links the joining device takes"},
+      {"device { name: \"a/../b\" peak_flops: 1e12 memory_bytes: 1e9 } "
+       "links_like: \"c\"",
+       "j: the joining device's name 'a/../b' is not letters, digits, '_', "
+       "'-' and '.' (at most 128, not starting with '.')"},
+      {"device { name: \".hidden\" peak_flops: 1e12 memory_bytes: 1e9 } "
+       "links_like: \"c\"",
+       "j: the joining device's name '.hidden' is not letters, digits, '_', "
+       "'-' and '.' (at most 128, not starting with '.')"},
+      {"device { name: \"a\" count: 2 peak_flops: 1e12 memory_bytes: 1e9 } "
+       "links_like: \"c\"",
+       "j: device a: a join request names one device (count 1)"},
+      {"device { name: \"a\" peak_flops: nan memory_bytes: 1e9 } "
+       "links_like: \"c\"",
+       "j: device a: peak_flops and memory_bytes must be positive and "
+       "finite"},
+      {"device { name: \"a\" peak_flops: 1e12 memory_bytes: 1e9 "
+       "efficiency: 2 } links_like: \"c\"",
+       "j: device a: efficiency must be in (0, 1]"},
+      {"device { peak_flops: 1e12 }", "j: the joining device has no name"},
+      {"device {", "j:1:9: Expected identifier, got: "},
+  };
+  for (const Case &c : cases) {
+    JoinRequest request;
+    std::string error;
+    EXPECT_FALSE(parseJoinRequest(c.text, "j", request, error)) << c.text;
+    EXPECT_EQ(error, c.error) << c.text;
+  }
+}

@@ -186,6 +186,26 @@ bool writeClusterFile(const Cluster &cluster, const std::string &path,
 Cluster withoutDevices(const Cluster &cluster,
                        const std::vector<std::string> &removed);
 
+/// A device asking to join a running job (cluster.proto's JoinRequest).
+struct JoinRequest {
+  Device device;
+  std::string linksLike;
+};
+
+/// Reads a JoinRequest in text format; `path` names it in errors. False
+/// with a one-line `error`: a syntax error, a device without a name, with
+/// a count other than 1, a speed, efficiency, memory or bandwidth out of
+/// range, no links_like.
+bool parseJoinRequest(const std::string &text, const std::string &path,
+                      JoinRequest &request, std::string &error);
+
+/// `cluster` with `request`'s device appended, its links those of
+/// `request.linksLike`, and between the two the fastest link that device
+/// has to any other; in its own node. False with a one-line `error` when
+/// the name is taken or the device to copy is not there.
+bool withJoinedDevice(const Cluster &cluster, const JoinRequest &request,
+                      Cluster &out, std::string &error);
+
 /// Writes `cluster` into a plan file's cluster fields (name, fingerprint,
 /// devices, N x N delay and bandwidth matrices).
 void clusterToPlan(const Cluster &cluster, proto::Plan &plan);

@@ -25,6 +25,12 @@
 //      assembleState: another plan of the same model), checkpointing
 //      into DIR/replan-<n>/checkpoints.
 //
+// A device asks to join with `dtfm-run --join DIR request.textproto`
+// (DIR/joins/): while the workers run, the launcher plans with it, and when
+// that plan is predicted faster, the workers stop at their next checkpoint
+// (--stop-file) and the new plan resumes from it; otherwise the device
+// stands by for later re-plans.
+//
 // Each re-plan prints one line: the lost devices, the old and new shape,
 // the predicted iteration before and after, the step resumed from and the
 // steps lost. A worker that fails by itself with no device lost (a
@@ -43,6 +49,10 @@
 namespace dtfm::proto {
 class Plan;
 } // namespace dtfm::proto
+
+namespace dtfm::planner {
+struct Cluster;
+} // namespace dtfm::planner
 
 namespace dtfm::runtime {
 
@@ -81,9 +91,19 @@ bool replanWithout(const proto::Plan &plan,
                    const ElasticOptions &options, Replan &out,
                    std::string &error);
 
+/// The same on any cluster (a device joined, or some lost and others
+/// standing by).
+bool replanOn(const proto::Plan &plan, const planner::Cluster &cluster,
+              const std::string &dir, const ElasticOptions &options,
+              Replan &out, std::string &error);
+
 /// "dp 2 x pp 4 on 8 devices -> dp 2 x pp 3 on 6 devices, predicted 0.0026
 /// s -> 0.0029 s per iteration" (the simulator's predictions).
 std::string describeReplan(const proto::Plan &before, const proto::Plan &after);
+
+/// Where devices ask to join an elastic run checkpointing into
+/// `checkpointDir` (dtfm-run --join): `<checkpointDir>/joins`.
+std::string joinDirectory(const std::string &checkpointDir);
 
 /// Runs the plan's workers locally, re-planning as above. `workerArguments`
 /// are each worker's options without the plan, --checkpoint-dir and

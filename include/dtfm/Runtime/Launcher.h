@@ -19,6 +19,7 @@
 #define DTFM_RUNTIME_LAUNCHER_H
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,9 @@ enum class WorkerEnd {
   Hung,
   /// Never started.
   NotStarted,
+  /// Stopped at a checkpoint because the stop file asked it to
+  /// (kExitStoppedAtCheckpoint).
+  Stopped,
 };
 
 /// What launchLocalWorkers saw: the exit status (0 when every worker
@@ -55,11 +59,19 @@ int launchLocalWorkers(const std::vector<std::string> &arguments,
                        const std::vector<std::string> &devices,
                        std::chrono::milliseconds timeout);
 
+/// What the elastic launcher does while the workers run: `poll` is called
+/// about every 200 ms; once it returns true, `stopFile` is created, and the
+/// workers (given it with --stop-file) stop at their next checkpoint.
+struct LaunchHooks {
+  std::function<bool()> poll;
+  std::string stopFile;
+};
+
 /// The same, with how each worker ended.
 LaunchOutcome launchLocalWorkersWithOutcome(
     const std::vector<std::string> &arguments,
     const std::vector<std::string> &devices,
-    std::chrono::milliseconds timeout);
+    std::chrono::milliseconds timeout, const LaunchHooks *hooks = nullptr);
 
 } // namespace dtfm::runtime
 

@@ -72,7 +72,16 @@ struct WorkerOptions {
   /// On the GPU, matmuls in the plan's f16/bf16 (--matmul-precision=plan)
   /// or in fp32 (--matmul-precision=fp32).
   bool planPrecisionMatmuls = true;
+  /// When this file exists at a checkpoint (on any worker: they agree by
+  /// an all-reduce), every worker stops there with
+  /// kExitStoppedAtCheckpoint: the elastic launcher moves the run to a
+  /// new plan (a device joined).
+  std::string stopFile;
 };
+
+/// The exit status of a worker that stopped at a checkpoint because its
+/// stop file asked it to (not a failure).
+inline constexpr int kExitStoppedAtCheckpoint = 75;
 
 /// The environment variable through which the local launcher gives its
 /// workers its pid: a worker dies with its launcher (PR_SET_PDEATHSIG).

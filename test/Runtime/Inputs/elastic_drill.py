@@ -20,6 +20,13 @@ losses.
       Kills VICTIM at step 12 of a run with --elastic FLAGS (a policy that
       forbids going on): the launcher must stop non-zero with one line and
       the last checkpoint intact.
+  join DTFM_RUN PLAN DIR TOKENS REQUEST STEPS
+      Runs PLAN with --elastic; once step 7 is logged, drops a malformed
+      request into DIR/ck/joins by hand (refused in one line, the run goes
+      on) and asks with `dtfm-run --join` for REQUEST's device to join. The
+      run must stop at the next checkpoint, go on on a plan with the new
+      device, reach STEPS, and every step must be within 1e-5 of the
+      uninterrupted run's.
   strip-inputs IN.txtpb OUT.txtpb
       Writes the text plan without its recorded planning inputs (a plan of
       an older dtfm, or one edited by hand).
@@ -167,6 +174,53 @@ def policy(dtfm_run, plan, d, tokens, victim, steps, flags):
     print("checkpoints intact")
 
 
+def join(dtfm_run, plan, d, tokens, request, steps):
+    common = ["--steps", str(steps), "--tokens", tokens]
+    full = subprocess.run([dtfm_run, plan, "--execute", "--log",
+                           f"{d}/full.jsonl"] + common,
+                          capture_output=True, text=True, timeout=300)
+    assert full.returncode == 0, full.stderr
+    reference = logged_losses(f"{d}/full.jsonl")
+    subprocess.run(["rm", "-rf", f"{d}/ck", f"{d}/elastic.jsonl"])
+    os.makedirs(f"{d}/ck")
+    log = f"{d}/elastic.jsonl"
+    job = subprocess.Popen(
+        [dtfm_run, plan, "--execute", "--checkpoint-every", "5",
+         "--checkpoint-dir", f"{d}/ck", "--log", log, "--elastic",
+         "--timeout", "20"] + common,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    asked = False
+    while time.time() < deadline and job.poll() is None and not asked:
+        logged = open(log).read().count("\n") if os.path.exists(log) else 0
+        if logged >= 7:
+            with open(f"{d}/ck/joins/bad.textproto", "w") as f:
+                f.write("device { name: \"x\" peak_flops: -1 }\n")
+            asked = subprocess.run([dtfm_run, "--join", f"{d}/ck", request],
+                                   capture_output=True, text=True,
+                                   timeout=30)
+            print(asked.stdout.strip().replace(d, "DIR"))
+            assert asked.returncode == 0, asked.stderr
+        time.sleep(0.005)
+    assert asked, "the run ended before the join"
+    out, err = job.communicate(timeout=max(1, deadline - time.time()))
+    assert job.returncode == 0, err[-3000:]
+    for line in out.splitlines():
+        if "elastic:" in line:
+            line = re.sub(r"re-planned in [0-9.]+ s", "re-planned in T s",
+                          line)
+            line = re.sub(r"predicted \S+ s -> \S+ s",
+                          "predicted X s -> Y s", line)
+            print(line.replace(d, "DIR"))
+    got = logged_losses(log)
+    assert sorted(got) == list(range(1, steps + 1)), sorted(got)
+    worst = max(abs(got[s] - reference[s]) / abs(reference[s])
+                for s in reference)
+    print(f"steps 1-{steps} within 1e-5 of the uninterrupted run: "
+          f"{worst <= 1e-5}")
+    assert worst <= 1e-5, worst
+
+
 def strip_inputs(source, target):
     lines = open(source).read().splitlines()
     out = []
@@ -215,6 +269,8 @@ def main():
         return strip_inputs(sys.argv[2], sys.argv[3])
     if mode == "replan-same":
         return replan_same(*sys.argv[2:6])
+    if mode == "join":
+        return join(*sys.argv[2:7], int(sys.argv[7]))
     dtfm_run, plan, d, tokens = sys.argv[2:6]
     victim, steps = int(sys.argv[6]), int(sys.argv[7])
     if mode == "lost":
