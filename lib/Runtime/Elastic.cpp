@@ -549,7 +549,9 @@ int dtfm::runtime::runElastic(const std::string &planPath,
                             : listGenerations(resumeDir);
       step = earlier.empty() ? 0 : earlier.front().step;
     }
-    int64_t reached = lastLoggedStep(logPath);
+    // Rank 0 logs a step once the next is under way: a checkpoint may be
+    // newer than the log.
+    int64_t reached = std::max(lastLoggedStep(logPath), step);
     std::string keep =
         step > 0 ? "the checkpoint of step " + std::to_string(step) +
                        " is intact in " + resumeDir
