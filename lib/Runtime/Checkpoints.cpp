@@ -439,3 +439,14 @@ bool dtfm::runtime::assembleState(
   }
   return true;
 }
+
+double dtfm::runtime::dalyCheckpointInterval(double checkpointSeconds,
+                                             double mtbfSeconds) {
+  double d = checkpointSeconds, m = mtbfSeconds;
+  if (!(d >= 0) || !(m > 0))
+    return m > 0 ? m : 0;
+  if (d >= 2 * m)
+    return m;
+  double ratio = d / (2 * m);
+  return std::sqrt(2 * d * m) * (1 + std::sqrt(ratio) / 3 + ratio / 9) - d;
+}

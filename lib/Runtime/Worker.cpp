@@ -428,6 +428,29 @@ bool Worker::checkpoint(int64_t step, std::string &error) {
   return true;
 }
 
+bool Worker::tuneCheckpointInterval(double checkpointSeconds,
+                                    double stepSeconds, int64_t &every,
+                                    std::string &error) {
+  // The slowest worker's figures (microseconds; a max as a min of
+  // negatives).
+  int64_t negativeCheckpoint = -static_cast<int64_t>(checkpointSeconds * 1e6);
+  int64_t negativeStep = -static_cast<int64_t>(stepSeconds * 1e6);
+  if (transport && (!transport->allreduceMin(negativeCheckpoint, error) ||
+                    !transport->allreduceMin(negativeStep, error)))
+    return false;
+  double took = -negativeCheckpoint / 1e6;
+  double step = std::max(-negativeStep / 1e6, 1e-6);
+  double interval = dalyCheckpointInterval(took, options.mtbfSeconds);
+  every = std::clamp<int64_t>(std::llround(interval / step), 1,
+                              std::max(options.steps, 1));
+  if (options.rank == 0)
+    std::printf("checkpoint every %lld steps (Daly's interval %.3g s: a "
+                "checkpoint takes %.3g s, a step %.3g s, --mtbf %.6g s)\n",
+                static_cast<long long>(every), interval, took, step,
+                options.mtbfSeconds);
+  return true;
+}
+
 bool Worker::resume(int64_t &step, std::string &error) {
   step = 0;
   if (!checkpoints)
@@ -816,6 +839,14 @@ int Worker::run() {
       transport.get(), options.rank, lastStageRanks,
       static_cast<double>(layout.total), iterationWork(plan), options.steps, options.progressBar,
       log);
+  // The checkpoint interval: --checkpoint-every, or tuned to --mtbf after
+  // the first checkpoint.
+  int64_t checkpointEvery = options.checkpointEvery;
+  if (options.mtbfSeconds > 0 && checkpointEvery == 0)
+    checkpointEvery = 1;
+  bool intervalTuned = options.mtbfSeconds <= 0;
+  double stepSeconds = 0;
+  int64_t stepsTimed = 0;
   for (int64_t step = firstStep; step <= options.steps; ++step) {
     Clock::time_point start = Clock::now();
     double lossSum = 0;
@@ -835,12 +866,23 @@ int Worker::run() {
       calibrationSeconds += deviceSeconds;
     if (calibrating(step) && !calibrating(step + 1) && !calibrate(error))
       fatal(error);
-    bool due =
-        !options.checkpointDir.empty() &&
-        ((options.checkpointEvery > 0 && step % options.checkpointEvery == 0) ||
-         step == options.steps);
+    stepSeconds += figures.seconds;
+    ++stepsTimed;
+    bool due = !options.checkpointDir.empty() &&
+               ((checkpointEvery > 0 && step % checkpointEvery == 0) ||
+                step == options.steps);
+    Clock::time_point checkpointStart = Clock::now();
     if (due && !checkpoint(step, error))
       fatal(error);
+    if (due && !intervalTuned) {
+      intervalTuned = true;
+      double took = std::chrono::duration<double>(Clock::now() -
+                                                  checkpointStart)
+                        .count();
+      if (!tuneCheckpointInterval(took, stepSeconds / stepsTimed,
+                                  checkpointEvery, error))
+        fatal(error);
+    }
     if (due && !options.stopFile.empty() && step < options.steps) {
       int64_t goOn = ::access(options.stopFile.c_str(), F_OK) == 0 ? 0 : 1;
       if (transport && !transport->allreduceMin(goOn, error))

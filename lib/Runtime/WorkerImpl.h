@@ -132,6 +132,10 @@ private:
   /// The newest of `steps` (ascending) that `load` loads on every worker
   /// (0: none), agreed through the transport, and loaded last (each step
   /// loaded at most once more; `why` says what is wrong with the others).
+  /// --mtbf: the checkpoint interval in steps from the first checkpoint's
+  /// time and the mean step time (the slowest worker's), Daly's.
+  bool tuneCheckpointInterval(double checkpointSeconds, double stepSeconds,
+                              int64_t &every, std::string &error);
   bool agreeOnGeneration(const std::vector<int64_t> &steps,
                          const std::function<bool(int64_t, std::string &)> &load,
                          int64_t &agreed, std::map<int64_t, std::string> &why,

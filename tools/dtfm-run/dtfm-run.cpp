@@ -65,6 +65,8 @@ static const char *kUsage =
     "params.bin]\n"
     "         checkpoints: [--checkpoint-dir DIR] [--checkpoint-every K] "
     "[--resume-from DIR]\n"
+    "                      [--mtbf SECONDS] (the interval from the failure "
+    "rate, Daly's)\n"
     "         links:       [--shape-links] [--serial-slots] "
     "[--timeout SECONDS]\n"
     "         output:      [--trace out.json] [--log steps.jsonl] "
@@ -73,11 +75,6 @@ static const char *kUsage =
     "peak memory, measured and predicted)\n"
     "         cluster:     [--cluster cluster.textproto] (refuse a plan "
     "made for another)\n"
-    "       dtfm-run <plan.pb> --replan-without DEV[,DEV...] --replan-dir DIR\n"
-    "       dtfm-run --join CHECKPOINT_DIR <request.textproto>  (a device "
-    "asks to join an --elastic run)\n"
-    "                      (the plan made again without those devices, as "
-    "--elastic does)\n"
     "         elastic:     [--elastic] (a lost device: re-plan on the "
     "rest, resume; needs --checkpoint-dir)\n"
     "                      [--min-devices N] [--max-replans N] "
@@ -86,7 +83,12 @@ static const char *kUsage =
     "         device:      [--backend cpu|cuda|auto] (default auto)\n"
     "                      [--matmul-precision plan|fp32] (GPU matmuls "
     "in the plan's f16/bf16, or fp32; default plan)\n"
-    "         kernels:     [--load-dtfm-plugin lib.so] (custom operators)\n";
+    "         kernels:     [--load-dtfm-plugin lib.so] (custom operators)\n"
+    "       dtfm-run <plan.pb> --replan-without DEV[,DEV...] --replan-dir DIR\n"
+    "                      (the plan made again without those devices, as "
+    "--elastic does)\n"
+    "       dtfm-run --join CHECKPOINT_DIR <request.textproto>  (a device "
+    "asks to join an --elastic run)\n";
 
 /// An integer option value in [low, high] (decimal, nothing before or after
 /// it -- strtoll would skip leading blanks --, no overflow), or a one-line
@@ -168,7 +170,8 @@ int main(int argc, char **argv) {
     else if (arg == "--execute")
       executeFlag = true;
     else if (takesValue("--steps") || takesValue("--checkpoint-every") ||
-             takesValue("--timeout") || takesValue("--calibration-steps")) {
+             takesValue("--timeout") || takesValue("--calibration-steps") ||
+             takesValue("--mtbf")) {
       const char *value = argv[++i];
       // Bounds that no run reaches and no conversion overflows: a billion
       // steps, a timeout of a million seconds (11.6 days per wait).
@@ -182,6 +185,8 @@ int main(int argc, char **argv) {
         worker.checkpointEvery = static_cast<int>(number);
       else if (arg == "--timeout")
         worker.timeout = std::chrono::seconds(number);
+      else if (arg == "--mtbf")
+        worker.mtbfSeconds = static_cast<double>(number);
       else
         worker.calibrationSteps = static_cast<int>(number);
       forwarded.insert(forwarded.end(), {arg, value});
@@ -374,7 +379,8 @@ int main(int argc, char **argv) {
             "--calibration-steps", "--seed", "--rank", "--rendezvous",
             "--store", "--tokens", "--inputs", "--init-from", "--save-params",
             "--log", "--backend", "--matmul-precision", "--timeout",
-            "--memory-report", "--stop-file", "--elastic", "--min-devices",
+            "--memory-report", "--stop-file", "--mtbf", "--elastic",
+            "--min-devices",
             "--max-replans",
             "--planning-timeout", "--compiler-dir"})
         if (flag == executeOnly)
@@ -398,6 +404,9 @@ int main(int argc, char **argv) {
       worker.logPath = planPath + ".log.jsonl";
     worker.tracePath = tracePath;
     worker.progressBar = ::isatty(STDOUT_FILENO);
+    if (worker.mtbfSeconds > 0 && worker.checkpointDir.empty())
+      return fail("--mtbf tunes the checkpoint interval: it needs "
+                  "--checkpoint-dir DIR");
     if (!worker.checkpointDir.empty() &&
         ::access(worker.checkpointDir.c_str(), W_OK) != 0)
       return fail("--checkpoint-dir " + worker.checkpointDir +

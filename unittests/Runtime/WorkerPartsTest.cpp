@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <unistd.h>
 
@@ -286,4 +287,21 @@ TEST(CheckpointStore, AssemblesTensorParallelSlicesAtAnotherDegree) {
   files[0]["tp/w"] = encodeSlice({5, 0, 2});
   EXPECT_FALSE(assembleState(files, {{"w", {2, 4}}}, {}, {}, out, error));
   EXPECT_EQ(error, "'tp/w' is not a slice of its parameter");
+}
+
+TEST(Checkpoints, DalysIntervalAgainstItsClosedForm) {
+  // d = 10 s, M = 1 h: sqrt(2 d M) = 268.33 s, corrected by Daly.
+  double young = std::sqrt(2 * 10.0 * 3600);
+  double ratio = 10.0 / 7200;
+  EXPECT_NEAR(dalyCheckpointInterval(10, 3600),
+              young * (1 + std::sqrt(ratio) / 3 + ratio / 9) - 10, 1e-9);
+  EXPECT_NEAR(dalyCheckpointInterval(10, 3600), 261.70, 0.01);
+  // Cheap checkpoints: Young's sqrt(2 d M) to first order.
+  EXPECT_NEAR(dalyCheckpointInterval(1e-4, 1e4) / std::sqrt(2 * 1e-4 * 1e4),
+              1, 1e-3);
+  // A checkpoint as long as two failure intervals: checkpoint every M.
+  EXPECT_EQ(dalyCheckpointInterval(100, 50), 50);
+  EXPECT_EQ(dalyCheckpointInterval(0, 50), 0);
+  // Longer failure intervals, longer checkpoint intervals.
+  EXPECT_LT(dalyCheckpointInterval(5, 600), dalyCheckpointInterval(5, 6000));
 }

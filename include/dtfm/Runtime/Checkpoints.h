@@ -111,6 +111,14 @@ bool assembleState(
     const std::map<std::string, TensorParallelSlice> &slices,
     format::TensorMap &out, std::string &error);
 
+/// The checkpoint interval in seconds that loses the least expected time
+/// when a checkpoint takes `checkpointSeconds` and failures come every
+/// `mtbfSeconds` on average: Daly's higher-order estimate (J. T. Daly, "A
+/// higher order estimate of the optimum checkpoint interval for restart
+/// dumps", 2006) -- sqrt(2 d M) (1 + sqrt(d / 2M) / 3 + (d / 2M) / 9) - d
+/// for d < 2M, Young's sqrt(2 d M) corrected -- and M when d >= 2M.
+double dalyCheckpointInterval(double checkpointSeconds, double mtbfSeconds);
+
 } // namespace dtfm::runtime
 
 #endif // DTFM_RUNTIME_CHECKPOINTS_H

@@ -48,6 +48,12 @@ struct WorkerOptions {
   /// at the end; a run resumes from the newest complete one.
   std::string checkpointDir;
   int checkpointEvery = 0;
+  /// With a mean time between failures (seconds, > 0): after the first
+  /// checkpoint the workers time it and a step, and checkpoint every
+  /// dalyCheckpointInterval steps from then on (the slowest worker's
+  /// figures; the first checkpoint comes after --checkpoint-every steps,
+  /// or after step 1).
+  double mtbfSeconds = 0;
   /// When `checkpointDir` holds no generation yet: resume from the newest
   /// generation in this directory written by another plan of the same
   /// model (another data-parallel width, stage bounds or devices;

@@ -45,7 +45,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from worker_drill import losses, worker_pid  # noqa: E402
+from worker_drill import hit_when_logged, losses  # noqa: E402
 
 
 def logged_losses(path):
@@ -68,15 +68,7 @@ def elastic_run(dtfm_run, plan, d, tokens, victim, steps, how, extra):
          "--log", log, "--elastic"] + extra,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
-    hit_at = None
-    while time.time() < deadline and job.poll() is None:
-        logged = open(log).read().count("\n") if os.path.exists(log) else 0
-        pid = worker_pid(plan, victim) if logged >= 12 else None
-        if pid:
-            os.kill(pid, how)
-            hit_at = time.time()
-            break
-        time.sleep(0.002)
+    hit_at = hit_when_logged(job, log, plan, victim, 12, how, deadline)
     assert hit_at, "the run ended before the victim could be hit"
     # The first step of the new plan: the first line logged after the new
     # plan file appeared (the old plan's workers are all gone by then).

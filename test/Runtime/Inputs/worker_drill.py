@@ -65,6 +65,20 @@ def worker_pid(plan, rank):
     return None
 
 
+def hit_when_logged(job, log, plan, victim, steps, how, deadline):
+    """Sends `how` to the worker of rank `victim` of `job` once `steps`
+    steps are in its log; the time it did, or None when the job ended (or
+    the deadline passed) first."""
+    while time.time() < deadline and job.poll() is None:
+        logged = open(log).read().count("\n") if os.path.exists(log) else 0
+        pid = worker_pid(plan, victim) if logged >= steps else None
+        if pid:
+            os.kill(pid, how)
+            return time.time()
+        time.sleep(0.002)
+    return None
+
+
 def kill_and_resume(dtfm_run, plan, d, steps, victim):
     common = [dtfm_run, plan, "--execute", "--steps", str(steps),
               "--timeout", "10", "--checkpoint-every", "5"]
@@ -82,16 +96,8 @@ def kill_and_resume(dtfm_run, plan, d, steps, victim):
                                      "--log", log],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True)
-    deadline = time.time() + 60
-    killed_at = None
-    while time.time() < deadline and job.poll() is None:
-        logged = open(log).read().count("\n") if os.path.exists(log) else 0
-        pid = worker_pid(plan, victim) if logged >= 12 else None
-        if pid:
-            os.kill(pid, signal.SIGKILL)
-            killed_at = time.time()
-            break
-        time.sleep(0.002)
+    killed_at = hit_when_logged(job, log, plan, victim, 12, signal.SIGKILL,
+                                time.time() + 60)
     assert killed_at, "the run ended before the victim could be killed"
     out, err = job.communicate(timeout=60)
     stopped = time.time() - killed_at
