@@ -268,7 +268,16 @@ namespace {
 struct SliceState {
   Tensor param;
   std::map<std::string, Tensor> moments; // "opt.m/" ... -> shaped as param
+  /// State shaped as the parameter and never sharded: local steps' anchor
+  /// and outer velocity, error feedback's residual ("opt.anchor/" ...).
+  std::map<std::string, Tensor> replicaState;
 };
+
+/// Local steps' state (the same on every replica after an exchange) and
+/// error feedback's residual (each replica's own).
+constexpr const char *kAnchor = "opt.anchor/";
+constexpr const char *kOuterVelocity = "opt.outer_velocity/";
+constexpr const char *kResidual = "opt.residual/";
 
 /// The state of `name` from the files that hold the same slice of it (all
 /// of them the whole tensor, or all slice k): the parameter from any, each
@@ -286,6 +295,56 @@ bool assembleSlice(const std::vector<const format::TensorMap *> &files,
     return false;
   }
   out.param = param;
+  // Local steps: between two exchanges every replica has moved its own
+  // way, and no other plan can take them all; at an exchange they agree
+  // (each is its anchor), and the anchor and outer velocity are everyone's.
+  bool localSteps = false;
+  for (const format::TensorMap *file : files)
+    localSteps = localSteps || file->count(kAnchor + name);
+  if (localSteps)
+    for (const format::TensorMap *file : files)
+      if (file->at("param/" + name).data != param.data) {
+        error = "the replicas' parameter '" + name + "' differs: a " +
+                "checkpoint between two exchanges of local steps resumes " +
+                "only on its own plan (on another, one written at an " +
+                "exchange: a step that sync_every divides)";
+        return false;
+      }
+  for (const char *kind : {kAnchor, kOuterVelocity}) {
+    for (const format::TensorMap *file : files) {
+      auto held = file->find(kind + name);
+      if (held == file->end())
+        continue;
+      if (held->second.shape != shape) {
+        error = "'" + held->first + "' does not have its parameter's shape";
+        return false;
+      }
+      out.replicaState[kind] = held->second;
+      break;
+    }
+  }
+  // Error feedback: what the replicas still owe the average is the mean of
+  // their residuals, so each replica of the new plan starts from that mean
+  // (the next exchange's average then carries the same debt).
+  int64_t owing = 0;
+  Tensor mean(shape);
+  for (const format::TensorMap *file : files) {
+    auto held = file->find(kResidual + name);
+    if (held == file->end())
+      continue;
+    if (held->second.shape != shape) {
+      error = "'" + held->first + "' does not have its parameter's shape";
+      return false;
+    }
+    for (size_t i = 0; i < mean.data.size(); ++i)
+      mean.data[i] += held->second.data[i];
+    ++owing;
+  }
+  if (owing > 0) {
+    for (float &x : mean.data)
+      x /= static_cast<float>(owing);
+    out.replicaState[kResidual] = std::move(mean);
+  }
   for (const char *kind : {"opt.m/", "opt.v/", "opt.velocity/"}) {
     std::string key = kind + name;
     // The whole moment from its pieces, marking what they cover.
@@ -339,15 +398,6 @@ bool dtfm::runtime::assembleState(
     const std::map<std::string, TensorParallelSlice> &slices,
     format::TensorMap &out, std::string &error) {
   out.clear();
-  for (const format::TensorMap &file : files)
-    for (const auto &[key, tensor] : file)
-      for (const char *kind : {"opt.residual/", "opt.anchor/",
-                               "opt.outer_velocity/"})
-        if (key.rfind(kind, 0) == 0) {
-          error = "'" + key + "' belongs to one replica of the plan that " +
-                  "wrote it: this checkpoint resumes only on its own plan";
-          return false;
-        }
   for (const auto &[name, shape] : parameters) {
     // The whole tensor's shape: the program's, times its slices.
     std::vector<int64_t> wholeShape = shape;
@@ -428,6 +478,16 @@ bool dtfm::runtime::assembleState(
         moment = std::move(piece);
       }
       out[kind + name] = std::move(moment);
+    }
+    for (const auto &[kind, unused] : parts.front().replicaState) {
+      for (const SliceState &part : parts)
+        if (!part.replicaState.count(kind)) {
+          error =
+              "the checkpoint's files do not all hold '" + kind + name + "'";
+          return false;
+        }
+      out[kind + name] =
+          cut([&](SliceState &p) { return p.replicaState.at(kind); });
     }
     for (const format::TensorMap &file : files) {
       auto step = file.find("opt.step/" + name);

@@ -105,13 +105,40 @@ TEST(CheckpointStore, AssemblesStateAcrossPlans) {
   EXPECT_FALSE(assembleState(loaded, parameters, {}, {}, out, error));
   EXPECT_EQ(error, "the checkpoint's files do not cover 'opt.m/w' (element 3 "
                    "is in none): a generation with a file missing");
-  // Another model; per-replica state.
+  // Another model.
   EXPECT_FALSE(assembleState(files, {{"w", {10}}}, {}, {}, out, error));
   EXPECT_NE(error.find("a checkpoint of another model"), std::string::npos);
-  files[1]["opt.residual/w"] = format::Tensor({2, 5});
+  // Error feedback: each new replica starts from the mean of the old
+  // replicas' residuals (brute force over the three).
+  for (int k = 0; k < 3; ++k) {
+    files[k]["opt.residual/w"] = format::Tensor({2, 5});
+    for (int i = 0; i < 10; ++i)
+      files[k]["opt.residual/w"].data[i] = static_cast<float>(k * 10 + i);
+  }
+  ASSERT_TRUE(assembleState(files, parameters, {{"w", shardOf(10, 0, 2)}}, {},
+                            out, error))
+      << error;
+  ASSERT_EQ(out["opt.residual/w"].shape, (std::vector<int64_t>{2, 5}));
+  for (int i = 0; i < 10; ++i)
+    EXPECT_FLOAT_EQ(out["opt.residual/w"].data[i], (0 + 10 + 20) / 3.0f + i);
+  // Local steps: at an exchange the replicas agree and the anchor and the
+  // outer velocity carry over whole (never sharded); between two, the
+  // replicas differ and no other plan can take them.
+  for (int k = 0; k < 3; ++k) {
+    files[k]["opt.anchor/w"] = format::Tensor({2, 5}, 1.0f);
+    files[k]["opt.outer_velocity/w"] = format::Tensor({2, 5}, 0.25f);
+  }
+  ASSERT_TRUE(assembleState(files, parameters, {{"w", shardOf(10, 1, 2)}}, {},
+                            out, error))
+      << error;
+  EXPECT_EQ(out["opt.anchor/w"].data, std::vector<float>(10, 1.0f));
+  EXPECT_EQ(out["opt.outer_velocity/w"].data, std::vector<float>(10, 0.25f));
+  files[2]["param/w"].data[4] = 1.5f;
   EXPECT_FALSE(assembleState(files, parameters, {}, {}, out, error));
-  EXPECT_EQ(error, "'opt.residual/w' belongs to one replica of the plan that "
-                   "wrote it: this checkpoint resumes only on its own plan");
+  EXPECT_EQ(error, "the replicas' parameter 'w' differs: a checkpoint between "
+                   "two exchanges of local steps resumes only on its own plan "
+                   "(on another, one written at an exchange: a step that "
+                   "sync_every divides)");
   // Shard records: exact beyond 2^24, malformed ones refused.
   ElementRange big{(int64_t(1) << 40) + 3, (int64_t(1) << 41) + 5};
   std::optional<ElementRange> back = decodeShard(encodeShard(big));

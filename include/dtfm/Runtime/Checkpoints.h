@@ -99,11 +99,14 @@ std::optional<TensorParallelSlice> decodeSlice(const format::Tensor &tensor);
 /// pieces (whole tensors, or shards with their "shard/<name>"); then cut
 /// to the program's slice (`slices`, where it is tensor-parallel) and to
 /// `shards`' range (where it shards its optimizer state); its step count.
-/// False with a one-line error: a parameter in no file or of another
-/// shape, a slice no file holds, a moment whose elements the files do not
-/// all cover, or state that belongs to one replica (error-feedback
-/// residuals, local steps' anchors and outer momentum), which no other
-/// plan can take.
+/// Local steps' anchor and outer velocity (the same on every replica) are
+/// taken like the parameter; error feedback's residuals, each replica's
+/// own, become their mean on every new replica (what the replicas owe the
+/// average stays the same). False with a one-line error: a parameter in
+/// no file or of another shape, a slice no file holds, a moment whose
+/// elements the files do not all cover, or a checkpoint of local steps
+/// between two exchanges (the replicas' parameters differ: no other plan
+/// can take them).
 bool assembleState(
     const std::vector<format::TensorMap> &files,
     const std::map<std::string, std::vector<int64_t>> &parameters,
