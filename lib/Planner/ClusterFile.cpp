@@ -39,6 +39,20 @@ private:
   std::string path;
 };
 
+/// Parses protobuf text `text` into `message`; false with the first
+/// syntax error as "path:line:column: message".
+bool parseText(const std::string &text, const std::string &path,
+               google::protobuf::Message &message, const char *what,
+               std::string &error) {
+  google::protobuf::TextFormat::Parser parser;
+  FirstError errors(path);
+  parser.RecordErrorsTo(&errors);
+  if (parser.ParseFromString(text, &message))
+    return true;
+  error = errors.text.empty() ? path + ": malformed " + what : errors.text;
+  return false;
+}
+
 std::string folderOf(const std::string &path) {
   size_t slash = path.rfind('/');
   return slash == std::string::npos ? "." : path.substr(0, slash);
@@ -65,14 +79,8 @@ bool dtfm::planner::parseClusterText(const std::string &text,
                                      const std::string &path,
                                      Cluster &cluster, std::string &error) {
   dtfm::proto::ClusterSpec spec;
-  google::protobuf::TextFormat::Parser parser;
-  FirstError errors(path);
-  parser.RecordErrorsTo(&errors);
-  if (!parser.ParseFromString(text, &spec)) {
-    error = errors.text.empty() ? path + ": malformed cluster file"
-                                : errors.text;
+  if (!parseText(text, path, spec, "cluster file", error))
     return false;
-  }
   auto fail = [&](const std::string &message) {
     error = path + ": " + message;
     return false;
@@ -334,14 +342,8 @@ bool dtfm::planner::parseJoinRequest(const std::string &text,
                                      JoinRequest &request,
                                      std::string &error) {
   dtfm::proto::JoinRequest spec;
-  google::protobuf::TextFormat::Parser parser;
-  FirstError errors(path);
-  parser.RecordErrorsTo(&errors);
-  if (!parser.ParseFromString(text, &spec)) {
-    error = errors.text.empty() ? path + ": malformed join request"
-                                : errors.text;
+  if (!parseText(text, path, spec, "join request", error))
     return false;
-  }
   auto fail = [&](const std::string &message) {
     error = path + ": " + message;
     return false;

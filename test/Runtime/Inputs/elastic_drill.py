@@ -87,13 +87,30 @@ def elastic_run(dtfm_run, plan, d, tokens, victim, steps, how, extra):
     return job.returncode, out, err, hit_at, resumed_at
 
 
-def lost(dtfm_run, plan, d, tokens, victim, steps, how):
-    common = ["--steps", str(steps), "--tokens", tokens]
+def uninterrupted(dtfm_run, plan, d, common):
+    """{step: loss} of PLAN trained without interruption."""
     full = subprocess.run([dtfm_run, plan, "--execute", "--log",
                            f"{d}/full.jsonl"] + common,
                           capture_output=True, text=True, timeout=300)
     assert full.returncode == 0, full.stderr
-    reference = logged_losses(f"{d}/full.jsonl")
+    return logged_losses(f"{d}/full.jsonl")
+
+
+def check_whole_run(log, reference, steps):
+    """Every step 1..STEPS logged, each within 1e-5 of the reference: no
+    sample trained twice or skipped."""
+    got = logged_losses(log)
+    assert sorted(got) == list(range(1, steps + 1)), sorted(got)
+    worst = max(abs(got[s] - reference[s]) / abs(reference[s])
+                for s in reference)
+    print(f"steps 1-{steps} within 1e-5 of the uninterrupted run: "
+          f"{worst <= 1e-5}")
+    assert worst <= 1e-5, worst
+
+
+def lost(dtfm_run, plan, d, tokens, victim, steps, how):
+    common = ["--steps", str(steps), "--tokens", tokens]
+    reference = uninterrupted(dtfm_run, plan, d, common)
     extra = ["--timeout", "3"] if how == signal.SIGSTOP else ["--timeout",
                                                               "20"]
     code, out, err, hit_at, resumed_at = elastic_run(
@@ -123,13 +140,7 @@ def lost(dtfm_run, plan, d, tokens, victim, steps, how):
     print(f"first step of the new plan within {allowed} s of the failure: "
           f"{resumed_at - hit_at < allowed} ({resumed_at - hit_at:.1f} s)")
 
-    got = logged_losses(f"{d}/elastic.jsonl")
-    assert sorted(got) == list(range(1, steps + 1)), sorted(got)
-    worst = max(abs(got[s] - reference[s]) / abs(reference[s])
-                for s in reference)
-    print(f"steps 1-{steps} within 1e-5 of the uninterrupted run: "
-          f"{worst <= 1e-5}")
-    assert worst <= 1e-5, worst
+    check_whole_run(f"{d}/elastic.jsonl", reference, steps)
 
     # A fresh resume of the same checkpoint on the same new plan.
     new_plan = f"{d}/ck/replan-1/plan.pb"
@@ -168,11 +179,7 @@ def policy(dtfm_run, plan, d, tokens, victim, steps, flags):
 
 def join(dtfm_run, plan, d, tokens, request, steps):
     common = ["--steps", str(steps), "--tokens", tokens]
-    full = subprocess.run([dtfm_run, plan, "--execute", "--log",
-                           f"{d}/full.jsonl"] + common,
-                          capture_output=True, text=True, timeout=300)
-    assert full.returncode == 0, full.stderr
-    reference = logged_losses(f"{d}/full.jsonl")
+    reference = uninterrupted(dtfm_run, plan, d, common)
     subprocess.run(["rm", "-rf", f"{d}/ck", f"{d}/elastic.jsonl"])
     os.makedirs(f"{d}/ck")
     log = f"{d}/elastic.jsonl"
@@ -204,13 +211,7 @@ def join(dtfm_run, plan, d, tokens, request, steps):
             line = re.sub(r"predicted \S+ s -> \S+ s",
                           "predicted X s -> Y s", line)
             print(line.replace(d, "DIR"))
-    got = logged_losses(log)
-    assert sorted(got) == list(range(1, steps + 1)), sorted(got)
-    worst = max(abs(got[s] - reference[s]) / abs(reference[s])
-                for s in reference)
-    print(f"steps 1-{steps} within 1e-5 of the uninterrupted run: "
-          f"{worst <= 1e-5}")
-    assert worst <= 1e-5, worst
+    check_whole_run(log, reference, steps)
 
 
 def strip_inputs(source, target):
