@@ -36,6 +36,7 @@
 
 #include <malloc.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace dtfm;
@@ -451,6 +452,29 @@ bool Worker::tuneCheckpointInterval(double checkpointSeconds,
   return true;
 }
 
+/// Rewrites the JSON step log at `path` (when there is one) without the
+/// lines of steps after `last`, through a temporary file and a rename.
+static bool keepLoggedSteps(const std::string &path, int64_t last,
+                            std::string &error) {
+  // Only a plain file is rewritten (never /dev/null or a pipe).
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+    return true;
+  std::ifstream in(path);
+  std::string kept, line;
+  bool dropped = false;
+  while (std::getline(in, line)) {
+    size_t at = line.find("\"step\":");
+    if (at != std::string::npos &&
+        std::atoll(line.c_str() + at + 7) > last) {
+      dropped = true;
+      continue;
+    }
+    kept += line + "\n";
+  }
+  return !dropped || format::writeFileAtomically(path, kept, error);
+}
+
 bool Worker::resume(int64_t &step, std::string &error) {
   step = 0;
   if (!checkpoints)
@@ -830,6 +854,11 @@ int Worker::run() {
                       ? options.checkpointDir.c_str()
                       : options.resumeFrom.c_str());
     if (!options.logPath.empty()) {
+      // A resumed run goes on with the log of the run it resumes, less the
+      // steps after the checkpoint: they are trained again, and the log is
+      // the training's record, one line a step.
+      if (done > 0 && !keepLoggedSteps(options.logPath, done, error))
+        fatal(error);
       log = std::fopen(options.logPath.c_str(), done > 0 ? "a" : "w");
       if (!log)
         fatal("cannot write the log '" + options.logPath + "'");

@@ -49,8 +49,7 @@ from worker_drill import hit_when_logged, losses  # noqa: E402
 
 
 def logged_losses(path):
-    """{step: loss} from a JSON step log; a step logged twice (trained
-    again after a resume) keeps its last value."""
+    """{step: loss} from a JSON step log."""
     out = {}
     for line in open(path):
         record = json.loads(line)
@@ -101,6 +100,8 @@ def check_whole_run(log, reference, steps):
     sample trained twice or skipped."""
     got = logged_losses(log)
     assert sorted(got) == list(range(1, steps + 1)), sorted(got)
+    lines = open(log).read().count("\n")
+    assert lines == steps, f"{lines} lines for {steps} steps: a step twice"
     worst = max(abs(got[s] - reference[s]) / abs(reference[s])
                 for s in reference)
     print(f"steps 1-{steps} within 1e-5 of the uninterrupted run: "
