@@ -227,12 +227,12 @@ ShapeChoice Searcher::scoreSubset(const std::vector<bool> &inUnits) {
         choice.iterationSeconds() < best.iterationSeconds())
       best = std::move(choice);
   }
-  if (best.stages.empty() && !problem.fixedDataParallel &&
-      !problem.fixedPipelineParallel) {
-    // No shape uses every device of the subset (7 devices of one kind for a
-    // global batch of 16, as when one of 8 is lost): per D_PP, the widest
-    // D_DP that some micro-batch size allows, on the fastest devices (the
-    // first of equals).
+  if (!problem.fixedDataParallel && !problem.fixedPipelineParallel) {
+    // Shapes that leave some of the subset's devices out: per D_PP, the
+    // widest D_DP that some micro-batch size allows, on the fastest devices
+    // (the first of equals). 7 devices of one kind for a global batch of 16
+    // (one of 8 lost) have no other shape; 64 V100s have 8 x 5 on 40 beside
+    // 4 x 8 and 8 x 8 on all; one sample on two 2-device groups has 1 x 1.
     std::vector<int> bySpeed = devices;
     std::stable_sort(bySpeed.begin(), bySpeed.end(), [&](int a, int b) {
       return cluster.devices[a].speed() > cluster.devices[b].speed();
@@ -242,6 +242,8 @@ ShapeChoice Searcher::scoreSubset(const std::vector<bool> &inUnits) {
         int64_t size = defaultSize(dp);
         if (size == 0)
           continue;
+        if (dp * pp == n)
+          break; // every device: scored above
         std::vector<int> used(bySpeed.begin(), bySpeed.begin() + dp * pp);
         std::sort(used.begin(), used.end());
         ShapeChoice choice = scoreShape(used, dp, pp, size, false);
@@ -449,10 +451,11 @@ bool Searcher::run(ShapeSearchResult &result, std::string &error) {
           left.push_back(d);
       if (!left.empty())
         result.idle.push_back(
-            {left, "no D_DP x D_PP with a micro-batch size dividing the "
-                   "global batch of " +
-                       std::to_string(problem.globalBatch) +
-                       " uses every device of their kind"});
+            {left, "the chosen D_DP x D_PP leaves them out of their kind's " +
+                       std::to_string(units[u].size()) +
+                       " devices: no shape using all of them is faster, or "
+                       "has a micro-batch size dividing the global batch of " +
+                       std::to_string(problem.globalBatch)});
       continue;
     }
     std::vector<bool> more = chosen;
