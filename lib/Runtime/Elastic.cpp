@@ -14,6 +14,7 @@
 #include "dtfm/Runtime/PlanLoader.h"
 #include "dtfm/Runtime/PlanVerifier.h"
 #include "dtfm/Runtime/Simulator.h"
+#include "dtfm/Runtime/StepReport.h"
 
 #include "plan.pb.h"
 
@@ -95,9 +96,8 @@ int64_t lastLoggedStep(const std::string &logPath) {
   std::string line;
   int64_t step = 0;
   while (std::getline(in, line)) {
-    size_t at = line.find("\"step\":");
-    if (at != std::string::npos)
-      step = std::max<int64_t>(step, std::atoll(line.c_str() + at + 7));
+    if (std::optional<int64_t> logged = loggedStep(line))
+      step = std::max(step, *logged);
   }
   return step;
 }

@@ -63,6 +63,13 @@ std::string dtfm::runtime::stepLine(const StepFigures &f,
   return line;
 }
 
+std::optional<int64_t> dtfm::runtime::loggedStep(const std::string &line) {
+  static const std::string key = "{\"step\":";
+  if (line.rfind(key, 0) != 0)
+    return std::nullopt;
+  return std::atoll(line.c_str() + key.size());
+}
+
 std::string dtfm::runtime::stepJson(const StepFigures &f,
                                     const IterationWork &work) {
   return "{\"step\":" + std::to_string(f.step) +

@@ -464,9 +464,8 @@ static bool keepLoggedSteps(const std::string &path, int64_t last,
   std::string kept, line;
   bool dropped = false;
   while (std::getline(in, line)) {
-    size_t at = line.find("\"step\":");
-    if (at != std::string::npos &&
-        std::atoll(line.c_str() + at + 7) > last) {
+    std::optional<int64_t> step = loggedStep(line);
+    if (step && *step > last) {
       dropped = true;
       continue;
     }

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,9 @@ struct StepFigures {
 std::string stepLine(const StepFigures &figures, const IterationWork &work);
 /// The same as one JSON object (no newline).
 std::string stepJson(const StepFigures &figures, const IterationWork &work);
+
+/// The step a line of the JSON step log (stepJson) records, when it is one.
+std::optional<int64_t> loggedStep(const std::string &line);
 
 class StepReporter {
 public:
