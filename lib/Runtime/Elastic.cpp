@@ -9,6 +9,7 @@
 #include "dtfm/Format/PlanInputs.h"
 #include "dtfm/Format/TensorFile.h"
 #include "dtfm/Planner/Cluster.h"
+#include "dtfm/Runtime/Agents.h"
 #include "dtfm/Runtime/Checkpoints.h"
 #include "dtfm/Runtime/Launcher.h"
 #include "dtfm/Runtime/PlanLoader.h"
@@ -419,8 +420,32 @@ int dtfm::runtime::runElastic(const std::string &planPath,
                               const std::string &resumeFrom,
                               const std::string &logPath,
                               std::chrono::milliseconds timeout,
-                              const ElasticOptions &options) {
+                              const ElasticOptions &options,
+                              AgentCoordinator *agents) {
   proto::Plan plan = firstPlan;
+  WorkerLauncher launch = launchLocalWorkersWithOutcome;
+  if (agents) {
+    launch = [agents](const std::vector<std::string> &arguments,
+                      const std::vector<std::string> &devices,
+                      std::chrono::milliseconds limit,
+                      const LaunchHooks *hooks) {
+      return agents->launch(arguments, devices, limit, hooks);
+    };
+    planner::Cluster cluster;
+    std::string error;
+    if (!clusterFromPlan(plan, cluster, error))
+      return stop(planPath + ": " + error);
+    std::vector<std::string> names;
+    for (const planner::Device &d : cluster.devices)
+      names.push_back(d.name);
+    agents->setKnownDevices(names);
+    std::printf("dtfm-run: elastic: waiting for the agents of %zu devices "
+                "on port %d\n",
+                devicesOf(plan).size(), agents->port());
+    std::fflush(stdout);
+    if (!agents->waitForDevices(devicesOf(plan), error))
+      return stop(error);
+  }
   std::string currentPlanPath = planPath;
   std::string currentCheckpoints = checkpointDir;
   std::string resumeDir = resumeFrom;
@@ -460,6 +485,9 @@ int dtfm::runtime::runElastic(const std::string &planPath,
       if (replans >= options.maxReplans)
         return false;
       std::vector<planner::JoinRequest> fresh = freshJoins(joinsDir, seenJoins);
+      if (agents)
+        for (planner::JoinRequest &r : agents->takeJoins())
+          fresh.push_back(std::move(r));
       if (fresh.empty())
         return false;
       planner::Cluster target = withJoins(cluster, fresh);
@@ -489,8 +517,7 @@ int dtfm::runtime::runElastic(const std::string &planPath,
       joining = std::move(fresh);
       return true;
     };
-    LaunchOutcome outcome =
-        launchLocalWorkersWithOutcome(args, devices, timeout, &hooks);
+    LaunchOutcome outcome = launch(args, devices, timeout, &hooks);
     bool stopped =
         outcome.status == 0 &&
         std::any_of(outcome.ends.begin(), outcome.ends.end(),
@@ -525,12 +552,12 @@ int dtfm::runtime::runElastic(const std::string &planPath,
     std::vector<std::string> lost;
     std::string why;
     for (size_t rank = 0; rank < devices.size(); ++rank)
-      if (outcome.ends[rank] == WorkerEnd::Killed ||
-          outcome.ends[rank] == WorkerEnd::Hung) {
+      if (deviceLost(outcome.ends[rank])) {
         lost.push_back(devices[rank]);
         why += (why.empty() ? "" : ", ") + devices[rank] +
-               (outcome.ends[rank] == WorkerEnd::Hung
-                    ? std::string(" (hung)")
+               (outcome.ends[rank] == WorkerEnd::Hung ? std::string(" (hung)")
+                : outcome.ends[rank] == WorkerEnd::Unreachable
+                    ? std::string(" (host lost)")
                     : " (signal " + std::to_string(outcome.signals[rank]) +
                           ")");
       }
@@ -559,7 +586,16 @@ int dtfm::runtime::runElastic(const std::string &planPath,
 
     // Devices the plan left idle, and those that joined, stand by: they
     // count.
-    planner::Cluster survivors = planner::withoutDevices(cluster, lost);
+    std::vector<std::string> gone = lost;
+    if (agents) {
+      // A device no agent serves now cannot take part either.
+      std::set<std::string> served = agents->servedDevices();
+      for (const planner::Device &d : cluster.devices)
+        if (!served.count(d.name) &&
+            std::find(gone.begin(), gone.end(), d.name) == gone.end())
+          gone.push_back(d.name);
+    }
+    planner::Cluster survivors = planner::withoutDevices(cluster, gone);
     int left = static_cast<int>(survivors.devices.size());
     if (replans >= options.maxReplans)
       return stop("lost " + why + " after " + std::to_string(replans) +
@@ -582,14 +618,14 @@ int dtfm::runtime::runElastic(const std::string &planPath,
                   "; stopping: " + keep);
     double downtime =
         std::chrono::duration<double>(Clock::now() - failedAt).count();
+    long long stepsLost = std::max<int64_t>(0, reached - step);
     std::printf("dtfm-run: elastic: lost %s at step %lld; re-planned in %.2f "
                 "s (%.2f s after the failure): %s; resuming from step %lld "
-                "(%lld steps lost); plan %s\n",
+                "(%lld step%s lost); plan %s\n",
                 why.c_str(), static_cast<long long>(reached), made.seconds,
                 downtime, describeReplan(plan, next).c_str(),
-                static_cast<long long>(step),
-                static_cast<long long>(std::max<int64_t>(0, reached - step)),
-                made.path.c_str());
+                static_cast<long long>(step), stepsLost,
+                stepsLost == 1 ? "" : "s", made.path.c_str());
     std::fflush(stdout);
     plan = std::move(next);
     currentPlanPath = made.path;

@@ -41,7 +41,9 @@ int removeEntry(const char *path, const struct stat *, int, struct FTW *) {
   return ::remove(path);
 }
 
-std::string describeStatus(int status) {
+} // namespace
+
+std::string dtfm::runtime::describeExitStatus(int status) {
   if (WIFSIGNALED(status)) {
     int signal = WTERMSIG(status);
     const char *name = ::strsignal(signal);
@@ -51,7 +53,20 @@ std::string describeStatus(int status) {
   return "exited with status " + std::to_string(WEXITSTATUS(status));
 }
 
-} // namespace
+bool dtfm::runtime::deviceLost(WorkerEnd end) {
+  return end == WorkerEnd::Killed || end == WorkerEnd::Hung ||
+         end == WorkerEnd::Unreachable;
+}
+
+std::string dtfm::runtime::thisExecutable(std::string &error) {
+  char self[4096];
+  ssize_t length = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (length <= 0) {
+    error = "cannot find this executable";
+    return "";
+  }
+  return std::string(self, static_cast<size_t>(length));
+}
 
 int dtfm::runtime::launchLocalWorkers(const std::vector<std::string> &arguments,
                                       const std::vector<std::string> &devices,
@@ -95,13 +110,12 @@ LaunchOutcome dtfm::runtime::launchLocalWorkersWithOutcome(
   // SIGKILL cannot be caught: the workers watch for their parent's death.
   ::setenv(kLauncherPidVariable, std::to_string(::getpid()).c_str(), 1);
 
-  char self[4096];
-  ssize_t length = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (length <= 0) {
-    std::fprintf(stderr, "dtfm-run: error: cannot find this executable\n");
+  std::string problem;
+  std::string self = thisExecutable(problem);
+  if (self.empty()) {
+    std::fprintf(stderr, "dtfm-run: error: %s\n", problem.c_str());
     return outcome;
   }
-  self[length] = '\0';
 
   std::vector<pid_t> pids(count, -1);
   int failures = 0;
@@ -115,7 +129,7 @@ LaunchOutcome dtfm::runtime::launchLocalWorkersWithOutcome(
       argv.push_back(a.data());
     argv.push_back(nullptr);
     pid_t pid;
-    if (::posix_spawn(&pid, self, nullptr, nullptr, argv.data(), environ) !=
+    if (::posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv.data(), environ) !=
         0) {
       std::fprintf(stderr, "dtfm-run: error: cannot start the worker of %s\n",
                    devices[rank].c_str());
@@ -172,7 +186,7 @@ LaunchOutcome dtfm::runtime::launchLocalWorkersWithOutcome(
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
           std::fprintf(stderr, "dtfm-run: error: worker %s (rank %d) %s\n",
                        devices[rank].c_str(), rank,
-                       describeStatus(status).c_str());
+                       describeExitStatus(status).c_str());
           if (failures++ == 0)
             deadline = Clock::now() + timeout;
         }

@@ -119,12 +119,47 @@ inline bool writeString(int fd, const char *data, size_t size) {
   return writeAll(fd, &length, 4) && writeAll(fd, data, size);
 }
 
+/// A TCP connection to host:port, retried until `timeout` (the other end
+/// may not listen yet); -1 with a one-line `error`.
+inline int connectWithin(const std::string &host, int port,
+                         std::chrono::milliseconds timeout,
+                         std::string &error) {
+  addrinfo hints{}, *found = nullptr;
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints,
+                    &found) != 0 ||
+      !found) {
+    error = "cannot resolve host '" + host + "'";
+    return -1;
+  }
+  Clock::time_point deadline = Clock::now() + timeout;
+  while (true) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
+      ::freeaddrinfo(found);
+      int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      return fd;
+    }
+    if (fd >= 0)
+      ::close(fd);
+    if (Clock::now() >= deadline)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::freeaddrinfo(found);
+  error = "nothing listens at " + host + ":" + std::to_string(port) +
+          " within " + std::to_string(timeout.count()) + " ms";
+  return -1;
+}
+
 /// The TCP store rank 0 serves for multi-host runs. Requests: 'S' key value
 /// (set), 'G' key (get: a found byte, then the value).
 class TcpStoreServer {
 public:
   bool start(int port, std::string &error) {
-    listener = ::socket(AF_INET, SOCK_STREAM, 0);
+    listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
     ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     sockaddr_in addr{};
@@ -144,6 +179,16 @@ public:
     }
     acceptor = std::thread([this] { acceptLoop(); });
     return true;
+  }
+
+  /// The port it listens on (the one the system chose for port 0).
+  int port() const {
+    sockaddr_in addr{};
+    socklen_t size = sizeof addr;
+    if (::getsockname(listener, reinterpret_cast<sockaddr *>(&addr),
+                      &size) != 0)
+      return -1;
+    return ntohs(addr.sin_port);
   }
 
   ~TcpStoreServer() {
@@ -171,7 +216,7 @@ private:
       pollfd p{listener, POLLIN, 0};
       if (::poll(&p, 1, 50) <= 0)
         continue;
-      int fd = ::accept(listener, nullptr, nullptr);
+      int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
       if (fd < 0)
         continue;
       setSocketDeadline(fd, kRequestDeadline);
@@ -236,38 +281,15 @@ public:
   static std::unique_ptr<TcpStoreClient>
   connect(const std::string &host, int port, std::chrono::milliseconds timeout,
           std::string &error) {
-    addrinfo hints{}, *found = nullptr;
-    hints.ai_family = AF_INET;
-    hints.ai_socktype = SOCK_STREAM;
-    if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints,
-                      &found) != 0 ||
-        !found) {
-      error = "cannot resolve rendezvous host '" + host + "'";
+    int fd = connectWithin(host, port, timeout, error);
+    if (fd < 0) {
+      error = "rendezvous store: " + error + " (is rank 0 running?)";
       return nullptr;
     }
-    Clock::time_point deadline = Clock::now() + timeout;
-    while (true) {
-      int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-      if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
-        ::freeaddrinfo(found);
-        int one = 1;
-        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        // A store that stops answering fails the request, within the
-        // run's timeout, instead of hanging it.
-        setSocketDeadline(fd, timeout);
-        return std::make_unique<TcpStoreClient>(fd, timeout);
-      }
-      if (fd >= 0)
-        ::close(fd);
-      if (Clock::now() >= deadline)
-        break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    ::freeaddrinfo(found);
-    error = "no rendezvous store at " + host + ":" + std::to_string(port) +
-            " within " + std::to_string(timeout.count()) +
-            " ms (is rank 0 running?)";
-    return nullptr;
+    // A store that stops answering fails the request, within the run's
+    // timeout, instead of hanging it.
+    setSocketDeadline(fd, timeout);
+    return std::make_unique<TcpStoreClient>(fd, timeout);
   }
 
   void set(const std::string &key, const std::vector<char> &value) override {

@@ -190,7 +190,7 @@ std::unique_ptr<Transport> Transport::connect(const TransportOptions &options,
     int port = 0;
     if (!parseHostPort(options.rendezvous, host, port, error))
       return nullptr;
-    if (rank == 0) {
+    if (rank == 0 && !options.storeServedElsewhere) {
       impl->server = std::make_unique<TcpStoreServer>();
       if (!impl->server->start(port, error))
         return nullptr;

@@ -228,6 +228,7 @@ bool Worker::connect(std::string &error) {
   t.names = names;
   t.storeDir = options.storeDir;
   t.rendezvous = options.rendezvous;
+  t.storeServedElsewhere = options.storeServedElsewhere;
   t.timeout = options.timeout;
   if (options.shapeLinks) {
     planner::Cluster cluster;

@@ -24,6 +24,7 @@
 #include "dtfm/Format/PlanFile.h"
 #include "dtfm/Format/TensorFile.h"
 #include "dtfm/Planner/Cluster.h"
+#include "dtfm/Runtime/Agents.h"
 #include "dtfm/Runtime/Backend.h"
 #include "dtfm/Runtime/Elastic.h"
 #include "dtfm/Runtime/Launcher.h"
@@ -79,6 +80,8 @@ static const char *kUsage =
     "rest, resume; needs --checkpoint-dir)\n"
     "                      [--min-devices N] [--max-replans N] "
     "[--planning-timeout SECONDS] [--compiler-dir DIR]\n"
+    "                      [--agents PORT] (the workers run on the hosts "
+    "of agents that connect to PORT)\n"
     "         multi-host:  --rank R (--rendezvous HOST:PORT | --store DIR)\n"
     "         device:      [--backend cpu|cuda|auto] (default auto)\n"
     "                      [--matmul-precision plan|fp32] (GPU matmuls "
@@ -88,7 +91,11 @@ static const char *kUsage =
     "                      (the plan made again without those devices, as "
     "--elastic does)\n"
     "       dtfm-run --join CHECKPOINT_DIR <request.textproto>  (a device "
-    "asks to join an --elastic run)\n";
+    "asks to join an --elastic run)\n"
+    "       dtfm-run --agent HOST:PORT (--devices DEV[,DEV...] | "
+    "--join-request request.textproto)\n"
+    "                      [--timeout SECONDS] (runs this host's workers of "
+    "an --elastic --agents run)\n";
 
 /// An integer option value in [low, high] (decimal, nothing before or after
 /// it -- strtoll would skip leading blanks --, no overflow), or a one-line
@@ -110,6 +117,26 @@ static bool integerIn(const char *flag, const char *text, long long low,
   return true;
 }
 
+/// DEV[,DEV...] of `flag`; false after a one-line error for an empty name.
+static bool deviceList(const char *flag, const std::string &text,
+                       std::vector<std::string> &names) {
+  for (size_t begin = 0; begin <= text.size();) {
+    size_t end = text.find(',', begin);
+    if (end == std::string::npos)
+      end = text.size();
+    std::string name = text.substr(begin, end - begin);
+    if (name.empty()) {
+      std::fprintf(stderr,
+                   "dtfm-run: error: %s: an empty device name in '%s'\n", flag,
+                   text.c_str());
+      return false;
+    }
+    names.push_back(name);
+    begin = end + 1;
+  }
+  return true;
+}
+
 int main(int argc, char **argv) {
   std::string planPath, tracePath, reportPath, clusterPath;
   bool simulateFlag = false, json = false, executeFlag = false;
@@ -117,6 +144,10 @@ int main(int argc, char **argv) {
   bool elastic = false, elasticOptionGiven = false;
   runtime::ElasticOptions elasticOptions;
   std::string replanWithout, replanDir, joinDir;
+  // A coordinator's port (--agents), or an agent's coordinator and devices.
+  int agentsPort = -1;
+  runtime::AgentOptions agent;
+  std::string agentDevices, joinRequestPath;
   runtime::BackendRequest backendRequest = runtime::BackendRequest::Auto;
   runtime::WorkerOptions worker;
   worker.rank = -1;
@@ -162,6 +193,24 @@ int main(int argc, char **argv) {
       continue;
     } else if (takesValue("--join")) {
       joinDir = argv[++i];
+      continue;
+    } else if (takesValue("--agents")) {
+      if (!integerIn("--agents", argv[++i], 0, 65535, number))
+        return 1;
+      agentsPort = static_cast<int>(number);
+      continue;
+    } else if (takesValue("--agent")) {
+      agent.coordinator = argv[++i];
+      continue;
+    } else if (takesValue("--devices")) {
+      agentDevices = argv[++i];
+      continue;
+    } else if (takesValue("--join-request")) {
+      joinRequestPath = argv[++i];
+      continue;
+    } else if (takesValue("--store-server")) {
+      worker.rendezvous = argv[++i];
+      worker.storeServedElsewhere = true;
       continue;
     } else if (takesValue("--replan-without"))
       replanWithout = argv[++i];
@@ -285,6 +334,30 @@ int main(int argc, char **argv) {
     else
       return fail("more than one plan file given");
   }
+  if (!agent.coordinator.empty()) {
+    // This host serves devices of an elastic run across hosts.
+    if (!planPath.empty())
+      return fail("--agent takes no plan: the coordinator sends it");
+    if (agentDevices.empty() == joinRequestPath.empty())
+      return fail("--agent needs exactly one of --devices DEV[,DEV...] and "
+                  "--join-request FILE");
+    std::string error;
+    if (!agentDevices.empty() &&
+        !deviceList("--devices", agentDevices, agent.devices))
+      return 1;
+    if (!joinRequestPath.empty()) {
+      planner::JoinRequest request;
+      if (!format::readWholeFile(joinRequestPath, agent.joinRequest, error) ||
+          !planner::parseJoinRequest(agent.joinRequest, joinRequestPath,
+                                     request, error))
+        return fail(error);
+      agent.joinRequestPath = joinRequestPath;
+    }
+    agent.timeout = worker.timeout;
+    return runtime::runAgent(agent);
+  }
+  if (!agentDevices.empty() || !joinRequestPath.empty())
+    return fail("--devices and --join-request go with --agent HOST:PORT");
   if (!joinDir.empty()) {
     // A device asks to join the elastic run checkpointing into joinDir:
     // its request is checked here and handed over atomically.
@@ -331,17 +404,8 @@ int main(int argc, char **argv) {
     if (::access(replanDir.c_str(), W_OK | X_OK) != 0)
       return fail("--replan-dir " + replanDir + ": not a writable directory");
     std::vector<std::string> lost;
-    for (size_t begin = 0; begin <= replanWithout.size();) {
-      size_t end = replanWithout.find(',', begin);
-      if (end == std::string::npos)
-        end = replanWithout.size();
-      std::string name = replanWithout.substr(begin, end - begin);
-      if (name.empty())
-        return fail("--replan-without: an empty device name in '" +
-                    replanWithout + "'");
-      lost.push_back(name);
-      begin = end + 1;
-    }
+    if (!deviceList("--replan-without", replanWithout, lost))
+      return 1;
     if (!runtime::checkElastic(plan, planPath, elasticOptions, error))
       return fail(error);
     proto::Plan next;
@@ -380,6 +444,7 @@ int main(int argc, char **argv) {
             "--store", "--tokens", "--inputs", "--init-from", "--save-params",
             "--log", "--backend", "--matmul-precision", "--timeout",
             "--memory-report", "--stop-file", "--mtbf", "--elastic",
+            "--agents", "--store-server",
             "--min-devices",
             "--max-replans",
             "--planning-timeout", "--compiler-dir"})
@@ -429,6 +494,12 @@ int main(int argc, char **argv) {
       return fail("--min-devices, --max-replans, --planning-timeout and "
                   "--compiler-dir go with --elastic (or --replan-without)");
     }
+    if (agentsPort >= 0 && !elastic)
+      return fail("--agents PORT goes with --elastic (the coordinator of "
+                  "agents that run the workers on their hosts)");
+    if (worker.storeServedElsewhere && worker.rank < 0)
+      return fail("--store-server goes with --rank (an agent starts such "
+                  "workers)");
     // Resolved once here; local workers get the answer.
     std::string notice;
     if (!runtime::resolveBackend(backendRequest, plan, worker.backend, notice,
@@ -451,10 +522,19 @@ int main(int argc, char **argv) {
       }
       if (!logGiven)
         arguments.insert(arguments.end(), {"--log", worker.logPath});
+      if (agentsPort < 0)
+        return runtime::runElastic(planPath, plan, arguments,
+                                   worker.checkpointDir, worker.resumeFrom,
+                                   worker.logPath, worker.timeout,
+                                   elasticOptions);
+      runtime::AgentCoordinator agents;
+      if (!agents.listen(agentsPort, worker.checkpointDir, worker.timeout,
+                         error))
+        return fail(error);
       return runtime::runElastic(planPath, plan, arguments,
                                  worker.checkpointDir, worker.resumeFrom,
                                  worker.logPath, worker.timeout,
-                                 elasticOptions);
+                                 elasticOptions, &agents);
     }
     if (worker.rank >= 0) {
       if (plan.programs_size() > 1 && worker.rendezvous.empty() &&

@@ -5,11 +5,13 @@
 //===----------------------------------------------------------------------===//
 //
 // `dtfm-run plan.pb --execute --elastic --checkpoint-dir DIR` runs the
-// plan's local workers (Launcher.h) and, when devices are lost -- a worker
-// killed by a signal it did not get from the launcher, or one that did not
-// stop within --timeout of another's failure (stopped, hung) -- plans the
-// same model again on the devices left and resumes from the newest
-// checkpoint, without a person restarting anything:
+// plan's workers -- locally (Launcher.h), or with --agents on the hosts of
+// their agents (Agents.h) -- and, when devices are lost -- a worker
+// killed by a signal it did not get from the launcher, one that did not
+// stop within --timeout of another's failure (stopped, hung), a host whose
+// agent is gone -- plans the same model again on the devices left and
+// resumes from the newest checkpoint, without a person restarting
+// anything:
 //
 //   1. the plan's recorded inputs (dtfm/Format/PlanInputs.h: the model as
 //      --dtfm-plan received it and its options) and the plan's cluster
@@ -55,6 +57,8 @@ struct Cluster;
 } // namespace dtfm::planner
 
 namespace dtfm::runtime {
+
+class AgentCoordinator;
 
 struct ElasticOptions {
   /// Stop (with the checkpoints intact) rather than go on with fewer
@@ -105,15 +109,18 @@ std::string describeReplan(const proto::Plan &before, const proto::Plan &after);
 /// `checkpointDir` (dtfm-run --join): `<checkpointDir>/joins`.
 std::string joinDirectory(const std::string &checkpointDir);
 
-/// Runs the plan's workers locally, re-planning as above. `workerArguments`
-/// are each worker's options without the plan, --checkpoint-dir and
-/// --resume-from; `logPath` is the step log rank 0 writes (the steps
-/// reached). Returns the exit status.
+/// Runs the plan's workers, re-planning as above: locally, or with
+/// `agents` on the hosts of their agents (Agents.h; then a device no agent
+/// serves any more is gone too, and agents bring join requests).
+/// `workerArguments` are each worker's options without the plan,
+/// --checkpoint-dir and --resume-from; `logPath` is the step log rank 0
+/// writes (the steps reached). Returns the exit status.
 int runElastic(const std::string &planPath, const proto::Plan &plan,
                const std::vector<std::string> &workerArguments,
                const std::string &checkpointDir, const std::string &resumeFrom,
                const std::string &logPath, std::chrono::milliseconds timeout,
-               const ElasticOptions &options);
+               const ElasticOptions &options,
+               AgentCoordinator *agents = nullptr);
 
 } // namespace dtfm::runtime
 

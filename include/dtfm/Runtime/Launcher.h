@@ -42,7 +42,20 @@ enum class WorkerEnd {
   /// Stopped at a checkpoint because the stop file asked it to
   /// (kExitStoppedAtCheckpoint).
   Stopped,
+  /// Its host is gone: the agent that ran it (Agents.h) left or stopped
+  /// answering. The device is gone.
+  Unreachable,
 };
+
+/// True for the ends that mean the device is gone (Killed, Hung,
+/// Unreachable): what an elastic run re-plans without.
+bool deviceLost(WorkerEnd end);
+
+/// This executable's path (/proc/self/exe); "" with `error` when unknown.
+std::string thisExecutable(std::string &error);
+
+/// "exited with status 3", "was killed by signal 9 (Killed)".
+std::string describeExitStatus(int status);
 
 /// What launchLocalWorkers saw: the exit status (0 when every worker
 /// finished) and how each rank's worker ended.
@@ -66,6 +79,13 @@ struct LaunchHooks {
   std::function<bool()> poll;
   std::string stopFile;
 };
+
+/// Starts the workers of a plan somewhere and waits for them: this
+/// machine's (launchLocalWorkersWithOutcome) or the agents' (Agents.h).
+using WorkerLauncher = std::function<LaunchOutcome(
+    const std::vector<std::string> &arguments,
+    const std::vector<std::string> &devices, std::chrono::milliseconds timeout,
+    const LaunchHooks *hooks)>;
 
 /// The same, with how each worker ended.
 LaunchOutcome launchLocalWorkersWithOutcome(

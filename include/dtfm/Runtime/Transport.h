@@ -46,6 +46,9 @@ struct TransportOptions {
   /// or "host:port" of the TCP store rank 0 serves.
   std::string storeDir;
   std::string rendezvous;
+  /// The TCP store at `rendezvous` is served by someone else (the elastic
+  /// coordinator, Agents.h), not by rank 0.
+  bool storeServedElsewhere = false;
   /// Bound on every wait: rendezvous, receives, sends, collectives.
   std::chrono::milliseconds timeout{60000};
   /// size x size, row = sender; empty for unshaped links.

@@ -65,6 +65,9 @@ struct WorkerOptions {
   bool serialSlots = false;
   std::chrono::milliseconds timeout{60000};
   std::string storeDir, rendezvous;
+  /// --store-server: `rendezvous` names a store the elastic coordinator
+  /// serves (the workers an agent starts), so rank 0 serves none.
+  bool storeServedElsewhere = false;
   std::string tracePath, logPath;
   /// Rank 0 writes each worker's measured peak memory next to the
   /// prediction (MemoryModel.h), one JSON object per device.

@@ -124,13 +124,13 @@ def lost(dtfm_run, plan, d, tokens, victim, steps, how):
                   "re-planned in T s (T s after the failure)", lines[0])
     line = re.sub(r"predicted \S+ s -> \S+ s", "predicted X s -> Y s", line)
     line = re.sub(r"at step \d+", "at step N", line)
-    line = re.sub(r"from step \d+ \(\d+ steps lost\)",
+    line = re.sub(r"from step \d+ \(\d+ steps? lost\)",
                   "from step K (N - K steps lost)", line)
     line = line.replace(d, "DIR")
     print(line)
     at = int(re.search(r"at step (\d+)", lines[0]).group(1))
     start = int(re.search(r"resuming from step (\d+)", lines[0]).group(1))
-    lost_steps = int(re.search(r"\((\d+) steps lost\)", lines[0]).group(1))
+    lost_steps = int(re.search(r"\((\d+) steps? lost\)", lines[0]).group(1))
     assert start % 5 == 0 and start >= 10 and lost_steps == at - start, \
         lines[0]
     print(f"steps lost <= the checkpoint interval: {lost_steps <= 5}")

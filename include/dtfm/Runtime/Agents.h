@@ -1,0 +1,111 @@
+//===- Agents.h - Elastic runs across hosts ---------------------*- C++ -*-===//
+//
+// Part of dtfm. Plain C++ (no MLIR).
+//
+//===----------------------------------------------------------------------===//
+//
+// A multi-host elastic run has one coordinator and one agent per host:
+//
+//   coordinator:  dtfm-run plan.pb --execute --elastic --agents PORT
+//                          --checkpoint-dir DIR ...
+//   each host:    dtfm-run --agent HOST:PORT --devices cpu0,cpu1
+//   a new host:   dtfm-run --agent HOST:PORT --join-request request.textproto
+//
+// The coordinator plans and re-plans as the local elastic launcher does
+// (Elastic.h); instead of starting the workers itself, it asks the agent
+// of each device to start that device's worker (`dtfm-run plan --execute
+// --rank r --store-server HOST:P`, the rendezvous store the coordinator
+// serves for that launch) and hears back how each ended. An agent that
+// leaves or sends nothing for --timeout (it heartbeats every second) has
+// lost its host: its devices are re-planned without, like a killed
+// worker's. An agent that comes with a join request asks to join
+// (cluster.proto's JoinRequest), as `dtfm-run --join` does locally.
+//
+// What the hosts share: the checkpoint directory and the run's files (the
+// plan, --tokens, --log) at the paths the coordinator names, from its
+// working directory -- a shared file system. Every agent proves it sees
+// the coordinator's checkpoint directory (a nonce the coordinator wrote
+// there) before it is used; one that does not is refused in one line.
+//
+// Protocol (TCP, each message a count and that many length-prefixed
+// strings, at most 1 MiB in all): agent -> coordinator "hello", version,
+// devices, join request; coordinator -> agent "welcome" checkpoint dir,
+// nonce (or "refused" why); agent -> coordinator "ready" (or "refused"
+// why); then coordinator -> agent "start" launch, store port, working
+// directory, ranks, arguments / "kill" launch / "exit"; agent ->
+// coordinator "end" launch, rank, wait status / "alive".
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTFM_RUNTIME_AGENTS_H
+#define DTFM_RUNTIME_AGENTS_H
+
+#include "dtfm/Planner/Cluster.h"
+#include "dtfm/Runtime/Launcher.h"
+
+#include <chrono>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace dtfm::runtime {
+
+struct AgentOptions {
+  /// The coordinator, HOST:PORT.
+  std::string coordinator;
+  /// The devices of the cluster whose workers this host runs.
+  std::vector<std::string> devices;
+  /// Or a device asking to join: its JoinRequest in text format, and the
+  /// file it came from.
+  std::string joinRequest, joinRequestPath;
+  /// Connecting, and the longest silence of the coordinator.
+  std::chrono::milliseconds timeout{60000};
+};
+
+/// Serves the coordinator until it says the run is over (0) or is lost or
+/// refuses this agent (1, with a one-line error).
+int runAgent(const AgentOptions &options);
+
+/// The coordinator's side.
+class AgentCoordinator {
+public:
+  AgentCoordinator();
+  ~AgentCoordinator(); ///< tells every agent the run is over
+
+  /// Listens on `port` (0: one the system chooses; port() says which)
+  /// and writes the nonce agents must find in `checkpointDir`. `timeout`
+  /// bounds every wait on an agent. False with a one-line `error`.
+  bool listen(int port, const std::string &checkpointDir,
+              std::chrono::milliseconds timeout, std::string &error);
+  int port() const;
+
+  /// The devices an agent may serve without a join request (the current
+  /// cluster's, and those that joined).
+  void setKnownDevices(const std::vector<std::string> &devices);
+  /// The devices a connected agent serves now.
+  std::set<std::string> servedDevices();
+  /// Waits until every one of `devices` is served; false with a one-line
+  /// `error` naming those that are not within the timeout.
+  bool waitForDevices(const std::vector<std::string> &devices,
+                      std::string &error);
+  /// Join requests that agents brought since the last call.
+  std::vector<planner::JoinRequest> takeJoins();
+
+  /// A WorkerLauncher (Launcher.h) over the agents: rank r's worker runs
+  /// on the agent serving devices[r]. A worker whose agent is gone ends
+  /// Unreachable.
+  LaunchOutcome launch(const std::vector<std::string> &arguments,
+                       const std::vector<std::string> &devices,
+                       std::chrono::milliseconds timeout,
+                       const LaunchHooks *hooks);
+
+  struct Impl;
+
+private:
+  std::unique_ptr<Impl> impl;
+};
+
+} // namespace dtfm::runtime
+
+#endif // DTFM_RUNTIME_AGENTS_H
