@@ -97,10 +97,12 @@ def normalized(line, d):
     line = re.sub(r"predicted \S+ s per iteration with it, \S+ s without",
                   "predicted X s per iteration with it, Y s without", line)
     line = re.sub(r"at step \d+", "at step N", line)
-    line = re.sub(r"from step \d+ \(0 steps lost\)",
-                  "from step K (0 steps lost)", line)
-    line = re.sub(r"from step \d+ \([1-9]\d* steps? lost\)",
-                  "from step K (N - K steps lost)", line)
+    # A join loses no step; a loss loses what came after the checkpoint
+    # (none when the host went right after it).
+    line = re.sub(r"from step \d+ \(0 steps lost\)" if "joined" in line
+                  else r"from step \d+ \(\d+ steps? lost\)",
+                  "from step K (0 steps lost)" if "joined" in line
+                  else "from step K (N - K steps lost)", line)
     line = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", line)
     line = re.sub(r"port \d+", "port P", line)
     return line.replace(d, "DIR")
