@@ -227,32 +227,52 @@ ShapeChoice Searcher::scoreSubset(const std::vector<bool> &inUnits) {
         choice.iterationSeconds() < best.iterationSeconds())
       best = std::move(choice);
   }
-  if (!problem.fixedDataParallel && !problem.fixedPipelineParallel) {
-    // Shapes that leave some of the subset's devices out: per D_PP, the
-    // widest D_DP that some micro-batch size allows, on the fastest devices
-    // (the first of equals). 7 devices of one kind for a global batch of 16
-    // (one of 8 lost) have no other shape; 64 V100s have 8 x 5 on 40 beside
-    // 4 x 8 and 8 x 8 on all; one sample on two 2-device groups has 1 x 1.
-    std::vector<int> bySpeed = devices;
-    std::stable_sort(bySpeed.begin(), bySpeed.end(), [&](int a, int b) {
+  // Shapes that leave some of the subset's devices out: per D_PP, the
+  // widest D_DP that some micro-batch size allows (or the given D_DP x
+  // D_PP), on the fastest devices. 7 devices of one kind for a global batch
+  // of 16 (one of 8 lost) have no other shape; 64 V100s have 8 x 5 on 40
+  // beside 4 x 8 and 8 x 8 on all; one sample on two 2-device groups has
+  // 1 x 1. Among equally fast devices, the worst connected are left out
+  // (the lowest mean bandwidth to the rest of the subset; then the last by
+  // index): world-wide, Oregon's devices before Ireland's when the rest are
+  // in Europe and the US east (GPT-3 1.3B on DT-FM's 64 V100s: 8 x 5 on 40
+  // without Oregon, 11.85 s, where the last by index left Ireland out and
+  // 4 x 8 on 32 won at 15.82 s).
+  std::map<int, double> connectivity;
+  for (int a : devices) {
+    double sum = 0;
+    for (int b : devices)
+      if (a != b)
+        sum += cluster.bandwidthGbps(a, b);
+    connectivity[a] = n > 1 ? sum / (n - 1) : 0;
+  }
+  std::vector<int> preferred = devices;
+  std::stable_sort(preferred.begin(), preferred.end(), [&](int a, int b) {
+    if (cluster.devices[a].speed() != cluster.devices[b].speed())
       return cluster.devices[a].speed() > cluster.devices[b].speed();
-    });
-    for (int pp = 1; pp <= maxStages; ++pp)
-      for (int dp = n / pp; dp >= 1; --dp) {
-        int64_t size = defaultSize(dp);
-        if (size == 0)
-          continue;
-        if (dp * pp == n)
-          break; // every device: scored above
-        std::vector<int> used(bySpeed.begin(), bySpeed.begin() + dp * pp);
-        std::sort(used.begin(), used.end());
-        ShapeChoice choice = scoreShape(used, dp, pp, size, false);
-        all.push_back(choice);
-        if (best.stages.empty() ||
-            choice.iterationSeconds() < best.iterationSeconds())
-          best = std::move(choice);
-        break;
-      }
+    return connectivity[a] > connectivity[b];
+  });
+  for (int pp = 1; pp <= maxStages; ++pp) {
+    if (problem.fixedPipelineParallel > 0 &&
+        pp != problem.fixedPipelineParallel)
+      continue;
+    for (int dp = n / pp; dp >= 1; --dp) {
+      if (problem.fixedDataParallel > 0 && dp != problem.fixedDataParallel)
+        continue;
+      int64_t size = defaultSize(dp);
+      if (size == 0)
+        continue;
+      if (dp * pp == n)
+        break; // every device: scored above
+      std::vector<int> used(preferred.begin(), preferred.begin() + dp * pp);
+      std::sort(used.begin(), used.end());
+      ShapeChoice choice = scoreShape(used, dp, pp, size, false);
+      all.push_back(choice);
+      if (best.stages.empty() ||
+          choice.iterationSeconds() < best.iterationSeconds())
+        best = std::move(choice);
+      break;
+    }
   }
   subsetCache[inUnits] = best;
   return best;

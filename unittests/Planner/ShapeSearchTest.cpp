@@ -162,6 +162,42 @@ TEST(ShapeSearch, UsesSomeOfSevenEqualDevicesWhenNoWidthDividesTheBatch) {
     }
 }
 
+TEST(ShapeSearch, LeavesTheWorstConnectedOfEqualDevicesOut) {
+  // 6 devices of one kind in one region (one unit: the search cannot drop
+  // some by region); gpu0 and gpu1 reach every other device at 10 Mbit/s
+  // and 250 ms. 4 samples: no shape on all 6 divides them as dp x pp with
+  // dp 4, and the best shapes on 4 devices must not take gpu0 or gpu1 --
+  // the first by index would.
+  Cluster c = regionalCluster(1, 6, 100);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 6; ++j)
+      if (i != j) {
+        c.bandwidthGbps(i, j) = c.bandwidthGbps(j, i) = 0.01;
+        c.delayMs(i, j) = c.delayMs(j, i) = 250;
+      }
+  ShapeProblem p = problemFor(c, 4, 1e8, 4);
+  std::string error;
+  for (bool fixed : {false, true}) {
+    ShapeProblem tried = p;
+    if (fixed) {
+      // A given D_DP x D_PP that leaves devices out is planned too (it
+      // was refused: no subset of whole units has 4 devices).
+      tried.fixedDataParallel = 4;
+      tried.fixedPipelineParallel = 1;
+    }
+    ShapeSearchResult r;
+    ASSERT_TRUE(searchShapes(tried, {}, r, error)) << error;
+    expectFits(c, r.best);
+    for (int d : r.best.devices)
+      EXPECT_GE(d, 2) << "uses a badly connected device (fixed " << fixed
+                      << ")";
+    if (fixed) {
+      EXPECT_EQ(r.best.dataParallel, 4);
+      EXPECT_EQ(r.best.devices, (std::vector<int>{2, 3, 4, 5}));
+    }
+  }
+}
+
 TEST(ShapeSearch, ReportsWhenNothingFits) {
   Cluster c = regionalCluster(1, 2, 100, 1e9);
   ShapeProblem p = problemFor(c, 4, 1e9, 8);
