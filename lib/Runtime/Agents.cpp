@@ -159,10 +159,7 @@ struct AgentCoordinator::Impl {
 
   void acceptLoop() {
     while (!stopping) {
-      pollfd p{listener, POLLIN, 0};
-      if (::poll(&p, 1, 50) <= 0)
-        continue;
-      int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+      int fd = acceptWaiting(listener, 50);
       if (fd < 0)
         continue;
       std::lock_guard<std::mutex> lock(mutex);
@@ -349,20 +346,10 @@ bool AgentCoordinator::listen(int port, const std::string &checkpointDir,
   if (!format::writeFileAtomically(nonceFile(checkpointDir), impl->nonce + "\n",
                                    error))
     return false;
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (fd < 0 ||
-      ::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0 ||
-      ::listen(fd, 64) != 0) {
-    error = "--agents " + std::to_string(port) +
-            ": cannot listen: " + std::strerror(errno);
-    if (fd >= 0)
-      ::close(fd);
+  std::string why;
+  int fd = listenOn(port, why);
+  if (fd < 0) {
+    error = "--agents " + std::to_string(port) + ": cannot listen: " + why;
     return false;
   }
   impl->listener = fd;
@@ -372,12 +359,7 @@ bool AgentCoordinator::listen(int port, const std::string &checkpointDir,
 }
 
 int AgentCoordinator::port() const {
-  sockaddr_in addr{};
-  socklen_t size = sizeof addr;
-  if (::getsockname(impl->listener, reinterpret_cast<sockaddr *>(&addr),
-                    &size) != 0)
-    return -1;
-  return ntohs(addr.sin_port);
+  return listeningPort(impl->listener);
 }
 
 void AgentCoordinator::setKnownDevices(
@@ -505,28 +487,17 @@ AgentCoordinator::launch(const std::vector<std::string> &arguments,
   Clock::time_point killDeadline = Clock::time_point::max();
   if (failures)
     deadline = Clock::now(); // stop what started at once
-  bool stopRequested = false;
-  Clock::time_point nextPoll = Clock::now();
+  StopFilePoller poller(hooks);
   auto fail = [&](int rank, WorkerEnd end, const std::string &what) {
     if (outcome.ends[rank] != WorkerEnd::Hung)
       outcome.ends[rank] = end;
     done[rank] = true;
-    std::fprintf(stderr, "dtfm-run: error: worker %s (rank %d) %s\n",
-                 devices[rank].c_str(), rank, what.c_str());
+    reportWorker(devices[rank], rank, what);
     if (failures++ == 0)
       deadline = Clock::now() + timeout;
   };
   while (std::count(done.begin(), done.end(), false) > 0) {
-    if (hooks && hooks->poll && !stopRequested && !failures &&
-        Clock::now() >= nextPoll) {
-      if (hooks->poll()) {
-        std::FILE *stop = std::fopen(hooks->stopFile.c_str(), "w");
-        if (stop)
-          std::fclose(stop);
-        stopRequested = stop != nullptr;
-      }
-      nextPoll = Clock::now() + std::chrono::milliseconds(200);
-    }
+    poller.poll(failures > 0);
     std::deque<Impl::Event> events;
     {
       std::unique_lock<std::mutex> lock(impl->mutex);
@@ -552,7 +523,7 @@ AgentCoordinator::launch(const std::vector<std::string> &arguments,
       } else if (WIFSIGNALED(status)) {
         outcome.signals[e.rank] = WTERMSIG(status);
         fail(e.rank, WorkerEnd::Killed, describeExitStatus(status));
-      } else if (hooks && stopRequested &&
+      } else if (poller.requested() &&
                  WEXITSTATUS(status) == kExitStoppedAtCheckpoint) {
         outcome.ends[e.rank] = WorkerEnd::Stopped;
         done[e.rank] = true;
@@ -568,11 +539,7 @@ AgentCoordinator::launch(const std::vector<std::string> &arguments,
       std::set<int> asked;
       for (int rank = 0; rank < count; ++rank)
         if (!done[rank] && running(rank)) {
-          std::fprintf(stderr,
-                       "dtfm-run: error: worker %s (rank %d) did not stop "
-                       "within %lld ms of the failure; killed\n",
-                       devices[rank].c_str(), rank,
-                       static_cast<long long>(timeout.count()));
+          reportWorker(devices[rank], rank, hungAndKilled(timeout));
           outcome.ends[rank] = WorkerEnd::Hung;
           if (asked.insert(agentOf[rank]).second)
             sendMessage(impl->agents[agentOf[rank]].fd,

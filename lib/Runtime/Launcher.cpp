@@ -53,6 +53,30 @@ std::string dtfm::runtime::describeExitStatus(int status) {
   return "exited with status " + std::to_string(WEXITSTATUS(status));
 }
 
+void dtfm::runtime::StopFilePoller::poll(bool failed) {
+  if (!hooks || !hooks->poll || stopRequested || failed ||
+      std::chrono::steady_clock::now() < next)
+    return;
+  if (hooks->poll()) {
+    std::FILE *stop = std::fopen(hooks->stopFile.c_str(), "w");
+    if (stop)
+      std::fclose(stop);
+    stopRequested = stop != nullptr;
+  }
+  next = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+}
+
+void dtfm::runtime::reportWorker(const std::string &device, int rank,
+                                 const std::string &what) {
+  std::fprintf(stderr, "dtfm-run: error: worker %s (rank %d) %s\n",
+               device.c_str(), rank, what.c_str());
+}
+
+std::string dtfm::runtime::hungAndKilled(std::chrono::milliseconds timeout) {
+  return "did not stop within " + std::to_string(timeout.count()) +
+         " ms of the failure; killed";
+}
+
 bool dtfm::runtime::deviceLost(WorkerEnd end) {
   return end == WorkerEnd::Killed || end == WorkerEnd::Hung ||
          end == WorkerEnd::Unreachable;
@@ -149,19 +173,9 @@ LaunchOutcome dtfm::runtime::launchLocalWorkersWithOutcome(
   Clock::time_point deadline = Clock::time_point::max();
   if (failures)
     deadline = Clock::now() + timeout;
-  bool stopRequested = false;
-  Clock::time_point nextPoll = Clock::now();
+  StopFilePoller poller(hooks);
   while (running > 0) {
-    if (hooks && hooks->poll && !stopRequested && !failures &&
-        Clock::now() >= nextPoll) {
-      if (hooks->poll()) {
-        std::FILE *stop = std::fopen(hooks->stopFile.c_str(), "w");
-        if (stop)
-          std::fclose(stop);
-        stopRequested = stop != nullptr;
-      }
-      nextPoll = Clock::now() + std::chrono::milliseconds(200);
-    }
+    poller.poll(failures > 0);
     int status = 0;
     pid_t pid = ::waitpid(-1, &status, WNOHANG);
     if (pid > 0) {
@@ -176,7 +190,7 @@ LaunchOutcome dtfm::runtime::launchLocalWorkersWithOutcome(
         if (WIFSIGNALED(status)) {
           outcome.ends[rank] = WorkerEnd::Killed;
           outcome.signals[rank] = WTERMSIG(status);
-        } else if (hooks && stopRequested &&
+        } else if (poller.requested() &&
                    WEXITSTATUS(status) == kExitStoppedAtCheckpoint) {
           outcome.ends[rank] = WorkerEnd::Stopped;
           continue; // asked for, not a failure
@@ -184,9 +198,7 @@ LaunchOutcome dtfm::runtime::launchLocalWorkersWithOutcome(
           outcome.ends[rank] = WorkerEnd::Failed;
         }
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-          std::fprintf(stderr, "dtfm-run: error: worker %s (rank %d) %s\n",
-                       devices[rank].c_str(), rank,
-                       describeExitStatus(status).c_str());
+          reportWorker(devices[rank], rank, describeExitStatus(status));
           if (failures++ == 0)
             deadline = Clock::now() + timeout;
         }
@@ -196,11 +208,7 @@ LaunchOutcome dtfm::runtime::launchLocalWorkersWithOutcome(
     if (Clock::now() >= deadline) {
       for (int rank = 0; rank < count; ++rank)
         if (pids[rank] > 0) {
-          std::fprintf(stderr,
-                       "dtfm-run: error: worker %s (rank %d) did not stop "
-                       "within %lld ms of the failure; killed\n",
-                       devices[rank].c_str(), rank,
-                       static_cast<long long>(timeout.count()));
+          reportWorker(devices[rank], rank, hungAndKilled(timeout));
           outcome.ends[rank] = WorkerEnd::Hung;
           ::kill(pids[rank], SIGKILL);
         }

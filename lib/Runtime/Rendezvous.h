@@ -154,27 +154,55 @@ inline int connectWithin(const std::string &host, int port,
   return -1;
 }
 
+/// A socket listening on `port` of every address (0: a port the system
+/// chooses), close-on-exec; -1 with the system's reason in `why`.
+inline int listenOn(int port, std::string &why) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (fd < 0 ||
+      ::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0 ||
+      ::listen(fd, 64) != 0) {
+    why = std::strerror(errno);
+    if (fd >= 0)
+      ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/// The port a listening socket has (-1 when unknown).
+inline int listeningPort(int fd) {
+  sockaddr_in addr{};
+  socklen_t size = sizeof addr;
+  if (::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &size) != 0)
+    return -1;
+  return ntohs(addr.sin_port);
+}
+
+/// A connection `listener` has waiting within `milliseconds`, accepted
+/// close-on-exec (children do not inherit it); -1 when none.
+inline int acceptWaiting(int listener, int milliseconds) {
+  pollfd p{listener, POLLIN, 0};
+  if (::poll(&p, 1, milliseconds) <= 0)
+    return -1;
+  return ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+}
+
 /// The TCP store rank 0 serves for multi-host runs. Requests: 'S' key value
 /// (set), 'G' key (get: a found byte, then the value).
 class TcpStoreServer {
 public:
   bool start(int port, std::string &error) {
-    listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int one = 1;
-    ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_ANY);
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    if (listener < 0 ||
-        ::bind(listener, reinterpret_cast<sockaddr *>(&addr), sizeof addr) !=
-            0 ||
-        ::listen(listener, 64) != 0) {
+    std::string why;
+    listener = listenOn(port, why);
+    if (listener < 0) {
       error = "cannot serve the rendezvous store on port " +
-              std::to_string(port) + ": " + std::strerror(errno);
-      if (listener >= 0)
-        ::close(listener);
-      listener = -1;
+              std::to_string(port) + ": " + why;
       return false;
     }
     acceptor = std::thread([this] { acceptLoop(); });
@@ -182,14 +210,7 @@ public:
   }
 
   /// The port it listens on (the one the system chose for port 0).
-  int port() const {
-    sockaddr_in addr{};
-    socklen_t size = sizeof addr;
-    if (::getsockname(listener, reinterpret_cast<sockaddr *>(&addr),
-                      &size) != 0)
-      return -1;
-    return ntohs(addr.sin_port);
-  }
+  int port() const { return listeningPort(listener); }
 
   ~TcpStoreServer() {
     stopping = true;
@@ -213,10 +234,7 @@ public:
 private:
   void acceptLoop() {
     while (!stopping) {
-      pollfd p{listener, POLLIN, 0};
-      if (::poll(&p, 1, 50) <= 0)
-        continue;
-      int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+      int fd = acceptWaiting(listener, 50);
       if (fd < 0)
         continue;
       setSocketDeadline(fd, kRequestDeadline);

@@ -57,6 +57,12 @@ std::string thisExecutable(std::string &error);
 /// "exited with status 3", "was killed by signal 9 (Killed)".
 std::string describeExitStatus(int status);
 
+/// "dtfm-run: error: worker cpu3 (rank 3) <what>" on stderr.
+void reportWorker(const std::string &device, int rank,
+                  const std::string &what);
+/// "did not stop within N ms of the failure; killed".
+std::string hungAndKilled(std::chrono::milliseconds timeout);
+
 /// What launchLocalWorkers saw: the exit status (0 when every worker
 /// finished) and how each rank's worker ended.
 struct LaunchOutcome {
@@ -78,6 +84,22 @@ int launchLocalWorkers(const std::vector<std::string> &arguments,
 struct LaunchHooks {
   std::function<bool()> poll;
   std::string stopFile;
+};
+
+/// What both launchers' wait loops do with the hooks: call `poll` about
+/// every 200 ms while no worker failed, and once it returns true create
+/// the stop file (then a worker's kExitStoppedAtCheckpoint was asked for).
+class StopFilePoller {
+public:
+  explicit StopFilePoller(const LaunchHooks *hooks) : hooks(hooks) {}
+  void poll(bool failed);
+  bool requested() const { return stopRequested; }
+
+private:
+  const LaunchHooks *hooks;
+  bool stopRequested = false;
+  std::chrono::steady_clock::time_point next =
+      std::chrono::steady_clock::now();
 };
 
 /// Starts the workers of a plan somewhere and waits for them: this
