@@ -529,9 +529,18 @@ int dtfm::runtime::runElastic(const std::string &planPath,
       if (step < 0)
         return stop("the workers stopped for " + namesOf(joining) +
                     " to join, but no checkpoint of theirs is complete");
+      // Devices that stood by and the new plan uses are named too.
+      std::vector<std::string> used = devicesOf(joined);
+      std::vector<planner::JoinRequest> woken;
+      for (const planner::JoinRequest &r : standby)
+        if (std::count(used.begin(), used.end(), r.device.name))
+          woken.push_back(r);
+      std::string who = namesOf(joining);
+      if (!woken.empty())
+        who += " (with " + namesOf(woken) + ", standing by)";
       std::printf("dtfm-run: elastic: %s joined; re-planned in %.2f s: %s; "
                   "resuming from step %lld (0 steps lost); plan %s\n",
-                  namesOf(joining).c_str(), joinMade.seconds,
+                  who.c_str(), joinMade.seconds,
                   describeReplan(plan, joined).c_str(),
                   static_cast<long long>(step), joinMade.path.c_str());
       std::fflush(stdout);
