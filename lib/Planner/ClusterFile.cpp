@@ -337,6 +337,15 @@ Cluster dtfm::planner::withoutDevices(const Cluster &cluster,
   return result;
 }
 
+bool dtfm::planner::isFileSafeDeviceName(const std::string &name) {
+  if (name.empty() || name.size() > 128 || name[0] == '.')
+    return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' ||
+           c == '-' || c == '.';
+  });
+}
+
 bool dtfm::planner::parseJoinRequest(const std::string &text,
                                      const std::string &path,
                                      JoinRequest &request,
@@ -351,12 +360,7 @@ bool dtfm::planner::parseJoinRequest(const std::string &text,
   const dtfm::proto::DeviceSpec &d = spec.device();
   if (d.name().empty())
     return fail("the joining device has no name");
-  // The name becomes a file name (joins/<name>.textproto, checkpoints).
-  bool plain = d.name()[0] != '.' && d.name().size() <= 128;
-  for (char c : d.name())
-    plain = plain && (std::isalnum(static_cast<unsigned char>(c)) ||
-                      c == '_' || c == '-' || c == '.');
-  if (!plain)
+  if (!isFileSafeDeviceName(d.name()))
     return fail("the joining device's name '" + d.name() +
                 "' is not letters, digits, '_', '-' and '.' (at most 128, "
                 "not starting with '.')");

@@ -238,7 +238,7 @@ ShapeChoice Searcher::scoreSubset(const std::vector<bool> &inUnits) {
   // in Europe and the US east (GPT-3 1.3B on DT-FM's 64 V100s: 8 x 5 on 40
   // without Oregon, 11.85 s, where the last by index left Ireland out and
   // 4 x 8 on 32 won at 15.82 s).
-  std::map<int, double> connectivity;
+  std::vector<double> connectivity(cluster.size(), 0.0);
   for (int a : devices) {
     double sum = 0;
     for (int b : devices)

@@ -100,15 +100,6 @@ std::optional<long long> number(const std::string &text, long long low,
   return value;
 }
 
-bool plainName(const std::string &name) {
-  if (name.empty() || name.size() > 128 || name[0] == '.')
-    return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' ||
-           c == '-' || c == '.';
-  });
-}
-
 std::string nonceFile(const std::string &checkpointDir) {
   return checkpointDir + "/coordinator.id";
 }
@@ -206,7 +197,7 @@ struct AgentCoordinator::Impl {
     if (devices.empty())
       return "it names no device";
     for (const std::string &d : devices) {
-      if (!plainName(d))
+      if (!planner::isFileSafeDeviceName(d))
         return "'" + d + "' is not a device name";
       for (const Agent &a : agents)
         if (a.alive && std::count(a.devices.begin(), a.devices.end(), d))
@@ -477,9 +468,6 @@ AgentCoordinator::launch(const std::vector<std::string> &arguments,
   // the others get `timeout` to stop, then their agents kill them, and a
   // worker whose agent does not say it ended within another `timeout` is
   // taken for gone with its host.
-  auto running = [&](int rank) {
-    return outcome.ends[rank] == WorkerEnd::Finished && agentOf[rank] >= 0;
-  };
   std::vector<bool> done(count, false);
   for (int rank = 0; rank < count; ++rank)
     done[rank] = outcome.ends[rank] != WorkerEnd::Finished;
@@ -538,7 +526,7 @@ AgentCoordinator::launch(const std::vector<std::string> &arguments,
       std::lock_guard<std::mutex> lock(impl->mutex);
       std::set<int> asked;
       for (int rank = 0; rank < count; ++rank)
-        if (!done[rank] && running(rank)) {
+        if (!done[rank]) { // started, still running
           reportWorker(devices[rank], rank, hungAndKilled(timeout));
           outcome.ends[rank] = WorkerEnd::Hung;
           if (asked.insert(agentOf[rank]).second)

@@ -188,10 +188,8 @@ struct Compiler {
 Compiler compilerIn(const ElasticOptions &options) {
   std::string dir = options.compilerDir;
   if (dir.empty()) {
-    char self[4096];
-    ssize_t length = ::readlink("/proc/self/exe", self, sizeof self - 1);
-    self[length > 0 ? length : 0] = '\0';
-    dir = folderOf(self);
+    std::string error; // unknown: "./dtfm-opt", which checkElastic refuses
+    dir = folderOf(thisExecutable(error));
   }
   return {dir + "/dtfm-opt", dir + "/dtfm-translate"};
 }
@@ -431,19 +429,17 @@ int dtfm::runtime::runElastic(const std::string &planPath,
                       const LaunchHooks *hooks) {
       return agents->launch(arguments, devices, limit, hooks);
     };
-    planner::Cluster cluster;
-    std::string error;
-    if (!clusterFromPlan(plan, cluster, error))
-      return stop(planPath + ": " + error);
     std::vector<std::string> names;
-    for (const planner::Device &d : cluster.devices)
-      names.push_back(d.name);
+    for (const proto::PlanDevice &d : plan.devices())
+      names.push_back(d.name());
     agents->setKnownDevices(names);
+    std::vector<std::string> devices = devicesOf(plan);
     std::printf("dtfm-run: elastic: waiting for the agents of %zu devices "
                 "on port %d\n",
-                devicesOf(plan).size(), agents->port());
+                devices.size(), agents->port());
     std::fflush(stdout);
-    if (!agents->waitForDevices(devicesOf(plan), error))
+    std::string error;
+    if (!agents->waitForDevices(devices, error))
       return stop(error);
   }
   std::string currentPlanPath = planPath;

@@ -192,6 +192,11 @@ struct JoinRequest {
   std::string linksLike;
 };
 
+/// A device name that may become a file name (joins/<name>.textproto,
+/// checkpoints): letters, digits, '_', '-' and '.', at most 128, not
+/// starting with '.'.
+bool isFileSafeDeviceName(const std::string &name);
+
 /// Reads a JoinRequest in text format; `path` names it in errors. False
 /// with a one-line `error`: a syntax error, a device without a name, with
 /// a count other than 1, a speed, efficiency, memory or bandwidth out of
