@@ -44,6 +44,12 @@ bool DataSource::open(const std::string &tokensPath,
   }
   if (!inputsPath.empty() && !format::readTensorFile(inputsPath, given, error))
     return false;
+  givenCounts.clear();
+  for (const auto &entry : given) {
+    size_t at = entry.first.rfind('@');
+    if (at != std::string::npos)
+      ++givenCounts[entry.first.substr(0, at)];
+  }
   return true;
 }
 
@@ -60,8 +66,18 @@ bool DataSource::microBatch(int64_t index, const std::vector<InputSpec> &specs,
   batch.clear();
   for (const InputSpec &spec : specs) {
     auto it = given.find(spec.name + "@" + std::to_string(index));
-    if (it == given.end())
-      continue;
+    if (it == given.end()) {
+      auto count = givenCounts.find(spec.name);
+      if (count == givenCounts.end())
+        continue;
+      error = inputsPath + ": no '" + spec.name + "@" +
+              std::to_string(index) + "' for micro-batch " +
+              std::to_string(index) + " (the file gives '" + spec.name +
+              "' for " + std::to_string(count->second) +
+              " micro-batches; a step reads one per pipeline and "
+              "micro-batch)";
+      return false;
+    }
     if (it->second.shape != spec.shape) {
       error = inputsPath + ": '" + it->first + "' has the wrong shape";
       return false;

@@ -5,9 +5,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Runtime/DataSource.h"
+#include "dtfm/Format/TensorFile.h"
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <set>
 
 using namespace dtfm::runtime;
@@ -63,4 +65,29 @@ TEST(DataSource, SamplesDoNotDependOnTheMicroBatchSize) {
                   three[name].data.end());
     EXPECT_EQ(four[name].data, joined) << name;
   }
+}
+
+// An input the --inputs file gives runs out with an error naming the
+// missing entry, never with synthetic data in its place; an input the file
+// never names is drawn as before.
+TEST(DataSource, RunningOutOfGivenInputsIsAnError) {
+  std::string path = ::testing::TempDir() + "/dtfm-data-source-inputs.bin";
+  dtfm::format::TensorMap tensors;
+  for (const char *name : {"images@0", "images@1"})
+    tensors[name] = dtfm::format::Tensor({2, 3}, 0.5f);
+  std::string error;
+  ASSERT_TRUE(dtfm::format::writeTensorFile(path, tensors, error)) << error;
+  DataSource source;
+  ASSERT_TRUE(source.open("", path, 7, 10, error)) << error;
+  std::vector<InputSpec> specs = {{"images", {2, 3}, false, false, false},
+                                  {"noise", {2, 3}, false, false, false}};
+  MicroBatch batch;
+  ASSERT_TRUE(source.microBatch(1, specs, batch, error)) << error;
+  EXPECT_EQ(batch["images"].data, std::vector<float>(6, 0.5f));
+  EXPECT_EQ(batch["noise"].data.size(), 6u);
+  EXPECT_FALSE(source.microBatch(2, specs, batch, error));
+  EXPECT_EQ(error, path + ": no 'images@2' for micro-batch 2 (the file gives "
+                          "'images' for 2 micro-batches; a step reads one per "
+                          "pipeline and micro-batch)");
+  std::remove(path.c_str());
 }

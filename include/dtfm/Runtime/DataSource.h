@@ -43,7 +43,9 @@ public:
   bool open(const std::string &tokensPath, const std::string &inputsPath,
             uint64_t seed, int64_t vocabulary, std::string &error);
 
-  /// The inputs and labels in `specs` for global micro-batch `index`.
+  /// The inputs and labels in `specs` for global micro-batch `index`. An
+  /// input the --inputs file gives for some micro-batches must be there
+  /// for `index` too: running out of data is an error, not synthetic data.
   bool microBatch(int64_t index, const std::vector<InputSpec> &specs,
                   MicroBatch &batch, std::string &error) const;
 
@@ -53,6 +55,8 @@ private:
   std::string inputsPath;
   std::vector<int32_t> tokens;
   std::map<std::string, cpu::Tensor> given;
+  /// How many micro-batches the --inputs file gives each input for.
+  std::map<std::string, int64_t> givenCounts;
   uint64_t seed = 0;
   int64_t vocabulary = 0;
 };

@@ -446,7 +446,12 @@ def export_mixed(d, batch=8):
     loss = torch.nn.functional.cross_entropy(model(x), y).item()
     torch.onnx.export(model, x, f"{d}/mixed.onnx", opset_version=13,
                       input_names=["x"], output_names=["logits"])
-    write_tensors(f"{d}/inputs.bin", {"x@0": x.numpy(), "labels@0": y.numpy()})
+    # Three steps' data: dtfm-run refuses to run past the file's entries.
+    tensors = {"x@0": x.numpy(), "labels@0": y.numpy()}
+    for step in (1, 2):
+        tensors[f"x@{step}"] = torch.randn(batch, 16).numpy()
+        tensors[f"labels@{step}"] = torch.randint(0, 5, (batch,)).numpy()
+    write_tensors(f"{d}/inputs.bin", tensors)
     with open(f"{d}/expected.txt", "w") as f:
         f.write(f"{loss:.8f} 0\n")
 
