@@ -235,10 +235,14 @@ std::string forwardRule(OpKind kind, const ProgramOp &op,
     if (!(e = with(1, 1, 1)).empty())
       return e;
     const cpu::Window &w = a.window;
-    return shapes::pool2d(in[0], {a.kernel[0], a.kernel[1]},
-                          {w.strideH, w.strideW},
-                          {w.padTop, w.padLeft, w.padBottom, w.padRight},
-                          out[0]);
+    std::vector<int64_t> padding{w.padTop, w.padLeft, w.padBottom,
+                                 w.padRight};
+    if (!(e = shapes::pool2d(in[0], {a.kernel[0], a.kernel[1]},
+                             {w.strideH, w.strideW}, padding, out[0]))
+             .empty())
+      return e;
+    return shapes::divisorPadding(
+        {w.countTop, w.countLeft, w.countBottom, w.countRight}, padding);
   }
   case OpKind::GlobalAvgPool:
     if (!(e = with(1, 1, 1)).empty())

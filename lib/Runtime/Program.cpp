@@ -305,6 +305,13 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
     a.window.padRight = padding[3];
     a.window.dilationH = dilations[0];
     a.window.dilationW = dilations[1];
+    // Average pooling: absent, all of the padding counts in the divisor.
+    int64_t counted[4] = {padding[0], padding[1], padding[2], padding[3]};
+    in.readFixed("divisor_padding", counted);
+    a.window.countTop = counted[0];
+    a.window.countLeft = counted[1];
+    a.window.countBottom = counted[2];
+    a.window.countRight = counted[3];
     in.read("groups", a.groups);
     break;
   }

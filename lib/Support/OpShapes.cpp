@@ -522,6 +522,20 @@ std::string dtfm::shapes::pool2d(const TensorType &input,
                   input.element);
 }
 
+std::string
+dtfm::shapes::divisorPadding(const std::vector<int64_t> &divisorPadding,
+                             const std::vector<int64_t> &padding) {
+  if (divisorPadding.size() != 4 || padding.size() != 4)
+    return "expected 4 divisor_padding entries [top, left, bottom, right], "
+           "found " +
+           std::to_string(divisorPadding.size());
+  for (size_t i = 0; i < 4; ++i)
+    if (divisorPadding[i] < 0 || divisorPadding[i] > padding[i])
+      return "expected divisor_padding within the padding " +
+             shapeText(padding) + ", found " + shapeText(divisorPadding);
+  return "";
+}
+
 std::string dtfm::shapes::globalAvgPool(const TensorType &input,
                                         const TensorType &result) {
   if (input.rank() < 3)

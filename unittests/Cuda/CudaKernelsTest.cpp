@@ -739,6 +739,7 @@ TEST_F(CudaKernelsTest, ColumnsBatchNormAndPooling) {
   cpu::Window window;
   window.strideH = window.strideW = 2;
   window.padTop = window.padLeft = window.padBottom = window.padRight = 1;
+  window.countTop = window.countLeft = 1; // the bottom and right do not count
   Tensor px = random({4, 8, 17, 17}), pmax = cpu::maxPool2d(px, 3, 3, window);
   Tensor pavg = cpu::avgPool2d(px, 3, 3, window), pdy = random(pmax.shape);
   Tensor wantMax, wantAvg;
@@ -748,6 +749,7 @@ TEST_F(CudaKernelsTest, ColumnsBatchNormAndPooling) {
   pg.planes = 32, pg.h = pg.w = 17, pg.ho = pmax.shape[2],
   pg.wo = pmax.shape[3], pg.kh = pg.kw = 3, pg.strideH = pg.strideW = 2,
   pg.padTop = pg.padLeft = 1;
+  pg.countTop = pg.countLeft = 1;
   auto gpx = upload(px), gpdy = upload(pdy), gmax = zeros(pmax.numel()),
        gavg = zeros(pmax.numel()), gdmax = zeros(px.numel()),
        gdavg = zeros(px.numel());

@@ -356,12 +356,15 @@ TEST(IndexMapsTest, PoolingWindowsOverlappingAndPadded) {
     cpu::Window win;
     win.strideH = sh, win.strideW = sw;
     win.padTop = pt, win.padLeft = pl, win.padBottom = pb, win.padRight = pr;
+    // The divisor counts the top and right padding only.
+    win.countTop = pt, win.countRight = pr;
     Tensor wantMax = cpu::maxPool2d(x, kh, kw, win);
     Tensor wantAvg = cpu::avgPool2d(x, kh, kw, win);
     PoolGeometry g;
     g.planes = 6, g.h = 7, g.w = 6, g.ho = wantMax.shape[2],
     g.wo = wantMax.shape[3], g.kh = kh, g.kw = kw, g.strideH = sh,
     g.strideW = sw, g.padTop = pt, g.padLeft = pl;
+    g.countTop = pt, g.countRight = pr;
     Tensor gotMax(wantMax.shape), gotAvg(wantAvg.shape);
     for (int64_t i = 0; i < gotMax.numel(); ++i) {
       int64_t at = g.argMax(x.data.data(), i);

@@ -621,6 +621,47 @@ TEST(Kernels, BatchNormAndPooling) {
                  "global avg pool");
 }
 
+// Average pooling divides each window's sum by its cells inside the input
+// and the padding that counts: all of it (count_include_pad), none, or
+// part (ceil mode's end padding never counts). Brute force per window.
+TEST(Kernels, AveragePoolingDividesByTheCountedCells) {
+  std::mt19937_64 rng(11);
+  Tensor x = random({1, 2, 5, 5}, rng);
+  for (std::array<int64_t, 4> counted : {std::array<int64_t, 4>{0, 0, 0, 0},
+                                         std::array<int64_t, 4>{1, 1, 1, 1},
+                                         std::array<int64_t, 4>{1, 0, 2, 1}}) {
+    Window win;
+    win.strideH = win.strideW = 2;
+    win.padTop = win.padLeft = 1;
+    win.padBottom = win.padRight = 2;
+    win.countTop = counted[0], win.countLeft = counted[1];
+    win.countBottom = counted[2], win.countRight = counted[3];
+    Tensor y = avgPool2d(x, 3, 3, win);
+    ASSERT_EQ(y.shape, (std::vector<int64_t>{1, 2, 3, 3}));
+    for (int64_t c = 0; c < 2; ++c)
+      for (int64_t oy = 0; oy < 3; ++oy)
+        for (int64_t ox = 0; ox < 3; ++ox) {
+          double sum = 0;
+          int cells = 0;
+          for (int64_t iy = oy * 2 - 1; iy < oy * 2 + 2; ++iy)
+            for (int64_t ix = ox * 2 - 1; ix < ox * 2 + 2; ++ix) {
+              if (iy >= -counted[0] && iy < 5 + counted[2] &&
+                  ix >= -counted[1] && ix < 5 + counted[3])
+                ++cells;
+              if (iy >= 0 && iy < 5 && ix >= 0 && ix < 5)
+                sum += x.data[(c * 5 + iy) * 5 + ix];
+            }
+          EXPECT_NEAR(y.data[(c * 3 + oy) * 3 + ox], sum / cells, 1e-6)
+              << "counted " << counted[0] << counted[1] << counted[2]
+              << counted[3] << " at " << c << "," << oy << "," << ox;
+        }
+    Tensor r = random(y.shape, rng), dx;
+    avgPool2dBackward(x, 3, 3, win, r, &dx);
+    expectGradient(x, dx, [&]() { return avgPool2d(x, 3, 3, win); }, r,
+                   "avg pool, counted padding");
+  }
+}
+
 // GELU and softmax compute e^x and erf without libm, so that their loops
 // vectorise: checked against double-precision libm over the float range,
 // with NaN and the infinities passing through as libm's would.

@@ -105,6 +105,33 @@ TEST(Program, AttributesAreTypedWithTheDialectsDefaults) {
   EXPECT_EQ(decoded.ops[5].describe(), "op #5 dtfm.backward of dtfm.gelu");
 }
 
+// avg_pool2d without divisor_padding counts all of its padding.
+TEST(Program, AveragePoolingCountsItsPaddingUnlessToldOtherwise) {
+  proto::DeviceProgram program;
+  addOp(program, "dtfm.input");
+  for (bool told : {false, true}) {
+    proto::PlanOp &pool = addOp(program, "dtfm.avg_pool2d", {0});
+    for (int64_t v : {1, 2, 1, 2})
+      (*pool.mutable_attrs())["padding"].mutable_ints()->add_values(v);
+    for (int64_t v : {0, 1, 0, 1})
+      if (told)
+        (*pool.mutable_attrs())["divisor_padding"]
+            .mutable_ints()
+            ->add_values(v);
+  }
+  StageProgram decoded;
+  std::string error;
+  ASSERT_TRUE(decodeProgram(program, decoded, error)) << error;
+  const cpu::Window &all = decoded.ops[1].attrs.window,
+                    &told = decoded.ops[2].attrs.window;
+  EXPECT_EQ((std::array<int64_t, 4>{all.countTop, all.countLeft,
+                                    all.countBottom, all.countRight}),
+            (std::array<int64_t, 4>{1, 2, 1, 2}));
+  EXPECT_EQ((std::array<int64_t, 4>{told.countTop, told.countLeft,
+                                    told.countBottom, told.countRight}),
+            (std::array<int64_t, 4>{0, 1, 0, 1}));
+}
+
 TEST(Program, MalformedOpsAreRefusedByName) {
   StageProgram decoded;
   std::string error;

@@ -103,6 +103,11 @@ TEST(OpShapesTest, WindowsAndSlicesStayInRange) {
   EXPECT_NE(shapes::pool2d(x, {2, 2}, {int64_t(1) << 62, 1}, {0, 0, 0, 0}, x),
             "");
   EXPECT_EQ(shapes::slice({{10}, "f32"}, {1}, {10}, {4}, {{3}, "f32"}), "");
+  EXPECT_EQ(shapes::divisorPadding({0, 1, 1, 0}, {1, 1, 2, 2}), "");
+  EXPECT_EQ(shapes::divisorPadding({0, 0, 0, -1}, {1, 1, 2, 2}),
+            "expected divisor_padding within the padding [1, 1, 2, 2], found "
+            "[0, 0, 0, -1]");
+  EXPECT_NE(shapes::divisorPadding({0, 0, 3, 0}, {1, 1, 2, 2}), "");
 }
 
 TEST(TransfersTest, PairsEachSendWithOneReceive) {

@@ -132,6 +132,10 @@ std::string pool2d(const TensorType &input, const std::vector<int64_t> &kernel,
                    const std::vector<int64_t> &strides,
                    const std::vector<int64_t> &padding,
                    const TensorType &result);
+/// avg_pool2d's divisor_padding: four entries, each between 0 and the
+/// padding on its side.
+std::string divisorPadding(const std::vector<int64_t> &divisorPadding,
+                           const std::vector<int64_t> &padding);
 std::string globalAvgPool(const TensorType &input, const TensorType &result);
 std::string flatten(const TensorType &input, int64_t axis,
                     const TensorType &result);

@@ -303,6 +303,10 @@ static cuda::PoolGeometry poolGeometry(const Tensor &x, int64_t ho, int64_t wo,
   g.strideW = win.strideW;
   g.padTop = win.padTop;
   g.padLeft = win.padLeft;
+  g.countTop = win.countTop;
+  g.countLeft = win.countLeft;
+  g.countBottom = win.countBottom;
+  g.countRight = win.countRight;
   return g;
 }
 
@@ -361,7 +365,10 @@ void dtfm::runtime::cpu::avgPool2dBackward(const Tensor &x, int64_t kh,
   ensure(dx, x.shape);
   cuda::PoolGeometry g = poolGeometry(x, dOut.dim(2), dOut.dim(3), kh, kw, win);
   for (int64_t flat = 0; flat < dOut.numel(); ++flat) {
-    float share = dOut.data[flat] / (kh * kw);
+    int64_t cells = g.divisor(flat);
+    if (cells == 0)
+      continue;
+    float share = dOut.data[flat] / static_cast<float>(cells);
     g.forEachCell(flat, [&](int64_t at) { dx->data[at] += share; });
   }
 }

@@ -140,6 +140,8 @@ inline cuda::PoolGeometry poolGeometry(const ProgramOp &op, const ShapeVec &x,
   g.kh = kernel[0], g.kw = kernel[1];
   g.strideH = window.strideH, g.strideW = window.strideW;
   g.padTop = window.padTop, g.padLeft = window.padLeft;
+  g.countTop = window.countTop, g.countLeft = window.countLeft;
+  g.countBottom = window.countBottom, g.countRight = window.countRight;
   return g;
 }
 

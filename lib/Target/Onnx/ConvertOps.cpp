@@ -208,9 +208,6 @@ bool OnnxImporter::convertRelu(const onnx::NodeProto &node, NodeCall &c) {
 
 bool OnnxImporter::convertPool(const onnx::NodeProto &node, NodeCall &c) {
   bool ceilMode = c.integer("ceil_mode", 0) != 0;
-  if (ceilMode && c.type == "AveragePool")
-    return failAt(node, "ceil_mode=1 average pooling is not supported (its "
-                        "last windows' divisors differ)");
   if (c.ints("dilations", {1, 1}) != std::vector<int64_t>{1, 1})
     return failAt(node, "dilated pooling is not supported");
   Value x = c.input(0);
@@ -228,9 +225,15 @@ bool OnnxImporter::convertPool(const onnx::NodeProto &node, NodeCall &c) {
     return failAt(node, "unknown auto_pad '" + c.attrs["auto_pad"]->s() + "'");
   if (kernelShape.size() != 2 || strides.size() != 2 || pads.size() != 4)
     return failAt(node, "expected 2-D kernel_shape, strides and pads");
-  // Ceil mode (max pooling): the windows that start inside the input (or
-  // its leading padding) but run past its end are kept. Padded cells never
-  // win a max, so that is floor mode with that much more end padding.
+  // The padding an average's divisor counts: the declared pads with
+  // count_include_pad=1, none without.
+  std::vector<int64_t> counted = c.integer("count_include_pad", 0) == 1
+                                     ? pads
+                                     : std::vector<int64_t>{0, 0, 0, 0};
+  // Ceil mode: the windows that start inside the input (or its leading
+  // padding) but run past its end are kept. That is floor mode with that
+  // much more end padding, which never wins a max and never counts in an
+  // average's divisor.
   for (int d = 0; ceilMode && d < 2; ++d) {
     int64_t in = xType.getDimSize(2 + d), k = kernelShape[d], s = strides[d];
     int64_t span = in + pads[d] + pads[d + 2] - k;
@@ -242,21 +245,21 @@ bool OnnxImporter::convertPool(const onnx::NodeProto &node, NodeCall &c) {
     pads[d + 2] +=
         std::max<int64_t>(0, (out - 1) * s + k - (in + pads[d] + pads[d + 2]));
   }
-  bool padded = pads != std::vector<int64_t>{0, 0, 0, 0};
-  if (c.type == "AveragePool" && padded &&
-      c.integer("count_include_pad", 0) != 1)
-    return failAt(node, "padded average pooling must count the padding "
-                        "(count_include_pad=1)");
   auto kernel = b.getDenseI64ArrayAttr(kernelShape);
   auto strideAttr = b.getDenseI64ArrayAttr(strides);
   auto padding = b.getDenseI64ArrayAttr(pads);
-  c.out = c.type == "MaxPool"
-              ? tag(b.create<MaxPool2dOp>(c.loc, c.result, x, kernel,
-                                          strideAttr, padding),
-                    node)
-              : tag(b.create<AvgPool2dOp>(c.loc, c.result, x, kernel,
-                                          strideAttr, padding),
-                    node);
+  if (c.type == "MaxPool") {
+    c.out = tag(
+        b.create<MaxPool2dOp>(c.loc, c.result, x, kernel, strideAttr, padding),
+        node);
+    return true;
+  }
+  // All of the padding counting is the op's default: no attribute.
+  DenseI64ArrayAttr divisorPadding =
+      counted == pads ? DenseI64ArrayAttr() : b.getDenseI64ArrayAttr(counted);
+  c.out = tag(b.create<AvgPool2dOp>(c.loc, c.result, x, kernel, strideAttr,
+                                    padding, divisorPadding),
+              node);
   return true;
 }
 

@@ -671,6 +671,24 @@ func.func @case61() {
 
 // -----
 
+func.func @avg_pool_divisor_beyond_padding() {
+  %x = dtfm.input "x" : tensor<1x2x8x8xf32>
+  // expected-error @+1 {{expected divisor_padding within the padding [1, 1, 1, 1], found [1, 1, 2, 0]}}
+  %y = dtfm.avg_pool2d %x {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, divisor_padding = array<i64: 1, 1, 2, 0>} : (tensor<1x2x8x8xf32>) -> tensor<1x2x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @avg_pool_divisor_count() {
+  %x = dtfm.input "x" : tensor<1x2x8x8xf32>
+  // expected-error @+1 {{expected 4 divisor_padding entries [top, left, bottom, right], found 2}}
+  %y = dtfm.avg_pool2d %x {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, divisor_padding = array<i64: 0, 0>} : (tensor<1x2x8x8xf32>) -> tensor<1x2x4x4xf32>
+  return
+}
+
+// -----
+
 func.func @backward_wrt_count() {
   %x = dtfm.input "x" : tensor<2x3xf32>
   // expected-error @+1 {{expected one gradient per 'wrt' index (2), found 1}}

@@ -64,6 +64,8 @@ func.func @resnet_ops() -> tensor<f32> {
   %p = dtfm.max_pool2d %r {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>} : (tensor<2x8x8x8xbf16>) -> tensor<2x8x4x4xbf16>
   // CHECK: dtfm.avg_pool2d %{{.*}} {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>} : (tensor<2x8x4x4xbf16>) -> tensor<2x8x2x2xbf16>
   %ap = dtfm.avg_pool2d %p {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>} : (tensor<2x8x4x4xbf16>) -> tensor<2x8x2x2xbf16>
+  // CHECK: dtfm.avg_pool2d %{{.*}} {divisor_padding = array<i64: 0, 0, 0, 0>, kernel = array<i64: 3, 3>, padding = array<i64: 1, 1, 2, 2>, strides = array<i64: 2, 2>} : (tensor<2x8x4x4xbf16>) -> tensor<2x8x3x3xbf16>
+  %ceil = dtfm.avg_pool2d %p {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 2, 2>, divisor_padding = array<i64: 0, 0, 0, 0>} : (tensor<2x8x4x4xbf16>) -> tensor<2x8x3x3xbf16>
   // CHECK: dtfm.global_avg_pool %{{.*}} : (tensor<2x8x2x2xbf16>) -> tensor<2x8x1x1xbf16>
   %gp = dtfm.global_avg_pool %ap : (tensor<2x8x2x2xbf16>) -> tensor<2x8x1x1xbf16>
   // CHECK: dtfm.flatten %{{.*}} : (tensor<2x8x1x1xbf16>) -> tensor<2x8xbf16>

@@ -199,6 +199,10 @@ struct Window {
   int64_t strideH = 1, strideW = 1;
   int64_t padTop = 0, padLeft = 0, padBottom = 0, padRight = 0;
   int64_t dilationH = 1, dilationW = 1;
+  /// Average pooling divides each window's sum by its cells inside the
+  /// input extended by this much: the padding that counts (avg_pool2d's
+  /// divisor_padding). The rest of the padding does not.
+  int64_t countTop = 0, countLeft = 0, countBottom = 0, countRight = 0;
 };
 
 /// x [N, C, H, W] * w [O, C/groups, kH, kW] (+ b [O]).

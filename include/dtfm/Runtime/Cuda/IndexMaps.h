@@ -440,11 +440,13 @@ struct ConvGeometry {
 };
 
 /// Pooling windows over planes [planes, h, w] -> [planes, ho, wo]: padded
-/// cells never win a max and count in an average's divisor. The CPU pooling
+/// cells never win a max; an average divides by its window's cells inside
+/// the input extended by count* (the padding that counts). The CPU pooling
 /// kernels walk their windows with it too (Runtime/Cpu/Convolution.cpp).
 struct PoolGeometry {
   int64_t planes = 1, h = 1, w = 1, ho = 1, wo = 1, kh = 1, kw = 1;
   int64_t strideH = 1, strideW = 1, padTop = 0, padLeft = 0;
+  int64_t countTop = 0, countLeft = 0, countBottom = 0, countRight = 0;
 
   /// Calls visit(offset) for every input cell of output `flat`'s window
   /// inside the image, in window order.
@@ -476,10 +478,24 @@ struct PoolGeometry {
     });
     return best;
   }
+  /// The cells output `flat`'s average divides by; 0 only for a window
+  /// that holds no input (its sum is 0 then).
+  DTFM_HOST_DEVICE int64_t divisor(int64_t flat) const {
+    int64_t top = ((flat / wo) % ho) * strideH - padTop,
+            left = (flat % wo) * strideW - padLeft;
+    int64_t rows = (top + kh < h + countBottom ? top + kh : h + countBottom) -
+                   (top > -countTop ? top : -countTop);
+    int64_t cols = (left + kw < w + countRight ? left + kw : w + countRight) -
+                   (left > -countLeft ? left : -countLeft);
+    return rows > 0 && cols > 0 ? rows * cols : 0;
+  }
   DTFM_HOST_DEVICE float average(const float *x, int64_t flat) const {
+    int64_t cells = divisor(flat);
+    if (cells == 0)
+      return 0.0f;
     double sum = 0;
     forEachCell(flat, [&](int64_t at) { sum += x[at]; });
-    return static_cast<float>(sum / static_cast<double>(kh * kw));
+    return static_cast<float>(sum / static_cast<double>(cells));
   }
   /// The outputs whose windows hold input (iy, ix): rows [y0, y1), columns
   /// [x0, x1).
@@ -522,9 +538,10 @@ struct PoolGeometry {
   /// The gradient of input element `flat` of an average pooling.
   DTFM_HOST_DEVICE float averageGradient(const float *dOut,
                                          int64_t flat) const {
-    float cells = static_cast<float>(kh * kw);
-    return sumOverCovering(flat,
-                           [&](int64_t out) { return dOut[out] / cells; });
+    return sumOverCovering(flat, [&](int64_t out) {
+      int64_t cells = divisor(out);
+      return cells == 0 ? 0.0f : dOut[out] / static_cast<float>(cells);
+    });
   }
 };
 

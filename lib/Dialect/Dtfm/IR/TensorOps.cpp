@@ -86,8 +86,13 @@ int64_t MaxPool2dOp::getSavedActivationBytes() {
 }
 
 LogicalResult AvgPool2dOp::verify() {
-  return verifyPool2d(*this, getInput(), getResult(), getKernel(),
-                      getStrides(), getPadding());
+  if (failed(verifyPool2d(*this, getInput(), getResult(), getKernel(),
+                          getStrides(), getPadding())))
+    return failure();
+  if (std::optional<ArrayRef<int64_t>> counted = getDivisorPadding())
+    return check(*this, shapes::divisorPadding(counted->vec(),
+                                               getPadding().vec()));
+  return success();
 }
 int64_t AvgPool2dOp::getForwardFlops() {
   return numel(getResult()) * product(getKernel());

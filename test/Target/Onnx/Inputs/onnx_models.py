@@ -504,6 +504,78 @@ class SwinV2Parts(torch.nn.Module):
         return self.head(torch.relu(h).flatten(1))
 
 
+class Pools(torch.nn.Module):
+    """Average pooling as other models than torchvision's classifiers use
+    it: padding left out of the divisor, ceil mode with the padding counted
+    (torch writes a Pad before a ceil-mode AveragePool) and without it."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.head = torch.nn.Linear(4 * 2 * 2, 10)
+
+    def forward(self, x):  # [4, 3, 11, 11]
+        F = torch.nn.functional
+        h = F.avg_pool2d(self.conv(x), 3, 2, 1, count_include_pad=False)
+        h = F.avg_pool2d(torch.relu(h), 3, 2, 1, ceil_mode=True)  # 4x4
+        h = F.avg_pool2d(h, 3, 2, ceil_mode=True,
+                         count_include_pad=False)  # 2x2; floor mode: 1x1
+        return self.head(h.flatten(1))
+
+
+class ScaledPool(torch.nn.Module):
+    """A per-channel scale, a ceil-mode average pooling that counts its
+    padding but not the ceil windows' overhang (PyTorch's rule, and
+    onnxruntime's from opset 19), and a head."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.nn.Parameter(1 + 0.1 * torch.randn(1, 3, 1, 1))
+        self.head = torch.nn.Linear(3 * 4 * 4, 10)
+
+    def forward(self, x):  # [4, 3, 6, 6]
+        h = torch.nn.functional.avg_pool2d(x * self.scale, 3, 2, 1,
+                                           ceil_mode=True)
+        return self.head(h.flatten(1))
+
+
+def export_pools(d, steps=5):
+    export_trained(d, Pools, "pools", (4, 3, 11, 11), steps)
+
+
+def export_scaled_pool(d, steps=5):
+    """ScaledPool written as one AveragePool node (pads, ceil_mode=1,
+    count_include_pad=1), as exporters other than torch 1.13 write it;
+    torch's own export puts a Pad before it."""
+    from onnx import TensorProto, helper, numpy_helper
+    export_trained(d, ScaledPool, "scaled-pool", (4, 3, 6, 6), steps)
+    torch.manual_seed(0)
+    model = ScaledPool()
+    inits = [numpy_helper.from_array(model.scale.detach().numpy(), "scale"),
+             numpy_helper.from_array(model.head.weight.detach().numpy(),
+                                     "head.weight"),
+             numpy_helper.from_array(model.head.bias.detach().numpy(),
+                                     "head.bias")]
+    nodes = [helper.make_node("Mul", ["scores", "scale"], ["scaled"]),
+             helper.make_node("AveragePool", ["scaled"], ["pooled"],
+                              kernel_shape=[3, 3], strides=[2, 2],
+                              pads=[1, 1, 1, 1], ceil_mode=1,
+                              count_include_pad=1),
+             helper.make_node("Flatten", ["pooled"], ["flat"], axis=1),
+             helper.make_node("Gemm", ["flat", "head.weight", "head.bias"],
+                              ["logits"], transB=1)]
+    graph = helper.make_graph(
+        nodes, "scaled-pool",
+        [helper.make_tensor_value_info("scores", TensorProto.FLOAT,
+                                       [4, 3, 6, 6])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT,
+                                       [4, 10])], inits)
+    onnx_model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 13)])
+    with open(f"{d}/scaled-pool.onnx", "wb") as f:
+        f.write(onnx_model.SerializeToString())
+
+
 def export_relative_bias(d, steps=5):
     export_trained(d, RelativeBias, "relative-bias", (4, 2, 9, 9), steps)
 
@@ -572,6 +644,10 @@ if __name__ == "__main__":
         export_relative_bias(d)
     elif mode == "export-swin-v2-parts":
         export_swin_v2_parts(d)
+    elif mode == "export-pools":
+        export_pools(d)
+    elif mode == "export-scaled-pool":
+        export_scaled_pool(d)
     elif mode == "export-unsupported":
         export_unsupported(d)
     elif mode == "export-dynamic":

@@ -554,11 +554,24 @@ def Dtfm_MaxPool2dOp : Dtfm_Pool2dOp<"max_pool2d",
   }];
 }
 
-def Dtfm_AvgPool2dOp : Dtfm_Pool2dOp<"avg_pool2d", ["getBackwardFlops"]> {
-  let summary = "2-D average pooling, NCHW (padding counted in the divisor)";
+def Dtfm_AvgPool2dOp : Dtfm_ComputeOp<"avg_pool2d", ["getBackwardFlops"]> {
+  let summary = "2-D average pooling, NCHW";
   let description = [{
-    Forward numel(result)*kH*kW FLOPs; backward the same. Keeps nothing.
+    `padding` is [top, left, bottom, right]. Each window's sum is divided
+    by its cells inside the input extended by `divisor_padding` (same
+    order, each at most `padding`'s): the padding that counts. Absent, all
+    of `padding` counts (PyTorch's count_include_pad=True); all zeros
+    counts input cells only (count_include_pad=False); the importer makes
+    ceil-mode pooling floor mode with more end padding that does not
+    count. Forward numel(result)*kH*kW FLOPs; backward the same. Keeps
+    nothing.
   }];
+  let arguments = (ins Dtfm_FloatTensor:$input, DenseI64ArrayAttr:$kernel,
+      DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1}">:$strides,
+      DefaultValuedAttr<DenseI64ArrayAttr, "{0, 0, 0, 0}">:$padding,
+      OptionalAttr<DenseI64ArrayAttr>:$divisor_padding);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
 
 def Dtfm_GlobalAvgPoolOp : Dtfm_ComputeOp<"global_avg_pool",
