@@ -44,12 +44,6 @@ bool DataSource::open(const std::string &tokensPath,
   }
   if (!inputsPath.empty() && !format::readTensorFile(inputsPath, given, error))
     return false;
-  givenCounts.clear();
-  for (const auto &entry : given) {
-    size_t at = entry.first.rfind('@');
-    if (at != std::string::npos)
-      ++givenCounts[entry.first.substr(0, at)];
-  }
   return true;
 }
 
@@ -67,13 +61,20 @@ bool DataSource::microBatch(int64_t index, const std::vector<InputSpec> &specs,
   for (const InputSpec &spec : specs) {
     auto it = given.find(spec.name + "@" + std::to_string(index));
     if (it == given.end()) {
-      auto count = givenCounts.find(spec.name);
-      if (count == givenCounts.end())
+      // The file's entries for this input sort together after "name@".
+      std::string prefix = spec.name + "@";
+      int64_t entries = 0;
+      for (auto at = given.lower_bound(prefix);
+           at != given.end() &&
+           at->first.compare(0, prefix.size(), prefix) == 0;
+           ++at)
+        ++entries;
+      if (entries == 0)
         continue;
-      error = inputsPath + ": no '" + spec.name + "@" +
-              std::to_string(index) + "' for micro-batch " +
-              std::to_string(index) + " (the file gives '" + spec.name +
-              "' for " + std::to_string(count->second) +
+      error = inputsPath + ": no '" + prefix + std::to_string(index) +
+              "' for micro-batch " + std::to_string(index) +
+              " (the file gives '" + spec.name + "' for " +
+              std::to_string(entries) +
               " micro-batches; a step reads one per pipeline and "
               "micro-batch)";
       return false;

@@ -55,8 +55,6 @@ private:
   std::string inputsPath;
   std::vector<int32_t> tokens;
   std::map<std::string, cpu::Tensor> given;
-  /// How many micro-batches the --inputs file gives each input for.
-  std::map<std::string, int64_t> givenCounts;
   uint64_t seed = 0;
   int64_t vocabulary = 0;
 };
