@@ -146,11 +146,10 @@ done
 
 # Ready-made plans: the tiny GPT on one device and as a 2 x 2 plan (with and
 # without AdaTopK on the pipeline links, f32 and bf16, and with the links in
-# 8 bits), two data-parallel
-# replicas with gradient buckets, int8 or top-k exchanges or local steps,
-# TP 2 and TP 2 x PP 2 on one node, a small ResNet, and two pipeline stages
-# over
-# links of falling bandwidth for the overlap measurement.
+# 8 bits), two data-parallel replicas with gradient buckets, int8 or top-k
+# exchanges or local steps, TP 2 and TP 2 x PP 2 on one node, the tiny Llama,
+# a small ResNet, and two pipeline stages over links of falling bandwidth for
+# the overlap measurement.
 bin=$build_dir/bin
 plans=$stage/plans
 work=$(mktemp -d)
@@ -190,6 +189,12 @@ for n in 2 4; do
 done
 plan "$work/tiny.mlir" "$plans/node2.textproto" "tp=2 dp=1 pp=1 micro-batches=4 $adamw" tiny-tp2.pb
 plan "$work/tiny.mlir" "$plans/node4.textproto" "tp=2 dp=1 pp=2 micro-batches=4 $adamw" tiny-tp2-pp2.pb
+# The Llama-style decoder (RMSNorm, SwiGLU, rotary embedding, grouped-query
+# attention) alone, as a 2 x 2 plan and at TP 2.
+"$bin/dtfm-translate" --import-gpt tiny-llama -o "$work/tiny-llama.mlir"
+plan "$work/tiny-llama.mlir" "$plans/one.textproto" "dp=1 pp=1 micro-batches=4 $adamw" tiny-llama-1.pb
+plan "$work/tiny-llama.mlir" "$plans/four.textproto" "dp=2 pp=2 micro-batches=4 $adamw" tiny-llama-2x2.pb
+plan "$work/tiny-llama.mlir" "$plans/node2.textproto" "tp=2 dp=1 pp=1 micro-batches=4 $adamw" tiny-llama-tp2.pb
 plan "$src/test/Passes/Inputs/tiny-resnet.mlir" "$plans/one.textproto" "dp=1 pp=1 micro-batches=2 optimizer=sgd lr=0.05" resnet-1.pb
 "$bin/dtfm-translate" --import-gpt tiny --layers 4 --micro-batch 8 -o "$work/tiny4.mlir"
 for gbps in 40 4 1 0.5 0.25 0.125; do
@@ -215,6 +220,9 @@ tiny-dp2-topk10   tiny-dp2-topk10.pb        10 1e-3
 resnet-1          resnet-1.pb               5  1e-3
 tiny-tp2          tiny-tp2.pb               10 1e-3
 tiny-tp2-pp2      tiny-tp2-pp2.pb           10 1e-3
+tiny-llama-1      tiny-llama-1.pb           10 1e-3
+tiny-llama-2x2    tiny-llama-2x2.pb         10 1e-3
+tiny-llama-tp2    tiny-llama-tp2.pb         10 1e-3
 EOF
 
 rm -rf "$out" "$out.tar.gz"
