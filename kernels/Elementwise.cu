@@ -22,14 +22,27 @@ __global__ void addRepeatedKernel(const float *a, int64_t na, const float *b,
   DTFM_GRID_STRIDE(i, n) out[i] = a[i % na] + b[i % nb];
 }
 
-__global__ void sumRepeatedKernel(const float *dOut, int64_t n, float *grad,
-                                  int64_t m) {
+/// Few repeats (fewer than a column tile's lanes): a thread per column.
+__global__ void sumFewRepeatsKernel(const float *dOut, int64_t n, float *grad,
+                                    int64_t m) {
   DTFM_GRID_STRIDE(j, m) {
     float sum = 0;
     for (int64_t i = j; i < n; i += m)
       sum += dOut[i];
     grad[j] += sum;
   }
+}
+
+__global__ void sumRepeatedKernel(const float *dOut, int64_t n, float *grad,
+                                  int64_t m) {
+  columnTileSums<1>(
+      (n + m - 1) / m, m,
+      [&](int64_t r, int64_t j, float *sums) {
+        int64_t i = r * m + j;
+        if (i < n)
+          sums[0] += dOut[i];
+      },
+      [&](int64_t j, const float *sums) { grad[j] += sums[0]; });
 }
 
 constexpr float kSqrt2OverPi = 0.7978845608f;
@@ -155,7 +168,18 @@ void addRepeated(const float *a, int64_t na, const float *b, int64_t nb,
 
 void sumRepeated(const float *dOut, int64_t n, float *grad, int64_t m,
                  cudaStream_t stream) {
-  sumRepeatedKernel<<<blocksFor(m), kThreads, 0, stream>>>(dOut, n, grad, m);
+  if (m <= 0)
+    return;
+  // A same-shape operand's gradient (one repeat) or a position embedding's
+  // (a few): a thread per column keeps every lane busy; many repeats onto
+  // few columns (a bias) take the column tiles.
+  if ((n + m - 1) / m < kColumnTile) {
+    sumFewRepeatsKernel<<<blocksFor(m), kThreads, 0, stream>>>(dOut, n, grad,
+                                                               m);
+    return;
+  }
+  sumRepeatedKernel<<<columnTiles(m), columnTileThreads(), 0, stream>>>(
+      dOut, n, grad, m);
 }
 
 void gelu(const float *x, float *y, int64_t n, bool tanhApproximation,

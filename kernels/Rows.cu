@@ -65,18 +65,19 @@ __global__ void layerNormBackwardColumns(const float *x, const float *mean,
                                          const float *rstd, const float *dy,
                                          float *dgamma, float *dbeta,
                                          int64_t rows, int64_t d) {
-  DTFM_GRID_STRIDE(j, d) {
-    float sumGamma = 0, sumBeta = 0;
-    for (int64_t r = 0; r < rows; ++r) {
-      float g = dy[r * d + j];
-      sumGamma += g * (x[r * d + j] - mean[r]) * rstd[r];
-      sumBeta += g;
-    }
-    if (dgamma)
-      dgamma[j] += sumGamma;
-    if (dbeta)
-      dbeta[j] += sumBeta;
-  }
+  columnTileSums<2>(
+      rows, d,
+      [&](int64_t r, int64_t j, float *sums) {
+        float g = dy[r * d + j];
+        sums[0] += g * (x[r * d + j] - mean[r]) * rstd[r];
+        sums[1] += g;
+      },
+      [&](int64_t j, const float *sums) {
+        if (dgamma)
+          dgamma[j] += sums[0];
+        if (dbeta)
+          dbeta[j] += sums[1];
+      });
 }
 
 __global__ void rmsNormKernel(const float *x, const float *gamma, float *y,
@@ -112,12 +113,12 @@ __global__ void rmsNormBackwardRows(const float *x, const float *gamma,
 __global__ void rmsNormBackwardColumns(const float *x, const float *rstd,
                                        const float *dy, float *dgamma,
                                        int64_t rows, int64_t d) {
-  DTFM_GRID_STRIDE(j, d) {
-    float sum = 0;
-    for (int64_t r = 0; r < rows; ++r)
-      sum += dy[r * d + j] * x[r * d + j] * rstd[r];
-    dgamma[j] += sum;
-  }
+  columnTileSums<1>(
+      rows, d,
+      [&](int64_t r, int64_t j, float *sums) {
+        sums[0] += dy[r * d + j] * x[r * d + j] * rstd[r];
+      },
+      [&](int64_t j, const float *sums) { dgamma[j] += sums[0]; });
 }
 
 __global__ void softmaxKernel(const float *x, float *y, int64_t d) {
@@ -314,7 +315,7 @@ void layerNormBackward(const float *x, const float *gamma, const float *mean,
     layerNormBackwardRows<<<rowBlocks(rows), kThreads, 0, stream>>>(
         x, gamma, mean, rstd, dy, dx, d);
   if (dgamma || dbeta)
-    layerNormBackwardColumns<<<blocksFor(d), kThreads, 0, stream>>>(
+    layerNormBackwardColumns<<<columnTiles(d), columnTileThreads(), 0, stream>>>(
         x, mean, rstd, dy, dgamma, dbeta, rows, d);
 }
 
@@ -331,7 +332,7 @@ void rmsNormBackward(const float *x, const float *gamma, const float *rstd,
     rmsNormBackwardRows<<<rowBlocks(rows), kThreads, 0, stream>>>(
         x, gamma, rstd, dy, dx, d);
   if (dgamma)
-    rmsNormBackwardColumns<<<blocksFor(d), kThreads, 0, stream>>>(
+    rmsNormBackwardColumns<<<columnTiles(d), columnTileThreads(), 0, stream>>>(
         x, rstd, dy, dgamma, rows, d);
 }
 

@@ -26,6 +26,7 @@
 
 #include <cmath>
 #include <random>
+#include <utility>
 
 using namespace dtfm::runtime;
 using cpu::Tensor;
@@ -99,8 +100,15 @@ TEST_F(CudaKernelsTest, TheMemoryProbeMeasuresTheDevice) {
 }
 
 TEST_F(CudaKernelsTest, AddAndItsBackward) {
-  Tensor a = random({4, 8, 16}), b = random({8, 16}), same = random({4, 8, 16});
-  for (const Tensor *other : {&b, &same}) {
+  // The repeated operand's gradient: a thread per column for few repeats
+  // (4 and 1 here), column tiles for many (70 rows, and 45 columns that
+  // leave a tile part-full).
+  Tensor small = random({4, 8, 16}), b = random({8, 16}),
+         same = random({4, 8, 16}), tall = random({70, 45}),
+         column = random({45});
+  for (auto [left, other] : {std::pair{&small, &b}, std::pair{&small, &same},
+                             std::pair{&tall, &column}}) {
+    const Tensor &a = *left;
     auto da = upload(a), db = upload(*other), out = zeros(a.numel());
     cuda::addRepeated(da.floats(), a.numel(), db.floats(), other->numel(),
                       out.floats(), a.numel(), stream);
