@@ -137,7 +137,8 @@ DTFM_BUNDLE_BUILT_ON="$built_on"
 DTFM_BUNDLE_COMMIT="$commit"
 DTFM_BUNDLE_CUDA_BUILT=$cuda
 EOF
-cp "$src/scripts/bundle/launch.sh" "$src/scripts/bundle/find-cuda.sh" "$src/scripts/bundle/bundle-env.sh" "$stage/lib/"
+cp "$src/scripts/bundle/launch.sh" "$src/scripts/bundle/find-cuda.sh" "$src/scripts/bundle/bundle-env.sh" \
+   "$src/scripts/bundle/torch-gpt-step.py" "$stage/lib/"
 cp "$src/scripts/bundle/gpu-check.sh" "$src/scripts/bundle/README.txt" "$stage/"
 chmod +x "$stage/lib/launch.sh" "$stage/lib/find-cuda.sh" "$stage/gpu-check.sh"
 for p in "${programs[@]}"; do
@@ -148,8 +149,9 @@ done
 # without AdaTopK on the pipeline links, f32 and bf16, and with the links in
 # 8 bits), two data-parallel replicas with gradient buckets, int8 or top-k
 # exchanges or local steps, TP 2 and TP 2 x PP 2 on one node, the tiny Llama,
-# a small ResNet, and two pipeline stages over links of falling bandwidth for
-# the overlap measurement.
+# a small ResNet, a GPT-2-small-sized decoder for the throughput figure, and
+# two pipeline stages over links of falling bandwidth for the overlap
+# measurement.
 bin=$build_dir/bin
 plans=$stage/plans
 work=$(mktemp -d)
@@ -196,6 +198,14 @@ plan "$work/tiny-llama.mlir" "$plans/one.textproto" "dp=1 pp=1 micro-batches=4 $
 plan "$work/tiny-llama.mlir" "$plans/four.textproto" "dp=2 pp=2 micro-batches=4 $adamw" tiny-llama-2x2.pb
 plan "$work/tiny-llama.mlir" "$plans/node2.textproto" "tp=2 dp=1 pp=1 micro-batches=4 $adamw" tiny-llama-tp2.pb
 plan "$src/test/Passes/Inputs/tiny-resnet.mlir" "$plans/one.textproto" "dp=1 pp=1 micro-batches=2 optimizer=sgd lr=0.05" resnet-1.pb
+# A GPT-2-small-sized decoder (124 M parameters, 8 sequences of 1024 tokens)
+# in f32 and bf16: gpu-check's throughput against PyTorch on the same GPU.
+printf 'name: "gpu80"\ndevices { name: "gpu" region: "local" peak_flops: 1e14 memory_bytes: 80e9 }\n' > "$plans/gpu80.textproto"
+for dtype in f32 bf16; do
+  "$bin/dtfm-translate" --import-gpt custom --layers 12 --hidden 768 --heads 12 \
+    --seq-len 1024 --vocab 50257 --micro-batch 8 --dtype "$dtype" -o "$work/gpt2s-$dtype.mlir"
+  plan "$work/gpt2s-$dtype.mlir" "$plans/gpu80.textproto" "dp=1 pp=1 micro-batches=1 optimizer=adamw lr=0.0003" "gpt2s-$dtype.pb"
+done
 "$bin/dtfm-translate" --import-gpt tiny --layers 4 --micro-batch 8 -o "$work/tiny4.mlir"
 for gbps in 40 4 1 0.5 0.25 0.125; do
   delay=0.1; [ "$gbps" = 40 ] && delay=0.05

@@ -18,7 +18,12 @@
 #      falling bandwidth, DT-FM's three slots vs --serial-slots (a figure,
 #      target >= 1.5x where a transfer takes about a micro-batch's compute;
 #      it does not fail the check);
-#   6. compute-sanitizer (memcheck on the unit tests and on two GPU training
+#   6. throughput: a GPT-2-small-sized decoder (124 M parameters, 8 x 1024
+#      tokens, AdamW) on the GPU in f32 and bf16, dtfm-run beside PyTorch's
+#      step of the same model (lib/torch-gpt-step.py, when a python3 with a
+#      CUDA-enabled torch is on this host; a figure: only a failed dtfm-run
+#      fails the check);
+#   7. compute-sanitizer (memcheck on the unit tests and on two GPU training
 #      steps, racecheck on the unit tests) when it is installed.
 # Writes DIR/report.txt (what it printed) and DIR/report.json (one JSON object
 # per check) and the logs of every run under DIR/logs.
@@ -275,7 +280,51 @@ for gbps in 40 4 1 0.5 0.25 0.125; do
 done
 say "  best overlap gain: ${best}x (target >= 1.5x where a transfer takes about one micro-batch's compute)"
 
-# 6. compute-sanitizer.
+# 6. Throughput beside PyTorch.
+say ""
+say "== throughput: GPT-2-small-sized decoder (124 M parameters, 8 x 1024 tokens, AdamW), dtfm vs PyTorch"
+torch_py=""
+for py in python3 /usr/bin/python3; do
+  if command -v "$py" >/dev/null 2>&1 &&
+     timeout 120 "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
+    torch_py=$py
+    break
+  fi
+done
+[ -n "$torch_py" ] || say "  no python3 with a CUDA-enabled PyTorch here: dtfm's figures alone"
+tokens=$((8 * 1024))
+for dtype in f32 bf16; do
+  plan=$plans/gpt2s-$dtype.pb
+  [ -f "$plan" ] || continue
+  run "gpt2s-$dtype" 300 "$root/dtfm-run" "$plan" --execute --steps 8 --backend=cuda --timeout 240
+  if [ $rc -ne 0 ]; then
+    say "  $dtype: fail (exit $rc): $(tail -n 1 "$logs/gpt2s-$dtype.err")"
+    jline check throughput dtype "$dtype" status fail exit "$rc"
+    verdict fail
+    continue
+  fi
+  ours=$(median_ms "$logs/gpt2s-$dtype.out")
+  line="  $dtype: dtfm $ours ms/step ($(awk -v t=$tokens -v m="$ours" 'BEGIN { if (m > 0) printf "%.0f", 1e3 * t / m; else print "nan" }') tokens/s)"
+  declare -A theirs=()
+  for attention in math sdpa; do
+    theirs[$attention]=""
+    [ -n "$torch_py" ] || continue
+    run "torch-gpt2s-$dtype-$attention" 300 "$torch_py" "$root/lib/torch-gpt-step.py" --layers 12 --hidden 768 \
+      --heads 12 --seq 1024 --vocab 50257 --batch 8 --dtype "$dtype" --attention "$attention"
+    theirs[$attention]=$(sed -n 's/^median_ms \([0-9.]*\).*/\1/p' "$logs/torch-gpt2s-$dtype-$attention.out")
+    if [ -z "${theirs[$attention]}" ]; then
+      line+="; PyTorch $attention: $(tail -n 1 "$logs/torch-gpt2s-$dtype-$attention.err")"
+    else
+      line+="; PyTorch $attention attention ${theirs[$attention]} ms ($(awk -v a="$ours" -v b="${theirs[$attention]}" 'BEGIN { printf "%.2f", a / b }')x)"
+    fi
+  done
+  say "$line"
+  jline check throughput dtype "$dtype" status pass dtfm_step_ms "$ours" torch_math_step_ms "${theirs[math]}" \
+    torch_sdpa_step_ms "${theirs[sdpa]}" tokens_per_step "$tokens"
+  unset theirs
+done
+
+# 7. compute-sanitizer.
 say ""
 say "== compute-sanitizer"
 sanitizer=$(command -v compute-sanitizer 2>/dev/null)
