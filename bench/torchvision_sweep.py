@@ -23,9 +23,10 @@ torchvision.models; 80 in 0.14), with 10 classes and seeded weights:
      last digit. Equal means ||g - g64|| / ||g64|| over all parameters
      within 1e-4, or within 4x PyTorch's own float32 error. Batch
      statistics over two 64x64 images make a few models' gradients hang on
-     a ReLU input within 1e-4 of zero in a 2x2 or 4x4 map, where float32's
-     rounding decides the side: a flipped element moves every gradient
-     below it by percents. Where dtfm differs, the sweep puts the nearest
+     a ReLU input near zero in a 2x2 or 4x4 map, nearer than float32's
+     rounding there (PyTorch's own float32 input of that ReLU is as far
+     from its float64 one), which then decides the side: a flipped element
+     moves every gradient below it by percents. Where dtfm differs, the sweep puts the nearest
      such ties on their other side in the float64 run, one at a time while
      that brings it closer, and reports "tie" when dtfm then agrees.
 
@@ -146,33 +147,40 @@ def relu_modules(model):
             if isinstance(m, (torch.nn.ReLU, torch.nn.ReLU6))]
 
 
-def relu_ties(model, x, count=24, within=1e-4):
-    """The ReLU inputs within `within` of zero in a float64 forward, as
-    (distance, module name, flat index), at most `count`, those likeliest
-    to matter first. That close, float32's rounding after dozens of layers
-    can decide their side: a float32 run's mask may differ there, and one
+def relu_ties(model, x, count=24):
+    """The ReLU inputs of a float64 forward nearer zero than float32's
+    rounding there -- the largest difference between PyTorch's float32 and
+    float64 inputs of that ReLU -- as (distance, module name, flat index),
+    at most `count`, those likeliest to matter first. Their side is then
+    rounding's to decide: a float32 run's mask may differ there, and one
     flipped element moves every gradient below it by its share of its
     channel -- a lot where a channel is small (a 2x2 map late in a network,
     two images), without either run being wrong. Ranked by distance times
     the elements per channel."""
-    model = copy.deepcopy(model).double()
+    def relu_inputs(dtype):
+        copied = copy.deepcopy(model).to(dtype)
+        seen, hooks = {}, []
+        for mod_name, module in relu_modules(copied):
+            def keep(_module, inputs, mod_name=mod_name):
+                seen[mod_name] = inputs[0].detach().double().clone()
+            hooks.append(module.register_forward_pre_hook(keep))
+        with torch.no_grad():
+            copied(x.to(dtype))
+        for h in hooks:
+            h.remove()
+        return seen
+    exact, single = relu_inputs(torch.float64), relu_inputs(torch.float32)
     ties = []
-    hooks = []
-    for mod_name, module in relu_modules(model):
-        def closest(_module, inputs, mod_name=mod_name):
-            t = inputs[0].detach()
-            per_channel = t.numel() // t.shape[1] if t.dim() > 1 else \
-                t.numel()
-            flat = t.abs().flatten()
-            k = min(count, flat.numel())
-            values, indices = torch.topk(flat, k, largest=False)
-            ties.extend((v * per_channel, v, mod_name, int(i)) for v, i in
-                        zip(values.tolist(), indices.tolist()) if v < within)
-        hooks.append(module.register_forward_pre_hook(closest))
-    with torch.no_grad():
-        model(x.double())
-    for h in hooks:
-        h.remove()
+    for mod_name, t in exact.items():
+        if mod_name not in single:
+            continue
+        within = float((single[mod_name] - t).abs().max())
+        per_channel = t.numel() // t.shape[1] if t.dim() > 1 else t.numel()
+        flat = t.abs().flatten()
+        values, indices = torch.topk(flat, min(count, flat.numel()),
+                                     largest=False)
+        ties.extend((v * per_channel, v, mod_name, int(i)) for v, i in
+                    zip(values.tolist(), indices.tolist()) if v < within)
     return [tie[1:] for tie in sorted(ties)[:count]]
 
 
@@ -376,7 +384,8 @@ def sweep_one(name, mode, args, work):
                 row["train_tie"] = best <= max(1e-4, 4 * single)
                 row["failure"] += (
                     f"; {best:.1e} from it with {len(flips)} ReLU "
-                    f"input(s) within 1e-4 of zero on their other side, "
+                    f"input(s) nearer zero than float32's rounding on "
+                    f"their other side, "
                     f"first {flips[0][0]}")
     if not row["forward_equal"]:
         # How far PyTorch's own float32 is from its float64: the model's
