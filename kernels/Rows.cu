@@ -14,6 +14,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cfloat>
+
 using namespace dtfm::runtime::cuda::detail;
 
 namespace {
@@ -163,50 +165,27 @@ __device__ void rowPeakAndExps(const float *in, int64_t classes, float *scratch,
   exps = blockSum(exps, scratch);
 }
 
-/// One block per row: log-sum-exp of the logits minus the label's, exact
-/// however unlikely the label (no floor under its probability).
-__global__ void crossEntropyKernel(const float *labels, const float *logits,
-                                   float *loss, int64_t classes, int64_t rows) {
-  __shared__ float scratch[32];
-  int64_t r = blockIdx.x;
-  const float *in = logits + r * classes;
-  float peak, exps;
-  rowPeakAndExps(in, classes, scratch, peak, exps);
-  if (threadIdx.x == 0) {
-    int64_t label = static_cast<int64_t>(labels[r]);
-    atomicAdd(loss, (peak + logf(exps) - in[label]) / rows);
-  }
-}
-
-__global__ void crossEntropyBackwardKernel(const float *probs,
-                                           const float *labels,
-                                           float *dlogits, int64_t rows,
-                                           int64_t classes, float scale) {
-  DTFM_GRID_STRIDE(i, rows * classes) {
-    int64_t r = i / classes, j = i % classes;
-    float onehot = j == static_cast<int64_t>(labels[r]) ? 1.0f : 0.0f;
-    dlogits[i] += scale / rows * (probs[i] - onehot);
-  }
-}
-
-/// One block per row: this member's maximum and sum of exponentials in its
-/// slots, and the label's logit when the label is its own.
+/// One block per row: this member's maximum and sum of exponentials over
+/// its first `valid` slots (the rest are padding), and the label's logit
+/// when the label is its own. Without a class (all padding) the maximum is
+/// the lowest float and the sum 0: no part of the log-sum-exp.
 __global__ void crossEntropySliceSumsKernel(const float *logits,
                                             const float *labels, float *sums,
-                                            int64_t classes, int64_t rank,
-                                            int64_t degree) {
+                                            int64_t classes, int64_t valid,
+                                            int64_t rank, int64_t degree) {
   __shared__ float scratch[32];
   int64_t r = blockIdx.x;
   const float *in = logits + r * classes;
   float *out = sums + r * (2 * degree + 1);
-  float peak, exps;
-  rowPeakAndExps(in, classes, scratch, peak, exps);
+  float peak = -FLT_MAX, exps = 0;
+  if (valid > 0)
+    rowPeakAndExps(in, valid, scratch, peak, exps);
   if (threadIdx.x != 0)
     return;
   out[2 * rank] = peak;
   out[2 * rank + 1] = exps;
   int64_t label = static_cast<int64_t>(labels[r]) - rank * classes;
-  if (label >= 0 && label < classes)
+  if (label >= 0 && label < valid)
     out[2 * degree] = in[label];
 }
 
@@ -229,9 +208,12 @@ __global__ void crossEntropyFromSumsKernel(const float *sums, float *logSumExp,
 
 __global__ void crossEntropySliceBackwardKernel(
     const float *logits, const float *labels, const float *logSumExp,
-    float *dlogits, int64_t rows, int64_t classes, int64_t rank, float scale) {
+    float *dlogits, int64_t rows, int64_t classes, int64_t valid, int64_t rank,
+    float scale) {
   DTFM_GRID_STRIDE(i, rows * classes) {
     int64_t r = i / classes, j = i % classes;
+    if (j >= valid) // padding: no gradient
+      continue;
     int64_t label = static_cast<int64_t>(labels[r]) - rank * classes;
     float onehot = j == label ? 1.0f : 0.0f;
     dlogits[i] += scale / rows * (expf(logits[i] - logSumExp[r]) - onehot);
@@ -347,29 +329,13 @@ void softmaxBackward(const float *y, const float *dy, float *dx, int64_t rows,
                                                                   d);
 }
 
-void crossEntropy(const float *logits, const float *labels, float *probs,
-                  float *loss, int64_t rows, int64_t classes,
-                  cudaStream_t stream) {
-  softmax(logits, probs, rows, classes, stream);
-  cudaMemsetAsync(loss, 0, sizeof(float), stream);
-  crossEntropyKernel<<<rowBlocks(rows), kThreads, 0, stream>>>(
-      labels, logits, loss, classes, rows);
-}
-
-void crossEntropyBackward(const float *probs, const float *labels,
-                          float *dlogits, int64_t rows, int64_t classes,
-                          float scale, cudaStream_t stream) {
-  crossEntropyBackwardKernel<<<blocksFor(rows * classes), kThreads, 0,
-                               stream>>>(probs, labels, dlogits, rows, classes,
-                                         scale);
-}
-
 void crossEntropySliceSums(const float *logits, const float *labels,
                            float *sums, int64_t rows, int64_t classes,
-                           int64_t rank, int64_t degree, cudaStream_t stream) {
+                           int64_t valid, int64_t rank, int64_t degree,
+                           cudaStream_t stream) {
   cudaMemsetAsync(sums, 0, sizeof(float) * rows * (2 * degree + 1), stream);
   crossEntropySliceSumsKernel<<<rowBlocks(rows), kThreads, 0, stream>>>(
-      logits, labels, sums, classes, rank, degree);
+      logits, labels, sums, classes, valid, rank, degree);
 }
 
 void crossEntropyFromSums(const float *sums, float *logSumExp, float *loss,
@@ -381,11 +347,11 @@ void crossEntropyFromSums(const float *sums, float *logSumExp, float *loss,
 
 void crossEntropySliceBackward(const float *logits, const float *labels,
                                const float *logSumExp, float *dlogits,
-                               int64_t rows, int64_t classes, int64_t rank,
-                               float scale, cudaStream_t stream) {
+                               int64_t rows, int64_t classes, int64_t valid,
+                               int64_t rank, float scale, cudaStream_t stream) {
   crossEntropySliceBackwardKernel<<<blocksFor(rows * classes), kThreads, 0,
                                     stream>>>(
-      logits, labels, logSumExp, dlogits, rows, classes, rank, scale);
+      logits, labels, logSumExp, dlogits, rows, classes, valid, rank, scale);
 }
 
 void splitHeads(const float *x, float *y, int64_t b, int64_t s, int64_t heads,

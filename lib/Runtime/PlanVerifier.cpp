@@ -266,7 +266,9 @@ std::string forwardRule(OpKind kind, const ProgramOp &op,
     if (out[0] != TensorType{{}, "f32"})
       return "expected a loss of type 'tensor<f32>', found " +
              shapes::typeText(out[0]);
-    return shapes::crossEntropy(in[0], in[1]);
+    if (!(e = shapes::crossEntropy(in[0], in[1])).empty())
+      return e;
+    return shapes::crossEntropyClasses(a.classes, in[0], a.vocabShard);
   case OpKind::TopkCompress:
     if (!(e = with(1, 1, 2)).empty())
       return e;

@@ -323,8 +323,11 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
     in.read("in_backward", a.inBackward);
     break;
   case OpKind::Embedding:
+    in.read("vocab_shard", a.vocabShard);
+    break;
   case OpKind::CrossEntropy:
     in.read("vocab_shard", a.vocabShard);
+    in.read("classes", a.classes);
     break;
   case OpKind::Custom:
     in.read("kind", a.custom.kind);

@@ -173,7 +173,7 @@ bool Worker::prepare(std::string &error) {
     return false;
   deviceTimed = executor->takeComputeSeconds() >= 0;
   inputs = executor->inputs();
-  int64_t vocabulary = 0;
+  int64_t vocabulary = 0, lossClasses = 0;
   for (const proto::DeviceProgram &p : plan.programs()) {
     std::map<int64_t, int64_t> rows;
     for (const proto::PlanOp &op : p.ops()) {
@@ -193,8 +193,17 @@ bool Worker::prepare(std::string &error) {
           return false;
         }
       }
+      // A padded vocabulary: its classes bound the tokens and labels.
+      if (kind == OpKind::CrossEntropy) {
+        auto classes = op.attrs().find("classes");
+        if (classes != op.attrs().end() &&
+            classes->second.value_case() == proto::PlanAttr::kI)
+          lossClasses = classes->second.i();
+      }
     }
   }
+  if (lossClasses > 0 && (vocabulary == 0 || lossClasses < vocabulary))
+    vocabulary = lossClasses;
   if (!data.open(options.tokensPath, options.inputsPath, options.seed,
                  vocabulary, error))
     return false;

@@ -416,6 +416,20 @@ std::string dtfm::shapes::crossEntropy(const TensorType &logits,
   return "";
 }
 
+std::string dtfm::shapes::crossEntropyClasses(int64_t classes,
+                                              const TensorType &logits,
+                                              int64_t vocabShard) {
+  if (classes == 0 || logits.rank() < 1)
+    return "";
+  int64_t whole = logits.shape.back();
+  if (vocabShard > 1 && __builtin_mul_overflow(whole, vocabShard, &whole))
+    return "the logits' classes times vocab_shard overflow";
+  if (classes < 1 || classes > whole)
+    return "expected classes between 1 and the " + std::to_string(whole) +
+           " of the vocabulary, found " + std::to_string(classes);
+  return "";
+}
+
 std::string dtfm::shapes::conv2d(const TensorType &input,
                                  const TensorType &weight,
                                  const TensorType *bias,

@@ -83,6 +83,13 @@ static cl::opt<int64_t> seqLen("seq-len", cl::desc("Sequence length"),
                                cl::cat(gptCategory));
 static cl::opt<int64_t> vocab("vocab", cl::desc("Vocabulary size"),
                               cl::cat(gptCategory));
+static cl::opt<int64_t> padVocab(
+    "pad-vocab",
+    cl::desc("Round the vocabulary up to a multiple of N: the token table "
+             "and the logits get padding classes the loss leaves out (128, "
+             "as Megatron-LM, lets tensor parallelism split GPT-3's 50257 "
+             "and gives GPU products aligned rows)"),
+    cl::value_desc("N"), cl::cat(gptCategory));
 static cl::opt<int64_t> microBatch("micro-batch",
                                    cl::desc("Sequences per micro-batch"),
                                    cl::cat(gptCategory));
@@ -169,7 +176,8 @@ static FailureOr<mlir::dtfm::GptConfig> gptConfigFromFlags(std::string &error) {
   } overrides[] = {{layers, config.layers},   {hidden, config.hidden},
                    {heads, config.heads},     {seqLen, config.seqLen},
                    {vocab, config.vocab},     {microBatch, config.microBatch},
-                   {kvHeads, config.kvHeads}, {ffnHidden, config.ffnHidden}};
+                   {kvHeads, config.kvHeads}, {ffnHidden, config.ffnHidden},
+                   {padVocab, config.padVocabTo}};
   std::string missing;
   for (Override &o : overrides) {
     // 0 means "the default" in the config; given on the command line it is
@@ -182,7 +190,8 @@ static FailureOr<mlir::dtfm::GptConfig> gptConfigFromFlags(std::string &error) {
     if (o.flag.getNumOccurrences())
       o.field = o.flag;
     else if (custom && &o.field != &config.microBatch &&
-             &o.field != &config.kvHeads && &o.field != &config.ffnHidden)
+             &o.field != &config.kvHeads && &o.field != &config.ffnHidden &&
+             &o.field != &config.padVocabTo)
       missing += (missing.empty() ? "--" : ", --") + o.flag.ArgStr.str();
   }
   if (architecture.getNumOccurrences()) {

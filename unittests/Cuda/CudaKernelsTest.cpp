@@ -198,7 +198,8 @@ TEST_F(CudaKernelsTest, RmsNormAndBackward) {
 TEST_F(CudaKernelsTest, SoftmaxCrossEntropyAndBackwards) {
   int64_t rows = 19, classes = 513;
   Tensor x = random({rows, classes}, 4), dy = random({rows, classes});
-  Tensor labels = integers({rows}, classes);
+  // Labels below 500: the loss is also taken with the last 13 as padding.
+  Tensor labels = integers({rows}, 500);
   // Row 0's label far below exp(-69) in probability: the loss stays exact.
   x.data[static_cast<int64_t>(labels.data[0])] = -200;
   auto gx = upload(x), gdy = upload(dy), y = zeros(rows * classes),
@@ -211,18 +212,25 @@ TEST_F(CudaKernelsTest, SoftmaxCrossEntropyAndBackwards) {
   expectNear(download(y, rows * classes), probs.data, 1e-5, "softmax");
   expectNear(download(g, rows * classes), want.data, 1e-5, "softmax grad");
 
-  float loss = cpu::crossEntropy(x, labels, probs);
-  Tensor dlogits;
-  cpu::crossEntropyBackward(probs, labels, 0.5f, &dlogits);
-  auto gl = upload(labels), gp = zeros(rows * classes), gloss = zeros(1),
-       gd = zeros(rows * classes);
-  cuda::crossEntropy(gx.floats(), gl.floats(), gp.floats(), gloss.floats(),
-                     rows, classes, stream);
-  cuda::crossEntropyBackward(gp.floats(), gl.floats(), gd.floats(), rows,
-                             classes, 0.5f, stream);
-  expectNear(download(gloss, 1), {loss}, 1e-5, "cross-entropy");
-  expectNear(download(gd, rows * classes), dlogits.data, 1e-5,
-             "cross-entropy grad");
+  // The loss of one member (degree 1): all classes, then the first 500 of
+  // the 513 (the rest padding, no gradient).
+  for (int64_t valid : {classes, int64_t(500)}) {
+    float loss = cpu::crossEntropy(x, labels, probs, valid);
+    Tensor dlogits;
+    cpu::crossEntropyBackward(probs, labels, 0.5f, &dlogits);
+    auto gl = upload(labels), sums = zeros(rows * 3), glse = zeros(rows),
+         gloss = zeros(1), gd = zeros(rows * classes);
+    cuda::crossEntropySliceSums(gx.floats(), gl.floats(), sums.floats(), rows,
+                                classes, valid, 0, 1, stream);
+    cuda::crossEntropyFromSums(sums.floats(), glse.floats(), gloss.floats(),
+                               rows, 1, stream);
+    cuda::crossEntropySliceBackward(gx.floats(), gl.floats(), glse.floats(),
+                                    gd.floats(), rows, classes, valid, 0, 0.5f,
+                                    stream);
+    expectNear(download(gloss, 1), {loss}, 1e-5, "cross-entropy");
+    expectNear(download(gd, rows * classes), dlogits.data, 1e-5,
+               "cross-entropy grad");
+  }
 }
 
 TEST_F(CudaKernelsTest, CausalAttentionAndBackward) {
@@ -318,7 +326,7 @@ TEST_F(CudaKernelsTest, VocabularyParallelCrossEntropy) {
   Tensor want = cpu::crossEntropySliceSums(mine, labels, rank, degree);
   auto gm = upload(mine), gl = upload(labels), sums = zeros(rows * width);
   cuda::crossEntropySliceSums(gm.floats(), gl.floats(), sums.floats(), rows,
-                              classes, rank, degree, stream);
+                              classes, classes, rank, degree, stream);
   expectNear(download(sums, rows * width), want.data, 1e-5, "row sums");
 
   Tensor summed = cpu::crossEntropySliceSums(other, labels, 0, degree);
@@ -336,8 +344,8 @@ TEST_F(CudaKernelsTest, VocabularyParallelCrossEntropy) {
   cpu::crossEntropySliceBackward(mine, labels, rank, logSumExp, 0.5f, &dlogits);
   auto gd = zeros(rows * classes);
   cuda::crossEntropySliceBackward(gm.floats(), gl.floats(), glse.floats(),
-                                  gd.floats(), rows, classes, rank, 0.5f,
-                                  stream);
+                                  gd.floats(), rows, classes, classes, rank,
+                                  0.5f, stream);
   expectNear(download(gd, rows * classes), dlogits.data, 1e-5,
              "logits' gradient");
 }

@@ -530,6 +530,75 @@ TEST(Kernels, VocabularyParallelEmbeddingAndCrossEntropy) {
   }
 }
 
+// A padded vocabulary: logits [rows, 12] of which the first 9 are classes.
+// The loss and the classes' gradients equal those of the 9 columns alone;
+// padding gets no probability and no gradient, whatever its logits. And
+// split 3 ways (slices of 4: 4, 4 and 1 classes), the same from the row sums.
+TEST(Kernels, CrossEntropyLeavesPaddingClassesOut) {
+  std::mt19937_64 rng(16);
+  const int64_t rows = 5, padded = 12, classes = 9, degree = 3, slice = 4;
+  Tensor logits = random({rows, padded}, rng), labels({rows});
+  labels.data = {0, 8, 4, 7, 3};
+  for (int64_t r = 0; r < rows; ++r) // large padding logits must not matter
+    for (int64_t j = classes; j < padded; ++j)
+      logits.data[r * padded + j] = 40.0f + j;
+  Tensor unpadded({rows, classes});
+  for (int64_t r = 0; r < rows; ++r)
+    std::copy_n(logits.data.begin() + r * padded, classes,
+                unpadded.data.begin() + r * classes);
+  Tensor wantProbs, want;
+  float wantLoss = crossEntropy(unpadded, labels, wantProbs);
+  crossEntropyBackward(wantProbs, labels, 1.0f, &want);
+
+  Tensor probs, got;
+  EXPECT_NEAR(crossEntropy(logits, labels, probs, classes), wantLoss,
+              1e-6 * std::abs(wantLoss));
+  crossEntropyBackward(probs, labels, 1.0f, &got);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < padded; ++j) {
+      float expected = j < classes ? want.data[r * classes + j] : 0.0f;
+      EXPECT_NEAR(got.data[r * padded + j], expected, 1e-7)
+          << "row " << r << " column " << j;
+      if (j >= classes) {
+        EXPECT_EQ(probs.data[r * padded + j], 0.0f);
+      }
+    }
+
+  auto sliceOf = [&](int64_t rank) {
+    Tensor mine({rows, slice});
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy_n(logits.data.begin() + r * padded + rank * slice, slice,
+                  mine.data.begin() + r * slice);
+    return mine;
+  };
+  auto validOn = [&](int64_t rank) {
+    return std::clamp<int64_t>(classes - rank * slice, 0, slice);
+  };
+  Tensor sums({rows, dtfm::shapes::vocabParallelLossSumWidth(degree)});
+  for (int64_t rank = 0; rank < degree; ++rank) {
+    Tensor part = crossEntropySliceSums(sliceOf(rank), labels, rank, degree,
+                                        validOn(rank));
+    for (int64_t i = 0; i < part.numel(); ++i)
+      sums.data[i] += part.data[i];
+  }
+  std::vector<float> logSumExp;
+  EXPECT_NEAR(crossEntropyFromSums(sums, degree, logSumExp), wantLoss,
+              1e-5 * std::abs(wantLoss));
+  for (int64_t rank = 0; rank < degree; ++rank) {
+    Tensor dMine;
+    crossEntropySliceBackward(sliceOf(rank), labels, rank, logSumExp, 1.0f,
+                              &dMine, validOn(rank));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < slice; ++j) {
+        int64_t column = rank * slice + j;
+        float expected =
+            column < classes ? want.data[r * classes + column] : 0.0f;
+        EXPECT_NEAR(dMine.data[r * slice + j], expected, 1e-6)
+            << "row " << r << " class " << column;
+      }
+  }
+}
+
 TEST(Kernels, ConvolutionWithStridePaddingGroupsAndDilation) {
   std::mt19937_64 rng(6);
   Window window;

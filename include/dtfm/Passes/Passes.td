@@ -515,7 +515,9 @@ def TensorParallel : Pass<"dtfm-tensor-parallel", "mlir::ModuleOp"> {
     followed by a forward `dtfm.tp_all_reduce`; each head reads its input
     through a `dtfm.tp_all_reduce in_backward` and computes V/t logits; the
     loss gets `vocab_shard = t` and sums its per-row parts over the group. A
-    vocabulary the degree does not divide stays whole.
+    vocabulary the degree does not divide stays whole: pad it at import
+    (`dtfm-translate --pad-vocab 128`, as Megatron-LM does; the loss's
+    `classes` leaves the padding out) to split GPT-3's 50257.
 
     Everything else -- norms, position embeddings, biases of row-parallel
     linears -- is replicated: every member computes it identically. Each

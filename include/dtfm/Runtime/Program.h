@@ -22,6 +22,7 @@
 #include "dtfm/Runtime/Cpu/Kernels.h"
 #include "dtfm/Support/CustomOps.h"
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <cstdint>
@@ -128,6 +129,9 @@ struct OpAttrs {
   // dtfm.embedding / dtfm.cross_entropy of a vocabulary-parallel model: the
   // group's size (0: the whole vocabulary); the member's slice is its rank's.
   int64_t vocabShard = 0;
+  // dtfm.cross_entropy: the classes of the whole vocabulary, the rest of its
+  // logits padding (0: all are classes).
+  int64_t classes = 0;
   // dtfm.custom (and its backward): kind and params; operands are filled
   // in when it runs.
   CustomOpCall custom;
@@ -266,6 +270,18 @@ int64_t tensorParallelRank(const StageProgram &program);
 inline int64_t firstTableRow(const ProgramOp &embedding, int64_t rank,
                              int64_t tableRows) {
   return embedding.attrs.vocabShard ? rank * tableRows : 0;
+}
+
+/// How many of a dtfm.cross_entropy's `width` logit columns are classes on
+/// member `rank`: those below the op's `classes` in the whole vocabulary
+/// (all of them when it has none), the rest padding. Both backends' kernels
+/// take it.
+inline int64_t lossClassesOf(const ProgramOp &loss, int64_t width,
+                             int64_t rank) {
+  if (loss.attrs.classes <= 0)
+    return width;
+  int64_t first = loss.attrs.vocabShard ? rank * width : 0;
+  return std::clamp<int64_t>(loss.attrs.classes - first, 0, width);
 }
 
 /// What parameter `param` of `program` holds of its `whole` tensor: the

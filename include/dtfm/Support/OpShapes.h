@@ -111,6 +111,11 @@ std::string causalAttention(const TensorType &query, const TensorType &key,
                             const TensorType &value, int64_t numHeads,
                             int64_t numKvHeads, const TensorType &result);
 std::string crossEntropy(const TensorType &logits, const TensorType &labels);
+/// cross_entropy's `classes` (0: absent): between 1 and the classes of the
+/// whole vocabulary, the logits' last dimension times `vocabShard` (0 or 1:
+/// not sharded).
+std::string crossEntropyClasses(int64_t classes, const TensorType &logits,
+                                int64_t vocabShard);
 /// The floats per row that a vocabulary-parallel dtfm.cross_entropy over a
 /// group of `degree` sums over the group, once in its forward and once in
 /// its backward: each member's maximum and sum of exponentials, and the

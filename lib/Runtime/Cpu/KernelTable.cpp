@@ -44,17 +44,26 @@ dtfm::KernelTensor toKernel(const Tensor &t) { return {t.shape, t.data}; }
 /// its slice's row sums, summed over the group, give every member the loss
 /// and each row's log-sum-exp.
 bool vocabParallelLoss(const Tensor &logits, const Tensor &labels,
-                       int64_t degree, const GroupMember &group, float &loss,
-                       std::vector<float> &logSumExp, std::string &error) {
+                       int64_t degree, int64_t valid, const GroupMember &group,
+                       float &loss, std::vector<float> &logSumExp,
+                       std::string &error) {
   if (!group.sum || !*group.sum) {
     error = "a vocabulary-parallel loss outside a tensor-parallel group";
     return false;
   }
-  Tensor sums = crossEntropySliceSums(logits, labels, group.rank, degree);
+  Tensor sums =
+      crossEntropySliceSums(logits, labels, group.rank, degree, valid);
   if (!(*group.sum)(sums.data.data(), sums.data.size(), error))
     return false;
   loss = crossEntropyFromSums(sums, degree, logSumExp);
   return true;
+}
+
+/// How many of a loss's logit columns are classes on this member (the rest:
+/// padding of the vocabulary).
+int64_t validClasses(const ProgramOp &loss, const Tensor &logits,
+                     int64_t rank) {
+  return lossClassesOf(loss, logits.dim(-1), rank);
 }
 
 /// The op's custom call with its operands' shapes.
@@ -433,33 +442,35 @@ OpTable<KernelEntry> buildTable() {
   at(OpKind::CrossEntropy) = {
       [](F c, E error) {
         float l = 0;
+        int64_t valid = validClasses(c.op, c.in(0), c.group.rank);
         if (c.op.attrs.vocabShard) {
           std::vector<float> logSumExp;
           if (!vocabParallelLoss(c.in(0), c.in(1), c.op.attrs.vocabShard,
-                                 c.group, l, logSumExp, error))
+                                 valid, c.group, l, logSumExp, error))
             return false;
         } else {
           Tensor probs;
-          l = crossEntropy(c.in(0), c.in(1), probs);
+          l = crossEntropy(c.in(0), c.in(1), probs, valid);
         }
         c.loss += l;
         c.set(0, Tensor({}, l));
         return true;
       },
       [](B c, E error) {
+        int64_t valid = validClasses(c.op, c.in(0), c.group.rank);
         if (c.op.attrs.vocabShard) {
           // The backward recomputes the log-sum-exps (one more sum).
           float l = 0;
           std::vector<float> logSumExp;
           if (!vocabParallelLoss(c.in(0), c.in(1), c.op.attrs.vocabShard,
-                                 c.group, l, logSumExp, error))
+                                 valid, c.group, l, logSumExp, error))
             return false;
           crossEntropySliceBackward(c.in(0), c.in(1), c.group.rank, logSumExp,
-                                    1.0f, c.at(0));
+                                    1.0f, c.at(0), valid);
           return true;
         }
         Tensor probs;
-        crossEntropy(c.in(0), c.in(1), probs);
+        crossEntropy(c.in(0), c.in(1), probs, valid);
         crossEntropyBackward(probs, c.in(1), 1.0f, c.at(0));
         return true;
       }};

@@ -487,17 +487,35 @@ void dtfm::runtime::cpu::embeddingBackward(const Tensor &indices,
 }
 
 float dtfm::runtime::cpu::crossEntropy(const Tensor &logits,
-                                       const Tensor &labels, Tensor &probs) {
-  probs = softmax(logits);
+                                       const Tensor &labels, Tensor &probs,
+                                       int64_t valid) {
   int64_t v = logits.dim(-1), rows = logits.numel() / v;
+  if (valid < 0 || valid > v)
+    valid = v;
+  if (valid == v) {
+    probs = softmax(logits);
+  } else {
+    // Padding classes: no probability.
+    probs = Tensor(logits.shape);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *row = logits.data.data() + r * v;
+      float *out = probs.data.data() + r * v;
+      float peak = *std::max_element(row, row + valid);
+      double sum = 0;
+      for (int64_t j = 0; j < valid; ++j)
+        sum += out[j] = std::exp(row[j] - peak);
+      for (int64_t j = 0; j < valid; ++j)
+        out[j] = static_cast<float>(out[j] / sum);
+    }
+  }
   // log-sum-exp minus the label's logit: exact however unlikely the label
   // (a floor under its probability would cap each row's loss at 69).
   double loss = 0;
   for (int64_t r = 0; r < rows; ++r) {
     const float *row = logits.data.data() + r * v;
-    float peak = *std::max_element(row, row + v);
+    float peak = *std::max_element(row, row + valid);
     double exps = 0;
-    for (int64_t j = 0; j < v; ++j)
+    for (int64_t j = 0; j < valid; ++j)
       exps += std::exp(static_cast<double>(row[j]) - peak);
     int64_t label = static_cast<int64_t>(labels.data[r]);
     loss += peak + std::log(exps) - row[label];
@@ -521,21 +539,26 @@ void dtfm::runtime::cpu::crossEntropyBackward(const Tensor &probs,
 
 Tensor dtfm::runtime::cpu::crossEntropySliceSums(const Tensor &logits,
                                                  const Tensor &labels,
-                                                 int64_t rank, int64_t degree) {
+                                                 int64_t rank, int64_t degree,
+                                                 int64_t valid) {
   int64_t v = logits.dim(-1), rows = logits.numel() / v;
+  if (valid < 0 || valid > v)
+    valid = v;
   int64_t width = shapes::vocabParallelLossSumWidth(degree);
   Tensor sums({rows, width});
   for (int64_t r = 0; r < rows; ++r) {
     const float *x = logits.data.data() + r * v;
     float *out = sums.data.data() + r * width;
-    float max = *std::max_element(x, x + v);
+    // Without a class (all padding): no part of the log-sum-exp.
+    float max = valid > 0 ? *std::max_element(x, x + valid)
+                          : std::numeric_limits<float>::lowest();
     double exps = 0;
-    for (int64_t j = 0; j < v; ++j)
+    for (int64_t j = 0; j < valid; ++j)
       exps += std::exp(static_cast<double>(x[j] - max));
     out[2 * rank] = max;
     out[2 * rank + 1] = static_cast<float>(exps);
     int64_t label = static_cast<int64_t>(labels.data[r]) - rank * v;
-    if (label >= 0 && label < v)
+    if (label >= 0 && label < valid)
       out[2 * degree] = x[label];
   }
   return sums;
@@ -565,15 +588,18 @@ float dtfm::runtime::cpu::crossEntropyFromSums(const Tensor &sums,
 
 void dtfm::runtime::cpu::crossEntropySliceBackward(
     const Tensor &logits, const Tensor &labels, int64_t rank,
-    const std::vector<float> &logSumExp, float dLoss, Tensor *dLogits) {
+    const std::vector<float> &logSumExp, float dLoss, Tensor *dLogits,
+    int64_t valid) {
   if (!dLogits)
     return;
   int64_t v = logits.dim(-1), rows = logits.numel() / v;
+  if (valid < 0 || valid > v)
+    valid = v;
   ensure(dLogits, logits.shape);
   float scale = dLoss / static_cast<float>(rows);
   for (int64_t r = 0; r < rows; ++r) {
     int64_t label = static_cast<int64_t>(labels.data[r]) - rank * v;
-    for (int64_t j = 0; j < v; ++j)
+    for (int64_t j = 0; j < valid; ++j)
       dLogits->data[r * v + j] +=
           scale * (std::exp(logits.data[r * v + j] - logSumExp[r]) -
                    (j == label ? 1.0f : 0.0f));

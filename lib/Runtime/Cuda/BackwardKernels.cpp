@@ -413,28 +413,19 @@ bool CudaExecutor::backwardTpAllReduce(BackwardCall &call, std::string &error) {
 
 bool CudaExecutor::backwardCrossEntropy(BackwardCall &call,
                                         std::string &error) {
+  // The row sums again (with one more sum over a vocabulary-parallel
+  // group), then this member's classes.
   const DTensor &logits = call.in(0);
   int64_t classes = logits.shape.back(), rows = logits.numel() / classes;
-  if (call.op.attrs.vocabShard) {
-    // The row sums again (one more sum over the group), then this member's
-    // classes.
-    if (!vocabularyParallelLoss(logits, call.in(1), call.op.attrs.vocabShard,
-                                call.scratch, call.extra, call.stream, error))
-      return false;
-    if (call.at(0))
-      cuda::crossEntropySliceBackward(
-          logits.data(), call.in(1).data(), call.scratch.data(), call.at(0),
-          rows, classes, tensorParallelPosition, 1.0f, call.stream);
-    return true;
-  }
-  if (!allocate(logits.shape, false, call.scratch, error) ||
-      !allocate({1}, false, call.extra, error))
+  int64_t rank = call.op.attrs.vocabShard ? tensorParallelPosition : 0;
+  if (!crossEntropyLoss(call.op, logits, call.in(1), call.scratch, call.extra,
+                        call.stream, error))
     return false;
-  cuda::crossEntropy(logits.data(), call.in(1).data(), call.scratch.data(),
-                     call.extra.data(), rows, classes, call.stream);
   if (call.at(0))
-    cuda::crossEntropyBackward(call.scratch.data(), call.in(1).data(),
-                               call.at(0), rows, classes, 1.0f, call.stream);
+    cuda::crossEntropySliceBackward(
+        logits.data(), call.in(1).data(), call.scratch.data(), call.at(0),
+        rows, classes, lossClassesOf(call.op, classes, rank), rank, 1.0f,
+        call.stream);
   return true;
 }
 

@@ -316,12 +316,13 @@ private:
   /// GroupSumFn where the group has no communicator.
   bool sumOverTensorParallelGroup(const float *in, float *out, int64_t count,
                                   std::string &error);
-  /// The vocabulary-parallel loss of `logits` against `labels` over a
-  /// group of `degree`: the group's summed row sums, each row's
-  /// log-sum-exp and the mean loss.
-  bool vocabularyParallelLoss(const DTensor &logits, const DTensor &labels,
-                              int64_t degree, DTensor &logSumExp, DTensor &loss,
-                              cudaStream_t stream, std::string &error);
+  /// The cross-entropy `op` of `logits` against `labels`: its row sums
+  /// over the member's classes (summed over the group when it is
+  /// vocabulary-parallel), each row's log-sum-exp and the mean loss.
+  bool crossEntropyLoss(const ProgramOp &op, const DTensor &logits,
+                        const DTensor &labels, DTensor &logSumExp,
+                        DTensor &loss, cudaStream_t stream,
+                        std::string &error);
   /// The phase's dtfm.recv / dtfm.send ops on NCCL links, by peer then tag
   /// (the order both ends post them in).
   std::vector<std::pair<int, const ProgramOp *>> linkedOps(OpKind kind,

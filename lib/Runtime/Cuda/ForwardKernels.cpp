@@ -451,12 +451,14 @@ bool CudaExecutor::forwardRotary(ForwardCall &call, std::string &error) {
   return call.set(0, std::move(call.out));
 }
 
-bool CudaExecutor::vocabularyParallelLoss(const DTensor &logits,
-                                          const DTensor &labels, int64_t degree,
-                                          DTensor &logSumExp, DTensor &loss,
-                                          cudaStream_t stream,
-                                          std::string &error) {
+bool CudaExecutor::crossEntropyLoss(const ProgramOp &op,
+                                    const DTensor &logits,
+                                    const DTensor &labels, DTensor &logSumExp,
+                                    DTensor &loss, cudaStream_t stream,
+                                    std::string &error) {
   int64_t classes = logits.shape.back(), rows = logits.numel() / classes;
+  int64_t degree = std::max<int64_t>(1, op.attrs.vocabShard);
+  int64_t rank = op.attrs.vocabShard ? tensorParallelPosition : 0;
   DTensor sums;
   if (!allocate({rows, shapes::vocabParallelLossSumWidth(degree)}, false, sums,
                 error) ||
@@ -464,9 +466,10 @@ bool CudaExecutor::vocabularyParallelLoss(const DTensor &logits,
       !allocate({1}, false, loss, error))
     return false;
   cuda::crossEntropySliceSums(logits.data(), labels.data(), sums.data(), rows,
-                              classes, tensorParallelPosition, degree, stream);
-  if (!sumOverTensorParallelGroup(sums.data(), sums.data(), sums.numel(),
-                                  error))
+                              classes, lossClassesOf(op, classes, rank), rank,
+                              degree, stream);
+  if (degree > 1 && !sumOverTensorParallelGroup(sums.data(), sums.data(),
+                                                sums.numel(), error))
     return false;
   cuda::crossEntropyFromSums(sums.data(), logSumExp.data(), loss.data(), rows,
                              degree, stream);
@@ -474,21 +477,12 @@ bool CudaExecutor::vocabularyParallelLoss(const DTensor &logits,
 }
 
 bool CudaExecutor::forwardCrossEntropy(ForwardCall &call, std::string &error) {
-  const DTensor &logits = call.in(0);
-  int64_t classes = logits.shape.back(), rows = logits.numel() / classes;
-  if (call.op.attrs.vocabShard) {
-    DTensor logSumExp;
-    if (!vocabularyParallelLoss(logits, call.in(1), call.op.attrs.vocabShard,
-                                logSumExp, call.out, call.stream, error))
-      return false;
-  } else {
-    DTensor probs;
-    if (!fresh(call, false, error) ||
-        !allocate(logits.shape, false, probs, error))
-      return false;
-    cuda::crossEntropy(logits.data(), call.in(1).data(), probs.data(),
-                       call.out.data(), rows, classes, call.stream);
-  }
+  // The loss from each row's log-sum-exp: no probabilities are kept (the
+  // backward recomputes the row sums).
+  DTensor logSumExp;
+  if (!crossEntropyLoss(call.op, call.in(0), call.in(1), logSumExp, call.out,
+                        call.stream, error))
+    return false;
   call.set(0, std::move(call.out));
   phaseLosses.push_back(&call.table.at(call.op.results[0].id));
   return true;

@@ -66,6 +66,20 @@ int64_t mlir::dtfm::keyValueHeadsOf(const GptConfig &config) {
   return config.kvHeads ? config.kvHeads : config.heads;
 }
 
+int64_t mlir::dtfm::paddedVocabOf(const GptConfig &config) {
+  if (config.padVocabTo <= 1 || config.vocab <= 0)
+    return config.vocab;
+  int64_t padded = 0;
+  // Saturated: validateGptConfig refuses such a model as too large.
+  if (__builtin_add_overflow(config.vocab,
+                             (config.padVocabTo -
+                              config.vocab % config.padVocabTo) %
+                                 config.padVocabTo,
+                             &padded))
+    return std::numeric_limits<int64_t>::max();
+  return padded;
+}
+
 int64_t mlir::dtfm::ffnHiddenOf(const GptConfig &config) {
   if (config.ffnHidden)
     return config.ffnHidden;
@@ -129,6 +143,7 @@ bool mlir::dtfm::validateGptConfig(const GptConfig &config,
                 {"ffn-hidden", ffnHiddenOf(config)},
                 {"seq-len", config.seqLen},
                 {"vocab", config.vocab},
+                {"pad-vocab", config.padVocabTo},
                 {"micro-batch", config.microBatch}};
   for (const Field &f : fields) {
     if (f.value <= 0) {
@@ -178,10 +193,10 @@ bool mlir::dtfm::validateGptConfig(const GptConfig &config,
   // int64: the largest tensors are the logits [B, s, V] and the attention
   // probabilities [B, heads, s, s].
   long double logits = (long double)config.microBatch * config.seqLen *
-                       std::max(config.vocab, ffnHiddenOf(config));
+                       std::max(paddedVocabOf(config), ffnHiddenOf(config));
   long double scores = (long double)config.microBatch * config.heads *
                        config.seqLen * config.seqLen;
-  long double table = (long double)config.vocab * config.hidden;
+  long double table = (long double)paddedVocabOf(config) * config.hidden;
   if (std::max({logits, scores, table}) * config.hidden * 8 > 9.0e18L) {
     error = "model too large: a single op's FLOPs would overflow 64 bits";
     return false;
@@ -201,14 +216,15 @@ int64_t mlir::dtfm::gptParameterCountClosedForm(const GptConfig &c) {
   if (c.architecture == DecoderArchitecture::Llama) {
     int64_t kv = h / c.heads * keyValueHeadsOf(c), f = ffnHiddenOf(c);
     return c.layers * (2 * h * h + 2 * h * kv + 3 * h * f + 2 * h) +
-           2 * c.vocab * h + h;
+           2 * paddedVocabOf(c) * h + h;
   }
-  return c.layers * (12 * h * h + 13 * h) + (c.vocab + c.seqLen + 2) * h;
+  return c.layers * (12 * h * h + 13 * h) + (paddedVocabOf(c) + c.seqLen + 2) * h;
 }
 
 double mlir::dtfm::gptTrainingFlopsClosedForm(const GptConfig &c) {
   double b = c.microBatch, s = c.seqLen, l = c.layers, h = c.hidden,
-         v = c.vocab, f = static_cast<double>(ffnHiddenOf(c));
+         v = static_cast<double>(paddedVocabOf(c)),
+         f = static_cast<double>(ffnHiddenOf(c));
   double kv = h / c.heads * static_cast<double>(keyValueHeadsOf(c));
   double mlpMatrices = c.architecture == DecoderArchitecture::Llama ? 3 : 2;
   double layer = 2 * (2 * h * h + 2 * h * kv + mlpMatrices * h * f) + 4 * s * h;
@@ -245,7 +261,8 @@ public:
     layer = "embedding";
     auto tokenType = RankedTensorType::get({bsz, s}, b.getI64Type());
     Value tokens = tag(b.create<InputOp>(at("tokens"), tokenType, "tokens"));
-    Value wte = param("wte", {config.vocab, h}, InitKind::normal, 0.02);
+    int64_t vocab = paddedVocabOf(config);
+    Value wte = param("wte", {vocab, h}, InitKind::normal, 0.02);
     // Llama's positions are the rotary embedding's.
     Value wpe = llama ? Value() : param("wpe", {s, h}, InitKind::normal, 0.01);
     Value x = tag(b.create<EmbeddingOp>(at("embed"), act({bsz, s, h}), tokens,
@@ -260,17 +277,21 @@ public:
     Value logits;
     if (llama) {
       x = rmsNorm("norm", x);
-      logits = linear("lm_head", x, h, config.vocab, 0.02, /*bias=*/false);
+      logits = linear("lm_head", x, h, vocab, 0.02, /*bias=*/false);
     } else {
       x = layerNorm("ln_f", x);
       logits =
-          tag(b.create<MatmulOp>(at("lm_head"), act({bsz, s, config.vocab}), x,
+          tag(b.create<MatmulOp>(at("lm_head"), act({bsz, s, vocab}), x,
                                  wte, /*transpose_rhs=*/b.getUnitAttr()));
     }
     auto labelType = RankedTensorType::get({bsz, s}, b.getI64Type());
     Value labels = tag(b.create<LabelOp>(at("labels"), labelType, "labels"));
+    // Padding classes take no part in the loss.
+    IntegerAttr classes =
+        vocab == config.vocab ? IntegerAttr()
+                              : b.getI64IntegerAttr(config.vocab);
     Value loss = tag(b.create<CrossEntropyOp>(at("loss"), lossType, logits,
-                                              labels, IntegerAttr()));
+                                              labels, IntegerAttr(), classes));
     b.create<func::ReturnOp>(at("return"), loss);
     return module;
   }

@@ -746,7 +746,8 @@ OwningOpRef<ModuleOp> OnnxImporter::run(std::string &error) {
     auto loss =
         b.create<CrossEntropyOp>(NameLoc::get(b.getStringAttr("loss")),
                                  RankedTensorType::get({}, b.getF32Type()),
-                                 result, label.getResult(), IntegerAttr());
+                                 result, label.getResult(), IntegerAttr(),
+                                 IntegerAttr());
     loss->setAttr(kLayerAttrName, b.getStringAttr(layer));
     result = loss.getResult();
   }

@@ -662,6 +662,38 @@ func.func @case60() {
 
 // -----
 
+// A padded vocabulary's classes: no more than the logits' columns.
+func.func @cross_entropy_classes_beyond_the_vocabulary() {
+  %l = dtfm.input "l" : tensor<2x5xf32>
+  %t = dtfm.label "t" : tensor<2xi64>
+  // expected-error @+1 {{expected classes between 1 and the 5 of the vocabulary, found 6}}
+  %y = dtfm.cross_entropy %l, %t {classes = 6 : i64} : (tensor<2x5xf32>, tensor<2xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+// Vocabulary-parallel: the classes of the whole vocabulary (5 x 2).
+func.func @cross_entropy_classes_beyond_the_sharded_vocabulary() {
+  %l = dtfm.input "l" : tensor<2x5xf32>
+  %t = dtfm.label "t" : tensor<2xi64>
+  // expected-error @+1 {{expected classes between 1 and the 10 of the vocabulary, found 11}}
+  %y = dtfm.cross_entropy %l, %t {vocab_shard = 2 : i64, classes = 11 : i64} : (tensor<2x5xf32>, tensor<2xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_no_classes() {
+  %l = dtfm.input "l" : tensor<2x5xf32>
+  %t = dtfm.label "t" : tensor<2xi64>
+  // expected-error @+1 {{attribute 'classes' failed to satisfy constraint: 64-bit signless integer attribute whose minimum value is 1}}
+  %y = dtfm.cross_entropy %l, %t {classes = 0 : i64} : (tensor<2x5xf32>, tensor<2xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
 func.func @case61() {
   %x = dtfm.input "x" : tensor<2x3xf32>
   // expected-error @+1 {{custom kind 'no_such_kind' is not registered (load the plugin that defines it with --load-dtfm-plugin)}}

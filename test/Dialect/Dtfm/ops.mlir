@@ -43,6 +43,9 @@ func.func @transformer_ops() -> tensor<f32> {
   %lab = dtfm.label "labels" : tensor<2x8xi64>
   // CHECK: dtfm.cross_entropy %{{.*}} : (tensor<2x8x32xf32>, tensor<2x8xi64>) -> tensor<f32>
   %loss = dtfm.cross_entropy %logits, %lab : (tensor<2x8x32xf32>, tensor<2x8xi64>) -> tensor<f32>
+  // A vocabulary padded from 30 to 32 classes.
+  // CHECK: dtfm.cross_entropy %{{.*}} {classes = 30 : i64} : (tensor<2x8x32xf32>, tensor<2x8xi64>) -> tensor<f32>
+  %padded = dtfm.cross_entropy %logits, %lab {classes = 30 : i64} : (tensor<2x8x32xf32>, tensor<2x8xi64>) -> tensor<f32>
   return %loss : tensor<f32>
 }
 

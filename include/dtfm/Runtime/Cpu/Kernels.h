@@ -169,8 +169,10 @@ void embeddingBackward(const Tensor &indices, const Tensor &dOut,
                        Tensor *dTable, int64_t firstRow = 0);
 
 /// Mean softmax cross-entropy of logits [.., V] against labels [..];
-/// `probs` kept.
-float crossEntropy(const Tensor &logits, const Tensor &labels, Tensor &probs);
+/// `probs` kept. Only the first `valid` columns are classes (negative: all);
+/// the rest are padding, with no probability.
+float crossEntropy(const Tensor &logits, const Tensor &labels, Tensor &probs,
+                   int64_t valid = -1);
 void crossEntropyBackward(const Tensor &probs, const Tensor &labels,
                           float dLoss, Tensor *dLogits);
 
@@ -180,16 +182,18 @@ void crossEntropyBackward(const Tensor &probs, const Tensor &labels,
 /// floats) this member's maximum and sum of exponentials in its slots and
 /// the label's logit when the label is its own, zeros elsewhere; the second,
 /// from the summed rows, each row's log-sum-exp over all classes
-/// (`logSumExp`) and the mean loss.
+/// (`logSumExp`) and the mean loss. This member's first `valid` slots are
+/// classes (negative: all), the rest padding (lossClassesOf).
 Tensor crossEntropySliceSums(const Tensor &logits, const Tensor &labels,
-                             int64_t rank, int64_t degree);
+                             int64_t rank, int64_t degree, int64_t valid = -1);
 float crossEntropyFromSums(const Tensor &sums, int64_t degree,
                            std::vector<float> &logSumExp);
-/// Adds dLoss * (softmax - one-hot) / rows over this member's classes.
+/// Adds dLoss * (softmax - one-hot) / rows over this member's first
+/// `valid` classes (negative: all); padding gets no gradient.
 void crossEntropySliceBackward(const Tensor &logits, const Tensor &labels,
                                int64_t rank,
                                const std::vector<float> &logSumExp, float dLoss,
-                               Tensor *dLogits);
+                               Tensor *dLogits, int64_t valid = -1);
 
 //===--- convolutional networks (NCHW) ----------------------------------===//
 

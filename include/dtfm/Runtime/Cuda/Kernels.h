@@ -165,29 +165,23 @@ void softmax(const float *x, float *y, int64_t rows, int64_t d,
              cudaStream_t stream);
 void softmaxBackward(const float *y, const float *dy, float *dx, int64_t rows,
                      int64_t d, cudaStream_t stream);
-/// Mean cross-entropy of `rows` rows of logits against integer labels:
-/// writes softmax probabilities and the loss (one float on the device).
-void crossEntropy(const float *logits, const float *labels, float *probs,
-                  float *loss, int64_t rows, int64_t classes,
-                  cudaStream_t stream);
-/// dlogits += scale (probs - onehot(labels)) / rows.
-void crossEntropyBackward(const float *probs, const float *labels,
-                          float *dlogits, int64_t rows, int64_t classes,
-                          float scale, cudaStream_t stream);
-/// Vocabulary-parallel cross-entropy (cpu::crossEntropySliceSums and the
-/// rest): this member's row sums into `sums` [rows, 2 degree + 1] (zeroed
-/// here), then from the group's summed rows each row's log-sum-exp and the
-/// mean loss (one float), then dlogits += scale (softmax - onehot) / rows
-/// over this member's classes.
+/// Softmax cross-entropy of `rows` rows of `classes` logits, in three
+/// halves (cpu::crossEntropySliceSums and the rest) around the sum over a
+/// vocabulary-parallel group of `degree` (none for degree 1): this member's
+/// row sums over its first `valid` classes (the rest are padding) into
+/// `sums` [rows, 2 degree + 1] (zeroed here), then from the summed rows
+/// each row's log-sum-exp and the mean loss (one float), then dlogits +=
+/// scale (softmax - onehot) / rows over this member's valid classes.
 void crossEntropySliceSums(const float *logits, const float *labels,
                            float *sums, int64_t rows, int64_t classes,
-                           int64_t rank, int64_t degree, cudaStream_t stream);
+                           int64_t valid, int64_t rank, int64_t degree,
+                           cudaStream_t stream);
 void crossEntropyFromSums(const float *sums, float *logSumExp, float *loss,
                           int64_t rows, int64_t degree, cudaStream_t stream);
 void crossEntropySliceBackward(const float *logits, const float *labels,
                                const float *logSumExp, float *dlogits,
-                               int64_t rows, int64_t classes, int64_t rank,
-                               float scale, cudaStream_t stream);
+                               int64_t rows, int64_t classes, int64_t valid,
+                               int64_t rank, float scale, cudaStream_t stream);
 
 //===--- attention helpers (the matmuls go through cuBLASLt) ----------===//
 

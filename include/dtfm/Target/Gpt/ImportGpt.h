@@ -43,6 +43,10 @@ struct GptConfig {
   double ropeTheta = 10000;
   int64_t seqLen = 0;
   int64_t vocab = 0;
+  /// The token table's rows and the logits' columns are the vocabulary
+  /// rounded up to a multiple of this; the padding classes take no part in
+  /// the loss (cross_entropy's `classes`). 1: none.
+  int64_t padVocabTo = 1;
   int64_t microBatch = 1;
   /// Element type of parameters and activations: f32, f16 or bf16.
   std::string dtype = "f32";
@@ -51,6 +55,9 @@ struct GptConfig {
 /// `kvHeads` and `ffnHidden` with their defaults applied.
 int64_t keyValueHeadsOf(const GptConfig &config);
 int64_t ffnHiddenOf(const GptConfig &config);
+/// The vocabulary rounded up to a multiple of `padVocabTo`: the token
+/// table's rows and the logits' columns.
+int64_t paddedVocabOf(const GptConfig &config);
 
 /// "gpt" or "llama"; parseDecoderArchitecture is its inverse.
 const char *decoderArchitectureName(DecoderArchitecture architecture);

@@ -269,8 +269,13 @@ int64_t CausalAttentionOp::getSavedActivationBytes() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult CrossEntropyOp::verify() {
-  return check(*this,
-               shapes::crossEntropy(typeOf(getLogits()), typeOf(getLabels())));
+  if (failed(check(*this, shapes::crossEntropy(typeOf(getLogits()),
+                                               typeOf(getLabels())))))
+    return failure();
+  return check(*this, shapes::crossEntropyClasses(
+                          static_cast<int64_t>(getClasses().value_or(0)),
+                          typeOf(getLogits()),
+                          static_cast<int64_t>(getVocabShard().value_or(0))));
 }
 
 int64_t CrossEntropyOp::getForwardFlops() {

@@ -638,9 +638,16 @@ def Dtfm_CrossEntropyOp : Dtfm_ComputeOp<"cross_entropy",
     exponentials and the label's logit when the label is its own, and every
     member ends with the whole loss. The forward and the backward each sum
     rows * (2t + 1) floats over the group.
+
+    With `classes = c` only the first c classes of the whole vocabulary
+    (V, or V x t with `vocab_shard`) are classes: the rest are padding (a
+    vocabulary padded to a multiple, `dtfm-translate --pad-vocab`) and
+    take no part in the softmax; their logits get no gradient, and a label
+    must be below c. The loss is the unpadded model's.
   }];
   let arguments = (ins Dtfm_FloatTensor:$logits, Dtfm_IndexTensor:$labels,
-      OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<2>]>>:$vocab_shard);
+      OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<2>]>>:$vocab_shard,
+      OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<1>]>>:$classes);
   let results = (outs Dtfm_LossTensor:$loss);
   let assemblyFormat = [{
     $logits `,` $labels attr-dict `:` functional-type(operands, results)
