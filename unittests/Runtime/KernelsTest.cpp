@@ -470,6 +470,24 @@ TEST(Kernels, EmbeddingAndCrossEntropy) {
               1e-3);
 }
 
+/// A vocabulary-parallel loss with its group simulated in one process: each
+/// member's row sums over its slice (its first valid(rank) classes;
+/// negative: all) added as the group's sum would, then the loss and each
+/// row's log-sum-exp.
+float groupCrossEntropy(const std::function<Tensor(int64_t)> &sliceOf,
+                        const Tensor &labels, int64_t rows, int64_t degree,
+                        const std::function<int64_t(int64_t)> &valid,
+                        std::vector<float> &logSumExp) {
+  Tensor sums({rows, dtfm::shapes::vocabParallelLossSumWidth(degree)});
+  for (int64_t rank = 0; rank < degree; ++rank) {
+    Tensor part =
+        crossEntropySliceSums(sliceOf(rank), labels, rank, degree, valid(rank));
+    for (int64_t i = 0; i < part.numel(); ++i)
+      sums.data[i] += part.data[i];
+  }
+  return crossEntropyFromSums(sums, degree, logSumExp);
+}
+
 // Vocabulary-parallel lookup and loss, the group simulated in one process:
 // the members' slices of the table or logits, their row sums added as the
 // group's sum would, against the whole-vocabulary kernels.
@@ -508,16 +526,10 @@ TEST(Kernels, VocabularyParallelEmbeddingAndCrossEntropy) {
                   slice, mine.data.begin() + r * slice);
     return mine;
   };
-  Tensor sums({rows, dtfm::shapes::vocabParallelLossSumWidth(degree)});
-  for (int64_t rank = 0; rank < degree; ++rank) {
-    Tensor part =
-        crossEntropySliceSums(sliceOfLogits(rank), labels, rank, degree);
-    for (int64_t i = 0; i < part.numel(); ++i)
-      sums.data[i] += part.data[i];
-  }
   std::vector<float> logSumExp;
-  EXPECT_NEAR(crossEntropyFromSums(sums, degree, logSumExp), wholeLoss,
-              1e-5 * std::abs(wholeLoss));
+  EXPECT_NEAR(groupCrossEntropy(sliceOfLogits, labels, rows, degree,
+                                [](int64_t) { return int64_t(-1); }, logSumExp),
+              wholeLoss, 1e-5 * std::abs(wholeLoss));
   for (int64_t rank = 0; rank < degree; ++rank) {
     Tensor mine = sliceOfLogits(rank), dMine;
     crossEntropySliceBackward(mine, labels, rank, logSumExp, 1.0f, &dMine);
@@ -574,16 +586,10 @@ TEST(Kernels, CrossEntropyLeavesPaddingClassesOut) {
   auto validOn = [&](int64_t rank) {
     return std::clamp<int64_t>(classes - rank * slice, 0, slice);
   };
-  Tensor sums({rows, dtfm::shapes::vocabParallelLossSumWidth(degree)});
-  for (int64_t rank = 0; rank < degree; ++rank) {
-    Tensor part = crossEntropySliceSums(sliceOf(rank), labels, rank, degree,
-                                        validOn(rank));
-    for (int64_t i = 0; i < part.numel(); ++i)
-      sums.data[i] += part.data[i];
-  }
   std::vector<float> logSumExp;
-  EXPECT_NEAR(crossEntropyFromSums(sums, degree, logSumExp), wantLoss,
-              1e-5 * std::abs(wantLoss));
+  EXPECT_NEAR(
+      groupCrossEntropy(sliceOf, labels, rows, degree, validOn, logSumExp),
+      wantLoss, 1e-5 * std::abs(wantLoss));
   for (int64_t rank = 0; rank < degree; ++rank) {
     Tensor dMine;
     crossEntropySliceBackward(sliceOf(rank), labels, rank, logSumExp, 1.0f,
