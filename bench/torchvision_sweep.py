@@ -123,6 +123,12 @@ def build(name, mode, size):
                     head.bias.mul_(3 / spread)
     else:
         model.train()
+        head = classifier_head(model)
+        if not head.weight.detach().any():
+            # A head initialised to zeros (ViT's) gives zero logits: every
+            # loss is ln 10 and its check says nothing about the rest.
+            with torch.no_grad():
+                head.weight.normal_(0, 0.02)
         # Dropout and stochastic depth draw random masks that no other
         # run can reproduce: off, so that train-mode losses compare.
         for module in model.modules():
