@@ -297,8 +297,9 @@ void layerNormBackward(const float *x, const float *gamma, const float *mean,
     layerNormBackwardRows<<<rowBlocks(rows), kThreads, 0, stream>>>(
         x, gamma, mean, rstd, dy, dx, d);
   if (dgamma || dbeta)
-    layerNormBackwardColumns<<<columnTiles(d), columnTileThreads(), 0, stream>>>(
-        x, mean, rstd, dy, dgamma, dbeta, rows, d);
+    layerNormBackwardColumns<<<columnTiles(d), columnTileThreads(), 0,
+                               stream>>>(x, mean, rstd, dy, dgamma, dbeta,
+                                         rows, d);
 }
 
 void rmsNorm(const float *x, const float *gamma, float *y, float *rstd,

@@ -132,17 +132,9 @@ inline cuda::ConvGeometry convGeometry(const ProgramOp &op, const ShapeVec &x,
 
 inline cuda::PoolGeometry poolGeometry(const ProgramOp &op, const ShapeVec &x,
                                        const ShapeVec &out) {
-  const cpu::Window &window = op.attrs.window;
-  const std::array<int64_t, 2> &kernel = op.attrs.kernel;
-  cuda::PoolGeometry g;
-  g.planes = x[0] * x[1], g.h = x[2], g.w = x[3];
-  g.ho = out[2], g.wo = out[3];
-  g.kh = kernel[0], g.kw = kernel[1];
-  g.strideH = window.strideH, g.strideW = window.strideW;
-  g.padTop = window.padTop, g.padLeft = window.padLeft;
-  g.countTop = window.countTop, g.countLeft = window.countLeft;
-  g.countBottom = window.countBottom, g.countRight = window.countRight;
-  return g;
+  return cpu::poolGeometry(x[0] * x[1], x[2], x[3], out[2], out[3],
+                           op.attrs.kernel[0], op.attrs.kernel[1],
+                           op.attrs.window);
 }
 
 /// Column matrices of one convolution chunk stay under 256 MB.

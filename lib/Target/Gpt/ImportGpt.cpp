@@ -218,7 +218,8 @@ int64_t mlir::dtfm::gptParameterCountClosedForm(const GptConfig &c) {
     return c.layers * (2 * h * h + 2 * h * kv + 3 * h * f + 2 * h) +
            2 * paddedVocabOf(c) * h + h;
   }
-  return c.layers * (12 * h * h + 13 * h) + (paddedVocabOf(c) + c.seqLen + 2) * h;
+  return c.layers * (12 * h * h + 13 * h) +
+         (paddedVocabOf(c) + c.seqLen + 2) * h;
 }
 
 double mlir::dtfm::gptTrainingFlopsClosedForm(const GptConfig &c) {

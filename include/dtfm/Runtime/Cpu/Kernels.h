@@ -25,6 +25,10 @@
 #include <string>
 #include <vector>
 
+namespace dtfm::runtime::cuda {
+struct PoolGeometry;
+} // namespace dtfm::runtime::cuda
+
 namespace dtfm::runtime::cpu {
 
 /// A dense fp32 tensor (dtfm/Format/TensorFile.h).
@@ -236,6 +240,12 @@ void batchNormInferenceBackward(const Tensor &x, const Tensor &gamma,
 
 /// Max pooling (padded cells never win) and average pooling (padding counted
 /// in the divisor) over kernel {kH, kW}.
+/// Pooling of `planes` H x W planes into ho x wo by a kh x kw window, as
+/// the index arithmetic both backends' pooling kernels share sees it
+/// (cuda::PoolGeometry, Cuda/IndexMaps.h).
+cuda::PoolGeometry poolGeometry(int64_t planes, int64_t h, int64_t w,
+                                int64_t ho, int64_t wo, int64_t kh, int64_t kw,
+                                const Window &window);
 Tensor maxPool2d(const Tensor &x, int64_t kh, int64_t kw, const Window &window);
 void maxPool2dBackward(const Tensor &x, int64_t kh, int64_t kw,
                        const Window &window, const Tensor &dOut, Tensor *dx);
