@@ -59,13 +59,6 @@ bool vocabParallelLoss(const Tensor &logits, const Tensor &labels,
   return true;
 }
 
-/// How many of a loss's logit columns are classes on this member (the rest:
-/// padding of the vocabulary).
-int64_t validClasses(const ProgramOp &loss, const Tensor &logits,
-                     int64_t rank) {
-  return lossClassesOf(loss, logits.dim(-1), rank);
-}
-
 /// The op's custom call with its operands' shapes.
 dtfm::CustomOpCall customCall(const ProgramOp &op,
                               const std::vector<const Tensor *> &operands) {
@@ -442,7 +435,7 @@ OpTable<KernelEntry> buildTable() {
   at(OpKind::CrossEntropy) = {
       [](F c, E error) {
         float l = 0;
-        int64_t valid = validClasses(c.op, c.in(0), c.group.rank);
+        int64_t valid = lossClassesOf(c.op, c.in(0).dim(-1), c.group.rank);
         if (c.op.attrs.vocabShard) {
           std::vector<float> logSumExp;
           if (!vocabParallelLoss(c.in(0), c.in(1), c.op.attrs.vocabShard,
@@ -457,7 +450,7 @@ OpTable<KernelEntry> buildTable() {
         return true;
       },
       [](B c, E error) {
-        int64_t valid = validClasses(c.op, c.in(0), c.group.rank);
+        int64_t valid = lossClassesOf(c.op, c.in(0).dim(-1), c.group.rank);
         if (c.op.attrs.vocabShard) {
           // The backward recomputes the log-sum-exps (one more sum).
           float l = 0;
