@@ -9,6 +9,10 @@
       compares a one-stage plan's predicted time (its stage's seconds per
       micro-batch times the micro-batches) with dtfm-run --simulate --json's
       iteration, within 1%.
+  shape_seconds.py --assignment PLANNED.mlir SIM.json|- TOLERANCE
+      compares hetero's predicted iteration (dtfm.assignment's
+      iteration_s) with dtfm-run --simulate --json's, within TOLERANCE
+      (relative).
 """
 import json
 import re
@@ -46,6 +50,16 @@ elif sys.argv[1] == "--simulated":
     close = abs(planned - simulated) <= 0.01 * simulated
     print("planner %.6g s simulator %.6g s within 1%%: %s"
           % (planned, simulated, close))
+elif sys.argv[1] == "--assignment":
+    predicted = float(first(r"dtfm\.assignment = #dtfm\.assignment<.*?"
+                            r"iteration_s = ([0-9.e+-]+)",
+                            open(sys.argv[2]).read(), "dtfm.assignment"))
+    source = sys.stdin if sys.argv[3] == "-" else open(sys.argv[3])
+    simulated = json.loads(source.readline())["iteration_s"]
+    tolerance = float(sys.argv[4])
+    print("predicted/simulated %.3f within %g: %s"
+          % (predicted / simulated, tolerance,
+             abs(predicted - simulated) <= tolerance * simulated))
 else:
     print("first faster: %s"
           % (shape_seconds(sys.argv[1]) < shape_seconds(sys.argv[2])))
