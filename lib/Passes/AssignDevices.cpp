@@ -80,6 +80,9 @@ struct AssignDevices
 
     if (keepLayout && failed(adoptRecordedLayout(module, cluster, options, fail)))
       return;
+    if (module->hasAttr(kTpStageBoundsAttrName) &&
+        failed(adoptStageDegrees(module, cluster, options, fail)))
+      return;
     options.training.unevenByLinks = unevenByLinks;
     options.dataParallel = dataParallel;
     options.pipelineParallel = pipelineParallel;
@@ -161,6 +164,60 @@ struct AssignDevices
     chosen.dataParallel = static_cast<int>(shape.getDp());
     chosen.pipelineParallel = static_cast<int>(shape.getPp());
     chosen.microBatches = static_cast<int>(shape.getMicroBatches());
+    options.chosen = std::move(chosen);
+    return success();
+  }
+
+  /// A degree per stage (--dtfm-tensor-parallel stage-degrees): the layers
+  /// are sharded for their stage, so the layout (`dtfm.tp_groups`, each
+  /// stage's groups in stage order) and the bounds (`dtfm.tp_stage_bounds`)
+  /// stay as recorded; hetero scores them.
+  LogicalResult
+  adoptStageDegrees(ModuleOp module, planner::Cluster &cluster,
+                    planner::AssignmentOptions &options,
+                    llvm::function_ref<void(const Twine &)> fail) {
+    auto bounds = module->getAttrOfType<DenseI64ArrayAttr>(kTpStageBoundsAttrName);
+    auto groups = module->getAttrOfType<ArrayAttr>(kTpGroupsAttrName);
+    if (!options.hetero || options.chosen || !bounds || bounds.size() < 2 ||
+        !groups || groups.size() % (bounds.size() - 1) != 0) {
+      fail(!options.hetero || options.chosen
+               ? "a tensor-parallel degree per stage needs algorithm=hetero "
+                 "and no other chosen shape"
+               : "dtfm.tp_stage_bounds and dtfm.tp_groups do not give each "
+                 "stage its groups");
+      return failure();
+    }
+    int pp = static_cast<int>(bounds.size() - 1);
+    int dp = static_cast<int>(groups.size()) / pp;
+    if (failed(checkDegrees(dp, pp, "the stages' degrees (", fail)))
+      return failure();
+    llvm::StringMap<int> indexOf;
+    for (auto [i, d] : llvm::enumerate(cluster.devices))
+      indexOf[d.name] = static_cast<int>(i);
+    planner::ChosenShape chosen;
+    chosen.dataParallel = dp;
+    chosen.pipelineParallel = pp;
+    chosen.microBatches = microBatches;
+    chosen.bounds.assign(bounds.asArrayRef().begin(), bounds.asArrayRef().end());
+    // The groups' leaders, in stage order, are the cluster planned on: the
+    // devices in no group stay out.
+    std::vector<int> used;
+    for (int s = 0; s < pp; ++s) {
+      chosen.layout.emplace_back();
+      for (int k = 0; k < dp; ++k) {
+        auto first = cast<ArrayAttr>(groups[s * dp + k])[0];
+        auto it = indexOf.find(cast<StringAttr>(first).getValue());
+        if (it == indexOf.end()) {
+          fail("dtfm.tp_groups names device " + Twine(
+                   cast<StringAttr>(first).getValue()) +
+               ", which the cluster lacks");
+          return failure();
+        }
+        chosen.layout.back().push_back(static_cast<int>(used.size()));
+        used.push_back(it->second);
+      }
+    }
+    cluster = planner::subCluster(cluster, used);
     options.chosen = std::move(chosen);
     return success();
   }

@@ -10,6 +10,7 @@
 #include "dtfm/Runtime/Program.h"
 
 #include <map>
+#include <set>
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -131,46 +132,86 @@ struct EmitStagePrograms
     }
 
     // Tensor parallelism: the planning passes placed each group by its
-    // first member; every member gets the program, its transfers and
-    // gradient syncs going to the members of its own rank.
-    int64_t degree = tensorParallelDegree(module);
+    // first member; every member gets the program, its gradient syncs going
+    // to the members of its own rank. Stages may have degrees of their own
+    // (groups of different sizes): member j of a receiving group takes a
+    // transfer from member j mod t of the sending one (a group holds its
+    // activations whole), so a sender feeds every receiver of its rank
+    // modulo its degree, and none when the receiving group is smaller.
+    std::vector<std::vector<int>> tpGroups;
+    if (failed(tensorParallelGroupsOf(module, cluster, tpGroups, error)))
+      return fail(error);
     std::map<std::string, std::vector<std::string>> membersOf;
-    if (degree > 1) {
-      std::vector<std::vector<int>> groups;
-      if (!planner::tensorParallelGroups(cluster, static_cast<int>(degree),
-                                         groups, error))
-        return fail(error);
-      for (const std::vector<int> &group : groups)
-        for (int member : group)
-          membersOf[cluster.devices[group.front()].name].push_back(
-              cluster.devices[member].name);
-    }
+    for (const std::vector<int> &group : tpGroups)
+      for (int member : group)
+        membersOf[cluster.devices[group.front()].name].push_back(
+            cluster.devices[member].name);
+    auto degreeOf = [&](const std::string &first) -> int64_t {
+      auto it = membersOf.find(first);
+      return it == membersOf.end() ? 1 : it->second.size();
+    };
     auto memberOf = [&](const std::string &first, int64_t rank) {
       auto it = membersOf.find(first);
       return it == membersOf.end() ? first : it->second[rank];
     };
-    for (int64_t s = 0; s < numStages; ++s)
-      for (const std::string &first : devices[s])
-        if (degree > 1 && !membersOf.count(first))
-          return fail("device '" + first + "' of stage " + Twine(s) +
-                      " does not lead a tensor-parallel group of " +
-                      Twine(degree));
-
+    std::vector<int64_t> stageDegree(numStages, 1);
+    for (int64_t s = 0; s < numStages; ++s) {
+      stageDegree[s] = degreeOf(devices[s].front());
+      for (const std::string &first : devices[s]) {
+        int64_t degree = degreeOf(first);
+        if (degree != stageDegree[s])
+          return fail("stage " + Twine(s) + " has tensor-parallel groups of " +
+                      Twine(stageDegree[s]) + " and of " + Twine(degree) +
+                      " devices (a stage's groups must be alike)");
+      }
+    }
+    // The sharded ops of a stage must be of its degree.
+    for (Operation &op : model.getBody().front()) {
+      auto stage = op.getAttrOfType<IntegerAttr>(kStageAttrName);
+      if (!stage || stage.getInt() < 0 || stage.getInt() >= numStages)
+        continue;
+      int64_t want = stageDegree[stage.getInt()], have = 0;
+      if (auto sum = dyn_cast<TpAllReduceOp>(op))
+        have = sum.getDegree();
+      else if (auto shard = op.getAttrOfType<DenseI64ArrayAttr>(
+                   kTpShardAttrName);
+               shard && shard.size() == 2)
+        have = shard[1];
+      if (have && have != want) {
+        op.emitOpError("is sharded for a tensor-parallel group of ")
+            << have << " but stage " << stage.getInt() << " runs on groups of "
+            << want;
+        return signalPassFailure();
+      }
+    }
     Builder b(module.getContext());
     OpBuilder top(module.getContext());
     top.setInsertionPoint(model);
     for (int64_t s = 0; s < numStages; ++s) {
       int64_t groupSize = devices[s].size();
+      int64_t degree = stageDegree[s];
       for (int64_t i = 0; i < groupSize; ++i)
         for (int64_t rank = 0; rank < degree; ++rank) {
           const std::string device = memberOf(devices[s][i], rank);
+          // Pipeline i's group at `stage`, member `r`.
+          auto memberAt = [&](int64_t stage, int64_t r) -> std::string {
+            const std::vector<std::string> &group = devices[stage];
+            return memberOf(group[std::min<int64_t>(i, group.size() - 1)], r);
+          };
+          // The member this one receives from at `stage`.
           auto deviceAt = [&](int64_t stage) -> std::string {
             if (stage < 0 || stage >= numStages)
               return "";
-            const std::vector<std::string> &group = devices[stage];
-            return memberOf(group[std::min<int64_t>(i, group.size() - 1)],
-                            rank);
+            return memberAt(stage, rank % stageDegree[stage]);
           };
+          // The members this one sends to at `stage`.
+          auto receiversAt = [&](int64_t stage) {
+            std::vector<std::string> receivers;
+            for (int64_t r = rank; r < stageDegree[stage]; r += degree)
+              receivers.push_back(memberAt(stage, r));
+            return receivers;
+          };
+          std::set<int64_t> silentPeers; // stages it sends nothing to
           auto func = top.create<func::FuncOp>(
               model.getLoc(), symbolFor(device), b.getFunctionType({}, {}));
           OpBuilder body = OpBuilder::atBlockEnd(func.addEntryBlock());
@@ -184,10 +225,17 @@ struct EmitStagePrograms
                                 "--dtfm-insert-send-recv first");
                 return signalPassFailure();
               }
+            if (auto send = dyn_cast<SendOp>(op)) {
+              std::vector<std::string> receivers =
+                  receiversAt(send.getPeer());
+              if (receivers.empty())
+                silentPeers.insert(send.getPeer());
+              for (const std::string &receiver : receivers)
+                body.clone(*op, mapping)
+                    ->setAttr("peer_device", b.getStringAttr(receiver));
+              continue;
+            }
             Operation *copy = body.clone(*op, mapping);
-            if (auto send = dyn_cast<SendOp>(copy))
-              copy->setAttr("peer_device",
-                            b.getStringAttr(deviceAt(send.getPeer())));
             if (auto recv = dyn_cast<RecvOp>(copy)) {
               copy->setAttr("peer_device",
                             b.getStringAttr(deviceAt(recv.getPeer())));
@@ -219,7 +267,22 @@ struct EmitStagePrograms
               streamsOf(countOf(i), error);
           if (failed(pipelineStreams))
             return fail(error);
-          func->setAttr(kStreamsAttrName, (*pipelineStreams)[s]);
+          StageStreamsAttr stageStreams = (*pipelineStreams)[s];
+          if (!silentPeers.empty()) {
+            // No send ops to those stages: no send entries either.
+            SmallVector<StringAttr> sends;
+            for (StringAttr entry : stageStreams.getSend()) {
+              auto [head, peer] = entry.getValue().rsplit('>');
+              int64_t stage = -1;
+              if (!peer.getAsInteger(10, stage) && silentPeers.count(stage))
+                continue;
+              sends.push_back(entry);
+            }
+            stageStreams = StageStreamsAttr::get(
+                b.getContext(), stageStreams.getRecv(),
+                stageStreams.getCompute(), sends);
+          }
+          func->setAttr(kStreamsAttrName, stageStreams);
           func->setAttr(kMicroBatchesAttrName, b.getI64IntegerAttr(countOf(i)));
           func->setAttr(kParamShardsAttrName, b.getArrayAttr(shards));
           func->setAttr(kRecvBufferBytesAttrName,

@@ -40,6 +40,11 @@ struct PlanOptions : public PassPipelineOptions<PlanOptions> {
                      "(--dtfm-tensor-parallel; 1: none; 0: chosen with the "
                      "shape, with global-batch)"),
       llvm::cl::init(1)};
+  ListOption<int64_t> stageTp{
+      *this, "stage-tp",
+      llvm::cl::desc("A tensor-parallel degree per pipeline stage (D_PP = "
+                     "their count; --dtfm-tensor-parallel stage-degrees; with "
+                     "algorithm=hetero)")};
   Option<int> microBatches{*this, "micro-batches",
                            llvm::cl::desc("Micro-batches per iteration"),
                            llvm::cl::init(1)};
@@ -311,6 +316,14 @@ void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
       !(options.tensorParallel == 0 && options.globalBatch != 0))
     pm.addPass(
         createTensorParallel(TensorParallelOptions{options.tensorParallel}));
+  if (!options.stageTp.empty()) {
+    std::vector<int64_t> degrees(options.stageTp.begin(),
+                                 options.stageTp.end());
+    TensorParallelOptions stages;
+    stages.stageDegrees = degrees; // copied by the pass
+    stages.dataParallel = options.dp > 0 ? options.dp : 1;
+    pm.addPass(createTensorParallel(stages));
+  }
   pm.addPass(createAnnotateCosts());
   if (options.globalBatch != 0) {
     // The shape first: it may change the micro-batch size, hence the costs.
@@ -339,8 +352,9 @@ void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
   autodiff.lr = options.lr;
   pm.addPass(createAutodiff(autodiff));
   PlanTail tail(options);
+  // A degree per stage fixes the layout: no other algorithm's to compare.
   if (!(options.programs && options.algorithm == "hetero" &&
-        options.simulateCandidates)) {
+        options.simulateCandidates && options.stageTp.empty())) {
     buildPlanTail(pm, tail, tail.algorithm, tail.printTable);
     return;
   }

@@ -12,11 +12,17 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dtfm/Analysis/CostAnalysis.h"
 #include "dtfm/Passes/Passes.h"
+#include "dtfm/Planner/StagePartition.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Verifier.h"
+
+#include "llvm/ADT/StringSet.h"
+
+#include <set>
 
 namespace mlir::dtfm {
 #define GEN_PASS_DEF_TENSORPARALLEL
@@ -249,10 +255,13 @@ public:
     for (LinearOp column : block.columns)
       if (column->isBeforeInBlock(firstColumn))
         firstColumn = column;
+    // The columns' input as it is now: an earlier block's rewrite may have
+    // replaced the value matched (a row-parallel result read directly).
+    Value input = block.columns.front().getInput();
     OpBuilder b(firstColumn);
-    auto copy = b.create<TpAllReduceOp>(
-        firstColumn->getLoc(), block.input.getType(), block.input,
-        b.getI64IntegerAttr(degree), b.getUnitAttr());
+    auto copy = b.create<TpAllReduceOp>(firstColumn->getLoc(), input.getType(),
+                                        input, b.getI64IntegerAttr(degree),
+                                        b.getUnitAttr());
     copyLayer(firstColumn, copy);
     for (LinearOp column : block.columns) {
       column.getInputMutable().assign(copy.getResult());
@@ -365,7 +374,41 @@ struct TensorParallel
 
   void runOnOperation() override {
     std::string error;
-    if (failed(shardTensorParallel(getOperation(), degree, error))) {
+    if (!stageDegrees.empty()) {
+      if (degree != 1 || !layerDegrees.empty())
+        error = "stage-degrees comes without degree and layer-degrees";
+      else
+        (void)shardStagesTensorParallel(getOperation(), stageDegrees,
+                                        dataParallel, error);
+      if (!error.empty()) {
+        mlir::emitError(toolLoc(getOperation(), ""))
+            << "dtfm-tensor-parallel: " << error;
+        signalPassFailure();
+      }
+      return;
+    }
+    TensorParallelLayers layers{degree, {}};
+    llvm::StringSet<> known;
+    getOperation().walk([&](Operation *op) {
+      if (auto layer = op->getAttrOfType<StringAttr>(kLayerAttrName))
+        known.insert(layer.getValue());
+    });
+    for (const std::string &pair : layerDegrees) {
+      auto [layer, text] = StringRef(pair).rsplit(':');
+      int64_t value = 0;
+      if (layer.empty() || text.getAsInteger(10, value) || value < 1) {
+        error = "layer-degrees: expected LAYER:DEGREE with a degree >= 1, "
+                "got '" + pair + "'";
+        break;
+      }
+      if (!known.contains(layer)) {
+        error = "layer-degrees: the model has no layer '" + layer.str() + "'";
+        break;
+      }
+      layers.byLayer[layer] = value;
+    }
+    if (!error.empty() ||
+        failed(shardTensorParallel(getOperation(), layers, error))) {
       mlir::emitError(toolLoc(getOperation(), ""))
           << "dtfm-tensor-parallel: " << error;
       signalPassFailure();
@@ -376,15 +419,33 @@ struct TensorParallel
 
 LogicalResult mlir::dtfm::shardTensorParallel(ModuleOp module, int64_t degree,
                                               std::string &error) {
-  if (degree < 1) {
+  return shardTensorParallel(module, TensorParallelLayers{degree, {}}, error);
+}
+
+LogicalResult
+mlir::dtfm::shardTensorParallel(ModuleOp module,
+                                const TensorParallelLayers &layers,
+                                std::string &error) {
+  auto refuse = [&](int64_t degree) {
     error = "degree must be at least 1, got " + std::to_string(degree) +
             (degree == 0 ? " (--dtfm-plan's tp=0, a degree chosen with the "
                            "shape, needs global-batch)"
                          : "");
     return failure();
-  }
-  if (degree == 1)
+  };
+  if (layers.degree < 1)
+    return refuse(layers.degree);
+  for (const auto &entry : layers.byLayer)
+    if (entry.second < 1)
+      return refuse(entry.second);
+  if (layers.degree == 1 && layers.byLayer.empty())
     return success();
+  auto degreeOf = [&](Operation *op) {
+    auto layer = op->getAttrOfType<StringAttr>(kLayerAttrName);
+    auto it = layer ? layers.byLayer.find(layer.getValue())
+                    : layers.byLayer.end();
+    return it == layers.byLayer.end() ? layers.degree : it->second;
+  };
   if (module->hasAttr(kTensorParallelAttrName)) {
     error = "the model is sharded already";
     return failure();
@@ -417,33 +478,169 @@ LogicalResult mlir::dtfm::shardTensorParallel(ModuleOp module, int64_t degree,
   }
   // Tables split by the vocabulary: found before the blocks change the
   // graph, from the parameters no block claimed; kept whole where the
-  // degree does not divide the vocabulary.
-  SmallVector<VocabularyTable> tables;
+  // degree does not divide the vocabulary, or where their readers' layers
+  // have different degrees (a tied embedding and head on stages of
+  // different degrees: each stage holds it whole).
+  SmallVector<std::pair<VocabularyTable, int64_t>> tables;
   module.walk([&](ParamOp param) {
     std::optional<VocabularyTable> table = matchVocabularyTable(param, claimed);
-    if (table && table->param.getType().getDimSize(table->dim) % degree == 0)
-      tables.push_back(*table);
+    if (!table)
+      return;
+    SmallVector<Operation *> readers(table->embeddings.begin(),
+                                     table->embeddings.end());
+    readers.append(table->heads.begin(), table->heads.end());
+    int64_t degree = readers.empty() ? 1 : degreeOf(readers.front());
+    for (Operation *reader : readers)
+      if (degreeOf(reader) != degree)
+        degree = 1;
+    if (degree > 1 &&
+        table->param.getType().getDimSize(table->dim) % degree == 0)
+      tables.push_back({*table, degree});
   });
-  if (blocks.empty() && tables.empty()) {
+  // Each block at its layer's degree; degree 1 leaves it whole.
+  SmallVector<std::pair<ShardBlock, int64_t>> sharded;
+  std::set<int64_t> degrees; // of every block, whole ones included
+  for (ShardBlock block : blocks) {
+    int64_t degree = degreeOf(block.anchor);
+    degrees.insert(degree);
+    if (degree > 1)
+      sharded.push_back({block, degree});
+  }
+  if (sharded.empty() && tables.empty()) {
     error = "no attention or MLP block or vocabulary to shard (degree " +
-            std::to_string(degree) + ")";
+            std::to_string(layers.degree) + ")";
     return failure();
   }
-  Sharding sharding(degree);
-  for (ShardBlock block : blocks)
-    if (std::string problem = sharding.check(block); !problem.empty()) {
+  for (auto &[block, degree] : sharded)
+    if (std::string problem = Sharding(degree).check(block); !problem.empty()) {
       error = problem;
       return failure();
     }
-  for (ShardBlock block : blocks)
-    sharding.shard(block);
-  for (VocabularyTable table : tables)
-    sharding.shard(table);
+  for (auto &[block, degree] : sharded)
+    Sharding(degree).shard(block);
+  for (auto &[table, degree] : tables) {
+    Sharding(degree).shard(table);
+    degrees.insert(degree);
+  }
+  // One degree: the module's. Several (a degree per stage): each sharded
+  // op carries its own, and the planner's groups say whose.
+  Builder b(module.getContext());
   module->setAttr(kTensorParallelAttrName,
-                  Builder(module.getContext()).getI64IntegerAttr(degree));
+                  b.getI64IntegerAttr(degrees.size() == 1 ? *degrees.begin()
+                                                          : 0));
   if (failed(verify(module))) {
     error = "the sharded module does not verify";
     return failure();
   }
+  return success();
+}
+
+LogicalResult mlir::dtfm::shardStagesTensorParallel(ModuleOp module,
+                                                    ArrayRef<int64_t> degrees,
+                                                    int64_t dataParallel,
+                                                    std::string &error) {
+  namespace planner = ::dtfm::planner;
+  if (degrees.empty() || dataParallel < 1) {
+    error = "stage-degrees needs a degree per stage and dp >= 1";
+    return failure();
+  }
+  for (int64_t degree : degrees)
+    if (degree < 1) {
+      error = "stage degrees must be at least 1, got " +
+              std::to_string(degree);
+      return failure();
+    }
+  if (module->hasAttr(kTensorParallelAttrName)) {
+    error = "the model is sharded already";
+    return failure();
+  }
+  FailureOr<planner::Cluster> loaded = moduleCluster(module, error);
+  if (failed(loaded))
+    return failure();
+  const planner::Cluster &cluster = *loaded;
+
+  // The groups: larger degrees first (they need the fullest nodes), each
+  // from the first node with enough devices left, in the cluster's order.
+  std::vector<std::vector<int>> free = planner::nodeMembers(cluster);
+  size_t pp = degrees.size();
+  std::vector<std::vector<std::vector<int>>> stageGroups(pp);
+  std::vector<size_t> order(pp);
+  for (size_t s = 0; s < pp; ++s)
+    order[s] = s;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return degrees[a] > degrees[b];
+  });
+  for (size_t s : order)
+    for (int64_t k = 0; k < dataParallel; ++k) {
+      auto node = llvm::find_if(free, [&](const std::vector<int> &devices) {
+        return static_cast<int64_t>(devices.size()) >= degrees[s];
+      });
+      if (node == free.end()) {
+        error = "stage " + std::to_string(s) + " needs " +
+                std::to_string(dataParallel) + " groups of " +
+                std::to_string(degrees[s]) +
+                " devices inside a node and cluster '" + cluster.name +
+                "' has no node left with " + std::to_string(degrees[s]) +
+                " free devices";
+        return failure();
+      }
+      stageGroups[s].emplace_back(node->begin(), node->begin() + degrees[s]);
+      node->erase(node->begin(), node->begin() + degrees[s]);
+    }
+
+  // The stage bounds, on the model as it is: a group of t devices as one of
+  // t times the speed and memory (its sums and its replicated ops left
+  // out: the tail plans the sharded model with the bounds fixed).
+  std::vector<std::vector<int>> groups;
+  for (const auto &stage : stageGroups)
+    groups.insert(groups.end(), stage.begin(), stage.end());
+  planner::Cluster grouped = planner::groupCluster(cluster, groups);
+  std::vector<planner::StageDevice> devices;
+  for (size_t s = 0, g = 0; s < pp; ++s) {
+    std::vector<int> members;
+    for (int64_t k = 0; k < dataParallel; ++k, ++g) {
+      grouped.devices[g].peakFlops *= static_cast<double>(degrees[s]);
+      grouped.devices[g].memoryBytes *= static_cast<double>(degrees[s]);
+      members.push_back(static_cast<int>(g));
+    }
+    devices.push_back(planner::stageDeviceOf(grouped, members));
+  }
+  CostAnalysis costs(module);
+  if (!costs.isValid()) {
+    error = "the model's costs do not analyse";
+    return failure();
+  }
+  FailureOr<SmallVector<LayerBlock>> chain = buildLayerChain(costs);
+  if (failed(chain)) {
+    error = "the model's layers do not form a chain";
+    return failure();
+  }
+  std::vector<planner::ChainBlock> blocks;
+  for (const LayerBlock &block : *chain)
+    blocks.push_back(chainBlockOf(block));
+  planner::StagePartitionOptions options;
+  options.dataParallel = static_cast<int>(dataParallel);
+  planner::StagePlan plan;
+  if (!planner::partitionChain(blocks, devices, options, plan, error))
+    return failure();
+
+  TensorParallelLayers layers;
+  for (size_t s = 0; s < pp; ++s)
+    for (int i = plan.bounds[s]; i < plan.bounds[s + 1]; ++i)
+      if (!(*chain)[i].layer.empty())
+        layers.byLayer[(*chain)[i].layer] = degrees[s];
+  if (failed(shardTensorParallel(module, layers, error)))
+    return failure();
+  Builder b(module.getContext());
+  SmallVector<Attribute> groupNames;
+  for (const std::vector<int> &group : groups) {
+    SmallVector<Attribute> names;
+    for (int member : group)
+      names.push_back(b.getStringAttr(cluster.devices[member].name));
+    groupNames.push_back(b.getArrayAttr(names));
+  }
+  module->setAttr(kTpGroupsAttrName, b.getArrayAttr(groupNames));
+  SmallVector<int64_t> bounds(plan.bounds.begin(), plan.bounds.end());
+  module->setAttr(kTpStageBoundsAttrName, b.getDenseI64ArrayAttr(bounds));
   return success();
 }

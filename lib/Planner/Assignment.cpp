@@ -126,6 +126,8 @@ bool dtfm::planner::planAssignment(const Cluster &cluster,
                                                ? options.pipelineBytes
                                                : workload.boundaryBytes;
     heteroProblem.training.stages.microBatches = microBatchCount;
+    if (options.chosen)
+      heteroProblem.fixedBounds = options.chosen->bounds;
   }
 
   for (auto [dp, pp] : shapes) {

@@ -382,6 +382,14 @@ HeteroCost HeteroModel::evaluate(const Partition &stages,
                                  bool rebalance) const {
   std::vector<StageDevice> devices = stageDevices(*problem.cluster, stages);
   HeteroCost best;
+  if (!problem.fixedBounds.empty()) {
+    StagePlan fixed;
+    if (!planForBounds(problem.workload.blocks, devices,
+                       problem.training.stages, problem.fixedBounds, fixed,
+                       best.error))
+      return best;
+    return score(stages, std::move(fixed));
+  }
   StagePlan even;
   std::string evenError;
   bool evenFits = evenPlan(problem, devices, even, evenError);

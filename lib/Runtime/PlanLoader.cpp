@@ -127,6 +127,9 @@ bool dtfm::runtime::simulationInput(const proto::Plan &plan, SimInput &input,
         }
         char key = op.phase == OpPhase::Backward ? 'B' : 'F';
         program.sendBytes[{key, a.peerDevice}] += bytes;
+        std::vector<std::string> &to = program.sendsTo[{key, a.peerStage}];
+        if (std::find(to.begin(), to.end(), a.peerDevice) == to.end())
+          to.push_back(a.peerDevice);
       } else if (op.kind == OpKind::GradSync) {
         program.syncEvery = std::max(program.syncEvery, a.syncEvery);
         // Plans without dtfm.bucket_seconds sync tensor by tensor.

@@ -17,6 +17,7 @@
 
 #include "plan.pb.h"
 
+#include <array>
 #include <map>
 #include <set>
 
@@ -389,10 +390,25 @@ bool dtfm::runtime::verifyPlan(const proto::Plan &plan,
   std::vector<planner::TransferEnd> ends;
   std::vector<std::pair<const proto::DeviceProgram *, int>> endOps;
   // Per pipeline (and tensor-parallel rank), per stage: the streams as the
-  // schedule spells them.
+  // schedule spells them. With a degree per stage, the ranks every stage
+  // has (below the pipeline's smallest degree) run the stages' whole
+  // streams; a larger rank's differ only by sends left out to a smaller
+  // group, which wait for nobody.
   std::map<std::pair<int64_t, int64_t>,
            std::vector<std::array<std::vector<std::string>, 3>>>
       pipelines;
+  std::map<int64_t, int> smallestDegree;
+  std::map<std::pair<int64_t, int64_t>, std::array<std::vector<std::string>, 3>>
+      rankZero; // per (pipeline, stage)
+  std::vector<std::pair<const proto::DeviceProgram *,
+                        std::array<std::vector<std::string>, 3>>>
+      largerRanks;
+  for (const proto::DeviceProgram &p : plan.programs()) {
+    int degree = std::max(1, p.tp_group_size());
+    auto [it, fresh] = smallestDegree.emplace(p.pipeline(), degree);
+    if (!fresh)
+      it->second = std::min(it->second, degree);
+  }
   for (const proto::DeviceProgram &p : plan.programs()) {
     std::string device = "device '" + p.device() + "': ";
     // What the simulator and the reports divide and add.
@@ -492,12 +508,44 @@ bool dtfm::runtime::verifyPlan(const proto::Plan &plan,
     }
     // The members of a tensor-parallel group each run the pipeline with the
     // members of their rank.
+    std::array<std::vector<std::string>, 3> spelled;
+    for (int slot = 0; slot < 3; ++slot)
+      for (const format::StreamEntry &entry : streams[slot])
+        spelled[slot].push_back(
+            format::formatEntry(entry, static_cast<format::Slot>(slot)));
+    if (p.tp_rank() >= smallestDegree[p.pipeline()]) {
+      // Checked against its stage's rank 0 below.
+      largerRanks.push_back({&p, std::move(spelled)});
+      continue;
+    }
+    rankZero[{p.pipeline(), p.stage()}] = spelled;
     auto &cells = pipelines[{p.pipeline(), p.tp_rank()}];
     cells.resize(static_cast<size_t>(stages));
     for (int slot = 0; slot < 3; ++slot)
-      for (const format::StreamEntry &entry : streams[slot])
-        cells[static_cast<size_t>(p.stage())][slot].push_back(
-            format::formatEntry(entry, static_cast<format::Slot>(slot)));
+      cells[static_cast<size_t>(p.stage())][slot] = spelled[slot];
+  }
+  // A rank only larger stages have runs its stage's streams, less the
+  // sends to a smaller group (it has no receiver there).
+  for (const auto &[program, spelled] : largerRanks) {
+    auto reference = rankZero.find({program->pipeline(), program->stage()});
+    bool same = reference != rankZero.end() &&
+                spelled[0] == reference->second[0] &&
+                spelled[1] == reference->second[1];
+    if (same) {
+      std::set<std::string> peers; // the stages it does send to
+      for (const std::string &entry : spelled[2])
+        peers.insert(entry.substr(entry.find('>')));
+      std::vector<std::string> expected;
+      for (const std::string &entry : reference->second[2])
+        if (peers.count(entry.substr(entry.find('>'))))
+          expected.push_back(entry);
+      same = expected == spelled[2];
+    }
+    if (!same)
+      return fail("device '" + program->device() +
+                  "': tensor-parallel rank " +
+                  std::to_string(program->tp_rank()) +
+                  " runs other streams than its stage's rank 0");
   }
   for (const planner::TransferProblem &problem :
        planner::checkTransfers(ends)) {

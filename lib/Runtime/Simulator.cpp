@@ -137,25 +137,38 @@ bool dtfm::runtime::simulate(const SimInput &input, SimResult &result,
             auto done = computeEnd.find({self, item.phase, item.microBatch});
             if (done == computeEnd.end())
               break;
-            std::string to = peerDevice(d, item.peerStage);
-            auto peer = index.find(to);
-            if (peer == index.end()) {
-              error = self + " sends to unknown device '" + to + "'";
-              return false;
+            auto receivers = d.program->sendsTo.find(
+                {item.phase, static_cast<int64_t>(item.peerStage)});
+            std::vector<std::string> targets =
+                receivers == d.program->sendsTo.end()
+                    ? std::vector<std::string>{peerDevice(d, item.peerStage)}
+                    : receivers->second;
+            // Messages to several devices leave on their own links at once;
+            // the slot is busy until the last has left.
+            double begin = std::max(start, done->second);
+            end = begin;
+            for (const std::string &to : targets) {
+              auto peer = index.find(to);
+              if (peer == index.end()) {
+                error = self + " sends to unknown device '" + to + "'";
+                return false;
+              }
+              size_t a = index[self], b = peer->second;
+              auto bytes = d.program->sendBytes.find({item.phase, to});
+              double size =
+                  bytes == d.program->sendBytes.end() ? 0 : bytes->second;
+              double &link = linkFree[{self, to}];
+              double leave = std::max(begin, link);
+              double transmit =
+                  8.0 * size / (cluster.bandwidthGbps(a, b) * 1e9);
+              link = leave + transmit;
+              end = std::max(end, link);
+              arrival[{self, to, item.phase, item.microBatch}] =
+                  link + cluster.latencySeconds(a, b);
+              result.linkBytes[self + "->" + to] += size;
+              label += ">" + to;
             }
-            size_t a = index[self], b = peer->second;
-            auto bytes = d.program->sendBytes.find({item.phase, to});
-            double size = bytes == d.program->sendBytes.end() ? 0
-                                                               : bytes->second;
-            double &link = linkFree[{self, to}];
-            start = std::max({start, done->second, link});
-            double transmit = 8.0 * size / (cluster.bandwidthGbps(a, b) * 1e9);
-            end = start + transmit;
-            link = end;
-            arrival[{self, to, item.phase, item.microBatch}] =
-                end + cluster.latencySeconds(a, b);
-            result.linkBytes[self + "->" + to] += size;
-            label += ">" + to;
+            start = begin;
           }
           d.free[slot] = end;
           result.events.push_back({self, slot, label, start, end});

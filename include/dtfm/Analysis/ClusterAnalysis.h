@@ -35,15 +35,26 @@ FailureOr<::dtfm::planner::Cluster> moduleCluster(ModuleOp module,
                                                   std::string &error);
 
 /// The cluster the planning passes plan on: the module's cluster, or with
-/// a model sharded for tensor parallelism (`dtfm.tensor_parallel` = t) its
-/// groups of t devices as single devices (planner::groupCluster), named by
-/// their first member. --dtfm-emit-stage-programs gives each member its
+/// a model sharded for tensor parallelism its groups
+/// (tensorParallelGroupsOf) as single devices (planner::groupCluster),
+/// named by their first member. --dtfm-emit-stage-programs gives each member its
 /// program.
 FailureOr<::dtfm::planner::Cluster> planningCluster(ModuleOp module,
                                                     std::string &error);
 
-/// The module's tensor-parallel degree (1 when not sharded).
+/// The module's tensor-parallel degree (1 when not sharded, 0 when its
+/// stages have degrees of their own).
 int64_t tensorParallelDegree(ModuleOp module);
+
+/// The tensor-parallel groups of `cluster` the module is planned on, as
+/// indices: its `dtfm.tp_groups` (a degree per stage), else the cluster's
+/// nodes cut into groups of the module's degree (none for degree 1). Fails
+/// with a one-line `error` on groups that name a device twice, one the
+/// cluster lacks, or devices of different nodes.
+LogicalResult tensorParallelGroupsOf(ModuleOp module,
+                                     const ::dtfm::planner::Cluster &cluster,
+                                     std::vector<std::vector<int>> &groups,
+                                     std::string &error);
 
 /// Reads the cluster file at `path` and sets it on `module` as
 /// `dtfm.cluster` (with `path` as its source). On failure returns failure

@@ -97,6 +97,35 @@ LogicalResult rebatchModule(ModuleOp module, int64_t size, std::string &error);
 LogicalResult shardTensorParallel(ModuleOp module, int64_t degree,
                                   std::string &error);
 
+/// The degree of each layer (by `dtfm.layer`): `byLayer`'s where it names
+/// the layer, else `degree`.
+struct TensorParallelLayers {
+  int64_t degree = 1;
+  llvm::StringMap<int64_t> byLayer;
+};
+
+/// The rewrite with a degree per layer (a degree per pipeline stage): each
+/// attention or MLP block at its layer's degree, a vocabulary table at its
+/// readers' degree when they agree (whole otherwise). The module's
+/// `dtfm.tensor_parallel` is the degree when one is used, 0 when several
+/// are.
+LogicalResult shardTensorParallel(ModuleOp module,
+                                  const TensorParallelLayers &layers,
+                                  std::string &error);
+
+/// A tensor-parallel degree per pipeline stage (`degrees[s]`, each stage on
+/// `dataParallel` groups): the groups are cut from the cluster's nodes, the
+/// stage bounds chosen on the model as it is with each group as one device
+/// of its members' summed speed and memory (the chain partitioner), each
+/// layer sharded to its stage's degree, and the choice recorded as
+/// `dtfm.tp_groups` (stage-major) and `dtfm.tp_stage_bounds`, which the
+/// planning passes follow. One-line `error` when the cluster's nodes do not
+/// hold the groups or the model does not shard.
+LogicalResult shardStagesTensorParallel(ModuleOp module,
+                                        ArrayRef<int64_t> degrees,
+                                        int64_t dataParallel,
+                                        std::string &error);
+
 /// Adds the rest of --dtfm-plan from device assignment on (assign ->
 /// partition -> send/recv -> ... -> verify) with the given assignment
 /// algorithm and print-table setting; the other options are the pipeline's.

@@ -296,6 +296,16 @@ def EmitStagePrograms : Pass<"dtfm-emit-stage-programs", "mlir::ModuleOp"> {
     receives gain `peer_device`. With `recompute=true` every program also
     gets `dtfm.recompute`: the runtime recomputes its layers' activations
     during the backward instead of keeping them (docs/Runtime.md, Memory).
+
+    With tensor parallelism every member of a group (the planning passes
+    placed it by its first member) gets the program, `dtfm.tp_group` and
+    `dtfm.tp_rank`, and its gradient syncs go to the members of its rank.
+    Stages may have degrees of their own (`dtfm.tp_groups`): member j of a
+    receiving group takes each transfer from member j mod t of the sending
+    one, so a send is copied for every receiver of its rank modulo its
+    degree, and left out (with its stream entries) where the receiving
+    group is smaller. A stage whose groups differ in size, or an op sharded
+    for another degree than its stage's, is refused in one line.
   }];
   let options = [
     Option<"recompute", "recompute", "bool", /*default=*/"false",
@@ -531,10 +541,37 @@ def TensorParallel : Pass<"dtfm-tensor-parallel", "mlir::ModuleOp"> {
     graph already
     is refused with one line. Run before --dtfm-annotate-costs (the
     pipelines do): sharded ops lose their `dtfm.cost`.
+
+    `layer-degrees=LAYER:T,...` gives layers (by `dtfm.layer`) degrees of
+    their own, as stages of different degrees need (the V100 stage at TP 4
+    beside A100s at TP 1): each block at its layer's degree (1: whole), a
+    vocabulary table at its readers' degree when they agree and whole
+    otherwise, and the module's `dtfm.tensor_parallel` is 0 when more than
+    one degree is used. An unknown layer or a malformed pair is refused.
+
+    `stage-degrees=T0,T1,... dp=D` plans a degree per pipeline stage
+    (mlir::dtfm::shardStagesTensorParallel): D groups of T_s devices per
+    stage, cut from the cluster's nodes (larger degrees first), the stage
+    bounds chosen by the chain partitioner on the model as it is (a group
+    as one device of its members' summed speed and memory), each layer
+    sharded to its stage's degree, and `dtfm.tp_groups` (stage-major) and
+    `dtfm.tp_stage_bounds` recorded: --dtfm-assign-devices and
+    --dtfm-partition-stages keep that layout and those bounds, and
+    --dtfm-emit-stage-programs pairs member j of a receiving group with
+    member j mod T of the sending one. Needs the cluster (after
+    --dtfm-import-cluster).
   }];
   let options = [
     Option<"degree", "degree", "int64_t", /*default=*/"1",
            "Devices per tensor-parallel group (1: leave the model whole)">,
+    ListOption<"layerDegrees", "layer-degrees", "std::string",
+               "LAYER:DEGREE pairs: those layers at their own degree (a "
+               "degree per pipeline stage), the others at `degree`">,
+    ListOption<"stageDegrees", "stage-degrees", "int64_t",
+               "A degree per pipeline stage: groups cut from the nodes, "
+               "stage bounds chosen, layers sharded to their stage's degree">,
+    Option<"dataParallel", "dp", "int64_t", /*default=*/"1",
+           "With stage-degrees: the groups per stage (D_DP)">,
   ];
 }
 

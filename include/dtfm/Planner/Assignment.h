@@ -46,6 +46,8 @@ struct ChosenShape {
   int microBatches = 1;
   /// Group k runs stage k (indices of the cluster planned on).
   Partition layout;
+  /// hetero: the stage bounds, when fixed (empty: chosen with the layout).
+  std::vector<int> bounds;
 };
 
 struct AssignmentOptions {

@@ -59,6 +59,9 @@ struct HeteroProblem {
   TrainingOptions training;
   int dataParallel = 1;
   int pipelineParallel = 1;
+  /// Stage bounds fixed beforehand (a model sharded per stage: its layers
+  /// cannot move to a stage of another degree); empty: evaluate chooses.
+  std::vector<int> fixedBounds;
 };
 
 struct HeteroCost {

@@ -80,6 +80,10 @@ struct SimProgram {
   format::Streams streams;
   /// Bytes sent per micro-batch, by phase ('F' or 'B') and peer device.
   std::map<std::pair<char, std::string>, double> sendBytes;
+  /// Per (phase, peer stage): the devices it sends to. One but where a
+  /// tensor-parallel group feeds a larger one (member j of a receiving
+  /// group takes from member j mod t of the sending one).
+  std::map<std::pair<char, int64_t>, std::vector<std::string>> sendsTo;
   /// Bytes sent once per iteration (tied parameters and their gradients),
   /// by peer device: moved during the synchronisation step.
   std::map<std::string, double> iterationBytes;

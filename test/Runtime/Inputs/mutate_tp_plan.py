@@ -8,6 +8,9 @@ usage: mutate_tp_plan.py MUTATION IN.txtpb OUT.txtpb
   sum-degree    the first dtfm.tp_all_reduce sums over 3
   shard-dim     the first sharded parameter slices dimension 7
   vocab-shard   the first vocabulary-parallel op says its group has 3
+  rank-order    the rank-1 member computes its micro-batches in another
+                order than its stage's rank 0 (a plan with a degree per
+                stage, whose rank 1 only the larger group has)
 """
 import re
 import sys
@@ -42,6 +45,14 @@ elif mutation == "vocab-shard":
 elif mutation == "sum-degree":
     index = value_after("degree", "i")
     lines[index] = lines[index].replace("i: 2", "i: 3")
+elif mutation == "rank-order":
+    # The rank-1 program's compute entries F0 F1 B0 B1 become F0 B0 F1 B1.
+    end = lines.index("  tp_rank: 1")
+    starts = [i for i in range(end) if lines[i] == "  compute_entries {"][-4:]
+    second, third = starts[1], starts[2]
+    assert lines[second + 1] == "    micro_batch: 1", lines[second + 1]
+    assert lines[third + 1] == "    phase: BACKWARD", lines[third + 1]
+    lines[second + 1], lines[third + 1] = lines[third + 1], lines[second + 1]
 else:
     raise SystemExit("unknown mutation " + mutation)
 open(target, "w").write("\n".join(lines))

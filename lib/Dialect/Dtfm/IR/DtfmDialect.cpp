@@ -49,6 +49,17 @@ LogicalResult DtfmDialect::verifyOperationAttribute(Operation *op,
        [](Attribute a) { return isa<PeersAttr>(a); }},
       {kStreamsAttrName, "a #dtfm.streams attribute",
        [](Attribute a) { return isa<StageStreamsAttr>(a); }},
+      {kTpGroupsAttrName, "an array of non-empty arrays of device names",
+       [](Attribute a) {
+         auto list = dyn_cast<ArrayAttr>(a);
+         return list && llvm::all_of(list, [](Attribute group) {
+                  auto names = dyn_cast<ArrayAttr>(group);
+                  return names && !names.empty() &&
+                         llvm::all_of(names, [](Attribute name) {
+                           return isa<StringAttr>(name);
+                         });
+                });
+       }},
       {kParamShardsAttrName, "an array of #dtfm.param_shard attributes",
        [](Attribute a) {
          auto list = dyn_cast<ArrayAttr>(a);

@@ -81,6 +81,17 @@ inline constexpr llvm::StringLiteral kTensorParallelAttrName =
     "dtfm.tensor_parallel";
 inline constexpr llvm::StringLiteral kTpShardAttrName = "dtfm.tp_shard";
 
+/// The tensor-parallel groups a module with a degree per stage is planned
+/// on (a module attribute: an array of arrays of device names, each group
+/// in rank order, groups of different sizes allowed).
+inline constexpr llvm::StringLiteral kTpGroupsAttrName = "dtfm.tp_groups";
+
+/// With a degree per stage, the stages' bounds in the model's chain of
+/// layers (an i64 array, D_PP + 1 entries), fixed when the layers were
+/// sharded: `dtfm.tp_groups` lists each stage's D_DP groups in stage order.
+inline constexpr llvm::StringLiteral kTpStageBoundsAttrName =
+    "dtfm.tp_stage_bounds";
+
 /// A device program's tensor-parallel group (its devices, rank order) and
 /// its rank in it.
 inline constexpr llvm::StringLiteral kTpGroupAttrName = "dtfm.tp_group";
