@@ -191,6 +191,9 @@ for n in 2 4; do
 done
 plan "$work/tiny.mlir" "$plans/node2.textproto" "tp=2 dp=1 pp=1 micro-batches=4 $adamw" tiny-tp2.pb
 plan "$work/tiny.mlir" "$plans/node4.textproto" "tp=2 dp=1 pp=2 micro-batches=4 $adamw" tiny-tp2-pp2.pb
+# A degree per stage: TP 2 on a two-GPU node, then TP 1 on another node.
+printf 'name: "mixed3"\ndevices { name: "v" region: "local" count: 2 peak_flops: 1e13 memory_bytes: 8e9 node: "n0" }\ndevices { name: "a" region: "local" peak_flops: 1e13 memory_bytes: 8e9 node: "n1" }\nintra_region { delay_ms: 0.05 bandwidth_gbps: 40 }\n' > "$plans/mixed3.textproto"
+plan "$work/tiny.mlir" "$plans/mixed3.textproto" "algorithm=hetero stage-tp=2,1 pp=2 micro-batches=4 $adamw" tiny-tp21.pb
 # The Llama-style decoder (RMSNorm, SwiGLU, rotary embedding, grouped-query
 # attention) alone, as a 2 x 2 plan and at TP 2.
 "$bin/dtfm-translate" --import-gpt tiny-llama -o "$work/tiny-llama.mlir"
@@ -230,6 +233,7 @@ tiny-dp2-topk10   tiny-dp2-topk10.pb        10 1e-3
 resnet-1          resnet-1.pb               5  1e-3
 tiny-tp2          tiny-tp2.pb               10 1e-3
 tiny-tp2-pp2      tiny-tp2-pp2.pb           10 1e-3
+tiny-tp21         tiny-tp21.pb              10 1e-3
 tiny-llama-1      tiny-llama-1.pb           10 1e-3
 tiny-llama-2x2    tiny-llama-2x2.pb         10 1e-3
 tiny-llama-tp2    tiny-llama-tp2.pb         10 1e-3
