@@ -22,6 +22,7 @@
 
 #include "llvm/ADT/StringSet.h"
 
+#include <limits>
 #include <set>
 
 namespace mlir::dtfm {
@@ -560,8 +561,21 @@ LogicalResult mlir::dtfm::shardStagesTensorParallel(ModuleOp module,
   const planner::Cluster &cluster = *loaded;
 
   // The groups: larger degrees first (they need the fullest nodes), each
-  // from the first node with enough devices left, in the cluster's order.
+  // from the slowest node with enough devices left (tensor parallelism
+  // divides a stage's work and memory, so it goes where devices are slow
+  // and small -- Sailor's V100s at TP 4 beside A100s whole), then in the
+  // cluster's order.
   std::vector<std::vector<int>> free = planner::nodeMembers(cluster);
+  auto slowest = [&](const std::vector<int> &node) {
+    double speed = std::numeric_limits<double>::infinity();
+    for (int d : node)
+      speed = std::min(speed, cluster.devices[d].speed());
+    return speed;
+  };
+  std::stable_sort(free.begin(), free.end(),
+                   [&](const std::vector<int> &a, const std::vector<int> &b) {
+                     return slowest(a) < slowest(b);
+                   });
   size_t pp = degrees.size();
   std::vector<std::vector<std::vector<int>>> stageGroups(pp);
   std::vector<size_t> order(pp);

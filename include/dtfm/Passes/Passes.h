@@ -114,7 +114,8 @@ LogicalResult shardTensorParallel(ModuleOp module,
                                   std::string &error);
 
 /// A tensor-parallel degree per pipeline stage (`degrees[s]`, each stage on
-/// `dataParallel` groups): the groups are cut from the cluster's nodes, the
+/// `dataParallel` groups): the groups are cut from the cluster's nodes
+/// (larger degrees first, from the slowest nodes), the
 /// stage bounds chosen on the model as it is with each group as one device
 /// of its members' summed speed and memory (the chain partitioner), each
 /// layer sharded to its stage's degree, and the choice recorded as
