@@ -191,8 +191,11 @@ for n in 2 4; do
 done
 plan "$work/tiny.mlir" "$plans/node2.textproto" "tp=2 dp=1 pp=1 micro-batches=4 $adamw" tiny-tp2.pb
 plan "$work/tiny.mlir" "$plans/node4.textproto" "tp=2 dp=1 pp=2 micro-batches=4 $adamw" tiny-tp2-pp2.pb
-# A degree per stage: TP 2 on a two-GPU node, then TP 1 on another node.
-printf 'name: "mixed3"\ndevices { name: "v" region: "local" count: 2 peak_flops: 1e13 memory_bytes: 8e9 node: "n0" }\ndevices { name: "a" region: "local" peak_flops: 1e13 memory_bytes: 8e9 node: "n1" }\nintra_region { delay_ms: 0.05 bandwidth_gbps: 40 }\n' > "$plans/mixed3.textproto"
+# A degree per stage: TP 2 on a two-GPU node, then TP 1 on another node
+# (NVLink-class links inside a node, and GPUs rated slow enough that the
+# tiny model's layers pay for their group's sums: else the partitioner
+# leaves the TP 2 stage nothing to shard, and the plan is refused).
+printf 'name: "mixed3"\ndevices { name: "v" region: "n0" count: 2 peak_flops: 1e12 memory_bytes: 8e9 node: "n0" }\ndevices { name: "a" region: "n1" peak_flops: 1e12 memory_bytes: 8e9 node: "n1" }\nintra_region { delay_ms: 0.002 bandwidth_gbps: 2400 }\ninter_region_default { delay_ms: 0.05 bandwidth_gbps: 40 }\n' > "$plans/mixed3.textproto"
 plan "$work/tiny.mlir" "$plans/mixed3.textproto" "algorithm=hetero stage-tp=2,1 pp=2 micro-batches=4 $adamw" tiny-tp21.pb
 # The Llama-style decoder (RMSNorm, SwiGLU, rotary embedding, grouped-query
 # attention) alone, as a 2 x 2 plan and at TP 2.

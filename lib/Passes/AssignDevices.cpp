@@ -74,14 +74,18 @@ struct AssignDevices
     if (failed(loaded))
       return fail(error);
     planner::Cluster cluster = std::move(*loaded);
-    if (auto shape = module->getAttrOfType<ShapeAttr>(kShapeAttrName))
-      if (failed(adoptShape(shape, cluster, options, fail)))
-        return;
+    // A degree per stage fixes the layout (its shape, when one was chosen,
+    // gives the micro-batches).
+    auto shape = module->getAttrOfType<ShapeAttr>(kShapeAttrName);
+    bool stageDegrees = module->hasAttr(kTpStageBoundsAttrName);
+    if (shape && !stageDegrees &&
+        failed(adoptShape(shape, cluster, options, fail)))
+      return;
 
     if (keepLayout && failed(adoptRecordedLayout(module, cluster, options, fail)))
       return;
-    if (module->hasAttr(kTpStageBoundsAttrName) &&
-        failed(adoptStageDegrees(module, cluster, options, fail)))
+    if (stageDegrees &&
+        failed(adoptStageDegrees(module, shape, cluster, options, fail)))
       return;
     options.training.unevenByLinks = unevenByLinks;
     options.dataParallel = dataParallel;
@@ -171,9 +175,10 @@ struct AssignDevices
   /// A degree per stage (--dtfm-tensor-parallel stage-degrees): the layers
   /// are sharded for their stage, so the layout (`dtfm.tp_groups`, each
   /// stage's groups in stage order) and the bounds (`dtfm.tp_stage_bounds`)
-  /// stay as recorded; hetero scores them.
+  /// stay as recorded; hetero scores them. `shape`, when the shape search
+  /// chose them, must agree and gives the micro-batches.
   LogicalResult
-  adoptStageDegrees(ModuleOp module, planner::Cluster &cluster,
+  adoptStageDegrees(ModuleOp module, ShapeAttr shape, planner::Cluster &cluster,
                     planner::AssignmentOptions &options,
                     llvm::function_ref<void(const Twine &)> fail) {
     auto bounds = module->getAttrOfType<DenseI64ArrayAttr>(kTpStageBoundsAttrName);
@@ -191,13 +196,22 @@ struct AssignDevices
     int dp = static_cast<int>(groups.size()) / pp;
     if (failed(checkDegrees(dp, pp, "the stages' degrees (", fail)))
       return failure();
+    if (shape && (shape.getDp() != dp || shape.getPp() != pp ||
+                  shape.getTp() != 0)) {
+      fail("dtfm.shape (dp " + Twine(shape.getDp()) + ", pp " +
+           Twine(shape.getPp()) + ", tp " + Twine(shape.getTp()) +
+           ") is not the layout of dtfm.tp_groups (dp " + Twine(dp) +
+           ", pp " + Twine(pp) + ", a degree per stage: tp 0)");
+      return failure();
+    }
     llvm::StringMap<int> indexOf;
     for (auto [i, d] : llvm::enumerate(cluster.devices))
       indexOf[d.name] = static_cast<int>(i);
     planner::ChosenShape chosen;
     chosen.dataParallel = dp;
     chosen.pipelineParallel = pp;
-    chosen.microBatches = microBatches;
+    chosen.microBatches =
+        shape ? static_cast<int>(shape.getMicroBatches()) : microBatches;
     chosen.bounds.assign(bounds.asArrayRef().begin(), bounds.asArrayRef().end());
     // The groups' leaders, in stage order, are the cluster planned on: the
     // devices in no group stay out.

@@ -14,6 +14,7 @@
 #include "dtfm/Analysis/CostAnalysis.h"
 #include "dtfm/Passes/Passes.h"
 #include "dtfm/Planner/ShapeSearch.h"
+#include "dtfm/Planner/StageDegrees.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -131,6 +132,9 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
       planner::ShapeSearchResult result;
     };
     std::optional<Candidate> best;
+    // tensor-parallel=0: the models sharded at each degree, for plans with
+    // a degree per stage.
+    planner::StageDegreeProblem mixed;
     std::string firstError;
     // Why a degree could not be planned: the first one's reason is the
     // error when none can.
@@ -160,6 +164,8 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
       FailureOr<planner::Workload> workload = buildWorkload(costs);
       if (failed(workload))
         return signalPassFailure();
+      if (tensorParallel == 0)
+        mixed.workloadAt[degree] = *workload;
       Candidate candidate{degree, std::move(*cluster), {}};
       planner::ShapeProblem tried = problem;
       tried.cluster = &candidate.cluster;
@@ -185,12 +191,119 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
     }
     if (!best)
       return fail(firstError);
+    if (tensorParallel == 0) {
+      FailureOr<bool> applied = applyStageDegrees(module, problem, mixed,
+                                                  best->result.best, error);
+      if (failed(applied))
+        return fail(error);
+      if (*applied)
+        return;
+    }
     if (tensorParallel == 0 &&
         failed(shardTensorParallel(module, best->degree, error)))
       return fail(error); // sharded on a copy above: not expected
     if (failed(rebatchModule(module, best->result.best.microBatchSize, error)))
       return fail(error); // accepted on a copy above: not expected
     record(module, best->cluster, best->result, best->degree);
+  }
+
+  /// tensor-parallel=0: searches plans with a degree per stage
+  /// (Planner/StageDegrees.h) and, when the best is predicted faster than
+  /// `uniform` (the best with one degree) also as the module sharded for it
+  /// scores, applies it: the model rebatched, sharded per stage with its
+  /// layout recorded (shardStageLayout), and the shape recorded with tp 0.
+  /// True when applied.
+  FailureOr<bool> applyStageDegrees(ModuleOp module,
+                                    const planner::ShapeProblem &problem,
+                                    planner::StageDegreeProblem &mixed,
+                                    const planner::ShapeChoice &uniform,
+                                    std::string &error) {
+    if (mixed.workloadAt.size() < 2)
+      return false;
+    FailureOr<planner::Cluster> all = moduleCluster(module, error);
+    if (failed(all))
+      return failure();
+    mixed.cluster = &*all;
+    mixed.training = problem.training;
+    mixed.globalBatch = problem.globalBatch;
+    mixed.microBatchSizes = problem.microBatchSizes;
+    mixed.fixedDataParallel = problem.fixedDataParallel;
+    mixed.fixedPipelineParallel = problem.fixedPipelineParallel;
+    mixed.beat = uniform.iterationSeconds();
+    planner::StageDegreeChoice choice;
+    int64_t scored = 0;
+    std::string why;
+    if ((problem.fixedPipelineParallel == 1) ||
+        !planner::searchStageDegrees(mixed, choice, scored, why) ||
+        !(choice.iterationSeconds() < uniform.iterationSeconds()))
+      return false;
+    // The module sharded for it: its own costs (a vocabulary table whose
+    // readers' degrees differ stays whole) must still beat `uniform`.
+    OwningOpRef<ModuleOp> copy = module.clone();
+    const std::vector<int> &bounds = choice.cost.plan.bounds;
+    if (failed(rebatchModule(*copy, choice.microBatchSize, why)) ||
+        failed(shardStageLayout(*copy, choice.groups, bounds, why)))
+      return false;
+    CostAnalysis costs(*copy);
+    if (!costs.isValid())
+      return false;
+    FailureOr<planner::Workload> workload = buildWorkload(costs);
+    if (failed(workload))
+      return false;
+    planner::HeteroCost cost = planner::scoreStageLayout(
+        *all, *workload, problem.training, choice, bounds);
+    if (!(cost.iterationSeconds() < uniform.iterationSeconds()))
+      return false;
+    if (failed(rebatchModule(module, choice.microBatchSize, error)) ||
+        failed(shardStageLayout(module, choice.groups, bounds, error)))
+      return failure(); // done on a copy above: not expected
+    choice.cost = std::move(cost);
+    recordStageDegrees(module, *all, choice, uniform, scored);
+    return true;
+  }
+
+  void recordStageDegrees(ModuleOp module, const planner::Cluster &cluster,
+                          const planner::StageDegreeChoice &choice,
+                          const planner::ShapeChoice &uniform,
+                          int64_t scored) {
+    MLIRContext *context = module.getContext();
+    Builder b(context);
+    // Each group as its first member, as the planning cluster names it.
+    SmallVector<StringAttr> leaders;
+    SmallVector<ArrayAttr> stages;
+    std::vector<bool> used(cluster.size(), false);
+    for (const auto &groups : choice.groups) {
+      SmallVector<Attribute> stage;
+      for (const std::vector<int> &group : groups) {
+        leaders.push_back(b.getStringAttr(cluster.devices[group.front()].name));
+        stage.push_back(leaders.back());
+        for (int member : group)
+          used[member] = true;
+      }
+      stages.push_back(b.getArrayAttr(stage));
+    }
+    SmallVector<StringAttr> idleNames;
+    for (size_t d = 0; d < cluster.size(); ++d)
+      if (!used[d])
+        idleNames.push_back(b.getStringAttr(cluster.devices[d].name));
+    SmallVector<IdleDevicesAttr> idle;
+    if (!idleNames.empty())
+      idle.push_back(IdleDevicesAttr::get(
+          context, idleNames, "in no group of the stages' degrees"));
+    SmallVector<ShapeChoiceAttr> runnersUp{ShapeChoiceAttr::get(
+        context, uniform.dataParallel, uniform.pipelineParallel,
+        uniform.microBatchSize, uniform.microBatches, uniform.devices.size(),
+        uniform.iterationSeconds())};
+    module->setAttr(
+        kShapeAttrName,
+        ShapeAttr::get(context, cluster.name, globalBatch, choice.dataParallel,
+                       static_cast<int64_t>(choice.groups.size()),
+                       choice.microBatchSize, choice.microBatches,
+                       leaders.size(), choice.iterationSeconds(),
+                       choice.cost.pipelineSeconds,
+                       choice.cost.dataParallelSeconds, leaders, stages,
+                       runnersUp, idle, scored, /*budgetExhausted=*/false,
+                       /*tp=*/0));
   }
 
   void record(ModuleOp module, const planner::Cluster &cluster,

@@ -90,6 +90,7 @@ struct PartitionStages
     {
       options.elementsPerParameterByte = workload->gradientElementsPerByte;
       options.boundaryBytes = workload->boundaryBytes;
+      options.tied = workload->tied;
     }
     FailureOr<SmallVector<LayerBlock>> chainOrFailure = buildLayerChain(costs);
     if (failed(chainOrFailure))

@@ -322,6 +322,7 @@ void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
     TensorParallelOptions stages;
     stages.stageDegrees = degrees; // copied by the pass
     stages.dataParallel = options.dp > 0 ? options.dp : 1;
+    stages.microBatches = options.microBatches;
     pm.addPass(createTensorParallel(stages));
   }
   pm.addPass(createAnnotateCosts());

@@ -241,6 +241,9 @@ struct PrintPlanSummary
                          "%lld devices in all)\n",
                          (long long)shape.getTp(),
                          (long long)(shape.getTp() * shape.getDevicesUsed()));
+    if (shape.getTp() == 0)
+      os << "tensor parallel: a degree per stage (dtfm.tp_groups; each "
+            "device below is its group's first)\n";
     os << "           dp     pp     micro-batch  devices  iteration_s\n";
     row("chosen", shape.getDp(), shape.getPp(), shape.getMicroBatchSize(),
         shape.getMicroBatches(), shape.getDevicesUsed(), shape.getIterationS());

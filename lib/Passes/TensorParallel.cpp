@@ -14,7 +14,7 @@
 
 #include "dtfm/Analysis/CostAnalysis.h"
 #include "dtfm/Passes/Passes.h"
-#include "dtfm/Planner/StagePartition.h"
+#include "dtfm/Planner/StageDegrees.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -23,6 +23,7 @@
 #include "llvm/ADT/StringSet.h"
 
 #include <limits>
+#include <map>
 #include <set>
 
 namespace mlir::dtfm {
@@ -380,7 +381,7 @@ struct TensorParallel
         error = "stage-degrees comes without degree and layer-degrees";
       else
         (void)shardStagesTensorParallel(getOperation(), stageDegrees,
-                                        dataParallel, error);
+                                        dataParallel, microBatches, error);
       if (!error.empty()) {
         mlir::emitError(toolLoc(getOperation(), ""))
             << "dtfm-tensor-parallel: " << error;
@@ -539,10 +540,14 @@ mlir::dtfm::shardTensorParallel(ModuleOp module,
 LogicalResult mlir::dtfm::shardStagesTensorParallel(ModuleOp module,
                                                     ArrayRef<int64_t> degrees,
                                                     int64_t dataParallel,
+                                                    int64_t microBatches,
                                                     std::string &error) {
   namespace planner = ::dtfm::planner;
-  if (degrees.empty() || dataParallel < 1) {
-    error = "stage-degrees needs a degree per stage and dp >= 1";
+  if (degrees.empty() || dataParallel < 1 || microBatches < 1 ||
+      microBatches > ::dtfm::format::kMaxMicroBatches) {
+    error = "stage-degrees needs a degree per stage, dp >= 1 and "
+            "micro-batches in [1, " +
+            std::to_string(::dtfm::format::kMaxMicroBatches) + "]";
     return failure();
   }
   for (int64_t degree : degrees)
@@ -555,106 +560,145 @@ LogicalResult mlir::dtfm::shardStagesTensorParallel(ModuleOp module,
     error = "the model is sharded already";
     return failure();
   }
+  FailureOr<planner::Cluster> cluster = moduleCluster(module, error);
+  if (failed(cluster))
+    return failure();
+  FailureOr<int64_t> modelSize = modelMicroBatchSize(module, error);
+  if (failed(modelSize))
+    return failure();
+
+  // The model sharded uniformly at each degree (and whole): what each
+  // stage costs at its degree.
+  planner::StageDegreeProblem problem;
+  problem.cluster = &*cluster;
+  std::set<int64_t> distinct(degrees.begin(), degrees.end());
+  distinct.insert(1);
+  for (int64_t degree : distinct) {
+    OwningOpRef<ModuleOp> copy = module.clone();
+    if (degree > 1 && failed(shardTensorParallel(*copy, degree, error))) {
+      error = "stage degree " + std::to_string(degree) + ": " + error;
+      return failure();
+    }
+    CostAnalysis costs(*copy);
+    FailureOr<planner::Workload> workload =
+        costs.isValid() ? buildWorkload(costs)
+                        : FailureOr<planner::Workload>(failure());
+    if (failed(workload)) {
+      error = "the model's layers do not form a chain (degree " +
+              std::to_string(degree) + ")";
+      return failure();
+    }
+    if (!problem.workloadAt.empty() &&
+        workload->blocks.size() !=
+            problem.workloadAt.begin()->second.blocks.size()) {
+      error = "the model sharded at degree " + std::to_string(degree) +
+              " has other layers than unsharded";
+      return failure();
+    }
+    workload->microBatchSize = *modelSize;
+    problem.workloadAt[degree] = std::move(*workload);
+  }
+  problem.globalBatch = dataParallel * microBatches * *modelSize;
+  problem.microBatchSizes = {*modelSize};
+  problem.training.stages.optimizerBytesPerElement =
+      optimizerStateBytesPerElement(module, "adamw").value_or(8);
+  planner::StageDegreeChoice choice = planner::scoreStageDegrees(
+      problem, std::vector<int64_t>(degrees.begin(), degrees.end()),
+      static_cast<int>(dataParallel), *modelSize);
+  if (!choice.cost.feasible) {
+    error = choice.cost.error;
+    return failure();
+  }
+  return shardStageLayout(module, choice.groups, choice.cost.plan.bounds,
+                          error);
+}
+
+LogicalResult mlir::dtfm::shardStageLayout(
+    ModuleOp module,
+    const std::vector<std::vector<std::vector<int>>> &stageGroups,
+    const std::vector<int> &bounds, std::string &error) {
+  namespace planner = ::dtfm::planner;
   FailureOr<planner::Cluster> loaded = moduleCluster(module, error);
   if (failed(loaded))
     return failure();
   const planner::Cluster &cluster = *loaded;
-
-  // The groups: larger degrees first (they need the fullest nodes), each
-  // from the slowest node with enough devices left (tensor parallelism
-  // divides a stage's work and memory, so it goes where devices are slow
-  // and small -- Sailor's V100s at TP 4 beside A100s whole), then in the
-  // cluster's order.
-  std::vector<std::vector<int>> free = planner::nodeMembers(cluster);
-  auto slowest = [&](const std::vector<int> &node) {
-    double speed = std::numeric_limits<double>::infinity();
-    for (int d : node)
-      speed = std::min(speed, cluster.devices[d].speed());
-    return speed;
-  };
-  std::stable_sort(free.begin(), free.end(),
-                   [&](const std::vector<int> &a, const std::vector<int> &b) {
-                     return slowest(a) < slowest(b);
-                   });
-  size_t pp = degrees.size();
-  std::vector<std::vector<std::vector<int>>> stageGroups(pp);
-  std::vector<size_t> order(pp);
-  for (size_t s = 0; s < pp; ++s)
-    order[s] = s;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return degrees[a] > degrees[b];
-  });
-  for (size_t s : order)
-    for (int64_t k = 0; k < dataParallel; ++k) {
-      auto node = llvm::find_if(free, [&](const std::vector<int> &devices) {
-        return static_cast<int64_t>(devices.size()) >= degrees[s];
-      });
-      if (node == free.end()) {
-        error = "stage " + std::to_string(s) + " needs " +
-                std::to_string(dataParallel) + " groups of " +
-                std::to_string(degrees[s]) +
-                " devices inside a node and cluster '" + cluster.name +
-                "' has no node left with " + std::to_string(degrees[s]) +
-                " free devices";
-        return failure();
-      }
-      stageGroups[s].emplace_back(node->begin(), node->begin() + degrees[s]);
-      node->erase(node->begin(), node->begin() + degrees[s]);
-    }
-
-  // The stage bounds, on the model as it is: a group of t devices as one of
-  // t times the speed and memory (its sums and its replicated ops left
-  // out: the tail plans the sharded model with the bounds fixed).
-  std::vector<std::vector<int>> groups;
-  for (const auto &stage : stageGroups)
-    groups.insert(groups.end(), stage.begin(), stage.end());
-  planner::Cluster grouped = planner::groupCluster(cluster, groups);
-  std::vector<planner::StageDevice> devices;
-  for (size_t s = 0, g = 0; s < pp; ++s) {
-    std::vector<int> members;
-    for (int64_t k = 0; k < dataParallel; ++k, ++g) {
-      grouped.devices[g].peakFlops *= static_cast<double>(degrees[s]);
-      grouped.devices[g].memoryBytes *= static_cast<double>(degrees[s]);
-      members.push_back(static_cast<int>(g));
-    }
-    devices.push_back(planner::stageDeviceOf(grouped, members));
-  }
   CostAnalysis costs(module);
-  if (!costs.isValid()) {
-    error = "the model's costs do not analyse";
-    return failure();
-  }
-  FailureOr<SmallVector<LayerBlock>> chain = buildLayerChain(costs);
+  FailureOr<SmallVector<LayerBlock>> chain =
+      costs.isValid() ? buildLayerChain(costs)
+                      : FailureOr<SmallVector<LayerBlock>>(failure());
   if (failed(chain)) {
     error = "the model's layers do not form a chain";
     return failure();
   }
-  std::vector<planner::ChainBlock> blocks;
-  for (const LayerBlock &block : *chain)
-    blocks.push_back(chainBlockOf(block));
-  planner::StagePartitionOptions options;
-  options.dataParallel = static_cast<int>(dataParallel);
-  planner::StagePlan plan;
-  if (!planner::partitionChain(blocks, devices, options, plan, error))
+  size_t pp = stageGroups.size();
+  if (pp == 0 || bounds.size() != pp + 1 || bounds.front() != 0 ||
+      bounds.back() != static_cast<int>(chain->size()) ||
+      std::adjacent_find(bounds.begin(), bounds.end(),
+                         std::greater_equal<int>()) != bounds.end()) {
+    error = "stage bounds must rise strictly from 0 to " +
+            std::to_string(chain->size()) + " over " + std::to_string(pp) +
+            " stages";
     return failure();
-
+  }
+  std::vector<int64_t> degrees;
+  for (const auto &groups : stageGroups) {
+    if (groups.empty() ||
+        llvm::any_of(groups, [&](const std::vector<int> &group) {
+          return group.size() != groups.front().size();
+        })) {
+      error = "each stage needs groups, all of one size";
+      return failure();
+    }
+    degrees.push_back(static_cast<int64_t>(groups.front().size()));
+  }
   TensorParallelLayers layers;
   for (size_t s = 0; s < pp; ++s)
-    for (int i = plan.bounds[s]; i < plan.bounds[s + 1]; ++i)
+    for (int i = bounds[s]; i < bounds[s + 1]; ++i)
       if (!(*chain)[i].layer.empty())
         layers.byLayer[(*chain)[i].layer] = degrees[s];
-  if (failed(shardTensorParallel(module, layers, error)))
+  std::string shardError;
+  bool sharded = succeeded(shardTensorParallel(module, layers, shardError));
+  // A group whose stage holds nothing sharded would repeat its whole stage
+  // on every member (the partitioner gave it only layers that stay whole:
+  // sums costing more than the work they divide, or a tied table kept
+  // whole): refused rather than planned. A failed sharding leaves the
+  // module as it was.
+  llvm::StringSet<> shardedLayers;
+  module.walk([&](ParamOp param) {
+    if (auto layer = param->getAttrOfType<StringAttr>(kLayerAttrName);
+        layer && param->hasAttr(kTpShardAttrName))
+      shardedLayers.insert(layer.getValue());
+  });
+  for (size_t s = 0; s < pp; ++s) {
+    bool any = false;
+    for (int i = bounds[s]; i < bounds[s + 1]; ++i)
+      any = any || shardedLayers.contains((*chain)[i].layer);
+    if (degrees[s] > 1 && !any) {
+      error = "stage " + std::to_string(s) + " at degree " +
+              std::to_string(degrees[s]) + " gets layers " +
+              (*chain)[bounds[s]].layer + " to " +
+              (*chain)[bounds[s + 1] - 1].layer +
+              " and none of them is sharded (the stage partitioner's best "
+              "split on these devices and links): its group would repeat "
+              "them on every member (give it degree 1)";
+      return failure();
+    }
+  }
+  if (!sharded) {
+    error = shardError;
     return failure();
+  }
   Builder b(module.getContext());
   SmallVector<Attribute> groupNames;
-  for (const std::vector<int> &group : groups) {
-    SmallVector<Attribute> names;
-    for (int member : group)
-      names.push_back(b.getStringAttr(cluster.devices[member].name));
-    groupNames.push_back(b.getArrayAttr(names));
-  }
+  for (const auto &groups : stageGroups)
+    for (const std::vector<int> &group : groups) {
+      SmallVector<Attribute> names;
+      for (int member : group)
+        names.push_back(b.getStringAttr(cluster.devices.at(member).name));
+      groupNames.push_back(b.getArrayAttr(names));
+    }
   module->setAttr(kTpGroupsAttrName, b.getArrayAttr(groupNames));
-  SmallVector<int64_t> bounds(plan.bounds.begin(), plan.bounds.end());
-  module->setAttr(kTpStageBoundsAttrName, b.getDenseI64ArrayAttr(bounds));
+  SmallVector<int64_t> recorded(bounds.begin(), bounds.end());
+  module->setAttr(kTpStageBoundsAttrName, b.getDenseI64ArrayAttr(recorded));
   return success();
 }

@@ -55,6 +55,7 @@ HeteroModel::HeteroModel(HeteroProblem p)
   problem.training.stages.elementsPerParameterByte =
       problem.workload.gradientElementsPerByte;
   problem.training.stages.boundaryBytes = problem.workload.boundaryBytes;
+  problem.training.stages.tied = problem.workload.tied;
 }
 
 /// The stage devices: each group at its slowest and smallest member.

@@ -68,6 +68,16 @@ StageMemory dtfm::planner::stageMemory(const std::vector<ChainBlock> &blocks,
     largest = std::max(largest, block.activationBytes - kept);
     forward += block.forwardFlops();
   }
+  // Parameters shared with a block of another stage (the runtime's model;
+  // measured on GPT's tied table: 2 and 3 copies).
+  double shared = 0;
+  if (options.stateBytesPerParameterByte <= 0)
+    for (const TiedParameter &tied : options.tied) {
+      bool owner = tied.owner >= first && tied.owner < last;
+      bool reader = tied.reader >= first && tied.reader < last;
+      if (owner != reader)
+        shared += (owner ? 2 : 3) * tied.bytes;
+    }
   int inFlight = inFlightMicroBatches(options, stage, stages);
   // As the runtime holds them: activations from the stage before and
   // gradients from the stage after, one buffer per micro-batch of the
@@ -93,7 +103,7 @@ StageMemory dtfm::planner::stageMemory(const std::vector<ChainBlock> &blocks,
     // without scratch) counts the largest op's scratch at the peak.
     double transient =
         options.stateBytesPerParameterByte > 0 ? 0 : scratch;
-    m.bytes = state + scale * (received + transient +
+    m.bytes = state + scale * (received + transient + shared +
                                (recomputed ? inFlight * inputs + largest
                                            : inFlight * activations));
     m.recomputeFlops = recomputed ? forward : 0;
@@ -235,8 +245,30 @@ bool dtfm::planner::partitionChain(const std::vector<ChainBlock> &blocks,
                                    const std::vector<StageDevice> &devices,
                                    const StagePartitionOptions &options,
                                    StagePlan &plan, std::string &error) {
-  int n = static_cast<int>(blocks.size());
+  return partitionChain(
+      std::vector<const std::vector<ChainBlock> *>(devices.size(), &blocks),
+      devices, options, plan, error);
+}
+
+bool dtfm::planner::partitionChain(
+    const std::vector<const std::vector<ChainBlock> *> &stageBlocks,
+    const std::vector<StageDevice> &devices,
+    const StagePartitionOptions &options, StagePlan &plan,
+    std::string &error) {
   int stages = static_cast<int>(devices.size());
+  if (static_cast<int>(stageBlocks.size()) != stages) {
+    error = "a chain per stage is needed: " +
+            std::to_string(stageBlocks.size()) + " chains for " +
+            std::to_string(stages) + " stages";
+    return false;
+  }
+  int n = stages == 0 ? 0 : static_cast<int>(stageBlocks.front()->size());
+  for (const std::vector<ChainBlock> *chain : stageBlocks)
+    if (static_cast<int>(chain->size()) != n) {
+      error = "the stages' chains differ in length (" + std::to_string(n) +
+              " and " + std::to_string(chain->size()) + " blocks)";
+      return false;
+    }
   if (stages == 0 || n < stages) {
     error = "cannot split " + std::to_string(n) + " blocks into " +
             std::to_string(stages) + " non-empty stages";
@@ -247,37 +279,38 @@ bool dtfm::planner::partitionChain(const std::vector<ChainBlock> &blocks,
       error = "device " + d.name + " has no compute speed";
       return false;
     }
-  // Prefix sums make every segment O(1): the sums', and the FLOPs' (with
-  // the forward's again, for recomputation) at each ridge the devices have.
-  std::vector<double> sums(n + 1, 0), sumBytes(n + 1, 0);
-  for (int i = 0; i < n; ++i) {
-    sums[i + 1] = sums[i] + blocks[i].groupSums;
-    sumBytes[i + 1] = sumBytes[i] + blocks[i].groupSumBytes;
-  }
-  struct RidgeSums {
+  // Prefix sums make every segment O(1): per distinct chain and ridge, the
+  // sums', and the FLOPs' (with the forward's again, for recomputation).
+  struct PrefixSums {
+    const std::vector<ChainBlock> *chain;
     double ridge;
-    std::vector<double> flops, forward;
+    std::vector<double> flops, forward, sums, sumBytes;
   };
-  std::vector<RidgeSums> atRidge;
-  std::vector<size_t> ridgeOfDevice(stages);
+  std::vector<PrefixSums> prefixes;
+  std::vector<size_t> prefixOfStage(stages);
   for (int j = 0; j < stages; ++j) {
-    auto it = std::find_if(atRidge.begin(), atRidge.end(), [&](const auto &r) {
-      return r.ridge == devices[j].ridge;
+    const std::vector<ChainBlock> *chain = stageBlocks[j];
+    auto it = std::find_if(prefixes.begin(), prefixes.end(), [&](const auto &p) {
+      return p.chain == chain && p.ridge == devices[j].ridge;
     });
-    if (it == atRidge.end()) {
-      RidgeSums r{devices[j].ridge, std::vector<double>(n + 1, 0),
-                  std::vector<double>(n + 1, 0)};
+    if (it == prefixes.end()) {
+      PrefixSums p{chain, devices[j].ridge, std::vector<double>(n + 1, 0),
+                   std::vector<double>(n + 1, 0), std::vector<double>(n + 1, 0),
+                   std::vector<double>(n + 1, 0)};
       for (int i = 0; i < n; ++i) {
-        r.flops[i + 1] = r.flops[i] + blocks[i].flopsAt(r.ridge);
-        r.forward[i + 1] = r.forward[i] + blocks[i].forwardFlopsAt(r.ridge);
+        const ChainBlock &block = (*chain)[i];
+        p.flops[i + 1] = p.flops[i] + block.flopsAt(p.ridge);
+        p.forward[i + 1] = p.forward[i] + block.forwardFlopsAt(p.ridge);
+        p.sums[i + 1] = p.sums[i] + block.groupSums;
+        p.sumBytes[i + 1] = p.sumBytes[i] + block.groupSumBytes;
       }
-      atRidge.push_back(std::move(r));
-      it = atRidge.end() - 1;
+      prefixes.push_back(std::move(p));
+      it = prefixes.end() - 1;
     }
-    ridgeOfDevice[j] = static_cast<size_t>(it - atRidge.begin());
+    prefixOfStage[j] = static_cast<size_t>(it - prefixes.begin());
   }
   auto memoryOf = [&](int j, int first, int last) {
-    return stageMemory(blocks, first, last, j, stages, options,
+    return stageMemory(*stageBlocks[j], first, last, j, stages, options,
                        devices[j].memoryBytes);
   };
   auto memory = [&](int j, int first, int last) {
@@ -287,11 +320,11 @@ bool dtfm::planner::partitionChain(const std::vector<ChainBlock> &blocks,
     StageMemory m = memoryOf(j, first, last);
     if (m.bytes > devices[j].memoryBytes)
       return std::numeric_limits<double>::infinity();
-    const RidgeSums &r = atRidge[ridgeOfDevice[j]];
-    double flops = r.flops[last] - r.flops[first] +
-                   (m.recomputed ? r.forward[last] - r.forward[first] : 0);
-    return devices[j].seconds(flops, sums[last] - sums[first],
-                              sumBytes[last] - sumBytes[first]);
+    const PrefixSums &p = prefixes[prefixOfStage[j]];
+    double flops = p.flops[last] - p.flops[first] +
+                   (m.recomputed ? p.forward[last] - p.forward[first] : 0);
+    return devices[j].seconds(flops, p.sums[last] - p.sums[first],
+                              p.sumBytes[last] - p.sumBytes[first]);
   };
 
   double bottleneck = 0;
@@ -333,10 +366,11 @@ bool dtfm::planner::partitionChain(const std::vector<ChainBlock> &blocks,
   plan.stageMemoryBytes.clear();
   plan.stageMemory.clear();
   for (int j = 0; j < stages; ++j) {
+    const PrefixSums &p = prefixes[prefixOfStage[j]];
     plan.stageSeconds.push_back(time(j, bounds[j], bounds[j + 1]));
-    plan.stageGroupSums.push_back(sums[bounds[j + 1]] - sums[bounds[j]]);
-    plan.stageGroupSumBytes.push_back(sumBytes[bounds[j + 1]] -
-                                      sumBytes[bounds[j]]);
+    plan.stageGroupSums.push_back(p.sums[bounds[j + 1]] - p.sums[bounds[j]]);
+    plan.stageGroupSumBytes.push_back(p.sumBytes[bounds[j + 1]] -
+                                      p.sumBytes[bounds[j]]);
     plan.stageMemory.push_back(memoryOf(j, bounds[j], bounds[j + 1]));
     plan.stageMemoryBytes.push_back(plan.stageMemory.back().bytes);
   }

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <random>
@@ -88,6 +89,96 @@ TEST(StagePartition, EqualsBruteForceOnRandomChains) {
   EXPECT_LT(feasible, 300);
 }
 
+// A chain per stage (a tensor-parallel degree per stage: stage j's blocks as
+// its degree shards them, with group sums on its links): the partitioner
+// equals the brute force over every cut with each stage on its own chain.
+TEST(StagePartition, ChainPerStageEqualsBruteForce) {
+  std::mt19937_64 rng(29);
+  std::uniform_real_distribution<double> flops(1, 10), bytes(1, 5),
+      speed(1, 4), memory(6, 30), sums(0, 3);
+  int feasible = 0, differs = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    int stages = 1 + trial % 4;
+    int n = stages + static_cast<int>(rng() % 7);
+    // Two degrees: the whole model, and a copy halved with sums per block.
+    std::vector<ChainBlock> whole(n), halved(n);
+    for (int i = 0; i < n; ++i) {
+      whole[i] = {flops(rng), bytes(rng), bytes(rng)};
+      whole[i].backwardFlops = whole[i].flops * 0.6;
+      whole[i].inputBytes = whole[i].activationBytes * 0.3;
+      halved[i] = whole[i];
+      halved[i].flops /= 2;
+      halved[i].backwardFlops /= 2;
+      halved[i].parameterBytes /= 2;
+      halved[i].activationBytes /= 2;
+      halved[i].groupSums = 2;
+      halved[i].groupSumBytes = sums(rng);
+    }
+    std::vector<const std::vector<ChainBlock> *> chains;
+    std::vector<StageDevice> devices(stages);
+    for (int j = 0; j < stages; ++j) {
+      bool sharded = rng() % 2;
+      chains.push_back(sharded ? &halved : &whole);
+      devices[j] = {"d" + std::to_string(j), speed(rng), memory(rng)};
+      if (sharded) {
+        devices[j].groupSumLatencySeconds = 0.1;
+        devices[j].groupSumSecondsPerByte = 0.5;
+      }
+    }
+    StagePartitionOptions options;
+    options.stateBytesPerParameterByte = 2;
+    options.microBatches = 1 + trial % 3;
+    options.recompute = static_cast<MemoryOption>(trial % 3);
+    double expected = oracle::bestCut(n, stages, [&](int j, int first,
+                                                     int last) {
+      const std::vector<ChainBlock> &chain = *chains[j];
+      StageMemory mem = stageMemory(chain, first, last, j, stages, options,
+                                    devices[j].memoryBytes);
+      if (mem.bytes > devices[j].memoryBytes)
+        return std::numeric_limits<double>::infinity();
+      double flops = mem.recomputeFlops, groupSums = 0, sumBytes = 0;
+      for (int i = first; i < last; ++i) {
+        flops += chain[i].flops;
+        groupSums += chain[i].groupSums;
+        sumBytes += chain[i].groupSumBytes;
+      }
+      return devices[j].seconds(flops, groupSums, sumBytes);
+    });
+    StagePlan plan;
+    std::string error;
+    bool ok = partitionChain(chains, devices, options, plan, error);
+    ASSERT_EQ(ok, expected != std::numeric_limits<double>::infinity())
+        << "trial " << trial << ": " << error;
+    if (!ok)
+      continue;
+    ++feasible;
+    EXPECT_NEAR(plan.bottleneckSeconds, expected, 1e-9) << "trial " << trial;
+    // The single chain's answer differs where a stage is sharded.
+    StagePlan single;
+    std::string ignored;
+    if (!partitionChain(whole, devices, options, single, ignored) ||
+        std::abs(single.bottleneckSeconds - plan.bottleneckSeconds) > 1e-9)
+      ++differs;
+  }
+  EXPECT_GT(feasible, 50);
+  EXPECT_GT(differs, 20);
+}
+
+TEST(StagePartition, ChainPerStageRefusesMismatchedChains) {
+  std::vector<ChainBlock> three(3, ChainBlock{1, 1, 1}),
+      two(2, ChainBlock{1, 1, 1});
+  std::vector<StageDevice> devices{{"a", 1, 100}, {"b", 1, 100}};
+  StagePartitionOptions options;
+  StagePlan plan;
+  std::string error;
+  using Chains = std::vector<const std::vector<ChainBlock> *>;
+  EXPECT_FALSE(
+      partitionChain(Chains{&three, &two}, devices, options, plan, error));
+  EXPECT_EQ(error, "the stages' chains differ in length (3 and 2 blocks)");
+  EXPECT_FALSE(partitionChain(Chains{&three}, devices, options, plan, error));
+  EXPECT_EQ(error, "a chain per stage is needed: 1 chains for 2 stages");
+}
+
 // The runtime's memory, by hand: two blocks of 1 GB of f32 parameters
 // (2.5e8 elements each), 2 GB of saved activations of which 0.5 GB is the
 // block's input, on a data-parallel stage of 4 with AdamW. Per element the
@@ -160,6 +251,32 @@ TEST(StagePartition, MemoryOptionsByHand) {
       << error;
   EXPECT_DOUBLE_EQ(plan.stageSeconds[0], (600 + 200) / 100.0);
   EXPECT_TRUE(plan.stageMemory[0].recomputed);
+}
+
+// A tied parameter (GPT's table, 1 GB, owned by block 0 and read by block
+// 2): on separate stages the runtime holds on the owner's stage the copy it
+// sends and the gradient it gets back (2 GB more), on the reader's the
+// weight, its gradient sums and the copy of them it sends (3 GB); on one
+// stage nothing more. The simple model (an explicit state factor) leaves
+// them out.
+TEST(StagePartition, TiedParametersAcrossStagesByHand) {
+  ChainBlock block{300, 1e9, 2e9, 200, 0.5e9};
+  std::vector<ChainBlock> blocks(3, block);
+  StagePartitionOptions options;
+  auto bytes = [&](int first, int last, int stage, int stages) {
+    return stageMemory(blocks, first, last, stage, stages, options, 1e12)
+        .bytes;
+  };
+  double owner = bytes(0, 1, 0, 2), reader = bytes(1, 3, 1, 2),
+         whole = bytes(0, 3, 0, 1);
+  options.tied.push_back({0, 2, 1e9});
+  EXPECT_DOUBLE_EQ(bytes(0, 1, 0, 2) - owner, 2e9);
+  EXPECT_DOUBLE_EQ(bytes(1, 3, 1, 2) - reader, 3e9);
+  EXPECT_DOUBLE_EQ(bytes(0, 3, 0, 1), whole);
+  options.stateBytesPerParameterByte = 4;
+  double simple = bytes(0, 1, 0, 2);
+  options.tied.clear();
+  EXPECT_DOUBLE_EQ(bytes(0, 1, 0, 2), simple);
 }
 
 TEST(StagePartition, FastDevicesGetProportionallyMoreLayers) {

@@ -114,18 +114,29 @@ LogicalResult shardTensorParallel(ModuleOp module,
                                   std::string &error);
 
 /// A tensor-parallel degree per pipeline stage (`degrees[s]`, each stage on
-/// `dataParallel` groups): the groups are cut from the cluster's nodes
-/// (larger degrees first, from the slowest nodes), the
-/// stage bounds chosen on the model as it is with each group as one device
-/// of its members' summed speed and memory (the chain partitioner), each
-/// layer sharded to its stage's degree, and the choice recorded as
-/// `dtfm.tp_groups` (stage-major) and `dtfm.tp_stage_bounds`, which the
-/// planning passes follow. One-line `error` when the cluster's nodes do not
-/// hold the groups or the model does not shard.
+/// `dataParallel` groups, `microBatches` per iteration): the groups cut from
+/// the cluster's nodes and the stage bounds chosen with each stage costed
+/// on the model sharded at its degree (Planner/StageDegrees.h), then
+/// shardStageLayout. One-line `error`
+/// when the cluster's nodes do not hold the groups or the model does not
+/// shard.
 LogicalResult shardStagesTensorParallel(ModuleOp module,
                                         ArrayRef<int64_t> degrees,
                                         int64_t dataParallel,
+                                        int64_t microBatches,
                                         std::string &error);
+
+/// Shards a model not sharded yet with stage s -- blocks [bounds[s],
+/// bounds[s + 1]) of its chain of layers -- at the size of its groups
+/// (`stageGroups[s]`: indices into the module's cluster, one size per
+/// stage) and records the layout as `dtfm.tp_groups` (stage-major) and
+/// `dtfm.tp_stage_bounds`, which the planning passes follow. Refuses, in
+/// one line, malformed bounds or groups and a stage of degree > 1 none of
+/// whose layers shards.
+LogicalResult
+shardStageLayout(ModuleOp module,
+                 const std::vector<std::vector<std::vector<int>>> &stageGroups,
+                 const std::vector<int> &bounds, std::string &error);
 
 /// Adds the rest of --dtfm-plan from device assignment on (assign ->
 /// partition -> send/recv -> ... -> verify) with the given assignment

@@ -551,9 +551,10 @@ def TensorParallel : Pass<"dtfm-tensor-parallel", "mlir::ModuleOp"> {
 
     `stage-degrees=T0,T1,... dp=D` plans a degree per pipeline stage
     (mlir::dtfm::shardStagesTensorParallel): D groups of T_s devices per
-    stage, cut from the cluster's nodes (larger degrees first), the stage
-    bounds chosen by the chain partitioner on the model as it is (a group
-    as one device of its members' summed speed and memory), each layer
+    stage, cut from the cluster's nodes (larger degrees first, from the
+    slowest nodes), the stage bounds chosen by the chain partitioner with
+    each stage costed on the model sharded at its degree for
+    `micro-batches` per iteration (Planner/StageDegrees.h), each layer
     sharded to its stage's degree, and `dtfm.tp_groups` (stage-major) and
     `dtfm.tp_stage_bounds` recorded: --dtfm-assign-devices and
     --dtfm-partition-stages keep that layout and those bounds, and
@@ -572,6 +573,9 @@ def TensorParallel : Pass<"dtfm-tensor-parallel", "mlir::ModuleOp"> {
                "stage bounds chosen, layers sharded to their stage's degree">,
     Option<"dataParallel", "dp", "int64_t", /*default=*/"1",
            "With stage-degrees: the groups per stage (D_DP)">,
+    Option<"microBatches", "micro-batches", "int64_t", /*default=*/"1",
+           "With stage-degrees: micro-batches per iteration (the "
+           "activations the stages hold)">,
   ];
 }
 

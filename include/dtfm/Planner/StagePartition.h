@@ -159,6 +159,12 @@ struct StagePartitionOptions {
   /// (Workload::boundaryBytes): the runtime holds a receive buffer per
   /// micro-batch for each direction a stage receives in.
   double boundaryBytes = 0;
+  /// Parameters shared between blocks (Workload::tied). In the runtime's
+  /// model, when the two blocks are on different stages the owner's stage
+  /// also holds the copy it sends and the gradient it gets back, and the
+  /// reader's the weight it receives, its gradient sums and the copy of
+  /// them it sends.
+  std::vector<TiedParameter> tied;
   MemoryOption shardState = MemoryOption::Never;
   MemoryOption recompute = MemoryOption::Never;
 };
@@ -230,6 +236,16 @@ bool partitionChain(const std::vector<ChainBlock> &blocks,
                     const std::vector<StageDevice> &devices,
                     const StagePartitionOptions &options, StagePlan &plan,
                     std::string &error);
+
+/// The same with stage j costed on the chain `stageBlocks[j]`: the model as
+/// stage j's devices run it (a degree per stage: the model sharded
+/// uniformly at that stage's tensor-parallel degree). The chains list the
+/// same blocks in the same order; false with a one-line `error` when they
+/// differ in length or there is not one per stage.
+bool partitionChain(
+    const std::vector<const std::vector<ChainBlock> *> &stageBlocks,
+    const std::vector<StageDevice> &devices,
+    const StagePartitionOptions &options, StagePlan &plan, std::string &error);
 
 } // namespace dtfm::planner
 

@@ -248,9 +248,9 @@ LogicalResult ShapeAttr::verify(
   if (failed(verifyShapeChoice(emitError, "dtfm.shape", dp, pp, microBatchSize,
                                microBatches, devicesUsed)))
     return failure();
-  if (tp < 1)
+  if (tp < 0)
     return emitError() << "dtfm.shape: tensor-parallel degree " << tp
-                       << " is below 1";
+                       << " is below 0";
   if (static_cast<int64_t>(devices.size()) != devicesUsed)
     return emitError() << "dtfm.shape: " << devices.size()
                        << " devices but devices_used " << devicesUsed;

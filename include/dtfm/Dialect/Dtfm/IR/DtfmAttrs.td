@@ -232,7 +232,8 @@ def Dtfm_ShapeAttr : Dtfm_Attr<"Shape", "shape"> {
     shapes scored and whether the search budget cut the search
     (`budget_exhausted`, left out when false), and the tensor-parallel
     degree (`tp`: each device named is then the first of a group of `tp`,
-    left out when 1). Every double prints in the
+    left out when 1; 0: a degree per stage, the groups in `dtfm.tp_groups`
+    and each device named the first of its group). Every double prints in the
     shortest form that reads back exactly.
 
     ```mlir
@@ -245,8 +246,8 @@ def Dtfm_ShapeAttr : Dtfm_Attr<"Shape", "shape"> {
                 shapes_scored = 25>
     ```
 
-    The verifier checks the form: positive degrees, micro-batch size and
-    count; devices_used = dp * pp = the number of devices, each named once;
+    The verifier checks the form: positive degrees (tp >= 0), micro-batch
+    size and count; devices_used = dp * pp = the number of devices, each named once;
     global_batch = dp * micro_batch_size * micro_batches; pp stages of dp
     devices each, every one among `devices`; runners-up with positive
     degrees and dp * pp = devices_used.
