@@ -10,7 +10,8 @@
 // simulated iterations). This plans the same model on each through the
 // whole pipeline (--dtfm-plan algorithm=hetero programs=true) without
 // tensor parallelism and with the degree chosen by the shape search
-// (tp=0), and at Sailor's degree (tp=4), and prints for each: the plan in
+// (tp=0: one degree, or a degree per stage, column t 0), and at Sailor's
+// degree (tp=4), and prints for each: the plan in
 // Sailor's terms (per stage: its decoder layers, D_DP, the tensor-parallel
 // degree and the device types), the planner's predicted iteration, the
 // simulator's (dtfm-run --simulate), the shape search's own time and the
@@ -327,8 +328,10 @@ Outcome plan(const std::string &clusterFile, int tp, double budget) {
   std::map<int64_t, std::set<std::string>> layers;
   std::map<int64_t, std::set<int64_t>> pipelines;
   std::map<int64_t, std::map<std::string, int>> types;
+  std::map<int64_t, int> degreeOf;
   for (const dtfm::proto::DeviceProgram &p : planned.plan.programs()) {
-    out.tp = std::max(out.tp, p.tp_group_size());
+    degreeOf[p.stage()] = std::max(degreeOf[p.stage()],
+                                   std::max(1, p.tp_group_size()));
     pipelines[p.stage()].insert(p.pipeline());
     ++types[p.stage()][deviceType(p.device())];
     if (p.pipeline() != 0 || p.tp_rank() != 0)
@@ -340,13 +343,18 @@ Outcome plan(const std::string &clusterFile, int tp, double budget) {
         layers[p.stage()].insert(layer->second.s());
     }
   }
+  // One degree, or 0: a degree per stage.
+  std::set<int> degrees;
+  for (const auto &entry : degreeOf)
+    degrees.insert(entry.second);
+  out.tp = degrees.size() == 1 ? *degrees.begin() : 0;
   out.pp = static_cast<int>(pipelines.size());
   out.dp = pipelines.empty() ? 0 : static_cast<int>(pipelines[0].size());
   for (const auto &[stage, names] : layers) {
     out.stages += (out.stages.empty() ? "" : "; ") + std::string("stage ") +
                   std::to_string(stage) + ": " + std::to_string(names.size()) +
                   " layers, DP " + std::to_string(pipelines[stage].size()) +
-                  ", TP " + std::to_string(out.tp) + ",";
+                  ", TP " + std::to_string(degreeOf[stage]) + ",";
     for (const auto &[type, count] : types[stage])
       out.stages += " " + std::to_string(count) + " " + type;
   }

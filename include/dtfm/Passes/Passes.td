@@ -607,7 +607,15 @@ def ChooseShape : Pass<"dtfm-choose-shape", "mlir::ModuleOp"> {
     devices, their sums costed on the node's links); degree 1 searches with
     the whole budget (so it finds what tensor-parallel=1 finds) and the
     others share another; the fastest predicted shape wins (t = 1 on a tie), the
-    model is sharded to it and `dtfm.shape` records `tp`.
+    model is sharded to it and `dtfm.shape` records `tp`. It then tries a
+    degree per stage (lib/Planner/StageDegrees.h: D_PP 2-3, sequences of
+    the degrees with two distinct ones at least); the best replaces the
+    single degree only when predicted faster, also as the module sharded
+    for it scores: the layers are sharded to their stages' degrees
+    (mlir::dtfm::shardStageLayout: `dtfm.tp_groups`,
+    `dtfm.tp_stage_bounds`) and `dtfm.shape` records `tp = 0`, the groups'
+    first members as its devices and the best single degree as its
+    runner-up.
   }];
   let options = [
     Option<"tensorParallel", "tensor-parallel", "int64_t", /*default=*/"1",
