@@ -230,6 +230,83 @@ static void addGradientSums(const CostAnalysis &costs,
   }
 }
 
+/// What the runtime keeps of a micro-batch for its backward
+/// (LayerBlock::heldBytes) and the transient of each backward step. The
+/// ops that get a dtfm.backward are --dtfm-autodiff's: those with an
+/// operand that depends on a trainable parameter and a result the loss's
+/// gradient reaches (or the loss itself). Without a loss nothing is known.
+static void addHeldValues(const CostAnalysis &costs,
+                          const llvm::StringMap<size_t> &blockOfLayer,
+                          SmallVector<LayerBlock> &blocks) {
+  SmallVector<Operation *> forward;
+  bool hasLoss = false;
+  for (const OpCost &cost : costs.getOpCosts())
+    if (!isTrainingOp(cost.op)) {
+      forward.push_back(cost.op);
+      hasLoss = hasLoss || isa<CrossEntropyOp>(cost.op);
+    }
+  if (!hasLoss)
+    return;
+  llvm::DenseSet<Value> needsGrad, hasGrad;
+  for (Operation *op : forward) {
+    if (auto param = dyn_cast<ParamOp>(op)) {
+      if (!param.getFrozen())
+        needsGrad.insert(param.getResult());
+    } else if (llvm::any_of(op->getOperands(), [&](Value v) {
+                 return needsGrad.contains(v);
+               })) {
+      needsGrad.insert(op->result_begin(), op->result_end());
+    }
+  }
+  auto isDifferentiable = [&](Value v) {
+    auto type = dyn_cast<ShapedType>(v.getType());
+    return type && isa<FloatType>(type.getElementType()) &&
+           needsGrad.contains(v);
+  };
+  auto bytesOf = [](Value v) {
+    auto type = dyn_cast<ShapedType>(v.getType());
+    return type && type.hasStaticShape()
+               ? static_cast<double>(getTensorBytes(type))
+               : 0.0;
+  };
+  llvm::SmallPtrSet<Operation *, 32> differentiated;
+  for (Operation *op : llvm::reverse(forward)) {
+    if (isa<ParamOp, InputOp, LabelOp>(op))
+      continue;
+    bool reached = isa<CrossEntropyOp>(op) ||
+                   llvm::any_of(op->getResults(),
+                                [&](Value r) { return hasGrad.contains(r); });
+    if (!reached || llvm::none_of(op->getOperands(), isDifferentiable))
+      continue;
+    differentiated.insert(op);
+    for (Value operand : op->getOperands())
+      if (isDifferentiable(operand))
+        hasGrad.insert(operand);
+  }
+  for (LayerBlock &block : blocks)
+    block.heldBytes = 0;
+  llvm::DenseSet<Value> held;
+  for (Operation *op : forward) {
+    if (!differentiated.contains(op))
+      continue;
+    auto layer = op->getAttrOfType<StringAttr>(kLayerAttrName);
+    auto it = blockOfLayer.find(layer ? layer.getValue() : StringRef());
+    if (it == blockOfLayer.end())
+      continue;
+    LayerBlock &block = blocks[it->second];
+    double gradients = 0;
+    for (Value operand : op->getOperands()) {
+      if (isDifferentiable(operand))
+        gradients += bytesOf(operand);
+      if (!isa_and_nonnull<ParamOp>(operand.getDefiningOp()) &&
+          held.insert(operand).second)
+        block.heldBytes += bytesOf(operand);
+    }
+    block.scratchBytes =
+        std::max(block.scratchBytes, scratchBytes(op) + gradients);
+  }
+}
+
 FailureOr<SmallVector<LayerBlock>>
 mlir::dtfm::buildLayerChain(const CostAnalysis &costs) {
   auto work = [](const OpCost &c) {
@@ -298,6 +375,7 @@ mlir::dtfm::buildLayerChain(const CostAnalysis &costs) {
   }
   if (!costs.isTrainingGraph())
     addGradientSums(costs, blockOfLayer, blocks);
+  addHeldValues(costs, blockOfLayer, blocks);
   for (const OpCost &cost : costs.getOpCosts()) {
     if (!isTrainingOp(cost.op))
       continue;
@@ -320,7 +398,7 @@ mlir::dtfm::buildLayerChain(const CostAnalysis &costs) {
   return {block.flops,         block.parameterBytes, block.activationBytes,
           block.backwardFlops, block.inputBytes,     block.scratchBytes,
           block.groupSums,     block.groupSumBytes,  block.forwardWork,
-          block.backwardWork};
+          block.backwardWork,  block.heldBytes};
 }
 
 /// Values produced in one `dtfm.layer` and used in a later one are what a

@@ -54,29 +54,49 @@ StageMemory dtfm::planner::stageMemory(const std::vector<ChainBlock> &blocks,
                                        const StagePartitionOptions &options,
                                        double capacity) {
   double parameters = 0, activations = 0, inputs = 0, largest = 0,
-         forward = 0, scratch = 0;
+         forward = 0, scratch = 0, backwardPeak = 0;
   for (int i = first; i < last; ++i) {
     const ChainBlock &block = blocks[i];
     scratch = std::max(scratch, block.scratchBytes);
     parameters += block.parameterBytes;
-    activations += block.activationBytes;
+    // The runtime's model counts what the runtime holds; the simple one
+    // (an explicit state factor) what the ops save.
+    double saved = options.stateBytesPerParameterByte > 0
+                       ? block.activationBytes
+                       : block.runtimeActivationBytes();
+    activations += saved;
+    // A block's backward runs while the micro-batch still holds what this
+    // block and the ones before it keep, beside its transient.
+    backwardPeak = std::max(
+        backwardPeak, activations + (options.stateBytesPerParameterByte > 0
+                                         ? 0
+                                         : block.scratchBytes));
     // A block whose input is not known keeps all it saves.
-    double kept = block.inputBytes >= 0
-                      ? std::min(block.inputBytes, block.activationBytes)
-                      : block.activationBytes;
+    double kept = block.inputBytes >= 0 ? std::min(block.inputBytes, saved)
+                                        : saved;
     inputs += kept;
-    largest = std::max(largest, block.activationBytes - kept);
+    largest = std::max(largest, saved - kept);
     forward += block.forwardFlops();
   }
   // Parameters shared with a block of another stage (the runtime's model;
-  // measured on GPT's tied table: 2 and 3 copies).
-  double shared = 0;
+  // measured on GPT's tied table): the reader holds the weight it
+  // receives, in its buffer and as a value, and its backward writes the
+  // gradient (a transient); the owner holds the buffer the gradient comes
+  // back in, and the copy it sends until the first micro-batch's backward
+  // has read the weight. The owner's backward ends with two gradients and
+  // their sum, as it does with both readers here: 3 x GPT's tied table can
+  // be a stage's peak.
+  double shared = 0, sentCopies = 0, tiedSum = 0;
   if (options.stateBytesPerParameterByte <= 0)
     for (const TiedParameter &tied : options.tied) {
       bool owner = tied.owner >= first && tied.owner < last;
       bool reader = tied.reader >= first && tied.reader < last;
       if (owner != reader)
-        shared += (owner ? 2 : 3) * tied.bytes;
+        shared += (owner ? 1 : 2) * tied.bytes;
+      if (owner && !reader)
+        sentCopies += tied.bytes;
+      if (owner)
+        tiedSum = std::max(tiedSum, 3 * tied.bytes);
     }
   int inFlight = inFlightMicroBatches(options, stage, stages);
   // As the runtime holds them: activations from the stage before and
@@ -99,13 +119,19 @@ StageMemory dtfm::planner::stageMemory(const std::vector<ChainBlock> &blocks,
     if (sharded)
       state -= optimizerBytesPerParameterByte(options) * parameters *
                (1 - 1.0 / options.dataParallel);
-    // The runtime's model (an explicit state factor is the simple one,
-    // without scratch) counts the largest op's scratch at the peak.
+    // The peak, in the runtime's model: the other micro-batches in flight
+    // held whole, and the backward of this one at its fullest step (with
+    // recomputation: its inputs, the largest block again and the largest
+    // transient), or, when its backward ends, the tied gradients' sum. The
+    // simple model (an explicit state factor) has no transients.
+    double perMicroBatch = recomputed ? inputs : activations;
     double transient =
         options.stateBytesPerParameterByte > 0 ? 0 : scratch;
-    m.bytes = state + scale * (received + transient + shared +
-                               (recomputed ? inFlight * inputs + largest
-                                           : inFlight * activations));
+    double current = recomputed ? inputs + largest + transient : backwardPeak;
+    double values =
+        std::max((inFlight - 1) * perMicroBatch + current + sentCopies,
+                 (inFlight - 1) * perMicroBatch + tiedSum);
+    m.bytes = state + scale * (received + shared + values);
     m.recomputeFlops = recomputed ? forward : 0;
     return m;
   };

@@ -40,6 +40,8 @@ Workload Workload::withMicroBatchSize(int64_t size) const {
     block.forwardWork.scale(scale);
     block.backwardWork.scale(scale);
     block.activationBytes *= scale;
+    if (block.heldBytes >= 0)
+      block.heldBytes *= scale;
     block.backwardFlops *= scale;
     if (block.inputBytes >= 0)
       block.inputBytes *= scale;

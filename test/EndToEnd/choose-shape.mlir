@@ -24,9 +24,10 @@
 // DP: idle: none
 
 // COM: The model does not fit one 3 MB device (as the runtime holds it:
-// COM: f32 weights, gradient sums, buckets and moments): it is pipelined.
+// COM: f32 weights, gradient sums, buckets and moments): it is pipelined
+// COM: (dp 4 x pp 2 would need 3.075 MB on stage 0).
 // RUN: dtfm-opt %t.mlir --dtfm-import-cluster=file=%t.small.textproto --dtfm-choose-shape="global-batch=64" --dtfm-print-plan-summary -o /dev/null | FileCheck %s --check-prefix=PIPE
-// PIPE: chosen 4 2 1 x 16 8
+// PIPE: chosen 2 3 1 x 32 6
 
 // COM: A smaller micro-batch: the model is rebatched to it.
 // RUN: dtfm-opt %t.mlir --dtfm-import-cluster=file=%t.lan.textproto --dtfm-choose-shape="global-batch=64 micro-batch-sizes=2" | FileCheck %s --check-prefix=REBATCH

@@ -4,7 +4,7 @@
 // RUN: FileCheck %s --check-prefix=MEMORY < %t.err
 // COM: Exactly one line: no dump of the module after the error.
 // RUN: count 1 < %t.err
-// MEMORY: error: dtfm-partition-stages: model does not fit: device mcu1 (stage 1) needs 0.001952 GB but has 0.0001 GB, even in the most memory-balanced split
+// MEMORY: error: dtfm-partition-stages: model does not fit: device mcu0 (stage 0) needs 0.002079 GB but has 0.0001 GB, even in the most memory-balanced split
 // RUN: not dtfm-opt %t.mlir --dtfm-partition-stages 2>&1 | FileCheck %s --check-prefix=NOFILE
 // NOFILE: error: dtfm-partition-stages: no cluster in the module: run --dtfm-import-cluster=file=FILE first (or --dtfm-plan=cluster=FILE)
 // RUN: not dtfm-opt %t.mlir --dtfm-import-cluster=file=%dtfm_src_root/examples/clusters/local-8.textproto --dtfm-partition-stages="stages=9" 2>&1 | FileCheck %s --check-prefix=TOOMANY

@@ -260,6 +260,13 @@ TEST(StagePartition, MemoryOptionsByHand) {
 // stage nothing more. The simple model (an explicit state factor) leaves
 // them out.
 TEST(StagePartition, TiedParametersAcrossStagesByHand) {
+  // A tied 1 GB parameter in the runtime's model: the reader holds the
+  // weight it receives twice (its receive buffer and the value); the owner
+  // holds the buffer its gradient comes back in, and its backward ends
+  // holding its own gradient, the received one and their sum (3 GB) with
+  // one micro-batch fewer in flight -- the peak when a micro-batch's
+  // activations on the stage (2 GB) are under 3 GB; with both readers on
+  // one stage its three blocks' (6 GB) are the peak.
   ChainBlock block{300, 1e9, 2e9, 200, 0.5e9};
   std::vector<ChainBlock> blocks(3, block);
   StagePartitionOptions options;
@@ -270,13 +277,51 @@ TEST(StagePartition, TiedParametersAcrossStagesByHand) {
   double owner = bytes(0, 1, 0, 2), reader = bytes(1, 3, 1, 2),
          whole = bytes(0, 3, 0, 1);
   options.tied.push_back({0, 2, 1e9});
-  EXPECT_DOUBLE_EQ(bytes(0, 1, 0, 2) - owner, 2e9);
-  EXPECT_DOUBLE_EQ(bytes(1, 3, 1, 2) - reader, 3e9);
+  EXPECT_DOUBLE_EQ(bytes(0, 1, 0, 2) - owner, 1e9 + (3e9 - 2e9));
+  EXPECT_DOUBLE_EQ(bytes(1, 3, 1, 2) - reader, 2e9);
   EXPECT_DOUBLE_EQ(bytes(0, 3, 0, 1), whole);
+  // Smaller ones: on one stage too, 3 GB against 3 x 0.5 GB.
+  for (ChainBlock &b : blocks)
+    b.activationBytes = 0.5e9;
+  options.tied.clear();
+  whole = bytes(0, 3, 0, 1);
+  options.tied.push_back({0, 2, 1e9});
+  EXPECT_DOUBLE_EQ(bytes(0, 3, 0, 1) - whole, 3e9 - 1.5e9);
+  // Larger activations: the micro-batch's own are the peak, with the
+  // copy the owner sends still held beside them (and its buffer).
+  for (ChainBlock &b : blocks)
+    b.activationBytes = 4e9;
+  options.tied.clear();
+  owner = bytes(0, 1, 0, 2);
+  options.tied.push_back({0, 2, 1e9});
+  EXPECT_DOUBLE_EQ(bytes(0, 1, 0, 2) - owner, 1e9 + 1e9);
   options.stateBytesPerParameterByte = 4;
   double simple = bytes(0, 1, 0, 2);
   options.tied.clear();
   EXPECT_DOUBLE_EQ(bytes(0, 1, 0, 2), simple);
+}
+
+TEST(StagePartition, HeldBytesStandForSavedOnesInTheRuntimeModel) {
+  // What the runtime holds (heldBytes) replaces what the ops save in the
+  // runtime's model, per micro-batch in flight; the simple model (a state
+  // factor) keeps the saved bytes.
+  ChainBlock block{300, 1e9, 2e9, 200, 0.5e9};
+  std::vector<ChainBlock> blocks(2, block);
+  StagePartitionOptions options;
+  options.microBatches = 4;
+  auto bytes = [&] {
+    return stageMemory(blocks, 0, 2, 0, 2, options, 1e12).bytes;
+  };
+  int inFlight = inFlightMicroBatches(options, 0, 2);
+  double saved = bytes();
+  for (ChainBlock &b : blocks)
+    b.heldBytes = 3e9;
+  EXPECT_DOUBLE_EQ(bytes() - saved, inFlight * 2 * (3e9 - 2e9));
+  options.stateBytesPerParameterByte = 4;
+  double simple = bytes();
+  for (ChainBlock &b : blocks)
+    b.heldBytes = -1;
+  EXPECT_DOUBLE_EQ(bytes(), simple);
 }
 
 TEST(StagePartition, FastDevicesGetProportionallyMoreLayers) {

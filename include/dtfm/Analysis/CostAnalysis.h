@@ -111,13 +111,20 @@ struct LayerBlock {
   double flops = 0;
   double parameterBytes = 0;  ///< of dtfm.param ops only
   double activationBytes = 0; ///< saved for backward, per micro-batch
+  /// What the runtime holds of a micro-batch from its forward to its
+  /// backward: every operand but parameters of the block's ops that get a
+  /// dtfm.backward (it reads all of its forward op's operands), each value
+  /// once, in the block of its first such reader. -1: not known (no loss to
+  /// differentiate); the planner then takes activationBytes.
+  double heldBytes = -1;
   double backwardFlops = 0;   ///< the part of `flops` the backward does
   /// Bytes of the values its forward ops read from other ops than its own
   /// and parameters: what activation recomputation keeps of it.
   double inputBytes = 0;
   /// The largest buffer one of its ops allocates only while it runs, in
   /// the model's type: attention's probabilities (the backward recomputes
-  /// them), the loss's softmax of the logits.
+  /// them), the loss's softmax of the logits; with a loss, an op's backward
+  /// adds the gradients it writes (the logits' beside their softmax).
   double scratchBytes = 0;
   /// Tensor parallelism: its sums over the group per micro-batch
   /// (dtfm.tp_all_reduce, forward or backward) and their bytes.

@@ -64,7 +64,15 @@ struct ChainBlock {
   /// Its ops' FLOPs and bytes moved per micro-batch, forward and backward,
   /// for the roofline (Roofline.h); empty: its time is its FLOPs'.
   RooflineWork forwardWork, backwardWork;
+  /// What the runtime holds of a micro-batch between its forward and its
+  /// backward (LayerBlock::heldBytes), which the runtime's memory model
+  /// counts; -1: not known, activationBytes stands for it.
+  double heldBytes = -1;
 
+  /// The activations the runtime's model counts per micro-batch.
+  double runtimeActivationBytes() const {
+    return heldBytes >= 0 ? heldBytes : activationBytes;
+  }
   /// What recomputation runs again: the forward (a third of the work when
   /// the backward's share is not known).
   double forwardFlops() const {
