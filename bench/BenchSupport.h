@@ -91,6 +91,38 @@ inline bool writeScenarioCluster(const char *tool, const std::string &dir,
   return static_cast<bool>(out);
 }
 
+/// bench-shape's mixed clusters, in order: `two-generations` and
+/// `far-region`, built from examples/clusters/dc-ondemand.textproto (eight
+/// 8-GPU nodes; 32 of the 64 V100s four times slower; 8 devices moved to a
+/// region behind 10 Mbit/s and 250 ms links), then
+/// examples/clusters/mixed-regions.textproto (48 GPUs of four generations
+/// in eight regions). False with `error` when a preset does not load.
+inline bool mixedClusters(std::vector<planner::Cluster> &out,
+                          std::string &error) {
+  out.clear();
+  std::string presets = std::string(DTFM_SOURCE_DIR) + "/examples/clusters/";
+  planner::Cluster base, mixed;
+  if (!planner::loadClusterFile(presets + "dc-ondemand.textproto", base,
+                                error) ||
+      !planner::loadClusterFile(presets + "mixed-regions.textproto", mixed,
+                                error))
+    return false;
+  planner::Cluster generations = base, far = base;
+  generations.name = "two-generations";
+  for (size_t d = 32; d < base.size(); ++d)
+    generations.devices[d].peakFlops /= 4;
+  far.name = "far-region";
+  for (size_t d = 56; d < base.size(); ++d) {
+    far.devices[d].region = "far";
+    for (size_t other = 0; other < 56; ++other) {
+      far.bandwidthGbps(d, other) = far.bandwidthGbps(other, d) = 0.01;
+      far.delayMs(d, other) = far.delayMs(other, d) = 250;
+    }
+  }
+  out = {generations, far, mixed};
+  return true;
+}
+
 /// The non-empty items of a comma-separated list.
 inline std::vector<std::string> splitList(const std::string &text) {
   std::vector<std::string> parts;

@@ -26,7 +26,9 @@
 // Sailor's profiles say (about 1 on an A100, 2 on a V100).
 //
 // Then, on DT-FM's five scenarios (../shared/scenarios, DTFM_SCENARIOS_DIR;
-// GPT3-1.3B on 64 V100s), the shape search without TP and with the degree
+// GPT3-1.3B on 64 V100s) and on bench-shape's mixed clusters (BenchSupport.h
+// mixedClusters: 8-GPU nodes with slower GPUs or a far region, and 48 GPUs
+// of four generations), the shape search without TP and with the degree
 // searched, side by side: TP must never be predicted slower.
 //
 //   bench-sailor [--json] [--clusters DIR] [--budget S]
@@ -161,8 +163,9 @@ Searched searchShape(const mlir::dtfm::GptConfig &model,
 }
 
 /// DT-FM's five scenarios (64 V100s, GPT3-1.3B, global batch 256, nodes
-/// inferred from the links), the shape search without TP and with the
-/// degree searched side by side: TP must never be predicted slower.
+/// inferred from the links) and bench-shape's mixed clusters, the shape
+/// search without TP and with the degree searched side by side: TP must
+/// never be predicted slower.
 void compareOnScenarios(bool json, double budget) {
   std::string dir = dtfm::bench::defaultScenariosDir();
   llvm::SmallString<64> tempDir;
@@ -174,19 +177,14 @@ void compareOnScenarios(bool json, double budget) {
   std::string shape = "global-batch=256 micro-batch-sizes=1,2,4 budget=" +
                       std::to_string(budget);
   if (!json)
-    std::printf("\nDT-FM's scenarios: GPT3-1.3B, global batch 256, 64 V100s; "
-                "the shape search without TP and with the degree searched\n"
+    std::printf("\nDT-FM's scenarios (64 V100s) and bench-shape's mixed "
+                "clusters: GPT3-1.3B, global batch 256; the shape search "
+                "without TP and with the degree searched\n"
                 "  %-18s %12s %12s %3s %8s\n",
-                "scenario", "no TP s", "searched s", "tp", "ratio");
-  for (const std::string &prefix : dtfm::bench::paperScenarios()) {
-    std::string clusterFile =
-        std::string(tempDir) + "/" + prefix + ".textproto";
-    if (!dtfm::bench::writeScenarioCluster("bench-sailor", dir, prefix,
-                                           clusterFile))
-      break;
-    Searched without = searchShape(model, clusterFile, shape, 1);
-    Searched searched = searchShape(model, clusterFile, shape, 0);
-    llvm::sys::fs::remove(clusterFile);
+                "cluster", "no TP s", "searched s", "tp", "ratio");
+  auto compare = [&](const std::string &name, const std::string &file) {
+    Searched without = searchShape(model, file, shape, 1);
+    Searched searched = searchShape(model, file, shape, 0);
     bool ok = without.seconds >= 0 && searched.seconds >= 0;
     double ratio = ok && searched.predicted > 0
                        ? without.predicted / searched.predicted
@@ -194,17 +192,42 @@ void compareOnScenarios(bool json, double budget) {
     if (json)
       std::printf("{\"scenario\":\"%s\",\"ok\":%s,\"no_tp_s\":%s,"
                   "\"searched_s\":%s,\"tp\":%lld,\"ratio\":%s}\n",
-                  prefix.c_str(), ok ? "true" : "false",
+                  name.c_str(), ok ? "true" : "false",
                   jsonNumber(without.predicted).c_str(),
                   jsonNumber(searched.predicted).c_str(),
                   static_cast<long long>(searched.tp),
                   jsonNumber(ratio).c_str());
     else if (!ok)
-      std::printf("  %-18s failed\n", prefix.c_str());
+      std::printf("  %-18s failed\n", name.c_str());
     else
-      std::printf("  %-18s %12.3f %12.3f %3lld %7.3fx\n", prefix.c_str(),
+      std::printf("  %-18s %12.3f %12.3f %3lld %7.3fx\n", name.c_str(),
                   without.predicted, searched.predicted,
                   static_cast<long long>(searched.tp), ratio);
+  };
+  for (const std::string &prefix : dtfm::bench::paperScenarios()) {
+    std::string clusterFile =
+        std::string(tempDir) + "/" + prefix + ".textproto";
+    if (!dtfm::bench::writeScenarioCluster("bench-sailor", dir, prefix,
+                                           clusterFile))
+      break;
+    compare(prefix, clusterFile);
+    llvm::sys::fs::remove(clusterFile);
+  }
+  std::vector<dtfm::planner::Cluster> mixed;
+  std::string error;
+  if (!dtfm::bench::mixedClusters(mixed, error))
+    std::fprintf(stderr, "bench-sailor: skipping the mixed clusters: %s\n",
+                 error.c_str());
+  for (const dtfm::planner::Cluster &cluster : mixed) {
+    std::string clusterFile =
+        std::string(tempDir) + "/" + cluster.name + ".textproto";
+    if (!dtfm::planner::writeClusterFile(cluster, clusterFile, error)) {
+      std::fprintf(stderr, "bench-sailor: %s\n", error.c_str());
+      continue;
+    }
+    compare(cluster.name, clusterFile);
+    for (const char *suffix : {"", ".delay_ms.csv", ".bandwidth_gbps.csv"})
+      llvm::sys::fs::remove(clusterFile + suffix);
   }
   llvm::sys::fs::remove(tempDir);
 }

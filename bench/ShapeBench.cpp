@@ -315,38 +315,19 @@ int main(int argc, char **argv) {
       flags.unknown();
   Workload workload = dtfm::bench::gptWorkload();
 
-  Cluster base;
+  std::vector<Cluster> mixedClusters;
   std::string error;
-  std::string preset =
-      std::string(DTFM_SOURCE_DIR) + "/examples/clusters/dc-ondemand.textproto";
-  if (!loadClusterFile(preset, base, error)) {
+  if (!dtfm::bench::mixedClusters(mixedClusters, error)) {
     std::fprintf(stderr, "bench-shape: error: %s\n", error.c_str());
     return 1;
   }
-  Cluster generations = base, far = base;
-  generations.name = "two-generations";
-  for (size_t d = 32; d < base.size(); ++d)
-    generations.devices[d].peakFlops /= 4;
-  far.name = "far-region";
-  for (size_t d = 56; d < base.size(); ++d) {
-    far.devices[d].region = "far";
-    for (size_t other = 0; other < 56; ++other) {
-      far.bandwidthGbps(d, other) = far.bandwidthGbps(other, d) = 0.01;
-      far.delayMs(d, other) = far.delayMs(other, d) = 250;
-    }
-  }
+  const Cluster &generations = mixedClusters[0], &far = mixedClusters[1],
+                &mixed = mixedClusters[2];
   runScenario("two-generations", generations, workload, globalBatch, budget,
               compressRatio, communication, json);
   runScenario("far-region", far, workload, globalBatch, budget, compressRatio,
               communication, json);
   // 48 GPUs of four generations in eight regions (our own cluster file).
-  Cluster mixed;
-  std::string mixedFile =
-      std::string(DTFM_SOURCE_DIR) + "/examples/clusters/mixed-regions.textproto";
-  if (!loadClusterFile(mixedFile, mixed, error)) {
-    std::fprintf(stderr, "bench-shape: error: %s\n", error.c_str());
-    return 1;
-  }
   runScenario("mixed-regions", mixed, workload, globalBatch, budget,
               compressRatio, communication, json, Baseline::SingleDevice);
 
