@@ -53,24 +53,23 @@ StageMemory dtfm::planner::stageMemory(const std::vector<ChainBlock> &blocks,
                                        int stages,
                                        const StagePartitionOptions &options,
                                        double capacity) {
+  // The runtime's model counts what the runtime holds and its transients;
+  // the simple one (an explicit state factor) what the ops save, nothing
+  // more.
+  bool runtimeModel = options.stateBytesPerParameterByte <= 0;
   double parameters = 0, activations = 0, inputs = 0, largest = 0,
-         forward = 0, scratch = 0, backwardPeak = 0;
+         forward = 0, transient = 0, backwardPeak = 0;
   for (int i = first; i < last; ++i) {
     const ChainBlock &block = blocks[i];
-    scratch = std::max(scratch, block.scratchBytes);
+    double blockTransient = runtimeModel ? block.scratchBytes : 0;
+    transient = std::max(transient, blockTransient);
     parameters += block.parameterBytes;
-    // The runtime's model counts what the runtime holds; the simple one
-    // (an explicit state factor) what the ops save.
-    double saved = options.stateBytesPerParameterByte > 0
-                       ? block.activationBytes
-                       : block.runtimeActivationBytes();
+    double saved =
+        runtimeModel ? block.runtimeActivationBytes() : block.activationBytes;
     activations += saved;
     // A block's backward runs while the micro-batch still holds what this
     // block and the ones before it keep, beside its transient.
-    backwardPeak = std::max(
-        backwardPeak, activations + (options.stateBytesPerParameterByte > 0
-                                         ? 0
-                                         : block.scratchBytes));
+    backwardPeak = std::max(backwardPeak, activations + blockTransient);
     // A block whose input is not known keeps all it saves.
     double kept = block.inputBytes >= 0 ? std::min(block.inputBytes, saved)
                                         : saved;
@@ -87,7 +86,7 @@ StageMemory dtfm::planner::stageMemory(const std::vector<ChainBlock> &blocks,
   // their sum, as it does with both readers here: 3 x GPT's tied table can
   // be a stage's peak.
   double shared = 0, sentCopies = 0, tiedSum = 0;
-  if (options.stateBytesPerParameterByte <= 0)
+  if (runtimeModel)
     for (const TiedParameter &tied : options.tied) {
       bool owner = tied.owner >= first && tied.owner < last;
       bool reader = tied.reader >= first && tied.reader < last;
@@ -103,7 +102,7 @@ StageMemory dtfm::planner::stageMemory(const std::vector<ChainBlock> &blocks,
   // gradients from the stage after, one buffer per micro-batch of the
   // iteration (an explicit state factor is the simple model without them).
   double received =
-      options.stateBytesPerParameterByte > 0
+      !runtimeModel
           ? 0
           : options.boundaryBytes * std::max(1, options.microBatches) *
                 ((stage > 0 ? 1 : 0) + (stage + 1 < stages ? 1 : 0));
@@ -125,12 +124,9 @@ StageMemory dtfm::planner::stageMemory(const std::vector<ChainBlock> &blocks,
     // transient), or, when its backward ends, the tied gradients' sum. The
     // simple model (an explicit state factor) has no transients.
     double perMicroBatch = recomputed ? inputs : activations;
-    double transient =
-        options.stateBytesPerParameterByte > 0 ? 0 : scratch;
     double current = recomputed ? inputs + largest + transient : backwardPeak;
-    double values =
-        std::max((inFlight - 1) * perMicroBatch + current + sentCopies,
-                 (inFlight - 1) * perMicroBatch + tiedSum);
+    double values = (inFlight - 1) * perMicroBatch +
+                    std::max(current + sentCopies, tiedSum);
     m.bytes = state + scale * (received + shared + values);
     m.recomputeFlops = recomputed ? forward : 0;
     return m;
