@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Analysis/CostAnalysis.h"
+#include "dtfm/Analysis/Differentiation.h"
 #include "dtfm/Support/OpShapes.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -231,37 +232,25 @@ static void addGradientSums(const CostAnalysis &costs,
 }
 
 /// What the runtime keeps of a micro-batch for its backward
-/// (LayerBlock::heldBytes) and the transient of each backward step. The
-/// ops that get a dtfm.backward are --dtfm-autodiff's: those with an
-/// operand that depends on a trainable parameter and a result the loss's
-/// gradient reaches (or the loss itself). Without a loss nothing is known.
+/// (LayerBlock::heldBytes) and the transient of each backward step, for
+/// the ops --dtfm-autodiff gives a dtfm.backward (Differentiation's rule).
+/// Without a loss nothing is known.
 static void addHeldValues(const CostAnalysis &costs,
                           const llvm::StringMap<size_t> &blockOfLayer,
                           SmallVector<LayerBlock> &blocks) {
   SmallVector<Operation *> forward;
-  bool hasLoss = false;
+  Operation *loss = nullptr;
   for (const OpCost &cost : costs.getOpCosts())
     if (!isTrainingOp(cost.op)) {
       forward.push_back(cost.op);
-      hasLoss = hasLoss || isa<CrossEntropyOp>(cost.op);
+      if (!loss && isa<CrossEntropyOp>(cost.op))
+        loss = cost.op;
     }
-  if (!hasLoss)
+  if (!loss)
     return;
-  llvm::DenseSet<Value> needsGrad, hasGrad;
-  for (Operation *op : forward) {
-    if (auto param = dyn_cast<ParamOp>(op)) {
-      if (!param.getFrozen())
-        needsGrad.insert(param.getResult());
-    } else if (llvm::any_of(op->getOperands(), [&](Value v) {
-                 return needsGrad.contains(v);
-               })) {
-      needsGrad.insert(op->result_begin(), op->result_end());
-    }
-  }
+  Differentiation differentiation(forward, loss);
   auto isDifferentiable = [&](Value v) {
-    auto type = dyn_cast<ShapedType>(v.getType());
-    return type && isa<FloatType>(type.getElementType()) &&
-           needsGrad.contains(v);
+    return differentiation.isDifferentiable(v);
   };
   auto bytesOf = [](Value v) {
     auto type = dyn_cast<ShapedType>(v.getType());
@@ -269,25 +258,11 @@ static void addHeldValues(const CostAnalysis &costs,
                ? static_cast<double>(getTensorBytes(type))
                : 0.0;
   };
-  llvm::SmallPtrSet<Operation *, 32> differentiated;
-  for (Operation *op : llvm::reverse(forward)) {
-    if (isa<ParamOp, InputOp, LabelOp>(op))
-      continue;
-    bool reached = isa<CrossEntropyOp>(op) ||
-                   llvm::any_of(op->getResults(),
-                                [&](Value r) { return hasGrad.contains(r); });
-    if (!reached || llvm::none_of(op->getOperands(), isDifferentiable))
-      continue;
-    differentiated.insert(op);
-    for (Value operand : op->getOperands())
-      if (isDifferentiable(operand))
-        hasGrad.insert(operand);
-  }
   for (LayerBlock &block : blocks)
     block.heldBytes = 0;
   llvm::DenseSet<Value> held;
   for (Operation *op : forward) {
-    if (!differentiated.contains(op))
+    if (!differentiation.getsBackward(op))
       continue;
     auto layer = op->getAttrOfType<StringAttr>(kLayerAttrName);
     auto it = blockOfLayer.find(layer ? layer.getValue() : StringRef());

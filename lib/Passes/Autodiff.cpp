@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dtfm/Analysis/Differentiation.h"
 #include "dtfm/Passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -65,32 +66,14 @@ struct Autodiff : public mlir::dtfm::impl::AutodiffBase<Autodiff> {
     }
   }
 
-  /// Whether `value` depends on a trainable parameter.
-  static bool isTrainablePath(Value value,
-                              const llvm::DenseSet<Value> &dependsOnParams) {
-    return dependsOnParams.contains(value);
-  }
-
   void differentiate(func::FuncOp func, CrossEntropyOp loss) {
     Block &body = func.getBody().front();
     SmallVector<Operation *> forward;
     for (Operation &op : body.without_terminator())
       forward.push_back(&op);
 
-    // Values that depend on a trainable parameter need gradients.
-    llvm::DenseSet<Value> needsGrad;
-    for (Operation *op : forward) {
-      if (auto param = dyn_cast<ParamOp>(op)) {
-        if (!param.getFrozen())
-          needsGrad.insert(param.getResult());
-        continue;
-      }
-      bool any = llvm::any_of(op->getOperands(),
-                              [&](Value v) { return needsGrad.contains(v); });
-      if (any)
-        for (Value r : op->getResults())
-          needsGrad.insert(r);
-    }
+    // Which ops get a backward and which values a gradient.
+    Differentiation differentiation(forward, loss);
 
     OpBuilder b(func.getContext());
     b.setInsertionPoint(body.getTerminator());
@@ -126,23 +109,15 @@ struct Autodiff : public mlir::dtfm::impl::AutodiffBase<Autodiff> {
     };
 
     for (Operation *op : llvm::reverse(forward)) {
-      if (isa<ParamOp, InputOp, LabelOp>(op))
+      if (!differentiation.getsBackward(op))
         continue;
       SmallVector<Value> inputs(op->getOperands());
       if (op != loss.getOperation()) {
-        bool anyGrad = false;
-        for (Value result : op->getResults()) {
-          Value g = gradOf(result, op);
-          if (!g)
-            continue;
-          anyGrad = true;
-          inputs.push_back(g);
-        }
-        // Results without a gradient (unused, or off the loss path) have
-        // nothing to propagate; a multi-result op with only some gradients
-        // would need zeros, which dtfm's ops never produce.
-        if (!anyGrad)
-          continue;
+        for (Value result : op->getResults())
+          if (Value g = gradOf(result, op))
+            inputs.push_back(g);
+        // A multi-result op with only some gradients would need zeros,
+        // which dtfm's ops never produce.
         if (inputs.size() != op->getNumOperands() + op->getNumResults()) {
           op->emitOpError("has results without gradients; dtfm-autodiff "
                           "supports this only for single-result ops");
@@ -152,14 +127,10 @@ struct Autodiff : public mlir::dtfm::impl::AutodiffBase<Autodiff> {
       SmallVector<int64_t> wrt;
       SmallVector<Type> gradTypes;
       for (auto [index, operand] : llvm::enumerate(op->getOperands()))
-        if (needsGrad.contains(operand) &&
-            isa<FloatType>(
-                cast<RankedTensorType>(operand.getType()).getElementType())) {
+        if (differentiation.isDifferentiable(operand)) {
           wrt.push_back(index);
           gradTypes.push_back(operand.getType());
         }
-      if (wrt.empty())
-        continue;
       int64_t flops = 0;
       if (auto cost = dyn_cast<CostOpInterface>(op))
         flops = cost.getBackwardFlops();
