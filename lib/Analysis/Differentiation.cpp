@@ -34,9 +34,8 @@ Differentiation::Differentiation(ArrayRef<Operation *> forward,
     bool reached = op == loss || llvm::any_of(op->getResults(), [&](Value r) {
                      return hasGradient.contains(r);
                    });
-    if (!reached || llvm::none_of(op->getOperands(), [&](Value v) {
-          return isDifferentiable(v);
-        }))
+    if (!reached || llvm::none_of(op->getOperands(),
+                                  [&](Value v) { return isDifferentiable(v); }))
       continue;
     differentiated.insert(op);
     for (Value operand : op->getOperands())

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Dialect/Dtfm/IR/DtfmAttrs.h"
+#include "dtfm/Format/Stream.h"
 #include "dtfm/Passes/Passes.h"
 #include "dtfm/Planner/Cluster.h"
 #include "dtfm/Runtime/Program.h"
@@ -272,9 +273,10 @@ struct EmitStagePrograms
             // No send ops to those stages: no send entries either.
             SmallVector<StringAttr> sends;
             for (StringAttr entry : stageStreams.getSend()) {
-              auto [head, peer] = entry.getValue().rsplit('>');
-              int64_t stage = -1;
-              if (!peer.getAsInteger(10, stage) && silentPeers.count(stage))
+              ::dtfm::format::StreamEntry send;
+              if (::dtfm::format::parseEntry(
+                      entry.getValue(), ::dtfm::format::Slot::Send, send) &&
+                  silentPeers.count(send.peerStage))
                 continue;
               sends.push_back(entry);
             }

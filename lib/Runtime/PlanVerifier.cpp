@@ -398,10 +398,9 @@ bool dtfm::runtime::verifyPlan(const proto::Plan &plan,
            std::vector<std::array<std::vector<std::string>, 3>>>
       pipelines;
   std::map<int64_t, int> smallestDegree;
-  std::map<std::pair<int64_t, int64_t>, std::array<std::vector<std::string>, 3>>
+  std::map<std::pair<int64_t, int64_t>, format::Streams>
       rankZero; // per (pipeline, stage)
-  std::vector<std::pair<const proto::DeviceProgram *,
-                        std::array<std::vector<std::string>, 3>>>
+  std::vector<std::pair<const proto::DeviceProgram *, format::Streams>>
       largerRanks;
   for (const proto::DeviceProgram &p : plan.programs()) {
     int degree = std::max(1, p.tp_group_size());
@@ -508,38 +507,35 @@ bool dtfm::runtime::verifyPlan(const proto::Plan &plan,
     }
     // The members of a tensor-parallel group each run the pipeline with the
     // members of their rank.
-    std::array<std::vector<std::string>, 3> spelled;
-    for (int slot = 0; slot < 3; ++slot)
-      for (const format::StreamEntry &entry : streams[slot])
-        spelled[slot].push_back(
-            format::formatEntry(entry, static_cast<format::Slot>(slot)));
     if (p.tp_rank() >= smallestDegree[p.pipeline()]) {
       // Checked against its stage's rank 0 below.
-      largerRanks.push_back({&p, std::move(spelled)});
+      largerRanks.push_back({&p, streams});
       continue;
     }
-    rankZero[{p.pipeline(), p.stage()}] = spelled;
+    rankZero[{p.pipeline(), p.stage()}] = streams;
     auto &cells = pipelines[{p.pipeline(), p.tp_rank()}];
     cells.resize(static_cast<size_t>(stages));
     for (int slot = 0; slot < 3; ++slot)
-      cells[static_cast<size_t>(p.stage())][slot] = spelled[slot];
+      for (const format::StreamEntry &entry : streams[slot])
+        cells[static_cast<size_t>(p.stage())][slot].push_back(
+            format::formatEntry(entry, static_cast<format::Slot>(slot)));
   }
   // A rank only larger stages have runs its stage's streams, less the
   // sends to a smaller group (it has no receiver there).
-  for (const auto &[program, spelled] : largerRanks) {
+  for (const auto &[program, streams] : largerRanks) {
     auto reference = rankZero.find({program->pipeline(), program->stage()});
     bool same = reference != rankZero.end() &&
-                spelled[0] == reference->second[0] &&
-                spelled[1] == reference->second[1];
+                streams[0] == reference->second[0] &&
+                streams[1] == reference->second[1];
     if (same) {
-      std::set<std::string> peers; // the stages it does send to
-      for (const std::string &entry : spelled[2])
-        peers.insert(entry.substr(entry.find('>')));
-      std::vector<std::string> expected;
-      for (const std::string &entry : reference->second[2])
-        if (peers.count(entry.substr(entry.find('>'))))
+      std::set<int> peers; // the stages it does send to
+      for (const format::StreamEntry &entry : streams[2])
+        peers.insert(entry.peerStage);
+      std::vector<format::StreamEntry> expected;
+      for (const format::StreamEntry &entry : reference->second[2])
+        if (peers.count(entry.peerStage))
           expected.push_back(entry);
-      same = expected == spelled[2];
+      same = expected == streams[2];
     }
     if (!same)
       return fail("device '" + program->device() +
