@@ -88,33 +88,92 @@ static BucketPlan bucketsWithCap(
   return plan;
 }
 
+/// bucketsWithCap's exposed seconds without building its plan: the buckets
+/// streamed in launch order through the same arithmetic (assignBuckets,
+/// then layOutBuckets from 0 to the backward's end).
+static double
+exposedWithCap(const std::vector<double> &bytes,
+               const std::vector<double> &readyFraction, double capBytes,
+               const std::function<double(double)> &exchangeSeconds,
+               double backwardSeconds) {
+  double link = 0, span = std::max(0.0, backwardSeconds);
+  double filled = 0, ready = 0;
+  auto launch = [&] {
+    double start = std::max(link, std::clamp(ready, 0.0, 1.0) * span);
+    link = start + std::max(0.0, exchangeSeconds(filled));
+  };
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    if (capBytes > 0 && filled > 0 && filled + bytes[i] > capBytes) {
+      launch();
+      filled = 0;
+      ready = 0;
+    }
+    filled += bytes[i];
+    ready = std::max(ready, i < readyFraction.size() ? readyFraction[i] : 1.0);
+  }
+  if (bytes.empty())
+    return 0;
+  launch();
+  return std::max(0.0, link - backwardSeconds);
+}
+
+/// The cap planBuckets chooses (0: one bucket), with its exposed seconds
+/// and one bucket's.
+static double chooseCap(const std::vector<double> &bytes,
+                        const std::vector<double> &readyFraction,
+                        double capBytes,
+                        const std::function<double(double)> &exchangeSeconds,
+                        double backwardSeconds, double &exposedSeconds,
+                        double &oneBucketExposedSeconds) {
+  oneBucketExposedSeconds =
+      exposedWithCap(bytes, readyFraction, 0, exchangeSeconds, backwardSeconds);
+  exposedSeconds = oneBucketExposedSeconds;
+  if (capBytes > 0) {
+    exposedSeconds = exposedWithCap(bytes, readyFraction, capBytes,
+                                    exchangeSeconds, backwardSeconds);
+    return capBytes;
+  }
+  if (capBytes == 0)
+    return 0;
+  // From the largest cap down, keeping a smaller one only when it is
+  // strictly better: a tie goes to fewer buckets.
+  double chosen = 0;
+  for (auto it = std::rbegin(kBucketCapCandidatesMiB);
+       it != std::rend(kBucketCapCandidatesMiB); ++it) {
+    if (*it <= 0)
+      continue;
+    double cap = *it * 1024 * 1024;
+    double exposed = exposedWithCap(bytes, readyFraction, cap,
+                                    exchangeSeconds, backwardSeconds);
+    if (exposed < exposedSeconds) {
+      exposedSeconds = exposed;
+      chosen = cap;
+    }
+  }
+  return chosen;
+}
+
 BucketPlan dtfm::planner::planBuckets(
     const std::vector<double> &bytes, const std::vector<double> &readyFraction,
     double capBytes, const std::function<double(double)> &exchangeSeconds,
     double backwardSeconds) {
-  BucketPlan one =
-      bucketsWithCap(bytes, readyFraction, 0, exchangeSeconds, backwardSeconds);
-  BucketPlan best = one;
-  if (capBytes >= 0) {
-    if (capBytes > 0)
-      best = bucketsWithCap(bytes, readyFraction, capBytes, exchangeSeconds,
-                            backwardSeconds);
-  } else {
-    // From the largest cap down, keeping a smaller one only when it is
-    // strictly better: a tie goes to fewer buckets.
-    for (auto it = std::rbegin(kBucketCapCandidatesMiB);
-         it != std::rend(kBucketCapCandidatesMiB); ++it) {
-      if (*it <= 0)
-        continue;
-      BucketPlan candidate =
-          bucketsWithCap(bytes, readyFraction, *it * 1024 * 1024,
-                         exchangeSeconds, backwardSeconds);
-      if (candidate.exposedSeconds < best.exposedSeconds)
-        best = std::move(candidate);
-    }
-  }
-  best.oneBucketExposedSeconds = one.exposedSeconds;
-  return best;
+  double exposed = 0, oneBucket = 0;
+  double cap = chooseCap(bytes, readyFraction, capBytes, exchangeSeconds,
+                         backwardSeconds, exposed, oneBucket);
+  BucketPlan plan =
+      bucketsWithCap(bytes, readyFraction, cap, exchangeSeconds, backwardSeconds);
+  plan.oneBucketExposedSeconds = oneBucket;
+  return plan;
+}
+
+double dtfm::planner::exposedSyncSeconds(
+    const std::vector<double> &bytes, const std::vector<double> &readyFraction,
+    double capBytes, const std::function<double(double)> &exchangeSeconds,
+    double backwardSeconds) {
+  double exposed = 0, oneBucket = 0;
+  chooseCap(bytes, readyFraction, capBytes, exchangeSeconds, backwardSeconds,
+            exposed, oneBucket);
+  return exposed;
 }
 
 bool dtfm::planner::parseBucketCap(const std::string &text, double &capBytes,

@@ -159,16 +159,40 @@ double dtfm::planner::groupRingAllGatherCost(const Cluster &cluster,
   return GroupLinks(cluster, group).ringAllGatherCost(bytesPerMember);
 }
 
-double CostModel::groupPipelineWeight(const std::vector<int> &a,
-                                      const std::vector<int> &b,
-                                      std::vector<int> *match,
-                                      int *matchableBelow) const {
+/// The bottleneck matching of groups `a` and `b` (equal sizes) on
+/// `linkCost(a_i, b_j)`.
+template <typename LinkCost>
+static double matchGroups(const std::vector<int> &a, const std::vector<int> &b,
+                          LinkCost linkCost, std::vector<int> *match,
+                          int *matchableBelow) {
   int n = static_cast<int>(a.size());
   std::vector<double> cost(n * n);
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < n; ++j)
-      cost[i * n + j] = pipelineLinkCost(a[i], b[j]);
+      cost[i * n + j] = linkCost(a[i], b[j]);
   return bottleneckPerfectMatching(cost, n, match, matchableBelow);
+}
+
+double CostModel::groupPipelineWeight(const std::vector<int> &a,
+                                      const std::vector<int> &b,
+                                      std::vector<int> *match,
+                                      int *matchableBelow) const {
+  return matchGroups(
+      a, b, [this](int x, int y) { return pipelineLinkCost(x, y); }, match,
+      matchableBelow);
+}
+
+double dtfm::planner::groupPipelineWeight(const Cluster &cluster,
+                                          const std::vector<int> &a,
+                                          const std::vector<int> &b,
+                                          double bytes,
+                                          std::vector<int> *match) {
+  return matchGroups(
+      a, b,
+      [&](int x, int y) {
+        return x == y ? 0.0 : cluster.transferSeconds(x, y, bytes);
+      },
+      match, nullptr);
 }
 
 /// Coarsened graph: weights between every pair of groups.

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <functional>
 #include <numeric>
+#include <optional>
 #include <queue>
 
 using namespace dtfm::planner;
@@ -47,9 +48,7 @@ std::vector<int> dtfm::planner::splitMicroBatches(
 }
 
 HeteroModel::HeteroModel(HeteroProblem p)
-    : problem(std::move(p)),
-      links(*problem.cluster, {0, problem.workload.boundaryBytes},
-            problem.dataParallel) {
+    : problem(std::move(p)) {
   // Stage memory may shard the optimizer state over each stage's group.
   problem.training.stages.dataParallel = problem.dataParallel;
   problem.training.stages.elementsPerParameterByte =
@@ -81,8 +80,21 @@ static bool evenPlan(const HeteroProblem &problem,
                        problem.training.stages, evenBounds(n, pp), plan, error);
 }
 
-HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
-  HeteroCost cost;
+/// What scoring needs of the partition alone, whatever the split of the
+/// blocks: evaluate scores two splits of one partition.
+struct HeteroModel::Layout {
+  /// Pipeline i's device at each stage.
+  std::vector<std::vector<int>> pipelines;
+  /// Per boundary transfer (HeteroModel::score's numbering): its seconds,
+  /// and those the link is occupied (without the latency).
+  std::vector<double> seconds, occupancy;
+  /// Each group as one stage device, and its links (with D_DP > 1).
+  std::vector<StageDevice> groups;
+  std::vector<GroupLinks> groupLinks;
+};
+
+HeteroModel::Layout HeteroModel::layoutOf(const Partition &stages) const {
+  Layout layout;
   const Cluster &cluster = *problem.cluster;
   const Workload &workload = problem.workload;
   const TrainingOptions &training = problem.training;
@@ -90,7 +102,8 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
   int dp = static_cast<int>(stages[0].size());
   // Pipeline i's device at each stage, chained through the bottleneck
   // matchings of neighbouring groups (as --dtfm-assign-devices lays them out).
-  std::vector<std::vector<int>> pipelines(dp, std::vector<int>(pp));
+  std::vector<std::vector<int>> &pipelines = layout.pipelines;
+  pipelines.assign(dp, std::vector<int>(pp));
   std::vector<int> position(dp);
   for (int i = 0; i < dp; ++i) {
     position[i] = i;
@@ -98,7 +111,8 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
   }
   std::vector<int> match;
   for (int s = 0; s + 1 < pp; ++s) {
-    links.groupPipelineWeight(stages[s], stages[s + 1], &match);
+    groupPipelineWeight(cluster, stages[s], stages[s + 1],
+                        workload.boundaryBytes, &match);
     for (int i = 0; i < dp; ++i) {
       position[i] = match[position[i]];
       pipelines[i][s + 1] = stages[s + 1][position[i]];
@@ -120,7 +134,9 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
       transfers.push_back({workload.boundaryBytes, cluster.latencySeconds(b, a),
                            cluster.bandwidthGbps(b, a), elementBytes});
     }
-  std::vector<double> seconds(transfers.size()), occupancy(transfers.size());
+  std::vector<double> &seconds = layout.seconds, &occupancy = layout.occupancy;
+  seconds.resize(transfers.size());
+  occupancy.resize(transfers.size());
   std::vector<LinkCompression> compressed;
   if (training.compression.targetRatio > 1 ||
       training.compression.int8 != LinkInt8::None)
@@ -131,6 +147,25 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
     seconds[t] = transfers[t].seconds(bytes);
     occupancy[t] = seconds[t] - transfers[t].latencySeconds;
   }
+  layout.groups = stageDevices(cluster, stages);
+  if (dp > 1)
+    for (const std::vector<int> &group : stages)
+      layout.groupLinks.emplace_back(cluster, group);
+  return layout;
+}
+
+HeteroCost HeteroModel::score(const Partition &stages, const Layout &layout,
+                              StagePlan plan) const {
+  HeteroCost cost;
+  const Cluster &cluster = *problem.cluster;
+  const Workload &workload = problem.workload;
+  const TrainingOptions &training = problem.training;
+  int pp = static_cast<int>(stages.size());
+  int dp = static_cast<int>(stages[0].size());
+  const std::vector<std::vector<int>> &pipelines = layout.pipelines;
+  const std::vector<double> &seconds = layout.seconds,
+                            &occupancy = layout.occupancy;
+  int boundaries = std::max(0, pp - 1);
   // Each pipeline, as the runtime runs it: one micro-batch's forward and
   // backward through every stage (FusionLLM eq. 3's sum, latency included),
   // then n_b - 1 steady steps. A step is bounded by every stage's compute
@@ -140,7 +175,7 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
   // bandwidth occupy it), and by the schedule's window: stage s keeps w_s
   // micro-batches in flight (1F1B: min(n_b, pp - s)), each one a round trip
   // through the later stages.
-  std::vector<StageDevice> groups = stageDevices(cluster, stages);
+  const std::vector<StageDevice> &groups = layout.groups;
   // One micro-batch's compute of stage s on pipeline i's own device: its
   // FLOPs at that device's speed and ridge, and (tensor parallelism) its
   // group's sums on that group's own links, which a faster device does not
@@ -217,7 +252,15 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
     for (int i = 0; i < dp; ++i)
       cycleSteps[i] = cycleStep(i, [&](int s) { return pp - s; });
   StagePartitionOptions window = training.stages;
+  // 1F1B with at least pp micro-batches: the windows and so the step no
+  // longer depend on the count (splitting micro-batches asks for many
+  // counts); -1 until known.
+  std::vector<double> steadySteps(dp, -1.0);
   auto pipelineSeconds = [&](int i, int microBatches) {
+    bool steady = training.stages.schedule == PipelineSchedule::OneFOneB &&
+                  microBatches >= pp;
+    if (steady && steadySteps[i] >= 0)
+      return times[i][0].roundTrip + (microBatches - 1) * steadySteps[i];
     window.microBatches = microBatches;
     double step = 0;
     for (int s = pp - 1; s >= 0; --s) {
@@ -231,6 +274,8 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
                                 : cycleStep(i, [&](int s) {
                                     return inFlightMicroBatches(window, s, pp);
                                   }));
+    if (steady)
+      steadySteps[i] = step;
     // The last round trip from stage 0 is the fill and drain.
     return times[i][0].roundTrip + (microBatches - 1) * step;
   };
@@ -296,7 +341,7 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
       // The algorithm as --dtfm-insert-grad-sync chooses it (on the dense
       // bytes), then what crosses the links: int8 or top-k when compressed
       // (forced, or int8 where it pays under auto).
-      GroupLinks links(cluster, stages[s]);
+      const GroupLinks &links = layout.groupLinks[s];
       auto cost = [&](double bytes, bool ring) {
         return links.syncCost(bytes, problem.dataParallel, ring);
       };
@@ -338,9 +383,8 @@ HeteroCost HeteroModel::score(const Partition &stages, StagePlan plan) const {
           flops > 0 ? plan.stageSeconds[s] * backwardFlops / flops : 0;
       exchangeOf[s] = exchange(gradientBytes);
       if (training.syncEvery < 1) // synchronous, or auto
-        exposedOf[s] = planBuckets(bytes, ready, training.bucketCapBytes,
-                                   exchange, backwardSeconds)
-                           .exposedSeconds;
+        exposedOf[s] = exposedSyncSeconds(bytes, ready, training.bucketCapBytes,
+                                          exchange, backwardSeconds);
     }
     double tied = 0;
     for (int i = 0; i < dp; ++i) {
@@ -383,19 +427,27 @@ HeteroCost HeteroModel::evaluate(const Partition &stages,
                                  bool rebalance) const {
   std::vector<StageDevice> devices = stageDevices(*problem.cluster, stages);
   HeteroCost best;
+  // The partition's part of the score, once for both splits (when one is
+  // scored).
+  std::optional<Layout> layout;
+  auto scored = [&](StagePlan plan) {
+    if (!layout)
+      layout = layoutOf(stages);
+    return score(stages, *layout, std::move(plan));
+  };
   if (!problem.fixedBounds.empty()) {
     StagePlan fixed;
     if (!planForBounds(problem.workload.blocks, devices,
                        problem.training.stages, problem.fixedBounds, fixed,
                        best.error))
       return best;
-    return score(stages, std::move(fixed));
+    return scored(std::move(fixed));
   }
   StagePlan even;
   std::string evenError;
   bool evenFits = evenPlan(problem, devices, even, evenError);
   if (evenFits)
-    best = score(stages, std::move(even));
+    best = scored(std::move(even));
   else
     best.error = evenError;
   if (!rebalance)
@@ -410,7 +462,7 @@ HeteroCost HeteroModel::evaluate(const Partition &stages,
       best.error = error;
     return best;
   }
-  HeteroCost candidate = score(stages, std::move(balanced));
+  HeteroCost candidate = scored(std::move(balanced));
   if (!best.feasible || candidate.iterationSeconds() < best.iterationSeconds())
     return candidate;
   return best;

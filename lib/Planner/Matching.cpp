@@ -84,13 +84,10 @@ double dtfm::planner::bottleneckPerfectMatching(const std::vector<double> &cost,
       match->clear();
     return 0;
   }
-  std::vector<double> thresholds(cost.begin(), cost.begin() + n * n);
-  std::sort(thresholds.begin(), thresholds.end());
-  thresholds.erase(std::unique(thresholds.begin(), thresholds.end()),
-                   thresholds.end());
-
   // The bottleneck is at least the largest row minimum and column minimum:
-  // every row and column must use one of its edges. Start the search there.
+  // every row and column must use one of its edges. That bound is one of the
+  // costs and often already feasible (uniform clusters, a group matched to
+  // an equal one), so it is tried before any sorting.
   double lowerBound = 0;
   for (int i = 0; i < n; ++i) {
     double rowMin = std::numeric_limits<double>::infinity();
@@ -101,10 +98,6 @@ double dtfm::planner::bottleneckPerfectMatching(const std::vector<double> &cost,
     }
     lowerBound = std::max({lowerBound, rowMin, colMin});
   }
-  size_t lo = std::lower_bound(thresholds.begin(), thresholds.end(),
-                               lowerBound) -
-              thresholds.begin();
-  size_t hi = thresholds.size() - 1; // the largest cost always suffices
 
   std::vector<std::vector<int>> adjacent(n);
   std::vector<int> matching;
@@ -117,25 +110,42 @@ double dtfm::planner::bottleneckPerfectMatching(const std::vector<double> &cost,
     }
     return maximumBipartiteMatching(n, adjacent, matching) == n;
   };
-  // The lower bound is often already feasible (e.g. uniform clusters).
-  if (lo < hi && feasible(thresholds[lo]))
-    hi = lo;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (feasible(thresholds[mid]))
-      hi = mid;
-    else
-      lo = mid + 1;
+  double bottleneck = lowerBound;
+  if (!feasible(lowerBound)) {
+    // Binary search over the distinct costs above the bound (the largest
+    // cost always suffices).
+    std::vector<double> thresholds;
+    for (int k = 0; k < n * n; ++k)
+      if (cost[k] > lowerBound)
+        thresholds.push_back(cost[k]);
+    std::sort(thresholds.begin(), thresholds.end());
+    thresholds.erase(std::unique(thresholds.begin(), thresholds.end()),
+                     thresholds.end());
+    size_t lo = 0, hi = thresholds.size() - 1;
+    while (lo < hi) {
+      size_t mid = lo + (hi - lo) / 2;
+      if (feasible(thresholds[mid]))
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    bottleneck = thresholds[lo];
+    if (match)
+      feasible(bottleneck);
   }
-  if (match) {
-    feasible(thresholds[lo]);
+  if (match)
     *match = matching;
+  if (matchableBelow) {
+    // The largest cost strictly below the bottleneck, if any.
+    double below = -std::numeric_limits<double>::infinity();
+    for (int k = 0; k < n * n; ++k)
+      if (cost[k] < bottleneck)
+        below = std::max(below, cost[k]);
+    if (below > -std::numeric_limits<double>::infinity()) {
+      feasible(below);
+      *matchableBelow = static_cast<int>(std::count_if(
+          matching.begin(), matching.end(), [](int r) { return r >= 0; }));
+    }
   }
-  if (matchableBelow && lo > 0) {
-    feasible(thresholds[lo - 1]);
-    *matchableBelow = static_cast<int>(
-        std::count_if(matching.begin(), matching.end(),
-                      [](int r) { return r >= 0; }));
-  }
-  return thresholds[lo];
+  return bottleneck;
 }

@@ -48,19 +48,18 @@ double dtfm::planner::activationBytesScale(const StagePartitionOptions &options)
   return kRuntimeElementBytes * options.elementsPerParameterByte;
 }
 
-StageMemory dtfm::planner::stageMemory(const std::vector<ChainBlock> &blocks,
-                                       int first, int last, int stage,
-                                       int stages,
-                                       const StagePartitionOptions &options,
-                                       double capacity) {
-  // The runtime's model counts what the runtime holds and its transients;
-  // the simple one (an explicit state factor) what the ops save, nothing
-  // more.
-  bool runtimeModel = options.stateBytesPerParameterByte <= 0;
+namespace {
+/// What a stage's memory needs of its blocks, accumulated from the first:
+/// appending a block extends the segment by one, so a table of every
+/// segment costs one pass per first block (partitionChain).
+struct SegmentMemory {
   double parameters = 0, activations = 0, inputs = 0, largest = 0,
          forward = 0, transient = 0, backwardPeak = 0;
-  for (int i = first; i < last; ++i) {
-    const ChainBlock &block = blocks[i];
+
+  /// The runtime's model counts what the runtime holds and its transients;
+  /// the simple one (an explicit state factor) what the ops save, nothing
+  /// more.
+  void append(const ChainBlock &block, bool runtimeModel) {
     double blockTransient = runtimeModel ? block.scratchBytes : 0;
     transient = std::max(transient, blockTransient);
     parameters += block.parameterBytes;
@@ -77,6 +76,23 @@ StageMemory dtfm::planner::stageMemory(const std::vector<ChainBlock> &blocks,
     largest = std::max(largest, saved - kept);
     forward += block.forwardFlops();
   }
+};
+
+bool usesRuntimeModel(const StagePartitionOptions &options) {
+  return options.stateBytesPerParameterByte <= 0;
+}
+
+/// stageMemory of blocks [first, last), whose accumulation is `segment`.
+StageMemory stageMemoryOf(const SegmentMemory &segment, int first, int last,
+                          int stage, int stages,
+                          const StagePartitionOptions &options,
+                          double capacity) {
+  bool runtimeModel = usesRuntimeModel(options);
+  const double parameters = segment.parameters,
+               activations = segment.activations, inputs = segment.inputs,
+               largest = segment.largest, forward = segment.forward,
+               transient = segment.transient,
+               backwardPeak = segment.backwardPeak;
   // Parameters shared with a block of another stage (the runtime's model;
   // measured on GPT's tied table): the reader holds the weight it
   // receives, in its buffer and as a value, and its backward writes the
@@ -145,6 +161,19 @@ StageMemory dtfm::planner::stageMemory(const std::vector<ChainBlock> &blocks,
   if (canRecompute && !recompute)
     m = footprint(shard, true);
   return m;
+}
+} // namespace
+
+StageMemory dtfm::planner::stageMemory(const std::vector<ChainBlock> &blocks,
+                                       int first, int last, int stage,
+                                       int stages,
+                                       const StagePartitionOptions &options,
+                                       double capacity) {
+  SegmentMemory segment;
+  for (int i = first; i < last; ++i)
+    segment.append(blocks[i], usesRuntimeModel(options));
+  return stageMemoryOf(segment, first, last, stage, stages, options,
+                       capacity);
 }
 
 double dtfm::planner::stageFlopsAt(const std::vector<ChainBlock> &blocks,
@@ -228,10 +257,9 @@ namespace {
 /// min over contiguous splits of max_j cost(j, first, last), by dynamic
 /// programming over (stages used, blocks covered). Returns the bounds, or an
 /// empty vector when every split has an infinite stage.
-std::vector<int>
-minMaxSplit(int blocks, int stages,
-            const std::function<double(int, int, int)> &cost,
-            double &bestValue) {
+template <typename StageCost>
+std::vector<int> minMaxSplit(int blocks, int stages, const StageCost &cost,
+                             double &bestValue) {
   const double inf = std::numeric_limits<double>::infinity();
   // best[j][i]: stages 0..j-1 cover blocks 0..i-1.
   std::vector<std::vector<double>> best(stages + 1,
@@ -331,9 +359,34 @@ bool dtfm::planner::partitionChain(
     }
     prefixOfStage[j] = static_cast<size_t>(it - prefixes.begin());
   }
+  // Every segment's memory inputs, per distinct chain: the split below
+  // asks for each (stage, first, last) and would otherwise walk the
+  // segment's blocks every time. segments[c][first * (n + 1) + last].
+  std::vector<const std::vector<ChainBlock> *> chains;
+  std::vector<std::vector<SegmentMemory>> segments;
+  std::vector<size_t> chainOfStage(stages);
+  for (int j = 0; j < stages; ++j) {
+    auto it = std::find(chains.begin(), chains.end(), stageBlocks[j]);
+    if (it == chains.end()) {
+      const std::vector<ChainBlock> &chain = *stageBlocks[j];
+      std::vector<SegmentMemory> table(static_cast<size_t>(n + 1) * (n + 1));
+      for (int first = 0; first < n; ++first) {
+        SegmentMemory segment;
+        for (int last = first + 1; last <= n; ++last) {
+          segment.append(chain[last - 1], usesRuntimeModel(options));
+          table[static_cast<size_t>(first) * (n + 1) + last] = segment;
+        }
+      }
+      chains.push_back(stageBlocks[j]);
+      segments.push_back(std::move(table));
+      it = chains.end() - 1;
+    }
+    chainOfStage[j] = static_cast<size_t>(it - chains.begin());
+  }
   auto memoryOf = [&](int j, int first, int last) {
-    return stageMemory(*stageBlocks[j], first, last, j, stages, options,
-                       devices[j].memoryBytes);
+    return stageMemoryOf(
+        segments[chainOfStage[j]][static_cast<size_t>(first) * (n + 1) + last],
+        first, last, j, stages, options, devices[j].memoryBytes);
   };
   auto memory = [&](int j, int first, int last) {
     return memoryOf(j, first, last).bytes;

@@ -8,6 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+
 using namespace dtfm::planner;
 
 namespace {
@@ -85,6 +88,43 @@ TEST(Buckets, AutoPicksTheCapThatLeavesLeastAfterTheBackward) {
   EXPECT_EQ(plan.bucketOf, (std::vector<int>{0, 1, 2}));
   EXPECT_NEAR(plan.exposedSeconds, 301, 1e-9);
   EXPECT_NEAR(plan.oneBucketExposedSeconds, 103, 1e-9);
+}
+
+// The shape search's exposedSyncSeconds (no plan built) is planBuckets'
+// figure; auto's is the least over every candidate cap, each planned alone.
+TEST(Buckets, ExposedSecondsWithoutAPlanEqualPlanBuckets) {
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> mib(0.05, 80), unit(0, 1);
+  for (int trial = 0; trial < 200; ++trial) {
+    int count = static_cast<int>(rng() % 12);
+    std::vector<double> bytes(count), ready(count);
+    double done = 0;
+    for (int i = 0; i < count; ++i) {
+      bytes[i] = mib(rng) * 1024 * 1024;
+      done = std::min(1.0, done + unit(rng) / 4);
+      ready[i] = done;
+    }
+    double latency = trial % 3 ? 0.001 : 2.0;
+    auto seconds = [&](double b) { return latency + b / 2e8; };
+    double backward = unit(rng) * 2;
+    for (double cap : {-1.0, 0.0, 3.0 * 1024 * 1024, 40.0 * 1024 * 1024}) {
+      BucketPlan plan = planBuckets(bytes, ready, cap, seconds, backward);
+      EXPECT_EQ(exposedSyncSeconds(bytes, ready, cap, seconds, backward),
+                plan.exposedSeconds)
+          << "trial " << trial << " cap " << cap;
+      if (cap >= 0)
+        continue;
+      double least = planBuckets(bytes, ready, 0, seconds, backward)
+                         .exposedSeconds;
+      for (double candidate : kBucketCapCandidatesMiB)
+        if (candidate > 0)
+          least = std::min(least, planBuckets(bytes, ready,
+                                              candidate * 1024 * 1024,
+                                              seconds, backward)
+                                      .exposedSeconds);
+      EXPECT_EQ(plan.exposedSeconds, least) << "trial " << trial;
+    }
+  }
 }
 
 TEST(Buckets, CapOptionIsAutoOrMiB) {

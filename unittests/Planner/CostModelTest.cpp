@@ -33,6 +33,20 @@ double bruteForceBottleneck(const std::vector<double> &cost, int n) {
   return best;
 }
 
+int bruteForceCheaperPairs(const std::vector<double> &cost, int n,
+                           double bound) {
+  std::vector<int> perm(n);
+  std::iota(perm.begin(), perm.end(), 0);
+  int most = 0;
+  do {
+    int cheaper = 0;
+    for (int i = 0; i < n; ++i)
+      cheaper += cost[i * n + perm[i]] < bound;
+    most = std::max(most, cheaper);
+  } while (std::next_permutation(perm.begin(), perm.end()));
+  return most;
+}
+
 double bruteForceOpenTsp(const std::vector<double> &w, int n) {
   std::vector<int> perm(n);
   std::iota(perm.begin(), perm.end(), 0);
@@ -53,8 +67,13 @@ TEST(BottleneckMatching, EqualsBruteForceOnRandomInstances) {
     for (double &c : cost)
       c = value(rng);
     std::vector<int> match;
-    double ours = bottleneckPerfectMatching(cost, n, &match);
+    int below = -1;
+    double ours = bottleneckPerfectMatching(cost, n, &match, &below);
     ASSERT_EQ(ours, bruteForceBottleneck(cost, n)) << "trial " << trial;
+    // matchableBelow: the most pairs strictly cheaper than the bottleneck
+    // that one permutation holds.
+    EXPECT_EQ(below, bruteForceCheaperPairs(cost, n, ours)) << "trial "
+                                                             << trial;
     // The returned permutation realises the bottleneck.
     std::vector<int> sorted = match;
     std::sort(sorted.begin(), sorted.end());

@@ -89,6 +89,64 @@ TEST(StagePartition, EqualsBruteForceOnRandomChains) {
   EXPECT_LT(feasible, 300);
 }
 
+// The runtime's memory model (held values, transients, tied copies,
+// received buffers), whose segments partitionChain tabulates: the same
+// brute force over stageMemory.
+TEST(StagePartition, RuntimeMemoryModelEqualsBruteForce) {
+  std::mt19937_64 rng(23);
+  std::uniform_real_distribution<double> flops(1, 10), bytes(1, 5),
+      speed(1, 4), memory(20, 120);
+  int feasible = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    int stages = 1 + trial % 4;
+    int n = stages + static_cast<int>(rng() % 7);
+    std::vector<ChainBlock> blocks(n);
+    for (ChainBlock &b : blocks) {
+      b = {flops(rng), bytes(rng), bytes(rng)};
+      b.backwardFlops = b.flops * 0.6;
+      b.inputBytes = rng() % 4 ? b.activationBytes * 0.3 : -1;
+      b.scratchBytes = bytes(rng) * (rng() % 2);
+      if (rng() % 3)
+        b.heldBytes = bytes(rng);
+    }
+    std::vector<StageDevice> devices(stages);
+    for (int j = 0; j < stages; ++j)
+      devices[j] = {"d" + std::to_string(j), speed(rng), memory(rng)};
+    StagePartitionOptions options; // the runtime's model
+    options.microBatches = 1 + trial % 5;
+    options.schedule =
+        trial % 2 ? PipelineSchedule::GPipe : PipelineSchedule::OneFOneB;
+    options.dataParallel = 1 + trial % 3;
+    options.shardState =
+        trial % 5 < 2 ? MemoryOption::WhenNeeded : MemoryOption::Never;
+    options.recompute = static_cast<MemoryOption>(trial % 3);
+    options.boundaryBytes = bytes(rng) / 4;
+    if (n > 1 && trial % 3)
+      options.tied.push_back({0, n - 1, bytes(rng)});
+    double expected = bruteForce(blocks, devices, options);
+    StagePlan plan;
+    std::string error;
+    bool ok = partitionChain(blocks, devices, options, plan, error);
+    ASSERT_EQ(ok, expected != std::numeric_limits<double>::infinity())
+        << "trial " << trial << ": " << error;
+    if (!ok)
+      continue;
+    ++feasible;
+    EXPECT_NEAR(plan.bottleneckSeconds, expected, 1e-9) << "trial " << trial;
+    // Each stage's memory is stageMemory's of its bounds, to the bit.
+    for (int j = 0; j < stages; ++j) {
+      StageMemory direct =
+          stageMemory(blocks, plan.bounds[j], plan.bounds[j + 1], j, stages,
+                      options, devices[j].memoryBytes);
+      EXPECT_EQ(plan.stageMemory[j].bytes, direct.bytes) << "trial " << trial;
+      EXPECT_EQ(plan.stageMemory[j].sharded, direct.sharded);
+      EXPECT_EQ(plan.stageMemory[j].recomputed, direct.recomputed);
+    }
+  }
+  EXPECT_GT(feasible, 50);
+  EXPECT_LT(feasible, 300);
+}
+
 // A chain per stage (a tensor-parallel degree per stage: stage j's blocks as
 // its degree shards them, with group sums on its links): the partitioner
 // equals the brute force over every cut with each stage on its own chain.

@@ -92,6 +92,14 @@ BucketPlan planBuckets(const std::vector<double> &bytes,
                        const std::function<double(double)> &exchangeSeconds,
                        double backwardSeconds);
 
+/// planBuckets(...).exposedSeconds without building the plan (the shape
+/// search scores many layouts and needs no more).
+double exposedSyncSeconds(const std::vector<double> &bytes,
+                          const std::vector<double> &readyFraction,
+                          double capBytes,
+                          const std::function<double(double)> &exchangeSeconds,
+                          double backwardSeconds);
+
 /// The caps `planBuckets` tries, in MiB (0: one bucket).
 inline constexpr double kBucketCapCandidatesMiB[] = {
     0, 1, 2, 4, 8, 16, 25, 32, 64, 128, 256, 512, 1024};

@@ -158,6 +158,13 @@ double groupRingAllGatherCost(const Cluster &cluster,
                               const std::vector<int> &group,
                               double bytesPerMember);
 
+/// CostModel::groupPipelineWeight of groups `a` and `b` for `bytes` per
+/// pipeline link, without precomputing every device pair: for layouts
+/// scored a few times each (HeteroModel).
+double groupPipelineWeight(const Cluster &cluster, const std::vector<int> &a,
+                           const std::vector<int> &b, double bytes,
+                           std::vector<int> *match = nullptr);
+
 } // namespace dtfm::planner
 
 #endif // DTFM_PLANNER_COSTMODEL_H

@@ -101,10 +101,14 @@ public:
   HeteroCost evaluate(const Partition &stages, bool rebalance = true) const;
 
 private:
-  HeteroCost score(const Partition &stages, StagePlan plan) const;
+  /// What a score needs of the partition alone (its pipelines, links and
+  /// stage devices), shared by the splits evaluate scores.
+  struct Layout;
+  Layout layoutOf(const Partition &stages) const;
+  HeteroCost score(const Partition &stages, const Layout &layout,
+                   StagePlan plan) const;
 
   HeteroProblem problem;
-  CostModel links; ///< pipeline link costs for boundaryBytes
 };
 
 /// Uneven replicas are used only when they shorten the predicted pipeline

@@ -18,8 +18,9 @@ int maximumBipartiteMatching(int n, const std::vector<std::vector<int>> &adjacen
                              std::vector<int> &matchOfLeft);
 
 /// The bottleneck perfect matching of an n x n cost matrix (row-major): the
-/// permutation p minimising max_i cost[i][p(i)], found exactly by binary
-/// search over the sorted distinct costs with a Hopcroft-Karp feasibility test
+/// permutation p minimising max_i cost[i][p(i)], found exactly: the largest
+/// row or column minimum first, then a binary search over the sorted
+/// distinct costs above it, each with a Hopcroft-Karp feasibility test
 /// (O(n^2 log n + n^2.5 log n)). Returns that maximum; fills `match` with p
 /// when given.
 ///
