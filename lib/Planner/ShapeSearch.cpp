@@ -5,11 +5,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Planner/ShapeSearch.h"
+#include "dtfm/Planner/Tsp.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
@@ -49,6 +51,8 @@ private:
   }
 
   void buildUnits();
+  /// Orders the regions along the shortest path through them.
+  void orderRegions();
   std::vector<int> devicesOf(const std::vector<bool> &inUnits) const;
   /// The micro-batch size phase 1 uses for `dp` (0: none divides G).
   int64_t defaultSize(int dp) const;
@@ -69,6 +73,10 @@ private:
   bool exhausted = false;
   int64_t scored = 0;
   std::vector<std::vector<int>> units;
+  /// Each region's place on the shortest path through the regions (the
+  /// pipeline's cheapest link between two, for one boundary's bytes).
+  std::map<std::string, int> regionRank;
+  bool regionsInNameOrder = true;
   std::map<std::vector<bool>, ShapeChoice> subsetCache;
   /// Every shape scored: best of its seeds (or refined).
   std::vector<ShapeChoice> all;
@@ -84,6 +92,50 @@ void Searcher::buildUnits() {
     if (inserted)
       units.emplace_back();
     units[it->second].push_back(static_cast<int>(d));
+  }
+}
+
+void Searcher::orderRegions() {
+  std::map<std::string, int> indexOf;
+  for (const Device &device : cluster.devices)
+    indexOf.emplace(device.region, 0);
+  int regions = 0;
+  for (auto &[region, index] : indexOf)
+    index = regions++;
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> weight(regions * regions, inf);
+  for (size_t a = 0; a < cluster.size(); ++a)
+    for (size_t b = 0; b < cluster.size(); ++b) {
+      int ra = indexOf[cluster.devices[a].region],
+          rb = indexOf[cluster.devices[b].region];
+      if (ra == rb)
+        continue;
+      double &w = weight[ra * regions + rb];
+      w = std::min(w, cluster.transferSeconds(a, b,
+                                              problem.workload.boundaryBytes));
+    }
+  for (int r = 0; r < regions; ++r)
+    weight[r * regions + r] = 0;
+  // The path costs both directions alike.
+  for (int a = 0; a < regions; ++a)
+    for (int b = a + 1; b < regions; ++b)
+      weight[a * regions + b] = weight[b * regions + a] =
+          std::max(weight[a * regions + b], weight[b * regions + a]);
+  std::vector<int> order;
+  if (regions > 2)
+    openLoopTsp(weight, regions, &order);
+  else
+    for (int r = 0; r < regions; ++r)
+      order.push_back(r);
+  // A path and its reverse cost the same: start from the lower index.
+  if (!order.empty() && order.front() > order.back())
+    std::reverse(order.begin(), order.end());
+  std::vector<std::string> names(regions);
+  for (const auto &[region, index] : indexOf)
+    names[index] = region;
+  for (int k = 0; k < regions; ++k) {
+    regionRank[names[order[k]]] = k;
+    regionsInNameOrder &= order[k] == k;
   }
 }
 
@@ -141,9 +193,25 @@ ShapeChoice Searcher::scoreShape(const std::vector<int> &devices, int dp,
     strided[i % pp].push_back(byRegion[i]);
     fastest[i / dp].push_back(bySpeed[i]);
   }
+  std::vector<Partition> seeds = {rank, strided, fastest};
+  // Rank order with the regions along the shortest path through them
+  // (where it is not their names' order): the pipeline crosses each slow
+  // link once, as DT-FM's layout does.
+  if (!regionsInNameOrder) {
+    std::vector<int> byPath = byRegion;
+    std::stable_sort(byPath.begin(), byPath.end(), [&](int a, int b) {
+      return regionRank.at(sub.devices[a].region) <
+             regionRank.at(sub.devices[b].region);
+    });
+    Partition path(pp);
+    for (int i = 0; i < n; ++i)
+      path[i / dp].push_back(byPath[i]);
+    if (path != rank)
+      seeds.push_back(std::move(path));
+  }
   Partition best;
   HeteroCost bestCost;
-  for (const Partition &seed : {rank, strided, fastest}) {
+  for (const Partition &seed : seeds) {
     HeteroCost cost = model.evaluate(seed);
     if (best.empty() || cost.iterationSeconds() < bestCost.iterationSeconds()) {
       best = seed;
@@ -317,6 +385,7 @@ bool Searcher::run(ShapeSearchResult &result, std::string &error) {
     return false;
   }
   buildUnits();
+  orderRegions();
 
   // Phase 1: greedy elimination from every unit, and greedy addition from
   // the best single unit (small fast subsets elimination may not reach).

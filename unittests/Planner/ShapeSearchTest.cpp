@@ -86,6 +86,36 @@ TEST(ShapeSearch, LeavesARegionBehindASlowLinkIdle) {
   expectFits(c, r.best);
 }
 
+TEST(ShapeSearch, SeedsThePipelineAlongTheShortestPathThroughTheRegions) {
+  // r0 and r1 are far apart, r2 is close to both: the pipeline r0, r2, r1
+  // crosses no slow link; the regions' name order (r0, r1, r2) crosses it
+  // twice per micro-batch. Without refinement only the seeds decide.
+  Cluster c = regionalCluster(3, 2, 10);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 2; j < 4; ++j) {
+      c.bandwidthGbps(i, j) = c.bandwidthGbps(j, i) = 0.1;
+      c.delayMs(i, j) = c.delayMs(j, i) = 100;
+    }
+  ShapeProblem p = problemFor(c, 6, 1e8, 8);
+  p.fixedDataParallel = 2;
+  p.fixedPipelineParallel = 3;
+  ShapeSearchOptions options;
+  options.refinedShapes = 0;
+  ShapeSearchResult r;
+  std::string error;
+  ASSERT_TRUE(searchShapes(p, options, r, error)) << error;
+  ASSERT_EQ(r.best.stages.size(), 3u);
+  auto regionOf = [&](int stage) {
+    return c.devices[r.best.stages[stage][0]].region;
+  };
+  EXPECT_EQ(regionOf(0), "r0");
+  EXPECT_EQ(regionOf(1), "r2");
+  EXPECT_EQ(regionOf(2), "r1");
+  for (int s = 0; s < 3; ++s)
+    for (int d : r.best.stages[s])
+      EXPECT_EQ(c.devices[d].region, regionOf(s)) << "stage " << s;
+}
+
 TEST(ShapeSearch, ComputeBoundOnAFastNetworkIsPureDataParallel) {
   Cluster c = regionalCluster(1, 8, 100);
   ShapeProblem p = problemFor(c, 8, 1e6, 64); // small model: fits anywhere
