@@ -109,7 +109,8 @@ struct InsertCompression
           std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(numel) /
                                                     compression.ratio));
       auto valuesType = RankedTensorType::get({k}, dense.getElementType());
-      auto indicesType = RankedTensorType::get({k}, b.getI64Type());
+      auto indicesType = RankedTensorType::get(
+          {k}, b.getIntegerType(static_cast<unsigned>(8 * planner::kTopkIndexBytes)));
       int64_t indexTag = nextTag++;
       Attribute sendStage = send->getAttr(kStageAttrName);
       Attribute recvStage = recv->getAttr(kStageAttrName);

@@ -25,15 +25,16 @@ dtfm::planner::planCompression(const std::vector<LinkTransfer> &links,
     double ratio = 1;
     bool eligible = options.targetRatio > 1 && slowest > 0 &&
                     dense >= options.denseBelow * slowest;
+    // Top-k pays `kept` dense elements per kept element: only ratios above
+    // it make the transfer smaller.
+    double kept = topkKeptElementCost(link.elementBytes);
     if (eligible)
       ratio = options.uniform
                   ? options.targetRatio
-                  : std::max(1.0, 3.0 * options.targetRatio * dense / slowest);
-    // Top-k pays 3 dense elements per kept element: only ratios above 3
-    // make the transfer smaller.
-    c.compressed = eligible && ratio > 3.0;
+                  : std::max(1.0, kept * options.targetRatio * dense / slowest);
+    c.compressed = eligible && ratio > kept;
     c.ratio = c.compressed ? ratio : 1.0;
-    c.bytes = c.compressed ? 3.0 * link.denseBytes / ratio : link.denseBytes;
+    c.bytes = c.compressed ? kept * link.denseBytes / ratio : link.denseBytes;
     if (!c.compressed && options.int8 != LinkInt8::None) {
       double bytes = format::int8BytesOfDense(link.denseBytes,
                                               link.elementBytes);

@@ -91,3 +91,34 @@ func.func @one_stage() -> tensor<8x16xf32> {
   %x = dtfm.input "x" {dtfm.stage = 0 : i64} : tensor<8x16xf32>
   return {dtfm.stage = 0 : i64} %x : tensor<8x16xf32>
 }
+
+// -----
+
+// COM: f16 activations: a kept element costs its 2-byte value and its
+// COM: 8-byte index, 5 dense elements, so r_i = max(1, 5 r R_i / R_0):
+// COM: 50 and 12.5 for links of 1 and 4 Gbps (k = floor(128 / 50) = 2 and
+// COM: floor(128 / 12.5) = 10); the slowest sends 2 * (2 + 8) = 20 B, about
+// COM: 256 / 10. Values k*2 bytes, indices k*8.
+// CHECK-LABEL: func.func @f16_links
+// COM: Uniform r = 10 pays for f16 too (10 > 5): k = floor(12.8) = 12 on
+// COM: both; dense-below = 0.5 leaves the 4 Gbps link dense.
+// UNIFORM-LABEL: func.func @f16_links
+// UNIFORM-COUNT-2: dtfm.topk_compress {{.*}}k = 12 : i64
+// DENSE-LABEL: func.func @f16_links
+// DENSE: dtfm.topk_compress {{.*}}k = 2 : i64
+// DENSE-NOT: dtfm.topk_compress
+// CHECK: dtfm.topk_compress %{{.*}} {dtfm.ratio = 5.000000e+01 : f64, dtfm.stage = 0 : i64, k = 2 : i64} : (tensor<8x16xf16>) -> (tensor<2xf16>, tensor<2xi64>)
+// CHECK-NEXT: dtfm.send %{{.*}} {{{.*}}bytes = 4 : i64, {{.*}}tag = 0 : i64} : tensor<2xf16>
+// CHECK-NEXT: dtfm.send %{{.*}} {{{.*}}bytes = 16 : i64, {{.*}}tag = 2 : i64} : tensor<2xi64>
+// CHECK-NEXT: dtfm.topk_compress %{{.*}} {dtfm.ratio = 1.250000e+01 : f64, dtfm.stage = 0 : i64, k = 10 : i64}
+// CHECK-NEXT: dtfm.send %{{.*}} {{{.*}}bytes = 20 : i64, {{.*}}tag = 1 : i64} : tensor<10xf16>
+// CHECK-NEXT: dtfm.send %{{.*}} {{{.*}}bytes = 80 : i64, {{.*}}tag = 3 : i64} : tensor<10xi64>
+func.func @f16_links() -> tensor<8x16xf16> {
+  %x = dtfm.input "x" {dtfm.stage = 0 : i64} : tensor<8x16xf16>
+  dtfm.send %x {bandwidth_gbps = 1.0 : f64, bytes = 256 : i64, dtfm.stage = 0 : i64, latency_s = 0.0 : f64, peer = 1 : i64, tag = 0 : i64} : tensor<8x16xf16>
+  dtfm.send %x {bandwidth_gbps = 4.0 : f64, bytes = 256 : i64, dtfm.stage = 0 : i64, latency_s = 0.0 : f64, peer = 1 : i64, tag = 1 : i64} : tensor<8x16xf16>
+  %a = dtfm.recv {bandwidth_gbps = 1.0 : f64, bytes = 256 : i64, dtfm.stage = 1 : i64, latency_s = 0.0 : f64, peer = 0 : i64, tag = 0 : i64} : tensor<8x16xf16>
+  %b = dtfm.recv {bandwidth_gbps = 4.0 : f64, bytes = 256 : i64, dtfm.stage = 1 : i64, latency_s = 0.0 : f64, peer = 0 : i64, tag = 1 : i64} : tensor<8x16xf16>
+  %s = dtfm.add %a, %b {dtfm.stage = 1 : i64} : (tensor<8x16xf16>, tensor<8x16xf16>) -> tensor<8x16xf16>
+  return {dtfm.stage = 1 : i64} %s : tensor<8x16xf16>
+}

@@ -35,6 +35,29 @@ TEST(AdaTopK, RatiosFollowEquationSeven) {
   EXPECT_DOUBLE_EQ(plan[0].seconds, 0.08);
 }
 
+// f16 activations: a kept element is its 2-byte value and its 8-byte
+// index, 5 dense elements; the slowest link still sends dense / r.
+TEST(AdaTopK, KeptElementsCostTheirTypeAndIndex) {
+  EXPECT_DOUBLE_EQ(topkKeptElementCost(4), 3);
+  EXPECT_DOUBLE_EQ(topkKeptElementCost(2), 5);
+  std::vector<LinkTransfer> links = threeLinks();
+  for (LinkTransfer &link : links)
+    link.elementBytes = 2;
+  CompressionOptions options;
+  options.targetRatio = 10;
+  std::vector<LinkCompression> plan = planCompression(links, options);
+  EXPECT_TRUE(plan[2].compressed);
+  EXPECT_DOUBLE_EQ(plan[2].ratio, 50);
+  EXPECT_DOUBLE_EQ(plan[2].bytes, 1e7);
+  // Middle: r_i = 5 * 10 * 0.8 / 8 = 5, which would not shrink: dense.
+  EXPECT_FALSE(plan[1].compressed);
+  // Uniform r = 4 pays for f32 (3 < 4) but not for f16 (5 > 4).
+  options.uniform = true;
+  options.targetRatio = 4;
+  EXPECT_FALSE(planCompression(links, options)[2].compressed);
+  EXPECT_TRUE(planCompression(threeLinks(), options)[2].compressed);
+}
+
 TEST(AdaTopK, UniformBaselineAndThreshold) {
   CompressionOptions options;
   options.targetRatio = 10;

@@ -7,11 +7,12 @@
 // FusionLLM's AdaTopK (its eq. 7): given a user ratio r, the link that takes
 // R_i seconds dense gets the top-k ratio
 //
-//   r_i = max(1, 3 r R_i / max_p R_p)
+//   r_i = max(1, c r R_i / max_p R_p)
 //
-// where 3 is the cost of one kept element (an f32 value and an i64 index)
-// in dense f32 elements: the slowest link sends 3/r_i = 1/r of its dense
-// bytes. A link whose r_i <= 3 would send at least its dense bytes and
+// where c is the cost of one kept element in dense elements: its value in
+// the tensor's type and its i64 index (--dtfm-insert-compression's wire),
+// 3 for f32, 5 for f16: the slowest link sends c/r_i = 1/r of its dense
+// bytes. A link whose r_i <= c would send at least its dense bytes and
 // stays dense, as does any link faster than `denseBelow` x the slowest.
 // The uniform baseline compresses every link past the threshold with r.
 //
@@ -40,6 +41,16 @@ inline constexpr double kInt8LinkMinSaving = 0.2;
 const char *ppCompressionName(LinkInt8 mode);
 std::optional<LinkInt8> parsePpCompression(std::string_view name);
 inline constexpr const char *kPpCompressionChoices = "none, int8 or auto";
+
+/// Bytes of one kept element's index on the wire (i64: the type of
+/// dtfm.topk_compress's indices).
+inline constexpr double kTopkIndexBytes = 8;
+
+/// One kept element's cost in dense elements of `elementBytes`: its value
+/// and its index.
+inline double topkKeptElementCost(double elementBytes) {
+  return (elementBytes + kTopkIndexBytes) / elementBytes;
+}
 
 /// One transfer on one link.
 struct LinkTransfer {
@@ -72,7 +83,8 @@ struct LinkCompression {
   double ratio = 1;
   /// In the int8 format instead (never with top-k).
   bool int8 = false;
-  /// Bytes on the wire: 3 x dense / ratio when compressed.
+  /// Bytes on the wire: c x dense / ratio when compressed
+  /// (topkKeptElementCost).
   double bytes = 0;
   double seconds = 0;
 };
