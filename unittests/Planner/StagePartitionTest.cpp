@@ -18,6 +18,37 @@ using namespace dtfm::planner;
 
 namespace {
 
+/// `n` blocks of 1-10 FLOPs and 1-5 bytes; for the runtime's memory model
+/// also held values, transients and blocks whose input is not known.
+std::vector<ChainBlock> randomChain(std::mt19937_64 &rng, int n,
+                                    bool runtimeModel) {
+  std::uniform_real_distribution<double> flops(1, 10), bytes(1, 5);
+  std::vector<ChainBlock> blocks(n);
+  for (ChainBlock &b : blocks) {
+    b = {flops(rng), bytes(rng), bytes(rng)};
+    b.backwardFlops = b.flops * 0.6;
+    b.inputBytes = b.activationBytes * 0.3;
+    if (!runtimeModel)
+      continue;
+    if (rng() % 4 == 0)
+      b.inputBytes = -1;
+    b.scratchBytes = bytes(rng) * (rng() % 2);
+    if (rng() % 3)
+      b.heldBytes = bytes(rng);
+  }
+  return blocks;
+}
+
+/// `stages` devices of 1-4 FLOP/s and memory in [low, high).
+std::vector<StageDevice> randomDevices(std::mt19937_64 &rng, int stages,
+                                       double low, double high) {
+  std::uniform_real_distribution<double> speed(1, 4), memory(low, high);
+  std::vector<StageDevice> devices(stages);
+  for (int j = 0; j < stages; ++j)
+    devices[j] = {"d" + std::to_string(j), speed(rng), memory(rng)};
+  return devices;
+}
+
 /// Best bottleneck over every way to cut the chain (inf when none fits).
 double bruteForce(const std::vector<ChainBlock> &blocks,
                   const std::vector<StageDevice> &devices,
@@ -38,21 +69,12 @@ double bruteForce(const std::vector<ChainBlock> &blocks,
 
 TEST(StagePartition, EqualsBruteForceOnRandomChains) {
   std::mt19937_64 rng(17);
-  std::uniform_real_distribution<double> flops(1, 10), bytes(1, 5),
-      speed(1, 4), memory(8, 40);
   int feasible = 0;
   for (int trial = 0; trial < 300; ++trial) {
     int stages = 1 + trial % 4;
     int n = stages + static_cast<int>(rng() % 7);
-    std::vector<ChainBlock> blocks(n);
-    for (ChainBlock &b : blocks) {
-      b = {flops(rng), bytes(rng), bytes(rng)};
-      b.backwardFlops = b.flops * 0.6;
-      b.inputBytes = b.activationBytes * 0.3;
-    }
-    std::vector<StageDevice> devices(stages);
-    for (int j = 0; j < stages; ++j)
-      devices[j] = {"d" + std::to_string(j), speed(rng), memory(rng)};
+    std::vector<ChainBlock> blocks = randomChain(rng, n, false);
+    std::vector<StageDevice> devices = randomDevices(rng, stages, 8, 40);
     StagePartitionOptions options;
     options.stateBytesPerParameterByte = 2;
     options.microBatches = 1 + trial % 3;
@@ -94,24 +116,13 @@ TEST(StagePartition, EqualsBruteForceOnRandomChains) {
 // brute force over stageMemory.
 TEST(StagePartition, RuntimeMemoryModelEqualsBruteForce) {
   std::mt19937_64 rng(23);
-  std::uniform_real_distribution<double> flops(1, 10), bytes(1, 5),
-      speed(1, 4), memory(20, 120);
+  std::uniform_real_distribution<double> bytes(1, 5);
   int feasible = 0;
   for (int trial = 0; trial < 300; ++trial) {
     int stages = 1 + trial % 4;
     int n = stages + static_cast<int>(rng() % 7);
-    std::vector<ChainBlock> blocks(n);
-    for (ChainBlock &b : blocks) {
-      b = {flops(rng), bytes(rng), bytes(rng)};
-      b.backwardFlops = b.flops * 0.6;
-      b.inputBytes = rng() % 4 ? b.activationBytes * 0.3 : -1;
-      b.scratchBytes = bytes(rng) * (rng() % 2);
-      if (rng() % 3)
-        b.heldBytes = bytes(rng);
-    }
-    std::vector<StageDevice> devices(stages);
-    for (int j = 0; j < stages; ++j)
-      devices[j] = {"d" + std::to_string(j), speed(rng), memory(rng)};
+    std::vector<ChainBlock> blocks = randomChain(rng, n, true);
+    std::vector<StageDevice> devices = randomDevices(rng, stages, 20, 120);
     StagePartitionOptions options; // the runtime's model
     options.microBatches = 1 + trial % 5;
     options.schedule =
