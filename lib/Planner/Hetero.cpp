@@ -93,7 +93,9 @@ struct HeteroModel::Layout {
   std::vector<GroupLinks> groupLinks;
 };
 
-HeteroModel::Layout HeteroModel::layoutOf(const Partition &stages) const {
+HeteroModel::Layout
+HeteroModel::layoutOf(const Partition &stages,
+                      std::vector<StageDevice> groups) const {
   Layout layout;
   const Cluster &cluster = *problem.cluster;
   const Workload &workload = problem.workload;
@@ -147,7 +149,7 @@ HeteroModel::Layout HeteroModel::layoutOf(const Partition &stages) const {
     seconds[t] = transfers[t].seconds(bytes);
     occupancy[t] = seconds[t] - transfers[t].latencySeconds;
   }
-  layout.groups = stageDevices(cluster, stages);
+  layout.groups = std::move(groups);
   if (dp > 1)
     for (const std::vector<int> &group : stages)
       layout.groupLinks.emplace_back(cluster, group);
@@ -432,7 +434,7 @@ HeteroCost HeteroModel::evaluate(const Partition &stages,
   std::optional<Layout> layout;
   auto scored = [&](StagePlan plan) {
     if (!layout)
-      layout = layoutOf(stages);
+      layout = layoutOf(stages, devices);
     return score(stages, *layout, std::move(plan));
   };
   if (!problem.fixedBounds.empty()) {

@@ -104,7 +104,9 @@ private:
   /// What a score needs of the partition alone (its pipelines, links and
   /// stage devices), shared by the splits evaluate scores.
   struct Layout;
-  Layout layoutOf(const Partition &stages) const;
+  /// `groups`: stageDevices of `stages`, which evaluate has already.
+  Layout layoutOf(const Partition &stages,
+                  std::vector<StageDevice> groups) const;
   HeteroCost score(const Partition &stages, const Layout &layout,
                    StagePlan plan) const;
 
