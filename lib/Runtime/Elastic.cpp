@@ -581,8 +581,8 @@ int dtfm::runtime::runElastic(const std::string &planPath,
                             : listGenerations(resumeDir);
       step = earlier.empty() ? 0 : earlier.front().step;
     }
-    // Rank 0 logs a step once the next is under way: a checkpoint may be
-    // newer than the log.
+    // Rank 0 logs a step once the next is under way (and before its
+    // checkpoint): the log may be a step newer than the checkpoint.
     int64_t reached = std::max(lastLoggedStep(logPath), step);
     std::string keep =
         step > 0 ? "the checkpoint of step " + std::to_string(step) +

@@ -126,7 +126,7 @@ bool StepReporter::report(const StepFigures &figures, std::string &error) {
   return ok;
 }
 
-bool StepReporter::finish(std::string &error) {
+bool StepReporter::flush(std::string &error) {
   bool ok = !pending || print(*pending, error);
   pending.reset();
   return ok;

@@ -910,7 +910,9 @@ int Worker::run() {
                ((checkpointEvery > 0 && step % checkpointEvery == 0) ||
                 step == options.steps);
     Clock::time_point checkpointStart = Clock::now();
-    if (due && !checkpoint(step, error))
+    // The step is logged before its checkpoint: a run that resumes from the
+    // checkpoint starts after it, so a line still pending would be lost.
+    if (due && (!reporter->flush(error) || !checkpoint(step, error)))
       fatal(error);
     if (due && !intervalTuned) {
       intervalTuned = true;
@@ -926,7 +928,7 @@ int Worker::run() {
       if (transport && !transport->allreduceMin(goOn, error))
         fatal(error);
       if (goOn == 0) {
-        if (!reporter->finish(error))
+        if (!reporter->flush(error))
           fatal(error);
         if (log)
           std::fclose(log);
@@ -934,7 +936,7 @@ int Worker::run() {
       }
     }
   }
-  if (!reporter->finish(error))
+  if (!reporter->flush(error))
     fatal(error);
   if (!finish(error))
     fatal(error);

@@ -68,8 +68,10 @@ public:
   /// This worker's part of `figures.step` (its loss sum in `figures.loss`):
   /// sent to rank 0, or, on rank 0, gathered and printed a step later.
   bool report(const StepFigures &figures, std::string &error);
-  /// Prints the last step (rank 0).
-  bool finish(std::string &error);
+  /// Prints the step still pending (rank 0): at the end, and before each
+  /// checkpoint, so that a complete checkpoint's step is always in the log
+  /// (a run resumed from it starts at the step after).
+  bool flush(std::string &error);
 
 private:
   struct Pending;

@@ -163,8 +163,14 @@ def run(dtfm_run, plan, d, tokens, steps, join_a, join_b):
         for line in agent_error(d, name):
             print(normalized(line, d))
 
-    while time.time() < deadline and logged(log) < 12:
-        time.sleep(0.002)
+    # The host goes the moment the checkpoint of step 10 is complete: the
+    # run resumes from it at step 11, so step 10 must be in the log already
+    # (rank 0 prints a step once the next is under way, unless it is
+    # checkpointed).
+    manifests = [f"{d}/ck/cpu{i}.step-10.manifest" for i in range(8)]
+    while time.time() < deadline and \
+            not all(os.path.exists(m) for m in manifests):
+        time.sleep(0.001)
     hosts[2].kill()
     killed_at = time.time()
     lost_line = out.wait_for(r"elastic: lost", deadline)
