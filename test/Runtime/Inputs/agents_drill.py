@@ -89,6 +89,17 @@ def logged(log):
     return open(log).read().count("\n") if os.path.exists(log) else 0
 
 
+def complete_checkpoints(directory, devices):
+    """The steps whose checkpoint every one of `devices` devices has
+    written (a manifest each, renamed into place when complete)."""
+    have = {}
+    for name in os.listdir(directory):
+        match = re.fullmatch(r"(.+)\.step-(\d+)\.manifest", name)
+        if match:
+            have.setdefault(int(match.group(2)), set()).add(match.group(1))
+    return {step for step, names in have.items() if len(names) == devices}
+
+
 def normalized(line, d):
     line = re.sub(r"re-planned in [0-9.]+ s \([0-9.]+ s after the failure\)",
                   "re-planned in T s (T s after the failure)", line)
@@ -163,13 +174,14 @@ def run(dtfm_run, plan, d, tokens, steps, join_a, join_b):
         for line in agent_error(d, name):
             print(normalized(line, d))
 
-    # The host goes the moment the checkpoint of step 10 is complete: the
-    # run resumes from it at step 11, so step 10 must be in the log already
-    # (rank 0 prints a step once the next is under way, unless it is
-    # checkpointed).
-    manifests = [f"{d}/ck/cpu{i}.step-10.manifest" for i in range(8)]
-    while time.time() < deadline and \
-            not all(os.path.exists(m) for m in manifests):
+    # The host goes the moment a checkpoint of step 10 or later completes
+    # (the first to complete after this point, so that the moment is not
+    # missed when the drill gets here late): the run resumes from it, at
+    # the step after, so its step must be in the log already (rank 0
+    # prints a step once the next is under way, unless it is checkpointed).
+    earlier = complete_checkpoints(f"{d}/ck", 8)
+    while time.time() < deadline and not any(
+            step >= 10 for step in complete_checkpoints(f"{d}/ck", 8) - earlier):
         time.sleep(0.001)
     hosts[2].kill()
     killed_at = time.time()
