@@ -4,11 +4,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "PlannerTestUtils.h"
 #include "dtfm/Planner/Cluster.h"
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <fstream>
 
 using namespace dtfm::planner;
@@ -16,9 +16,7 @@ using namespace dtfm::planner;
 namespace {
 
 std::string presetPath(const std::string &name) {
-  const char *src = std::getenv("DTFM_SOURCE_DIR");
-  return std::string(src ? src : ".") + "/examples/clusters/" + name +
-         ".textproto";
+  return testutil::sourceDir() + "/examples/clusters/" + name + ".textproto";
 }
 
 size_t indexOf(const Cluster &c, const std::string &name) {

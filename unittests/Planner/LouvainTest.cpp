@@ -56,10 +56,9 @@ TEST(Louvain, NeverWorseThanSingletonsOrOneCommunityAndDeterministic) {
 }
 
 TEST(Louvain, ScenarioPresetsSplitAlongRegions) {
-  const char *src = std::getenv("DTFM_SOURCE_DIR");
   Cluster c;
   std::string error;
-  ASSERT_TRUE(loadClusterFile(std::string(src ? src : ".") +
+  ASSERT_TRUE(loadClusterFile(testutil::sourceDir() +
                                   "/examples/clusters/multi-dc.textproto",
                               c, error))
       << error;

@@ -32,13 +32,20 @@ inline Cluster randomCluster(int n, std::mt19937_64 &rng) {
   return c;
 }
 
+/// The source tree: $DTFM_SOURCE_DIR (lit sets it), else the one this test
+/// binary was built from, so that it runs from any directory.
+inline std::string sourceDir() {
+  if (const char *src = std::getenv("DTFM_SOURCE_DIR"))
+    return src;
+  return DTFM_UNITTEST_SOURCE_DIR;
+}
+
 /// Folder of the DT-FM scenario matrices (../shared/scenarios beside the
 /// source tree, or $DTFM_SCENARIOS_DIR), or "" when absent.
 inline std::string scenariosDir() {
   if (const char *dir = std::getenv("DTFM_SCENARIOS_DIR"))
     return dir;
-  const char *src = std::getenv("DTFM_SOURCE_DIR");
-  std::string dir = std::string(src ? src : ".") + "/../shared/scenarios";
+  std::string dir = sourceDir() + "/../shared/scenarios";
   std::string probe = dir + "/0_dc_ondemand_delay_ms.csv";
   if (std::FILE *f = std::fopen(probe.c_str(), "r")) {
     std::fclose(f);
