@@ -927,9 +927,7 @@ int Worker::run() {
       int64_t goOn = ::access(options.stopFile.c_str(), F_OK) == 0 ? 0 : 1;
       if (transport && !transport->allreduceMin(goOn, error))
         fatal(error);
-      if (goOn == 0) {
-        if (!reporter->flush(error))
-          fatal(error);
+      if (goOn == 0) { // the step is logged: flushed before its checkpoint
         if (log)
           std::fclose(log);
         return kExitStoppedAtCheckpoint;

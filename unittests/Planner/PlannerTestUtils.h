@@ -37,7 +37,7 @@ inline Cluster randomCluster(int n, std::mt19937_64 &rng) {
 inline std::string sourceDir() {
   if (const char *src = std::getenv("DTFM_SOURCE_DIR"))
     return src;
-  return DTFM_UNITTEST_SOURCE_DIR;
+  return DTFM_SOURCE_DIR;
 }
 
 /// Folder of the DT-FM scenario matrices (../shared/scenarios beside the
