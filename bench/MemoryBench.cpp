@@ -1,4 +1,4 @@
-//===- MemoryBench.cpp - What fits, with and without the memory options ----===//
+//===- MemoryBench.cpp - What fits, with and without the memory options ---===//
 //
 // Part of dtfm.
 //
@@ -10,7 +10,7 @@
 // global batch) four ways: without the memory options, with sharded
 // optimizer state only, with activation recomputation only, and with both
 // as the planner chooses them (auto). For each: the shape, the largest
-// device peak as the runtime allocates it (Runtime/MemoryModel.h) against
+// device peak as the runtime allocates it (Plan/MemoryModel.h) against
 // the capacity, the options the plan took, and the simulated iteration.
 // Then the largest model of the GPT-3 family (Brown et al. 2020, Table 2.1:
 // 125M ... 175B) each cluster can train without and with the options.
@@ -109,7 +109,7 @@ Outcome plan(const mlir::dtfm::GptConfig &config,
   out.planSeconds = planned.planSeconds;
   out.iterationSeconds = planned.simulated.iterationSeconds;
   out.capacityBytes = 1e300;
-  for (const dtfm::runtime::DeviceMemory &m : planned.memory) {
+  for (const dtfm::plan::DeviceMemory &m : planned.memory) {
     out.peakBytes = std::max(out.peakBytes, m.predicted.total());
     out.capacityBytes = std::min(out.capacityBytes, m.capacityBytes);
     out.sharded += m.predicted.shardedState;

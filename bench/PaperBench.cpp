@@ -30,8 +30,8 @@
 #include "dtfm/Planner/Search.h"
 
 #include "dtfm/InitAll.h"
-#include "dtfm/Runtime/PlanLoader.h"
-#include "dtfm/Runtime/Simulator.h"
+#include "dtfm/Plan/SimInput.h"
+#include "dtfm/Plan/Simulator.h"
 #include "dtfm/Target/Gpt/ImportGpt.h"
 #include "dtfm/Target/Plan/Plan.h"
 

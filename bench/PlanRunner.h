@@ -15,10 +15,10 @@
 #define DTFM_BENCH_PLANRUNNER_H
 
 #include "dtfm/InitAll.h"
+#include "dtfm/Plan/MemoryModel.h"
+#include "dtfm/Plan/SimInput.h"
+#include "dtfm/Plan/Simulator.h"
 #include "dtfm/Planner/Cluster.h"
-#include "dtfm/Runtime/MemoryModel.h"
-#include "dtfm/Runtime/PlanLoader.h"
-#include "dtfm/Runtime/Simulator.h"
 #include "dtfm/Target/Gpt/ImportGpt.h"
 #include "dtfm/Target/Plan/Plan.h"
 #include "plan.pb.h"
@@ -36,8 +36,8 @@ namespace dtfm::bench {
 
 struct PlannedGpt {
   proto::Plan plan;
-  runtime::SimResult simulated;
-  std::vector<runtime::DeviceMemory> memory;
+  plan::SimResult simulated;
+  std::vector<plan::DeviceMemory> memory;
   /// hetero: whose plan --dtfm-plan kept after simulating the candidates
   /// (dtfm.candidates); empty otherwise.
   std::string kept;
@@ -96,10 +96,10 @@ inline bool planGpt(const mlir::dtfm::GptConfig &config,
   out.plan.SerializeToString(&bytes);
   proto::Plan loaded;
   loaded.ParseFromString(bytes);
-  runtime::SimInput input;
-  if (!runtime::simulationInput(loaded, input, error) ||
-      !runtime::simulate(input, out.simulated, error) ||
-      !runtime::planMemory(loaded, out.memory, error))
+  plan::SimInput input;
+  if (!plan::simulationInput(loaded, input, error) ||
+      !plan::simulate(input, out.simulated, error) ||
+      !plan::planMemory(loaded, out.memory, error))
     return false;
   out.simulateSeconds = since(start);
   return true;

@@ -62,13 +62,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!runtime::loadGeneration(fuzz::scratchDir(), g, files, error))
       continue;
     std::map<std::string, std::vector<int64_t>> parameters, sliced;
-    std::map<std::string, runtime::ElementRange> halves;
-    std::map<std::string, runtime::TensorParallelSlice> slices;
+    std::map<std::string, plan::ElementRange> halves;
+    std::map<std::string, plan::TensorParallelSlice> slices;
     for (const auto &[key, tensor] : files.front())
       if (key.rfind("param/", 0) == 0 && tensor.numel() <= (1 << 20)) {
         std::string name = key.substr(6);
         parameters[name] = tensor.shape;
-        halves[name] = runtime::shardOf(tensor.numel(), 1, 2);
+        halves[name] = plan::shardOf(tensor.numel(), 1, 2);
         // Slice 1 of 2 along the last dimension, where it halves.
         if (!tensor.shape.empty() && tensor.shape.back() % 2 == 0) {
           sliced[name] = tensor.shape;

@@ -12,9 +12,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Format/PlanFile.h"
-#include "dtfm/Runtime/PlanLoader.h"
-#include "dtfm/Runtime/PlanVerifier.h"
-#include "dtfm/Runtime/Simulator.h"
+#include "dtfm/Plan/SimInput.h"
+#include "dtfm/Plan/Simulator.h"
+#include "dtfm/Plan/Verifier.h"
 #include "plan.pb.h"
 
 using namespace dtfm;
@@ -23,12 +23,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::string bytes(reinterpret_cast<const char *>(data), size), error;
   proto::Plan plan;
   if (!format::parsePlan(bytes, "fuzz.pb", plan, error) ||
-      !runtime::verifyPlan(plan, "fuzz.pb", error))
+      !plan::verifyPlan(plan, "fuzz.pb", error))
     return 0;
-  runtime::SimInput input;
-  if (!runtime::simulationInput(plan, input, error))
+  plan::SimInput input;
+  if (!plan::simulationInput(plan, input, error))
     return 0;
-  runtime::SimResult result;
-  runtime::simulate(input, result, error);
+  plan::SimResult result;
+  plan::simulate(input, result, error);
   return 0;
 }

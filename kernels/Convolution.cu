@@ -6,7 +6,7 @@
 //
 // Convolutions are im2col + cuBLASLt (lib/Runtime/Cuda/Executor.cpp): the
 // same algorithm as the CPU kernels, no cuDNN dependency, and the column
-// and window arithmetic shared with the host tests (IndexMaps.h). The
+// and window arithmetic shared with the host tests (ElementMath.h). The
 // backward kernels gather -- each input element sums what reads it -- so
 // they need no atomics and are deterministic. Batchnorm takes one block per
 // channel with its statistics in double, as the CPU kernel.
@@ -22,6 +22,7 @@
 
 using namespace dtfm::runtime::cuda;
 using namespace dtfm::runtime::cuda::detail;
+using namespace dtfm::math;
 
 namespace {
 

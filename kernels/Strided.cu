@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Grid-stride loops over the views and per-element math of IndexMaps.h:
+// Grid-stride loops over the views and per-element math of ElementMath.h:
 // the arithmetic is the host-tested one, the kernels only distribute it.
 //
 //===----------------------------------------------------------------------===//
@@ -16,6 +16,7 @@
 
 using namespace dtfm::runtime::cuda;
 using namespace dtfm::runtime::cuda::detail;
+using namespace dtfm::math;
 
 namespace {
 

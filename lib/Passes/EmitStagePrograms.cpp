@@ -7,8 +7,8 @@
 #include "dtfm/Dialect/Dtfm/IR/DtfmAttrs.h"
 #include "dtfm/Format/Stream.h"
 #include "dtfm/Passes/Passes.h"
+#include "dtfm/Plan/Program.h"
 #include "dtfm/Planner/Cluster.h"
-#include "dtfm/Runtime/Program.h"
 
 #include <map>
 #include <set>
@@ -250,7 +250,7 @@ struct EmitStagePrograms
               sync.setGroupAttr(b.getArrayAttr(members));
             }
             if (auto param = dyn_cast<ParamOp>(copy)) {
-              ::dtfm::runtime::ElementRange shard = ::dtfm::runtime::shardOf(
+              ::dtfm::plan::ElementRange shard = ::dtfm::plan::shardOf(
                   getNumElements(param.getType()), i, groupSize);
               shards.push_back(ParamShardAttr::get(
                   b.getContext(), param.getName(), shard.begin, shard.end,

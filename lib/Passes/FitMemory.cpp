@@ -6,7 +6,7 @@
 //
 // The planner sizes stages with its own estimate of memory; the runtime's
 // exact figure exists only once the device programs do. This pass takes
-// it (Runtime/MemoryModel.h on the exported plan), shards the optimizer
+// it (Plan/MemoryModel.h on the exported plan), shards the optimizer
 // state of each data-parallel group with a program over its device's
 // capacity (free in time), then turns activation recomputation on for each
 // program still over (extra forward FLOPs), and refuses the plan when one
@@ -15,8 +15,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Passes/Passes.h"
+#include "dtfm/Plan/MemoryModel.h"
 #include "dtfm/Planner/StagePartition.h"
-#include "dtfm/Runtime/MemoryModel.h"
 #include "dtfm/Target/Plan/Plan.h"
 
 #include "plan.pb.h"
@@ -61,7 +61,7 @@ struct FitMemory : public mlir::dtfm::impl::FitMemoryBase<FitMemory> {
     FailureOr<::dtfm::planner::Cluster> cluster = moduleCluster(module, error);
     if (failed(cluster))
       return fail(error);
-    std::vector<::dtfm::runtime::DeviceMemory> memory;
+    std::vector<::dtfm::plan::DeviceMemory> memory;
     if (failed(predict(module, *cluster, memory)))
       return signalPassFailure();
 
@@ -75,7 +75,7 @@ struct FitMemory : public mlir::dtfm::impl::FitMemoryBase<FitMemory> {
     bool changed = false;
     if (*shard != MemoryOption::Never) {
       std::set<std::string> groups; // devices of the groups to shard
-      for (const ::dtfm::runtime::DeviceMemory &m : memory) {
+      for (const ::dtfm::plan::DeviceMemory &m : memory) {
         func::FuncOp func = programOf.lookup(m.device);
         if (func && (*shard == MemoryOption::Always || !m.fits()))
           for (GradSyncOp sync : shardableSyncs(func))
@@ -94,7 +94,7 @@ struct FitMemory : public mlir::dtfm::impl::FitMemoryBase<FitMemory> {
       return signalPassFailure();
     changed = false;
     if (*again != MemoryOption::Never)
-      for (const ::dtfm::runtime::DeviceMemory &m : memory) {
+      for (const ::dtfm::plan::DeviceMemory &m : memory) {
         func::FuncOp func = programOf.lookup(m.device);
         if (m.fits() || !func || recomputes(func))
           continue;
@@ -105,12 +105,12 @@ struct FitMemory : public mlir::dtfm::impl::FitMemoryBase<FitMemory> {
       return signalPassFailure();
     // The plan records each program's peak (and carries it into plan.pb's
     // program attributes).
-    for (const ::dtfm::runtime::DeviceMemory &m : memory)
+    for (const ::dtfm::plan::DeviceMemory &m : memory)
       if (func::FuncOp func = programOf.lookup(m.device))
         func->setAttr(kPeakMemoryAttrName,
                       b.getI64IntegerAttr(
                           static_cast<int64_t>(m.predicted.total())));
-    for (const ::dtfm::runtime::DeviceMemory &m : memory) {
+    for (const ::dtfm::plan::DeviceMemory &m : memory) {
       if (m.fits())
         continue;
       func::FuncOp func = programOf.lookup(m.device);
@@ -164,13 +164,14 @@ struct FitMemory : public mlir::dtfm::impl::FitMemoryBase<FitMemory> {
   }
 
   /// Each device program's predicted peak, from the module as exported.
-  LogicalResult predict(ModuleOp module, const ::dtfm::planner::Cluster &cluster,
-                        std::vector<::dtfm::runtime::DeviceMemory> &memory) {
+  LogicalResult predict(ModuleOp module,
+                        const ::dtfm::planner::Cluster &cluster,
+                        std::vector<::dtfm::plan::DeviceMemory> &memory) {
     ::dtfm::proto::Plan plan;
     if (failed(exportPlan(module, cluster, plan)))
       return failure();
     std::string error;
-    if (!::dtfm::runtime::planMemory(plan, memory, error)) {
+    if (!::dtfm::plan::planMemory(plan, memory, error)) {
       mlir::emitError(clusterLoc(module)) << "dtfm-fit-memory: " << error;
       return failure();
     }

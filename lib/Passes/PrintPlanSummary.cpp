@@ -15,10 +15,10 @@
 
 #include "dtfm/Analysis/CostAnalysis.h"
 #include "dtfm/Passes/Passes.h"
+#include "dtfm/Plan/MemoryModel.h"
 #include "dtfm/Planner/Buckets.h"
 #include "dtfm/Planner/CostModel.h"
 #include "dtfm/Planner/Workload.h"
-#include "dtfm/Runtime/MemoryModel.h"
 #include "dtfm/Target/Plan/Plan.h"
 
 #include "plan.pb.h"
@@ -159,7 +159,7 @@ void printGradientSync(ModuleOp module, raw_ostream &os) {
 }
 
 /// Once the device programs are emitted: each stage's largest predicted
-/// peak as the runtime allocates it (Runtime/MemoryModel.h) against the
+/// peak as the runtime allocates it (Plan/MemoryModel.h) against the
 /// smallest capacity among its devices, flagged when over.
 void printMemory(ModuleOp module, raw_ostream &os) {
   std::string error;
@@ -174,8 +174,8 @@ void printMemory(ModuleOp module, raw_ostream &os) {
     if (failed(exportPlan(module, *cluster, plan)) || plan.programs_size() == 0)
       return;
   }
-  std::vector<::dtfm::runtime::DeviceMemory> memory;
-  if (!::dtfm::runtime::planMemory(plan, memory, error)) {
+  std::vector<::dtfm::plan::DeviceMemory> memory;
+  if (!::dtfm::plan::planMemory(plan, memory, error)) {
     os << "memory: not predicted (" << error << ")\n";
     return;
   }

@@ -21,8 +21,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Passes/Passes.h"
-#include "dtfm/Runtime/PlanLoader.h"
-#include "dtfm/Runtime/Simulator.h"
+#include "dtfm/Plan/SimInput.h"
+#include "dtfm/Plan/Simulator.h"
 #include "dtfm/Target/Plan/Plan.h"
 
 #include "plan.pb.h"
@@ -58,10 +58,10 @@ FailureOr<double> simulatedIteration(ModuleOp module, std::string &error) {
       return failure();
     }
   }
-  ::dtfm::runtime::SimInput input;
-  ::dtfm::runtime::SimResult result;
-  if (!::dtfm::runtime::simulationInput(plan, input, error) ||
-      !::dtfm::runtime::simulate(input, result, error))
+  ::dtfm::plan::SimInput input;
+  ::dtfm::plan::SimResult result;
+  if (!::dtfm::plan::simulationInput(plan, input, error) ||
+      !::dtfm::plan::simulate(input, result, error))
     return failure();
   return result.iterationSeconds;
 }

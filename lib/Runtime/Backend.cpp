@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Runtime/Backend.h"
+#include "dtfm/Runtime/Cpu/Executor.h"
 
 #include "plan.pb.h"
 
@@ -81,7 +82,7 @@ dtfm::runtime::makeExecutor(Backend backend,
                             const StageProgram &program, int rank,
                             bool planPrecisionMatmuls, std::string &error) {
   if (backend == Backend::Cpu)
-    return std::make_unique<ProgramExecutor>(program);
+    return std::make_unique<cpu::CpuExecutor>(program);
   if (program.recompute) {
     // The CUDA executor keeps its own values and losses per phase; it has
     // not been taught to run a recomputed forward yet.

@@ -6,8 +6,8 @@
 
 #include "dtfm/Runtime/Calibration.h"
 
-#include "dtfm/Runtime/PlanLoader.h"
-#include "dtfm/Runtime/Simulator.h"
+#include "dtfm/Plan/SimInput.h"
+#include "dtfm/Plan/Simulator.h"
 
 #include <algorithm>
 #include <cmath>
@@ -20,11 +20,11 @@ bool dtfm::runtime::calibratedIteration(const proto::Plan &plan,
                                         const std::vector<double> &bandwidths,
                                         double cores, double &seconds,
                                         std::string &error) {
-  SimInput input;
-  if (!simulationInput(plan, input, error))
+  plan::SimInput input;
+  if (!plan::simulationInput(plan, input, error))
     return false;
   double share = 1;
-  SimResult result;
+  plan::SimResult result;
   for (int round = 0; round < 30; ++round) {
     for (planner::Device &d : input.cluster.devices)
       for (size_t r = 0; r < names.size(); ++r) {
@@ -37,8 +37,8 @@ bool dtfm::runtime::calibratedIteration(const proto::Plan &plan,
         if (r < bandwidths.size() && bandwidths[r] > 0)
           d.memoryBandwidth = bandwidths[r] * share;
       }
-    result = SimResult();
-    if (!simulate(input, result, error))
+    result = plan::SimResult();
+    if (!plan::simulate(input, result, error))
       return false;
     if (cores == 0 || result.iterationSeconds <= 0)
       break;

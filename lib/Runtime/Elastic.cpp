@@ -8,13 +8,13 @@
 #include "dtfm/Format/PlanFile.h"
 #include "dtfm/Format/PlanInputs.h"
 #include "dtfm/Format/TensorFile.h"
+#include "dtfm/Plan/SimInput.h"
+#include "dtfm/Plan/Simulator.h"
+#include "dtfm/Plan/Verifier.h"
 #include "dtfm/Planner/Cluster.h"
 #include "dtfm/Runtime/Agents.h"
 #include "dtfm/Runtime/Checkpoints.h"
 #include "dtfm/Runtime/Launcher.h"
-#include "dtfm/Runtime/PlanLoader.h"
-#include "dtfm/Runtime/PlanVerifier.h"
-#include "dtfm/Runtime/Simulator.h"
 #include "dtfm/Runtime/StepReport.h"
 
 #include "plan.pb.h"
@@ -75,10 +75,11 @@ std::string shapeOf(const proto::Plan &plan) {
 
 /// The simulator's iteration time of `plan`, or -1 when it cannot say.
 double predictedIteration(const proto::Plan &plan) {
-  SimInput input;
-  SimResult result;
+  plan::SimInput input;
+  plan::SimResult result;
   std::string error;
-  if (!simulationInput(plan, input, error) || !simulate(input, result, error))
+  if (!plan::simulationInput(plan, input, error) ||
+      !plan::simulate(input, result, error))
     return -1;
   return result.iterationSeconds;
 }
@@ -207,7 +208,7 @@ bool dtfm::runtime::replanWithout(const proto::Plan &plan,
                                   const ElasticOptions &options, Replan &out,
                                   std::string &error) {
   planner::Cluster cluster;
-  if (!clusterFromPlan(plan, cluster, error))
+  if (!planner::clusterFromPlan(plan, cluster, error))
     return false;
   for (const std::string &name : lost)
     if (std::none_of(cluster.devices.begin(), cluster.devices.end(),
@@ -276,7 +277,7 @@ bool dtfm::runtime::replanOn(const proto::Plan &plan,
     return false;
   out.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (!format::readPlanFile(out.path, *out.plan, error) ||
-      !verifyPlan(*out.plan, out.path, error))
+      !plan::verifyPlan(*out.plan, out.path, error))
     return false;
   if (format::samplesPerStep(*out.plan) != samples) {
     char line[200];
@@ -464,7 +465,7 @@ int dtfm::runtime::runElastic(const std::string &planPath,
     std::vector<std::string> devices = devicesOf(plan);
     planner::Cluster cluster;
     std::string error;
-    if (!clusterFromPlan(plan, cluster, error))
+    if (!planner::clusterFromPlan(plan, cluster, error))
       return stop(currentPlanPath + ": " + error);
     cluster = withJoins(cluster, standby);
 

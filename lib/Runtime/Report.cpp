@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+using namespace dtfm;
 using namespace dtfm::runtime;
 
 namespace {
@@ -44,7 +45,7 @@ const char *kPalette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2",
                           "#9c755f", "#bab0ac"};
 
 /// Colour of an event by what it does.
-const char *eventColour(const SimEvent &e) {
+const char *eventColour(const plan::SimEvent &e) {
   if (e.name == "grad sync")
     return "#b07aa1";
   if (e.name == "optimizer")
@@ -57,8 +58,8 @@ const char *eventColour(const SimEvent &e) {
 } // namespace
 
 std::string dtfm::runtime::planReport(const std::string &title,
-                                      const SimInput &input,
-                                      const SimResult &result) {
+                                      const plan::SimInput &input,
+                                      const plan::SimResult &result) {
   const planner::Cluster &cluster = input.cluster;
   std::ostringstream os;
   os.precision(4);
@@ -156,12 +157,12 @@ std::string dtfm::runtime::planReport(const std::string &title,
   // Groups in pipeline order.
   os << "<h2>Device groups in pipeline order</h2>\n<table><tr><th>stage</th>"
         "<th>devices (pipeline 0, 1, ...)</th></tr>\n";
-  std::map<int, std::vector<const SimProgram *>> stages;
-  for (const SimProgram &p : input.programs)
+  std::map<int, std::vector<const plan::SimProgram *>> stages;
+  for (const plan::SimProgram &p : input.programs)
     stages[p.stage].push_back(&p);
   for (const auto &[stage, programs] : stages) {
     os << "<tr><td>" << stage << "</td><td>";
-    for (const SimProgram *p : programs)
+    for (const plan::SimProgram *p : programs)
       os << "<span class=\"chip\" style=\"background:"
          << colour[regionOf(p->device)] << "\"></span>" << escape(p->device)
          << " ";
@@ -174,7 +175,7 @@ std::string dtfm::runtime::planReport(const std::string &title,
   const double rowHeight = 6, labelWidth = 110, chartWidth = 900;
   std::vector<std::string> devices;
   for (const auto &[stage, programs] : stages)
-    for (const SimProgram *p : programs)
+    for (const plan::SimProgram *p : programs)
       devices.push_back(p->device);
   std::map<std::string, size_t> rowOf;
   for (size_t i = 0; i < devices.size(); ++i)
@@ -192,7 +193,7 @@ std::string dtfm::runtime::planReport(const std::string &title,
        << chartWidth << "\" height=\"" << 3 * rowHeight
        << "\" fill=\"#f2f2f2\"/>\n";
   }
-  for (const SimEvent &e : result.events) {
+  for (const plan::SimEvent &e : result.events) {
     auto row = rowOf.find(e.device);
     if (row == rowOf.end())
       continue;

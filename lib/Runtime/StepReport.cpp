@@ -8,7 +8,7 @@
 #include "dtfm/Format/PlanFile.h"
 
 #include "Messages.h"
-#include "dtfm/Runtime/Program.h"
+#include "dtfm/Runtime/PlanNames.h"
 #include "dtfm/Runtime/Transport.h"
 
 #include "dtfm/Support/Json.h"

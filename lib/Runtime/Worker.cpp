@@ -16,9 +16,9 @@
 #include "WorkerImpl.h"
 
 #include "dtfm/Format/PlanFile.h"
+#include "dtfm/Plan/MemoryModel.h"
+#include "dtfm/Plan/SimInput.h"
 #include "dtfm/Runtime/Calibration.h"
-#include "dtfm/Runtime/MemoryModel.h"
-#include "dtfm/Runtime/PlanLoader.h"
 #include "dtfm/Support/Hash.h"
 
 #include <algorithm>
@@ -221,9 +221,10 @@ bool Worker::prepare(std::string &error) {
             : executor->loadParameters(options.initPath, error)))
     return false;
 
-  SimInput input;
-  SimResult result;
-  if (!simulationInput(plan, input, error) || !simulate(input, result, error))
+  plan::SimInput input;
+  plan::SimResult result;
+  if (!plan::simulationInput(plan, input, error) ||
+      !plan::simulate(input, result, error))
     return false;
   simulatedSeconds = result.iterationSeconds;
   return true;
@@ -241,7 +242,7 @@ bool Worker::connect(std::string &error) {
   t.timeout = options.timeout;
   if (options.shapeLinks) {
     planner::Cluster cluster;
-    if (!clusterFromPlan(plan, cluster, error))
+    if (!planner::clusterFromPlan(plan, cluster, error))
       return false;
     std::map<std::string, size_t> deviceIndex;
     for (size_t i = 0; i < cluster.devices.size(); ++i)
@@ -371,9 +372,9 @@ bool Worker::calibrate(std::string &error) {
       calibrationSeconds > 0 ? calibrationFlops / calibrationSeconds : 0, 0};
   for (const proto::PlanDevice &d : plan.devices())
     if (d.name() == program.device() && d.memory_bytes_per_second() > 0) {
-      planner::RooflineWork timed = forwardWorkOf(program);
+      planner::RooflineWork timed = plan::forwardWorkOf(program);
       timed.scale(static_cast<double>(calibratedForwards));
-      planner::RooflineWork backwards = backwardWorkOf(program);
+      planner::RooflineWork backwards = plan::backwardWorkOf(program);
       backwards.scale(static_cast<double>(calibratedBackwards));
       timed.add(backwards);
       double bandwidth = executor->measureMemoryBandwidth();
@@ -730,7 +731,7 @@ bool Worker::finish(std::string &error) {
     auto encode = [&] {
       std::ostringstream os;
       os.precision(17);
-      for (const SimEvent &e : events)
+      for (const plan::SimEvent &e : events)
         os << e.slot << '\t' << e.start << '\t' << e.end << '\t' << e.name
            << '\n';
       return os.str();
@@ -739,14 +740,14 @@ bool Worker::finish(std::string &error) {
       if (!sendBlob(*transport, 0, kTrace, 0, encode(), error))
         return false;
     } else {
-      SimResult result;
+      plan::SimResult result;
       result.events = events;
       for (int r = 1; r < size; ++r) {
         std::string blob;
         if (!recvBlob(*transport, r, kTrace, 0, blob, error))
           return false;
         std::istringstream in(blob);
-        SimEvent e;
+        plan::SimEvent e;
         e.device = names[r];
         while (in >> e.slot >> e.start >> e.end) {
           in.get();
@@ -754,8 +755,8 @@ bool Worker::finish(std::string &error) {
           result.events.push_back(e);
         }
       }
-      if (!format::writeFileAtomically(options.tracePath, chromeTrace(result),
-                                       error))
+      if (!format::writeFileAtomically(options.tracePath,
+                                       plan::chromeTrace(result), error))
         return false;
     }
   }
@@ -796,8 +797,8 @@ bool Worker::reportMemory(std::string &error) {
       }
       std::memcpy(figures, blob.data(), sizeof figures);
     }
-    WorkerMemory predicted;
-    if (!predictWorkerMemory(plan, r, predicted, error))
+    plan::WorkerMemory predicted;
+    if (!plan::predictWorkerMemory(plan, r, predicted, error))
       return false;
     double measured = static_cast<double>(figures[1] - figures[0]);
     double heap = static_cast<double>(figures[3] - figures[2]);

@@ -1,5 +1,4 @@
-//===- WorkerImpl.h - The worker behind runWorker -----------------*- C++
-//-*-===//
+//===- WorkerImpl.h - The worker behind runWorker ---------------*- C++ -*-===//
 //
 // Part of dtfm. Private to lib/Runtime: the worker's state, shared by
 // Worker.cpp (preparation, connection, the step loop, checkpoints, the
@@ -14,11 +13,11 @@
 #include "dtfm/Format/Int8.h"
 #include "dtfm/Format/PlanFile.h"
 #include "dtfm/Format/Stream.h"
+#include "dtfm/Plan/SimInput.h"
+#include "dtfm/Plan/Simulator.h"
 #include "dtfm/Runtime/Checkpoints.h"
 #include "dtfm/Runtime/DataSource.h"
 #include "dtfm/Runtime/Executor.h"
-#include "dtfm/Runtime/PlanLoader.h"
-#include "dtfm/Runtime/Simulator.h"
 #include "dtfm/Runtime/StepReport.h"
 #include "dtfm/Runtime/Transport.h"
 #include "dtfm/Runtime/Worker.h"
@@ -277,7 +276,7 @@ private:
   /// which writes them with the predictions.
   bool reportMemory(std::string &error);
   std::mutex eventsMutex;
-  std::vector<SimEvent> events;
+  std::vector<plan::SimEvent> events;
   std::FILE *log = nullptr;
   int64_t firstStep = 1;
   int64_t groupIndex = -1; // this rank's data-parallel group, or -1

@@ -8,7 +8,7 @@
 //   dtfm-run plan.pb --execute [options]
 //
 // --simulate runs one training iteration of the plan's device programs on
-// the cluster the plan carries (lib/Runtime/Simulator.h) and prints the
+// the cluster the plan carries (lib/Plan/Simulator.h) and prints the
 // iteration time, per-device busy and idle time, the bubble fraction, the
 // bytes per link and the achieved FLOP/s.
 //
@@ -23,16 +23,16 @@
 
 #include "dtfm/Format/PlanFile.h"
 #include "dtfm/Format/TensorFile.h"
+#include "dtfm/Plan/MemoryModel.h"
+#include "dtfm/Plan/SimInput.h"
+#include "dtfm/Plan/Simulator.h"
+#include "dtfm/Plan/Verifier.h"
 #include "dtfm/Planner/Cluster.h"
 #include "dtfm/Runtime/Agents.h"
 #include "dtfm/Runtime/Backend.h"
 #include "dtfm/Runtime/Elastic.h"
 #include "dtfm/Runtime/Launcher.h"
-#include "dtfm/Runtime/PlanLoader.h"
-#include "dtfm/Runtime/PlanVerifier.h"
 #include "dtfm/Runtime/Report.h"
-#include "dtfm/Runtime/MemoryModel.h"
-#include "dtfm/Runtime/Simulator.h"
 #include "dtfm/Runtime/Worker.h"
 #include "dtfm/Support/PluginFlags.h"
 
@@ -392,7 +392,7 @@ int main(int argc, char **argv) {
   std::string error;
   // The whole plan is checked before anything runs (or any worker starts).
   if (!format::readPlanFile(planPath, plan, error) ||
-      !runtime::verifyPlan(plan, planPath, error))
+      !plan::verifyPlan(plan, planPath, error))
     return fail(error);
   if (!replanWithout.empty() || !replanDir.empty()) {
     if (simulateFlag || executeFlag)
@@ -558,18 +558,18 @@ int main(int argc, char **argv) {
     return runtime::launchLocalWorkers(arguments, devices, worker.timeout);
   }
 
-  runtime::SimInput input;
-  if (!runtime::simulationInput(plan, input, error))
+  plan::SimInput input;
+  if (!plan::simulationInput(plan, input, error))
     return fail(planPath + ": " + error);
-  runtime::SimResult result;
-  if (!runtime::simulate(input, result, error))
+  plan::SimResult result;
+  if (!plan::simulate(input, result, error))
     return fail(planPath + ": " + error);
 
   // Outputs are written next to their final name, then renamed: never
   // half-written (format::writeFileAtomically); a failed report takes the
   // trace written before it along.
   if (!tracePath.empty() &&
-      !format::writeFileAtomically(tracePath, runtime::chromeTrace(result),
+      !format::writeFileAtomically(tracePath, plan::chromeTrace(result),
                                    error))
     return fail(error);
   if (!reportPath.empty()) {
@@ -587,8 +587,8 @@ int main(int argc, char **argv) {
 
   // Each device's memory as the runtime will allocate it, against its
   // capacity.
-  std::vector<runtime::DeviceMemory> memory;
-  if (!runtime::planMemory(plan, memory, error))
+  std::vector<plan::DeviceMemory> memory;
+  if (!plan::planMemory(plan, memory, error))
     return fail(planPath + ": " + error);
   bool fits = std::all_of(memory.begin(), memory.end(),
                           [](const auto &m) { return m.fits(); });
@@ -600,11 +600,11 @@ int main(int argc, char **argv) {
     std::string list = perPipeline;
     std::replace(list.begin(), list.end(), ' ', ',');
     std::string peaks;
-    for (const runtime::DeviceMemory &m : memory)
+    for (const plan::DeviceMemory &m : memory)
       peaks += (peaks.empty() ? "" : ",") +
                std::to_string(static_cast<long long>(m.predicted.total()));
     std::string breakdown;
-    for (const runtime::DeviceMemory &m : memory)
+    for (const plan::DeviceMemory &m : memory)
       breakdown += (breakdown.empty() ? "" : ",") + m.predicted.json();
     std::printf("{\"plan\":\"%s\",\"cluster\":\"%s\",\"devices\":%zu,"
                 "\"micro_batches\":%d,%s\"iteration_s\":%.9g,"
@@ -637,12 +637,12 @@ int main(int argc, char **argv) {
               result.achievedFlopsPerSecond() / 1e9,
               result.achievedFlopsPerSecond() / 1e15);
   std::printf("%-16s %12s %12s\n", "device", "busy s", "idle s");
-  for (const runtime::SimProgram &p : input.programs)
+  for (const plan::SimProgram &p : input.programs)
     std::printf("%-16s %12.6g %12.6g\n", p.device.c_str(),
                 result.busySeconds[p.device], result.idleSeconds[p.device]);
   std::printf("%-16s %12s %12s\n", "device", "peak GB", "capacity GB");
   for (size_t r = 0; r < memory.size(); ++r) {
-    const runtime::DeviceMemory &m = memory[r];
+    const plan::DeviceMemory &m = memory[r];
     std::printf("%-16s %12.4f %12.4f%s%s%s\n", m.device.c_str(),
                 m.predicted.total() / 1e9, m.capacityBytes / 1e9,
                 m.predicted.shardedState ? "  optimizer state sharded" : "",

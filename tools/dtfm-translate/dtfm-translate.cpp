@@ -21,8 +21,8 @@
 #include "dtfm/Analysis/ClusterAnalysis.h"
 #include "dtfm/Format/PlanFile.h"
 #include "dtfm/Format/TensorFile.h"
-#include "dtfm/Runtime/PlanVerifier.h"
 #include "dtfm/InitAll.h"
+#include "dtfm/Plan/Verifier.h"
 #include "dtfm/Support/PluginFlags.h"
 #include "dtfm/Target/Gpt/ImportGpt.h"
 #include "dtfm/Target/Onnx/ImportOnnx.h"
@@ -305,7 +305,7 @@ static int runPlanTranslation() {
   ::dtfm::proto::Plan plan;
   if (!::dtfm::format::parsePlan(input->getBuffer().str(), inputFilename, plan,
                                  error) ||
-      !::dtfm::runtime::verifyPlan(plan, inputFilename, error))
+      !::dtfm::plan::verifyPlan(plan, inputFilename, error))
     return fail(error);
   if (!mlir::dtfm::checkPlan(plan, cluster ? &*cluster : nullptr, error))
     return fail(inputFilename + ": " + error);

@@ -16,8 +16,8 @@
 #include "dtfm/Runtime/Cpu/Kernels.h"
 #include "dtfm/Runtime/Cuda/Attention.h"
 #include "dtfm/Runtime/Cuda/Device.h"
-#include "dtfm/Runtime/Cuda/IndexMaps.h"
 #include "dtfm/Runtime/Cuda/Kernels.h"
+#include "dtfm/Support/ElementMath.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -28,7 +28,9 @@
 #include <random>
 #include <utility>
 
+using namespace dtfm;
 using namespace dtfm::runtime;
+using namespace dtfm::math;
 using cpu::Tensor;
 
 namespace {
@@ -492,46 +494,46 @@ TEST_F(CudaKernelsTest, BroadcastingBinaryOpsWhereAndTheirGradients) {
     std::vector<int64_t> out = probe.shape;
     Tensor dOut = random(out);
     auto ga = upload(a), gb = upload(b), gd = upload(dOut);
-    cuda::StridedView va = cuda::broadcastView(sa, out),
-                      vb = cuda::broadcastView(sb, out);
-    for (cuda::BinaryOp op :
-         {cuda::BinaryOp::Sub, cuda::BinaryOp::Mul, cuda::BinaryOp::Div}) {
+    math::StridedView va = math::broadcastView(sa, out),
+                      vb = math::broadcastView(sb, out);
+    for (math::BinaryOp op :
+         {math::BinaryOp::Sub, math::BinaryOp::Mul, math::BinaryOp::Div}) {
       auto gout = zeros(probe.numel());
       cuda::binaryStrided(op, ga.floats(), va, gb.floats(), vb, gout.floats(),
                           stream);
-      Tensor want = op == cuda::BinaryOp::Sub   ? cpu::sub(a, b)
-                    : op == cuda::BinaryOp::Mul ? cpu::mul(a, b)
+      Tensor want = op == math::BinaryOp::Sub   ? cpu::sub(a, b)
+                    : op == math::BinaryOp::Mul ? cpu::mul(a, b)
                                                 : cpu::div(a, b);
       expectNear(download(gout, want.numel()), want.data, 1e-6, "binary");
       Tensor wantA(sa), wantB(sb);
-      if (op == cuda::BinaryOp::Sub)
+      if (op == math::BinaryOp::Sub)
         cpu::subBackward(a, b, dOut, &wantA, &wantB);
-      else if (op == cuda::BinaryOp::Mul)
+      else if (op == math::BinaryOp::Mul)
         cpu::mulBackward(a, b, dOut, &wantA, &wantB);
       else
         cpu::divBackward(a, b, dOut, &wantA, &wantB);
       auto gda = zeros(a.numel()), gdb = zeros(b.numel());
-      cuda::StridedView vd = cuda::contiguousView(out);
-      cuda::ReduceTerm ta = cuda::ReduceTerm::Value,
-                       tb = cuda::ReduceTerm::Value;
-      std::vector<cuda::StridedView> viewsA = {vd}, viewsB = {vd};
+      math::StridedView vd = math::contiguousView(out);
+      math::ReduceTerm ta = math::ReduceTerm::Value,
+                       tb = math::ReduceTerm::Value;
+      std::vector<math::StridedView> viewsA = {vd}, viewsB = {vd};
       const float *opsA[3] = {gd.floats(), nullptr, nullptr},
                   *opsB[3] = {gd.floats(), nullptr, nullptr};
-      if (op == cuda::BinaryOp::Mul) {
-        ta = tb = cuda::ReduceTerm::Product;
+      if (op == math::BinaryOp::Mul) {
+        ta = tb = math::ReduceTerm::Product;
         opsA[1] = gb.floats(), opsB[1] = ga.floats();
         viewsA.push_back(vb), viewsB.push_back(va);
-      } else if (op == cuda::BinaryOp::Div) {
-        ta = cuda::ReduceTerm::Quotient;
-        tb = cuda::ReduceTerm::DivisorGradient;
+      } else if (op == math::BinaryOp::Div) {
+        ta = math::ReduceTerm::Quotient;
+        tb = math::ReduceTerm::DivisorGradient;
         opsA[1] = gb.floats(), opsB[1] = ga.floats(), opsB[2] = gb.floats();
         viewsA.push_back(vb), viewsB.push_back(va), viewsB.push_back(vb);
       }
-      cuda::reduceStrided(ta, opsA, cuda::reductionOnto(sa, out, viewsA),
+      cuda::reduceStrided(ta, opsA, math::reductionOnto(sa, out, viewsA),
                           gda.floats(), 1.0f, true, stream);
       cuda::reduceStrided(
-          tb, opsB, cuda::reductionOnto(sb, out, viewsB), gdb.floats(),
-          op == cuda::BinaryOp::Sub ? -1.0f : 1.0f, true, stream);
+          tb, opsB, math::reductionOnto(sb, out, viewsB), gdb.floats(),
+          op == math::BinaryOp::Sub ? -1.0f : 1.0f, true, stream);
       expectNear(download(gda, a.numel()), wantA.data, 1e-4, "lhs gradient");
       expectNear(download(gdb, b.numel()), wantB.data, 1e-4, "rhs gradient");
     }
@@ -544,20 +546,20 @@ TEST_F(CudaKernelsTest, BroadcastingBinaryOpsWhereAndTheirGradients) {
   auto gc = upload(condition), ga = upload(a), gb = upload(b),
        gd = upload(dOut), gout = zeros(5 * 7 * 9), gda = zeros(a.numel()),
        gdb = zeros(b.numel());
-  cuda::StridedView vc = cuda::broadcastView(condition.shape, out);
+  math::StridedView vc = math::broadcastView(condition.shape, out);
   cuda::whereStrided(gc.floats(), vc, ga.floats(),
-                     cuda::broadcastView(a.shape, out), gb.floats(),
-                     cuda::broadcastView(b.shape, out), gout.floats(), stream);
+                     math::broadcastView(a.shape, out), gb.floats(),
+                     math::broadcastView(b.shape, out), gout.floats(), stream);
   expectNear(download(gout, 5 * 7 * 9), cpu::where(condition, a, b).data, 0,
              "where");
   const float *ops[3] = {gd.floats(), gc.floats(), nullptr};
   cuda::reduceStrided(
-      cuda::ReduceTerm::WhereTrue, ops,
-      cuda::reductionOnto(a.shape, out, {cuda::contiguousView(out), vc}),
+      math::ReduceTerm::WhereTrue, ops,
+      math::reductionOnto(a.shape, out, {math::contiguousView(out), vc}),
       gda.floats(), 1.0f, true, stream);
   cuda::reduceStrided(
-      cuda::ReduceTerm::WhereFalse, ops,
-      cuda::reductionOnto(b.shape, out, {cuda::contiguousView(out), vc}),
+      math::ReduceTerm::WhereFalse, ops,
+      math::reductionOnto(b.shape, out, {math::contiguousView(out), vc}),
       gdb.floats(), 1.0f, true, stream);
   expectNear(download(gda, a.numel()), wantA.data, 1e-5, "where true side");
   expectNear(download(gdb, b.numel()), wantB.data, 1e-5, "where false side");
@@ -568,47 +570,47 @@ TEST_F(CudaKernelsTest, MeansTransposeSliceConcat) {
   for (std::vector<int64_t> axes :
        {std::vector<int64_t>{2}, std::vector<int64_t>{0, 1}}) {
     Tensor want = cpu::reduceMean(x, axes, true);
-    cuda::MeanShape m = cuda::meanShape(x.shape, axes);
+    math::MeanShape m = math::meanShape(x.shape, axes);
     auto gx = upload(x), gout = zeros(want.numel());
     const float *ops[3] = {gx.floats(), nullptr, nullptr};
     cuda::reduceStrided(
-        cuda::ReduceTerm::Value, ops,
-        cuda::reductionOnto(m.kept, x.shape, {cuda::contiguousView(x.shape)}),
+        math::ReduceTerm::Value, ops,
+        math::reductionOnto(m.kept, x.shape, {math::contiguousView(x.shape)}),
         gout.floats(), 1.0f / m.count, false, stream);
     expectNear(download(gout, want.numel()), want.data, 1e-4, "mean");
     Tensor dOut = random(want.shape), wantDx(x.shape);
     cpu::reduceMeanBackward(x, axes, dOut, &wantDx);
     auto gd = upload(dOut), gdx = zeros(x.numel());
-    cuda::copyStrided(gd.floats(), cuda::broadcastView(m.kept, x.shape),
-                      gdx.floats(), cuda::contiguousView(x.shape),
+    cuda::copyStrided(gd.floats(), math::broadcastView(m.kept, x.shape),
+                      gdx.floats(), math::contiguousView(x.shape),
                       1.0f / m.count, true, stream);
     expectNear(download(gdx, x.numel()), wantDx.data, 1e-5, "mean grad");
   }
   std::vector<int64_t> perm = {2, 0, 1};
   Tensor t = cpu::transpose(x, perm);
   auto gx = upload(x), gt = zeros(t.numel()), gback = zeros(x.numel());
-  cuda::copyStrided(gx.floats(), cuda::permutedView(x.shape, perm), gt.floats(),
-                    cuda::contiguousView(t.shape), 1, false, stream);
+  cuda::copyStrided(gx.floats(), math::permutedView(x.shape, perm), gt.floats(),
+                    math::contiguousView(t.shape), 1, false, stream);
   expectNear(download(gt, t.numel()), t.data, 0, "transpose");
-  cuda::copyStrided(gt.floats(), cuda::contiguousView(t.shape), gback.floats(),
-                    cuda::permutedView(x.shape, perm), 1, true, stream);
+  cuda::copyStrided(gt.floats(), math::contiguousView(t.shape), gback.floats(),
+                    math::permutedView(x.shape, perm), 1, true, stream);
   expectNear(download(gback, x.numel()), x.data, 0, "transpose back");
   std::vector<int64_t> starts = {1, 0, 5}, ends = {16, 24, 300},
                        steps = {3, 1, 7};
   Tensor sliced = cpu::slice(x, starts, ends, steps);
   auto gs = zeros(sliced.numel());
   cuda::copyStrided(
-      gx.floats(), cuda::sliceView(x.shape, sliced.shape, starts, steps),
-      gs.floats(), cuda::contiguousView(sliced.shape), 1, false, stream);
+      gx.floats(), math::sliceView(x.shape, sliced.shape, starts, steps),
+      gs.floats(), math::contiguousView(sliced.shape), 1, false, stream);
   expectNear(download(gs, sliced.numel()), sliced.data, 0, "slice");
   Tensor p = random({16, 5, 300});
   Tensor joined = cpu::concat({&x, &p}, 1);
   auto gp = upload(p), gj = zeros(joined.numel());
-  cuda::copyStrided(gx.floats(), cuda::contiguousView(x.shape), gj.floats(),
-                    cuda::axisBlockView(joined.shape, 1, 0, x.shape), 1, false,
+  cuda::copyStrided(gx.floats(), math::contiguousView(x.shape), gj.floats(),
+                    math::axisBlockView(joined.shape, 1, 0, x.shape), 1, false,
                     stream);
-  cuda::copyStrided(gp.floats(), cuda::contiguousView(p.shape), gj.floats(),
-                    cuda::axisBlockView(joined.shape, 1, 24, p.shape), 1, false,
+  cuda::copyStrided(gp.floats(), math::contiguousView(p.shape), gj.floats(),
+                    math::axisBlockView(joined.shape, 1, 24, p.shape), 1, false,
                     stream);
   expectNear(download(gj, joined.numel()), joined.data, 0, "concat");
 }
@@ -618,12 +620,12 @@ TEST_F(CudaKernelsTest, UnaryMathAndGather) {
   for (float &v : x.data)
     v = std::fabs(v) + 0.1f;
   auto gx = upload(x), gdy = upload(dy);
-  for (auto [op, kind] : {std::pair{cuda::UnaryOp::Sqrt, "sqrt"},
-                          {cuda::UnaryOp::Tanh, "tanh"},
-                          {cuda::UnaryOp::Erf, "erf"},
-                          {cuda::UnaryOp::Exp, "exp"},
-                          {cuda::UnaryOp::Sigmoid, "sigmoid"},
-                          {cuda::UnaryOp::Silu, "silu"}}) {
+  for (auto [op, kind] : {std::pair{math::UnaryOp::Sqrt, "sqrt"},
+                          {math::UnaryOp::Tanh, "tanh"},
+                          {math::UnaryOp::Erf, "erf"},
+                          {math::UnaryOp::Exp, "exp"},
+                          {math::UnaryOp::Sigmoid, "sigmoid"},
+                          {math::UnaryOp::Silu, "silu"}}) {
     auto gy = zeros(5000), gdx = zeros(5000);
     cuda::unary(op, gx.floats(), gy.floats(), 5000, {}, stream);
     cuda::unaryBackward(op, gx.floats(), gdy.floats(), gdx.floats(), 5000, {},
@@ -635,15 +637,15 @@ TEST_F(CudaKernelsTest, UnaryMathAndGather) {
     expectNear(download(gdx, 5000), want.data, 1e-5, kind);
   }
   auto gy = zeros(5000);
-  cuda::unary(cuda::UnaryOp::Pow, gx.floats(), gy.floats(), 5000, {1.5},
+  cuda::unary(math::UnaryOp::Pow, gx.floats(), gy.floats(), 5000, {1.5},
               stream);
   expectNear(download(gy, 5000), cpu::power(x, 1.5).data, 1e-5, "pow");
   {
     auto gdx = zeros(5000);
-    cuda::UnaryParams bounds{1, 0.3, 0.9};
-    cuda::unary(cuda::UnaryOp::Clip, gx.floats(), gy.floats(), 5000, bounds,
+    math::UnaryParams bounds{1, 0.3, 0.9};
+    cuda::unary(math::UnaryOp::Clip, gx.floats(), gy.floats(), 5000, bounds,
                 stream);
-    cuda::unaryBackward(cuda::UnaryOp::Clip, gx.floats(), gdy.floats(),
+    cuda::unaryBackward(math::UnaryOp::Clip, gx.floats(), gdy.floats(),
                         gdx.floats(), 5000, bounds, stream);
     Tensor wantDx(x.shape);
     cpu::clipBackward(x, 0.3, 0.9, dy, &wantDx);
@@ -661,7 +663,7 @@ TEST_F(CudaKernelsTest, UnaryMathAndGather) {
   dOut = random(want.shape);
   Tensor wantDx(table.shape);
   cpu::gatherBackward(table, indices, 1, dOut, &wantDx);
-  cuda::GatherGeometry g = cuda::gatherGeometry(table.shape, 1, 24);
+  math::GatherGeometry g = math::gatherGeometry(table.shape, 1, 24);
   auto gt = upload(table), gi = upload(indices), gd = upload(dOut),
        gout = zeros(want.numel()), gdx = zeros(table.numel()), flag = zeros(1);
   cuda::gather(gt.floats(), gi.floats(), g, gout.floats(),
@@ -684,7 +686,7 @@ TEST_F(CudaKernelsTest, UnaryMathAndGather) {
 }
 
 TEST_F(CudaKernelsTest, ColumnsBatchNormAndPooling) {
-  cuda::ConvGeometry g;
+  math::ConvGeometry g;
   g.n = 3, g.c = 4, g.h = 9, g.w = 7, g.o = 6, g.kh = 3, g.kw = 3, g.groups = 2,
   g.strideH = 2, g.padTop = 1, g.padLeft = 1, g.dilationW = 2;
   g.ho = (9 + 2 - 3) / 2 + 1, g.wo = (7 + 2 - 2 * 2 - 1) + 1;
@@ -752,7 +754,7 @@ TEST_F(CudaKernelsTest, ColumnsBatchNormAndPooling) {
     expectNear(download(gdbi, 16), dbi.data, 1e-4, "inference bn dbeta");
   }
 
-  cpu::Window window;
+  math::Window window;
   window.strideH = window.strideW = 2;
   window.padTop = window.padLeft = window.padBottom = window.padRight = 1;
   window.countTop = window.countLeft = 1; // the bottom and right do not count
@@ -761,7 +763,7 @@ TEST_F(CudaKernelsTest, ColumnsBatchNormAndPooling) {
   Tensor wantMax, wantAvg;
   cpu::maxPool2dBackward(px, 3, 3, window, pdy, &wantMax);
   cpu::avgPool2dBackward(px, 3, 3, window, pdy, &wantAvg);
-  cuda::PoolGeometry pg;
+  math::PoolGeometry pg;
   pg.planes = 32, pg.h = pg.w = 17, pg.ho = pmax.shape[2],
   pg.wo = pmax.shape[3], pg.kh = pg.kw = 3, pg.strideH = pg.strideW = 2,
   pg.padTop = pg.padLeft = 1;

@@ -39,8 +39,8 @@ int64_t add(proto::DeviceProgram &program, const std::string &name,
 
 /// Decodes `program` and asks the CUDA backend whether it takes it.
 bool supports(const proto::DeviceProgram &program, std::string &reason) {
-  runtime::StageProgram decoded;
-  if (!runtime::decodeProgram(program, decoded, reason))
+  plan::StageProgram decoded;
+  if (!plan::decodeProgram(program, decoded, reason))
     return false;
   return runtime::cuda::supportsProgram(decoded, reason);
 }
@@ -144,19 +144,19 @@ TEST(CudaSupportTest, EveryKindWithACpuKernelButCustomHasACudaKernel) {
   // exception: its sum needs a communicator per tensor-parallel group,
   // which the CUDA executor does not have yet (the support check refuses
   // it in one line).
-  for (size_t i = 0; i < runtime::kNumOpKinds; ++i) {
-    auto kind = static_cast<runtime::OpKind>(i);
+  for (size_t i = 0; i < plan::kNumOpKinds; ++i) {
+    auto kind = static_cast<plan::OpKind>(i);
     const runtime::cpu::KernelEntry &cpu = runtime::cpu::kernelTable()[i];
-    if (!cpu.forward || kind == runtime::OpKind::Custom ||
-        kind == runtime::OpKind::TpAllReduce)
+    if (!cpu.forward || kind == plan::OpKind::Custom ||
+        kind == plan::OpKind::TpAllReduce)
       continue;
     proto::DeviceProgram program;
     int64_t x = add(program, "dtfm.input", {}, {2, 3});
-    int64_t y = add(program, runtime::opName(kind), {x, x}, {2, 3});
+    int64_t y = add(program, plan::opName(kind), {x, x}, {2, 3});
     if (cpu.backward) {
       proto::PlanOp *op = program.add_ops();
       op->set_name("dtfm.backward");
-      (*op->mutable_attrs())["forward"].set_s(runtime::opName(kind));
+      (*op->mutable_attrs())["forward"].set_s(plan::opName(kind));
       op->add_operands(x);
       op->add_operands(y);
     }

@@ -1,11 +1,11 @@
 //===- WorkerPartsTest.cpp - Checkpoints, step lines, calibration ---------===//
 
 #include "dtfm/Format/Stream.h"
+#include "dtfm/Plan/SimInput.h"
 #include "dtfm/Planner/Cluster.h"
 #include "dtfm/Runtime/Backend.h"
 #include "dtfm/Runtime/Calibration.h"
 #include "dtfm/Runtime/Checkpoints.h"
-#include "dtfm/Runtime/PlanLoader.h"
 #include "dtfm/Runtime/StepReport.h"
 
 #include "plan.pb.h"
@@ -245,8 +245,8 @@ TEST(Calibration, TheRooflineKeepsTheBandwidthWhileTheSpeedChanges) {
       calibratedIteration(plan, {"d0"}, {2e9}, {2e9}, 0, seconds, error));
   EXPECT_DOUBLE_EQ(seconds, 4);
   // The speed a worker measures there: its 8 s of work at 1 GB/s.
-  planner::RooflineWork work = forwardWorkOf(program);
-  work.add(backwardWorkOf(program));
+  planner::RooflineWork work = plan::forwardWorkOf(program);
+  work.add(plan::backwardWorkOf(program));
   EXPECT_DOUBLE_EQ(planner::speedForSeconds(work, 7, 1e9), 1e9);
 }
 

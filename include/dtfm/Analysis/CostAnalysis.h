@@ -156,7 +156,7 @@ FailureOr<::dtfm::planner::Workload> buildWorkload(const CostAnalysis &costs,
 bool isTrainingOp(Operation *op);
 
 /// The optimizer state the runtime keeps per parameter element for the
-/// module's updates (Runtime/MemoryModel.h): 8 bytes for dtfm.adamw_update
+/// module's updates (Plan/MemoryModel.h): 8 bytes for dtfm.adamw_update
 /// (m and v), 4 for dtfm.sgd_update (its velocity); a module without
 /// updates yet (before --dtfm-autodiff) is planned for `optimizer`
 /// ("adamw" or "sgd", --dtfm-plan's). Nullopt for an unknown name.

@@ -318,7 +318,7 @@ def FitMemory : Pass<"dtfm-fit-memory", "mlir::ModuleOp"> {
                 "fit, and refuse a plan that still does not";
   let description = [{
     After --dtfm-emit-stage-programs: predicts each device program's peak
-    memory as the runtime allocates it (Runtime/MemoryModel.h) against its
+    memory as the runtime allocates it (Plan/MemoryModel.h) against its
     device's capacity. First, with `shard-state=auto`, each data-parallel
     group with a program that would not fit gets `dtfm.shard_state` on its
     synchronous, uncompressed gradient syncs (ZeRO-1: each member keeps the

@@ -145,7 +145,7 @@ inline constexpr const char *kMemoryOptionChoices = "auto, all or none";
 struct StagePartitionOptions {
   /// Bytes of state per byte of parameters (the simple model: that plus
   /// the activations in flight), or 0: as the runtime holds it
-  /// (Runtime/MemoryModel.h: every tensor in f32, so per parameter element
+  /// (Plan/MemoryModel.h: every tensor in f32, so per parameter element
   /// 4 bytes of weights, 4 of gradient sums, 4 of sync buckets on a
   /// data-parallel stage and `optimizerBytesPerElement`), with the
   /// activations also in f32 and a receive buffer per micro-batch.

@@ -19,7 +19,7 @@
 #define DTFM_RUNTIME_CHECKPOINTS_H
 
 #include "dtfm/Format/TensorFile.h"
-#include "dtfm/Runtime/Program.h"
+#include "dtfm/Runtime/PlanNames.h"
 
 #include <cstdint>
 #include <optional>

@@ -12,12 +12,12 @@
 // once (gradient syncs are the identity on one device; updates write the
 // parameter store). Deterministic for a given seed and plan.
 //
-// PhaseExecutor holds what every backend shares: the phase loop (which ops
-// run, values from the host, operand checks, diagnostics) and the host
-// state (parameter initialisation, parameter files, the optimizer state's
-// format). A backend implements the per-op work through its kernel table:
-// the CPU's (Cpu/KernelTable.h, ProgramExecutor) or the GPU's
-// (Cuda/Executor.h).
+// StageExecutor is what the worker drives; HostState is the host state
+// every backend shares (parameter initialisation, parameter files, the
+// optimizer state's format). The phase loop every backend runs is
+// PhaseExecutor (PhaseLoop.h); a backend implements the per-op work through
+// its kernel table: the CPU's (Cpu/Executor.h, Cpu/KernelTable.h) or the
+// GPU's (Cuda/Executor.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,7 +25,7 @@
 #define DTFM_RUNTIME_EXECUTOR_H
 
 #include "dtfm/Runtime/Cpu/Kernels.h"
-#include "dtfm/Runtime/Program.h"
+#include "dtfm/Runtime/PlanNames.h"
 
 #include <functional>
 #include <map>
@@ -55,7 +55,7 @@ using ValueTable = std::map<int64_t, cpu::Tensor>;
 double threadCpuSeconds();
 
 /// What a worker needs of the executor of its device program, whichever
-/// device runs it: the CPU (ProgramExecutor, below) or a GPU
+/// device runs it: the CPU (cpu::CpuExecutor, Cpu/Executor.h) or a GPU
 /// (cuda::CudaExecutor, Cuda/Executor.h). Values crossing devices and
 /// parameters in files are host tensors either way.
 class StageExecutor {
@@ -271,185 +271,6 @@ struct HostState {
 
 /// The model inputs and labels a program reads.
 std::vector<InputSpec> programInputs(const StageProgram &program);
-
-/// What the backends share: the phase loop and the host state. A backend
-/// implements the hooks below; runPhase calls them in program order.
-class PhaseExecutor : public StageExecutor {
-public:
-  std::vector<InputSpec> inputs() const override {
-    return programInputs(program);
-  }
-  bool runPhase(OpPhase phase, int microBatch, ValueTable &values,
-                const MicroBatch &batch, double &loss,
-                std::string &error) final;
-  void releaseSent(OpPhase phase, int microBatch, ValueTable &values) final;
-
-  /// Local steps and compressed exchanges work on the host state, on every
-  /// backend: the pseudo-gradients and the outer step every H steps, the
-  /// int8 residuals every step (a backend keeping parameters elsewhere moves
-  /// those it needs through parametersToHost / parametersFromHost).
-  bool outerStep(const AverageFn &average, std::string &error) override;
-  cpu::Tensor *residualOf(const ProgramOp &sync) override;
-
-protected:
-  explicit PhaseExecutor(const StageProgram &program);
-
-  /// Makes host.params[name] current for each of `names` (a GPU downloads
-  /// them); the CPU's parameters are there already.
-  virtual bool parametersToHost(const std::vector<std::string> &names,
-                                std::string &error) {
-    return true;
-  }
-  /// Takes host.params[name] back for each of `names` (a GPU uploads them).
-  virtual bool parametersFromHost(const std::vector<std::string> &names,
-                                  std::string &error) {
-    return true;
-  }
-  /// Local steps: before an iteration's updates, each synchronised
-  /// parameter without an anchor (the first step, or a checkpoint written
-  /// before local steps) takes its current value as the anchor.
-  bool anchorLocalSteps(std::string &error);
-
-  /// Before the phase's first op (a GPU posts device-to-device receives).
-  virtual bool beginPhase(OpPhase phase, int microBatch, ValueTable &values,
-                          std::string &error) {
-    return true;
-  }
-  /// Whether the backend moves this dtfm.recv's value itself (NCCL); the
-  /// loop then leaves it alone.
-  virtual bool movesItself(const ProgramOp &op) const { return false; }
-  /// A value from the host for `op`'s result: a received activation or
-  /// gradient, a model input or a label.
-  virtual bool bindHostValue(const ProgramOp &op, int microBatch,
-                             const cpu::Tensor &value, ValueTable &values,
-                             std::string &error) = 0;
-  /// Whether value `id` of the micro-batch has been computed.
-  virtual bool hasValue(int microBatch, int64_t id,
-                        const ValueTable &values) const = 0;
-  /// Runs one op through the backend's kernel table (a dtfm.backward
-  /// through its forward kind's backward kernel).
-  virtual bool runOp(const ProgramOp &op, int microBatch, ValueTable &values,
-                     double &loss, std::string &error) = 0;
-  /// After each op that ran through runOp, with its results in `values`.
-  virtual void afterOp(const ProgramOp &op, int microBatch,
-                       const ValueTable &values) {}
-  /// One step of a phase (PhaseStep): binds a received value or an input,
-  /// or runs the op through runOp (a recomputed forward op without adding
-  /// to the loss again).
-  bool runStep(const ProgramOp &op, bool recompute, int microBatch,
-               ValueTable &values, const MicroBatch &batch, double &loss,
-               std::string &error);
-  /// A value of `microBatch` no later op reads (ValueLifetimes): the CPU
-  /// frees it; a backend keeping values elsewhere may free its copy too.
-  virtual void releaseValue(int microBatch, int64_t id, ValueTable &values) {
-    values.erase(id);
-  }
-  /// After the phase's last op: values for the phase's dtfm.send ops into
-  /// `values` (host), losses into `loss`.
-  virtual bool endPhase(OpPhase phase, int microBatch, ValueTable &values,
-                        double &loss, std::string &error) {
-    return true;
-  }
-
-  /// An optimizer update of the program: the op, the parameter it updates
-  /// and the value id of its (averaged, synced) gradient.
-  struct Update {
-    const ProgramOp *op;
-    std::string parameter;
-    int64_t gradient;
-    /// AdamW whose gradient arrives top-k compressed after a warm-up: the
-    /// sync's dtfm.topk_warmup (0: the second moment is never frozen).
-    int64_t freezeSecondMomentAfter = 0;
-  };
-  /// The optimizer phase's updates in program order (gradient syncs left
-  /// out); fails naming an op that is not an update of a parameter
-  /// (`paramOfValue`: the parameter of each dtfm.param value).
-  bool optimizerUpdates(const std::map<int64_t, std::string> &paramOfValue,
-                        std::vector<Update> &updates, std::string &error) const;
-
-  const StageProgram &program;
-  /// When each value of a micro-batch can be freed.
-  const ValueLifetimes lifetimes;
-  /// Parameters and optimizer state in the one format of parameter files
-  /// and checkpoints: the CPU executor's own; the GPU's copy for loading
-  /// and saving, and the home of its host-side state (anchors, outer
-  /// velocities, residuals).
-  HostState host;
-  /// The parameter each dtfm.grad_sync's gradient updates, by op index.
-  std::map<int, std::string> parameterOfSync;
-};
-
-/// The CPU executor: the CPU kernel table on host tensors.
-class ProgramExecutor : public PhaseExecutor {
-public:
-  explicit ProgramExecutor(const StageProgram &program);
-
-  bool initialize(
-      uint64_t seed, std::string &error,
-      const std::map<std::string, cpu::Tensor> *weights = nullptr) override {
-    return host.initialize(program, seed, weights, error);
-  }
-  bool loadParameters(const std::string &path, std::string &error) override {
-    return host.load(program, path, error);
-  }
-  bool saveParameters(const std::string &path,
-                      std::string &error) const override;
-  /// The host state, and for each sharded parameter the range its moments
-  /// cover ("shard/<name>", Checkpoints.h): what another plan's workers
-  /// assemble theirs from.
-  std::map<std::string, cpu::Tensor> state() const override;
-  bool restoreState(const std::map<std::string, cpu::Tensor> &state,
-                    std::string &error) override {
-    return host.restore(program, state, error);
-  }
-  void collectGradients(int microBatch, const ValueTable &values) override;
-  bool streamGradients(int microBatches, double gradientScale,
-                       GradientReadyFn ready) override;
-  bool finishIteration(double gradientScale, const SyncFn &sync,
-                       const SyncFn &gather, std::string &error) override;
-  std::map<std::string, cpu::Tensor> parameters() const override {
-    return host.params;
-  }
-
-protected:
-  bool bindHostValue(const ProgramOp &op, int microBatch,
-                     const cpu::Tensor &value, ValueTable &values,
-                     std::string &error) override;
-  bool hasValue(int microBatch, int64_t id,
-                const ValueTable &values) const override;
-  /// Value `id` of a micro-batch, or the parameter it names (read in
-  /// place: the micro-batches do not copy the parameters).
-  const cpu::Tensor &operand(int64_t id, const ValueTable &values) const;
-  bool runOp(const ProgramOp &op, int microBatch, ValueTable &values,
-             double &loss, std::string &error) override;
-  void afterOp(const ProgramOp &op, int microBatch,
-               const ValueTable &values) override;
-
-private:
-  /// Adds value `id` of the micro-batch to its iteration sum (once per
-  /// micro-batch) and, on the last micro-batch, hands the gradient of the
-  /// dtfm.grad_sync that reads it to the armed GradientReadyFn.
-  void collect(int64_t id, int microBatch, const cpu::Tensor &value);
-  /// After a dtfm.tp_all_reduce (or its backward) that sums: the sum of its
-  /// result over the tensor-parallel group.
-  bool sumOverTensorParallelGroup(const ProgramOp &op, ValueTable &values,
-                                  std::string &error);
-
-  std::map<int64_t, std::string> paramOfValue; // value id -> parameter
-  ValueTable gradSum; // optimizer inputs summed over micro-batches
-  std::set<int64_t> collected; // ids summed for the current micro-batch
-  int collectingMicroBatch = -1;
-  /// The optimizer inputs that are not parameters (gradients), and the
-  /// dtfm.grad_sync reading each (from the program, at construction).
-  std::map<int64_t, const ProgramOp *> gradientInputs;
-  /// Parameters under sharded optimizer state, with this member's shard.
-  std::map<std::string, ElementRange> shards;
-  /// What the program sends (runtime::sentValues).
-  std::map<int64_t, bool> sentValues;
-  int streamMicroBatches = 0; // armed by streamGradients for one iteration
-  double streamScale = 1;
-  GradientReadyFn ready;
-};
 
 } // namespace dtfm::runtime
 

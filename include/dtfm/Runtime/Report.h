@@ -7,7 +7,7 @@
 #ifndef DTFM_RUNTIME_REPORT_H
 #define DTFM_RUNTIME_REPORT_H
 
-#include "dtfm/Runtime/Simulator.h"
+#include "dtfm/Plan/Simulator.h"
 
 #include <string>
 
@@ -18,8 +18,8 @@ namespace dtfm::runtime {
 /// bandwidth they have, labelled in Gbps), the device groups in pipeline
 /// order, and a Gantt chart of the simulated iteration (one row per device
 /// slot).
-std::string planReport(const std::string &title, const SimInput &input,
-                       const SimResult &result);
+std::string planReport(const std::string &title, const plan::SimInput &input,
+                       const plan::SimResult &result);
 
 } // namespace dtfm::runtime
 

@@ -1,4 +1,4 @@
-//===- OpShapes.h - The dtfm ops' type rules, in plain C++ -------*- C++ -*-===//
+//===- OpShapes.h - The dtfm ops' type rules, in plain C++ ------*- C++ -*-===//
 //
 // Part of dtfm. Plain C++ (no MLIR).
 //
@@ -6,7 +6,7 @@
 //
 // What each dtfm op requires of its operands, attributes and results, written
 // once: the dialect's op verifiers (lib/Dialect/Dtfm/IR) and the runtime's
-// plan verifier (lib/Runtime/PlanVerifier.cpp) both call these functions, so
+// plan verifier (lib/Plan/Verifier.cpp) both call these functions, so
 // a plan the runtime accepts is one the dialect would accept and the two say
 // the same thing about one that is not. Each rule returns "" when the op is
 // well formed, else a one-line message without the op's name (the caller

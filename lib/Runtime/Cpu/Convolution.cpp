@@ -7,7 +7,7 @@
 
 #include "KernelSupport.h"
 #include "dtfm/Format/Sparse.h"
-#include "dtfm/Runtime/Cuda/IndexMaps.h"
+#include "dtfm/Support/ElementMath.h"
 
 #include <algorithm>
 #include <cassert>
@@ -15,7 +15,8 @@
 #include <limits>
 
 using namespace dtfm::runtime::cpu;
-namespace cuda = dtfm::runtime::cuda;
+using namespace dtfm::math;
+namespace math = dtfm::math;
 
 //===----------------------------------------------------------------------===//
 // convolution (im2col + sgemm), batchnorm, pooling
@@ -288,12 +289,12 @@ static int64_t pooledSize(int64_t in, int64_t k, int64_t stride, int64_t a,
 
 /// The windows of pooling x [N, C, H, W] into [N, C, ho, wo]: the same
 /// geometry (and window walk) the CUDA kernels use.
-cuda::PoolGeometry dtfm::runtime::cpu::poolGeometry(int64_t planes, int64_t h,
-                                                   int64_t w, int64_t ho,
-                                                   int64_t wo, int64_t kh,
-                                                   int64_t kw,
-                                                   const Window &win) {
-  cuda::PoolGeometry g;
+math::PoolGeometry dtfm::runtime::cpu::poolGeometry(int64_t planes, int64_t h,
+                                                    int64_t w, int64_t ho,
+                                                    int64_t wo, int64_t kh,
+                                                    int64_t kw,
+                                                    const Window &win) {
+  math::PoolGeometry g;
   g.planes = planes;
   g.h = h;
   g.w = w;
@@ -313,7 +314,7 @@ cuda::PoolGeometry dtfm::runtime::cpu::poolGeometry(int64_t planes, int64_t h,
 }
 
 /// Pooling x [N, C, H, W] into [N, C, ho, wo].
-static cuda::PoolGeometry poolingOf(const Tensor &x, int64_t ho, int64_t wo,
+static math::PoolGeometry poolingOf(const Tensor &x, int64_t ho, int64_t wo,
                                     int64_t kh, int64_t kw, const Window &win) {
   return dtfm::runtime::cpu::poolGeometry(x.dim(0) * x.dim(1), x.dim(2),
                                           x.dim(3), ho, wo, kh, kw, win);
@@ -330,7 +331,7 @@ static std::vector<int64_t> pooledShape(const Tensor &x, int64_t kh,
 Tensor dtfm::runtime::cpu::maxPool2d(const Tensor &x, int64_t kh, int64_t kw,
                                      const Window &win) {
   Tensor out(pooledShape(x, kh, kw, win));
-  cuda::PoolGeometry g = poolingOf(x, out.dim(2), out.dim(3), kh, kw, win);
+  math::PoolGeometry g = poolingOf(x, out.dim(2), out.dim(3), kh, kw, win);
   for (int64_t flat = 0; flat < out.numel(); ++flat) {
     float best = -std::numeric_limits<float>::infinity();
     g.forEachCell(flat, [&](int64_t at) { best = std::max(best, x.data[at]); });
@@ -343,7 +344,7 @@ void dtfm::runtime::cpu::maxPool2dBackward(const Tensor &x, int64_t kh,
                                            int64_t kw, const Window &win,
                                            const Tensor &dOut, Tensor *dx) {
   ensure(dx, x.shape);
-  cuda::PoolGeometry g = poolingOf(x, dOut.dim(2), dOut.dim(3), kh, kw, win);
+  math::PoolGeometry g = poolingOf(x, dOut.dim(2), dOut.dim(3), kh, kw, win);
   for (int64_t flat = 0; flat < dOut.numel(); ++flat) {
     // The first cell in window order among equals takes the gradient.
     float best = -std::numeric_limits<float>::infinity();
@@ -362,7 +363,7 @@ void dtfm::runtime::cpu::maxPool2dBackward(const Tensor &x, int64_t kh,
 Tensor dtfm::runtime::cpu::avgPool2d(const Tensor &x, int64_t kh, int64_t kw,
                                      const Window &win) {
   Tensor out(pooledShape(x, kh, kw, win));
-  cuda::PoolGeometry g = poolingOf(x, out.dim(2), out.dim(3), kh, kw, win);
+  math::PoolGeometry g = poolingOf(x, out.dim(2), out.dim(3), kh, kw, win);
   for (int64_t flat = 0; flat < out.numel(); ++flat)
     out.data[flat] = g.average(x.data.data(), flat);
   return out;
@@ -372,7 +373,7 @@ void dtfm::runtime::cpu::avgPool2dBackward(const Tensor &x, int64_t kh,
                                            int64_t kw, const Window &win,
                                            const Tensor &dOut, Tensor *dx) {
   ensure(dx, x.shape);
-  cuda::PoolGeometry g = poolingOf(x, dOut.dim(2), dOut.dim(3), kh, kw, win);
+  math::PoolGeometry g = poolingOf(x, dOut.dim(2), dOut.dim(3), kh, kw, win);
   for (int64_t flat = 0; flat < dOut.numel(); ++flat) {
     int64_t cells = g.divisor(flat);
     if (cells == 0)

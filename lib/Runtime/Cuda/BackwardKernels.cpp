@@ -13,13 +13,14 @@
 #include "ExecutorImpl.h"
 
 #include "dtfm/Runtime/Cuda/Attention.h"
-#include "dtfm/Runtime/Cuda/IndexMaps.h"
+#include "dtfm/Support/ElementMath.h"
 
 #include <algorithm>
 
 using namespace dtfm;
 using namespace dtfm::runtime;
 using namespace dtfm::runtime::cuda::impl;
+using namespace dtfm::math;
 
 bool CudaExecutor::backwardProduct(BackwardCall &call, std::string &error) {
   const DTensor &lhs = call.in(0), &rhs = call.in(1);
@@ -92,35 +93,35 @@ bool CudaExecutor::backwardBinary(BackwardCall &call, std::string &error) {
                         self.numel(), call.stream);
       continue;
     }
-    cuda::ReduceTerm term = cuda::ReduceTerm::Value;
+    math::ReduceTerm term = math::ReduceTerm::Value;
     const float *operands[3] = {call.dOut->data(), nullptr, nullptr};
-    std::vector<cuda::StridedView> views = {
-        cuda::broadcastView(call.dOut->shape, out)};
+    std::vector<math::StridedView> views = {
+        math::broadcastView(call.dOut->shape, out)};
     float alpha = call.op.computes == OpKind::Sub && i == 1 ? -1.0f : 1.0f;
     if (call.op.computes == OpKind::Mul) {
-      term = cuda::ReduceTerm::Product;
+      term = math::ReduceTerm::Product;
       operands[1] = other.data();
-      views.push_back(cuda::broadcastView(other.shape, out));
+      views.push_back(math::broadcastView(other.shape, out));
     } else if (call.op.computes == OpKind::Div) {
       const DTensor &a = call.in(0), &b = call.in(1);
-      term = i == 0 ? cuda::ReduceTerm::Quotient
-                    : cuda::ReduceTerm::DivisorGradient;
+      term = i == 0 ? math::ReduceTerm::Quotient
+                    : math::ReduceTerm::DivisorGradient;
       operands[1] = i == 0 ? b.data() : a.data();
-      views.push_back(cuda::broadcastView(i == 0 ? b.shape : a.shape, out));
+      views.push_back(math::broadcastView(i == 0 ? b.shape : a.shape, out));
       if (i == 1) {
         operands[2] = b.data();
-        views.push_back(cuda::broadcastView(b.shape, out));
+        views.push_back(math::broadcastView(b.shape, out));
       }
     }
     cuda::reduceStrided(term, operands,
-                        cuda::reductionOnto(self.shape, out, views), call.at(i),
+                        math::reductionOnto(self.shape, out, views), call.at(i),
                         alpha, true, call.stream);
   }
   return true;
 }
 
 bool CudaExecutor::backwardUnary(BackwardCall &call, std::string &error) {
-  std::optional<cuda::UnaryOp> math = unaryOpOf(call.op.computes);
+  std::optional<math::UnaryOp> math = unaryOpOf(call.op.computes);
   if (call.at(0))
     cuda::unaryBackward(*math, call.in(0).data(), call.dOut->data(), call.at(0),
                         call.in(0).numel(), unaryParamsOf(call.op.attrs),
@@ -131,21 +132,21 @@ bool CudaExecutor::backwardUnary(BackwardCall &call, std::string &error) {
 bool CudaExecutor::backwardMean(BackwardCall &call, std::string &error) {
   // dx += dOut spread evenly over the elements each mean averaged.
   const DTensor &x = call.in(0);
-  cuda::MeanShape m = cuda::meanShape(
+  math::MeanShape m = math::meanShape(
       x.shape, call.op.computes == OpKind::ReduceMean ? call.op.attrs.axes
                                                       : spatialAxes(x.shape));
   if (call.at(0))
-    cuda::copyStrided(call.dOut->data(), cuda::broadcastView(m.kept, x.shape),
-                      call.at(0), cuda::contiguousView(x.shape),
+    cuda::copyStrided(call.dOut->data(), math::broadcastView(m.kept, x.shape),
+                      call.at(0), math::contiguousView(x.shape),
                       1.0f / static_cast<float>(m.count), true, call.stream);
   return true;
 }
 
 bool CudaExecutor::backwardTranspose(BackwardCall &call, std::string &error) {
   if (call.at(0))
-    cuda::copyStrided(call.dOut->data(), cuda::contiguousView(call.dOut->shape),
+    cuda::copyStrided(call.dOut->data(), math::contiguousView(call.dOut->shape),
                       call.at(0),
-                      cuda::permutedView(call.in(0).shape, call.op.attrs.perm),
+                      math::permutedView(call.in(0).shape, call.op.attrs.perm),
                       1.0f, true, call.stream);
   return true;
 }
@@ -153,8 +154,8 @@ bool CudaExecutor::backwardTranspose(BackwardCall &call, std::string &error) {
 bool CudaExecutor::backwardSlice(BackwardCall &call, std::string &error) {
   if (call.at(0))
     cuda::copyStrided(
-        call.dOut->data(), cuda::contiguousView(call.dOut->shape), call.at(0),
-        cuda::sliceView(call.in(0).shape, call.dOut->shape,
+        call.dOut->data(), math::contiguousView(call.dOut->shape), call.at(0),
+        math::sliceView(call.in(0).shape, call.dOut->shape,
                         call.op.attrs.starts, call.op.attrs.steps),
         1.0f, true, call.stream);
   return true;
@@ -166,8 +167,8 @@ bool CudaExecutor::backwardConcat(BackwardCall &call, std::string &error) {
     if (call.at(i))
       cuda::copyStrided(
           call.dOut->data(),
-          cuda::axisBlockView(call.dOut->shape, axis, begin, call.in(i).shape),
-          call.at(i), cuda::contiguousView(call.in(i).shape), 1.0f, true,
+          math::axisBlockView(call.dOut->shape, axis, begin, call.in(i).shape),
+          call.at(i), math::contiguousView(call.in(i).shape), 1.0f, true,
           call.stream);
     begin += call.in(i).shape[axis];
   }
@@ -177,7 +178,7 @@ bool CudaExecutor::backwardConcat(BackwardCall &call, std::string &error) {
 bool CudaExecutor::backwardGather(BackwardCall &call, std::string &error) {
   if (call.at(0))
     cuda::gatherBackward(call.in(1).data(), call.dOut->data(),
-                         cuda::gatherGeometry(call.in(0).shape,
+                         math::gatherGeometry(call.in(0).shape,
                                               call.op.attrs.axis,
                                               call.in(1).numel()),
                          call.at(0), call.stream);
@@ -192,11 +193,11 @@ bool CudaExecutor::backwardWhere(BackwardCall &call, std::string &error) {
       continue;
     const float *operands[3] = {call.dOut->data(), condition.data(), nullptr};
     cuda::reduceStrided(
-        i == 1 ? cuda::ReduceTerm::WhereTrue : cuda::ReduceTerm::WhereFalse,
+        i == 1 ? math::ReduceTerm::WhereTrue : math::ReduceTerm::WhereFalse,
         operands,
-        cuda::reductionOnto(call.in(i).shape, out,
-                            {cuda::contiguousView(out),
-                             cuda::broadcastView(condition.shape, out)}),
+        math::reductionOnto(call.in(i).shape, out,
+                            {math::contiguousView(out),
+                             math::broadcastView(condition.shape, out)}),
         call.at(i), 1.0f, true, call.stream);
   }
   return true;
@@ -204,7 +205,7 @@ bool CudaExecutor::backwardWhere(BackwardCall &call, std::string &error) {
 
 bool CudaExecutor::backwardConv2d(BackwardCall &call, std::string &error) {
   const DTensor &x = call.in(0), &w = call.in(1);
-  cuda::ConvGeometry g =
+  math::ConvGeometry g =
       convGeometry(call.op, x.shape, w.shape, call.dOut->shape);
   int64_t rows = g.columnRows(), spatial = g.spatial(),
           og = g.filtersPerGroup();
@@ -260,9 +261,9 @@ bool CudaExecutor::backwardConv2d(BackwardCall &call, std::string &error) {
   if (call.numOperands > 2 && call.at(2)) {
     const float *operands[3] = {call.dOut->data(), nullptr, nullptr};
     cuda::reduceStrided(
-        cuda::ReduceTerm::Value, operands,
-        cuda::reductionOnto({g.o, 1, 1}, call.dOut->shape,
-                            {cuda::contiguousView(call.dOut->shape)}),
+        math::ReduceTerm::Value, operands,
+        math::reductionOnto({g.o, 1, 1}, call.dOut->shape,
+                            {math::contiguousView(call.dOut->shape)}),
         call.at(2), 1.0f, true, call.stream);
   }
   return true;
@@ -282,7 +283,7 @@ bool CudaExecutor::backwardBatchNorm(BackwardCall &call, std::string &error) {
 
 bool CudaExecutor::backwardPool(BackwardCall &call, std::string &error) {
   if (call.at(0)) {
-    cuda::PoolGeometry g =
+    math::PoolGeometry g =
         poolGeometry(call.op, call.in(0).shape, call.dOut->shape);
     if (call.op.computes == OpKind::MaxPool2d)
       cuda::maxPool2dBackward(call.in(0).data(), call.dOut->data(), g,

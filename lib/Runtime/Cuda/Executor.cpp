@@ -8,8 +8,8 @@
 
 #include "dtfm/Runtime/Cuda/Attention.h"
 #include "dtfm/Runtime/Cuda/Device.h"
-#include "dtfm/Runtime/Cuda/IndexMaps.h"
 #include "dtfm/Runtime/Cuda/Kernels.h"
+#include "dtfm/Support/ElementMath.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -27,6 +27,7 @@
 using namespace dtfm;
 using namespace dtfm::runtime;
 using namespace dtfm::runtime::cuda::impl;
+using namespace dtfm::math;
 
 CudaExecutor::~CudaExecutor() {
   cudaSetDevice(device);
@@ -703,11 +704,11 @@ bool dtfm::runtime::cuda::supportsProgram(const StageProgram &program,
       }
     }
     for (size_t i = 0; i < op.operands.size(); ++i)
-      if (shapeOfOperand(op, i).size() > static_cast<size_t>(cuda::kMaxRank)) {
+      if (shapeOfOperand(op, i).size() > static_cast<size_t>(math::kMaxRank)) {
         reason = where + ": operand " + std::to_string(i) + " of rank " +
                  std::to_string(shapeOfOperand(op, i).size()) +
                  " (the CUDA kernels take up to " +
-                 std::to_string(cuda::kMaxRank) + ")";
+                 std::to_string(math::kMaxRank) + ")";
         return false;
       }
     if (op.computes == OpKind::Softmax) {

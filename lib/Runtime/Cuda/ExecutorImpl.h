@@ -12,6 +12,7 @@
 #define DTFM_LIB_RUNTIME_CUDA_EXECUTORIMPL_H
 
 #include "dtfm/Runtime/Cuda/Executor.h"
+#include "dtfm/Runtime/PhaseLoop.h"
 
 #include "dtfm/Runtime/Cuda/Attention.h"
 #include "dtfm/Runtime/Cuda/Device.h"
@@ -59,46 +60,46 @@ inline bool repeatsOver(ShapeVec operand, const ShapeVec &out) {
 }
 
 /// The elementwise kernels' operation of an op kind.
-inline std::optional<cuda::BinaryOp> binaryOpOf(OpKind kind) {
+inline std::optional<math::BinaryOp> binaryOpOf(OpKind kind) {
   switch (kind) {
   case OpKind::Add:
-    return cuda::BinaryOp::Add;
+    return math::BinaryOp::Add;
   case OpKind::Sub:
-    return cuda::BinaryOp::Sub;
+    return math::BinaryOp::Sub;
   case OpKind::Mul:
-    return cuda::BinaryOp::Mul;
+    return math::BinaryOp::Mul;
   case OpKind::Div:
-    return cuda::BinaryOp::Div;
+    return math::BinaryOp::Div;
   default:
     return std::nullopt;
   }
 }
 
-inline std::optional<cuda::UnaryOp> unaryOpOf(OpKind kind) {
+inline std::optional<math::UnaryOp> unaryOpOf(OpKind kind) {
   switch (kind) {
   case OpKind::Sqrt:
-    return cuda::UnaryOp::Sqrt;
+    return math::UnaryOp::Sqrt;
   case OpKind::Tanh:
-    return cuda::UnaryOp::Tanh;
+    return math::UnaryOp::Tanh;
   case OpKind::Erf:
-    return cuda::UnaryOp::Erf;
+    return math::UnaryOp::Erf;
   case OpKind::Exp:
-    return cuda::UnaryOp::Exp;
+    return math::UnaryOp::Exp;
   case OpKind::Sigmoid:
-    return cuda::UnaryOp::Sigmoid;
+    return math::UnaryOp::Sigmoid;
   case OpKind::Silu:
-    return cuda::UnaryOp::Silu;
+    return math::UnaryOp::Silu;
   case OpKind::Pow:
-    return cuda::UnaryOp::Pow;
+    return math::UnaryOp::Pow;
   case OpKind::Clip:
-    return cuda::UnaryOp::Clip;
+    return math::UnaryOp::Clip;
   default:
     return std::nullopt;
   }
 }
 
 /// The constants of `attrs`' unary op (pow's exponent, clip's bounds).
-inline cuda::UnaryParams unaryParamsOf(const OpAttrs &attrs) {
+inline math::UnaryParams unaryParamsOf(const OpAttrs &attrs) {
   return {attrs.exponent, attrs.low, attrs.high};
 }
 
@@ -116,10 +117,10 @@ inline std::vector<int64_t> spatialAxes(const ShapeVec &shape) {
   return axes;
 }
 
-inline cuda::ConvGeometry convGeometry(const ProgramOp &op, const ShapeVec &x,
+inline math::ConvGeometry convGeometry(const ProgramOp &op, const ShapeVec &x,
                                        const ShapeVec &w, const ShapeVec &out) {
-  const cpu::Window &window = op.attrs.window;
-  cuda::ConvGeometry g;
+  const math::Window &window = op.attrs.window;
+  math::ConvGeometry g;
   g.n = x[0], g.c = x[1], g.h = x[2], g.w = x[3];
   g.o = w[0], g.kh = w[2], g.kw = w[3];
   g.ho = out[2], g.wo = out[3];
@@ -130,7 +131,7 @@ inline cuda::ConvGeometry convGeometry(const ProgramOp &op, const ShapeVec &x,
   return g;
 }
 
-inline cuda::PoolGeometry poolGeometry(const ProgramOp &op, const ShapeVec &x,
+inline math::PoolGeometry poolGeometry(const ProgramOp &op, const ShapeVec &x,
                                        const ShapeVec &out) {
   return cpu::poolGeometry(x[0] * x[1], x[2], x[3], out[2], out[3],
                            op.attrs.kernel[0], op.attrs.kernel[1],

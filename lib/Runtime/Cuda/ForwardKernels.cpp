@@ -13,7 +13,7 @@
 #include "ExecutorImpl.h"
 
 #include "dtfm/Runtime/Cuda/Attention.h"
-#include "dtfm/Runtime/Cuda/IndexMaps.h"
+#include "dtfm/Support/ElementMath.h"
 #include "dtfm/Support/OpShapes.h"
 
 #include <algorithm>
@@ -21,6 +21,7 @@
 using namespace dtfm;
 using namespace dtfm::runtime;
 using namespace dtfm::runtime::cuda::impl;
+using namespace dtfm::math;
 
 const OpTable<CudaKernels> &CudaExecutor::kernelTable() {
   static const OpTable<CudaKernels> table = [] {
@@ -153,7 +154,7 @@ bool CudaExecutor::forwardTpAllReduce(ForwardCall &call, std::string &error) {
 }
 
 bool CudaExecutor::forwardBinary(ForwardCall &call, std::string &error) {
-  std::optional<cuda::BinaryOp> binary = binaryOpOf(call.op.computes);
+  std::optional<math::BinaryOp> binary = binaryOpOf(call.op.computes);
   const DTensor &a = call.in(0), &b = call.in(1);
   if (!fresh(call, false, error))
     return false;
@@ -163,13 +164,13 @@ bool CudaExecutor::forwardBinary(ForwardCall &call, std::string &error) {
                       call.out.numel(), call.stream);
   else
     cuda::binaryStrided(
-        *binary, a.data(), cuda::broadcastView(a.shape, call.shape), b.data(),
-        cuda::broadcastView(b.shape, call.shape), call.out.data(), call.stream);
+        *binary, a.data(), math::broadcastView(a.shape, call.shape), b.data(),
+        math::broadcastView(b.shape, call.shape), call.out.data(), call.stream);
   return call.set(0, std::move(call.out));
 }
 
 bool CudaExecutor::forwardUnary(ForwardCall &call, std::string &error) {
-  std::optional<cuda::UnaryOp> math = unaryOpOf(call.op.computes);
+  std::optional<math::UnaryOp> math = unaryOpOf(call.op.computes);
   if (!fresh(call, false, error))
     return false;
   cuda::unary(*math, call.in(0).data(), call.out.data(), call.out.numel(),
@@ -179,15 +180,15 @@ bool CudaExecutor::forwardUnary(ForwardCall &call, std::string &error) {
 
 bool CudaExecutor::forwardMean(ForwardCall &call, std::string &error) {
   const DTensor &x = call.in(0);
-  cuda::MeanShape m = cuda::meanShape(
+  math::MeanShape m = math::meanShape(
       x.shape, call.op.computes == OpKind::ReduceMean ? call.op.attrs.axes
                                                       : spatialAxes(x.shape));
   if (!fresh(call, false, error))
     return false;
   const float *operands[3] = {x.data(), nullptr, nullptr};
   cuda::reduceStrided(
-      cuda::ReduceTerm::Value, operands,
-      cuda::reductionOnto(m.kept, x.shape, {cuda::contiguousView(x.shape)}),
+      math::ReduceTerm::Value, operands,
+      math::reductionOnto(m.kept, x.shape, {math::contiguousView(x.shape)}),
       call.out.data(), 1.0f / static_cast<float>(m.count), false, call.stream);
   return call.set(0, std::move(call.out));
 }
@@ -196,8 +197,8 @@ bool CudaExecutor::forwardTranspose(ForwardCall &call, std::string &error) {
   if (!fresh(call, false, error))
     return false;
   cuda::copyStrided(call.in(0).data(),
-                    cuda::permutedView(call.in(0).shape, call.op.attrs.perm),
-                    call.out.data(), cuda::contiguousView(call.shape), 1.0f,
+                    math::permutedView(call.in(0).shape, call.op.attrs.perm),
+                    call.out.data(), math::contiguousView(call.shape), 1.0f,
                     false, call.stream);
   return call.set(0, std::move(call.out));
 }
@@ -206,9 +207,9 @@ bool CudaExecutor::forwardSlice(ForwardCall &call, std::string &error) {
   if (!fresh(call, false, error))
     return false;
   cuda::copyStrided(call.in(0).data(),
-                    cuda::sliceView(call.in(0).shape, call.shape,
+                    math::sliceView(call.in(0).shape, call.shape,
                                     call.op.attrs.starts, call.op.attrs.steps),
-                    call.out.data(), cuda::contiguousView(call.shape), 1.0f,
+                    call.out.data(), math::contiguousView(call.shape), 1.0f,
                     false, call.stream);
   return call.set(0, std::move(call.out));
 }
@@ -219,9 +220,9 @@ bool CudaExecutor::forwardConcat(ForwardCall &call, std::string &error) {
     return false;
   for (int i = 0; i < call.numOperands(); ++i) {
     const DTensor &part = call.in(i);
-    cuda::copyStrided(part.data(), cuda::contiguousView(part.shape),
+    cuda::copyStrided(part.data(), math::contiguousView(part.shape),
                       call.out.data(),
-                      cuda::axisBlockView(call.shape, axis, begin, part.shape),
+                      math::axisBlockView(call.shape, axis, begin, part.shape),
                       1.0f, false, call.stream);
     begin += part.shape[axis];
   }
@@ -236,8 +237,8 @@ bool CudaExecutor::forwardGather(ForwardCall &call, std::string &error) {
       !allocate({static_cast<int64_t>(program.ops.size())}, true, gatherFlags,
                 error))
     return false;
-  cuda::GatherGeometry g =
-      cuda::gatherGeometry(x.shape, call.op.attrs.axis, indices.numel());
+  math::GatherGeometry g =
+      math::gatherGeometry(x.shape, call.op.attrs.axis, indices.numel());
   cuda::gather(x.data(), indices.data(), g, call.out.data(),
                reinterpret_cast<int *>(gatherFlags.data()) + call.op.index,
                call.stream);
@@ -250,15 +251,15 @@ bool CudaExecutor::forwardWhere(ForwardCall &call, std::string &error) {
   if (!fresh(call, false, error))
     return false;
   cuda::whereStrided(
-      condition.data(), cuda::broadcastView(condition.shape, call.shape),
-      a.data(), cuda::broadcastView(a.shape, call.shape), b.data(),
-      cuda::broadcastView(b.shape, call.shape), call.out.data(), call.stream);
+      condition.data(), math::broadcastView(condition.shape, call.shape),
+      a.data(), math::broadcastView(a.shape, call.shape), b.data(),
+      math::broadcastView(b.shape, call.shape), call.out.data(), call.stream);
   return call.set(0, std::move(call.out));
 }
 
 bool CudaExecutor::forwardConv2d(ForwardCall &call, std::string &error) {
   const DTensor &x = call.in(0), &w = call.in(1);
-  cuda::ConvGeometry g = convGeometry(call.op, x.shape, w.shape, call.shape);
+  math::ConvGeometry g = convGeometry(call.op, x.shape, w.shape, call.shape);
   int64_t rows = g.columnRows(), spatial = g.spatial();
   int64_t perChunk = std::clamp<int64_t>(
       kColumnFloats / std::max<int64_t>(1, rows * spatial), 1, g.n);
@@ -289,9 +290,9 @@ bool CudaExecutor::forwardConv2d(ForwardCall &call, std::string &error) {
     }
   }
   if (call.numOperands() > 2)
-    cuda::binaryStrided(cuda::BinaryOp::Add, call.out.data(),
-                        cuda::contiguousView(call.shape), call.in(2).data(),
-                        cuda::broadcastView({g.o, 1, 1}, call.shape),
+    cuda::binaryStrided(math::BinaryOp::Add, call.out.data(),
+                        math::contiguousView(call.shape), call.in(2).data(),
+                        math::broadcastView({g.o, 1, 1}, call.shape),
                         call.out.data(), call.stream);
   return call.set(0, std::move(call.out));
 }
@@ -330,7 +331,7 @@ bool CudaExecutor::forwardBatchNorm(ForwardCall &call, std::string &error) {
 bool CudaExecutor::forwardPool(ForwardCall &call, std::string &error) {
   if (!fresh(call, false, error))
     return false;
-  cuda::PoolGeometry g = poolGeometry(call.op, call.in(0).shape, call.shape);
+  math::PoolGeometry g = poolGeometry(call.op, call.in(0).shape, call.shape);
   if (call.op.computes == OpKind::MaxPool2d)
     cuda::maxPool2d(call.in(0).data(), g, call.out.data(), call.stream);
   else

@@ -9,7 +9,7 @@
 #include "dtfm/Dialect/Dtfm/IR/DtfmOps.h"
 #include "dtfm/Format/PlanFile.h"
 #include "dtfm/Format/Stream.h"
-#include "dtfm/Runtime/Program.h"
+#include "dtfm/Plan/Program.h"
 
 #include "plan.pb.h"
 
@@ -275,18 +275,17 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
         program.set_tp_rank(rank.getInt());
     }
     // Recomputation runs the recomputable layers' forward again in the
-    // backward (the runtime's rule, Runtime/Program.h): the simulator
+    // backward (the runtime's rule, Plan/Program.h): the simulator
     // times it there, as time and not as work.
     if (auto recompute = func->getAttrOfType<BoolAttr>(kRecomputeAttrName);
         recompute && recompute.getValue()) {
       program.set_recompute(true);
-      ::dtfm::runtime::StageProgram typed;
+      ::dtfm::plan::StageProgram typed;
       std::string error;
-      if (!::dtfm::runtime::decodeProgram(program, typed, error))
+      if (!::dtfm::plan::decodeProgram(program, typed, error))
         return emitError(func.getLoc())
                << "function @" << func.getSymName() << ": " << error;
-      std::vector<std::string> layers =
-          ::dtfm::runtime::recomputableLayers(typed);
+      std::vector<std::string> layers = ::dtfm::plan::recomputableLayers(typed);
       llvm::StringSet<> recomputed;
       for (const std::string &layer : layers)
         recomputed.insert(layer);

@@ -1,7 +1,7 @@
 """Compares the planner's memory estimate of each pipeline stage
 (dtfm.stages' memory_bytes, lib/Planner/StagePartition.cpp) with the
 runtime's model of its programs (dtfm.peak_memory_bytes, the largest of the
-stage's device programs; Runtime/MemoryModel.h) in a planned module.
+stage's device programs; Plan/MemoryModel.h) in a planned module.
 
     stage_memory.py MODULE TOLERANCE
 

@@ -1,5 +1,5 @@
 """Checks a dtfm-run --memory-report against the plan's prediction
-(lib/Runtime/MemoryModel.cpp), per worker: the resident memory above its
+(lib/Plan/MemoryModel.cpp), per worker: the resident memory above its
 warmed-up start (/proc/self/status VmHWM - VmRSS at start) and the bytes
 malloc handed out at their peak (mallinfo2, sampled after every op: it
 misses the scratch a kernel frees before returning, which the prediction

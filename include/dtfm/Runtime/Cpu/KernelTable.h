@@ -40,7 +40,7 @@ struct ForwardCall {
   const GroupMember &group;
 
   /// Operand `i`: a value of the micro-batch, or a parameter, which the
-  /// CPU reads in place (ProgramExecutor::operand).
+  /// CPU reads in place (cpu::CpuExecutor::operand).
   const Tensor &in(int i) const;
   int numOperands() const { return static_cast<int>(op.operands.size()); }
   /// Result `i` (views such as reshape adopt the result's shape).

@@ -20,14 +20,11 @@
 #define DTFM_RUNTIME_CPU_KERNELS_H
 
 #include "dtfm/Format/TensorFile.h"
+#include "dtfm/Support/ElementMath.h"
 
 #include <cstdint>
 #include <string>
 #include <vector>
-
-namespace dtfm::runtime::cuda {
-struct PoolGeometry;
-} // namespace dtfm::runtime::cuda
 
 namespace dtfm::runtime::cpu {
 
@@ -201,17 +198,8 @@ void crossEntropySliceBackward(const Tensor &logits, const Tensor &labels,
 
 //===--- convolutional networks (NCHW) ----------------------------------===//
 
-/// Window geometry: strides {sh, sw}, padding {top, left, bottom, right},
-/// dilations {dh, dw}.
-struct Window {
-  int64_t strideH = 1, strideW = 1;
-  int64_t padTop = 0, padLeft = 0, padBottom = 0, padRight = 0;
-  int64_t dilationH = 1, dilationW = 1;
-  /// Average pooling divides each window's sum by its cells inside the
-  /// input extended by this much: the padding that counts (avg_pool2d's
-  /// divisor_padding). The rest of the padding does not.
-  int64_t countTop = 0, countLeft = 0, countBottom = 0, countRight = 0;
-};
+/// Window geometry (dtfm/Support/ElementMath.h).
+using math::Window;
 
 /// x [N, C, H, W] * w [O, C/groups, kH, kW] (+ b [O]).
 Tensor conv2d(const Tensor &x, const Tensor &w, const Tensor *bias,
@@ -242,8 +230,8 @@ void batchNormInferenceBackward(const Tensor &x, const Tensor &gamma,
 /// in the divisor) over kernel {kH, kW}.
 /// Pooling of `planes` H x W planes into ho x wo by a kh x kw window, as
 /// the index arithmetic both backends' pooling kernels share sees it
-/// (cuda::PoolGeometry, Cuda/IndexMaps.h).
-cuda::PoolGeometry poolGeometry(int64_t planes, int64_t h, int64_t w,
+/// (math::PoolGeometry, Support/ElementMath.h).
+math::PoolGeometry poolGeometry(int64_t planes, int64_t h, int64_t w,
                                 int64_t ho, int64_t wo, int64_t kh, int64_t kw,
                                 const Window &window);
 Tensor maxPool2d(const Tensor &x, int64_t kh, int64_t kw, const Window &window);

@@ -19,7 +19,7 @@
 #ifndef DTFM_RUNTIME_CUDA_KERNELS_H
 #define DTFM_RUNTIME_CUDA_KERNELS_H
 
-#include "dtfm/Runtime/Cuda/IndexMaps.h"
+#include "dtfm/Support/ElementMath.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -54,54 +54,57 @@ void accumulate(const float *src, float *dst, int64_t n, cudaStream_t stream);
 void scale(float *x, int64_t n, float factor, cudaStream_t stream);
 
 //===--- strided: broadcasting, permuting, slicing, reducing -----------===//
-// (views and per-element math in IndexMaps.h)
+// (views and per-element math in ElementMath.h)
 
 /// dst[dstView.at(i)] = alpha * src[srcView.at(i)] (+= with `accumulate`)
 /// over the views' common iteration shape. A destination element must be
 /// written at most once (true of permutations, slices and blocks).
-void copyStrided(const float *src, const StridedView &srcView, float *dst,
-                 const StridedView &dstView, float alpha, bool accumulate,
+void copyStrided(const float *src, const math::StridedView &srcView, float *dst,
+                 const math::StridedView &dstView, float alpha, bool accumulate,
                  cudaStream_t stream);
 /// out[i] = op(a[aView.at(i)], b[bView.at(i)]), out dense over the views'
 /// iteration shape (NumPy broadcasting through stride-0 views).
-void binaryStrided(BinaryOp op, const float *a, const StridedView &aView,
-                   const float *b, const StridedView &bView, float *out,
+void binaryStrided(math::BinaryOp op, const float *a,
+                   const math::StridedView &aView, const float *b,
+                   const math::StridedView &bView, float *out,
                    cudaStream_t stream);
 /// out[i] = condition != 0 ? a : b, each through its view.
-void whereStrided(const float *condition, const StridedView &conditionView,
-                  const float *a, const StridedView &aView, const float *b,
-                  const StridedView &bView, float *out, cudaStream_t stream);
+void whereStrided(const float *condition,
+                  const math::StridedView &conditionView, const float *a,
+                  const math::StridedView &aView, const float *b,
+                  const math::StridedView &bView, float *out,
+                  cudaStream_t stream);
 /// out[result.at(j)] (+)= alpha * sum of term(operands) over the reduced
 /// part, for every kept element j: gradients of broadcast operands, means.
 /// Deterministic (no atomics).
-void reduceStrided(ReduceTerm term, const float *const operands[3],
-                   const ReductionViews &views, float *out, float alpha,
+void reduceStrided(math::ReduceTerm term, const float *const operands[3],
+                   const math::ReductionViews &views, float *out, float alpha,
                    bool accumulate, cudaStream_t stream);
 /// y = op(x) elementwise (sqrt, tanh, erf, exp, sigmoid, pow with its
 /// exponent, clip to its bounds).
-void unary(UnaryOp op, const float *x, float *y, int64_t n, UnaryParams params,
-           cudaStream_t stream);
+void unary(math::UnaryOp op, const float *x, float *y, int64_t n,
+           math::UnaryParams params, cudaStream_t stream);
 /// dx += dy * op'(x).
-void unaryBackward(UnaryOp op, const float *x, const float *dy, float *dx,
-                   int64_t n, UnaryParams params, cudaStream_t stream);
+void unaryBackward(math::UnaryOp op, const float *x, const float *dy, float *dx,
+                   int64_t n, math::UnaryParams params, cudaStream_t stream);
 /// ONNX Gather; an index outside [-size, size) sets *badIndex (a device
 /// int the caller clears and reads) and writes 0.
-void gather(const float *x, const float *indices, const GatherGeometry &g,
+void gather(const float *x, const float *indices, const math::GatherGeometry &g,
             float *out, int *badIndex, cudaStream_t stream);
 /// dx[source] += dOut (atomic: repeated indices add up).
 void gatherBackward(const float *indices, const float *dOut,
-                    const GatherGeometry &g, float *dx, cudaStream_t stream);
+                    const math::GatherGeometry &g, float *dx,
+                    cudaStream_t stream);
 
 //===--- convolution, batchnorm, pooling (NCHW) -----------------------===//
 
 /// Column matrices [images][columnRows][spatial] of `images` images from
 /// `first`, group `group` (the matmuls with the filters go through
 /// cuBLASLt).
-void im2col(const float *x, const ConvGeometry &g, int64_t first,
-            int64_t images, int64_t group, float *columns,
-            cudaStream_t stream);
+void im2col(const float *x, const math::ConvGeometry &g, int64_t first,
+            int64_t images, int64_t group, float *columns, cudaStream_t stream);
 /// dx += the column-matrix gradients `dcolumns` folded back onto the image.
-void col2im(const float *dcolumns, const ConvGeometry &g, int64_t first,
+void col2im(const float *dcolumns, const math::ConvGeometry &g, int64_t first,
             int64_t images, int64_t group, float *dx, cudaStream_t stream);
 /// Training-mode batch normalisation over dimension 1 of x viewed as
 /// [n, c, inner]: batch mean and biased variance per channel (kept in
@@ -126,23 +129,23 @@ void batchNormBackward(const float *x, const float *gamma, const float *dy,
                        int64_t c, int64_t inner, float epsilon,
                        cudaStream_t stream, const float *fixedMean = nullptr,
                        const float *fixedVariance = nullptr);
-void maxPool2d(const float *x, const PoolGeometry &g, float *y,
+void maxPool2d(const float *x, const math::PoolGeometry &g, float *y,
                cudaStream_t stream);
-void maxPool2dBackward(const float *x, const float *dy, const PoolGeometry &g,
-                       float *dx, cudaStream_t stream);
-void avgPool2d(const float *x, const PoolGeometry &g, float *y,
+void maxPool2dBackward(const float *x, const float *dy,
+                       const math::PoolGeometry &g, float *dx,
+                       cudaStream_t stream);
+void avgPool2d(const float *x, const math::PoolGeometry &g, float *y,
                cudaStream_t stream);
-void avgPool2dBackward(const float *dy, const PoolGeometry &g, float *dx,
+void avgPool2dBackward(const float *dy, const math::PoolGeometry &g, float *dx,
                        cudaStream_t stream);
 
-/// dtfm.rotary of x [b, s, heads * dh] into y (IndexMaps.h's rotaryElement);
+/// dtfm.rotary of x [b, s, heads * dh] into y (ElementMath.h's rotaryElement);
 /// sign -1 turns back, and `accumulate` adds into y (the backward).
 void rotary(const float *x, float *y, int64_t b, int64_t s, int64_t heads,
             int64_t dh, double theta, int sign, bool accumulate,
             cudaStream_t stream);
 
-//===--- rows: layernorm, rms_norm, softmax, cross-entropy
-//----------------------===//
+//===--- rows: layernorm, rms_norm, softmax, cross-entropy ---------------===//
 
 /// Over the last dimension d of `rows` rows; mean and rstd per row kept for
 /// the backward.

@@ -98,7 +98,7 @@ inline constexpr llvm::StringLiteral kTpGroupAttrName = "dtfm.tp_group";
 inline constexpr llvm::StringLiteral kTpRankAttrName = "dtfm.tp_rank";
 
 /// A device program's peak memory in bytes as the runtime will allocate it
-/// (Runtime/MemoryModel.h), recorded by --dtfm-fit-memory.
+/// (Plan/MemoryModel.h), recorded by --dtfm-fit-memory.
 inline constexpr llvm::StringLiteral kPeakMemoryAttrName =
     "dtfm.peak_memory_bytes";
 
@@ -145,7 +145,7 @@ inline constexpr llvm::StringLiteral kOuterMomentumAttrName =
 
 /// A dtfm.grad_sync whose group shards the optimizer state (ZeRO-1):
 /// reduce-scatter, each member updates its shard, all-gather
-/// (Runtime/Program.h, OpAttrs::shardState). Uncompressed, synchronous
+/// (Plan/Program.h, OpAttrs::shardState). Uncompressed, synchronous
 /// syncs only.
 inline constexpr llvm::StringLiteral kShardStateAttrName = "dtfm.shard_state";
 

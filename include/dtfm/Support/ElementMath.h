@@ -1,22 +1,23 @@
-//===- IndexMaps.h - Where each GPU thread reads and writes -----*- C++ -*-===//
+//===- ElementMath.h - Per-element math and index maps of both backends -===//
 //
 // Part of dtfm.
 //
 //===----------------------------------------------------------------------===//
 //
-// The index arithmetic and per-element math of the CUDA kernels that
-// broadcast, permute, slice, concatenate, reduce, gather, convolve and pool,
-// written once as plain C++ that compiles for the device (inside kernels/)
-// and for the host. The kernels are grid-stride loops over these functions;
-// the host build lets unittests/Runtime/IndexMapsTest check every map
-// against the CPU kernels on machines without a GPU.
+// The index arithmetic and per-element math of the ops that broadcast,
+// permute, slice, concatenate, reduce, gather, convolve and pool, written
+// once as plain C++ that compiles for the device (the CUDA kernels in
+// kernels/ are grid-stride loops over these functions) and for the host
+// (the CPU kernels walk the same convolution and pooling geometry).
+// unittests/Support/ElementMathTest checks every map against the CPU
+// kernels on machines without a GPU.
 //
 // No CUDA headers here: this file is part of every build.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef DTFM_RUNTIME_CUDA_INDEXMAPS_H
-#define DTFM_RUNTIME_CUDA_INDEXMAPS_H
+#ifndef DTFM_SUPPORT_ELEMENTMATH_H
+#define DTFM_SUPPORT_ELEMENTMATH_H
 
 #include <cmath>
 #include <cstdint>
@@ -28,7 +29,7 @@
 #define DTFM_HOST_DEVICE
 #endif
 
-namespace dtfm::runtime::cuda {
+namespace dtfm::math {
 
 /// Ranks the strided kernels take (the dialect's tensors stay far below).
 constexpr int kMaxRank = 8;
@@ -379,6 +380,18 @@ inline GatherGeometry gatherGeometry(const std::vector<int64_t> &shape,
 //===--- convolution (im2col) and pooling, NCHW
 //----------------------------===//
 
+/// A convolution's or pooling's window geometry, as the plan gives it:
+/// strides {sh, sw}, padding {top, left, bottom, right}, dilations {dh, dw}.
+struct Window {
+  int64_t strideH = 1, strideW = 1;
+  int64_t padTop = 0, padLeft = 0, padBottom = 0, padRight = 0;
+  int64_t dilationH = 1, dilationW = 1;
+  /// Average pooling divides each window's sum by its cells inside the
+  /// input extended by this much: the padding that counts (avg_pool2d's
+  /// divisor_padding). The rest of the padding does not.
+  int64_t countTop = 0, countLeft = 0, countBottom = 0, countRight = 0;
+};
+
 struct ConvGeometry {
   int64_t n = 1, c = 1, h = 1, w = 1; ///< input
   int64_t o = 1, kh = 1, kw = 1;      ///< filters [o, c / groups, kh, kw]
@@ -442,7 +455,7 @@ struct ConvGeometry {
 /// Pooling windows over planes [planes, h, w] -> [planes, ho, wo]: padded
 /// cells never win a max; an average divides by its window's cells inside
 /// the input extended by count* (the padding that counts). The CPU pooling
-/// kernels walk their windows with it too (Runtime/Cpu/Convolution.cpp).
+/// kernels walk their windows with it too (lib/Runtime/Cpu/Convolution.cpp).
 struct PoolGeometry {
   int64_t planes = 1, h = 1, w = 1, ho = 1, wo = 1, kh = 1, kw = 1;
   int64_t strideH = 1, strideW = 1, padTop = 0, padLeft = 0;
@@ -563,6 +576,6 @@ DTFM_HOST_DEVICE inline float rotaryElement(const float *x, int64_t flat,
                   : static_cast<float>(head[c] * cosine + head[pair] * sine);
 }
 
-} // namespace dtfm::runtime::cuda
+} // namespace dtfm::math
 
-#endif // DTFM_RUNTIME_CUDA_INDEXMAPS_H
+#endif // DTFM_SUPPORT_ELEMENTMATH_H

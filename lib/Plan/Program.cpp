@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "dtfm/Runtime/Program.h"
+#include "dtfm/Plan/Program.h"
 
 #include "plan.pb.h"
 
@@ -15,7 +15,7 @@
 #include <set>
 #include <unordered_map>
 
-using namespace dtfm::runtime;
+using namespace dtfm::plan;
 namespace pb = dtfm::proto;
 
 /// Element types by their MLIR spelling (one table both ways).
@@ -26,14 +26,14 @@ static constexpr std::pair<const char *, ElementType> kElementTypes[] = {
 
 static const char *const kOpNames[] = {
 #define DTFM_OP(kind, name) name,
-#include "dtfm/Runtime/OpKinds.def"
+#include "dtfm/Plan/OpKinds.def"
 };
 
-const char *dtfm::runtime::opName(OpKind kind) {
+const char *dtfm::plan::opName(OpKind kind) {
   return kOpNames[static_cast<size_t>(kind)];
 }
 
-std::optional<OpKind> dtfm::runtime::opKindOf(std::string_view name) {
+std::optional<OpKind> dtfm::plan::opKindOf(std::string_view name) {
   static const std::unordered_map<std::string_view, OpKind> kinds = [] {
     std::unordered_map<std::string_view, OpKind> map;
     for (size_t i = 0; i < kNumOpKinds; ++i)
@@ -46,7 +46,7 @@ std::optional<OpKind> dtfm::runtime::opKindOf(std::string_view name) {
   return it->second;
 }
 
-bool dtfm::runtime::isStructural(OpKind kind) {
+bool dtfm::plan::isStructural(OpKind kind) {
   switch (kind) {
   case OpKind::Param:
   case OpKind::Input:
@@ -63,7 +63,7 @@ bool dtfm::runtime::isStructural(OpKind kind) {
   }
 }
 
-const char *dtfm::runtime::opPhaseName(OpPhase phase) {
+const char *dtfm::plan::opPhaseName(OpPhase phase) {
   switch (phase) {
   case OpPhase::Forward:
     return "fwd";
@@ -75,7 +75,7 @@ const char *dtfm::runtime::opPhaseName(OpPhase phase) {
   return "?";
 }
 
-const char *dtfm::runtime::elementTypeName(ElementType type) {
+const char *dtfm::plan::elementTypeName(ElementType type) {
   for (const auto &[name, known] : kElementTypes)
     if (known == type)
       return name;
@@ -423,7 +423,7 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
 } // namespace
 
 std::vector<std::string>
-dtfm::runtime::recomputableLayers(const StageProgram &program) {
+dtfm::plan::recomputableLayers(const StageProgram &program) {
   std::set<std::string> withBackward, impure;
   for (int index : program.opsOf(OpPhase::Backward))
     if (program.ops[index].isBackward())
@@ -444,7 +444,7 @@ dtfm::runtime::recomputableLayers(const StageProgram &program) {
 }
 
 std::map<int64_t, const ProgramOp *>
-dtfm::runtime::gradientInputs(const StageProgram &program) {
+dtfm::plan::gradientInputs(const StageProgram &program) {
   std::map<int64_t, const ProgramOp *> inputs;
   std::set<int64_t> synced;
   for (int index : program.opsOf(OpPhase::Optimizer)) {
@@ -463,8 +463,8 @@ dtfm::runtime::gradientInputs(const StageProgram &program) {
   return inputs;
 }
 
-ElementRange dtfm::runtime::shardOf(int64_t elements, int64_t member,
-                                    int64_t members) {
+ElementRange dtfm::plan::shardOf(int64_t elements, int64_t member,
+                                 int64_t members) {
   if (members < 1 || member < 0 || member >= members)
     return {0, elements};
   // In 128 bits: elements x members may not fit in 64.
@@ -475,7 +475,7 @@ ElementRange dtfm::runtime::shardOf(int64_t elements, int64_t member,
 }
 
 std::vector<ParameterUpdate>
-dtfm::runtime::parameterUpdates(const StageProgram &program) {
+dtfm::plan::parameterUpdates(const StageProgram &program) {
   std::map<int64_t, const ProgramOp *> syncOf, paramOf;
   for (const ProgramOp &op : program.ops) {
     if (op.kind == OpKind::GradSync && !op.results.empty())
@@ -499,7 +499,7 @@ dtfm::runtime::parameterUpdates(const StageProgram &program) {
 }
 
 std::map<std::string, ElementRange>
-dtfm::runtime::shardedParameters(const StageProgram &program) {
+dtfm::plan::shardedParameters(const StageProgram &program) {
   std::map<std::string, ElementRange> shards;
   std::string device = program.source ? program.source->device() : "";
   for (const ParameterUpdate &u : parameterUpdates(program)) {
@@ -517,7 +517,7 @@ dtfm::runtime::shardedParameters(const StageProgram &program) {
   return shards;
 }
 
-std::map<int64_t, bool> dtfm::runtime::sentValues(const StageProgram &program) {
+std::map<int64_t, bool> dtfm::plan::sentValues(const StageProgram &program) {
   std::map<int64_t, bool> sent;
   for (const ProgramOp &op : program.ops)
     if (op.kind == OpKind::Send)
@@ -530,7 +530,7 @@ std::map<int64_t, bool> dtfm::runtime::sentValues(const StageProgram &program) {
   return sent;
 }
 
-void dtfm::runtime::buildSteps(StageProgram &program) {
+void dtfm::plan::buildSteps(StageProgram &program) {
   program.steps = {};
   for (int index : program.opsOf(OpPhase::Forward))
     program.steps[0].push_back({index, false});
@@ -550,7 +550,7 @@ void dtfm::runtime::buildSteps(StageProgram &program) {
   }
 }
 
-ValueLifetimes dtfm::runtime::valueLifetimes(const StageProgram &program) {
+ValueLifetimes dtfm::plan::valueLifetimes(const StageProgram &program) {
   ValueLifetimes lifetimes;
   // A micro-batch's steps in the order they run: the forward's, then the
   // backward's. A value made again by a recomputed op is a new instance:
@@ -617,7 +617,7 @@ ValueLifetimes dtfm::runtime::valueLifetimes(const StageProgram &program) {
   return lifetimes;
 }
 
-std::vector<int64_t> dtfm::runtime::wholeShape(const ProgramOp &param) {
+std::vector<int64_t> dtfm::plan::wholeShape(const ProgramOp &param) {
   std::vector<int64_t> shape = param.results.at(0).shape;
   if (param.attrs.tpDim >= 0)
     shape[param.attrs.tpDim] *= param.attrs.tpDegree;
@@ -632,12 +632,13 @@ static void splitAround(const std::vector<int64_t> &shape, int64_t dim,
     (d < dim ? outer : inner) *= d == dim ? 1 : shape[d];
 }
 
-cpu::Tensor dtfm::runtime::sliceOf(const cpu::Tensor &whole, int64_t dim,
-                                   int64_t rank, int64_t parts) {
+dtfm::format::Tensor dtfm::plan::sliceOf(const format::Tensor &whole,
+                                         int64_t dim, int64_t rank,
+                                         int64_t parts) {
   std::vector<int64_t> shape = whole.shape;
   int64_t width = shape[dim] / parts;
   shape[dim] = width;
-  cpu::Tensor slice(shape);
+  format::Tensor slice(shape);
   int64_t outer, inner;
   splitAround(shape, dim, outer, inner);
   for (int64_t o = 0; o < outer; ++o)
@@ -647,12 +648,12 @@ cpu::Tensor dtfm::runtime::sliceOf(const cpu::Tensor &whole, int64_t dim,
   return slice;
 }
 
-cpu::Tensor dtfm::runtime::joinSlices(const std::vector<cpu::Tensor> &slices,
-                                      int64_t dim) {
+dtfm::format::Tensor
+dtfm::plan::joinSlices(const std::vector<format::Tensor> &slices, int64_t dim) {
   std::vector<int64_t> shape = slices.at(0).shape;
   int64_t width = shape[dim];
   shape[dim] = width * static_cast<int64_t>(slices.size());
-  cpu::Tensor whole(shape);
+  format::Tensor whole(shape);
   int64_t outer, inner;
   splitAround(shape, dim, outer, inner);
   for (size_t r = 0; r < slices.size(); ++r)
@@ -664,13 +665,13 @@ cpu::Tensor dtfm::runtime::joinSlices(const std::vector<cpu::Tensor> &slices,
   return whole;
 }
 
-int64_t dtfm::runtime::tensorParallelRank(const StageProgram &program) {
+int64_t dtfm::plan::tensorParallelRank(const StageProgram &program) {
   return program.source ? program.source->tp_rank() : 0;
 }
 
-cpu::Tensor dtfm::runtime::programSlice(const StageProgram &program,
-                                        const ProgramOp &param,
-                                        cpu::Tensor whole) {
+dtfm::format::Tensor dtfm::plan::programSlice(const StageProgram &program,
+                                              const ProgramOp &param,
+                                              format::Tensor whole) {
   if (param.attrs.tpDim < 0)
     return whole;
   return sliceOf(whole, param.attrs.tpDim, tensorParallelRank(program),
@@ -678,7 +679,7 @@ cpu::Tensor dtfm::runtime::programSlice(const StageProgram &program,
 }
 
 std::map<std::string, TensorParallelSlice>
-dtfm::runtime::tensorParallelSlices(const StageProgram &program) {
+dtfm::plan::tensorParallelSlices(const StageProgram &program) {
   std::map<std::string, TensorParallelSlice> slices;
   for (const ProgramOp &op : program.ops)
     if (op.kind == OpKind::Param && op.attrs.tpDim >= 0)
@@ -687,8 +688,8 @@ dtfm::runtime::tensorParallelSlices(const StageProgram &program) {
   return slices;
 }
 
-bool dtfm::runtime::decodeProgram(const pb::DeviceProgram &program,
-                                  StageProgram &out, std::string &error) {
+bool dtfm::plan::decodeProgram(const pb::DeviceProgram &program,
+                               StageProgram &out, std::string &error) {
   out = StageProgram();
   out.source = &program;
   out.ops.reserve(program.ops_size());

@@ -4,13 +4,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dtfm/Plan/Simulator.h"
 #include "dtfm/Planner/Schedule.h"
-#include "dtfm/Runtime/Simulator.h"
 
 #include <gtest/gtest.h>
 
 using namespace dtfm;
-using namespace dtfm::runtime;
+using namespace dtfm::plan;
 
 namespace {
 

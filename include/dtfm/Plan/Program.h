@@ -1,7 +1,6 @@
-//===- Program.h - The typed stage program the runtime executes --*- C++
-//-*-===//
+//===- Program.h - The typed stage program of a plan -----------*- C++ -*-===//
 //
-// Part of dtfm. Plain C++ (no MLIR).
+// Part of dtfm. Plain C++ (no MLIR, no backend).
 //
 //===----------------------------------------------------------------------===//
 //
@@ -16,11 +15,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef DTFM_RUNTIME_PROGRAM_H
-#define DTFM_RUNTIME_PROGRAM_H
+#ifndef DTFM_PLAN_PROGRAM_H
+#define DTFM_PLAN_PROGRAM_H
 
-#include "dtfm/Runtime/Cpu/Kernels.h"
+#include "dtfm/Format/TensorFile.h"
 #include "dtfm/Support/CustomOps.h"
+#include "dtfm/Support/ElementMath.h"
 
 #include <algorithm>
 #include <array>
@@ -36,16 +36,16 @@ class DeviceProgram;
 class PlanOp;
 } // namespace dtfm::proto
 
-namespace dtfm::runtime {
+namespace dtfm::plan {
 
 enum class OpKind : uint8_t {
 #define DTFM_OP(kind, name) kind,
-#include "dtfm/Runtime/OpKinds.def"
+#include "dtfm/Plan/OpKinds.def"
 };
 
 inline constexpr size_t kNumOpKinds = 0
 #define DTFM_OP(kind, name) +1
-#include "dtfm/Runtime/OpKinds.def"
+#include "dtfm/Plan/OpKinds.def"
     ;
 
 /// "dtfm.linear" for OpKind::Linear.
@@ -118,7 +118,7 @@ struct OpAttrs {
   int64_t keyValueHeads() const { return numKvHeads ? numKvHeads : numHeads; }
   // windows
   std::array<int64_t, 2> kernel = {1, 1};
-  cpu::Window window; // conv2d, pooling
+  math::Window window; // conv2d, pooling
   int64_t groups = 1; // conv2d
   // compression
   int64_t k = 1; // topk_compress
@@ -256,9 +256,10 @@ ElementRange shardOf(int64_t elements, int64_t member, int64_t members);
 /// tensor, or the whole tensor put together from the slices of every rank
 /// (in rank order). A parameter that is not a shard is its whole tensor.
 std::vector<int64_t> wholeShape(const ProgramOp &param);
-cpu::Tensor sliceOf(const cpu::Tensor &whole, int64_t dim, int64_t rank,
-                    int64_t parts);
-cpu::Tensor joinSlices(const std::vector<cpu::Tensor> &slices, int64_t dim);
+format::Tensor sliceOf(const format::Tensor &whole, int64_t dim, int64_t rank,
+                       int64_t parts);
+format::Tensor joinSlices(const std::vector<format::Tensor> &slices,
+                          int64_t dim);
 
 /// The program's rank in its tensor-parallel group (0 without one).
 int64_t tensorParallelRank(const StageProgram &program);
@@ -286,8 +287,8 @@ inline int64_t lossClassesOf(const ProgramOp &loss, int64_t width,
 
 /// What parameter `param` of `program` holds of its `whole` tensor: the
 /// program's slice of it (dtfm.tp_shard), or all of it.
-cpu::Tensor programSlice(const StageProgram &program, const ProgramOp &param,
-                         cpu::Tensor whole);
+format::Tensor programSlice(const StageProgram &program, const ProgramOp &param,
+                            format::Tensor whole);
 
 /// Where a parameter of a tensor-parallel program sits in its whole
 /// tensor: slice `rank` of `degree` along `dim`.
@@ -343,6 +344,6 @@ ValueLifetimes valueLifetimes(const StageProgram &program);
 bool decodeProgram(const proto::DeviceProgram &program, StageProgram &out,
                    std::string &error);
 
-} // namespace dtfm::runtime
+} // namespace dtfm::plan
 
-#endif // DTFM_RUNTIME_PROGRAM_H
+#endif // DTFM_PLAN_PROGRAM_H

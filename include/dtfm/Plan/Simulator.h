@@ -1,6 +1,6 @@
-//===- Simulator.h - Discrete-event simulation of a plan ---------*- C++ -*-===//
+//===- Simulator.h - Discrete-event simulation of a plan --------*- C++ -*-===//
 //
-// Part of dtfm. Plain C++ (no MLIR): the runtime's side of the plan.
+// Part of dtfm. Plain C++ (no MLIR).
 //
 //===----------------------------------------------------------------------===//
 //
@@ -33,8 +33,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef DTFM_RUNTIME_SIMULATOR_H
-#define DTFM_RUNTIME_SIMULATOR_H
+#ifndef DTFM_PLAN_SIMULATOR_H
+#define DTFM_PLAN_SIMULATOR_H
 
 #include "dtfm/Format/Stream.h"
 #include "dtfm/Planner/Buckets.h"
@@ -45,7 +45,7 @@
 #include <string>
 #include <vector>
 
-namespace dtfm::runtime {
+namespace dtfm::plan {
 
 /// One device program, as the simulator needs it.
 struct SimProgram {
@@ -128,6 +128,6 @@ bool simulate(const SimInput &input, SimResult &result, std::string &error);
 /// process per device, threads recv / compute / send, times in microseconds.
 std::string chromeTrace(const SimResult &result);
 
-} // namespace dtfm::runtime
+} // namespace dtfm::plan
 
-#endif // DTFM_RUNTIME_SIMULATOR_H
+#endif // DTFM_PLAN_SIMULATOR_H

@@ -21,8 +21,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef DTFM_RUNTIME_MEMORYMODEL_H
-#define DTFM_RUNTIME_MEMORYMODEL_H
+#ifndef DTFM_PLAN_MEMORYMODEL_H
+#define DTFM_PLAN_MEMORYMODEL_H
 
 #include <string>
 #include <vector>
@@ -31,7 +31,7 @@ namespace dtfm::proto {
 class Plan;
 } // namespace dtfm::proto
 
-namespace dtfm::runtime {
+namespace dtfm::plan {
 
 /// Bytes by what holds them; `values` is the in-flight micro-batches'
 /// values (and the running op's scratch) at the peak.
@@ -68,6 +68,6 @@ struct DeviceMemory {
 bool planMemory(const proto::Plan &plan, std::vector<DeviceMemory> &out,
                 std::string &error);
 
-} // namespace dtfm::runtime
+} // namespace dtfm::plan
 
-#endif // DTFM_RUNTIME_MEMORYMODEL_H
+#endif // DTFM_PLAN_MEMORYMODEL_H

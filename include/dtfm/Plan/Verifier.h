@@ -1,4 +1,4 @@
-//===- PlanVerifier.h - Everything checked before a plan runs ----*- C++ -*-===//
+//===- Verifier.h - Everything checked before a plan runs -------*- C++ -*-===//
 //
 // Part of dtfm. Plain C++ (no MLIR).
 //
@@ -19,8 +19,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef DTFM_RUNTIME_PLANVERIFIER_H
-#define DTFM_RUNTIME_PLANVERIFIER_H
+#ifndef DTFM_PLAN_VERIFIER_H
+#define DTFM_PLAN_VERIFIER_H
 
 #include <string>
 
@@ -28,7 +28,7 @@ namespace dtfm::proto {
 class Plan;
 } // namespace dtfm::proto
 
-namespace dtfm::runtime {
+namespace dtfm::plan {
 
 struct StageProgram;
 
@@ -43,6 +43,6 @@ bool verifyPlan(const proto::Plan &plan, const std::string &source,
 /// the op.
 std::string verifyProgramOps(const StageProgram &program);
 
-} // namespace dtfm::runtime
+} // namespace dtfm::plan
 
-#endif // DTFM_RUNTIME_PLANVERIFIER_H
+#endif // DTFM_PLAN_VERIFIER_H

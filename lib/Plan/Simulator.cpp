@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "dtfm/Runtime/Simulator.h"
+#include "dtfm/Plan/Simulator.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -13,7 +13,7 @@
 #include <sstream>
 #include <tuple>
 
-using namespace dtfm::runtime;
+using namespace dtfm::plan;
 
 namespace {
 
@@ -30,8 +30,8 @@ using TransferKey =
 
 } // namespace
 
-bool dtfm::runtime::simulate(const SimInput &input, SimResult &result,
-                             std::string &error) {
+bool dtfm::plan::simulate(const SimInput &input, SimResult &result,
+                          std::string &error) {
   result = SimResult();
   const planner::Cluster &cluster = input.cluster;
   std::map<std::string, size_t> index;
@@ -293,7 +293,7 @@ static std::string quoted(const std::string &text) {
   return out + "\"";
 }
 
-std::string dtfm::runtime::chromeTrace(const SimResult &result) {
+std::string dtfm::plan::chromeTrace(const SimResult &result) {
   std::map<std::string, int> pid;
   for (const SimEvent &e : result.events)
     pid.emplace(e.device, static_cast<int>(pid.size()));

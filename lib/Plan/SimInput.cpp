@@ -1,23 +1,23 @@
-//===- PlanLoader.cpp - Read plan.pb for the runtime ----------------------===//
+//===- SimInput.cpp - The simulator's input, read from a plan ------------===//
 //
 // Part of dtfm.
 //
 //===----------------------------------------------------------------------===//
 
-#include "dtfm/Runtime/PlanLoader.h"
+#include "dtfm/Plan/SimInput.h"
 
 #include "dtfm/Format/PlanFile.h"
+#include "dtfm/Plan/Program.h"
 #include "dtfm/Planner/CostModel.h"
-#include "dtfm/Runtime/Program.h"
 #include "dtfm/Support/OpShapes.h"
 
 #include "plan.pb.h"
 
 #include <algorithm>
 
-using namespace dtfm::runtime;
+using namespace dtfm::plan;
 
-namespace dtfm::runtime {
+namespace dtfm::plan {
 
 static planner::RooflineWork
 workOf(const google::protobuf::RepeatedPtrField<proto::OpWork> &terms) {
@@ -37,11 +37,11 @@ planner::RooflineWork backwardWorkOf(const proto::DeviceProgram &program) {
   return work;
 }
 
-} // namespace dtfm::runtime
+} // namespace dtfm::plan
 
-bool dtfm::runtime::simulationInput(const proto::Plan &plan, SimInput &input,
-                                    std::string &error) {
-  if (!clusterFromPlan(plan, input.cluster, error))
+bool dtfm::plan::simulationInput(const proto::Plan &plan, SimInput &input,
+                                 std::string &error) {
+  if (!planner::clusterFromPlan(plan, input.cluster, error))
     return false;
   // The plan's shape was checked when it was read (format::checkPlanShape).
   input.microBatches = static_cast<int>(plan.micro_batches());

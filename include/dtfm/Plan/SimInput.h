@@ -1,13 +1,13 @@
-//===- PlanLoader.h - Read plan.pb for the runtime ---------------*- C++ -*-===//
+//===- SimInput.h - The simulator's input, read from a plan ----*- C++ -*-===//
 //
 // Part of dtfm.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef DTFM_RUNTIME_PLANLOADER_H
-#define DTFM_RUNTIME_PLANLOADER_H
+#ifndef DTFM_PLAN_SIMINPUT_H
+#define DTFM_PLAN_SIMINPUT_H
 
-#include "dtfm/Runtime/Simulator.h"
+#include "dtfm/Plan/Simulator.h"
 
 #include <string>
 
@@ -16,10 +16,7 @@ class Plan;
 class DeviceProgram;
 } // namespace dtfm::proto
 
-namespace dtfm::runtime {
-
-/// The cluster a plan carries (lib/Planner).
-using planner::clusterFromPlan;
+namespace dtfm::plan {
 
 /// The simulator's view of a plan: per device its streams, work per phase,
 /// bytes sent per phase and peer, and gradient-sync time.
@@ -31,6 +28,6 @@ bool simulationInput(const proto::Plan &plan, SimInput &input,
 planner::RooflineWork forwardWorkOf(const proto::DeviceProgram &program);
 planner::RooflineWork backwardWorkOf(const proto::DeviceProgram &program);
 
-} // namespace dtfm::runtime
+} // namespace dtfm::plan
 
-#endif // DTFM_RUNTIME_PLANLOADER_H
+#endif // DTFM_PLAN_SIMINPUT_H

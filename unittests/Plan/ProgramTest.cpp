@@ -1,8 +1,8 @@
 //===- ProgramTest.cpp - The typed stage program and the CPU table --------===//
 
-#include "dtfm/Runtime/Program.h"
-#include "dtfm/Runtime/Executor.h"
+#include "dtfm/Plan/Program.h"
 #include "dtfm/Runtime/Cpu/KernelTable.h"
+#include "dtfm/Runtime/Executor.h"
 
 #include "dtfm/Dialect/Dtfm/IR/DtfmDialect.h"
 #include "dtfm/InitAll.h"
@@ -16,6 +16,7 @@
 #include <limits>
 
 using namespace dtfm;
+using namespace dtfm::plan;
 using namespace dtfm::runtime;
 
 namespace {
@@ -122,8 +123,8 @@ TEST(Program, AveragePoolingCountsItsPaddingUnlessToldOtherwise) {
   StageProgram decoded;
   std::string error;
   ASSERT_TRUE(decodeProgram(program, decoded, error)) << error;
-  const cpu::Window &all = decoded.ops[1].attrs.window,
-                    &told = decoded.ops[2].attrs.window;
+  const math::Window &all = decoded.ops[1].attrs.window,
+                     &told = decoded.ops[2].attrs.window;
   EXPECT_EQ((std::array<int64_t, 4>{all.countTop, all.countLeft,
                                     all.countBottom, all.countRight}),
             (std::array<int64_t, 4>{1, 2, 1, 2}));

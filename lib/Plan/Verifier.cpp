@@ -1,17 +1,17 @@
-//===- PlanVerifier.cpp - Everything checked before a plan runs -----------===//
+//===- Verifier.cpp - Everything checked before a plan runs ---------------===//
 //
 // Part of dtfm.
 //
 //===----------------------------------------------------------------------===//
 
-#include "dtfm/Runtime/PlanVerifier.h"
+#include "dtfm/Plan/Verifier.h"
 
 #include "dtfm/Format/PlanFile.h"
 #include "dtfm/Format/Stream.h"
+#include "dtfm/Plan/Program.h"
 #include "dtfm/Planner/Schedule.h"
 #include "dtfm/Planner/StagePartition.h"
 #include "dtfm/Planner/Transfers.h"
-#include "dtfm/Runtime/Program.h"
 #include "dtfm/Support/CustomOps.h"
 #include "dtfm/Support/OpShapes.h"
 
@@ -22,7 +22,7 @@
 #include <set>
 
 using namespace dtfm;
-using namespace dtfm::runtime;
+using namespace dtfm::plan;
 namespace shapes = dtfm::shapes;
 using shapes::TensorType;
 
@@ -220,7 +220,7 @@ std::string forwardRule(OpKind kind, const ProgramOp &op,
   case OpKind::Conv2d: {
     if (!(e = with(2, 3, 1)).empty())
       return e;
-    const cpu::Window &w = a.window;
+    const math::Window &w = a.window;
     return shapes::conv2d(in[0], in[1], n == 3 ? &in[2] : nullptr,
                           {w.strideH, w.strideW}, {w.dilationH, w.dilationW},
                           {w.padTop, w.padLeft, w.padBottom, w.padRight},
@@ -235,7 +235,7 @@ std::string forwardRule(OpKind kind, const ProgramOp &op,
   case OpKind::AvgPool2d: {
     if (!(e = with(1, 1, 1)).empty())
       return e;
-    const cpu::Window &w = a.window;
+    const math::Window &w = a.window;
     std::vector<int64_t> padding{w.padTop, w.padLeft, w.padBottom,
                                  w.padRight};
     if (!(e = shapes::pool2d(in[0], {a.kernel[0], a.kernel[1]},
@@ -325,7 +325,7 @@ std::string backwardRule(const ProgramOp &op, const std::vector<TensorType> &in,
 
 } // namespace
 
-std::string dtfm::runtime::verifyProgramOps(const StageProgram &program) {
+std::string dtfm::plan::verifyProgramOps(const StageProgram &program) {
   std::map<int64_t, std::pair<TensorType, const ProgramOp *>> values;
   std::set<std::string> params, feeds;
   for (const ProgramOp &op : program.ops) {
@@ -373,9 +373,8 @@ std::string dtfm::runtime::verifyProgramOps(const StageProgram &program) {
   return "";
 }
 
-bool dtfm::runtime::verifyPlan(const proto::Plan &plan,
-                               const std::string &source,
-                               std::string &error) {
+bool dtfm::plan::verifyPlan(const proto::Plan &plan, const std::string &source,
+                            std::string &error) {
   auto fail = [&](const std::string &what) {
     error = source + ": " + what;
     return false;

@@ -4,9 +4,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "dtfm/Runtime/MemoryModel.h"
+#include "dtfm/Plan/MemoryModel.h"
 #include "dtfm/Format/Stream.h"
-#include "dtfm/Runtime/Program.h"
+#include "dtfm/Plan/Program.h"
 
 #include "plan.pb.h"
 
@@ -15,7 +15,7 @@
 #include <set>
 #include <sstream>
 
-using namespace dtfm::runtime;
+using namespace dtfm::plan;
 
 namespace {
 
@@ -101,9 +101,8 @@ std::string WorkerMemory::json() const {
   return os.str();
 }
 
-bool dtfm::runtime::predictWorkerMemory(const proto::Plan &plan, int rank,
-                                        WorkerMemory &out,
-                                        std::string &error) {
+bool dtfm::plan::predictWorkerMemory(const proto::Plan &plan, int rank,
+                                     WorkerMemory &out, std::string &error) {
   out = WorkerMemory();
   if (rank < 0 || rank >= plan.programs_size()) {
     error = "no device program of rank " + std::to_string(rank);
@@ -231,9 +230,9 @@ bool dtfm::runtime::predictWorkerMemory(const proto::Plan &plan, int rank,
   return true;
 }
 
-bool dtfm::runtime::planMemory(const proto::Plan &plan,
-                               std::vector<DeviceMemory> &out,
-                               std::string &error) {
+bool dtfm::plan::planMemory(const proto::Plan &plan,
+                            std::vector<DeviceMemory> &out,
+                            std::string &error) {
   out.clear();
   std::map<std::string, double> capacity;
   for (const proto::PlanDevice &device : plan.devices())

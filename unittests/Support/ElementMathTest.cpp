@@ -1,20 +1,19 @@
-//===- IndexMapsTest.cpp - The GPU kernels' index maps on the host
-//----------===//
+//===- ElementMathTest.cpp - Both backends' element math on the host ------===//
 //
 // Part of dtfm.
 //
 //===----------------------------------------------------------------------===//
 //
 // The CUDA kernels of the strided, gather, convolution and pooling ops are
-// grid-stride loops over the functions of IndexMaps.h. Here the same
-// functions run in plain loops on the host -- one iteration per GPU thread,
-// as the kernels distribute them -- and must reproduce the CPU kernels
-// (themselves checked against finite differences and PyTorch). Runs on
-// every machine; the GPU tests (unittests/Cuda) cover the launches.
+// grid-stride loops over the functions of dtfm/Support/ElementMath.h. Here
+// the same functions run in plain loops on the host -- one iteration per GPU
+// thread, as the kernels distribute them -- and must reproduce the CPU
+// kernels (themselves checked against finite differences and PyTorch). Runs
+// on every machine; the GPU tests (unittests/Cuda) cover the launches.
 //
 //===----------------------------------------------------------------------===//
 
-#include "dtfm/Runtime/Cuda/IndexMaps.h"
+#include "dtfm/Support/ElementMath.h"
 #include "dtfm/Runtime/Cpu/Kernels.h"
 
 #include <gtest/gtest.h>
@@ -23,8 +22,9 @@
 #include <cmath>
 #include <random>
 
+using namespace dtfm;
 using namespace dtfm::runtime;
-using namespace dtfm::runtime::cuda;
+using namespace dtfm::math;
 using cpu::Tensor;
 
 namespace {
@@ -97,7 +97,7 @@ Tensor operandGradient(ReduceTerm term, const Tensor &x,
   return grad;
 }
 
-TEST(IndexMapsTest, BroadcastingBinaryOpsAndTheirGradients) {
+TEST(ElementMath, BroadcastingBinaryOpsAndTheirGradients) {
   std::mt19937 rng(1);
   for (auto [sa, sb] : {std::pair<std::vector<int64_t>, std::vector<int64_t>>{
                             {4, 1, 5}, {3, 1}},
@@ -148,7 +148,7 @@ TEST(IndexMapsTest, BroadcastingBinaryOpsAndTheirGradients) {
   }
 }
 
-TEST(IndexMapsTest, WhereAndItsGradients) {
+TEST(ElementMath, WhereAndItsGradients) {
   std::mt19937 rng(2);
   Tensor condition({3, 1}), a = random({2, 3, 4}, rng), b = random({4}, rng);
   condition.data = {1, 0, 1};
@@ -171,7 +171,7 @@ TEST(IndexMapsTest, WhereAndItsGradients) {
       wantB, 1e-6, "where false side");
 }
 
-TEST(IndexMapsTest, TransposeSliceAndConcat) {
+TEST(ElementMath, TransposeSliceAndConcat) {
   std::mt19937 rng(3);
   for (std::vector<int64_t> perm :
        {std::vector<int64_t>{2, 0, 1}, {1, 0, 2}, {0, 1, 2}}) {
@@ -225,7 +225,7 @@ TEST(IndexMapsTest, TransposeSliceAndConcat) {
   }
 }
 
-TEST(IndexMapsTest, MeansAndTheirGradients) {
+TEST(ElementMath, MeansAndTheirGradients) {
   std::mt19937 rng(4);
   Tensor x = random({3, 4, 5, 6}, rng);
   for (auto [axes, keepdims] :
@@ -248,7 +248,7 @@ TEST(IndexMapsTest, MeansAndTheirGradients) {
   }
 }
 
-TEST(IndexMapsTest, GatherAlongAnAxisWithNegativeAndBadIndices) {
+TEST(ElementMath, GatherAlongAnAxisWithNegativeAndBadIndices) {
   std::mt19937 rng(5);
   Tensor x = random({3, 5, 4}, rng), indices({2, 3});
   indices.data = {0, 4, -1, 2, -5, 2};
@@ -272,26 +272,26 @@ TEST(IndexMapsTest, GatherAlongAnAxisWithNegativeAndBadIndices) {
   EXPECT_EQ(g.source(indices.data.data(), 3 * 4), -1);
 }
 
-TEST(IndexMapsTest, ConvolutionThroughColumnMatrices) {
+TEST(ElementMath, ConvolutionThroughColumnMatrices) {
   std::mt19937 rng(6);
   struct Case {
     int64_t n, c, h, w, o, kh, kw, groups;
-    cpu::Window window;
+    math::Window window;
   };
-  cpu::Window strided;
+  math::Window strided;
   strided.strideH = 2;
   strided.strideW = 1;
   strided.padTop = 1;
   strided.padLeft = 2;
   strided.padBottom = 0;
   strided.padRight = 1;
-  cpu::Window dilated;
+  math::Window dilated;
   dilated.dilationH = 2;
   dilated.dilationW = 2;
   dilated.padTop = dilated.padBottom = dilated.padLeft = dilated.padRight = 2;
   for (const Case &k : {Case{2, 4, 7, 6, 6, 3, 3, 2, strided},
                         Case{3, 3, 8, 8, 4, 3, 2, 1, dilated},
-                        Case{1, 2, 5, 5, 2, 1, 1, 1, cpu::Window()}}) {
+                        Case{1, 2, 5, 5, 2, 1, 1, 1, math::Window()}}) {
     Tensor x = random({k.n, k.c, k.h, k.w}, rng);
     Tensor w = random({k.o, k.c / k.groups, k.kh, k.kw}, rng);
     Tensor want = cpu::conv2d(x, w, nullptr, k.window, k.groups);
@@ -344,7 +344,7 @@ TEST(IndexMapsTest, ConvolutionThroughColumnMatrices) {
   }
 }
 
-TEST(IndexMapsTest, PoolingWindowsOverlappingAndPadded) {
+TEST(ElementMath, PoolingWindowsOverlappingAndPadded) {
   std::mt19937 rng(7);
   for (auto [kh, kw, sh, sw, pt, pl, pb, pr] :
        {std::array<int64_t, 8>{3, 3, 2, 2, 1, 1, 1, 1},
@@ -353,7 +353,7 @@ TEST(IndexMapsTest, PoolingWindowsOverlappingAndPadded) {
     Tensor x = random({2, 3, 7, 6}, rng);
     // Ties inside windows: the first in window order wins, as on the CPU.
     x.data[5] = x.data[6] = x.data[12] = 3.0f;
-    cpu::Window win;
+    math::Window win;
     win.strideH = sh, win.strideW = sw;
     win.padTop = pt, win.padLeft = pl, win.padBottom = pb, win.padRight = pr;
     // The divisor counts the top and right padding only.
@@ -386,7 +386,7 @@ TEST(IndexMapsTest, PoolingWindowsOverlappingAndPadded) {
   }
 }
 
-TEST(IndexMapsTest, RotaryElementsTurnAsTheCpuKernel) {
+TEST(ElementMath, RotaryElementsTurnAsTheCpuKernel) {
   std::mt19937 rng(9);
   int64_t b = 2, s = 7, heads = 3, dh = 6, hidden = heads * dh;
   Tensor x = random({b, s, hidden}, rng);
@@ -398,7 +398,7 @@ TEST(IndexMapsTest, RotaryElementsTurnAsTheCpuKernel) {
   }
 }
 
-TEST(IndexMapsTest, UnaryMathAndGradients) {
+TEST(ElementMath, UnaryMathAndGradients) {
   std::mt19937 rng(8);
   Tensor x = random({200}, rng), dOut = random({200}, rng);
   for (float &v : x.data)

@@ -1,0 +1,216 @@
+//===- PhaseLoop.cpp - The phase loop every backend runs ------------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtfm/Runtime/PhaseLoop.h"
+
+#include <algorithm>
+
+using namespace dtfm::runtime;
+using cpu::Tensor;
+
+PhaseExecutor::PhaseExecutor(const StageProgram &program)
+    : program(program), lifetimes(valueLifetimes(program)) {
+  for (const ParameterUpdate &u : parameterUpdates(program))
+    if (u.sync)
+      parameterOfSync[u.sync->index] = u.param->attrs.name;
+}
+
+bool PhaseExecutor::runPhase(OpPhase phase, int microBatch, ValueTable &values,
+                             const MicroBatch &batch, double &loss,
+                             std::string &error) {
+  if (!beginPhase(phase, microBatch, values, error))
+    return false;
+  int p = phase == OpPhase::Backward ? 1 : 0;
+  const std::vector<PhaseStep> &steps = program.steps[p];
+  for (size_t position = 0; position < steps.size(); ++position) {
+    const ProgramOp &op = program.ops[steps[position].op];
+    auto fail = [&](const std::string &message) {
+      error = "op #" + std::to_string(op.index) + " " + opName(op.kind) +
+              (steps[position].recompute ? " (recomputed)" : "") + ": " +
+              message;
+      return false;
+    };
+    if (!runStep(op, steps[position].recompute, microBatch, values, batch, loss,
+                 error))
+      return fail(error);
+    sampleHeapPeak();
+    for (int64_t id : lifetimes.freeAfterStep[p][position])
+      releaseValue(microBatch, id, values);
+  }
+  return endPhase(phase, microBatch, values, loss, error);
+}
+
+bool PhaseExecutor::runStep(const ProgramOp &op, bool recompute, int microBatch,
+                            ValueTable &values, const MicroBatch &batch,
+                            double &loss, std::string &error) {
+  switch (op.kind) {
+  case OpKind::Send: // the worker (or endPhase) sends
+    return true;
+  case OpKind::Recv: { // filled by the receive slot
+    if (movesItself(op))
+      return true;
+    auto it = values.find(op.results[0].id);
+    if (it == values.end()) {
+      error = "its value was never received";
+      return false;
+    }
+    return bindHostValue(op, microBatch, it->second, values, error);
+  }
+  case OpKind::Input:
+  case OpKind::Label: {
+    auto it = batch.find(op.attrs.name);
+    if (it == batch.end()) {
+      error = "no data for '" + op.attrs.name + "'";
+      return false;
+    }
+    if (it->second.shape != op.results[0].shape) {
+      error = "data for '" + it->first + "' has the wrong shape";
+      return false;
+    }
+    return bindHostValue(op, microBatch, it->second, values, error);
+  }
+  default:
+    break;
+  }
+  for (size_t i = 0; i < op.operands.size(); ++i)
+    if (!hasValue(microBatch, op.operands[i], values)) {
+      error =
+          "operand " + std::to_string(i) + " was not computed in this phase";
+      return false;
+    }
+  // A recomputed loss was counted by the forward already.
+  double recomputedLoss = 0;
+  if (!runOp(op, microBatch, values, recompute ? recomputedLoss : loss, error))
+    return false;
+  afterOp(op, microBatch, values);
+  return true;
+}
+
+void PhaseExecutor::releaseSent(OpPhase phase, int microBatch,
+                                ValueTable &values) {
+  for (int64_t id :
+       lifetimes.freeAfterSends[phase == OpPhase::Backward ? 1 : 0])
+    releaseValue(microBatch, id, values);
+}
+
+bool PhaseExecutor::optimizerUpdates(
+    const std::map<int64_t, std::string> &paramOfValue,
+    std::vector<Update> &updates, std::string &error) const {
+  updates.clear();
+  std::map<int64_t, const ProgramOp *> syncOfResult;
+  for (int index : program.opsOf(OpPhase::Optimizer)) {
+    const ProgramOp &op = program.ops[index];
+    if (op.kind == OpKind::GradSync && !op.results.empty())
+      syncOfResult[op.results[0].id] = &op;
+  }
+  for (int index : program.opsOf(OpPhase::Optimizer)) {
+    const ProgramOp &op = program.ops[index];
+    if (op.kind == OpKind::GradSync)
+      continue;
+    auto fail = [&](const std::string &message) {
+      error = std::string(opName(op.kind)) + ": " + message;
+      return false;
+    };
+    if ((op.kind != OpKind::SgdUpdate && op.kind != OpKind::AdamwUpdate) ||
+        op.operands.size() < 2)
+      return fail("unexpected op in the optimizer phase");
+    auto p = paramOfValue.find(op.operands[0]);
+    if (p == paramOfValue.end())
+      return fail("updates a value that is not a parameter");
+    Update &update =
+        updates.emplace_back(Update{&op, p->second, op.operands[1]});
+    auto sync = syncOfResult.find(op.operands[1]);
+    if (op.kind == OpKind::AdamwUpdate && sync != syncOfResult.end() &&
+        sync->second->attrs.compression == SyncCompression::TopK)
+      update.freezeSecondMomentAfter = sync->second->attrs.topkWarmup;
+  }
+  return true;
+}
+
+/// The parameters the local-step syncs' gradients update, in program order
+/// (each sync sits right before its update), with the first such sync.
+static std::vector<std::string>
+localStepParameters(const StageProgram &program,
+                    const std::map<int, std::string> &parameterOfSync,
+                    const ProgramOp *&sync) {
+  std::vector<std::string> names;
+  sync = nullptr;
+  for (int index : program.opsOf(OpPhase::Optimizer)) {
+    const ProgramOp &op = program.ops[index];
+    auto parameter = parameterOfSync.find(op.index);
+    if (op.kind != OpKind::GradSync || op.attrs.syncEvery < 1 ||
+        parameter == parameterOfSync.end())
+      continue;
+    if (!sync)
+      sync = &op;
+    names.push_back(parameter->second);
+  }
+  return names;
+}
+
+bool PhaseExecutor::anchorLocalSteps(std::string &error) {
+  const ProgramOp *sync;
+  std::vector<std::string> unanchored;
+  for (const std::string &name :
+       localStepParameters(program, parameterOfSync, sync))
+    if (host.optimizer[name].anchor.data.empty())
+      unanchored.push_back(name);
+  if (unanchored.empty())
+    return true;
+  if (!parametersToHost(unanchored, error))
+    return false;
+  for (const std::string &name : unanchored)
+    host.optimizer[name].anchor = host.params.at(name);
+  return true;
+}
+
+bool PhaseExecutor::outerStep(const AverageFn &average, std::string &error) {
+  const ProgramOp *sync;
+  std::vector<std::string> names =
+      localStepParameters(program, parameterOfSync, sync);
+  if (names.empty())
+    return true;
+  if (!parametersToHost(names, error))
+    return false;
+  std::vector<std::pair<Tensor *, HostState::Moments *>> synced;
+  size_t total = 0;
+  for (const std::string &name : names) {
+    Tensor &param = host.params.at(name);
+    HostState::Moments &state = host.optimizer[name];
+    if (state.anchor.shape != param.shape)
+      state.anchor = param; // not stepped yet: nothing moved
+    synced.push_back({&param, &state});
+    total += param.data.size();
+  }
+  // Pseudo-gradients (value at the last exchange minus now), averaged.
+  std::vector<float> deltas(total);
+  size_t at = 0;
+  for (auto [param, state] : synced)
+    for (size_t i = 0; i < param->data.size(); ++i)
+      deltas[at++] = state->anchor.data[i] - param->data[i];
+  if (!average(deltas, error))
+    return false;
+  at = 0;
+  for (auto [param, state] : synced) {
+    Tensor delta(param->shape);
+    std::copy_n(deltas.begin() + at, delta.data.size(), delta.data.begin());
+    at += delta.data.size();
+    cpu::nesterovOuterStep(state->anchor, delta, state->outerVelocity,
+                           sync->attrs.outerLr, sync->attrs.outerMomentum);
+    *param = state->anchor;
+  }
+  return parametersFromHost(names, error);
+}
+
+Tensor *PhaseExecutor::residualOf(const ProgramOp &sync) {
+  auto param = parameterOfSync.find(sync.index);
+  if (param == parameterOfSync.end())
+    return nullptr;
+  Tensor &residual = host.optimizer[param->second].residual;
+  if (residual.shape != sync.results[0].shape)
+    residual = Tensor(sync.results[0].shape);
+  return &residual;
+}
