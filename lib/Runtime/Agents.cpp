@@ -11,15 +11,22 @@
 
 #include "Rendezvous.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <deque>
-#include <fcntl.h>
 #include <map>
 #include <random>
-#include <spawn.h>
-#include <sys/wait.h>
 
 extern char **environ;
 
