@@ -45,6 +45,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -137,7 +138,10 @@ static bool deviceList(const char *flag, const std::string &text,
   return true;
 }
 
-int main(int argc, char **argv) {
+namespace {
+
+/// What the command line asks for.
+struct Command {
   std::string planPath, tracePath, reportPath, clusterPath;
   bool simulateFlag = false, json = false, executeFlag = false;
   bool logGiven = false;
@@ -150,14 +154,19 @@ int main(int argc, char **argv) {
   std::string agentDevices, joinRequestPath;
   runtime::BackendRequest backendRequest = runtime::BackendRequest::Auto;
   runtime::WorkerOptions worker;
-  worker.rank = -1;
   // What the launcher passes on to each local worker.
   std::vector<std::string> forwarded;
+};
+
+/// Reads the command line into `c`: an exit code when the command ends
+/// here (a bad flag, --help), nullopt to go on.
+std::optional<int> parseCommandLine(int argc, char **argv, Command &c) {
+  c.worker.rank = -1;
   // Custom operators' kernels (--load-dtfm-plugin, repeatable).
   if (!loadPluginsFromCommandLine("dtfm-run", argc, argv))
     return 1;
   for (const std::string &path : scanPluginFlags(argc, argv))
-    forwarded.push_back("--" + std::string(kLoadPluginFlag) + "=" + path);
+    c.forwarded.push_back("--" + std::string(kLoadPluginFlag) + "=" + path);
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg.rfind("--" + std::string(kLoadPluginFlag), 0) == 0) {
@@ -169,55 +178,55 @@ int main(int argc, char **argv) {
     auto takesValue = [&](const char *flag) { return arg == flag && hasValue; };
     long long number = 0;
     if (arg == "--simulate")
-      simulateFlag = true;
+      c.simulateFlag = true;
     else if (arg == "--elastic")
-      elastic = true;
+      c.elastic = true;
     else if (takesValue("--min-devices") || takesValue("--max-replans") ||
              takesValue("--planning-timeout")) {
       long long low = arg == "--max-replans" ? 0 : 1;
       if (!integerIn(arg.c_str(), argv[++i], low, 1000000, number))
         return 1;
       if (arg == "--min-devices")
-        elasticOptions.minDevices = static_cast<int>(number);
+        c.elasticOptions.minDevices = static_cast<int>(number);
       else if (arg == "--max-replans")
-        elasticOptions.maxReplans = static_cast<int>(number);
+        c.elasticOptions.maxReplans = static_cast<int>(number);
       else
-        elasticOptions.planningTimeout = std::chrono::seconds(number);
-      elasticOptionGiven = true;
+        c.elasticOptions.planningTimeout = std::chrono::seconds(number);
+      c.elasticOptionGiven = true;
     } else if (takesValue("--compiler-dir")) {
-      elasticOptions.compilerDir = argv[++i];
-      elasticOptionGiven = true;
+      c.elasticOptions.compilerDir = argv[++i];
+      c.elasticOptionGiven = true;
     } else if (takesValue("--stop-file")) {
-      worker.stopFile = argv[++i];
-      forwarded.insert(forwarded.end(), {arg, worker.stopFile});
+      c.worker.stopFile = argv[++i];
+      c.forwarded.insert(c.forwarded.end(), {arg, c.worker.stopFile});
       continue;
     } else if (takesValue("--join")) {
-      joinDir = argv[++i];
+      c.joinDir = argv[++i];
       continue;
     } else if (takesValue("--agents")) {
       if (!integerIn("--agents", argv[++i], 0, 65535, number))
         return 1;
-      agentsPort = static_cast<int>(number);
+      c.agentsPort = static_cast<int>(number);
       continue;
     } else if (takesValue("--agent")) {
-      agent.coordinator = argv[++i];
+      c.agent.coordinator = argv[++i];
       continue;
     } else if (takesValue("--devices")) {
-      agentDevices = argv[++i];
+      c.agentDevices = argv[++i];
       continue;
     } else if (takesValue("--join-request")) {
-      joinRequestPath = argv[++i];
+      c.joinRequestPath = argv[++i];
       continue;
     } else if (takesValue("--store-server")) {
-      worker.rendezvous = argv[++i];
-      worker.storeServedElsewhere = true;
+      c.worker.rendezvous = argv[++i];
+      c.worker.storeServedElsewhere = true;
       continue;
     } else if (takesValue("--replan-without"))
-      replanWithout = argv[++i];
+      c.replanWithout = argv[++i];
     else if (takesValue("--replan-dir"))
-      replanDir = argv[++i];
+      c.replanDir = argv[++i];
     else if (arg == "--execute")
-      executeFlag = true;
+      c.executeFlag = true;
     else if (takesValue("--steps") || takesValue("--checkpoint-every") ||
              takesValue("--timeout") || takesValue("--calibration-steps") ||
              takesValue("--mtbf")) {
@@ -229,33 +238,33 @@ int main(int argc, char **argv) {
       if (!integerIn(arg.c_str(), value, low, high, number))
         return 1;
       if (arg == "--steps")
-        worker.steps = static_cast<int>(number);
+        c.worker.steps = static_cast<int>(number);
       else if (arg == "--checkpoint-every")
-        worker.checkpointEvery = static_cast<int>(number);
+        c.worker.checkpointEvery = static_cast<int>(number);
       else if (arg == "--timeout")
-        worker.timeout = std::chrono::seconds(number);
+        c.worker.timeout = std::chrono::seconds(number);
       else if (arg == "--mtbf")
-        worker.mtbfSeconds = static_cast<double>(number);
+        c.worker.mtbfSeconds = static_cast<double>(number);
       else
-        worker.calibrationSteps = static_cast<int>(number);
-      forwarded.insert(forwarded.end(), {arg, value});
+        c.worker.calibrationSteps = static_cast<int>(number);
+      c.forwarded.insert(c.forwarded.end(), {arg, value});
       continue;
     } else if (takesValue("--seed")) {
       // strtoull would take "-1" as 2^64 - 1 and clamp what overflows.
       const char *text = argv[++i];
       char *end = nullptr;
       errno = 0;
-      worker.seed = std::strtoull(text, &end, 10);
+      c.worker.seed = std::strtoull(text, &end, 10);
       if (!end || end == text || *end != '\0' || errno != 0 ||
           !std::isdigit(static_cast<unsigned char>(text[0])))
         return fail("--seed expects an integer in [0, 18446744073709551615], "
                     "got '" + std::string(text) + "'");
-      forwarded.insert(forwarded.end(), {arg, argv[i]});
+      c.forwarded.insert(c.forwarded.end(), {arg, argv[i]});
       continue;
     } else if (takesValue("--rank")) {
       if (!integerIn("--rank", argv[++i], 0, 1000000, number))
         return 1;
-      worker.rank = static_cast<int>(number);
+      c.worker.rank = static_cast<int>(number);
     } else if (takesValue("--tokens") || takesValue("--inputs") ||
                takesValue("--init-from") || takesValue("--save-params") ||
                takesValue("--checkpoint-dir") || takesValue("--log") ||
@@ -264,34 +273,34 @@ int main(int argc, char **argv) {
                takesValue("--cluster") || takesValue("--memory-report")) {
       std::string value = argv[++i];
       if (arg == "--tokens")
-        worker.tokensPath = value;
+        c.worker.tokensPath = value;
       else if (arg == "--inputs")
-        worker.inputsPath = value;
+        c.worker.inputsPath = value;
       else if (arg == "--init-from")
-        worker.initPath = value;
+        c.worker.initPath = value;
       else if (arg == "--save-params")
-        worker.savePath = value;
+        c.worker.savePath = value;
       else if (arg == "--checkpoint-dir")
-        worker.checkpointDir = value;
+        c.worker.checkpointDir = value;
       else if (arg == "--resume-from")
-        worker.resumeFrom = value;
+        c.worker.resumeFrom = value;
       else if (arg == "--log") {
-        worker.logPath = value;
-        logGiven = true;
+        c.worker.logPath = value;
+        c.logGiven = true;
       } else if (arg == "--rendezvous")
-        worker.rendezvous = value;
+        c.worker.rendezvous = value;
       else if (arg == "--memory-report")
-        worker.memoryReportPath = value;
+        c.worker.memoryReportPath = value;
       else if (arg == "--store")
-        worker.storeDir = value;
+        c.worker.storeDir = value;
       else
-        clusterPath = value;
+        c.clusterPath = value;
       if (arg != "--rendezvous" && arg != "--store")
-        forwarded.insert(forwarded.end(), {arg, value});
+        c.forwarded.insert(c.forwarded.end(), {arg, value});
       continue;
     } else if (takesValue("--backend") || arg.rfind("--backend=", 0) == 0) {
       std::string value = arg == "--backend" ? argv[++i] : arg.substr(10);
-      if (!runtime::parseBackendRequest(value, backendRequest))
+      if (!runtime::parseBackendRequest(value, c.backendRequest))
         return fail("--backend expects cpu, cuda or auto, got '" + value +
                     "'");
       continue;
@@ -302,138 +311,142 @@ int main(int argc, char **argv) {
       if (value != "plan" && value != "fp32")
         return fail("--matmul-precision expects plan or fp32, got '" + value +
                     "'");
-      worker.planPrecisionMatmuls = value == "plan";
-      forwarded.insert(forwarded.end(), {"--matmul-precision", value});
+      c.worker.planPrecisionMatmuls = value == "plan";
+      c.forwarded.insert(c.forwarded.end(), {"--matmul-precision", value});
       continue;
     } else if (arg == "--shape-links" || arg == "--serial-slots") {
-      (arg == "--shape-links" ? worker.shapeLinks : worker.serialSlots) = true;
-      forwarded.push_back(arg);
+      (arg == "--shape-links" ? c.worker.shapeLinks : c.worker.serialSlots) =
+          true;
+      c.forwarded.push_back(arg);
       continue;
     } else if (arg == "--json")
-      json = true;
+      c.json = true;
     else if (arg == "--trace" && hasValue) {
-      tracePath = argv[++i];
-      forwarded.insert(forwarded.end(), {arg, tracePath});
+      c.tracePath = argv[++i];
+      c.forwarded.insert(c.forwarded.end(), {arg, c.tracePath});
       continue;
     } else if (arg.rfind("--trace=", 0) == 0) {
-      tracePath = arg.substr(8);
-      forwarded.push_back(arg);
+      c.tracePath = arg.substr(8);
+      c.forwarded.push_back(arg);
       continue;
     } else if (arg == "--report" && hasValue)
-      reportPath = argv[++i];
+      c.reportPath = argv[++i];
     else if (arg.rfind("--report=", 0) == 0)
-      reportPath = arg.substr(9);
+      c.reportPath = arg.substr(9);
     else if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);
       return 0;
     } else if (!arg.empty() && arg[0] == '-')
       return fail("unknown option '" + arg + "' (or its value is missing)\n" +
                   kUsage);
-    else if (planPath.empty())
-      planPath = arg;
+    else if (c.planPath.empty())
+      c.planPath = arg;
     else
       return fail("more than one plan file given");
   }
-  if (!agent.coordinator.empty()) {
-    // This host serves devices of an elastic run across hosts.
-    if (!planPath.empty())
-      return fail("--agent takes no plan: the coordinator sends it");
-    if (agentDevices.empty() == joinRequestPath.empty())
-      return fail("--agent needs exactly one of --devices DEV[,DEV...] and "
-                  "--join-request FILE");
-    std::string error;
-    if (!agentDevices.empty() &&
-        !deviceList("--devices", agentDevices, agent.devices))
-      return 1;
-    if (!joinRequestPath.empty()) {
-      planner::JoinRequest request;
-      if (!format::readWholeFile(joinRequestPath, agent.joinRequest, error) ||
-          !planner::parseJoinRequest(agent.joinRequest, joinRequestPath,
-                                     request, error))
-        return fail(error);
-      agent.joinRequestPath = joinRequestPath;
-    }
-    agent.timeout = worker.timeout;
-    return runtime::runAgent(agent);
-  }
-  if (!agentDevices.empty() || !joinRequestPath.empty())
-    return fail("--devices and --join-request go with --agent HOST:PORT");
-  if (!joinDir.empty()) {
-    // A device asks to join the elastic run checkpointing into joinDir:
-    // its request is checked here and handed over atomically.
-    if (planPath.empty())
-      return fail("--join needs the join request file (cluster.proto's "
-                  "JoinRequest in text format)");
-    std::string text, error;
-    planner::JoinRequest request;
-    if (!format::readWholeFile(planPath, text, error) ||
-        !planner::parseJoinRequest(text, planPath, request, error))
-      return fail(error);
-    std::string joins = runtime::joinDirectory(joinDir);
-    struct stat st {};
-    if (::stat(joins.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-      return fail("--join " + joinDir + ": not the checkpoint directory of a "
-                  "running --elastic run (it has no joins/)");
-    std::string target = joins + "/" + request.device.name + ".textproto";
-    if (::access(target.c_str(), F_OK) == 0)
-      return fail("--join " + joinDir + ": " + request.device.name +
-                  " has asked to join already");
-    if (!format::writeFileAtomically(target, text, error))
-      return fail(error);
-    std::printf("asked to join the elastic run of %s as %s (links like %s)\n",
-                joinDir.c_str(), request.device.name.c_str(),
-                request.linksLike.c_str());
-    return 0;
-  }
-  if (planPath.empty())
-    return fail(std::string("no plan file given\n") + kUsage);
+  return std::nullopt;
+}
 
-  proto::Plan plan;
+/// --agent HOST:PORT: this host serves devices of an elastic run across
+/// hosts.
+int agentMode(Command &c) {
+  if (!c.planPath.empty())
+    return fail("--agent takes no plan: the coordinator sends it");
+  if (c.agentDevices.empty() == c.joinRequestPath.empty())
+    return fail("--agent needs exactly one of --devices DEV[,DEV...] and "
+                "--join-request FILE");
   std::string error;
-  // The whole plan is checked before anything runs (or any worker starts).
-  if (!format::readPlanFile(planPath, plan, error) ||
-      !plan::verifyPlan(plan, planPath, error))
-    return fail(error);
-  if (!replanWithout.empty() || !replanDir.empty()) {
-    if (simulateFlag || executeFlag)
-      return fail("--replan-without goes alone, not with --simulate or "
-                  "--execute");
-    if (replanWithout.empty() || replanDir.empty())
-      return fail("give both --replan-without DEV[,DEV...] and --replan-dir "
-                  "DIR");
-    if (::access(replanDir.c_str(), W_OK | X_OK) != 0)
-      return fail("--replan-dir " + replanDir + ": not a writable directory");
-    std::vector<std::string> lost;
-    if (!deviceList("--replan-without", replanWithout, lost))
-      return 1;
-    if (!runtime::checkElastic(plan, planPath, elasticOptions, error))
+  if (!c.agentDevices.empty() &&
+      !deviceList("--devices", c.agentDevices, c.agent.devices))
+    return 1;
+  if (!c.joinRequestPath.empty()) {
+    planner::JoinRequest request;
+    if (!format::readWholeFile(c.joinRequestPath, c.agent.joinRequest, error) ||
+        !planner::parseJoinRequest(c.agent.joinRequest, c.joinRequestPath,
+                                   request, error))
       return fail(error);
-    proto::Plan next;
-    runtime::Replan made;
-    made.plan = &next;
-    if (!runtime::replanWithout(plan, lost, replanDir, elasticOptions, made,
-                                error))
-      return fail(planPath + ": re-planning without " + replanWithout + ": " +
-                  error);
-    std::printf("re-planned without %s in %.2f s: %s; plan %s\n",
-                replanWithout.c_str(), made.seconds,
-                runtime::describeReplan(plan, next).c_str(),
-                made.path.c_str());
-    return 0;
+    c.agent.joinRequestPath = c.joinRequestPath;
   }
-  if (simulateFlag == executeFlag)
+  c.agent.timeout = c.worker.timeout;
+  return runtime::runAgent(c.agent);
+}
+
+/// --join DIR REQUEST: a device asks to join the elastic run checkpointing
+/// into DIR; its request is checked here and handed over atomically.
+int joinMode(const Command &c) {
+  if (c.planPath.empty())
+    return fail("--join needs the join request file (cluster.proto's "
+                "JoinRequest in text format)");
+  std::string text, error;
+  planner::JoinRequest request;
+  if (!format::readWholeFile(c.planPath, text, error) ||
+      !planner::parseJoinRequest(text, c.planPath, request, error))
+    return fail(error);
+  std::string joins = runtime::joinDirectory(c.joinDir);
+  struct stat st {};
+  if (::stat(joins.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return fail("--join " + c.joinDir +
+                ": not the checkpoint directory of a "
+                "running --elastic run (it has no joins/)");
+  std::string target = joins + "/" + request.device.name + ".textproto";
+  if (::access(target.c_str(), F_OK) == 0)
+    return fail("--join " + c.joinDir + ": " + request.device.name +
+                " has asked to join already");
+  if (!format::writeFileAtomically(target, text, error))
+    return fail(error);
+  std::printf("asked to join the elastic run of %s as %s (links like %s)\n",
+              c.joinDir.c_str(), request.device.name.c_str(),
+              request.linksLike.c_str());
+  return 0;
+}
+
+/// --replan-without DEV --replan-dir DIR: the plan without those devices.
+int replanMode(Command &c, const proto::Plan &plan) {
+  std::string error;
+  if (c.simulateFlag || c.executeFlag)
+    return fail("--replan-without goes alone, not with --simulate or "
+                "--execute");
+  if (c.replanWithout.empty() || c.replanDir.empty())
+    return fail("give both --replan-without DEV[,DEV...] and --replan-dir "
+                "DIR");
+  if (::access(c.replanDir.c_str(), W_OK | X_OK) != 0)
+    return fail("--replan-dir " + c.replanDir + ": not a writable directory");
+  std::vector<std::string> lost;
+  if (!deviceList("--replan-without", c.replanWithout, lost))
+    return 1;
+  if (!runtime::checkElastic(plan, c.planPath, c.elasticOptions, error))
+    return fail(error);
+  proto::Plan next;
+  runtime::Replan made;
+  made.plan = &next;
+  if (!runtime::replanWithout(plan, lost, c.replanDir, c.elasticOptions, made,
+                              error))
+    return fail(c.planPath + ": re-planning without " + c.replanWithout + ": " +
+                error);
+  std::printf("re-planned without %s in %.2f s: %s; plan %s\n",
+              c.replanWithout.c_str(), made.seconds,
+              runtime::describeReplan(plan, next).c_str(), made.path.c_str());
+  return 0;
+}
+
+/// What the mode's flags must say before anything runs: one mode, outputs
+/// that can be written, no flag of the other mode, the plan's cluster.
+std::optional<int> checkModeFlags(int argc, char **argv, const Command &c,
+                                  const proto::Plan &plan) {
+  std::string error;
+  if (c.simulateFlag == c.executeFlag)
     return fail(std::string("give exactly one of --simulate and --execute\n") +
                 kUsage);
   // Outputs that could not be written are refused before anything runs.
   for (const std::string *output :
-       {&tracePath, &reportPath, &worker.logPath, &worker.savePath,
-        &worker.memoryReportPath})
+       {&c.tracePath, &c.reportPath, &c.worker.logPath, &c.worker.savePath,
+        &c.worker.memoryReportPath})
     if (!output->empty())
       if (std::string problem = format::outputPathProblem(*output);
           !problem.empty())
         return fail(problem);
   // Flags of the other mode are errors, not silently ignored.
-  if (simulateFlag)
+  if (c.simulateFlag)
     for (int i = 1; i < argc; ++i) {
       std::string flag = std::string(argv[i]).substr(
           0, std::string(argv[i]).find('='));
@@ -451,136 +464,146 @@ int main(int argc, char **argv) {
         if (flag == executeOnly)
           return fail(flag + " goes with --execute, not --simulate");
     }
-  if (executeFlag && (json || !reportPath.empty()))
-    return fail(std::string(json ? "--json" : "--report") +
+  if (c.executeFlag && (c.json || !c.reportPath.empty()))
+    return fail(std::string(c.json ? "--json" : "--report") +
                 " goes with --simulate, not --execute (--execute writes "
                 "--log and --trace)");
-  if (!clusterPath.empty()) {
+  if (!c.clusterPath.empty()) {
     planner::Cluster cluster;
-    if (!planner::loadClusterFile(clusterPath, cluster, error))
+    if (!planner::loadClusterFile(c.clusterPath, cluster, error))
       return fail(error);
     if (planner::clusterFingerprint(cluster) != plan.cluster_fingerprint())
-      return fail(planPath + ": made for cluster '" + plan.cluster_name() +
-                  "', not for " + clusterPath + " ('" + cluster.name +
+      return fail(c.planPath + ": made for cluster '" + plan.cluster_name() +
+                  "', not for " + c.clusterPath + " ('" + cluster.name +
                   "'); plan again for this cluster");
   }
-  if (executeFlag) {
-    if (!logGiven)
-      worker.logPath = planPath + ".log.jsonl";
-    worker.tracePath = tracePath;
-    worker.progressBar = ::isatty(STDOUT_FILENO);
-    if (worker.mtbfSeconds > 0 && worker.checkpointDir.empty())
-      return fail("--mtbf tunes the checkpoint interval: it needs "
-                  "--checkpoint-dir DIR");
-    if (!worker.checkpointDir.empty() &&
-        ::access(worker.checkpointDir.c_str(), W_OK) != 0)
-      return fail("--checkpoint-dir " + worker.checkpointDir +
-                  ": not a writable directory");
-    if (!worker.resumeFrom.empty() &&
-        ::access(worker.resumeFrom.c_str(), R_OK | X_OK) != 0)
-      return fail("--resume-from " + worker.resumeFrom +
-                  ": not a readable directory");
-    if (elastic) {
-      if (worker.rank >= 0 || !worker.rendezvous.empty() ||
-          !worker.storeDir.empty())
-        return fail("--elastic runs the plan's workers on this machine; it "
-                    "does not go with --rank, --rendezvous or --store");
-      if (worker.checkpointDir.empty())
-        return fail("--elastic needs --checkpoint-dir DIR (a lost device's "
-                    "work resumes from the checkpoints there)");
-      if (!runtime::checkElastic(plan, planPath, elasticOptions, error))
-        return fail(error);
-    } else if (elasticOptionGiven) {
-      return fail("--min-devices, --max-replans, --planning-timeout and "
-                  "--compiler-dir go with --elastic (or --replan-without)");
-    }
-    if (agentsPort >= 0 && !elastic)
-      return fail("--agents PORT goes with --elastic (the coordinator of "
-                  "agents that run the workers on their hosts)");
-    if (worker.storeServedElsewhere && worker.rank < 0)
-      return fail("--store-server goes with --rank (an agent starts such "
-                  "workers)");
-    // Resolved once here; local workers get the answer.
-    std::string notice;
-    if (!runtime::resolveBackend(backendRequest, plan, worker.backend, notice,
-                                 error))
-      return fail(error);
-    if (!notice.empty())
-      std::fprintf(stderr, "dtfm-run: notice: %s\n", notice.c_str());
-    forwarded.insert(forwarded.end(),
-                     {"--backend", runtime::backendName(worker.backend)});
-    if (elastic) {
-      // Each launch names its own checkpoint and resume directories.
-      std::vector<std::string> arguments;
-      for (size_t k = 0; k < forwarded.size(); ++k) {
-        if (forwarded[k] == "--checkpoint-dir" ||
-            forwarded[k] == "--resume-from") {
-          ++k;
-          continue;
-        }
-        arguments.push_back(forwarded[k]);
-      }
-      if (!logGiven)
-        arguments.insert(arguments.end(), {"--log", worker.logPath});
-      if (agentsPort < 0)
-        return runtime::runElastic(planPath, plan, arguments,
-                                   worker.checkpointDir, worker.resumeFrom,
-                                   worker.logPath, worker.timeout,
-                                   elasticOptions);
-      runtime::AgentCoordinator agents;
-      if (!agents.listen(agentsPort, worker.checkpointDir, worker.timeout,
-                         error))
-        return fail(error);
-      return runtime::runElastic(planPath, plan, arguments,
-                                 worker.checkpointDir, worker.resumeFrom,
-                                 worker.logPath, worker.timeout,
-                                 elasticOptions, &agents);
-    }
-    if (worker.rank >= 0) {
-      if (plan.programs_size() > 1 && worker.rendezvous.empty() &&
-          worker.storeDir.empty())
-        return fail("--rank needs --rendezvous HOST:PORT or --store DIR");
-      return runtime::runWorker(planPath, plan, worker);
-    }
-    if (!worker.rendezvous.empty() || !worker.storeDir.empty())
-      return fail("--rendezvous and --store go with --rank");
-    if (plan.programs_size() == 1) {
-      worker.rank = 0;
-      return runtime::runWorker(planPath, plan, worker);
-    }
-    std::vector<std::string> arguments = {planPath, "--execute"};
-    arguments.insert(arguments.end(), forwarded.begin(), forwarded.end());
-    if (!logGiven)
-      arguments.insert(arguments.end(), {"--log", worker.logPath});
-    std::vector<std::string> devices;
-    for (const proto::DeviceProgram &p : plan.programs())
-      devices.push_back(p.device());
-    return runtime::launchLocalWorkers(arguments, devices, worker.timeout);
-  }
+  return std::nullopt;
+}
 
+/// --execute: this process as one worker (--rank), the plan's local
+/// workers, or an elastic run of them.
+int executeMode(Command &c, const proto::Plan &plan) {
+  std::string error;
+  if (!c.logGiven)
+    c.worker.logPath = c.planPath + ".log.jsonl";
+  c.worker.tracePath = c.tracePath;
+  c.worker.progressBar = ::isatty(STDOUT_FILENO);
+  if (c.worker.mtbfSeconds > 0 && c.worker.checkpointDir.empty())
+    return fail("--mtbf tunes the checkpoint interval: it needs "
+                "--checkpoint-dir DIR");
+  if (!c.worker.checkpointDir.empty() &&
+      ::access(c.worker.checkpointDir.c_str(), W_OK) != 0)
+    return fail("--checkpoint-dir " + c.worker.checkpointDir +
+                ": not a writable directory");
+  if (!c.worker.resumeFrom.empty() &&
+      ::access(c.worker.resumeFrom.c_str(), R_OK | X_OK) != 0)
+    return fail("--resume-from " + c.worker.resumeFrom +
+                ": not a readable directory");
+  if (c.elastic) {
+    if (c.worker.rank >= 0 || !c.worker.rendezvous.empty() ||
+        !c.worker.storeDir.empty())
+      return fail("--elastic runs the plan's workers on this machine; it "
+                  "does not go with --rank, --rendezvous or --store");
+    if (c.worker.checkpointDir.empty())
+      return fail("--elastic needs --checkpoint-dir DIR (a lost device's "
+                  "work resumes from the checkpoints there)");
+    if (!runtime::checkElastic(plan, c.planPath, c.elasticOptions, error))
+      return fail(error);
+  } else if (c.elasticOptionGiven) {
+    return fail("--min-devices, --max-replans, --planning-timeout and "
+                "--compiler-dir go with --elastic (or --replan-without)");
+  }
+  if (c.agentsPort >= 0 && !c.elastic)
+    return fail("--agents PORT goes with --elastic (the coordinator of "
+                "agents that run the workers on their hosts)");
+  if (c.worker.storeServedElsewhere && c.worker.rank < 0)
+    return fail("--store-server goes with --rank (an agent starts such "
+                "workers)");
+  // Resolved once here; local workers get the answer.
+  std::string notice;
+  if (!runtime::resolveBackend(c.backendRequest, plan, c.worker.backend, notice,
+                               error))
+    return fail(error);
+  if (!notice.empty())
+    std::fprintf(stderr, "dtfm-run: notice: %s\n", notice.c_str());
+  c.forwarded.insert(c.forwarded.end(),
+                     {"--backend", runtime::backendName(c.worker.backend)});
+  if (c.elastic) {
+    // Each launch names its own checkpoint and resume directories.
+    std::vector<std::string> arguments;
+    for (size_t k = 0; k < c.forwarded.size(); ++k) {
+      if (c.forwarded[k] == "--checkpoint-dir" ||
+          c.forwarded[k] == "--resume-from") {
+        ++k;
+        continue;
+      }
+      arguments.push_back(c.forwarded[k]);
+    }
+    if (!c.logGiven)
+      arguments.insert(arguments.end(), {"--log", c.worker.logPath});
+    if (c.agentsPort < 0)
+      return runtime::runElastic(c.planPath, plan, arguments,
+                                 c.worker.checkpointDir, c.worker.resumeFrom,
+                                 c.worker.logPath, c.worker.timeout,
+                                 c.elasticOptions);
+    runtime::AgentCoordinator agents;
+    if (!agents.listen(c.agentsPort, c.worker.checkpointDir, c.worker.timeout,
+                       error))
+      return fail(error);
+    return runtime::runElastic(c.planPath, plan, arguments,
+                               c.worker.checkpointDir, c.worker.resumeFrom,
+                               c.worker.logPath, c.worker.timeout,
+                               c.elasticOptions, &agents);
+  }
+  if (c.worker.rank >= 0) {
+    if (plan.programs_size() > 1 && c.worker.rendezvous.empty() &&
+        c.worker.storeDir.empty())
+      return fail("--rank needs --rendezvous HOST:PORT or --store DIR");
+    return runtime::runWorker(c.planPath, plan, c.worker);
+  }
+  if (!c.worker.rendezvous.empty() || !c.worker.storeDir.empty())
+    return fail("--rendezvous and --store go with --rank");
+  if (plan.programs_size() == 1) {
+    c.worker.rank = 0;
+    return runtime::runWorker(c.planPath, plan, c.worker);
+  }
+  std::vector<std::string> arguments = {c.planPath, "--execute"};
+  arguments.insert(arguments.end(), c.forwarded.begin(), c.forwarded.end());
+  if (!c.logGiven)
+    arguments.insert(arguments.end(), {"--log", c.worker.logPath});
+  std::vector<std::string> devices;
+  for (const proto::DeviceProgram &p : plan.programs())
+    devices.push_back(p.device());
+  return runtime::launchLocalWorkers(arguments, devices, c.worker.timeout);
+}
+
+/// --simulate: one iteration on the cluster the plan carries, its trace
+/// and report.
+int simulateMode(const Command &c, const proto::Plan &plan) {
+  std::string error;
   plan::SimInput input;
   if (!plan::simulationInput(plan, input, error))
-    return fail(planPath + ": " + error);
+    return fail(c.planPath + ": " + error);
   plan::SimResult result;
   if (!plan::simulate(input, result, error))
-    return fail(planPath + ": " + error);
+    return fail(c.planPath + ": " + error);
 
   // Outputs are written next to their final name, then renamed: never
   // half-written (format::writeFileAtomically); a failed report takes the
   // trace written before it along.
-  if (!tracePath.empty() &&
-      !format::writeFileAtomically(tracePath, plan::chromeTrace(result),
+  if (!c.tracePath.empty() &&
+      !format::writeFileAtomically(c.tracePath, plan::chromeTrace(result),
                                    error))
     return fail(error);
-  if (!reportPath.empty()) {
+  if (!c.reportPath.empty()) {
     std::string title = "dtfm plan: " + plan.model() + " on " +
                         plan.cluster_name();
     if (!format::writeFileAtomically(
-            reportPath, runtime::planReport(title, input, result), error)) {
+            c.reportPath, runtime::planReport(title, input, result), error)) {
       struct stat st{};
-      if (!tracePath.empty() && ::stat(tracePath.c_str(), &st) == 0 &&
+      if (!c.tracePath.empty() && ::stat(c.tracePath.c_str(), &st) == 0 &&
           S_ISREG(st.st_mode))
-        std::remove(tracePath.c_str());
+        std::remove(c.tracePath.c_str());
       return fail(error);
     }
   }
@@ -589,14 +612,14 @@ int main(int argc, char **argv) {
   // capacity.
   std::vector<plan::DeviceMemory> memory;
   if (!plan::planMemory(plan, memory, error))
-    return fail(planPath + ": " + error);
+    return fail(c.planPath + ": " + error);
   bool fits = std::all_of(memory.begin(), memory.end(),
                           [](const auto &m) { return m.fits(); });
 
   std::string perPipeline; // uneven replicas: "4 2"
   for (int64_t count : input.pipelineMicroBatches)
     perPipeline += (perPipeline.empty() ? "" : " ") + std::to_string(count);
-  if (json) {
+  if (c.json) {
     std::string list = perPipeline;
     std::replace(list.begin(), list.end(), ' ', ',');
     std::string peaks;
@@ -611,7 +634,7 @@ int main(int argc, char **argv) {
                 "\"bubble_fraction\":%.6f,\"pflops\":%.9g,"
                 "\"peak_memory_bytes\":[%s],\"memory\":[%s],"
                 "\"memory_fits\":%s}\n",
-                planPath.c_str(), plan.cluster_name().c_str(),
+                c.planPath.c_str(), plan.cluster_name().c_str(),
                 input.programs.size(), input.microBatches,
                 list.empty()
                     ? ""
@@ -621,7 +644,7 @@ int main(int argc, char **argv) {
                 breakdown.c_str(), fits ? "true" : "false");
     return 0;
   }
-  std::printf("=== dtfm-run --simulate: %s ===\n", planPath.c_str());
+  std::printf("=== dtfm-run --simulate: %s ===\n", c.planPath.c_str());
   std::printf("model %s, cluster %s, %zu device programs, %s with %d "
               "micro-batches%s\n",
               plan.model().c_str(), plan.cluster_name().c_str(),
@@ -654,9 +677,39 @@ int main(int argc, char **argv) {
   std::printf("%-24s %14s\n", "link", "bytes");
   for (const auto &[link, bytes] : result.linkBytes)
     std::printf("%-24s %14.0f\n", link.c_str(), bytes);
-  if (!tracePath.empty())
-    std::printf("trace written to %s\n", tracePath.c_str());
-  if (!reportPath.empty())
-    std::printf("report written to %s\n", reportPath.c_str());
+  if (!c.tracePath.empty())
+    std::printf("trace written to %s\n", c.tracePath.c_str());
+  if (!c.reportPath.empty())
+    std::printf("report written to %s\n", c.reportPath.c_str());
   return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Command c;
+  if (std::optional<int> done = parseCommandLine(argc, argv, c))
+    return *done;
+  if (!c.agent.coordinator.empty())
+    return agentMode(c);
+  if (!c.agentDevices.empty() || !c.joinRequestPath.empty())
+    return fail("--devices and --join-request go with --agent HOST:PORT");
+  if (!c.joinDir.empty())
+    return joinMode(c);
+  if (c.planPath.empty())
+    return fail(std::string("no plan file given\n") + kUsage);
+
+  proto::Plan plan;
+  std::string error;
+  // The whole plan is checked before anything runs (or any worker starts).
+  if (!format::readPlanFile(c.planPath, plan, error) ||
+      !plan::verifyPlan(plan, c.planPath, error))
+    return fail(error);
+  if (!c.replanWithout.empty() || !c.replanDir.empty())
+    return replanMode(c, plan);
+  if (std::optional<int> bad = checkModeFlags(argc, argv, c, plan))
+    return *bad;
+  if (c.executeFlag)
+    return executeMode(c, plan);
+  return simulateMode(c, plan);
 }
