@@ -44,111 +44,116 @@
 using namespace mlir;
 namespace cl = llvm::cl;
 
-static cl::OptionCategory gptCategory("GPT import options");
+namespace {
 
-static cl::opt<std::string>
-    importGpt("import-gpt",
-              cl::desc("Build a decoder model (GPT or Llama) from a preset "
-                       "(or 'custom')"),
-              cl::value_desc("preset"), cl::cat(gptCategory));
-static cl::opt<bool> listPresets("list-gpt-presets",
-                                 cl::desc("List the GPT presets and exit"),
-                                 cl::cat(gptCategory));
-static cl::opt<int64_t> layers("layers", cl::desc("Transformer blocks"),
-                               cl::cat(gptCategory));
-static cl::opt<int64_t> hidden("hidden", cl::desc("Model width d_model"),
-                               cl::cat(gptCategory));
-static cl::opt<int64_t> heads("heads", cl::desc("Attention heads"),
-                              cl::cat(gptCategory));
-static cl::opt<std::string>
-    architecture("architecture",
-                 cl::desc("Decoder architecture of --import-gpt=custom: gpt "
-                          "(the default) or llama"),
-                 cl::cat(gptCategory));
-static cl::opt<int64_t>
-    kvHeads("kv-heads",
-            cl::desc("Key/value heads of grouped-query attention (Llama; "
-                     "default: --heads)"),
-            cl::cat(gptCategory));
-static cl::opt<int64_t>
-    ffnHidden("ffn-hidden",
-              cl::desc("Width of the MLP's hidden layer (default: 4 x hidden)"),
-              cl::cat(gptCategory));
-static cl::opt<double>
-    ropeTheta("rope-theta",
-              cl::desc("Base of the rotary embedding's angles (Llama; default "
-                       "10000)"),
-              cl::cat(gptCategory));
-static cl::opt<int64_t> seqLen("seq-len", cl::desc("Sequence length"),
-                               cl::cat(gptCategory));
-static cl::opt<int64_t> vocab("vocab", cl::desc("Vocabulary size"),
-                              cl::cat(gptCategory));
-static cl::opt<int64_t> padVocab(
-    "pad-vocab",
-    cl::desc("Round the vocabulary up to a multiple of N: the token table "
-             "and the logits get padding classes the loss leaves out (128, "
-             "as Megatron-LM, lets tensor parallelism split GPT-3's 50257 "
-             "and gives GPU products aligned rows)"),
-    cl::value_desc("N"), cl::cat(gptCategory));
-static cl::opt<int64_t> microBatch("micro-batch",
-                                   cl::desc("Sequences per micro-batch"),
-                                   cl::cat(gptCategory));
-static cl::opt<std::string> dtype("dtype",
-                                  cl::desc("Element type: f32, f16 or bf16"),
-                                  cl::cat(gptCategory));
-static cl::OptionCategory onnxCategory("ONNX import options");
-static cl::opt<std::string>
-    importOnnxPath("import-onnx",
-                   cl::desc("Import an ONNX model (as PyTorch exports it)"),
-                   cl::value_desc("model.onnx"), cl::cat(onnxCategory));
-static cl::opt<std::string> weightsFile(
-    "weights",
-    cl::desc("Where --import-onnx writes the initializers' values (default: "
-             "the output file + .weights.bin)"),
-    cl::value_desc("file"), cl::cat(onnxCategory));
-static cl::list<std::string>
-    shapeOverrides("shape",
-                   cl::desc("Static shape of an input with dynamic "
-                            "dimensions (repeatable)"),
-                   cl::value_desc("name=d0,d1,..."), cl::cat(onnxCategory));
-static cl::opt<std::string>
-    lossKind("loss", cl::desc("Append a training loss: cross-entropy"),
-             cl::cat(onnxCategory));
-static cl::opt<std::string>
-    labelsName("labels", cl::desc("Name of the loss's label input"),
-               cl::init("labels"), cl::cat(onnxCategory));
+/// Every flag of dtfm-translate (registered while the struct lives: main
+/// makes one before it parses the command line).
+struct TranslateOptions {
+  cl::OptionCategory gptCategory{"GPT import options"};
 
-static cl::OptionCategory planCategory("Plan file options");
-static cl::opt<bool> exportPlan(
-    "export-plan",
-    cl::desc("Write the plan file (protobuf) of a planned module"),
-    cl::cat(planCategory));
-static cl::opt<bool> importPlan(
-    "import-plan", cl::desc("Read a plan file back into MLIR"),
-    cl::cat(planCategory));
-static cl::opt<std::string>
-    clusterFile("cluster",
-                cl::desc("Cluster file the plan is for (required by "
-                         "--export-plan, checked by --import-plan)"),
-                cl::value_desc("file.textproto"), cl::cat(planCategory));
-static cl::opt<std::string> importClusterPath(
-    "import-cluster",
-    cl::desc("Print a module holding the cluster file's dtfm.cluster"),
-    cl::value_desc("file.textproto"), cl::cat(planCategory));
-static cl::opt<bool> planText(
-    "plan-text",
-    cl::desc("Write the plan in protobuf text format instead of binary"),
-    cl::cat(planCategory));
-static cl::opt<std::string> inputFilename(cl::Positional,
-                                          cl::desc("<input file>"),
-                                          cl::init("-"));
-static cl::opt<std::string> outputFilename("o", cl::desc("Output file"),
-                                           cl::value_desc("filename"),
-                                           cl::init("-"));
-static cl::list<std::string>
-    pluginPaths(::dtfm::kLoadPluginFlag,
-                cl::desc("Load a custom-op plugin (shared library)"),
-                cl::value_desc("path"));
+  cl::opt<std::string> importGpt{
+      "import-gpt",
+      cl::desc("Build a decoder model (GPT or Llama) from a preset "
+               "(or 'custom')"),
+      cl::value_desc("preset"), cl::cat(gptCategory)};
+  cl::opt<bool> listPresets{"list-gpt-presets",
+                            cl::desc("List the GPT presets and exit"),
+                            cl::cat(gptCategory)};
+  cl::opt<int64_t> layers{"layers", cl::desc("Transformer blocks"),
+                          cl::cat(gptCategory)};
+  cl::opt<int64_t> hidden{"hidden", cl::desc("Model width d_model"),
+                          cl::cat(gptCategory)};
+  cl::opt<int64_t> heads{"heads", cl::desc("Attention heads"),
+                         cl::cat(gptCategory)};
+  cl::opt<std::string> architecture{
+      "architecture",
+      cl::desc("Decoder architecture of --import-gpt=custom: gpt "
+               "(the default) or llama"),
+      cl::cat(gptCategory)};
+  cl::opt<int64_t> kvHeads{
+      "kv-heads",
+      cl::desc("Key/value heads of grouped-query attention (Llama; "
+               "default: --heads)"),
+      cl::cat(gptCategory)};
+  cl::opt<int64_t> ffnHidden{
+      "ffn-hidden",
+      cl::desc("Width of the MLP's hidden layer (default: 4 x hidden)"),
+      cl::cat(gptCategory)};
+  cl::opt<double> ropeTheta{
+      "rope-theta",
+      cl::desc("Base of the rotary embedding's angles (Llama; default "
+               "10000)"),
+      cl::cat(gptCategory)};
+  cl::opt<int64_t> seqLen{"seq-len", cl::desc("Sequence length"),
+                          cl::cat(gptCategory)};
+  cl::opt<int64_t> vocab{"vocab", cl::desc("Vocabulary size"),
+                         cl::cat(gptCategory)};
+  cl::opt<int64_t> padVocab{
+      "pad-vocab",
+      cl::desc("Round the vocabulary up to a multiple of N: the token table "
+               "and the logits get padding classes the loss leaves out (128, "
+               "as Megatron-LM, lets tensor parallelism split GPT-3's 50257 "
+               "and gives GPU products aligned rows)"),
+      cl::value_desc("N"), cl::cat(gptCategory)};
+  cl::opt<int64_t> microBatch{"micro-batch",
+                              cl::desc("Sequences per micro-batch"),
+                              cl::cat(gptCategory)};
+  cl::opt<std::string> dtype{"dtype",
+                             cl::desc("Element type: f32, f16 or bf16"),
+                             cl::cat(gptCategory)};
+  cl::OptionCategory onnxCategory{"ONNX import options"};
+  cl::opt<std::string> importOnnxPath{
+      "import-onnx", cl::desc("Import an ONNX model (as PyTorch exports it)"),
+      cl::value_desc("model.onnx"), cl::cat(onnxCategory)};
+  cl::opt<std::string> weightsFile{
+      "weights",
+      cl::desc("Where --import-onnx writes the initializers' values (default: "
+               "the output file + .weights.bin)"),
+      cl::value_desc("file"), cl::cat(onnxCategory)};
+  cl::list<std::string> shapeOverrides{
+      "shape",
+      cl::desc("Static shape of an input with dynamic "
+               "dimensions (repeatable)"),
+      cl::value_desc("name=d0,d1,..."), cl::cat(onnxCategory)};
+  cl::opt<std::string> lossKind{
+      "loss", cl::desc("Append a training loss: cross-entropy"),
+      cl::cat(onnxCategory)};
+  cl::opt<std::string> labelsName{"labels",
+                                  cl::desc("Name of the loss's label input"),
+                                  cl::init("labels"), cl::cat(onnxCategory)};
+
+  cl::OptionCategory planCategory{"Plan file options"};
+  cl::opt<bool> exportPlan{
+      "export-plan",
+      cl::desc("Write the plan file (protobuf) of a planned module"),
+      cl::cat(planCategory)};
+  cl::opt<bool> importPlan{"import-plan",
+                           cl::desc("Read a plan file back into MLIR"),
+                           cl::cat(planCategory)};
+  cl::opt<std::string> clusterFile{
+      "cluster",
+      cl::desc("Cluster file the plan is for (required by "
+               "--export-plan, checked by --import-plan)"),
+      cl::value_desc("file.textproto"), cl::cat(planCategory)};
+  cl::opt<std::string> importClusterPath{
+      "import-cluster",
+      cl::desc("Print a module holding the cluster file's dtfm.cluster"),
+      cl::value_desc("file.textproto"), cl::cat(planCategory)};
+  cl::opt<bool> planText{
+      "plan-text",
+      cl::desc("Write the plan in protobuf text format instead of binary"),
+      cl::cat(planCategory)};
+  cl::opt<std::string> inputFilename{cl::Positional, cl::desc("<input file>"),
+                                     cl::init("-")};
+  cl::opt<std::string> outputFilename{
+      "o", cl::desc("Output file"), cl::value_desc("filename"), cl::init("-")};
+  cl::list<std::string> pluginPaths{
+      ::dtfm::kLoadPluginFlag,
+      cl::desc("Load a custom-op plugin (shared library)"),
+      cl::value_desc("path")};
+};
+
+} // namespace
 
 static int fail(const std::string &message) {
   llvm::errs() << "dtfm-translate: error: " << message << "\n";
@@ -156,13 +161,15 @@ static int fail(const std::string &message) {
 }
 
 /// The GPT config from --import-gpt and the size flags, or an error.
-static FailureOr<mlir::dtfm::GptConfig> gptConfigFromFlags(std::string &error) {
+static FailureOr<mlir::dtfm::GptConfig>
+gptConfigFromFlags(const TranslateOptions &flags, std::string &error) {
   mlir::dtfm::GptConfig config;
-  bool custom = importGpt == "custom";
+  bool custom = flags.importGpt == "custom";
   if (!custom) {
-    std::optional<mlir::dtfm::GptConfig> preset = mlir::dtfm::getGptPreset(importGpt);
+    std::optional<mlir::dtfm::GptConfig> preset =
+        mlir::dtfm::getGptPreset(flags.importGpt);
     if (!preset) {
-      error = "unknown GPT preset '" + importGpt + "' (known: ";
+      error = "unknown GPT preset '" + flags.importGpt + "' (known: ";
       for (const std::string &name : mlir::dtfm::getGptPresetNames())
         error += name + ", ";
       error += "custom)";
@@ -171,13 +178,14 @@ static FailureOr<mlir::dtfm::GptConfig> gptConfigFromFlags(std::string &error) {
     config = *preset;
   }
   struct Override {
-    cl::opt<int64_t> &flag;
+    const cl::opt<int64_t> &flag;
     int64_t &field;
-  } overrides[] = {{layers, config.layers},   {hidden, config.hidden},
-                   {heads, config.heads},     {seqLen, config.seqLen},
-                   {vocab, config.vocab},     {microBatch, config.microBatch},
-                   {kvHeads, config.kvHeads}, {ffnHidden, config.ffnHidden},
-                   {padVocab, config.padVocabTo}};
+  } overrides[] = {
+      {flags.layers, config.layers},      {flags.hidden, config.hidden},
+      {flags.heads, config.heads},        {flags.seqLen, config.seqLen},
+      {flags.vocab, config.vocab},        {flags.microBatch, config.microBatch},
+      {flags.kvHeads, config.kvHeads},    {flags.ffnHidden, config.ffnHidden},
+      {flags.padVocab, config.padVocabTo}};
   std::string missing;
   for (Override &o : overrides) {
     // 0 means "the default" in the config; given on the command line it is
@@ -194,37 +202,38 @@ static FailureOr<mlir::dtfm::GptConfig> gptConfigFromFlags(std::string &error) {
              &o.field != &config.padVocabTo)
       missing += (missing.empty() ? "--" : ", --") + o.flag.ArgStr.str();
   }
-  if (architecture.getNumOccurrences()) {
+  if (flags.architecture.getNumOccurrences()) {
     if (!custom) {
       error = "--architecture is for --import-gpt=custom; the preset '" +
-              importGpt + "' is " +
+              flags.importGpt + "' is " +
               mlir::dtfm::decoderArchitectureName(config.architecture);
       return failure();
     }
     std::optional<mlir::dtfm::DecoderArchitecture> parsed =
-        mlir::dtfm::parseDecoderArchitecture(architecture);
+        mlir::dtfm::parseDecoderArchitecture(flags.architecture);
     if (!parsed) {
-      error = "--architecture must be gpt or llama, got '" + architecture + "'";
+      error = "--architecture must be gpt or llama, got '" +
+              flags.architecture + "'";
       return failure();
     }
     config.architecture = *parsed;
   }
-  if (ropeTheta.getNumOccurrences())
-    config.ropeTheta = ropeTheta;
+  if (flags.ropeTheta.getNumOccurrences())
+    config.ropeTheta = flags.ropeTheta;
   if (!missing.empty()) {
     error = "--import-gpt=custom needs " + missing;
     return failure();
   }
-  if (dtype.getNumOccurrences())
-    config.dtype = dtype;
+  if (flags.dtype.getNumOccurrences())
+    config.dtype = flags.dtype;
   if (!mlir::dtfm::validateGptConfig(config, error))
     return failure();
   return config;
 }
 
 /// Writes `text` to the output file; nothing is left behind on failure.
-static int writeOutput(llvm::StringRef text) {
-  if (outputFilename == "-") {
+static int writeOutput(const TranslateOptions &flags, llvm::StringRef text) {
+  if (flags.outputFilename == "-") {
     llvm::outs() << text;
     llvm::outs().flush();
     if (std::error_code ec = llvm::outs().error()) {
@@ -237,35 +246,36 @@ static int writeOutput(llvm::StringRef text) {
   // Through a temporary file and a rename, never half-written; a device or
   // FIFO is written through, a symbolic link or folder refused.
   std::string error;
-  if (!::dtfm::format::writeFileAtomically(outputFilename, text.str(), error))
+  if (!::dtfm::format::writeFileAtomically(flags.outputFilename, text.str(),
+                                           error))
     return fail(error);
   return 0;
 }
 
 /// Writes `module` as text, ending with a newline as dtfm-opt does.
-static int writeModule(ModuleOp module) {
+static int writeModule(const TranslateOptions &flags, ModuleOp module) {
   std::string text;
   llvm::raw_string_ostream os(text);
   module->print(os);
   os << "\n";
   os.flush();
-  return writeOutput(text);
+  return writeOutput(flags, text);
 }
 
 /// --export-plan and --import-plan.
-static int runPlanTranslation() {
-  if (exportPlan && importPlan)
+static int runPlanTranslation(const TranslateOptions &flags) {
+  if (flags.exportPlan && flags.importPlan)
     return fail("give --export-plan or --import-plan, not both");
   std::optional<::dtfm::planner::Cluster> cluster;
   std::string error;
-  if (!clusterFile.empty()) {
+  if (!flags.clusterFile.empty()) {
     cluster.emplace();
-    if (!::dtfm::planner::loadClusterFile(clusterFile, *cluster, error))
+    if (!::dtfm::planner::loadClusterFile(flags.clusterFile, *cluster, error))
       return fail(error);
   }
   std::string errorMessage;
   std::unique_ptr<llvm::MemoryBuffer> input =
-      openInputFile(inputFilename, &errorMessage);
+      openInputFile(flags.inputFilename, &errorMessage);
   if (!input)
     return fail(errorMessage);
 
@@ -274,7 +284,7 @@ static int runPlanTranslation() {
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
 
-  if (exportPlan) {
+  if (flags.exportPlan) {
     llvm::SourceMgr sourceMgr;
     sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
     SourceMgrDiagnosticHandler handler(sourceMgr, &context);
@@ -297,53 +307,55 @@ static int runPlanTranslation() {
     if (failed(mlir::dtfm::exportPlan(*module, *cluster, plan)))
       return 1;
     std::string bytes;
-    if (!::dtfm::format::serializePlan(plan, planText, bytes, error))
+    if (!::dtfm::format::serializePlan(plan, flags.planText, bytes, error))
       return fail(error);
-    return writeOutput(bytes);
+    return writeOutput(flags, bytes);
   }
 
   ::dtfm::proto::Plan plan;
-  if (!::dtfm::format::parsePlan(input->getBuffer().str(), inputFilename, plan,
-                                 error) ||
-      !::dtfm::plan::verifyPlan(plan, inputFilename, error))
+  if (!::dtfm::format::parsePlan(input->getBuffer().str(), flags.inputFilename,
+                                 plan, error) ||
+      !::dtfm::plan::verifyPlan(plan, flags.inputFilename, error))
     return fail(error);
   if (!mlir::dtfm::checkPlan(plan, cluster ? &*cluster : nullptr, error))
-    return fail(inputFilename + ": " + error);
+    return fail(flags.inputFilename + ": " + error);
   OwningOpRef<ModuleOp> module = mlir::dtfm::importPlan(&context, plan);
   if (!module || failed(verify(*module)))
-    return fail(inputFilename + ": the plan does not rebuild a valid module");
-  return writeModule(*module);
+    return fail(flags.inputFilename +
+                ": the plan does not rebuild a valid module");
+  return writeModule(flags, *module);
 }
 
 /// --import-cluster: a module holding only the cluster's dtfm.cluster.
-static int runClusterImport() {
+static int runClusterImport(const TranslateOptions &flags) {
   DialectRegistry registry;
   mlir::dtfm::registerAllDialects(registry);
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
   OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(&context));
   std::string error;
-  if (failed(mlir::dtfm::importCluster(*module, importClusterPath, error)))
+  if (failed(
+          mlir::dtfm::importCluster(*module, flags.importClusterPath, error)))
     return fail(error);
   if (failed(verify(*module)))
-    return fail(importClusterPath + ": the cluster does not verify (see "
-                                    "above)");
-  return writeModule(*module);
+    return fail(flags.importClusterPath + ": the cluster does not verify (see "
+                                          "above)");
+  return writeModule(flags, *module);
 }
 
 /// --import-onnx: the module to the output, the weights beside it.
-static int runOnnxImport() {
+static int runOnnxImport(const TranslateOptions &flags) {
   mlir::dtfm::OnnxImportOptions options;
   std::string error;
-  for (const std::string &text : shapeOverrides)
+  for (const std::string &text : flags.shapeOverrides)
     if (!mlir::dtfm::parseShapeOverride(text, options.shapes, error))
       return fail(error);
-  options.loss = lossKind;
-  options.labels = labelsName;
-  if (!weightsFile.empty())
-    options.weightsPath = weightsFile;
-  else if (outputFilename != "-")
-    options.weightsPath = outputFilename + ".weights.bin";
+  options.loss = flags.lossKind;
+  options.labels = flags.labelsName;
+  if (!flags.weightsFile.empty())
+    options.weightsPath = flags.weightsFile;
+  else if (flags.outputFilename != "-")
+    options.weightsPath = flags.outputFilename + ".weights.bin";
   else
     return fail("--import-onnx writing to stdout needs --weights=<file>");
   DialectRegistry registry;
@@ -351,15 +363,16 @@ static int runOnnxImport() {
   MLIRContext context(registry);
   // Diagnostics (a verifier failure) would name the ONNX file.
   OwningOpRef<ModuleOp> module =
-      mlir::dtfm::importOnnx(&context, importOnnxPath, options, error);
+      mlir::dtfm::importOnnx(&context, flags.importOnnxPath, options, error);
   if (!module)
     return fail(error);
   if (failed(verify(*module))) {
     std::remove(options.weightsPath.c_str());
-    return fail(importOnnxPath + ": the imported module does not verify (see "
-                                 "above)");
+    return fail(flags.importOnnxPath +
+                ": the imported module does not verify (see "
+                "above)");
   }
-  int status = writeModule(*module);
+  int status = writeModule(flags, *module);
   if (status != 0)
     std::remove(options.weightsPath.c_str());
   return status;
@@ -369,11 +382,12 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   if (!::dtfm::loadPluginsFromCommandLine("dtfm-translate", argc, argv))
     return 1;
+  TranslateOptions flags;
   cl::ParseCommandLineOptions(argc, argv,
                               "dtfm translation tool: import models into the "
                               "dtfm dialect\n");
 
-  if (listPresets) {
+  if (flags.listPresets) {
     for (const std::string &name : mlir::dtfm::getGptPresetNames()) {
       mlir::dtfm::GptConfig c = *mlir::dtfm::getGptPreset(name);
       llvm::outs() << llvm::formatv(
@@ -389,33 +403,33 @@ int main(int argc, char **argv) {
   }
   // One translation per run: a second one given is an error, not ignored.
   std::vector<const char *> translations;
-  if (importGpt.getNumOccurrences())
+  if (flags.importGpt.getNumOccurrences())
     translations.push_back("--import-gpt");
-  if (importOnnxPath.getNumOccurrences())
+  if (flags.importOnnxPath.getNumOccurrences())
     translations.push_back("--import-onnx");
-  if (importClusterPath.getNumOccurrences())
+  if (flags.importClusterPath.getNumOccurrences())
     translations.push_back("--import-cluster");
-  if (exportPlan)
+  if (flags.exportPlan)
     translations.push_back("--export-plan");
-  if (importPlan)
+  if (flags.importPlan)
     translations.push_back("--import-plan");
   if (translations.size() > 1)
     return fail(std::string("give one translation, not ") + translations[0] +
                 " and " + translations[1]);
-  if (exportPlan || importPlan)
-    return runPlanTranslation();
-  if (importOnnxPath.getNumOccurrences())
-    return runOnnxImport();
-  if (importClusterPath.getNumOccurrences())
-    return runClusterImport();
-  if (importGpt.getNumOccurrences() == 0)
+  if (flags.exportPlan || flags.importPlan)
+    return runPlanTranslation(flags);
+  if (flags.importOnnxPath.getNumOccurrences())
+    return runOnnxImport(flags);
+  if (flags.importClusterPath.getNumOccurrences())
+    return runClusterImport(flags);
+  if (flags.importGpt.getNumOccurrences() == 0)
     return fail(
         "no translation given (use --import-gpt=<preset>, "
         "--import-onnx=<model.onnx>, --import-cluster=<file.textproto>, "
         "--export-plan, --import-plan, --list-gpt-presets, or --help)");
 
   std::string error;
-  FailureOr<mlir::dtfm::GptConfig> config = gptConfigFromFlags(error);
+  FailureOr<mlir::dtfm::GptConfig> config = gptConfigFromFlags(flags, error);
   if (failed(config))
     return fail(error);
 
@@ -426,5 +440,5 @@ int main(int argc, char **argv) {
   if (failed(verify(*module)))
     return fail("the generated module does not verify (see above)");
 
-  return writeModule(*module);
+  return writeModule(flags, *module);
 }
