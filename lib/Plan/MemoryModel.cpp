@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Plan/MemoryModel.h"
+#include "dtfm/Format/PlanFile.h"
 #include "dtfm/Format/Stream.h"
 #include "dtfm/Plan/Program.h"
 
@@ -112,7 +113,9 @@ bool dtfm::plan::predictWorkerMemory(const proto::Plan &plan, int rank,
   StageProgram program;
   if (!decodeProgram(source, program, error))
     return false;
-  int microBatches = std::max(1, static_cast<int>(source.micro_batches()));
+  // A plan written before programs carried their count has the plan's.
+  int microBatches =
+      static_cast<int>(format::programMicroBatches(plan, source));
   format::Streams streams;
   if (!format::streamsFromProgram(source, microBatches,
                                   format::stageCount(plan), streams, error))
