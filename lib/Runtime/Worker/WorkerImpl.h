@@ -1,9 +1,11 @@
 //===- WorkerImpl.h - The worker behind runWorker ---------------*- C++ -*-===//
 //
-// Part of dtfm. Private to lib/Runtime: the worker's state, shared by
-// Worker.cpp (preparation, connection, the step loop, checkpoints, the
-// end of the run) and WorkerSlots.cpp (the receive, compute and send
-// slots, once-per-iteration values, gradient sync).
+// Part of dtfm. Private to lib/Runtime/Worker: the worker's state, shared
+// by its files, one per job: Worker.cpp (preparation, connection, the step
+// loop, calibration, the end of the run), Slots.cpp (the receive, compute
+// and send slots, once-per-iteration values), GradSync.cpp (buckets,
+// compressed exchanges with error feedback, sharded state) and Resume.cpp
+// (checkpoints and resumption).
 //
 //===----------------------------------------------------------------------===//
 
@@ -59,8 +61,8 @@ struct Transfer {
   }
 };
 
-/// One device program of a plan, trained: setup and the run loop in
-/// Worker.cpp, the three slots in WorkerSlots.cpp.
+/// One device program of a plan, trained (its methods' files: the header's
+/// comment).
 class Worker {
 public:
   Worker(const std::string &planPath, const proto::Plan &plan,

@@ -1,0 +1,254 @@
+//===- Resume.cpp - The worker's checkpoints and resumption ---------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+//
+// Each checkpoint generation (with the plan's samples per step and model
+// name), Daly's interval (--mtbf), resuming from the newest generation every
+// worker can load, and resuming from another plan's generation
+// (--resume-from: this program's state assembled from its members'
+// shards). Checkpoint files themselves are Checkpoints.cpp's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Messages.h"
+#include "Worker/WorkerImpl.h"
+
+#include "dtfm/Support/Hash.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+using namespace dtfm;
+using namespace dtfm::runtime;
+using namespace dtfm::runtime::worker;
+
+/// What a generation records besides the state: the samples per step, and
+/// the model by name (the entry's name ends with it).
+static constexpr const char *kSamplesPerStepEntry = "meta/samples-per-step";
+static constexpr const char *kModelEntryPrefix = "meta/model/";
+
+static void dropMeta(format::TensorMap &state) {
+  for (auto it = state.begin(); it != state.end();)
+    it = it->first.rfind("meta/", 0) == 0 ? state.erase(it) : std::next(it);
+}
+
+bool Worker::checkpoint(int64_t step, std::string &error) {
+  format::TensorMap state = executor->state();
+  state[kSamplesPerStepEntry] =
+      cpu::Tensor({1}, static_cast<float>(format::samplesPerStep(plan)));
+  state[kModelEntryPrefix + plan.model()] = cpu::Tensor({1}, 1.0f);
+  if (!checkpoints->save(step, std::move(state), error))
+    return false;
+  // Older checkpoints go once every worker has this one; the one before
+  // stays, in case a worker died between writing and this barrier.
+  if (transport && !transport->barrier(error))
+    return false;
+  checkpoints->prune(2);
+  return true;
+}
+
+bool Worker::tuneCheckpointInterval(double checkpointSeconds,
+                                    double stepSeconds, int64_t &every,
+                                    std::string &error) {
+  // The slowest worker's figures (microseconds; a max as a min of
+  // negatives).
+  int64_t negativeCheckpoint = -static_cast<int64_t>(checkpointSeconds * 1e6);
+  int64_t negativeStep = -static_cast<int64_t>(stepSeconds * 1e6);
+  if (transport && (!transport->allreduceMin(negativeCheckpoint, error) ||
+                    !transport->allreduceMin(negativeStep, error)))
+    return false;
+  double took = -negativeCheckpoint / 1e6;
+  double step = std::max(-negativeStep / 1e6, 1e-6);
+  double interval = dalyCheckpointInterval(took, options.mtbfSeconds);
+  every = std::clamp<int64_t>(std::llround(interval / step), 1,
+                              std::max(options.steps, 1));
+  if (options.rank == 0)
+    std::printf("checkpoint every %lld steps (Daly's interval %.3g s: a "
+                "checkpoint takes %.3g s, a step %.3g s, --mtbf %.6g s)\n",
+                static_cast<long long>(every), interval, took, step,
+                options.mtbfSeconds);
+  return true;
+}
+
+bool Worker::resume(int64_t &step, std::string &error) {
+  step = 0;
+  if (!checkpoints)
+    return options.resumeFrom.empty() || resumeFromOtherPlan(step, error);
+  std::vector<int64_t> steps = checkpoints->steps();
+  // A fresh start only when no worker has any checkpoint file.
+  int64_t noneHere = steps.empty() ? 1 : 0;
+  if (transport && !transport->allreduceMin(noneHere, error))
+    return false;
+  if (noneHere == 1)
+    return options.resumeFrom.empty() || resumeFromOtherPlan(step, error);
+  std::map<int64_t, std::string> why;
+  format::TensorMap state;
+  auto load = [&](int64_t candidate, std::string &problem) {
+    return checkpoints->load(candidate, state, problem);
+  };
+  int64_t agreed = 0;
+  if (!agreeOnGeneration(steps, load, agreed, why, error))
+    return false;
+  if (agreed == 0) {
+    std::string mine =
+        steps.empty() ? "this worker has none"
+        : why.count(steps.back())
+            ? why[steps.back()]
+            : "this worker's newest, step " + std::to_string(steps.back()) +
+                  ", is valid";
+    error = "no checkpoint generation in " + options.checkpointDir +
+            " is complete and valid on every worker (" + mine +
+            "); refusing to start over: move the directory away to train "
+            "from the beginning";
+    return false;
+  }
+  // Newer generations are unusable: say why once, and remove them.
+  if (!steps.empty() && steps.back() > agreed) {
+    int64_t newest = steps.back();
+    std::string reason = why.count(newest)
+                             ? why[newest]
+                             : "incomplete or invalid on another worker";
+    std::fprintf(stderr,
+                 "dtfm-run: %s: not resuming from step %lld: %s; falling back "
+                 "to step %lld\n",
+                 program.device().c_str(), static_cast<long long>(newest),
+                 reason.c_str(), static_cast<long long>(agreed));
+    checkpoints->prune(SIZE_MAX, agreed);
+  }
+  dropMeta(state);
+  if (!executor->restoreState(state, error)) {
+    error = checkpoints->path(agreed) + ": " + error;
+    return false;
+  }
+  step = agreed;
+  return true;
+}
+
+bool Worker::agreeOnGeneration(
+    const std::vector<int64_t> &steps,
+    const std::function<bool(int64_t, std::string &)> &load, int64_t &agreed,
+    std::map<int64_t, std::string> &why, std::string &error) {
+  // Each generation is loaded once; `why` keeps what is wrong with it.
+  int64_t loaded = -1;
+  auto valid = [&](int64_t candidate) {
+    if (candidate == loaded)
+      return true;
+    if (why.count(candidate))
+      return false;
+    std::string problem;
+    if (!load(candidate, problem)) {
+      why[candidate] = problem;
+      return false;
+    }
+    loaded = candidate;
+    return true;
+  };
+  auto newestValidUpTo = [&](int64_t bound) -> int64_t {
+    for (auto it = steps.rbegin(); it != steps.rend(); ++it)
+      if (*it <= bound && valid(*it))
+        return *it;
+    return 0;
+  };
+  // Each worker offers its newest valid one up to the agreed bound until
+  // all have the minimum (the bound falls every round, so this ends, at 0
+  // at worst).
+  agreed = newestValidUpTo(INT64_MAX);
+  for (;;) {
+    if (transport && !transport->allreduceMin(agreed, error))
+      return false;
+    int64_t everyone = agreed == 0 || valid(agreed) ? 1 : 0;
+    if (transport && !transport->allreduceMin(everyone, error))
+      return false;
+    if (everyone == 1)
+      break;
+    agreed = newestValidUpTo(agreed - 1);
+  }
+  // The caller's state holds the agreed one: loaded last, or again.
+  if (agreed > 0 && loaded != agreed) {
+    why.erase(agreed);
+    if (!valid(agreed)) {
+      error = why[agreed];
+      return false;
+    }
+  }
+  return true;
+}
+
+bool Worker::resumeFromOtherPlan(int64_t &step, std::string &error) {
+  std::vector<Generation> generations = listGenerations(options.resumeFrom);
+  std::map<int64_t, const Generation *> byStep;
+  std::vector<int64_t> steps;
+  for (const Generation &g : generations) {
+    byStep[g.step] = &g;
+    steps.insert(steps.begin(), g.step); // ascending
+  }
+  std::map<std::string, std::vector<int64_t>> parameters;
+  for (const ProgramOp &op : typed.ops)
+    if (op.kind == OpKind::Param)
+      parameters[op.attrs.name] = op.results[0].shape;
+  std::map<std::string, ElementRange> shards = shardedParameters(typed);
+  double samples = format::samplesPerStep(plan);
+  std::map<int64_t, std::string> why;
+  format::TensorMap state;
+  auto load = [&](int64_t candidate, std::string &problem) {
+    std::vector<format::TensorMap> files;
+    if (!loadGeneration(options.resumeFrom, *byStep.at(candidate), files,
+                        problem))
+      return false;
+    for (const format::TensorMap &file : files) {
+      auto model = file.lower_bound(kModelEntryPrefix);
+      if (model != file.end() && model->first.rfind(kModelEntryPrefix, 0) == 0 &&
+          model->first != kModelEntryPrefix + plan.model()) {
+        problem = "step " + std::to_string(candidate) +
+                  " is a checkpoint of model '" +
+                  model->first.substr(std::strlen(kModelEntryPrefix)) +
+                  "', not of this plan's '" + plan.model() + "'";
+        return false;
+      }
+      auto recorded = file.find(kSamplesPerStepEntry);
+      if (recorded != file.end() && recorded->second.numel() == 1 &&
+          recorded->second.data[0] != static_cast<float>(samples)) {
+        char line[160];
+        std::snprintf(line, sizeof line,
+                      "step %lld trained %.0f samples per step and this plan "
+                      "trains %.0f: the data would not continue where it "
+                      "stopped",
+                      static_cast<long long>(candidate),
+                      recorded->second.data[0], samples);
+        problem = line;
+        return false;
+      }
+    }
+    if (!assembleState(files, parameters, shards, tensorParallelSlices(typed),
+                       state, problem)) {
+      problem = "step " + std::to_string(candidate) + ": " + problem;
+      return false;
+    }
+    return true;
+  };
+  int64_t agreed = 0;
+  if (!agreeOnGeneration(steps, load, agreed, why, error)) {
+    error = "--resume-from " + options.resumeFrom + ": " + error;
+    return false;
+  }
+  if (agreed == 0) {
+    error = "--resume-from " + options.resumeFrom + ": " +
+            (steps.empty() ? std::string("no checkpoint generation there")
+             : why.count(steps.back())
+                 ? why[steps.back()]
+                 : "no generation is complete and valid for every worker of "
+                   "this plan");
+    return false;
+  }
+  if (!executor->restoreState(state, error)) {
+    error = "--resume-from " + options.resumeFrom + ", step " +
+            std::to_string(agreed) + ": " + error;
+    return false;
+  }
+  step = agreed;
+  return true;
+}
