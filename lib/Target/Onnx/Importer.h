@@ -1,10 +1,9 @@
-//===- Importer.h - The ONNX importer's state and converters ------*- C++
-//-*-===//
+//===- Importer.h - The ONNX importer's state and converters ----*- C++ -*-===//
 //
 // Part of dtfm. Private to lib/Target/Onnx: the importer, shared by
-// ImportOnnx.cpp (loading, values, parameters, the graph walk) and
-// ConvertOps.cpp (one converter per family of ONNX op types, and the table
-// that lists them).
+// ImportOnnx.cpp (loading, values, parameters, the graph walk), the
+// converters of ONNX op types (Convert*.cpp, one file per family) and
+// ConvertOps.cpp (the table that lists them).
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,7 +20,9 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include <array>
 #include <map>
+#include <tuple>
 #include <set>
 #include <string>
 #include <vector>
@@ -58,7 +59,7 @@ private:
 
   /// A node's converter: creates the dtfm op(s) of the node (its first
   /// result in `c.out`, or its outputs itself and `c.done`), or fails with
-  /// a diagnostic. Defined in ConvertOps.cpp.
+  /// a diagnostic. Defined in the Convert*.cpp files.
   using Converter = bool (OnnxImporter::*)(const onnx::NodeProto &node,
                                            NodeCall &c);
   bool convertConstant(const onnx::NodeProto &node, NodeCall &c);
@@ -107,6 +108,13 @@ private:
   bool convertFusedLinear(const onnx::NodeProto &node, NodeCall &c);
   bool convertFusedEmbedding(const onnx::NodeProto &node, NodeCall &c);
   bool convertFusedAttention(const onnx::NodeProto &node, NodeCall &c);
+
+  /// The commonest converter: the node's first N inputs, all present, into
+  /// one op OpT of the node's result type with `extra` (its attributes)
+  /// after them. Every input is looked up before any is checked, as the
+  /// other converters do.
+  template <typename OpT, size_t N, typename... Extra>
+  bool convertToOne(const onnx::NodeProto &node, NodeCall &c, Extra... extra);
 
 public:
   /// The converters, by ONNX op type (and the dtfm.* types of the chains
@@ -201,6 +209,25 @@ struct NodeCall {
   /// Input `i` as a value (null when absent or when it failed).
   Value input(int i, bool frozen = false) const;
 };
+
+template <typename OpT, size_t N, typename... Extra>
+bool OnnxImporter::convertToOne(const onnx::NodeProto &node, NodeCall &c,
+                                Extra... extra) {
+  std::array<Value, N> inputs;
+  for (size_t i = 0; i < N; ++i)
+    inputs[i] = c.input(static_cast<int>(i));
+  for (Value input : inputs)
+    if (!input)
+      return false;
+  c.out = tag(std::apply(
+                  [&](auto... operands) {
+                    return b.create<OpT>(c.loc, c.result, operands..., extra...)
+                        .getOperation();
+                  },
+                  inputs),
+              node);
+  return true;
+}
 
 /// The layer a parameter's name places it in (ImportOnnx.cpp says how).
 std::string layerOfParameter(const std::string &name);

@@ -1,0 +1,242 @@
+//===- ConvertLayers.cpp - Convolution, norms, pooling, matmuls -----------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+//
+// Converters of ONNX nodes (ConvertOps.cpp has the table that lists them).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Importer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+using namespace mlir;
+using namespace mlir::dtfm;
+using namespace mlir::dtfm::onnximport;
+
+bool OnnxImporter::convertConv(const onnx::NodeProto &node, NodeCall &c) {
+  Value x = c.input(0), w = c.input(1), bias = c.input(2);
+  if (!x || !w || (node.input_size() > 2 && !bias))
+    return false;
+  auto wType = cast<RankedTensorType>(w.getType());
+  auto xType = cast<RankedTensorType>(x.getType());
+  std::vector<int64_t> kernel = c.ints(
+      "kernel_shape", std::vector<int64_t>(wType.getShape().drop_front(2)));
+  if (kernel.size() != 2 || xType.getRank() != 4)
+    return failAt(node, "only 2-D convolutions are supported");
+  std::vector<int64_t> strides = c.ints("strides", {1, 1}),
+                       dilations = c.ints("dilations", {1, 1}),
+                       pads = c.ints("pads", {0, 0, 0, 0});
+  if (c.attrs.count("auto_pad") &&
+      !explicitPads(c.attrs["auto_pad"]->s(), xType.getShape(), kernel, strides,
+                    dilations, pads))
+    return failAt(node, "unknown auto_pad '" + c.attrs["auto_pad"]->s() + "'");
+  c.out = tag(b.create<Conv2dOp>(c.loc, c.result, x, w, bias,
+                                 b.getDenseI64ArrayAttr(strides),
+                                 b.getDenseI64ArrayAttr(pads),
+                                 b.getDenseI64ArrayAttr(dilations),
+                                 b.getI64IntegerAttr(c.integer("group", 1))),
+              node);
+  return true;
+}
+
+bool OnnxImporter::convertBatchNormalization(const onnx::NodeProto &node,
+                                             NodeCall &c) {
+  // A training-mode export lists the updated running statistics (and the
+  // batch's) as outputs; dtfm.batchnorm updates its running statistics
+  // itself, so they are fine as long as nothing reads them.
+  for (int i = 1; i < node.output_size(); ++i)
+    if (!node.output(i).empty() && consumed.count(node.output(i)))
+      return failAt(node, "output '" + node.output(i) +
+                              "' (a running statistic) is read by the "
+                              "graph; dtfm.batchnorm keeps them internal");
+  Value x = c.input(0), gamma = c.input(1), beta = c.input(2),
+        mean = c.input(3, true), var = c.input(4, true);
+  if (!x || !gamma || !beta || !mean || !var)
+    return false;
+  // Training or inference: opset 14's training_mode, else (opsets 9-13)
+  // whether the export lists the updated statistics as outputs.
+  bool training = c.attrs.count("training_mode")
+                      ? c.integer("training_mode", 0) != 0
+                      : node.output_size() > 1;
+  // ONNX's momentum weighs the running statistic; dtfm's (PyTorch's)
+  // weighs the batch statistic.
+  c.out = tag(
+      b.create<BatchNormOp>(c.loc, c.result, x, gamma, beta, mean, var,
+                            b.getF64FloatAttr(c.real("epsilon", 1e-5)),
+                            b.getF64FloatAttr(1.0 - c.real("momentum", 0.9)),
+                            training ? UnitAttr() : b.getUnitAttr()),
+      node);
+  return true;
+}
+
+bool OnnxImporter::convertRelu(const onnx::NodeProto &node, NodeCall &c) {
+  return convertToOne<ReluOp, 1>(node, c);
+}
+
+bool OnnxImporter::convertPool(const onnx::NodeProto &node, NodeCall &c) {
+  bool ceilMode = c.integer("ceil_mode", 0) != 0;
+  if (c.ints("dilations", {1, 1}) != std::vector<int64_t>{1, 1})
+    return failAt(node, "dilated pooling is not supported");
+  Value x = c.input(0);
+  if (!x)
+    return false;
+  auto xType = cast<RankedTensorType>(x.getType());
+  if (xType.getRank() != 4)
+    return failAt(node, "only 2-D pooling is supported");
+  std::vector<int64_t> pads = c.ints("pads", {0, 0, 0, 0}),
+                       kernelShape = c.ints("kernel_shape", {}),
+                       strides = c.ints("strides", {1, 1});
+  if (c.attrs.count("auto_pad") &&
+      !explicitPads(c.attrs["auto_pad"]->s(), xType.getShape(), kernelShape,
+                    strides, {1, 1}, pads))
+    return failAt(node, "unknown auto_pad '" + c.attrs["auto_pad"]->s() + "'");
+  if (kernelShape.size() != 2 || strides.size() != 2 || pads.size() != 4)
+    return failAt(node, "expected 2-D kernel_shape, strides and pads");
+  // The padding an average's divisor counts: the declared pads with
+  // count_include_pad=1, none without.
+  std::vector<int64_t> counted = c.integer("count_include_pad", 0) == 1
+                                     ? pads
+                                     : std::vector<int64_t>{0, 0, 0, 0};
+  // Ceil mode: the windows that start inside the input (or its leading
+  // padding) but run past its end are kept. That is floor mode with that
+  // much more end padding, which never wins a max and never counts in an
+  // average's divisor.
+  for (int d = 0; ceilMode && d < 2; ++d) {
+    int64_t in = xType.getDimSize(2 + d), k = kernelShape[d], s = strides[d];
+    int64_t span = in + pads[d] + pads[d + 2] - k;
+    if (s < 1 || span < 0)
+      return failAt(node, "pooling window larger than the padded input");
+    int64_t out = (span + s - 1) / s + 1;
+    if ((out - 1) * s >= in + pads[d])
+      --out;
+    pads[d + 2] +=
+        std::max<int64_t>(0, (out - 1) * s + k - (in + pads[d] + pads[d + 2]));
+  }
+  auto kernel = b.getDenseI64ArrayAttr(kernelShape);
+  auto strideAttr = b.getDenseI64ArrayAttr(strides);
+  auto padding = b.getDenseI64ArrayAttr(pads);
+  if (c.type == "MaxPool") {
+    c.out = tag(
+        b.create<MaxPool2dOp>(c.loc, c.result, x, kernel, strideAttr, padding),
+        node);
+    return true;
+  }
+  // All of the padding counting is the op's default: no attribute.
+  DenseI64ArrayAttr divisorPadding =
+      counted == pads ? DenseI64ArrayAttr() : b.getDenseI64ArrayAttr(counted);
+  c.out = tag(b.create<AvgPool2dOp>(c.loc, c.result, x, kernel, strideAttr,
+                                    padding, divisorPadding),
+              node);
+  return true;
+}
+
+bool OnnxImporter::convertGlobalAveragePool(const onnx::NodeProto &node,
+                                            NodeCall &c) {
+  return convertToOne<GlobalAvgPoolOp, 1>(node, c);
+}
+
+bool OnnxImporter::convertSoftmax(const onnx::NodeProto &node, NodeCall &c) {
+  Value x = c.input(0);
+  if (!x)
+    return false;
+  int64_t rank = c.result.getRank(), axis = c.integer("axis", -1);
+  if (axis < 0)
+    axis += rank;
+  if (axis == rank - 1) {
+    c.out = tag(
+        b.create<SoftmaxOp>(c.loc, c.result, x, b.getI64IntegerAttr(-1)), node);
+  } else { // swap the axis with the last, softmax, swap back
+    SmallVector<int64_t> perm, swapped(c.result.getShape());
+    for (int64_t i = 0; i < rank; ++i)
+      perm.push_back(i);
+    std::swap(perm[axis], perm[rank - 1]);
+    std::swap(swapped[axis], swapped[rank - 1]);
+    auto swappedType = floatType(swapped);
+    Value t = tag(b.create<TransposeOp>(c.loc, swappedType, x,
+                                        b.getDenseI64ArrayAttr(perm)),
+                  node);
+    t = tag(b.create<SoftmaxOp>(c.loc, swappedType, t, b.getI64IntegerAttr(-1)),
+            node);
+    c.out = tag(
+        b.create<TransposeOp>(c.loc, c.result, t, b.getDenseI64ArrayAttr(perm)),
+        node);
+  }
+  return true;
+}
+
+bool OnnxImporter::convertMatMul(const onnx::NodeProto &node, NodeCall &c) {
+  return convertToOne<MatmulOp, 2>(node, c, UnitAttr());
+}
+
+bool OnnxImporter::convertGemm(const onnx::NodeProto &node, NodeCall &c) {
+  double alpha = c.real("alpha", 1), beta = c.real("beta", 1);
+  const onnx::TensorProto *weight = initializer(node.input(1));
+  bool transB = c.integer("transB", 0) != 0;
+  Value x = c.input(0);
+  if (!x)
+    return false;
+  if (c.integer("transA", 0) != 0) { // A^T as a transpose of its own
+    auto a = cast<RankedTensorType>(x.getType());
+    x = tag(b.create<TransposeOp>(c.loc,
+                                  floatType({a.getDimSize(1), a.getDimSize(0)}),
+                                  x, b.getDenseI64ArrayAttr({1, 0})),
+            node);
+  }
+  Value w;
+  if (weight && transB) {
+    // A Linear layer: store W^T ([K, N]) as the parameter, as
+    // dtfm.linear wants it.
+    std::vector<float> data;
+    if (!floats(*weight, data))
+      return false;
+    int64_t n = weight->dims(0), k = weight->dims(1);
+    ::dtfm::format::Tensor t({k, n});
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < k; ++j)
+        t.data[j * n + i] = data[i * k + j];
+    std::string name = node.input(1);
+    ParamOp param = externalParam(name, std::move(t), /*frozen=*/false);
+    param->setAttr(kLayerAttrName, b.getStringAttr(layerOfParameter(name)));
+    w = param.getResult();
+  } else {
+    w = c.input(1);
+  }
+  Value bias = c.input(2);
+  if (!w || (node.input_size() > 2 && !bias))
+    return false;
+  bool vectorBias =
+      !bias || cast<RankedTensorType>(bias.getType()).getShape() ==
+                   ArrayRef<int64_t>{c.result.getShape().back()};
+  if (weight && transB && vectorBias && alpha == 1 && beta == 1) {
+    c.out = tag(b.create<LinearOp>(c.loc, c.result, x, w, bias), node);
+  } else {
+    // B used as it is (transposed by the matmul), any broadcastable C.
+    bool transposed = transB && !weight;
+    Value product =
+        tag(b.create<MatmulOp>(c.loc, c.result, x, w,
+                               transposed ? b.getUnitAttr() : UnitAttr()),
+            node);
+    if (weight && transB) // W^T was stored: a plain product
+      product.getDefiningOp()->removeAttr("transpose_rhs");
+    // alpha * A B + beta * C, each scale a frozen scalar of its own.
+    if (alpha != 1)
+      product =
+          tag(b.create<MulOp>(c.loc, c.result, product,
+                              scalarConstant(node.output(0) + ".alpha", alpha)),
+              node);
+    if (bias && beta != 1)
+      bias =
+          tag(b.create<MulOp>(c.loc, bias.getType(), bias,
+                              scalarConstant(node.output(0) + ".beta", beta)),
+              node);
+    c.out = bias ? tag(b.create<AddOp>(c.loc, c.result, product, bias), node)
+                 : product;
+  }
+  return true;
+}

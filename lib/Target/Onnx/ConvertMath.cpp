@@ -1,0 +1,189 @@
+//===- ConvertMath.cpp - Elementwise math and reductions ------------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+//
+// Converters of ONNX nodes (ConvertOps.cpp has the table that lists them).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Importer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+using namespace mlir;
+using namespace mlir::dtfm;
+using namespace mlir::dtfm::onnximport;
+
+bool OnnxImporter::convertBinary(const onnx::NodeProto &node, NodeCall &c) {
+  Value lhs = c.input(0), rhs = c.input(1);
+  if (!lhs || !rhs)
+    return false;
+  Operation *op =
+      c.type == "Add"
+          ? b.create<AddOp>(c.loc, c.result, lhs, rhs).getOperation()
+      : c.type == "Sub"
+          ? b.create<SubOp>(c.loc, c.result, lhs, rhs).getOperation()
+      : c.type == "Mul"
+          ? b.create<MulOp>(c.loc, c.result, lhs, rhs).getOperation()
+          : b.create<DivOp>(c.loc, c.result, lhs, rhs).getOperation();
+  c.out = tag(op, node);
+  return true;
+}
+
+bool OnnxImporter::convertMath(const onnx::NodeProto &node, NodeCall &c) {
+  Value x = c.input(0);
+  if (!x)
+    return false;
+  Operation *op =
+      c.type == "Sqrt"   ? b.create<SqrtOp>(c.loc, c.result, x).getOperation()
+      : c.type == "Tanh" ? b.create<TanhOp>(c.loc, c.result, x).getOperation()
+      : c.type == "Erf"  ? b.create<ErfOp>(c.loc, c.result, x).getOperation()
+      : c.type == "Sigmoid"
+          ? b.create<SigmoidOp>(c.loc, c.result, x).getOperation()
+          : b.create<ExpOp>(c.loc, c.result, x).getOperation();
+  c.out = tag(op, node);
+  return true;
+}
+
+bool OnnxImporter::convertNeg(const onnx::NodeProto &node, NodeCall &c) {
+  // x * -1, the constant a frozen parameter of its own.
+  Value x = c.input(0);
+  if (!x)
+    return false;
+  Value minusOne = scalarConstant(node.output(0) + ".minus_one", -1);
+  c.out = tag(b.create<MulOp>(c.loc, c.result, x, minusOne), node);
+  return true;
+}
+
+bool OnnxImporter::scalarInput(const onnx::NodeProto &node, int i,
+                               const char *what, double fallback,
+                               double &value) {
+  if (i >= node.input_size() || node.input(i).empty()) {
+    value = fallback;
+    return true;
+  }
+  const onnx::TensorProto *t = initializer(node.input(i));
+  if (!t) {
+    auto it = constants.find(node.input(i));
+    t = it == constants.end() ? nullptr : it->second;
+  }
+  std::vector<float> values;
+  if (!t || !floats(*t, values) || values.size() != 1)
+    return failAt(node,
+                  std::string("the ") + what + " must be one float constant");
+  value = values[0];
+  return true;
+}
+
+bool OnnxImporter::convertPow(const onnx::NodeProto &node, NodeCall &c) {
+  double exponent = 0;
+  if (!scalarInput(node, 1, "exponent", std::nan(""), exponent))
+    return false;
+  if (std::isnan(exponent)) // absent
+    return failAt(node, "the exponent must be one float constant");
+  Value x = c.input(0);
+  if (!x)
+    return false;
+  c.out = tag(b.create<PowOp>(c.loc, c.result, x, b.getF64FloatAttr(exponent)),
+              node);
+  return true;
+}
+
+bool OnnxImporter::convertClip(const onnx::NodeProto &node, NodeCall &c) {
+  // Opset 11 on: the bounds are optional inputs; before, attributes.
+  double inf = std::numeric_limits<double>::infinity(), low = 0, high = 0;
+  if (!scalarInput(node, 1, "minimum", c.real("min", -inf), low) ||
+      !scalarInput(node, 2, "maximum", c.real("max", inf), high))
+    return false;
+  if (std::isnan(low) || std::isnan(high) || !(low <= high))
+    return failAt(node, "expected bounds min <= max, found " +
+                            std::to_string(low) + " and " +
+                            std::to_string(high));
+  Value x = c.input(0);
+  if (!x)
+    return false;
+  c.out = tag(b.create<ClipOp>(c.loc, c.result, x, b.getF64FloatAttr(low),
+                               b.getF64FloatAttr(high)),
+              node);
+  return true;
+}
+
+Value OnnxImporter::hardSigmoid(const onnx::NodeProto &node, NodeCall &c,
+                                Value x, const std::string &name, double alpha,
+                                double beta) {
+  Value scaled = tag(b.create<MulOp>(c.loc, c.result, x,
+                                     scalarConstant(name + ".alpha", alpha)),
+                     node);
+  Value shifted = tag(b.create<AddOp>(c.loc, c.result, scaled,
+                                      scalarConstant(name + ".beta", beta)),
+                      node);
+  return tag(b.create<ClipOp>(c.loc, c.result, shifted, b.getF64FloatAttr(0),
+                              b.getF64FloatAttr(1)),
+             node);
+}
+
+bool OnnxImporter::convertHardSigmoid(const onnx::NodeProto &node,
+                                      NodeCall &c) {
+  // Compositions of exact ops (a fused op would save their memory
+  // traffic): HardSigmoid = clip(alpha x + beta, 0, 1); HardSwish =
+  // x HardSigmoid(x) with alpha 1/6, beta 1/2 (x relu6(x + 3) / 6).
+  Value x = c.input(0);
+  if (!x)
+    return false;
+  if (!cast<RankedTensorType>(x.getType()).getElementType().isF32())
+    return failAt(node, "expected a float32 input");
+  bool swish = c.type == "HardSwish";
+  double alpha = swish ? 1.0 / 6 : c.real("alpha", 0.2);
+  double beta = swish ? 0.5 : c.real("beta", 0.5);
+  if (!std::isfinite(alpha) || !std::isfinite(beta))
+    return failAt(node, "alpha and beta must be finite");
+  Value gate = hardSigmoid(node, c, x, node.output(0), alpha, beta);
+  c.out = swish ? tag(b.create<MulOp>(c.loc, c.result, x, gate), node) : gate;
+  return true;
+}
+
+bool OnnxImporter::convertReduceMean(const onnx::NodeProto &node, NodeCall &c) {
+  std::vector<int64_t> axes = c.ints("axes", {});
+  if (node.input_size() > 1 && !node.input(1).empty() &&
+      !constantInts(node.input(1), axes))
+    return false;
+  Value x = c.input(0);
+  if (!x)
+    return false;
+  auto xType = cast<RankedTensorType>(x.getType());
+  if (axes.empty() && c.integer("noop_with_empty_axes", 0) &&
+      c.type != "ReduceL2")
+    return convertIdentity(node, c);
+  // An L2 norm (F.normalize: Swin-V2's cosine attention) is the square root
+  // of the sum of squares.
+  bool norm = c.type == "ReduceL2";
+  if (norm)
+    x = tag(b.create<MulOp>(c.loc, xType, x, x), node);
+  if (axes.empty()) // all of them
+    for (int64_t i = 0; i < xType.getRank(); ++i)
+      axes.push_back(i);
+  c.out = tag(b.create<ReduceMeanOp>(
+                  c.loc, c.result, x, b.getDenseI64ArrayAttr(axes),
+                  c.integer("keepdims", 1) ? b.getUnitAttr() : UnitAttr()),
+              node);
+  if ((c.type == "ReduceSum" || norm) && c.out) {
+    // A sum is the mean times the count (exact up to rounding); the
+    // verifier has checked the axes.
+    double count = 1;
+    for (int64_t axis : axes)
+      count *= static_cast<double>(
+          xType.getDimSize(axis < 0 ? axis + xType.getRank() : axis));
+    c.out =
+        tag(b.create<MulOp>(c.loc, c.result, c.out,
+                            scalarConstant(node.output(0) + ".count", count)),
+            node);
+  }
+  if (norm && c.out)
+    c.out = tag(b.create<SqrtOp>(c.loc, c.result, c.out), node);
+  return true;
+}
