@@ -4,7 +4,8 @@
 # two experiments and one small plan of each kind (tensor parallelism, a
 # degree per stage, uneven replicas, ZeRO-1, recomputation, int8 and top-k
 # gradients, local steps, 8-bit pipeline transfers, AdaTopK), their plan
-# files, the simulator's report of each, and the losses of short CPU runs.
+# files, the simulator's report of each, the losses of short CPU runs, and
+# ONNX models from PyTorch as imported.
 # Compare two snapshots with `diff -r` (docs/Testing.md, "Restructures").
 # Usage: scripts/plan-snapshot.sh OUTDIR [--quick]   (--quick: no Sailor,
 # no execution). Needs a build in ${DTFM_BUILD_DIR:-build} and, for the
@@ -87,6 +88,25 @@ plan pp-int8 "$tmp/tiny4.mlir" $local8 \
   "dp=2 pp=4 micro-batches=4 programs=true pp-compression=int8"
 plan adatopk "$tmp/tiny4.mlir" $local8 \
   "dp=2 pp=4 micro-batches=4 programs=true compress-ratio=2"
+
+# ONNX models exported by PyTorch (test/Target/Onnx's exporters), imported
+# with their weights.
+onnx_models=test/Target/Onnx/Inputs/onnx_models.py
+mkdir -p "$tmp/resnet18"
+/usr/bin/python3 $onnx_models export "$tmp/resnet18" resnet18 64 2 2> /dev/null
+for kind in gpt llama mixed pools; do
+  mkdir -p "$tmp/$kind"
+  /usr/bin/python3 $onnx_models export-$kind "$tmp/$kind" 2> /dev/null
+done
+for model in "$tmp"/resnet18/resnet18.onnx "$tmp"/gpt/*.onnx \
+             "$tmp"/llama/*.onnx "$tmp"/mixed/*.onnx "$tmp"/pools/*.onnx; do
+  name=onnx-$(basename "$model" .onnx)
+  "$B/dtfm-translate" --import-onnx "$model" --loss cross-entropy \
+    --labels labels -o "$out/$name.mlir" --weights "$out/$name.weights.bin" \
+    > "$out/$name.stdout" 2>&1 || true
+  sed -i -e "s#$tmp/##g" -e "s#$out/##g" "$out/$name.mlir" "$out/$name.stdout"
+  echo "imported $name"
+done
 
 if [ "$quick" != --quick ]; then
   "$B/dtfm-translate" --import-gpt custom --layers 24 --hidden 1024 \
