@@ -6,7 +6,6 @@
 
 #include "dtfm/Runtime/Executor.h"
 #include "dtfm/Runtime/Checkpoints.h"
-#include "dtfm/Runtime/Cpu/KernelTable.h"
 #include "dtfm/Support/Hash.h"
 
 #include <algorithm>
