@@ -145,8 +145,8 @@ double fixedPlan(const std::string &name, const Cluster &cluster,
 struct Communication {
   std::string bucketMb = "auto";
   int64_t syncEvery = 0;
-  DpCompressionChoice dpCompression;
-  LinkInt8 ppCompression = LinkInt8::None;
+  CodecChoice dpCompression;
+  CodecChoice ppCompression;
 };
 
 /// What a scenario's shape is compared with: DT-FM's fixed 8 x 8 plan, the
@@ -180,7 +180,7 @@ void runScenario(const std::string &name, const Cluster &cluster,
   }
   problem.training.syncEvery = communication.syncEvery;
   problem.training.dpCompression = communication.dpCompression;
-  problem.training.compression.int8 = communication.ppCompression;
+  problem.training.compression.linkCodec = communication.ppCompression;
   problem.globalBatch = globalBatch;
   problem.microBatchSizes = {1, 2, 4, 8};
   ShapeSearchOptions shapeOptions;
@@ -232,10 +232,10 @@ void runScenario(const std::string &name, const Cluster &cluster,
   const ShapeChoice &best = result.best;
   print({name, "shape", best.iterationSeconds(), best.devices.size(),
          result.searchSeconds,
-         describe(best.dataParallel, best.pipelineParallel,
-                  best.microBatchSize, best.microBatches),
+         describe(best.dataParallel, best.pipelineParallel, best.microBatchSize,
+                  best.microBatches),
          compressRatio, communication.bucketMb, best.cost.syncEvery,
-         dpCompressionName(communication.dpCompression)},
+         codecChoiceName(communication.dpCompression)},
         json);
   if (!json) {
     if (against == Baseline::Fixed8x8)
@@ -294,15 +294,16 @@ int main(int argc, char **argv) {
       if (!parseBucketCap(communication.bucketMb, cap, error))
         flags.fail("must be auto or a number of MiB in [0, 1e6]");
     } else if (flags.is("--dp-compression")) {
-      std::optional<DpCompressionChoice> value =
-          parseDpCompression(flags.text());
+      std::optional<CodecChoice> value =
+          parseCodecChoice(flags.text(), CodecUse::Gradients);
       if (!value)
-        flags.fail(std::string("must be ") + kDpCompressionChoices);
+        flags.fail("must be " + codecChoices(CodecUse::Gradients));
       communication.dpCompression = *value;
     } else if (flags.is("--pp-compression")) {
-      std::optional<LinkInt8> value = parsePpCompression(flags.text());
+      std::optional<CodecChoice> value =
+          parseCodecChoice(flags.text(), CodecUse::PipelineTransfers);
       if (!value)
-        flags.fail(std::string("must be ") + kPpCompressionChoices);
+        flags.fail("must be " + codecChoices(CodecUse::PipelineTransfers));
       communication.ppCompression = *value;
     } else if (flags.is("--sync-every")) {
       std::string error;

@@ -4,8 +4,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dtfm/Format/WireCodec.h"
 #include "dtfm/Passes/Passes.h"
-#include "dtfm/Format/Int8.h"
 #include "dtfm/Planner/Compression.h"
 
 #include "mlir/IR/Builders.h"
@@ -28,16 +28,17 @@ struct InsertCompression
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    std::optional<planner::LinkInt8> int8Links =
-        planner::parsePpCompression(int8.getValue());
-    if (!int8Links) {
+    std::optional<planner::CodecChoice> linkCodec = planner::parseCodecChoice(
+        int8.getValue(), planner::CodecUse::PipelineTransfers);
+    if (!linkCodec) {
       mlir::emitError(toolLoc(module, ""))
           << "dtfm-insert-compression: unknown int8 '" << int8.getValue()
-          << "' (expected " << planner::kPpCompressionChoices << ")";
+          << "' (expected "
+          << planner::codecChoices(planner::CodecUse::PipelineTransfers) << ")";
       return signalPassFailure();
     }
-    // Without 8-bit links, top-k is the point: a ratio above 1.
-    bool topkOnly = *int8Links == planner::LinkInt8::None;
+    // Without a codec on the links, top-k is the point: a ratio above 1.
+    bool topkOnly = !linkCodec->mayCompress();
     bool ratioOk = topkOnly ? ratio > 1 : ratio >= 1;
     if (!(ratioOk && ratio < 1e9) || !(denseBelow >= 0)) {
       mlir::emitError(toolLoc(module, ""))
@@ -75,13 +76,14 @@ struct InsertCompression
     options.targetRatio = std::max(1.0, ratio.getValue());
     options.uniform = uniform;
     options.denseBelow = denseBelow;
-    options.int8 = *int8Links;
+    options.linkCodec = *linkCodec;
     std::vector<planner::LinkCompression> plan =
         planner::planCompression(links, options);
 
     Builder b(module.getContext());
     for (auto [send, compression] : llvm::zip(sends, plan)) {
-      if (!compression.compressed && !compression.int8)
+      bool encoded = compression.wire != ::dtfm::format::WireCodec::Dense;
+      if (!compression.compressed && !encoded)
         continue;
       auto it = recvOfTag.find(send.getTag());
       if (it == recvOfTag.end()) {
@@ -90,16 +92,18 @@ struct InsertCompression
         return signalPassFailure();
       }
       RecvOp recv = it->second;
-      if (compression.int8) {
-        // The same transfer in the int8 format: its bytes on the wire.
-        int64_t numel =
-            cast<RankedTensorType>(send.getValue().getType()).getNumElements();
-        auto bytes = b.getI64IntegerAttr(static_cast<int64_t>(
-            ::dtfm::format::int8Bytes(static_cast<size_t>(numel))));
+      if (encoded) {
+        // The same transfer in the codec's format: its bytes on the wire.
+        const ::dtfm::format::WireCodecInfo &codec =
+            ::dtfm::format::wireCodecInfo(compression.wire);
+        size_t numel = static_cast<size_t>(
+            cast<RankedTensorType>(send.getValue().getType()).getNumElements());
+        auto bytes = b.getI64IntegerAttr(
+            static_cast<int64_t>(codec.messageBytes(numel, numel)));
         send.setBytesAttr(bytes);
         recv.setBytesAttr(bytes);
         for (Operation *op : {send.getOperation(), recv.getOperation()})
-          op->setAttr(kWireAttrName, b.getStringAttr("int8"));
+          op->setAttr(kWireAttrName, b.getStringAttr(codec.name));
         ++numInt8;
         continue;
       }

@@ -5,7 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Analysis/CostAnalysis.h"
-#include "dtfm/Format/Int8.h"
+#include "dtfm/Format/WireCodec.h"
 #include "dtfm/Passes/Passes.h"
 #include "dtfm/Planner/Buckets.h"
 #include "dtfm/Planner/CostModel.h"
@@ -86,20 +86,22 @@ struct InsertGradSync
         !(outerMomentum >= 0 && outerMomentum < 1))
       return fail("outer-lr must be in (0, 1e6) and outer-momentum in "
                   "[0, 1)");
-    std::optional<planner::DpCompressionChoice> compression =
-        planner::parseDpCompression(dpCompression.getValue());
+    std::optional<planner::CodecChoice> compression = planner::parseCodecChoice(
+        dpCompression.getValue(), planner::CodecUse::Gradients);
     if (!compression)
       return fail("unknown dp-compression '" + dpCompression.getValue() +
-                  "' (expected " + planner::kDpCompressionChoices + ")");
-    bool forced = compression->mode == planner::DpCompression::Int8 ||
-                  compression->mode == planner::DpCompression::TopK;
+                  "' (expected " +
+                  planner::codecChoices(planner::CodecUse::Gradients) + ")");
+    const ::dtfm::format::WireCodecInfo &forcedCodec =
+        ::dtfm::format::wireCodecInfo(compression->codec);
+    bool forced = forcedCodec.codec != ::dtfm::format::WireCodec::Dense;
     if (forced && assignment.getDp() < 2)
       return fail("dp-compression=" + dpCompression.getValue() +
                   " needs data-parallel groups of 2 or more devices (dp = 1)");
     if (!(topkWarmup >= 0 && topkWarmup <= 1000000000))
       return fail("topk-warmup must be in [0, 1e9] steps, got " +
                   Twine(topkWarmup.getValue()));
-    if (compression->mode == planner::DpCompression::TopK && every != 0)
+    if (!forcedCodec.localSteps && every != 0)
       return fail("dp-compression=" + dpCompression.getValue() +
                   " sparsifies gradients; with sync-every the parameters "
                   "travel dense or int8");
@@ -131,18 +133,18 @@ struct InsertGradSync
       ArrayAttr names;
       std::vector<int> group;
       planner::GradientSync algorithm;
-      planner::DpCompression mode;
+      ::dtfm::format::WireCodec codec;
       double elementBytes = 4, total = 0, backwardSeconds = 0;
       std::vector<double> sizes, ready;
     };
     std::vector<StageSync> syncs;
     auto exchangeSeconds = [&](const StageSync &sync,
-                               planner::DpCompression mode, double bytes) {
+                               ::dtfm::format::WireCodec codec, double bytes) {
       return planner::groupExchangeSeconds(
           cluster, sync.group, bytes, sync.elementBytes,
           static_cast<int>(sync.group.size()),
-          sync.algorithm == planner::GradientSync::Ring, mode,
-          compression->topkRatio);
+          sync.algorithm == planner::GradientSync::Ring, codec,
+          compression->ratio);
     };
     for (auto &[stage, ops] : updates) {
       StageSync sync;
@@ -177,10 +179,10 @@ struct InsertGradSync
               .getElementType();
       sync.elementBytes =
           std::max<unsigned>(1, element.getIntOrFloatBitWidth() / 8);
-      sync.mode = planner::groupCompression(
-          *compression, exchangeSeconds(sync, planner::DpCompression::None,
-                                        sync.total),
-          exchangeSeconds(sync, planner::DpCompression::Int8, sync.total));
+      sync.codec = planner::chooseCodec(
+          *compression,
+          exchangeSeconds(sync, ::dtfm::format::WireCodec::Dense, sync.total),
+          exchangeSeconds(sync, ::dtfm::format::WireCodec::Int8, sync.total));
       // Buckets in the order the backward completes the gradients (a
       // gradient defined outside the stage's ops is complete from the
       // start).
@@ -215,7 +217,9 @@ struct InsertGradSync
     auto bucketsOf = [&](const StageSync &sync, double cap) {
       return planner::planBuckets(
           sync.sizes, sync.ready, cap,
-          [&](double bytes) { return exchangeSeconds(sync, sync.mode, bytes); },
+          [&](double bytes) {
+            return exchangeSeconds(sync, sync.codec, bytes);
+          },
           sync.backwardSeconds);
     };
     // sync-every=auto: the H of the plan's pipeline time (the shape's) and
@@ -224,8 +228,8 @@ struct InsertGradSync
       double exposed = 0, exchange = 0;
       for (const StageSync &sync : syncs) {
         exposed = std::max(exposed, bucketsOf(sync, capBytes).exposedSeconds);
-        exchange = std::max(exchange,
-                            exchangeSeconds(sync, sync.mode, sync.total));
+        exchange =
+            std::max(exchange, exchangeSeconds(sync, sync.codec, sync.total));
       }
       every = planner::chooseSyncEvery(shape.getPipelineS(), exposed,
                                        exchange);
@@ -243,7 +247,7 @@ struct InsertGradSync
       for (Operation *op : sync.ops) {
         Value grad = op->getOperand(1);
         int64_t bytes = getTensorBytes(grad.getType());
-        double seconds = exchangeSeconds(sync, sync.mode, double(bytes));
+        double seconds = exchangeSeconds(sync, sync.codec, double(bytes));
         int bucket = bucketOfOp.lookup(op);
         OpBuilder builder(op);
         auto syncOp = builder.create<GradSyncOp>(
@@ -260,12 +264,13 @@ struct InsertGradSync
                         b.getF64FloatAttr(planned.seconds));
         syncOp->setAttr(kBucketReadyAttrName,
                         b.getF64FloatAttr(planned.readyFraction));
-        if (sync.mode == planner::DpCompression::Int8)
-          syncOp->setAttr(kCompressionAttrName, b.getStringAttr("int8"));
-        if (sync.mode == planner::DpCompression::TopK) {
-          syncOp->setAttr(kCompressionAttrName, b.getStringAttr("topk"));
+        const ::dtfm::format::WireCodecInfo &codec =
+            ::dtfm::format::wireCodecInfo(sync.codec);
+        if (sync.codec != ::dtfm::format::WireCodec::Dense)
+          syncOp->setAttr(kCompressionAttrName, b.getStringAttr(codec.name));
+        if (codec.sparse) {
           syncOp->setAttr(kTopkRatioAttrName,
-                          b.getF64FloatAttr(compression->topkRatio));
+                          b.getF64FloatAttr(compression->ratio));
           syncOp->setAttr(kTopkWarmupAttrName,
                           b.getI64IntegerAttr(topkWarmup));
         }

@@ -112,18 +112,20 @@ void printGradientSync(ModuleOp module, raw_ostream &os) {
     auto compression =
         ops.front()->getAttrOfType<StringAttr>(kCompressionAttrName);
     auto ratio = ops.front()->getAttrOfType<FloatAttr>(kTopkRatioAttrName);
-    ::dtfm::planner::DpCompression mode = ::dtfm::planner::DpCompression::None;
+    namespace format = ::dtfm::format;
+    std::optional<format::WireCodec> codec =
+        compression ? format::parseWireCodec(compression.getValue().str())
+                    : std::nullopt;
+    format::WireCodec mode = format::WireCodec::Dense;
     std::string wire;
-    if (compression && compression.getValue() == "int8") {
-      mode = ::dtfm::planner::DpCompression::Int8;
-      wire = " int8";
-    } else if (compression && compression.getValue() == "topk" && ratio) {
-      mode = ::dtfm::planner::DpCompression::TopK;
-      wire = " " + ::dtfm::planner::dpCompressionName(
-                       {mode, ratio.getValueAsDouble()});
-      if (auto warmup = ops.front()->getAttrOfType<IntegerAttr>(
-              kTopkWarmupAttrName);
-          warmup && warmup.getInt() > 0)
+    if (codec && *codec != format::WireCodec::Dense &&
+        (!format::wireCodecInfo(*codec).sparse || ratio)) {
+      mode = *codec;
+      wire = " " + ::dtfm::planner::codecChoiceName(
+                       {mode, false, ratio ? ratio.getValueAsDouble() : 0});
+      if (auto warmup =
+              ops.front()->getAttrOfType<IntegerAttr>(kTopkWarmupAttrName);
+          format::wireCodecInfo(mode).sparse && warmup && warmup.getInt() > 0)
         wire += " after " + std::to_string(warmup.getInt()) + " dense steps";
     }
     auto type = cast<ShapedType>(ops.front().getGrad().getType());

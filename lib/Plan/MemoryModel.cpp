@@ -156,7 +156,7 @@ bool dtfm::plan::predictWorkerMemory(const proto::Plan &plan, int rank,
     if (op.kind == OpKind::GradSync) {
       double size = bytesOf(op.results[0]);
       out.buckets += size;
-      if (op.attrs.compression != SyncCompression::None)
+      if (op.attrs.compression != format::WireCodec::Dense)
         out.residuals += size;
       if (op.attrs.syncEvery >= 1)
         out.localSteps += 2 * size; // the anchor and the outer momentum

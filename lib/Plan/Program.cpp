@@ -17,6 +17,7 @@
 
 using namespace dtfm::plan;
 namespace pb = dtfm::proto;
+namespace format = dtfm::format;
 
 /// Element types by their MLIR spelling (one table both ways).
 static constexpr std::pair<const char *, ElementType> kElementTypes[] = {
@@ -198,6 +199,28 @@ private:
   std::string failed;
 };
 
+/// The codec attribute `key` names (dense when absent): one that `accept`
+/// takes, or a failure listing those.
+format::WireCodec readCodec(AttrReader &in, const char *key,
+                            bool (*accept)(const format::WireCodecInfo &)) {
+  std::string name;
+  in.read(key, name);
+  if (name.empty())
+    return format::WireCodec::Dense;
+  std::optional<format::WireCodec> codec = format::parseWireCodec(name);
+  if (!codec || !accept(format::wireCodecInfo(*codec))) {
+    in.fail(std::string("unknown ") + key + " '" + name + "' (expected " +
+            format::wireCodecNames(accept) + ")");
+    return format::WireCodec::Dense;
+  }
+  return *codec;
+}
+
+bool isSparseCodec(const format::WireCodecInfo &info) { return info.sparse; }
+bool carriesLocalStepsCompressed(const format::WireCodecInfo &info) {
+  return info.localSteps && info.codec != format::WireCodec::Dense;
+}
+
 ElementType elementTypeOf(const std::string &dtype, bool &known) {
   for (const auto &[name, type] : kElementTypes)
     if (dtype == name) {
@@ -358,32 +381,28 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
     if (in.has("dtfm.bucket_seconds") && !(a.bucketSeconds >= 0 && std::isfinite(a.bucketSeconds)))
       in.fail("dtfm.bucket_seconds must be finite and >= 0");
     {
-      std::string compression;
-      in.read("dtfm.compression", compression);
-      if (compression == "int8")
-        a.compression = SyncCompression::Int8;
-      else if (compression == "topk")
-        a.compression = SyncCompression::TopK;
-      else if (!compression.empty())
-        in.fail("unknown dtfm.compression '" + compression +
-                "' (expected int8 or topk)");
+      a.compression =
+          readCodec(in, "dtfm.compression", format::isCompressionAttrCodec);
+      const format::WireCodecInfo &codec = format::wireCodecInfo(a.compression);
       in.read("dtfm.topk_ratio", a.topkRatio);
-      if (a.compression == SyncCompression::TopK &&
-          !(a.topkRatio > 1 && a.topkRatio <= 1e6))
-        in.fail("dtfm.compression topk needs dtfm.topk_ratio in (1, 1e6]");
+      if (codec.sparse && !(a.topkRatio > 1 && a.topkRatio <= 1e6))
+        in.fail(std::string("dtfm.compression ") + codec.name +
+                " needs dtfm.topk_ratio in (1, 1e6]");
       in.read("dtfm.topk_warmup", a.topkWarmup);
       if (in.has("dtfm.topk_warmup") &&
-          (a.compression != SyncCompression::TopK ||
-           !(a.topkWarmup >= 0 && a.topkWarmup <= 1000000000)))
-        in.fail("dtfm.topk_warmup needs dtfm.compression topk and a step "
-                "count in [0, 1e9]");
+          (!codec.sparse || !(a.topkWarmup >= 0 && a.topkWarmup <= 1000000000)))
+        in.fail("dtfm.topk_warmup needs dtfm.compression " +
+                format::wireCodecNames(isSparseCodec) +
+                " and a step count in [0, 1e9]");
+      if (!codec.localSteps && in.has("dtfm.sync_every"))
+        in.fail(std::string("dtfm.compression ") + codec.name +
+                " with dtfm.sync_every (local steps exchange parameters "
+                "dense or " +
+                format::wireCodecNames(carriesLocalStepsCompressed) + ")");
     }
-    if (a.compression == SyncCompression::TopK && in.has("dtfm.sync_every"))
-      in.fail("dtfm.compression topk with dtfm.sync_every (local steps "
-              "exchange parameters dense or int8)");
     in.read("dtfm.sync_every", a.syncEvery);
     a.shardState = in.has("dtfm.shard_state");
-    if (a.shardState && (a.compression != SyncCompression::None ||
+    if (a.shardState && (a.compression != format::WireCodec::Dense ||
                          in.has("dtfm.sync_every")))
       in.fail("dtfm.shard_state shards a synchronous, uncompressed sync "
               "only (not with dtfm.compression or dtfm.sync_every)");
@@ -405,15 +424,10 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
     in.read("tag", a.tag);
     in.read("bytes", a.bytes);
     a.oncePerIteration = in.has("dtfm.once_per_iteration");
-    {
-      std::string wire;
-      in.read("dtfm.wire", wire);
-      a.int8Wire = wire == "int8";
-      if (!wire.empty() && !a.int8Wire)
-        in.fail("unknown dtfm.wire '" + wire + "' (expected int8)");
-      if (a.int8Wire && a.oncePerIteration)
-        in.fail("dtfm.wire int8 on a once-per-iteration transfer (a weight)");
-    }
+    a.wire = readCodec(in, "dtfm.wire", format::isWireAttrCodec);
+    if (a.wire != format::WireCodec::Dense && a.oncePerIteration)
+      in.fail(std::string("dtfm.wire ") + format::wireCodecName(a.wire) +
+              " on a once-per-iteration transfer (a weight)");
     break;
   default:
     break;

@@ -110,9 +110,8 @@ std::string forwardRule(OpKind kind, const ProgramOp &op,
       return "expected a peer_device (the device at the other end)";
     if (a.tag < 0)
       return "expected a non-negative tag, found " + std::to_string(a.tag);
-    return shapes::transfer(send ? in[0] : out[0], a.peerStage, a.bytes,
-                            a.int8Wire, a.oncePerIteration,
-                            rawDouble(op, "latency_s", 0),
+    return shapes::transfer(send ? in[0] : out[0], a.peerStage, a.bytes, a.wire,
+                            a.oncePerIteration, rawDouble(op, "latency_s", 0),
                             rawDouble(op, "bandwidth_gbps", 1));
   }
   case OpKind::GradSync:

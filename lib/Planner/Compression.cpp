@@ -5,10 +5,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Planner/Compression.h"
-#include "dtfm/Format/Int8.h"
-#include "dtfm/Support/NameTable.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 using namespace dtfm::planner;
 
@@ -35,14 +35,14 @@ dtfm::planner::planCompression(const std::vector<LinkTransfer> &links,
     c.compressed = eligible && ratio > kept;
     c.ratio = c.compressed ? ratio : 1.0;
     c.bytes = c.compressed ? kept * link.denseBytes / ratio : link.denseBytes;
-    if (!c.compressed && options.int8 != LinkInt8::None) {
-      double bytes = format::int8BytesOfDense(link.denseBytes,
-                                              link.elementBytes);
-      c.int8 = options.int8 == LinkInt8::All ||
-               link.seconds(bytes) <=
-                   (1 - kInt8LinkMinSaving) * link.seconds(link.denseBytes);
-      if (c.int8)
-        c.bytes = bytes;
+    if (!c.compressed) {
+      auto bytesAs = [&](format::WireCodec codec) {
+        return format::wireBytesOfDense(
+            codec, link.denseBytes, link.elementBytes, options.linkCodec.ratio);
+      };
+      c.wire = chooseCodec(options.linkCodec, dense,
+                           link.seconds(bytesAs(format::WireCodec::Int8)));
+      c.bytes = bytesAs(c.wire);
     }
     c.seconds = link.seconds(c.bytes);
     plan.push_back(c);
@@ -50,14 +50,60 @@ dtfm::planner::planCompression(const std::vector<LinkTransfer> &links,
   return plan;
 }
 
-static constexpr dtfm::NameEntry<LinkInt8> kPpCompressionNames[] = {
-    {LinkInt8::None, "none"}, {LinkInt8::All, "int8"}, {LinkInt8::Auto, "auto"}};
-
-const char *dtfm::planner::ppCompressionName(LinkInt8 mode) {
-  return nameOf(kPpCompressionNames, mode);
+static bool takes(CodecUse use, const dtfm::format::WireCodecInfo &info) {
+  return use == CodecUse::Gradients || info.pipelineTransfers;
 }
 
-std::optional<LinkInt8>
-dtfm::planner::parsePpCompression(std::string_view name) {
-  return valueNamed(kPpCompressionNames, name);
+std::string dtfm::planner::codecChoiceName(CodecChoice choice) {
+  if (choice.automatic)
+    return "auto";
+  std::string name = format::wireCodecName(choice.codec);
+  if (!format::wireCodecInfo(choice.codec).sparse)
+    return name;
+  char ratio[32];
+  std::snprintf(ratio, sizeof ratio, ":%g", choice.ratio);
+  return name + ratio;
+}
+
+std::optional<CodecChoice>
+dtfm::planner::parseCodecChoice(std::string_view name, CodecUse use) {
+  if (name == "auto")
+    return CodecChoice{format::WireCodec::Dense, /*automatic=*/true, 0};
+  // A sparse codec's "name:R": keep 1/R of each gradient.
+  size_t colon = name.find(':');
+  std::optional<format::WireCodec> codec =
+      format::parseWireCodec(name.substr(0, colon));
+  if (!codec || !takes(use, format::wireCodecInfo(*codec)) ||
+      format::wireCodecInfo(*codec).sparse != (colon != name.npos))
+    return std::nullopt;
+  if (colon == name.npos)
+    return CodecChoice{*codec, false, 0};
+  std::string ratio(name.substr(colon + 1));
+  char *end = nullptr;
+  double r = ratio.empty() ? 0 : std::strtod(ratio.c_str(), &end);
+  if (ratio.empty() || *end != '\0' || !(r > 1 && r <= 1e6))
+    return std::nullopt;
+  return CodecChoice{*codec, false, r};
+}
+
+std::string dtfm::planner::codecChoices(CodecUse use) {
+  std::vector<std::string> choices;
+  for (const format::WireCodecInfo &info : format::wireCodecs())
+    if (takes(use, info))
+      choices.push_back(std::string(info.name) +
+                        (info.sparse ? ":R (R > 1)" : ""));
+  std::string text;
+  for (const std::string &choice : choices)
+    text += (text.empty() ? "" : ", ") + choice;
+  return text + " or auto";
+}
+
+dtfm::format::WireCodec dtfm::planner::chooseCodec(CodecChoice choice,
+                                                   double denseSeconds,
+                                                   double int8Seconds) {
+  if (!choice.automatic)
+    return choice.codec;
+  return int8Seconds <= (1 - kInt8MinSaving) * denseSeconds
+             ? format::WireCodec::Int8
+             : format::WireCodec::Dense;
 }

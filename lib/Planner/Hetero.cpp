@@ -5,7 +5,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Planner/Hetero.h"
-#include "dtfm/Format/Int8.h"
 #include "dtfm/Planner/Buckets.h"
 #include "dtfm/Planner/Genetic.h"
 
@@ -141,7 +140,7 @@ HeteroModel::layoutOf(const Partition &stages,
   occupancy.resize(transfers.size());
   std::vector<LinkCompression> compressed;
   if (training.compression.targetRatio > 1 ||
-      training.compression.int8 != LinkInt8::None)
+      training.compression.linkCodec.mayCompress())
     compressed = planCompression(transfers, training.compression);
   for (size_t t = 0; t < transfers.size(); ++t) {
     double bytes =
@@ -350,17 +349,16 @@ HeteroCost HeteroModel::score(const Partition &stages, const Layout &layout,
       bool useRing = training.sync == GradientSync::Ring ||
                      (training.sync == GradientSync::Auto &&
                       cost(gradientBytes, true) < cost(gradientBytes, false));
-      auto secondsAs = [&](DpCompression mode, double bytes) {
-        return groupExchangeSeconds(links, bytes,
-                                    1 / workload.gradientElementsPerByte,
-                                    problem.dataParallel, useRing, mode,
-                                    training.dpCompression.topkRatio);
+      auto secondsAs = [&](format::WireCodec codec, double bytes) {
+        return groupExchangeSeconds(
+            links, bytes, 1 / workload.gradientElementsPerByte,
+            problem.dataParallel, useRing, codec, training.dpCompression.ratio);
       };
-      DpCompression mode = groupCompression(
-          training.dpCompression,
-          secondsAs(DpCompression::None, gradientBytes),
-          secondsAs(DpCompression::Int8, gradientBytes));
-      auto exchange = [&](double bytes) { return secondsAs(mode, bytes); };
+      format::WireCodec codec =
+          chooseCodec(training.dpCompression,
+                      secondsAs(format::WireCodec::Dense, gradientBytes),
+                      secondsAs(format::WireCodec::Int8, gradientBytes));
+      auto exchange = [&](double bytes) { return secondsAs(codec, bytes); };
       // The gradients in buckets, overlapping the last micro-batch's
       // backward (Planner/Buckets.h, as --dtfm-insert-grad-sync cuts them):
       // the backward runs from the stage's last block to its first, and a

@@ -7,8 +7,6 @@
 #include "dtfm/Planner/Workload.h"
 #include "dtfm/Planner/Buckets.h"
 #include "dtfm/Planner/CostModel.h"
-#include "dtfm/Format/Int8.h"
-#include "dtfm/Format/Sparse.h"
 #include "dtfm/Support/NameTable.h"
 
 #include <cerrno>
@@ -69,8 +67,7 @@ bool dtfm::planner::parseMemoryOptions(const std::string &recompute,
   training.stages.recompute = *again;
   bool synchronousDense =
       training.syncEvery == 0 &&
-      (training.dpCompression.mode == DpCompression::None ||
-       training.dpCompression.mode == DpCompression::Auto);
+      training.dpCompression.codec == format::WireCodec::Dense;
   training.stages.shardState = synchronousDense ? *shard : MemoryOption::Never;
   return true;
 }
@@ -83,18 +80,19 @@ bool dtfm::planner::parseCommunication(const std::string &sync,
                                        const std::string &ppCompression,
                                        TrainingOptions &training,
                                        std::string &error) {
-  std::optional<LinkInt8> int8Links = parsePpCompression(ppCompression);
-  if (!int8Links) {
+  std::optional<CodecChoice> linkCodec =
+      parseCodecChoice(ppCompression, CodecUse::PipelineTransfers);
+  if (!linkCodec) {
     error = "unknown pp-compression '" + ppCompression + "' (expected " +
-            kPpCompressionChoices + ")";
+            codecChoices(CodecUse::PipelineTransfers) + ")";
     return false;
   }
-  training.compression.int8 = *int8Links;
-  std::optional<DpCompressionChoice> compression =
-      parseDpCompression(dpCompression);
+  training.compression.linkCodec = *linkCodec;
+  std::optional<CodecChoice> compression =
+      parseCodecChoice(dpCompression, CodecUse::Gradients);
   if (!compression) {
     error = "unknown dp-compression '" + dpCompression + "' (expected " +
-            kDpCompressionChoices + ")";
+            codecChoices(CodecUse::Gradients) + ")";
     return false;
   }
   training.dpCompression = *compression;
@@ -104,7 +102,7 @@ bool dtfm::planner::parseCommunication(const std::string &sync,
   if (!parseSyncEvery(syncEveryText, syncEvery, error))
     return false;
   training.syncEvery = syncEvery;
-  if (compression->mode == DpCompression::TopK && syncEvery != 0) {
+  if (!format::wireCodecInfo(compression->codec).localSteps && syncEvery != 0) {
     error = "dp-compression=" + dpCompression +
             " sparsifies gradients; with sync-every the parameters travel "
             "dense or int8";
@@ -140,72 +138,25 @@ dtfm::planner::parseGradientSync(std::string_view name) {
   return valueNamed(kSyncNames, name);
 }
 
-static constexpr dtfm::NameEntry<dtfm::planner::DpCompression>
-    kCompressionNames[] = {{dtfm::planner::DpCompression::None, "none"},
-                           {dtfm::planner::DpCompression::Int8, "int8"},
-                           {dtfm::planner::DpCompression::TopK, "topk"},
-                           {dtfm::planner::DpCompression::Auto, "auto"}};
-
-std::string
-dtfm::planner::dpCompressionName(DpCompressionChoice compression) {
-  std::string name = nameOf(kCompressionNames, compression.mode);
-  if (compression.mode != DpCompression::TopK)
-    return name;
-  char ratio[32];
-  std::snprintf(ratio, sizeof ratio, ":%g", compression.topkRatio);
-  return name + ratio;
-}
-
-std::optional<dtfm::planner::DpCompressionChoice>
-dtfm::planner::parseDpCompression(std::string_view name) {
-  // "topk:R": keep 1/R of each gradient.
-  if (name.substr(0, 5) == "topk:") {
-    std::string ratio(name.substr(5));
-    char *end = nullptr;
-    double r = ratio.empty() ? 0 : std::strtod(ratio.c_str(), &end);
-    if (ratio.empty() || *end != '\0' || !(r > 1 && r <= 1e6))
-      return std::nullopt;
-    return DpCompressionChoice{DpCompression::TopK, r};
-  }
-  std::optional<DpCompression> mode = valueNamed(kCompressionNames, name);
-  if (!mode || *mode == DpCompression::TopK)
-    return std::nullopt;
-  return DpCompressionChoice{*mode, 0};
-}
-
-dtfm::planner::DpCompression
-dtfm::planner::groupCompression(DpCompressionChoice choice,
-                                double denseSeconds, double int8Seconds) {
-  if (choice.mode != DpCompression::Auto)
-    return choice.mode;
-  return int8Seconds <= (1 - kInt8MinSaving) * denseSeconds
-             ? DpCompression::Int8
-             : DpCompression::None;
-}
-
-double dtfm::planner::groupExchangeSeconds(
-    const GroupLinks &group, double denseBytes, double elementBytes,
-    int dataParallelDegree, bool ring, DpCompression mode, double topkRatio) {
-  switch (mode) {
-  case DpCompression::Int8:
-    return group.syncCost(format::int8BytesOfDense(denseBytes, elementBytes),
-                          dataParallelDegree, ring);
-  case DpCompression::TopK:
-    return group.ringAllGatherCost(
-        format::sparseBytesOfDense(denseBytes, elementBytes, topkRatio));
-  case DpCompression::None:
-  case DpCompression::Auto:
-    break;
-  }
-  return group.syncCost(denseBytes, dataParallelDegree, ring);
+double dtfm::planner::groupExchangeSeconds(const GroupLinks &group,
+                                           double denseBytes,
+                                           double elementBytes,
+                                           int dataParallelDegree, bool ring,
+                                           format::WireCodec codec,
+                                           double topkRatio) {
+  double bytes =
+      format::wireBytesOfDense(codec, denseBytes, elementBytes, topkRatio);
+  if (!format::wireCodecInfo(codec).summable)
+    return group.ringAllGatherCost(bytes);
+  return group.syncCost(bytes, dataParallelDegree, ring);
 }
 
 double dtfm::planner::groupExchangeSeconds(
     const Cluster &cluster, const std::vector<int> &group, double denseBytes,
-    double elementBytes, int dataParallelDegree, bool ring, DpCompression mode,
-    double topkRatio) {
+    double elementBytes, int dataParallelDegree, bool ring,
+    format::WireCodec codec, double topkRatio) {
   return groupExchangeSeconds(GroupLinks(cluster, group), denseBytes,
-                              elementBytes, dataParallelDegree, ring, mode,
+                              elementBytes, dataParallelDegree, ring, codec,
                               topkRatio);
 }
 

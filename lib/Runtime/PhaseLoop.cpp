@@ -124,7 +124,7 @@ bool PhaseExecutor::optimizerUpdates(
         updates.emplace_back(Update{&op, p->second, op.operands[1]});
     auto sync = syncOfResult.find(op.operands[1]);
     if (op.kind == OpKind::AdamwUpdate && sync != syncOfResult.end() &&
-        sync->second->attrs.compression == SyncCompression::TopK)
+        format::wireCodecInfo(sync->second->attrs.compression).sparse)
       update.freezeSecondMomentAfter = sync->second->attrs.topkWarmup;
   }
   return true;

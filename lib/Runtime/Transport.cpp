@@ -5,8 +5,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Runtime/Transport.h"
-#include "dtfm/Format/Int8.h"
-#include "dtfm/Format/Sparse.h"
 
 #include "Rendezvous.h"
 
@@ -440,12 +438,16 @@ bool Transport::allreduceSum(int group, float *data, size_t count,
   return true;
 }
 
-bool Transport::allreduceSumInt8(int group, float *data, size_t count,
-                                 std::string &error) {
+bool Transport::allreduceSum(int group, format::WireCodec codec, float *data,
+                             size_t count, size_t kept, std::string &error) {
+  if (codec == format::WireCodec::Dense)
+    return allreduceSum(group, data, count, error);
   const std::vector<int> &members = impl->options.groups.at(group);
   uint32_t tag = impl->groupTags.at(group)++;
+  if (!format::wireCodecInfo(codec).summable)
+    return allgatherSum(members, tag, codec, data, count, kept, error);
   RingPhases phases;
-  phases.int8 = true;
+  phases.codec = codec;
   return ring(members, tag, data,
               evenChunks(count, static_cast<int>(members.size())), phases,
               error);
@@ -490,17 +492,15 @@ bool Transport::ring(const std::vector<int> &members, uint32_t tag,
   int next = members[(me + 1) % n], prev = members[(me + n - 1) % n];
   auto chunkAt = [&](int k) { return ((k % n) + n) % n; };
   auto length = [&](int chunk) { return bounds[chunk + 1] - bounds[chunk]; };
+  const format::WireCodecInfo &codec = format::wireCodecInfo(phases.codec);
   auto bytesOf = [&](int chunk) {
-    return phases.int8 ? format::int8Bytes(length(chunk))
-                       : length(chunk) * sizeof(float);
+    return codec.messageBytes(length(chunk), length(chunk));
   };
   size_t longest = 0;
   for (int k = 0; k < n; ++k)
     longest = std::max(longest, length(k));
-  std::vector<char> incoming(format::int8Bytes(longest) +
-                             longest * sizeof(float));
-  std::vector<char> forward; // int8: the final chunk passed on as received
-  std::vector<float> decoded(longest);
+  std::vector<char> incoming(codec.messageBytes(longest, longest));
+  std::vector<char> forward; // the final chunk passed on as received
   for (int step = 0; step < 2 * (n - 1); ++step) {
     bool reducing = step < n - 1;
     if ((reducing && !phases.reduce) || (!reducing && !phases.gather))
@@ -514,15 +514,17 @@ bool Transport::ring(const std::vector<int> &members, uint32_t tag,
         phases.space | (uint64_t(tag) << 16) | static_cast<uint64_t>(step);
     std::vector<char> message;
     float *sending = data + bounds[sendChunk];
-    if (!phases.int8) {
-      const char *raw = reinterpret_cast<const char *>(sending);
-      message.assign(raw, raw + bytesOf(sendChunk));
-    } else if (reducing || s == 0) {
-      format::encodeInt8(sending, length(sendChunk), message);
+    size_t sendLength = length(sendChunk);
+    if (reducing || s == 0) {
+      if (!codec.encode(sending, sendLength, sendLength, message, error)) {
+        error = "gradient allreduce: " + error;
+        return false;
+      }
       // The owner of a final chunk keeps what the others will decode.
+      std::string ignored;
       if (!reducing)
-        format::decodeInt8(message.data(), message.size(), length(sendChunk),
-                           sending);
+        codec.decode(message.data(), message.size(), sendLength, sendLength,
+                     sending, /*add=*/false, ignored);
     } else {
       message = forward;
     }
@@ -532,39 +534,34 @@ bool Transport::ring(const std::vector<int> &members, uint32_t tag,
       error = "gradient allreduce: " + error;
       return false;
     }
-    float *target = data + bounds[recvChunk];
-    const float *values = reinterpret_cast<const float *>(incoming.data());
-    if (phases.int8) {
-      if (!format::decodeInt8(incoming.data(), bytesOf(recvChunk),
-                              length(recvChunk), decoded.data())) {
-        error = "gradient allreduce: " + describe(prev) +
-                " sent a malformed int8 chunk";
-        return false;
-      }
-      values = decoded.data();
-      if (!reducing)
-        forward.assign(incoming.begin(), incoming.begin() + bytesOf(recvChunk));
+    size_t recvLength = length(recvChunk);
+    std::string malformed;
+    if (!codec.decode(incoming.data(), bytesOf(recvChunk), recvLength,
+                      recvLength, data + bounds[recvChunk], reducing,
+                      malformed)) {
+      error = "gradient allreduce: " + describe(prev) + " sent " + malformed;
+      return false;
     }
-    for (size_t i = 0; i < length(recvChunk); ++i)
-      target[i] = reducing ? target[i] + values[i] : values[i];
+    if (!reducing)
+      forward.assign(incoming.begin(), incoming.begin() + bytesOf(recvChunk));
   }
   return true;
 }
 
-bool Transport::allgatherSumSparse(int group, float *data, size_t count,
-                                   size_t capacity, std::string &error) {
-  const std::vector<int> &members = impl->options.groups.at(group);
-  uint32_t tag = impl->groupTags.at(group)++;
+bool Transport::allgatherSum(const std::vector<int> &members, uint32_t tag,
+                             format::WireCodec codecName, float *data,
+                             size_t count, size_t kept, std::string &error) {
+  const format::WireCodecInfo &codec = format::wireCodecInfo(codecName);
   int n = static_cast<int>(members.size());
   int me = static_cast<int>(std::find(members.begin(), members.end(), rank()) -
                             members.begin());
   int next = members[(me + 1) % n], prev = members[(me + n - 1) % n];
   std::vector<std::vector<char>> messages(n);
-  if (!format::encodeSparse(data, count, capacity, messages[me], error)) {
+  if (!codec.encode(data, count, kept, messages[me], error)) {
     error = "gradient allreduce: " + error;
     return false;
   }
-  size_t bytes = format::sparseBytes(capacity);
+  size_t bytes = codec.messageBytes(count, kept);
   // Step s passes on the message of member me - s, received the step before.
   for (int step = 0; step < n - 1; ++step) {
     int sending = (me - step + n) % n, receiving = (me - step - 1 + n) % n;
@@ -581,8 +578,8 @@ bool Transport::allgatherSumSparse(int group, float *data, size_t count,
   std::fill(data, data + count, 0.0f);
   for (int m = 0; m < n; ++m) {
     std::string malformed;
-    if (!format::addSparse(messages[m].data(), messages[m].size(), count,
-                           capacity, data, malformed)) {
+    if (!codec.decode(messages[m].data(), messages[m].size(), count, kept, data,
+                      /*add=*/true, malformed)) {
       error = "gradient allreduce: " + describe(members[m]) + " sent " +
               malformed;
       return false;

@@ -6,7 +6,6 @@
 
 #include "dtfm/Support/OpShapes.h"
 
-#include "dtfm/Format/Int8.h"
 #include "dtfm/Support/CustomOps.h"
 
 #include <algorithm>
@@ -807,23 +806,24 @@ std::string dtfm::shapes::adamwUpdate(const TensorType &param,
 }
 
 std::string dtfm::shapes::transfer(const TensorType &type, int64_t peer,
-                                   int64_t bytes, bool int8Wire,
+                                   int64_t bytes, format::WireCodec wire,
                                    bool oncePerIteration, double latency,
                                    double bandwidth) {
   if (peer < 0)
     return "expected a non-negative peer, found " + std::to_string(peer);
   int64_t expected = type.numElements() * elementBytes(type.element);
-  std::string format;
-  if (int8Wire) {
+  std::string inCodec;
+  if (wire != format::WireCodec::Dense) {
     if (oncePerIteration)
       return "sends a weight once per iteration: dtfm.wire does not apply";
-    expected = static_cast<int64_t>(::dtfm::format::int8Bytes(
-        static_cast<size_t>(type.numElements())));
-    format = " in int8";
+    const format::WireCodecInfo &codec = format::wireCodecInfo(wire);
+    size_t values = static_cast<size_t>(type.numElements());
+    expected = static_cast<int64_t>(codec.messageBytes(values, values));
+    inCodec = std::string(" in ") + codec.name;
   }
   if (bytes != expected)
     return "expected bytes = " + std::to_string(expected) + " (the size of " +
-           typeText(type) + format + "), found " + std::to_string(bytes);
+           typeText(type) + inCodec + "), found " + std::to_string(bytes);
   if (!(latency >= 0 && std::isfinite(latency)) ||
       !(bandwidth > 0 && std::isfinite(bandwidth)))
     return "expected latency_s >= 0 and bandwidth_gbps > 0, both finite, "

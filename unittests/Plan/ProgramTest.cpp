@@ -217,7 +217,7 @@ TEST(Program, MalformedOpsAreRefusedByName) {
   EXPECT_EQ(decoded.ops[0].attrs.syncEvery, 0);
   EXPECT_EQ(decoded.ops[0].attrs.bucket, 3);
   EXPECT_DOUBLE_EQ(decoded.ops[0].attrs.bucketReady, -1);
-  EXPECT_EQ(decoded.ops[0].attrs.compression, SyncCompression::None);
+  EXPECT_EQ(decoded.ops[0].attrs.compression, format::WireCodec::Dense);
   EXPECT_FALSE(
       decodeProgram(gradSync("dtfm.compression", 0, 0), decoded, error));
   EXPECT_EQ(error, "op #0 dtfm.grad_sync: unknown dtfm.compression 'fp8' "
@@ -225,7 +225,7 @@ TEST(Program, MalformedOpsAreRefusedByName) {
   ASSERT_TRUE(decodeProgram(gradSync("dtfm.compression", 0, 1), decoded,
                             error))
       << error;
-  EXPECT_EQ(decoded.ops[0].attrs.compression, SyncCompression::Int8);
+  EXPECT_EQ(decoded.ops[0].attrs.compression, format::WireCodec::Int8);
   // Top-k needs its ratio, above 1.
   EXPECT_FALSE(
       decodeProgram(gradSync("dtfm.compression", 0, 2), decoded, error));
@@ -237,7 +237,7 @@ TEST(Program, MalformedOpsAreRefusedByName) {
   ASSERT_TRUE(
       decodeProgram(gradSync("dtfm.topk_ratio", 100, 0), decoded, error))
       << error;
-  EXPECT_EQ(decoded.ops[0].attrs.compression, SyncCompression::TopK);
+  EXPECT_EQ(decoded.ops[0].attrs.compression, format::WireCodec::TopK);
   EXPECT_EQ(decoded.ops[0].attrs.topkRatio, 100);
   EXPECT_EQ(decoded.ops[0].attrs.topkWarmup, 0);
   // Its warm-up: a step count, and only for top-k.
@@ -269,7 +269,7 @@ TEST(Program, TransfersInTheInt8FormatAreParsedAndChecked) {
   StageProgram decoded;
   std::string error;
   ASSERT_TRUE(decodeProgram(transfer("int8", false), decoded, error)) << error;
-  EXPECT_TRUE(decoded.ops[0].attrs.int8Wire);
+  EXPECT_EQ(decoded.ops[0].attrs.wire, format::WireCodec::Int8);
   EXPECT_FALSE(decodeProgram(transfer("fp8", false), decoded, error));
   EXPECT_EQ(error, "op #0 dtfm.recv: unknown dtfm.wire 'fp8' (expected int8)");
   EXPECT_FALSE(decodeProgram(transfer("int8", true), decoded, error));

@@ -90,10 +90,10 @@ TEST(AdaTopK, NoCompressionWithRatioOne) {
 TEST(Int8Links, EveryDenseLinkOrWhereItPays) {
   double int8Bytes = static_cast<double>(dtfm::format::int8Bytes(25000000));
   CompressionOptions options;
-  options.int8 = LinkInt8::All;
+  options.linkCodec = {dtfm::format::WireCodec::Int8};
   std::vector<LinkCompression> plan = planCompression(threeLinks(), options);
   for (const LinkCompression &c : plan) {
-    EXPECT_TRUE(c.int8);
+    EXPECT_EQ(c.wire, dtfm::format::WireCodec::Int8);
     EXPECT_FALSE(c.compressed);
     EXPECT_DOUBLE_EQ(c.bytes, int8Bytes);
   }
@@ -101,32 +101,41 @@ TEST(Int8Links, EveryDenseLinkOrWhereItPays) {
   options.targetRatio = 10;
   plan = planCompression(threeLinks(), options);
   EXPECT_TRUE(plan[2].compressed);
-  EXPECT_FALSE(plan[2].int8);
-  EXPECT_TRUE(plan[1].int8);
-  EXPECT_TRUE(plan[0].int8);
+  EXPECT_EQ(plan[2].wire, dtfm::format::WireCodec::Dense);
+  EXPECT_EQ(plan[1].wire, dtfm::format::WireCodec::Int8);
+  EXPECT_EQ(plan[0].wire, dtfm::format::WireCodec::Int8);
   // auto: a latency-bound link (1 s of latency, 0.08 s of bytes) saves
   // under 20% and stays dense; a bandwidth-bound one goes int8.
   std::vector<LinkTransfer> links = {{1e8, 1.0, 10}, {1e8, 0, 10}};
   options = {};
-  options.int8 = LinkInt8::Auto;
+  options.linkCodec.automatic = true;
   plan = planCompression(links, options);
-  EXPECT_FALSE(plan[0].int8);
+  EXPECT_EQ(plan[0].wire, dtfm::format::WireCodec::Dense);
   EXPECT_DOUBLE_EQ(plan[0].bytes, 1e8);
-  EXPECT_TRUE(plan[1].int8);
+  EXPECT_EQ(plan[1].wire, dtfm::format::WireCodec::Int8);
   EXPECT_DOUBLE_EQ(plan[1].bytes, int8Bytes);
   // A bf16 tensor (2 bytes an element) shrinks by about half.
   links = {{1e8, 0, 10, 2}};
-  options.int8 = LinkInt8::All;
+  options.linkCodec = {dtfm::format::WireCodec::Int8};
   EXPECT_DOUBLE_EQ(planCompression(links, options)[0].bytes,
                    static_cast<double>(dtfm::format::int8Bytes(50000000)));
 }
 
+// pp-compression takes the codecs for pipeline transfers and auto; top-k
+// on the links is AdaTopK's ops, not a codec of the option.
 TEST(Int8Links, Spellings) {
-  EXPECT_EQ(parsePpCompression("int8"), LinkInt8::All);
-  EXPECT_EQ(parsePpCompression("auto"), LinkInt8::Auto);
-  EXPECT_EQ(parsePpCompression("none"), LinkInt8::None);
-  EXPECT_FALSE(parsePpCompression("fp8"));
-  EXPECT_STREQ(ppCompressionName(LinkInt8::All), "int8");
+  auto parse = [](const char *name) {
+    return parseCodecChoice(name, CodecUse::PipelineTransfers);
+  };
+  EXPECT_EQ(parse("int8")->codec, dtfm::format::WireCodec::Int8);
+  EXPECT_TRUE(parse("auto")->automatic);
+  EXPECT_EQ(parse("none")->codec, dtfm::format::WireCodec::Dense);
+  EXPECT_FALSE(parse("none")->mayCompress());
+  for (const char *bad : {"fp8", "topk", "topk:10", "int8:2", "none:2", ""})
+    EXPECT_FALSE(parse(bad)) << bad;
+  EXPECT_EQ(codecChoiceName(*parse("int8")), "int8");
+  EXPECT_EQ(codecChoiceName(*parse("auto")), "auto");
+  EXPECT_EQ(codecChoices(CodecUse::PipelineTransfers), "none, int8 or auto");
 }
 
 } // namespace

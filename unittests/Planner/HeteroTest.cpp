@@ -279,13 +279,13 @@ TEST(Hetero, GradientBucketsCountOnlyWhatOutlastsTheBackward) {
   // int8 on the wire (f32 gradients: 2.5e8 elements a block): one bucket of
   // 5e8 elements takes 5e8 + 4 * ceil(5e8 / 256) bytes, 2 * (0.01 +
   // bytes / 2e9) s; the buckets leave the last block's half of it.
-  p.training.dpCompression = {DpCompression::Int8, 0};
+  p.training.dpCompression = {dtfm::format::WireCodec::Int8};
   p.training.bucketCapBytes = 0;
   double int8Bytes = 5e8 + 4 * std::ceil(5e8 / 256);
   EXPECT_NEAR(HeteroModel(p).evaluate({{0, 1}}).dataParallelSeconds,
               2 * (0.01 + int8Bytes / 2e9), 1e-9);
   // auto: int8 takes 0.528 s of dense's 2.02 s here, well over the 20% bar.
-  p.training.dpCompression = {DpCompression::Auto, 0};
+  p.training.dpCompression.automatic = true;
   EXPECT_NEAR(HeteroModel(p).evaluate({{0, 1}}).dataParallelSeconds,
               2 * (0.01 + int8Bytes / 2e9), 1e-9);
   // Far links (10 s latency): int8 would save 0.97 s of 22 s, under 20%.
@@ -294,7 +294,7 @@ TEST(Hetero, GradientBucketsCountOnlyWhatOutlastsTheBackward) {
   q.cluster = &far;
   EXPECT_NEAR(HeteroModel(q).evaluate({{0, 1}}).dataParallelSeconds,
               2 * (10 + 2e9 / 2e9), 1e-9);
-  p.training.dpCompression = {DpCompression::None, 0};
+  p.training.dpCompression = {};
   p.training.bucketCapBytes = -1;
   // Without backward FLOPs the gradients are complete only at the end.
   p.training.bucketCapBytes = -1;

@@ -56,7 +56,7 @@ TEST(Workload, MemoryOptions) {
   ASSERT_TRUE(parseMemoryOptions("none", "all", t, error)) << error;
   EXPECT_EQ(t.stages.shardState, MemoryOption::Never);
   t.syncEvery = 0;
-  t.dpCompression.mode = DpCompression::Int8;
+  t.dpCompression.codec = format::WireCodec::Int8;
   ASSERT_TRUE(parseMemoryOptions("none", "all", t, error)) << error;
   EXPECT_EQ(t.stages.shardState, MemoryOption::Never);
 }
@@ -97,15 +97,15 @@ TEST(Workload, CommunicationOptions) {
   EXPECT_FALSE(
       parseCommunication("auto", 1, "auto", "auto", "topk:10", "none", t, error));
   ASSERT_TRUE(parseCommunication("auto", 1, "auto", "0", "int8", "none", t, error));
-  EXPECT_EQ(t.dpCompression.mode, DpCompression::Int8);
+  EXPECT_EQ(t.dpCompression.codec, format::WireCodec::Int8);
   ASSERT_TRUE(parseCommunication("auto", 1, "auto", "0", "auto", "none", t, error));
-  EXPECT_EQ(t.dpCompression.mode, DpCompression::Auto);
+  EXPECT_TRUE(t.dpCompression.automatic);
   ASSERT_TRUE(parseCommunication("auto", 1, "auto", "0", "topk:100", "none", t, error));
-  EXPECT_EQ(t.dpCompression.mode, DpCompression::TopK);
-  EXPECT_EQ(t.dpCompression.topkRatio, 100);
-  EXPECT_EQ(dpCompressionName(t.dpCompression), "topk:100");
-  EXPECT_EQ(dpCompressionName({DpCompression::TopK, 2.5}), "topk:2.5");
-  EXPECT_EQ(dpCompressionName({DpCompression::Int8, 0}), "int8");
+  EXPECT_EQ(t.dpCompression.codec, format::WireCodec::TopK);
+  EXPECT_EQ(t.dpCompression.ratio, 100);
+  EXPECT_EQ(codecChoiceName(t.dpCompression), "topk:100");
+  EXPECT_EQ(codecChoiceName({format::WireCodec::TopK, false, 2.5}), "topk:2.5");
+  EXPECT_EQ(codecChoiceName({format::WireCodec::Int8, false, 0}), "int8");
   for (const char *bad : {"fp8", "topk", "topk:", "topk:1", "topk:0.5",
                           "topk:x", "topk:10x", "topk:1e7", "topk:nan"}) {
     EXPECT_FALSE(parseCommunication("auto", 1, "auto", "0", bad, "none", t, error))
@@ -117,16 +117,15 @@ TEST(Workload, CommunicationOptions) {
   EXPECT_EQ(error, "dp-compression=topk:10 sparsifies gradients; with "
                    "sync-every the parameters travel dense or int8");
   // auto: int8 when it saves at least 20% of the exchange; never top-k.
-  EXPECT_EQ(groupCompression({DpCompression::Auto, 0}, 1.0, 0.8),
-            DpCompression::Int8);
-  EXPECT_EQ(groupCompression({DpCompression::Auto, 0}, 1.0, 0.81),
-            DpCompression::None);
-  EXPECT_EQ(groupCompression({DpCompression::Int8, 0}, 1.0, 2.0),
-            DpCompression::Int8);
-  EXPECT_EQ(groupCompression({DpCompression::None, 0}, 1.0, 0.1),
-            DpCompression::None);
-  EXPECT_EQ(groupCompression({DpCompression::TopK, 10}, 1.0, 0.1),
-            DpCompression::TopK);
+  CodecChoice automatic{format::WireCodec::Dense, true, 0};
+  EXPECT_EQ(chooseCodec(automatic, 1.0, 0.8), format::WireCodec::Int8);
+  EXPECT_EQ(chooseCodec(automatic, 1.0, 0.81), format::WireCodec::Dense);
+  EXPECT_EQ(chooseCodec({format::WireCodec::Int8}, 1.0, 2.0),
+            format::WireCodec::Int8);
+  EXPECT_EQ(chooseCodec({format::WireCodec::Dense}, 1.0, 0.1),
+            format::WireCodec::Dense);
+  EXPECT_EQ(chooseCodec({format::WireCodec::TopK, false, 10}, 1.0, 0.1),
+            format::WireCodec::TopK);
 }
 
 // sync-every=auto: synchronous while the exchange left after the backward
@@ -161,16 +160,16 @@ TEST(WorkloadTest, TopKExchangeIsARingAllGatherOfSparseMessages) {
   // 4e6 bytes of f32 gradients: 1e6 values, 1e4 kept at R = 100.
   double sparse = 4 + 8 * 1e4;
   EXPECT_DOUBLE_EQ(groupExchangeSeconds(cluster, group, 4e6, 4, 3, true,
-                                        DpCompression::TopK, 100),
+                                        format::WireCodec::TopK, 100),
                    2 * (0.01 + sparse / 5e7));
   EXPECT_DOUBLE_EQ(groupRingAllGatherCost(cluster, {0, 1}, sparse),
                    0.01 + sparse / 1e8);
   // Dense and int8 as the ring all-reduce of their bytes.
   EXPECT_DOUBLE_EQ(groupExchangeSeconds(cluster, group, 4e6, 4, 3, true,
-                                        DpCompression::None, 0),
+                                        format::WireCodec::Dense, 0),
                    groupSyncCost(cluster, group, 4e6, 3, true));
   EXPECT_DOUBLE_EQ(
       groupExchangeSeconds(cluster, group, 4e6, 4, 3, true,
-                           DpCompression::Int8, 0),
+                           format::WireCodec::Int8, 0),
       groupSyncCost(cluster, group, format::int8Bytes(1000000), 3, true));
 }

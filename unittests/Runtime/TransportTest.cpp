@@ -138,7 +138,8 @@ TEST(TransportTest, Int8RingAllreduce) {
             std::vector<float> x(count);
             for (size_t i = 0; i < count; ++i)
               x[i] = static_cast<float>((rank + 1) * (i % 7)) - 3.0f;
-            ASSERT_TRUE(t.allreduceSumInt8(0, x.data(), count, error))
+            ASSERT_TRUE(t.allreduceSum(0, dtfm::format::WireCodec::Int8,
+                                       x.data(), count, count, error))
                 << error;
             // The true sum: 6 (i % 7) - 9, at most 27 in magnitude; a hop
             // rounds by at most half a scale of <= 27 / 127.
@@ -209,7 +210,8 @@ TEST(TransportTest, SparseAllgatherSum) {
             std::vector<float> x(count, 0.0f);
             x[10 * rank + round] = static_cast<float>(rank + 1);
             x[99] = -1;
-            ASSERT_TRUE(t.allgatherSumSparse(0, x.data(), count, 2, error))
+            ASSERT_TRUE(t.allreduceSum(0, dtfm::format::WireCodec::TopK,
+                                       x.data(), count, 2, error))
                 << error;
             for (size_t i = 0; i < count; ++i) {
               float expected = 0;
@@ -224,7 +226,8 @@ TEST(TransportTest, SparseAllgatherSum) {
           // More nonzeros than the capacity: refused before sending (every
           // rank alike, so none waits).
           std::vector<float> full(count, 1.0f);
-          EXPECT_FALSE(t.allgatherSumSparse(0, full.data(), count, 2, error));
+          EXPECT_FALSE(t.allreduceSum(0, dtfm::format::WireCodec::TopK,
+                                      full.data(), count, 2, error));
           EXPECT_EQ(error, "gradient allreduce: a top-k exchange with more "
                            "than its 2 entries");
         });

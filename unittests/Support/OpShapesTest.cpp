@@ -85,7 +85,8 @@ TEST(OpShapesTest, NonFiniteAttributesAreRefused) {
   EXPECT_NE(shapes::adamwUpdate(t, t, t, 1e-3, 0.9, 0.999, 1e-8, inf), "");
   EXPECT_NE(shapes::layerNorm({{2, 4}, "f32"}, t, t, nan, {{2, 4}, "f32"}),
             "");
-  EXPECT_NE(shapes::transfer(t, 1, 16, false, false, inf, 1), "");
+  EXPECT_NE(shapes::transfer(t, 1, 16, format::WireCodec::Dense, false, inf, 1),
+            "");
   EXPECT_NE(shapes::param("w", 3, &nan), "");
   double scale = 0.02;
   EXPECT_EQ(shapes::param("w", 3, &scale), "");

@@ -19,6 +19,7 @@
 #define DTFM_PLAN_PROGRAM_H
 
 #include "dtfm/Format/TensorFile.h"
+#include "dtfm/Format/WireCodec.h"
 #include "dtfm/Support/CustomOps.h"
 #include "dtfm/Support/ElementMath.h"
 
@@ -84,9 +85,6 @@ enum class ParamInit { Zeros, Ones, Constant, Normal, Uniform, External };
 /// Attributes of every op kind, typed, with the dialect's defaults. A
 /// dtfm.backward has its forward op's attributes (dtfm.forward_attrs) here
 /// too, plus `wrt`.
-/// How a dtfm.grad_sync's gradient travels (dtfm.compression).
-enum class SyncCompression : uint8_t { None, Int8, TopK };
-
 struct OpAttrs {
   // dtfm.param / dtfm.input / dtfm.label
   std::string name;
@@ -145,9 +143,9 @@ struct OpAttrs {
   int64_t tag = 0;
   int64_t bytes = 0;
   bool oncePerIteration = false;
-  // dtfm.send / dtfm.recv whose value travels in the int8 format
-  // (dtfm.wire = "int8", format/Int8.h; pp-compression).
-  bool int8Wire = false;
+  // dtfm.send / dtfm.recv: the codec its value travels in (dtfm.wire, a
+  // codec for pipeline transfers; pp-compression).
+  format::WireCodec wire = format::WireCodec::Dense;
   // dtfm.grad_sync: the devices of the data-parallel group, the predicted
   // seconds of this gradient's sync and of its bucket (-1: none), the
   // bucket it travels in (dtfm.bucket: buckets are launched in index order
@@ -162,10 +160,10 @@ struct OpAttrs {
   // (0: no local steps, gradients synchronised every step as above).
   int64_t syncEvery = 0;
   double outerLr = 0.7, outerMomentum = 0.9;
-  // dtfm.grad_sync compressed on the wire, with error feedback:
-  // dtfm.compression = "int8" (format/Int8.h) or "topk" with
-  // dtfm.topk_ratio R (keep 1/R of each gradient, format/Sparse.h).
-  SyncCompression compression = SyncCompression::None;
+  // dtfm.grad_sync compressed on the wire, with error feedback
+  // (dtfm.compression, a codec of format/WireCodec.h); a sparse codec keeps
+  // 1/R of each gradient (dtfm.topk_ratio R).
+  format::WireCodec compression = format::WireCodec::Dense;
   double topkRatio = 0;
   // dtfm.topk_warmup W: top-k starts after W steps synchronised dense, and
   // AdamW's second moment stays as it was at step W from then on (1-bit

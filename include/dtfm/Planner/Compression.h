@@ -27,20 +27,50 @@
 #ifndef DTFM_PLANNER_COMPRESSION_H
 #define DTFM_PLANNER_COMPRESSION_H
 
+#include "dtfm/Format/WireCodec.h"
+
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
 namespace dtfm::planner {
 
-/// 8-bit pipeline transfers (pp-compression): none, on every link top-k
-/// leaves dense, or where they save kInt8LinkMinSaving of the time.
-enum class LinkInt8 { None, All, Auto };
-inline constexpr double kInt8LinkMinSaving = 0.2;
-/// The spellings "none", "int8", "auto"; kPpCompressionChoices for errors.
-const char *ppCompressionName(LinkInt8 mode);
-std::optional<LinkInt8> parsePpCompression(std::string_view name);
-inline constexpr const char *kPpCompressionChoices = "none, int8 or auto";
+/// A compression option: one wire codec (format/WireCodec.h) on every
+/// exchange or link it applies to, or `automatic`: int8 where it saves at
+/// least kInt8MinSaving of the time (as AdaTopK compresses only the links
+/// where it pays). A sparse codec is never chosen for the user: it changes
+/// the training more than int8.
+struct CodecChoice {
+  format::WireCodec codec = format::WireCodec::Dense;
+  bool automatic = false;
+  /// A sparse codec's R: keep 1/R of each gradient (> 1).
+  double ratio = 0;
+  /// Whether anything may travel compressed.
+  bool mayCompress() const {
+    return automatic || codec != format::WireCodec::Dense;
+  }
+};
+inline constexpr double kInt8MinSaving = 0.2;
+
+/// What an option compresses: data-parallel exchanges (dp-compression, any
+/// codec) or pipeline transfers (pp-compression, on the links top-k leaves
+/// dense: the codecs for pipeline transfers).
+enum class CodecUse { Gradients, PipelineTransfers };
+
+/// The spellings: each codec's name ("none", "int8"), a sparse one's as
+/// "name:R", and "auto". parseCodecChoice refuses a codec `use` does not
+/// take and R <= 1 or above 1e6; codecChoices lists them for errors
+/// ("none, int8, topk:R (R > 1) or auto").
+std::string codecChoiceName(CodecChoice choice);
+std::optional<CodecChoice> parseCodecChoice(std::string_view name,
+                                            CodecUse use);
+std::string codecChoices(CodecUse use);
+
+/// What an exchange or link travels as under `choice`: its codec, or under
+/// auto int8 when `int8Seconds` saves kInt8MinSaving of `denseSeconds`.
+format::WireCodec chooseCodec(CodecChoice choice, double denseSeconds,
+                              double int8Seconds);
 
 /// Bytes of one kept element's index on the wire (i64: the type of
 /// dtfm.topk_compress's indices).
@@ -73,16 +103,16 @@ struct CompressionOptions {
   bool uniform = false;
   /// Links with R_i < denseBelow x max_p R_p stay dense (0: none).
   double denseBelow = 0;
-  /// 8-bit transfers on the links top-k leaves dense.
-  LinkInt8 int8 = LinkInt8::None;
+  /// The codec of the links top-k leaves dense (pp-compression).
+  CodecChoice linkCodec;
 };
 
 struct LinkCompression {
   bool compressed = false;
   /// Top-k ratio: numel / k (1 when dense).
   double ratio = 1;
-  /// In the int8 format instead (never with top-k).
-  bool int8 = false;
+  /// The codec on the wire instead (dense with top-k).
+  format::WireCodec wire = format::WireCodec::Dense;
   /// Bytes on the wire: c x dense / ratio when compressed
   /// (topkKeptElementCost).
   double bytes = 0;

@@ -69,44 +69,19 @@ const char *gradientSyncName(GradientSync sync);
 std::optional<GradientSync> parseGradientSync(std::string_view name);
 inline constexpr const char *kGradientSyncChoices = "auto, ps or ring";
 
-/// How a data-parallel group's gradients travel (dp-compression): dense,
-/// int8 with error feedback (format/Int8.h), top-k with error feedback
-/// (keep 1/R of each gradient, format/Sparse.h), or `Auto`: int8 in the
-/// groups where it saves at least kInt8MinSaving of the exchange's time (as
-/// AdaTopK compresses only the links where it pays). Top-k is never chosen
-/// for the user: it changes the training more than int8.
-enum class DpCompression { None, Int8, TopK, Auto };
-inline constexpr double kInt8MinSaving = 0.2;
-
-/// A dp-compression option: the mode and, for TopK, R (keep 1/R; > 1).
-struct DpCompressionChoice {
-  DpCompression mode = DpCompression::None;
-  double topkRatio = 0;
-};
-
-/// The spellings "none", "int8", "topk:R", "auto"; kDpCompressionChoices
-/// for errors. parseDpCompression refuses R <= 1 or above 1e6.
-std::string dpCompressionName(DpCompressionChoice compression);
-std::optional<DpCompressionChoice> parseDpCompression(std::string_view name);
-inline constexpr const char *kDpCompressionChoices =
-    "none, int8, topk:R (R > 1) or auto";
-
-/// What a group's gradients travel as under `choice` (never Auto), given
-/// its exchange time dense and in int8.
-DpCompression groupCompression(DpCompressionChoice choice, double denseSeconds,
-                               double int8Seconds);
-
 /// Seconds of one exchange of `denseBytes` of gradients (values
-/// `elementBytes` wide) over `group` under `mode`: dense and int8 through
-/// the ring or the parameter server (`ring`), top-k (ratio `topkRatio`) as
-/// a ring allgather of every member's sparse message.
+/// `elementBytes` wide) over `group` in `codec`: a summable codec (dense,
+/// int8) through the ring or the parameter server (`ring`), any other (top-k,
+/// ratio `topkRatio`) as a ring allgather of every member's message.
 double groupExchangeSeconds(const GroupLinks &group, double denseBytes,
                             double elementBytes, int dataParallelDegree,
-                            bool ring, DpCompression mode, double topkRatio);
+                            bool ring, format::WireCodec codec,
+                            double topkRatio);
 double groupExchangeSeconds(const Cluster &cluster,
                             const std::vector<int> &group, double denseBytes,
                             double elementBytes, int dataParallelDegree,
-                            bool ring, DpCompression mode, double topkRatio);
+                            bool ring, format::WireCodec codec,
+                            double topkRatio);
 
 /// sync-every=auto (TrainingOptions::syncEvery = kSyncEveryAuto): the plan
 /// takes local steps only where exchanging every step would cost more than
@@ -142,7 +117,7 @@ struct TrainingOptions {
   int64_t syncEvery = 0;
   /// How the gradients travel (dp-compression): dense, int8 or top-k with
   /// error feedback, or int8 where it pays.
-  DpCompressionChoice dpCompression;
+  CodecChoice dpCompression;
   /// AdaTopK on the pipeline's transfers, as --dtfm-insert-compression will
   /// apply it (targetRatio 1: dense).
   CompressionOptions compression;

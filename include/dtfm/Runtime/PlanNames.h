@@ -32,7 +32,6 @@ using plan::PhaseStep;
 using plan::ProgramOp;
 using plan::ProgramValue;
 using plan::StageProgram;
-using plan::SyncCompression;
 using plan::TensorParallelSlice;
 using plan::ValueLifetimes;
 

@@ -25,6 +25,8 @@
 #ifndef DTFM_RUNTIME_TRANSPORT_H
 #define DTFM_RUNTIME_TRANSPORT_H
 
+#include "dtfm/Format/WireCodec.h"
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -95,23 +97,18 @@ public:
   /// ring over the shaped point-to-point links (so data-parallel traffic
   /// pays the cluster's bandwidth and latency too).
   bool allreduceSum(int group, float *data, size_t count, std::string &error);
-  /// allreduceSum with every message in the int8 format (format/Int8.h):
-  /// a ring over the point-to-point links (shaped or not) whose
-  /// reduce-scatter sends each partial sum quantized and whose allgather
-  /// forwards each final chunk as its owner quantized it, so that every
-  /// member ends with the same values. A quarter of the bytes, at the
-  /// price of one rounding per hop.
-  bool allreduceSumInt8(int group, float *data, size_t count,
-                        std::string &error);
-  /// The sum over group `group` of every member's sparse vector, in place
-  /// (top-k exchanges): this member's nonzero entries of data[0, count), at
-  /// most `capacity`, travel in the sparse format (format/Sparse.h); each
-  /// member's message goes once around the ring over the point-to-point
-  /// links (an allgather: sparse vectors cannot be summed on the way) and
-  /// every member adds all of them up in member order, so that all end
-  /// with the same values. A malformed message fails naming its sender.
-  bool allgatherSumSparse(int group, float *data, size_t count,
-                          size_t capacity, std::string &error);
+  /// allreduceSum with every message in `codec` (format/WireCodec.h), over
+  /// the point-to-point links (shaped or not); dense is allreduceSum. A
+  /// summable codec (int8) goes around a ring whose reduce-scatter sends
+  /// each partial sum encoded and whose allgather forwards each final
+  /// chunk as its owner encoded it, so that every member ends with the
+  /// same values (one rounding per hop). Any other (sparse top-k: `kept`
+  /// nonzero entries at most of this member's data[0, count)) is an
+  /// allgather: each member's message goes once around the ring and every
+  /// member adds all of them up in member order. A malformed message
+  /// fails naming its sender.
+  bool allreduceSum(int group, format::WireCodec codec, float *data,
+                    size_t count, size_t kept, std::string &error);
   /// Every rank of the world has reached this point.
   bool barrier(std::string &error);
   /// A small value shared through the rendezvous store (e.g. an NCCL
@@ -140,13 +137,19 @@ private:
   /// `gather` n - 1 steps that spread each member's chunk
   /// (i + 1 - shift) mod n to all.
   struct RingPhases {
-    bool reduce = true, gather = true, int8 = false;
+    bool reduce = true, gather = true;
+    format::WireCodec codec = format::WireCodec::Dense;
     int shift = 0;
     uint64_t space = uint64_t(1) << 54; // the messages' slots
   };
   bool ring(const std::vector<int> &members, uint32_t tag, float *data,
             const std::vector<size_t> &bounds, RingPhases phases,
             std::string &error);
+  /// Every member's message in `codec` once around the ring, summed by
+  /// each member in member order (codecs that are not summable).
+  bool allgatherSum(const std::vector<int> &members, uint32_t tag,
+                    format::WireCodec codec, float *data, size_t count,
+                    size_t kept, std::string &error);
 
   struct Impl;
   explicit Transport(std::unique_ptr<Impl> impl);

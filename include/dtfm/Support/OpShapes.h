@@ -17,6 +17,8 @@
 #ifndef DTFM_SUPPORT_OPSHAPES_H
 #define DTFM_SUPPORT_OPSHAPES_H
 
+#include "dtfm/Format/WireCodec.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -178,11 +180,12 @@ std::string sgdUpdate(const TensorType &param, const TensorType &grad,
 std::string adamwUpdate(const TensorType &param, const TensorType &grad,
                         const TensorType &result, double lr, double beta1,
                         double beta2, double epsilon, double weightDecay);
-/// dtfm.send / dtfm.recv of a value of `type`: `bytes` is its size (in the
-/// int8 wire format when `int8Wire`), the peer is a stage, the link is real.
+/// dtfm.send / dtfm.recv of a value of `type`: `bytes` is its size in its
+/// wire codec (dtfm.wire, format/WireCodec.h), the peer is a stage, the
+/// link is real.
 std::string transfer(const TensorType &type, int64_t peer, int64_t bytes,
-                     bool int8Wire, bool oncePerIteration, double latency,
-                     double bandwidth);
+                     format::WireCodec wire, bool oncePerIteration,
+                     double latency, double bandwidth);
 std::string topkCompress(const TensorType &input, int64_t k,
                          const TensorType &values, const TensorType &indices);
 std::string topkDecompress(const TensorType &values, const TensorType &indices,

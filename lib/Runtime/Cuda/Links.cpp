@@ -32,7 +32,7 @@ bool CudaExecutor::connectGroup(const std::vector<int> &members, int position,
   // encodes them on the wire; NCCL would send them dense.
   for (const ProgramOp &op : program.ops)
     if (op.kind == OpKind::GradSync &&
-        op.attrs.compression != SyncCompression::None)
+        op.attrs.compression != format::WireCodec::Dense)
       return true;
   if (!openCommunicator(members, position, share, "the data-parallel group",
                         comm, error))

@@ -15,8 +15,7 @@
 
 #include "Messages.h"
 #include "Worker/WorkerImpl.h"
-#include "dtfm/Format/Int8.h"
-#include "dtfm/Format/Sparse.h"
+#include "dtfm/Format/WireCodec.h"
 
 #include <algorithm>
 #include <cstring>
@@ -66,16 +65,17 @@ bool Worker::syncGradients(
   }
   size_t total = 0, capacity = 0;
   const OpAttrs &wire = grads.front().first->attrs;
-  SyncCompression compression =
+  format::WireCodec compression =
       wireThisStep(wire.compression, wire.topkWarmup);
   for (const auto &[op, grad] : grads) {
     total += grad->data.size();
-    capacity += format::topkCount(grad->data.size(), wire.topkRatio);
+    capacity += format::keptEntries(wire.compression, grad->data.size(),
+                                    wire.topkRatio);
   }
   std::vector<float> bucket(total);
   size_t at = 0;
   for (const auto &[op, grad] : grads) {
-    if (compression != SyncCompression::None) {
+    if (compression != format::WireCodec::Dense) {
       if (!compressWithFeedback(*op, grad->data.data(), grad->data.size(),
                                 bucket.data() + at, error))
         return false;
@@ -98,18 +98,10 @@ bool Worker::syncGradients(
   return true;
 }
 
-bool Worker::exchange(SyncCompression compression, float *data, size_t count,
-                      size_t capacity, std::string &error) {
-  int group = static_cast<int>(groupIndex);
-  switch (compression) {
-  case SyncCompression::Int8:
-    return transport->allreduceSumInt8(group, data, count, error);
-  case SyncCompression::TopK:
-    return transport->allgatherSumSparse(group, data, count, capacity, error);
-  case SyncCompression::None:
-    break;
-  }
-  return transport->allreduceSum(group, data, count, error);
+bool Worker::exchange(format::WireCodec codec, float *data, size_t count,
+                      size_t kept, std::string &error) {
+  return transport->allreduceSum(static_cast<int>(groupIndex), codec, data,
+                                 count, kept, error);
 }
 
 double Worker::gradientScale() const {
@@ -147,11 +139,10 @@ bool Worker::compressWithFeedback(const ProgramOp &sync, const float *grad,
   float *pending = residual->data.data();
   for (size_t i = 0; i < count; ++i)
     pending[i] += grad[i];
-  if (sync.attrs.compression == SyncCompression::TopK)
-    format::moveTopK(pending, count,
-                     format::topkCount(count, sync.attrs.topkRatio), out);
-  else
-    format::moveInt8(pending, count, out);
+  format::WireCodec codec = sync.attrs.compression;
+  format::wireCodecInfo(codec).moveWithFeedback(
+      pending, count, format::keptEntries(codec, count, sync.attrs.topkRatio),
+      out);
   return true;
 }
 
@@ -195,7 +186,7 @@ bool Worker::planBuckets(std::string &error) {
                 " disagree on their group or dtfm.shard_state";
         return false;
       }
-      if (op->attrs.compression != SyncCompression::None) {
+      if (op->attrs.compression != format::WireCodec::Dense) {
         bucket.compression = op->attrs.compression;
         bucket.topkWarmup = op->attrs.topkWarmup;
       }
@@ -204,7 +195,8 @@ bool Worker::planBuckets(std::string &error) {
       slot.bucket = syncBuckets.size() - 1;
       slot.offset = bucket.elements;
       bucket.elements += elements;
-      bucket.capacity += format::topkCount(elements, op->attrs.topkRatio);
+      bucket.capacity += format::keptEntries(op->attrs.compression, elements,
+                                             op->attrs.topkRatio);
       // Sharded: member k's chunk gets every gradient's shard k, in order.
       if (!bucket.bounds.empty())
         for (size_t k = 0; k < members; ++k)
@@ -310,7 +302,7 @@ void Worker::bucketGradient(const ProgramOp &sync, const cpu::Tensor &grad) {
   if (slot->second.offset + grad.data.size() > bucket.elements)
     return; // a shape the plan did not announce: left to awaitBuckets
   if (wireThisStep(bucket.compression, bucket.topkWarmup) !=
-      SyncCompression::None) {
+      format::WireCodec::Dense) {
     std::string error;
     if (!compressWithFeedback(sync, grad.data.data(), grad.data.size(),
                               bucket.data.data() + slot->second.offset, error))

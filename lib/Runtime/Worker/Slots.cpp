@@ -15,8 +15,7 @@
 
 #include "Messages.h"
 #include "Worker/WorkerImpl.h"
-#include "dtfm/Format/Int8.h"
-#include "dtfm/Format/Sparse.h"
+#include "dtfm/Format/WireCodec.h"
 
 #include <algorithm>
 #include <cstring>
@@ -46,7 +45,7 @@ bool Worker::receiveEntry(int64_t step, const StreamEntry &entry,
       serialise += static_cast<double>(bytes) / linkShapes[link].bytesPerSecond;
     uint64_t slot =
         dataSlot(step, t.phase, entry.microBatch, microBatches, t.tag);
-    if (!t.int8) {
+    if (t.wire == format::WireCodec::Dense) {
       if (!transport->recv(t.peerRank, slot, buffer.data.data(), bytes, error))
         return false;
       continue;
@@ -54,9 +53,12 @@ bool Worker::receiveEntry(int64_t step, const StreamEntry &entry,
     std::vector<char> message(bytes);
     if (!transport->recv(t.peerRank, slot, message.data(), bytes, error))
       return false;
-    if (!format::decodeInt8(message.data(), bytes, buffer.data.size(),
-                            buffer.data.data())) {
-      error = names[t.peerRank] + " sent a malformed int8 message (tag " +
+    size_t values = buffer.data.size();
+    std::string malformed;
+    if (!format::wireCodecInfo(t.wire).decode(message.data(), bytes, values,
+                                              values, buffer.data.data(),
+                                              /*add=*/false, malformed)) {
+      error = names[t.peerRank] + " sent " + malformed + " (tag " +
               std::to_string(t.tag) + ")";
       return false;
     }
@@ -280,12 +282,13 @@ bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
   record(1, "optimizer", start, Clock::now());
   // Local steps: every syncEvery steps the replicas exchange parameters.
   if (syncEvery >= 1 && groupIndex >= 0 && step % syncEvery == 0) {
-    // Pseudo-gradients in the int8 format too when the syncs are.
-    SyncCompression wire = SyncCompression::None;
+    // Pseudo-gradients in the syncs' codec too (one that carries local
+    // steps: the plan's decoder refuses the others).
+    format::WireCodec wire = format::WireCodec::Dense;
     for (const ProgramOp &op : typed.ops)
       if (op.kind == OpKind::GradSync &&
-          op.attrs.compression == SyncCompression::Int8)
-        wire = SyncCompression::Int8;
+          op.attrs.compression != format::WireCodec::Dense)
+        wire = op.attrs.compression;
     float scale = groupAverage();
     // Uneven replicas weight their pseudo-gradients by their share of the
     // global batch (members x share: 1 when even).
@@ -411,12 +414,10 @@ bool Worker::runComputeSlot(int64_t step, std::vector<MicroBatch> &batches,
         continue;
       }
       std::vector<char> message;
-      if (t.int8) {
-        format::encodeInt8(value.data.data(), value.data.size(), message);
-      } else {
-        const char *raw = reinterpret_cast<const char *>(value.data.data());
-        message.assign(raw, raw + value.data.size() * 4);
-      }
+      size_t values = value.data.size();
+      if (!format::wireCodecInfo(t.wire).encode(value.data.data(), values,
+                                                values, message, error))
+        return false;
       messages.emplace_back(static_cast<int>(i), std::move(message));
     }
     if (transport &&

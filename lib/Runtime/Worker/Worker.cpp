@@ -140,7 +140,7 @@ bool Worker::prepare(std::string &error) {
     t.peerRank = rankOf[a.peerDevice];
     t.tag = a.tag;
     t.oncePerIteration = a.oncePerIteration;
-    t.int8 = a.int8Wire;
+    t.wire = a.wire;
     if (t.tag < 0 || t.tag > 0xfff) {
       error = std::string(opName(op.kind)) + " #" + std::to_string(op.index) +
               ": tag out of range";
@@ -338,7 +338,8 @@ bool Worker::connect(std::string &error) {
     std::map<int, int> linkOps;
     for (const std::vector<Transfer> *list : {&sends, &receives})
       for (const Transfer &t : *list)
-        if (!t.oncePerIteration && !t.int8) // int8 is encoded on the host
+        // A compressed value is encoded on the host.
+        if (!t.oncePerIteration && t.wire == format::WireCodec::Dense)
           linkOps[t.op] = t.peerRank;
     if (!executor->connectPeers(options.rank, linkOps, storeUnder("links"),
                                 devicePeers, error))

@@ -12,9 +12,9 @@
 #ifndef DTFM_LIB_RUNTIME_WORKERIMPL_H
 #define DTFM_LIB_RUNTIME_WORKERIMPL_H
 
-#include "dtfm/Format/Int8.h"
 #include "dtfm/Format/PlanFile.h"
 #include "dtfm/Format/Stream.h"
+#include "dtfm/Format/WireCodec.h"
 #include "dtfm/Plan/SimInput.h"
 #include "dtfm/Plan/Simulator.h"
 #include "dtfm/Runtime/Checkpoints.h"
@@ -51,13 +51,14 @@ struct Transfer {
   int peerRank = 0;
   int64_t tag = 0;
   bool oncePerIteration = false;
-  bool int8 = false; ///< in the int8 format on the wire (dtfm.wire)
+  /// The codec of its value on the wire (dtfm.wire).
+  format::WireCodec wire = format::WireCodec::Dense;
   int64_t value = 0; ///< operand (send) or result (recv) value id
   std::vector<int64_t> shape;
 
   /// Bytes of `elements` values on the wire.
   size_t wireBytes(size_t elements) const {
-    return int8 ? format::int8Bytes(elements) : elements * sizeof(float);
+    return format::wireCodecInfo(wire).messageBytes(elements, elements);
   }
 };
 
@@ -108,15 +109,16 @@ private:
   float groupAverage() const;
   double groupMembers() const; ///< members of this program's sync group (1: none)
   /// Compressed syncs (dtfm.compression): `grad` plus the residual the last
-  /// exchange left, as the wire will carry it, into `out` -- rounded to the
-  /// int8 format, or its top-k entries (the rest zero); the residual keeps
-  /// what is not sent (error feedback: sent + residual = that sum, exactly).
+  /// exchange left, as the wire will carry it, into `out` (the codec's
+  /// moveWithFeedback: rounded to int8, or its top-k entries, the rest
+  /// zero); the residual keeps what is not sent (error feedback: sent +
+  /// residual = that sum, exactly).
   bool compressWithFeedback(const ProgramOp &sync, const float *grad,
                             size_t count, float *out, std::string &error);
-  /// Sums data[0, count) over this program's group, in place, as the wire
-  /// carries `compression` (top-k: at most `capacity` entries each).
-  bool exchange(SyncCompression compression, float *data, size_t count,
-                size_t capacity, std::string &error);
+  /// Sums data[0, count) over this program's group, in place, as `codec`
+  /// carries it (sparse codecs: at most `kept` entries each).
+  bool exchange(format::WireCodec codec, float *data, size_t count, size_t kept,
+                std::string &error);
   void bucketGradient(const ProgramOp &sync, const cpu::Tensor &grad);
   bool runSyncThread(std::string &error);
   bool awaitBuckets(
@@ -205,9 +207,9 @@ private:
     std::vector<float> data;
     size_t filled = 0;     // floats handed over this step
     bool synced = false;   // all-reduced and averaged this step
-    SyncCompression compression = SyncCompression::None; // on the wire
-    size_t capacity = 0;   // top-k: the entries its gradients keep
-    int64_t topkWarmup = 0; // top-k: steps sent dense first
+    format::WireCodec compression = format::WireCodec::Dense; // on the wire
+    size_t capacity = 0;    // sparse codecs: the entries its gradients keep
+    int64_t topkWarmup = 0; // sparse codecs: steps sent dense first
     /// Sharded optimizer state (dtfm.shard_state): `data` holds one chunk
     /// per group member, [bounds[k], bounds[k + 1]): member k's shard of
     /// each gradient, in bucket order. Empty: not sharded.
@@ -240,12 +242,12 @@ private:
       std::string &error);
   bool streamingBuckets = false; // this step hands gradients over early
   int64_t currentStep = 0;       // the step runStep is running
-  /// What a sync planned as `planned` sends this step: top-k is dense
-  /// (no error feedback) for its first `topkWarmup` steps.
-  SyncCompression wireThisStep(SyncCompression planned,
-                               int64_t topkWarmup) const {
-    return planned == SyncCompression::TopK && currentStep <= topkWarmup
-               ? SyncCompression::None
+  /// What a sync planned as `planned` sends this step: a sparse codec
+  /// (top-k) is dense (no error feedback) for its first `topkWarmup` steps.
+  format::WireCodec wireThisStep(format::WireCodec planned,
+                                 int64_t topkWarmup) const {
+    return format::wireCodecInfo(planned).sparse && currentStep <= topkWarmup
+               ? format::WireCodec::Dense
                : planned;
   }
   /// Local steps (dtfm.sync_every): parameters exchanged every syncEvery

@@ -11,7 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "OpSupport.h"
-#include "dtfm/Format/Int8.h"
+#include "dtfm/Format/WireCodec.h"
 #include "dtfm/Planner/Workload.h"
 
 using namespace mlir;
@@ -100,15 +100,20 @@ int64_t AdamWUpdateOp::getParameterBytes() { return 8 * numel(getParam()); }
 static LogicalResult verifyTransfer(Operation *op, Value value, int64_t peer,
                                     int64_t bytes, double latency,
                                     double bandwidth) {
-  bool int8Wire = false;
+  namespace format = ::dtfm::format;
+  format::WireCodec codec = format::WireCodec::Dense;
   if (Attribute wire = op->getAttr(kWireAttrName)) {
     auto name = dyn_cast<StringAttr>(wire);
-    if (!name || name.getValue() != "int8")
-      return op->emitOpError() << "expected dtfm.wire = \"int8\", found "
-                               << wire;
-    int8Wire = true;
+    std::optional<format::WireCodec> parsed =
+        name ? format::parseWireCodec(name.getValue().str()) : std::nullopt;
+    if (!parsed || !format::isWireAttrCodec(format::wireCodecInfo(*parsed)))
+      return op->emitOpError()
+             << "expected dtfm.wire = "
+             << format::wireCodecNames(format::isWireAttrCodec, "\"")
+             << ", found " << wire;
+    codec = *parsed;
   }
-  return check(op, shapes::transfer(typeOf(value), peer, bytes, int8Wire,
+  return check(op, shapes::transfer(typeOf(value), peer, bytes, codec,
                                     op->hasAttr(kOncePerIterationAttrName),
                                     latency, bandwidth));
 }
