@@ -14,6 +14,7 @@
 #include "mlir/IR/Builders.h"
 
 #include <map>
+#include <memory>
 
 namespace mlir::dtfm {
 #define GEN_PASS_DEF_INSERTGRADSYNC
@@ -132,20 +133,14 @@ struct InsertGradSync
       SmallVector<Operation *> ops, order;
       ArrayAttr names;
       std::vector<int> group;
-      planner::GradientSync algorithm;
-      ::dtfm::format::WireCodec codec;
-      double elementBytes = 4, total = 0, backwardSeconds = 0;
+      // The group's links (shared: the plan points to them) and its
+      // algorithm and codec (planner::planGradientSync).
+      std::shared_ptr<planner::GroupLinks> links;
+      planner::GradientSyncPlan plan;
+      double total = 0, backwardSeconds = 0;
       std::vector<double> sizes, ready;
     };
     std::vector<StageSync> syncs;
-    auto exchangeSeconds = [&](const StageSync &sync,
-                               ::dtfm::format::WireCodec codec, double bytes) {
-      return planner::groupExchangeSeconds(
-          cluster, sync.group, bytes, sync.elementBytes,
-          static_cast<int>(sync.group.size()),
-          sync.algorithm == planner::GradientSync::Ring, codec,
-          compression->ratio);
-    };
     for (auto &[stage, ops] : updates) {
       StageSync sync;
       sync.ops.assign(ops.begin(), ops.end());
@@ -163,26 +158,16 @@ struct InsertGradSync
       int dp = static_cast<int>(group.size());
       for (Operation *op : ops)
         sync.total += getTensorBytes(op->getOperand(1).getType());
-      double psSeconds =
-          planner::groupDataParallelCost(cluster, group, sync.total, dp);
-      double ringSeconds =
-          planner::groupRingAllReduceCost(cluster, group, sync.total, dp);
-      sync.algorithm = *syncKind;
-      if (sync.algorithm == planner::GradientSync::Auto)
-        sync.algorithm = ringSeconds < psSeconds
-                             ? planner::GradientSync::Ring
-                             : planner::GradientSync::ParameterServer;
       // Compressed (forced, or int8 under auto where it pays): what
       // crosses the links for the gradients' elements.
       Type element =
           cast<ShapedType>(ops.front()->getOperand(1).getType())
               .getElementType();
-      sync.elementBytes =
+      double elementBytes =
           std::max<unsigned>(1, element.getIntOrFloatBitWidth() / 8);
-      sync.codec = planner::chooseCodec(
-          *compression,
-          exchangeSeconds(sync, ::dtfm::format::WireCodec::Dense, sync.total),
-          exchangeSeconds(sync, ::dtfm::format::WireCodec::Int8, sync.total));
+      sync.links = std::make_shared<planner::GroupLinks>(cluster, group);
+      sync.plan = planner::planGradientSync(
+          *sync.links, sync.total, elementBytes, dp, *syncKind, *compression);
       // Buckets in the order the backward completes the gradients (a
       // gradient defined outside the stage's ops is complete from the
       // start).
@@ -217,9 +202,7 @@ struct InsertGradSync
     auto bucketsOf = [&](const StageSync &sync, double cap) {
       return planner::planBuckets(
           sync.sizes, sync.ready, cap,
-          [&](double bytes) {
-            return exchangeSeconds(sync, sync.codec, bytes);
-          },
+          [&](double bytes) { return sync.plan.exchangeSeconds(bytes); },
           sync.backwardSeconds);
     };
     // sync-every=auto: the H of the plan's pipeline time (the shape's) and
@@ -228,8 +211,7 @@ struct InsertGradSync
       double exposed = 0, exchange = 0;
       for (const StageSync &sync : syncs) {
         exposed = std::max(exposed, bucketsOf(sync, capBytes).exposedSeconds);
-        exchange =
-            std::max(exchange, exchangeSeconds(sync, sync.codec, sync.total));
+        exchange = std::max(exchange, sync.plan.exchangeSeconds(sync.total));
       }
       every = planner::chooseSyncEvery(shape.getPipelineS(), exposed,
                                        exchange);
@@ -247,14 +229,13 @@ struct InsertGradSync
       for (Operation *op : sync.ops) {
         Value grad = op->getOperand(1);
         int64_t bytes = getTensorBytes(grad.getType());
-        double seconds = exchangeSeconds(sync, sync.codec, double(bytes));
+        double seconds = sync.plan.exchangeSeconds(double(bytes));
         int bucket = bucketOfOp.lookup(op);
         OpBuilder builder(op);
         auto syncOp = builder.create<GradSyncOp>(
             op->getLoc(), grad.getType(), grad,
-            b.getStringAttr(planner::gradientSyncName(sync.algorithm)),
-            sync.names, b.getI64IntegerAttr(bytes),
-            b.getF64FloatAttr(seconds));
+            b.getStringAttr(planner::gradientSyncName(sync.plan.algorithm)),
+            sync.names, b.getI64IntegerAttr(bytes), b.getF64FloatAttr(seconds));
         for (StringRef attr : {kStageAttrName, kLayerAttrName})
           if (Attribute value = op->getAttr(attr))
             syncOp->setAttr(attr, value);
@@ -265,12 +246,12 @@ struct InsertGradSync
         syncOp->setAttr(kBucketReadyAttrName,
                         b.getF64FloatAttr(planned.readyFraction));
         const ::dtfm::format::WireCodecInfo &codec =
-            ::dtfm::format::wireCodecInfo(sync.codec);
-        if (sync.codec != ::dtfm::format::WireCodec::Dense)
+            ::dtfm::format::wireCodecInfo(sync.plan.codec);
+        if (sync.plan.codec != ::dtfm::format::WireCodec::Dense)
           syncOp->setAttr(kCompressionAttrName, b.getStringAttr(codec.name));
         if (codec.sparse) {
           syncOp->setAttr(kTopkRatioAttrName,
-                          b.getF64FloatAttr(compression->ratio));
+                          b.getF64FloatAttr(sync.plan.ratio));
           syncOp->setAttr(kTopkWarmupAttrName,
                           b.getI64IntegerAttr(topkWarmup));
         }

@@ -159,8 +159,8 @@ bool dtfm::plan::simulate(const SimInput &input, SimResult &result,
                   bytes == d.program->sendBytes.end() ? 0 : bytes->second;
               double &link = linkFree[{self, to}];
               double leave = std::max(begin, link);
-              double transmit =
-                  8.0 * size / (cluster.bandwidthGbps(a, b) * 1e9);
+              double transmit = planner::serialisationSeconds(
+                  size, cluster.bandwidthGbps(a, b));
               link = leave + transmit;
               end = std::max(end, link);
               arrival[{self, to, item.phase, item.microBatch}] =

@@ -3,19 +3,20 @@
 // Part of dtfm.
 //
 //===----------------------------------------------------------------------===//
+//
+// What a cluster is and what the planner derives from it (checks, its
+// fingerprint, nodes, tensor-parallel groups, sub-clusters); reading and
+// writing it in every encoding is ClusterIo.cpp.
+//
+//===----------------------------------------------------------------------===//
 
 #include "dtfm/Planner/Cluster.h"
+#include "dtfm/Planner/CostModel.h"
 #include "dtfm/Support/Hash.h"
 
-#include "plan.pb.h"
-
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 using namespace dtfm::planner;
 
@@ -74,135 +75,6 @@ bool Cluster::validate(std::string &error) const {
         return false;
       }
     }
-  return true;
-}
-
-bool dtfm::planner::readCsvMatrix(const std::string &path, SquareMatrix &matrix,
-                                  std::string &error) {
-  std::ifstream in(path);
-  if (!in) {
-    error = path + ": cannot open file";
-    return false;
-  }
-  std::vector<std::vector<double>> rows;
-  std::string line;
-  size_t lineNo = 0;
-  while (std::getline(in, line)) {
-    ++lineNo;
-    if (!line.empty() && line.back() == '\r')
-      line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos)
-      continue;
-    if (line.find_last_not_of(" \t") != std::string::npos &&
-        line[line.find_last_not_of(" \t")] == ',') {
-      error = path + ":" + std::to_string(lineNo) +
-              ": a trailing comma (an empty last column)";
-      return false;
-    }
-    if (rows.size() >= kMaxClusterDevices) {
-      error = path + ":" + std::to_string(lineNo) + ": more than " +
-              std::to_string(kMaxClusterDevices) + " rows";
-      return false;
-    }
-    std::vector<double> row;
-    std::stringstream cells(line);
-    std::string cell;
-    size_t column = 0;
-    while (std::getline(cells, cell, ',')) {
-      ++column;
-      const char *begin = cell.c_str();
-      char *end = nullptr;
-      errno = 0;
-      double value = std::strtod(begin, &end);
-      while (end && (*end == ' ' || *end == '\t'))
-        ++end;
-      if (end == begin || *end != '\0' || errno == ERANGE ||
-          !std::isfinite(value)) {
-        error = path + ":" + std::to_string(lineNo) + ":" +
-                std::to_string(column) + ": expected a finite number, got '" +
-                cell + "'";
-        return false;
-      }
-      row.push_back(value);
-    }
-    if (!rows.empty() && row.size() != rows.front().size()) {
-      error = path + ":" + std::to_string(lineNo) + ": expected " +
-              std::to_string(rows.front().size()) + " columns, got " +
-              std::to_string(row.size());
-      return false;
-    }
-    rows.push_back(std::move(row));
-  }
-  if (rows.empty()) {
-    error = path + ": empty matrix";
-    return false;
-  }
-  if (rows.size() != rows.front().size()) {
-    error = path + ": matrix is not square (" + std::to_string(rows.size()) +
-            " rows, " + std::to_string(rows.front().size()) + " columns)";
-    return false;
-  }
-  matrix = SquareMatrix(rows.size());
-  for (size_t i = 0; i < rows.size(); ++i)
-    for (size_t j = 0; j < rows.size(); ++j)
-      matrix(i, j) = rows[i][j];
-  return true;
-}
-
-bool dtfm::planner::readLines(const std::string &path,
-                              std::vector<std::string> &lines,
-                              std::string &error) {
-  std::ifstream in(path);
-  if (!in) {
-    error = path + ": cannot open file";
-    return false;
-  }
-  lines.clear();
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r')
-      line.pop_back();
-    if (!line.empty())
-      lines.push_back(line);
-  }
-  return true;
-}
-
-bool dtfm::planner::loadScenarioMatrices(const std::string &dir,
-                                         const std::string &prefix,
-                                         Cluster &cluster, std::string &error) {
-  std::string base = dir + "/" + prefix;
-  Cluster result;
-  result.name = prefix;
-  std::vector<std::string> regions;
-  if (!readCsvMatrix(base + "_delay_ms.csv", result.delayMs, error) ||
-      !readCsvMatrix(base + "_bandwidth_gbps.csv", result.bandwidthGbps,
-                     error) ||
-      !readLines(base + "_regions.csv", regions, error))
-    return false;
-  if (regions.size() != result.delayMs.size()) {
-    error = base + "_regions.csv: expected " +
-            std::to_string(result.delayMs.size()) + " regions, got " +
-            std::to_string(regions.size());
-    return false;
-  }
-  for (size_t i = 0; i < regions.size(); ++i) {
-    Device d;
-    d.name = "gpu" + std::to_string(i);
-    d.region = regions[i];
-    d.peakFlops = 125e12;
-    d.memoryBytes = 16e9;
-    result.devices.push_back(d);
-  }
-  // Each entry must be valid before the two directions are averaged.
-  if (!result.validate(error)) {
-    error = base + ": " + error;
-    return false;
-  }
-  result.delayMs.symmetrize();
-  result.bandwidthGbps.symmetrize();
-  inferNodes(result, kDefaultNodeBandwidthGbps);
-  cluster = std::move(result);
   return true;
 }
 
@@ -325,12 +197,13 @@ dtfm::planner::groupCluster(const Cluster &cluster,
     for (size_t r = 0; t > 1 && r < t; ++r) {
       int from = groups[a][r], to = groups[a][(r + 1) % t];
       latency = std::max(latency, cluster.latencySeconds(from, to));
-      perByte =
-          std::max(perByte, 8.0 / (cluster.bandwidthGbps(from, to) * 1e9));
+      perByte = std::max(
+          perByte, serialisationSeconds(1.0, cluster.bandwidthGbps(from, to)));
     }
-    double steps = 2.0 * static_cast<double>(t - 1);
-    device.groupSumLatencySeconds = steps * latency;
-    device.groupSumSecondsPerByte = steps * perByte / static_cast<double>(t);
+    // A group of one has no hops: 0 for both.
+    device.groupSumLatencySeconds = ringAllReduceSeconds(t, latency);
+    device.groupSumSecondsPerByte =
+        ringAllReduceSeconds(t, perByte) / static_cast<double>(t);
     grouped.devices.push_back(device);
     for (size_t b = 0; b < n; ++b) {
       if (a == b)
@@ -364,57 +237,4 @@ Cluster dtfm::planner::subCluster(const Cluster &cluster,
     }
   }
   return sub;
-}
-
-//===----------------------------------------------------------------------===//
-// The cluster a plan file carries
-//===----------------------------------------------------------------------===//
-
-void dtfm::planner::clusterToPlan(const Cluster &cluster, proto::Plan &plan) {
-  plan.set_cluster_name(cluster.name);
-  plan.set_cluster_fingerprint(clusterFingerprint(cluster));
-  for (const Device &d : cluster.devices) {
-    plan.add_cluster_devices(d.name);
-    proto::PlanDevice &device = *plan.add_devices();
-    device.set_name(d.name);
-    device.set_region(d.region);
-    device.set_peak_flops(d.peakFlops);
-    device.set_efficiency(d.efficiency);
-    device.set_memory_bytes(d.memoryBytes);
-    device.set_node(d.node);
-    device.set_memory_bytes_per_second(d.memoryBandwidth);
-  }
-  for (size_t i = 0; i < cluster.size(); ++i)
-    for (size_t j = 0; j < cluster.size(); ++j) {
-      plan.add_delay_ms(cluster.delayMs(i, j));
-      plan.add_bandwidth_gbps(cluster.bandwidthGbps(i, j));
-    }
-}
-
-bool dtfm::planner::clusterFromPlan(const proto::Plan &plan, Cluster &cluster,
-                                    std::string &error) {
-  size_t n = plan.devices_size();
-  if (n == 0 || static_cast<size_t>(plan.delay_ms_size()) != n * n ||
-      static_cast<size_t>(plan.bandwidth_gbps_size()) != n * n) {
-    error = "the plan carries no complete cluster (devices and N x N links)";
-    return false;
-  }
-  cluster = Cluster();
-  cluster.name = plan.cluster_name();
-  cluster.delayMs = SquareMatrix(n);
-  cluster.bandwidthGbps = SquareMatrix(n);
-  for (const proto::PlanDevice &d : plan.devices())
-    cluster.devices.push_back({d.name(), d.region(), d.peak_flops(),
-                               d.efficiency(), d.memory_bytes(), d.node(),
-                               d.memory_bytes_per_second()});
-  for (size_t i = 0; i < n; ++i)
-    for (size_t j = 0; j < n; ++j) {
-      cluster.delayMs(i, j) = plan.delay_ms(i * n + j);
-      cluster.bandwidthGbps(i, j) = plan.bandwidth_gbps(i * n + j);
-    }
-  if (clusterFingerprint(cluster) != plan.cluster_fingerprint()) {
-    error = "the plan's cluster does not match its fingerprint (corrupt plan)";
-    return false;
-  }
-  return cluster.validate(error);
 }

@@ -49,7 +49,7 @@ double ringCost(const std::vector<int> &group, LinkCost link) {
   double slowest = 0;
   for (size_t i = 0; i < n; ++i)
     slowest = std::max(slowest, link(group[i], group[(i + 1) % n]) / 2);
-  return 2.0 * static_cast<double>(n - 1) * slowest;
+  return ringAllReduceSeconds(n, slowest);
 }
 
 } // namespace
@@ -71,7 +71,7 @@ GroupLinks::GroupLinks(const Cluster &cluster, const std::vector<int> &group)
     return;
   for (size_t i = 0; i < n; ++i)
     hops.push_back({cluster.latencySeconds(group[i], group[(i + 1) % n]),
-                    cluster.bandwidthGbps(group[i], group[(i + 1) % n]) * 1e9});
+                    cluster.bandwidthGbps(group[i], group[(i + 1) % n])});
 }
 
 double GroupLinks::dataParallelCost(double bytes,
@@ -84,8 +84,8 @@ double GroupLinks::dataParallelCost(double bytes,
         if (i != j) {
           spokes[i].latencySeconds +=
               cluster->latencySeconds(group[i], group[j]);
-          spokes[i].secondsPerByte +=
-              8.0 / (cluster->bandwidthGbps(group[i], group[j]) * 1e9);
+          spokes[i].secondsPerByte += serialisationSeconds(
+              1.0, cluster->bandwidthGbps(group[i], group[j]));
         }
     // Only the spokes no other beats in both latency and seconds per byte
     // can be the slowest (rounding is monotonic: the maximum is the same).
@@ -111,9 +111,9 @@ double GroupLinks::dataParallelCost(double bytes,
 
 double GroupLinks::slowestHop(double bytes) const {
   double slowest = 0;
-  for (const Hop &hop : hops) // Cluster::transferSeconds
-    slowest =
-        std::max(slowest, hop.latencySeconds + 8.0 * bytes / hop.bitsPerSecond);
+  for (const Hop &hop : hops)
+    slowest = std::max(
+        slowest, linkSeconds(hop.latencySeconds, hop.bandwidthGbps, bytes));
   return slowest;
 }
 
@@ -121,8 +121,8 @@ double GroupLinks::ringAllReduceCost(double bytes,
                                      int dataParallelDegree) const {
   if (hops.empty())
     return 0;
-  return 2.0 * static_cast<double>(hops.size() - 1) *
-         slowestHop(bytes / std::max(1, dataParallelDegree));
+  return ringAllReduceSeconds(
+      hops.size(), slowestHop(bytes / std::max(1, dataParallelDegree)));
 }
 
 double GroupLinks::ringAllGatherCost(double bytesPerMember) const {

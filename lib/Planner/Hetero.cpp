@@ -339,26 +339,13 @@ HeteroCost HeteroModel::score(const Partition &stages, const Layout &layout,
     double gradientBytes =
         parameterBytes * workload.gradientBytesPerParameterByte;
     if (dp > 1) {
-      // The algorithm as --dtfm-insert-grad-sync chooses it (on the dense
-      // bytes), then what crosses the links: int8 or top-k when compressed
-      // (forced, or int8 where it pays under auto).
-      const GroupLinks &links = layout.groupLinks[s];
-      auto cost = [&](double bytes, bool ring) {
-        return links.syncCost(bytes, problem.dataParallel, ring);
-      };
-      bool useRing = training.sync == GradientSync::Ring ||
-                     (training.sync == GradientSync::Auto &&
-                      cost(gradientBytes, true) < cost(gradientBytes, false));
-      auto secondsAs = [&](format::WireCodec codec, double bytes) {
-        return groupExchangeSeconds(
-            links, bytes, 1 / workload.gradientElementsPerByte,
-            problem.dataParallel, useRing, codec, training.dpCompression.ratio);
-      };
-      format::WireCodec codec =
-          chooseCodec(training.dpCompression,
-                      secondsAs(format::WireCodec::Dense, gradientBytes),
-                      secondsAs(format::WireCodec::Int8, gradientBytes));
-      auto exchange = [&](double bytes) { return secondsAs(codec, bytes); };
+      // The group's algorithm and codec as --dtfm-insert-grad-sync
+      // chooses them (planGradientSync).
+      GradientSyncPlan sync = planGradientSync(
+          layout.groupLinks[s], gradientBytes,
+          1 / workload.gradientElementsPerByte, problem.dataParallel,
+          training.sync, training.dpCompression);
+      auto exchange = [&](double bytes) { return sync.exchangeSeconds(bytes); };
       // The gradients in buckets, overlapping the last micro-batch's
       // backward (Planner/Buckets.h, as --dtfm-insert-grad-sync cuts them):
       // the backward runs from the stage's last block to its first, and a

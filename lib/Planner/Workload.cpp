@@ -160,6 +160,36 @@ double dtfm::planner::groupExchangeSeconds(
                               topkRatio);
 }
 
+double
+dtfm::planner::GradientSyncPlan::exchangeSeconds(double denseBytes) const {
+  return groupExchangeSeconds(*links, denseBytes, elementBytes, degree,
+                              algorithm == GradientSync::Ring, codec, ratio);
+}
+
+dtfm::planner::GradientSyncPlan dtfm::planner::planGradientSync(
+    const GroupLinks &links, double denseBytes, double elementBytes, int degree,
+    GradientSync sync, const CodecChoice &compression) {
+  GradientSyncPlan plan;
+  plan.links = &links;
+  plan.elementBytes = elementBytes;
+  plan.degree = degree;
+  plan.ratio = compression.ratio;
+  plan.algorithm = sync;
+  if (sync == GradientSync::Auto)
+    plan.algorithm = links.syncCost(denseBytes, degree, true) <
+                             links.syncCost(denseBytes, degree, false)
+                         ? GradientSync::Ring
+                         : GradientSync::ParameterServer;
+  auto secondsAs = [&](format::WireCodec codec) {
+    return groupExchangeSeconds(links, denseBytes, elementBytes, degree,
+                                plan.algorithm == GradientSync::Ring, codec,
+                                compression.ratio);
+  };
+  plan.codec = chooseCodec(compression, secondsAs(format::WireCodec::Dense),
+                           secondsAs(format::WireCodec::Int8));
+  return plan;
+}
+
 int64_t dtfm::planner::chooseSyncEvery(double pipelineSeconds,
                                        double exposedSeconds,
                                        double exchangeSeconds) {

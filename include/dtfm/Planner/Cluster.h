@@ -21,6 +21,23 @@ class Plan;
 
 namespace dtfm::planner {
 
+/// The one link-time formula (alpha-beta): `bytes` leave a link of
+/// `bandwidthGbps` in serialisationSeconds (8 bits a byte, 10^9 bit/s a
+/// Gbps) and arrive `latencySeconds` after that (linkSeconds). The cost
+/// model, AdaTopK, the simulator and the runtime's link shaping all time
+/// links with these.
+inline double serialisationSeconds(double bytes, double bandwidthGbps) {
+  return 8.0 * bytes / (bandwidthGbps * 1e9);
+}
+inline double linkSeconds(double latencySeconds, double bandwidthGbps,
+                          double bytes) {
+  return latencySeconds + serialisationSeconds(bytes, bandwidthGbps);
+}
+/// A link's bandwidth in bytes per second.
+inline double linkBytesPerSecond(double bandwidthGbps) {
+  return bandwidthGbps * 1e9 / 8;
+}
+
 /// One accelerator.
 struct Device {
   std::string name;
@@ -90,9 +107,9 @@ struct Cluster {
   double latencySeconds(size_t a, size_t b) const {
     return delayMs(a, b) / 1000.0;
   }
-  /// alpha + bytes / beta, in seconds (8 bits per byte, 10^9 bit/s per Gbps).
+  /// alpha + bytes / beta, in seconds (linkSeconds).
   double transferSeconds(size_t a, size_t b, double bytes) const {
-    return latencySeconds(a, b) + 8.0 * bytes / (bandwidthGbps(a, b) * 1e9);
+    return linkSeconds(latencySeconds(a, b), bandwidthGbps(a, b), bytes);
   }
 
   /// Checks shapes and values: matrices n x n, finite, delays >= 0,

@@ -28,6 +28,7 @@
 #define DTFM_PLANNER_COMPRESSION_H
 
 #include "dtfm/Format/WireCodec.h"
+#include "dtfm/Planner/Cluster.h"
 
 #include <optional>
 #include <string>
@@ -90,9 +91,9 @@ struct LinkTransfer {
   /// Bytes per element of the dense tensor (what int8 shrinks).
   double elementBytes = 4;
 
-  /// alpha + bytes / beta.
+  /// alpha + bytes / beta (linkSeconds).
   double seconds(double bytes) const {
-    return latencySeconds + 8.0 * bytes / (bandwidthGbps * 1e9);
+    return linkSeconds(latencySeconds, bandwidthGbps, bytes);
   }
 };
 

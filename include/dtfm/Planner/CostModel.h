@@ -100,6 +100,14 @@ private:
   SquareMatrix dpLink, ppLink;
 };
 
+/// A ring all-reduce over `members` (a reduce-scatter then an allgather,
+/// n - 1 steps each) whose slowest hop takes `slowestHopSeconds` for one
+/// chunk: the one ring formula of the cost model, GroupLinks and grouped
+/// devices (groupCluster).
+inline double ringAllReduceSeconds(size_t members, double slowestHopSeconds) {
+  return 2.0 * static_cast<double>(members - 1) * slowestHopSeconds;
+}
+
 /// One group's links, gathered once for the exchange costs of any size:
 /// per member the sums of its latencies and seconds per byte to the others
 /// (the parameter server's), and the ring's hops. Each cost is then linear
@@ -133,7 +141,7 @@ private:
   /// Per member: sums over the others (filled on first use).
   mutable std::vector<Spoke> spokes;
   struct Hop {
-    double latencySeconds = 0, bitsPerSecond = 0;
+    double latencySeconds = 0, bandwidthGbps = 0;
   };
   std::vector<Hop> hops; ///< member i to member i + 1 (mod n)
 };

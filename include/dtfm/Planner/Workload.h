@@ -83,6 +83,35 @@ double groupExchangeSeconds(const Cluster &cluster,
                             bool ring, format::WireCodec codec,
                             double topkRatio);
 
+/// How one data-parallel group synchronises its gradients: the one policy
+/// --dtfm-insert-grad-sync writes into the plan and the hetero model costs.
+struct GradientSyncPlan {
+  /// Ring or parameter server (never Auto).
+  GradientSync algorithm = GradientSync::ParameterServer;
+  /// What the gradients travel as (never chosen sparse for the user).
+  format::WireCodec codec = format::WireCodec::Dense;
+  /// A sparse codec's R.
+  double ratio = 0;
+  /// Seconds of one exchange of `denseBytes` of the group's gradients in
+  /// this algorithm and codec (groupExchangeSeconds).
+  double exchangeSeconds(double denseBytes) const;
+
+  const GroupLinks *links = nullptr;
+  double elementBytes = 4;
+  int degree = 1;
+};
+
+/// The plan of a group of `degree` members over `links` whose gradients
+/// are `denseBytes` of values `elementBytes` wide: under `sync` = Auto the
+/// ring when it moves those bytes faster than DT-FM's parameter server;
+/// then the codec `compression` takes for them (chooseCodec: under auto,
+/// int8 where it saves kInt8MinSaving of the dense exchange). `links` must
+/// outlive the plan.
+GradientSyncPlan planGradientSync(const GroupLinks &links, double denseBytes,
+                                  double elementBytes, int degree,
+                                  GradientSync sync,
+                                  const CodecChoice &compression);
+
 /// sync-every=auto (TrainingOptions::syncEvery = kSyncEveryAuto): the plan
 /// takes local steps only where exchanging every step would cost more than
 /// kAutoSyncShare of the pipeline's time, and then the smallest H of

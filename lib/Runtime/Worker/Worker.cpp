@@ -255,8 +255,9 @@ bool Worker::connect(std::string &error) {
             !deviceIndex.count(names[b]))
           continue;
         size_t i = deviceIndex[names[a]], j = deviceIndex[names[b]];
-        t.links[a * size + b] = {cluster.latencySeconds(i, j),
-                                 cluster.bandwidthGbps(i, j) * 1e9 / 8};
+        t.links[a * size + b] = {
+            cluster.latencySeconds(i, j),
+            planner::linkBytesPerSecond(cluster.bandwidthGbps(i, j))};
       }
   }
   // The data-parallel group of this stage (every member computes the same

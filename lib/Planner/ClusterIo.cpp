@@ -1,20 +1,29 @@
-//===- ClusterFile.cpp - Cluster files (proto text format) ----------------===//
+//===- ClusterIo.cpp - A cluster in and out of every encoding -------------===//
 //
 // Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+//
+// The one home of cluster I/O: the DT-FM scenarios' CSV matrices, cluster
+// files (proto text format) read and written, join requests, and the
+// cluster a plan file carries.
 //
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Planner/Cluster.h"
 
 #include "cluster.pb.h"
+#include "plan.pb.h"
 
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <set>
@@ -448,4 +457,190 @@ bool dtfm::planner::withJoinedDevice(const Cluster &cluster,
     return false;
   out = std::move(result);
   return true;
+}
+
+//===----------------------------------------------------------------------===//
+// The DT-FM scenarios' CSV matrices
+//===----------------------------------------------------------------------===//
+
+bool dtfm::planner::readCsvMatrix(const std::string &path, SquareMatrix &matrix,
+                                  std::string &error) {
+  std::ifstream in(path);
+  if (!in) {
+    error = path + ": cannot open file";
+    return false;
+  }
+  std::vector<std::vector<double>> rows;
+  std::string line;
+  size_t lineNo = 0;
+  while (std::getline(in, line)) {
+    ++lineNo;
+    if (!line.empty() && line.back() == '\r')
+      line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos)
+      continue;
+    if (line.find_last_not_of(" \t") != std::string::npos &&
+        line[line.find_last_not_of(" \t")] == ',') {
+      error = path + ":" + std::to_string(lineNo) +
+              ": a trailing comma (an empty last column)";
+      return false;
+    }
+    if (rows.size() >= kMaxClusterDevices) {
+      error = path + ":" + std::to_string(lineNo) + ": more than " +
+              std::to_string(kMaxClusterDevices) + " rows";
+      return false;
+    }
+    std::vector<double> row;
+    std::stringstream cells(line);
+    std::string cell;
+    size_t column = 0;
+    while (std::getline(cells, cell, ',')) {
+      ++column;
+      const char *begin = cell.c_str();
+      char *end = nullptr;
+      errno = 0;
+      double value = std::strtod(begin, &end);
+      while (end && (*end == ' ' || *end == '\t'))
+        ++end;
+      if (end == begin || *end != '\0' || errno == ERANGE ||
+          !std::isfinite(value)) {
+        error = path + ":" + std::to_string(lineNo) + ":" +
+                std::to_string(column) + ": expected a finite number, got '" +
+                cell + "'";
+        return false;
+      }
+      row.push_back(value);
+    }
+    if (!rows.empty() && row.size() != rows.front().size()) {
+      error = path + ":" + std::to_string(lineNo) + ": expected " +
+              std::to_string(rows.front().size()) + " columns, got " +
+              std::to_string(row.size());
+      return false;
+    }
+    rows.push_back(std::move(row));
+  }
+  if (rows.empty()) {
+    error = path + ": empty matrix";
+    return false;
+  }
+  if (rows.size() != rows.front().size()) {
+    error = path + ": matrix is not square (" + std::to_string(rows.size()) +
+            " rows, " + std::to_string(rows.front().size()) + " columns)";
+    return false;
+  }
+  matrix = SquareMatrix(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i)
+    for (size_t j = 0; j < rows.size(); ++j)
+      matrix(i, j) = rows[i][j];
+  return true;
+}
+
+bool dtfm::planner::readLines(const std::string &path,
+                              std::vector<std::string> &lines,
+                              std::string &error) {
+  std::ifstream in(path);
+  if (!in) {
+    error = path + ": cannot open file";
+    return false;
+  }
+  lines.clear();
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r')
+      line.pop_back();
+    if (!line.empty())
+      lines.push_back(line);
+  }
+  return true;
+}
+
+bool dtfm::planner::loadScenarioMatrices(const std::string &dir,
+                                         const std::string &prefix,
+                                         Cluster &cluster, std::string &error) {
+  std::string base = dir + "/" + prefix;
+  Cluster result;
+  result.name = prefix;
+  std::vector<std::string> regions;
+  if (!readCsvMatrix(base + "_delay_ms.csv", result.delayMs, error) ||
+      !readCsvMatrix(base + "_bandwidth_gbps.csv", result.bandwidthGbps,
+                     error) ||
+      !readLines(base + "_regions.csv", regions, error))
+    return false;
+  if (regions.size() != result.delayMs.size()) {
+    error = base + "_regions.csv: expected " +
+            std::to_string(result.delayMs.size()) + " regions, got " +
+            std::to_string(regions.size());
+    return false;
+  }
+  for (size_t i = 0; i < regions.size(); ++i) {
+    Device d;
+    d.name = "gpu" + std::to_string(i);
+    d.region = regions[i];
+    d.peakFlops = 125e12;
+    d.memoryBytes = 16e9;
+    result.devices.push_back(d);
+  }
+  // Each entry must be valid before the two directions are averaged.
+  if (!result.validate(error)) {
+    error = base + ": " + error;
+    return false;
+  }
+  result.delayMs.symmetrize();
+  result.bandwidthGbps.symmetrize();
+  inferNodes(result, kDefaultNodeBandwidthGbps);
+  cluster = std::move(result);
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// The cluster a plan file carries
+//===----------------------------------------------------------------------===//
+
+void dtfm::planner::clusterToPlan(const Cluster &cluster, proto::Plan &plan) {
+  plan.set_cluster_name(cluster.name);
+  plan.set_cluster_fingerprint(clusterFingerprint(cluster));
+  for (const Device &d : cluster.devices) {
+    plan.add_cluster_devices(d.name);
+    proto::PlanDevice &device = *plan.add_devices();
+    device.set_name(d.name);
+    device.set_region(d.region);
+    device.set_peak_flops(d.peakFlops);
+    device.set_efficiency(d.efficiency);
+    device.set_memory_bytes(d.memoryBytes);
+    device.set_node(d.node);
+    device.set_memory_bytes_per_second(d.memoryBandwidth);
+  }
+  for (size_t i = 0; i < cluster.size(); ++i)
+    for (size_t j = 0; j < cluster.size(); ++j) {
+      plan.add_delay_ms(cluster.delayMs(i, j));
+      plan.add_bandwidth_gbps(cluster.bandwidthGbps(i, j));
+    }
+}
+
+bool dtfm::planner::clusterFromPlan(const proto::Plan &plan, Cluster &cluster,
+                                    std::string &error) {
+  size_t n = plan.devices_size();
+  if (n == 0 || static_cast<size_t>(plan.delay_ms_size()) != n * n ||
+      static_cast<size_t>(plan.bandwidth_gbps_size()) != n * n) {
+    error = "the plan carries no complete cluster (devices and N x N links)";
+    return false;
+  }
+  cluster = Cluster();
+  cluster.name = plan.cluster_name();
+  cluster.delayMs = SquareMatrix(n);
+  cluster.bandwidthGbps = SquareMatrix(n);
+  for (const proto::PlanDevice &d : plan.devices())
+    cluster.devices.push_back({d.name(), d.region(), d.peak_flops(),
+                               d.efficiency(), d.memory_bytes(), d.node(),
+                               d.memory_bytes_per_second()});
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < n; ++j) {
+      cluster.delayMs(i, j) = plan.delay_ms(i * n + j);
+      cluster.bandwidthGbps(i, j) = plan.bandwidth_gbps(i * n + j);
+    }
+  if (clusterFingerprint(cluster) != plan.cluster_fingerprint()) {
+    error = "the plan's cluster does not match its fingerprint (corrupt plan)";
+    return false;
+  }
+  return cluster.validate(error);
 }
