@@ -47,6 +47,17 @@ std::optional<OpKind> dtfm::plan::opKindOf(std::string_view name) {
   return it->second;
 }
 
+std::optional<dtfm::math::UnaryOp> dtfm::plan::unaryMathOf(OpKind kind) {
+  switch (kind) {
+#define DTFM_UNARY_MATH(Kind, Op)                                              \
+  case OpKind::Kind:                                                           \
+    return math::UnaryOp::Op;
+#include "dtfm/Plan/OpKinds.def"
+  default:
+    return std::nullopt;
+  }
+}
+
 bool dtfm::plan::isStructural(OpKind kind) {
   switch (kind) {
   case OpKind::Param:

@@ -134,40 +134,50 @@ TEST(Kernels, ElementwiseMathPowAndReduceMean) {
   for (float &v : positive.data)
     v = std::fabs(v) + 0.5f;
   Tensor r = random(x.shape, rng);
-  for (const char *kind : {"sqrt", "tanh", "erf", "exp", "sigmoid", "silu"}) {
-    Tensor &in = std::string(kind) == "sqrt" ? positive : x;
-    Tensor y = elementwiseMath(in, kind);
-    EXPECT_NEAR(
-        y.data[5],
-        std::string(kind) == "sqrt"      ? std::sqrt(in.data[5])
-        : std::string(kind) == "tanh"    ? std::tanh(in.data[5])
-        : std::string(kind) == "erf"     ? std::erf(in.data[5])
-        : std::string(kind) == "sigmoid" ? 1 / (1 + std::exp(-in.data[5]))
-        : std::string(kind) == "silu" ? in.data[5] / (1 + std::exp(-in.data[5]))
-                                      : std::exp(in.data[5]),
-        1e-6);
+  using dtfm::math::UnaryOp;
+  using dtfm::math::UnaryParams;
+  for (auto [op, kind] : {std::pair{UnaryOp::Sqrt, "sqrt"},
+                          {UnaryOp::Tanh, "tanh"},
+                          {UnaryOp::Erf, "erf"},
+                          {UnaryOp::Exp, "exp"},
+                          {UnaryOp::Sigmoid, "sigmoid"},
+                          {UnaryOp::Silu, "silu"}}) {
+    Tensor &in = op == UnaryOp::Sqrt ? positive : x;
+    Tensor y = unaryMath(in, op, {});
+    float v = in.data[5];
+    EXPECT_NEAR(y.data[5],
+                op == UnaryOp::Sqrt      ? std::sqrt(v)
+                : op == UnaryOp::Tanh    ? std::tanh(v)
+                : op == UnaryOp::Erf     ? std::erf(v)
+                : op == UnaryOp::Sigmoid ? 1 / (1 + std::exp(-v))
+                : op == UnaryOp::Silu    ? v / (1 + std::exp(-v))
+                                         : std::exp(v),
+                1e-6);
     Tensor dx(in.shape);
-    elementwiseMathBackward(in, kind, r, &dx);
-    expectGradient(in, dx, [&]() { return elementwiseMath(in, kind); }, r,
-                   kind, 1e-3);
+    unaryMathBackward(in, op, {}, r, &dx);
+    expectGradient(
+        in, dx, [&]() { return unaryMath(in, op, {}); }, r, kind, 1e-3);
   }
   // Clip (ReLU6's bounds), away from the kinks: the gradient passes only
   // strictly inside.
   Tensor spread = x;
   for (int64_t i = 0; i < spread.numel(); ++i)
     spread.data[i] = 8 * x.data[i] + (i % 3 == 0 ? 3.0f : 0.0f);
-  Tensor clipped = clip(spread, 0, 6);
+  UnaryParams relu6{1, 0, 6};
+  Tensor clipped = unaryMath(spread, UnaryOp::Clip, relu6);
   for (int64_t i = 0; i < spread.numel(); ++i)
     EXPECT_EQ(clipped.data[i], std::min(std::max(spread.data[i], 0.0f), 6.0f));
   Tensor dClip(spread.shape);
-  clipBackward(spread, 0, 6, r, &dClip);
+  unaryMathBackward(spread, UnaryOp::Clip, relu6, r, &dClip);
   expectGradient(
-      spread, dClip, [&]() { return clip(spread, 0, 6); }, r, "clip", 1e-3);
+      spread, dClip, [&]() { return unaryMath(spread, UnaryOp::Clip, relu6); },
+      r, "clip", 1e-3);
   for (double e : {2.0, 3.0, 0.5}) {
     Tensor dx(positive.shape);
-    powerBackward(positive, e, r, &dx);
-    expectGradient(positive, dx, [&]() { return power(positive, e); }, r,
-                   "pow", 1e-3);
+    unaryMathBackward(positive, UnaryOp::Pow, {e}, r, &dx);
+    expectGradient(
+        positive, dx, [&]() { return unaryMath(positive, UnaryOp::Pow, {e}); },
+        r, "pow", 1e-3);
   }
   for (bool keep : {true, false}) {
     Tensor m = reduceMean(x, {-1, 0}, keep);

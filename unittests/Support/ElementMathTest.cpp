@@ -398,51 +398,98 @@ TEST(ElementMath, RotaryElementsTurnAsTheCpuKernel) {
   }
 }
 
+double sigmoidOf(double v) { return 1 / (1 + std::exp(-v)); }
+
+// The oracle: each function and its derivative in double precision,
+// written here from their definitions (the CPU and CUDA kernels both run
+// applyUnary / unaryGradient, so neither can be the other's oracle).
 TEST(ElementMath, UnaryMathAndGradients) {
   std::mt19937 rng(8);
   Tensor x = random({200}, rng), dOut = random({200}, rng);
   for (float &v : x.data)
     v = std::fabs(v) + 0.1f; // sqrt and fractional powers need x > 0
-  for (auto [op, kind] : {std::pair{UnaryOp::Sqrt, "sqrt"},
-                          {UnaryOp::Tanh, "tanh"},
-                          {UnaryOp::Erf, "erf"},
-                          {UnaryOp::Exp, "exp"},
-                          {UnaryOp::Sigmoid, "sigmoid"},
-                          {UnaryOp::Silu, "silu"}}) {
-    Tensor want = cpu::elementwiseMath(x, kind), wantDx(x.shape);
-    cpu::elementwiseMathBackward(x, kind, dOut, &wantDx);
-    Tensor got(x.shape), dx(x.shape);
+  struct Case {
+    UnaryOp op;
+    UnaryParams params;
+    double (*value)(double, UnaryParams);
+    double (*derivative)(double, UnaryParams);
+    const char *name;
+  };
+  const double pi = 3.14159265358979323846;
+  std::vector<Case> cases = {
+      {UnaryOp::Sqrt,
+       {},
+       [](double v, UnaryParams) { return std::sqrt(v); },
+       [](double v, UnaryParams) { return 0.5 / std::sqrt(v); },
+       "sqrt"},
+      {UnaryOp::Tanh,
+       {},
+       [](double v, UnaryParams) { return std::tanh(v); },
+       [](double v, UnaryParams) { return 1 - std::tanh(v) * std::tanh(v); },
+       "tanh"},
+      {UnaryOp::Erf,
+       {},
+       [](double v, UnaryParams) { return std::erf(v); },
+       nullptr,
+       "erf"},
+      {UnaryOp::Exp,
+       {},
+       [](double v, UnaryParams) { return std::exp(v); },
+       [](double v, UnaryParams) { return std::exp(v); },
+       "exp"},
+      {UnaryOp::Sigmoid,
+       {},
+       [](double v, UnaryParams) { return sigmoidOf(v); },
+       [](double v, UnaryParams) { return sigmoidOf(v) * (1 - sigmoidOf(v)); },
+       "sigmoid"},
+      {UnaryOp::Silu,
+       {},
+       [](double v, UnaryParams) { return v * sigmoidOf(v); },
+       [](double v, UnaryParams) {
+         return sigmoidOf(v) * (1 + v * (1 - sigmoidOf(v)));
+       },
+       "silu"},
+      {UnaryOp::Clip,
+       {1, 0.3, 0.9},
+       [](double v, UnaryParams p) {
+         return std::min(std::max(v, p.low), p.high);
+       },
+       [](double v, UnaryParams p) {
+         return v > p.low && v < p.high ? 1.0 : 0.0;
+       },
+       "clip"},
+  };
+  for (double exponent : {2.0, 0.5, -1.5, 3.0})
+    cases.push_back(
+        {UnaryOp::Pow,
+         {exponent},
+         [](double v, UnaryParams p) { return std::pow(v, p.exponent); },
+         [](double v, UnaryParams p) {
+           return p.exponent * std::pow(v, p.exponent - 1);
+         },
+         "pow"});
+  for (const Case &c : cases) {
+    Tensor want(x.shape), wantDx(x.shape), got(x.shape), dx(x.shape);
     for (int64_t i = 0; i < x.numel(); ++i) {
-      got.data[i] = applyUnary(op, x.data[i], {});
-      dx.data[i] += unaryGradient(op, x.data[i], dOut.data[i], {});
+      double v = x.data[i];
+      double derivative = c.derivative
+                              ? c.derivative(v, c.params)
+                              : 2 / std::sqrt(pi) * std::exp(-v * v); // erf
+      want.data[i] = static_cast<float>(c.value(v, c.params));
+      wantDx.data[i] = static_cast<float>(dOut.data[i] * derivative);
+      got.data[i] = applyUnary(c.op, x.data[i], c.params);
+      dx.data[i] += unaryGradient(c.op, x.data[i], dOut.data[i], c.params);
     }
-    expectNear(got, want, 1e-6, kind);
-    expectNear(dx, wantDx, 1e-6, kind);
+    expectNear(got, want, 1e-5, c.name);
+    expectNear(dx, wantDx, 1e-5, c.name);
   }
-  {
-    Tensor want = cpu::clip(x, 0.3, 0.9), wantDx(x.shape);
-    cpu::clipBackward(x, 0.3, 0.9, dOut, &wantDx);
-    Tensor got(x.shape), dx(x.shape);
-    UnaryParams bounds{1, 0.3, 0.9};
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      got.data[i] = applyUnary(UnaryOp::Clip, x.data[i], bounds);
-      dx.data[i] +=
-          unaryGradient(UnaryOp::Clip, x.data[i], dOut.data[i], bounds);
-    }
-    expectNear(got, want, 0, "clip");
-    expectNear(dx, wantDx, 0, "clip");
-  }
-  for (double exponent : {2.0, 0.5, -1.5, 3.0}) {
-    Tensor want = cpu::power(x, exponent), wantDx(x.shape);
-    cpu::powerBackward(x, exponent, dOut, &wantDx);
-    Tensor got(x.shape), dx(x.shape);
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      got.data[i] = applyUnary(UnaryOp::Pow, x.data[i], {exponent});
-      dx.data[i] +=
-          unaryGradient(UnaryOp::Pow, x.data[i], dOut.data[i], {exponent});
-    }
-    expectNear(got, want, 1e-6, "pow");
-    expectNear(dx, wantDx, 1e-6, "pow gradient");
+  // The CPU kernels are these functions over a tensor.
+  Tensor viaKernel = cpu::unaryMath(x, UnaryOp::Silu, {}), viaDx(x.shape);
+  cpu::unaryMathBackward(x, UnaryOp::Silu, {}, dOut, &viaDx);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    EXPECT_EQ(viaKernel.data[i], applyUnary(UnaryOp::Silu, x.data[i], {}));
+    EXPECT_EQ(viaDx.data[i],
+              unaryGradient(UnaryOp::Silu, x.data[i], dOut.data[i], {}));
   }
 }
 

@@ -60,6 +60,11 @@ std::optional<OpKind> opKindOf(std::string_view name);
 /// backward entry of the kind it differentiates.
 bool isStructural(OpKind kind);
 
+/// The per-element function of an elementwise unary math op (OpKinds.def's
+/// DTFM_UNARY_MATH list), or none; its constants (pow's exponent, clip's
+/// bounds) are unaryParamsOf its attributes.
+std::optional<math::UnaryOp> unaryMathOf(OpKind kind);
+
 /// A table with one entry per op kind: each backend's kernels.
 template <typename T> using OpTable = std::array<T, kNumOpKinds>;
 
@@ -176,6 +181,12 @@ struct OpAttrs {
   // syncs only.
   bool shardState = false;
 };
+
+/// The constants of a unary math op (unaryMathOf): pow's exponent, clip's
+/// bounds.
+inline math::UnaryParams unaryParamsOf(const OpAttrs &attrs) {
+  return {attrs.exponent, attrs.low, attrs.high};
+}
 
 struct ProgramOp {
   /// Position in the program (diagnostics say "op #N").

@@ -55,6 +55,8 @@ using plan::shardOf;
 using plan::sliceOf;
 using plan::tensorParallelRank;
 using plan::tensorParallelSlices;
+using plan::unaryMathOf;
+using plan::unaryParamsOf;
 using plan::valueLifetimes;
 using plan::wholeShape;
 

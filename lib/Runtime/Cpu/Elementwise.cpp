@@ -132,78 +132,20 @@ void broadcastBinaryBackward(const Tensor &a, const Tensor &b,
 
 } // namespace
 
-Tensor dtfm::runtime::cpu::elementwiseMath(const Tensor &x,
-                                           const std::string &kind) {
+Tensor dtfm::runtime::cpu::unaryMath(const Tensor &x, math::UnaryOp op,
+                                     math::UnaryParams params) {
   Tensor out(x.shape);
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    float v = x.data[i];
-    out.data[i] = kind == "sqrt"      ? std::sqrt(v)
-                  : kind == "tanh"    ? std::tanh(v)
-                  : kind == "erf"     ? std::erf(v)
-                  : kind == "sigmoid" ? 1 / (1 + std::exp(-v))
-                  : kind == "silu"    ? v / (1 + std::exp(-v))
-                                      : std::exp(v);
-  }
+  for (int64_t i = 0; i < x.numel(); ++i)
+    out.data[i] = math::applyUnary(op, x.data[i], params);
   return out;
 }
 
-void dtfm::runtime::cpu::elementwiseMathBackward(const Tensor &x,
-                                                 const std::string &kind,
-                                                 const Tensor &dOut,
-                                                 Tensor *dx) {
-  ensure(dx, x.shape);
-  const float twoOverSqrtPi = 1.12837917f;
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    float v = x.data[i], d;
-    if (kind == "sqrt")
-      d = 0.5f / std::sqrt(v);
-    else if (kind == "tanh") {
-      float t = std::tanh(v);
-      d = 1 - t * t;
-    } else if (kind == "erf")
-      d = twoOverSqrtPi * std::exp(-v * v);
-    else if (kind == "sigmoid") {
-      float s = 1 / (1 + std::exp(-v));
-      d = s * (1 - s);
-    } else if (kind == "silu") {
-      float s = 1 / (1 + std::exp(-v));
-      d = s * (1 + v * (1 - s));
-    } else
-      d = std::exp(v);
-    dx->data[i] += dOut.data[i] * d;
-  }
-}
-
-Tensor dtfm::runtime::cpu::power(const Tensor &x, double exponent) {
-  Tensor out(x.shape);
-  for (int64_t i = 0; i < x.numel(); ++i)
-    out.data[i] = static_cast<float>(std::pow(x.data[i], exponent));
-  return out;
-}
-
-void dtfm::runtime::cpu::powerBackward(const Tensor &x, double exponent,
-                                       const Tensor &dOut, Tensor *dx) {
+void dtfm::runtime::cpu::unaryMathBackward(const Tensor &x, math::UnaryOp op,
+                                           math::UnaryParams params,
+                                           const Tensor &dOut, Tensor *dx) {
   ensure(dx, x.shape);
   for (int64_t i = 0; i < x.numel(); ++i)
-    dx->data[i] += static_cast<float>(dOut.data[i] * exponent *
-                                      std::pow(x.data[i], exponent - 1));
-}
-
-Tensor dtfm::runtime::cpu::clip(const Tensor &x, double low, double high) {
-  Tensor out(x.shape);
-  float lo = static_cast<float>(low), hi = static_cast<float>(high);
-  for (int64_t i = 0; i < x.numel(); ++i)
-    out.data[i] = std::min(std::max(x.data[i], lo), hi);
-  return out;
-}
-
-void dtfm::runtime::cpu::clipBackward(const Tensor &x, double low, double high,
-                                      const Tensor &dOut, Tensor *dx) {
-  ensure(dx, x.shape);
-  float lo = static_cast<float>(low), hi = static_cast<float>(high);
-  for (int64_t i = 0; i < x.numel(); ++i)
-    if (x.data[i] > lo && x.data[i] < hi)
-      dx->data[i] += dOut.data[i];
+    dx->data[i] += math::unaryGradient(op, x.data[i], dOut.data[i], params);
 }
 
 namespace {

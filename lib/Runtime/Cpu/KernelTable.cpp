@@ -140,24 +140,6 @@ bool customBackward(const BackwardCall &c, std::string &error) {
   return true;
 }
 
-/// Unary math by kind, as Kernels.h names it.
-const char *mathName(OpKind kind) {
-  switch (kind) {
-  case OpKind::Sqrt:
-    return "sqrt";
-  case OpKind::Tanh:
-    return "tanh";
-  case OpKind::Sigmoid:
-    return "sigmoid";
-  case OpKind::Silu:
-    return "silu";
-  case OpKind::Erf:
-    return "erf";
-  default:
-    return "exp";
-  }
-}
-
 OpTable<KernelEntry> buildTable() {
   OpTable<KernelEntry> t{};
   auto at = [&](OpKind kind) -> KernelEntry & {
@@ -251,36 +233,19 @@ OpTable<KernelEntry> buildTable() {
                        divBackward(c.in(0), c.in(1), *c.dOut, c.at(0), c.at(1));
                        return true;
                      }};
-  for (OpKind kind : {OpKind::Sqrt, OpKind::Tanh, OpKind::Erf, OpKind::Exp,
-                      OpKind::Sigmoid, OpKind::Silu})
-    at(kind) = {[](F c, E) {
-                  c.set(0, elementwiseMath(c.in(0), mathName(c.op.computes)));
-                  return true;
-                },
-                [](B c, E) {
-                  elementwiseMathBackward(c.in(0), mathName(c.op.computes),
-                                          *c.dOut, c.at(0));
-                  return true;
-                }};
-  at(OpKind::Pow) = {[](F c, E) {
-                       c.set(0, power(c.in(0), c.op.attrs.exponent));
-                       return true;
-                     },
-                     [](B c, E) {
-                       powerBackward(c.in(0), c.op.attrs.exponent, *c.dOut,
-                                     c.at(0));
-                       return true;
-                     }};
-  at(OpKind::Clip) = {[](F c, E) {
-                        c.set(0,
-                              clip(c.in(0), c.op.attrs.low, c.op.attrs.high));
-                        return true;
-                      },
-                      [](B c, E) {
-                        clipBackward(c.in(0), c.op.attrs.low, c.op.attrs.high,
-                                     *c.dOut, c.at(0));
-                        return true;
-                      }};
+  // Unary math (OpKinds.def's DTFM_UNARY_MATH list): one kernel for all.
+  for (size_t k = 0; k < kNumOpKinds; ++k)
+    if (unaryMathOf(static_cast<OpKind>(k)))
+      t[k] = {[](F c, E) {
+                c.set(0, unaryMath(c.in(0), *unaryMathOf(c.op.computes),
+                                   unaryParamsOf(c.op.attrs)));
+                return true;
+              },
+              [](B c, E) {
+                unaryMathBackward(c.in(0), *unaryMathOf(c.op.computes),
+                                  unaryParamsOf(c.op.attrs), *c.dOut, c.at(0));
+                return true;
+              }};
   at(OpKind::ReduceMean) = {
       [](F c, E) {
         c.set(0, reduceMean(c.in(0), c.op.attrs.axes, c.op.attrs.keepdims));

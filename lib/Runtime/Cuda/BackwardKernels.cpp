@@ -121,7 +121,7 @@ bool CudaExecutor::backwardBinary(BackwardCall &call, std::string &error) {
 }
 
 bool CudaExecutor::backwardUnary(BackwardCall &call, std::string &error) {
-  std::optional<math::UnaryOp> math = unaryOpOf(call.op.computes);
+  std::optional<math::UnaryOp> math = unaryMathOf(call.op.computes);
   if (call.at(0))
     cuda::unaryBackward(*math, call.in(0).data(), call.dOut->data(), call.at(0),
                         call.in(0).numel(), unaryParamsOf(call.op.attrs),

@@ -75,34 +75,6 @@ inline std::optional<math::BinaryOp> binaryOpOf(OpKind kind) {
   }
 }
 
-inline std::optional<math::UnaryOp> unaryOpOf(OpKind kind) {
-  switch (kind) {
-  case OpKind::Sqrt:
-    return math::UnaryOp::Sqrt;
-  case OpKind::Tanh:
-    return math::UnaryOp::Tanh;
-  case OpKind::Erf:
-    return math::UnaryOp::Erf;
-  case OpKind::Exp:
-    return math::UnaryOp::Exp;
-  case OpKind::Sigmoid:
-    return math::UnaryOp::Sigmoid;
-  case OpKind::Silu:
-    return math::UnaryOp::Silu;
-  case OpKind::Pow:
-    return math::UnaryOp::Pow;
-  case OpKind::Clip:
-    return math::UnaryOp::Clip;
-  default:
-    return std::nullopt;
-  }
-}
-
-/// The constants of `attrs`' unary op (pow's exponent, clip's bounds).
-inline math::UnaryParams unaryParamsOf(const OpAttrs &attrs) {
-  return {attrs.exponent, attrs.low, attrs.high};
-}
-
 /// The geometry of a causal_attention op whose query is `q`.
 inline cuda::AttentionShape attentionShapeOf(const ProgramOp &op,
                                              const ShapeVec &q) {

@@ -37,14 +37,10 @@ const OpTable<CudaKernels> &CudaExecutor::kernelTable() {
     at(OpKind::Sub).forward = &CudaExecutor::forwardBinary;
     at(OpKind::Mul).forward = &CudaExecutor::forwardBinary;
     at(OpKind::Div).forward = &CudaExecutor::forwardBinary;
-    at(OpKind::Sqrt).forward = &CudaExecutor::forwardUnary;
-    at(OpKind::Tanh).forward = &CudaExecutor::forwardUnary;
-    at(OpKind::Sigmoid).forward = &CudaExecutor::forwardUnary;
-    at(OpKind::Silu).forward = &CudaExecutor::forwardUnary;
-    at(OpKind::Clip).forward = &CudaExecutor::forwardUnary;
-    at(OpKind::Erf).forward = &CudaExecutor::forwardUnary;
-    at(OpKind::Exp).forward = &CudaExecutor::forwardUnary;
-    at(OpKind::Pow).forward = &CudaExecutor::forwardUnary;
+    // Unary math (OpKinds.def's DTFM_UNARY_MATH list): one kernel for all.
+    for (size_t k = 0; k < kNumOpKinds; ++k)
+      if (unaryMathOf(static_cast<OpKind>(k)))
+        t[k] = {&CudaExecutor::forwardUnary, &CudaExecutor::backwardUnary};
     at(OpKind::ReduceMean).forward = &CudaExecutor::forwardMean;
     at(OpKind::GlobalAvgPool).forward = &CudaExecutor::forwardMean;
     at(OpKind::Transpose).forward = &CudaExecutor::forwardTranspose;
@@ -77,14 +73,6 @@ const OpTable<CudaKernels> &CudaExecutor::kernelTable() {
     at(OpKind::Sub).backward = &CudaExecutor::backwardBinary;
     at(OpKind::Mul).backward = &CudaExecutor::backwardBinary;
     at(OpKind::Div).backward = &CudaExecutor::backwardBinary;
-    at(OpKind::Sqrt).backward = &CudaExecutor::backwardUnary;
-    at(OpKind::Tanh).backward = &CudaExecutor::backwardUnary;
-    at(OpKind::Sigmoid).backward = &CudaExecutor::backwardUnary;
-    at(OpKind::Silu).backward = &CudaExecutor::backwardUnary;
-    at(OpKind::Clip).backward = &CudaExecutor::backwardUnary;
-    at(OpKind::Erf).backward = &CudaExecutor::backwardUnary;
-    at(OpKind::Exp).backward = &CudaExecutor::backwardUnary;
-    at(OpKind::Pow).backward = &CudaExecutor::backwardUnary;
     at(OpKind::ReduceMean).backward = &CudaExecutor::backwardMean;
     at(OpKind::GlobalAvgPool).backward = &CudaExecutor::backwardMean;
     at(OpKind::Transpose).backward = &CudaExecutor::backwardTranspose;
@@ -170,7 +158,7 @@ bool CudaExecutor::forwardBinary(ForwardCall &call, std::string &error) {
 }
 
 bool CudaExecutor::forwardUnary(ForwardCall &call, std::string &error) {
-  std::optional<math::UnaryOp> math = unaryOpOf(call.op.computes);
+  std::optional<math::UnaryOp> math = unaryMathOf(call.op.computes);
   if (!fresh(call, false, error))
     return false;
   cuda::unary(*math, call.in(0).data(), call.out.data(), call.out.numel(),

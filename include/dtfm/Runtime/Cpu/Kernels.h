@@ -54,19 +54,14 @@ void mulBackward(const Tensor &a, const Tensor &b, const Tensor &dOut,
 void divBackward(const Tensor &a, const Tensor &b, const Tensor &dOut,
                  Tensor *da, Tensor *db);
 
-/// "sqrt", "tanh", "erf", "exp", "sigmoid" or "silu" of every element; the
-/// backward adds dOut times the derivative into dx.
-Tensor elementwiseMath(const Tensor &x, const std::string &kind);
-void elementwiseMathBackward(const Tensor &x, const std::string &kind,
-                             const Tensor &dOut, Tensor *dx);
-Tensor power(const Tensor &x, double exponent);
-void powerBackward(const Tensor &x, double exponent, const Tensor &dOut,
-                   Tensor *dx);
-/// Every element clamped to [low, high] (ONNX Clip, ReLU6); the backward
-/// passes dOut where low < x < high (PyTorch's hardtanh), nothing else.
-Tensor clip(const Tensor &x, double low, double high);
-void clipBackward(const Tensor &x, double low, double high, const Tensor &dOut,
-                  Tensor *dx);
+/// Unary math of every element (sqrt, tanh, erf, exp, sigmoid, silu, pow,
+/// clip: math::applyUnary, the CUDA kernels' too); the backward adds dOut
+/// times the derivative into dx (math::unaryGradient; clip's is PyTorch's
+/// hardtanh: dOut where low < x < high, nothing else).
+Tensor unaryMath(const Tensor &x, math::UnaryOp op, math::UnaryParams params);
+void unaryMathBackward(const Tensor &x, math::UnaryOp op,
+                       math::UnaryParams params, const Tensor &dOut,
+                       Tensor *dx);
 /// Mean over `axes` (negative from the end); dimensions kept as 1 with
 /// keepdims. The backward spreads dOut evenly over the reduced elements.
 Tensor reduceMean(const Tensor &x, const std::vector<int64_t> &axes,
