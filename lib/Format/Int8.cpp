@@ -34,19 +34,27 @@ void dtfm::format::encodeInt8(const float *x, size_t count,
 }
 
 bool dtfm::format::decodeInt8(const char *bytes, size_t size, size_t count,
-                              float *out) {
+                              float *out, bool add) {
   if (size != int8Bytes(count))
     return false;
   size_t blocks = (count + kInt8Block - 1) / kInt8Block;
-  const char *values = bytes + blocks * sizeof(float);
-  for (size_t b = 0; b < blocks; ++b) {
+  auto scaleOf = [&](size_t b) {
     float scale;
     std::memcpy(&scale, bytes + b * sizeof(float), sizeof(float));
-    if (!std::isfinite(scale) || scale < 0)
+    return scale;
+  };
+  // Every scale is checked before anything is written.
+  for (size_t b = 0; b < blocks; ++b)
+    if (!std::isfinite(scaleOf(b)) || scaleOf(b) < 0)
       return false;
+  const char *values = bytes + blocks * sizeof(float);
+  for (size_t b = 0; b < blocks; ++b) {
+    float scale = scaleOf(b);
     size_t begin = b * kInt8Block, end = std::min(count, begin + kInt8Block);
-    for (size_t i = begin; i < end; ++i)
-      out[i] = static_cast<float>(static_cast<int8_t>(values[i])) * scale;
+    for (size_t i = begin; i < end; ++i) {
+      float value = static_cast<float>(static_cast<int8_t>(values[i])) * scale;
+      out[i] = add ? out[i] + value : value;
+    }
   }
   return true;
 }

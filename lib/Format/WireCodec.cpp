@@ -63,13 +63,10 @@ bool decodeInt8Message(const char *bytes, size_t size, size_t count, size_t,
             std::to_string(int8Bytes(count)) + ")";
     return false;
   }
-  std::vector<float> values(count);
-  if (!decodeInt8(bytes, size, count, values.data())) {
+  if (!decodeInt8(bytes, size, count, out, add)) {
     error = "an int8 message with a scale that is not finite and >= 0";
     return false;
   }
-  for (size_t i = 0; i < count; ++i)
-    out[i] = add ? out[i] + values[i] : values[i];
   return true;
 }
 

@@ -41,10 +41,11 @@ inline double int8BytesOfDense(double denseBytes, double elementBytes) {
 /// Encodes x[0, count) into `out` (resized to int8Bytes(count)).
 void encodeInt8(const float *x, size_t count, std::vector<char> &out);
 
-/// Decodes `size` bytes holding `count` floats into out[0, count); false
-/// when the size is not int8Bytes(count) or a scale is not finite and >= 0
-/// (a hostile peer).
-bool decodeInt8(const char *bytes, size_t size, size_t count, float *out);
+/// Decodes `size` bytes holding `count` floats into out[0, count) (added
+/// to it when `add`); false, having written nothing, when the size is not
+/// int8Bytes(count) or a scale is not finite and >= 0 (a hostile peer).
+bool decodeInt8(const char *bytes, size_t size, size_t count, float *out,
+                bool add = false);
 
 /// Int8 with error feedback: `sent` gets pending[0, count) as the format
 /// carries it; `pending` keeps the rounding error, the residual.
