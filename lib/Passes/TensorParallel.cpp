@@ -14,6 +14,7 @@
 
 #include "dtfm/Analysis/CostAnalysis.h"
 #include "dtfm/Passes/Passes.h"
+#include "dtfm/Plan/OpKinds.h"
 #include "dtfm/Planner/StageDegrees.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -53,9 +54,12 @@ Operation *soleUser(Value value) {
   return *value.getUsers().begin();
 }
 
-bool isElementwiseActivation(Operation *op) {
-  return isa<GeluOp, ReluOp, TanhOp, ErfOp, ExpOp, SqrtOp, SigmoidOp, SiluOp,
-             ClipOp>(op) &&
+/// An op that leaves a sharded last dimension sharded (OpKinds.def's
+/// DTFM_TP_PASS_THROUGH).
+bool passesShardsThrough(Operation *op) {
+  std::optional<::dtfm::plan::OpKind> kind =
+      ::dtfm::plan::opKindOf(op->getName().getStringRef());
+  return kind && ::dtfm::plan::opKindInfo(*kind).tensorParallelPassThrough &&
          op->getNumOperands() == 1;
 }
 
@@ -113,7 +117,7 @@ std::optional<ShardBlock> matchMlp(LinearOp first) {
   ShardBlock block{first, first.getInput(), {first}, nullptr, {}, nullptr};
   Value current = first.getResult();
   Operation *user = soleUser(current);
-  while (user && isElementwiseActivation(user)) {
+  while (user && passesShardsThrough(user)) {
     block.between.push_back(user);
     current = user->getResult(0);
     user = soleUser(current);

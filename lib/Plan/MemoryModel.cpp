@@ -35,9 +35,7 @@ double bytesOf(const ProgramValue &value) {
 }
 
 /// The scratch an op's CPU kernel allocates and frees while it runs (the
-/// largest buffers only: attention's probabilities, the loss's softmax,
-/// the recomputed outputs of backward kernels, broadcasting's index
-/// tables).
+/// largest buffer only: OpKinds.def's DTFM_SCRATCH of its kind).
 double scratchBytes(const ProgramOp &op,
                     const std::map<int64_t, const ProgramValue *> &valueOf) {
   auto operandBytes = [&](size_t i) {
@@ -48,8 +46,8 @@ double scratchBytes(const ProgramOp &op,
   };
   double resultElements = op.results.empty() ? 0 : elements(op.results[0].shape);
   bool backward = op.isBackward();
-  switch (op.computes) {
-  case OpKind::CausalAttention: {
+  switch (opKindInfo(op.computes).scratch) {
+  case Scratch::AttentionProbabilities: {
     auto it = valueOf.find(op.operands.empty() ? -1 : op.operands[0]);
     if (it == valueOf.end() || it->second->shape.size() != 3)
       return 0;
@@ -64,20 +62,16 @@ double scratchBytes(const ProgramOp &op,
                               static_cast<double>(q[1])
                     : probs;
   }
-  case OpKind::CrossEntropy:
-    return operandBytes(0); // the softmax of the logits
-  case OpKind::LayerNorm:
-  case OpKind::RmsNorm:
-  case OpKind::Softmax:
-  case OpKind::Relu:
-    return backward ? operandBytes(0) : 0; // the recomputed output
-  case OpKind::Sub:
-  case OpKind::Mul:
-  case OpKind::Div:
-    return backward ? 0 : 16 * resultElements; // two int64 index tables
-  default:
-    return 0;
+  case Scratch::LogitsSoftmax:
+    return operandBytes(0);
+  case Scratch::RecomputedOutput:
+    return backward ? operandBytes(0) : 0;
+  case Scratch::BroadcastIndexTables:
+    return backward ? 0 : 16 * resultElements; // two int64 tables
+  case Scratch::None:
+    break;
   }
+  return 0;
 }
 
 } // namespace

@@ -25,56 +25,6 @@ static constexpr std::pair<const char *, ElementType> kElementTypes[] = {
     {"bf16", ElementType::BF16}, {"i1", ElementType::I1},
     {"i32", ElementType::I32},   {"i64", ElementType::I64}};
 
-static const char *const kOpNames[] = {
-#define DTFM_OP(kind, name) name,
-#include "dtfm/Plan/OpKinds.def"
-};
-
-const char *dtfm::plan::opName(OpKind kind) {
-  return kOpNames[static_cast<size_t>(kind)];
-}
-
-std::optional<OpKind> dtfm::plan::opKindOf(std::string_view name) {
-  static const std::unordered_map<std::string_view, OpKind> kinds = [] {
-    std::unordered_map<std::string_view, OpKind> map;
-    for (size_t i = 0; i < kNumOpKinds; ++i)
-      map[kOpNames[i]] = static_cast<OpKind>(i);
-    return map;
-  }();
-  auto it = kinds.find(name);
-  if (it == kinds.end())
-    return std::nullopt;
-  return it->second;
-}
-
-std::optional<dtfm::math::UnaryOp> dtfm::plan::unaryMathOf(OpKind kind) {
-  switch (kind) {
-#define DTFM_UNARY_MATH(Kind, Op)                                              \
-  case OpKind::Kind:                                                           \
-    return math::UnaryOp::Op;
-#include "dtfm/Plan/OpKinds.def"
-  default:
-    return std::nullopt;
-  }
-}
-
-bool dtfm::plan::isStructural(OpKind kind) {
-  switch (kind) {
-  case OpKind::Param:
-  case OpKind::Input:
-  case OpKind::Label:
-  case OpKind::Recv:
-  case OpKind::Send:
-  case OpKind::Backward:
-  case OpKind::GradSync:
-  case OpKind::SgdUpdate:
-  case OpKind::AdamwUpdate:
-    return true;
-  default:
-    return false;
-  }
-}
-
 const char *dtfm::plan::opPhaseName(OpPhase phase) {
   switch (phase) {
   case OpPhase::Forward:
@@ -455,10 +405,9 @@ dtfm::plan::recomputableLayers(const StageProgram &program) {
       withBackward.insert(program.ops[index].layer);
   for (int index : program.opsOf(OpPhase::Forward)) {
     const ProgramOp &op = program.ops[index];
-    // A training-mode batchnorm updates its running statistics: run twice,
-    // it would count the batch twice.
-    if ((op.kind == OpKind::BatchNorm && !op.attrs.inference) ||
-        op.kind == OpKind::Custom)
+    Impurity impurity = opKindInfo(op.kind).impurity;
+    if (impurity == Impurity::Always ||
+        (impurity == Impurity::WhenTraining && !op.attrs.inference))
       impure.insert(op.layer);
   }
   std::vector<std::string> layers;

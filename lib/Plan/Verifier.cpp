@@ -48,9 +48,15 @@ bool hasRaw(const ProgramOp &op, const char *key) {
                                          key);
 }
 
-/// "" when `op` has between `minIn` and `maxIn` operands and `out` results.
-std::string arity(size_t in, size_t out, size_t minIn, size_t maxIn,
-                  size_t wantOut) {
+/// "" when an op of `info`'s kind may have `in` operands and `out` results
+/// (OpKinds.def's counts).
+std::string arity(const OpKindInfo &info, size_t in, size_t out) {
+  if (info.results == kNoBound) // the kind's rule checks them
+    return "";
+  auto minIn = static_cast<size_t>(info.minOperands);
+  size_t maxIn = info.maxOperands == kNoBound
+                     ? SIZE_MAX
+                     : static_cast<size_t>(info.maxOperands);
   if (in < minIn || in > maxIn) {
     std::string want = minIn == maxIn ? std::to_string(minIn)
                        : maxIn == SIZE_MAX
@@ -59,8 +65,8 @@ std::string arity(size_t in, size_t out, size_t minIn, size_t maxIn,
                                  std::to_string(maxIn);
     return "expected " + want + " operands, found " + std::to_string(in);
   }
-  if (out != wantOut)
-    return "expected " + std::to_string(wantOut) + " results, found " +
+  if (out != static_cast<size_t>(info.results))
+    return "expected " + std::to_string(info.results) + " results, found " +
            std::to_string(out);
   return "";
 }
@@ -83,29 +89,23 @@ std::string forwardRule(OpKind kind, const ProgramOp &op,
                         const std::vector<TensorType> &in,
                         const std::vector<TensorType> &out) {
   const OpAttrs &a = op.attrs;
-  size_t n = in.size(), m = out.size();
-  auto with = [&](size_t minIn, size_t maxIn, size_t wantOut) {
-    return arity(n, m, minIn, maxIn, wantOut);
-  };
+  size_t n = in.size();
   std::string e;
+  // The counts first: the rules below index `in` and `out`.
+  if (!(e = arity(opKindInfo(kind), in.size(), out.size())).empty())
+    return e;
   switch (kind) {
   case OpKind::Param: {
-    if (!(e = with(0, 0, 1)).empty())
-      return e;
     double scale = a.scale;
     return shapes::param(a.name, static_cast<int64_t>(a.init),
                          hasRaw(op, "scale") ? &scale : nullptr);
   }
   case OpKind::Input:
   case OpKind::Label:
-    if (!(e = with(0, 0, 1)).empty())
-      return e;
     return a.name.empty() ? "expected a non-empty name" : "";
   case OpKind::Recv:
   case OpKind::Send: {
     bool send = kind == OpKind::Send;
-    if (!(e = send ? with(1, 1, 0) : with(0, 0, 1)).empty())
-      return e;
     if (a.peerDevice.empty())
       return "expected a peer_device (the device at the other end)";
     if (a.tag < 0)
@@ -115,46 +115,28 @@ std::string forwardRule(OpKind kind, const ProgramOp &op,
                             rawDouble(op, "bandwidth_gbps", 1));
   }
   case OpKind::GradSync:
-    if (!(e = with(1, 1, 1)).empty())
-      return e;
     return shapes::gradSync(in[0], out[0], a.bytes, a.group.size(),
                             a.syncSeconds);
   case OpKind::SgdUpdate:
-    if (!(e = with(2, 2, 1)).empty())
-      return e;
     return shapes::sgdUpdate(in[0], in[1], out[0], a.lr, a.momentum,
                              a.weightDecay);
   case OpKind::AdamwUpdate:
-    if (!(e = with(2, 2, 1)).empty())
-      return e;
     return shapes::adamwUpdate(in[0], in[1], out[0], a.lr, a.beta1, a.beta2,
                                a.epsilon, a.weightDecay);
   case OpKind::Constant:
-    if (!(e = with(0, 0, 1)).empty())
-      return e;
     return shapes::constant(a.values, out[0]);
   case OpKind::Accumulate:
-    if (!(e = with(2, SIZE_MAX, 1)).empty())
-      return e;
     return shapes::accumulate(in, out[0]);
   case OpKind::Embedding:
-    if (!(e = with(2, 2, 1)).empty())
-      return e;
     return shapes::embedding(in[1], in[0], out[0]); // indices, table
   case OpKind::Matmul:
-    if (!(e = with(2, 2, 1)).empty())
-      return e;
     return shapes::matmul(in[0], in[1], a.transposeRhs, out[0]);
   case OpKind::Linear:
-    if (!(e = with(2, 3, 1)).empty())
-      return e;
     return shapes::linear(in[0], in[1], n == 3 ? &in[2] : nullptr, out[0]);
   case OpKind::Add:
   case OpKind::Sub:
   case OpKind::Mul:
   case OpKind::Div:
-    if (!(e = with(2, 2, 1)).empty())
-      return e;
     return shapes::broadcastBinary(in[0], in[1], out[0]);
   case OpKind::Sqrt:
   case OpKind::Tanh:
@@ -164,61 +146,33 @@ std::string forwardRule(OpKind kind, const ProgramOp &op,
   case OpKind::Exp:
   case OpKind::Gelu:
   case OpKind::Relu:
-    if (!(e = with(1, 1, 1)).empty())
-      return e;
     return shapes::sameType(in[0], out[0]);
   case OpKind::Pow:
-    if (!(e = with(1, 1, 1)).empty())
-      return e;
     return shapes::pow(in[0], a.exponent, out[0]);
   case OpKind::Clip:
-    if (!(e = with(1, 1, 1)).empty())
-      return e;
     return shapes::clip(in[0], a.low, a.high, out[0]);
   case OpKind::ReduceMean:
-    if (!(e = with(1, 1, 1)).empty())
-      return e;
     return shapes::reduceMean(in[0], a.axes, a.keepdims, out[0]);
   case OpKind::Concat:
-    if (!(e = with(1, SIZE_MAX, 1)).empty())
-      return e;
     return shapes::concat(in, a.axis, out[0]);
   case OpKind::Slice:
-    if (!(e = with(1, 1, 1)).empty())
-      return e;
     return shapes::slice(in[0], a.starts, a.ends, a.steps, out[0]);
   case OpKind::Gather:
-    if (!(e = with(2, 2, 1)).empty())
-      return e;
     return shapes::gather(in[0], in[1], a.axis, out[0]);
   case OpKind::Where:
-    if (!(e = with(3, 3, 1)).empty())
-      return e;
     return shapes::where(in[0], in[1], in[2], out[0]);
   case OpKind::LayerNorm:
-    if (!(e = with(3, 3, 1)).empty())
-      return e;
     return shapes::layerNorm(in[0], in[1], in[2], a.epsilon, out[0]);
   case OpKind::RmsNorm:
-    if (!(e = with(2, 2, 1)).empty())
-      return e;
     return shapes::rmsNorm(in[0], in[1], a.epsilon, out[0]);
   case OpKind::Softmax:
-    if (!(e = with(1, 1, 1)).empty())
-      return e;
     return shapes::softmax(in[0], a.axis, out[0]);
   case OpKind::CausalAttention:
-    if (!(e = with(3, 3, 1)).empty())
-      return e;
     return shapes::causalAttention(in[0], in[1], in[2], a.numHeads,
                                    a.keyValueHeads(), out[0]);
   case OpKind::Rotary:
-    if (!(e = with(1, 1, 1)).empty())
-      return e;
     return shapes::rotary(in[0], a.numHeads, a.theta, out[0]);
   case OpKind::Conv2d: {
-    if (!(e = with(2, 3, 1)).empty())
-      return e;
     const math::Window &w = a.window;
     return shapes::conv2d(in[0], in[1], n == 3 ? &in[2] : nullptr,
                           {w.strideH, w.strideW}, {w.dilationH, w.dilationW},
@@ -226,14 +180,10 @@ std::string forwardRule(OpKind kind, const ProgramOp &op,
                           a.groups, out[0]);
   }
   case OpKind::BatchNorm:
-    if (!(e = with(5, 5, 1)).empty())
-      return e;
     return shapes::batchNorm(in[0], in[1], in[2], in[3], in[4], a.epsilon,
                              a.momentum, out[0]);
   case OpKind::MaxPool2d:
   case OpKind::AvgPool2d: {
-    if (!(e = with(1, 1, 1)).empty())
-      return e;
     const math::Window &w = a.window;
     std::vector<int64_t> padding{w.padTop, w.padLeft, w.padBottom,
                                  w.padRight};
@@ -245,24 +195,14 @@ std::string forwardRule(OpKind kind, const ProgramOp &op,
         {w.countTop, w.countLeft, w.countBottom, w.countRight}, padding);
   }
   case OpKind::GlobalAvgPool:
-    if (!(e = with(1, 1, 1)).empty())
-      return e;
     return shapes::globalAvgPool(in[0], out[0]);
   case OpKind::Flatten:
-    if (!(e = with(1, 1, 1)).empty())
-      return e;
     return shapes::flatten(in[0], a.axis, out[0]);
   case OpKind::Reshape:
-    if (!(e = with(1, 1, 1)).empty())
-      return e;
     return shapes::reshape(in[0], out[0]);
   case OpKind::Transpose:
-    if (!(e = with(1, 1, 1)).empty())
-      return e;
     return shapes::transpose(in[0], a.perm, out[0]);
   case OpKind::CrossEntropy:
-    if (!(e = with(2, 2, 1)).empty())
-      return e;
     if (out[0] != TensorType{{}, "f32"})
       return "expected a loss of type 'tensor<f32>', found " +
              shapes::typeText(out[0]);
@@ -270,16 +210,10 @@ std::string forwardRule(OpKind kind, const ProgramOp &op,
       return e;
     return shapes::crossEntropyClasses(a.classes, in[0], a.vocabShard);
   case OpKind::TopkCompress:
-    if (!(e = with(1, 1, 2)).empty())
-      return e;
     return shapes::topkCompress(in[0], a.k, out[0], out[1]);
   case OpKind::TopkDecompress:
-    if (!(e = with(2, 2, 1)).empty())
-      return e;
     return shapes::topkDecompress(in[0], in[1], out[0]);
   case OpKind::TpAllReduce:
-    if (!(e = with(1, 1, 1)).empty())
-      return e;
     return shapes::tpAllReduce(in[0], a.degree, out[0]);
   case OpKind::Custom:
     return customRule(op, in, out);

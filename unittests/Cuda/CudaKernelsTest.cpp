@@ -115,9 +115,12 @@ TEST_F(CudaKernelsTest, AddAndItsBackward) {
     auto da = upload(a), db = upload(*other), out = zeros(a.numel());
     cuda::addRepeated(da.floats(), a.numel(), db.floats(), other->numel(),
                       out.floats(), a.numel(), stream);
-    expectNear(download(out, a.numel()), cpu::add(a, *other).data, 1e-6, "add");
+    expectNear(download(out, a.numel()),
+               cpu::binaryMath(a, *other, math::BinaryOp::Add).data, 1e-6,
+               "add");
     Tensor dOut = random(a.shape), want(other->shape);
-    cpu::addBackward(dOut, nullptr, &want);
+    cpu::binaryMathBackward(a, *other, math::BinaryOp::Add, dOut, nullptr,
+                            &want);
     auto dd = upload(dOut), grad = zeros(other->numel());
     cuda::sumRepeated(dd.floats(), dOut.numel(), grad.floats(), other->numel(),
                       stream);
@@ -491,7 +494,7 @@ TEST_F(CudaKernelsTest, BroadcastingBinaryOpsWhereAndTheirGradients) {
     Tensor a = random(sa), b = random(sb);
     for (float &y : b.data)
       y += y < 0 ? -0.5f : 0.5f;
-    Tensor probe = cpu::mul(a, b);
+    Tensor probe = cpu::binaryMath(a, b, math::BinaryOp::Mul);
     std::vector<int64_t> out = probe.shape;
     Tensor dOut = random(out);
     auto ga = upload(a), gb = upload(b), gd = upload(dOut);
@@ -502,17 +505,10 @@ TEST_F(CudaKernelsTest, BroadcastingBinaryOpsWhereAndTheirGradients) {
       auto gout = zeros(probe.numel());
       cuda::binaryStrided(op, ga.floats(), va, gb.floats(), vb, gout.floats(),
                           stream);
-      Tensor want = op == math::BinaryOp::Sub   ? cpu::sub(a, b)
-                    : op == math::BinaryOp::Mul ? cpu::mul(a, b)
-                                                : cpu::div(a, b);
+      Tensor want = cpu::binaryMath(a, b, op);
       expectNear(download(gout, want.numel()), want.data, 1e-6, "binary");
       Tensor wantA(sa), wantB(sb);
-      if (op == math::BinaryOp::Sub)
-        cpu::subBackward(a, b, dOut, &wantA, &wantB);
-      else if (op == math::BinaryOp::Mul)
-        cpu::mulBackward(a, b, dOut, &wantA, &wantB);
-      else
-        cpu::divBackward(a, b, dOut, &wantA, &wantB);
+      cpu::binaryMathBackward(a, b, op, dOut, &wantA, &wantB);
       auto gda = zeros(a.numel()), gdb = zeros(b.numel());
       math::StridedView vd = math::contiguousView(out);
       math::ReduceTerm ta = math::ReduceTerm::Value,

@@ -1,14 +1,7 @@
-//===- ProgramTest.cpp - The typed stage program and the CPU table --------===//
+//===- ProgramTest.cpp - The typed stage program --------------------------===//
 
 #include "dtfm/Plan/Program.h"
-#include "dtfm/Plan/Verifier.h"
-#include "dtfm/Runtime/Cpu/KernelTable.h"
 #include "dtfm/Runtime/Executor.h"
-
-#include "dtfm/Dialect/Dtfm/IR/DtfmDialect.h"
-#include "dtfm/InitAll.h"
-
-#include "mlir/IR/MLIRContext.h"
 
 #include "plan.pb.h"
 
@@ -21,77 +14,6 @@ using namespace dtfm::plan;
 using namespace dtfm::runtime;
 
 namespace {
-
-TEST(Program, EveryDialectOpHasAKindAndEveryKindAnOp) {
-  mlir::DialectRegistry registry;
-  mlir::dtfm::registerAllDialects(registry);
-  mlir::MLIRContext context(registry);
-  auto *dialect = context.getOrLoadDialect<mlir::dtfm::DtfmDialect>();
-  ASSERT_TRUE(dialect);
-  std::set<std::string> dialectOps;
-  for (mlir::RegisteredOperationName op : context.getRegisteredOperations())
-    if (&op.getDialect() == dialect)
-      dialectOps.insert(op.getStringRef().str());
-  std::set<std::string> kinds;
-  for (size_t i = 0; i < kNumOpKinds; ++i) {
-    std::string name = opName(static_cast<OpKind>(i));
-    kinds.insert(name);
-    EXPECT_EQ(opKindOf(name), static_cast<OpKind>(i));
-  }
-  EXPECT_EQ(dialectOps, kinds);
-  EXPECT_FALSE(opKindOf("dtfm.nonsense"));
-}
-
-TEST(Program, EveryComputingKindHasACpuForward) {
-  const OpTable<cpu::KernelEntry> &table = cpu::kernelTable();
-  std::set<OpKind> structural = {
-      OpKind::Param,    OpKind::Input,     OpKind::Label,
-      OpKind::Recv,     OpKind::Send,      OpKind::Backward,
-      OpKind::GradSync, OpKind::SgdUpdate, OpKind::AdamwUpdate};
-  for (size_t i = 0; i < kNumOpKinds; ++i) {
-    auto kind = static_cast<OpKind>(i);
-    EXPECT_EQ(isStructural(kind), structural.count(kind) > 0) << opName(kind);
-    EXPECT_EQ(table[i].forward == nullptr, isStructural(kind)) << opName(kind);
-  }
-  // Ops that produce no gradient: constants, sums of gradients, compression.
-  for (OpKind kind : {OpKind::Constant, OpKind::Accumulate,
-                      OpKind::TopkCompress, OpKind::TopkDecompress})
-    EXPECT_EQ(table[static_cast<size_t>(kind)].backward, nullptr);
-  EXPECT_NE(table[static_cast<size_t>(OpKind::Linear)].backward, nullptr);
-}
-
-// Every kind has its rule in the plan verifier: an op of it with no
-// operands and no results is refused (a kind missing from forwardRule's
-// switch would pass anything). dtfm.backward is checked against its
-// forward instead.
-TEST(Program, EveryKindHasAVerifierRule) {
-  for (size_t i = 0; i < kNumOpKinds; ++i) {
-    auto kind = static_cast<OpKind>(i);
-    if (kind == OpKind::Backward)
-      continue;
-    StageProgram program;
-    ProgramOp &op = program.ops.emplace_back();
-    op.kind = op.computes = kind;
-    EXPECT_NE(verifyProgramOps(program), "") << opName(kind);
-  }
-}
-
-// The unary math kinds (OpKinds.def's DTFM_UNARY_MATH) have both kernels on
-// the CPU, from the one per-element function (CudaSupportTest checks that
-// CUDA has every kernel the CPU has).
-TEST(Program, UnaryMathKindsRunOnTheCpu) {
-  const OpTable<cpu::KernelEntry> &table = cpu::kernelTable();
-  int unary = 0;
-  for (size_t i = 0; i < kNumOpKinds; ++i)
-    if (unaryMathOf(static_cast<OpKind>(i))) {
-      ++unary;
-      EXPECT_NE(table[i].forward, nullptr) << opName(static_cast<OpKind>(i));
-      EXPECT_NE(table[i].backward, nullptr) << opName(static_cast<OpKind>(i));
-    }
-  EXPECT_EQ(unary, 8);
-  EXPECT_EQ(unaryMathOf(OpKind::Silu), math::UnaryOp::Silu);
-  EXPECT_FALSE(unaryMathOf(OpKind::Gelu));
-}
 
 proto::PlanOp &addOp(proto::DeviceProgram &program, const std::string &name,
                      std::vector<int64_t> operands = {}) {

@@ -24,6 +24,7 @@
 #include <tuple>
 
 using namespace dtfm::runtime::cpu;
+namespace math = dtfm::math;
 
 namespace {
 
@@ -97,31 +98,32 @@ TEST(Kernels, MatmulAgainstNaiveAndGradients) {
     }
 }
 
-TEST(Kernels, SubMulDivWithBroadcasting) {
+TEST(Kernels, BinaryMathWithBroadcasting) {
   std::mt19937_64 rng(12);
   Tensor a = random({2, 3, 4}, rng), b = random({3, 1}, rng);
   for (float &x : b.data) // keep divisors away from zero
     x = x > 0 ? x + 0.5f : x - 0.5f;
   Tensor r = random({2, 3, 4}, rng);
-  Tensor s = sub(a, b), m = mul(a, b), q = div(a, b);
+  Tensor sum = binaryMath(a, b, math::BinaryOp::Add),
+         s = binaryMath(a, b, math::BinaryOp::Sub),
+         m = binaryMath(a, b, math::BinaryOp::Mul),
+         q = binaryMath(a, b, math::BinaryOp::Div);
   for (int64_t n = 0; n < 2; ++n)
     for (int64_t i = 0; i < 3; ++i)
       for (int64_t j = 0; j < 4; ++j) {
         int64_t at = (n * 3 + i) * 4 + j;
+        EXPECT_FLOAT_EQ(sum.data[at], a.data[at] + b.data[i]);
         EXPECT_FLOAT_EQ(s.data[at], a.data[at] - b.data[i]);
         EXPECT_FLOAT_EQ(m.data[at], a.data[at] * b.data[i]);
         EXPECT_FLOAT_EQ(q.data[at], a.data[at] / b.data[i]);
       }
-  using Forward = Tensor (*)(const Tensor &, const Tensor &);
-  using Backward = void (*)(const Tensor &, const Tensor &, const Tensor &,
-                            Tensor *, Tensor *);
-  for (auto [f, g, what] : {std::tuple<Forward, Backward, const char *>{
-                                sub, subBackward, "sub"},
-                            {mul, mulBackward, "mul"},
-                            {div, divBackward, "div"}}) {
+  for (auto [op, what] : {std::pair{math::BinaryOp::Add, "add"},
+                          {math::BinaryOp::Sub, "sub"},
+                          {math::BinaryOp::Mul, "mul"},
+                          {math::BinaryOp::Div, "div"}}) {
     Tensor da(a.shape), db(b.shape);
-    g(a, b, r, &da, &db);
-    auto forward = [&, f = f]() { return f(a, b); };
+    binaryMathBackward(a, b, op, r, &da, &db);
+    auto forward = [&, op = op]() { return binaryMath(a, b, op); };
     expectGradient(a, da, forward, r, what);
     expectGradient(b, db, forward, r, what, 1e-3);
   }
@@ -291,8 +293,8 @@ TEST(Kernels, LinearAddLayerNorm) {
   Tensor p = random({2, 3, 4}, rng), q = random({3, 1}, rng);
   Tensor ra = random({2, 3, 4}, rng);
   Tensor dp(p.shape), dq(q.shape);
-  addBackward(ra, &dp, &dq);
-  auto g = [&]() { return add(p, q); };
+  binaryMathBackward(p, q, math::BinaryOp::Add, ra, &dp, &dq);
+  auto g = [&]() { return binaryMath(p, q, math::BinaryOp::Add); };
   expectGradient(p, dp, g, ra, "add lhs");
   expectGradient(q, dq, g, ra, "add broadcast rhs");
 

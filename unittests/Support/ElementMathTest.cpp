@@ -115,29 +115,21 @@ TEST(ElementMath, BroadcastingBinaryOpsAndTheirGradients) {
       Tensor got(out);
       for (int64_t i = 0; i < va.numel(); ++i)
         got.data[i] = applyBinary(op, a.data[va.at(i)], b.data[vb.at(i)]);
-      Tensor want = op == BinaryOp::Add   ? cpu::add(a, b)
-                    : op == BinaryOp::Sub ? cpu::sub(a, b)
-                    : op == BinaryOp::Mul ? cpu::mul(a, b)
-                                          : cpu::div(a, b);
+      Tensor want = cpu::binaryMath(a, b, op);
       expectNear(got, want, 1e-6, "forward");
 
       Tensor wantA(sa), wantB(sb), gotA, gotB;
+      cpu::binaryMathBackward(a, b, op, dOut, &wantA, &wantB);
       if (op == BinaryOp::Add || op == BinaryOp::Sub) {
-        if (op == BinaryOp::Add)
-          cpu::addBackward(dOut, &wantA, &wantB);
-        else
-          cpu::subBackward(a, b, dOut, &wantA, &wantB);
         gotA = operandGradient(ReduceTerm::Value, a, {&dOut}, out);
         gotB = operandGradient(ReduceTerm::Value, b, {&dOut}, out);
         if (op == BinaryOp::Sub)
           for (float &g : gotB.data)
             g = -g; // the executor's alpha = -1
       } else if (op == BinaryOp::Mul) {
-        cpu::mulBackward(a, b, dOut, &wantA, &wantB);
         gotA = operandGradient(ReduceTerm::Product, a, {&dOut, &b}, out);
         gotB = operandGradient(ReduceTerm::Product, b, {&dOut, &a}, out);
       } else {
-        cpu::divBackward(a, b, dOut, &wantA, &wantB);
         gotA = operandGradient(ReduceTerm::Quotient, a, {&dOut, &b}, out);
         gotB = operandGradient(ReduceTerm::DivisorGradient, b, {&dOut, &a, &b},
                                out);

@@ -5,7 +5,7 @@
 //===----------------------------------------------------------------------===//
 //
 // A device program of the plan, decoded once: every op becomes an OpKind
-// (OpKinds.def), its operands and result types, its phase, and its
+// (OpKinds.h), its operands and result types, its phase, and its
 // attributes as typed fields with the dialect's defaults filled in. The
 // executors, the workers and the backends' support checks read this form
 // only; nothing after decoding compares op names or looks attributes up by
@@ -20,6 +20,7 @@
 
 #include "dtfm/Format/TensorFile.h"
 #include "dtfm/Format/WireCodec.h"
+#include "dtfm/Plan/OpKinds.h"
 #include "dtfm/Support/CustomOps.h"
 #include "dtfm/Support/ElementMath.h"
 
@@ -38,35 +39,6 @@ class PlanOp;
 } // namespace dtfm::proto
 
 namespace dtfm::plan {
-
-enum class OpKind : uint8_t {
-#define DTFM_OP(kind, name) kind,
-#include "dtfm/Plan/OpKinds.def"
-};
-
-inline constexpr size_t kNumOpKinds = 0
-#define DTFM_OP(kind, name) +1
-#include "dtfm/Plan/OpKinds.def"
-    ;
-
-/// "dtfm.linear" for OpKind::Linear.
-const char *opName(OpKind kind);
-/// The kind of a dialect op name; nullopt for a name no kind has.
-std::optional<OpKind> opKindOf(std::string_view name);
-
-/// Kinds the phase loop and the optimizer step run themselves (values from
-/// outside the program, transfers, gradient syncs, updates): no backend
-/// kernel table has an entry for them. dtfm.backward runs through the
-/// backward entry of the kind it differentiates.
-bool isStructural(OpKind kind);
-
-/// The per-element function of an elementwise unary math op (OpKinds.def's
-/// DTFM_UNARY_MATH list), or none; its constants (pow's exponent, clip's
-/// bounds) are unaryParamsOf its attributes.
-std::optional<math::UnaryOp> unaryMathOf(OpKind kind);
-
-/// A table with one entry per op kind: each backend's kernels.
-template <typename T> using OpTable = std::array<T, kNumOpKinds>;
 
 /// When an op runs: per micro-batch forward or backward, or once per
 /// iteration after the last micro-batch.
@@ -239,8 +211,8 @@ struct StageProgram {
 };
 
 /// Layers recomputation may run again: those with backward ops whose
-/// forward has no side effect (no batch norm, whose running statistics
-/// would be updated twice, and no custom op, whose kernel may not be pure).
+/// forward has no op its kind's Impurity forbids running twice
+/// (OpKinds.def: a training batch norm, a custom op).
 std::vector<std::string> recomputableLayers(const StageProgram &program);
 
 /// The gradients the optimizer phase reads, summed over the micro-batches:

@@ -35,6 +35,7 @@ using plan::StageProgram;
 using plan::TensorParallelSlice;
 using plan::ValueLifetimes;
 
+using plan::binaryMathOf;
 using plan::buildSteps;
 using plan::decodeProgram;
 using plan::elementTypeName;

@@ -237,6 +237,22 @@ DTFM_HOST_DEVICE inline float applyBinary(BinaryOp op, float a, float b) {
   return a / b;
 }
 
+/// The partial derivative of `a op b` in operand 0 (a) or 1 (b).
+DTFM_HOST_DEVICE inline float binaryPartial(BinaryOp op, int operand, float a,
+                                            float b) {
+  switch (op) {
+  case BinaryOp::Add:
+    return 1.0f;
+  case BinaryOp::Sub:
+    return operand == 0 ? 1.0f : -1.0f;
+  case BinaryOp::Mul:
+    return operand == 0 ? b : a;
+  case BinaryOp::Div:
+    break;
+  }
+  return operand == 0 ? 1.0f / b : -a / (b * b);
+}
+
 enum class UnaryOp { Sqrt, Tanh, Erf, Exp, Sigmoid, Silu, Pow, Clip };
 
 /// The constants of a unary op: pow's exponent, clip's bounds.

@@ -1,5 +1,4 @@
-//===- Elementwise.cpp - CPU broadcasting, math and shape ops
-//---------------===//
+//===- Elementwise.cpp - CPU broadcasting, math and shape ops -------------===//
 //
 // Part of dtfm. The NumPy-broadcasting binary ops, unary math, reductions and
 // the shape ops (concat, slice, transpose, gather, where), forward and
@@ -15,9 +14,10 @@
 #include <limits>
 
 using namespace dtfm::runtime::cpu;
+namespace math = dtfm::math;
 
 //===----------------------------------------------------------------------===//
-// add (broadcasting)
+// binary math (broadcasting)
 //===----------------------------------------------------------------------===//
 
 /// Index into a broadcast operand for each element of the result.
@@ -53,7 +53,9 @@ static bool isSuffix(const std::vector<int64_t> &full,
                     full.end() - static_cast<long>(small.size()));
 }
 
-Tensor dtfm::runtime::cpu::add(const Tensor &a, const Tensor &b) {
+namespace {
+
+Tensor add(const Tensor &a, const Tensor &b) {
   // Common cases without index tables: equal shapes, or one operand
   // repeating over the other's leading dimensions.
   if (a.shape == b.shape || isSuffix(a.shape, b.shape) ||
@@ -77,8 +79,7 @@ Tensor dtfm::runtime::cpu::add(const Tensor &a, const Tensor &b) {
   return out;
 }
 
-void dtfm::runtime::cpu::addBackward(const Tensor &dOut, Tensor *da,
-                                     Tensor *db) {
+void addBackward(const Tensor &dOut, Tensor *da, Tensor *db) {
   for (Tensor *d : {da, db}) {
     if (!d)
       continue;
@@ -97,24 +98,20 @@ void dtfm::runtime::cpu::addBackward(const Tensor &dOut, Tensor *da,
   }
 }
 
-namespace {
-
-/// out[i] = f(a[ia[i]], b[ib[i]]) over the broadcast shape.
-template <typename F>
-Tensor broadcastBinary(const Tensor &a, const Tensor &b, F f) {
+/// out[i] = a[ia[i]] op b[ib[i]] over the broadcast shape.
+Tensor broadcastBinary(const Tensor &a, const Tensor &b, math::BinaryOp op) {
   Tensor out(broadcastShape(a.shape, b.shape));
   std::vector<int64_t> ia = broadcastIndex(out.shape, a.shape);
   std::vector<int64_t> ib = broadcastIndex(out.shape, b.shape);
   for (int64_t i = 0; i < out.numel(); ++i)
-    out.data[i] = f(a.data[ia[i]], b.data[ib[i]]);
+    out.data[i] = math::applyBinary(op, a.data[ia[i]], b.data[ib[i]]);
   return out;
 }
 
-/// da[ia[i]] += dOut[i] * ga(a, b); db[ib[i]] += dOut[i] * gb(a, b).
-template <typename GA, typename GB>
+/// da[ia[i]] += dOut[i] * d(a op b)/da, and the same for b.
 void broadcastBinaryBackward(const Tensor &a, const Tensor &b,
-                             const Tensor &dOut, Tensor *da, Tensor *db, GA ga,
-                             GB gb) {
+                             math::BinaryOp op, const Tensor &dOut, Tensor *da,
+                             Tensor *db) {
   std::vector<int64_t> ia = broadcastIndex(dOut.shape, a.shape);
   std::vector<int64_t> ib = broadcastIndex(dOut.shape, b.shape);
   if (da)
@@ -124,13 +121,30 @@ void broadcastBinaryBackward(const Tensor &a, const Tensor &b,
   for (int64_t i = 0; i < dOut.numel(); ++i) {
     float x = a.data[ia[i]], y = b.data[ib[i]], g = dOut.data[i];
     if (da)
-      da->data[ia[i]] += g * ga(x, y);
+      da->data[ia[i]] += g * math::binaryPartial(op, 0, x, y);
     if (db)
-      db->data[ib[i]] += g * gb(x, y);
+      db->data[ib[i]] += g * math::binaryPartial(op, 1, x, y);
   }
 }
 
 } // namespace
+
+Tensor dtfm::runtime::cpu::binaryMath(const Tensor &a, const Tensor &b,
+                                      math::BinaryOp op) {
+  return op == math::BinaryOp::Add ? add(a, b) : broadcastBinary(a, b, op);
+}
+
+void dtfm::runtime::cpu::binaryMathBackward(const Tensor &a, const Tensor &b,
+                                            math::BinaryOp op,
+                                            const Tensor &dOut, Tensor *da,
+                                            Tensor *db) {
+  if (op == math::BinaryOp::Add) {
+    ensure(da, a.shape);
+    ensure(db, b.shape);
+    addBackward(dOut, da, db);
+  } else
+    broadcastBinaryBackward(a, b, op, dOut, da, db);
+}
 
 Tensor dtfm::runtime::cpu::unaryMath(const Tensor &x, math::UnaryOp op,
                                      math::UnaryParams params) {
@@ -421,35 +435,4 @@ void dtfm::runtime::cpu::transposeBackward(const Tensor &dOut,
   ensure(dx, back.shape);
   for (int64_t i = 0; i < back.numel(); ++i)
     dx->data[i] += back.data[i];
-}
-
-Tensor dtfm::runtime::cpu::sub(const Tensor &a, const Tensor &b) {
-  return broadcastBinary(a, b, [](float x, float y) { return x - y; });
-}
-Tensor dtfm::runtime::cpu::mul(const Tensor &a, const Tensor &b) {
-  return broadcastBinary(a, b, [](float x, float y) { return x * y; });
-}
-Tensor dtfm::runtime::cpu::div(const Tensor &a, const Tensor &b) {
-  return broadcastBinary(a, b, [](float x, float y) { return x / y; });
-}
-void dtfm::runtime::cpu::subBackward(const Tensor &a, const Tensor &b,
-                                     const Tensor &dOut, Tensor *da,
-                                     Tensor *db) {
-  broadcastBinaryBackward(
-      a, b, dOut, da, db, [](float, float) { return 1.0f; },
-      [](float, float) { return -1.0f; });
-}
-void dtfm::runtime::cpu::mulBackward(const Tensor &a, const Tensor &b,
-                                     const Tensor &dOut, Tensor *da,
-                                     Tensor *db) {
-  broadcastBinaryBackward(
-      a, b, dOut, da, db, [](float, float y) { return y; },
-      [](float x, float) { return x; });
-}
-void dtfm::runtime::cpu::divBackward(const Tensor &a, const Tensor &b,
-                                     const Tensor &dOut, Tensor *da,
-                                     Tensor *db) {
-  broadcastBinaryBackward(
-      a, b, dOut, da, db, [](float, float y) { return 1.0f / y; },
-      [](float x, float y) { return -x / (y * y); });
 }

@@ -201,40 +201,9 @@ OpTable<KernelEntry> buildTable() {
                           firstTableRow(c.op, c.group.rank, c.in(1).dim(0)));
         return true;
       }};
-  at(OpKind::Add) = {[](F c, E) {
-                       c.set(0, add(c.in(0), c.in(1)));
-                       return true;
-                     },
-                     [](B c, E) {
-                       addBackward(*c.dOut, c.at(0), c.at(1));
-                       return true;
-                     }};
-  at(OpKind::Sub) = {[](F c, E) {
-                       c.set(0, sub(c.in(0), c.in(1)));
-                       return true;
-                     },
-                     [](B c, E) {
-                       subBackward(c.in(0), c.in(1), *c.dOut, c.at(0), c.at(1));
-                       return true;
-                     }};
-  at(OpKind::Mul) = {[](F c, E) {
-                       c.set(0, mul(c.in(0), c.in(1)));
-                       return true;
-                     },
-                     [](B c, E) {
-                       mulBackward(c.in(0), c.in(1), *c.dOut, c.at(0), c.at(1));
-                       return true;
-                     }};
-  at(OpKind::Div) = {[](F c, E) {
-                       c.set(0, div(c.in(0), c.in(1)));
-                       return true;
-                     },
-                     [](B c, E) {
-                       divBackward(c.in(0), c.in(1), *c.dOut, c.at(0), c.at(1));
-                       return true;
-                     }};
-  // Unary math (OpKinds.def's DTFM_UNARY_MATH list): one kernel for all.
-  for (size_t k = 0; k < kNumOpKinds; ++k)
+  // Elementwise math (OpKinds.def's DTFM_UNARY_MATH and DTFM_BINARY_MATH
+  // lists): one kernel for each list.
+  for (size_t k = 0; k < kNumOpKinds; ++k) {
     if (unaryMathOf(static_cast<OpKind>(k)))
       t[k] = {[](F c, E) {
                 c.set(0, unaryMath(c.in(0), *unaryMathOf(c.op.computes),
@@ -246,6 +215,19 @@ OpTable<KernelEntry> buildTable() {
                                   unaryParamsOf(c.op.attrs), *c.dOut, c.at(0));
                 return true;
               }};
+    if (binaryMathOf(static_cast<OpKind>(k)))
+      t[k] = {[](F c, E) {
+                c.set(0, binaryMath(c.in(0), c.in(1),
+                                    *binaryMathOf(c.op.computes)));
+                return true;
+              },
+              [](B c, E) {
+                binaryMathBackward(c.in(0), c.in(1),
+                                   *binaryMathOf(c.op.computes), *c.dOut,
+                                   c.at(0), c.at(1));
+                return true;
+              }};
+  }
   at(OpKind::ReduceMean) = {
       [](F c, E) {
         c.set(0, reduceMean(c.in(0), c.op.attrs.axes, c.op.attrs.keepdims));

@@ -82,12 +82,13 @@ bool CudaExecutor::backwardBinary(BackwardCall &call, std::string &error) {
   // d(a op b): each side's term summed over the dimensions it repeats
   // along.
   const ShapeVec &out = call.dOut->shape;
+  math::BinaryOp binary = *binaryMathOf(call.op.computes);
   for (int i = 0; i < 2; ++i) {
     if (!call.at(i))
       continue;
     const DTensor &self = call.in(i), &other = call.in(1 - i);
-    bool plainSum = call.op.computes == OpKind::Add ||
-                    (call.op.computes == OpKind::Sub && i == 0);
+    bool plainSum = binary == math::BinaryOp::Add ||
+                    (binary == math::BinaryOp::Sub && i == 0);
     if (plainSum && repeatsOver(self.shape, out)) {
       cuda::sumRepeated(call.dOut->data(), call.dOut->numel(), call.at(i),
                         self.numel(), call.stream);
@@ -97,12 +98,12 @@ bool CudaExecutor::backwardBinary(BackwardCall &call, std::string &error) {
     const float *operands[3] = {call.dOut->data(), nullptr, nullptr};
     std::vector<math::StridedView> views = {
         math::broadcastView(call.dOut->shape, out)};
-    float alpha = call.op.computes == OpKind::Sub && i == 1 ? -1.0f : 1.0f;
-    if (call.op.computes == OpKind::Mul) {
+    float alpha = binary == math::BinaryOp::Sub && i == 1 ? -1.0f : 1.0f;
+    if (binary == math::BinaryOp::Mul) {
       term = math::ReduceTerm::Product;
       operands[1] = other.data();
       views.push_back(math::broadcastView(other.shape, out));
-    } else if (call.op.computes == OpKind::Div) {
+    } else if (binary == math::BinaryOp::Div) {
       const DTensor &a = call.in(0), &b = call.in(1);
       term = i == 0 ? math::ReduceTerm::Quotient
                     : math::ReduceTerm::DivisorGradient;

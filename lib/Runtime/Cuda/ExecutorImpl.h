@@ -59,22 +59,6 @@ inline bool repeatsOver(ShapeVec operand, const ShapeVec &out) {
   return std::equal(operand.rbegin(), operand.rend(), out.rbegin());
 }
 
-/// The elementwise kernels' operation of an op kind.
-inline std::optional<math::BinaryOp> binaryOpOf(OpKind kind) {
-  switch (kind) {
-  case OpKind::Add:
-    return math::BinaryOp::Add;
-  case OpKind::Sub:
-    return math::BinaryOp::Sub;
-  case OpKind::Mul:
-    return math::BinaryOp::Mul;
-  case OpKind::Div:
-    return math::BinaryOp::Div;
-  default:
-    return std::nullopt;
-  }
-}
-
 /// The geometry of a causal_attention op whose query is `q`.
 inline cuda::AttentionShape attentionShapeOf(const ProgramOp &op,
                                              const ShapeVec &q) {

@@ -33,14 +33,14 @@ const OpTable<CudaKernels> &CudaExecutor::kernelTable() {
     at(OpKind::Reshape).forward = &CudaExecutor::forwardView;
     at(OpKind::Flatten).forward = &CudaExecutor::forwardView;
     at(OpKind::Embedding).forward = &CudaExecutor::forwardEmbedding;
-    at(OpKind::Add).forward = &CudaExecutor::forwardBinary;
-    at(OpKind::Sub).forward = &CudaExecutor::forwardBinary;
-    at(OpKind::Mul).forward = &CudaExecutor::forwardBinary;
-    at(OpKind::Div).forward = &CudaExecutor::forwardBinary;
-    // Unary math (OpKinds.def's DTFM_UNARY_MATH list): one kernel for all.
-    for (size_t k = 0; k < kNumOpKinds; ++k)
+    // Elementwise math (OpKinds.def's DTFM_UNARY_MATH and DTFM_BINARY_MATH
+    // lists): one kernel for each list.
+    for (size_t k = 0; k < kNumOpKinds; ++k) {
       if (unaryMathOf(static_cast<OpKind>(k)))
         t[k] = {&CudaExecutor::forwardUnary, &CudaExecutor::backwardUnary};
+      if (binaryMathOf(static_cast<OpKind>(k)))
+        t[k] = {&CudaExecutor::forwardBinary, &CudaExecutor::backwardBinary};
+    }
     at(OpKind::ReduceMean).forward = &CudaExecutor::forwardMean;
     at(OpKind::GlobalAvgPool).forward = &CudaExecutor::forwardMean;
     at(OpKind::Transpose).forward = &CudaExecutor::forwardTranspose;
@@ -69,10 +69,6 @@ const OpTable<CudaKernels> &CudaExecutor::kernelTable() {
     at(OpKind::TpAllReduce).backward = &CudaExecutor::backwardTpAllReduce;
     at(OpKind::Linear).backward = &CudaExecutor::backwardProduct;
     at(OpKind::Matmul).backward = &CudaExecutor::backwardProduct;
-    at(OpKind::Add).backward = &CudaExecutor::backwardBinary;
-    at(OpKind::Sub).backward = &CudaExecutor::backwardBinary;
-    at(OpKind::Mul).backward = &CudaExecutor::backwardBinary;
-    at(OpKind::Div).backward = &CudaExecutor::backwardBinary;
     at(OpKind::ReduceMean).backward = &CudaExecutor::backwardMean;
     at(OpKind::GlobalAvgPool).backward = &CudaExecutor::backwardMean;
     at(OpKind::Transpose).backward = &CudaExecutor::backwardTranspose;
@@ -142,17 +138,17 @@ bool CudaExecutor::forwardTpAllReduce(ForwardCall &call, std::string &error) {
 }
 
 bool CudaExecutor::forwardBinary(ForwardCall &call, std::string &error) {
-  std::optional<math::BinaryOp> binary = binaryOpOf(call.op.computes);
+  math::BinaryOp binary = *binaryMathOf(call.op.computes);
   const DTensor &a = call.in(0), &b = call.in(1);
   if (!fresh(call, false, error))
     return false;
-  if (call.op.computes == OpKind::Add && repeatsOver(a.shape, call.shape) &&
+  if (binary == math::BinaryOp::Add && repeatsOver(a.shape, call.shape) &&
       repeatsOver(b.shape, call.shape)) // a bias, a position table: no views
     cuda::addRepeated(a.data(), a.numel(), b.data(), b.numel(), call.out.data(),
                       call.out.numel(), call.stream);
   else
     cuda::binaryStrided(
-        *binary, a.data(), math::broadcastView(a.shape, call.shape), b.data(),
+        binary, a.data(), math::broadcastView(a.shape, call.shape), b.data(),
         math::broadcastView(b.shape, call.shape), call.out.data(), call.stream);
   return call.set(0, std::move(call.out));
 }

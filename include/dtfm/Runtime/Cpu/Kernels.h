@@ -42,17 +42,14 @@ Tensor matmul(const Tensor &lhs, const Tensor &rhs, bool transposeRhs);
 void matmulBackward(const Tensor &lhs, const Tensor &rhs, bool transposeRhs,
                     const Tensor &dOut, Tensor *dLhs, Tensor *dRhs);
 
-/// a - b, a * b, a / b with NumPy broadcasting; the backwards add into the
-/// operands' gradients (reduced over broadcast dimensions).
-Tensor sub(const Tensor &a, const Tensor &b);
-Tensor mul(const Tensor &a, const Tensor &b);
-Tensor div(const Tensor &a, const Tensor &b);
-void subBackward(const Tensor &a, const Tensor &b, const Tensor &dOut,
-                 Tensor *da, Tensor *db);
-void mulBackward(const Tensor &a, const Tensor &b, const Tensor &dOut,
-                 Tensor *da, Tensor *db);
-void divBackward(const Tensor &a, const Tensor &b, const Tensor &dOut,
-                 Tensor *da, Tensor *db);
+/// a op b with NumPy broadcasting (math::applyBinary); the backward adds
+/// dOut times each side's partial derivative (math::binaryPartial) into that
+/// operand's gradient, summed over the dimensions it repeats along. add
+/// takes a path without index tables when one shape is a suffix of the
+/// other (a bias, a position table).
+Tensor binaryMath(const Tensor &a, const Tensor &b, math::BinaryOp op);
+void binaryMathBackward(const Tensor &a, const Tensor &b, math::BinaryOp op,
+                        const Tensor &dOut, Tensor *da, Tensor *db);
 
 /// Unary math of every element (sqrt, tanh, erf, exp, sigmoid, silu, pow,
 /// clip: math::applyUnary, the CUDA kernels' too); the backward adds dOut
@@ -106,10 +103,6 @@ void transposeBackward(const Tensor &dOut, const std::vector<int64_t> &perm,
 Tensor linear(const Tensor &x, const Tensor &w, const Tensor *bias);
 void linearBackward(const Tensor &x, const Tensor &w, const Tensor &dOut,
                     Tensor *dx, Tensor *dw, Tensor *dBias);
-
-/// NumPy broadcasting.
-Tensor add(const Tensor &a, const Tensor &b);
-void addBackward(const Tensor &dOut, Tensor *da, Tensor *db);
 
 /// Over the last dimension; `mean` and `rstd` (one per row) are kept.
 /// x / sqrt(mean(x^2) + epsilon) * gamma over the last dimension; the
