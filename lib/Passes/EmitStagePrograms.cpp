@@ -8,6 +8,7 @@
 #include "dtfm/Format/Stream.h"
 #include "dtfm/Passes/Passes.h"
 #include "dtfm/Plan/Program.h"
+#include "dtfm/Plan/Sharding.h"
 #include "dtfm/Planner/Cluster.h"
 
 #include <map>

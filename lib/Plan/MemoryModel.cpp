@@ -7,7 +7,9 @@
 #include "dtfm/Plan/MemoryModel.h"
 #include "dtfm/Format/PlanFile.h"
 #include "dtfm/Format/Stream.h"
+#include "dtfm/Plan/Dataflow.h"
 #include "dtfm/Plan/Program.h"
+#include "dtfm/Plan/Sharding.h"
 
 #include "plan.pb.h"
 

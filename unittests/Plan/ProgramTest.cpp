@@ -1,6 +1,8 @@
 //===- ProgramTest.cpp - The typed stage program --------------------------===//
 
 #include "dtfm/Plan/Program.h"
+#include "dtfm/Plan/Dataflow.h"
+#include "dtfm/Plan/Sharding.h"
 #include "dtfm/Runtime/Executor.h"
 
 #include "plan.pb.h"

@@ -9,28 +9,25 @@
 // attributes as typed fields with the dialect's defaults filled in. The
 // executors, the workers and the backends' support checks read this form
 // only; nothing after decoding compares op names or looks attributes up by
-// string. Adding an op: a line in OpKinds.def, its attributes here (when it
-// has new ones) and in decodeAttrs (Program.cpp), and a kernel table entry
-// per backend (docs/Runtime.md, "Adding an op").
+// string. Dataflow.h answers what the program's values do (steps,
+// lifetimes, sends, gradients, updates), Sharding.h what part of each
+// tensor it holds. Adding an op: a line in OpKinds.def, its attributes here
+// (when it has new ones) and in decodeAttrs (Program.cpp), and a kernel
+// table entry per backend (docs/Runtime.md, "Adding an op").
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef DTFM_PLAN_PROGRAM_H
 #define DTFM_PLAN_PROGRAM_H
 
-#include "dtfm/Format/TensorFile.h"
 #include "dtfm/Format/WireCodec.h"
 #include "dtfm/Plan/OpKinds.h"
 #include "dtfm/Support/CustomOps.h"
 #include "dtfm/Support/ElementMath.h"
 
-#include <algorithm>
 #include <array>
-#include <map>
 #include <cstdint>
-#include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace dtfm::proto {
@@ -209,115 +206,6 @@ struct StageProgram {
     return byPhase[static_cast<int>(phase)];
   }
 };
-
-/// Layers recomputation may run again: those with backward ops whose
-/// forward has no op its kind's Impurity forbids running twice
-/// (OpKinds.def: a training batch norm, a custom op).
-std::vector<std::string> recomputableLayers(const StageProgram &program);
-
-/// The gradients the optimizer phase reads, summed over the micro-batches:
-/// each dtfm.grad_sync's input (with that op) and each update's gradient
-/// that no sync produces (with null).
-std::map<int64_t, const ProgramOp *> gradientInputs(const StageProgram &program);
-
-/// Elements [begin, end) of a flat tensor.
-struct ElementRange {
-  int64_t begin = 0, end = 0;
-  int64_t size() const { return end - begin; }
-};
-
-/// The part of a tensor of `elements` that member `member` of a
-/// data-parallel group of `members` owns under sharded optimizer state
-/// (dtfm.shard_state), and that the plan's param_shards record:
-/// [member * elements / members, (member + 1) * elements / members).
-ElementRange shardOf(int64_t elements, int64_t member, int64_t members);
-
-/// Tensor parallelism (dtfm.tp_shard): the shape of the whole tensor a
-/// parameter of `op` is slice `rank` of, and that slice cut from the whole
-/// tensor, or the whole tensor put together from the slices of every rank
-/// (in rank order). A parameter that is not a shard is its whole tensor.
-std::vector<int64_t> wholeShape(const ProgramOp &param);
-format::Tensor sliceOf(const format::Tensor &whole, int64_t dim, int64_t rank,
-                       int64_t parts);
-format::Tensor joinSlices(const std::vector<format::Tensor> &slices,
-                          int64_t dim);
-
-/// The program's rank in its tensor-parallel group (0 without one).
-int64_t tensorParallelRank(const StageProgram &program);
-
-/// The row of the whole table where a dtfm.embedding's table of
-/// `tableRows` rows starts: the slice of member `rank` when it is
-/// vocabulary-parallel (vocab_shard), 0 otherwise. Both backends' kernels
-/// take it.
-inline int64_t firstTableRow(const ProgramOp &embedding, int64_t rank,
-                             int64_t tableRows) {
-  return embedding.attrs.vocabShard ? rank * tableRows : 0;
-}
-
-/// How many of a dtfm.cross_entropy's `width` logit columns are classes on
-/// member `rank`: those below the op's `classes` in the whole vocabulary
-/// (all of them when it has none), the rest padding. Both backends' kernels
-/// take it.
-inline int64_t lossClassesOf(const ProgramOp &loss, int64_t width,
-                             int64_t rank) {
-  if (loss.attrs.classes <= 0)
-    return width;
-  int64_t first = loss.attrs.vocabShard ? rank * width : 0;
-  return std::clamp<int64_t>(loss.attrs.classes - first, 0, width);
-}
-
-/// What parameter `param` of `program` holds of its `whole` tensor: the
-/// program's slice of it (dtfm.tp_shard), or all of it.
-format::Tensor programSlice(const StageProgram &program, const ProgramOp &param,
-                            format::Tensor whole);
-
-/// Where a parameter of a tensor-parallel program sits in its whole
-/// tensor: slice `rank` of `degree` along `dim`.
-struct TensorParallelSlice {
-  int64_t dim = 0, rank = 0, degree = 1;
-};
-/// The program's sharded parameters (dtfm.tp_shard), by name.
-std::map<std::string, TensorParallelSlice>
-tensorParallelSlices(const StageProgram &program);
-
-/// Each optimizer update of the program with the dtfm.param it updates
-/// and the dtfm.grad_sync whose result it reads (null: none), in program
-/// order; updates of no parameter are left out.
-struct ParameterUpdate {
-  const ProgramOp *update = nullptr, *param = nullptr, *sync = nullptr;
-};
-std::vector<ParameterUpdate> parameterUpdates(const StageProgram &program);
-
-/// The parameters this program updates from a dtfm.shard_state sync, by
-/// name, with the shard its device owns (its place in the sync's group).
-std::map<std::string, ElementRange>
-shardedParameters(const StageProgram &program);
-
-/// The values the program's dtfm.send ops send, each with whether it is
-/// sent only once per iteration (a tied weight: the runtime copies it into
-/// micro-batch 0's values only) rather than every micro-batch.
-std::map<int64_t, bool> sentValues(const StageProgram &program);
-
-/// Fills `steps` from `byPhase`, the ops' layers and `recompute`
-/// (decodeProgram does).
-void buildSteps(StageProgram &program);
-
-/// When the values of one micro-batch may be freed, along its steps: each
-/// value (each time a step makes it) after its last reader; a value the
-/// worker sends after a phase once that phase's sends are made (unless a
-/// later step reads it); a gradient the optimizer takes once it is summed:
-/// after the step that makes it, or, when received, when the micro-batch's
-/// backward ends. A value no step reads is freed right after the step
-/// that makes it. The runtime frees by it and the memory model
-/// (MemoryModel.h) counts by it.
-struct ValueLifetimes {
-  /// Value ids to free after each step of the forward (0) and backward (1).
-  std::array<std::vector<std::vector<int64_t>>, 2> freeAfterStep;
-  /// Value ids to free once the forward's (0) or backward's (1) sends of a
-  /// micro-batch are made.
-  std::array<std::vector<int64_t>, 2> freeAfterSends;
-};
-ValueLifetimes valueLifetimes(const StageProgram &program);
 
 /// Decodes `program`. On an op no kind has, a dtfm.backward of an op
 /// without kernels, or an attribute of the wrong type, returns false with

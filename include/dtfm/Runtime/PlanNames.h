@@ -15,7 +15,9 @@
 #ifndef DTFM_RUNTIME_PLANNAMES_H
 #define DTFM_RUNTIME_PLANNAMES_H
 
+#include "dtfm/Plan/Dataflow.h"
 #include "dtfm/Plan/Program.h"
+#include "dtfm/Plan/Sharding.h"
 
 namespace dtfm::runtime {
 

@@ -9,6 +9,7 @@
 #include "dtfm/Dialect/Dtfm/IR/DtfmOps.h"
 #include "dtfm/Format/PlanFile.h"
 #include "dtfm/Format/Stream.h"
+#include "dtfm/Plan/Dataflow.h"
 #include "dtfm/Plan/Program.h"
 
 #include "plan.pb.h"
