@@ -155,27 +155,23 @@ HeteroModel::layoutOf(const Partition &stages,
   return layout;
 }
 
-HeteroCost HeteroModel::score(const Partition &stages, const Layout &layout,
-                              StagePlan plan) const {
-  HeteroCost cost;
+/// Per pipeline and stage, what does not depend on the micro-batch count:
+/// the stage's compute, its send stream's occupancy, and the round trip
+/// through it and the later stages.
+struct HeteroModel::StageTimes {
+  double compute = 0, send = 0, roundTrip = 0;
+};
+
+std::vector<std::vector<HeteroModel::StageTimes>>
+HeteroModel::stageTimesOf(const Layout &layout, const StagePlan &plan) const {
   const Cluster &cluster = *problem.cluster;
   const Workload &workload = problem.workload;
-  const TrainingOptions &training = problem.training;
-  int pp = static_cast<int>(stages.size());
-  int dp = static_cast<int>(stages[0].size());
   const std::vector<std::vector<int>> &pipelines = layout.pipelines;
+  int dp = static_cast<int>(pipelines.size());
+  int pp = static_cast<int>(pipelines[0].size());
+  int boundaries = std::max(0, pp - 1);
   const std::vector<double> &seconds = layout.seconds,
                             &occupancy = layout.occupancy;
-  int boundaries = std::max(0, pp - 1);
-  // Each pipeline, as the runtime runs it: one micro-batch's forward and
-  // backward through every stage (FusionLLM eq. 3's sum, latency included),
-  // then n_b - 1 steady steps. A step is bounded by every stage's compute
-  // (on the pipeline's own device: the plan's stage time is its group's
-  // slowest member's), by its one send stream (activations on, gradients
-  // back: the link's latency overlaps the next transfer, only bytes /
-  // bandwidth occupy it), and by the schedule's window: stage s keeps w_s
-  // micro-batches in flight (1F1B: min(n_b, pp - s)), each one a round trip
-  // through the later stages.
   const std::vector<StageDevice> &groups = layout.groups;
   // One micro-batch's compute of stage s on pipeline i's own device: its
   // FLOPs at that device's speed and ridge, and (tensor parallelism) its
@@ -199,12 +195,6 @@ HeteroCost HeteroModel::score(const Partition &stages, const Layout &layout,
     return flopSeconds * groups[s].speed / own.speed() +
            own.groupSumSeconds(sums, sumBytes);
   };
-  // Per pipeline and stage, what does not depend on the micro-batch count:
-  // the stage's compute, its send stream's occupancy, and the round trip
-  // through it and the later stages.
-  struct StageTimes {
-    double compute = 0, send = 0, roundTrip = 0;
-  };
   std::vector<std::vector<StageTimes>> times(dp, std::vector<StageTimes>(pp));
   for (int i = 0; i < dp; ++i) {
     int first = 2 * i * boundaries;
@@ -223,17 +213,78 @@ HeteroCost HeteroModel::score(const Partition &stages, const Layout &layout,
       t.roundTrip = roundTrip;
     }
   }
-  // 1F1B's streams keep a fixed order, which closes a cycle between any
-  // two stages s < s2 (not only through the last one): stage s's forward
-  // of micro-batch m reaches s2, whose next backward (of m - w2 + 1) comes
-  // back to s, after which s runs the forward of m + w - w2 + 1 (w, w2 the
-  // stages' windows). A cycle is the compute of stages s..s2 and the
-  // transfers between them, latency included, and advances w - w2 + 1
-  // micro-batches. On slow, far links it is the bound: two regions 10 ms
-  // and 1.12 Gbit/s apart take 88 ms a step against the send stream's
-  // 67 ms, as the simulator finds. Windows that hold every micro-batch on
-  // both stages have no steady state.
-  auto cycleStep = [&](int i, const std::function<int(int)> &windowOf) {
+  return times;
+}
+
+/// Each pipeline's time for an iteration of a given number of micro-batches,
+/// as the runtime runs it: one micro-batch's forward and backward through
+/// every stage (FusionLLM eq. 3's sum, latency included), then n_b - 1
+/// steady steps. A step is bounded by every stage's compute (on the
+/// pipeline's own device: the plan's stage time is its group's slowest
+/// member's), by its one send stream (activations on, gradients back: the
+/// link's latency overlaps the next transfer, only bytes / bandwidth occupy
+/// it), and by the schedule's window: stage s keeps w_s micro-batches in
+/// flight (1F1B: min(n_b, pp - s)), each one a round trip through the later
+/// stages.
+class HeteroModel::PipelineClock {
+public:
+  PipelineClock(std::vector<std::vector<StageTimes>> stageTimes,
+                const StagePartitionOptions &stages)
+      : times(std::move(stageTimes)), window(stages),
+        oneFOneB(stages.schedule == PipelineSchedule::OneFOneB),
+        pp(static_cast<int>(times[0].size())), cycleSteps(times.size(), 0.0),
+        steadySteps(times.size(), -1.0) {
+    // With at least pp micro-batches the windows are pp - s, whatever their
+    // count: the bound once per pipeline.
+    if (oneFOneB)
+      for (size_t i = 0; i < times.size(); ++i)
+        cycleSteps[i] =
+            cycleStep(static_cast<int>(i), [&](int s) { return pp - s; });
+  }
+
+  double seconds(int i, int microBatches) {
+    bool steady = oneFOneB && microBatches >= pp;
+    if (steady && steadySteps[i] >= 0)
+      return times[i][0].roundTrip + (microBatches - 1) * steadySteps[i];
+    window.microBatches = microBatches;
+    double step = 0;
+    for (int s = pp - 1; s >= 0; --s) {
+      const StageTimes &t = times[i][s];
+      int inFlight = inFlightMicroBatches(window, s, pp);
+      step = std::max({step, t.compute, t.send, t.roundTrip / inFlight});
+    }
+    if (oneFOneB)
+      step = std::max(step, microBatches >= pp
+                                ? cycleSteps[i]
+                                : cycleStep(i, [&](int s) {
+                                    return inFlightMicroBatches(window, s, pp);
+                                  }));
+    if (steady)
+      steadySteps[i] = step;
+    // The last round trip from stage 0 is the fill and drain.
+    return times[i][0].roundTrip + (microBatches - 1) * step;
+  }
+
+  /// Pipeline i's compute alone, over its stages.
+  double computeSeconds(int i) const {
+    double total = 0;
+    for (int s = 0; s < pp; ++s)
+      total += times[i][s].compute;
+    return total;
+  }
+
+private:
+  /// 1F1B's streams keep a fixed order, which closes a cycle between any
+  /// two stages s < s2 (not only through the last one): stage s's forward
+  /// of micro-batch m reaches s2, whose next backward (of m - w2 + 1) comes
+  /// back to s, after which s runs the forward of m + w - w2 + 1 (w, w2 the
+  /// stages' windows). A cycle is the compute of stages s..s2 and the
+  /// transfers between them, latency included, and advances w - w2 + 1
+  /// micro-batches. On slow, far links it is the bound: two regions 10 ms
+  /// and 1.12 Gbit/s apart take 88 ms a step against the send stream's
+  /// 67 ms, as the simulator finds. Windows that hold every micro-batch on
+  /// both stages have no steady state.
+  double cycleStep(int i, const std::function<int(int)> &windowOf) const {
     double step = 0;
     for (int s = 0; s < pp; ++s)
       for (int s2 = s + 1; s2 + 1 < pp; ++s2) {
@@ -245,40 +296,25 @@ HeteroCost HeteroModel::score(const Partition &stages, const Layout &layout,
         step = std::max(step, cycle / advance);
       }
     return step;
-  };
-  // With at least pp micro-batches the windows are pp - s, whatever their
-  // count: the bound once per pipeline.
-  std::vector<double> cycleSteps(dp, 0.0);
-  if (training.stages.schedule == PipelineSchedule::OneFOneB)
-    for (int i = 0; i < dp; ++i)
-      cycleSteps[i] = cycleStep(i, [&](int s) { return pp - s; });
-  StagePartitionOptions window = training.stages;
-  // 1F1B with at least pp micro-batches: the windows and so the step no
-  // longer depend on the count (splitting micro-batches asks for many
-  // counts); -1 until known.
-  std::vector<double> steadySteps(dp, -1.0);
+  }
+
+  std::vector<std::vector<StageTimes>> times;
+  StagePartitionOptions window;
+  bool oneFOneB;
+  int pp;
+  std::vector<double> cycleSteps;
+  /// 1F1B with at least pp micro-batches: the windows and so the step no
+  /// longer depend on the count (splitting micro-batches asks for many
+  /// counts); -1 until known.
+  std::vector<double> steadySteps;
+};
+
+void HeteroModel::scorePipelines(const Layout &layout, const StagePlan &plan,
+                                 PipelineClock &clock, HeteroCost &cost) const {
+  const TrainingOptions &training = problem.training;
+  int dp = static_cast<int>(layout.pipelines.size());
   auto pipelineSeconds = [&](int i, int microBatches) {
-    bool steady = training.stages.schedule == PipelineSchedule::OneFOneB &&
-                  microBatches >= pp;
-    if (steady && steadySteps[i] >= 0)
-      return times[i][0].roundTrip + (microBatches - 1) * steadySteps[i];
-    window.microBatches = microBatches;
-    double step = 0;
-    for (int s = pp - 1; s >= 0; --s) {
-      const StageTimes &t = times[i][s];
-      int inFlight = inFlightMicroBatches(window, s, pp);
-      step = std::max({step, t.compute, t.send, t.roundTrip / inFlight});
-    }
-    if (training.stages.schedule == PipelineSchedule::OneFOneB)
-      step = std::max(step, microBatches >= pp
-                                ? cycleSteps[i]
-                                : cycleStep(i, [&](int s) {
-                                    return inFlightMicroBatches(window, s, pp);
-                                  }));
-    if (steady)
-      steadySteps[i] = step;
-    // The last round trip from stage 0 is the fill and drain.
-    return times[i][0].roundTrip + (microBatches - 1) * step;
+    return clock.seconds(i, microBatches);
   };
   int microBatches = std::max(1, training.stages.microBatches);
   std::vector<double> evenSeconds(dp);
@@ -296,8 +332,7 @@ HeteroCost HeteroModel::score(const Partition &stages, const Layout &layout,
   // unless unevenByLinks asks for a split by the whole pipeline time.
   std::vector<double> computeSeconds(dp, 0.0);
   for (int i = 0; i < dp; ++i)
-    for (int s = 0; s < pp; ++s)
-      computeSeconds[i] += times[i][s].compute;
+    computeSeconds[i] = clock.computeSeconds(i);
   auto differ = [](const std::vector<double> &seconds) {
     return std::adjacent_find(seconds.begin(), seconds.end(),
                               std::not_equal_to<double>()) != seconds.end();
@@ -316,95 +351,129 @@ HeteroCost HeteroModel::score(const Partition &stages, const Layout &layout,
     StagePlan check;
     std::string error;
     if (unevenSeconds < cost.pipelineSeconds * (1 - kUnevenMinGain) &&
-        planForBounds(workload.blocks, groups, most, plan.bounds, check,
-                      error)) {
+        planForBounds(problem.workload.blocks, layout.groups, most, plan.bounds,
+                      check, error)) {
       cost.pipelineSeconds = unevenSeconds;
       cost.pipelineMicroBatches = std::move(shares);
     }
   }
-  // Data-parallel synchronisation of each stage's own gradients, then the
-  // tied parameters crossing stages, pipeline by pipeline.
+}
+
+/// One stage's synchronisation: the exchange left after the backward when
+/// synchronous, one whole exchange (local steps take 1/H of it), and the
+/// tied parameters' exchange.
+struct HeteroModel::StageSync {
+  double exposed = 0, exchange = 0, tied = 0;
+};
+
+HeteroModel::StageSync HeteroModel::stageSyncOf(const Layout &layout,
+                                                const StagePlan &plan,
+                                                int s) const {
+  const Cluster &cluster = *problem.cluster;
+  const Workload &workload = problem.workload;
+  const TrainingOptions &training = problem.training;
+  const std::vector<std::vector<int>> &pipelines = layout.pipelines;
+  int dp = static_cast<int>(pipelines.size());
+  StageSync sync;
+  double parameterBytes = 0;
+  for (int i = plan.bounds[s]; i < plan.bounds[s + 1]; ++i)
+    parameterBytes += workload.blocks[i].parameterBytes;
+  double gradientBytes =
+      parameterBytes * workload.gradientBytesPerParameterByte;
+  if (dp > 1) {
+    // The group's algorithm and codec as --dtfm-insert-grad-sync
+    // chooses them (planGradientSync).
+    GradientSyncPlan groupSync = planGradientSync(
+        layout.groupLinks[s], gradientBytes,
+        1 / workload.gradientElementsPerByte, problem.dataParallel,
+        training.sync, training.dpCompression);
+    auto exchange = [&](double bytes) {
+      return groupSync.exchangeSeconds(bytes);
+    };
+    // The gradients in buckets, overlapping the last micro-batch's
+    // backward (Planner/Buckets.h, as --dtfm-insert-grad-sync cuts them):
+    // the backward runs from the stage's last block to its first, and a
+    // block's gradients are complete once it has passed.
+    double backwardFlops = 0, flops = 0;
+    for (int i = plan.bounds[s]; i < plan.bounds[s + 1]; ++i) {
+      backwardFlops += workload.blocks[i].backwardFlops;
+      flops += workload.blocks[i].flops;
+    }
+    std::vector<double> bytes, ready;
+    double done = 0;
+    for (int i = plan.bounds[s + 1] - 1; i >= plan.bounds[s]; --i) {
+      const ChainBlock &block = workload.blocks[i];
+      done += block.backwardFlops;
+      if (block.parameterBytes <= 0)
+        continue;
+      bytes.push_back(block.parameterBytes *
+                      workload.gradientBytesPerParameterByte);
+      ready.push_back(backwardFlops > 0 ? done / backwardFlops : 1.0);
+    }
+    double backwardSeconds =
+        flops > 0 ? plan.stageSeconds[s] * backwardFlops / flops : 0;
+    sync.exchange = exchange(gradientBytes);
+    if (training.syncEvery < 1) // synchronous, or auto
+      sync.exposed = exposedSyncSeconds(bytes, ready, training.bucketCapBytes,
+                                        exchange, backwardSeconds);
+  }
+  // The tied parameters crossing stages, pipeline by pipeline: the slowest.
   auto stageOf = [&](int block) {
     return static_cast<int>(std::upper_bound(plan.bounds.begin() + 1,
                                              plan.bounds.end() - 1, block) -
                             plan.bounds.begin() - 1);
   };
-  // Per stage: the exchange left after the backward when synchronous, one
-  // parameter exchange (local steps), the tied parameters' exchange.
-  std::vector<double> exposedOf(pp, 0.0), exchangeOf(pp, 0.0), tiedOf(pp, 0.0);
-  for (int s = 0; s < pp; ++s) {
-    double parameterBytes = 0;
-    for (int i = plan.bounds[s]; i < plan.bounds[s + 1]; ++i)
-      parameterBytes += workload.blocks[i].parameterBytes;
-    double gradientBytes =
-        parameterBytes * workload.gradientBytesPerParameterByte;
-    if (dp > 1) {
-      // The group's algorithm and codec as --dtfm-insert-grad-sync
-      // chooses them (planGradientSync).
-      GradientSyncPlan sync = planGradientSync(
-          layout.groupLinks[s], gradientBytes,
-          1 / workload.gradientElementsPerByte, problem.dataParallel,
-          training.sync, training.dpCompression);
-      auto exchange = [&](double bytes) { return sync.exchangeSeconds(bytes); };
-      // The gradients in buckets, overlapping the last micro-batch's
-      // backward (Planner/Buckets.h, as --dtfm-insert-grad-sync cuts them):
-      // the backward runs from the stage's last block to its first, and a
-      // block's gradients are complete once it has passed.
-      double backwardFlops = 0, flops = 0;
-      for (int i = plan.bounds[s]; i < plan.bounds[s + 1]; ++i) {
-        backwardFlops += workload.blocks[i].backwardFlops;
-        flops += workload.blocks[i].flops;
-      }
-      std::vector<double> bytes, ready;
-      double done = 0;
-      for (int i = plan.bounds[s + 1] - 1; i >= plan.bounds[s]; --i) {
-        const ChainBlock &block = workload.blocks[i];
-        done += block.backwardFlops;
-        if (block.parameterBytes <= 0)
-          continue;
-        bytes.push_back(block.parameterBytes *
-                        workload.gradientBytesPerParameterByte);
-        ready.push_back(backwardFlops > 0 ? done / backwardFlops : 1.0);
-      }
-      double backwardSeconds =
-          flops > 0 ? plan.stageSeconds[s] * backwardFlops / flops : 0;
-      exchangeOf[s] = exchange(gradientBytes);
-      if (training.syncEvery < 1) // synchronous, or auto
-        exposedOf[s] = exposedSyncSeconds(bytes, ready, training.bucketCapBytes,
-                                          exchange, backwardSeconds);
+  for (int i = 0; i < dp; ++i) {
+    double mine = 0;
+    for (const TiedParameter &t : workload.tied) {
+      int owner = stageOf(t.owner), reader = stageOf(t.reader);
+      if (owner == reader || (s != owner && s != reader))
+        continue;
+      int peer = s == owner ? reader : owner;
+      mine +=
+          cluster.transferSeconds(pipelines[i][s], pipelines[i][peer], t.bytes);
     }
-    double tied = 0;
-    for (int i = 0; i < dp; ++i) {
-      double mine = 0;
-      for (const TiedParameter &t : workload.tied) {
-        int owner = stageOf(t.owner), reader = stageOf(t.reader);
-        if (owner == reader || (s != owner && s != reader))
-          continue;
-        int peer = s == owner ? reader : owner;
-        mine += cluster.transferSeconds(pipelines[i][s], pipelines[i][peer],
-                                        t.bytes);
-      }
-      tied = std::max(tied, mine);
-    }
-    tiedOf[s] = tied;
+    sync.tied = std::max(sync.tied, mine);
   }
+  return sync;
+}
+
+void HeteroModel::scoreDataParallel(const Layout &layout, const StagePlan &plan,
+                                    HeteroCost &cost) const {
+  int pp = static_cast<int>(layout.pipelines[0].size());
+  // Data-parallel synchronisation of each stage's own gradients, then the
+  // tied parameters crossing stages.
+  std::vector<StageSync> syncs;
+  for (int s = 0; s < pp; ++s)
+    syncs.push_back(stageSyncOf(layout, plan, s));
+  auto largest = [&](double StageSync::*field) {
+    double most = syncs[0].*field;
+    for (const StageSync &sync : syncs)
+      most = std::max(most, sync.*field);
+    return most;
+  };
   // Local steps: 1/H of one exchange per iteration.
-  int64_t h = training.syncEvery;
+  int64_t h = problem.training.syncEvery;
   if (h == kSyncEveryAuto)
-    h = chooseSyncEvery(cost.pipelineSeconds,
-                        *std::max_element(exposedOf.begin(), exposedOf.end()),
-                        *std::max_element(exchangeOf.begin(), exchangeOf.end()));
+    h = chooseSyncEvery(cost.pipelineSeconds, largest(&StageSync::exposed),
+                        largest(&StageSync::exchange));
   cost.syncEvery = h;
   // Synchronous, the tied exchange starts after the last micro-batch while
   // the buckets are still on the group's links, and the steps wait for
   // both (as the simulator lays them out, planner::layOutBuckets); with
   // local steps it comes first, then the step and the parameter exchange.
-  for (int s = 0; s < pp; ++s) {
-    double seconds = h >= 1 ? exchangeOf[s] / static_cast<double>(h) +
-                                  tiedOf[s]
-                            : std::max(exposedOf[s], tiedOf[s]);
+  for (const StageSync &sync : syncs) {
+    double seconds = h >= 1 ? sync.exchange / static_cast<double>(h) + sync.tied
+                            : std::max(sync.exposed, sync.tied);
     cost.dataParallelSeconds = std::max(cost.dataParallelSeconds, seconds);
   }
+}
+
+HeteroCost HeteroModel::score(const Layout &layout, StagePlan plan) const {
+  HeteroCost cost;
+  PipelineClock clock(stageTimesOf(layout, plan), problem.training.stages);
+  scorePipelines(layout, plan, clock, cost);
+  scoreDataParallel(layout, plan, cost);
   cost.plan = std::move(plan);
   cost.feasible = true;
   return cost;
@@ -420,7 +489,7 @@ HeteroCost HeteroModel::evaluate(const Partition &stages,
   auto scored = [&](StagePlan plan) {
     if (!layout)
       layout = layoutOf(stages, devices);
-    return score(stages, *layout, std::move(plan));
+    return score(*layout, std::move(plan));
   };
   if (!problem.fixedBounds.empty()) {
     StagePlan fixed;

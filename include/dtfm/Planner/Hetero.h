@@ -107,8 +107,26 @@ private:
   /// `groups`: stageDevices of `stages`, which evaluate has already.
   Layout layoutOf(const Partition &stages,
                   std::vector<StageDevice> groups) const;
-  HeteroCost score(const Partition &stages, const Layout &layout,
-                   StagePlan plan) const;
+  /// A split of the blocks (`plan`) on the partition's layout: the
+  /// pipelines' time, then the data-parallel synchronisation's.
+  HeteroCost score(const Layout &layout, StagePlan plan) const;
+
+  /// Each pipeline's stages: compute, send stream, round trip.
+  struct StageTimes;
+  std::vector<std::vector<StageTimes>>
+  stageTimesOf(const Layout &layout, const StagePlan &plan) const;
+  /// A pipeline's time for any number of micro-batches.
+  class PipelineClock;
+  /// The pipelines' time, evenly or with uneven replicas.
+  void scorePipelines(const Layout &layout, const StagePlan &plan,
+                      PipelineClock &clock, HeteroCost &cost) const;
+  /// Stage `s`'s gradient and tied-parameter exchanges.
+  struct StageSync;
+  StageSync stageSyncOf(const Layout &layout, const StagePlan &plan,
+                        int s) const;
+  /// The synchronisation's time and the local steps' H.
+  void scoreDataParallel(const Layout &layout, const StagePlan &plan,
+                         HeteroCost &cost) const;
 
   HeteroProblem problem;
 };
