@@ -73,6 +73,7 @@ case "$mode" in
       targets+=(bench-hetero bench-paper bench-scheduler bench-shape)
     fi
     ninja -C "$build" -j "$jobs" "${targets[@]}"
+    echo "sanitize: built in $SECONDS s"
     # One log_path for both (UBSan's would override ASan's anyway).
     export ASAN_OPTIONS="$asan_common:log_path=$reports/report:strict_string_checks=1:detect_stack_use_after_return=1"
     export UBSAN_OPTIONS="log_path=$reports/report:print_stacktrace=1"
