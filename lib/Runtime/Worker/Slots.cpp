@@ -9,7 +9,7 @@
 // slot runs each entry once its receives are in, the send slot hands
 // computed values to the transport. Values used once per iteration travel
 // outside the streams (postTied / waitTied / sendOnce); the gradient sync
-// of the data-parallel group (GradSync.cpp) ends the iteration.
+// of the data-parallel group (GradientSync.cpp) ends the iteration.
 //
 //===----------------------------------------------------------------------===//
 
@@ -182,7 +182,7 @@ bool Worker::sendEntry(int64_t step, const StreamEntry &entry,
 }
 
 bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
-  currentStep = step;
+  sync.beginStep(step);
   received.clear();
   outbox.clear();
   computed.clear();
@@ -219,36 +219,15 @@ bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
 
   // Gradient buckets all-reduced while the backward goes on (when the
   // executor can hand gradients over early and the slots overlap).
-  std::thread syncer;
-  std::string syncError;
-  streamingBuckets =
-      overlapped && groupIndex >= 0 && !syncBuckets.empty() && syncEvery < 1 &&
-      executor->streamGradients(microBatches, gradientScale(),
-                                [this](const ProgramOp &sync,
-                                       const cpu::Tensor &g) {
-                                  bucketGradient(sync, g);
-                                });
-  if (streamingBuckets) {
-    for (SyncBucket &bucket : syncBuckets) {
-      bucket.filled = 0;
-      bucket.synced = false;
-    }
-    syncAborted = false;
-    syncer = std::thread([&] {
-      if (!runSyncThread(syncError))
-        fatal(syncError);
-    });
-  }
-  auto stopSync = [&] {
-    if (!syncer.joinable())
-      return;
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      syncAborted = true;
-    }
-    changed.notify_all();
-    syncer.join();
-  };
+  if (overlapped && sync.canStream() &&
+      executor->streamGradients(
+          microBatches, gradientScale(),
+          [this](const ProgramOp &op, const cpu::Tensor &g) {
+            std::string e;
+            if (!sync.bucketGradient(op, g, e))
+              fatal(e);
+          }))
+    sync.startStreaming([this](const std::string &e) { fatal(e); });
 
   std::vector<ValueTable> values(microBatches);
   bool computed = overlapped
@@ -259,21 +238,20 @@ bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
     sender.join();
   }
   if (!computed) {
-    stopSync();
+    sync.stopStreaming();
     return false;
   }
   Clock::time_point start = Clock::now();
   bool finished = executor->finishIteration(
       gradientScale(),
       [&](const auto &grads, std::string &e) {
-        return streamingBuckets ? awaitBuckets(grads, e)
-                                : syncGradients(grads, e);
+        return sync.syncGradients(grads, e);
       },
       [&](const auto &params, std::string &e) {
-        return gatherShards(params, e);
+        return sync.gatherShards(params, e);
       },
       error);
-  stopSync();
+  sync.stopStreaming();
   if (!finished) {
     if (error.rfind("gradient allreduce", 0) != 0)
       error = planPath + ": " + error;
@@ -281,30 +259,16 @@ bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
   }
   record(1, "optimizer", start, Clock::now());
   // Local steps: every syncEvery steps the replicas exchange parameters.
-  if (syncEvery >= 1 && groupIndex >= 0 && step % syncEvery == 0) {
-    // Pseudo-gradients in the syncs' codec too (one that carries local
-    // steps: the plan's decoder refuses the others).
-    format::WireCodec wire = format::WireCodec::Dense;
-    for (const ProgramOp &op : typed.ops)
-      if (op.kind == OpKind::GradSync &&
-          op.attrs.compression != format::WireCodec::Dense)
-        wire = op.attrs.compression;
-    float scale = groupAverage();
+  int64_t every = sync.syncEvery();
+  if (every >= 1 && sync.hasGroup() && step % every == 0) {
     // Uneven replicas weight their pseudo-gradients by their share of the
     // global batch (members x share: 1 when even).
-    double share = static_cast<double>(microBatches) * groupMembers() /
+    double share = static_cast<double>(microBatches) * sync.members() /
                    static_cast<double>(layout.total);
     Clock::time_point outer = Clock::now();
     bool exchanged = executor->outerStep(
         [&](std::vector<float> &values, std::string &e) {
-          if (share != 1.0)
-            for (float &x : values)
-              x = static_cast<float>(x * share);
-          if (!exchange(wire, values.data(), values.size(), 0, e))
-            return false;
-          for (float &x : values)
-            x *= scale;
-          return true;
+          return sync.averageParameters(values, share, e);
         },
         error);
     if (!exchanged)

@@ -6,10 +6,10 @@
 //
 // The worker's life: preparation (streams, transfers, the executor, data),
 // connection (the transport, data-parallel groups, device links), the step
-// loop, calibration, the memory report and the end of the run. The slots
-// are in Slots.cpp, the gradient sync in GradSync.cpp, checkpoints and
-// resumption in Resume.cpp; step lines in StepReport.cpp; checkpoint files
-// in Checkpoints.cpp.
+// loop and the end of the run. The slots are in Slots.cpp, the gradient
+// sync in GradientSync.cpp, the calibration and the memory report in
+// Measure.cpp, checkpoints and resumption in Resume.cpp; step lines in
+// StepReport.cpp; checkpoint files in Checkpoints.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -109,17 +109,8 @@ bool Worker::prepare(std::string &error) {
 
   if (!decodeProgram(program, typed, error))
     return false;
-  if (!planBuckets(error))
+  if (!sync.prepare(typed, program.device(), error))
     return false;
-  for (const ProgramOp &op : typed.ops) {
-    if (op.kind != OpKind::GradSync)
-      continue;
-    if (syncEvery >= 1 && op.attrs.syncEvery != syncEvery) {
-      error = "the program's gradient syncs disagree on dtfm.sync_every";
-      return false;
-    }
-    syncEvery = op.attrs.syncEvery;
-  }
   for (const ProgramOp &op : typed.ops) {
     bool isSend = op.kind == OpKind::Send, isRecv = op.kind == OpKind::Recv;
     if (!isSend && !isRecv)
@@ -262,6 +253,7 @@ bool Worker::connect(std::string &error) {
   }
   // The data-parallel group of this stage (every member computes the same
   // list from the plan).
+  int groupIndex = -1;
   for (const ProgramOp &op : typed.ops) {
     if (op.kind != OpKind::GradSync || op.attrs.group.empty())
       continue;
@@ -294,6 +286,9 @@ bool Worker::connect(std::string &error) {
   transport = Transport::connect(t, error);
   if (!transport)
     return false;
+  sync.connect(transport.get(), groupIndex, executor.get(),
+               [this](const std::string &name, Clock::time_point start,
+                      Clock::time_point end) { record(2, name, start, end); });
   if (tensorParallelGroup >= 0)
     executor->setTensorParallelSum(
         [this, tensorParallelGroup](float *data, size_t count, std::string &e) {
@@ -363,59 +358,6 @@ void Worker::record(int slot, const std::string &name, Clock::time_point start,
   events.push_back({program.device(), slot, name,
                     std::chrono::duration<double>(start - epoch).count(),
                     std::chrono::duration<double>(end - epoch).count()});
-}
-
-bool Worker::calibrate(std::string &error) {
-  // Each worker's speed on a core of its own: compute FLOPs over the compute
-  // thread's CPU time in the first steps. Where the plan gives the device a
-  // memory bandwidth (the roofline), the device's bandwidth from a short
-  // probe, and the speed at which the roofline of that work takes that time
-  // at that bandwidth (so that its memory-bound ops are not charged twice).
-  double speeds[2] = {
-      calibrationSeconds > 0 ? calibrationFlops / calibrationSeconds : 0, 0};
-  for (const proto::PlanDevice &d : plan.devices())
-    if (d.name() == program.device() && d.memory_bytes_per_second() > 0) {
-      planner::RooflineWork timed = plan::forwardWorkOf(program);
-      timed.scale(static_cast<double>(calibratedForwards));
-      planner::RooflineWork backwards = plan::backwardWorkOf(program);
-      backwards.scale(static_cast<double>(calibratedBackwards));
-      timed.add(backwards);
-      double bandwidth = executor->measureMemoryBandwidth();
-      double fitted =
-          planner::speedForSeconds(timed, calibrationSeconds, bandwidth);
-      if (bandwidth > 0 && fitted > 0) {
-        speeds[0] = fitted;
-        speeds[1] = bandwidth;
-      }
-    }
-  if (transport && options.rank != 0) {
-    std::string blob(reinterpret_cast<const char *>(speeds), sizeof(speeds));
-    return sendBlob(*transport, 0, kSpeed, 0, blob, error);
-  }
-  std::vector<double> flops(size, 0), bandwidths(size, 0);
-  flops[0] = speeds[0];
-  bandwidths[0] = speeds[1];
-  for (int r = 1; r < size; ++r) {
-    std::string blob;
-    if (!recvBlob(*transport, r, kSpeed, 0, blob, error))
-      return false;
-    // A peer's figures: two finite non-negative doubles, or none.
-    double peer[2] = {0, 0};
-    if (blob.size() == sizeof(peer))
-      std::memcpy(peer, blob.data(), sizeof(peer));
-    if (std::isfinite(peer[0]) && peer[0] > 0)
-      flops[r] = peer[0];
-    if (std::isfinite(peer[1]) && peer[1] > 0)
-      bandwidths[r] = peer[1];
-  }
-  double cores = options.storeDir.empty()
-                     ? 0 // one worker per host (--rendezvous): no sharing
-                     : std::max(1u, std::thread::hardware_concurrency());
-  if (!calibratedIteration(plan, names, flops, bandwidths, cores,
-                           simulatedSeconds, error))
-    return false;
-  calibrated = true;
-  return true;
 }
 
 /// Rewrites the JSON step log at `path` (when there is one) without the
@@ -539,85 +481,10 @@ bool Worker::finish(std::string &error) {
   return !transport || transport->flush(error);
 }
 
-/// A "VmRSS" or "VmHWM" line of /proc/self/status, in bytes (0 if absent).
-static int64_t procStatusBytes(const char *field) {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  std::string prefix = std::string(field) + ":";
-  while (std::getline(status, line))
-    if (line.rfind(prefix, 0) == 0)
-      return std::strtoll(line.c_str() + prefix.size(), nullptr, 10) * 1024;
-  return 0;
-}
-
-bool Worker::reportMemory(std::string &error) {
-  sampleHeapPeak();
-  int64_t mine[4] = {startResidentBytes, procStatusBytes("VmHWM"),
-                     startHeapBytes, heapPeakBytes()};
-  if (options.rank != 0) {
-    std::string blob(reinterpret_cast<const char *>(mine), sizeof mine);
-    return sendBlob(*transport, 0, kMemory, 0, blob, error);
-  }
-  std::ostringstream out;
-  std::printf("\n%-12s %10s %10s %10s %10s %7s %7s\n", "memory MiB", "start",
-              "resident", "heap", "predicted", "ratio", "heap");
-  for (int r = 0; r < size; ++r) {
-    int64_t figures[4] = {mine[0], mine[1], mine[2], mine[3]};
-    if (r != 0) {
-      std::string blob;
-      if (!recvBlob(*transport, r, kMemory, 0, blob, error))
-        return false;
-      if (blob.size() != sizeof figures) {
-        error = "corrupt memory figures from " + transport->describe(r);
-        return false;
-      }
-      std::memcpy(figures, blob.data(), sizeof figures);
-    }
-    plan::WorkerMemory predicted;
-    if (!plan::predictWorkerMemory(plan, r, predicted, error))
-      return false;
-    double measured = static_cast<double>(figures[1] - figures[0]);
-    double heap = static_cast<double>(figures[3] - figures[2]);
-    double expected = predicted.total();
-    std::printf("%-12s %10.2f %10.2f %10.2f %10.2f %7.3f %7.3f\n",
-                names[r].c_str(), figures[0] / 1048576.0,
-                measured / 1048576.0, heap / 1048576.0, expected / 1048576.0,
-                expected > 0 ? measured / expected : 0.0,
-                expected > 0 ? heap / expected : 0.0);
-    out << "{\"device\":\"" << names[r] << "\",\"rank\":" << r
-        << ",\"start_rss_bytes\":" << figures[0]
-        << ",\"peak_rss_bytes\":" << figures[1]
-        << ",\"measured_bytes\":" << figures[1] - figures[0]
-        << ",\"start_heap_bytes\":" << figures[2]
-        << ",\"peak_heap_bytes\":" << figures[3]
-        << ",\"heap_bytes\":" << figures[3] - figures[2]
-        << ",\"predicted_bytes\":" << static_cast<int64_t>(predicted.total())
-        << ",\"predicted\":" << predicted.json() << "}\n";
-  }
-  return format::writeFileAtomically(options.memoryReportPath, out.str(),
-                                     error);
-}
-
-/// --memory-report's start: the process's own memory, warmed up. One large
-/// matmul brings in the BLAS's packing buffers and the kernels' code, which
-/// the model does not count (they do not grow with the plan); its tensors
-/// are handed back to the system before the start is read.
-static int64_t warmedUpResidentBytes() {
-  {
-    cpu::Tensor a({1024, 1024}, 1.0f), b({1024, 1024}, 1.0f);
-    cpu::Tensor c = cpu::matmul(a, b, false);
-  }
-  ::malloc_trim(0);
-  enableHeapPeak();
-  return procStatusBytes("VmRSS");
-}
-
 int Worker::run() {
   std::string error;
-  if (!options.memoryReportPath.empty()) {
-    startResidentBytes = warmedUpResidentBytes();
-    startHeapBytes = heapInUseBytes();
-  }
+  if (!options.memoryReportPath.empty())
+    markMemoryStart();
   if (!prepare(error))
     fatal(planPath + ": " + error);
   if (!connect(error))
@@ -756,4 +623,14 @@ int dtfm::runtime::runWorker(const std::string &planPath,
   }
   Worker worker(planPath, plan, options);
   return worker.run();
+}
+
+double Worker::gradientScale() const {
+  // Local steps: each replica steps on the mean of its own micro-batches.
+  if (sync.syncEvery() >= 1)
+    return 1.0 / static_cast<double>(microBatches);
+  // Synchronous: the group averages (x 1/members), so members / total makes
+  // the synced gradient the mean over the global batch, each replica
+  // weighted by its share; with even replicas it is 1 / micro-batches.
+  return sync.members() / static_cast<double>(layout.total);
 }

@@ -2,10 +2,11 @@
 //
 // Part of dtfm. Private to lib/Runtime/Worker: the worker's state, shared
 // by its files, one per job: Worker.cpp (preparation, connection, the step
-// loop, calibration, the end of the run), Slots.cpp (the receive, compute
-// and send slots, once-per-iteration values), GradSync.cpp (buckets,
-// compressed exchanges with error feedback, sharded state) and Resume.cpp
-// (checkpoints and resumption).
+// loop, the end of the run), Slots.cpp (the receive, compute and send
+// slots, once-per-iteration values), Measure.cpp (the calibration, the
+// memory report) and Resume.cpp (checkpoints and resumption). Its gradient
+// sync is an object of its own (GradientSync.h: buckets, compressed
+// exchanges with error feedback, sharded state, local steps).
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,6 +24,8 @@
 #include "dtfm/Runtime/StepReport.h"
 #include "dtfm/Runtime/Transport.h"
 #include "dtfm/Runtime/Worker.h"
+
+#include "Worker/GradientSync.h"
 
 #include "plan.pb.h"
 
@@ -95,35 +98,6 @@ private:
   bool waitTied(Phase phase, std::string &error);
   bool sendOnce(int64_t step, Phase phase, const ValueTable &table,
                 std::string &error);
-  bool syncGradients(
-      const std::vector<std::pair<const ProgramOp *, cpu::Tensor *>> &grads,
-      std::string &error);
-  /// Overlapped gradient buckets: the executor hands each gradient over as
-  /// the last micro-batch's backward produces it (bucketGradient, compute
-  /// thread); a sync thread all-reduces each bucket once it is complete,
-  /// in bucket order (the same on every member); finishIteration's SyncFn
-  /// (awaitBuckets) waits for the buckets it needs.
-  bool planBuckets(std::string &error);
-  /// 1 / the size of this program's data-parallel group: what turns an
-  /// all-reduced sum into the group's mean.
-  float groupAverage() const;
-  double groupMembers() const; ///< members of this program's sync group (1: none)
-  /// Compressed syncs (dtfm.compression): `grad` plus the residual the last
-  /// exchange left, as the wire will carry it, into `out` (the codec's
-  /// moveWithFeedback: rounded to int8, or its top-k entries, the rest
-  /// zero); the residual keeps what is not sent (error feedback: sent +
-  /// residual = that sum, exactly).
-  bool compressWithFeedback(const ProgramOp &sync, const float *grad,
-                            size_t count, float *out, std::string &error);
-  /// Sums data[0, count) over this program's group, in place, as `codec`
-  /// carries it (sparse codecs: at most `kept` entries each).
-  bool exchange(format::WireCodec codec, float *data, size_t count, size_t kept,
-                std::string &error);
-  void bucketGradient(const ProgramOp &sync, const cpu::Tensor &grad);
-  bool runSyncThread(std::string &error);
-  bool awaitBuckets(
-      const std::vector<std::pair<const ProgramOp *, cpu::Tensor *>> &grads,
-      std::string &error);
   /// Gathers the workers' measured speeds on rank 0 and predicts the
   /// iteration from them (Calibration.h).
   bool calibrate(std::string &error);
@@ -166,6 +140,8 @@ private:
   /// What the iteration's gradient sums are scaled by before the sync:
   /// this replica's share of the global batch (gradientScale()).
   double gradientScale() const;
+  /// The data-parallel group's exchanges (GradientSync.h).
+  GradientSync sync;
   std::map<std::string, int> rankOf;
   std::vector<std::string> names;
   std::vector<int> lastStageRanks;
@@ -201,60 +177,6 @@ private:
   std::set<std::pair<Phase, int>> computed;
   std::map<int, cpu::Tensor> onceGradientSums; // by send index
 
-  struct SyncBucket {
-    int64_t index = 0;     // dtfm.bucket
-    size_t elements = 0;   // floats of all its gradients
-    std::vector<float> data;
-    size_t filled = 0;     // floats handed over this step
-    bool synced = false;   // all-reduced and averaged this step
-    format::WireCodec compression = format::WireCodec::Dense; // on the wire
-    size_t capacity = 0;    // sparse codecs: the entries its gradients keep
-    int64_t topkWarmup = 0; // sparse codecs: steps sent dense first
-    /// Sharded optimizer state (dtfm.shard_state): `data` holds one chunk
-    /// per group member, [bounds[k], bounds[k + 1]): member k's shard of
-    /// each gradient, in bucket order. Empty: not sharded.
-    std::vector<size_t> bounds;
-  };
-  std::vector<SyncBucket> syncBuckets; // in launch order
-  /// Where one dtfm.grad_sync's gradient lies in its bucket: at `offset`,
-  /// whole; sharded, its member k's shard (shardOf) at pieces[k].
-  struct BucketSlot {
-    size_t bucket = 0; // position in syncBuckets
-    size_t offset = 0;
-    std::vector<size_t> pieces;
-  };
-  std::map<int, BucketSlot> bucketSlot; // by dtfm.grad_sync op index
-  /// This worker's place in its data-parallel group (the syncs' `group`).
-  int groupPosition = 0;
-  /// Copies a gradient (or parameter) of `count` floats into its slot of
-  /// its bucket: whole, or as the members' shards.
-  void packBucket(const BucketSlot &slot, const float *grad, size_t count);
-  /// The bucket's gradients out of its slot after the exchange: whole, or
-  /// sharded, this member's shard alone (the rest of `grad` is left).
-  void unpackBucket(const BucketSlot &slot, cpu::Tensor &grad) const;
-  /// The bucket's exchange: a reduce-scatter when sharded, else as its
-  /// wire carries it this step (exchange).
-  bool exchangeBucket(SyncBucket &bucket, std::string &error);
-  /// Sharded buckets: all-gathers the parameters of the syncs in `params`,
-  /// of which this member's shard is current (finishIteration's gather).
-  bool gatherShards(
-      const std::vector<std::pair<const ProgramOp *, cpu::Tensor *>> &params,
-      std::string &error);
-  bool streamingBuckets = false; // this step hands gradients over early
-  int64_t currentStep = 0;       // the step runStep is running
-  /// What a sync planned as `planned` sends this step: a sparse codec
-  /// (top-k) is dense (no error feedback) for its first `topkWarmup` steps.
-  format::WireCodec wireThisStep(format::WireCodec planned,
-                                 int64_t topkWarmup) const {
-    return format::wireCodecInfo(planned).sparse && currentStep <= topkWarmup
-               ? format::WireCodec::Dense
-               : planned;
-  }
-  /// Local steps (dtfm.sync_every): parameters exchanged every syncEvery
-  /// steps instead of gradients every step.
-  int64_t syncEvery = 0; // 0: gradients every step
-  bool syncAborted = false;      // the compute slot failed: stop waiting
-
   // Timing: compute seconds of the calibration steps; trace events.
   double calibrationFlops = 0, calibrationSeconds = 0;
   /// The forward and backward entries the calibration timed: their work as
@@ -272,6 +194,11 @@ private:
   double simulatedSeconds = 0;
   bool calibrated = false;
   Clock::time_point epoch;
+  /// --memory-report's start: the process's own memory, warmed up. One
+  /// large matmul brings in the BLAS's packing buffers and the kernels'
+  /// code, which the model does not count (they do not grow with the plan);
+  /// its tensors are handed back to the system before the start is read.
+  void markMemoryStart();
   /// Resident bytes before the plan's state was allocated (--memory-report).
   int64_t startResidentBytes = 0;
   /// malloc's bytes in use at that moment (heapInUseBytes).
@@ -283,7 +210,6 @@ private:
   std::vector<plan::SimEvent> events;
   std::FILE *log = nullptr;
   int64_t firstStep = 1;
-  int64_t groupIndex = -1; // this rank's data-parallel group, or -1
 };
 
 } // namespace dtfm::runtime::worker

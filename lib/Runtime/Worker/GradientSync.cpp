@@ -1,68 +1,66 @@
-//===- GradSync.cpp - The worker's gradient synchronisation ---------------===//
+//===- GradientSync.cpp - A worker's part in its group's exchange ---------===//
 //
 // Part of dtfm.
 //
 //===----------------------------------------------------------------------===//
-//
-// The data-parallel group's exchange at the end of the iteration: gradients
-// packed into buckets in launch order and all-reduced by a sync thread as
-// the backward completes them (overlapped), or all at once; compressed on
-// the wire with error feedback (int8, top-k after a dense warm-up);
-// reduce-scattered and the parameters all-gathered under sharded optimizer
-// state (ZeRO-1); the iteration's gradient scale and the group's average.
-//
-//===----------------------------------------------------------------------===//
 
-#include "Messages.h"
-#include "Worker/WorkerImpl.h"
-#include "dtfm/Format/WireCodec.h"
+#include "Worker/GradientSync.h"
+#include "dtfm/Plan/Sharding.h"
 
 #include <algorithm>
-#include <cstring>
-#include <thread>
 
 using namespace dtfm;
 using namespace dtfm::runtime;
 using namespace dtfm::runtime::worker;
+using plan::ElementRange;
+using plan::OpKind;
+using plan::OpPhase;
+using plan::shardOf;
 
-bool Worker::syncGradients(
-    const std::vector<std::pair<const ProgramOp *, cpu::Tensor *>> &grads,
-    std::string &error) {
-  if (groupIndex < 0)
+bool GradientSync::syncGradients(const Gradients &grads, std::string &error) {
+  if (streamingNow)
+    return awaitBuckets(grads, error);
+  if (group < 0)
     return true; // a group of one: the identity
-  if (grads.front().first->attrs.shardState) {
-    // Through the bucket's own layout, one member's shards per chunk.
-    auto slot = bucketSlot.find(grads.front().first->index);
-    if (slot == bucketSlot.end()) {
-      error = "gradient allreduce: op #" +
-              std::to_string(grads.front().first->index) + " is in no bucket";
-      return false;
-    }
-    SyncBucket &bucket = syncBuckets[slot->second.bucket];
-    size_t total = 0;
-    for (const auto &[op, grad] : grads) {
-      auto it = bucketSlot.find(op->index);
-      total += grad->data.size();
-      if (it == bucketSlot.end() || it->second.bucket != slot->second.bucket ||
-          total > bucket.elements) {
-        error = "gradient allreduce: bucket " + std::to_string(bucket.index) +
-                " was not filled as planned";
-        return false;
-      }
-      packBucket(it->second, grad->data.data(), grad->data.size());
-    }
-    Clock::time_point start = Clock::now();
-    if (!exchangeBucket(bucket, error))
-      return false;
-    record(2, "grad sync", start, Clock::now());
-    float scale = groupAverage();
-    for (size_t i = bucket.bounds[groupPosition];
-         i < bucket.bounds[groupPosition + 1]; ++i)
-      bucket.data[i] *= scale;
-    for (const auto &[op, grad] : grads)
-      unpackBucket(bucketSlot.at(op->index), *grad);
-    return true;
+  return grads.front().first->attrs.shardState ? exchangeSharded(grads, error)
+                                               : exchangeAll(grads, error);
+}
+
+bool GradientSync::exchangeSharded(const Gradients &grads, std::string &error) {
+  // Through the bucket's own layout, one member's shards per chunk.
+  auto slot = slotOf.find(grads.front().first->index);
+  if (slot == slotOf.end()) {
+    error = "gradient allreduce: op #" +
+            std::to_string(grads.front().first->index) + " is in no bucket";
+    return false;
   }
+  Bucket &bucket = buckets[slot->second.bucket];
+  size_t total = 0;
+  for (const auto &[op, grad] : grads) {
+    auto it = slotOf.find(op->index);
+    total += grad->data.size();
+    if (it == slotOf.end() || it->second.bucket != slot->second.bucket ||
+        total > bucket.elements) {
+      error = "gradient allreduce: bucket " + std::to_string(bucket.index) +
+              " was not filled as planned";
+      return false;
+    }
+    pack(it->second, grad->data.data(), grad->data.size());
+  }
+  Clock::time_point start = Clock::now();
+  if (!exchangeBucket(bucket, error))
+    return false;
+  record("grad sync", start, Clock::now());
+  float scale = average();
+  for (size_t i = bucket.bounds[groupPosition];
+       i < bucket.bounds[groupPosition + 1]; ++i)
+    bucket.data[i] *= scale;
+  for (const auto &[op, grad] : grads)
+    unpack(slotOf.at(op->index), *grad);
+  return true;
+}
+
+bool GradientSync::exchangeAll(const Gradients &grads, std::string &error) {
   size_t total = 0, capacity = 0;
   const OpAttrs &wire = grads.front().first->attrs;
   format::WireCodec compression =
@@ -87,9 +85,9 @@ bool Worker::syncGradients(
   Clock::time_point start = Clock::now();
   if (!exchange(compression, bucket.data(), bucket.size(), capacity, error))
     return false;
-  record(2, "grad sync", start, Clock::now());
+  record("grad sync", start, Clock::now());
   // Every member of a group has the same programs: the same group size.
-  float scale = groupAverage();
+  float scale = average();
   at = 0;
   for (const auto &[op, grad] : grads) {
     for (float &x : grad->data)
@@ -98,38 +96,14 @@ bool Worker::syncGradients(
   return true;
 }
 
-bool Worker::exchange(format::WireCodec codec, float *data, size_t count,
-                      size_t kept, std::string &error) {
-  return transport->allreduceSum(static_cast<int>(groupIndex), codec, data,
-                                 count, kept, error);
+bool GradientSync::exchange(format::WireCodec codec, float *data, size_t count,
+                            size_t kept, std::string &error) {
+  return transport->allreduceSum(group, codec, data, count, kept, error);
 }
 
-double Worker::gradientScale() const {
-  // Local steps: each replica steps on the mean of its own micro-batches.
-  if (syncEvery >= 1)
-    return 1.0 / static_cast<double>(microBatches);
-  // Synchronous: the group averages (x 1/members), so members / total makes
-  // the synced gradient the mean over the global batch, each replica
-  // weighted by its share; with even replicas it is 1 / micro-batches.
-  return groupMembers() / static_cast<double>(layout.total);
-}
-
-double Worker::groupMembers() const {
-  // Every member of a group has the same programs: the same group size.
-  double members = 1;
-  for (const ProgramOp &op : typed.ops)
-    if (op.kind == OpKind::GradSync)
-      members = static_cast<double>(op.attrs.group.size());
-  return std::max(1.0, members);
-}
-
-float Worker::groupAverage() const {
-  return static_cast<float>(1.0 / groupMembers());
-}
-
-bool Worker::compressWithFeedback(const ProgramOp &sync, const float *grad,
-                                  size_t count, float *out,
-                                  std::string &error) {
+bool GradientSync::compressWithFeedback(const ProgramOp &sync,
+                                        const float *grad, size_t count,
+                                        float *out, std::string &error) {
   cpu::Tensor *residual = executor->residualOf(sync);
   if (!residual || residual->data.size() != count) {
     error = "gradient allreduce: no error-feedback residual for op #" +
@@ -146,10 +120,18 @@ bool Worker::compressWithFeedback(const ProgramOp &sync, const float *grad,
   return true;
 }
 
-bool Worker::planBuckets(std::string &error) {
+bool GradientSync::prepare(const StageProgram &program,
+                           const std::string &device, std::string &error) {
+  // Every member of a group has the same programs: the same group size.
+  for (const ProgramOp &op : program.ops)
+    if (op.kind == OpKind::GradSync) {
+      groupMembers = std::max(1.0, static_cast<double>(op.attrs.group.size()));
+      if (op.attrs.compression != format::WireCodec::Dense)
+        localStepsCodec = op.attrs.compression;
+    }
   std::map<int64_t, std::vector<const ProgramOp *>> byBucket;
-  for (int index : typed.opsOf(OpPhase::Optimizer)) {
-    const ProgramOp &op = typed.ops[index];
+  for (int index : program.opsOf(OpPhase::Optimizer)) {
+    const ProgramOp &op = program.ops[index];
     if (op.kind == OpKind::GradSync)
       byBucket[op.attrs.bucket].push_back(&op);
   }
@@ -159,9 +141,8 @@ bool Worker::planBuckets(std::string &error) {
       elements *= static_cast<size_t>(std::max<int64_t>(0, d));
     return elements;
   };
-  std::string device = typed.source ? typed.source->device() : "";
   for (const auto &[index, ops] : byBucket) {
-    SyncBucket &bucket = syncBuckets.emplace_back();
+    Bucket &bucket = buckets.emplace_back();
     bucket.index = index;
     const ProgramOp &first = *ops.front();
     size_t members = first.attrs.group.size();
@@ -191,8 +172,8 @@ bool Worker::planBuckets(std::string &error) {
         bucket.topkWarmup = op->attrs.topkWarmup;
       }
       size_t elements = elementsOf(op);
-      BucketSlot &slot = bucketSlot[op->index];
-      slot.bucket = syncBuckets.size() - 1;
+      Slot &slot = slotOf[op->index];
+      slot.bucket = buckets.size() - 1;
       slot.offset = bucket.elements;
       bucket.elements += elements;
       bucket.capacity += format::keptEntries(op->attrs.compression, elements,
@@ -214,7 +195,7 @@ bool Worker::planBuckets(std::string &error) {
         next[k] = bucket.bounds[k];
       }
       for (const ProgramOp *op : ops) {
-        BucketSlot &slot = bucketSlot[op->index];
+        Slot &slot = slotOf[op->index];
         for (size_t k = 0; k < members; ++k) {
           slot.pieces.push_back(next[k]);
           next[k] += static_cast<size_t>(
@@ -226,12 +207,28 @@ bool Worker::planBuckets(std::string &error) {
     }
     bucket.data.assign(bucket.elements, 0.0f);
   }
+  for (const ProgramOp &op : program.ops) {
+    if (op.kind != OpKind::GradSync)
+      continue;
+    if (every >= 1 && op.attrs.syncEvery != every) {
+      error = "the program's gradient syncs disagree on dtfm.sync_every";
+      return false;
+    }
+    every = op.attrs.syncEvery;
+  }
   return true;
 }
 
-void Worker::packBucket(const BucketSlot &slot, const float *grad,
-                        size_t count) {
-  SyncBucket &bucket = syncBuckets[slot.bucket];
+void GradientSync::connect(Transport *transport, int group,
+                           StageExecutor *executor, Recorder record) {
+  this->transport = transport;
+  this->group = group;
+  this->executor = executor;
+  this->record = std::move(record);
+}
+
+void GradientSync::pack(const Slot &slot, const float *grad, size_t count) {
+  Bucket &bucket = buckets[slot.bucket];
   if (slot.pieces.empty()) {
     std::copy_n(grad, count, bucket.data.begin() + slot.offset);
     return;
@@ -244,18 +241,16 @@ void Worker::packBucket(const BucketSlot &slot, const float *grad,
   }
 }
 
-bool Worker::gatherShards(
-    const std::vector<std::pair<const ProgramOp *, cpu::Tensor *>> &params,
-    std::string &error) {
-  if (groupIndex < 0 || params.empty())
+bool GradientSync::gatherShards(const Gradients &params, std::string &error) {
+  if (group < 0 || params.empty())
     return true;
   Clock::time_point start = Clock::now();
-  auto slotOf = [&](const ProgramOp *op) -> const BucketSlot * {
-    auto it = bucketSlot.find(op->index);
-    return it == bucketSlot.end() || it->second.pieces.empty() ? nullptr
-                                                              : &it->second;
+  auto shardedSlot = [&](const ProgramOp *op) -> const Slot * {
+    auto it = slotOf.find(op->index);
+    return it == slotOf.end() || it->second.pieces.empty() ? nullptr
+                                                           : &it->second;
   };
-  const BucketSlot *first = slotOf(params.front().first);
+  const Slot *first = shardedSlot(params.front().first);
   if (!first) {
     error = "parameter gather: op #" +
             std::to_string(params.front().first->index) +
@@ -263,10 +258,10 @@ bool Worker::gatherShards(
     return false;
   }
   // The bucket's storage is free again: its gradients were taken.
-  SyncBucket &bucket = syncBuckets[first->bucket];
+  Bucket &bucket = buckets[first->bucket];
   int64_t members = static_cast<int64_t>(first->pieces.size());
   for (const auto &[op, param] : params) {
-    const BucketSlot *slot = slotOf(op);
+    const Slot *slot = shardedSlot(op);
     if (!slot || slot->bucket != first->bucket) {
       error = "parameter gather: op #" + std::to_string(op->index) +
               " is not in sharded bucket " + std::to_string(bucket.index);
@@ -276,56 +271,54 @@ bool Worker::gatherShards(
     std::copy_n(param->data.begin() + mine.begin, mine.size(),
                 bucket.data.begin() + slot->pieces[groupPosition]);
   }
-  if (!transport->allGather(static_cast<int>(groupIndex), bucket.data.data(),
-                            bucket.bounds, error)) {
+  if (!transport->allGather(group, bucket.data.data(), bucket.bounds, error)) {
     error = "parameter gather: " + error;
     return false;
   }
   for (const auto &[op, param] : params) {
-    const BucketSlot *slot = slotOf(op);
+    const Slot *slot = shardedSlot(op);
     for (int64_t k = 0; k < members; ++k) {
       ElementRange shard = shardOf(param->numel(), k, members);
       std::copy_n(bucket.data.begin() + slot->pieces[k], shard.size(),
                   param->data.begin() + shard.begin);
     }
   }
-  record(2, "param gather b" + std::to_string(bucket.index), start,
-         Clock::now());
+  record("param gather b" + std::to_string(bucket.index), start, Clock::now());
   return true;
 }
 
-void Worker::bucketGradient(const ProgramOp &sync, const cpu::Tensor &grad) {
-  auto slot = bucketSlot.find(sync.index);
-  if (slot == bucketSlot.end())
-    return;
-  SyncBucket &bucket = syncBuckets[slot->second.bucket];
+bool GradientSync::bucketGradient(const ProgramOp &sync,
+                                  const cpu::Tensor &grad, std::string &error) {
+  auto slot = slotOf.find(sync.index);
+  if (slot == slotOf.end())
+    return true;
+  Bucket &bucket = buckets[slot->second.bucket];
   if (slot->second.offset + grad.data.size() > bucket.elements)
-    return; // a shape the plan did not announce: left to awaitBuckets
+    return true; // a shape the plan did not announce: left to awaitBuckets
   if (wireThisStep(bucket.compression, bucket.topkWarmup) !=
       format::WireCodec::Dense) {
-    std::string error;
     if (!compressWithFeedback(sync, grad.data.data(), grad.data.size(),
                               bucket.data.data() + slot->second.offset, error))
-      fatal(error);
+      return false;
   } else {
-    packBucket(slot->second, grad.data.data(), grad.data.size());
+    pack(slot->second, grad.data.data(), grad.data.size());
   }
   {
     std::lock_guard<std::mutex> lock(mutex);
     bucket.filled += grad.data.size();
   }
   changed.notify_all();
+  return true;
 }
 
-bool Worker::runSyncThread(std::string &error) {
-  float scale = groupAverage();
-  for (SyncBucket &bucket : syncBuckets) {
+bool GradientSync::runSyncThread(std::string &error) {
+  float scale = average();
+  for (Bucket &bucket : buckets) {
     {
       std::unique_lock<std::mutex> lock(mutex);
-      changed.wait(lock, [&] {
-        return bucket.filled >= bucket.elements || syncAborted;
-      });
-      if (syncAborted)
+      changed.wait(lock,
+                   [&] { return bucket.filled >= bucket.elements || aborted; });
+      if (aborted)
         return true; // the compute slot reports its own error
     }
     Clock::time_point start = Clock::now();
@@ -333,8 +326,7 @@ bool Worker::runSyncThread(std::string &error) {
       return false;
     for (float &x : bucket.data)
       x *= scale;
-    record(2, "grad sync b" + std::to_string(bucket.index), start,
-           Clock::now());
+    record("grad sync b" + std::to_string(bucket.index), start, Clock::now());
     {
       std::lock_guard<std::mutex> lock(mutex);
       bucket.synced = true;
@@ -344,20 +336,18 @@ bool Worker::runSyncThread(std::string &error) {
   return true;
 }
 
-bool Worker::awaitBuckets(
-    const std::vector<std::pair<const ProgramOp *, cpu::Tensor *>> &grads,
-    std::string &error) {
+bool GradientSync::awaitBuckets(const Gradients &grads, std::string &error) {
   for (const auto &[op, grad] : grads) {
-    auto slot = bucketSlot.find(op->index);
-    if (slot == bucketSlot.end()) {
+    auto slot = slotOf.find(op->index);
+    if (slot == slotOf.end()) {
       error = "gradient allreduce: op #" + std::to_string(op->index) +
               " is in no bucket";
       return false;
     }
-    SyncBucket &bucket = syncBuckets[slot->second.bucket];
+    Bucket &bucket = buckets[slot->second.bucket];
     {
       std::unique_lock<std::mutex> lock(mutex);
-      changed.wait(lock, [&] { return bucket.synced || syncAborted; });
+      changed.wait(lock, [&] { return bucket.synced || aborted; });
       if (!bucket.synced) {
         error = "gradient allreduce: stopped";
         return false;
@@ -369,23 +359,22 @@ bool Worker::awaitBuckets(
               " was not filled as planned";
       return false;
     }
-    unpackBucket(slot->second, *grad);
+    unpack(slot->second, *grad);
   }
   return true;
 }
 
-bool Worker::exchangeBucket(SyncBucket &bucket, std::string &error) {
+bool GradientSync::exchangeBucket(Bucket &bucket, std::string &error) {
   if (!bucket.bounds.empty())
-    return transport->reduceScatterSum(static_cast<int>(groupIndex),
-                                       bucket.data.data(), bucket.bounds,
+    return transport->reduceScatterSum(group, bucket.data.data(), bucket.bounds,
                                        error);
   return exchange(wireThisStep(bucket.compression, bucket.topkWarmup),
                   bucket.data.data(), bucket.data.size(), bucket.capacity,
                   error);
 }
 
-void Worker::unpackBucket(const BucketSlot &slot, cpu::Tensor &grad) const {
-  const SyncBucket &bucket = syncBuckets[slot.bucket];
+void GradientSync::unpack(const Slot &slot, cpu::Tensor &grad) const {
+  const Bucket &bucket = buckets[slot.bucket];
   if (slot.pieces.empty()) {
     std::copy_n(bucket.data.begin() + slot.offset, grad.data.size(),
                 grad.data.begin());
@@ -397,4 +386,44 @@ void Worker::unpackBucket(const BucketSlot &slot, cpu::Tensor &grad) const {
               static_cast<int64_t>(slot.pieces.size()));
   std::copy_n(bucket.data.begin() + slot.pieces[groupPosition], mine.size(),
               grad.data.begin() + mine.begin);
+}
+
+void GradientSync::startStreaming(
+    std::function<void(const std::string &)> fatal) {
+  for (Bucket &bucket : buckets) {
+    bucket.filled = 0;
+    bucket.synced = false;
+  }
+  aborted = false;
+  streamingNow = true;
+  syncer = std::thread([this, fatal = std::move(fatal)] {
+    std::string error;
+    if (!runSyncThread(error))
+      fatal(error);
+  });
+}
+
+void GradientSync::stopStreaming() {
+  if (syncer.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      aborted = true;
+    }
+    changed.notify_all();
+    syncer.join();
+  }
+  streamingNow = false;
+}
+
+bool GradientSync::averageParameters(std::vector<float> &values, double share,
+                                     std::string &error) {
+  if (share != 1.0)
+    for (float &x : values)
+      x = static_cast<float>(x * share);
+  if (!exchange(localStepsCodec, values.data(), values.size(), 0, error))
+    return false;
+  float scale = average();
+  for (float &x : values)
+    x *= scale;
+  return true;
 }

@@ -1,0 +1,158 @@
+//===- Measure.cpp - What a worker measures of itself ---------------------===//
+//
+// Part of dtfm.
+//
+//===----------------------------------------------------------------------===//
+//
+// The calibration (each device's measured speed and memory bandwidth,
+// gathered on rank 0, which predicts the iteration from them) and
+// --memory-report (every rank's resident and heap bytes against the memory
+// model's prediction).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Messages.h"
+#include "Worker/WorkerImpl.h"
+
+#include "dtfm/Format/TensorFile.h"
+#include "dtfm/Plan/MemoryModel.h"
+#include "dtfm/Plan/SimInput.h"
+#include "dtfm/Runtime/Calibration.h"
+#include "dtfm/Runtime/Cpu/Kernels.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <malloc.h>
+
+using namespace dtfm;
+using namespace dtfm::runtime;
+using namespace dtfm::runtime::worker;
+
+bool Worker::calibrate(std::string &error) {
+  // Each worker's speed on a core of its own: compute FLOPs over the compute
+  // thread's CPU time in the first steps. Where the plan gives the device a
+  // memory bandwidth (the roofline), the device's bandwidth from a short
+  // probe, and the speed at which the roofline of that work takes that time
+  // at that bandwidth (so that its memory-bound ops are not charged twice).
+  double speeds[2] = {
+      calibrationSeconds > 0 ? calibrationFlops / calibrationSeconds : 0, 0};
+  for (const proto::PlanDevice &d : plan.devices())
+    if (d.name() == program.device() && d.memory_bytes_per_second() > 0) {
+      planner::RooflineWork timed = plan::forwardWorkOf(program);
+      timed.scale(static_cast<double>(calibratedForwards));
+      planner::RooflineWork backwards = plan::backwardWorkOf(program);
+      backwards.scale(static_cast<double>(calibratedBackwards));
+      timed.add(backwards);
+      double bandwidth = executor->measureMemoryBandwidth();
+      double fitted =
+          planner::speedForSeconds(timed, calibrationSeconds, bandwidth);
+      if (bandwidth > 0 && fitted > 0) {
+        speeds[0] = fitted;
+        speeds[1] = bandwidth;
+      }
+    }
+  if (transport && options.rank != 0) {
+    std::string blob(reinterpret_cast<const char *>(speeds), sizeof(speeds));
+    return sendBlob(*transport, 0, kSpeed, 0, blob, error);
+  }
+  std::vector<double> flops(size, 0), bandwidths(size, 0);
+  flops[0] = speeds[0];
+  bandwidths[0] = speeds[1];
+  for (int r = 1; r < size; ++r) {
+    std::string blob;
+    if (!recvBlob(*transport, r, kSpeed, 0, blob, error))
+      return false;
+    // A peer's figures: two finite non-negative doubles, or none.
+    double peer[2] = {0, 0};
+    if (blob.size() == sizeof(peer))
+      std::memcpy(peer, blob.data(), sizeof(peer));
+    if (std::isfinite(peer[0]) && peer[0] > 0)
+      flops[r] = peer[0];
+    if (std::isfinite(peer[1]) && peer[1] > 0)
+      bandwidths[r] = peer[1];
+  }
+  double cores = options.storeDir.empty()
+                     ? 0 // one worker per host (--rendezvous): no sharing
+                     : std::max(1u, std::thread::hardware_concurrency());
+  if (!calibratedIteration(plan, names, flops, bandwidths, cores,
+                           simulatedSeconds, error))
+    return false;
+  calibrated = true;
+  return true;
+}
+
+/// A "VmRSS" or "VmHWM" line of /proc/self/status, in bytes (0 if absent).
+static int64_t procStatusBytes(const char *field) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  std::string prefix = std::string(field) + ":";
+  while (std::getline(status, line))
+    if (line.rfind(prefix, 0) == 0)
+      return std::strtoll(line.c_str() + prefix.size(), nullptr, 10) * 1024;
+  return 0;
+}
+
+bool Worker::reportMemory(std::string &error) {
+  sampleHeapPeak();
+  int64_t mine[4] = {startResidentBytes, procStatusBytes("VmHWM"),
+                     startHeapBytes, heapPeakBytes()};
+  if (options.rank != 0) {
+    std::string blob(reinterpret_cast<const char *>(mine), sizeof mine);
+    return sendBlob(*transport, 0, kMemory, 0, blob, error);
+  }
+  std::ostringstream out;
+  std::printf("\n%-12s %10s %10s %10s %10s %7s %7s\n", "memory MiB", "start",
+              "resident", "heap", "predicted", "ratio", "heap");
+  for (int r = 0; r < size; ++r) {
+    int64_t figures[4] = {mine[0], mine[1], mine[2], mine[3]};
+    if (r != 0) {
+      std::string blob;
+      if (!recvBlob(*transport, r, kMemory, 0, blob, error))
+        return false;
+      if (blob.size() != sizeof figures) {
+        error = "corrupt memory figures from " + transport->describe(r);
+        return false;
+      }
+      std::memcpy(figures, blob.data(), sizeof figures);
+    }
+    plan::WorkerMemory predicted;
+    if (!plan::predictWorkerMemory(plan, r, predicted, error))
+      return false;
+    double measured = static_cast<double>(figures[1] - figures[0]);
+    double heap = static_cast<double>(figures[3] - figures[2]);
+    double expected = predicted.total();
+    std::printf("%-12s %10.2f %10.2f %10.2f %10.2f %7.3f %7.3f\n",
+                names[r].c_str(), figures[0] / 1048576.0, measured / 1048576.0,
+                heap / 1048576.0, expected / 1048576.0,
+                expected > 0 ? measured / expected : 0.0,
+                expected > 0 ? heap / expected : 0.0);
+    out << "{\"device\":\"" << names[r] << "\",\"rank\":" << r
+        << ",\"start_rss_bytes\":" << figures[0]
+        << ",\"peak_rss_bytes\":" << figures[1]
+        << ",\"measured_bytes\":" << figures[1] - figures[0]
+        << ",\"start_heap_bytes\":" << figures[2]
+        << ",\"peak_heap_bytes\":" << figures[3]
+        << ",\"heap_bytes\":" << figures[3] - figures[2]
+        << ",\"predicted_bytes\":" << static_cast<int64_t>(predicted.total())
+        << ",\"predicted\":" << predicted.json() << "}\n";
+  }
+  return format::writeFileAtomically(options.memoryReportPath, out.str(),
+                                     error);
+}
+
+void Worker::markMemoryStart() {
+  {
+    cpu::Tensor a({1024, 1024}, 1.0f), b({1024, 1024}, 1.0f);
+    cpu::Tensor c = cpu::matmul(a, b, false);
+  }
+  ::malloc_trim(0);
+  enableHeapPeak();
+  startResidentBytes = procStatusBytes("VmRSS");
+  startHeapBytes = heapInUseBytes();
+}
