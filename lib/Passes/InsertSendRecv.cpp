@@ -40,21 +40,10 @@ struct InsertSendRecv
     planner::Cluster cluster = std::move(*loaded);
 
     // Every op must be staged.
-    int64_t stages = 0;
-    WalkResult staged = module.walk([&](Operation *op) {
-      if (isa<ModuleOp, func::FuncOp>(op))
-        return WalkResult::advance();
-      auto stage = op->getAttrOfType<IntegerAttr>(kStageAttrName);
-      if (!stage) {
-        op->emitOpError("has no dtfm.stage; run --dtfm-partition-stages "
-                        "first");
-        return WalkResult::interrupt();
-      }
-      stages = std::max(stages, stage.getInt() + 1);
-      return WalkResult::advance();
-    });
-    if (staged.wasInterrupted())
+    FailureOr<int64_t> counted = countStages(module);
+    if (failed(counted))
       return signalPassFailure();
+    int64_t stages = *counted;
 
     // The devices of each stage, entry i = pipeline i.
     std::vector<std::vector<size_t>> devices;

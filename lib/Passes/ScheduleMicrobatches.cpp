@@ -22,6 +22,24 @@ using namespace mlir;
 using namespace mlir::dtfm;
 namespace planner = ::dtfm::planner;
 
+FailureOr<int64_t> mlir::dtfm::countStages(ModuleOp module) {
+  int64_t stages = 0;
+  WalkResult staged = module.walk([&](Operation *op) {
+    if (isa<ModuleOp, func::FuncOp>(op))
+      return WalkResult::advance();
+    auto stage = op->getAttrOfType<IntegerAttr>(kStageAttrName);
+    if (!stage) {
+      op->emitOpError("has no dtfm.stage; run --dtfm-partition-stages first");
+      return WalkResult::interrupt();
+    }
+    stages = std::max<int64_t>(stages, stage.getInt() + 1);
+    return WalkResult::advance();
+  });
+  if (staged.wasInterrupted())
+    return failure();
+  return stages;
+}
+
 LogicalResult mlir::dtfm::buildStageStreams(
     MLIRContext *context, ::dtfm::planner::PipelineSchedule kind,
     int64_t stages, int64_t microBatches,
@@ -97,17 +115,13 @@ struct ScheduleMicrobatches
           backwardTags.insert(static_cast<int64_t>(recv.getTag()));
       }
     });
-    int64_t stages = 0;
-    WalkResult walk = module.walk([&](Operation *op) {
+    FailureOr<int64_t> counted = countStages(module);
+    if (failed(counted))
+      return signalPassFailure();
+    int64_t stages = *counted;
+    module.walk([&](Operation *op) {
       if (isa<ModuleOp, func::FuncOp>(op))
-        return WalkResult::advance();
-      auto stage = op->getAttrOfType<IntegerAttr>(kStageAttrName);
-      if (!stage) {
-        op->emitOpError("has no dtfm.stage; run --dtfm-partition-stages "
-                        "first");
-        return WalkResult::interrupt();
-      }
-      stages = std::max<int64_t>(stages, stage.getInt() + 1);
+        return;
       StringRef slot = isa<RecvOp>(op)   ? "recv"
                        : isa<SendOp>(op) ? "send"
                                          : "compute";
@@ -134,10 +148,7 @@ struct ScheduleMicrobatches
           phase = "bwd";
       }
       op->setAttr(kPhaseAttrName, b.getStringAttr(phase));
-      return WalkResult::advance();
     });
-    if (walk.wasInterrupted())
-      return signalPassFailure();
 
     // Uneven replicas: the counts hetero gave each pipeline, on the same
     // global batch.

@@ -73,6 +73,11 @@ inline int64_t largestPipelineMicroBatches(ModuleOp module, int64_t option) {
   return planMicroBatches(module, option);
 }
 
+/// How many stages a staged module has (1 + its largest dtfm.stage);
+/// failure, with an error on the first op that has none ("run
+/// --dtfm-partition-stages first"), when one is not staged.
+FailureOr<int64_t> countStages(ModuleOp module);
+
 /// The streams of every stage for `microBatches` micro-batches of a
 /// `kind` schedule, and the micro-batches each stage holds at its peak;
 /// failure with a one-line `error` when the schedule cannot finish.
