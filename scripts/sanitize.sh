@@ -87,7 +87,7 @@ case "$mode" in
     ;;
   tsan)
     ninja -C "$build" -j "$jobs" dtfm-opt dtfm-translate dtfm-run DtfmUnitTests
-    export TSAN_OPTIONS="log_path=$reports/report:halt_on_error=0:second_deadlock_stack=1"
+    export TSAN_OPTIONS="log_path=$reports/report:halt_on_error=0:second_deadlock_stack=1:suppressions=$src/scripts/tsan-suppressions.txt"
     status=0
     DTFM_SOURCE_DIR="$src" "$build/unittests/DtfmUnitTests" \
       --gtest_filter='TransportTest*' --gtest_brief=1 || status=$?

@@ -17,8 +17,20 @@
 
 /// On x86-64, a kernel so marked is also compiled for AVX2 (8 floats a
 /// vector instead of SSE2's 4) and the one the CPU runs is chosen when the
-/// program loads. Without FMA, so both give the same bits.
-#if defined(__x86_64__) && (defined(__clang__) || defined(__GNUC__))
+/// program loads. Without FMA, so both give the same bits. Not under
+/// ThreadSanitizer: it instruments the resolver that chooses, which runs
+/// while the program is loaded, before its runtime is up (every binary
+/// crashed at start).
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define DTFM_THREAD_SANITIZER 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define DTFM_THREAD_SANITIZER 1
+#endif
+#if defined(__x86_64__) && (defined(__clang__) || defined(__GNUC__)) &&      \
+    !defined(DTFM_THREAD_SANITIZER)
 #define DTFM_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define DTFM_VECTOR_CLONES
