@@ -71,15 +71,17 @@ except (OSError, subprocess.SubprocessError):
     pass
 
 tool_dirs = [config.dtfm_tools_dir, config.llvm_tools_dir]
-llvm_config.add_tool_substitutions(["dtfm-opt", "dtfm-translate", "dtfm-run"],
+llvm_config.add_tool_substitutions(["dtfm-opt", "dtfm-translate", "dtfm-run", "dtfm-data"],
                                    tool_dirs)
 # The fuzz targets (fuzz/), run on their seeds and past crashes (test/Fuzz).
 llvm_config.add_tool_substitutions(
     ["dtfm-%s-fuzzer" % t for t in ("cluster", "plan", "checkpoint", "mlir",
                                     "onnx")], tool_dirs)
-# The benches (bench/), for their command-line errors (Tools/bench-flags.test);
+# The benches (bench/), for their command-line errors (Tools/bench-flags.test)
+# and bench-data for the loader's memory (Runtime/execute-data.test);
 # bench-cuda is built only with the CUDA backend.
-bench_tools = ["bench-hetero", "bench-paper", "bench-scheduler", "bench-shape"]
+bench_tools = ["bench-data", "bench-hetero", "bench-paper", "bench-scheduler",
+               "bench-shape"]
 if "cuda-built" in config.available_features:
     bench_tools.append("bench-cuda")
 llvm_config.add_tool_substitutions(bench_tools, tool_dirs)

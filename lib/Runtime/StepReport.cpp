@@ -45,6 +45,13 @@ IterationWork dtfm::runtime::iterationWork(const proto::Plan &plan) {
   return work;
 }
 
+static std::string hex64(uint64_t value) {
+  char text[24];
+  std::snprintf(text, sizeof text, "%016llx",
+                static_cast<unsigned long long>(value));
+  return text;
+}
+
 static double perSecond(double amount, double seconds) {
   return seconds > 0 ? amount / seconds : 0;
 }
@@ -80,14 +87,27 @@ std::string dtfm::runtime::stepJson(const StepFigures &f,
          jsonNumber(perSecond(work.flops, f.seconds) / 1e9, 6, true) +
          ",\"measured_s\":" + jsonNumber(f.seconds, 9, true) +
          ",\"simulated_s\":" + jsonNumber(f.simulatedSeconds, 9, true) +
-         ",\"calibrated\":" + (f.calibrated ? "true" : "false") + "}";
+         ",\"calibrated\":" + (f.calibrated ? "true" : "false") +
+         (work.tokenModel ? ",\"samples_hash\":\"" + hex64(f.sampleHash) + "\""
+                          : std::string()) +
+         "}";
 }
+
+namespace {
+/// What a last stage sends rank 0 each step.
+struct LossPart {
+  double loss = 0;
+  uint64_t sampleHash = 0;
+};
+static_assert(sizeof(LossPart) == 16);
+} // namespace
 
 /// A step rank 0 has finished but not printed (its losses may still be
 /// on the way).
 struct StepReporter::Pending {
   StepFigures figures;
-  std::vector<double> parts; // loss sums from the last stages
+  // Loss sums and sample hashes from the last stages.
+  std::vector<LossPart> parts;
   std::vector<int> handles;
 };
 
@@ -107,20 +127,22 @@ bool StepReporter::report(const StepFigures &figures, std::string &error) {
   if (rank != 0) {
     if (!last)
       return true;
-    const char *raw = reinterpret_cast<const char *>(&figures.loss);
+    LossPart part{figures.loss, figures.sampleHash};
+    const char *raw = reinterpret_cast<const char *>(&part);
     return transport->send(0, controlSlot(kLoss, figures.step, 0),
-                           std::vector<char>(raw, raw + 8), error, nullptr,
-                           true);
+                           std::vector<char>(raw, raw + sizeof part), error,
+                           nullptr, true);
   }
   auto next = std::make_unique<Pending>();
   next->figures = figures;
   next->figures.loss = last ? figures.loss : 0;
-  next->parts.assign(lastStageRanks.size(), 0);
+  next->figures.sampleHash = last ? figures.sampleHash : 0;
+  next->parts.assign(lastStageRanks.size(), LossPart{});
   for (size_t i = 0; i < lastStageRanks.size(); ++i)
     if (lastStageRanks[i] != 0)
       next->handles.push_back(transport->postRecv(
           lastStageRanks[i], controlSlot(kLoss, figures.step, 0),
-          &next->parts[i], 8));
+          &next->parts[i], sizeof(LossPart)));
   bool ok = !pending || print(*pending, error);
   pending = std::move(next);
   return ok;
@@ -137,8 +159,10 @@ bool StepReporter::print(Pending &p, std::string &error) {
     if (!transport->waitPosted(handle, error))
       return false;
   StepFigures figures = p.figures;
-  for (double part : p.parts)
-    figures.loss += part;
+  for (const LossPart &part : p.parts) {
+    figures.loss += part.loss;
+    figures.sampleHash += part.sampleHash;
+  }
   figures.loss /= lossTerms;
   std::string line = stepLine(figures, work);
   if (progressBar) {

@@ -46,6 +46,7 @@
 #include <cstring>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <string>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -62,7 +63,12 @@ static const char *kUsage =
     "usage: dtfm-run <plan.pb> --simulate [--trace out.json] "
     "[--report out.html] [--json]\n"
     "       dtfm-run <plan.pb> --execute [--steps N] [--seed S]\n"
-    "         data:        [--tokens file.bin] [--inputs inputs.bin]\n"
+    "         data:        [--data SHARD|DIR|GLOB]... [--data-dtype "
+    "uint16|uint32|int32]\n"
+    "                      [--data-order shuffled|sequential] (token "
+    "shards; default shuffled)\n"
+    "                      [--tokens file.bin] (int32 tokens in order) "
+    "[--inputs inputs.bin]\n"
     "         parameters:  [--init-from params.bin] [--save-params "
     "params.bin]\n"
     "         checkpoints: [--checkpoint-dir DIR] [--checkpoint-every K] "
@@ -142,7 +148,7 @@ namespace {
 
 /// What the command line asks for.
 struct Command {
-  std::string planPath, tracePath, reportPath, clusterPath;
+  std::string planPath, tracePath, reportPath, clusterPath, tokensPath;
   bool simulateFlag = false, json = false, executeFlag = false;
   bool logGiven = false;
   bool elastic = false, elasticOptionGiven = false;
@@ -167,6 +173,18 @@ std::optional<int> parseCommandLine(int argc, char **argv, Command &c) {
     return 1;
   for (const std::string &path : scanPluginFlags(argc, argv))
     c.forwarded.push_back("--" + std::string(kLoadPluginFlag) + "=" + path);
+  // A flag given twice would have its first value silently replaced.
+  std::set<std::string> given;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    if (flag.rfind("--", 0) != 0)
+      continue;
+    flag = flag.substr(0, flag.find('='));
+    if (flag != "--data" && flag != "--" + std::string(kLoadPluginFlag) &&
+        !given.insert(flag).second)
+      return fail(flag + " is given twice (only --data and --" +
+                  std::string(kLoadPluginFlag) + " repeat)");
+  }
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg.rfind("--" + std::string(kLoadPluginFlag), 0) == 0) {
@@ -265,17 +283,38 @@ std::optional<int> parseCommandLine(int argc, char **argv, Command &c) {
       if (!integerIn("--rank", argv[++i], 0, 1000000, number))
         return 1;
       c.worker.rank = static_cast<int>(number);
+    } else if (takesValue("--data")) {
+      c.worker.data.paths.push_back(argv[++i]);
+      c.forwarded.insert(c.forwarded.end(), {arg, argv[i]});
+      continue;
+    } else if (takesValue("--data-dtype")) {
+      c.worker.data.dtype = format::parseTokenDtype(argv[++i]);
+      if (!c.worker.data.dtype)
+        return fail("--data-dtype expects uint16, uint32 or int32, got '" +
+                    std::string(argv[i]) + "'");
+      c.forwarded.insert(c.forwarded.end(), {arg, argv[i]});
+      continue;
+    } else if (takesValue("--data-order")) {
+      std::string value = argv[++i];
+      if (value != "shuffled" && value != "sequential")
+        return fail("--data-order expects shuffled or sequential, got '" +
+                    value + "'");
+      c.worker.data.order = value == "shuffled"
+                                ? runtime::DataOrder::Shuffled
+                                : runtime::DataOrder::Sequential;
+      c.forwarded.insert(c.forwarded.end(), {arg, value});
+      continue;
     } else if (takesValue("--tokens") || takesValue("--inputs") ||
                takesValue("--init-from") || takesValue("--save-params") ||
                takesValue("--checkpoint-dir") || takesValue("--log") ||
-               takesValue("--resume-from") ||
-               takesValue("--rendezvous") || takesValue("--store") ||
-               takesValue("--cluster") || takesValue("--memory-report")) {
+               takesValue("--resume-from") || takesValue("--rendezvous") ||
+               takesValue("--store") || takesValue("--cluster") ||
+               takesValue("--memory-report")) {
       std::string value = argv[++i];
       if (arg == "--tokens")
-        c.worker.tokensPath = value;
+        c.tokensPath = value;
       else if (arg == "--inputs")
-        c.worker.inputsPath = value;
+        c.worker.data.inputsPath = value;
       else if (arg == "--init-from")
         c.worker.initPath = value;
       else if (arg == "--save-params")
@@ -343,6 +382,16 @@ std::optional<int> parseCommandLine(int argc, char **argv, Command &c) {
       c.planPath = arg;
     else
       return fail("more than one plan file given");
+  }
+  // --tokens: one int32 file read in order (the oldest form of --data).
+  if (!c.tokensPath.empty()) {
+    if (!c.worker.data.paths.empty() || c.worker.data.dtype)
+      return fail("--tokens is an int32 file read in order: give it or "
+                  "--data (with --data-dtype int32 --data-order sequential), "
+                  "not both");
+    c.worker.data.paths = {c.tokensPath};
+    c.worker.data.dtype = format::TokenDtype::Int32;
+    c.worker.data.order = runtime::DataOrder::Sequential;
   }
   return std::nullopt;
 }
@@ -450,17 +499,36 @@ std::optional<int> checkModeFlags(int argc, char **argv, const Command &c,
     for (int i = 1; i < argc; ++i) {
       std::string flag = std::string(argv[i]).substr(
           0, std::string(argv[i]).find('='));
-      for (const char *executeOnly :
-           {"--steps", "--checkpoint-every", "--checkpoint-dir",
-            "--resume-from",
-            "--calibration-steps", "--seed", "--rank", "--rendezvous",
-            "--store", "--tokens", "--inputs", "--init-from", "--save-params",
-            "--log", "--backend", "--matmul-precision", "--timeout",
-            "--memory-report", "--stop-file", "--mtbf", "--elastic",
-            "--agents", "--store-server",
-            "--min-devices",
-            "--max-replans",
-            "--planning-timeout", "--compiler-dir"})
+      for (const char *executeOnly : {"--steps",
+                                      "--checkpoint-every",
+                                      "--checkpoint-dir",
+                                      "--resume-from",
+                                      "--calibration-steps",
+                                      "--seed",
+                                      "--rank",
+                                      "--rendezvous",
+                                      "--store",
+                                      "--tokens",
+                                      "--data",
+                                      "--data-dtype",
+                                      "--data-order",
+                                      "--inputs",
+                                      "--init-from",
+                                      "--save-params",
+                                      "--log",
+                                      "--backend",
+                                      "--matmul-precision",
+                                      "--timeout",
+                                      "--memory-report",
+                                      "--stop-file",
+                                      "--mtbf",
+                                      "--elastic",
+                                      "--agents",
+                                      "--store-server",
+                                      "--min-devices",
+                                      "--max-replans",
+                                      "--planning-timeout",
+                                      "--compiler-dir"})
         if (flag == executeOnly)
           return fail(flag + " goes with --execute, not --simulate");
     }

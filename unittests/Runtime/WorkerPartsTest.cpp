@@ -154,13 +154,14 @@ TEST(CheckpointStore, AssemblesStateAcrossPlans) {
 
 TEST(StepReport, LinesAndJson) {
   IterationWork work{1000, 4e9, true};
-  StepFigures f{3, 2.5, 0.5, 0.25, true};
+  StepFigures f{3, 2.5, 0.5, 0.25, true, 0xabcdef0123ull};
   EXPECT_EQ(stepLine(f, work), "step 3 loss 2.500000 | 2000 tok/s | 8.000 "
                                "GFLOP/s | 500.00 ms (simulated 250.00 ms, "
                                "calibrated)");
   EXPECT_EQ(stepJson(f, work),
             "{\"step\":3,\"loss\":2.5,\"tokens_per_s\":2000,\"gflops\":8,"
-            "\"measured_s\":0.5,\"simulated_s\":0.25,\"calibrated\":true}");
+            "\"measured_s\":0.5,\"simulated_s\":0.25,\"calibrated\":true,"
+            "\"samples_hash\":\"000000abcdef0123\"}");
   work.tokenModel = false;
   f.seconds = 0; // nothing measured: rates are 0, never inf
   EXPECT_EQ(stepJson(f, work),

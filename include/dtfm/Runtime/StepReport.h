@@ -45,6 +45,10 @@ struct StepFigures {
   int64_t step = 0;
   double loss = 0, seconds = 0, simulatedSeconds = 0;
   bool calibrated = false;
+  /// The sum of the hashes of the step's token windows (DataSource.h),
+  /// from the last stages: logged as "samples_hash", equal for any plan
+  /// that trains the same samples at this step.
+  uint64_t sampleHash = 0;
 };
 
 /// "step 3 loss 5.123456 | 1234 tok/s | 1.234 GFLOP/s | 12.34 ms

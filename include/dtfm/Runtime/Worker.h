@@ -28,6 +28,7 @@
 #define DTFM_RUNTIME_WORKER_H
 
 #include "dtfm/Runtime/Backend.h"
+#include "dtfm/Runtime/DataSource.h"
 
 #include <chrono>
 #include <cstdint>
@@ -43,7 +44,9 @@ struct WorkerOptions {
   int rank = 0;
   int steps = 1;
   uint64_t seed = 0;
-  std::string tokensPath, inputsPath, initPath, savePath;
+  /// Where the samples come from (DataSource.h).
+  DataOptions data;
+  std::string initPath, savePath;
   /// Checkpoints: every `checkpointEvery` steps (0: only at the end) and
   /// at the end; a run resumes from the newest complete one.
   std::string checkpointDir;

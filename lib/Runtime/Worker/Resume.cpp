@@ -4,9 +4,9 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Each checkpoint generation (with the plan's samples per step and model
-// name), Daly's interval (--mtbf), resuming from the newest generation every
-// worker can load, and resuming from another plan's generation
+// Each checkpoint generation (with the plan's samples per step, model
+// name and data position), Daly's interval (--mtbf), resuming from the newest
+// generation every worker can load, and resuming from another plan's generation
 // (--resume-from: this program's state assembled from its members'
 // shards). Checkpoint files themselves are Checkpoints.cpp's.
 //
@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 
 using namespace dtfm;
 using namespace dtfm::runtime;
@@ -30,6 +31,60 @@ using namespace dtfm::runtime::worker;
 /// the model by name (the entry's name ends with it).
 static constexpr const char *kSamplesPerStepEntry = "meta/samples-per-step";
 static constexpr const char *kModelEntryPrefix = "meta/model/";
+/// The data position: the sample the next step starts at, and the data's
+/// fingerprint (TokenShards::fingerprint; 0: synthetic data).
+static constexpr const char *kDataPositionEntry = "meta/data-position";
+static constexpr const char *kDataFingerprintEntry = "meta/data-fingerprint";
+
+/// A 64-bit integer as four 16-bit pieces, each exact in a float
+/// (checkpoint files hold f32 tensors).
+static cpu::Tensor integerEntry(uint64_t value) {
+  cpu::Tensor t({4});
+  for (int i = 0; i < 4; ++i)
+    t.data[i] = static_cast<float>((value >> (16 * i)) & 0xffff);
+  return t;
+}
+
+/// An integerEntry of `state`: nullopt when absent (an older checkpoint),
+/// false after an error when it is not four 16-bit pieces.
+static bool readIntegerEntry(const format::TensorMap &state, const char *name,
+                             std::optional<uint64_t> &value,
+                             std::string &error) {
+  value.reset();
+  auto it = state.find(name);
+  if (it == state.end())
+    return true;
+  uint64_t v = 0;
+  bool valid = it->second.data.size() == 4;
+  for (int i = 0; valid && i < 4; ++i) {
+    float piece = it->second.data[i];
+    valid = piece >= 0 && piece <= 65535 && piece == std::floor(piece);
+    v |= valid ? static_cast<uint64_t>(piece) << (16 * i) : 0;
+  }
+  if (!valid) {
+    error = std::string("its '") + name + "' is not a 64-bit integer";
+    return false;
+  }
+  value = v;
+  return true;
+}
+
+void Worker::continueData(int64_t step, std::optional<uint64_t> position,
+                          std::optional<uint64_t> fingerprint) {
+  dataStartStep = step + 1;
+  // An older checkpoint: its data went on by the step.
+  dataStartSample =
+      position ? static_cast<int64_t>(*position) : step * samplesPerStep;
+  uint64_t now = data.hasTokens() ? data.tokenShards().fingerprint() : 0;
+  if (options.rank == 0 && fingerprint && *fingerprint != now)
+    std::fprintf(stderr,
+                 "dtfm-run: note: the checkpoint of step %lld trained on "
+                 "other data (%s); this data goes on from sample %lld of its "
+                 "own order\n",
+                 static_cast<long long>(step),
+                 *fingerprint == 0 ? "synthetic" : "other shards or dtypes",
+                 static_cast<long long>(dataStartSample));
+}
 
 static void dropMeta(format::TensorMap &state) {
   for (auto it = state.begin(); it != state.end();)
@@ -41,6 +96,10 @@ bool Worker::checkpoint(int64_t step, std::string &error) {
   state[kSamplesPerStepEntry] =
       cpu::Tensor({1}, static_cast<float>(format::samplesPerStep(plan)));
   state[kModelEntryPrefix + plan.model()] = cpu::Tensor({1}, 1.0f);
+  state[kDataPositionEntry] = integerEntry(static_cast<uint64_t>(
+      dataStartSample + (step - dataStartStep + 1) * samplesPerStep));
+  state[kDataFingerprintEntry] =
+      integerEntry(data.hasTokens() ? data.tokenShards().fingerprint() : 0);
   if (!checkpoints->save(step, std::move(state), error))
     return false;
   // Older checkpoints go once every worker has this one; the one before
@@ -119,12 +178,19 @@ bool Worker::resume(int64_t &step, std::string &error) {
                  reason.c_str(), static_cast<long long>(agreed));
     checkpoints->prune(SIZE_MAX, agreed);
   }
+  std::optional<uint64_t> position, fingerprint;
+  if (!readIntegerEntry(state, kDataPositionEntry, position, error) ||
+      !readIntegerEntry(state, kDataFingerprintEntry, fingerprint, error)) {
+    error = checkpoints->path(agreed) + ": " + error;
+    return false;
+  }
   dropMeta(state);
   if (!executor->restoreState(state, error)) {
     error = checkpoints->path(agreed) + ": " + error;
     return false;
   }
   step = agreed;
+  continueData(step, position, fingerprint);
   return true;
 }
 
@@ -194,6 +260,9 @@ bool Worker::resumeFromOtherPlan(int64_t &step, std::string &error) {
   double samples = format::samplesPerStep(plan);
   std::map<int64_t, std::string> why;
   format::TensorMap state;
+  // The loaded generation's data position (the last load is the agreed one).
+  std::optional<uint64_t> position, fingerprint;
+  double recordedSamples = samples;
   auto load = [&](int64_t candidate, std::string &problem) {
     std::vector<format::TensorMap> files;
     if (!loadGeneration(options.resumeFrom, *byStep.at(candidate), files,
@@ -209,8 +278,19 @@ bool Worker::resumeFromOtherPlan(int64_t &step, std::string &error) {
                   "', not of this plan's '" + plan.model() + "'";
         return false;
       }
+      if (!readIntegerEntry(file, kDataPositionEntry, position, problem) ||
+          !readIntegerEntry(file, kDataFingerprintEntry, fingerprint,
+                            problem)) {
+        problem = "step " + std::to_string(candidate) + ": " + problem;
+        return false;
+      }
+      // With its data position recorded, a checkpoint goes on with another
+      // number of samples per step (a batch-size ramp) from that sample.
       auto recorded = file.find(kSamplesPerStepEntry);
-      if (recorded != file.end() && recorded->second.numel() == 1 &&
+      if (recorded != file.end() && recorded->second.numel() == 1)
+        recordedSamples = recorded->second.data[0];
+      if (!position && recorded != file.end() &&
+          recorded->second.numel() == 1 &&
           recorded->second.data[0] != static_cast<float>(samples)) {
         char line[160];
         std::snprintf(line, sizeof line,
@@ -250,5 +330,11 @@ bool Worker::resumeFromOtherPlan(int64_t &step, std::string &error) {
     return false;
   }
   step = agreed;
+  if (options.rank == 0 && recordedSamples != static_cast<float>(samples))
+    std::printf("the checkpoint trained %.0f samples per step and this plan "
+                "trains %.0f: the data goes on from sample %llu\n",
+                recordedSamples, samples,
+                static_cast<unsigned long long>(position.value_or(0)));
+  continueData(step, position, fingerprint);
   return true;
 }

@@ -190,12 +190,17 @@ bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
   lossSum = 0;
 
   std::vector<MicroBatch> batches(microBatches);
+  stepSampleHash = 0;
   if (!inputs.empty())
     for (int m = 0; m < microBatches; ++m) {
-      int64_t index = (step - 1) * layout.total +
-                      layout.offsets[program.pipeline()] + m;
-      if (!data.microBatch(index, inputs, batches[m], error))
+      BatchPosition position;
+      position.microBatch =
+          (step - 1) * layout.total + layout.offsets[program.pipeline()] + m;
+      position.firstSample = firstSampleOf(step, m);
+      uint64_t hash = 0;
+      if (!data.microBatch(position, inputs, batches[m], hash, error))
         return false;
+      stepSampleHash += hash;
     }
 
   if (transport && (tiedForward || tiedBackward) && !postTied(step, error))

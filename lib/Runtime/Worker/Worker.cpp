@@ -196,9 +196,17 @@ bool Worker::prepare(std::string &error) {
   }
   if (lossClasses > 0 && (vocabulary == 0 || lossClasses < vocabulary))
     vocabulary = lossClasses;
-  if (!data.open(options.tokensPath, options.inputsPath, options.seed,
-                 vocabulary, error))
+  if (!data.open(options.data, options.seed, vocabulary, error))
     return false;
+  samplesPerStep = static_cast<int64_t>(format::samplesPerStep(plan));
+  microBatchRows = samplesPerStep / std::max<int64_t>(layout.total, 1);
+  for (const InputSpec &spec : inputs)
+    if (spec.isInteger && !spec.isBoolean && spec.shape.size() == 2 &&
+        !data.checkWindows(spec.shape[1] + 1, error))
+      return false;
+  if (options.rank == 0 && !data.hasTokens() && options.data.inputsPath.empty())
+    std::fprintf(stderr, "dtfm-run: note: no --data, --tokens or --inputs: "
+                         "training on synthetic data drawn from the seed\n");
   // Imported models carry their values in a weights file the plan names.
   std::map<std::string, cpu::Tensor> weights;
   auto named = plan.module_attrs().find("dtfm.weights");
@@ -541,6 +549,7 @@ int Worker::run() {
         std::chrono::duration<double>(Clock::now() - start).count();
     figures.simulatedSeconds = simulatedSeconds;
     figures.calibrated = calibrated;
+    figures.sampleHash = stepSampleHash;
     if (!reporter->report(figures, error))
       fatal(error);
     double deviceSeconds = executor->takeComputeSeconds();

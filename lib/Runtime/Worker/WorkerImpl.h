@@ -36,6 +36,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -106,6 +107,11 @@ private:
   /// resume's --resume-from: this program's state assembled from another
   /// plan's generation.
   bool resumeFromOtherPlan(int64_t &step, std::string &error);
+  /// After resuming at `step`: the data goes on from the checkpoint's
+  /// position (or step x samples per step for an older checkpoint); a note
+  /// when its fingerprint says it trained on other data.
+  void continueData(int64_t step, std::optional<uint64_t> position,
+                    std::optional<uint64_t> fingerprint);
   /// The newest of `steps` (ascending) that `load` loads on every worker
   /// (0: none), agreed through the transport, and loaded last (each step
   /// loaded at most once more; `why` says what is wrong with the others).
@@ -166,6 +172,20 @@ private:
   std::vector<std::vector<cpu::Tensor>> buffers;
   std::vector<InputSpec> inputs;
   uint64_t planHash = 0;
+  /// The data position: step `dataStartStep` starts at sample
+  /// `dataStartSample` (a checkpoint's position on resumption), and every
+  /// step takes `samplesPerStep` from there, each micro-batch
+  /// `microBatchRows`.
+  int64_t dataStartStep = 1, dataStartSample = 0;
+  int64_t samplesPerStep = 0, microBatchRows = 0;
+  /// The first sample of micro-batch `m` of this pipeline at `step`.
+  int64_t firstSampleOf(int64_t step, int m) const {
+    return dataStartSample + (step - dataStartStep) * samplesPerStep +
+           (layout.offsets[program.pipeline()] + m) * microBatchRows;
+  }
+  /// The sum of the sample hashes of this worker's micro-batches of the
+  /// step (DataSource::microBatch), which the last stages report.
+  uint64_t stepSampleHash = 0;
 
   // Step state shared by the three slots.
   std::mutex mutex;

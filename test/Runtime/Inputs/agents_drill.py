@@ -206,7 +206,7 @@ def run(dtfm_run, plan, d, tokens, steps, join_a, join_b):
     print(f"steps lost <= the checkpoint interval: {lost_steps <= 5}")
     print(f"first step of the new plan within 10 s of the host's loss: "
           f"{recovery < 10} ({recovery:.1f} s)")
-    check_whole_run(log, reference, steps)
+    check_whole_run(log, reference, steps, d)
     ends = {}
     for name, agent in [("h0", hosts[0]), ("h1", hosts[1]), ("h3", hosts[3]),
                         ("join-a", joiner_a), ("join-b", joiner_b)]:

@@ -1,7 +1,8 @@
 """Drills for dtfm-run --elastic (lit cannot kill one worker of a running
-job). Every wait is bounded; every run trains on a token file, so that the
-data position is checked: a step trained twice or skipped would change the
-losses.
+job). Every wait is bounded; every run trains on a token file (shuffled
+windows: --data with --data-dtype int32), so that the data position is
+checked: a step trained twice or skipped would change the losses and the
+logged hash of the step's samples.
 
   elastic_drill.py lost DTFM_RUN PLAN DIR TOKENS VICTIM STEPS
       Trains PLAN uninterrupted for STEPS steps; then again with --elastic
@@ -10,8 +11,8 @@ losses.
       reach STEPS: its re-plan line is printed; its losses from the resume
       point must equal, digit for digit, a fresh --resume-from of the same
       checkpoint on the same new plan; every step of the whole run must be
-      within 1e-5 (relative) of the uninterrupted run's, so that no sample
-      was trained twice or skipped; the first step of the new plan must
+      within 1e-5 (relative) of the uninterrupted run's and have its hash of
+      samples, so that no sample was trained twice or skipped; the first step of the new plan must
       come within 10 s of the kill.
   hung DTFM_RUN PLAN DIR TOKENS VICTIM STEPS
       The same with SIGSTOP and --timeout 3: the stopped worker is dropped
@@ -48,12 +49,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from worker_drill import hit_when_logged, losses  # noqa: E402
 
 
-def logged_losses(path):
-    """{step: loss} from a JSON step log."""
+def data_flags(tokens):
+    """The int32 token file as shuffled shard data."""
+    return ["--data", tokens, "--data-dtype", "int32"]
+
+
+def logged_losses(path, key="loss"):
+    """{step: loss} (or another field) from a JSON step log."""
     out = {}
     for line in open(path):
         record = json.loads(line)
-        out[record["step"]] = record["loss"]
+        out[record["step"]] = record[key]
     return out
 
 
@@ -62,8 +68,8 @@ def elastic_run(dtfm_run, plan, d, tokens, victim, steps, how, extra):
     os.makedirs(f"{d}/ck")
     log = f"{d}/elastic.jsonl"
     job = subprocess.Popen(
-        [dtfm_run, plan, "--execute", "--steps", str(steps), "--tokens",
-         tokens, "--checkpoint-every", "5", "--checkpoint-dir", f"{d}/ck",
+        [dtfm_run, plan, "--execute", "--steps", str(steps)] +
+        data_flags(tokens) + ["--checkpoint-every", "5", "--checkpoint-dir", f"{d}/ck",
          "--log", log, "--elastic"] + extra,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
@@ -95,9 +101,14 @@ def uninterrupted(dtfm_run, plan, d, common):
     return logged_losses(f"{d}/full.jsonl")
 
 
-def check_whole_run(log, reference, steps):
-    """Every step 1..STEPS logged, each within 1e-5 of the reference: no
-    sample trained twice or skipped."""
+def check_whole_run(log, reference, steps, d):
+    """Every step 1..STEPS logged, each within 1e-5 of the reference and
+    with its samples (the logged hash): no sample trained twice or
+    skipped."""
+    hashes = logged_losses(log, "samples_hash")
+    same = hashes == logged_losses(f"{d}/full.jsonl", "samples_hash")
+    print(f"steps 1-{steps} trained the uninterrupted run's samples: {same}")
+    assert same, (hashes, logged_losses(f"{d}/full.jsonl", "samples_hash"))
     got = logged_losses(log)
     assert sorted(got) == list(range(1, steps + 1)), sorted(got)
     lines = open(log).read().count("\n")
@@ -110,7 +121,7 @@ def check_whole_run(log, reference, steps):
 
 
 def lost(dtfm_run, plan, d, tokens, victim, steps, how):
-    common = ["--steps", str(steps), "--tokens", tokens]
+    common = ["--steps", str(steps)] + data_flags(tokens)
     reference = uninterrupted(dtfm_run, plan, d, common)
     extra = ["--timeout", "3"] if how == signal.SIGSTOP else ["--timeout",
                                                               "20"]
@@ -141,7 +152,7 @@ def lost(dtfm_run, plan, d, tokens, victim, steps, how):
     print(f"first step of the new plan within {allowed} s of the failure: "
           f"{resumed_at - hit_at < allowed} ({resumed_at - hit_at:.1f} s)")
 
-    check_whole_run(f"{d}/elastic.jsonl", reference, steps)
+    check_whole_run(f"{d}/elastic.jsonl", reference, steps, d)
 
     # A fresh resume of the same checkpoint on the same new plan.
     new_plan = f"{d}/ck/replan-1/plan.pb"
@@ -179,7 +190,7 @@ def policy(dtfm_run, plan, d, tokens, victim, steps, flags):
 
 
 def join(dtfm_run, plan, d, tokens, request, steps):
-    common = ["--steps", str(steps), "--tokens", tokens]
+    common = ["--steps", str(steps)] + data_flags(tokens)
     reference = uninterrupted(dtfm_run, plan, d, common)
     subprocess.run(["rm", "-rf", f"{d}/ck", f"{d}/elastic.jsonl"])
     os.makedirs(f"{d}/ck")
@@ -212,7 +223,7 @@ def join(dtfm_run, plan, d, tokens, request, steps):
             line = re.sub(r"predicted \S+ s -> \S+ s",
                           "predicted X s -> Y s", line)
             print(line.replace(d, "DIR"))
-    check_whole_run(log, reference, steps)
+    check_whole_run(log, reference, steps, d)
 
 
 def strip_inputs(source, target):
