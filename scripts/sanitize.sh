@@ -65,7 +65,7 @@ check_reports() {
 lit=/usr/lib/llvm-19/build/utils/lit/lit.py
 case "$mode" in
   asan)
-    targets=(dtfm-opt dtfm-translate dtfm-run DtfmUnitTests
+    targets=(dtfm-opt dtfm-translate dtfm-run dtfm-data bench-data DtfmUnitTests
       dtfm-cluster-fuzzer dtfm-plan-fuzzer dtfm-checkpoint-fuzzer
       dtfm-mlir-fuzzer dtfm-onnx-fuzzer)
     # The benches only for the tests that run them (test/Tools).
@@ -86,7 +86,8 @@ case "$mode" in
     exit "$status"
     ;;
   tsan)
-    ninja -C "$build" -j "$jobs" dtfm-opt dtfm-translate dtfm-run DtfmUnitTests
+    ninja -C "$build" -j "$jobs" dtfm-opt dtfm-translate dtfm-run dtfm-data bench-data \
+      DtfmUnitTests
     export TSAN_OPTIONS="log_path=$reports/report:halt_on_error=0:second_deadlock_stack=1:suppressions=$src/scripts/tsan-suppressions.txt"
     status=0
     DTFM_SOURCE_DIR="$src" "$build/unittests/DtfmUnitTests" \
