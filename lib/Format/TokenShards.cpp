@@ -251,6 +251,7 @@ void TokenShards::close() {
     if (s.bytes)
       ::munmap(const_cast<unsigned char *>(s.bytes), s.mapped);
   shards.clear();
+  identity = 0;
 }
 
 int64_t TokenShards::totalTokens() const {
@@ -347,6 +348,7 @@ bool TokenShards::open(const std::vector<std::string> &paths,
               first.data(), error))
       return false;
   }
+  identity = computeFingerprint();
   releasePages();
   return true;
 }
@@ -402,7 +404,7 @@ void TokenShards::releasePages() const {
     }
 }
 
-uint64_t TokenShards::fingerprint() const {
+uint64_t TokenShards::computeFingerprint() const {
   uint64_t hash = kFnv1aOffset;
   for (size_t i = 0; i < shards.size(); ++i) {
     const Shard &s = shards[i];

@@ -48,8 +48,8 @@ static int fail(const std::string &message) {
 }
 
 /// An integer flag value in [low, high], whole and decimal.
-static bool integerValue(const std::string &flag, const std::string &text,
-                         long long low, long long high, long long &value) {
+static bool integerValue(const std::string &text, long long low, long long high,
+                         long long &value) {
   char *end = nullptr;
   errno = 0;
   value = std::strtoll(text.c_str(), &end, 10);
@@ -179,11 +179,11 @@ int main(int argc, char **argv) {
         return fail("--dtype expects uint16 or uint32, got '" + value + "'");
       dtype = *parsed;
     } else if (arg == "--vocab") {
-      if (!integerValue(arg, value, 1, 0xffffffffll, vocabulary))
+      if (!integerValue(value, 1, 0xffffffffll, vocabulary))
         return fail("--vocab expects an integer in [1, 4294967295], got '" +
                     value + "'");
     } else if (arg == "--shard-tokens") {
-      if (!integerValue(arg, value, 1, 1ll << 40, shardTokens))
+      if (!integerValue(value, 1, 1ll << 40, shardTokens))
         return fail("--shard-tokens expects an integer in [1, 2^40], got '" +
                     value + "'");
     } else {

@@ -86,7 +86,8 @@ public:
 
   /// What identifies the data whatever its path: each shard's dtype, size
   /// and first and last tokens. A checkpoint records it.
-  uint64_t fingerprint() const;
+  /// Computed once, when the shards are opened.
+  uint64_t fingerprint() const { return identity; }
 
 private:
   struct Shard {
@@ -99,9 +100,11 @@ private:
     mutable bool touched = false;
   };
   void close();
+  uint64_t computeFingerprint() const;
 
   std::vector<Shard> shards;
   int64_t vocabulary = 0;
+  uint64_t identity = 0;
 };
 
 } // namespace dtfm::format
