@@ -224,7 +224,7 @@ def ddp_worker(rank, port, work, steps, log):
     torch.set_num_threads(1)
     batch = SEQUENCES // WORKERS
     gpt = gpt_module(batch)
-    from dtfm_oracle import read_tensors
+    from dtfm_oracle import decay_groups, read_tensors
 
     class Gpt(torch.nn.Module):
         def __init__(self, start):
@@ -240,7 +240,7 @@ def ddp_worker(rank, port, work, steps, log):
     dist.init_process_group("gloo", init_method=f"tcp://{ADDR[0]}:{port}",
                             rank=rank, world_size=WORKERS)
     model = DistributedDataParallel(Gpt(read_tensors(f"{work}/params.bin")))
-    opt = torch.optim.AdamW(model.parameters(), lr=LR)
+    opt = torch.optim.AdamW(decay_groups(model.parameters()), lr=LR)
     tokens = np.fromfile(f"{work}/tokens.bin", dtype=np.int32)
     row = SEQ + 1
     with open(log, "w") as out:

@@ -472,3 +472,17 @@ mlir::dtfm::optimizerStateBytesPerElement(ModuleOp module,
     return 4.0;
   return std::nullopt;
 }
+
+bool mlir::dtfm::clipsGradients(ModuleOp module, double clipGradNorm) {
+  bool updates = false, clips = false;
+  module.walk([&](Operation *op) {
+    if (auto sgd = dyn_cast<SgdUpdateOp>(op)) {
+      updates = true;
+      clips |= sgd.getClipGradNorm().convertToDouble() > 0;
+    } else if (auto adamw = dyn_cast<AdamWUpdateOp>(op)) {
+      updates = true;
+      clips |= adamw.getClipGradNorm().convertToDouble() > 0;
+    }
+  });
+  return updates ? clips : clipGradNorm > 0;
+}

@@ -70,6 +70,7 @@ struct AssignDevices
     // The module's updates say which optimizer state the stages hold.
     options.training.stages.optimizerBytesPerElement =
         optimizerStateBytesPerElement(module, "adamw").value_or(8);
+    options.training.clipGradients = clipsGradients(module, 0);
     FailureOr<planner::Cluster> loaded = planningCluster(module, error);
     if (failed(loaded))
       return fail(error);

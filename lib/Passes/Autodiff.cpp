@@ -6,11 +6,15 @@
 
 #include "dtfm/Analysis/Differentiation.h"
 #include "dtfm/Passes/Passes.h"
+#include "dtfm/Support/LrSchedule.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
+
+#include <cmath>
+#include <cstdio>
 
 namespace mlir::dtfm {
 #define GEN_PASS_DEF_AUTODIFF
@@ -21,6 +25,13 @@ using namespace mlir;
 using namespace mlir::dtfm;
 
 namespace {
+
+/// "-0.1", not the diagnostic's "-1.000000e-01".
+std::string shortest(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
 
 struct Autodiff : public mlir::dtfm::impl::AutodiffBase<Autodiff> {
   using AutodiffBase::AutodiffBase;
@@ -33,9 +44,42 @@ struct Autodiff : public mlir::dtfm::impl::AutodiffBase<Autodiff> {
           << "' (expected adamw or sgd)";
       return signalPassFailure();
     }
-    if (!(lr > 0)) {
+    std::optional<::dtfm::optim::LrScheduleKind> kind =
+        ::dtfm::optim::lrScheduleOf(lrSchedule.getValue());
+    if (!kind) {
       mlir::emitError(toolLoc(module, ""))
-          << "dtfm-autodiff: lr must be positive, got " << lr.getValue();
+          << "dtfm-autodiff: unknown lr-schedule '" << lrSchedule.getValue()
+          << "' (expected " << ::dtfm::optim::lrScheduleNames() << ")";
+      return signalPassFailure();
+    }
+    schedule.kind = *kind;
+    schedule.lr = lr;
+    schedule.minLr = minLr;
+    schedule.warmupSteps = warmupSteps;
+    schedule.totalSteps = totalSteps;
+    schedule.decaySteps = decaySteps;
+    if (std::string problem = schedule.check(); !problem.empty()) {
+      mlir::emitError(toolLoc(module, "")) << "dtfm-autodiff: " << problem;
+      return signalPassFailure();
+    }
+    if (!(clipGradNorm >= 0 && std::isfinite(clipGradNorm))) {
+      mlir::emitError(toolLoc(module, ""))
+          << "dtfm-autodiff: clip-grad-norm must be >= 0 and finite (0: no "
+             "clipping), got "
+          << shortest(clipGradNorm);
+      return signalPassFailure();
+    }
+    if (!(weightDecay >= 0 && std::isfinite(weightDecay))) {
+      mlir::emitError(toolLoc(module, ""))
+          << "dtfm-autodiff: weight-decay must be >= 0 and finite, got "
+          << shortest(weightDecay);
+      return signalPassFailure();
+    }
+    if (decayParams != "matrices" && decayParams != "all" &&
+        decayParams != "matrices-except-embeddings") {
+      mlir::emitError(toolLoc(module, ""))
+          << "dtfm-autodiff: unknown decay-params '" << decayParams.getValue()
+          << "' (expected matrices, matrices-except-embeddings or all)";
       return signalPassFailure();
     }
     bool found = false;
@@ -52,7 +96,13 @@ struct Autodiff : public mlir::dtfm::impl::AutodiffBase<Autodiff> {
         return signalPassFailure();
       }
       if (llvm::any_of(func.getOps<BackwardOp>(), [](auto) { return true; })) {
-        func.emitOpError("already has a backward graph");
+        // On the function's location alone: emitOpError would print the
+        // whole function with it.
+        mlir::emitError(func.getLoc())
+            << "dtfm-autodiff: function @" << func.getSymName()
+            << " already has its backward graph and optimizer updates; give "
+               "the forward model (--dtfm-plan and --dtfm-autodiff take the "
+               "same optimizer options)";
         return signalPassFailure();
       }
       found = true;
@@ -156,20 +206,54 @@ struct Autodiff : public mlir::dtfm::impl::AutodiffBase<Autodiff> {
       Value g = gradOf(param.getResult(), op);
       if (!g)
         continue; // not on the loss path
+      FloatAttr decay = b.getF64FloatAttr(decays(param) ? weightDecay : 0.0);
+      FloatAttr rate = b.getF64FloatAttr(lr);
+      // The schedule's and clipping's attributes only where they differ
+      // from their defaults (a constant rate, no clipping): every device
+      // program of a plan carries them.
+      StringAttr kind = schedule.kind == ::dtfm::optim::LrScheduleKind::Constant
+                            ? StringAttr()
+                            : b.getStringAttr(lrSchedule.getValue());
+      FloatAttr floor = minLr > 0 ? b.getF64FloatAttr(minLr) : FloatAttr();
+      auto count = [&](int64_t steps) {
+        return steps > 0 ? b.getI64IntegerAttr(steps) : IntegerAttr();
+      };
+      IntegerAttr warmup = count(warmupSteps), total = count(totalSteps),
+                  decaying = count(decaySteps);
+      FloatAttr clip =
+          clipGradNorm > 0 ? b.getF64FloatAttr(clipGradNorm) : FloatAttr();
       Operation *update;
       if (optimizer == "sgd")
         update = b.create<SgdUpdateOp>(
-            op->getLoc(), param.getType(), param.getResult(), g,
-            b.getF64FloatAttr(lr), b.getF64FloatAttr(momentum),
-            b.getF64FloatAttr(weightDecay));
+            op->getLoc(), param.getType(), param.getResult(), g, rate,
+            b.getF64FloatAttr(momentum), decay, kind, floor, warmup, total,
+            decaying, clip);
       else
         update = b.create<AdamWUpdateOp>(
-            op->getLoc(), param.getType(), param.getResult(), g,
-            b.getF64FloatAttr(lr), b.getF64FloatAttr(beta1),
-            b.getF64FloatAttr(beta2), b.getF64FloatAttr(epsilon),
-            b.getF64FloatAttr(weightDecay));
+            op->getLoc(), param.getType(), param.getResult(), g, rate,
+            b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
+            b.getF64FloatAttr(epsilon), decay, kind, floor, warmup, total,
+            decaying, clip);
       tag(update, op);
     }
   }
+
+  /// Whether `param` is in the decayed group (decay-params): nanoGPT's and
+  /// Hugging Face's grouping leaves biases and norm gains -- the parameters
+  /// of rank < 2 -- out.
+  bool decays(ParamOp param) {
+    if (decayParams == "all")
+      return true;
+    if (cast<ShapedType>(param.getType()).getRank() < 2)
+      return false;
+    if (decayParams == "matrices-except-embeddings")
+      return llvm::none_of(param->getUsers(), [&](Operation *user) {
+        auto embedding = dyn_cast<EmbeddingOp>(user);
+        return embedding && embedding.getTable() == param.getResult();
+      });
+    return true;
+  }
+
+  ::dtfm::optim::LrSchedule schedule;
 };
 } // namespace

@@ -123,6 +123,7 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
     problem.fixedPipelineParallel = pipelineParallel;
     problem.training.stages.stateBytesPerParameterByte = stateBytes;
     problem.training.stages.optimizerBytesPerElement = *optimizerBytes;
+    problem.training.clipGradients = clipsGradients(module, clipGradNorm);
     problem.training.stages.schedule = *kind;
 
     // One search per degree, on a copy sharded to it; the fastest wins.

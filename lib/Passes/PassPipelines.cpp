@@ -54,8 +54,58 @@ struct PlanOptions : public PassPipelineOptions<PlanOptions> {
   Option<std::string> optimizer{*this, "optimizer",
                                 llvm::cl::desc("adamw or sgd"),
                                 llvm::cl::init("adamw")};
+  // The optimizer: the same options, defaults and meaning as
+  // --dtfm-autodiff's (Passes.td), handed to it as they are.
   Option<double> lr{*this, "lr", llvm::cl::desc("Learning rate"),
                     llvm::cl::init(1e-3)};
+  Option<double> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"),
+                          llvm::cl::init(0.9)};
+  Option<double> beta1{*this, "beta1", llvm::cl::desc("AdamW beta1"),
+                       llvm::cl::init(0.9)};
+  Option<double> beta2{*this, "beta2", llvm::cl::desc("AdamW beta2"),
+                       llvm::cl::init(0.999)};
+  Option<double> epsilon{*this, "epsilon", llvm::cl::desc("AdamW epsilon"),
+                         llvm::cl::init(1e-8)};
+  Option<double> weightDecay{
+      *this, "weight-decay",
+      llvm::cl::desc("Weight decay (decoupled for AdamW)"),
+      llvm::cl::init(0.01)};
+  Option<std::string> decayParams{
+      *this, "decay-params",
+      llvm::cl::desc("Parameters that get weight decay: matrices (rank >= "
+                     "2: no biases or norm gains), "
+                     "matrices-except-embeddings, or all"),
+      llvm::cl::init("matrices")};
+  Option<std::string> lrSchedule{
+      *this, "lr-schedule",
+      llvm::cl::desc("Learning-rate schedule after the warmup: constant, "
+                     "cosine, linear or wsd (warmup-stable-decay)"),
+      llvm::cl::init("constant")};
+  Option<int64_t> warmupSteps{
+      *this, "warmup-steps",
+      llvm::cl::desc("Linear warmup steps: step s < W trains at lr (s + 1) "
+                     "/ (W + 1)"),
+      llvm::cl::init(0)};
+  Option<int64_t> totalSteps{
+      *this, "total-steps",
+      llvm::cl::desc("Steps the schedule runs over (cosine, linear, wsd): "
+                     "from then on min-lr"),
+      llvm::cl::init(0)};
+  Option<int64_t> decaySteps{
+      *this, "decay-steps",
+      llvm::cl::desc("wsd: the last steps of total-steps, over which the "
+                     "rate decays linearly to min-lr"),
+      llvm::cl::init(0)};
+  Option<double> minLr{
+      *this, "min-lr",
+      llvm::cl::desc("Learning rate at the end of a decaying schedule"),
+      llvm::cl::init(0)};
+  Option<double> clipGradNorm{
+      *this, "clip-grad-norm",
+      llvm::cl::desc("Clip the whole model's gradient norm to this before "
+                     "each update, as torch.nn.utils.clip_grad_norm_ (0: no "
+                     "clipping)"),
+      llvm::cl::init(0)};
   Option<bool> printTable{*this, "print-table",
                           llvm::cl::desc("Print assignment and stages"),
                           llvm::cl::init(false)};
@@ -287,6 +337,13 @@ std::string recordedOptions(const PlanOptions &options) {
   };
   exact("budget", options.budget);
   exact("lr", options.lr);
+  exact("momentum", options.momentum);
+  exact("beta1", options.beta1);
+  exact("beta2", options.beta2);
+  exact("epsilon", options.epsilon);
+  exact("weight-decay", options.weightDecay);
+  exact("min-lr", options.minLr);
+  exact("clip-grad-norm", options.clipGradNorm);
   exact("dp-bytes", options.dpBytes);
   exact("pp-bytes", options.ppBytes);
   exact("compress-ratio", options.compressRatio);
@@ -344,6 +401,7 @@ void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
     shape.ppCompression = options.ppCompression;
     shape.recompute = options.recompute;
     shape.optimizer = options.optimizer;
+    shape.clipGradNorm = options.clipGradNorm;
     shape.shardState = options.shardState;
     pm.addPass(createChooseShape(shape));
     pm.addPass(createAnnotateCosts());
@@ -351,6 +409,18 @@ void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
   AutodiffOptions autodiff;
   autodiff.optimizer = options.optimizer;
   autodiff.lr = options.lr;
+  autodiff.momentum = options.momentum;
+  autodiff.beta1 = options.beta1;
+  autodiff.beta2 = options.beta2;
+  autodiff.epsilon = options.epsilon;
+  autodiff.weightDecay = options.weightDecay;
+  autodiff.decayParams = options.decayParams;
+  autodiff.lrSchedule = options.lrSchedule;
+  autodiff.warmupSteps = options.warmupSteps;
+  autodiff.totalSteps = options.totalSteps;
+  autodiff.decaySteps = options.decaySteps;
+  autodiff.minLr = options.minLr;
+  autodiff.clipGradNorm = options.clipGradNorm;
   pm.addPass(createAutodiff(autodiff));
   PlanTail tail(options);
   // A degree per stage fixes the layout: no other algorithm's to compare.

@@ -16,6 +16,7 @@
 using namespace dtfm::plan;
 namespace pb = dtfm::proto;
 namespace format = dtfm::format;
+namespace optim = dtfm::optim;
 
 /// Element types by their MLIR spelling (one table both ways).
 static constexpr std::pair<const char *, ElementType> kElementTypes[] = {
@@ -317,7 +318,22 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
     break;
   case OpKind::SgdUpdate:
   case OpKind::AdamwUpdate:
-    in.read("lr", a.lr);
+    in.read("lr", a.schedule.lr);
+    {
+      std::string schedule = "constant";
+      in.read("lr_schedule", schedule);
+      if (std::optional<optim::LrScheduleKind> kind =
+              optim::lrScheduleOf(schedule))
+        a.schedule.kind = *kind;
+      else
+        in.fail("unknown lr_schedule '" + schedule + "' (expected " +
+                optim::lrScheduleNames() + ")");
+    }
+    in.read("min_lr", a.schedule.minLr);
+    in.read("warmup_steps", a.schedule.warmupSteps);
+    in.read("total_steps", a.schedule.totalSteps);
+    in.read("decay_steps", a.schedule.decaySteps);
+    in.read("clip_grad_norm", a.clipGradNorm);
     in.read("momentum", a.momentum);
     in.read("beta1", a.beta1);
     in.read("beta2", a.beta2);
@@ -481,4 +497,16 @@ bool dtfm::plan::decodeProgram(const pb::DeviceProgram &program,
   out.recompute = program.recompute();
   buildSteps(out);
   return true;
+}
+
+double dtfm::plan::planClipGradNorm(const pb::Plan &plan) {
+  for (const pb::DeviceProgram &program : plan.programs())
+    for (const pb::PlanOp &op : program.ops()) {
+      std::optional<OpKind> kind = opKindOf(op.name());
+      if (kind != OpKind::SgdUpdate && kind != OpKind::AdamwUpdate)
+        continue;
+      auto clip = op.attrs().find("clip_grad_norm");
+      return clip == op.attrs().end() ? 0 : clip->second.f();
+    }
+  return 0;
 }

@@ -190,7 +190,16 @@ bool dtfm::plan::simulate(const SimInput &input, SimResult &result,
         return false;
       }
 
-  // Gradient synchronisation and the optimizer step.
+  // Gradient synchronisation and the optimizer step. With clipping, no
+  // update starts before every device's syncs are done and the norm is
+  // reduced (clipSeconds): a first pass finds when the last sync ends.
+  bool clipping = input.clipSeconds > 0;
+  double stepsFrom = 0; // the clipping barrier
+  double iterationBefore = result.iterationSeconds;
+  std::vector<SimEvent> pending;
+  for (int pass = clipping ? 0 : 1; pass < 2; ++pass) {
+  std::vector<SimEvent> &events = pass == 0 ? pending : result.events;
+  double syncsEnd = 0;
   for (const DeviceState &d : devices) {
     const std::string &self = d.program->device;
     double start = std::max({d.free[0], d.free[1], d.free[2]});
@@ -203,24 +212,30 @@ bool dtfm::plan::simulate(const SimInput &input, SimResult &result,
       }
       size_t a = index[self], b = it->second;
       tied += cluster.transferSeconds(a, b, bytes);
-      result.linkBytes[self + "->" + peer] += bytes;
+      if (pass == 1)
+        result.linkBytes[self + "->" + peer] += bytes;
     }
     double step = d.program->optimizerFlops / d.speed;
-    result.busySeconds[self] += step;
-    result.totalFlops += d.program->optimizerFlops;
+    if (pass == 1) {
+      result.busySeconds[self] += step;
+      result.totalFlops += d.program->optimizerFlops;
+    }
     if (d.program->syncEvery >= 1) {
       // Local steps: the step first, then 1/H of the parameter exchange.
       double sync = tied;
       if (sync > 0)
-        result.events.push_back({self, 2, "tied sync", start, start + sync});
+        events.push_back({self, 2, "tied sync", start, start + sync});
       start += sync;
+      syncsEnd = std::max(syncsEnd, start);
+      if (clipping)
+        start = std::max(start, stepsFrom);
       if (step > 0)
-        result.events.push_back({self, 1, "optimizer", start, start + step});
+        events.push_back({self, 1, "optimizer", start, start + step});
       start += step;
       double outer = d.program->syncSeconds /
                      static_cast<double>(d.program->syncEvery);
       if (outer > 0)
-        result.events.push_back(
+        events.push_back(
             {self, 2,
              "outer sync (1/" + std::to_string(d.program->syncEvery) + ")",
              start, start + outer});
@@ -233,35 +248,55 @@ bool dtfm::plan::simulate(const SimInput &input, SimResult &result,
       // last micro-batch and comes before any step.
       double tiedEnd = start + tied;
       if (tied > 0)
-        result.events.push_back({self, 2, "tied sync", start, tiedEnd});
+        events.push_back({self, 2, "tied sync", start, tiedEnd});
       double backwardStart = d.lastBackwardStart >= 0 ? d.lastBackwardStart
                                                       : d.free[1];
       double backwardEnd =
           d.lastBackwardEnd >= 0 ? d.lastBackwardEnd : d.free[1];
+      // Clipped: the buckets' syncs as laid out, the steps all after the
+      // barrier.
       planner::BucketTimeline timeline = planner::layOutBuckets(
-          d.program->buckets, backwardStart, backwardEnd, d.free[1], step,
-          tied > 0 ? tiedEnd : 0);
+          d.program->buckets, backwardStart, backwardEnd, d.free[1],
+          clipping ? 0 : step, tied > 0 ? tiedEnd : 0);
       for (size_t k = 0; k < d.program->buckets.size(); ++k) {
         std::string bucket = " b" + std::to_string(k);
-        result.events.push_back({self, 2, "grad sync" + bucket,
+        events.push_back({self, 2, "grad sync" + bucket,
                                  timeline.syncStart[k], timeline.syncEnd[k]});
         if (timeline.stepEnd[k] > timeline.stepStart[k])
-          result.events.push_back({self, 1, "optimizer" + bucket,
+          events.push_back({self, 1, "optimizer" + bucket,
                                    timeline.stepStart[k],
                                    timeline.stepEnd[k]});
+        syncsEnd = std::max(syncsEnd, timeline.syncEnd[k]);
       }
-      result.iterationSeconds = std::max(
-          {result.iterationSeconds, timeline.end, start, tiedEnd});
+      double end = std::max({timeline.end, start, tiedEnd});
+      syncsEnd = std::max(syncsEnd, end);
+      if (clipping) {
+        double from = std::max(end, stepsFrom);
+        if (step > 0)
+          events.push_back({self, 1, "optimizer", from, from + step});
+        end = from + step;
+      }
+      result.iterationSeconds = std::max(result.iterationSeconds, end);
       continue;
     }
     double sync = d.program->syncSeconds + tied;
     if (sync > 0) {
-      result.events.push_back({self, 2, "grad sync", start, start + sync});
+      events.push_back({self, 2, "grad sync", start, start + sync});
       start += sync;
     }
+    syncsEnd = std::max(syncsEnd, start);
+    if (clipping)
+      start = std::max(start, stepsFrom);
     if (step > 0)
-      result.events.push_back({self, 1, "optimizer", start, start + step});
+      events.push_back({self, 1, "optimizer", start, start + step});
     result.iterationSeconds = std::max(result.iterationSeconds, start + step);
+  }
+  if (pass == 0) {
+    stepsFrom = syncsEnd + input.clipSeconds;
+    result.iterationSeconds = iterationBefore;
+    result.events.push_back(
+        {devices.front().program->device, 2, "clip norm", syncsEnd, stepsFrom});
+  }
   }
   double busy = 0;
   for (const DeviceState &d : devices) {

@@ -18,7 +18,9 @@
 #include "plan.pb.h"
 
 #include <array>
+#include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
 
 using namespace dtfm;
@@ -40,6 +42,13 @@ double rawDouble(const ProgramOp &op, const char *key, double fallback) {
       it->second.value_case() != proto::PlanAttr::kF)
     return fallback;
   return it->second.f();
+}
+
+/// "0.5", "1e-06": a number as %g prints it.
+std::string shortest(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
 }
 
 bool hasRaw(const ProgramOp &op, const char *key) {
@@ -118,10 +127,11 @@ std::string forwardRule(OpKind kind, const ProgramOp &op,
     return shapes::gradSync(in[0], out[0], a.bytes, a.group.size(),
                             a.syncSeconds);
   case OpKind::SgdUpdate:
-    return shapes::sgdUpdate(in[0], in[1], out[0], a.lr, a.momentum,
-                             a.weightDecay);
+    return shapes::sgdUpdate(in[0], in[1], out[0], a.schedule,
+                             a.clipGradNorm, a.momentum, a.weightDecay);
   case OpKind::AdamwUpdate:
-    return shapes::adamwUpdate(in[0], in[1], out[0], a.lr, a.beta1, a.beta2,
+    return shapes::adamwUpdate(in[0], in[1], out[0], a.schedule,
+                               a.clipGradNorm, a.beta1, a.beta2,
                                a.epsilon, a.weightDecay);
   case OpKind::Constant:
     return shapes::constant(a.values, out[0]);
@@ -340,6 +350,7 @@ bool dtfm::plan::verifyPlan(const proto::Plan &plan, const std::string &source,
     if (!fresh)
       it->second = std::min(it->second, degree);
   }
+  std::optional<std::pair<double, std::string>> clipOfPlan;
   for (const proto::DeviceProgram &p : plan.programs()) {
     std::string device = "device '" + p.device() + "': ";
     // What the simulator and the reports divide and add.
@@ -373,10 +384,20 @@ bool dtfm::plan::verifyPlan(const proto::Plan &plan, const std::string &source,
     if (std::string e = verifyProgramOps(program); !e.empty())
       return fail(device + e);
     // Transfers and gradient syncs name devices of the plan, at the stage
-    // they say.
+    // they say; every update clips at the same norm.
     std::set<std::pair<format::Phase, int64_t>> opTransfers[3];
     for (const ProgramOp &op : program.ops) {
       const OpAttrs &a = op.attrs;
+      if (op.kind == OpKind::SgdUpdate || op.kind == OpKind::AdamwUpdate) {
+        if (!clipOfPlan)
+          clipOfPlan = {a.clipGradNorm, device + op.describe()};
+        else if (clipOfPlan->first != a.clipGradNorm)
+          return fail(device + op.describe() + ": clip_grad_norm " +
+                      shortest(a.clipGradNorm) + ", but " +
+                      clipOfPlan->second + " has " +
+                      shortest(clipOfPlan->first) +
+                      " (the whole model's norm is clipped at one value)");
+      }
       if (op.kind == OpKind::GradSync) {
         bool self = false;
         for (const std::string &member : a.group) {

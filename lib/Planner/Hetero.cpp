@@ -467,6 +467,16 @@ void HeteroModel::scoreDataParallel(const Layout &layout, const StagePlan &plan,
                             : std::max(sync.exposed, sync.tied);
     cost.dataParallelSeconds = std::max(cost.dataParallelSeconds, seconds);
   }
+  // Clipping: every update waits for the norm, reduced over every device
+  // (one double per pipeline and one more), as the simulator charges it.
+  if (problem.training.clipGradients) {
+    std::vector<size_t> devices;
+    for (const std::vector<int> &pipeline : layout.pipelines)
+      for (int device : pipeline)
+        devices.push_back(static_cast<size_t>(device));
+    cost.dataParallelSeconds += problem.cluster->scalarReductionSeconds(
+        devices, 8.0 * static_cast<double>(layout.pipelines.size() + 1));
+  }
 }
 
 HeteroCost HeteroModel::score(const Layout &layout, StagePlan plan) const {

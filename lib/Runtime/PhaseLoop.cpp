@@ -6,7 +6,10 @@
 
 #include "dtfm/Runtime/PhaseLoop.h"
 
+#include "plan.pb.h"
+
 #include <algorithm>
+#include <cmath>
 
 using namespace dtfm::runtime;
 using cpu::Tensor;
@@ -100,12 +103,15 @@ bool PhaseExecutor::optimizerUpdates(
     const std::map<int64_t, std::string> &paramOfValue,
     std::vector<Update> &updates, std::string &error) const {
   updates.clear();
-  std::map<int64_t, const ProgramOp *> syncOfResult;
+  std::map<int64_t, const ProgramOp *> syncOfResult, paramOfResult;
   for (int index : program.opsOf(OpPhase::Optimizer)) {
     const ProgramOp &op = program.ops[index];
     if (op.kind == OpKind::GradSync && !op.results.empty())
       syncOfResult[op.results[0].id] = &op;
   }
+  for (const ProgramOp &op : program.ops)
+    if (op.kind == OpKind::Param && !op.results.empty())
+      paramOfResult[op.results[0].id] = &op;
   for (int index : program.opsOf(OpPhase::Optimizer)) {
     const ProgramOp &op = program.ops[index];
     if (op.kind == OpKind::GradSync)
@@ -126,8 +132,44 @@ bool PhaseExecutor::optimizerUpdates(
     if (op.kind == OpKind::AdamwUpdate && sync != syncOfResult.end() &&
         format::wireCodecInfo(sync->second->attrs.compression).sparse)
       update.freezeSecondMomentAfter = sync->second->attrs.topkWarmup;
+    if (sync != syncOfResult.end())
+      update.sync = sync->second;
+    auto param = paramOfResult.find(op.operands[0]);
+    if (param != paramOfResult.end())
+      update.param = param->second;
   }
   return true;
+}
+
+PhaseExecutor::NormPart PhaseExecutor::normPartOf(
+    const Update &update,
+    const std::map<std::string, plan::ElementRange> &shards) const {
+  NormPart part;
+  bool tensorParallel =
+      program.source && program.source->tp_group_size() > 1;
+  if (tensorParallel && update.param && update.param->attrs.tpDim < 0 &&
+      plan::tensorParallelRank(program) != 0)
+    part.counted = false;
+  if (!update.sync || update.sync->attrs.syncEvery >= 1)
+    return part; // the replica's own gradient
+  part.shared = true;
+  auto shard = shards.find(update.parameter);
+  if (shard != shards.end()) {
+    part.first = shard->second.begin;
+    part.count = shard->second.size();
+  } else {
+    part.weight =
+        1.0 / static_cast<double>(std::max<size_t>(1, update.sync->attrs.group.size()));
+  }
+  return part;
+}
+
+double PhaseExecutor::clipFactor(double sharedSquares, double replicaSquares) {
+  double norm = std::sqrt(std::max(0.0, sharedSquares + replicaSquares));
+  lastStep.gradNorm = norm;
+  // As clip_grad_norm_: a non-finite norm scales everything to NaN, which
+  // the loss check then names.
+  return std::min(1.0, clipNorm / (norm + 1e-6));
 }
 
 /// The parameters the local-step syncs' gradients update, in program order

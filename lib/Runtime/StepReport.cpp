@@ -90,6 +90,9 @@ std::string dtfm::runtime::stepJson(const StepFigures &f,
          ",\"calibrated\":" + (f.calibrated ? "true" : "false") +
          (work.tokenModel ? ",\"samples_hash\":\"" + hex64(f.sampleHash) + "\""
                           : std::string()) +
+         (f.lr >= 0 ? ",\"lr\":" + jsonNumber(f.lr, 12, true) : std::string()) +
+         (f.gradNorm >= 0 ? ",\"grad_norm\":" + jsonNumber(f.gradNorm, 9, true)
+                          : std::string()) +
          "}";
 }
 

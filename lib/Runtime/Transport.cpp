@@ -593,18 +593,35 @@ bool Transport::barrier(std::string &error) {
   return allreduceMin(ignored, error);
 }
 
-bool Transport::allreduceMin(int64_t &value, std::string &error) {
+/// A Gloo allreduce of `count` values at `data` over the world, combined by
+/// `reduce` (gloo::min, gloo::sum, ...).
+using ReduceFunction = void (*)(void *, const void *, const void *, size_t);
+template <typename T>
+static bool worldAllreduce(const std::shared_ptr<gloo::Context> &world,
+                           uint32_t tag, T *data, size_t count,
+                           ReduceFunction reduce, std::string &error) {
   try {
-    gloo::AllreduceOptions options(impl->world);
-    options.setOutput(&value, 1);
-    options.setReduceFunction(
-        static_cast<void (*)(void *, const void *, const void *, size_t)>(
-            &gloo::min<int64_t>));
-    options.setTag(impl->worldTag++);
+    gloo::AllreduceOptions options(world);
+    options.setOutput(data, count);
+    options.setReduceFunction(reduce);
+    options.setTag(tag);
     gloo::allreduce(options);
   } catch (const std::exception &e) {
     error = "world collective: " + std::string(e.what());
     return false;
   }
   return true;
+}
+
+bool Transport::allreduceMin(int64_t &value, std::string &error) {
+  return worldAllreduce(impl->world, impl->worldTag++, &value, 1,
+                        static_cast<ReduceFunction>(&gloo::min<int64_t>),
+                        error);
+}
+
+bool Transport::allreduceWorldSum(std::vector<double> &values,
+                                  std::string &error) {
+  return worldAllreduce(impl->world, impl->worldTag++, values.data(),
+                        values.size(),
+                        static_cast<ReduceFunction>(&gloo::sum<double>), error);
 }

@@ -56,22 +56,30 @@ std::string dtfm::shapes::accumulate(const std::vector<TensorType> &grads,
 
 namespace {
 std::string updateTypes(const TensorType &param, const TensorType &grad,
-                        const TensorType &result, double lr) {
+                        const TensorType &result,
+                        const dtfm::optim::LrSchedule &schedule,
+                        double clipGradNorm) {
   for (const TensorType *t : {&grad, &result})
     if (*t != param)
       return "expected gradient and result of type " + typeText(param) +
              ", found " + typeText(*t);
-  if (!(lr > 0 && std::isfinite(lr)))
-    return "expected a positive lr, found " + num(lr);
+  if (std::string e = schedule.check(); !e.empty())
+    return "learning rate: " + e;
+  if (!(clipGradNorm >= 0 && std::isfinite(clipGradNorm)))
+    return "expected a clip_grad_norm >= 0 (0: no clipping), found " +
+           num(clipGradNorm);
   return "";
 }
 } // namespace
 
 std::string dtfm::shapes::sgdUpdate(const TensorType &param,
                                     const TensorType &grad,
-                                    const TensorType &result, double lr,
-                                    double momentum, double weightDecay) {
-  if (std::string e = updateTypes(param, grad, result, lr); !e.empty())
+                                    const TensorType &result,
+                                    const dtfm::optim::LrSchedule &schedule,
+                                    double clipGradNorm, double momentum,
+                                    double weightDecay) {
+  if (std::string e = updateTypes(param, grad, result, schedule, clipGradNorm);
+      !e.empty())
     return e;
   if (!(momentum >= 0 && momentum < 1))
     return "expected momentum in [0, 1), found " + num(momentum);
@@ -82,10 +90,13 @@ std::string dtfm::shapes::sgdUpdate(const TensorType &param,
 
 std::string dtfm::shapes::adamwUpdate(const TensorType &param,
                                       const TensorType &grad,
-                                      const TensorType &result, double lr,
-                                      double beta1, double beta2,
-                                      double epsilon, double weightDecay) {
-  if (std::string e = updateTypes(param, grad, result, lr); !e.empty())
+                                      const TensorType &result,
+                                      const dtfm::optim::LrSchedule &schedule,
+                                      double clipGradNorm, double beta1,
+                                      double beta2, double epsilon,
+                                      double weightDecay) {
+  if (std::string e = updateTypes(param, grad, result, schedule, clipGradNorm);
+      !e.empty())
     return e;
   for (double beta : {beta1, beta2})
     if (!(beta >= 0 && beta < 1))

@@ -5,9 +5,9 @@
 // RUN: not dtfm-opt %t.mlir --dtfm-autodiff=optimizer=lamb 2>&1 | FileCheck %s --check-prefix=OPT
 // OPT: error: dtfm-autodiff: unknown optimizer 'lamb' (expected adamw or sgd)
 // RUN: not dtfm-opt %t.mlir --dtfm-autodiff=lr=0 2>&1 | FileCheck %s --check-prefix=LR
-// LR: error: dtfm-autodiff: lr must be positive, got 0
+// LR: error: dtfm-autodiff: lr must be positive and finite, got 0
 // RUN: not dtfm-opt %t.mlir --dtfm-autodiff --dtfm-autodiff 2>&1 | FileCheck %s --check-prefix=TWICE
-// TWICE: error: 'func.func' op already has a backward graph
+// TWICE: error: dtfm-autodiff: function @tiny already has its backward graph and optimizer updates; give the forward model (--dtfm-plan and --dtfm-autodiff take the same optimizer options)
 // RUN: dtfm-translate --import-gpt tiny --layers 10 -o %t10.mlir
 // RUN: dtfm-opt %t10.mlir --dtfm-import-cluster=file=%S/../Passes/Inputs/mixed-4.textproto --dtfm-partition-stages -o %t.fwd
 // RUN: dtfm-opt %t10.mlir --dtfm-autodiff --dtfm-import-cluster=file=%S/../Passes/Inputs/mixed-4.textproto --dtfm-partition-stages -o %t.train

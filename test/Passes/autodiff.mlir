@@ -1,5 +1,8 @@
 // RUN: dtfm-opt %s -split-input-file --dtfm-autodiff | FileCheck %s
 // RUN: dtfm-opt %s -split-input-file --dtfm-autodiff="optimizer=sgd lr=0.5 momentum=0.25 weight-decay=0" | FileCheck %s --check-prefix=SGD
+// RUN: dtfm-opt %s -split-input-file --dtfm-autodiff="lr=2e-3 beta2=0.95 epsilon=1e-6 weight-decay=0.1 decay-params=all lr-schedule=cosine warmup-steps=10 total-steps=100 min-lr=1e-4" | FileCheck %s --check-prefix=SCHED
+// RUN: dtfm-opt %s -split-input-file --dtfm-autodiff="optimizer=sgd lr=0.1 lr-schedule=wsd total-steps=100 decay-steps=20" | FileCheck %s --check-prefix=WSD
+// RUN: dtfm-opt %s -split-input-file --dtfm-autodiff="decay-params=matrices-except-embeddings" | FileCheck %s --check-prefix=EMB
 
 // COM: The normal case: x -> linear(W, b) -> loss. Backward ops in reverse
 // COM: forward order, each tagged with its forward op's layer; then one
@@ -16,14 +19,21 @@
 // CHECK-NEXT: %[[DY:.*]] = dtfm.backward "dtfm.cross_entropy"(%[[Y]], %[[T]]) {dtfm.layer = "head", flops = 12 : i64, wrt = array<i64: 0>} : (tensor<2x3xf32>, tensor<2xi64>) -> tensor<2x3xf32>
 // COM: x is an input: only W and b (operands 1 and 2) get gradients.
 // CHECK-NEXT: %[[DL:.*]]:2 = dtfm.backward "dtfm.linear"(%[[X]], %[[W]], %[[B]], %[[DY]]) {dtfm.layer = "l0", flops = 102 : i64, wrt = array<i64: 1, 2>} : (tensor<2x4xf32>, tensor<4x3xf32>, tensor<3xf32>, tensor<2x3xf32>) -> (tensor<4x3xf32>, tensor<3xf32>)
-// COM: AdamW at its defaults prints only lr.
+// COM: AdamW at its defaults prints only lr; the bias (rank 1) is left out
+// COM: of weight decay (decay-params=matrices).
 // CHECK-NEXT: dtfm.adamw_update %[[W]], %[[DL]]#0 {dtfm.layer = "l0", lr = 1.000000e-03 : f64} : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
-// CHECK-NEXT: dtfm.adamw_update %[[B]], %[[DL]]#1 {dtfm.layer = "l0", lr = 1.000000e-03 : f64}
+// CHECK-NEXT: dtfm.adamw_update %[[B]], %[[DL]]#1 {dtfm.layer = "l0", lr = 1.000000e-03 : f64, weight_decay = 0.000000e+00 : f64}
 // CHECK-NEXT: return %[[L]]
 // SGD-LABEL: func.func @linear
 // SGD: dtfm.sgd_update %{{.*}}, %{{.*}} {dtfm.layer = "l0", lr = 5.000000e-01 : f64, momentum = 2.500000e-01 : f64} : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
 // SGD-NEXT: dtfm.sgd_update %{{.*}}, %{{.*}} {dtfm.layer = "l0", lr = 5.000000e-01 : f64, momentum = 2.500000e-01 : f64} : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
 // SGD-NOT: adamw_update
+// SCHED-LABEL: func.func @linear
+// SCHED: dtfm.adamw_update {{.*}} {beta2 = 0.94999999999999996 : f64, dtfm.layer = "l0", epsilon = 9.9999999999999995E-7 : f64, lr = 2.000000e-03 : f64, lr_schedule = "cosine", min_lr = 1.000000e-04 : f64, total_steps = 100 : i64, warmup_steps = 10 : i64, weight_decay = 1.000000e-01 : f64} : (tensor<4x3xf32>
+// SCHED-NEXT: dtfm.adamw_update {{.*}} {beta2 = 0.94999999999999996 : f64, dtfm.layer = "l0", epsilon = 9.9999999999999995E-7 : f64, lr = 2.000000e-03 : f64, lr_schedule = "cosine", min_lr = 1.000000e-04 : f64, total_steps = 100 : i64, warmup_steps = 10 : i64, weight_decay = 1.000000e-01 : f64} : (tensor<3xf32>
+// WSD-LABEL: func.func @linear
+// WSD: dtfm.sgd_update {{.*}} {decay_steps = 20 : i64, dtfm.layer = "l0", lr = 1.000000e-01 : f64, lr_schedule = "wsd", momentum = 9.000000e-01 : f64, total_steps = 100 : i64, weight_decay = 1.000000e-02 : f64} : (tensor<4x3xf32>
+// WSD-NEXT: dtfm.sgd_update {{.*}} {decay_steps = 20 : i64, dtfm.layer = "l0", lr = 1.000000e-01 : f64, lr_schedule = "wsd", momentum = 9.000000e-01 : f64, total_steps = 100 : i64} : (tensor<3xf32>
 func.func @linear() -> tensor<f32> {
   %x = dtfm.input "x" {dtfm.layer = "l0"} : tensor<2x4xf32>
   %w = dtfm.param "w" init(normal, 0.1) {dtfm.layer = "l0"} : tensor<4x3xf32>
@@ -78,6 +88,13 @@ func.func @two_uses() -> tensor<f32> {
 // CHECK-NEXT: %[[SUM:.*]] = dtfm.accumulate %[[DM]]#1, %[[DE]] {dtfm.layer = "emb"} : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
 // CHECK-NEXT: dtfm.adamw_update %[[E]], %[[SUM]] {dtfm.layer = "emb", lr = 1.000000e-03 : f64}
 // CHECK-NOT: dtfm.adamw_update
+// COM: decay-params=matrices-except-embeddings: the table dtfm.embedding
+// COM: reads is left out of decay, tied or not; other matrices decay.
+// EMB-LABEL: func.func @linear
+// EMB: dtfm.adamw_update {{.*}} {dtfm.layer = "l0", lr = 1.000000e-03 : f64} : (tensor<4x3xf32>
+// EMB-NEXT: dtfm.adamw_update {{.*}} weight_decay = 0.000000e+00 : f64} : (tensor<3xf32>
+// EMB-LABEL: func.func @tied
+// EMB: dtfm.adamw_update {{.*}} {dtfm.layer = "emb", lr = 1.000000e-03 : f64, weight_decay = 0.000000e+00 : f64} : (tensor<8x4xf32>
 func.func @tied() -> tensor<f32> {
   %ids = dtfm.input "ids" {dtfm.layer = "emb"} : tensor<2x3xi64>
   %e = dtfm.param "e" init(normal, 0.02) {dtfm.layer = "emb"} : tensor<8x4xf32>

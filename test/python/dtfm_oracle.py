@@ -108,24 +108,43 @@ def prepare_decoder(d, shapes, seed, scale, tokens, vocab):
     stream.tofile(f"{d}/tokens.bin")
 
 
-def train_on_tokens(d, forward, steps, micro_batches, batch, seq):
-    """Trains the float64 copies of DIR/params.bin with SGD (lr 0.1, momentum
-    0.9, weight decay 0.01, dtfm's defaults) on DIR/tokens.bin as dtfm-run
-    --tokens reads it (rows of seq + 1 tokens: inputs, then labels shifted
-    by one), `micro_batches` micro-batches of `batch` rows per step, the
-    loss of each divided by their count. `forward(params, tokens, labels)`
-    returns the mean loss of one micro-batch. Returns the parameters and
-    the loss of each step."""
+def decay_groups(params, weight_decay=0.01):
+    """PyTorch parameter groups as dtfm's default decay-params=matrices makes
+    them (nanoGPT's and Hugging Face's grouping): `weight_decay` on the
+    tensors of rank >= 2, none on biases and norm gains. `params`: an
+    iterable of tensors."""
+    params = list(params)
+    return [{"params": [t for t in params if t.dim() >= 2],
+             "weight_decay": weight_decay},
+            {"params": [t for t in params if t.dim() < 2],
+             "weight_decay": 0.0}]
+
+
+def train_on_tokens(d, forward, steps, micro_batches, batch, seq,
+                    recipe=None):
+    """Trains the float64 copies of DIR/params.bin on DIR/tokens.bin as
+    dtfm-run --tokens reads it (rows of seq + 1 tokens: inputs, then labels
+    shifted by one), `micro_batches` micro-batches of `batch` rows per
+    step, the loss of each divided by their count. `forward(params, tokens,
+    labels)` returns the mean loss of one micro-batch. The optimizer is
+    dtfm's defaults' SGD (lr 0.1, momentum 0.9, weight decay 0.01 on the
+    matrices), or `recipe(params)`'s (optimizer, LambdaLR scheduler or None,
+    clip_grad_norm_'s max norm or 0). Returns the parameters and the loss
+    of each step; with a recipe also each step's learning rate and (when
+    it clips) gradient norm before clipping."""
     import numpy as np
     import torch
 
     start = read_tensors(f"{d}/params.bin")
     p = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True)
          for k, v in start.items()}
-    opt = torch.optim.SGD(list(p.values()), lr=0.1, momentum=0.9,
-                          weight_decay=0.01)
+    if recipe:
+        opt, scheduler, clip = recipe(p)
+    else:
+        opt = torch.optim.SGD(decay_groups(p.values()), lr=0.1, momentum=0.9)
+        scheduler, clip = None, 0
     tokens = np.fromfile(f"{d}/tokens.bin", dtype=np.int32)
-    cursor, losses = 0, []
+    cursor, losses, rates, norms = 0, [], [], []
     for _ in range(steps):
         opt.zero_grad()
         total = 0
@@ -138,8 +157,16 @@ def train_on_tokens(d, forward, steps, micro_batches, batch, seq):
             loss = forward(p, t, y) / micro_batches
             loss.backward()
             total += loss.item()
+        if clip > 0:
+            norms.append(float(torch.nn.utils.clip_grad_norm_(
+                list(p.values()), clip)))
+        rates.append(opt.param_groups[0]["lr"])
         opt.step()
+        if scheduler:
+            scheduler.step()
         losses.append(total)
+    if recipe:
+        return p, losses, rates, norms
     return p, losses
 
 

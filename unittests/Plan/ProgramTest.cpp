@@ -53,7 +53,7 @@ TEST(Program, AttributesAreTypedWithTheDialectsDefaults) {
   EXPECT_DOUBLE_EQ(decoded.ops[2].attrs.momentum, 0.1);
   EXPECT_EQ(decoded.ops[3].attrs.kernel, (std::array<int64_t, 2>{3, 2}));
   EXPECT_EQ(decoded.ops[3].attrs.window.strideH, 1);
-  EXPECT_DOUBLE_EQ(decoded.ops[4].attrs.lr, 0.5);
+  EXPECT_DOUBLE_EQ(decoded.ops[4].attrs.schedule.lr, 0.5);
   EXPECT_DOUBLE_EQ(decoded.ops[4].attrs.weightDecay, 0.01);
   EXPECT_DOUBLE_EQ(decoded.ops[4].attrs.epsilon, 1e-8);
   EXPECT_EQ(decoded.ops[4].phase, OpPhase::Optimizer);

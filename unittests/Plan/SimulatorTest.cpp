@@ -54,6 +54,29 @@ SimInput twoStages(planner::PipelineSchedule kind, int microBatches,
   return input;
 }
 
+/// Two replicas of one stage (d0, d1), one micro-batch: forward 2 and
+/// backward 4 FLOPs at 1 FLOP/s, optimizer 2 FLOPs. Two gradient buckets:
+/// b0 complete halfway through the backward, 3 s to all-reduce, half the
+/// parameters; b1 complete at its end, 1 s, the other half.
+SimInput twoReplicasWithBuckets() {
+  SimInput input;
+  input.cluster = slowPair();
+  input.microBatches = 1;
+  for (const char *name : {"d0", "d1"}) {
+    SimProgram p;
+    p.device = name;
+    p.forwardFlops = 2;
+    p.backwardFlops = 4;
+    p.optimizerFlops = 2;
+    p.streams[1] = {{format::Phase::Forward, 0, -1},
+                    {format::Phase::Backward, 0, -1}};
+    p.syncSeconds = 4;
+    p.buckets = {{0.5, 3, 0.5}, {1.0, 1, 0.5}};
+    input.programs.push_back(p);
+  }
+  return input;
+}
+
 double eventEnd(const SimResult &r, const std::string &device, int slot,
                 const std::string &name) {
   for (const SimEvent &e : r.events)
@@ -159,25 +182,7 @@ TEST(Simulator, OncePerIterationBytesMoveDuringTheSyncStep) {
 }
 
 TEST(Simulator, HandComputedTwoReplicaBucketOverlap) {
-  // Two replicas of one stage (d0, d1), one micro-batch: forward 2 and
-  // backward 4 FLOPs at 1 FLOP/s, optimizer 2 FLOPs. Two gradient buckets:
-  // b0 complete halfway through the backward, 3 s to all-reduce, half the
-  // parameters; b1 complete at its end, 1 s, the other half.
-  SimInput input;
-  input.cluster = slowPair();
-  input.microBatches = 1;
-  for (const char *name : {"d0", "d1"}) {
-    SimProgram p;
-    p.device = name;
-    p.forwardFlops = 2;
-    p.backwardFlops = 4;
-    p.optimizerFlops = 2;
-    p.streams[1] = {{format::Phase::Forward, 0, -1},
-                    {format::Phase::Backward, 0, -1}};
-    p.syncSeconds = 4;
-    p.buckets = {{0.5, 3, 0.5}, {1.0, 1, 0.5}};
-    input.programs.push_back(p);
-  }
+  SimInput input = twoReplicasWithBuckets();
   SimResult r;
   std::string error;
   ASSERT_TRUE(simulate(input, r, error)) << error;
@@ -204,6 +209,33 @@ TEST(Simulator, HandComputedTwoReplicaBucketOverlap) {
   EXPECT_DOUBLE_EQ(eventEnd(r, "d0", 1, "optimizer"), 8);
   EXPECT_DOUBLE_EQ(eventEnd(r, "d1", 2, "outer sync (1/4)"), 9);
   EXPECT_DOUBLE_EQ(r.iterationSeconds, 9);
+}
+
+TEST(Simulator, ClippingWaitsForEveryDeviceAndTheNorm) {
+  // The GPipe timeline above clipped, with 2 s for the norm's reduction:
+  // d1 is done at 24 (its last send; no syncs) and d0 at 29 (B0); the
+  // norm is reduced 29-31, then d0 steps 31-32 and d1 31-33 (unclipped it
+  // stepped 24-26).
+  SimInput input = twoStages(planner::PipelineSchedule::GPipe, 2);
+  input.clipSeconds = 2;
+  SimResult r;
+  std::string error;
+  ASSERT_TRUE(simulate(input, r, error)) << error;
+  EXPECT_DOUBLE_EQ(eventEnd(r, "d0", 2, "clip norm"), 31);
+  EXPECT_DOUBLE_EQ(eventEnd(r, "d0", 1, "optimizer"), 32);
+  EXPECT_DOUBLE_EQ(eventEnd(r, "d1", 1, "optimizer"), 33);
+  EXPECT_DOUBLE_EQ(r.iterationSeconds, 33);
+  EXPECT_DOUBLE_EQ(r.busySeconds["d1"], 20); // counted once
+  EXPECT_DOUBLE_EQ(r.linkBytes["d1->d0"], 4);
+
+  // Two replicas with buckets: the steps wait for both devices' last
+  // bucket (8) and 2 s more, 10-12 (without clipping the last ended at 9).
+  SimInput replicas = twoReplicasWithBuckets();
+  replicas.clipSeconds = 2;
+  ASSERT_TRUE(simulate(replicas, r, error)) << error;
+  EXPECT_DOUBLE_EQ(eventEnd(r, "d0", 2, "grad sync b1"), 8);
+  EXPECT_DOUBLE_EQ(eventEnd(r, "d1", 1, "optimizer"), 12);
+  EXPECT_DOUBLE_EQ(r.iterationSeconds, 12);
 }
 
 TEST(Simulator, ErrorsAndTrace) {

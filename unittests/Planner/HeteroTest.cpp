@@ -177,6 +177,21 @@ TEST(Hetero, TiedParametersAcrossStagesAreExchangedOncePerIteration) {
       HeteroModel(untiedOneStage).evaluate({{0, 1}}).dataParallelSeconds);
 }
 
+TEST(Hetero, ClippingCostsOneReductionOfTheNorm) {
+  // Two stages 100 ms apart at 1 GB/s: the norm (one pipeline: two
+  // doubles, 16 bytes) goes to the first device and back, 2 x (0.1 s +
+  // 16 ns), on top of the (here no) data-parallel time.
+  Cluster c = linkedPair(100);
+  HeteroProblem p = twoStageProblem(c, 1e12);
+  HeteroCost plain = HeteroModel(p).evaluate({{0}, {1}});
+  p.training.clipGradients = true;
+  HeteroCost clipped = HeteroModel(p).evaluate({{0}, {1}});
+  ASSERT_TRUE(plain.feasible && clipped.feasible);
+  EXPECT_NEAR(clipped.dataParallelSeconds - plain.dataParallelSeconds,
+              2 * (0.1 + 16 / 1e9), 1e-12);
+  EXPECT_DOUBLE_EQ(clipped.pipelineSeconds, plain.pipelineSeconds);
+}
+
 TEST(Hetero, TiedExchangeOverlapsTheDataParallelBuckets) {
   // Two stages of two replicas, 1e9 tied bytes between them (1.1 s each
   // way, as above) and 2e9 gradient bytes per block: the tied exchange

@@ -81,8 +81,14 @@ TEST(OpShapesTest, NonFiniteAttributesAreRefused) {
   double inf = std::numeric_limits<double>::infinity();
   TensorType t{{4}, "f32"};
   EXPECT_NE(shapes::pow(t, nan, t), "");
-  EXPECT_NE(shapes::sgdUpdate(t, t, t, nan, 0, 0), "");
-  EXPECT_NE(shapes::adamwUpdate(t, t, t, 1e-3, 0.9, 0.999, 1e-8, inf), "");
+  dtfm::optim::LrSchedule nanRate, rate;
+  nanRate.lr = nan;
+  rate.lr = 1e-3;
+  EXPECT_NE(shapes::sgdUpdate(t, t, t, nanRate, 0, 0, 0), "");
+  EXPECT_NE(shapes::sgdUpdate(t, t, t, rate, inf, 0, 0), "");
+  EXPECT_NE(shapes::sgdUpdate(t, t, t, rate, -1, 0, 0), "");
+  EXPECT_NE(shapes::adamwUpdate(t, t, t, rate, 0, 0.9, 0.999, 1e-8, inf), "");
+  EXPECT_EQ(shapes::adamwUpdate(t, t, t, rate, 1, 0.9, 0.999, 1e-8, 0), "");
   EXPECT_NE(shapes::layerNorm({{2, 4}, "f32"}, t, t, nan, {{2, 4}, "f32"}),
             "");
   EXPECT_NE(shapes::transfer(t, 1, 16, format::WireCodec::Dense, false, inf, 1),

@@ -163,6 +163,11 @@ bool isTrainingOp(Operation *op);
 std::optional<double> optimizerStateBytesPerElement(ModuleOp module,
                                                     StringRef optimizer);
 
+/// Whether the module's updates clip the gradient norm (clip_grad_norm >
+/// 0): the planner then costs the norm's reduction each step. A module
+/// without updates yet is planned for `clipGradNorm` (--dtfm-plan's).
+bool clipsGradients(ModuleOp module, double clipGradNorm);
+
 } // namespace mlir::dtfm
 
 #endif // DTFM_ANALYSIS_COSTANALYSIS_H

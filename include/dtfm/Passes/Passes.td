@@ -101,8 +101,14 @@ def Autodiff : Pass<"dtfm-autodiff", "mlir::ModuleOp"> {
     num_heads, epsilon, ...) are copied to its backward op as
     `dtfm.forward_attrs`. Each trainable `dtfm.param` then gets an
     `dtfm.sgd_update` or `dtfm.adamw_update` with the hyper-parameters as
-    attributes. Training ops carry the `dtfm.layer` of the op (or
-    parameter) they belong to, so that stage partitioning keeps them with it.
+    attributes: the learning rate's schedule (Support/LrSchedule.h) and the
+    weight decay, which by default (decay-params=matrices, as nanoGPT and
+    Hugging Face group them) only parameters of rank >= 2 get -- not biases
+    and norm gains; matrices-except-embeddings also leaves out the tables of
+    `dtfm.embedding`; all decays every parameter. Training ops carry the
+    `dtfm.layer` of the op (or parameter) they belong to, so that stage
+    partitioning keeps them with it. --dtfm-plan takes the same optimizer
+    options.
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
@@ -115,6 +121,27 @@ def Autodiff : Pass<"dtfm-autodiff", "mlir::ModuleOp"> {
     Option<"epsilon", "epsilon", "double", /*default=*/"1e-8", "AdamW epsilon">,
     Option<"weightDecay", "weight-decay", "double", /*default=*/"0.01",
            "Weight decay (decoupled for AdamW)">,
+    Option<"decayParams", "decay-params", "std::string",
+           /*default=*/"\"matrices\"",
+           "Parameters that get weight decay: matrices (rank >= 2: no "
+           "biases or norm gains), matrices-except-embeddings, or all">,
+    Option<"lrSchedule", "lr-schedule", "std::string",
+           /*default=*/"\"constant\"",
+           "Learning-rate schedule after the warmup: constant, cosine, "
+           "linear or wsd (warmup-stable-decay)">,
+    Option<"warmupSteps", "warmup-steps", "int64_t", /*default=*/"0",
+           "Linear warmup steps: step s < W trains at lr (s + 1) / (W + 1)">,
+    Option<"totalSteps", "total-steps", "int64_t", /*default=*/"0",
+           "Steps the schedule runs over (cosine, linear, wsd): from then "
+           "on min-lr">,
+    Option<"decaySteps", "decay-steps", "int64_t", /*default=*/"0",
+           "wsd: the last steps of total-steps, over which the rate decays "
+           "linearly to min-lr">,
+    Option<"minLr", "min-lr", "double", /*default=*/"0",
+           "Learning rate at the end of a decaying schedule">,
+    Option<"clipGradNorm", "clip-grad-norm", "double", /*default=*/"0",
+           "Clip the whole model's gradient norm to this before each update, "
+           "as torch.nn.utils.clip_grad_norm_ (0: no clipping)">,
   ];
 }
 
@@ -638,6 +665,9 @@ def ChooseShape : Pass<"dtfm-choose-shape", "mlir::ModuleOp"> {
            "optimizer)">,
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
            "Optimizer the plan will use (its state's memory): adamw or sgd">,
+    Option<"clipGradNorm", "clip-grad-norm", "double", /*default=*/"0",
+           "Gradient-norm clipping (--dtfm-autodiff's clip-grad-norm, for a "
+           "module without updates yet): the norm's reduction is costed">,
     Option<"recompute", "recompute", "std::string", /*default=*/"\"none\"",
            "Stage memory may recompute activations: auto (where a stage "
            "would not fit otherwise, paying its forward FLOPs again), all "

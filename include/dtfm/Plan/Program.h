@@ -24,6 +24,7 @@
 #include "dtfm/Plan/OpKinds.h"
 #include "dtfm/Support/CustomOps.h"
 #include "dtfm/Support/ElementMath.h"
+#include "dtfm/Support/LrSchedule.h"
 
 #include <array>
 #include <cstdint>
@@ -32,6 +33,7 @@
 
 namespace dtfm::proto {
 class DeviceProgram;
+class Plan;
 class PlanOp;
 } // namespace dtfm::proto
 
@@ -109,8 +111,12 @@ struct OpAttrs {
   CustomOpCall custom;
   // dtfm.backward
   std::vector<int64_t> wrt;
-  // optimizer updates
-  double lr = 0, beta1 = 0.9, beta2 = 0.999, weightDecay = 0;
+  // optimizer updates: the learning rate by step, and the rest
+  optim::LrSchedule schedule;
+  double beta1 = 0.9, beta2 = 0.999, weightDecay = 0;
+  /// The whole model's gradient norm is clipped to this (0: not clipped);
+  /// the same on every update of a plan (the plan verifier checks).
+  double clipGradNorm = 0;
   // transfers (dtfm.send / dtfm.recv) and dtfm.grad_sync
   std::string peerDevice;
   int64_t peerStage = -1;
@@ -212,6 +218,12 @@ struct StageProgram {
 /// a one-line `error` naming the op ("op #N dtfm.x: ...").
 bool decodeProgram(const proto::DeviceProgram &program, StageProgram &out,
                    std::string &error);
+
+/// The clip_grad_norm of the plan's optimizer updates (0: none clip), which
+/// the plan verifier checks is the same on every update: every worker
+/// then joins the norm's reduction each step, whether its own program
+/// updates anything or not.
+double planClipGradNorm(const proto::Plan &plan);
 
 } // namespace dtfm::plan
 

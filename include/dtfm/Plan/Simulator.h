@@ -95,6 +95,10 @@ struct SimInput {
   int microBatches = 1; ///< per pipeline (uneven replicas: the largest)
   /// Uneven replicas: each pipeline's micro-batches (empty when even).
   std::vector<int64_t> pipelineMicroBatches;
+  /// Gradient clipping (clip_grad_norm): seconds of the norm's reduction
+  /// over the world, between the last gradient sync anywhere and the
+  /// first update (0: the plan does not clip).
+  double clipSeconds = 0;
 };
 
 /// One interval on one slot of one device (for traces).

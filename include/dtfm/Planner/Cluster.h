@@ -10,6 +10,7 @@
 
 #include "dtfm/Planner/Roofline.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -110,6 +111,18 @@ struct Cluster {
   /// alpha + bytes / beta, in seconds (linkSeconds).
   double transferSeconds(size_t a, size_t b, double bytes) const {
     return linkSeconds(latencySeconds(a, b), bandwidthGbps(a, b), bytes);
+  }
+  /// A few `bytes` summed over `devices` and handed back to each: a
+  /// reduction to the first and a broadcast from it, each as slow as the
+  /// slowest link from the first (clip-grad-norm's norm, once a step).
+  double scalarReductionSeconds(const std::vector<size_t> &members,
+                                double bytes) const {
+    double slowest = 0;
+    for (size_t member : members)
+      if (member != members.front())
+        slowest = std::max(slowest,
+                           transferSeconds(members.front(), member, bytes));
+    return 2 * slowest;
   }
 
   /// Checks shapes and values: matrices n x n, finite, delays >= 0,

@@ -157,6 +157,10 @@ struct TrainingOptions {
   /// alone (Hetero.cpp), so --dtfm-plan plans it as one more candidate and
   /// lets the simulator judge (SimulateCandidates.cpp).
   bool unevenByLinks = false;
+  /// Global gradient-norm clipping: one reduction of the norm over every
+  /// device each step, between the syncs and the updates
+  /// (Cluster::scalarReductionSeconds).
+  bool clipGradients = false;
 };
 
 /// Reads the passes' `sync` (auto, ps or ring), `compress-ratio` (>= 1),

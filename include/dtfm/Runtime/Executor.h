@@ -92,6 +92,23 @@ public:
     tensorParallelSum = std::move(sum);
   }
 
+  /// Sums this worker's two parts of the model's squared gradient norm
+  /// over the world, in place: `shared` (gradients averaged over their
+  /// data-parallel groups, the same on every member; the total over the
+  /// world) and `replica` (a model replica's own gradients: without data
+  /// parallelism, and with local steps; the total over this worker's
+  /// pipeline). Every worker of the plan calls it once per step.
+  using NormSumFn = std::function<bool(double &shared, double &replica,
+                                       std::string &error)>;
+
+  /// Global gradient-norm clipping (the plan's clip_grad_norm > 0): after
+  /// the gradient syncs and before any update, finishIteration scales every
+  /// gradient so that the model's norm is at most `maxNorm`.
+  void setGradientClipping(double maxNorm, NormSumFn sum) {
+    clipNorm = maxNorm;
+    normSum = std::move(sum);
+  }
+
   /// Called once the workers are connected, by every member of this
   /// program's data-parallel group (world ranks `members`, this one at
   /// `position`): an executor with collectives of its own (NCCL on the GPU)
@@ -223,8 +240,20 @@ public:
   /// Every parameter, by name (host copies).
   virtual std::map<std::string, cpu::Tensor> parameters() const = 0;
 
+  /// What the last finishIteration's updates used: the learning rate (its
+  /// schedule's at that step; -1 when the program updates nothing) and the
+  /// model's gradient norm before clipping (-1 when not computed: no
+  /// clip-grad-norm).
+  struct OptimizerFigures {
+    double lr = -1, gradNorm = -1;
+  };
+  const OptimizerFigures &lastOptimizerStep() const { return lastStep; }
+
 protected:
   GroupSumFn tensorParallelSum;
+  OptimizerFigures lastStep;
+  double clipNorm = 0;
+  NormSumFn normSum;
 };
 
 /// --memory-report's second figure: the bytes malloc has handed out

@@ -16,6 +16,7 @@
 #ifndef DTFM_RUNTIME_PHASELOOP_H
 #define DTFM_RUNTIME_PHASELOOP_H
 
+#include "dtfm/Plan/Sharding.h"
 #include "dtfm/Runtime/Executor.h"
 
 #include <map>
@@ -112,7 +113,37 @@ protected:
     /// AdamW whose gradient arrives top-k compressed after a warm-up: the
     /// sync's dtfm.topk_warmup (0: the second moment is never frozen).
     int64_t freezeSecondMomentAfter = 0;
+    /// The dtfm.param it updates, and the dtfm.grad_sync its gradient comes
+    /// from (nullptr: none, no data parallelism).
+    const ProgramOp *param = nullptr;
+    const ProgramOp *sync = nullptr;
   };
+  /// Gradient clipping: how an update's gradient enters the model's squared
+  /// norm, so that the sum over the world counts every element of the
+  /// model's gradient once.
+  struct NormPart {
+    /// False on a tensor-parallel rank other than 0 for a parameter every
+    /// rank holds whole (rank 0 counts it).
+    bool counted = true;
+    /// Averaged over its data-parallel group (a synchronous sync): every
+    /// member holds the same, and counts it with `weight` 1 / members --
+    /// or, with sharded state, only its own shard at weight 1. Otherwise
+    /// the replica's own (no data parallelism, local steps).
+    bool shared = false;
+    double weight = 1;
+    /// The elements that count: [first, first + count) (count -1: all).
+    int64_t first = 0, count = -1;
+  };
+  /// `shards`: the parameters whose optimizer state this member shards
+  /// (dtfm.shard_state) and its range of each.
+  NormPart normPartOf(const Update &update,
+                      const std::map<std::string, plan::ElementRange> &shards)
+      const;
+  /// From the world's sums of the norm parts (setGradientClipping's
+  /// NormSumFn): the factor every gradient is scaled by before the updates,
+  /// min(1, maxNorm / (norm + 1e-6)) as torch.nn.utils.clip_grad_norm_;
+  /// records the norm in lastStep.
+  double clipFactor(double sharedSquares, double replicaSquares);
   /// The optimizer phase's updates in program order (gradient syncs left
   /// out); fails naming an op that is not an update of a parameter
   /// (`paramOfValue`: the parameter of each dtfm.param value).

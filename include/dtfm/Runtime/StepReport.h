@@ -49,6 +49,10 @@ struct StepFigures {
   /// from the last stages: logged as "samples_hash", equal for any plan
   /// that trains the same samples at this step.
   uint64_t sampleHash = 0;
+  /// Rank 0's optimizer step (StageExecutor::lastOptimizerStep): the
+  /// learning rate and the gradient norm, logged as "lr" and "grad_norm"
+  /// when known (>= 0).
+  double lr = -1, gradNorm = -1;
 };
 
 /// "step 3 loss 5.123456 | 1234 tok/s | 1.234 GFLOP/s | 12.34 ms

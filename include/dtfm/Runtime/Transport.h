@@ -119,6 +119,9 @@ public:
   bool lookup(const std::string &key, std::string &value, std::string &error);
   /// The smallest of every rank's `value`.
   bool allreduceMin(int64_t &value, std::string &error);
+  /// Every rank's `values` summed element by element (the same length on
+  /// every rank); every rank ends with the same sums.
+  bool allreduceWorldSum(std::vector<double> &values, std::string &error);
 
   /// Sharded optimizer state: `data` is cut into one chunk per member of
   /// group `group`, chunk k = data[bounds[k], bounds[k + 1]) (bounds has

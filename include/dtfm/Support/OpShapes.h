@@ -18,6 +18,7 @@
 #define DTFM_SUPPORT_OPSHAPES_H
 
 #include "dtfm/Format/WireCodec.h"
+#include "dtfm/Support/LrSchedule.h"
 
 #include <cstdint>
 #include <string>
@@ -173,13 +174,17 @@ std::string backward(const std::vector<TensorType> &inputs,
 std::string accumulate(const std::vector<TensorType> &grads,
                        const TensorType &result);
 /// sgd_update and adamw_update: gradient and result of the parameter's type
-/// and their hyperparameters in range (betas only for AdamW).
+/// and their hyperparameters in range (betas only for AdamW; the learning
+/// rate's schedule by LrSchedule::check; clip_grad_norm >= 0).
 std::string sgdUpdate(const TensorType &param, const TensorType &grad,
-                      const TensorType &result, double lr, double momentum,
-                      double weightDecay);
+                      const TensorType &result,
+                      const optim::LrSchedule &schedule, double clipGradNorm,
+                      double momentum, double weightDecay);
 std::string adamwUpdate(const TensorType &param, const TensorType &grad,
-                        const TensorType &result, double lr, double beta1,
-                        double beta2, double epsilon, double weightDecay);
+                        const TensorType &result,
+                        const optim::LrSchedule &schedule, double clipGradNorm,
+                        double beta1, double beta2, double epsilon,
+                        double weightDecay);
 /// dtfm.send / dtfm.recv of a value of `type`: `bytes` is its size in its
 /// wire codec (dtfm.wire, format/WireCodec.h), the peer is a stage, the
 /// link is real.

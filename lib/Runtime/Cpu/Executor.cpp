@@ -194,6 +194,46 @@ bool CpuExecutor::streamGradients(int microBatches, double gradientScale,
   return true;
 }
 
+bool CpuExecutor::clipGradients(const std::vector<Update> &updates,
+                                ValueTable &values, std::string &error) {
+  double squares[2] = {0, 0}; // replica's own, shared
+  std::vector<std::pair<Tensor *, NormPart>> parts;
+  for (const Update &update : updates) {
+    auto g = values.find(update.gradient);
+    if (g == values.end()) {
+      error = std::string(opName(update.op->kind)) +
+              ": its gradient was never computed";
+      return false;
+    }
+    NormPart part = normPartOf(update, shards);
+    parts.push_back({&g->second, part});
+    if (!part.counted)
+      continue;
+    const float *data = g->second.data.data() + part.first;
+    int64_t count =
+        part.count < 0 ? g->second.numel() - part.first : part.count;
+    double sum = 0;
+    for (int64_t i = 0; i < count; ++i)
+      sum += static_cast<double>(data[i]) * data[i];
+    squares[part.shared] += part.weight * sum;
+  }
+  if (!normSum(squares[1], squares[0], error))
+    return false;
+  double factor = clipFactor(squares[1], squares[0]);
+  if (factor >= 1)
+    return true;
+  float f = static_cast<float>(factor);
+  for (auto &[grad, part] : parts) {
+    // With sharded state the other members' ranges hold partial sums that
+    // no update reads: only this member's is scaled.
+    float *data = grad->data.data() + part.first;
+    int64_t count = part.count < 0 ? grad->numel() - part.first : part.count;
+    for (int64_t i = 0; i < count; ++i)
+      data[i] *= f;
+  }
+  return true;
+}
+
 bool CpuExecutor::finishIteration(double gradientScale, const SyncFn &sync,
                                   const SyncFn &gather, std::string &error) {
   ValueTable values;
@@ -237,6 +277,7 @@ bool CpuExecutor::finishIteration(double gradientScale, const SyncFn &sync,
   std::vector<Update> updates;
   if (!optimizerUpdates(paramOfValue, updates, error))
     return false;
+  lastStep = OptimizerFigures();
   auto step = [&](const Update &update) {
     const ProgramOp &op = *update.op;
     auto g = values.find(update.gradient);
@@ -250,12 +291,16 @@ bool CpuExecutor::finishIteration(double gradientScale, const SyncFn &sync,
     auto shard = shards.find(update.parameter);
     if (shard != shards.end())
       slice = {shard->second.begin, shard->second.size()};
+    // The step count is checkpointed with the state, so a resumed run
+    // goes on with the schedule where it stopped.
+    double lr = a.schedule.at(state.step - 1);
+    lastStep.lr = lr;
     if (op.kind == OpKind::AdamwUpdate)
-      cpu::adamwStep(param, g->second, state.m, state.v, state.step, a.lr,
+      cpu::adamwStep(param, g->second, state.m, state.v, state.step, lr,
                      a.beta1, a.beta2, a.epsilon, a.weightDecay,
                      update.freezeSecondMomentAfter, slice);
     else
-      cpu::sgdStep(param, g->second, state.velocity, a.lr, a.momentum,
+      cpu::sgdStep(param, g->second, state.velocity, lr, a.momentum,
                    a.weightDecay, slice);
     return true;
   };
@@ -263,12 +308,22 @@ bool CpuExecutor::finishIteration(double gradientScale, const SyncFn &sync,
     auto it = bucketOfResult.find(update.gradient);
     return it == bucketOfResult.end() ? -1 : it->second;
   };
+  // Clipping needs the whole model's gradient before any update: every
+  // bucket is synced first, then the norm is reduced over the world.
+  bool clipping = clipNorm > 0 && normSum;
+  if (clipping) {
+    for (auto &[bucket, grads] : buckets)
+      if (sync && !sync(grads, error))
+        return false;
+    if (!clipGradients(updates, values, error))
+      return false;
+  }
   // Updates that read no synced gradient, then bucket by bucket.
   for (const Update &update : updates)
     if (bucketOf(update) < 0 && !step(update))
       return false;
   for (auto &[bucket, grads] : buckets) {
-    if (sync && !sync(grads, error))
+    if (!clipping && sync && !sync(grads, error))
       return false;
     std::vector<std::pair<const ProgramOp *, Tensor *>> shardedParams;
     for (const Update &update : updates) {

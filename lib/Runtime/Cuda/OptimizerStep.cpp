@@ -129,6 +129,36 @@ bool CudaExecutor::finishIteration(double gradientScale, const SyncFn &sync,
   std::vector<Update> updates;
   if (!optimizerUpdates(paramOfValue, updates, error))
     return false;
+  lastStep = OptimizerFigures();
+  if (clipNorm > 0 && normSum) {
+    // The squares are summed on the host in double, as the CPU's: each
+    // synced gradient comes down once (no sharded state on the GPU).
+    double squares[2] = {0, 0}; // replica's own, shared
+    const std::map<std::string, plan::ElementRange> noShards;
+    for (const Update &update : updates) {
+      auto grad = values.find(update.gradient);
+      if (grad == values.end())
+        return fail(*update.op, "its gradient was never computed");
+      NormPart part = normPartOf(update, noShards);
+      if (!part.counted)
+        continue;
+      Tensor host;
+      if (!download(grad->second, stream, host, error))
+        return false;
+      double sum = 0;
+      for (float x : host.data)
+        sum += static_cast<double>(x) * x;
+      squares[part.shared] += part.weight * sum;
+    }
+    if (!normSum(squares[1], squares[0], error))
+      return false;
+    double factor = clipFactor(squares[1], squares[0]);
+    if (factor < 1)
+      for (const Update &update : updates) {
+        DTensor &g = values.at(update.gradient);
+        cuda::scale(g.data(), g.numel(), static_cast<float>(factor), stream);
+      }
+  }
   for (const Update &update : updates) {
     const ProgramOp &op = *update.op;
     DTensor &param = params.at(update.parameter);
@@ -139,12 +169,14 @@ bool CudaExecutor::finishIteration(double gradientScale, const SyncFn &sync,
     ++state.step;
     const OpAttrs &a = op.attrs;
     auto f = [](double x) { return static_cast<float>(x); };
+    double lr = a.schedule.at(state.step - 1); // as the CPU's
+    lastStep.lr = lr;
     if (op.kind == OpKind::AdamwUpdate) {
       if ((!state.m.buffer && !allocate(param.shape, true, state.m, error)) ||
           (!state.v.buffer && !allocate(param.shape, true, state.v, error)))
         return false;
       cuda::adamwStep(param.data(), grad->second.data(), state.m.data(),
-                      state.v.data(), param.numel(), state.step, f(a.lr),
+                      state.v.data(), param.numel(), state.step, f(lr),
                       a.beta1, a.beta2, f(a.epsilon), f(a.weightDecay),
                       update.freezeSecondMomentAfter, stream);
     } else {
@@ -152,7 +184,7 @@ bool CudaExecutor::finishIteration(double gradientScale, const SyncFn &sync,
           !allocate(param.shape, true, state.velocity, error))
         return false;
       cuda::sgdStep(param.data(), grad->second.data(), state.velocity.data(),
-                    param.numel(), f(a.lr), f(a.momentum), f(a.weightDecay),
+                    param.numel(), f(lr), f(a.momentum), f(a.weightDecay),
                     stream);
     }
     if (!checkLaunch(error))

@@ -207,6 +207,23 @@ bool Worker::prepare(std::string &error) {
   if (options.rank == 0 && !data.hasTokens() && options.data.inputsPath.empty())
     std::fprintf(stderr, "dtfm-run: note: no --data, --tokens or --inputs: "
                          "training on synthetic data drawn from the seed\n");
+  // The schedule's length is the plan's: --steps only says where to stop.
+  for (const ProgramOp &op : typed.ops) {
+    if (op.kind != OpKind::SgdUpdate && op.kind != OpKind::AdamwUpdate)
+      continue;
+    const optim::LrSchedule &schedule = op.attrs.schedule;
+    if (options.rank == 0 && schedule.kind != optim::LrScheduleKind::Constant &&
+        options.steps > schedule.totalSteps)
+      std::fprintf(stderr,
+                   "dtfm-run: note: --steps %d runs past the plan's "
+                   "learning-rate schedule (lr-schedule=%s, total-steps "
+                   "%lld): from step %lld on the rate stays at min-lr %g\n",
+                   options.steps, optim::lrScheduleName(schedule.kind),
+                   static_cast<long long>(schedule.totalSteps),
+                   static_cast<long long>(schedule.totalSteps + 1),
+                   schedule.minLr);
+    break;
+  }
   // Imported models carry their values in a weights file the plan names.
   std::map<std::string, cpu::Tensor> weights;
   auto named = plan.module_attrs().find("dtfm.weights");
@@ -231,6 +248,31 @@ bool Worker::prepare(std::string &error) {
 }
 
 bool Worker::connect(std::string &error) {
+  // Clipping: the model's squared gradient norm, summed over the world --
+  // slot 0 for the gradients averaged over data-parallel groups, slot
+  // 1 + p for pipeline p's own (setGradientClipping).
+  if (double clip = plan::planClipGradNorm(plan); clip > 0) {
+    int64_t pipelines = 1;
+    for (const proto::DeviceProgram &p : plan.programs())
+      pipelines = std::max<int64_t>(pipelines, p.pipeline() + 1);
+    executor->setGradientClipping(
+        clip, [this, pipelines](double &shared, double &replica,
+                                std::string &e) {
+          if (!transport)
+            return true; // one worker: its sums are the world's
+          std::vector<double> sums(static_cast<size_t>(pipelines) + 1, 0.0);
+          size_t own = static_cast<size_t>(program.pipeline()) + 1;
+          sums[0] = shared;
+          sums[own] = replica;
+          if (!transport->allreduceWorldSum(sums, e)) {
+            e = "gradient norm (clip-grad-norm): " + e;
+            return false;
+          }
+          shared = sums[0];
+          replica = sums[own];
+          return true;
+        });
+  }
   if (size == 1)
     return true;
   TransportOptions t;
@@ -550,6 +592,8 @@ int Worker::run() {
     figures.simulatedSeconds = simulatedSeconds;
     figures.calibrated = calibrated;
     figures.sampleHash = stepSampleHash;
+    figures.lr = executor->lastOptimizerStep().lr;
+    figures.gradNorm = executor->lastOptimizerStep().gradNorm;
     if (!reporter->report(figures, error))
       fatal(error);
     double deviceSeconds = executor->takeComputeSeconds();

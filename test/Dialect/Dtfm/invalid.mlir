@@ -787,8 +787,26 @@ func.func @update_not_param() {
 
 func.func @update_lr() {
   %p = dtfm.param "p" init(zeros) : tensor<3xf32>
-  // expected-error @+1 {{expected a positive lr, found 0}}
+  // expected-error @+1 {{learning rate: lr must be positive and finite, got 0}}
   %u = dtfm.adamw_update %p, %p {lr = 0.0 : f64} : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @update_schedule_kind() {
+  %p = dtfm.param "p" init(zeros) : tensor<3xf32>
+  // expected-error @+1 {{'dtfm.sgd_update' op unknown lr_schedule 'step' (expected constant, cosine, linear or wsd)}}
+  %u = dtfm.sgd_update %p, %p {lr = 0.5 : f64, lr_schedule = "step"} : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @update_schedule_steps() {
+  %p = dtfm.param "p" init(zeros) : tensor<3xf32>
+  // expected-error @+1 {{learning rate: lr-schedule=wsd needs decay-steps in [1, total-steps - warmup-steps] = [1, 5], got 6}}
+  %u = dtfm.adamw_update %p, %p {lr = 0.5 : f64, lr_schedule = "wsd", warmup_steps = 5 : i64, total_steps = 10 : i64, decay_steps = 6 : i64} : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
   return
 }
 
@@ -1025,7 +1043,7 @@ func.func @infinite_latency() {
 func.func @nan_lr() {
   %w = dtfm.param "w" init(zeros) : tensor<4xf32>
   %g = dtfm.input "g" : tensor<4xf32>
-  // expected-error @+1 {{'dtfm.sgd_update' op expected a positive lr, found nan}}
+  // expected-error @+1 {{'dtfm.sgd_update' op learning rate: lr must be positive and finite, got nan}}
   %u = dtfm.sgd_update %w, %g {lr = 0x7FF8000000000000 : f64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return
 }

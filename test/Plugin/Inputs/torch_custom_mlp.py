@@ -14,7 +14,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "..", "python"))
-from dtfm_oracle import check_losses, write_tensors  # noqa: E402
+from dtfm_oracle import check_losses, decay_groups, write_tensors  # noqa: E402
 
 STEPS, MICRO = 3, 2
 
@@ -43,8 +43,7 @@ def check(d, log):
     params, inputs = data(d)
     p = {k: torch.tensor(np.asarray(v, dtype=np.float32), dtype=torch.float64,
                          requires_grad=True) for k, v in params.items()}
-    opt = torch.optim.SGD(list(p.values()), lr=0.1, momentum=0.9,
-                          weight_decay=0.01)
+    opt = torch.optim.SGD(decay_groups(p.values()), lr=0.1, momentum=0.9)
     expected = []
     for step in range(STEPS):
         opt.zero_grad()

@@ -54,7 +54,7 @@ MUTATIONS = [
     "negative-bytes", "duplicated-stream", "missing-compute",
     "wrong-input-shape", "unknown-dtype", "unknown-schedule", "unknown-peer",
     "nan-lr", "duplicate-param", "undefined-operand", "repeated-wrt",
-    "flipped-value", "nan-flops", "negative-work",
+    "flipped-value", "nan-flops", "negative-work", "mixed-clip",
 ]
 
 
@@ -127,6 +127,24 @@ def main():
         j = next(j for j in range(i, block_end(lines, i))
                  if lines[j].strip().startswith("bytes:"))
         lines[j] = lines[j].split(":")[0] + ": -8"
+    elif mutation == "mixed-clip":
+        # The last optimizer update clips at another norm than the others.
+        update = next(l.strip()[7:-1] for l in lines
+                      if l.strip() in ('name: "dtfm.adamw_update"',
+                                       'name: "dtfm.sgd_update"'))
+        count = sum(1 for i, l in enumerate(lines) if l.strip() == "ops {"
+                    and lines[i + 1].strip() == 'name: "%s"' % update)
+        first, last = op_block(lines, update, count - 1)
+        try:
+            set_attr(lines, update, "clip_grad_norm", "f", "0.25", count - 1)
+        except SystemExit:  # not clipped at all: the attribute is added
+            indent = lines[first + 1][: len(lines[first + 1])
+                                      - len(lines[first + 1].lstrip())]
+            lines[first + 2:first + 2] = [
+                indent + l for l in ('attrs {', '  key: "clip_grad_norm"',
+                                     '  value {', '    f: 0.25',
+                                     '    mlir: "2.500000e-01 : f64"',
+                                     '  }', '}')]
     elif mutation == "flipped-value":
         # What a flipped byte in transit does: one number changes.
         set_attr(lines, "dtfm.sgd_update", "lr", "f", "0.125")

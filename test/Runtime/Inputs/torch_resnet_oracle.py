@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "..", "python"))
-from dtfm_oracle import (check_losses, check_parameters,  # noqa: E402
+from dtfm_oracle import (check_losses, check_parameters, decay_groups,  # noqa: E402
                          read_tensors, write_tensors)
 
 STEPS, MICRO = 2, 2
@@ -56,8 +56,9 @@ def check(d, log):
     p = {k: torch.tensor(v, dtype=torch.float64,
                          requires_grad=k not in FROZEN)
          for k, v in start.items()}
-    opt = torch.optim.SGD([v for k, v in p.items() if k not in FROZEN],
-                          lr=0.05, momentum=0.9, weight_decay=0.01)
+    opt = torch.optim.SGD(
+        decay_groups(v for k, v in p.items() if k not in FROZEN), lr=0.05,
+        momentum=0.9)
     expected, k = [], 0
     for _ in range(STEPS):
         opt.zero_grad()

@@ -70,6 +70,11 @@ private:
   /// result over the tensor-parallel group.
   bool sumOverTensorParallelGroup(const ProgramOp &op, ValueTable &values,
                                   std::string &error);
+  /// Clipping (setGradientClipping): the model's norm from every update's
+  /// synced gradient in `values` (this member's parts, summed over the
+  /// world), then each gradient scaled down to it.
+  bool clipGradients(const std::vector<Update> &updates, ValueTable &values,
+                     std::string &error);
 
   std::map<int64_t, std::string> paramOfValue; // value id -> parameter
   ValueTable gradSum;          // optimizer inputs summed over micro-batches

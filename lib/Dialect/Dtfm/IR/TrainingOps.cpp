@@ -55,11 +55,34 @@ static LogicalResult verifyUpdatesParam(Operation *op, Value param) {
   return success();
 }
 
+/// The learning-rate schedule of an optimizer update, or a diagnostic for
+/// an unknown lr_schedule.
+template <typename UpdateOp>
+static FailureOr<::dtfm::optim::LrSchedule> scheduleOf(UpdateOp op) {
+  ::dtfm::optim::LrSchedule schedule;
+  std::optional<::dtfm::optim::LrScheduleKind> kind =
+      ::dtfm::optim::lrScheduleOf(op.getLrSchedule().str());
+  if (!kind)
+    return op.emitOpError() << "unknown lr_schedule '" << op.getLrSchedule()
+                            << "' (expected "
+                            << ::dtfm::optim::lrScheduleNames() << ")";
+  schedule.kind = *kind;
+  schedule.lr = op.getLr().convertToDouble();
+  schedule.minLr = op.getMinLr().convertToDouble();
+  schedule.warmupSteps = static_cast<int64_t>(op.getWarmupSteps());
+  schedule.totalSteps = static_cast<int64_t>(op.getTotalSteps());
+  schedule.decaySteps = static_cast<int64_t>(op.getDecaySteps());
+  return schedule;
+}
+
 LogicalResult SgdUpdateOp::verify() {
+  FailureOr<::dtfm::optim::LrSchedule> schedule = scheduleOf(*this);
+  if (failed(schedule))
+    return failure();
   if (failed(check(*this,
                    shapes::sgdUpdate(typeOf(getParam()), typeOf(getGrad()),
-                                     typeOf(getResult()),
-                                     getLr().convertToDouble(),
+                                     typeOf(getResult()), *schedule,
+                                     getClipGradNorm().convertToDouble(),
                                      getMomentum().convertToDouble(),
                                      getWeightDecay().convertToDouble()))))
     return failure();
@@ -76,10 +99,13 @@ int64_t SgdUpdateOp::getParameterBytes() {
 }
 
 LogicalResult AdamWUpdateOp::verify() {
+  FailureOr<::dtfm::optim::LrSchedule> schedule = scheduleOf(*this);
+  if (failed(schedule))
+    return failure();
   if (failed(check(*this,
                    shapes::adamwUpdate(typeOf(getParam()), typeOf(getGrad()),
-                                       typeOf(getResult()),
-                                       getLr().convertToDouble(),
+                                       typeOf(getResult()), *schedule,
+                                       getClipGradNorm().convertToDouble(),
                                        getBeta1().convertToDouble(),
                                        getBeta2().convertToDouble(),
                                        getEpsilon().convertToDouble(),

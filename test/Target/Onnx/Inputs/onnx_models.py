@@ -48,7 +48,7 @@ import torchvision
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "..", "..", "python"))
-from dtfm_oracle import (check_losses, classifier_head,  # noqa: E402
+from dtfm_oracle import (check_losses, classifier_head, decay_groups,  # noqa: E402
                          gather_batchnorm_statistics, logged_losses,
                          write_tensors)
 
@@ -601,8 +601,8 @@ def export_trained(d, build, name, shape, steps):
         tensors[f"labels@{step}"] = y.numpy()
     write_tensors(f"{d}/inputs.bin", tensors)
     model = model.double()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9,
-                          weight_decay=0.01)
+    opt = torch.optim.SGD(decay_groups(model.parameters()), lr=0.1,
+                          momentum=0.9)
     losses = []
     for _ in range(steps):
         loss = torch.nn.functional.cross_entropy(model(x.double()), y)

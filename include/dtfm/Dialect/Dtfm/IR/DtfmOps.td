@@ -734,10 +734,27 @@ def Dtfm_SgdUpdateOp : Dtfm_Op<"sgd_update", [
     v = momentum v + g + weight_decay p;  p = p - lr v. Forward 2 FLOPs per
     element, +2 with momentum, +2 with weight decay. Reports its momentum
     buffer (one f32 per element when momentum > 0) as parameter bytes.
+
+    The learning rate follows `lr_schedule` (constant, cosine, linear or
+    wsd) from `lr` with `warmup_steps`, `total_steps`, `decay_steps` and
+    `min_lr`: the formulas and their checks are Support/LrSchedule.h's.
+    `weight_decay` is 0 on the parameters --dtfm-autodiff leaves out of
+    decay (biases, norm gains; decay-params). With `clip_grad_norm` C > 0
+    the gradient is first scaled by min(1, C / (|g| + 1e-6)), |g| the norm
+    of the whole model's gradient after the data-parallel average, as
+    torch.nn.utils.clip_grad_norm_ computes it: every update of a plan has
+    the same C, and the runtime reduces the norm over the devices of each
+    model replica.
   }];
   let arguments = (ins Dtfm_FloatTensor:$param, Dtfm_FloatTensor:$grad,
                        F64Attr:$lr, DefaultValuedAttr<F64Attr, "0.0">:$momentum,
-                       DefaultValuedAttr<F64Attr, "0.0">:$weight_decay);
+                       DefaultValuedAttr<F64Attr, "0.0">:$weight_decay,
+                       DefaultValuedAttr<StrAttr, "\"constant\"">:$lr_schedule,
+                       DefaultValuedAttr<F64Attr, "0.0">:$min_lr,
+                       DefaultValuedAttr<I64Attr, "0">:$warmup_steps,
+                       DefaultValuedAttr<I64Attr, "0">:$total_steps,
+                       DefaultValuedAttr<I64Attr, "0">:$decay_steps,
+                       DefaultValuedAttr<F64Attr, "0.0">:$clip_grad_norm);
   let results = (outs Dtfm_FloatTensor:$result);
   let assemblyFormat = [{
     $param `,` $grad attr-dict `:` functional-type(operands, results)
@@ -755,13 +772,20 @@ def Dtfm_AdamWUpdateOp : Dtfm_Op<"adamw_update", [
     m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
     p = p - lr (m^ / (sqrt(v^) + eps) + weight_decay p), with bias-corrected
     m^, v^. 12 FLOPs per element. Reports its two moments (two f32 per
-    element) as parameter bytes.
+    element) as parameter bytes. Its learning rate follows the schedule
+    as sgd_update's does.
   }];
   let arguments = (ins Dtfm_FloatTensor:$param, Dtfm_FloatTensor:$grad,
                        F64Attr:$lr, DefaultValuedAttr<F64Attr, "0.9">:$beta1,
                        DefaultValuedAttr<F64Attr, "0.999">:$beta2,
                        DefaultValuedAttr<F64Attr, "1e-8">:$epsilon,
-                       DefaultValuedAttr<F64Attr, "0.01">:$weight_decay);
+                       DefaultValuedAttr<F64Attr, "0.01">:$weight_decay,
+                       DefaultValuedAttr<StrAttr, "\"constant\"">:$lr_schedule,
+                       DefaultValuedAttr<F64Attr, "0.0">:$min_lr,
+                       DefaultValuedAttr<I64Attr, "0">:$warmup_steps,
+                       DefaultValuedAttr<I64Attr, "0">:$total_steps,
+                       DefaultValuedAttr<I64Attr, "0">:$decay_steps,
+                       DefaultValuedAttr<F64Attr, "0.0">:$clip_grad_norm);
   let results = (outs Dtfm_FloatTensor:$result);
   let assemblyFormat = [{
     $param `,` $grad attr-dict `:` functional-type(operands, results)
