@@ -27,6 +27,11 @@ inline uint64_t dataSlot(int64_t step, format::Phase phase, int microBatch,
   return (s << 12) | static_cast<uint64_t>(tag & 0xfff);
 }
 
+/// The `step` of validation passes' data and loss slots: past any training
+/// step (dtfm-run's --steps is at most 1e9), so that they never meet a
+/// training step's messages, and of the same size as the largest.
+inline constexpr int64_t kValidationSlotBase = 1000000001;
+
 enum ControlKind : uint64_t {
   kLoss = 1,
   kSpeed = 2,

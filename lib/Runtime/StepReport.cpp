@@ -93,6 +93,8 @@ std::string dtfm::runtime::stepJson(const StepFigures &f,
          (f.lr >= 0 ? ",\"lr\":" + jsonNumber(f.lr, 12, true) : std::string()) +
          (f.gradNorm >= 0 ? ",\"grad_norm\":" + jsonNumber(f.gradNorm, 9, true)
                           : std::string()) +
+         (std::isnan(f.valLoss) ? std::string()
+                                : ",\"val_loss\":" + jsonNumber(f.valLoss, 9, true)) +
          "}";
 }
 
@@ -151,6 +153,11 @@ bool StepReporter::report(const StepFigures &figures, std::string &error) {
   return ok;
 }
 
+void StepReporter::validated(double loss) {
+  if (pending)
+    pending->figures.valLoss = loss;
+}
+
 bool StepReporter::flush(std::string &error) {
   bool ok = !pending || print(*pending, error);
   pending.reset();
@@ -178,6 +185,10 @@ bool StepReporter::print(Pending &p, std::string &error) {
   } else {
     std::printf("%s\n", line.c_str());
   }
+  if (!std::isnan(figures.valLoss))
+    std::printf("%svalidation after step %lld: loss %.6f\n",
+                progressBar && figures.step != steps ? "\n" : "",
+                static_cast<long long>(figures.step), figures.valLoss);
   std::fflush(stdout);
   if (log && (std::fprintf(log, "%s\n", stepJson(figures, work).c_str()) < 0 ||
               std::fflush(log) != 0)) {

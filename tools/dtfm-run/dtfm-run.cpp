@@ -69,6 +69,10 @@ static const char *kUsage =
     "shards; default shuffled)\n"
     "                      [--tokens file.bin] (int32 tokens in order) "
     "[--inputs inputs.bin]\n"
+    "         validation:  [--val-data SHARD|DIR|GLOB]... [--eval-every N] "
+    "[--eval-batches K] (default 4)\n"
+    "                      [--eval-only] (one evaluation of --init-from's "
+    "weights, no training)\n"
     "         parameters:  [--init-from params.bin] [--save-params "
     "params.bin]\n"
     "         checkpoints: [--checkpoint-dir DIR] [--checkpoint-every K] "
@@ -180,9 +184,10 @@ std::optional<int> parseCommandLine(int argc, char **argv, Command &c) {
     if (flag.rfind("--", 0) != 0)
       continue;
     flag = flag.substr(0, flag.find('='));
-    if (flag != "--data" && flag != "--" + std::string(kLoadPluginFlag) &&
+    if (flag != "--data" && flag != "--val-data" &&
+        flag != "--" + std::string(kLoadPluginFlag) &&
         !given.insert(flag).second)
-      return fail(flag + " is given twice (only --data and --" +
+      return fail(flag + " is given twice (only --data, --val-data and --" +
                   std::string(kLoadPluginFlag) + " repeat)");
   }
   for (int i = 1; i < argc; ++i) {
@@ -283,9 +288,23 @@ std::optional<int> parseCommandLine(int argc, char **argv, Command &c) {
       if (!integerIn("--rank", argv[++i], 0, 1000000, number))
         return 1;
       c.worker.rank = static_cast<int>(number);
-    } else if (takesValue("--data")) {
-      c.worker.data.paths.push_back(argv[++i]);
+    } else if (takesValue("--data") || takesValue("--val-data")) {
+      (arg == "--data" ? c.worker.data : c.worker.valData)
+          .paths.push_back(argv[++i]);
       c.forwarded.insert(c.forwarded.end(), {arg, argv[i]});
+      continue;
+    } else if (takesValue("--eval-every") || takesValue("--eval-batches")) {
+      const char *value = argv[++i];
+      if (!integerIn(arg.c_str(), value, 1,
+                     arg == "--eval-every" ? 1000000000 : 1000000, number))
+        return 1;
+      (arg == "--eval-every" ? c.worker.evalEvery : c.worker.evalBatches) =
+          static_cast<int>(number);
+      c.forwarded.insert(c.forwarded.end(), {arg, value});
+      continue;
+    } else if (arg == "--eval-only") {
+      c.worker.evalOnly = true;
+      c.forwarded.push_back(arg);
       continue;
     } else if (takesValue("--data-dtype")) {
       c.worker.data.dtype = format::parseTokenDtype(argv[++i]);
@@ -382,6 +401,27 @@ std::optional<int> parseCommandLine(int argc, char **argv, Command &c) {
       c.planPath = arg;
     else
       return fail("more than one plan file given");
+  }
+  // Validation: the flags that shape it need its data; --eval-only
+  // evaluates given weights and trains nothing.
+  if (c.worker.valData.paths.empty()) {
+    for (const char *flag : {"--eval-every", "--eval-batches", "--eval-only"})
+      if (given.count(flag))
+        return fail(std::string(flag) + " needs --val-data (the validation "
+                                        "token shards)");
+  } else {
+    // The validation shards take --data-dtype or their sidecars.
+    c.worker.valData.dtype = c.worker.data.dtype;
+  }
+  if (c.worker.evalOnly) {
+    if (c.worker.initPath.empty())
+      return fail("--eval-only evaluates given weights: give --init-from");
+    for (const char *flag :
+         {"--steps", "--checkpoint-dir", "--resume-from", "--save-params",
+          "--eval-every", "--elastic", "--data", "--tokens"})
+      if (given.count(flag))
+        return fail(std::string("--eval-only trains nothing: it takes no ") +
+                    flag);
   }
   // --tokens: one int32 file read in order (the oldest form of --data).
   if (!c.tokensPath.empty()) {
@@ -512,6 +552,10 @@ std::optional<int> checkModeFlags(int argc, char **argv, const Command &c,
                                       "--data",
                                       "--data-dtype",
                                       "--data-order",
+                                      "--val-data",
+                                      "--eval-every",
+                                      "--eval-batches",
+                                      "--eval-only",
                                       "--inputs",
                                       "--init-from",
                                       "--save-params",

@@ -229,6 +229,10 @@ public:
   /// what only they still read (ValueLifetimes).
   virtual void releaseSent(OpPhase phase, int microBatch,
                            ValueTable &values) = 0;
+  /// After a forward-only pass of `microBatch` (validation): drops what
+  /// the executor holds of it for a backward that will not come (a GPU's
+  /// device values; the CPU holds nothing).
+  virtual void discardMicroBatch(int microBatch) {}
   /// With sharded optimizer state (dtfm.shard_state) `sync` leaves only
   /// this member's shard (shardOf) of each gradient averaged, the updates
   /// step that shard, and `gather` is then called with the bucket's syncs

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -53,6 +54,9 @@ struct StepFigures {
   /// learning rate and the gradient norm, logged as "lr" and "grad_norm"
   /// when known (>= 0).
   double lr = -1, gradNorm = -1;
+  /// The validation loss after the step, when evaluated (NaN: not), as
+  /// "val_loss".
+  double valLoss = std::numeric_limits<double>::quiet_NaN();
 };
 
 /// "step 3 loss 5.123456 | 1234 tok/s | 1.234 GFLOP/s | 12.34 ms
@@ -80,6 +84,9 @@ public:
   /// checkpoint, so that a complete checkpoint's step is always in the log
   /// (a run resumed from it starts at the step after).
   bool flush(std::string &error);
+  /// Rank 0: the validation loss after the step still pending (evaluate
+  /// before flushing), logged with it and printed on a line of its own.
+  void validated(double loss);
 
 private:
   struct Pending;

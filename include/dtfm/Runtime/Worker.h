@@ -46,6 +46,15 @@ struct WorkerOptions {
   uint64_t seed = 0;
   /// Where the samples come from (DataSource.h).
   DataOptions data;
+  /// Validation (--val-data, --eval-every, --eval-batches, --eval-only):
+  /// `evalBatches` batches of the plan's samples per step from the start
+  /// of `valData` (read in order, the same windows every time), forward
+  /// only, after every `evalEvery` steps (0: only after the last) and
+  /// after the last; with `evalOnly`, one evaluation of the initial
+  /// parameters and no training.
+  DataOptions valData;
+  int evalEvery = 0, evalBatches = 4;
+  bool evalOnly = false;
   std::string initPath, savePath;
   /// Checkpoints: every `checkpointEvery` steps (0: only at the end) and
   /// at the end; a run resumes from the newest complete one.

@@ -213,6 +213,7 @@ public:
     return host.restore(program, state, error) && fromHost(error);
   }
   void collectGradients(int microBatch, const ValueTable &values) override;
+  void discardMicroBatch(int microBatch) override { live.erase(microBatch); }
   bool finishIteration(double gradientScale, const SyncFn &sync,
                        const SyncFn &gather, std::string &error) override;
   std::map<std::string, Tensor> parameters() const override;

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cstring>
 #include <ctime>
+#include <iterator>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <thread>
@@ -88,12 +89,12 @@ bool Worker::receiveEntry(int64_t step, const StreamEntry &entry,
   return true;
 }
 
-bool Worker::postTied(int64_t step, std::string &error) {
+bool Worker::postTied(int64_t step, bool forwardOnly, std::string &error) {
   tiedPosted.clear();
   tiedPostedAt = Clock::now();
   for (size_t i = 0; i < receives.size(); ++i) {
     const Transfer &t = receives[i];
-    if (!t.oncePerIteration)
+    if (!t.oncePerIteration || (forwardOnly && t.phase != Phase::Forward))
       continue;
     int carrier = t.phase == Phase::Forward ? 0 : microBatches - 1;
     tiedPosted.push_back(
@@ -183,10 +184,6 @@ bool Worker::sendEntry(int64_t step, const StreamEntry &entry,
 
 bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
   sync.beginStep(step);
-  received.clear();
-  outbox.clear();
-  computed.clear();
-  onceGradientSums.clear();
   lossSum = 0;
 
   std::vector<MicroBatch> batches(microBatches);
@@ -203,27 +200,9 @@ bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
       stepSampleHash += hash;
     }
 
-  if (transport && (tiedForward || tiedBackward) && !postTied(step, error))
-    return false;
-  // Overlapped slots: receive and send threads beside this (compute) one.
-  std::thread receiver, sender;
-  bool overlapped = !options.serialSlots && transport;
-  std::string receiveError, sendError;
-  if (overlapped) {
-    receiver = std::thread([&] {
-      for (const StreamEntry &e : recvStream)
-        if (!receiveEntry(step, e, receiveError))
-          fatal(receiveError);
-    });
-    sender = std::thread([&] {
-      for (const StreamEntry &e : sendStream)
-        if (!sendEntry(step, e, sendError))
-          fatal(sendError);
-    });
-  }
-
   // Gradient buckets all-reduced while the backward goes on (when the
   // executor can hand gradients over early and the slots overlap).
+  bool overlapped = !options.serialSlots && transport;
   if (overlapped && sync.canStream() &&
       executor->streamGradients(
           microBatches, gradientScale(),
@@ -233,16 +212,7 @@ bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
               fatal(e);
           }))
     sync.startStreaming([this](const std::string &e) { fatal(e); });
-
-  std::vector<ValueTable> values(microBatches);
-  bool computed = overlapped
-                      ? runComputeThread(step, batches, values, lossSum, error)
-                      : runComputeSlot(step, batches, values, lossSum, error);
-  if (overlapped) {
-    receiver.join();
-    sender.join();
-  }
-  if (!computed) {
+  if (!runPasses(step, batches, lossSum, /*forwardOnly=*/false, error)) {
     sync.stopStreaming();
     return false;
   }
@@ -283,6 +253,66 @@ bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
   if (transport && !transport->flush(error))
     return false;
   return true;
+}
+
+bool Worker::runPasses(int64_t step, std::vector<MicroBatch> &batches,
+                       double &lossSum, bool forwardOnly, std::string &error) {
+  received.clear();
+  outbox.clear();
+  computed.clear();
+  onceGradientSums.clear();
+  // Validation runs the streams' forward entries alone, in their order
+  // (the slots read the streams from the worker; they are put back after).
+  std::vector<StreamEntry> streams[3];
+  if (forwardOnly)
+    for (auto [all, kept] :
+         {std::pair{&recvStream, &streams[0]}, {&computeStream, &streams[1]},
+          {&sendStream, &streams[2]}}) {
+      std::copy_if(all->begin(), all->end(), std::back_inserter(*kept),
+                   [](const StreamEntry &e) {
+                     return e.phase == Phase::Forward;
+                   });
+      std::swap(*all, *kept);
+    }
+  auto restore = [&] {
+    if (forwardOnly) {
+      std::swap(recvStream, streams[0]);
+      std::swap(computeStream, streams[1]);
+      std::swap(sendStream, streams[2]);
+    }
+  };
+  if (transport && (tiedForward || (tiedBackward && !forwardOnly)) &&
+      !postTied(step, forwardOnly, error)) {
+    restore();
+    return false;
+  }
+  // Overlapped slots: receive and send threads beside this (compute) one.
+  std::thread receiver, sender;
+  bool overlapped = !options.serialSlots && transport;
+  std::string receiveError, sendError;
+  if (overlapped) {
+    receiver = std::thread([&] {
+      for (const StreamEntry &e : recvStream)
+        if (!receiveEntry(step, e, receiveError))
+          fatal(receiveError);
+    });
+    sender = std::thread([&] {
+      for (const StreamEntry &e : sendStream)
+        if (!sendEntry(step, e, sendError))
+          fatal(sendError);
+    });
+  }
+  std::vector<ValueTable> values(microBatches);
+  forwardOnlyPass = forwardOnly;
+  bool ok = overlapped ? runComputeThread(step, batches, values, lossSum, error)
+                       : runComputeSlot(step, batches, values, lossSum, error);
+  forwardOnlyPass = false;
+  if (overlapped) {
+    receiver.join();
+    sender.join();
+  }
+  restore();
+  return ok;
 }
 
 bool Worker::runComputeThread(int64_t step, std::vector<MicroBatch> &batches,
@@ -412,6 +442,9 @@ bool Worker::runComputeSlot(int64_t step, std::vector<MicroBatch> &batches,
     if (entry.phase == Phase::Backward) {
       executor->collectGradients(entry.microBatch, table);
       table.clear();
+    } else if (forwardOnlyPass) {
+      table.clear();
+      executor->discardMicroBatch(entry.microBatch);
     }
   }
   return true;

@@ -204,6 +204,31 @@ bool Worker::prepare(std::string &error) {
     if (spec.isInteger && !spec.isBoolean && spec.shape.size() == 2 &&
         !data.checkWindows(spec.shape[1] + 1, error))
       return false;
+  if (!options.valData.paths.empty()) {
+    // The validation data: token windows read in order, the same every
+    // time; forward passes that must not change the model.
+    if (!iterationWork(plan).tokenModel) {
+      error = "--val-data needs a token model (an integer input [batch, "
+              "sequence] and its labels)";
+      return false;
+    }
+    for (const ProgramOp &op : typed.ops)
+      if (op.kind == OpKind::BatchNorm && !op.attrs.inference) {
+        error = "--val-data: " + op.describe() +
+                " normalises by its batch and updates its running statistics "
+                "in every forward; validating such a model is not supported "
+                "yet";
+        return false;
+      }
+    DataOptions validationData = options.valData;
+    validationData.order = DataOrder::Sequential;
+    if (!validation.open(validationData, options.seed, vocabulary, error))
+      return false;
+    for (const InputSpec &spec : inputs)
+      if (spec.isInteger && !spec.isBoolean && spec.shape.size() == 2 &&
+          !validation.checkWindows(spec.shape[1] + 1, error))
+        return false;
+  }
   if (options.rank == 0 && !data.hasTokens() && options.data.inputsPath.empty())
     std::fprintf(stderr, "dtfm-run: note: no --data, --tokens or --inputs: "
                          "training on synthetic data drawn from the seed\n");
@@ -549,6 +574,17 @@ int Worker::run() {
   if (!resume(done, error))
     fatal(error);
   firstStep = done + 1;
+  if (options.evalOnly) { // no step: no log, no checkpoint
+    double loss = 0;
+    if (!evaluate(done, loss, error))
+      fatal(error);
+    if (options.rank == 0) {
+      std::printf("validation of %s: loss %.6f (%d batches)\n",
+                  options.initPath.c_str(), loss, options.evalBatches);
+      std::fflush(stdout);
+    }
+    return 0;
+  }
   if (options.rank == 0) {
     if (done > 0)
       std::printf("resuming from the checkpoint of step %lld in %s\n",
@@ -603,6 +639,17 @@ int Worker::run() {
       fatal(error);
     stepSeconds += figures.seconds;
     ++stepsTimed;
+    if (!options.valData.paths.empty() &&
+        ((options.evalEvery > 0 && step % options.evalEvery == 0) ||
+         step == options.steps)) {
+      double loss = 0;
+      if (!evaluate(step, loss, error))
+        fatal(error);
+      if (options.rank == 0)
+        reporter->validated(loss);
+      if (!reporter->flush(error))
+        fatal(error);
+    }
     bool due = !options.checkpointDir.empty() &&
                ((checkpointEvery > 0 && step % checkpointEvery == 0) ||
                 step == options.steps);

@@ -82,6 +82,15 @@ private:
   bool prepare(std::string &error);
   bool connect(std::string &error);
   bool runStep(int64_t step, double &lossSum, std::string &error);
+  /// One pass of the micro-batches `batches` through the slots, as message
+  /// slot `step`: forward and backward, or (`forwardOnly`, validation)
+  /// the forward entries of the streams alone.
+  bool runPasses(int64_t step, std::vector<MicroBatch> &batches,
+                 double &lossSum, bool forwardOnly, std::string &error);
+  /// Validation after step `step`: the mean loss over --eval-batches
+  /// batches of the validation data (rank 0's `meanLoss`; every worker
+  /// takes part).
+  bool evaluate(int64_t step, double &meanLoss, std::string &error);
   /// The compute slot's stream for one step, on this thread or on a
   /// lower-priority one beside the receive and send threads.
   bool runComputeSlot(int64_t step, std::vector<MicroBatch> &batches,
@@ -95,7 +104,7 @@ private:
   /// Values used once per iteration (tied parameters, forward) and their
   /// summed gradients (backward), between any two stages: outside the
   /// streams, at the start and at the end of the iteration.
-  bool postTied(int64_t step, std::string &error);
+  bool postTied(int64_t step, bool forwardOnly, std::string &error);
   bool waitTied(Phase phase, std::string &error);
   bool sendOnce(int64_t step, Phase phase, const ValueTable &table,
                 std::string &error);
@@ -138,6 +147,14 @@ private:
   std::unique_ptr<CheckpointStore> checkpoints;
   std::vector<LinkShape> linkShapes; // size x size when links are shaped
   DataSource data;
+  /// --val-data, when given (read in order from its start each time).
+  DataSource validation;
+  /// Validation batches run so far: their message slots follow
+  /// kValidationSlotBase.
+  int64_t validationPasses = 0;
+  /// runPasses' forwardOnly: each micro-batch's values are dropped once
+  /// its forward is sent (no backward reads them).
+  bool forwardOnlyPass = false;
 
   int size = 1, microBatches = 1;
   /// Every pipeline's micro-batches in the iteration (uneven replicas take
