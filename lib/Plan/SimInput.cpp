@@ -167,15 +167,12 @@ bool dtfm::plan::simulationInput(const proto::Plan &plan, SimInput &input,
     // Rank 0 first: the reduction's root. One double per pipeline and one
     // for the data-parallel sums (the worker's message).
     std::vector<size_t> members;
-    int64_t pipelines = 1;
-    for (const proto::DeviceProgram &p : plan.programs()) {
-      pipelines = std::max<int64_t>(pipelines, p.pipeline() + 1);
+    for (const proto::DeviceProgram &p : plan.programs())
       for (size_t i = 0; i < input.cluster.size(); ++i)
         if (input.cluster.devices[i].name == p.device())
           members.push_back(i);
-    }
     input.clipSeconds = input.cluster.scalarReductionSeconds(
-        members, 8.0 * static_cast<double>(pipelines + 1));
+        members, 8.0 * static_cast<double>(layout.counts.size() + 1));
   }
   return true;
 }

@@ -276,16 +276,12 @@ bool Worker::connect(std::string &error) {
   // Clipping: the model's squared gradient norm, summed over the world --
   // slot 0 for the gradients averaged over data-parallel groups, slot
   // 1 + p for pipeline p's own (setGradientClipping).
-  if (double clip = plan::planClipGradNorm(plan); clip > 0) {
-    int64_t pipelines = 1;
-    for (const proto::DeviceProgram &p : plan.programs())
-      pipelines = std::max<int64_t>(pipelines, p.pipeline() + 1);
+  if (double clip = plan::planClipGradNorm(plan); clip > 0)
     executor->setGradientClipping(
-        clip, [this, pipelines](double &shared, double &replica,
-                                std::string &e) {
+        clip, [this](double &shared, double &replica, std::string &e) {
           if (!transport)
             return true; // one worker: its sums are the world's
-          std::vector<double> sums(static_cast<size_t>(pipelines) + 1, 0.0);
+          std::vector<double> sums(layout.counts.size() + 1, 0.0);
           size_t own = static_cast<size_t>(program.pipeline()) + 1;
           sums[0] = shared;
           sums[own] = replica;
@@ -297,7 +293,6 @@ bool Worker::connect(std::string &error) {
           replica = sums[own];
           return true;
         });
-  }
   if (size == 1)
     return true;
   TransportOptions t;
