@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <sstream>
@@ -55,11 +56,232 @@ const char *eventColour(const plan::SimEvent &e) {
   return e.slot == 0 ? "#76b7b2" : "#59a14f";
 }
 
+/// `value` with up to four significant digits, for labels.
+std::string label(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.4g", value);
+  return text;
+}
+
+/// One line (or set of dots) of a chart; NaN points are gaps.
+struct Series {
+  std::string name;
+  const char *colour;
+  std::vector<std::pair<double, double>> points;
+  bool dots = false, dashed = false;
+};
+
+/// A step of about a fifth of `span`: 1, 2 or 5 times a power of ten.
+double tickStep(double span) {
+  double raw = span / 5, power = std::pow(10, std::floor(std::log10(raw)));
+  double unit = raw / power;
+  return (unit < 1.5 ? 1 : unit < 3.5 ? 2 : unit < 7.5 ? 5 : 10) * power;
+}
+
+/// A line chart as inline SVG: axes with round ticks, the series' lines
+/// (at most kMaxPoints points each: a long run is thinned, its last point
+/// kept) and a legend; "not in the log" when no series has a point.
+void lineChart(std::ostream &os, const std::string &title,
+               const std::string &xLabel, std::vector<Series> series) {
+  constexpr size_t kMaxPoints = 1500;
+  const double width = 520, height = 250, left = 58, right = 12, top = 28,
+               bottom = 34;
+  double xMin = INFINITY, xMax = -INFINITY, yMin = INFINITY, yMax = -INFINITY;
+  for (Series &s : series) {
+    std::vector<std::pair<double, double>> kept;
+    for (const auto &[x, y] : s.points)
+      if (std::isfinite(x) && std::isfinite(y))
+        kept.push_back({x, y});
+    if (kept.size() > kMaxPoints) {
+      std::vector<std::pair<double, double>> thinned;
+      double every = static_cast<double>(kept.size() - 1) / (kMaxPoints - 1);
+      for (size_t i = 0; i < kMaxPoints; ++i)
+        thinned.push_back(kept[static_cast<size_t>(std::llround(i * every))]);
+      kept = std::move(thinned);
+    }
+    s.points = std::move(kept);
+    for (const auto &[x, y] : s.points) {
+      xMin = std::min(xMin, x), xMax = std::max(xMax, x);
+      yMin = std::min(yMin, y), yMax = std::max(yMax, y);
+    }
+  }
+  os << "<div class=\"chart\"><svg xmlns=\"http://www.w3.org/2000/svg\" "
+        "width=\""
+     << width << "\" height=\"" << height << "\">\n<text x=\"" << left
+     << "\" y=\"16\" font-size=\"12\" font-weight=\"bold\">"
+     << escape(title) << "</text>\n";
+  if (!std::isfinite(xMin)) {
+    os << "<text x=\"" << left << "\" y=\"" << height / 2
+       << "\" font-size=\"11\" fill=\"#888\">not in the log</text>\n"
+       << "</svg></div>\n";
+    return;
+  }
+  if (xMax - xMin < 1e-12 * std::max(1.0, std::fabs(xMax)))
+    xMin -= 0.5, xMax += 0.5;
+  if (yMax - yMin < 1e-12 * std::max(1.0, std::fabs(yMax))) {
+    double pad = std::max(std::fabs(yMax) * 0.05, 1e-9);
+    yMin -= pad, yMax += pad;
+  }
+  double plotWidth = width - left - right, plotHeight = height - top - bottom;
+  auto px = [&](double x) { return left + (x - xMin) / (xMax - xMin) * plotWidth; };
+  auto py = [&](double y) {
+    return top + (yMax - y) / (yMax - yMin) * plotHeight;
+  };
+  char coordinate[64];
+  os << "<rect x=\"" << left << "\" y=\"" << top << "\" width=\""
+     << plotWidth << "\" height=\"" << plotHeight
+     << "\" fill=\"#fafafa\" stroke=\"#ccc\"/>\n";
+  double yStep = tickStep(yMax - yMin);
+  for (double y = std::ceil(yMin / yStep) * yStep; y <= yMax + yStep * 1e-9;
+       y += yStep) {
+    std::snprintf(coordinate, sizeof coordinate, "%.1f", py(y));
+    os << "<line x1=\"" << left << "\" x2=\"" << left + plotWidth
+       << "\" y1=\"" << coordinate << "\" y2=\"" << coordinate
+       << "\" stroke=\"#e4e4e4\"/><text x=\"" << left - 4 << "\" y=\""
+       << coordinate << "\" font-size=\"9\" text-anchor=\"end\" "
+       << "dominant-baseline=\"middle\">" << label(std::fabs(y) < yStep * 1e-9 ? 0 : y)
+       << "</text>\n";
+  }
+  double xStep = tickStep(xMax - xMin);
+  for (double x = std::ceil(xMin / xStep) * xStep; x <= xMax + xStep * 1e-9;
+       x += xStep) {
+    std::snprintf(coordinate, sizeof coordinate, "%.1f", px(x));
+    os << "<text x=\"" << coordinate << "\" y=\"" << top + plotHeight + 12
+       << "\" font-size=\"9\" text-anchor=\"middle\">"
+       << label(std::fabs(x) < xStep * 1e-9 ? 0 : x) << "</text>\n";
+  }
+  os << "<text x=\"" << left + plotWidth / 2 << "\" y=\"" << height - 4
+     << "\" font-size=\"10\" text-anchor=\"middle\">" << escape(xLabel)
+     << "</text>\n";
+  double legendX = left + plotWidth;
+  for (auto it = series.rbegin(); it != series.rend(); ++it) {
+    if (it->points.empty())
+      continue;
+    legendX -= 8 + 6.5 * it->name.size();
+    os << "<rect x=\"" << legendX - 12 << "\" y=\"9\" width=\"9\" "
+       << "height=\"9\" fill=\"" << it->colour << "\"/><text x=\"" << legendX
+       << "\" y=\"17\" font-size=\"11\">" << escape(it->name) << "</text>\n";
+    legendX -= 14;
+  }
+  for (const Series &s : series) {
+    if (s.points.empty())
+      continue;
+    if (!s.dots || s.points.size() > 1) {
+      os << "<polyline fill=\"none\" stroke=\"" << s.colour
+         << "\" stroke-width=\"1.5\"" << (s.dashed ? " stroke-dasharray=\"5 3\"" : "")
+         << " points=\"";
+      for (const auto &[x, y] : s.points) {
+        std::snprintf(coordinate, sizeof coordinate, "%.1f,%.1f ", px(x),
+                      py(y));
+        os << coordinate;
+      }
+      os << "\"><title>" << escape(s.name) << "</title></polyline>\n";
+    }
+    if (s.dots)
+      for (const auto &[x, y] : s.points) {
+        std::snprintf(coordinate, sizeof coordinate,
+                      "cx=\"%.1f\" cy=\"%.1f\"", px(x), py(y));
+        os << "<circle " << coordinate << " r=\"3.5\" fill=\"" << s.colour
+           << "\"><title>" << escape(s.name) << " " << label(x) << ": "
+           << label(y) << "</title></circle>\n";
+      }
+  }
+  os << "</svg></div>\n";
+}
+
+const char *kTrainColour = "#4e79a7", *kValidationColour = "#f28e2b",
+           *kLrColour = "#59a14f", *kNormColour = "#e15759",
+           *kRateColour = "#76b7b2", *kSimulatedColour = "#9c755f";
+
+/// The median of the finite values of `field` over `steps` (NaN: none).
+double median(const std::vector<LoggedStep> &steps,
+              double LoggedStep::*field) {
+  std::vector<double> values;
+  for (const LoggedStep &s : steps)
+    if (std::isfinite(s.*field))
+      values.push_back(s.*field);
+  if (values.empty())
+    return NAN;
+  std::nth_element(values.begin(), values.begin() + values.size() / 2,
+                   values.end());
+  return values[values.size() / 2];
+}
+
+/// The training section: a summary and the curves of the step log.
+void trainingSection(std::ostream &os, const std::vector<LoggedStep> &steps) {
+  os << "<h2>Training</h2>\n";
+  if (steps.empty()) {
+    os << "<p>The step log has no step yet.</p>\n";
+    return;
+  }
+  const LoggedStep &last = steps.back();
+  const LoggedStep *best = nullptr;
+  for (const LoggedStep &s : steps)
+    if (std::isfinite(s.valLoss) && (!best || s.valLoss < best->valLoss))
+      best = &s;
+  os << "<p>Steps " << steps.front().step << " to " << last.step << " ("
+     << steps.size() << " logged)";
+  if (std::isfinite(last.loss))
+    os << ", last loss <b>" << label(last.loss) << "</b>";
+  if (best)
+    os << ", best validation loss <b>" << label(best->valLoss)
+       << "</b> after step " << best->step;
+  if (std::isfinite(last.seen))
+    os << ", " << label(last.seen) << " tokens seen";
+  if (std::isfinite(last.elapsedSeconds))
+    os << " in " << label(last.elapsedSeconds) << " s";
+  double medianRate = median(steps, &LoggedStep::rate),
+         mfu = median(steps, &LoggedStep::mfu),
+         measured = median(steps, &LoggedStep::measuredSeconds),
+         simulated = median(steps, &LoggedStep::simulatedSeconds);
+  if (std::isfinite(medianRate))
+    os << "; median " << label(medianRate) << " per second";
+  if (std::isfinite(mfu))
+    os << ", MFU " << label(100 * mfu) << "%";
+  if (std::isfinite(measured) && std::isfinite(simulated))
+    os << ", a step " << label(measured) << " s measured against "
+       << label(simulated) << " s simulated";
+  os << ".</p>\n";
+
+  Series train{"train", kTrainColour, {}}, validation{"validation",
+                                                      kValidationColour,
+                                                      {},
+                                                      true};
+  Series trainByTime = train, validationByTime = validation;
+  Series lr{"learning rate", kLrColour, {}}, norm{"gradient norm",
+                                                  kNormColour, {}};
+  Series rate{"measured", kRateColour, {}},
+      simulatedRate{"simulated", kSimulatedColour, {}, false, true};
+  for (const LoggedStep &s : steps) {
+    double step = static_cast<double>(s.step);
+    train.points.push_back({step, s.loss});
+    validation.points.push_back({step, s.valLoss});
+    trainByTime.points.push_back({s.elapsedSeconds, s.loss});
+    validationByTime.points.push_back({s.elapsedSeconds, s.valLoss});
+    lr.points.push_back({step, s.lr});
+    norm.points.push_back({step, s.gradNorm});
+    rate.points.push_back({step, s.rate});
+    // The simulated step processes as much as the measured one did.
+    simulatedRate.points.push_back(
+        {step, s.simulatedSeconds > 0 ? s.rate * s.measuredSeconds /
+                                            s.simulatedSeconds
+                                      : NAN});
+  }
+  lineChart(os, "Loss", "step", {train, validation});
+  lineChart(os, "Loss against wall time", "seconds",
+            {trainByTime, validationByTime});
+  lineChart(os, "Learning rate", "step", {lr});
+  lineChart(os, "Gradient norm (before clipping)", "step", {norm});
+  lineChart(os, "Throughput (per second)", "step",
+            {rate, simulatedRate});
+}
+
 } // namespace
 
 std::string dtfm::runtime::planReport(const std::string &title,
                                       const plan::SimInput &input,
-                                      const plan::SimResult &result) {
+                                      const plan::SimResult &result,
+                                      const std::vector<LoggedStep> *training) {
   const planner::Cluster &cluster = input.cluster;
   std::ostringstream os;
   os.precision(4);
@@ -70,6 +292,7 @@ std::string dtfm::runtime::planReport(const std::string &title,
      << "table{border-collapse:collapse}td,th{border:1px solid #ccc;"
         "padding:3px 8px;font-size:12px}"
      << ".chip{display:inline-block;width:10px;height:10px;margin-right:4px}"
+     << ".chart{display:inline-block;margin:0 12px 12px 0}"
      << "</style></head><body>\n";
   os << "<h1>" << escape(title) << "</h1>\n";
   os << "<p>Predicted iteration <b>" << result.iterationSeconds
@@ -77,6 +300,8 @@ std::string dtfm::runtime::planReport(const std::string &title,
      << result.achievedFlopsPerSecond() / 1e12 << " TFLOP/s achieved; "
      << input.programs.size() << " device programs, " << input.microBatches
      << " micro-batches.</p>\n";
+  if (training)
+    trainingSection(os, *training);
 
   // Regions and their colours.
   std::vector<std::string> regions;

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Runtime/StepReport.h"
+#include "dtfm/Format/JsonReader.h"
 #include "dtfm/Format/PlanFile.h"
 
 #include "Messages.h"
@@ -19,12 +20,21 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <map>
 
 using namespace dtfm::runtime;
 
 IterationWork dtfm::runtime::iterationWork(const proto::Plan &plan) {
   IterationWork work;
+  std::map<std::string, double> peakOf;
+  for (const proto::PlanDevice &d : plan.devices())
+    peakOf[d.name()] = d.peak_flops();
   for (const proto::DeviceProgram &p : plan.programs()) {
+    auto peak = peakOf.find(p.device());
+    if (peak != peakOf.end() && std::isfinite(peak->second) &&
+        peak->second > 0)
+      work.peakFlops += peak->second;
     double microBatches =
         static_cast<double>(format::programMicroBatches(plan, p));
     work.flops += (p.forward_flops() + p.backward_flops()) * microBatches +
@@ -56,18 +66,53 @@ static double perSecond(double amount, double seconds) {
   return seconds > 0 ? amount / seconds : 0;
 }
 
+/// "0:05", "12:34", "1:02:03".
+static std::string duration(double seconds) {
+  long long whole = std::isfinite(seconds) && seconds > 0
+                        ? static_cast<long long>(std::min(seconds, 1e9))
+                        : 0;
+  char text[48];
+  if (whole >= 3600)
+    std::snprintf(text, sizeof text, "%lld:%02lld:%02lld", whole / 3600,
+                  whole / 60 % 60, whole % 60);
+  else
+    std::snprintf(text, sizeof text, "%lld:%02lld", whole / 60, whole % 60);
+  return text;
+}
+
+/// Model FLOPs utilisation: achieved FLOP/s over the devices' peak.
+static double mfu(const StepFigures &f, const IterationWork &work) {
+  return work.peakFlops > 0 ? perSecond(work.flops, f.seconds) / work.peakFlops
+                            : 0;
+}
+
 std::string dtfm::runtime::stepLine(const StepFigures &f,
-                                    const IterationWork &work) {
-  char line[256];
+                                    const IterationWork &work, int64_t total,
+                                    const LogStart &start) {
+  char line[384];
   std::snprintf(line, sizeof line,
-                "step %lld loss %.6f | %.0f %s | %.3f GFLOP/s | %.2f ms "
-                "(simulated %.2f ms%s)",
-                static_cast<long long>(f.step), f.loss,
-                perSecond(work.tokens, f.seconds),
+                "step %lld/%lld loss %.6f | %.0f %s | %.3f GFLOP/s",
+                static_cast<long long>(f.step), static_cast<long long>(total),
+                f.loss, perSecond(work.tokens, f.seconds),
                 work.tokenModel ? "tok/s" : "samples/s",
-                perSecond(work.flops, f.seconds) / 1e9, f.seconds * 1e3,
-                f.simulatedSeconds * 1e3, f.calibrated ? ", calibrated" : "");
-  return line;
+                perSecond(work.flops, f.seconds) / 1e9);
+  std::string text = line;
+  if (work.peakFlops > 0) {
+    std::snprintf(line, sizeof line, ", MFU %.1f%%", 100 * mfu(f, work));
+    text += line;
+  }
+  std::snprintf(line, sizeof line, " | %.2f ms (simulated %.2f ms%s) | %s elapsed",
+                f.seconds * 1e3, f.simulatedSeconds * 1e3,
+                f.calibrated ? ", calibrated" : "",
+                duration(f.elapsedSeconds).c_str());
+  text += line;
+  // The pace of this run's steps (a resumed run's earlier ones ran
+  // elsewhere, or on another plan).
+  int64_t doneHere = f.step - start.step;
+  if (f.step < total && doneHere > 0)
+    text += ", ETA " + duration((f.elapsedSeconds - start.elapsedSeconds) /
+                                doneHere * (total - f.step));
+  return text;
 }
 
 std::optional<int64_t> dtfm::runtime::loggedStep(const std::string &line) {
@@ -95,7 +140,97 @@ std::string dtfm::runtime::stepJson(const StepFigures &f,
                           : std::string()) +
          (std::isnan(f.valLoss) ? std::string()
                                 : ",\"val_loss\":" + jsonNumber(f.valLoss, 9, true)) +
-         "}";
+         ",\"" + (work.tokenModel ? "tokens" : "samples") +
+         "\":" + jsonNumber(f.seen, 17, true) +
+         (work.peakFlops > 0 ? ",\"mfu\":" + jsonNumber(mfu(f, work), 6, true)
+                             : std::string()) +
+         ",\"elapsed_s\":" + jsonNumber(f.elapsedSeconds, 9, true) + "}";
+}
+
+LoggedStep::LoggedStep() {
+  loss = valLoss = lr = gradNorm = seen = rate = gflops = mfu =
+      measuredSeconds = simulatedSeconds = elapsedSeconds =
+          std::numeric_limits<double>::quiet_NaN();
+}
+
+bool dtfm::runtime::readStepLog(const std::string &path,
+                                std::vector<LoggedStep> &steps,
+                                bool &incomplete, std::string &error) {
+  steps.clear();
+  incomplete = false;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = path + ": cannot read the step log: " + std::strerror(errno);
+    return false;
+  }
+  // A log line is a few hundred bytes: one far longer is not a step log.
+  constexpr size_t kMaxLine = 1 << 16;
+  std::string line;
+  for (int64_t number = 1; std::getline(in, line); ++number) {
+    std::string where = path + ":" + std::to_string(number) + ": ";
+    if (line.size() > kMaxLine) {
+      error = where + "a line of " + std::to_string(line.size()) +
+              " bytes: not a step log (--log writes one JSON object a line)";
+      return false;
+    }
+    format::JsonValue record;
+    std::string problem;
+    if (!format::parseJson(line, record, problem)) {
+      // getline stopped at the end of the file, not at a newline: the
+      // record a running worker is writing.
+      if (in.eof()) {
+        incomplete = true;
+        break;
+      }
+      error = where + problem + " (--log writes one JSON object a line)";
+      return false;
+    }
+    if (record.kind != format::JsonValue::Kind::Object) {
+      error = where + "a record is a JSON object, not " +
+              format::jsonKindName(record.kind);
+      return false;
+    }
+    const format::JsonValue *step = record.find("step");
+    if (!step || !step->isInteger || step->integer <= 0) {
+      error = where + "a record needs \"step\", a positive integer";
+      return false;
+    }
+    LoggedStep logged;
+    logged.step = step->integer;
+    if (!steps.empty() && logged.step <= steps.back().step) {
+      error = where + "step " + std::to_string(logged.step) + " after step " +
+              std::to_string(steps.back().step) +
+              ": the steps of a log increase";
+      return false;
+    }
+    std::pair<const char *, double *> fields[] = {
+        {"loss", &logged.loss},
+        {"val_loss", &logged.valLoss},
+        {"lr", &logged.lr},
+        {"grad_norm", &logged.gradNorm},
+        {"tokens", &logged.seen},
+        {"samples", &logged.seen},
+        {"tokens_per_s", &logged.rate},
+        {"samples_per_s", &logged.rate},
+        {"gflops", &logged.gflops},
+        {"mfu", &logged.mfu},
+        {"measured_s", &logged.measuredSeconds},
+        {"simulated_s", &logged.simulatedSeconds},
+        {"elapsed_s", &logged.elapsedSeconds}};
+    for (auto [key, field] : fields) {
+      const format::JsonValue *value = record.find(key);
+      if (!value || value->kind == format::JsonValue::Kind::Null)
+        continue;
+      if (value->kind != format::JsonValue::Kind::Number) {
+        error = where + "\"" + key + "\" is " +
+                format::jsonKindName(value->kind) + ", not a number";
+        return false;
+      }
+      *field = value->number;
+    }
+    steps.push_back(logged);
+  }
+  return true;
 }
 
 namespace {
@@ -119,10 +254,11 @@ struct StepReporter::Pending {
 StepReporter::StepReporter(Transport *transport, int rank,
                            std::vector<int> lastStageRanks, double lossTerms,
                            IterationWork work, int steps, bool progressBar,
-                           std::FILE *log)
+                           std::FILE *log, LogStart start)
     : transport(transport), rank(rank),
       lastStageRanks(std::move(lastStageRanks)), lossTerms(lossTerms),
-      work(work), steps(steps), progressBar(progressBar), log(log) {}
+      work(work), steps(steps), progressBar(progressBar), log(log),
+      start(start) {}
 
 StepReporter::~StepReporter() = default;
 
@@ -174,7 +310,9 @@ bool StepReporter::print(Pending &p, std::string &error) {
     figures.sampleHash += part.sampleHash;
   }
   figures.loss /= lossTerms;
-  std::string line = stepLine(figures, work);
+  figures.seen = start.seen + work.tokens * (figures.step - start.step);
+  figures.elapsedSeconds += start.elapsedSeconds;
+  std::string line = stepLine(figures, work, steps, start);
   if (progressBar) {
     int width = 20;
     int done = static_cast<int>(width * figures.step / std::max(1, steps));

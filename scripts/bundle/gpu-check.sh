@@ -127,11 +127,12 @@ if [ $rc -ne 0 ]; then
   exit 1
 fi
 
-# Losses of a dtfm-run --execute log, "step loss" per line.
-losses() { awk '$1 == "step" && $3 == "loss" { print $2, $4 }' "$1"; }
+# Losses of a dtfm-run --execute log ("step N/TOTAL loss X ..."), "step loss"
+# per line.
+losses() { awk '$1 == "step" && $3 == "loss" { print $2 + 0, $4 }' "$1"; }
 # Median of the measured step times (ms) from step 3 on (after warm-up).
 median_ms() {
-  awk '$1 == "step" && $3 == "loss" && $2 >= 3 {
+  awk '$1 == "step" && $3 == "loss" && $2 + 0 >= 3 {
          for (i = 1; i <= NF; ++i) if ($i == "ms") { print $(i - 1); break } }' "$1" |
     sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "nan" }'
 }

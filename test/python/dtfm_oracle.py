@@ -53,14 +53,14 @@ def read_tensors(path):
 
 
 def logged_losses(path):
-    """{step: loss} of the "step N loss X ..." lines dtfm-run printed (the
+    """{step: loss} of the "step N/TOTAL loss X ..." lines dtfm-run printed (the
     last of a progress bar's carriage-return-separated updates)."""
     out = {}
     for line in open(path):
         line = line.split("\r")[-1]
         if line.startswith("step "):
             words = line.split()
-            out[int(words[1])] = float(words[3])
+            out[int(words[1].split("/")[0])] = float(words[3])
     return out
 
 

@@ -61,7 +61,9 @@ static int fail(const std::string &message) {
 
 static const char *kUsage =
     "usage: dtfm-run <plan.pb> --simulate [--trace out.json] "
-    "[--report out.html] [--json]\n"
+    "[--report out.html [--log steps.jsonl]] [--json]\n"
+    "                      (--log: the report draws that run's training "
+    "curves, during or after it)\n"
     "       dtfm-run <plan.pb> --execute [--steps N] [--seed S]\n"
     "         data:        [--data SHARD|DIR|GLOB]... [--data-dtype "
     "uint16|uint32|int32]\n"
@@ -83,6 +85,8 @@ static const char *kUsage =
     "[--timeout SECONDS]\n"
     "         output:      [--trace out.json] [--log steps.jsonl] "
     "[--calibration-steps N]\n"
+    "                      [--report out.html] (after the run: its "
+    "training curves beside the simulated plan)\n"
     "                      [--memory-report memory.jsonl] (each worker's "
     "peak memory, measured and predicted)\n"
     "         cluster:     [--cluster cluster.textproto] (refuse a plan "
@@ -559,7 +563,6 @@ std::optional<int> checkModeFlags(int argc, char **argv, const Command &c,
                                       "--inputs",
                                       "--init-from",
                                       "--save-params",
-                                      "--log",
                                       "--backend",
                                       "--matmul-precision",
                                       "--timeout",
@@ -576,10 +579,18 @@ std::optional<int> checkModeFlags(int argc, char **argv, const Command &c,
         if (flag == executeOnly)
           return fail(flag + " goes with --execute, not --simulate");
     }
-  if (c.executeFlag && (c.json || !c.reportPath.empty()))
-    return fail(std::string(c.json ? "--json" : "--report") +
-                " goes with --simulate, not --execute (--execute writes "
-                "--log and --trace)");
+  if (c.simulateFlag && c.logGiven && c.reportPath.empty())
+    return fail("--log goes with --execute (it writes the log), or with "
+                "--simulate --report (the report draws the log's curves)");
+  if (c.executeFlag && c.json)
+    return fail("--json goes with --simulate, not --execute (--execute "
+                "writes --log and --trace)");
+  if (!c.reportPath.empty() && c.reportPath == c.worker.logPath)
+    return fail("--report " + c.reportPath +
+                ": that is the step log (--log); name another file");
+  if (c.executeFlag && c.worker.evalOnly && !c.reportPath.empty())
+    return fail("--report draws a training run's log; --eval-only trains "
+                "nothing and writes no log");
   if (!c.clusterPath.empty()) {
     planner::Cluster cluster;
     if (!planner::loadClusterFile(c.clusterPath, cluster, error))
@@ -689,6 +700,47 @@ int executeMode(Command &c, const proto::Plan &plan) {
   return runtime::launchLocalWorkers(arguments, devices, c.worker.timeout);
 }
 
+/// The report at --report: the plan's simulated iteration and, with a step
+/// log (`logPath` non-empty), the training curves of the run writing it.
+/// False with `error`; nothing written then.
+bool writeReport(const Command &c, const proto::Plan &plan,
+                 const plan::SimInput &input, const plan::SimResult &result,
+                 const std::string &logPath, std::string &error) {
+  std::vector<runtime::LoggedStep> steps;
+  bool incomplete = false;
+  if (!logPath.empty() &&
+      !runtime::readStepLog(logPath, steps, incomplete, error))
+    return false;
+  if (incomplete)
+    std::fprintf(stderr,
+                 "dtfm-run: notice: %s: the last line is a record still "
+                 "being written; the report leaves it out\n",
+                 logPath.c_str());
+  std::string title = std::string(logPath.empty() ? "dtfm plan: "
+                                                  : "dtfm run: ") +
+                      plan.model() + " on " + plan.cluster_name();
+  return format::writeFileAtomically(
+      c.reportPath,
+      runtime::planReport(title, input, result,
+                          logPath.empty() ? nullptr : &steps),
+      error);
+}
+
+/// --execute --report: after a run that ended well, on the machine that
+/// holds its step log (the launcher's, or rank 0's).
+int reportAfterRun(const Command &c, const proto::Plan &plan) {
+  std::string error;
+  plan::SimInput input;
+  plan::SimResult result;
+  if (!plan::simulationInput(plan, input, error) ||
+      !plan::simulate(input, result, error) ||
+      !writeReport(c, plan, input, result, c.worker.logPath, error))
+    return fail("the run finished, but its report was not written: " +
+                error);
+  std::printf("report written to %s\n", c.reportPath.c_str());
+  return 0;
+}
+
 /// --simulate: one iteration on the cluster the plan carries, its trace
 /// and report.
 int simulateMode(const Command &c, const proto::Plan &plan) {
@@ -708,10 +760,8 @@ int simulateMode(const Command &c, const proto::Plan &plan) {
                                    error))
     return fail(error);
   if (!c.reportPath.empty()) {
-    std::string title = "dtfm plan: " + plan.model() + " on " +
-                        plan.cluster_name();
-    if (!format::writeFileAtomically(
-            c.reportPath, runtime::planReport(title, input, result), error)) {
+    if (!writeReport(c, plan, input, result,
+                     c.logGiven ? c.worker.logPath : std::string(), error)) {
       struct stat st{};
       if (!c.tracePath.empty() && ::stat(c.tracePath.c_str(), &st) == 0 &&
           S_ISREG(st.st_mode))
@@ -821,7 +871,12 @@ int main(int argc, char **argv) {
     return replanMode(c, plan);
   if (std::optional<int> bad = checkModeFlags(argc, argv, c, plan))
     return *bad;
-  if (c.executeFlag)
-    return executeMode(c, plan);
-  return simulateMode(c, plan);
+  if (!c.executeFlag)
+    return simulateMode(c, plan);
+  int code = executeMode(c, plan);
+  // The step log is on this machine unless this process is a worker of
+  // another rank than 0.
+  if (code == 0 && !c.reportPath.empty() && c.worker.rank <= 0)
+    return reportAfterRun(c, plan);
+  return code;
 }

@@ -152,21 +152,106 @@ TEST(CheckpointStore, AssemblesStateAcrossPlans) {
   std::filesystem::remove_all(dir);
 }
 
+proto::Plan oneDevicePlan();
+
 TEST(StepReport, LinesAndJson) {
-  IterationWork work{1000, 4e9, true};
+  IterationWork work{1000, 4e9, true, 80e9};
   StepFigures f{3, 2.5, 0.5, 0.25, true, 0xabcdef0123ull};
-  EXPECT_EQ(stepLine(f, work), "step 3 loss 2.500000 | 2000 tok/s | 8.000 "
-                               "GFLOP/s | 500.00 ms (simulated 250.00 ms, "
-                               "calibrated)");
+  f.seen = 3000;
+  f.elapsedSeconds = 75;
+  // Resumed after step 1 at 70 s: 5 s for 2 steps, 17 steps to go.
+  LogStart start{1, 1000, 70};
+  EXPECT_EQ(stepLine(f, work, 20, start),
+            "step 3/20 loss 2.500000 | 2000 tok/s | 8.000 GFLOP/s, MFU 10.0% "
+            "| 500.00 ms (simulated 250.00 ms, calibrated) | 1:15 elapsed, "
+            "ETA 0:42");
+  f.step = 20; // the last step: no ETA
+  f.elapsedSeconds = 3725;
+  EXPECT_EQ(stepLine(f, work, 20, start),
+            "step 20/20 loss 2.500000 | 2000 tok/s | 8.000 GFLOP/s, MFU 10.0% "
+            "| 500.00 ms (simulated 250.00 ms, calibrated) | 1:02:05 elapsed");
+  f.step = 3;
+  f.elapsedSeconds = 75;
   EXPECT_EQ(stepJson(f, work),
             "{\"step\":3,\"loss\":2.5,\"tokens_per_s\":2000,\"gflops\":8,"
             "\"measured_s\":0.5,\"simulated_s\":0.25,\"calibrated\":true,"
-            "\"samples_hash\":\"000000abcdef0123\"}");
+            "\"samples_hash\":\"000000abcdef0123\",\"tokens\":3000,"
+            "\"mfu\":0.1,\"elapsed_s\":75}");
   work.tokenModel = false;
+  work.peakFlops = 0; // no peak: no MFU
   f.seconds = 0; // nothing measured: rates are 0, never inf
   EXPECT_EQ(stepJson(f, work),
             "{\"step\":3,\"loss\":2.5,\"samples_per_s\":0,\"gflops\":0,"
-            "\"measured_s\":0,\"simulated_s\":0.25,\"calibrated\":true}");
+            "\"measured_s\":0,\"simulated_s\":0.25,\"calibrated\":true,"
+            "\"samples\":3000,\"elapsed_s\":75}");
+}
+
+/// `text` written to a fresh file under the test's temporary directory.
+static std::string writeLog(const std::string &name, const std::string &text) {
+  std::string path = ::testing::TempDir() + name;
+  std::FILE *file = std::fopen(path.c_str(), "wb");
+  std::fwrite(text.data(), 1, text.size(), file);
+  std::fclose(file);
+  return path;
+}
+
+TEST(StepReport, TheLogReadBack) {
+  IterationWork work{1000, 4e9, true, 80e9};
+  StepFigures f{1, 2.5, 0.5, 0.25, false, 7};
+  f.lr = 0.001;
+  f.gradNorm = 1.5;
+  f.seen = 1000;
+  f.elapsedSeconds = 0.5;
+  std::string text = stepJson(f, work) + "\n";
+  f.step = 2;
+  f.loss = std::nan("");
+  f.valLoss = 2.25;
+  text += stepJson(f, work) + "\n";
+  std::string path = writeLog("steps.jsonl", text + "{\"step\":3,\"lo");
+  std::vector<LoggedStep> steps;
+  bool incomplete = false;
+  std::string error;
+  ASSERT_TRUE(readStepLog(path, steps, incomplete, error)) << error;
+  EXPECT_TRUE(incomplete); // the last record is still being written
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[0].step, 1);
+  EXPECT_DOUBLE_EQ(steps[0].loss, 2.5);
+  EXPECT_DOUBLE_EQ(steps[0].lr, 0.001);
+  EXPECT_DOUBLE_EQ(steps[0].gradNorm, 1.5);
+  EXPECT_DOUBLE_EQ(steps[0].seen, 1000);
+  EXPECT_DOUBLE_EQ(steps[0].rate, 2000);
+  EXPECT_DOUBLE_EQ(steps[0].mfu, 0.1);
+  EXPECT_DOUBLE_EQ(steps[0].elapsedSeconds, 0.5);
+  EXPECT_TRUE(std::isnan(steps[0].valLoss));
+  EXPECT_TRUE(std::isnan(steps[1].loss)); // logged as null: diverged
+  EXPECT_DOUBLE_EQ(steps[1].valLoss, 2.25);
+
+  // Each bad record: one line naming the file and line.
+  std::pair<std::string, std::string> bad[] = {
+      {"{\"step\":1}\n[1]\n", ":2: a record is a JSON object, not an array"},
+      {"{\"loss\":1}\n", ":1: a record needs \"step\", a positive integer"},
+      {"{\"step\":0}\n", ":1: a record needs \"step\", a positive integer"},
+      {"{\"step\":1.5}\n", ":1: a record needs \"step\", a positive integer"},
+      {"{\"step\":2}\n{\"step\":2}\n",
+       ":2: step 2 after step 2: the steps of a log increase"},
+      {"{\"step\":1,\"loss\":\"low\"}\n",
+       ":1: \"loss\" is a string, not a number"},
+      {"{\"step\":1,}\n{\"step\":2}\n", ":1: at byte"},
+      {std::string(70000, ' ') + "\n", ":1: a line of 70000 bytes"}};
+  for (const auto &[log, message] : bad) {
+    path = writeLog("bad.jsonl", log);
+    EXPECT_FALSE(readStepLog(path, steps, incomplete, error)) << log;
+    EXPECT_NE(error.find(path + message), std::string::npos) << error;
+  }
+  EXPECT_FALSE(readStepLog(path + ".none", steps, incomplete, error));
+  EXPECT_NE(error.find("cannot read the step log"), std::string::npos);
+}
+
+TEST(StepReport, ThePeakOfThePlansDevices) {
+  proto::Plan plan = oneDevicePlan();
+  EXPECT_DOUBLE_EQ(iterationWork(plan).peakFlops, 1e9);
+  plan.mutable_devices(0)->set_name("elsewhere"); // not a program's device
+  EXPECT_DOUBLE_EQ(iterationWork(plan).peakFlops, 0);
 }
 
 /// A one-device plan: forward 2 GFLOP, backward 4, optimizer 1, on a

@@ -452,6 +452,27 @@ static bool keepLoggedSteps(const std::string &path, int64_t last,
   return !dropped || format::writeFileAtomically(path, kept, error);
 }
 
+/// Where the log of a run that resumes after step `done` goes on from: the
+/// tokens seen and the wall time of its last record, that step's (a log
+/// that lacks it, or was not kept: the tokens of `done` steps of this
+/// plan, the time unknown and counted from 0).
+static LogStart logStart(const std::string &logPath, int64_t done,
+                         const IterationWork &work) {
+  LogStart start{done, work.tokens * done, 0};
+  std::vector<LoggedStep> steps;
+  bool incomplete = false;
+  std::string ignored;
+  if (done > 0 && !logPath.empty() &&
+      readStepLog(logPath, steps, incomplete, ignored) && !steps.empty() &&
+      steps.back().step == done) {
+    if (std::isfinite(steps.back().seen))
+      start.seen = steps.back().seen;
+    if (std::isfinite(steps.back().elapsedSeconds))
+      start.elapsedSeconds = steps.back().elapsedSeconds;
+  }
+  return start;
+}
+
 bool Worker::finish(std::string &error) {
   // Parameters: pipeline 0 holds one copy of each (a tensor-parallel
   // group's members a slice each); rank 0 writes them all, whole.
@@ -598,10 +619,14 @@ int Worker::run() {
         fatal("cannot write the log '" + options.logPath + "'");
     }
   }
+  IterationWork work = iterationWork(plan);
   reporter = std::make_unique<StepReporter>(
       transport.get(), options.rank, lastStageRanks,
-      static_cast<double>(layout.total), iterationWork(plan), options.steps, options.progressBar,
-      log);
+      static_cast<double>(layout.total), work, options.steps,
+      options.progressBar, log,
+      options.rank == 0 ? logStart(options.logPath, done, work)
+                        : LogStart{});
+  Clock::time_point trainingStart = Clock::now();
   // The checkpoint interval: --checkpoint-every, or tuned to --mtbf after
   // the first checkpoint.
   int64_t checkpointEvery = options.checkpointEvery;
@@ -618,8 +643,10 @@ int Worker::run() {
     StepFigures figures;
     figures.step = step;
     figures.loss = lossSum;
-    figures.seconds =
-        std::chrono::duration<double>(Clock::now() - start).count();
+    Clock::time_point end = Clock::now();
+    figures.seconds = std::chrono::duration<double>(end - start).count();
+    figures.elapsedSeconds =
+        std::chrono::duration<double>(end - trainingStart).count();
     figures.simulatedSeconds = simulatedSeconds;
     figures.calibrated = calibrated;
     figures.sampleHash = stepSampleHash;

@@ -45,7 +45,7 @@ def losses(text):
         line = line.split("\r")[-1]
         if line.startswith("step "):
             w = line.split()
-            out[int(w[1])] = w[3]
+            out[int(w[1].split("/")[0])] = w[3]
     return out
 
 
