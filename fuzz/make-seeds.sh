@@ -4,7 +4,8 @@
 # `// -----` split of the lit tests' MLIR, Debian's ONNX single-op models
 # (libonnx-testdata; --onnx-limit N takes the first N), a small two-stage
 # plan in binary and text form with the hostile edits of
-# test/Runtime/Inputs/mutate_plan.py, and one checkpoint of that plan.
+# test/Runtime/Inputs/mutate_plan.py, one checkpoint of that plan, and its
+# trained weights as safetensors.
 # Usage: fuzz/make-seeds.sh <folder with dtfm-opt, dtfm-translate, dtfm-run>
 #                           <out> [--onnx-limit N]
 set -euo pipefail
@@ -17,7 +18,8 @@ bin=$1 out=$2 onnx_limit=0
 if [ $# -ge 4 ] && [ "$3" = "--onnx-limit" ]; then onnx_limit=$4; fi
 python=/usr/bin/python3
 rm -rf "$out"
-mkdir -p "$out"/cluster "$out"/mlir "$out"/onnx "$out"/plan "$out"/checkpoint
+mkdir -p "$out"/cluster "$out"/mlir "$out"/onnx "$out"/plan "$out"/checkpoint \
+  "$out"/weights
 
 # Cluster files and matrices.
 n=0
@@ -103,6 +105,14 @@ for ckpt in "$work"/tp/*.ckpt; do
   { printf '\0'; cat "$ckpt"; } > "$out/checkpoint/tp2-$(basename "$ckpt")"
 done
 
-for target in cluster mlir onnx plan checkpoint; do
+# Weights files: the trained parameters as safetensors in each dtype, and
+# a DTFMPAR1 file (the checkpoint's).
+for dtype in f32 f16 bf16; do
+  "$bin/dtfm-run" "$out/plan/tiny.pb" --execute --steps 1 --log "$work/w.jsonl" \
+    --save-params "$out/weights/tiny-$dtype.safetensors" --save-dtype "$dtype" > /dev/null
+done
+for ckpt in "$work"/*.ckpt; do cp "$ckpt" "$out/weights/dtfmpar1-$(basename "$ckpt")"; done
+
+for target in cluster mlir onnx plan checkpoint weights; do
   echo "$target: $(find "$out/$target" -type f | wc -l) seeds"
 done

@@ -67,7 +67,7 @@ case "$mode" in
   asan)
     targets=(dtfm-opt dtfm-translate dtfm-run dtfm-data bench-data DtfmUnitTests
       dtfm-cluster-fuzzer dtfm-plan-fuzzer dtfm-checkpoint-fuzzer
-      dtfm-mlir-fuzzer dtfm-onnx-fuzzer)
+      dtfm-weights-fuzzer dtfm-mlir-fuzzer dtfm-onnx-fuzzer)
     # The benches only for the tests that run them (test/Tools).
     if [ $# -eq 0 ] || printf '%s\n' "$@" | grep -q '^Tools'; then
       targets+=(bench-hetero bench-paper bench-scheduler bench-shape)
@@ -102,7 +102,7 @@ case "$mode" in
   fuzz)
     seconds=${1:?fuzz needs SECONDS}; shift
     targets=("$@")
-    [ ${#targets[@]} -eq 0 ] && targets=(cluster plan checkpoint mlir onnx)
+    [ ${#targets[@]} -eq 0 ] && targets=(cluster plan checkpoint weights mlir onnx)
     fuzzers=(); for t in "${targets[@]}"; do fuzzers+=("dtfm-$t-fuzzer"); done
     ninja -C "$build" -j "$jobs" dtfm-opt dtfm-translate dtfm-run "${fuzzers[@]}"
     work="$src/$build/fuzz-runs" # (build-asan/fuzz is the targets' build folder)

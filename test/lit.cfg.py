@@ -75,8 +75,8 @@ llvm_config.add_tool_substitutions(["dtfm-opt", "dtfm-translate", "dtfm-run", "d
                                    tool_dirs)
 # The fuzz targets (fuzz/), run on their seeds and past crashes (test/Fuzz).
 llvm_config.add_tool_substitutions(
-    ["dtfm-%s-fuzzer" % t for t in ("cluster", "plan", "checkpoint", "mlir",
-                                    "onnx")], tool_dirs)
+    ["dtfm-%s-fuzzer" % t for t in ("cluster", "plan", "checkpoint",
+                                    "weights", "mlir", "onnx")], tool_dirs)
 # The benches (bench/), for their command-line errors (Tools/bench-flags.test)
 # and bench-data for the loader's memory (Runtime/execute-data.test);
 # bench-cuda is built only with the CUDA backend.

@@ -116,11 +116,9 @@ bool HostState::initialize(const StageProgram &program, uint64_t seed,
   return true;
 }
 
-bool HostState::load(const StageProgram &program, const std::string &path,
+bool HostState::load(const StageProgram &program,
+                     const format::TensorMap &loaded, const std::string &path,
                      std::string &error) {
-  std::map<std::string, Tensor> loaded;
-  if (!format::readTensorFile(path, loaded, error))
-    return false;
   for (const ProgramOp &op : program.ops) {
     if (op.kind != OpKind::Param)
       continue;

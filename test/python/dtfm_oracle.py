@@ -3,7 +3,9 @@ step losses dtfm-run prints.
 
 Tensor files (lib/Format, "DTFMPAR1"): uint32 count, then per tensor in name
 order its uint32 name length, name, uint32 rank, int64 dims and float32
-data, little-endian.
+data, little-endian. Weights dtfm-run saves (--save-params) are safetensors:
+read_tensors reads both, the latter with json and numpy alone (an oracle
+independent of dtfm's reader).
 
 The oracles import this module after putting this folder (test/python) on
 sys.path, relative to their own:
@@ -33,10 +35,42 @@ def write_tensors(path, tensors):
             f.write(a.tobytes())
 
 
-def read_tensors(path):
-    """{name: float32 array} of a tensor file."""
+def read_safetensors(path):
+    """({name: float32 array}, metadata) of a safetensors file: F32, F16
+    and BF16 (widened to float32)."""
+    import json
+
     import numpy as np
 
+    data = open(path, "rb").read()
+    (length,) = struct.unpack_from("<Q", data, 0)
+    header = json.loads(data[8:8 + length])
+    buffer = data[8 + length:]
+    metadata = header.pop("__metadata__", {})
+    out = {}
+    for name, entry in header.items():
+        begin, end = entry["data_offsets"]
+        raw = buffer[begin:end]
+        if entry["dtype"] == "F32":
+            a = np.frombuffer(raw, dtype="<f4")
+        elif entry["dtype"] == "F16":
+            a = np.frombuffer(raw, dtype="<f2").astype(np.float32)
+        elif entry["dtype"] == "BF16":
+            bits = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
+            a = bits.view(np.float32)
+        else:
+            raise ValueError(f"{path}: {name}: dtype {entry['dtype']}")
+        out[name] = a.reshape(entry["shape"])
+    return out, metadata
+
+
+def read_tensors(path):
+    """{name: float32 array} of a tensor file or a safetensors file."""
+    import numpy as np
+
+    with open(path, "rb") as f:
+        if f.read(8) != b"DTFMPAR1":
+            return read_safetensors(path)[0]
     out = {}
     with open(path, "rb") as f:
         assert f.read(8) == b"DTFMPAR1", path + ": not a dtfm tensor file"

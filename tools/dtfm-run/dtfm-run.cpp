@@ -22,6 +22,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Format/PlanFile.h"
+#include "dtfm/Format/Safetensors.h"
 #include "dtfm/Format/TensorFile.h"
 #include "dtfm/Plan/MemoryModel.h"
 #include "dtfm/Plan/SimInput.h"
@@ -75,8 +76,10 @@ static const char *kUsage =
     "[--eval-batches K] (default 4)\n"
     "                      [--eval-only] (one evaluation of --init-from's "
     "weights, no training)\n"
-    "         parameters:  [--init-from params.bin] [--save-params "
-    "params.bin]\n"
+    "         parameters:  [--init-from WEIGHTS] (safetensors, or dtfm's "
+    "DTFMPAR1)\n"
+    "                      [--save-params model.safetensors] [--save-dtype "
+    "f32|f16|bf16] (default f32)\n"
     "         checkpoints: [--checkpoint-dir DIR] [--checkpoint-every K] "
     "[--resume-from DIR]\n"
     "                      [--mtbf SECONDS] (the interval from the failure "
@@ -310,6 +313,15 @@ std::optional<int> parseCommandLine(int argc, char **argv, Command &c) {
       c.worker.evalOnly = true;
       c.forwarded.push_back(arg);
       continue;
+    } else if (takesValue("--save-dtype")) {
+      std::optional<format::WeightDtype> dtype =
+          format::parseWeightDtype(argv[++i]);
+      if (!dtype)
+        return fail("--save-dtype expects f32, f16 or bf16, got '" +
+                    std::string(argv[i]) + "'");
+      c.worker.saveDtype = *dtype;
+      c.forwarded.insert(c.forwarded.end(), {arg, argv[i]});
+      continue;
     } else if (takesValue("--data-dtype")) {
       c.worker.data.dtype = format::parseTokenDtype(argv[++i]);
       if (!c.worker.data.dtype)
@@ -417,6 +429,9 @@ std::optional<int> parseCommandLine(int argc, char **argv, Command &c) {
     // The validation shards take --data-dtype or their sidecars.
     c.worker.valData.dtype = c.worker.data.dtype;
   }
+  if (given.count("--save-dtype") && c.worker.savePath.empty())
+    return fail("--save-dtype goes with --save-params (the weights it "
+                "writes)");
   if (c.worker.evalOnly) {
     if (c.worker.initPath.empty())
       return fail("--eval-only evaluates given weights: give --init-from");
@@ -563,6 +578,7 @@ std::optional<int> checkModeFlags(int argc, char **argv, const Command &c,
                                       "--inputs",
                                       "--init-from",
                                       "--save-params",
+                                      "--save-dtype",
                                       "--backend",
                                       "--matmul-precision",
                                       "--timeout",

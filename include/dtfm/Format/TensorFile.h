@@ -54,7 +54,8 @@ std::string encodeTensors(const TensorMap &tensors);
 bool decodeTensors(const std::string &bytes, const std::string &source,
                    TensorMap &tensors, std::string &error);
 
-/// decodeTensors of a file's contents.
+/// The tensors of a file: a safetensors file (Safetensors.h, converted to
+/// f32) or one in the format above, told apart by their first bytes.
 bool readTensorFile(const std::string &path, TensorMap &tensors,
                     std::string &error);
 

@@ -193,13 +193,13 @@ public:
   virtual bool
   initialize(uint64_t seed, std::string &error,
              const std::map<std::string, cpu::Tensor> *weights = nullptr) = 0;
-  /// Parameters from a file written by saveParameters (or by a test): every
-  /// parameter of the program must be there with its shape.
-  virtual bool loadParameters(const std::string &path, std::string &error) = 0;
-  /// Writes every parameter (binary: "DTFMPAR1", count, then per parameter
-  /// its name, rank, dims and fp32 data); temp file + rename.
-  virtual bool saveParameters(const std::string &path,
-                              std::string &error) const = 0;
+  /// Parameters from whole tensors (--init-from's weights file, read and
+  /// checked against the model by the worker; `source` names it in
+  /// errors): every parameter of the program must be there with its whole
+  /// shape; a shard takes its slice.
+  virtual bool loadParameters(const format::TensorMap &weights,
+                              const std::string &source,
+                              std::string &error) = 0;
 
   virtual std::vector<InputSpec> inputs() const = 0;
 
@@ -290,10 +290,10 @@ struct HostState {
   bool initialize(const StageProgram &program, uint64_t seed,
                   const std::map<std::string, cpu::Tensor> *weights,
                   std::string &error);
-  /// Parameters from a tensor file: every parameter of the program must be
-  /// there with its shape. Clears the optimizer state.
-  bool load(const StageProgram &program, const std::string &path,
-            std::string &error);
+  /// Parameters from whole tensors (Executor::loadParameters). Clears the
+  /// optimizer state.
+  bool load(const StageProgram &program, const format::TensorMap &weights,
+            const std::string &source, std::string &error);
   /// "param/<name>", "opt.m/<name>", "opt.v/<name>", "opt.velocity/<name>",
   /// "opt.step/<name>".
   std::map<std::string, cpu::Tensor> state() const;

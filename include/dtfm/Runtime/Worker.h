@@ -27,6 +27,7 @@
 #ifndef DTFM_RUNTIME_WORKER_H
 #define DTFM_RUNTIME_WORKER_H
 
+#include "dtfm/Format/Safetensors.h"
 #include "dtfm/Runtime/Backend.h"
 #include "dtfm/Runtime/DataSource.h"
 
@@ -55,7 +56,10 @@ struct WorkerOptions {
   DataOptions valData;
   int evalEvery = 0, evalBatches = 4;
   bool evalOnly = false;
+  /// --init-from (safetensors or DTFMPAR1) and --save-params (safetensors,
+  /// whole tensors, stored as `saveDtype`).
   std::string initPath, savePath;
+  format::WeightDtype saveDtype = format::WeightDtype::F32;
   /// Checkpoints: every `checkpointEvery` steps (0: only at the end) and
   /// at the end; a run resumes from the newest complete one.
   std::string checkpointDir;

@@ -22,11 +22,6 @@ std::map<std::string, Tensor> CpuExecutor::state() const {
   return out;
 }
 
-bool CpuExecutor::saveParameters(const std::string &path,
-                                 std::string &error) const {
-  return format::writeTensorFile(path, host.params, error);
-}
-
 bool CpuExecutor::bindHostValue(const ProgramOp &op, int, const Tensor &value,
                                 ValueTable &values, std::string &) {
   if (op.kind != OpKind::Recv) // received values are in place already

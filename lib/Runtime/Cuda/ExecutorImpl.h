@@ -200,12 +200,10 @@ public:
                   const std::map<std::string, Tensor> *weights) override {
     return host.initialize(program, seed, weights, error) && fromHost(error);
   }
-  bool loadParameters(const std::string &path, std::string &error) override {
-    return host.load(program, path, error) && fromHost(error);
-  }
-  bool saveParameters(const std::string &path,
-                      std::string &error) const override {
-    return format::writeTensorFile(path, parameters(), error);
+  bool loadParameters(const format::TensorMap &weights,
+                      const std::string &source,
+                      std::string &error) override {
+    return host.load(program, weights, source, error) && fromHost(error);
   }
   std::map<std::string, Tensor> state() const override;
   bool restoreState(const std::map<std::string, Tensor> &state,

@@ -54,6 +54,54 @@ void Worker::fatal(const std::string &message) {
   std::_Exit(1);
 }
 
+static std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+/// Whether `weights` (read from `source`) are the parameters of the plan's
+/// whole model, each with its whole shape: nothing missing, nothing else
+/// (a file of another model, or of another naming, is refused rather than
+/// half-loaded).
+static bool checkWeightsOfModel(const proto::Plan &plan,
+                                const format::TensorMap &weights,
+                                const std::string &source,
+                                std::string &error) {
+  std::map<std::string, std::vector<int64_t>> model;
+  for (const proto::DeviceProgram &p : plan.programs()) {
+    StageProgram decoded;
+    if (!decodeProgram(p, decoded, error))
+      return false;
+    for (const ProgramOp &op : decoded.ops)
+      if (op.kind == OpKind::Param)
+        model.emplace(op.attrs.name, wholeShape(op));
+  }
+  for (const auto &[name, shape] : model) {
+    auto it = weights.find(name);
+    if (it == weights.end()) {
+      error = source + ": no tensor '" + name + "', a parameter of model '" +
+              plan.model() + "' of shape " + shapeText(shape) + " (the file has " +
+              std::to_string(weights.size()) + " tensors)";
+      return false;
+    }
+    if (it->second.shape != shape) {
+      error = source + ": tensor '" + name + "' has shape " +
+              shapeText(it->second.shape) + ", the model's parameter " +
+              shapeText(shape);
+      return false;
+    }
+  }
+  for (const auto &[name, tensor] : weights)
+    if (!model.count(name)) {
+      error = source + ": tensor '" + name + "' is not a parameter of model '" +
+              plan.model() + "' (weights of another model?)";
+      return false;
+    }
+  return true;
+}
+
 bool Worker::prepare(std::string &error) {
   size = plan.programs_size();
   // The plan's shape was checked when it was read (format::checkPlanShape):
@@ -257,10 +305,13 @@ bool Worker::prepare(std::string &error) {
   if (hasWeights && options.initPath.empty() &&
       !format::readTensorFile(named->second.s(), weights, error))
     return false;
-  if (!(options.initPath.empty()
-            ? executor->initialize(options.seed, error,
-                                   hasWeights ? &weights : nullptr)
-            : executor->loadParameters(options.initPath, error)))
+  if (options.initPath.empty()
+          ? !executor->initialize(options.seed, error,
+                                  hasWeights ? &weights : nullptr)
+          : !format::readTensorFile(options.initPath, weights, error) ||
+                !checkWeightsOfModel(plan, weights, options.initPath,
+                                     error) ||
+                !executor->loadParameters(weights, options.initPath, error))
     return false;
 
   plan::SimInput input;
@@ -526,7 +577,10 @@ bool Worker::finish(std::string &error) {
           }
         all[name] = joinSlices(slices, dim);
       }
-      if (!format::writeTensorFile(options.savePath, all, error))
+      if (!format::writeSafetensorsFile(options.savePath, all,
+                                        options.saveDtype,
+                                        {{"dtfm.model", plan.model()}},
+                                        error))
         return false;
     } else if (program.pipeline() == plan.programs(0).pipeline()) {
       if (!sendBlob(*transport, 0, kParams, 0,

@@ -25,11 +25,11 @@ public:
       const std::map<std::string, cpu::Tensor> *weights = nullptr) override {
     return host.initialize(program, seed, weights, error);
   }
-  bool loadParameters(const std::string &path, std::string &error) override {
-    return host.load(program, path, error);
+  bool loadParameters(const format::TensorMap &weights,
+                      const std::string &source,
+                      std::string &error) override {
+    return host.load(program, weights, source, error);
   }
-  bool saveParameters(const std::string &path,
-                      std::string &error) const override;
   /// The host state, and for each sharded parameter the range its moments
   /// cover ("shard/<name>", Checkpoints.h): what another plan's workers
   /// assemble theirs from.
