@@ -80,6 +80,8 @@ static const char *kUsage =
     "DTFMPAR1)\n"
     "                      [--save-params model.safetensors] [--save-dtype "
     "f32|f16|bf16] (default f32)\n"
+    "                      [--weight-names dtfm|hf] (hf: Hugging Face's "
+    "GPT-2/Llama names and layouts)\n"
     "         checkpoints: [--checkpoint-dir DIR] [--checkpoint-every K] "
     "[--resume-from DIR]\n"
     "                      [--mtbf SECONDS] (the interval from the failure "
@@ -322,6 +324,13 @@ std::optional<int> parseCommandLine(int argc, char **argv, Command &c) {
       c.worker.saveDtype = *dtype;
       c.forwarded.insert(c.forwarded.end(), {arg, argv[i]});
       continue;
+    } else if (takesValue("--weight-names")) {
+      std::string value = argv[++i];
+      if (value != "dtfm" && value != "hf")
+        return fail("--weight-names expects dtfm or hf, got '" + value + "'");
+      c.worker.saveHfNames = value == "hf";
+      c.forwarded.insert(c.forwarded.end(), {arg, value});
+      continue;
     } else if (takesValue("--data-dtype")) {
       c.worker.data.dtype = format::parseTokenDtype(argv[++i]);
       if (!c.worker.data.dtype)
@@ -429,9 +438,10 @@ std::optional<int> parseCommandLine(int argc, char **argv, Command &c) {
     // The validation shards take --data-dtype or their sidecars.
     c.worker.valData.dtype = c.worker.data.dtype;
   }
-  if (given.count("--save-dtype") && c.worker.savePath.empty())
-    return fail("--save-dtype goes with --save-params (the weights it "
-                "writes)");
+  for (const char *flag : {"--save-dtype", "--weight-names"})
+    if (given.count(flag) && c.worker.savePath.empty())
+      return fail(std::string(flag) +
+                  " goes with --save-params (the weights it writes)");
   if (c.worker.evalOnly) {
     if (c.worker.initPath.empty())
       return fail("--eval-only evaluates given weights: give --init-from");
@@ -579,6 +589,7 @@ std::optional<int> checkModeFlags(int argc, char **argv, const Command &c,
                                       "--init-from",
                                       "--save-params",
                                       "--save-dtype",
+                                      "--weight-names",
                                       "--backend",
                                       "--matmul-precision",
                                       "--timeout",

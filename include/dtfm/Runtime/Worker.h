@@ -60,6 +60,10 @@ struct WorkerOptions {
   /// whole tensors, stored as `saveDtype`).
   std::string initPath, savePath;
   format::WeightDtype saveDtype = format::WeightDtype::F32;
+  /// --weight-names hf: --save-params writes Hugging Face's names and
+  /// layouts (GPT and Llama presets, Format/HfWeights.h); --init-from
+  /// reads them whenever a file has them.
+  bool saveHfNames = false;
   /// Checkpoints: every `checkpointEvery` steps (0: only at the end) and
   /// at the end; a run resumes from the newest complete one.
   std::string checkpointDir;

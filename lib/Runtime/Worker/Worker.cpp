@@ -16,6 +16,7 @@
 #include "Messages.h"
 #include "Worker/WorkerImpl.h"
 
+#include "dtfm/Format/HfWeights.h"
 #include "dtfm/Format/PlanFile.h"
 #include "dtfm/Plan/MemoryModel.h"
 #include "dtfm/Plan/SimInput.h"
@@ -99,6 +100,56 @@ static bool checkWeightsOfModel(const proto::Plan &plan,
               plan.model() + "' (weights of another model?)";
       return false;
     }
+  return true;
+}
+
+/// Weights named as Hugging Face's GPT-2 or Llama renamed to the preset's
+/// names (nothing to do for others).
+static bool fromHuggingFaceNames(const std::string &source,
+                                 format::TensorMap &weights,
+                                 std::string &error) {
+  if (!format::hasHuggingFaceNames(weights))
+    return true;
+  format::TensorMap renamed;
+  if (!format::fromHuggingFace(weights, renamed, error)) {
+    error = source + ": " + error;
+    return false;
+  }
+  weights = std::move(renamed);
+  return true;
+}
+
+/// The decoder's shape for Hugging Face's config: its sizes from the
+/// weights, its heads, epsilon, rotary base, activation and sequence
+/// length from the plan's ops.
+static bool decoderShapeOfPlan(const proto::Plan &plan,
+                               const format::TensorMap &weights,
+                               format::DecoderShape &shape,
+                               std::string &error) {
+  if (!format::decoderShapeOf(weights, shape, error))
+    return false;
+  for (const proto::DeviceProgram &p : plan.programs()) {
+    StageProgram decoded;
+    if (!decodeProgram(p, decoded, error))
+      return false;
+    // A tensor-parallel member's attention has its share of the heads.
+    int64_t members = std::max(1, p.tp_group_size());
+    for (const ProgramOp &op : decoded.ops) {
+      if (op.kind == OpKind::CausalAttention) {
+        shape.heads = op.attrs.numHeads * members;
+        shape.kvHeads = op.attrs.keyValueHeads() * members;
+      } else if (op.kind == OpKind::Rotary) {
+        shape.ropeTheta = op.attrs.theta;
+      } else if (op.kind == OpKind::LayerNorm || op.kind == OpKind::RmsNorm) {
+        shape.normEpsilon = op.attrs.epsilon;
+      } else if (op.kind == OpKind::Gelu) {
+        shape.tanhGelu = op.attrs.tanhApproximation;
+      } else if (op.kind == OpKind::Input && shape.llama &&
+                 op.results.size() == 1 && op.results[0].shape.size() == 2) {
+        shape.positions = op.results[0].shape[1];
+      }
+    }
+  }
   return true;
 }
 
@@ -309,6 +360,7 @@ bool Worker::prepare(std::string &error) {
           ? !executor->initialize(options.seed, error,
                                   hasWeights ? &weights : nullptr)
           : !format::readTensorFile(options.initPath, weights, error) ||
+                !fromHuggingFaceNames(options.initPath, weights, error) ||
                 !checkWeightsOfModel(plan, weights, options.initPath,
                                      error) ||
                 !executor->loadParameters(weights, options.initPath, error))
@@ -577,10 +629,19 @@ bool Worker::finish(std::string &error) {
           }
         all[name] = joinSlices(slices, dim);
       }
+      format::WeightMetadata metadata{{"dtfm.model", plan.model()}};
+      if (options.saveHfNames) {
+        format::DecoderShape shape;
+        format::TensorMap named;
+        if (!decoderShapeOfPlan(plan, all, shape, error) ||
+            !format::toHuggingFace(all, shape, named, metadata, error)) {
+          error = "--weight-names hf: " + error;
+          return false;
+        }
+        all = std::move(named);
+      }
       if (!format::writeSafetensorsFile(options.savePath, all,
-                                        options.saveDtype,
-                                        {{"dtfm.model", plan.model()}},
-                                        error))
+                                        options.saveDtype, metadata, error))
         return false;
     } else if (program.pipeline() == plan.programs(0).pipeline()) {
       if (!sendBlob(*transport, 0, kParams, 0,

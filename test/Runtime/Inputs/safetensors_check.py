@@ -10,6 +10,7 @@ dtfm's reader (struct, json, numpy and torch only).
   close A B TOL               the same names and shapes, values within TOL
   hostile GOOD DIR            writes DIR/<case>.safetensors: GOOD with its
                               header made to lie, one way each
+  negate GOOD OUT NAME        GOOD with the F32 tensor NAME negated
 """
 import json
 import os
@@ -81,6 +82,14 @@ def main():
                                             initial=0)))
         assert worst <= tol, worst
         print(f"{len(a)} tensors, whole, same shapes; values within {tol}")
+    elif mode == "negate":
+        good, out, name = sys.argv[2:5]
+        length, header, buffer = parts(good)
+        begin, end = header[name]["data_offsets"]
+        values = np.frombuffer(buffer[begin:end], dtype="<f4")
+        buffer = buffer[:begin] + (-values).tobytes() + buffer[end:]
+        write(out, header, buffer)
+        print(f"{name} negated")
     elif mode == "hostile":
         good, out = sys.argv[2:4]
         _, header, buffer = parts(good)
