@@ -11,6 +11,8 @@
 //   dtfm-translate --export-plan --cluster c.textproto planned.mlir -o plan.pb
 //   dtfm-translate --import-plan [--cluster c.textproto] plan.pb
 //   dtfm-translate --import-cluster c.textproto [-o cluster.mlir]
+//   dtfm-translate --export-onnx model.mlir --weights trained.safetensors \
+//                  -o trained.onnx
 //
 // A preset gives every size; any flag overrides it. `custom` starts from no
 // sizes and needs all of them. The module is verified before anything is
@@ -25,6 +27,7 @@
 #include "dtfm/Plan/Verifier.h"
 #include "dtfm/Support/PluginFlags.h"
 #include "dtfm/Target/Gpt/ImportGpt.h"
+#include "dtfm/Target/Onnx/ExportOnnx.h"
 #include "dtfm/Target/Onnx/ImportOnnx.h"
 #include "dtfm/Target/Plan/Plan.h"
 
@@ -108,8 +111,14 @@ struct TranslateOptions {
   cl::opt<std::string> weightsFile{
       "weights",
       cl::desc("Where --import-onnx writes the initializers' values (default: "
-               "the output file + .weights.bin)"),
+               "the output file + .weights.bin); the trained weights "
+               "--export-onnx writes back (dtfm-run --save-params)"),
       cl::value_desc("file"), cl::cat(onnxCategory)};
+  cl::opt<bool> exportOnnx{
+      "export-onnx",
+      cl::desc("Write the ONNX file an imported module came from again, with "
+               "the trained --weights as its initializers"),
+      cl::cat(onnxCategory)};
   cl::list<std::string> shapeOverrides{
       "shape",
       cl::desc("Static shape of an input with dynamic "
@@ -343,6 +352,40 @@ static int runClusterImport(const TranslateOptions &flags) {
   return writeModule(flags, *module);
 }
 
+/// --export-onnx: the module's ONNX file with trained initializers.
+static int runOnnxExport(const TranslateOptions &flags) {
+  if (flags.weightsFile.empty())
+    return fail("--export-onnx needs --weights=<trained weights> (what "
+                "dtfm-run --save-params wrote)");
+  if (flags.outputFilename == "-")
+    return fail("--export-onnx writes a binary ONNX file: give -o "
+                "<trained.onnx>");
+  ::dtfm::format::TensorMap weights;
+  std::string error;
+  if (!::dtfm::format::readTensorFile(flags.weightsFile, weights, error))
+    return fail(error);
+  std::string errorMessage;
+  std::unique_ptr<llvm::MemoryBuffer> input =
+      openInputFile(flags.inputFilename, &errorMessage);
+  if (!input)
+    return fail(errorMessage);
+  DialectRegistry registry;
+  mlir::dtfm::registerAllDialects(registry);
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return 1;
+  std::string bytes;
+  if (!mlir::dtfm::exportTrainedOnnx(*module, weights, flags.weightsFile,
+                                     bytes, error))
+    return fail(error);
+  return writeOutput(flags, bytes);
+}
+
 /// --import-onnx: the module to the output, the weights beside it.
 static int runOnnxImport(const TranslateOptions &flags) {
   mlir::dtfm::OnnxImportOptions options;
@@ -413,6 +456,8 @@ int main(int argc, char **argv) {
     translations.push_back("--export-plan");
   if (flags.importPlan)
     translations.push_back("--import-plan");
+  if (flags.exportOnnx)
+    translations.push_back("--export-onnx");
   if (translations.size() > 1)
     return fail(std::string("give one translation, not ") + translations[0] +
                 " and " + translations[1]);
@@ -420,13 +465,16 @@ int main(int argc, char **argv) {
     return runPlanTranslation(flags);
   if (flags.importOnnxPath.getNumOccurrences())
     return runOnnxImport(flags);
+  if (flags.exportOnnx)
+    return runOnnxExport(flags);
   if (flags.importClusterPath.getNumOccurrences())
     return runClusterImport(flags);
   if (flags.importGpt.getNumOccurrences() == 0)
     return fail(
         "no translation given (use --import-gpt=<preset>, "
         "--import-onnx=<model.onnx>, --import-cluster=<file.textproto>, "
-        "--export-plan, --import-plan, --list-gpt-presets, or --help)");
+        "--export-plan, --import-plan, --export-onnx, --list-gpt-presets, "
+        "or --help)");
 
   std::string error;
   FailureOr<mlir::dtfm::GptConfig> config = gptConfigFromFlags(flags, error);

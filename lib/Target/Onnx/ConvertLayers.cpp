@@ -203,6 +203,7 @@ bool OnnxImporter::convertGemm(const onnx::NodeProto &node, NodeCall &c) {
     std::string name = node.input(1);
     ParamOp param = externalParam(name, std::move(t), /*frozen=*/false);
     param->setAttr(kLayerAttrName, b.getStringAttr(layerOfParameter(name)));
+    param->setAttr(kOnnxTransposedAttrName, b.getUnitAttr());
     w = param.getResult();
   } else {
     w = c.input(1);

@@ -27,6 +27,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/Support/MathExtras.h"
@@ -489,6 +491,12 @@ OwningOpRef<ModuleOp> OnnxImporter::run(std::string &error) {
   if (!options.weightsPath.empty()) {
     module->getOperation()->setAttr(kWeightsAttrName,
                                     b.getStringAttr(options.weightsPath));
+    // Absolute: --export-onnx may run from another folder.
+    SmallString<256> absolute(path);
+    llvm::sys::fs::make_absolute(absolute);
+    llvm::sys::path::remove_dots(absolute, /*remove_dot_dot=*/true);
+    module->getOperation()->setAttr(kOnnxModelAttrName,
+                                    b.getStringAttr(absolute.str()));
     if (!::dtfm::format::writeTensorFile(options.weightsPath, weights, error))
       return nullptr;
   }

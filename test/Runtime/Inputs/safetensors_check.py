@@ -11,6 +11,7 @@ dtfm's reader (struct, json, numpy and torch only).
   hostile GOOD DIR            writes DIR/<case>.safetensors: GOOD with its
                               header made to lie, one way each
   negate GOOD OUT NAME        GOOD with the F32 tensor NAME negated
+  drop GOOD OUT NAME          GOOD without the tensor NAME (and its bytes)
 """
 import json
 import os
@@ -90,6 +91,17 @@ def main():
         buffer = buffer[:begin] + (-values).tobytes() + buffer[end:]
         write(out, header, buffer)
         print(f"{name} negated")
+    elif mode == "drop":
+        good, out, name = sys.argv[2:5]
+        _, header, buffer = parts(good)
+        begin, end = header.pop(name)["data_offsets"]
+        for e in header.values():
+            if isinstance(e, dict) and "data_offsets" in e and \
+                    e["data_offsets"][0] >= end:
+                e["data_offsets"] = [e["data_offsets"][0] - (end - begin),
+                                     e["data_offsets"][1] - (end - begin)]
+        write(out, header, buffer[:begin] + buffer[end:])
+        print(f"{name} dropped")
     elif mode == "hostile":
         good, out = sys.argv[2:4]
         _, header, buffer = parts(good)

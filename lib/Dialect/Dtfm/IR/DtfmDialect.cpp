@@ -60,6 +60,10 @@ LogicalResult DtfmDialect::verifyOperationAttribute(Operation *op,
                          });
                 });
        }},
+      {kOnnxModelAttrName, "a string (the ONNX file's path)",
+       [](Attribute a) { return isa<StringAttr>(a); }},
+      {kOnnxTransposedAttrName, "a unit attribute",
+       [](Attribute a) { return isa<UnitAttr>(a); }},
       {kParamShardsAttrName, "an array of #dtfm.param_shard attributes",
        [](Attribute a) {
          auto list = dyn_cast<ArrayAttr>(a);

@@ -53,6 +53,15 @@ inline constexpr llvm::StringLiteral kModelAttrName = "dtfm.model";
 /// The weights file an imported model's external parameters read.
 inline constexpr llvm::StringLiteral kWeightsAttrName = "dtfm.weights";
 
+/// The ONNX file a module was imported from (--import-onnx): where
+/// --export-onnx writes trained values back into.
+inline constexpr llvm::StringLiteral kOnnxModelAttrName = "dtfm.onnx_model";
+
+/// On a dtfm.param: its values are the transpose of the ONNX initializer
+/// of its name (a Gemm's transB weight, stored as dtfm.linear takes it).
+inline constexpr llvm::StringLiteral kOnnxTransposedAttrName =
+    "dtfm.onnx_transposed";
+
 /// The device a device program runs on (--dtfm-emit-stage-programs).
 inline constexpr llvm::StringLiteral kDeviceAttrName = "dtfm.device";
 
