@@ -13,7 +13,9 @@ sys.path, relative to their own:
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(
         __file__)), "..", "..", "python"))
 """
+import os
 import struct
+import sys
 
 # numpy is imported where tensors are handled: the loss helpers also serve
 # scripts run by a python3 without it.
@@ -36,32 +38,13 @@ def write_tensors(path, tensors):
 
 
 def read_safetensors(path):
-    """({name: float32 array}, metadata) of a safetensors file: F32, F16
-    and BF16 (widened to float32)."""
-    import json
+    """({name: float32 array}, metadata) of a safetensors file: the reader
+    of examples/python/hf_models.py (json and numpy; no dtfm code)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(
+        __file__)), "..", "..", "examples", "python"))
+    from hf_models import read_safetensors as read
 
-    import numpy as np
-
-    data = open(path, "rb").read()
-    (length,) = struct.unpack_from("<Q", data, 0)
-    header = json.loads(data[8:8 + length])
-    buffer = data[8 + length:]
-    metadata = header.pop("__metadata__", {})
-    out = {}
-    for name, entry in header.items():
-        begin, end = entry["data_offsets"]
-        raw = buffer[begin:end]
-        if entry["dtype"] == "F32":
-            a = np.frombuffer(raw, dtype="<f4")
-        elif entry["dtype"] == "F16":
-            a = np.frombuffer(raw, dtype="<f2").astype(np.float32)
-        elif entry["dtype"] == "BF16":
-            bits = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
-            a = bits.view(np.float32)
-        else:
-            raise ValueError(f"{path}: {name}: dtype {entry['dtype']}")
-        out[name] = a.reshape(entry["shape"])
-    return out, metadata
+    return read(path)
 
 
 def read_tensors(path):
