@@ -127,17 +127,14 @@ bool dtfm::format::readTensorFile(const std::string &path, TensorMap &tensors,
   std::string bytes;
   if (!readWholeFile(path, bytes, error))
     return false;
-  if (bytes.compare(0, sizeof kMagic, kMagic, sizeof kMagic) != 0 &&
-      looksLikeSafetensors(bytes)) {
+  if (bytes.compare(0, sizeof kMagic, kMagic, sizeof kMagic) == 0)
+    return decodeTensors(bytes, path, tensors, error);
+  if (looksLikeSafetensors(bytes)) {
     WeightMetadata metadata;
     return decodeSafetensors(bytes, path, tensors, metadata, error);
   }
-  if (bytes.compare(0, sizeof kMagic, kMagic, sizeof kMagic) != 0) {
-    error = path + ": not a dtfm tensor file (DTFMPAR1) nor a safetensors "
-                   "file";
-    return false;
-  }
-  return decodeTensors(bytes, path, tensors, error);
+  error = path + ": not a dtfm tensor file (DTFMPAR1) nor a safetensors file";
+  return false;
 }
 
 std::string dtfm::format::outputPathProblem(const std::string &path) {

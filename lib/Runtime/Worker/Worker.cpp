@@ -22,6 +22,7 @@
 #include "dtfm/Plan/SimInput.h"
 #include "dtfm/Runtime/Calibration.h"
 #include "dtfm/Support/Hash.h"
+#include "dtfm/Support/OpShapes.h"
 
 #include <algorithm>
 #include <cmath>
@@ -55,13 +56,6 @@ void Worker::fatal(const std::string &message) {
   std::_Exit(1);
 }
 
-static std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
 /// Whether `weights` (read from `source`) are the parameters of the plan's
 /// whole model, each with its whole shape: nothing missing, nothing else
 /// (a file of another model, or of another naming, is refused rather than
@@ -70,6 +64,7 @@ static bool checkWeightsOfModel(const proto::Plan &plan,
                                 const format::TensorMap &weights,
                                 const std::string &source,
                                 std::string &error) {
+  using shapes::shapeText;
   std::map<std::string, std::vector<int64_t>> model;
   for (const proto::DeviceProgram &p : plan.programs()) {
     StageProgram decoded;

@@ -7,6 +7,7 @@
 #include "dtfm/Target/Onnx/ExportOnnx.h"
 #include "dtfm/Dialect/Dtfm/IR/DtfmDialect.h"
 #include "dtfm/Dialect/Dtfm/IR/DtfmOps.h"
+#include "dtfm/Support/OpShapes.h"
 
 #include <onnx/onnx_pb.h>
 #include <google/protobuf/stubs/logging.h>
@@ -18,6 +19,7 @@
 
 using namespace mlir;
 using namespace mlir::dtfm;
+using ::dtfm::shapes::shapeText;
 
 namespace {
 
@@ -26,13 +28,6 @@ struct ModuleParam {
   std::vector<int64_t> shape;
   bool transposed = false, frozen = false, external = false;
 };
-
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
 
 } // namespace
 
