@@ -33,6 +33,27 @@ func.func @case3() {
 
 // -----
 
+// COM: One tensor per name in a program: an imported head that read the
+// COM: embedding table in its own layout made a second "emb" of another type.
+func.func @param_twice_types() {
+  %e = dtfm.param "emb" init(zeros) : tensor<16x8xf32>
+  // expected-error @+1 {{'dtfm.param' op 'emb' is defined twice in this block (as 'tensor<16x8xf32>' and 'tensor<8x16xf32>')}}
+  %h = dtfm.param "emb" init(zeros) : tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @param_twice() {
+  %a = dtfm.param "w" init(zeros) : tensor<4xf32>
+  %b = dtfm.param "v" init(zeros) : tensor<4xf32>
+  // expected-error @+1 {{'dtfm.param' op 'w' is defined twice in this block}}
+  %c = dtfm.param "w" init(zeros) : tensor<4xf32>
+  return
+}
+
+// -----
+
 func.func @case4() {
   // expected-error @+1 {{must be statically shaped tensor}}
   %p = dtfm.param "p" init(zeros) : tensor<?x4xf32>

@@ -17,6 +17,7 @@
 #include "dtfm/Dialect/Dtfm/IR/CustomOpBridge.h"
 #include "dtfm/Support/CustomOps.h"
 
+#include "llvm/ADT/StringMap.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/STLExtras.h"
@@ -38,9 +39,40 @@ LogicalResult ParamOp::verify() {
   std::optional<double> scale;
   if (std::optional<APFloat> value = getScale())
     scale = value->convertToDouble();
-  return check(*this, shapes::param(getName().str(),
-                                    static_cast<int64_t>(getInit()),
-                                    scale ? &*scale : nullptr));
+  if (failed(check(*this, shapes::param(getName().str(),
+                                        static_cast<int64_t>(getInit()),
+                                        scale ? &*scale : nullptr))))
+    return failure();
+  // One tensor per name in a program: the weights file, checkpoints and
+  // the optimizer know parameters by name, so a second of one name would be
+  // trained apart (or overwrite the first). Checked once per block, by the
+  // block's first parameter, in one pass.
+  Block *block = (*this)->getBlock();
+  if (!block)
+    return success();
+  ParamOp first;
+  for (Operation &op : *block)
+    if ((first = dyn_cast<ParamOp>(op)))
+      break;
+  if (first != *this)
+    return success();
+  llvm::StringMap<ParamOp> seen;
+  for (Operation &op : *block) {
+    auto param = dyn_cast<ParamOp>(op);
+    if (!param)
+      continue;
+    auto [it, inserted] = seen.try_emplace(param.getName(), param);
+    if (inserted)
+      continue;
+    InFlightDiagnostic diag = param.emitOpError()
+                              << "'" << param.getName()
+                              << "' is defined twice in this block";
+    if (it->second.getType() != param.getType())
+      diag << " (as " << it->second.getType() << " and " << param.getType()
+           << ")";
+    return diag;
+  }
+  return success();
 }
 
 int64_t ParamOp::getForwardFlops() { return 0; }
