@@ -70,7 +70,9 @@ struct InsertGradSync
     if (walk.wasInterrupted())
       return signalPassFailure();
     if (updates.empty())
-      return fail("no optimizer updates; run --dtfm-autodiff first");
+      return fail("no optimizer updates: no trainable parameter reaches the "
+                  "loss (none, or all frozen), or --dtfm-autodiff has not "
+                  "run");
     double capBytes = 0;
     std::string capError;
     if (!planner::parseBucketCap(bucketMb, capBytes, capError))

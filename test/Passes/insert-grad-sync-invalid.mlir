@@ -6,7 +6,7 @@
 // COM: cluster file or the module, not at an op.
 // CHECK: grad-sync-module.mlir:1 offset :0:0: error: dtfm-insert-grad-sync: no cluster in the module: run --dtfm-import-cluster=file=FILE first (or --dtfm-plan=cluster=FILE)
 // CHECK: pair.textproto:0:0: error: dtfm-insert-grad-sync: no dtfm.assignment; run --dtfm-assign-devices first
-// CHECK: pair.textproto:0:0: error: dtfm-insert-grad-sync: no optimizer updates; run --dtfm-autodiff first
+// CHECK: pair.textproto:0:0: error: dtfm-insert-grad-sync: no optimizer updates: no trainable parameter reaches the loss (none, or all frozen), or --dtfm-autodiff has not run
 // CHECK: pair.textproto:0:0: error: dtfm-insert-grad-sync: dtfm.assignment names a device that cluster 'pair' does not have
 // BAD: error: dtfm-insert-grad-sync: unknown sync 'tree' (expected auto, ps or ring)
 // RUN: not dtfm-opt %S/Inputs/grad-sync-module.mlir -split-input-file --dtfm-insert-grad-sync=bucket-mb=-1 2>&1 | FileCheck %s --check-prefix=BUCKET
