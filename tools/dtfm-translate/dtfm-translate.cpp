@@ -130,6 +130,17 @@ struct TranslateOptions {
   cl::opt<std::string> labelsName{"labels",
                                   cl::desc("Name of the loss's label input"),
                                   cl::init("labels"), cl::cat(onnxCategory)};
+  cl::opt<std::string> paramsFrom{
+      "params-from",
+      cl::desc("A file naming the model's parameters, one per line "
+               "(model.named_parameters()): every other float initializer "
+               "is imported frozen"),
+      cl::value_desc("file"), cl::cat(onnxCategory)};
+  cl::list<std::string> freezePatterns{
+      "freeze",
+      cl::desc("Import the float initializers this glob matches frozen "
+               "(repeatable)"),
+      cl::value_desc("pattern"), cl::cat(onnxCategory)};
 
   cl::OptionCategory planCategory{"Plan file options"};
   cl::opt<bool> exportPlan{
@@ -395,6 +406,12 @@ static int runOnnxImport(const TranslateOptions &flags) {
       return fail(error);
   options.loss = flags.lossKind;
   options.labels = flags.labelsName;
+  options.paramsFrom = flags.paramsFrom;
+  options.freeze.assign(flags.freezePatterns.begin(),
+                        flags.freezePatterns.end());
+  options.warn = [](const std::string &message) {
+    llvm::errs() << "warning: " << message << "\n";
+  };
   if (!flags.weightsFile.empty())
     options.weightsPath = flags.weightsFile;
   else if (flags.outputFilename != "-")

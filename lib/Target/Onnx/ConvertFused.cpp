@@ -25,6 +25,39 @@ bool OnnxImporter::convertFusedLayerNorm(const onnx::NodeProto &node,
       node, c, b.getF64FloatAttr(c.real("epsilon", 1e-5)));
 }
 
+bool OnnxImporter::convertLayerNormalization(const onnx::NodeProto &node,
+                                             NodeCall &c) {
+  // Opset 17's op: dtfm.layernorm normalises the last dimension with a
+  // gain and a bias of its size.
+  Value x = c.input(0), gamma = c.input(1), beta = c.input(2);
+  if (!x || !gamma || (node.input_size() > 2 && !node.input(2).empty() &&
+                       !beta))
+    return false;
+  auto xType = cast<RankedTensorType>(x.getType());
+  int64_t rank = xType.getRank(), axis = c.integer("axis", -1);
+  if (axis != -1 && axis != rank - 1)
+    return failAt(node, "normalising from axis " + std::to_string(axis) +
+                            " of a rank-" + std::to_string(rank) +
+                            " input: only the last axis is supported");
+  for (int i = 1; i < node.output_size(); ++i)
+    if (!node.output(i).empty() && consumed.count(node.output(i)))
+      return failAt(node, "its mean and inverse standard deviation outputs "
+                          "are read: only the normalised output is "
+                          "supported");
+  int64_t size = xType.getShape().back();
+  for (Value v : {gamma, beta})
+    if (v && cast<RankedTensorType>(v.getType()).getShape() !=
+                 ArrayRef<int64_t>{size})
+      return failAt(node, "expected a scale and a bias of shape [" +
+                              std::to_string(size) + "]");
+  if (!beta) // no bias: zeros
+    beta = filledConstant(node.output(0) + ".bias", {size}, 0.0);
+  c.out = tag(b.create<LayerNormOp>(c.loc, c.result, x, gamma, beta,
+                                    b.getF64FloatAttr(c.real("epsilon", 1e-5))),
+              node);
+  return true;
+}
+
 bool OnnxImporter::convertFusedRmsNorm(const onnx::NodeProto &node,
                                        NodeCall &c) {
   return convertToOne<RmsNormOp, 2>(

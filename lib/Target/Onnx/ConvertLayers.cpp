@@ -188,10 +188,16 @@ bool OnnxImporter::convertGemm(const onnx::NodeProto &node, NodeCall &c) {
                                   x, b.getDenseI64ArrayAttr({1, 0})),
             node);
   }
+  // A Linear layer's weight read by nothing but such Gemms is stored as
+  // W^T ([K, N]), as dtfm.linear wants it: one parameter for all of them.
+  // Read in another layout too (an embedding tied to a head with a bias),
+  // it stays W, and the product transposes it.
+  std::string name = node.input(1);
+  bool storedTransposed = weight && transB && onlyTransposedByGemms(name);
   Value w;
-  if (weight && transB) {
-    // A Linear layer: store W^T ([K, N]) as the parameter, as
-    // dtfm.linear wants it.
+  if (storedTransposed && values.count(name)) {
+    w = values[name];
+  } else if (storedTransposed) {
     std::vector<float> data;
     if (!floats(*weight, data))
       return false;
@@ -200,11 +206,12 @@ bool OnnxImporter::convertGemm(const onnx::NodeProto &node, NodeCall &c) {
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < k; ++j)
         t.data[j * n + i] = data[i * k + j];
-    std::string name = node.input(1);
-    ParamOp param = externalParam(name, std::move(t), /*frozen=*/false);
+    ParamOp param = externalParam(name, std::move(t), frozenByImport(name));
     param->setAttr(kLayerAttrName, b.getStringAttr(layerOfParameter(name)));
     param->setAttr(kOnnxTransposedAttrName, b.getUnitAttr());
     w = param.getResult();
+    values[name] = w;
+    layerOfValue[name] = layerOfParameter(name);
   } else {
     w = c.input(1);
   }
@@ -214,17 +221,16 @@ bool OnnxImporter::convertGemm(const onnx::NodeProto &node, NodeCall &c) {
   bool vectorBias =
       !bias || cast<RankedTensorType>(bias.getType()).getShape() ==
                    ArrayRef<int64_t>{c.result.getShape().back()};
-  if (weight && transB && vectorBias && alpha == 1 && beta == 1) {
+  if (storedTransposed && vectorBias && alpha == 1 && beta == 1) {
     c.out = tag(b.create<LinearOp>(c.loc, c.result, x, w, bias), node);
   } else {
-    // B used as it is (transposed by the matmul), any broadcastable C.
-    bool transposed = transB && !weight;
-    Value product =
-        tag(b.create<MatmulOp>(c.loc, c.result, x, w,
-                               transposed ? b.getUnitAttr() : UnitAttr()),
-            node);
-    if (weight && transB) // W^T was stored: a plain product
-      product.getDefiningOp()->removeAttr("transpose_rhs");
+    // B as it is (transposed by the matmul unless W^T was stored), any
+    // broadcastable C.
+    Value product = tag(b.create<MatmulOp>(c.loc, c.result, x, w,
+                                           transB && !storedTransposed
+                                               ? b.getUnitAttr()
+                                               : UnitAttr()),
+                        node);
     // alpha * A B + beta * C, each scale a frozen scalar of its own.
     if (alpha != 1)
       product =

@@ -112,6 +112,7 @@ OnnxImporter::converters() {
       {"Softmax", &OnnxImporter::convertSoftmax},
       {"MatMul", &OnnxImporter::convertMatMul},
       {"Gemm", &OnnxImporter::convertGemm},
+      {"LayerNormalization", &OnnxImporter::convertLayerNormalization},
       {"dtfm.LayerNorm", &OnnxImporter::convertFusedLayerNorm},
       {"dtfm.Gelu", &OnnxImporter::convertFusedGelu},
       {"dtfm.Linear", &OnnxImporter::convertFusedLinear},

@@ -263,7 +263,8 @@ bool Folder::fold(onnx::NodeProto &node, bool &done, std::string &error) {
 bool mlir::dtfm::foldShapeComputations(
     onnx::GraphProto &graph,
     const std::map<std::string, std::vector<int64_t>> &shapes,
-    int64_t maxElements, int &folded, std::string &error) {
+    const std::set<std::string> &constantFloats, int64_t maxElements,
+    int &folded, std::string &error) {
   Folder folder(shapes, maxElements);
   folded = 0;
   auto integral = [](const onnx::TensorProto &t) {
@@ -271,10 +272,20 @@ bool mlir::dtfm::foldShapeComputations(
            t.data_type() == onnx::TensorProto::INT32 ||
            t.data_type() == onnx::TensorProto::BOOL;
   };
-  // Float initializers are parameters: never folded into. Tensors of other
-  // types are left to the importer, which names them where they are used.
+  // Float initializers are parameters: never folded into, unless frozen
+  // (and small: a mask, not a table read whole). Tensors of other types are
+  // left to the importer, which names them where they are used.
+  auto smallFloat = [&](const onnx::TensorProto &t) {
+    if (t.data_type() != onnx::TensorProto::FLOAT ||
+        !constantFloats.count(t.name()))
+      return false;
+    int64_t elements = 1;
+    for (int64_t d : t.dims()) // dims checked at load: no overflow
+      elements *= d;
+    return elements <= maxElements;
+  };
   for (const onnx::TensorProto &t : graph.initializer())
-    if (integral(t) && !folder.record(t.name(), t, error)) {
+    if ((integral(t) || smallFloat(t)) && !folder.record(t.name(), t, error)) {
       error = "initializer '" + t.name() + "' " + error;
       return false;
     }

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -38,14 +39,16 @@ bool readTensorFloats(const onnx::TensorProto &t, std::vector<float> &out,
 /// Mul, Div, ScatterND, Transpose) whose inputs are all constants -- Constant nodes, integer or bool
 /// initializers, values folded before, and for Shape and Size any value
 /// whose shape `shapes` gives -- becomes a Constant node with its value.
-/// Float initializers are parameters and are never folded into. Returns
+/// Float initializers are parameters and are never folded into, except
+/// those in `constantFloats` (frozen: masks, buffers). Returns
 /// how many nodes were folded; false with a one-line `error` naming the
 /// node when one cannot be evaluated (an index out of range, a size
 /// mismatch, a result over `maxElements`).
 bool foldShapeComputations(
     onnx::GraphProto &graph,
     const std::map<std::string, std::vector<int64_t>> &shapes,
-    int64_t maxElements, int &folded, std::string &error);
+    const std::set<std::string> &constantFloats, int64_t maxElements,
+    int &folded, std::string &error);
 
 } // namespace mlir::dtfm
 

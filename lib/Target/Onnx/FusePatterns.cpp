@@ -60,6 +60,13 @@ bool Fuser::tryLayerNorm(int mean) {
   std::string bias = other(shift, node(mul)->output(0));
   if (weight.empty() || bias.empty())
     return false;
+  // dtfm.layernorm takes a gain and a bias per element of the last axis:
+  // a chain scaling per channel (GroupNorm(C, C) on [B, C, T] multiplies by
+  // w[:, None]) stays unfused, its ops imported one by one.
+  const onnx::TensorProto *gain = tensorOf(weight), *shiftBy = tensorOf(bias);
+  if (!gain || !shiftBy || gain->dims_size() != 1 ||
+      shiftBy->dims_size() != 1 || gain->dims(0) != shiftBy->dims(0))
+    return false;
   onnx::NodeProto fused;
   fused.set_op_type("dtfm.LayerNorm");
   fused.add_input(x);

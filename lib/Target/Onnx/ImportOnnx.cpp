@@ -34,6 +34,7 @@
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/Path.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -171,8 +172,7 @@ std::string layerOfParameter(const std::string &name) {
 
 /// The module path of a node PyTorch named by its scopes: each scope is a
 /// child's name, qualified by its parent's when the parent is a sequence
-/// ("/layer3/layer3.0/downsample/downsample.0/Conv" ->
-/// "layer3.0.downsample.0", "/h.0/Add" -> "h.0").
+/// ("/h.0/Add" -> "h.0").
 std::string modulePathOfScope(const std::string &nodeName) {
   std::string path, previous;
   size_t at = 1;
@@ -232,10 +232,17 @@ Value OnnxImporter::valueOf(const std::string &name, bool frozen) {
     fail("value '" + name + "' is used before it is defined");
     return Value();
   }
-  frozen = frozen || constant;
+  frozen = frozen || constant || frozenByImport(name);
   std::vector<float> data;
   if (!floats(*t, data))
     return Value();
+  // An additive mask (-inf above the diagonal) or another non-finite
+  // tensor is no parameter: weight decay would make it NaN.
+  if (!frozen && !std::all_of(data.begin(), data.end(),
+                              [](float v) { return std::isfinite(v); })) {
+    frozen = true;
+    nonFinite.push_back(name);
+  }
   ::dtfm::format::Tensor tensor(
       std::vector<int64_t>(t->dims().begin(), t->dims().end()));
   tensor.data = std::move(data);
@@ -367,7 +374,37 @@ bool OnnxImporter::mapGraph() {
   }
   for (const onnx::NodeProto &node : graph.node())
     consumed.insert(node.input().begin(), node.input().end());
+  std::map<std::string, std::string> copies; // Identity / Dropout outputs
+  for (const onnx::NodeProto &node : graph.node()) {
+    bool copy = node.op_type() == "Identity" || node.op_type() == "Dropout";
+    for (int i = 0; i < node.input_size(); ++i) {
+      std::string source = node.input(i);
+      for (auto it = copies.find(source); it != copies.end();
+           it = copies.find(source))
+        source = it->second;
+      if (copy && i == 0 && node.output_size() > 0)
+        copies[node.output(0)] = source;
+      else if (!source.empty())
+        readers[source].push_back({&node, i});
+    }
+  }
   return true;
+}
+
+bool OnnxImporter::onlyTransposedByGemms(const std::string &name) {
+  auto it = readers.find(name);
+  return it != readers.end() &&
+         llvm::all_of(it->second, [&](const auto &reader) {
+           const onnx::NodeProto &node = *reader.first;
+           // Read through a copy, it would be looked up as W.
+           if (node.op_type() != "Gemm" || reader.second != 1 ||
+               node.input(1) != name)
+             return false;
+           for (const onnx::AttributeProto &a : node.attribute())
+             if (a.name() == "transB")
+               return a.i() != 0;
+           return false;
+         });
 }
 
 OwningOpRef<ModuleOp> OnnxImporter::run(std::string &error) {
@@ -376,19 +413,32 @@ OwningOpRef<ModuleOp> OnnxImporter::run(std::string &error) {
     return nullptr;
   }
   const onnx::GraphProto &graph = model.graph();
-  // Every unsupported op type, counted, in one diagnostic.
-  std::map<std::string, int> unsupported;
+  // Every unsupported op type, counted, with the first nodes of each (the
+  // fused patterns leave the nodes of a chain they did not match), in one
+  // diagnostic.
+  std::map<std::string, std::vector<std::string>> unsupported;
   for (const onnx::NodeProto &node : graph.node())
     if (!converters().count(node.op_type()) ||
         (!node.domain().empty() && node.domain() != "ai.onnx"))
-      ++unsupported[node.domain().empty()
-                        ? node.op_type()
-                        : node.domain() + "." + node.op_type()];
+      unsupported[node.domain().empty() ? node.op_type()
+                                        : node.domain() + "." + node.op_type()]
+          .push_back(node.name().empty() ? "(unnamed)" : node.name());
   if (!unsupported.empty()) {
+    int64_t opset = 0;
+    for (const onnx::OperatorSetIdProto &set : model.opset_import())
+      if (set.domain().empty() || set.domain() == "ai.onnx")
+        opset = set.version();
     std::string list;
-    for (const auto &[op, count] : unsupported)
-      list += (list.empty() ? "" : ", ") + op + " x" + std::to_string(count);
-    error = path + ": unsupported ONNX ops: " + list;
+    for (const auto &[op, nodes] : unsupported) {
+      list += (list.empty() ? "" : "; ") + op + " x" +
+              std::to_string(nodes.size()) + " at ";
+      for (size_t i = 0; i < nodes.size() && i < 3; ++i)
+        list += (i ? ", '" : "'") + nodes[i] + "'";
+      if (nodes.size() > 3)
+        list += " and " + std::to_string(nodes.size() - 3) + " more";
+    }
+    error = path + ": unsupported ONNX ops (opset " + std::to_string(opset) +
+            "): " + list;
     return nullptr;
   }
   if (graph.output_size() == 0) {
@@ -418,6 +468,20 @@ OwningOpRef<ModuleOp> OnnxImporter::run(std::string &error) {
   for (const onnx::ValueInfoProto &input : graph.input()) {
     if (initializers.count(input.name()))
       continue;
+    // Input files name a micro-batch's tensors "name@index"; the loss's
+    // labels are an input of their own.
+    if (input.name().find('@') != std::string::npos) {
+      error = path + ": input '" + input.name() +
+              "': '@' is reserved in input names (input files name tensors "
+              "'name@micro-batch')";
+      return nullptr;
+    }
+    if (!options.loss.empty() && input.name() == options.labels) {
+      error = path + ": input '" + input.name() +
+              "' has the name of the loss's labels; give the labels "
+              "another with --labels";
+      return nullptr;
+    }
     RankedTensorType type;
     if (!typeOf(input.name(), type)) {
       error = problem;
@@ -439,6 +503,7 @@ OwningOpRef<ModuleOp> OnnxImporter::run(std::string &error) {
     error = problem;
     return nullptr;
   }
+  warnExport();
   if (!options.loss.empty()) {
     auto logits = cast<RankedTensorType>(result.getType());
     if (logits.getRank() < 2) {

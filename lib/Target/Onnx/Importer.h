@@ -103,6 +103,7 @@ private:
   bool convertGemm(const onnx::NodeProto &node, NodeCall &c);
   bool convertFusedLayerNorm(const onnx::NodeProto &node, NodeCall &c);
   bool convertFusedRmsNorm(const onnx::NodeProto &node, NodeCall &c);
+  bool convertLayerNormalization(const onnx::NodeProto &node, NodeCall &c);
   bool convertFusedSilu(const onnx::NodeProto &node, NodeCall &c);
   bool convertFusedGelu(const onnx::NodeProto &node, NodeCall &c);
   bool convertFusedLinear(const onnx::NodeProto &node, NodeCall &c);
@@ -153,6 +154,22 @@ private:
     return it == initializers.end() ? nullptr : it->second;
   }
   bool floats(const onnx::TensorProto &t, std::vector<float> &out);
+  /// Whether every node that reads initializer `name` (through Identity
+  /// and Dropout) is a Gemm with transB reading it as B.
+  bool onlyTransposedByGemms(const std::string &name);
+  /// Whether the import keeps float initializer `name` constant (a frozen
+  /// parameter): it is not trained in PyTorch by --params-from or
+  /// --freeze, or no gradient reaches it (TrainableInitializers.cpp).
+  bool frozenByImport(const std::string &name) const {
+    return frozenInitializers.count(name) != 0;
+  }
+  /// Decides frozenInitializers on the loaded graph, before folding (a
+  /// constant mask folds like any other constant); false with a diagnostic
+  /// when --params-from or --freeze names nothing in the model.
+  bool decideTrainable();
+  /// One-line warnings, after mapping, about an export that will not train
+  /// as PyTorch does (TrainableInitializers.cpp).
+  void warnExport();
 
   Value tag(Operation *op, const onnx::NodeProto &node);
   Location at(const onnx::NodeProto &node) {
@@ -176,6 +193,15 @@ private:
   std::map<std::string, std::string> renamed; // Identity / Dropout outputs
   std::set<std::string> consumed; // values some node or the graph reads
   std::map<std::string, Operation *> unplaced; // params awaiting a layer
+  /// The nodes reading each value, by name, with the input's index
+  /// (Identity and Dropout outputs resolved to what they copy).
+  std::map<std::string, std::vector<std::pair<const onnx::NodeProto *, int>>>
+      readers;
+  /// Float initializers imported as frozen parameters (decideTrainable).
+  std::set<std::string> frozenInitializers;
+  /// Frozen because they hold an infinity or a NaN (an additive mask):
+  /// found when their values are read; named in one warning.
+  std::vector<std::string> nonFinite;
 };
 
 /// What a converter sees of its node: its attributes (with typed
@@ -231,6 +257,10 @@ bool OnnxImporter::convertToOne(const onnx::NodeProto &node, NodeCall &c,
 
 /// The layer a parameter's name places it in (ImportOnnx.cpp says how).
 std::string layerOfParameter(const std::string &name);
+
+/// The module path of a node PyTorch named by its scopes
+/// ("/layer3/layer3.0/downsample/downsample.0/Conv" -> "layer3.0.downsample.0").
+std::string modulePathOfScope(const std::string &nodeName);
 
 /// A node's attributes by name.
 std::map<std::string, const onnx::AttributeProto *>

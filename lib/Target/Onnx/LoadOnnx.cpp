@@ -269,8 +269,16 @@ bool OnnxImporter::load() {
         return fail("--shape " + input.name() + ": the input has rank " +
                     std::to_string(shape->dim_size()) + ", not " +
                     std::to_string(given->second.size()));
-      for (int i = 0; i < shape->dim_size(); ++i)
+      for (int i = 0; i < shape->dim_size(); ++i) {
+        const onnx::TensorShapeProto::Dimension &dim = shape->dim(i);
+        if (dim.has_dim_value() && dim.dim_value() > 0 &&
+            dim.dim_value() != given->second[i])
+          return fail("--shape " + input.name() + ": dimension " +
+                      std::to_string(i) + " is static (" +
+                      std::to_string(dim.dim_value()) +
+                      ") in the model; --shape sets dynamic dimensions only");
         shape->mutable_dim(i)->set_dim_value(given->second[i]);
+      }
       continue;
     }
     for (int i = 0; i < shape->dim_size(); ++i)
@@ -300,6 +308,8 @@ bool OnnxImporter::load() {
   };
   if (std::string problem = inferShapes(); !problem.empty())
     return fail(problem);
+  if (!decideTrainable())
+    return false;
   // Shape computations on static shapes become constants (FoldConstants.h);
   // a Reshape whose target was computed gets its shape inferred only then,
   // and the shapes computed from it fold in the next round.
@@ -325,8 +335,8 @@ bool OnnxImporter::load() {
       staticShapes[t.name()].assign(t.dims().begin(), t.dims().end());
     int folded = 0;
     std::string why;
-    if (!foldShapeComputations(*graph, staticShapes, kMaxFoldedElements, folded,
-                               why))
+    if (!foldShapeComputations(*graph, staticShapes, frozenInitializers,
+                               kMaxFoldedElements, folded, why))
       return fail(why);
     if (folded == 0)
       break;

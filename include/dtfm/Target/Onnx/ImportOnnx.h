@@ -17,6 +17,14 @@
 // path of their parameters ("layer1.0.conv1.weight" -> "layer1.0"); an op
 // without parameters joins the layer of its first input.
 //
+// Which float initializers are trained: the ONNX file cannot say which
+// tensors PyTorch holds as parameters and which as buffers, so those no
+// gradient reaches (masks, what only feeds comparisons or shapes) and those
+// holding an infinity or a NaN are imported frozen, and `paramsFrom` (the
+// names of model.named_parameters()) and `freeze` make it exact. A reader
+// shared by several layouts stays one parameter: W^T stored only when every
+// reader is a Gemm with transB, else W and transposing products.
+//
 // ONNX exports inference graphs: with `loss = "cross-entropy"` the first
 // graph output's logits get a `dtfm.label` (of the given name) and a
 // `dtfm.cross_entropy`, and the func returns the loss (what planning needs).
@@ -29,6 +37,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -44,6 +53,16 @@ struct OnnxImportOptions {
   std::string labels = "labels";
   /// Where the initializers' values are written.
   std::string weightsPath;
+  /// A file naming PyTorch's parameters, one per line (docs/Onnx.md's
+  /// one-liner over model.named_parameters()): every float initializer it
+  /// does not name is imported frozen. "" when not given.
+  std::string paramsFrom;
+  /// Glob patterns ("rope.*"): the float initializers they match are
+  /// imported frozen; each must match one.
+  std::vector<std::string> freeze;
+  /// Receives one-line warnings (signs of an eval-mode export, tensors
+  /// trained that look like buffers); null: none are made.
+  std::function<void(const std::string &)> warn;
 };
 
 /// Parses "name=d0,d1,..." into `shapes`; false with an error otherwise.

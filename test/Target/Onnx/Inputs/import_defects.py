@@ -1,0 +1,172 @@
+"""Small models that an ONNX import used to get wrong, each exported by
+PyTorch 1.13 with the float64 losses PyTorch's training gives them (the
+oracle: float32 PyTorch is the noisier reference, so dtfm's float32 run is
+compared with float64).
+
+  export NAME DIR [eval]   DIR/NAME.onnx, DIR/inputs.bin (one batch per step),
+                           DIR/expected.txt (float64 losses of 20 SGD steps),
+                           DIR/params.txt (model.named_parameters()' names)
+
+The models:
+  two-linears  two nn.Linear layers with equal weights (an eval-mode export
+               merges them into one initializer read by two Gemms)
+  tied-head    an embedding table tied to an output Linear with a bias
+               (Gemm(x, emb.weight, bias, transB=1) beside the Gather)
+  causal-mask  attention scores plus a registered -inf mask buffer
+  bool-mask    scores.masked_fill(mask == 0, -inf) with a 0/1 buffer
+  rotary       x * cos + rotate_half(x) * sin with cos/sin buffers
+  layernorm17  nn.LayerNorm exported at opset 17 (LayerNormalization)
+"""
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "..", "python"))
+from dtfm_oracle import decay_groups, write_tensors  # noqa: E402
+
+STEPS = 20
+T, D, CLASSES = 6, 8, 10
+
+
+class TwoLinears(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(D, D)
+        self.fc2 = torch.nn.Linear(D, D)
+        with torch.no_grad():
+            self.fc2.weight.copy_(self.fc1.weight)
+            self.fc2.bias.copy_(self.fc1.bias)
+        self.head = torch.nn.Linear(D, CLASSES)
+
+    def forward(self, x):
+        return self.head(torch.tanh(self.fc2(torch.tanh(self.fc1(x)))))
+
+
+class TiedHead(torch.nn.Module):
+    def __init__(self, vocab=16):
+        super().__init__()
+        self.emb = torch.nn.Embedding(vocab, D)
+        self.mix = torch.nn.Linear(D, D)
+        self.bias = torch.nn.Parameter(0.1 * torch.randn(vocab))
+
+    def forward(self, tokens):
+        h = torch.tanh(self.mix(self.emb(tokens))).reshape(-1, D)
+        return torch.nn.functional.linear(h, self.emb.weight, self.bias)
+
+
+class Attention(torch.nn.Module):
+    """One head over T positions, mean-pooled into a classifier."""
+
+    def __init__(self, mask):
+        super().__init__()
+        self.qkv = torch.nn.Linear(D, 3 * D)
+        self.head = torch.nn.Linear(D, CLASSES)
+        self.boolean = mask == "bool"
+        if self.boolean:
+            self.register_buffer("mask", torch.tril(torch.ones(T, T)))
+        else:
+            self.register_buffer("mask", torch.triu(
+                torch.full((T, T), float("-inf")), 1))
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).split(D, dim=-1)
+        scores = q @ k.transpose(-2, -1) / D ** 0.5
+        if self.boolean:
+            scores = scores.masked_fill(self.mask == 0, float("-inf"))
+        else:
+            scores = scores + self.mask
+        h = torch.softmax(scores, dim=-1) @ v
+        return self.head(h.mean(dim=1))
+
+
+class Rotary(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(D, D)
+        self.head = torch.nn.Linear(D, CLASSES)
+        angle = torch.arange(T)[:, None] * 0.5 ** torch.arange(D // 2)
+        angle = torch.cat([angle, angle], dim=-1)
+        self.register_buffer("rope_cos", angle.cos())
+        self.register_buffer("rope_sin", angle.sin())
+
+    def forward(self, x):
+        h = self.proj(x)
+        half = torch.cat([-h[..., D // 2:], h[..., :D // 2]], dim=-1)
+        h = h * self.rope_cos + half * self.rope_sin
+        return self.head(h.mean(dim=1))
+
+
+class LayerNorm17(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(D, D)
+        self.norm = torch.nn.LayerNorm(D)
+        with torch.no_grad():
+            self.norm.weight.uniform_(0.5, 1.5)
+            self.norm.bias.uniform_(-0.5, 0.5)
+        self.head = torch.nn.Linear(D, CLASSES)
+
+    def forward(self, x):
+        return self.head(self.norm(torch.tanh(self.proj(x))).mean(dim=1))
+
+
+def build(name):
+    """(model, input, labels, opset)."""
+    torch.manual_seed(0)
+    if name == "two-linears":
+        return TwoLinears(), torch.randn(4, D), torch.randint(
+            0, CLASSES, (4,)), 14
+    if name == "tied-head":
+        tokens = torch.randint(0, 16, (2, T))
+        return TiedHead(), tokens, torch.randint(0, 16, (2 * T,)), 14
+    if name in ("causal-mask", "bool-mask"):
+        return Attention(name.split("-")[0]), torch.randn(4, T, D), \
+            torch.randint(0, CLASSES, (4,)), 14
+    if name == "rotary":
+        return Rotary(), torch.randn(4, T, D), torch.randint(
+            0, CLASSES, (4,)), 14
+    if name == "layernorm17":
+        return LayerNorm17(), torch.randn(4, T, D), torch.randint(
+            0, CLASSES, (4,)), 17
+    raise SystemExit("unknown model " + name)
+
+
+def export(name, d, mode):
+    model, x, y, opset = build(name)
+    input_name = "tokens" if x.dtype == torch.int64 else "scores"
+    training = mode != "eval"
+    torch.onnx.export(
+        model, x, f"{d}/{name}.onnx", opset_version=opset,
+        training=torch.onnx.TrainingMode.TRAINING if training
+        else torch.onnx.TrainingMode.EVAL,
+        do_constant_folding=not training, input_names=[input_name],
+        output_names=["logits"])
+    with open(f"{d}/params.txt", "w") as f:
+        f.write("\n".join(n for n, _ in model.named_parameters()) + "\n")
+    tensors = {}
+    for step in range(STEPS):
+        tensors[f"{input_name}@{step}"] = x.numpy()
+        tensors[f"labels@{step}"] = y.numpy()
+    write_tensors(f"{d}/inputs.bin", tensors)
+    model = model.double()
+    if x.dtype != torch.int64:
+        x = x.double()
+    opt = torch.optim.SGD(decay_groups(model.parameters()), lr=0.1,
+                          momentum=0.9)
+    losses = []
+    for _ in range(STEPS):
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        losses.append(loss.item())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with open(f"{d}/expected.txt", "w") as f:
+        f.write(" ".join(f"{v:.10f}" for v in losses) + "\n")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 4 or sys.argv[1] != "export":
+        raise SystemExit(__doc__)
+    export(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else "")
