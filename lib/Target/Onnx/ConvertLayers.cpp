@@ -10,6 +10,8 @@
 
 #include "Importer.h"
 
+#include "FoldConstants.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -19,29 +21,70 @@ using namespace mlir;
 using namespace mlir::dtfm;
 using namespace mlir::dtfm::onnximport;
 
+/// One-dimensional spatial attributes as the 2-D ones of a map of height 1:
+/// [a] -> [fill, a] (kernel, strides, dilations), [b, e] -> [0, b, 0, e]
+/// (pads).
+static std::vector<int64_t> liftAttribute(std::vector<int64_t> values,
+                                          int64_t fill, bool pads) {
+  if (pads && values.size() == 2)
+    return {0, values[0], 0, values[1]};
+  if (!pads && values.size() == 1)
+    return {fill, values[0]};
+  return values; // refused by the 2-D checks
+}
+
+Value OnnxImporter::withHeightOne(const onnx::NodeProto &node, NodeCall &c,
+                                  Value v) {
+  auto type = cast<RankedTensorType>(v.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  shape.insert(shape.begin() + 2, 1);
+  return tag(b.create<ReshapeOp>(c.loc, floatType(shape), v), node);
+}
+
 bool OnnxImporter::convertConv(const onnx::NodeProto &node, NodeCall &c) {
   Value x = c.input(0), w = c.input(1), bias = c.input(2);
   if (!x || !w || (node.input_size() > 2 && !bias))
     return false;
   auto wType = cast<RankedTensorType>(w.getType());
   auto xType = cast<RankedTensorType>(x.getType());
+  // A 1-D convolution (speech, text) is the 2-D one over a map of height 1:
+  // the same kernels, the input and the weight viewed with a unit axis.
+  bool oneD = xType.getRank() == 3 && wType.getRank() == 3;
   std::vector<int64_t> kernel = c.ints(
       "kernel_shape", std::vector<int64_t>(wType.getShape().drop_front(2)));
-  if (kernel.size() != 2 || xType.getRank() != 4)
-    return failAt(node, "only 2-D convolutions are supported");
-  std::vector<int64_t> strides = c.ints("strides", {1, 1}),
-                       dilations = c.ints("dilations", {1, 1}),
-                       pads = c.ints("pads", {0, 0, 0, 0});
+  std::vector<int64_t> strides = c.ints("strides", oneD ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 1}),
+                       dilations = c.ints("dilations", oneD ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 1}),
+                       pads = c.ints("pads", oneD ? std::vector<int64_t>{0, 0} : std::vector<int64_t>{0, 0, 0, 0});
+  if (oneD) {
+    kernel = liftAttribute(kernel, 1, false);
+    strides = liftAttribute(strides, 1, false);
+    dilations = liftAttribute(dilations, 1, false);
+    pads = liftAttribute(pads, 0, true);
+    x = withHeightOne(node, c, x);
+    w = withHeightOne(node, c, w);
+    xType = cast<RankedTensorType>(x.getType());
+  }
+  if (kernel.size() != 2 || xType.getRank() != 4 || strides.size() != 2 ||
+      dilations.size() != 2 || pads.size() != 4)
+    return failAt(node, "only 1-D and 2-D convolutions are supported");
   if (c.attrs.count("auto_pad") &&
       !explicitPads(c.attrs["auto_pad"]->s(), xType.getShape(), kernel, strides,
                     dilations, pads))
     return failAt(node, "unknown auto_pad '" + c.attrs["auto_pad"]->s() + "'");
-  c.out = tag(b.create<Conv2dOp>(c.loc, c.result, x, w, bias,
+  RankedTensorType resultType = c.result;
+  if (oneD) {
+    SmallVector<int64_t> shape(c.result.getShape());
+    shape.insert(shape.begin() + 2, 1);
+    resultType = floatType(shape);
+  }
+  c.out = tag(b.create<Conv2dOp>(c.loc, resultType, x, w, bias,
                                  b.getDenseI64ArrayAttr(strides),
                                  b.getDenseI64ArrayAttr(pads),
                                  b.getDenseI64ArrayAttr(dilations),
                                  b.getI64IntegerAttr(c.integer("group", 1))),
               node);
+  if (oneD)
+    c.out = tag(b.create<ReshapeOp>(c.loc, c.result, c.out), node);
   return true;
 }
 
@@ -75,29 +118,108 @@ bool OnnxImporter::convertBatchNormalization(const onnx::NodeProto &node,
   return true;
 }
 
+bool OnnxImporter::convertInstanceNormalization(const onnx::NodeProto &node,
+                                                NodeCall &c) {
+  // Each (sample, channel) normalised over its positions (GroupNorm exports
+  // as this over [N, G, C/G * L]): dtfm.layernorm over the positions
+  // flattened into the last axis, with unit gains and zero shifts, then the
+  // per-channel scale and bias -- each skipped when it is a constant that
+  // changes nothing (GroupNorm's ones and zeros).
+  Value x = c.input(0), scale = c.input(1), shift = c.input(2);
+  if (!x || !scale || !shift)
+    return false;
+  auto xType = cast<RankedTensorType>(x.getType());
+  int64_t rank = xType.getRank();
+  if (rank < 3)
+    return failAt(node, "expected an input of rank >= 3, found rank " +
+                            std::to_string(rank));
+  int64_t channels = xType.getDimSize(1), positions = 1;
+  for (int64_t d = 2; d < rank; ++d)
+    positions *= xType.getDimSize(d);
+  for (Value v : {scale, shift})
+    if (cast<RankedTensorType>(v.getType()).getShape() !=
+        ArrayRef<int64_t>{channels})
+      return failAt(node, "expected a scale and a bias of shape [" +
+                              std::to_string(channels) + "]");
+  std::string name = node.output(0);
+  auto flatType = floatType({xType.getDimSize(0), channels, positions});
+  Value flat = rank == 3 ? x
+                         : tag(b.create<ReshapeOp>(c.loc, flatType, x), node);
+  Value normed = tag(
+      b.create<LayerNormOp>(c.loc, flatType, flat,
+                            filledConstant(name + ".ones", {positions}, 1.0),
+                            filledConstant(name + ".zeros", {positions}, 0.0),
+                            b.getF64FloatAttr(c.real("epsilon", 1e-5))),
+      node);
+  Value y = rank == 3 ? normed
+                      : tag(b.create<ReshapeOp>(c.loc, c.result, normed), node);
+  // A constant of all `value` (a Constant node, or a frozen initializer).
+  auto constantOf = [&](int i, float value) {
+    if (initializer(node.input(i)) && !frozenByImport(node.input(i)))
+      return false; // a parameter: it trains away from its start
+    const onnx::TensorProto *t = constantTensor(node.input(i));
+    std::vector<float> data;
+    std::string error;
+    return t && readTensorFloats(*t, data, error) &&
+           llvm::all_of(data, [&](float v) { return v == value; });
+  };
+  SmallVector<int64_t> perChannel(rank - 1, 1);
+  perChannel[0] = channels;
+  if (!constantOf(1, 1.0f))
+    y = tag(b.create<MulOp>(
+                c.loc, c.result, y,
+                tag(b.create<ReshapeOp>(c.loc, floatType(perChannel), scale),
+                    node)),
+            node);
+  if (!constantOf(2, 0.0f))
+    y = tag(b.create<AddOp>(
+                c.loc, c.result, y,
+                tag(b.create<ReshapeOp>(c.loc, floatType(perChannel), shift),
+                    node)),
+            node);
+  c.out = y;
+  return true;
+}
+
 bool OnnxImporter::convertRelu(const onnx::NodeProto &node, NodeCall &c) {
   return convertToOne<ReluOp, 1>(node, c);
 }
 
 bool OnnxImporter::convertPool(const onnx::NodeProto &node, NodeCall &c) {
   bool ceilMode = c.integer("ceil_mode", 0) != 0;
-  if (c.ints("dilations", {1, 1}) != std::vector<int64_t>{1, 1})
-    return failAt(node, "dilated pooling is not supported");
   Value x = c.input(0);
   if (!x)
     return false;
   auto xType = cast<RankedTensorType>(x.getType());
-  if (xType.getRank() != 4)
-    return failAt(node, "only 2-D pooling is supported");
-  std::vector<int64_t> pads = c.ints("pads", {0, 0, 0, 0}),
+  // 1-D pooling: the 2-D one over a map of height 1.
+  bool oneD = xType.getRank() == 3;
+  std::vector<int64_t> dilations = c.ints("dilations", {});
+  if (!dilations.empty() && dilations != std::vector<int64_t>(dilations.size(), 1))
+    return failAt(node, "dilated pooling is not supported");
+  std::vector<int64_t> pads = c.ints("pads", oneD ? std::vector<int64_t>{0, 0} : std::vector<int64_t>{0, 0, 0, 0}),
                        kernelShape = c.ints("kernel_shape", {}),
-                       strides = c.ints("strides", {1, 1});
+                       strides = c.ints("strides", oneD ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 1});
+  if (oneD) {
+    pads = liftAttribute(pads, 0, true);
+    kernelShape = liftAttribute(kernelShape, 1, false);
+    strides = liftAttribute(strides, 1, false);
+    x = withHeightOne(node, c, x);
+    xType = cast<RankedTensorType>(x.getType());
+  }
+  if (xType.getRank() != 4)
+    return failAt(node, "only 1-D and 2-D pooling is supported");
   if (c.attrs.count("auto_pad") &&
       !explicitPads(c.attrs["auto_pad"]->s(), xType.getShape(), kernelShape,
                     strides, {1, 1}, pads))
     return failAt(node, "unknown auto_pad '" + c.attrs["auto_pad"]->s() + "'");
   if (kernelShape.size() != 2 || strides.size() != 2 || pads.size() != 4)
     return failAt(node, "expected 2-D kernel_shape, strides and pads");
+  RankedTensorType resultType = c.result;
+  if (oneD) {
+    SmallVector<int64_t> shape(c.result.getShape());
+    shape.insert(shape.begin() + 2, 1);
+    resultType = floatType(shape);
+  }
   // The padding an average's divisor counts: the declared pads with
   // count_include_pad=1, none without.
   std::vector<int64_t> counted = c.integer("count_include_pad", 0) == 1
@@ -122,17 +244,20 @@ bool OnnxImporter::convertPool(const onnx::NodeProto &node, NodeCall &c) {
   auto strideAttr = b.getDenseI64ArrayAttr(strides);
   auto padding = b.getDenseI64ArrayAttr(pads);
   if (c.type == "MaxPool") {
-    c.out = tag(
-        b.create<MaxPool2dOp>(c.loc, c.result, x, kernel, strideAttr, padding),
-        node);
-    return true;
+    c.out = tag(b.create<MaxPool2dOp>(c.loc, resultType, x, kernel, strideAttr,
+                                      padding),
+                node);
+  } else {
+    // All of the padding counting is the op's default: no attribute.
+    DenseI64ArrayAttr divisorPadding = counted == pads
+                                           ? DenseI64ArrayAttr()
+                                           : b.getDenseI64ArrayAttr(counted);
+    c.out = tag(b.create<AvgPool2dOp>(c.loc, resultType, x, kernel,
+                                      strideAttr, padding, divisorPadding),
+                node);
   }
-  // All of the padding counting is the op's default: no attribute.
-  DenseI64ArrayAttr divisorPadding =
-      counted == pads ? DenseI64ArrayAttr() : b.getDenseI64ArrayAttr(counted);
-  c.out = tag(b.create<AvgPool2dOp>(c.loc, c.result, x, kernel, strideAttr,
-                                    padding, divisorPadding),
-              node);
+  if (oneD)
+    c.out = tag(b.create<ReshapeOp>(c.loc, c.result, c.out), node);
   return true;
 }
 

@@ -9,8 +9,9 @@
 // are refused up front, counted, in one diagnostic), with what every
 // converter reads (attributes, pads, inputs) and the two that only record
 // names (Constant, Identity). The converters themselves are one file per
-// family: ConvertLayers.cpp, ConvertMath.cpp, ConvertShape.cpp and
-// ConvertFused.cpp (the chains FusePatterns.cpp recognised).
+// family: ConvertLayers.cpp, ConvertMath.cpp, ConvertShape.cpp,
+// ConvertRecurrent.cpp and ConvertFused.cpp (the chains FusePatterns.cpp
+// recognised).
 //
 //===----------------------------------------------------------------------===//
 
@@ -74,6 +75,7 @@ OnnxImporter::converters() {
       {"Dropout", &OnnxImporter::convertIdentity},
       {"Conv", &OnnxImporter::convertConv},
       {"BatchNormalization", &OnnxImporter::convertBatchNormalization},
+      {"InstanceNormalization", &OnnxImporter::convertInstanceNormalization},
       {"Relu", &OnnxImporter::convertRelu},
       {"MaxPool", &OnnxImporter::convertPool},
       {"AveragePool", &OnnxImporter::convertPool},
@@ -113,6 +115,9 @@ OnnxImporter::converters() {
       {"MatMul", &OnnxImporter::convertMatMul},
       {"Gemm", &OnnxImporter::convertGemm},
       {"LayerNormalization", &OnnxImporter::convertLayerNormalization},
+      {"LSTM", &OnnxImporter::convertRecurrent},
+      {"GRU", &OnnxImporter::convertRecurrent},
+      {"RNN", &OnnxImporter::convertRecurrent},
       {"dtfm.LayerNorm", &OnnxImporter::convertFusedLayerNorm},
       {"dtfm.Gelu", &OnnxImporter::convertFusedGelu},
       {"dtfm.Linear", &OnnxImporter::convertFusedLinear},

@@ -35,8 +35,9 @@ bool readTensorFloats(const onnx::TensorProto &t, std::vector<float> &out,
 /// (torch-mlir and onnx-simplifier do the same before mapping): every node
 /// of a foldable type (FoldOps.cpp's table: Shape, Size, ConstantOfShape,
 /// Range, Gather, Slice, Concat, Unsqueeze, Squeeze, Reshape, Expand,
-/// Identity, Cast, Equal, Less, Greater, Not, And, Or, Where, Mod, Add, Sub,
-/// Mul, Div, ScatterND, Transpose) whose inputs are all constants -- Constant nodes, integer or bool
+/// Identity, Cast, comparisons and boolean ops, Where, elementwise
+/// arithmetic and math, Trilu, Tile, ScatterND, Transpose) whose inputs are
+/// all constants -- Constant nodes, integer or bool
 /// initializers, values folded before, and for Shape and Size any value
 /// whose shape `shapes` gives -- becomes a Constant node with its value.
 /// Float initializers are parameters and are never folded into, except

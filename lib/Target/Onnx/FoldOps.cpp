@@ -495,11 +495,15 @@ bool scatterND(const FoldCall &call, Value &out, std::string &error) {
   return true;
 }
 
-/// Elementwise, broadcasting: Not; Equal, Less, Greater, And, Or, Mod, Add,
-/// Sub, Mul, Div; Where.
+/// Elementwise, broadcasting: Not; Equal, Less, Greater, LessOrEqual,
+/// GreaterOrEqual, And, Or, Xor, Mod, Add, Sub, Mul, Div, Min, Max, Pow;
+/// Where.
 bool elementwise(const FoldCall &call, Value &out, std::string &error) {
   const std::string &type = call.node.op_type();
   int arity = type == "Not" ? 1 : type == "Where" ? 3 : 2;
+  if ((type == "Min" || type == "Max") && call.node.input_size() != 2)
+    return fail(error, "folds " + type + " of two inputs, not " +
+                           std::to_string(call.node.input_size()));
   std::vector<const Value *> in;
   std::vector<const std::vector<int64_t> *> dims;
   for (int i = 0; i < arity; ++i) {
@@ -514,7 +518,9 @@ bool elementwise(const FoldCall &call, Value &out, std::string &error) {
   if (!call.sized(out.dims, error))
     return false;
   bool comparison = type == "Equal" || type == "Less" || type == "Greater" ||
-                    type == "Not" || type == "And" || type == "Or";
+                    type == "LessOrEqual" || type == "GreaterOrEqual" ||
+                    type == "Not" || type == "And" || type == "Or" ||
+                    type == "Xor";
   out.kind = comparison ? Value::Bool : in[arity == 3 ? 1 : 0]->kind;
   if (arity == 3 &&
       (in[1]->kind == Value::Float) != (in[2]->kind == Value::Float))
@@ -548,10 +554,26 @@ bool elementwise(const FoldCall &call, Value &out, std::string &error) {
         r = allIntegers ? intAt(0) < intAt(1) : a < b;
       else if (type == "Greater")
         r = allIntegers ? intAt(0) > intAt(1) : a > b;
+      else if (type == "LessOrEqual")
+        r = allIntegers ? intAt(0) <= intAt(1) : a <= b;
+      else if (type == "GreaterOrEqual")
+        r = allIntegers ? intAt(0) >= intAt(1) : a >= b;
       else if (type == "And")
         r = a != 0 && b != 0;
       else if (type == "Or")
         r = a != 0 || b != 0;
+      else if (type == "Xor")
+        r = (a != 0) != (b != 0);
+      else if ((type == "Min" || type == "Max") && integers) {
+        int64_t x = intAt(0), y = intAt(1);
+        out.ints[i] = type == "Min" ? std::min(x, y) : std::max(x, y);
+        continue;
+      } else if (type == "Min" || type == "Max")
+        r = std::isnan(a) || std::isnan(b) ? std::nan("")
+            : type == "Min"                ? std::min(a, b)
+                                           : std::max(a, b);
+      else if (type == "Pow") // integers: saturated, as a Cast would
+        r = std::pow(a, b);
       else if (integers) { // exact in int64, overflow refused
         int64_t x = intAt(0), y = intAt(1), z = 0;
         bool overflow = false;
@@ -587,7 +609,114 @@ bool elementwise(const FoldCall &call, Value &out, std::string &error) {
       else
         r = fmod ? std::fmod(a, b) : a - b * std::floor(a / b);
     }
-    out.set(i, r);
+    // Float arithmetic rounds to float32 at each op, as the graph's own
+    // would: a floor or an integer cast after it (T5's position buckets)
+    // must see what PyTorch saw.
+    out.set(i, out.kind == Value::Float ? static_cast<float>(r) : r);
+  }
+  return true;
+}
+
+/// Elementwise on one input: Abs, Neg, Floor, Ceil, Sign keep integers
+/// exact; Log, Exp, Sqrt, Sin, Cos, Reciprocal take floats.
+bool unary(const FoldCall &call, Value &out, std::string &error) {
+  const Value *x = call.need(0, error);
+  if (!x)
+    return false;
+  const std::string &type = call.node.op_type();
+  bool keepsIntegers = type == "Abs" || type == "Neg" || type == "Floor" ||
+                       type == "Ceil" || type == "Sign";
+  if (!keepsIntegers && x->kind != Value::Float)
+    return fail(error, "expects a float input");
+  out = *x;
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    if (x->kind != Value::Float) {
+      int64_t v = x->ints[i];
+      if ((type == "Abs" || type == "Neg") &&
+          v == std::numeric_limits<int64_t>::min())
+        return fail(error, "an integer " + type + " overflows int64");
+      out.ints[i] = type == "Abs"    ? (v < 0 ? -v : v)
+                    : type == "Neg"  ? -v
+                    : type == "Sign" ? (v > 0) - (v < 0)
+                                     : v;
+      continue;
+    }
+    double v = x->floats[i];
+    out.floats[i] = static_cast<float>(
+                    type == "Abs"          ? std::fabs(v)
+                    : type == "Neg"        ? -v
+                    : type == "Floor"      ? std::floor(v)
+                    : type == "Ceil"       ? std::ceil(v)
+                    : type == "Sign"       ? double((v > 0) - (v < 0))
+                    : type == "Log"        ? std::log(v)
+                    : type == "Exp"        ? std::exp(v)
+                    : type == "Sqrt"       ? std::sqrt(v)
+                    : type == "Sin"        ? std::sin(v)
+                    : type == "Cos"        ? std::cos(v)
+                                           : 1.0 / v); // Reciprocal
+  }
+  return true;
+}
+
+/// The upper (or lower) triangle of the last two axes, from diagonal k,
+/// the rest zeros: torch.triu / torch.tril (a causal mask).
+bool trilu(const FoldCall &call, Value &out, std::string &error) {
+  const Value *x = call.need(0, error);
+  if (!x)
+    return false;
+  if (x->dims.size() < 2)
+    return fail(error, "expects an input of rank >= 2");
+  int64_t k = 0;
+  if (call.node.input_size() > 1 && !call.node.input(1).empty()) {
+    const Value *diagonal = call.need(1, error);
+    if (!diagonal)
+      return false;
+    if (diagonal->numel() != 1 || diagonal->kind == Value::Float)
+      return fail(error, "k must be one integer");
+    k = diagonal->ints[0];
+  }
+  bool upper = intAttribute(call.node, "upper", 1) != 0;
+  int64_t rows = x->dims[x->dims.size() - 2], cols = x->dims.back();
+  out = *x;
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    int64_t col = i % cols, row = (i / cols) % rows;
+    // row and col are small; k may be anything: compare without overflow.
+    bool keep = upper ? col - row >= k : col - row <= k;
+    if (!keep)
+      out.set(i, 0);
+  }
+  return true;
+}
+
+/// The input repeated along each axis.
+bool tile(const FoldCall &call, Value &out, std::string &error) {
+  const Value *x = call.need(0, error), *repeats = call.need(1, error);
+  if (!x || !repeats)
+    return false;
+  if (repeats->kind == Value::Float ||
+      repeats->numel() != static_cast<int64_t>(x->dims.size()))
+    return fail(error, "repeats must be one integer per axis");
+  out.kind = x->kind;
+  out.dims.clear();
+  for (size_t d = 0; d < x->dims.size(); ++d) {
+    int64_t r = repeats->ints[d], n = 0;
+    if (r < 0 || __builtin_mul_overflow(x->dims[d], r, &n))
+      return fail(error, "repeats " + std::to_string(r) + " on axis " +
+                             std::to_string(d));
+    out.dims.push_back(n);
+  }
+  if (!call.sized(out.dims, error))
+    return false;
+  out.resize(out.numel());
+  std::vector<int64_t> strides = stridesOf(x->dims);
+  int64_t rank = static_cast<int64_t>(x->dims.size());
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    int64_t rest = i, source = 0;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      source += (rest % out.dims[d]) % x->dims[d] * strides[d];
+      rest /= out.dims[d];
+    }
+    out.copy(i, *x, source);
   }
   return true;
 }
@@ -623,6 +752,25 @@ const std::map<std::string, Evaluator> &mlir::dtfm::fold::evaluators() {
       {"Sub", elementwise},
       {"Mul", elementwise},
       {"Div", elementwise},
+      {"LessOrEqual", elementwise},
+      {"GreaterOrEqual", elementwise},
+      {"Xor", elementwise},
+      {"Min", elementwise},
+      {"Max", elementwise},
+      {"Pow", elementwise},
+      {"Abs", unary},
+      {"Neg", unary},
+      {"Floor", unary},
+      {"Ceil", unary},
+      {"Sign", unary},
+      {"Log", unary},
+      {"Exp", unary},
+      {"Sqrt", unary},
+      {"Sin", unary},
+      {"Cos", unary},
+      {"Reciprocal", unary},
+      {"Trilu", trilu},
+      {"Tile", tile},
   };
   return table;
 }

@@ -202,6 +202,32 @@ bool Fuser::headsOf(const std::string &value, bool key, HeadsSource &out) {
   return true;
 }
 
+bool Fuser::isCausalMask(const std::string &value) {
+  // Cast(Trilu(ones, k = 1, upper)) as exported, or the constant the folder
+  // made of it (or of a mask buffer): true exactly above the diagonal.
+  int cast = producerOf(value);
+  int trilu = is(cast, "Cast") ? producerOf(node(cast)->input(0)) : -1;
+  if (is(trilu, "Trilu")) {
+    const onnx::AttributeProto *upper = attr(trilu, "upper");
+    int64_t diagonal = 0;
+    return upper && upper->i() == 1 && node(trilu)->input_size() >= 2 &&
+           scalarInt(node(trilu)->input(1), diagonal) && diagonal == 1;
+  }
+  const onnx::TensorProto *t = tensorOf(value);
+  std::vector<int64_t> mask;
+  if (!t || t->data_type() != onnx::TensorProto::BOOL || t->dims_size() < 2 ||
+      !constantInts(value, mask))
+    return false;
+  int64_t rows = t->dims(t->dims_size() - 2), cols = t->dims(t->dims_size() - 1);
+  if (rows != cols || static_cast<int64_t>(mask.size()) != rows * cols)
+    return false; // leading dimensions other than 1
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      if ((mask[i * cols + j] != 0) != (j > i))
+        return false;
+  return true;
+}
+
 bool Fuser::tryAttention(int scores) {
   if (!is(scores, "MatMul"))
     return false;
@@ -218,14 +244,7 @@ bool Fuser::tryAttention(int scores) {
   if (!is(where, "Where") || node(where)->input(2) != node(scale)->output(0) ||
       !scalar(node(where)->input(1), fill) || !std::isinf(fill) || fill > 0)
     return false;
-  int cast = producerOf(node(where)->input(0));
-  int trilu = is(cast, "Cast") ? producerOf(node(cast)->input(0)) : -1;
-  const onnx::AttributeProto *upper =
-      trilu >= 0 ? attr(trilu, "upper") : nullptr;
-  int64_t diagonal = 0;
-  if (!is(trilu, "Trilu") || !upper || upper->i() != 1 ||
-      node(trilu)->input_size() < 2 ||
-      !scalarInt(node(trilu)->input(1), diagonal) || diagonal != 1)
+  if (!isCausalMask(node(where)->input(0)))
     return false;
   int softmax = onlyUser(node(where)->output(0));
   const onnx::AttributeProto *axis =
@@ -276,10 +295,13 @@ bool Fuser::tryAttention(int scores) {
   std::vector<int> chain = {scores, scale, where, softmax, mixed, back, merged};
   for (const HeadsSource *source : {&q, &k, &v})
     chain.insert(chain.end(), source->chain.begin(), source->chain.end());
-  // The mask's own nodes go too when nothing else reads them.
-  if (onlyUser(node(cast)->output(0)) == where) {
+  // The mask's own nodes (Cast, Trilu; or the folded Constant) go too when
+  // nothing else reads them.
+  int cast = producerOf(node(where)->input(0));
+  if (cast >= 0 && onlyUser(node(cast)->output(0)) == where) {
     chain.push_back(cast);
-    if (onlyUser(node(trilu)->output(0)) == cast)
+    int trilu = is(cast, "Cast") ? producerOf(node(cast)->input(0)) : -1;
+    if (trilu >= 0 && onlyUser(node(trilu)->output(0)) == cast)
       chain.push_back(trilu);
   }
   fuse(chain, merged, fused);

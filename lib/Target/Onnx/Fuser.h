@@ -247,6 +247,8 @@ private:
   // Q K^T / sqrt(d), causal mask (Where on a strictly upper Trilu), Softmax,
   // times V, heads merged back; Q and K possibly through a rotary
   // embedding, K and V through repeated heads (grouped-query attention).
+  /// Whether `value` masks the scores above the diagonal (FuseAttention.cpp).
+  bool isCausalMask(const std::string &value);
   bool tryAttention(int scores);
 
   onnx::GraphProto &graph;

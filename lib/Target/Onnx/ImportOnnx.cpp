@@ -316,7 +316,8 @@ bool OnnxImporter::convert(const onnx::NodeProto &node) {
                         "Constant)");
   NodeCall c{*this,    node,   attributesOf(node), type, RankedTensorType(),
              at(node), Value()};
-  if (node.output_size() > 0 && type != "Constant" && type != "Identity" &&
+  if (node.output_size() > 0 && !node.output(0).empty() &&
+      type != "Constant" && type != "Identity" &&
       type != "Dropout" && type != "Reshape" && type != "Squeeze" &&
       type != "Unsqueeze" && type != "Slice" && type != "Split" &&
       !typeOf(node.output(0), c.result))

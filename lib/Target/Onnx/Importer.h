@@ -66,6 +66,12 @@ private:
   bool convertIdentity(const onnx::NodeProto &node, NodeCall &c);
   bool convertConv(const onnx::NodeProto &node, NodeCall &c);
   bool convertBatchNormalization(const onnx::NodeProto &node, NodeCall &c);
+  bool convertInstanceNormalization(const onnx::NodeProto &node, NodeCall &c);
+  /// LSTM, GRU and RNN, unrolled over the sequence (ConvertRecurrent.cpp).
+  bool convertRecurrent(const onnx::NodeProto &node, NodeCall &c);
+  /// `v` [N, C, L] viewed as [N, C, 1, L]: 1-D convolution and pooling run
+  /// as 2-D.
+  Value withHeightOne(const onnx::NodeProto &node, NodeCall &c, Value v);
   bool convertRelu(const onnx::NodeProto &node, NodeCall &c);
   bool convertPool(const onnx::NodeProto &node, NodeCall &c);
   bool convertGlobalAveragePool(const onnx::NodeProto &node, NodeCall &c);

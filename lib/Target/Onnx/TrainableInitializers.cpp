@@ -27,8 +27,12 @@
 
 #include "Importer.h"
 
+#include "FoldConstants.h"
+
 #include "llvm/Support/GlobPattern.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <fstream>
 
 using namespace mlir;
@@ -87,6 +91,18 @@ static bool readNameList(const std::string &path,
     return false;
   }
   return true;
+}
+
+/// Whether the last component of `name` is a word of the buffers models
+/// register (causal masks, rotary tables).
+static bool namedLikeBuffer(const std::string &name) {
+  static const char *const kBufferWords[] = {
+      "mask", "cos", "sin", "inv_freq", "freqs", "position_ids", "rotary",
+      "rope"};
+  std::string last = name.substr(name.rfind('.') + 1);
+  return llvm::any_of(kBufferWords, [&](const char *word) {
+    return last.find(word) != std::string::npos;
+  });
 }
 
 /// "'a', 'b', 'c' and 2 more".
@@ -210,7 +226,9 @@ void OnnxImporter::warnExport() {
   std::vector<std::string> merged;
   std::string example;
   for (const auto &[name, list] : readers) {
-    if (list.size() < 2 || !initializer(name))
+    // Buffers shared by layers (a rotary table) are for the next warning.
+    if (list.size() < 2 || !initializer(name) || frozenByImport(name) ||
+        namedLikeBuffer(name))
       continue;
     std::set<std::string> modules;
     bool alike = true;
@@ -233,6 +251,45 @@ void OnnxImporter::warnExport() {
         ": each is one tensor, trained as tied; an eval-mode export merges "
         "equal parameters, so export with training=TrainingMode.TRAINING, "
         "do_constant_folding=False to train as PyTorch does (docs/Onnx.md)");
+  // Dropout is imported as the identity: a training export's nodes that
+  // would drop are said once (PyTorch's losses then differ by its noise).
+  int dropping = 0;
+  double ratio = 0;
+  for (const onnx::NodeProto &node : model.graph().node()) {
+    if (node.op_type() != "Dropout")
+      continue;
+    double p = 0.5; // ONNX's default ratio
+    for (const onnx::AttributeProto &a : node.attribute())
+      if (a.name() == "ratio") // before opset 12
+        p = a.f();
+    std::vector<float> given;
+    std::vector<int64_t> training;
+    std::string error;
+    if (node.input_size() > 1 && !node.input(1).empty())
+      if (const onnx::TensorProto *t = constantTensor(node.input(1));
+          t && readTensorFloats(*t, given, error) && given.size() == 1)
+        p = given[0];
+    bool trains = true; // before opset 12: by the export's mode
+    if (node.input_size() > 2 && !node.input(2).empty()) {
+      const onnx::TensorProto *t = constantTensor(node.input(2));
+      trains = t && readTensorInts(*t, training, error) &&
+               training.size() == 1 && training[0] != 0;
+    } else if (node.input_size() > 1) {
+      trains = false; // opset 12 on: training_mode defaults to false
+    }
+    if (trains && p > 0) {
+      ++dropping;
+      ratio = std::max(ratio, p);
+    }
+  }
+  char ratioText[32];
+  std::snprintf(ratioText, sizeof ratioText, "%g", ratio);
+  if (dropping > 0)
+    options.warn(path + ": " + std::to_string(dropping) +
+                 " Dropout nodes (ratio up to " + ratioText +
+                 ") are imported as identities: dtfm does not drop "
+                 "activations (export with dropout 0 to compare with "
+                 "PyTorch)");
   if (!nonFinite.empty())
     options.warn(path + ": " + std::to_string(nonFinite.size()) +
                  " initializers hold infinities or NaNs and are constants, "
@@ -242,9 +299,6 @@ void OnnxImporter::warnExport() {
   // trained here unless listed as frozen.
   if (!options.paramsFrom.empty())
     return;
-  static const char *const kBufferWords[] = {
-      "mask", "cos", "sin", "inv_freq", "freqs", "position_ids", "rotary",
-      "rope"};
   std::vector<std::string> suspicious;
   for (const onnx::TensorProto &t : model.graph().initializer()) {
     auto it = values.find(t.name());
@@ -253,12 +307,8 @@ void OnnxImporter::warnExport() {
     auto param = it->second.getDefiningOp<ParamOp>();
     if (!param || param.getFrozen())
       continue;
-    std::string last = t.name().substr(t.name().rfind('.') + 1);
-    for (const char *word : kBufferWords)
-      if (last.find(word) != std::string::npos) {
-        suspicious.push_back(t.name());
-        break;
-      }
+    if (namedLikeBuffer(t.name()))
+      suspicious.push_back(t.name());
   }
   if (!suspicious.empty())
     options.warn(path + ": " + firstNames(suspicious) +

@@ -68,6 +68,43 @@ cases.append((node("Concat", [node("Div", [width, const("two", [2])], "half"),
                                    "less3")], "dims", axis=0),
               np.array([32, 61])))
 
+# Trilu (a causal mask's triangle, upper from diagonal 1 and lower), Tile.
+square = np.arange(1, 17).reshape(4, 4)
+upper = node("Trilu", [const("square", square), const("k1", 1)], "upper")
+cases.append((node("Reshape", [upper, "flat"], "upper_flat"),
+              np.triu(square, 1).reshape(-1)))
+lower = node("Trilu", ["square"], "lower", upper=0)
+cases.append((node("Reshape", [lower, "flat"], "lower_flat"),
+              np.tril(square).reshape(-1)))
+cases.append((node("Tile", [const("tiled", [3, 1, 4]), const("reps", [2])],
+                   "tile"), np.tile([3, 1, 4], 2)))
+# GreaterOrEqual, LessOrEqual, Xor; Abs, Neg, Min, Max of integers.
+ge = node("GreaterOrEqual", ["p", "q"], "ge")
+le = node("LessOrEqual", ["p", "q"], "le")
+cases.append((node("Where", [node("Xor", [ge, le], "xor"), "p", "q"],
+                   "xored"), np.where((p >= q) ^ (p <= q), p, q)))
+n = np.array([-3, 5, -7, 2])
+low = node("Min", [node("Abs", [const("n", n)], "abs"),
+                   node("Neg", ["n"], "neg")], "min")
+cases.append((node("Add", [node("Max", [low, const("floor0", [-5])], "max"),
+                           "ten"], "min_index"),
+              np.maximum(np.minimum(np.abs(n), -n), -5) + 10))
+# Float arithmetic that ends in indices (T5's relative-position buckets):
+# a float initializer no gradient reaches is a constant the folder reads;
+# Log, Div, Floor, Sqrt, Pow, then Cast to int64.
+inits.append(numpy_helper.from_array(
+    np.array([1, 2, 4, 8, 16, 40], np.float32), "distances"))
+inits.append(numpy_helper.from_array(np.array(np.log(2), np.float32), "ln2"))
+bucket = node("Floor", [node("Div", [node("Log", ["distances"], "log"),
+                                     "ln2"], "log2")], "bucket")
+root = node("Sqrt", [node("Pow", ["distances", node(
+    "Cast", [const("two_i", 2)], "two_f", to=TensorProto.FLOAT)], "sq")],
+    "root")
+cases.append((node("Cast", [node("Add", [bucket, root], "sum")],
+                   "bucket_index", to=TensorProto.INT64),
+              np.floor(np.log(np.array([1, 2, 4, 8, 16, 40], np.float32)) /
+                       np.float32(np.log(2))) + np.array([1, 2, 4, 8, 16, 40])))
+
 x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])
 outputs = []
 for i, (index, want) in enumerate(cases):

@@ -16,6 +16,11 @@ import-onnx-hostile.test): hostile_models.py DIR.
   reflect-pad.onnx     a Pad in reflect mode (only constant padding maps)
   crop-pad.onnx        a Pad with a negative pad (cropping)
   scatter-twice.onnx   a ScatterND of float data writing one row twice
+  lstm-lengths.onnx    an LSTM given sequence lengths
+  rnn-sigmoid.onnx     an RNN whose activation is Sigmoid
+  lstm-long.onnx       an LSTM over 10^5 steps (each unrolled step is ops)
+  ln-axis.onnx         a LayerNormalization over the last two axes
+  gru-shapes.onnx      a GRU whose R does not match hidden_size
 """
 import os
 import sys
@@ -125,6 +130,45 @@ def main():
         [helper.make_node("ConvTranspose", ["x", "w"], ["y"])],
         "rank-mismatch", [x], [y], [w])
     save(graph, os.path.join(d, "convtranspose-ranks.onnx"), opset=11)
+
+    recurrent(d)
+
+
+def recurrent(d):
+    """Recurrent and normalisation nodes the importer refuses, by name."""
+    def rnn(name, op, x_shape, inputs, gates=4, hidden=2, lengths=None,
+            **attrs):
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                          [None] * 4)
+        size = x_shape[2]
+        inits = [numpy_helper.from_array(
+            np.ones((1, gates * hidden, size), np.float32), "w"),
+            numpy_helper.from_array(
+                np.ones((1, gates * inputs, inputs), np.float32), "r")]
+        names = ["x", "w", "r"]
+        if lengths is not None:
+            inits.append(numpy_helper.from_array(
+                np.array(lengths, np.int32), "lengths"))
+            names += ["", "lengths"]
+        graph = helper.make_graph(
+            [helper.make_node(op, names, ["y"], name="cell",
+                              hidden_size=hidden, **attrs)],
+            name, [x], [y], inits)
+        save(graph, os.path.join(d, name + ".onnx"))
+    rnn("lstm-lengths", "LSTM", [3, 2, 4], 2, lengths=[3, 2])
+    rnn("rnn-sigmoid", "RNN", [3, 2, 4], 2, gates=1,
+        activations=["Sigmoid"])
+    rnn("lstm-long", "LSTM", [100000, 1, 1], 2)
+    rnn("gru-shapes", "GRU", [3, 2, 4], 3, gates=3)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 4])
+    graph = helper.make_graph(
+        [helper.make_node("LayerNormalization", ["x", "g"], ["y"], name="ln",
+                          axis=1)],
+        "ln-axis", [x], [y],
+        [numpy_helper.from_array(np.ones((3, 4), np.float32), "g")])
+    save(graph, os.path.join(d, "ln-axis.onnx"), opset=17)
 
 
 if __name__ == "__main__":

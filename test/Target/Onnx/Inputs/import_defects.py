@@ -1,4 +1,4 @@
-"""Small models that an ONNX import used to get wrong, each exported by
+"""Small models that an ONNX import used to get wrong or refuse, each exported by
 PyTorch 1.13 with the float64 losses PyTorch's training gives them (the
 oracle: float32 PyTorch is the noisier reference, so dtfm's float32 run is
 compared with float64).
@@ -16,6 +16,15 @@ The models:
   bool-mask    scores.masked_fill(mask == 0, -inf) with a 0/1 buffer
   rotary       x * cos + rotate_half(x) * sin with cos/sin buffers
   layernorm17  nn.LayerNorm exported at opset 17 (LayerNormalization)
+  lstm         a bidirectional LSTM of two layers (ONNX's LSTM, unrolled)
+  gru          a GRU (linear_before_reset, as PyTorch exports it)
+  rnn-relu     a bidirectional Elman RNN with ReLU
+  conv1d       Conv1d, GroupNorm (InstanceNormalization), MaxPool1d,
+               a strided Conv1d with BatchNorm1d, AvgPool1d
+  instancenorm InstanceNorm2d with affine parameters
+  encoder-mask nn.TransformerEncoder with its causal mask (Trilu, folded)
+  dropout      a Dropout(0.1) between two Linear layers (imported as the
+               identity, with a warning)
 """
 import os
 import sys
@@ -112,6 +121,66 @@ class LayerNorm17(torch.nn.Module):
         return self.head(self.norm(torch.tanh(self.proj(x))).mean(dim=1))
 
 
+class Recurrent(torch.nn.Module):
+    def __init__(self, kind):
+        super().__init__()
+        if kind == "lstm":
+            self.cell = torch.nn.LSTM(D, D, num_layers=2, batch_first=True,
+                                      bidirectional=True)
+        elif kind == "gru":
+            self.cell = torch.nn.GRU(D, D, batch_first=True)
+        else:
+            self.cell = torch.nn.RNN(D, D, nonlinearity="relu",
+                                     batch_first=True, bidirectional=True)
+        width = D if kind == "gru" else 2 * D
+        self.head = torch.nn.Linear(width, CLASSES)
+
+    def forward(self, x):
+        return self.head(self.cell(x)[0].mean(dim=1))
+
+
+class Conv1d(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Sequential(
+            torch.nn.Conv1d(4, D, 3, padding=1), torch.nn.GroupNorm(2, D),
+            torch.nn.ReLU(), torch.nn.MaxPool1d(2),
+            torch.nn.Conv1d(D, D, 5, stride=2, padding=2, dilation=1),
+            torch.nn.BatchNorm1d(D), torch.nn.ReLU(), torch.nn.AvgPool1d(2))
+        self.head = torch.nn.Linear(D, CLASSES)
+
+    def forward(self, x):
+        return self.head(self.body(x).mean(dim=2))
+
+
+class InstanceNorm(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+        self.norm = torch.nn.InstanceNorm2d(4, affine=True)
+        with torch.no_grad():
+            self.norm.weight.uniform_(0.5, 1.5)
+            self.norm.bias.uniform_(-0.5, 0.5)
+        self.head = torch.nn.Linear(4, CLASSES)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.norm(self.conv(x))).mean(dim=(2, 3)))
+
+
+class EncoderWithMask(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = torch.nn.TransformerEncoder(
+            torch.nn.TransformerEncoderLayer(D, 2, 16, dropout=0.0,
+                                             batch_first=True), 2)
+        self.head = torch.nn.Linear(D, CLASSES)
+
+    def forward(self, x):
+        mask = torch.nn.Transformer.generate_square_subsequent_mask(
+            x.shape[1])
+        return self.head(self.enc(x, mask=mask).mean(dim=1))
+
+
 def build(name):
     """(model, input, labels, opset)."""
     torch.manual_seed(0)
@@ -130,6 +199,19 @@ def build(name):
     if name == "layernorm17":
         return LayerNorm17(), torch.randn(4, T, D), torch.randint(
             0, CLASSES, (4,)), 17
+    labels = torch.randint(0, CLASSES, (4,))
+    if name in ("lstm", "gru", "rnn-relu"):
+        return Recurrent(name), torch.randn(4, T, D), labels, 14
+    if name == "conv1d":
+        return Conv1d(), torch.randn(4, 4, 20), labels, 14
+    if name == "instancenorm":
+        return InstanceNorm(), torch.randn(4, 3, 8, 8), labels, 14
+    if name == "dropout":
+        return torch.nn.Sequential(
+            torch.nn.Linear(D, D), torch.nn.Dropout(0.1),
+            torch.nn.Linear(D, CLASSES)), torch.randn(4, D), labels, 14
+    if name == "encoder-mask":
+        return EncoderWithMask(), torch.randn(4, T, D), labels, 14
     raise SystemExit("unknown model " + name)
 
 
