@@ -162,6 +162,18 @@ def families():
             lambda: Head(audio.DeepSpeech(n_feature=8, n_hidden=16,
                                           n_class=D, dropout=0.0)),
             (2, 1, T, 8))
+        table["torchaudio-wav2vec2"] = family(
+            lambda: Head(audio.wav2vec2_model(
+                extractor_mode="group_norm",
+                extractor_conv_layer_config=[(16, 10, 5), (16, 3, 2)],
+                extractor_conv_bias=False, encoder_embed_dim=16,
+                encoder_projection_dropout=0.0, encoder_pos_conv_kernel=8,
+                encoder_pos_conv_groups=4, encoder_num_layers=2,
+                encoder_num_heads=2, encoder_attention_dropout=0.0,
+                encoder_ff_interm_features=32,
+                encoder_ff_interm_dropout=0.0, encoder_dropout=0.0,
+                encoder_layer_norm_first=False, encoder_layer_drop=0.0,
+                aux_num_out=None)), (2, 400))
     except ImportError:
         pass
     return table

@@ -151,6 +151,34 @@ __global__ void softmaxBackwardKernel(const float *y, const float *dy,
     dx[base + j] += y[base + j] * (dy[base + j] - dot);
 }
 
+__global__ void logSoftmaxKernel(const float *x, float *y, int64_t d) {
+  __shared__ float scratch[32];
+  const float *in = x + blockIdx.x * d;
+  float *out = y + blockIdx.x * d;
+  float peak = -INFINITY;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+    peak = fmaxf(peak, in[j]);
+  peak = blockMax(peak, scratch);
+  float sum = 0;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+    sum += expf(in[j] - peak);
+  float shift = peak + logf(blockSum(sum, scratch));
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+    out[j] = in[j] - shift;
+}
+
+__global__ void logSoftmaxBackwardKernel(const float *y, const float *dy,
+                                         float *dx, int64_t d) {
+  __shared__ float scratch[32];
+  int64_t base = blockIdx.x * d;
+  float sum = 0;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+    sum += dy[base + j];
+  sum = blockSum(sum, scratch);
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+    dx[base + j] += dy[base + j] - expf(y[base + j]) * sum;
+}
+
 /// A block's row of `classes` logits: its maximum and the sum of the
 /// exponentials of the logits less it (every thread gets both).
 __device__ void rowPeakAndExps(const float *in, int64_t classes, float *scratch,
@@ -328,6 +356,17 @@ void softmaxBackward(const float *y, const float *dy, float *dx, int64_t rows,
                      int64_t d, cudaStream_t stream) {
   softmaxBackwardKernel<<<rowBlocks(rows), kThreads, 0, stream>>>(y, dy, dx,
                                                                   d);
+}
+
+void logSoftmax(const float *x, float *y, int64_t rows, int64_t d,
+                cudaStream_t stream) {
+  logSoftmaxKernel<<<rowBlocks(rows), kThreads, 0, stream>>>(x, y, d);
+}
+
+void logSoftmaxBackward(const float *y, const float *dy, float *dx,
+                        int64_t rows, int64_t d, cudaStream_t stream) {
+  logSoftmaxBackwardKernel<<<rowBlocks(rows), kThreads, 0, stream>>>(y, dy,
+                                                                     dx, d);
 }
 
 void crossEntropySliceSums(const float *logits, const float *labels,

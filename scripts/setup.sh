@@ -16,8 +16,9 @@ packages=(
   libgtest-dev libgmock-dev
   # formats, transport and compute (used by the planner, importer and runtime)
   libprotobuf-dev protobuf-compiler libonnx-dev libonnx-testdata libgloo-dev libopenblas-dev
-  # numerical oracle and model export in tests
-  python3-torch python3-torchvision python3-onnx
+  # numerical oracle and model export in tests; torchaudio's models in
+  # bench/onnx_sweep.py
+  python3-torch python3-torchvision python3-onnx python3-torchaudio
   # headless rendering of the plan report in tests (PIL reads the screenshot)
   chromium python3-pil
 )

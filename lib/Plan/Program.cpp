@@ -226,6 +226,7 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
   case OpKind::Softmax:
     a.axis = -1;
     in.read("axis", a.axis);
+    in.read("log", a.logarithm);
     break;
   case OpKind::ReduceMean:
     in.read("axes", a.axes);

@@ -217,6 +217,15 @@ TEST_F(CudaKernelsTest, SoftmaxCrossEntropyAndBackwards) {
   cpu::softmaxBackward(probs, dy, &want);
   expectNear(download(y, rows * classes), probs.data, 1e-5, "softmax");
   expectNear(download(g, rows * classes), want.data, 1e-5, "softmax grad");
+  auto ly = zeros(rows * classes), lg = zeros(rows * classes);
+  cuda::logSoftmax(gx.floats(), ly.floats(), rows, classes, stream);
+  cuda::logSoftmaxBackward(ly.floats(), gdy.floats(), lg.floats(), rows,
+                           classes, stream);
+  Tensor logProbs = cpu::logSoftmax(x), logWant;
+  cpu::logSoftmaxBackward(logProbs, dy, &logWant);
+  expectNear(download(ly, rows * classes), logProbs.data, 1e-4, "log-softmax");
+  expectNear(download(lg, rows * classes), logWant.data, 1e-4,
+             "log-softmax grad");
 
   // The loss of one member (degree 1): all classes, then the first 500 of
   // the 513 (the rest padding, no gradient).

@@ -354,6 +354,17 @@ TEST(Kernels, ActivationsAndSoftmax) {
       sum += sm.data[row * 5 + j];
     EXPECT_NEAR(sum, 1.0, 1e-6);
   }
+  // Log-softmax: its gradient by finite differences, exp of it sums to 1,
+  // and a row far apart stays finite where log(softmax) would be -inf.
+  Tensor dl;
+  logSoftmaxBackward(logSoftmax(s), rs, &dl);
+  expectGradient(s, dl, [&]() { return logSoftmax(s); }, rs, "log-softmax");
+  Tensor wide({1, 3});
+  wide.data = {0.0f, -200.0f, 100.0f};
+  Tensor lw = logSoftmax(wide);
+  EXPECT_NEAR(lw.data[0], -100.0f, 1e-4);
+  EXPECT_NEAR(lw.data[1], -300.0f, 1e-3);
+  EXPECT_NEAR(lw.data[2], 0.0f, 1e-6);
 }
 
 TEST(Kernels, CausalAttention) {

@@ -86,6 +86,7 @@ struct OpAttrs {
   double momentum = 0;            // batchnorm (0.1), sgd_update (0)
   bool inference = false;         // batchnorm on its running statistics
   bool tanhApproximation = false; // gelu
+  bool logarithm = false;         // softmax: log-softmax
   int64_t numHeads = 1;           // causal_attention, rotary
   int64_t numKvHeads = 0;         // causal_attention (0: numHeads)
   double theta = 10000;           // rotary

@@ -347,11 +347,17 @@ OpTable<KernelEntry> buildTable() {
                              error = "only the last axis is supported";
                              return false;
                            }
-                           c.set(0, softmax(c.in(0)));
+                           c.set(0, c.op.attrs.logarithm ? logSoftmax(c.in(0))
+                                                         : softmax(c.in(0)));
                            return true;
                          },
                          [](B c, E) {
-                           softmaxBackward(softmax(c.in(0)), *c.dOut, c.at(0));
+                           if (c.op.attrs.logarithm)
+                             logSoftmaxBackward(logSoftmax(c.in(0)), *c.dOut,
+                                                c.at(0));
+                           else
+                             softmaxBackward(softmax(c.in(0)), *c.dOut,
+                                             c.at(0));
                            return true;
                          }};
   at(OpKind::Rotary) = {

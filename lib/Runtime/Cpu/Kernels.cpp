@@ -323,6 +323,39 @@ void dtfm::runtime::cpu::softmaxBackward(const Tensor &out, const Tensor &dOut,
   }
 }
 
+Tensor dtfm::runtime::cpu::logSoftmax(const Tensor &x) {
+  int64_t d = x.dim(-1), rows = x.numel() / d;
+  Tensor out(x.shape);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *in = x.data.data() + r * d;
+    float *o = out.data.data() + r * d;
+    float peak = *std::max_element(in, in + d);
+    double sum = 0;
+    for (int64_t j = 0; j < d; ++j)
+      sum += std::exp(static_cast<double>(in[j] - peak));
+    float shift = peak + static_cast<float>(std::log(sum));
+    for (int64_t j = 0; j < d; ++j)
+      o[j] = in[j] - shift;
+  }
+  return out;
+}
+
+void dtfm::runtime::cpu::logSoftmaxBackward(const Tensor &out,
+                                            const Tensor &dOut, Tensor *dx) {
+  int64_t d = out.dim(-1), rows = out.numel() / d;
+  ensure(dx, out.shape);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *y = out.data.data() + r * d;
+    const float *g = dOut.data.data() + r * d;
+    double sum = 0;
+    for (int64_t j = 0; j < d; ++j)
+      sum += g[j];
+    for (int64_t j = 0; j < d; ++j)
+      dx->data[r * d + j] +=
+          static_cast<float>(g[j] - std::exp(static_cast<double>(y[j])) * sum);
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // causal attention
 //===----------------------------------------------------------------------===//

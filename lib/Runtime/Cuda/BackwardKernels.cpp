@@ -353,9 +353,13 @@ bool CudaExecutor::backwardSoftmax(BackwardCall &call, std::string &error) {
     int64_t d = call.in(0).shape.back(), rows = call.in(0).numel() / d;
     if (!allocate(call.in(0).shape, false, call.scratch, error))
       return false;
-    cuda::softmax(call.in(0).data(), call.scratch.data(), rows, d, call.stream);
-    cuda::softmaxBackward(call.scratch.data(), call.dOut->data(), call.at(0),
-                          rows, d, call.stream);
+    bool log = call.op.attrs.logarithm;
+    (log ? cuda::logSoftmax : cuda::softmax)(call.in(0).data(),
+                                             call.scratch.data(), rows, d,
+                                             call.stream);
+    (log ? cuda::logSoftmaxBackward : cuda::softmaxBackward)(
+        call.scratch.data(), call.dOut->data(), call.at(0), rows, d,
+        call.stream);
   }
   return true;
 }

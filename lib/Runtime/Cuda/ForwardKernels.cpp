@@ -406,8 +406,9 @@ bool CudaExecutor::forwardSoftmax(ForwardCall &call, std::string &error) {
   int64_t d = call.in(0).shape.back();
   if (!fresh(call, false, error))
     return false;
-  cuda::softmax(call.in(0).data(), call.out.data(), call.out.numel() / d, d,
-                call.stream);
+  (call.op.attrs.logarithm ? cuda::logSoftmax : cuda::softmax)(
+      call.in(0).data(), call.out.data(), call.out.numel() / d, d,
+      call.stream);
   return call.set(0, std::move(call.out));
 }
 

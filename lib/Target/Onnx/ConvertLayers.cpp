@@ -270,12 +270,14 @@ bool OnnxImporter::convertSoftmax(const onnx::NodeProto &node, NodeCall &c) {
   Value x = c.input(0);
   if (!x)
     return false;
+  UnitAttr log = c.type == "LogSoftmax" ? b.getUnitAttr() : UnitAttr();
   int64_t rank = c.result.getRank(), axis = c.integer("axis", -1);
   if (axis < 0)
     axis += rank;
   if (axis == rank - 1) {
     c.out = tag(
-        b.create<SoftmaxOp>(c.loc, c.result, x, b.getI64IntegerAttr(-1)), node);
+        b.create<SoftmaxOp>(c.loc, c.result, x, b.getI64IntegerAttr(-1), log),
+        node);
   } else { // swap the axis with the last, softmax, swap back
     SmallVector<int64_t> perm, swapped(c.result.getShape());
     for (int64_t i = 0; i < rank; ++i)
@@ -286,7 +288,8 @@ bool OnnxImporter::convertSoftmax(const onnx::NodeProto &node, NodeCall &c) {
     Value t = tag(b.create<TransposeOp>(c.loc, swappedType, x,
                                         b.getDenseI64ArrayAttr(perm)),
                   node);
-    t = tag(b.create<SoftmaxOp>(c.loc, swappedType, t, b.getI64IntegerAttr(-1)),
+    t = tag(b.create<SoftmaxOp>(c.loc, swappedType, t, b.getI64IntegerAttr(-1),
+                                log),
             node);
     c.out = tag(
         b.create<TransposeOp>(c.loc, c.result, t, b.getDenseI64ArrayAttr(perm)),

@@ -112,6 +112,7 @@ OnnxImporter::converters() {
       {"Transpose", &OnnxImporter::convertTranspose},
       {"Cast", &OnnxImporter::convertCast},
       {"Softmax", &OnnxImporter::convertSoftmax},
+      {"LogSoftmax", &OnnxImporter::convertSoftmax},
       {"MatMul", &OnnxImporter::convertMatMul},
       {"Gemm", &OnnxImporter::convertGemm},
       {"LayerNormalization", &OnnxImporter::convertLayerNormalization},

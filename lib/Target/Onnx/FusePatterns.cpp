@@ -217,6 +217,31 @@ bool Fuser::tryPaddedAveragePool(int pad) {
   return true;
 }
 
+bool Fuser::tryShiftedSoftmax(int max) {
+  if (!is(max, "ReduceMax") || ints(max, "axes") != std::vector<int64_t>{-1})
+    return false;
+  if (const onnx::AttributeProto *keep = attr(max, "keepdims");
+      keep && keep->i() != 1)
+    return false;
+  std::string x = node(max)->input(0);
+  int sub = onlyUser(node(max)->output(0));
+  if (!is(sub, "Sub") || node(sub)->input(0) != x ||
+      node(sub)->input(1) != node(max)->output(0))
+    return false;
+  int softmax = onlyUser(node(sub)->output(0));
+  const onnx::AttributeProto *axis =
+      softmax >= 0 ? attr(softmax, "axis") : nullptr;
+  if (!is(softmax, "Softmax") || !axis || axis->i() != -1)
+    return false;
+  onnx::NodeProto fused;
+  fused.set_op_type("Softmax");
+  fused.add_input(x);
+  fused.add_output(node(softmax)->output(0));
+  *fused.add_attribute() = *axis;
+  fuse({max, sub, softmax}, softmax, fused);
+  return true;
+}
+
 bool Fuser::tryLinear(int matmul) {
   if (!is(matmul, "MatMul"))
     return false;

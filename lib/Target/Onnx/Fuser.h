@@ -36,7 +36,8 @@ public:
         ++fused;
     for (int i = 0; i < graph.node_size(); ++i)
       if (!dead.count(i) && (tryLayerNorm(i) || tryGelu(i) || tryRmsNorm(i) ||
-                             trySilu(i) || tryPaddedAveragePool(i)))
+                             trySilu(i) || tryPaddedAveragePool(i) ||
+                             tryShiftedSoftmax(i)))
         ++fused;
     index();
     for (int i = 0; i < graph.node_size(); ++i)
@@ -180,6 +181,11 @@ private:
 
   // x * Sigmoid(x) (torch.nn.functional.silu).
   bool trySilu(int sigmoid);
+
+  // Softmax(x - ReduceMax(x)) over the last axis (attention written as
+  // `w - w.max(-1)`, torchaudio's wav2vec2): Softmax(x), which subtracts
+  // the maximum itself; the shift's gradient sums to zero.
+  bool tryShiftedSoftmax(int max);
 
   // Pad(x, zeros on H and W) -> AveragePool without pads: what torch
   // exports for avg_pool2d(padding=p, count_include_pad=True) (Inception-v3).

@@ -130,6 +130,10 @@ void reluBackward(const Tensor &out, const Tensor &dOut, Tensor *dx);
 /// Along the last axis.
 Tensor softmax(const Tensor &x);
 void softmaxBackward(const Tensor &out, const Tensor &dOut, Tensor *dx);
+/// Log-softmax along the last axis; its backward from the result:
+/// dx += dOut - exp(out) * sum(dOut).
+Tensor logSoftmax(const Tensor &x);
+void logSoftmaxBackward(const Tensor &out, const Tensor &dOut, Tensor *dx);
 
 /// dtfm.rotary of x [B, S, heads * d]: each head's pairs (i, i + d/2)
 /// turned by position * theta^(-2i/d); `inverse` turns back. The backward

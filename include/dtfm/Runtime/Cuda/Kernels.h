@@ -168,6 +168,12 @@ void softmax(const float *x, float *y, int64_t rows, int64_t d,
              cudaStream_t stream);
 void softmaxBackward(const float *y, const float *dy, float *dx, int64_t rows,
                      int64_t d, cudaStream_t stream);
+/// Log-softmax over the last dimension; the backward from its result y:
+/// dx += dy - exp(y) * sum(dy).
+void logSoftmax(const float *x, float *y, int64_t rows, int64_t d,
+                cudaStream_t stream);
+void logSoftmaxBackward(const float *y, const float *dy, float *dx,
+                        int64_t rows, int64_t d, cudaStream_t stream);
 /// Softmax cross-entropy of `rows` rows of `classes` logits, in three
 /// halves (cpu::crossEntropySliceSums and the rest) around the sum over a
 /// vocabulary-parallel group of `degree` (none for degree 1): this member's

@@ -25,6 +25,9 @@ The models:
   encoder-mask nn.TransformerEncoder with its causal mask (Trilu, folded)
   dropout      a Dropout(0.1) between two Linear layers (imported as the
                identity, with a warning)
+  logsoftmax   log_softmax over the features and over the positions
+  max-shift    attention scores less their row maximum before the softmax
+               (w - w.max(-1), as torchaudio's wav2vec2 writes it)
 """
 import os
 import sys
@@ -181,6 +184,31 @@ class EncoderWithMask(torch.nn.Module):
         return self.head(self.enc(x, mask=mask).mean(dim=1))
 
 
+class MaxShift(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv = torch.nn.Linear(D, 3 * D)
+        self.head = torch.nn.Linear(D, CLASSES)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).split(D, dim=-1)
+        w = q @ k.transpose(-2, -1)
+        w = w - w.max(dim=-1, keepdim=True)[0]
+        return self.head((torch.softmax(w, dim=-1) @ v).mean(dim=1))
+
+
+class LogSoftmax(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(D, D)
+        self.head = torch.nn.Linear(D, CLASSES)
+
+    def forward(self, x):
+        h = self.proj(x)
+        h = torch.log_softmax(h, dim=-1) + 0.5 * torch.log_softmax(h, dim=1)
+        return self.head(h.mean(dim=1))
+
+
 def build(name):
     """(model, input, labels, opset)."""
     torch.manual_seed(0)
@@ -206,6 +234,10 @@ def build(name):
         return Conv1d(), torch.randn(4, 4, 20), labels, 14
     if name == "instancenorm":
         return InstanceNorm(), torch.randn(4, 3, 8, 8), labels, 14
+    if name == "max-shift":
+        return MaxShift(), torch.randn(4, T, D), labels, 14
+    if name == "logsoftmax":
+        return LogSoftmax(), torch.randn(4, T, D), labels, 14
     if name == "dropout":
         return torch.nn.Sequential(
             torch.nn.Linear(D, D), torch.nn.Dropout(0.1),

@@ -412,13 +412,16 @@ def Dtfm_ReluOp : Dtfm_ComputeOp<"relu",
 }
 
 def Dtfm_SoftmaxOp : Dtfm_ComputeOp<"softmax", ["getSavedActivationBytes"]> {
-  let summary = "softmax along one axis";
+  let summary = "softmax along one axis, or its logarithm";
   let description = [{
     Forward 5 FLOPs per element (max, subtract, exp, sum, divide); backward
-    twice that. Keeps the result.
+    twice that. Keeps the result. With `log`, log-softmax (x - max -
+    log(sum(exp(x - max))), ONNX's LogSoftmax): stable where a log of the
+    softmax would underflow.
   }];
   let arguments = (ins Dtfm_FloatTensor:$input,
-                       DefaultValuedAttr<I64Attr, "-1">:$axis);
+                       DefaultValuedAttr<I64Attr, "-1">:$axis,
+                       UnitAttr:$log);
   let results = (outs Dtfm_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
