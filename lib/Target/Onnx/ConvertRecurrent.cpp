@@ -169,8 +169,17 @@ bool OnnxImporter::convertRecurrent(const onnx::NodeProto &node, NodeCall &c) {
   Unroller u{b, c.loc, [&](Operation *op) { return tag(op, node); }};
   if (u.shapeOf(x).size() != 3)
     return failAt(node, "expected an input of rank 3");
-  if (layout == 1) // [batch, seq, input] -> [seq, batch, input]
+  if (layout == 1) { // [batch, seq, input] -> [seq, batch, input]
     x = u.transpose(x, {1, 0, 2});
+    // The initial states too: [batch, directions, hidden] -> ONNX's
+    // layout-0 [directions, batch, hidden].
+    for (Value *state : {&h0, &c0})
+      if (*state) {
+        if (u.shapeOf(*state).size() != 3)
+          return failAt(node, "expected initial states of rank 3");
+        *state = u.transpose(*state, {1, 0, 2});
+      }
+  }
   auto xShape = u.shapeOf(x);
   int64_t steps = xShape[0], batch = xShape[1], inputSize = xShape[2];
   if (steps < 1 || steps > kMaxUnrolledSteps || batch < 1)
