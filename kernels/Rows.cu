@@ -151,22 +151,6 @@ __global__ void softmaxBackwardKernel(const float *y, const float *dy,
     dx[base + j] += y[base + j] * (dy[base + j] - dot);
 }
 
-__global__ void logSoftmaxKernel(const float *x, float *y, int64_t d) {
-  __shared__ float scratch[32];
-  const float *in = x + blockIdx.x * d;
-  float *out = y + blockIdx.x * d;
-  float peak = -INFINITY;
-  for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
-    peak = fmaxf(peak, in[j]);
-  peak = blockMax(peak, scratch);
-  float sum = 0;
-  for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
-    sum += expf(in[j] - peak);
-  float shift = peak + logf(blockSum(sum, scratch));
-  for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
-    out[j] = in[j] - shift;
-}
-
 __global__ void logSoftmaxBackwardKernel(const float *y, const float *dy,
                                          float *dx, int64_t d) {
   __shared__ float scratch[32];
@@ -191,6 +175,17 @@ __device__ void rowPeakAndExps(const float *in, int64_t classes, float *scratch,
   for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
     exps += expf(in[j] - peak);
   exps = blockSum(exps, scratch);
+}
+
+__global__ void logSoftmaxKernel(const float *x, float *y, int64_t d) {
+  __shared__ float scratch[32];
+  const float *in = x + blockIdx.x * d;
+  float *out = y + blockIdx.x * d;
+  float peak, exps;
+  rowPeakAndExps(in, d, scratch, peak, exps);
+  float shift = peak + logf(exps);
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+    out[j] = in[j] - shift;
 }
 
 /// One block per row: this member's maximum and sum of exponentials over

@@ -165,18 +165,13 @@ bool OnnxImporter::convertInstanceNormalization(const onnx::NodeProto &node,
   };
   SmallVector<int64_t> perChannel(rank - 1, 1);
   perChannel[0] = channels;
+  auto byChannel = [&](Value v) { // [C] -> [C, 1, ...]: broadcast per channel
+    return tag(b.create<ReshapeOp>(c.loc, floatType(perChannel), v), node);
+  };
   if (!constantOf(1, 1.0f))
-    y = tag(b.create<MulOp>(
-                c.loc, c.result, y,
-                tag(b.create<ReshapeOp>(c.loc, floatType(perChannel), scale),
-                    node)),
-            node);
+    y = tag(b.create<MulOp>(c.loc, c.result, y, byChannel(scale)), node);
   if (!constantOf(2, 0.0f))
-    y = tag(b.create<AddOp>(
-                c.loc, c.result, y,
-                tag(b.create<ReshapeOp>(c.loc, floatType(perChannel), shift),
-                    node)),
-            node);
+    y = tag(b.create<AddOp>(c.loc, c.result, y, byChannel(shift)), node);
   c.out = y;
   return true;
 }
