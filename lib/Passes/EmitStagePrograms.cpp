@@ -213,7 +213,17 @@ struct EmitStagePrograms
               receivers.push_back(memberAt(stage, r));
             return receivers;
           };
-          std::set<int64_t> silentPeers; // stages it sends nothing to
+          // The (phase, peer stage) pairs of the program's transfer ops,
+          // receives and sends: the schedule's entries keep only those. A
+          // stage whose parameters are all frozen gets no gradient back; a
+          // send with no receiver (stage of another width) is not cloned.
+          std::set<std::pair<StringRef, int64_t>> transfers[2];
+          auto noteTransfer = [&](Operation *op, int64_t peer, int slot) {
+            // Unmarked transfers are forward ones, as the scheduler marks.
+            auto phase = op->getAttrOfType<StringAttr>(kPhaseAttrName);
+            if (!op->hasAttr(kOncePerIterationAttrName))
+              transfers[slot].insert({phase ? phase.getValue() : "fwd", peer});
+          };
           auto func = top.create<func::FuncOp>(
               model.getLoc(), symbolFor(device), b.getFunctionType({}, {}));
           OpBuilder body = OpBuilder::atBlockEnd(func.addEntryBlock());
@@ -230,8 +240,8 @@ struct EmitStagePrograms
             if (auto send = dyn_cast<SendOp>(op)) {
               std::vector<std::string> receivers =
                   receiversAt(send.getPeer());
-              if (receivers.empty())
-                silentPeers.insert(send.getPeer());
+              if (!receivers.empty())
+                noteTransfer(op, send.getPeer(), 1);
               for (const std::string &receiver : receivers)
                 body.clone(*op, mapping)
                     ->setAttr("peer_device", b.getStringAttr(receiver));
@@ -239,6 +249,7 @@ struct EmitStagePrograms
             }
             Operation *copy = body.clone(*op, mapping);
             if (auto recv = dyn_cast<RecvOp>(copy)) {
+              noteTransfer(copy, recv.getPeer(), 0);
               copy->setAttr("peer_device",
                             b.getStringAttr(deviceAt(recv.getPeer())));
               recvBytes += recv.getBytes();
@@ -270,21 +281,26 @@ struct EmitStagePrograms
           if (failed(pipelineStreams))
             return fail(error);
           StageStreamsAttr stageStreams = (*pipelineStreams)[s];
-          if (!silentPeers.empty()) {
-            // No send ops to those stages: no send entries either.
-            SmallVector<StringAttr> sends;
-            for (StringAttr entry : stageStreams.getSend()) {
-              ::dtfm::format::StreamEntry send;
-              if (::dtfm::format::parseEntry(
-                      entry.getValue(), ::dtfm::format::Slot::Send, send) &&
-                  silentPeers.count(send.peerStage))
+          auto keep = [&](ArrayRef<StringAttr> entries,
+                          ::dtfm::format::Slot slot, int index) {
+            SmallVector<StringAttr> kept;
+            for (StringAttr entry : entries) {
+              ::dtfm::format::StreamEntry parsed;
+              if (::dtfm::format::parseEntry(entry.getValue(), slot,
+                                             parsed) &&
+                  !transfers[index].count(
+                      {::dtfm::format::phaseName(parsed.phase),
+                       parsed.peerStage}))
                 continue;
-              sends.push_back(entry);
+              kept.push_back(entry);
             }
-            stageStreams = StageStreamsAttr::get(
-                b.getContext(), stageStreams.getRecv(),
-                stageStreams.getCompute(), sends);
-          }
+            return kept;
+          };
+          stageStreams = StageStreamsAttr::get(
+              b.getContext(),
+              keep(stageStreams.getRecv(), ::dtfm::format::Slot::Receive, 0),
+              stageStreams.getCompute(),
+              keep(stageStreams.getSend(), ::dtfm::format::Slot::Send, 1));
           func->setAttr(kStreamsAttrName, stageStreams);
           func->setAttr(kMicroBatchesAttrName, b.getI64IntegerAttr(countOf(i)));
           func->setAttr(kParamShardsAttrName, b.getArrayAttr(shards));

@@ -96,6 +96,8 @@ private:
   /// `what` when it is not one float constant.
   bool scalarInput(const onnx::NodeProto &node, int i, const char *what,
                    double fallback, double &value);
+  /// ReduceMean, ReduceSum, ReduceL2 (means times counts), ReduceMax and
+  /// ReduceMin; the axes an attribute or (opset 18) an input.
   bool convertReduceMean(const onnx::NodeProto &node, NodeCall &c);
   bool convertGather(const onnx::NodeProto &node, NodeCall &c);
   bool convertScatterND(const onnx::NodeProto &node, NodeCall &c);
@@ -205,6 +207,10 @@ private:
       readers;
   /// Float initializers imported as frozen parameters (decideTrainable).
   std::set<std::string> frozenInitializers;
+  /// Those of them that are constants, not parameters the user froze
+  /// (--freeze): they may fold with what is computed from them; a frozen
+  /// parameter keeps its name and layout (--save-params writes it).
+  std::set<std::string> constantInitializers;
   /// Frozen because they hold an infinity or a NaN (an additive mask):
   /// found when their values are read; named in one warning.
   std::vector<std::string> nonFinite;

@@ -335,7 +335,7 @@ bool OnnxImporter::load() {
       staticShapes[t.name()].assign(t.dims().begin(), t.dims().end());
     int folded = 0;
     std::string why;
-    if (!foldShapeComputations(*graph, staticShapes, frozenInitializers,
+    if (!foldShapeComputations(*graph, staticShapes, constantInitializers,
                                kMaxFoldedElements, folded, why))
       return fail(why);
     if (folded == 0)

@@ -197,6 +197,9 @@ bool OnnxImporter::decideTrainable() {
         frozenInitializers.insert(name);
   }
 
+  // What --freeze matches is a parameter the user froze, even when
+  // --params-from leaves it out: it keeps its name and layout.
+  std::set<std::string> frozenByUser;
   for (const std::string &pattern : options.freeze) {
     llvm::Expected<llvm::GlobPattern> glob = llvm::GlobPattern::create(pattern);
     if (!glob) {
@@ -208,12 +211,16 @@ bool OnnxImporter::decideTrainable() {
     for (const std::string &name : floatInitializers)
       if (glob->match(name)) {
         frozenInitializers.insert(name);
+        frozenByUser.insert(name);
         matched = true;
       }
     if (!matched)
       return optionError("--freeze '" + pattern +
                          "': matches no float initializer of the model");
   }
+  for (const std::string &name : frozenInitializers)
+    if (!frozenByUser.count(name))
+      constantInitializers.insert(name);
   return true;
 }
 

@@ -5,7 +5,8 @@ compared with float64).
 
   export NAME DIR [eval]   DIR/NAME.onnx, DIR/inputs.bin (one batch per step),
                            DIR/expected.txt (float64 losses of 20 SGD steps),
-                           DIR/params.txt (model.named_parameters()' names)
+                           DIR/params.txt (model.named_parameters()' names,
+                           those PyTorch trains)
 
 The models:
   two-linears  two nn.Linear layers with equal weights (an eval-mode export
@@ -15,6 +16,8 @@ The models:
   causal-mask  attention scores plus a registered -inf mask buffer
   bool-mask    scores.masked_fill(mask == 0, -inf) with a 0/1 buffer
   rotary       x * cos + rotate_half(x) * sin with cos/sin buffers
+  frozen-proj  the rotary model with its first Linear frozen
+               (requires_grad_(False)): a pipeline stage with nothing to train
   layernorm17  nn.LayerNorm exported at opset 17 (LayerNormalization)
   lstm         a bidirectional LSTM of two layers (ONNX's LSTM, unrolled)
   gru          a GRU (linear_before_reset, as PyTorch exports it)
@@ -221,8 +224,11 @@ def build(name):
     if name in ("causal-mask", "bool-mask"):
         return Attention(name.split("-")[0]), torch.randn(4, T, D), \
             torch.randint(0, CLASSES, (4,)), 14
-    if name == "rotary":
-        return Rotary(), torch.randn(4, T, D), torch.randint(
+    if name in ("rotary", "frozen-proj"):
+        model = Rotary()
+        if name == "frozen-proj":
+            model.proj.requires_grad_(False)
+        return model, torch.randn(4, T, D), torch.randint(
             0, CLASSES, (4,)), 14
     if name == "layernorm17":
         return LayerNorm17(), torch.randn(4, T, D), torch.randint(
@@ -258,7 +264,8 @@ def export(name, d, mode):
         do_constant_folding=not training, input_names=[input_name],
         output_names=["logits"])
     with open(f"{d}/params.txt", "w") as f:
-        f.write("\n".join(n for n, _ in model.named_parameters()) + "\n")
+        f.write("\n".join(n for n, p in model.named_parameters()
+                           if p.requires_grad) + "\n")
     tensors = {}
     for step in range(STEPS):
         tensors[f"{input_name}@{step}"] = x.numpy()
