@@ -97,6 +97,42 @@ __global__ void reducePerBlockKernel(ReduceTerm term, Operands ops,
   }
 }
 
+/// One thread per result element: its reduction's extremum.
+__device__ float extremumAt(bool maximum, const float *x,
+                            const ReductionViews &v, int64_t base) {
+  float acc = x[base + v.reduced[0].at(0)];
+  for (int64_t r = 1; r < v.reducedCount; ++r)
+    acc = extremumStep(maximum, acc, x[base + v.reduced[0].at(r)]);
+  return acc;
+}
+
+__global__ void reduceExtremumKernel(bool maximum, const float *x,
+                                     ReductionViews v, float *out) {
+  DTFM_GRID_STRIDE(j, v.keptCount)
+  out[v.result.at(j)] = extremumAt(maximum, x, v, v.kept[0].at(j));
+}
+
+/// Each element of x belongs to one result: no two threads write one dx.
+__global__ void reduceExtremumBackwardKernel(bool maximum, const float *x,
+                                             const float *dy,
+                                             ReductionViews v, float *dx) {
+  DTFM_GRID_STRIDE(j, v.keptCount) {
+    int64_t base = v.kept[0].at(j);
+    float value = extremumAt(maximum, x, v, base);
+    int64_t ties = 0;
+    for (int64_t r = 0; r < v.reducedCount; ++r)
+      ties += x[base + v.reduced[0].at(r)] == value;
+    if (ties == 0) // a NaN extremum: no element equals it
+      continue;
+    float share = dy[v.result.at(j)] / static_cast<float>(ties);
+    for (int64_t r = 0; r < v.reducedCount; ++r) {
+      int64_t at = base + v.reduced[0].at(r);
+      if (x[at] == value)
+        dx[at] += share;
+    }
+  }
+}
+
 __global__ void unaryKernel(UnaryOp op, const float *x, float *y, int64_t n,
                             UnaryParams params) {
   DTFM_GRID_STRIDE(i, n) y[i] = applyUnary(op, x[i], params);
@@ -191,6 +227,21 @@ void reduceStrided(ReduceTerm term, const float *const operands[3],
   }
   reducePerThreadKernel<<<blocksFor(views.keptCount), kThreads, 0, stream>>>(
       term, ops, views, out, alpha, accumulate);
+}
+
+void reduceExtremum(bool maximum, const float *x, const ReductionViews &views,
+                    float *out, cudaStream_t stream) {
+  if (views.keptCount > 0 && views.reducedCount > 0)
+    reduceExtremumKernel<<<blocksFor(views.keptCount), kThreads, 0, stream>>>(
+        maximum, x, views, out);
+}
+
+void reduceExtremumBackward(bool maximum, const float *x, const float *dy,
+                            const ReductionViews &views, float *dx,
+                            cudaStream_t stream) {
+  if (views.keptCount > 0 && views.reducedCount > 0)
+    reduceExtremumBackwardKernel<<<blocksFor(views.keptCount), kThreads, 0,
+                                   stream>>>(maximum, x, dy, views, dx);
 }
 
 void unary(UnaryOp op, const float *x, float *y, int64_t n, UnaryParams params,

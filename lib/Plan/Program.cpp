@@ -229,6 +229,8 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
     in.read("log", a.logarithm);
     break;
   case OpKind::ReduceMean:
+  case OpKind::ReduceMax:
+  case OpKind::ReduceMin:
     in.read("axes", a.axes);
     in.read("keepdims", a.keepdims);
     break;
@@ -272,6 +274,7 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
     in.read("theta", a.theta);
     break;
   case OpKind::Conv2d:
+  case OpKind::ConvTranspose2d:
   case OpKind::MaxPool2d:
   case OpKind::AvgPool2d: {
     int64_t kernel[2] = {1, 1}, strides[2] = {1, 1}, dilations[2] = {1, 1};
@@ -297,6 +300,9 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
     a.window.countBottom = counted[2];
     a.window.countRight = counted[3];
     in.read("groups", a.groups);
+    int64_t outputPadding[2] = {0, 0};
+    in.readFixed("output_padding", outputPadding);
+    a.outputPadding = {outputPadding[0], outputPadding[1]};
     break;
   }
   case OpKind::TopkCompress:

@@ -147,6 +147,9 @@ std::string forwardRule(OpKind kind, const ProgramOp &op,
   case OpKind::Sub:
   case OpKind::Mul:
   case OpKind::Div:
+  case OpKind::Maximum:
+  case OpKind::Minimum:
+  case OpKind::Prelu:
     return shapes::broadcastBinary(in[0], in[1], out[0]);
   case OpKind::Sqrt:
   case OpKind::Tanh:
@@ -154,6 +157,8 @@ std::string forwardRule(OpKind kind, const ProgramOp &op,
   case OpKind::Silu:
   case OpKind::Erf:
   case OpKind::Exp:
+  case OpKind::Abs:
+  case OpKind::Log:
   case OpKind::Gelu:
   case OpKind::Relu:
     return shapes::sameType(in[0], out[0]);
@@ -163,6 +168,9 @@ std::string forwardRule(OpKind kind, const ProgramOp &op,
     return shapes::clip(in[0], a.low, a.high, out[0]);
   case OpKind::ReduceMean:
     return shapes::reduceMean(in[0], a.axes, a.keepdims, out[0]);
+  case OpKind::ReduceMax:
+  case OpKind::ReduceMin:
+    return shapes::reduceExtremum(in[0], a.axes, a.keepdims, out[0]);
   case OpKind::Concat:
     return shapes::concat(in, a.axis, out[0]);
   case OpKind::Slice:
@@ -188,6 +196,14 @@ std::string forwardRule(OpKind kind, const ProgramOp &op,
                           {w.strideH, w.strideW}, {w.dilationH, w.dilationW},
                           {w.padTop, w.padLeft, w.padBottom, w.padRight},
                           a.groups, out[0]);
+  }
+  case OpKind::ConvTranspose2d: {
+    const math::Window &w = a.window;
+    return shapes::convTranspose2d(
+        in[0], in[1], n == 3 ? &in[2] : nullptr, {w.strideH, w.strideW},
+        {w.dilationH, w.dilationW},
+        {w.padTop, w.padLeft, w.padBottom, w.padRight},
+        {a.outputPadding[0], a.outputPadding[1]}, a.groups, out[0]);
   }
   case OpKind::BatchNorm:
     return shapes::batchNorm(in[0], in[1], in[2], in[3], in[4], a.epsilon,

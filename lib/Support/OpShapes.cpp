@@ -464,6 +464,72 @@ std::string dtfm::shapes::conv2d(const TensorType &input,
   return resultIs(result, {input.shape[0], outChannels, h, w}, input.element);
 }
 
+std::string dtfm::shapes::convTranspose2d(
+    const TensorType &input, const TensorType &weight, const TensorType *bias,
+    const std::vector<int64_t> &strides, const std::vector<int64_t> &dilations,
+    const std::vector<int64_t> &padding,
+    const std::vector<int64_t> &outputPadding, int64_t groups,
+    const TensorType &result) {
+  if (input.rank() != 4)
+    return "expected input of rank 4 [N, C, H, W], found " +
+           shapeText(input.shape);
+  if (weight.rank() != 4)
+    return "expected weight of rank 4 [C, O/groups, kH, kW], found " +
+           shapeText(weight.shape);
+  if (std::string e = firstOf(sameElementWithBias(input, weight, bias),
+                              positive(strides, 2, "strides"),
+                              positive(dilations, 2, "dilations"),
+                              paddingOf(padding),
+                              windowFits(strides, "strides"),
+                              windowFits(dilations, "dilations"),
+                              windowFits(padding, "padding"));
+      !e.empty())
+    return e;
+  if (outputPadding.size() != 2)
+    return "expected 2 output_padding values, found " +
+           std::to_string(outputPadding.size());
+  for (size_t i = 0; i < 2; ++i)
+    if (outputPadding[i] < 0 || outputPadding[i] >= strides[i])
+      return "expected 0 <= output_padding < stride, found output_padding " +
+             shapeText(outputPadding) + " and strides " + shapeText(strides);
+  if (groups <= 0)
+    return "expected positive groups, found " + std::to_string(groups);
+  int64_t channels = input.shape[1];
+  if (channels % groups != 0)
+    return "expected input channels " + std::to_string(channels) +
+           " divisible by groups " + std::to_string(groups);
+  if (weight.shape[0] != channels)
+    return "expected weight dimension 0 = " + std::to_string(channels) +
+           " (the input channels), found " + std::to_string(weight.shape[0]);
+  __int128 outChannels = static_cast<__int128>(weight.shape[1]) * groups;
+  if (outChannels > INT64_MAX)
+    return "output channels overflow";
+  if (bias)
+    if (std::string e =
+            vectorOf(*bias, "bias", static_cast<int64_t>(outChannels));
+        !e.empty())
+      return e;
+  // (in - 1) stride - pads + dilation (k - 1) + output_padding + 1: the
+  // size whose convolution by the same window has `in` positions.
+  int64_t size[2];
+  for (int i = 0; i < 2; ++i) {
+    __int128 s = static_cast<__int128>(input.shape[2 + i] - 1) * strides[i] -
+                 padding[i] - padding[i + 2] +
+                 static_cast<__int128>(dilations[i]) *
+                     (weight.shape[2 + i] - 1) +
+                 outputPadding[i] + 1;
+    if (input.shape[2 + i] <= 0 || s <= 0 || s > kMaxWindow)
+      return "kernel " + shapeText(weight.shape) + " with padding " +
+             shapeText(padding) + " leaves no output for input " +
+             shapeText(input.shape);
+    size[i] = static_cast<int64_t>(s);
+  }
+  return resultIs(result,
+                  {input.shape[0], static_cast<int64_t>(outChannels), size[0],
+                   size[1]},
+                  input.element);
+}
+
 std::string dtfm::shapes::batchNorm(const TensorType &input,
                                     const TensorType &gamma,
                                     const TensorType &beta,
@@ -694,6 +760,20 @@ std::string dtfm::shapes::reduceMean(const TensorType &input,
       shape.push_back(1);
   }
   return resultIs(result, shape, input.element);
+}
+
+std::string dtfm::shapes::reduceExtremum(const TensorType &input,
+                                         const std::vector<int64_t> &axes,
+                                         bool keepdims,
+                                         const TensorType &result) {
+  if (std::string problem = reduceMean(input, axes, keepdims, result);
+      !problem.empty())
+    return problem;
+  int64_t rank = input.rank();
+  for (int64_t a : axes)
+    if (input.shape[a < 0 ? a + rank : a] == 0)
+      return "axis " + std::to_string(a) + " is empty: no extremum";
+  return "";
 }
 
 std::string dtfm::shapes::transpose(const TensorType &input,

@@ -510,7 +510,9 @@ TEST_F(CudaKernelsTest, BroadcastingBinaryOpsWhereAndTheirGradients) {
     math::StridedView va = math::broadcastView(sa, out),
                       vb = math::broadcastView(sb, out);
     for (math::BinaryOp op :
-         {math::BinaryOp::Sub, math::BinaryOp::Mul, math::BinaryOp::Div}) {
+         {math::BinaryOp::Sub, math::BinaryOp::Mul, math::BinaryOp::Div,
+          math::BinaryOp::Maximum, math::BinaryOp::Minimum,
+          math::BinaryOp::Prelu}) {
       auto gout = zeros(probe.numel());
       cuda::binaryStrided(op, ga.floats(), va, gb.floats(), vb, gout.floats(),
                           stream);
@@ -519,27 +521,22 @@ TEST_F(CudaKernelsTest, BroadcastingBinaryOpsWhereAndTheirGradients) {
       Tensor wantA(sa), wantB(sb);
       cpu::binaryMathBackward(a, b, op, dOut, &wantA, &wantB);
       auto gda = zeros(a.numel()), gdb = zeros(b.numel());
-      math::StridedView vd = math::contiguousView(out);
-      math::ReduceTerm ta = math::ReduceTerm::Value,
-                       tb = math::ReduceTerm::Value;
-      std::vector<math::StridedView> viewsA = {vd}, viewsB = {vd};
-      const float *opsA[3] = {gd.floats(), nullptr, nullptr},
-                  *opsB[3] = {gd.floats(), nullptr, nullptr};
-      if (op == math::BinaryOp::Mul) {
-        ta = tb = math::ReduceTerm::Product;
-        opsA[1] = gb.floats(), opsB[1] = ga.floats();
-        viewsA.push_back(vb), viewsB.push_back(va);
-      } else if (op == math::BinaryOp::Div) {
-        ta = math::ReduceTerm::Quotient;
-        tb = math::ReduceTerm::DivisorGradient;
-        opsA[1] = gb.floats(), opsB[1] = ga.floats(), opsB[2] = gb.floats();
-        viewsA.push_back(vb), viewsB.push_back(va), viewsB.push_back(vb);
+      // Each side as the executor reduces it (math::binaryGradient).
+      const float *sources[3] = {gd.floats(), ga.floats(), gb.floats()};
+      math::StridedView sourceViews[3] = {math::contiguousView(out), va, vb};
+      for (int i = 0; i < 2; ++i) {
+        math::BinaryGradient g = math::binaryGradient(op, i);
+        const float *ops[3] = {nullptr, nullptr, nullptr};
+        std::vector<math::StridedView> views;
+        for (int k = 0; k < math::reduceTermOperands(g.term); ++k) {
+          ops[k] = sources[g.sources[k]];
+          views.push_back(sourceViews[g.sources[k]]);
+        }
+        cuda::reduceStrided(g.term, ops,
+                            math::reductionOnto(i == 0 ? sa : sb, out, views),
+                            (i == 0 ? gda : gdb).floats(), g.alpha, true,
+                            stream);
       }
-      cuda::reduceStrided(ta, opsA, math::reductionOnto(sa, out, viewsA),
-                          gda.floats(), 1.0f, true, stream);
-      cuda::reduceStrided(
-          tb, opsB, math::reductionOnto(sb, out, viewsB), gdb.floats(),
-          op == math::BinaryOp::Sub ? -1.0f : 1.0f, true, stream);
       expectNear(download(gda, a.numel()), wantA.data, 1e-4, "lhs gradient");
       expectNear(download(gdb, b.numel()), wantB.data, 1e-4, "rhs gradient");
     }
@@ -591,6 +588,21 @@ TEST_F(CudaKernelsTest, MeansTransposeSliceConcat) {
                       gdx.floats(), math::contiguousView(x.shape),
                       1.0f / m.count, true, stream);
     expectNear(download(gdx, x.numel()), wantDx.data, 1e-5, "mean grad");
+    for (bool maximum : {true, false}) {
+      Tensor extremum = cpu::reduceExtremum(x, axes, true, maximum);
+      Tensor wantGrad(x.shape);
+      cpu::reduceExtremumBackward(x, axes, maximum, dOut, &wantGrad);
+      math::ReductionViews views =
+          math::reductionOnto(m.kept, x.shape, {math::contiguousView(x.shape)});
+      auto gext = zeros(extremum.numel()), gdext = zeros(x.numel());
+      cuda::reduceExtremum(maximum, gx.floats(), views, gext.floats(), stream);
+      cuda::reduceExtremumBackward(maximum, gx.floats(), gd.floats(), views,
+                                   gdext.floats(), stream);
+      expectNear(download(gext, extremum.numel()), extremum.data, 0,
+                 maximum ? "reduce_max" : "reduce_min");
+      expectNear(download(gdext, x.numel()), wantGrad.data, 1e-6,
+                 maximum ? "reduce_max grad" : "reduce_min grad");
+    }
   }
   std::vector<int64_t> perm = {2, 0, 1};
   Tensor t = cpu::transpose(x, perm);
@@ -636,7 +648,9 @@ TEST_F(CudaKernelsTest, UnaryMathAndGather) {
         {math::UnaryOp::Sigmoid, math::UnaryParams{}, "sigmoid"},
         {math::UnaryOp::Silu, math::UnaryParams{}, "silu"},
         {math::UnaryOp::Pow, math::UnaryParams{1.5}, "pow"},
-        {math::UnaryOp::Clip, math::UnaryParams{1, 0.3, 0.9}, "clip"}}) {
+        {math::UnaryOp::Clip, math::UnaryParams{1, 0.3, 0.9}, "clip"},
+        {math::UnaryOp::Abs, math::UnaryParams{}, "abs"},
+        {math::UnaryOp::Log, math::UnaryParams{}, "log"}}) {
     auto gy = zeros(5000), gdx = zeros(5000);
     cuda::unary(op, gx.floats(), gy.floats(), 5000, params, stream);
     cuda::unaryBackward(op, gx.floats(), gdy.floats(), gdx.floats(), 5000,

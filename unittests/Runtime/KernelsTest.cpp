@@ -117,15 +117,46 @@ TEST(Kernels, BinaryMathWithBroadcasting) {
         EXPECT_FLOAT_EQ(m.data[at], a.data[at] * b.data[i]);
         EXPECT_FLOAT_EQ(q.data[at], a.data[at] / b.data[i]);
       }
+  Tensor hi = binaryMath(a, b, math::BinaryOp::Maximum),
+         lo = binaryMath(a, b, math::BinaryOp::Minimum),
+         pr = binaryMath(a, b, math::BinaryOp::Prelu);
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < 4; ++j) {
+        int64_t at = (n * 3 + i) * 4 + j;
+        float x = a.data[at], y = b.data[i];
+        EXPECT_EQ(hi.data[at], std::max(x, y));
+        EXPECT_EQ(lo.data[at], std::min(x, y));
+        EXPECT_EQ(pr.data[at], x > 0 ? x : y * x);
+      }
+  // Finite differences, away from the kinks (random values: no ties, no
+  // element within the step of 0 or of the other operand).
   for (auto [op, what] : {std::pair{math::BinaryOp::Add, "add"},
                           {math::BinaryOp::Sub, "sub"},
                           {math::BinaryOp::Mul, "mul"},
-                          {math::BinaryOp::Div, "div"}}) {
+                          {math::BinaryOp::Div, "div"},
+                          {math::BinaryOp::Maximum, "maximum"},
+                          {math::BinaryOp::Minimum, "minimum"},
+                          {math::BinaryOp::Prelu, "prelu"}}) {
     Tensor da(a.shape), db(b.shape);
     binaryMathBackward(a, b, op, r, &da, &db);
     auto forward = [&, op = op]() { return binaryMath(a, b, op); };
     expectGradient(a, da, forward, r, what);
     expectGradient(b, db, forward, r, what, 1e-3);
+  }
+  // Ties split the gradient evenly (PyTorch's maximum / minimum); NaN wins.
+  Tensor tie({3}), other({3}), one({3});
+  tie.data = {1.0f, 2.0f, std::nanf("")};
+  other.data = {1.0f, 3.0f, 0.0f};
+  one.data = {1.0f, 1.0f, 1.0f};
+  for (math::BinaryOp op : {math::BinaryOp::Maximum, math::BinaryOp::Minimum}) {
+    Tensor dt(tie.shape), dother(other.shape);
+    binaryMathBackward(tie, other, op, one, &dt, &dother);
+    EXPECT_EQ(dt.data[0], 0.5f);
+    EXPECT_EQ(dother.data[0], 0.5f);
+    EXPECT_EQ(dt.data[1], op == math::BinaryOp::Maximum ? 0.0f : 1.0f);
+    EXPECT_TRUE(std::isnan(binaryMath(tie, other, op).data[2]));
+    EXPECT_TRUE(std::isnan(binaryMath(other, tie, op).data[2]));
   }
 }
 
@@ -139,16 +170,20 @@ TEST(Kernels, ElementwiseMathPowAndReduceMean) {
   using dtfm::math::UnaryOp;
   using dtfm::math::UnaryParams;
   for (auto [op, kind] : {std::pair{UnaryOp::Sqrt, "sqrt"},
+                          {UnaryOp::Log, "log"},
+                          {UnaryOp::Abs, "abs"},
                           {UnaryOp::Tanh, "tanh"},
                           {UnaryOp::Erf, "erf"},
                           {UnaryOp::Exp, "exp"},
                           {UnaryOp::Sigmoid, "sigmoid"},
                           {UnaryOp::Silu, "silu"}}) {
-    Tensor &in = op == UnaryOp::Sqrt ? positive : x;
+    Tensor &in = op == UnaryOp::Sqrt || op == UnaryOp::Log ? positive : x;
     Tensor y = unaryMath(in, op, {});
     float v = in.data[5];
     EXPECT_NEAR(y.data[5],
                 op == UnaryOp::Sqrt      ? std::sqrt(v)
+                : op == UnaryOp::Log     ? std::log(v)
+                : op == UnaryOp::Abs     ? std::fabs(v)
                 : op == UnaryOp::Tanh    ? std::tanh(v)
                 : op == UnaryOp::Erf     ? std::erf(v)
                 : op == UnaryOp::Sigmoid ? 1 / (1 + std::exp(-v))
@@ -195,6 +230,40 @@ TEST(Kernels, ElementwiseMathPowAndReduceMean) {
     expectGradient(x, dx, [&]() { return reduceMean(x, {-1, 0}, keep); }, rm,
                    "reduce_mean");
   }
+  // reduce_max / reduce_min over axes {-1, 0} of [2, 3, 4], against a
+  // brute-force search; the gradient goes to the extremum, split among
+  // ties.
+  for (bool maximum : {true, false})
+    for (bool keep : {true, false}) {
+      Tensor m = reduceExtremum(x, {-1, 0}, keep, maximum);
+      ASSERT_EQ(m.shape, keep ? std::vector<int64_t>({1, 3, 1})
+                              : std::vector<int64_t>({3}));
+      for (int64_t row = 0; row < 3; ++row) {
+        float want = x.data[row * 4];
+        for (int64_t a = 0; a < 2; ++a)
+          for (int64_t c = 0; c < 4; ++c) {
+            float v = x.data[(a * 3 + row) * 4 + c];
+            want = maximum ? std::max(want, v) : std::min(want, v);
+          }
+        EXPECT_EQ(m.data[row], want);
+      }
+      Tensor rm = random(m.shape, rng), dx(x.shape);
+      reduceExtremumBackward(x, {-1, 0}, maximum, rm, &dx);
+      expectGradient(
+          x, dx, [&]() { return reduceExtremum(x, {-1, 0}, keep, maximum); },
+          rm, maximum ? "reduce_max" : "reduce_min");
+    }
+  Tensor ties({2, 3});
+  ties.data = {1, 5, 5, 2, 2, 2};
+  Tensor ones({2});
+  ones.data = {1, 1};
+  Tensor dTies(ties.shape);
+  reduceExtremumBackward(ties, {1}, true, ones, &dTies);
+  EXPECT_EQ(dTies.data, std::vector<float>({0, 0.5f, 0.5f, 1.0f / 3,
+                                            1.0f / 3, 1.0f / 3}));
+  ties.data[4] = std::nanf("");
+  EXPECT_TRUE(std::isnan(reduceExtremum(ties, {1}, false, true).data[1]));
+  EXPECT_TRUE(std::isnan(reduceExtremum(ties, {1}, false, false).data[1]));
 }
 
 TEST(Kernels, ConcatSliceAndGradients) {
@@ -657,6 +726,52 @@ TEST(Kernels, ConvolutionWithStridePaddingGroupsAndDilation) {
   expectGradient(x, dx, f, r, "conv dx");
   expectGradient(w, dw, f, r, "conv dw");
   expectGradient(b, db, f, r, "conv db");
+}
+
+TEST(Kernels, TransposedConvolutionScattersEachInputThroughTheKernel) {
+  // x [2, 4, 3, 4], w [4, 3, 3, 2], groups 2 (6 output channels), stride
+  // (2, 3), padding (1, 0, 0, 1), dilation (1, 2), output_padding (1, 2).
+  std::mt19937_64 rng(16);
+  Window window;
+  window.strideH = 2, window.strideW = 3;
+  window.padTop = 1, window.padRight = 1;
+  window.dilationW = 2;
+  std::array<int64_t, 2> outputPadding = {1, 2};
+  Tensor x = random({2, 4, 3, 4}, rng), w = random({4, 3, 3, 2}, rng),
+         b = random({6}, rng);
+  Tensor out = convTranspose2d(x, w, &b, window, outputPadding, 2);
+  // H (3 - 1) 2 - 1 + 1 (3 - 1) + 1 + 1 = 7; W (4 - 1) 3 - 1 + 2 + 2 + 1 = 13.
+  ASSERT_EQ(out.shape, (std::vector<int64_t>{2, 6, 7, 13}));
+  // The definition, independently: every input element adds its value times
+  // each kernel cell at stride * position - padding + dilation * cell.
+  Tensor want(out.shape);
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t o = 0; o < 6; ++o)
+      for (int64_t p = 0; p < 7 * 13; ++p)
+        want.data[(n * 6 + o) * 91 + p] = b.data[o];
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t c = 0; c < 4; ++c)
+      for (int64_t iy = 0; iy < 3; ++iy)
+        for (int64_t ix = 0; ix < 4; ++ix)
+          for (int64_t f = 0; f < 3; ++f) // filter of c's group
+            for (int64_t i = 0; i < 3; ++i)
+              for (int64_t j = 0; j < 2; ++j) {
+                int64_t oy = iy * 2 - 1 + i, ox = ix * 3 - 0 + j * 2;
+                if (oy < 0 || oy >= 7 || ox < 0 || ox >= 13)
+                  continue;
+                int64_t o = (c / 2) * 3 + f;
+                want.data[((n * 6 + o) * 7 + oy) * 13 + ox] +=
+                    x.data[((n * 4 + c) * 3 + iy) * 4 + ix] *
+                    w.data[((c * 3 + f) * 3 + i) * 2 + j];
+              }
+  for (int64_t i = 0; i < out.numel(); ++i)
+    EXPECT_NEAR(out.data[i], want.data[i], 1e-5) << "element " << i;
+  Tensor r = random(out.shape, rng), dx, dw, db;
+  convTranspose2dBackward(x, w, window, 2, r, &dx, &dw, &db);
+  auto f = [&]() { return convTranspose2d(x, w, &b, window, outputPadding, 2); };
+  expectGradient(x, dx, f, r, "conv transpose dx");
+  expectGradient(w, dw, f, r, "conv transpose dw");
+  expectGradient(b, db, f, r, "conv transpose db");
 }
 
 TEST(Kernels, BatchNormAndPooling) {

@@ -110,7 +110,8 @@ TEST(ElementMath, BroadcastingBinaryOpsAndTheirGradients) {
     std::vector<int64_t> out = broadcast(sa, sb);
     Tensor dOut = random(out, rng);
     for (BinaryOp op :
-         {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div}) {
+         {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div,
+          BinaryOp::Maximum, BinaryOp::Minimum, BinaryOp::Prelu}) {
       StridedView va = broadcastView(sa, out), vb = broadcastView(sb, out);
       Tensor got(out);
       for (int64_t i = 0; i < va.numel(); ++i)
@@ -118,24 +119,22 @@ TEST(ElementMath, BroadcastingBinaryOpsAndTheirGradients) {
       Tensor want = cpu::binaryMath(a, b, op);
       expectNear(got, want, 1e-6, "forward");
 
-      Tensor wantA(sa), wantB(sb), gotA, gotB;
+      // The CPU's per-element partials against the reductions the CUDA
+      // executor runs (math::binaryGradient's table).
+      Tensor wantA(sa), wantB(sb);
       cpu::binaryMathBackward(a, b, op, dOut, &wantA, &wantB);
-      if (op == BinaryOp::Add || op == BinaryOp::Sub) {
-        gotA = operandGradient(ReduceTerm::Value, a, {&dOut}, out);
-        gotB = operandGradient(ReduceTerm::Value, b, {&dOut}, out);
-        if (op == BinaryOp::Sub)
-          for (float &g : gotB.data)
-            g = -g; // the executor's alpha = -1
-      } else if (op == BinaryOp::Mul) {
-        gotA = operandGradient(ReduceTerm::Product, a, {&dOut, &b}, out);
-        gotB = operandGradient(ReduceTerm::Product, b, {&dOut, &a}, out);
-      } else {
-        gotA = operandGradient(ReduceTerm::Quotient, a, {&dOut, &b}, out);
-        gotB = operandGradient(ReduceTerm::DivisorGradient, b, {&dOut, &a, &b},
-                               out);
+      const Tensor *sources[3] = {&dOut, &a, &b};
+      for (int i = 0; i < 2; ++i) {
+        BinaryGradient g = binaryGradient(op, i);
+        std::vector<const Tensor *> operands;
+        for (int k = 0; k < reduceTermOperands(g.term); ++k)
+          operands.push_back(sources[g.sources[k]]);
+        Tensor got = operandGradient(g.term, i == 0 ? a : b, operands, out);
+        for (float &v : got.data)
+          v *= g.alpha;
+        expectNear(got, i == 0 ? wantA : wantB, 1e-5,
+                   i == 0 ? "lhs gradient" : "rhs gradient");
       }
-      expectNear(gotA, wantA, 1e-5, "lhs gradient");
-      expectNear(gotB, wantB, 1e-5, "rhs gradient");
     }
   }
 }
@@ -450,6 +449,16 @@ TEST(ElementMath, UnaryMathAndGradients) {
          return v > p.low && v < p.high ? 1.0 : 0.0;
        },
        "clip"},
+      {UnaryOp::Abs,
+       {},
+       [](double v, UnaryParams) { return std::fabs(v); },
+       [](double v, UnaryParams) { return v > 0 ? 1.0 : v < 0 ? -1.0 : 0.0; },
+       "abs"},
+      {UnaryOp::Log,
+       {},
+       [](double v, UnaryParams) { return std::log(v); },
+       [](double v, UnaryParams) { return 1 / v; },
+       "log"},
   };
   for (double exponent : {2.0, 0.5, -1.5, 3.0})
     cases.push_back(

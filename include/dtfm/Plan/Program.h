@@ -75,7 +75,7 @@ struct OpAttrs {
   // shapes and axes
   int64_t axis = 0;                         // concat, gather (0); softmax (-1)
   std::vector<int64_t> axes;                // reduce_mean
-  bool keepdims = false;                    // reduce_mean
+  bool keepdims = false;                    // reduce_mean, _max, _min
   std::vector<int64_t> starts, ends, steps; // slice
   std::vector<int64_t> perm;                // transpose
   // arithmetic
@@ -94,7 +94,8 @@ struct OpAttrs {
   // windows
   std::array<int64_t, 2> kernel = {1, 1};
   math::Window window; // conv2d, pooling
-  int64_t groups = 1; // conv2d
+  int64_t groups = 1; // conv2d, conv_transpose2d
+  std::array<int64_t, 2> outputPadding = {0, 0}; // conv_transpose2d
   // compression
   int64_t k = 1; // topk_compress
   // dtfm.tp_all_reduce: the group's size and whether it sums the gradient

@@ -219,9 +219,17 @@ inline MeanShape meanShape(const std::vector<int64_t> &shape,
   return m;
 }
 
+/// One step of reduce_max (maximum) or reduce_min: the extremum of `acc`
+/// and `v`, NaN if either is (PyTorch's amax and amin propagate NaN).
+DTFM_HOST_DEVICE inline float extremumStep(bool maximum, float acc, float v) {
+  if (acc != acc || v != v)
+    return acc != acc ? acc : v;
+  return maximum ? (v > acc ? v : acc) : (v < acc ? v : acc);
+}
+
 //===--- per-element math -------------------------------------------------===//
 
-enum class BinaryOp { Add, Sub, Mul, Div };
+enum class BinaryOp { Add, Sub, Mul, Div, Maximum, Minimum, Prelu };
 
 DTFM_HOST_DEVICE inline float applyBinary(BinaryOp op, float a, float b) {
   switch (op) {
@@ -232,12 +240,21 @@ DTFM_HOST_DEVICE inline float applyBinary(BinaryOp op, float a, float b) {
   case BinaryOp::Mul:
     return a * b;
   case BinaryOp::Div:
+    return a / b;
+  // NaN wins, as in PyTorch's maximum and minimum (fmaxf would drop it).
+  case BinaryOp::Maximum:
+    return a != a || a > b ? a : b;
+  case BinaryOp::Minimum:
+    return a != a || a < b ? a : b;
+  case BinaryOp::Prelu: // a: the input, b: its slope where a < 0
     break;
   }
-  return a / b;
+  return a > 0 ? a : a * b;
 }
 
-/// The partial derivative of `a op b` in operand 0 (a) or 1 (b).
+/// The partial derivative of `a op b` in operand 0 (a) or 1 (b). Maximum
+/// and minimum split a tie evenly between the operands, as PyTorch's
+/// maximum/minimum do.
 DTFM_HOST_DEVICE inline float binaryPartial(BinaryOp op, int operand, float a,
                                             float b) {
   switch (op) {
@@ -248,12 +265,22 @@ DTFM_HOST_DEVICE inline float binaryPartial(BinaryOp op, int operand, float a,
   case BinaryOp::Mul:
     return operand == 0 ? b : a;
   case BinaryOp::Div:
+    return operand == 0 ? 1.0f / b : -a / (b * b);
+  case BinaryOp::Maximum:
+  case BinaryOp::Minimum: {
+    float mine = operand == 0 ? a : b, theirs = operand == 0 ? b : a;
+    if (mine == theirs)
+      return 0.5f;
+    return (op == BinaryOp::Maximum ? mine > theirs : mine < theirs) ? 1.0f
+                                                                     : 0.0f;
+  }
+  case BinaryOp::Prelu:
     break;
   }
-  return operand == 0 ? 1.0f / b : -a / (b * b);
+  return operand == 0 ? (a > 0 ? 1.0f : b) : (a > 0 ? 0.0f : a);
 }
 
-enum class UnaryOp { Sqrt, Tanh, Erf, Exp, Sigmoid, Silu, Pow, Clip };
+enum class UnaryOp { Sqrt, Tanh, Erf, Exp, Sigmoid, Silu, Pow, Clip, Abs, Log };
 
 /// The constants of a unary op: pow's exponent, clip's bounds.
 struct UnaryParams {
@@ -279,6 +306,10 @@ DTFM_HOST_DEVICE inline float applyUnary(UnaryOp op, float x,
   case UnaryOp::Clip:
     return fminf(fmaxf(x, static_cast<float>(params.low)),
                  static_cast<float>(params.high));
+  case UnaryOp::Abs:
+    return fabsf(x);
+  case UnaryOp::Log:
+    return logf(x);
   case UnaryOp::Pow:
     break;
   }
@@ -312,6 +343,10 @@ DTFM_HOST_DEVICE inline float unaryGradient(UnaryOp op, float x, float dOut,
                    x < static_cast<float>(params.high)
                ? dOut
                : 0.0f;
+  case UnaryOp::Abs: // PyTorch's sign: 0 at 0
+    return x > 0 ? dOut : x < 0 ? -dOut : 0.0f;
+  case UnaryOp::Log:
+    return dOut / x;
   case UnaryOp::Pow:
     break;
   }
@@ -328,6 +363,12 @@ enum class ReduceTerm {
   DivisorGradient, ///< -p0 * p1 / (p2 * p2) (div: divisor's gradient)
   WhereTrue,       ///< p1 != 0 ? p0 : 0 (where: the true side's gradient)
   WhereFalse,      ///< p1 == 0 ? p0 : 0
+  // The gradients of maximum and minimum, symmetric in their operands:
+  // p1 is the operand whose gradient is summed, p2 the other.
+  MaximumGradient,    ///< p0 * d max(p1, p2) / d p1
+  MinimumGradient,    ///< p0 * d min(p1, p2) / d p1
+  PreluInputGradient, ///< p0 * d prelu(p1, p2) / d p1 (p1: x, p2: slope)
+  PreluSlopeGradient, ///< p0 * d prelu(p1, p2) / d p2
 };
 
 DTFM_HOST_DEVICE inline float reduceTerm(ReduceTerm term, float p0, float p1,
@@ -344,16 +385,68 @@ DTFM_HOST_DEVICE inline float reduceTerm(ReduceTerm term, float p0, float p1,
   case ReduceTerm::WhereTrue:
     return p1 != 0 ? p0 : 0.0f;
   case ReduceTerm::WhereFalse:
+    return p1 == 0 ? p0 : 0.0f;
+  case ReduceTerm::MaximumGradient:
+    return p0 * binaryPartial(BinaryOp::Maximum, 0, p1, p2);
+  case ReduceTerm::MinimumGradient:
+    return p0 * binaryPartial(BinaryOp::Minimum, 0, p1, p2);
+  case ReduceTerm::PreluInputGradient:
+    return p0 * binaryPartial(BinaryOp::Prelu, 0, p1, p2);
+  case ReduceTerm::PreluSlopeGradient:
     break;
   }
-  return p1 == 0 ? p0 : 0.0f;
+  return p0 * binaryPartial(BinaryOp::Prelu, 1, p1, p2);
+}
+
+/// How the gradient of operand `i` (0: a, 1: b) of `a op b` sums over the
+/// result: dOut's elements combined by `term`, whose operands p0, p1, p2
+/// are `sources` (0: dOut, 1: a, 2: b; unused past the term's count), the
+/// sum scaled by `alpha`. The CUDA executor and the tests read this one
+/// table; the CPU applies binaryPartial per element.
+struct BinaryGradient {
+  ReduceTerm term = ReduceTerm::Value;
+  int sources[3] = {0, 0, 0};
+  float alpha = 1;
+};
+
+inline BinaryGradient binaryGradient(BinaryOp op, int i) {
+  int self = 1 + i, other = 2 - i;
+  switch (op) {
+  case BinaryOp::Add:
+    return {ReduceTerm::Value, {0, 0, 0}, 1};
+  case BinaryOp::Sub:
+    return {ReduceTerm::Value, {0, 0, 0}, i == 0 ? 1.0f : -1.0f};
+  case BinaryOp::Mul:
+    return {ReduceTerm::Product, {0, other, 0}, 1};
+  case BinaryOp::Div:
+    return i == 0 ? BinaryGradient{ReduceTerm::Quotient, {0, 2, 0}, 1}
+                  : BinaryGradient{ReduceTerm::DivisorGradient, {0, 1, 2}, 1};
+  case BinaryOp::Maximum:
+    return {ReduceTerm::MaximumGradient, {0, self, other}, 1};
+  case BinaryOp::Minimum:
+    return {ReduceTerm::MinimumGradient, {0, self, other}, 1};
+  case BinaryOp::Prelu:
+    break;
+  }
+  return {i == 0 ? ReduceTerm::PreluInputGradient
+                 : ReduceTerm::PreluSlopeGradient,
+          {0, 1, 2},
+          1};
 }
 
 /// Operands a term reads.
 DTFM_HOST_DEVICE inline int reduceTermOperands(ReduceTerm term) {
-  return term == ReduceTerm::Value             ? 1
-         : term == ReduceTerm::DivisorGradient ? 3
-                                               : 2;
+  switch (term) {
+  case ReduceTerm::Value:
+    return 1;
+  case ReduceTerm::Product:
+  case ReduceTerm::Quotient:
+  case ReduceTerm::WhereTrue:
+  case ReduceTerm::WhereFalse:
+    return 2;
+  default:
+    return 3;
+  }
 }
 
 //===--- gather (ONNX Gather along an axis)

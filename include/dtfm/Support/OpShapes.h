@@ -131,6 +131,16 @@ std::string conv2d(const TensorType &input, const TensorType &weight,
                    const std::vector<int64_t> &dilations,
                    const std::vector<int64_t> &padding, int64_t groups,
                    const TensorType &result);
+/// conv_transpose2d: input [N, C, H, W], weight [C, O/groups, kH, kW] (the
+/// convolution it transposes maps [N, O, Ho, Wo] to the input), bias [O];
+/// 0 <= output_padding < stride per dimension.
+std::string convTranspose2d(const TensorType &input, const TensorType &weight,
+                            const TensorType *bias,
+                            const std::vector<int64_t> &strides,
+                            const std::vector<int64_t> &dilations,
+                            const std::vector<int64_t> &padding,
+                            const std::vector<int64_t> &outputPadding,
+                            int64_t groups, const TensorType &result);
 std::string batchNorm(const TensorType &input, const TensorType &gamma,
                       const TensorType &beta, const TensorType &runningMean,
                       const TensorType &runningVar, double epsilon,
@@ -162,6 +172,11 @@ std::string slice(const TensorType &input, const std::vector<int64_t> &starts,
 std::string reduceMean(const TensorType &input,
                        const std::vector<int64_t> &axes, bool keepdims,
                        const TensorType &result);
+/// reduce_max, reduce_min: reduce_mean's rule, and no reduced axis empty
+/// (the extremum of nothing is undefined).
+std::string reduceExtremum(const TensorType &input,
+                           const std::vector<int64_t> &axes, bool keepdims,
+                           const TensorType &result);
 std::string transpose(const TensorType &input,
                       const std::vector<int64_t> &perm,
                       const TensorType &result);

@@ -27,11 +27,12 @@ struct ConvShape {
   int64_t n, c, h, w, o, kh, kw, ho, wo, cg, og;
 };
 
-ConvShape convShape(const Tensor &x, const Tensor &w, const Window &win,
-                    int64_t groups) {
+/// The convolution of an input of shape x by filters of shape w.
+ConvShape convShape(const std::vector<int64_t> &x, const std::vector<int64_t> &w,
+                    const Window &win, int64_t groups) {
   ConvShape s;
-  s.n = x.dim(0), s.c = x.dim(1), s.h = x.dim(2), s.w = x.dim(3);
-  s.o = w.dim(0), s.kh = w.dim(2), s.kw = w.dim(3);
+  s.n = x[0], s.c = x[1], s.h = x[2], s.w = x[3];
+  s.o = w[0], s.kh = w[2], s.kw = w[3];
   s.ho = (s.h + win.padTop + win.padBottom - win.dilationH * (s.kh - 1) - 1) /
              win.strideH +
          1;
@@ -87,27 +88,76 @@ void col2im(const std::vector<float> &col, const ConvShape &s,
         }
       }
 }
+/// out [N, O, ho, wo] (+)= the convolution of x by w.
+void convolve(const Tensor &x, const Tensor &w, const ConvShape &s,
+              const Window &win, int64_t groups, float *out, bool accumulate) {
+  std::vector<float> col;
+  int64_t k = s.cg * s.kh * s.kw, spatial = s.ho * s.wo;
+  for (int64_t n = 0; n < s.n; ++n)
+    for (int64_t g = 0; g < groups; ++g) {
+      im2col(x, s, win, n, g, col);
+      gemm(w.data.data() + g * s.og * k, col.data(),
+           out + (n * s.o + g * s.og) * spatial, s.og, spatial, k, false, false,
+           accumulate);
+    }
+}
+
+/// dx += the convolution's input gradient: its transpose applied to dOut.
+void convolveInputGradient(const Tensor &w, const float *dOut,
+                           const ConvShape &s, const Window &win,
+                           int64_t groups, Tensor &dx) {
+  std::vector<float> dcol;
+  int64_t k = s.cg * s.kh * s.kw, spatial = s.ho * s.wo;
+  for (int64_t n = 0; n < s.n; ++n)
+    for (int64_t g = 0; g < groups; ++g) {
+      dcol.assign(k * spatial, 0.0f);
+      // dcol [k, spatial] = W^T [k, og] * dOut [og, spatial]
+      gemm(w.data.data() + g * s.og * k, dOut + (n * s.o + g * s.og) * spatial,
+           dcol.data(), k, spatial, s.og, true, false, false);
+      col2im(dcol, s, win, n, g, dx);
+    }
+}
+
+/// dw += the convolution's weight gradient: dOut times x's columns.
+void convolveWeightGradient(const Tensor &x, const float *dOut,
+                            const ConvShape &s, const Window &win,
+                            int64_t groups, Tensor &dw) {
+  std::vector<float> col;
+  int64_t k = s.cg * s.kh * s.kw, spatial = s.ho * s.wo;
+  for (int64_t n = 0; n < s.n; ++n)
+    for (int64_t g = 0; g < groups; ++g) {
+      im2col(x, s, win, n, g, col);
+      // dW [og, k] += dOut [og, spatial] * col^T [spatial, k]
+      gemm(dOut + (n * s.o + g * s.og) * spatial, col.data(),
+           dw.data.data() + g * s.og * k, s.og, k, spatial, false, true, true);
+    }
+}
+
+/// y [N, C, ...] += bias [C] per channel, or dBias += y's sums per channel.
+void addPerChannel(Tensor &y, const Tensor &bias) {
+  int64_t channels = y.dim(1), plane = y.numel() / (y.dim(0) * channels);
+  for (int64_t n = 0; n < y.dim(0); ++n)
+    for (int64_t c = 0; c < channels; ++c)
+      for (int64_t p = 0; p < plane; ++p)
+        y.data[(n * channels + c) * plane + p] += bias.data[c];
+}
+void sumPerChannel(const Tensor &y, Tensor &sums) {
+  int64_t channels = y.dim(1), plane = y.numel() / (y.dim(0) * channels);
+  for (int64_t n = 0; n < y.dim(0); ++n)
+    for (int64_t c = 0; c < channels; ++c)
+      for (int64_t p = 0; p < plane; ++p)
+        sums.data[c] += y.data[(n * channels + c) * plane + p];
+}
 } // namespace
 
 Tensor dtfm::runtime::cpu::conv2d(const Tensor &x, const Tensor &w,
                                   const Tensor *bias, const Window &window,
                                   int64_t groups) {
-  ConvShape s = convShape(x, w, window, groups);
+  ConvShape s = convShape(x.shape, w.shape, window, groups);
   Tensor out({s.n, s.o, s.ho, s.wo});
-  std::vector<float> col;
-  int64_t k = s.cg * s.kh * s.kw, spatial = s.ho * s.wo;
-  for (int64_t n = 0; n < s.n; ++n)
-    for (int64_t g = 0; g < groups; ++g) {
-      im2col(x, s, window, n, g, col);
-      gemm(w.data.data() + g * s.og * k, col.data(),
-           out.data.data() + (n * s.o + g * s.og) * spatial, s.og, spatial, k,
-           false, false, false);
-    }
+  convolve(x, w, s, window, groups, out.data.data(), false);
   if (bias)
-    for (int64_t n = 0; n < s.n; ++n)
-      for (int64_t o = 0; o < s.o; ++o)
-        for (int64_t p = 0; p < spatial; ++p)
-          out.data[(n * s.o + o) * spatial + p] += bias->data[o];
+    addPerChannel(out, *bias);
   return out;
 }
 
@@ -115,34 +165,58 @@ void dtfm::runtime::cpu::conv2dBackward(const Tensor &x, const Tensor &w,
                                         const Window &window, int64_t groups,
                                         const Tensor &dOut, Tensor *dx,
                                         Tensor *dw, Tensor *dBias) {
-  ConvShape s = convShape(x, w, window, groups);
+  ConvShape s = convShape(x.shape, w.shape, window, groups);
   ensure(dx, x.shape);
   ensure(dw, w.shape);
   ensure(dBias, {s.o});
-  std::vector<float> col, dcol;
-  int64_t k = s.cg * s.kh * s.kw, spatial = s.ho * s.wo;
-  for (int64_t n = 0; n < s.n; ++n)
-    for (int64_t g = 0; g < groups; ++g) {
-      const float *go = dOut.data.data() + (n * s.o + g * s.og) * spatial;
-      if (dw) {
-        im2col(x, s, window, n, g, col);
-        // dW [og, k] += dOut [og, spatial] * col^T [spatial, k]
-        gemm(go, col.data(), dw->data.data() + g * s.og * k, s.og, k, spatial,
-             false, true, true);
-      }
-      if (dx) {
-        dcol.assign(k * spatial, 0.0f);
-        // dcol [k, spatial] = W^T [k, og] * dOut [og, spatial]
-        gemm(w.data.data() + g * s.og * k, go, dcol.data(), k, spatial, s.og,
-             true, false, false);
-        col2im(dcol, s, window, n, g, *dx);
-      }
-    }
+  if (dw)
+    convolveWeightGradient(x, dOut.data.data(), s, window, groups, *dw);
+  if (dx)
+    convolveInputGradient(w, dOut.data.data(), s, window, groups, *dx);
   if (dBias)
-    for (int64_t n = 0; n < s.n; ++n)
-      for (int64_t o = 0; o < s.o; ++o)
-        for (int64_t p = 0; p < spatial; ++p)
-          dBias->data[o] += dOut.data[(n * s.o + o) * spatial + p];
+    sumPerChannel(dOut, *dBias);
+}
+
+std::vector<int64_t> dtfm::runtime::cpu::convTransposedShape(
+    const std::vector<int64_t> &x, const std::vector<int64_t> &w,
+    const Window &window, std::array<int64_t, 2> outputPadding,
+    int64_t groups) {
+  return {x[0], w[1] * groups,
+          (x[2] - 1) * window.strideH - window.padTop - window.padBottom +
+              window.dilationH * (w[2] - 1) + outputPadding[0] + 1,
+          (x[3] - 1) * window.strideW - window.padLeft - window.padRight +
+              window.dilationW * (w[3] - 1) + outputPadding[1] + 1};
+}
+
+Tensor dtfm::runtime::cpu::convTranspose2d(const Tensor &x, const Tensor &w,
+                                           const Tensor *bias,
+                                           const Window &window,
+                                           std::array<int64_t, 2> outputPadding,
+                                           int64_t groups) {
+  // The convolution that maps the result's shape to x's, transposed.
+  Tensor out(convTransposedShape(x.shape, w.shape, window, outputPadding,
+                                 groups));
+  ConvShape s = convShape(out.shape, w.shape, window, groups);
+  assert(s.ho == x.dim(2) && s.wo == x.dim(3));
+  convolveInputGradient(w, x.data.data(), s, window, groups, out);
+  if (bias)
+    addPerChannel(out, *bias);
+  return out;
+}
+
+void dtfm::runtime::cpu::convTranspose2dBackward(
+    const Tensor &x, const Tensor &w, const Window &window, int64_t groups,
+    const Tensor &dOut, Tensor *dx, Tensor *dw, Tensor *dBias) {
+  ConvShape s = convShape(dOut.shape, w.shape, window, groups);
+  ensure(dx, x.shape);
+  ensure(dw, w.shape);
+  ensure(dBias, {dOut.dim(1)});
+  if (dx) // the transpose of the transpose: the convolution of dOut
+    convolve(dOut, w, s, window, groups, dx->data.data(), true);
+  if (dw) // dOut plays the convolution's input, x its output gradient
+    convolveWeightGradient(dOut, x.data.data(), s, window, groups, *dw);
+  if (dBias)
+    sumPerChannel(dOut, *dBias);
 }
 
 /// Per-channel mean and biased variance over every dimension but 1.

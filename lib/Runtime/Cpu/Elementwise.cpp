@@ -188,23 +188,32 @@ std::vector<int64_t> reducedIndex(const std::vector<int64_t> &shape,
   });
 }
 
+/// The shape of a reduction's result: `shape` without `axes`, or with them
+/// as 1 (keepdims).
+std::vector<int64_t> reducedShape(const std::vector<int64_t> &shape,
+                                  const std::vector<int64_t> &axes,
+                                  bool keepdims) {
+  int64_t rank = static_cast<int64_t>(shape.size());
+  std::vector<bool> reduced(rank, false);
+  for (int64_t a : axes)
+    reduced[a < 0 ? a + rank : a] = true;
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < rank; ++i)
+    if (!reduced[i])
+      out.push_back(shape[i]);
+    else if (keepdims)
+      out.push_back(1);
+  return out;
+}
+
 } // namespace
 
 Tensor dtfm::runtime::cpu::reduceMean(const Tensor &x,
                                       const std::vector<int64_t> &axes,
                                       bool keepdims) {
-  int64_t rank = static_cast<int64_t>(x.shape.size()), count = 1;
+  int64_t count = 1;
   std::vector<int64_t> index = reducedIndex(x.shape, axes, count);
-  std::vector<bool> reduced(rank, false);
-  for (int64_t a : axes)
-    reduced[a < 0 ? a + rank : a] = true;
-  std::vector<int64_t> shape;
-  for (int64_t i = 0; i < rank; ++i)
-    if (!reduced[i])
-      shape.push_back(x.shape[i]);
-    else if (keepdims)
-      shape.push_back(1);
-  Tensor out(shape);
+  Tensor out(reducedShape(x.shape, axes, keepdims));
   std::vector<double> sums(out.numel(), 0);
   for (int64_t i = 0; i < x.numel(); ++i)
     sums[index[i]] += x.data[i];
@@ -221,6 +230,49 @@ void dtfm::runtime::cpu::reduceMeanBackward(const Tensor &x,
   ensure(dx, x.shape);
   for (int64_t i = 0; i < x.numel(); ++i)
     dx->data[i] += dOut.data[index[i]] / static_cast<float>(count);
+}
+
+namespace {
+/// The extremum each result element of a reduce_max/min holds, from x, and
+/// for each element of x the index of its result (reducedIndex).
+std::vector<float> extrema(const Tensor &x, const std::vector<int64_t> &index,
+                           int64_t results, bool maximum) {
+  std::vector<float> out(results);
+  std::vector<bool> seen(results, false);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    int64_t at = index[i];
+    out[at] = seen[at] ? math::extremumStep(maximum, out[at], x.data[i])
+                       : x.data[i];
+    seen[at] = true;
+  }
+  return out;
+}
+} // namespace
+
+Tensor dtfm::runtime::cpu::reduceExtremum(const Tensor &x,
+                                          const std::vector<int64_t> &axes,
+                                          bool keepdims, bool maximum) {
+  int64_t count = 1;
+  std::vector<int64_t> index = reducedIndex(x.shape, axes, count);
+  Tensor out(reducedShape(x.shape, axes, keepdims));
+  std::vector<float> values = extrema(x, index, out.numel(), maximum);
+  std::copy(values.begin(), values.end(), out.data.begin());
+  return out;
+}
+
+void dtfm::runtime::cpu::reduceExtremumBackward(
+    const Tensor &x, const std::vector<int64_t> &axes, bool maximum,
+    const Tensor &dOut, Tensor *dx) {
+  int64_t count = 1;
+  std::vector<int64_t> index = reducedIndex(x.shape, axes, count);
+  std::vector<float> values = extrema(x, index, dOut.numel(), maximum);
+  std::vector<int64_t> ties(values.size(), 0);
+  for (int64_t i = 0; i < x.numel(); ++i)
+    ties[index[i]] += x.data[i] == values[index[i]];
+  ensure(dx, x.shape);
+  for (int64_t i = 0; i < x.numel(); ++i)
+    if (x.data[i] == values[index[i]])
+      dx->data[i] += dOut.data[index[i]] / static_cast<float>(ties[index[i]]);
 }
 
 Tensor dtfm::runtime::cpu::concat(const std::vector<const Tensor *> &inputs,

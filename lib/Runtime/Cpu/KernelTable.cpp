@@ -237,6 +237,19 @@ OpTable<KernelEntry> buildTable() {
         reduceMeanBackward(c.in(0), c.op.attrs.axes, *c.dOut, c.at(0));
         return true;
       }};
+  for (OpKind kind : {OpKind::ReduceMax, OpKind::ReduceMin})
+    at(kind) = {[](F c, E) {
+                  c.set(0, reduceExtremum(c.in(0), c.op.attrs.axes,
+                                          c.op.attrs.keepdims,
+                                          c.op.computes == OpKind::ReduceMax));
+                  return true;
+                },
+                [](B c, E) {
+                  reduceExtremumBackward(c.in(0), c.op.attrs.axes,
+                                         c.op.computes == OpKind::ReduceMax,
+                                         *c.dOut, c.at(0));
+                  return true;
+                }};
   at(OpKind::Concat) = {[](F c, E) {
                           std::vector<const Tensor *> parts;
                           for (int i = 0; i < c.numOperands(); ++i)
@@ -443,6 +456,19 @@ OpTable<KernelEntry> buildTable() {
         conv2dBackward(c.in(0), c.in(1), c.op.attrs.window, c.op.attrs.groups,
                        *c.dOut, c.at(0), c.at(1),
                        c.numOperands() > 2 ? c.at(2) : nullptr);
+        return true;
+      }};
+  at(OpKind::ConvTranspose2d) = {
+      [](F c, E) {
+        const Tensor *bias = c.numOperands() > 2 ? &c.in(2) : nullptr;
+        c.set(0, convTranspose2d(c.in(0), c.in(1), bias, c.op.attrs.window,
+                                 c.op.attrs.outputPadding, c.op.attrs.groups));
+        return true;
+      },
+      [](B c, E) {
+        convTranspose2dBackward(c.in(0), c.in(1), c.op.attrs.window,
+                                c.op.attrs.groups, *c.dOut, c.at(0), c.at(1),
+                                c.numOperands() > 2 ? c.at(2) : nullptr);
         return true;
       }};
   at(OpKind::BatchNorm) = {

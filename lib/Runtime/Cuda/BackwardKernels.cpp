@@ -80,43 +80,31 @@ bool CudaExecutor::backwardProduct(BackwardCall &call, std::string &error) {
 
 bool CudaExecutor::backwardBinary(BackwardCall &call, std::string &error) {
   // d(a op b): each side's term summed over the dimensions it repeats
-  // along.
+  // along (math::binaryGradient says which term, of what).
   const ShapeVec &out = call.dOut->shape;
   math::BinaryOp binary = *binaryMathOf(call.op.computes);
+  const DTensor *sources[3] = {call.dOut, &call.in(0), &call.in(1)};
   for (int i = 0; i < 2; ++i) {
     if (!call.at(i))
       continue;
-    const DTensor &self = call.in(i), &other = call.in(1 - i);
-    bool plainSum = binary == math::BinaryOp::Add ||
-                    (binary == math::BinaryOp::Sub && i == 0);
-    if (plainSum && repeatsOver(self.shape, out)) {
+    const DTensor &self = call.in(i);
+    math::BinaryGradient g = math::binaryGradient(binary, i);
+    if (g.term == math::ReduceTerm::Value && g.alpha == 1 &&
+        repeatsOver(self.shape, out)) {
       cuda::sumRepeated(call.dOut->data(), call.dOut->numel(), call.at(i),
                         self.numel(), call.stream);
       continue;
     }
-    math::ReduceTerm term = math::ReduceTerm::Value;
-    const float *operands[3] = {call.dOut->data(), nullptr, nullptr};
-    std::vector<math::StridedView> views = {
-        math::broadcastView(call.dOut->shape, out)};
-    float alpha = binary == math::BinaryOp::Sub && i == 1 ? -1.0f : 1.0f;
-    if (binary == math::BinaryOp::Mul) {
-      term = math::ReduceTerm::Product;
-      operands[1] = other.data();
-      views.push_back(math::broadcastView(other.shape, out));
-    } else if (binary == math::BinaryOp::Div) {
-      const DTensor &a = call.in(0), &b = call.in(1);
-      term = i == 0 ? math::ReduceTerm::Quotient
-                    : math::ReduceTerm::DivisorGradient;
-      operands[1] = i == 0 ? b.data() : a.data();
-      views.push_back(math::broadcastView(i == 0 ? b.shape : a.shape, out));
-      if (i == 1) {
-        operands[2] = b.data();
-        views.push_back(math::broadcastView(b.shape, out));
-      }
+    const float *operands[3] = {nullptr, nullptr, nullptr};
+    std::vector<math::StridedView> views;
+    for (int k = 0; k < math::reduceTermOperands(g.term); ++k) {
+      const DTensor &source = *sources[g.sources[k]];
+      operands[k] = source.data();
+      views.push_back(math::broadcastView(source.shape, out));
     }
-    cuda::reduceStrided(term, operands,
+    cuda::reduceStrided(g.term, operands,
                         math::reductionOnto(self.shape, out, views), call.at(i),
-                        alpha, true, call.stream);
+                        g.alpha, true, call.stream);
   }
   return true;
 }
@@ -140,6 +128,17 @@ bool CudaExecutor::backwardMean(BackwardCall &call, std::string &error) {
     cuda::copyStrided(call.dOut->data(), math::broadcastView(m.kept, x.shape),
                       call.at(0), math::contiguousView(x.shape),
                       1.0f / static_cast<float>(m.count), true, call.stream);
+  return true;
+}
+
+bool CudaExecutor::backwardExtremum(BackwardCall &call, std::string &error) {
+  const DTensor &x = call.in(0);
+  math::MeanShape m = math::meanShape(x.shape, call.op.attrs.axes);
+  if (call.at(0))
+    cuda::reduceExtremumBackward(
+        call.op.computes == OpKind::ReduceMax, x.data(), call.dOut->data(),
+        math::reductionOnto(m.kept, x.shape, {math::contiguousView(x.shape)}),
+        call.at(0), call.stream);
   return true;
 }
 
@@ -204,30 +203,25 @@ bool CudaExecutor::backwardWhere(BackwardCall &call, std::string &error) {
   return true;
 }
 
-bool CudaExecutor::backwardConv2d(BackwardCall &call, std::string &error) {
-  const DTensor &x = call.in(0), &w = call.in(1);
-  math::ConvGeometry g =
-      convGeometry(call.op, x.shape, w.shape, call.dOut->shape);
+bool CudaExecutor::convolveBackward(const math::ConvGeometry &g,
+                                    const float *x, const float *w,
+                                    const float *dOut, float *dx, float *dw,
+                                    cudaStream_t stream, std::string &error) {
   int64_t rows = g.columnRows(), spatial = g.spatial(),
           og = g.filtersPerGroup();
   int64_t perChunk = std::clamp<int64_t>(
       kColumnFloats / std::max<int64_t>(1, rows * spatial), 1, g.n);
   DTensor columns, dcolumns;
-  if ((call.at(1) &&
-       !allocate({perChunk * rows * spatial}, false, columns, error)) ||
-      (call.at(0) &&
-       !allocate({perChunk * rows * spatial}, false, dcolumns, error)))
+  if ((dw && !allocate({perChunk * rows * spatial}, false, columns, error)) ||
+      (dx && !allocate({perChunk * rows * spatial}, false, dcolumns, error)))
     return false;
-  for (int64_t first = 0; first < g.n && (call.at(0) || call.at(1));
-       first += perChunk) {
+  for (int64_t first = 0; first < g.n && (dx || dw); first += perChunk) {
     int64_t images = std::min(perChunk, g.n - first);
     for (int64_t group = 0; group < g.groups; ++group) {
-      const float *filters = w.data() + group * og * rows;
-      const float *grads =
-          call.dOut->data() + (first * g.o + group * og) * spatial;
-      if (call.at(1)) { // dW [og, rows] += dOut[image] [og, spatial] columns^T
-        cuda::im2col(x.data(), g, first, images, group, columns.data(),
-                     call.stream);
+      const float *filters = w + group * og * rows;
+      const float *grads = dOut + (first * g.o + group * og) * spatial;
+      if (dw) { // dW [og, rows] += dOut[image] [og, spatial] columns^T
+        cuda::im2col(x, g, first, images, group, columns.data(), stream);
         for (int64_t image = 0; image < images; ++image) {
           cuda::MatmulShape s;
           s.transB = true;
@@ -237,11 +231,11 @@ bool CudaExecutor::backwardConv2d(BackwardCall &call, std::string &error) {
           s.accumulate = true;
           if (!matmul->run(s, grads + image * g.o * spatial,
                            columns.data() + image * rows * spatial,
-                           call.at(1) + group * og * rows, call.stream, error))
+                           dw + group * og * rows, stream, error))
             return false;
         }
       }
-      if (call.at(0)) { // dcolumns[image] = W^T [rows, og] dOut[image]
+      if (dx) { // dcolumns[image] = W^T [rows, og] dOut[image]
         cuda::MatmulShape s;
         s.transA = true;
         s.m = rows;
@@ -251,22 +245,53 @@ bool CudaExecutor::backwardConv2d(BackwardCall &call, std::string &error) {
         s.strideA = 0;
         s.strideB = g.o * spatial;
         s.strideC = rows * spatial;
-        if (!matmul->run(s, filters, grads, dcolumns.data(), call.stream,
-                         error))
+        if (!matmul->run(s, filters, grads, dcolumns.data(), stream, error))
           return false;
-        cuda::col2im(dcolumns.data(), g, first, images, group, call.at(0),
-                     call.stream);
+        cuda::col2im(dcolumns.data(), g, first, images, group, dx, stream);
       }
     }
   }
-  if (call.numOperands > 2 && call.at(2)) {
-    const float *operands[3] = {call.dOut->data(), nullptr, nullptr};
-    cuda::reduceStrided(
-        math::ReduceTerm::Value, operands,
-        math::reductionOnto({g.o, 1, 1}, call.dOut->shape,
-                            {math::contiguousView(call.dOut->shape)}),
-        call.at(2), 1.0f, true, call.stream);
-  }
+  return true;
+}
+
+/// dBias [channels] += dOut [N, channels, ...] summed per channel.
+static void sumPerChannel(const DTensor &dOut, int64_t channels, float *dBias,
+                          cudaStream_t stream) {
+  const float *operands[3] = {dOut.data(), nullptr, nullptr};
+  cuda::reduceStrided(math::ReduceTerm::Value, operands,
+                      math::reductionOnto({channels, 1, 1}, dOut.shape,
+                                          {math::contiguousView(dOut.shape)}),
+                      dBias, 1.0f, true, stream);
+}
+
+bool CudaExecutor::backwardConv2d(BackwardCall &call, std::string &error) {
+  const DTensor &x = call.in(0), &w = call.in(1);
+  math::ConvGeometry g =
+      convGeometry(call.op, x.shape, w.shape, call.dOut->shape);
+  if (!convolveBackward(g, x.data(), w.data(), call.dOut->data(), call.at(0),
+                        call.at(1), call.stream, error))
+    return false;
+  if (call.numOperands > 2 && call.at(2))
+    sumPerChannel(*call.dOut, g.o, call.at(2), call.stream);
+  return true;
+}
+
+bool CudaExecutor::backwardConvTranspose2d(BackwardCall &call,
+                                           std::string &error) {
+  // dOut plays the transposed convolution's input (cpu::
+  // convTranspose2dBackward): dx += its convolution, dw += the weight
+  // gradient with x as the output gradient.
+  const DTensor &x = call.in(0), &w = call.in(1);
+  math::ConvGeometry g =
+      convGeometry(call.op, call.dOut->shape, w.shape, x.shape);
+  if ((call.at(0) && !convolve(g, call.dOut->data(), w.data(), call.at(0),
+                               true, call.stream, error)) ||
+      (call.at(1) &&
+       !convolveBackward(g, call.dOut->data(), w.data(), x.data(), nullptr,
+                         call.at(1), call.stream, error)))
+    return false;
+  if (call.numOperands > 2 && call.at(2))
+    sumPerChannel(*call.dOut, g.c, call.at(2), call.stream);
   return true;
 }
 

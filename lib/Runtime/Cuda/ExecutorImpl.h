@@ -319,6 +319,19 @@ private:
   bool forwardBinary(ForwardCall &c, std::string &error);
   bool forwardUnary(ForwardCall &c, std::string &error);
   bool forwardMean(ForwardCall &c, std::string &error);
+  bool forwardExtremum(ForwardCall &c, std::string &error);
+  bool forwardConvTranspose2d(ForwardCall &c, std::string &error);
+  bool backwardConvTranspose2d(BackwardCall &c, std::string &error);
+  /// out (+)= the convolution g of x by w (no bias), through column
+  /// matrices and cuBLASLt.
+  bool convolve(const math::ConvGeometry &g, const float *x, const float *w,
+                float *out, bool accumulate, cudaStream_t stream,
+                std::string &error);
+  /// Its gradients: dx += the input gradient, dw += the weight gradient
+  /// (x read only then), each when not null.
+  bool convolveBackward(const math::ConvGeometry &g, const float *x,
+                        const float *w, const float *dOut, float *dx,
+                        float *dw, cudaStream_t stream, std::string &error);
   bool forwardTranspose(ForwardCall &c, std::string &error);
   bool forwardSlice(ForwardCall &c, std::string &error);
   bool forwardConcat(ForwardCall &c, std::string &error);
@@ -344,6 +357,7 @@ private:
   bool backwardBinary(BackwardCall &c, std::string &error);
   bool backwardUnary(BackwardCall &c, std::string &error);
   bool backwardMean(BackwardCall &c, std::string &error);
+  bool backwardExtremum(BackwardCall &c, std::string &error);
   bool backwardTranspose(BackwardCall &c, std::string &error);
   bool backwardSlice(BackwardCall &c, std::string &error);
   bool backwardConcat(BackwardCall &c, std::string &error);

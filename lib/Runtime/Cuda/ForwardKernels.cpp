@@ -43,12 +43,19 @@ const OpTable<CudaKernels> &CudaExecutor::kernelTable() {
     }
     at(OpKind::ReduceMean).forward = &CudaExecutor::forwardMean;
     at(OpKind::GlobalAvgPool).forward = &CudaExecutor::forwardMean;
+    for (OpKind kind : {OpKind::ReduceMax, OpKind::ReduceMin}) {
+      at(kind).forward = &CudaExecutor::forwardExtremum;
+      at(kind).backward = &CudaExecutor::backwardExtremum;
+    }
     at(OpKind::Transpose).forward = &CudaExecutor::forwardTranspose;
     at(OpKind::Slice).forward = &CudaExecutor::forwardSlice;
     at(OpKind::Concat).forward = &CudaExecutor::forwardConcat;
     at(OpKind::Gather).forward = &CudaExecutor::forwardGather;
     at(OpKind::Where).forward = &CudaExecutor::forwardWhere;
     at(OpKind::Conv2d).forward = &CudaExecutor::forwardConv2d;
+    at(OpKind::ConvTranspose2d).forward = &CudaExecutor::forwardConvTranspose2d;
+    at(OpKind::ConvTranspose2d).backward =
+        &CudaExecutor::backwardConvTranspose2d;
     at(OpKind::BatchNorm).forward = &CudaExecutor::forwardBatchNorm;
     at(OpKind::MaxPool2d).forward = &CudaExecutor::forwardPool;
     at(OpKind::AvgPool2d).forward = &CudaExecutor::forwardPool;
@@ -177,6 +184,18 @@ bool CudaExecutor::forwardMean(ForwardCall &call, std::string &error) {
   return call.set(0, std::move(call.out));
 }
 
+bool CudaExecutor::forwardExtremum(ForwardCall &call, std::string &error) {
+  const DTensor &x = call.in(0);
+  math::MeanShape m = math::meanShape(x.shape, call.op.attrs.axes);
+  if (!fresh(call, false, error))
+    return false;
+  cuda::reduceExtremum(
+      call.op.computes == OpKind::ReduceMax, x.data(),
+      math::reductionOnto(m.kept, x.shape, {math::contiguousView(x.shape)}),
+      call.out.data(), call.stream);
+  return call.set(0, std::move(call.out));
+}
+
 bool CudaExecutor::forwardTranspose(ForwardCall &call, std::string &error) {
   if (!fresh(call, false, error))
     return false;
@@ -241,22 +260,20 @@ bool CudaExecutor::forwardWhere(ForwardCall &call, std::string &error) {
   return call.set(0, std::move(call.out));
 }
 
-bool CudaExecutor::forwardConv2d(ForwardCall &call, std::string &error) {
-  const DTensor &x = call.in(0), &w = call.in(1);
-  math::ConvGeometry g = convGeometry(call.op, x.shape, w.shape, call.shape);
+bool CudaExecutor::convolve(const math::ConvGeometry &g, const float *x,
+                            const float *w, float *out, bool accumulate,
+                            cudaStream_t stream, std::string &error) {
   int64_t rows = g.columnRows(), spatial = g.spatial();
   int64_t perChunk = std::clamp<int64_t>(
       kColumnFloats / std::max<int64_t>(1, rows * spatial), 1, g.n);
   DTensor columns;
-  if (!fresh(call, false, error) ||
-      !allocate({perChunk * rows * spatial}, false, columns, error))
+  if (!allocate({perChunk * rows * spatial}, false, columns, error))
     return false;
   for (int64_t first = 0; first < g.n; first += perChunk) {
     int64_t images = std::min(perChunk, g.n - first);
     for (int64_t group = 0; group < g.groups; ++group) {
-      cuda::im2col(x.data(), g, first, images, group, columns.data(),
-                   call.stream);
-      // out[image][group's filters] = filters [og, rows] x columns[image]
+      cuda::im2col(x, g, first, images, group, columns.data(), stream);
+      // out[image][group's filters] (+)= filters [og, rows] x columns[image]
       cuda::MatmulShape s;
       s.m = g.filtersPerGroup();
       s.n = spatial;
@@ -265,18 +282,47 @@ bool CudaExecutor::forwardConv2d(ForwardCall &call, std::string &error) {
       s.strideA = 0;
       s.strideB = rows * spatial;
       s.strideC = g.o * spatial;
-      if (!matmul->run(
-              s, w.data() + group * g.filtersPerGroup() * rows, columns.data(),
-              call.out.data() +
-                  (first * g.o + group * g.filtersPerGroup()) * spatial,
-              call.stream, error))
+      s.accumulate = accumulate;
+      if (!matmul->run(s, w + group * g.filtersPerGroup() * rows,
+                       columns.data(),
+                       out + (first * g.o + group * g.filtersPerGroup()) *
+                                 spatial,
+                       stream, error))
         return false;
     }
   }
+  return true;
+}
+
+bool CudaExecutor::forwardConv2d(ForwardCall &call, std::string &error) {
+  const DTensor &x = call.in(0), &w = call.in(1);
+  math::ConvGeometry g = convGeometry(call.op, x.shape, w.shape, call.shape);
+  if (!fresh(call, false, error) ||
+      !convolve(g, x.data(), w.data(), call.out.data(), false, call.stream,
+                error))
+    return false;
   if (call.numOperands() > 2)
     cuda::binaryStrided(math::BinaryOp::Add, call.out.data(),
                         math::contiguousView(call.shape), call.in(2).data(),
                         math::broadcastView({g.o, 1, 1}, call.shape),
+                        call.out.data(), call.stream);
+  return call.set(0, std::move(call.out));
+}
+
+bool CudaExecutor::forwardConvTranspose2d(ForwardCall &call,
+                                          std::string &error) {
+  // The input gradient of the convolution that maps the result's shape to
+  // x's (cpu::convTranspose2d).
+  const DTensor &x = call.in(0), &w = call.in(1);
+  math::ConvGeometry g = convGeometry(call.op, call.shape, w.shape, x.shape);
+  if (!fresh(call, true, error) ||
+      !convolveBackward(g, nullptr, w.data(), x.data(), call.out.data(),
+                        nullptr, call.stream, error))
+    return false;
+  if (call.numOperands() > 2)
+    cuda::binaryStrided(math::BinaryOp::Add, call.out.data(),
+                        math::contiguousView(call.shape), call.in(2).data(),
+                        math::broadcastView({g.c, 1, 1}, call.shape),
                         call.out.data(), call.stream);
   return call.set(0, std::move(call.out));
 }

@@ -54,20 +54,33 @@ bool OnnxImporter::convertConv(const onnx::NodeProto &node, NodeCall &c) {
       "kernel_shape", std::vector<int64_t>(wType.getShape().drop_front(2)));
   std::vector<int64_t> strides = c.ints("strides", oneD ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 1}),
                        dilations = c.ints("dilations", oneD ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 1}),
-                       pads = c.ints("pads", oneD ? std::vector<int64_t>{0, 0} : std::vector<int64_t>{0, 0, 0, 0});
+                       pads = c.ints("pads", oneD ? std::vector<int64_t>{0, 0} : std::vector<int64_t>{0, 0, 0, 0}),
+                       outputPadding = c.ints("output_padding", oneD ? std::vector<int64_t>{0} : std::vector<int64_t>{0, 0});
+  bool transposed = c.type == "ConvTranspose";
   if (oneD) {
     kernel = liftAttribute(kernel, 1, false);
     strides = liftAttribute(strides, 1, false);
     dilations = liftAttribute(dilations, 1, false);
     pads = liftAttribute(pads, 0, true);
+    outputPadding = liftAttribute(outputPadding, 0, false);
     x = withHeightOne(node, c, x);
     w = withHeightOne(node, c, w);
     xType = cast<RankedTensorType>(x.getType());
   }
   if (kernel.size() != 2 || xType.getRank() != 4 || strides.size() != 2 ||
-      dilations.size() != 2 || pads.size() != 4)
+      dilations.size() != 2 || pads.size() != 4 || outputPadding.size() != 2)
     return failAt(node, "only 1-D and 2-D convolutions are supported");
-  if (c.attrs.count("auto_pad") &&
+  // A transposed convolution's output_shape and auto_pad derive its pads
+  // from the output size; PyTorch exports explicit pads and output_padding.
+  if (transposed && c.attrs.count("output_shape"))
+    return failAt(node, "output_shape is not supported (give pads and "
+                        "output_padding, as PyTorch exports them)");
+  if (transposed && c.attrs.count("auto_pad") &&
+      c.attrs["auto_pad"]->s() != "NOTSET")
+    return failAt(node, "auto_pad '" + c.attrs["auto_pad"]->s() +
+                            "' is not supported on ConvTranspose (give "
+                            "pads, as PyTorch exports them)");
+  if (!transposed && c.attrs.count("auto_pad") &&
       !explicitPads(c.attrs["auto_pad"]->s(), xType.getShape(), kernel, strides,
                     dilations, pads))
     return failAt(node, "unknown auto_pad '" + c.attrs["auto_pad"]->s() + "'");
@@ -77,12 +90,22 @@ bool OnnxImporter::convertConv(const onnx::NodeProto &node, NodeCall &c) {
     shape.insert(shape.begin() + 2, 1);
     resultType = floatType(shape);
   }
-  c.out = tag(b.create<Conv2dOp>(c.loc, resultType, x, w, bias,
-                                 b.getDenseI64ArrayAttr(strides),
-                                 b.getDenseI64ArrayAttr(pads),
-                                 b.getDenseI64ArrayAttr(dilations),
-                                 b.getI64IntegerAttr(c.integer("group", 1))),
-              node);
+  Operation *conv =
+      transposed
+          ? b.create<ConvTranspose2dOp>(
+                 c.loc, resultType, x, w, bias, b.getDenseI64ArrayAttr(strides),
+                 b.getDenseI64ArrayAttr(pads),
+                 b.getDenseI64ArrayAttr(dilations),
+                 b.getDenseI64ArrayAttr(outputPadding),
+                 b.getI64IntegerAttr(c.integer("group", 1)))
+                .getOperation()
+          : b.create<Conv2dOp>(c.loc, resultType, x, w, bias,
+                               b.getDenseI64ArrayAttr(strides),
+                               b.getDenseI64ArrayAttr(pads),
+                               b.getDenseI64ArrayAttr(dilations),
+                               b.getI64IntegerAttr(c.integer("group", 1)))
+                .getOperation();
+  c.out = tag(conv, node);
   if (oneD)
     c.out = tag(b.create<ReshapeOp>(c.loc, c.result, c.out), node);
   return true;

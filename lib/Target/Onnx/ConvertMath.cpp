@@ -19,19 +19,58 @@ using namespace mlir;
 using namespace mlir::dtfm;
 using namespace mlir::dtfm::onnximport;
 
+/// The NumPy broadcast of two static shapes (the importer's shape
+/// inference has checked that they broadcast).
+static SmallVector<int64_t> broadcastShape(ArrayRef<int64_t> a,
+                                           ArrayRef<int64_t> b) {
+  size_t rank = std::max(a.size(), b.size());
+  SmallVector<int64_t> out(rank, 1);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t x = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t y = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    out[i] = x == 1 ? y : x;
+  }
+  return out;
+}
+
 bool OnnxImporter::convertBinary(const onnx::NodeProto &node, NodeCall &c) {
-  Value lhs = c.input(0), rhs = c.input(1);
-  if (!lhs || !rhs)
+  // Max and Min take one or more inputs: a chain of binary ops, each of
+  // its operands' broadcast shape.
+  int count = c.type == "Max" || c.type == "Min" ? node.input_size() : 2;
+  if (count < 1)
+    return failAt(node, "expected at least one input");
+  Value acc = c.input(0);
+  if (!acc)
     return false;
-  Operation *op =
-      c.type == "Add"
-          ? b.create<AddOp>(c.loc, c.result, lhs, rhs).getOperation()
-      : c.type == "Sub"
-          ? b.create<SubOp>(c.loc, c.result, lhs, rhs).getOperation()
-      : c.type == "Mul"
-          ? b.create<MulOp>(c.loc, c.result, lhs, rhs).getOperation()
-          : b.create<DivOp>(c.loc, c.result, lhs, rhs).getOperation();
-  c.out = tag(op, node);
+  for (int i = 1; i < count; ++i) {
+    Value rhs = c.input(i);
+    if (!rhs)
+      return false;
+    auto lhsType = cast<RankedTensorType>(acc.getType());
+    RankedTensorType type =
+        i + 1 == count
+            ? c.result
+            : RankedTensorType::get(
+                  broadcastShape(lhsType.getShape(),
+                                 cast<RankedTensorType>(rhs.getType())
+                                     .getShape()),
+                  lhsType.getElementType());
+    Operation *op =
+        c.type == "Add" ? b.create<AddOp>(c.loc, type, acc, rhs).getOperation()
+        : c.type == "Sub"
+            ? b.create<SubOp>(c.loc, type, acc, rhs).getOperation()
+        : c.type == "Mul"
+            ? b.create<MulOp>(c.loc, type, acc, rhs).getOperation()
+        : c.type == "Div"
+            ? b.create<DivOp>(c.loc, type, acc, rhs).getOperation()
+        : c.type == "Max"
+            ? b.create<MaximumOp>(c.loc, type, acc, rhs).getOperation()
+        : c.type == "Min"
+            ? b.create<MinimumOp>(c.loc, type, acc, rhs).getOperation()
+            : b.create<PreluOp>(c.loc, type, acc, rhs).getOperation();
+    acc = tag(op, node);
+  }
+  c.out = acc;
   return true;
 }
 
@@ -43,6 +82,8 @@ bool OnnxImporter::convertMath(const onnx::NodeProto &node, NodeCall &c) {
       c.type == "Sqrt"   ? b.create<SqrtOp>(c.loc, c.result, x).getOperation()
       : c.type == "Tanh" ? b.create<TanhOp>(c.loc, c.result, x).getOperation()
       : c.type == "Erf"  ? b.create<ErfOp>(c.loc, c.result, x).getOperation()
+      : c.type == "Abs"  ? b.create<AbsOp>(c.loc, c.result, x).getOperation()
+      : c.type == "Log"  ? b.create<LogOp>(c.loc, c.result, x).getOperation()
       : c.type == "Sigmoid"
           ? b.create<SigmoidOp>(c.loc, c.result, x).getOperation()
           : b.create<ExpOp>(c.loc, c.result, x).getOperation();
@@ -167,10 +208,21 @@ bool OnnxImporter::convertReduceMean(const onnx::NodeProto &node, NodeCall &c) {
   if (axes.empty()) // all of them
     for (int64_t i = 0; i < xType.getRank(); ++i)
       axes.push_back(i);
-  c.out = tag(b.create<ReduceMeanOp>(
-                  c.loc, c.result, x, b.getDenseI64ArrayAttr(axes),
-                  c.integer("keepdims", 1) ? b.getUnitAttr() : UnitAttr()),
-              node);
+  DenseI64ArrayAttr axesAttr = b.getDenseI64ArrayAttr(axes);
+  UnitAttr keepdims = c.integer("keepdims", 1) ? b.getUnitAttr() : UnitAttr();
+  if (c.type == "ReduceMax" || c.type == "ReduceMin") {
+    c.out = tag(c.type == "ReduceMax"
+                    ? b.create<ReduceMaxOp>(c.loc, c.result, x, axesAttr,
+                                            keepdims)
+                          .getOperation()
+                    : b.create<ReduceMinOp>(c.loc, c.result, x, axesAttr,
+                                            keepdims)
+                          .getOperation(),
+                node);
+    return true;
+  }
+  c.out = tag(
+      b.create<ReduceMeanOp>(c.loc, c.result, x, axesAttr, keepdims), node);
   if ((c.type == "ReduceSum" || norm) && c.out) {
     // A sum is the mean times the count (exact up to rounding); the
     // verifier has checked the axes.

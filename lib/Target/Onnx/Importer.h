@@ -64,6 +64,7 @@ private:
                                            NodeCall &c);
   bool convertConstant(const onnx::NodeProto &node, NodeCall &c);
   bool convertIdentity(const onnx::NodeProto &node, NodeCall &c);
+  /// Conv and ConvTranspose, 1-D (over a map of height 1) and 2-D.
   bool convertConv(const onnx::NodeProto &node, NodeCall &c);
   bool convertBatchNormalization(const onnx::NodeProto &node, NodeCall &c);
   bool convertInstanceNormalization(const onnx::NodeProto &node, NodeCall &c);

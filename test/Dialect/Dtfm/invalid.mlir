@@ -909,6 +909,78 @@ func.func @reduce_mean_result(%a: tensor<2x3xf32>) {
 
 // -----
 
+func.func @conv_transpose_output_padding(%x: tensor<1x2x3x3xf32>, %w: tensor<2x4x3x3xf32>) {
+  // expected-error @+1 {{'dtfm.conv_transpose2d' op expected 0 <= output_padding < stride, found output_padding [0, 2] and strides [2, 2]}}
+  %0 = dtfm.conv_transpose2d %x, %w {strides = array<i64: 2, 2>, output_padding = array<i64: 0, 2>} : (tensor<1x2x3x3xf32>, tensor<2x4x3x3xf32>) -> tensor<1x4x7x9xf32>
+  return
+}
+
+// -----
+
+func.func @conv_transpose_weight_channels(%x: tensor<1x2x3x3xf32>, %w: tensor<3x4x3x3xf32>) {
+  // expected-error @+1 {{'dtfm.conv_transpose2d' op expected weight dimension 0 = 2 (the input channels), found 3}}
+  %0 = dtfm.conv_transpose2d %x, %w : (tensor<1x2x3x3xf32>, tensor<3x4x3x3xf32>) -> tensor<1x4x5x5xf32>
+  return
+}
+
+// -----
+
+func.func @conv_transpose_result(%x: tensor<1x2x3x3xf32>, %w: tensor<2x2x3x3xf32>) {
+  // expected-error @+1 {{'dtfm.conv_transpose2d' op expected result type 'tensor<1x4x6x6xf32>', found 'tensor<1x4x7x7xf32>'}}
+  %0 = dtfm.conv_transpose2d %x, %w {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, output_padding = array<i64: 1, 1>, groups = 2 : i64} : (tensor<1x2x3x3xf32>, tensor<2x2x3x3xf32>) -> tensor<1x4x7x7xf32>
+  return
+}
+
+// -----
+
+func.func @conv_transpose_no_output(%x: tensor<1x2x1x1xf32>, %w: tensor<2x2x1x1xf32>) {
+  // expected-error @+1 {{'dtfm.conv_transpose2d' op kernel [2, 2, 1, 1] with padding [1, 0, 1, 0] leaves no output for input [1, 2, 1, 1]}}
+  %0 = dtfm.conv_transpose2d %x, %w {padding = array<i64: 1, 0, 1, 0>} : (tensor<1x2x1x1xf32>, tensor<2x2x1x1xf32>) -> tensor<1x2x1x1xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_max_empty_axis(%a: tensor<2x0xf32>) {
+  // expected-error @+1 {{'dtfm.reduce_max' op axis 1 is empty: no extremum}}
+  %0 = dtfm.reduce_max %a {axes = array<i64: 1>} : (tensor<2x0xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_min_axis_twice(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'dtfm.reduce_min' op axis -1 given twice}}
+  %0 = dtfm.reduce_min %a {axes = array<i64: 1, -1>} : (tensor<2x3xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @maximum_shapes(%a: tensor<2x3xf32>, %b: tensor<2xf32>) {
+  // expected-error @+1 {{'dtfm.maximum' op}}
+  %0 = dtfm.maximum %a, %b : (tensor<2x3xf32>, tensor<2xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @prelu_result(%a: tensor<2x3xf32>, %b: tensor<3xf32>) {
+  // expected-error @+1 {{'dtfm.prelu' op expected result type 'tensor<2x3xf32>', found 'tensor<3xf32>'}}
+  %0 = dtfm.prelu %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @log_result(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'dtfm.log' op}}
+  %0 = dtfm.log %a : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  return
+}
+
+// -----
+
 func.func @sqrt_result(%a: tensor<2x3xf32>) {
   // expected-error @+1 {{'dtfm.sqrt' op expected result type 'tensor<2x3xf32>', found 'tensor<3xf32>'}}
   %0 = dtfm.sqrt %a : (tensor<2x3xf32>) -> tensor<3xf32>

@@ -111,6 +111,37 @@ func.func @activations() -> tensor<2x3xf32> {
   return %n : tensor<2x3xf32>
 }
 
+// CHECK-LABEL: func.func @selections
+func.func @selections() -> tensor<2x1xf32> {
+  %x = dtfm.input "x" : tensor<2x3xf32>
+  %s = dtfm.param "slope" init(ones) : tensor<3xf32>
+  // CHECK: dtfm.prelu %{{.*}}, %{{.*}} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %p = dtfm.prelu %x, %s : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  // CHECK: dtfm.maximum %{{.*}}, %{{.*}} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %hi = dtfm.maximum %p, %s : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  // CHECK: dtfm.minimum
+  %lo = dtfm.minimum %hi, %x : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: dtfm.abs %{{.*}} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %a = dtfm.abs %lo : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: dtfm.log %{{.*}} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %l = dtfm.log %a : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: dtfm.reduce_min %{{.*}} {axes = array<i64: 0>} : (tensor<2x3xf32>) -> tensor<3xf32>
+  %m = dtfm.reduce_min %l {axes = array<i64: 0>} : (tensor<2x3xf32>) -> tensor<3xf32>
+  // CHECK: dtfm.reduce_max %{{.*}} {axes = array<i64: -1>, keepdims} : (tensor<2x3xf32>) -> tensor<2x1xf32>
+  %r = dtfm.reduce_max %l {axes = array<i64: -1>, keepdims} : (tensor<2x3xf32>) -> tensor<2x1xf32>
+  return %r : tensor<2x1xf32>
+}
+
+// CHECK-LABEL: func.func @transposed_convolution
+func.func @transposed_convolution() -> tensor<2x6x7x13xf32> {
+  %x = dtfm.input "x" : tensor<2x4x3x4xf32>
+  %w = dtfm.param "w" init(ones) : tensor<4x3x3x2xf32>
+  %b = dtfm.param "b" init(zeros) : tensor<6xf32>
+  // CHECK: dtfm.conv_transpose2d %{{.*}}, %{{.*}}, %{{.*}} {dilations = array<i64: 1, 2>, groups = 2 : i64, output_padding = array<i64: 1, 2>, padding = array<i64: 1, 0, 0, 1>, strides = array<i64: 2, 3>} : (tensor<2x4x3x4xf32>, tensor<4x3x3x2xf32>, tensor<6xf32>) -> tensor<2x6x7x13xf32>
+  %y = dtfm.conv_transpose2d %x, %w, %b {strides = array<i64: 2, 3>, padding = array<i64: 1, 0, 0, 1>, dilations = array<i64: 1, 2>, output_padding = array<i64: 1, 2>, groups = 2 : i64} : (tensor<2x4x3x4xf32>, tensor<4x3x3x2xf32>, tensor<6xf32>) -> tensor<2x6x7x13xf32>
+  return %y : tensor<2x6x7x13xf32>
+}
+
 // CHECK-LABEL: func.func @inference_batchnorm
 func.func @inference_batchnorm() -> tensor<2x3x4x4xf32> {
   %x = dtfm.input "x" : tensor<2x3x4x4xf32>

@@ -22,6 +22,7 @@
 #include "dtfm/Format/TensorFile.h"
 #include "dtfm/Support/ElementMath.h"
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -65,6 +66,13 @@ Tensor reduceMean(const Tensor &x, const std::vector<int64_t> &axes,
                   bool keepdims);
 void reduceMeanBackward(const Tensor &x, const std::vector<int64_t> &axes,
                         const Tensor &dOut, Tensor *dx);
+/// Largest (maximum) or smallest element over `axes` (math::extremumStep:
+/// NaN propagates). The backward adds dOut into the elements equal to the
+/// result, split evenly among ties (PyTorch's amax / amin).
+Tensor reduceExtremum(const Tensor &x, const std::vector<int64_t> &axes,
+                      bool keepdims, bool maximum);
+void reduceExtremumBackward(const Tensor &x, const std::vector<int64_t> &axes,
+                            bool maximum, const Tensor &dOut, Tensor *dx);
 
 /// Operands joined along `axis`; the backward adds each operand's slice of
 /// dOut into grads[i] (null ones skipped).
@@ -199,6 +207,22 @@ Tensor conv2d(const Tensor &x, const Tensor &w, const Tensor *bias,
 void conv2dBackward(const Tensor &x, const Tensor &w, const Window &window,
                     int64_t groups, const Tensor &dOut, Tensor *dx, Tensor *dw,
                     Tensor *dBias);
+/// The transpose of conv2d by w [C, O/groups, kH, kW] (the convolution
+/// that maps [N, O, Ho, Wo] to x [N, C, H, W]) (+ b [O]): its input
+/// gradient applied to x. The backward is that convolution (dx) and its
+/// weight gradient with dOut as the input (dw).
+std::vector<int64_t> convTransposedShape(const std::vector<int64_t> &x,
+                                         const std::vector<int64_t> &w,
+                                         const Window &window,
+                                         std::array<int64_t, 2> outputPadding,
+                                         int64_t groups);
+Tensor convTranspose2d(const Tensor &x, const Tensor &w, const Tensor *bias,
+                       const Window &window,
+                       std::array<int64_t, 2> outputPadding, int64_t groups);
+void convTranspose2dBackward(const Tensor &x, const Tensor &w,
+                             const Window &window, int64_t groups,
+                             const Tensor &dOut, Tensor *dx, Tensor *dw,
+                             Tensor *dBias);
 
 /// Training mode: batch statistics per channel (dim 1); updates the running
 /// statistics with `momentum` when given.

@@ -80,6 +80,16 @@ void whereStrided(const float *condition,
 void reduceStrided(math::ReduceTerm term, const float *const operands[3],
                    const math::ReductionViews &views, float *out, float alpha,
                    bool accumulate, cudaStream_t stream);
+/// out[result.at(j)] = the largest (maximum) or smallest element of x over
+/// the reduced part (math::extremumStep), for every kept element j; views
+/// has x's view as operand 0.
+void reduceExtremum(bool maximum, const float *x,
+                    const math::ReductionViews &views, float *out,
+                    cudaStream_t stream);
+/// dx += dy where x equals its extremum, split evenly among ties.
+void reduceExtremumBackward(bool maximum, const float *x, const float *dy,
+                            const math::ReductionViews &views, float *dx,
+                            cudaStream_t stream);
 /// y = op(x) elementwise (sqrt, tanh, erf, exp, sigmoid, pow with its
 /// exponent, clip to its bounds).
 void unary(math::UnaryOp op, const float *x, float *y, int64_t n,

@@ -199,6 +199,22 @@ int64_t DivOp::getSavedActivationBytes() {
   return activationBytes(getLhs()) + activationBytes(getRhs());
 }
 
+// Maximum, minimum and prelu: each gradient is dy times a choice made from
+// both operands.
+#define DTFM_SELECTING_BINARY(Op)                                              \
+  LogicalResult Op::verify() {                                                 \
+    return verifyBroadcastBinary(*this, getLhs(), getRhs(), getResult());     \
+  }                                                                            \
+  int64_t Op::getForwardFlops() { return numel(getResult()); }                 \
+  int64_t Op::getBackwardFlops() { return 2 * numel(getResult()); }            \
+  int64_t Op::getSavedActivationBytes() {                                      \
+    return activationBytes(getLhs()) + activationBytes(getRhs());              \
+  }
+DTFM_SELECTING_BINARY(MaximumOp)
+DTFM_SELECTING_BINARY(MinimumOp)
+DTFM_SELECTING_BINARY(PreluOp)
+#undef DTFM_SELECTING_BINARY
+
 //===----------------------------------------------------------------------===//
 // LayerNormOp, RmsNormOp, GeluOp, ReluOp, SoftmaxOp
 //===----------------------------------------------------------------------===//

@@ -47,6 +47,35 @@ int64_t Conv2dOp::getSavedActivationBytes() {
   return activationBytes(getInput());
 }
 
+LogicalResult ConvTranspose2dOp::verify() {
+  std::optional<shapes::TensorType> bias;
+  if (getBias())
+    bias = typeOf(getBias());
+  return check(*this, shapes::convTranspose2d(
+                          typeOf(getInput()), typeOf(getWeight()),
+                          bias ? &*bias : nullptr, getStrides().vec(),
+                          getDilations().vec(), getPadding().vec(),
+                          getOutputPadding().vec(), getGroups(),
+                          typeOf(getResult())));
+}
+
+// The convolution it transposes produces the input: its FLOPs.
+int64_t ConvTranspose2dOp::getForwardFlops() {
+  auto weight = tensorOf(getWeight());
+  int64_t macsPerInput = product(weight.getShape().drop_front());
+  return 2 * numel(getInput()) * macsPerInput +
+         (getBias() ? numel(getResult()) : 0);
+}
+int64_t ConvTranspose2dOp::getBackwardFlops() {
+  auto weight = tensorOf(getWeight());
+  int64_t macsPerInput = product(weight.getShape().drop_front());
+  return 4 * numel(getInput()) * macsPerInput +
+         (getBias() ? numel(getResult()) : 0);
+}
+int64_t ConvTranspose2dOp::getSavedActivationBytes() {
+  return activationBytes(getInput());
+}
+
 LogicalResult BatchNormOp::verify() {
   return check(*this,
                shapes::batchNorm(typeOf(getInput()), typeOf(getGamma()),
@@ -146,6 +175,8 @@ DTFM_ELEMENTWISE_MATH(ErfOp)
 DTFM_ELEMENTWISE_MATH(ExpOp)
 DTFM_ELEMENTWISE_MATH(SigmoidOp)
 DTFM_ELEMENTWISE_MATH(SiluOp)
+DTFM_ELEMENTWISE_MATH(AbsOp)
+DTFM_ELEMENTWISE_MATH(LogOp)
 #undef DTFM_ELEMENTWISE_MATH
 
 LogicalResult PowOp::verify() {
@@ -222,6 +253,19 @@ LogicalResult ReduceMeanOp::verify() {
 }
 int64_t ReduceMeanOp::getForwardFlops() { return numel(getInput()); }
 int64_t ReduceMeanOp::getBackwardFlops() { return numel(getInput()); }
+
+#define DTFM_REDUCE_EXTREMUM(Op)                                               \
+  LogicalResult Op::verify() {                                                 \
+    return check(*this,                                                        \
+                 shapes::reduceExtremum(typeOf(getInput()), getAxes().vec(),   \
+                                        getKeepdims(), typeOf(getResult())));  \
+  }                                                                            \
+  int64_t Op::getForwardFlops() { return numel(getInput()); }                  \
+  int64_t Op::getBackwardFlops() { return 2 * numel(getInput()); }             \
+  int64_t Op::getSavedActivationBytes() { return activationBytes(getInput()); }
+DTFM_REDUCE_EXTREMUM(ReduceMaxOp)
+DTFM_REDUCE_EXTREMUM(ReduceMinOp)
+#undef DTFM_REDUCE_EXTREMUM
 
 LogicalResult TransposeOp::verify() {
   return check(*this, shapes::transpose(typeOf(getInput()), getPerm().vec(),

@@ -31,6 +31,11 @@ The models:
   logsoftmax   log_softmax over the features and over the positions
   max-shift    attention scores less their row maximum before the softmax
                (w - w.max(-1), as torchaudio's wav2vec2 writes it)
+  conv-transpose
+               ConvTranspose1d (stride 2, padding, output_padding), then
+               ConvTranspose2d (groups 2, dilation, no bias)
+  elementwise  nn.PReLU, amax / amin (ReduceMax, ReduceMin), torch.maximum /
+               minimum (Max, Min), abs and log of computed values
 """
 import os
 import sys
@@ -212,6 +217,37 @@ class LogSoftmax(torch.nn.Module):
         return self.head(h.mean(dim=1))
 
 
+class ConvTranspose(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up1 = torch.nn.ConvTranspose1d(4, 6, 3, stride=2, padding=1,
+                                            output_padding=1)
+        self.up2 = torch.nn.ConvTranspose2d(6, 4, 3, stride=2, padding=1,
+                                            dilation=(1, 2), groups=2,
+                                            bias=False)
+        self.head = torch.nn.Linear(4, CLASSES)
+
+    def forward(self, x):
+        h = torch.tanh(self.up1(x))                    # [4, 6, 20]
+        h = torch.tanh(self.up2(h.reshape(4, 6, 4, 5)))  # [4, 4, 7, 11]
+        return self.head(h.mean(dim=(2, 3)))
+
+
+class Elementwise(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(D, D)
+        self.prelu = torch.nn.PReLU(T, init=0.2)
+        self.head = torch.nn.Linear(D, CLASSES)
+
+    def forward(self, x):
+        h = self.prelu(self.proj(x))
+        top = h.amax(dim=-1, keepdim=True)
+        bottom = h.amin(dim=1, keepdim=True)
+        g = torch.maximum(h, bottom * 0.5) + torch.minimum(h, top * 0.5)
+        return self.head(torch.log(torch.abs(g) + 1).mean(dim=1))
+
+
 def build(name):
     """(model, input, labels, opset)."""
     torch.manual_seed(0)
@@ -242,6 +278,10 @@ def build(name):
         return InstanceNorm(), torch.randn(4, 3, 8, 8), labels, 14
     if name == "max-shift":
         return MaxShift(), torch.randn(4, T, D), labels, 14
+    if name == "conv-transpose":
+        return ConvTranspose(), torch.randn(4, 4, 10), labels, 14
+    if name == "elementwise":
+        return Elementwise(), torch.randn(4, T, D), labels, 14
     if name == "logsoftmax":
         return LogSoftmax(), torch.randn(4, T, D), labels, 14
     if name == "dropout":

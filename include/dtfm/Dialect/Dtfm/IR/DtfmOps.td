@@ -232,6 +232,36 @@ def Dtfm_DivOp : Dtfm_BroadcastBinaryOp<"div",
   }];
 }
 
+def Dtfm_MaximumOp : Dtfm_BroadcastBinaryOp<"maximum",
+    ["getBackwardFlops", "getSavedActivationBytes"]> {
+  let summary = "elementwise maximum with NumPy broadcasting (ONNX Max)";
+  let description = [{
+    A NaN operand gives NaN. The gradient goes to the larger operand, split
+    evenly on a tie (PyTorch's torch.maximum). Forward numel(result) FLOPs,
+    backward 2 numel(result); keeps both operands (those that are not
+    parameters).
+  }];
+}
+
+def Dtfm_MinimumOp : Dtfm_BroadcastBinaryOp<"minimum",
+    ["getBackwardFlops", "getSavedActivationBytes"]> {
+  let summary = "elementwise minimum with NumPy broadcasting (ONNX Min)";
+  let description = [{
+    As dtfm.maximum, for the smaller operand.
+  }];
+}
+
+def Dtfm_PreluOp : Dtfm_BroadcastBinaryOp<"prelu",
+    ["getBackwardFlops", "getSavedActivationBytes"]> {
+  let summary = "x where x > 0, else slope * x (ONNX PRelu, nn.PReLU)";
+  let description = [{
+    lhs is x, rhs the slope, broadcast to it (nn.PReLU(C) on [N, C, H, W]
+    has a [C, 1, 1] slope). Forward numel(result) FLOPs, backward
+    2 numel(result): dx = dy where x > 0, else slope * dy; dslope = x * dy
+    where x <= 0, summed over the repeated dimensions. Keeps both operands.
+  }];
+}
+
 /// Elementwise functions of one tensor: forward numel(result) FLOPs (a
 /// transcendental counts as one), backward 2 numel(result); they keep their
 /// input.
@@ -251,6 +281,9 @@ def Dtfm_SigmoidOp : Dtfm_ElementwiseMathOp<"sigmoid",
     "elementwise logistic function 1 / (1 + exp(-x))">;
 def Dtfm_SiluOp : Dtfm_ElementwiseMathOp<"silu",
     "elementwise x * sigmoid(x) (SiLU, the gate of Llama's SwiGLU)">;
+def Dtfm_AbsOp : Dtfm_ElementwiseMathOp<"abs",
+    "elementwise |x| (the gradient is sign(x), 0 at 0, as PyTorch's)">;
+def Dtfm_LogOp : Dtfm_ElementwiseMathOp<"log", "elementwise natural logarithm">;
 
 def Dtfm_PowOp : Dtfm_ComputeOp<"pow",
     ["getBackwardFlops", "getSavedActivationBytes"]> {
@@ -292,6 +325,27 @@ def Dtfm_ReduceMeanOp : Dtfm_ComputeOp<"reduce_mean", ["getBackwardFlops"]> {
   let results = (outs Dtfm_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
+
+/// The largest or smallest element over the given axes (ONNX ReduceMax /
+/// ReduceMin, torch.amax / amin).
+class Dtfm_ReduceExtremumOp<string mnemonic, string what>
+    : Dtfm_ComputeOp<mnemonic, ["getBackwardFlops", "getSavedActivationBytes"]> {
+  let summary = what # " over the given axes (kept as size 1 with keepdims)";
+  let description = [{
+    A NaN among the reduced elements gives NaN. The gradient goes to the
+    elements equal to the result, split evenly among ties (PyTorch's amax
+    and amin). Forward numel(input) FLOPs; backward 2 numel(input) (the
+    extremum found again, then the gradient placed). Keeps its input.
+    Negative axes count from the end.
+  }];
+  let arguments = (ins Dtfm_FloatTensor:$input, DenseI64ArrayAttr:$axes,
+                       UnitAttr:$keepdims);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def Dtfm_ReduceMaxOp : Dtfm_ReduceExtremumOp<"reduce_max", "maximum">;
+def Dtfm_ReduceMinOp : Dtfm_ReduceExtremumOp<"reduce_min", "minimum">;
 
 def Dtfm_ConcatOp : Dtfm_ComputeOp<"concat", ["getBackwardFlops"]> {
   let summary = "operands joined along one axis";
@@ -506,6 +560,34 @@ def Dtfm_Conv2dOp : Dtfm_ComputeOp<"conv2d",
       DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1}">:$strides,
       DefaultValuedAttr<DenseI64ArrayAttr, "{0, 0, 0, 0}">:$padding,
       DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1}">:$dilations,
+      DefaultValuedAttr<I64Attr, "1">:$groups);
+  let results = (outs Dtfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+def Dtfm_ConvTranspose2dOp : Dtfm_ComputeOp<"conv_transpose2d",
+    ["getBackwardFlops", "getSavedActivationBytes"]> {
+  let summary = "2-D transposed convolution, NCHW, weights [C, O/groups, kH, kW]";
+  let description = [{
+    The transpose of dtfm.conv2d with the same weight, strides, padding,
+    dilations and groups, which maps the result [N, O, Ho, Wo] back to the
+    input [N, C, H, W] (ONNX ConvTranspose, nn.ConvTranspose2d). Per spatial
+    dimension Ho = (H - 1) stride - pad_begin - pad_end + dilation (k - 1) +
+    output_padding + 1, with 0 <= output_padding < stride. The CPU and CUDA
+    kernels are the convolution's: the forward is its input gradient, the
+    backward its forward (input gradient) and its weight gradient. FLOPs
+    those of that convolution: forward 2 N C H W (O/groups) kH kW plus
+    numel(result) for the bias; backward twice that. Keeps x.
+  }];
+  let arguments = (ins Dtfm_FloatTensor:$input, Dtfm_FloatTensor:$weight,
+      Optional<Dtfm_FloatTensor>:$bias,
+      DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1}">:$strides,
+      DefaultValuedAttr<DenseI64ArrayAttr, "{0, 0, 0, 0}">:$padding,
+      DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1}">:$dilations,
+      DefaultValuedAttr<DenseI64ArrayAttr, "{0, 0}">:$output_padding,
       DefaultValuedAttr<I64Attr, "1">:$groups);
   let results = (outs Dtfm_FloatTensor:$result);
   let assemblyFormat = [{
