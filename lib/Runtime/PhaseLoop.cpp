@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <string>
 
 using namespace dtfm::runtime;
 using cpu::Tensor;
@@ -88,7 +90,76 @@ bool PhaseExecutor::runStep(const ProgramOp &op, bool recompute, int microBatch,
   double recomputedLoss = 0;
   if (!runOp(op, microBatch, values, recompute ? recomputedLoss : loss, error))
     return false;
+  if (checkFinite &&
+      !resultsFinite(op, recompute, microBatch, values, error))
+    return false;
   afterOp(op, microBatch, values);
+  return true;
+}
+
+/// The first element of `t` that is an infinity or a NaN, or -1.
+static int64_t firstNonFinite(const Tensor &t) {
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (!std::isfinite(t.data[i]))
+      return i;
+  return -1;
+}
+
+bool PhaseExecutor::resultsFinite(const ProgramOp &op, bool recompute,
+                                  int microBatch, const ValueTable &values,
+                                  std::string &error) {
+  for (size_t r = 0; r < op.results.size(); ++r) {
+    Tensor scratch;
+    const Tensor *result =
+        hostValue(microBatch, op.results[r].id, values, scratch, error);
+    if (!result)
+      return false;
+    int64_t bad = firstNonFinite(*result);
+    if (bad < 0)
+      continue;
+    std::string badValue = std::to_string(result->data[bad]);
+    // What it was computed from: a parameter by name, a value by id; and
+    // whether each is finite (the first non-finite operand is the cause
+    // to look at, a parameter that is not finite the usual one).
+    std::map<int64_t, std::string> parameterOf;
+    for (const ProgramOp &p : program.ops)
+      if (p.kind == OpKind::Param && !p.results.empty())
+        parameterOf[p.results[0].id] = p.attrs.name;
+    std::string operands;
+    for (size_t i = 0; i < op.operands.size(); ++i) {
+      int64_t id = op.operands[i];
+      auto param = parameterOf.find(id);
+      std::string name = param != parameterOf.end()
+                             ? "parameter '" + param->second + "'"
+                             : "value #" + std::to_string(id);
+      Tensor operandScratch;
+      const Tensor *operand =
+          hostValue(microBatch, id, values, operandScratch, error);
+      if (!operand)
+        return false;
+      int64_t at = firstNonFinite(*operand);
+      operands += (i ? ", " : "") + name +
+                  (at < 0 ? " (finite)"
+                          : " (not finite: element " + std::to_string(at) +
+                                " is " + std::to_string(operand->data[at]) +
+                                ")");
+    }
+    // runPhase's message names the op; a backward says what it
+    // differentiates.
+    error = std::string("--check-finite: the first value that is not "
+                        "finite: ") +
+            (op.isBackward()
+                 ? std::string("the gradient of ") + opName(op.computes) + ", "
+                 : "") +
+            "result #" + std::to_string(r) + " element " +
+            std::to_string(bad) + " is " + badValue + " (" +
+            (op.phase == OpPhase::Backward ? "backward" : "forward") +
+            (recompute ? ", recomputed" : "") + ", micro-batch " +
+            std::to_string(microBatch) +
+            (op.layer.empty() ? "" : ", layer '" + op.layer + "'") +
+            "); its operands: " + (operands.empty() ? "none" : operands);
+    return false;
+  }
   return true;
 }
 

@@ -340,7 +340,8 @@ bool StepReporter::print(Pending &p, std::string &error) {
     error = "step " + std::to_string(figures.step) + ": the loss is " +
             (std::isnan(figures.loss) ? "nan" : "infinite") +
             ": training diverged (try a lower learning rate) or a parameter "
-            "is not finite; stopping";
+            "is not finite; stopping (--check-finite names the first op "
+            "whose result is not finite, and its operands)";
     return false;
   }
   return true;

@@ -88,6 +88,8 @@ static const char *kUsage =
     "rate, Daly's)\n"
     "         links:       [--shape-links] [--serial-slots] "
     "[--timeout SECONDS]\n"
+    "         debugging:   [--check-finite] (stop at the first op whose "
+    "result is not finite, naming it and its operands)\n"
     "         output:      [--trace out.json] [--log steps.jsonl] "
     "[--calibration-steps N]\n"
     "                      [--report out.html] (after the run: its "
@@ -396,6 +398,10 @@ std::optional<int> parseCommandLine(int argc, char **argv, Command &c) {
                     "'");
       c.worker.planPrecisionMatmuls = value == "plan";
       c.forwarded.insert(c.forwarded.end(), {"--matmul-precision", value});
+      continue;
+    } else if (arg == "--check-finite") {
+      c.worker.checkFinite = true;
+      c.forwarded.push_back(arg);
       continue;
     } else if (arg == "--shape-links" || arg == "--serial-slots") {
       (arg == "--shape-links" ? c.worker.shapeLinks : c.worker.serialSlots) =

@@ -92,6 +92,13 @@ public:
     tensorParallelSum = std::move(sum);
   }
 
+  /// --check-finite: every op's results are read back after it runs, and
+  /// the first that holds an infinity or a NaN stops the run, naming the
+  /// op, its layer and its operands (parameters by name, each finite or
+  /// not). Off by default: it reads every value once more (and a GPU
+  /// copies each to the host).
+  void setCheckFinite(bool on) { checkFinite = on; }
+
   /// Sums this worker's two parts of the model's squared gradient norm
   /// over the world, in place: `shared` (gradients averaged over their
   /// data-parallel groups, the same on every member; the total over the
@@ -255,6 +262,7 @@ public:
 
 protected:
   GroupSumFn tensorParallelSum;
+  bool checkFinite = false;
   OptimizerFigures lastStep;
   double clipNorm = 0;
   NormSumFn normSum;

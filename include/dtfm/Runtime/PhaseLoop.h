@@ -86,6 +86,17 @@ protected:
   /// After each op that ran through runOp, with its results in `values`.
   virtual void afterOp(const ProgramOp &op, int microBatch,
                        const ValueTable &values) {}
+  /// Value `id` of the micro-batch (or the parameter it holds) on the host,
+  /// for --check-finite: the CPU's own tensor, or a GPU's copied into
+  /// `scratch`; null with `error` when it cannot be read.
+  virtual const cpu::Tensor *hostValue(int microBatch, int64_t id,
+                                       const ValueTable &values,
+                                       cpu::Tensor &scratch,
+                                       std::string &error) = 0;
+  /// --check-finite after `op` ran: false with a diagnostic when one of its
+  /// results holds an infinity or a NaN.
+  bool resultsFinite(const ProgramOp &op, bool recompute, int microBatch,
+                     const ValueTable &values, std::string &error);
   /// One step of a phase (PhaseStep): binds a received value or an input,
   /// or runs the op through runOp (a recomputed forward op without adding
   /// to the loss again).

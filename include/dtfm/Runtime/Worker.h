@@ -79,6 +79,10 @@ struct WorkerOptions {
   /// model (another data-parallel width, stage bounds or devices;
   /// Checkpoints.h, assembleState) with the same samples per step.
   std::string resumeFrom;
+  /// --check-finite: the first op whose result holds an infinity or a NaN
+  /// stops the run, named with its operands (StageExecutor::
+  /// setCheckFinite).
+  bool checkFinite = false;
   bool shapeLinks = false;
   /// One thread does receive, compute and send in turn (the baseline the
   /// overlap benchmark compares against).

@@ -155,6 +155,16 @@ const Tensor &CpuExecutor::operand(int64_t id, const ValueTable &values) const {
   return host.params.at(paramOfValue.at(id));
 }
 
+const Tensor *CpuExecutor::hostValue(int microBatch, int64_t id,
+                                     const ValueTable &values, Tensor &,
+                                     std::string &error) {
+  if (!hasValue(microBatch, id, values)) {
+    error = "value #" + std::to_string(id) + " is not computed";
+    return nullptr;
+  }
+  return &operand(id, values);
+}
+
 bool CpuExecutor::hasValue(int, int64_t id, const ValueTable &values) const {
   return values.count(id) > 0 || paramOfValue.count(id) > 0;
 }

@@ -401,6 +401,20 @@ bool CudaExecutor::hasValue(int microBatch, int64_t id,
   return it != live.end() && it->second.count(id) > 0;
 }
 
+const Tensor *CudaExecutor::hostValue(int microBatch, int64_t id,
+                                      const ValueTable &, Tensor &scratch,
+                                      std::string &error) {
+  auto table = live.find(microBatch);
+  auto it = table == live.end() ? std::map<int64_t, DTensor>::iterator()
+                                : table->second.find(id);
+  if (table == live.end() || it == table->second.end()) {
+    error = "value #" + std::to_string(id) + " is not on the GPU";
+    return nullptr;
+  }
+  return download(it->second, computeStream(), scratch, error) ? &scratch
+                                                                : nullptr;
+}
+
 bool CudaExecutor::runOp(const ProgramOp &op, int microBatch, ValueTable &,
                          double &, std::string &error) {
   if (received) { // the compute stream waits for the copies so far

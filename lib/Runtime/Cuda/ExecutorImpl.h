@@ -241,6 +241,8 @@ protected:
                      ValueTable &values, std::string &error) override;
   bool hasValue(int microBatch, int64_t id,
                 const ValueTable &values) const override;
+  const Tensor *hostValue(int microBatch, int64_t id, const ValueTable &values,
+                          Tensor &scratch, std::string &error) override;
   bool runOp(const ProgramOp &op, int microBatch, ValueTable &values,
              double &loss, std::string &error) override;
   bool endPhase(OpPhase phase, int microBatch, ValueTable &values, double &loss,

@@ -307,6 +307,11 @@ bool Worker::runPasses(int64_t step, std::vector<MicroBatch> &batches,
   bool ok = overlapped ? runComputeThread(step, batches, values, lossSum, error)
                        : runComputeSlot(step, batches, values, lossSum, error);
   forwardOnlyPass = false;
+  // The receive and send threads may wait on peers that wait on this
+  // worker's compute: joining them would report their timeout, not the
+  // cause. Leave at once with it (the peers see the connections close).
+  if (!ok && overlapped)
+    fatal(error);
   if (overlapped) {
     receiver.join();
     sender.join();
@@ -375,7 +380,7 @@ bool Worker::runComputeSlot(int64_t step, std::vector<MicroBatch> &batches,
         entry.phase == Phase::Forward ? OpPhase::Forward : OpPhase::Backward;
     if (!executor->runPhase(phase, entry.microBatch, table,
                             batches[entry.microBatch], lossSum, error)) {
-      error = planPath + ": " + error;
+      error = planPath + ": step " + std::to_string(step) + ": " + error;
       return false;
     }
     Clock::time_point end = Clock::now();

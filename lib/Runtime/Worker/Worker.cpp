@@ -257,6 +257,7 @@ bool Worker::prepare(std::string &error) {
                           options.planPrecisionMatmuls, error);
   if (!executor)
     return false;
+  executor->setCheckFinite(options.checkFinite);
   deviceTimed = executor->takeComputeSeconds() >= 0;
   inputs = executor->inputs();
   int64_t vocabulary = 0, lossClasses = 0;

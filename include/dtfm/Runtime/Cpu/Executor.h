@@ -60,6 +60,9 @@ protected:
              double &loss, std::string &error) override;
   void afterOp(const ProgramOp &op, int microBatch,
                const ValueTable &values) override;
+  const cpu::Tensor *hostValue(int microBatch, int64_t id,
+                               const ValueTable &values, cpu::Tensor &scratch,
+                               std::string &error) override;
 
 private:
   /// Adds value `id` of the micro-batch to its iteration sum (once per
