@@ -188,6 +188,79 @@ bool OnnxImporter::convertHardSigmoid(const onnx::NodeProto &node,
   return true;
 }
 
+/// The longest axis a CumSum may run along: its triangle is n x n floats
+/// (16 MiB at the bound), its product n times the work of a running sum.
+static constexpr int64_t kMaxCumSumLength = 2048;
+
+bool OnnxImporter::convertCumSum(const onnx::NodeProto &node, NodeCall &c) {
+  // y[..., j] = sum over i of x[..., i] T[i][j] with T[i][j] = 1 where i
+  // <= j (i < j: exclusive; reversed: i >= j, or i > j): an exact
+  // composition of matmul and transposes, differentiable as they are. The
+  // sums run in the matmul's order, not left to right (within float
+  // rounding of a running sum).
+  std::vector<int64_t> axisValues;
+  if (node.input_size() < 2 || !constantInts(node.input(1), axisValues) ||
+      axisValues.size() != 1)
+    return failAt(node, "the axis must be one integer constant");
+  Value x = c.input(0);
+  if (!x)
+    return false;
+  auto type = cast<RankedTensorType>(x.getType());
+  if (!type.getElementType().isF32())
+    return failAt(node, "expected a float32 input (an integer cumulative sum "
+                        "is folded only when its input is constant)");
+  int64_t rank = type.getRank(), axis = axisValues[0];
+  if (axis < -rank || axis >= rank)
+    return failAt(node, "axis " + std::to_string(axis) +
+                            " out of range for rank " + std::to_string(rank));
+  if (axis < 0)
+    axis += rank;
+  int64_t n = type.getDimSize(axis);
+  if (n > kMaxCumSumLength)
+    return failAt(node, "a cumulative sum over " + std::to_string(n) +
+                            " elements (at most " +
+                            std::to_string(kMaxCumSumLength) +
+                            ": it runs as a product with an n x n triangle)");
+  bool exclusive = c.integer("exclusive", 0) != 0,
+       reverse = c.integer("reverse", 0) != 0;
+  ::dtfm::format::Tensor triangle({n, n}, 0.0f);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      bool counted = reverse ? (exclusive ? i > j : i >= j)
+                             : (exclusive ? i < j : i <= j);
+      triangle.data[i * n + j] = counted ? 1.0f : 0.0f;
+    }
+  Value weights = tensorConstant(node.output(0) + ".triangle", triangle);
+  if (rank == 1) { // a row of one vector
+    Value row = tag(b.create<ReshapeOp>(c.loc, floatType({1, n}), x), node);
+    row = tag(b.create<MatmulOp>(c.loc, floatType({1, n}), row, weights,
+                                 UnitAttr()),
+              node);
+    c.out = tag(b.create<ReshapeOp>(c.loc, c.result, row), node);
+    return true;
+  }
+  SmallVector<int64_t> perm;
+  for (int64_t i = 0; i < rank; ++i)
+    perm.push_back(i);
+  std::swap(perm[axis], perm[rank - 1]);
+  SmallVector<int64_t> swapped(type.getShape());
+  std::swap(swapped[axis], swapped[rank - 1]);
+  auto swappedType = floatType(swapped);
+  bool last = axis == rank - 1;
+  Value v = last ? x
+                 : tag(b.create<TransposeOp>(c.loc, swappedType, x,
+                                             b.getDenseI64ArrayAttr(perm)),
+                       node);
+  v = tag(b.create<MatmulOp>(c.loc, last ? c.result : swappedType, v, weights,
+                             UnitAttr()),
+          node);
+  c.out = last ? v
+               : tag(b.create<TransposeOp>(c.loc, c.result, v,
+                                           b.getDenseI64ArrayAttr(perm)),
+                     node);
+  return true;
+}
+
 bool OnnxImporter::convertReduceMean(const onnx::NodeProto &node, NodeCall &c) {
   std::vector<int64_t> axes = c.ints("axes", {});
   if (node.input_size() > 1 && !node.input(1).empty() &&

@@ -109,6 +109,7 @@ OnnxImporter::converters() {
       {"ReduceMean", &OnnxImporter::convertReduceMean},
       {"ReduceSum", &OnnxImporter::convertReduceMean},
       {"ReduceL2", &OnnxImporter::convertReduceMean},
+      {"CumSum", &OnnxImporter::convertCumSum},
       {"ReduceMax", &OnnxImporter::convertReduceMean},
       {"ReduceMin", &OnnxImporter::convertReduceMean},
       {"Gather", &OnnxImporter::convertGather},

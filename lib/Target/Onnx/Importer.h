@@ -100,6 +100,8 @@ private:
   /// ReduceMean, ReduceSum, ReduceL2 (means times counts), ReduceMax and
   /// ReduceMin; the axes an attribute or (opset 18) an input.
   bool convertReduceMean(const onnx::NodeProto &node, NodeCall &c);
+  /// CumSum of floats: a product with a frozen 0/1 triangle along the axis.
+  bool convertCumSum(const onnx::NodeProto &node, NodeCall &c);
   bool convertGather(const onnx::NodeProto &node, NodeCall &c);
   bool convertScatterND(const onnx::NodeProto &node, NodeCall &c);
   bool convertWhere(const onnx::NodeProto &node, NodeCall &c);

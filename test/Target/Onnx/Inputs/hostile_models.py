@@ -170,6 +170,22 @@ def recurrent(d):
         [numpy_helper.from_array(np.ones((3, 4), np.float32), "g")])
     save(graph, os.path.join(d, "ln-axis.onnx"), opset=17)
 
+    # A cumulative sum too long for its triangle; a transposed convolution
+    # sized by output_shape.
+    def single(name, node, x_shape, inits, opset=14):
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [])
+        save(helper.make_graph([node], name, [x], [y], inits),
+             os.path.join(d, name + ".onnx"), opset)
+    single("cumsum-long", helper.make_node("CumSum", ["x", "axis"], ["y"],
+                                           name="sum"), [2, 4096],
+           [numpy_helper.from_array(np.array(1, np.int64), "axis")])
+    single("convtranspose-shape",
+           helper.make_node("ConvTranspose", ["x", "w"], ["y"], name="up",
+                            strides=[2, 2], output_shape=[7, 7]),
+           [1, 2, 3, 3],
+           [numpy_helper.from_array(np.ones((2, 2, 3, 3), np.float32), "w")])
+
 
 if __name__ == "__main__":
     main()

@@ -34,6 +34,8 @@ The models:
   conv-transpose
                ConvTranspose1d (stride 2, padding, output_padding), then
                ConvTranspose2d (groups 2, dilation, no bias)
+  cumsum       cumulative sums of computed values over the positions and
+               over the features (CumSum)
   elementwise  nn.PReLU, amax / amin (ReduceMax, ReduceMin), torch.maximum /
                minimum (Max, Min), abs and log of computed values
 """
@@ -233,6 +235,18 @@ class ConvTranspose(torch.nn.Module):
         return self.head(h.mean(dim=(2, 3)))
 
 
+class CumSum(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(D, D)
+        self.head = torch.nn.Linear(D, CLASSES)
+
+    def forward(self, x):
+        h = torch.tanh(self.proj(x))
+        g = h.cumsum(dim=1) / T + h.cumsum(dim=-1) / D
+        return self.head(g.mean(dim=1))
+
+
 class Elementwise(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -280,6 +294,8 @@ def build(name):
         return MaxShift(), torch.randn(4, T, D), labels, 14
     if name == "conv-transpose":
         return ConvTranspose(), torch.randn(4, 4, 10), labels, 14
+    if name == "cumsum":
+        return CumSum(), torch.randn(4, T, D), labels, 14
     if name == "elementwise":
         return Elementwise(), torch.randn(4, T, D), labels, 14
     if name == "logsoftmax":
