@@ -398,11 +398,39 @@ bool OnnxImporter::convertSlice(const onnx::NodeProto &node, NodeCall &c) {
       axes.push_back(static_cast<int64_t>(i));
   if (steps.empty())
     steps.assign(starts.size(), 1);
+  if (axes.size() != starts.size() || ends.size() != starts.size() ||
+      steps.size() != starts.size())
+    return failAt(node, "starts, ends, axes and steps differ in length");
   std::vector<int64_t> s0(rank, 0), e0 = full, st0(rank, 1);
+  // Axes walked backwards (torch.flip, x[::-1]): the elements start,
+  // start + step, ... above end, picked by a gather of constant indices.
+  std::vector<std::pair<int64_t, std::vector<int64_t>>> reversed;
+  std::vector<bool> seen(rank, false);
   for (size_t i = 0; i < axes.size(); ++i) {
     int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
-    if (a < 0 || a >= rank || steps[i] < 1)
-      return failAt(node, "only slices with positive steps on valid axes");
+    if (a < 0 || a >= rank || steps[i] == 0 || seen[a])
+      return failAt(node, "a slice needs distinct valid axes and nonzero "
+                          "steps");
+    seen[a] = true;
+    if (steps[i] < 0) {
+      // ONNX's clamping for a negative step: start in [0, dim - 1], end in
+      // [-1, dim - 1].
+      auto clampBackward = [&](int64_t v, int64_t low) {
+        if (v < 0)
+          v = v < -full[a] ? low : v + full[a];
+        return std::max<int64_t>(low, std::min(v, full[a] - 1));
+      };
+      int64_t begin = clampBackward(starts[i], 0),
+              end = clampBackward(ends[i], -1);
+      std::vector<int64_t> picked;
+      // |step| >= 1: at most full[a] elements.
+      for (int64_t k = begin; k > end; k += steps[i])
+        picked.push_back(k);
+      if (picked.empty())
+        return failAt(node, "an empty slice");
+      reversed.push_back({a, std::move(picked)});
+      continue;
+    }
     auto clampIndex = [&](int64_t v) {
       if (v < 0)
         v += full[a];
@@ -414,7 +442,26 @@ bool OnnxImporter::convertSlice(const onnx::NodeProto &node, NodeCall &c) {
     if (s0[a] >= e0[a])
       return failAt(node, "an empty slice");
   }
-  c.out = makeSlice(s0, e0, st0);
+  bool sliced = false;
+  for (int64_t a = 0; a < rank; ++a)
+    sliced = sliced || s0[a] != 0 || e0[a] != full[a] || st0[a] != 1;
+  Value out = sliced || reversed.empty() ? makeSlice(s0, e0, st0) : x;
+  for (auto &[axis, picked] : reversed) {
+    auto type = cast<RankedTensorType>(out.getType());
+    SmallVector<int64_t> shape(type.getShape());
+    shape[axis] = static_cast<int64_t>(picked.size());
+    auto indices = b.create<ConstantOp>(
+        c.loc,
+        RankedTensorType::get({static_cast<int64_t>(picked.size())},
+                              b.getI64Type()),
+        b.getDenseI64ArrayAttr(picked));
+    tag(indices, node);
+    out = tag(b.create<GatherOp>(
+                  c.loc, RankedTensorType::get(shape, type.getElementType()),
+                  out, indices, b.getI64IntegerAttr(axis)),
+              node);
+  }
+  c.out = out;
   return true;
 }
 

@@ -22,6 +22,7 @@
 
 #include <google/protobuf/stubs/logging.h>
 #include <onnx/checker.h>
+#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
@@ -241,6 +242,20 @@ bool OnnxImporter::load() {
       !resolveExternalData(model, llvm::sys::path::parent_path(path).str(),
                            kInlineExternalBytes, why))
     return fail(why);
+  // An opset newer than this build's ONNX library knows would fail its
+  // checker at the first op that changed, with a message about that op.
+  int newest = onnx::OpSchemaRegistry::DomainToVersionRange::Instance()
+                   .Map()
+                   .at(onnx::ONNX_DOMAIN)
+                   .second;
+  for (const onnx::OperatorSetIdProto &opset : model.opset_import())
+    if ((opset.domain().empty() || opset.domain() == "ai.onnx") &&
+        opset.version() > newest)
+      return fail("opset " + std::to_string(opset.version()) +
+                  " is newer than the ONNX library dtfm was built with "
+                  "(its opsets go up to " +
+                  std::to_string(newest) + "): export with opset_version=" +
+                  std::to_string(newest));
   if (std::string problem = runIsolated(
           "ONNX checker", model, /*takeModel=*/false,
           [](onnx::ModelProto &m) { onnx::checker::check_model(m); });

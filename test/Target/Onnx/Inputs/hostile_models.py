@@ -180,6 +180,8 @@ def recurrent(d):
     single("cumsum-long", helper.make_node("CumSum", ["x", "axis"], ["y"],
                                            name="sum"), [2, 4096],
            [numpy_helper.from_array(np.array(1, np.int64), "axis")])
+    single("opset-18", helper.make_node("Relu", ["x"], ["y"], name="relu"),
+           [2, 3], [], opset=18)
     single("convtranspose-shape",
            helper.make_node("ConvTranspose", ["x", "w"], ["y"], name="up",
                             strides=[2, 2], output_shape=[7, 7]),
