@@ -232,40 +232,50 @@ bool Fuser::tryAttention(int scores) {
   if (!is(scores, "MatMul"))
     return false;
   HeadsSource q, k, v;
-  if (!headsOf(node(scores)->input(0), false, q) || q.group != 1 ||
-      !headsOf(node(scores)->input(1), true, k))
-    return false;
+  if (!headsOf(node(scores)->input(0), false, q) || q.group != 1)
+    return miss("the query is not one Reshape into heads and a Transpose "
+                "[0, 2, 1, 3], with or without the rotary embedding");
+  if (!headsOf(node(scores)->input(1), true, k))
+    return miss("the key is not one Reshape into heads and a Transpose "
+                "[0, 2, 3, 1], with or without the rotary embedding and a "
+                "repeat of its heads");
   int scale = onlyUser(node(scores)->output(0));
   double divisor;
   if (!is(scale, "Div") || !scalar(node(scale)->input(1), divisor))
-    return false;
+    return miss("the scores are not divided by one constant");
   int where = onlyUser(node(scale)->output(0));
   double fill;
   if (!is(where, "Where") || node(where)->input(2) != node(scale)->output(0) ||
       !scalar(node(where)->input(1), fill) || !std::isinf(fill) || fill > 0)
-    return false;
+    return miss("no Where filling the scores with -inf: only causal "
+                "attention is fused");
   if (!isCausalMask(node(where)->input(0)))
-    return false;
+    return miss("the mask is not causal: a constant lower triangle");
   int softmax = onlyUser(node(where)->output(0));
   const onnx::AttributeProto *axis =
       softmax >= 0 ? attr(softmax, "axis") : nullptr;
   if (!is(softmax, "Softmax") || (axis && axis->i() != -1 && axis->i() != 3))
-    return false;
+    return miss("no Softmax over the last axis after the mask");
   int mixed = onlyUser(node(softmax)->output(0));
   if (!is(mixed, "MatMul") ||
       node(mixed)->input(0) != node(softmax)->output(0) ||
       !headsOf(node(mixed)->input(1), false, v) || v.theta != 0)
-    return false;
+    return miss("the probabilities do not multiply value heads split as "
+                "the query's");
   int back = onlyUser(node(mixed)->output(0));
   if (!is(back, "Transpose") ||
       ints(back, "perm") != std::vector<int64_t>{0, 2, 1, 3})
-    return false;
+    return miss("the heads are not merged back by a Transpose [0, 2, 1, 3]");
   int merged = onlyUser(node(back)->output(0));
   // Every query head reads one key/value head: as many key and value
   // heads, each repeated to the query's count.
-  if (!is(merged, "Reshape") || k.heads != v.heads || k.group != v.group ||
-      k.heads * k.group != q.heads)
-    return false;
+  if (!is(merged, "Reshape"))
+    return miss("the heads are not merged back by a Reshape");
+  if (k.heads != v.heads || k.group != v.group || k.heads * k.group != q.heads)
+    return miss("the query, key and value head counts do not fit: " +
+                std::to_string(q.heads) + ", " + std::to_string(k.heads) +
+                " repeated " + std::to_string(k.group) + " times, " +
+                std::to_string(v.heads));
   onnx::NodeProto fused;
   fused.set_op_type("dtfm.CausalAttention");
   fused.add_input(q.value);

@@ -286,8 +286,13 @@ bool Fuser::tryEmbedding(int gather) {
   return true;
 }
 
-int mlir::dtfm::fuseOnnxPatterns(onnx::GraphProto &graph) {
-  return Fuser(graph).run();
+int mlir::dtfm::fuseOnnxPatterns(onnx::GraphProto &graph,
+                                  std::vector<std::string> *remarks) {
+  Fuser fuser(graph);
+  int fused = fuser.run();
+  if (remarks)
+    *remarks = std::move(fuser.remarks);
+  return fused;
 }
 
 bool mlir::dtfm::lowerEinsums(onnx::GraphProto &graph, std::string &error) {

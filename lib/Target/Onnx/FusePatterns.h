@@ -8,6 +8,7 @@
 #define DTFM_LIB_TARGET_ONNX_FUSEPATTERNS_H
 
 #include <string>
+#include <vector>
 
 namespace onnx {
 class GraphProto;
@@ -18,8 +19,11 @@ namespace mlir::dtfm {
 /// Replaces LayerNorm, GELU, Linear (MatMul + Add), embedding (Gather) and
 /// causal self-attention chains with nodes of the op types "dtfm.LayerNorm",
 /// "dtfm.Gelu", "dtfm.Linear", "dtfm.Embedding" and "dtfm.CausalAttention"
-/// (see FusePatterns.cpp); returns how many.
-int fuseOnnxPatterns(onnx::GraphProto &graph);
+/// (see FusePatterns.cpp); returns how many. `remarks` receives one line
+/// per attention-like chain (MatMul, scaling and masking, Softmax, MatMul)
+/// left unfused, saying which part of the pattern did not match.
+int fuseOnnxPatterns(onnx::GraphProto &graph,
+                     std::vector<std::string> *remarks = nullptr);
 
 /// Rewrites each Einsum that is a batched matrix product ("<batch>ik,
 /// <batch>kj-><batch>ij", or with "<batch>jk" a Transpose of its last two

@@ -28,12 +28,28 @@ class Fuser {
 public:
   Fuser(onnx::GraphProto &graph) : graph(graph) {}
 
+  /// One line per attention that looked like one but was not fused.
+  std::vector<std::string> remarks;
+
   int run() {
     int fused = 0;
     index();
-    for (int i = 0; i < graph.node_size(); ++i)
-      if (!dead.count(i) && tryAttention(i))
+    for (int i = 0; i < graph.node_size(); ++i) {
+      if (dead.count(i))
+        continue;
+      missed.clear();
+      if (tryAttention(i)) {
         ++fused;
+        continue;
+      }
+      // An attention the pattern did not take runs as its ops: say why.
+      int softmax = attentionSoftmax(i);
+      if (softmax >= 0 && !missed.empty())
+        remarks.push_back("attention at node '" + node(softmax)->name() +
+                          "' not fused into dtfm.causal_attention: " +
+                          missed + "; it runs as its MatMul, Softmax and "
+                          "MatMul ops");
+    }
     for (int i = 0; i < graph.node_size(); ++i)
       if (!dead.count(i) && (tryLayerNorm(i) || tryGelu(i) || tryRmsNorm(i) ||
                              trySilu(i) || tryPaddedAveragePool(i) ||
@@ -256,6 +272,30 @@ private:
   /// Whether `value` masks the scores above the diagonal (FuseAttention.cpp).
   bool isCausalMask(const std::string &value);
   bool tryAttention(int scores);
+  /// Why tryAttention last gave up, once it had a MatMul of query and key
+  /// heads (empty before).
+  std::string missed;
+  bool miss(const std::string &why) {
+    missed = why;
+    return false;
+  }
+  /// The Softmax of an attention-like chain from MatMul `scores`: through
+  /// at most four scaling and masking nodes (Div, Mul, Add, Sub, Where,
+  /// Cast) to a Softmax that a MatMul reads; -1 when there is none.
+  int attentionSoftmax(int scores) {
+    if (!is(scores, "MatMul"))
+      return -1;
+    int at = onlyUser(node(scores)->output(0));
+    for (int step = 0; step < 5 && at >= 0; ++step) {
+      if (is(at, "Softmax"))
+        return is(onlyUser(node(at)->output(0)), "MatMul") ? at : -1;
+      if (!is(at, "Div") && !is(at, "Mul") && !is(at, "Add") &&
+          !is(at, "Sub") && !is(at, "Where") && !is(at, "Cast"))
+        return -1;
+      at = onlyUser(node(at)->output(0));
+    }
+    return -1;
+  }
 
   onnx::GraphProto &graph;
   std::map<std::string, std::vector<int>> users;

@@ -358,7 +358,11 @@ bool OnnxImporter::load() {
     if (std::string problem = inferShapes(); !problem.empty())
       return fail(problem);
   }
-  fuseOnnxPatterns(*model.mutable_graph());
+  std::vector<std::string> remarks;
+  fuseOnnxPatterns(*model.mutable_graph(), &remarks);
+  if (options.warn)
+    for (const std::string &remark : remarks)
+      options.warn(path + ": " + remark);
   return true;
 }
 
