@@ -258,6 +258,25 @@ void OnnxImporter::warnExport() {
         ": each is one tensor, trained as tied; an eval-mode export merges "
         "equal parameters, so export with training=TrainingMode.TRAINING, "
         "do_constant_folding=False to train as PyTorch does (docs/Onnx.md)");
+  // An exporter-made name ("onnx::Conv_14") on a trained float initializer:
+  // a value constant-folded at export (a weight_norm's g v / |v|, a
+  // BatchNorm fused into its convolution) whose PyTorch parameters are
+  // gone; trained as one tensor it is another function's parameter.
+  std::vector<std::string> folded;
+  for (const onnx::TensorProto &t : model.graph().initializer())
+    if (t.data_type() == onnx::TensorProto::FLOAT &&
+        llvm::StringRef(t.name()).starts_with("onnx::") &&
+        !frozenByImport(t.name()) && readers.count(t.name()))
+      folded.push_back(t.name());
+  if (!folded.empty())
+    options.warn(path + ": " + std::to_string(folded.size()) +
+                 " trained initializers were made by the export's constant "
+                 "folding (" + firstNames(folded) +
+                 "; a weight_norm's g v / |v|, a BatchNorm fused into its "
+                 "convolution): their PyTorch parameters are gone, so "
+                 "export with training=TrainingMode.TRAINING, "
+                 "do_constant_folding=False to train as PyTorch does "
+                 "(docs/Onnx.md)");
   // Dropout is imported as the identity: a training export's nodes that
   // would drop are said once (PyTorch's losses then differ by its noise).
   int dropping = 0;

@@ -34,6 +34,8 @@ The models:
   conv-transpose
                ConvTranspose1d (stride 2, padding, output_padding), then
                ConvTranspose2d (groups 2, dilation, no bias)
+  weight-norm  a weight-normalised Conv1d (weight_g, weight_v: an eval export
+               folds them into one initializer of the exporter's naming)
   cumsum       cumulative sums of computed values over the positions and
                over the features (CumSum)
   elementwise  nn.PReLU, amax / amin (ReduceMax, ReduceMin), torch.maximum /
@@ -235,6 +237,16 @@ class ConvTranspose(torch.nn.Module):
         return self.head(h.mean(dim=(2, 3)))
 
 
+class WeightNorm(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.utils.weight_norm(torch.nn.Conv1d(4, 6, 3))
+        self.head = torch.nn.Linear(6, CLASSES)
+
+    def forward(self, x):
+        return self.head(torch.tanh(self.conv(x)).mean(dim=-1))
+
+
 class CumSum(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -294,6 +306,8 @@ def build(name):
         return MaxShift(), torch.randn(4, T, D), labels, 14
     if name == "conv-transpose":
         return ConvTranspose(), torch.randn(4, 4, 10), labels, 14
+    if name == "weight-norm":
+        return WeightNorm(), torch.randn(4, 4, 12), labels, 14
     if name == "cumsum":
         return CumSum(), torch.randn(4, T, D), labels, 14
     if name == "elementwise":
