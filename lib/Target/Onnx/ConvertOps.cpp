@@ -116,6 +116,8 @@ OnnxImporter::converters() {
       {"ScatterND", &OnnxImporter::convertScatterND},
       {"Where", &OnnxImporter::convertWhere},
       {"Concat", &OnnxImporter::convertConcat},
+      {"Trilu", &OnnxImporter::convertTrilu},
+      {"Tile", &OnnxImporter::convertTile},
       {"Slice", &OnnxImporter::convertSlice},
       {"Split", &OnnxImporter::convertSlice},
       {"Transpose", &OnnxImporter::convertTranspose},

@@ -318,6 +318,74 @@ bool OnnxImporter::convertWhere(const onnx::NodeProto &node, NodeCall &c) {
   return true;
 }
 
+bool OnnxImporter::convertTrilu(const onnx::NodeProto &node, NodeCall &c) {
+  int64_t k = 0;
+  if (node.input_size() > 1 && !node.input(1).empty()) {
+    std::vector<int64_t> values;
+    if (!constantInts(node.input(1), values) || values.size() != 1)
+      return failAt(node, "the diagonal k must be one integer constant");
+    k = values[0];
+  }
+  Value x = c.input(0);
+  if (!x)
+    return false;
+  auto type = cast<RankedTensorType>(x.getType());
+  if (type.getRank() < 2 || !type.getElementType().isF32())
+    return failAt(node, "expected a float32 input of rank 2 or more");
+  int64_t rows = type.getDimSize(type.getRank() - 2),
+          cols = type.getDimSize(type.getRank() - 1);
+  if (rows * cols > (int64_t(1) << 24))
+    return failAt(node, "a " + std::to_string(rows) + " x " +
+                            std::to_string(cols) +
+                            " triangle (at most 2^24 elements)");
+  // Kept: column - row >= k (upper) or <= k (lower); the rest is 0 --
+  // chosen by a where, so an infinity there is dropped as Trilu drops it.
+  bool upper = c.integer("upper", 1) != 0;
+  std::vector<int64_t> keep(rows * cols);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      keep[i * cols + j] = upper ? j - i >= k : j - i <= k;
+  auto mask = b.create<ConstantOp>(
+      c.loc, RankedTensorType::get({rows, cols}, b.getI1Type()),
+      b.getDenseI64ArrayAttr(keep));
+  tag(mask, node);
+  c.out = tag(b.create<WhereOp>(c.loc, c.result, mask, x,
+                                scalarConstant(node.output(0) + ".zero", 0)),
+              node);
+  return true;
+}
+
+bool OnnxImporter::convertTile(const onnx::NodeProto &node, NodeCall &c) {
+  std::vector<int64_t> repeats;
+  if (node.input_size() < 2 || !constantInts(node.input(1), repeats))
+    return failAt(node, "the repeats must be integer constants");
+  Value x = c.input(0);
+  if (!x)
+    return false;
+  auto type = cast<RankedTensorType>(x.getType());
+  if (static_cast<int64_t>(repeats.size()) != type.getRank())
+    return failAt(node, std::to_string(repeats.size()) +
+                            " repeats for a rank-" +
+                            std::to_string(type.getRank()) + " input");
+  SmallVector<int64_t> shape(type.getShape());
+  for (int64_t axis = 0; axis < type.getRank(); ++axis) {
+    if (repeats[axis] < 1 || repeats[axis] > 4096)
+      return failAt(node, "repeat " + std::to_string(repeats[axis]) +
+                              " (expected 1 to 4096)");
+    if (repeats[axis] == 1)
+      continue;
+    SmallVector<Value> copies(repeats[axis], x);
+    shape[axis] *= repeats[axis];
+    x = tag(b.create<ConcatOp>(c.loc,
+                               RankedTensorType::get(shape,
+                                                     type.getElementType()),
+                               copies, b.getI64IntegerAttr(axis)),
+            node);
+  }
+  c.out = x;
+  return true;
+}
+
 bool OnnxImporter::convertConcat(const onnx::NodeProto &node, NodeCall &c) {
   SmallVector<Value> parts;
   for (int i = 0; i < node.input_size(); ++i) {

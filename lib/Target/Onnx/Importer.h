@@ -103,6 +103,12 @@ private:
   /// CumSum of floats: a product with a frozen 0/1 triangle along the axis.
   bool convertCumSum(const onnx::NodeProto &node, NodeCall &c);
   bool convertGather(const onnx::NodeProto &node, NodeCall &c);
+  /// Trilu of a computed float: a where with a constant triangle of the
+  /// last two dimensions, zeros elsewhere (constants fold instead).
+  bool convertTrilu(const onnx::NodeProto &node, NodeCall &c);
+  /// Tile of a computed float: copies concatenated along each repeated
+  /// axis.
+  bool convertTile(const onnx::NodeProto &node, NodeCall &c);
   bool convertScatterND(const onnx::NodeProto &node, NodeCall &c);
   bool convertWhere(const onnx::NodeProto &node, NodeCall &c);
   bool convertConcat(const onnx::NodeProto &node, NodeCall &c);

@@ -36,6 +36,8 @@ The models:
                ConvTranspose2d (groups 2, dilation, no bias)
   weight-norm  a weight-normalised Conv1d (weight_g, weight_v: an eval export
                folds them into one initializer of the exporter's naming)
+  triu-tile    torch.triu / tril of computed scores (Trilu) and
+               Tensor.repeat (Tile) of computed values
   cumsum       cumulative sums of computed values over the positions and
                over the features (CumSum)
   elementwise  nn.PReLU, amax / amin (ReduceMax, ReduceMin), torch.maximum /
@@ -247,6 +249,20 @@ class WeightNorm(torch.nn.Module):
         return self.head(torch.tanh(self.conv(x)).mean(dim=-1))
 
 
+class TriuTile(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(D, D)
+        self.head = torch.nn.Linear(D, CLASSES)
+
+    def forward(self, x):
+        h = torch.tanh(self.proj(x))                     # [4, T, D]
+        s = h @ h.transpose(1, 2) / D                    # [4, T, T]
+        t = torch.triu(s, 1) + 0.5 * torch.tril(s)
+        g = t @ h + h.repeat(1, 1, 2)[:, :, 1::2]
+        return self.head(g.mean(dim=1))
+
+
 class CumSum(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -308,6 +324,8 @@ def build(name):
         return ConvTranspose(), torch.randn(4, 4, 10), labels, 14
     if name == "weight-norm":
         return WeightNorm(), torch.randn(4, 4, 12), labels, 14
+    if name == "triu-tile":
+        return TriuTile(), torch.randn(4, T, D), labels, 14
     if name == "cumsum":
         return CumSum(), torch.randn(4, T, D), labels, 14
     if name == "elementwise":
