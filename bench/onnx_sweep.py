@@ -5,8 +5,11 @@ without a causal mask), TransformerDecoder, MultiheadAttention, LSTM, GRU
 and RNN; 1-D convolution speech front ends with GroupNorm, BatchNorm and
 pooling; InstanceNorm2d; the small models that imports used to get wrong
 (test/Target/Onnx/Inputs/import_defects.py: equal Linear layers, a tied
-head with a bias, mask and rotary buffers, opset 17 LayerNorm); torchaudio's
-models where its package loads -- with random weights and dropout 0:
+head with a bias, mask and rotary buffers, opset 17 LayerNorm, a frozen
+first layer, weight_norm, transposed convolutions, PReLU / amax / maximum /
+abs / log, cumsum, triu and repeat); torchaudio's models where its package
+loads (Wav2Letter, DeepSpeech, Conv-TasNet, wav2vec2) -- with random weights
+and dropout 0:
 
   1. export with torch.onnx in training mode (opset 14, or 17 where the
      family needs it; training=TrainingMode.TRAINING,
@@ -150,7 +153,8 @@ def families():
             (2, 3, 8, 8)),
     }
     for name in ("two-linears", "tied-head", "causal-mask", "bool-mask",
-                 "rotary", "layernorm17"):
+                 "rotary", "layernorm17", "frozen-proj", "weight-norm",
+                 "conv-transpose", "elementwise", "cumsum", "triu-tile"):
         table[name] = (lambda n: lambda: import_defects.build(n))(name)
     try:
         import torchaudio.models as audio
@@ -162,6 +166,15 @@ def families():
             lambda: Head(audio.DeepSpeech(n_feature=8, n_hidden=16,
                                           n_class=D, dropout=0.0)),
             (2, 1, T, 8))
+        # Conv-TasNet: a strided Conv1d encoder, a temporal convolution
+        # network of depthwise dilated Conv1d, PReLU and global layer norm
+        # (GroupNorm(1, C)), a sigmoid mask and a ConvTranspose1d decoder.
+        table["torchaudio-convtasnet"] = family(
+            lambda: Head(audio.ConvTasNet(
+                num_sources=2, enc_kernel_size=4, enc_num_feats=8,
+                msk_kernel_size=3, msk_num_feats=8, msk_num_hidden_feats=16,
+                msk_num_layers=2, msk_num_stacks=1),
+                channels_first=True, width=2), (2, 1, 64))
         table["torchaudio-wav2vec2"] = family(
             lambda: Head(audio.wav2vec2_model(
                 extractor_mode="group_norm",
@@ -212,7 +225,8 @@ def sweep_one(name, build, args, d):
         row.update(step="export", error=str(e).splitlines()[0][:200])
         return row
     with open(os.path.join(d, "params.txt"), "w") as f:
-        f.write("\n".join(n for n, _ in model.named_parameters()) + "\n")
+        f.write("\n".join(n for n, p in model.named_parameters()
+                           if p.requires_grad) + "\n")
     write_tensors(os.path.join(d, "inputs.bin"), {
         **{f"{input_name}@{s}": x.numpy() for s in range(args.steps)},
         **{f"labels@{s}": y.numpy() for s in range(args.steps)}})

@@ -504,6 +504,20 @@ OwningOpRef<ModuleOp> OnnxImporter::run(std::string &error) {
     error = problem;
     return nullptr;
   }
+  // Constants a converter read but did not use (InstanceNormalization's
+  // scale of ones): no op took them into its layer; they go, with their
+  // weights.
+  for (auto it = unplaced.begin(); it != unplaced.end();) {
+    Operation *op = it->second;
+    if (!op->use_empty() || op->getResult(0) == result) {
+      ++it;
+      continue;
+    }
+    weights.erase(it->first);
+    values.erase(it->first);
+    op->erase();
+    it = unplaced.erase(it);
+  }
   warnExport();
   if (!options.loss.empty()) {
     auto logits = cast<RankedTensorType>(result.getType());

@@ -34,6 +34,9 @@ The models:
   conv-transpose
                ConvTranspose1d (stride 2, padding, output_padding), then
                ConvTranspose2d (groups 2, dilation, no bias)
+  separation   a Conv-TasNet block: a strided Conv1d encoder, global layer
+               norm (GroupNorm(1, C): InstanceNormalization with constant
+               ones and zeros), PReLU, a ConvTranspose1d decoder
   weight-norm  a weight-normalised Conv1d (weight_g, weight_v: an eval export
                folds them into one initializer of the exporter's naming)
   triu-tile    torch.triu / tril of computed scores (Trilu) and
@@ -239,6 +242,22 @@ class ConvTranspose(torch.nn.Module):
         return self.head(h.mean(dim=(2, 3)))
 
 
+class Separation(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = torch.nn.Conv1d(1, 6, 4, stride=2, padding=2,
+                                       bias=False)
+        self.norm = torch.nn.GroupNorm(1, 6, eps=1e-8)
+        self.act = torch.nn.PReLU()
+        self.decoder = torch.nn.ConvTranspose1d(6, 2, 4, stride=2,
+                                                padding=2, bias=False)
+        self.head = torch.nn.Linear(2, CLASSES)
+
+    def forward(self, x):
+        h = self.act(self.norm(self.encoder(x)))
+        return self.head(self.decoder(h).mean(dim=-1))
+
+
 class WeightNorm(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -322,6 +341,8 @@ def build(name):
         return MaxShift(), torch.randn(4, T, D), labels, 14
     if name == "conv-transpose":
         return ConvTranspose(), torch.randn(4, 4, 10), labels, 14
+    if name == "separation":
+        return Separation(), torch.randn(4, 1, 32), labels, 14
     if name == "weight-norm":
         return WeightNorm(), torch.randn(4, 4, 12), labels, 14
     if name == "triu-tile":
