@@ -32,6 +32,7 @@
 #include "dtfm/Runtime/Agents.h"
 #include "dtfm/Runtime/Backend.h"
 #include "dtfm/Runtime/Elastic.h"
+#include "dtfm/Runtime/LaunchEnvironment.h"
 #include "dtfm/Runtime/Launcher.h"
 #include "dtfm/Runtime/Report.h"
 #include "dtfm/Runtime/Worker.h"
@@ -656,6 +657,8 @@ int executeMode(Command &c, const proto::Plan &plan) {
     return fail("--resume-from " + c.worker.resumeFrom +
                 ": not a readable directory");
   if (c.elastic) {
+    // (A launcher's variables are for a job of one process per device;
+    // --elastic starts the workers itself.)
     if (c.worker.rank >= 0 || !c.worker.rendezvous.empty() ||
         !c.worker.storeDir.empty())
       return fail("--elastic runs the plan's workers on this machine; it "
@@ -710,6 +713,29 @@ int executeMode(Command &c, const proto::Plan &plan) {
                                c.worker.checkpointDir, c.worker.resumeFrom,
                                c.worker.logPath, c.worker.timeout,
                                c.elasticOptions, &agents);
+  }
+  // A process started by torchrun, srun or a Kubernetes Job: its identity
+  // from the launcher's variables, where no flag gave it.
+  if (c.worker.rank < 0) {
+    runtime::LaunchIdentity launch;
+    if (!runtime::launchIdentityFrom(
+            [](const char *name) { return std::getenv(name); }, launch,
+            error))
+      return fail(error);
+    if (launch.found()) {
+      if (launch.worldSize != plan.programs_size())
+        return fail(launch.launcher + " launch: " + launch.worldFrom + " is " +
+                    std::to_string(launch.worldSize) + ", but " +
+                    c.planPath + " has " +
+                    std::to_string(plan.programs_size()) +
+                    " device programs (start one process per device "
+                    "program)");
+      c.worker.rank = launch.rank;
+      c.worker.localRank = launch.localRank;
+      if (c.worker.rendezvous.empty() && c.worker.storeDir.empty())
+        c.worker.rendezvous = launch.rendezvous;
+      std::fprintf(stderr, "dtfm-run: %s\n", launch.describe().c_str());
+    }
   }
   if (c.worker.rank >= 0) {
     if (plan.programs_size() > 1 && c.worker.rendezvous.empty() &&

@@ -44,7 +44,8 @@ bool resolveBackend(BackendRequest request, const proto::Plan &plan,
                     Backend &backend, std::string &notice, std::string &error);
 
 /// The executor of `program` on `backend`; `rank` picks the GPU (ranks
-/// share this host's devices round robin). `planPrecisionMatmuls`: on the
+/// share this host's devices round robin: a launcher's local rank, or the
+/// world rank when every worker runs on this host). `planPrecisionMatmuls`: on the
 /// GPU, matmuls the plan types f16/bf16 multiply in that type (see
 /// cuda::makeCudaExecutor); the CPU computes in fp32 either way. Null with
 /// `error` when the device cannot be set up.

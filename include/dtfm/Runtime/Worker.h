@@ -79,6 +79,10 @@ struct WorkerOptions {
   /// model (another data-parallel width, stage bounds or devices;
   /// Checkpoints.h, assembleState) with the same samples per step.
   std::string resumeFrom;
+  /// This process's index among the workers of its host, from its
+  /// launcher (LOCAL_RANK, SLURM_LOCALID): it picks the host's GPU. -1:
+  /// the world rank picks it (every worker on one host).
+  int localRank = -1;
   /// --check-finite: the first op whose result holds an infinity or a NaN
   /// stops the run, named with its operands (StageExecutor::
   /// setCheckFinite).

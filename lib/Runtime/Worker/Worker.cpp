@@ -253,7 +253,9 @@ bool Worker::prepare(std::string &error) {
     buffers.push_back(std::vector<cpu::Tensor>(
         t.oncePerIteration ? 1 : microBatches, cpu::Tensor(t.shape)));
 
-  executor = makeExecutor(options.backend, typed, options.rank,
+  executor = makeExecutor(options.backend, typed,
+                          options.localRank >= 0 ? options.localRank
+                                                 : options.rank,
                           options.planPrecisionMatmuls, error);
   if (!executor)
     return false;

@@ -10,6 +10,12 @@ kill one worker of a running job). Every wait is bounded.
   multi-host DTFM_RUN PLAN DIR STEPS WORKERS
       Starts WORKERS processes by hand with --rank and a TCP --rendezvous
       on loopback and compares their losses with a launcher run.
+  launcher-variables DTFM_RUN PLAN DIR STEPS WORKERS
+      As multi-host, but each process gets only the environment torchrun,
+      srun or a Kubernetes Job would give it (no --rank, no --rendezvous):
+      each launcher's processes train as the local launcher does, each
+      says where its identity came from, and a world of the wrong size is
+      refused by every process in one line.
   stray-client DTFM_RUN PLAN DIR STEPS WORKERS
       As multi-host, with a stray client on rank 0's rendezvous port that
       sends one byte and stays silent: every worker must still finish.
@@ -158,6 +164,60 @@ def multi_host(dtfm_run, plan, d, steps, workers):
           f"{len(losses(rank0))} steps equal the local launcher's")
 
 
+def launcher_variables(dtfm_run, plan, d, steps, workers):
+    common = [dtfm_run, plan, "--execute", "--steps", str(steps),
+              "--timeout", "20"]
+    local = run(common + ["--log", f"{d}/lv.jsonl"])
+    assert local.returncode == 0, local.stderr
+    # Nothing of this process's environment that a launcher sets.
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith(("SLURM_", "RANK", "LOCAL_", "WORLD_",
+                                 "MASTER_", "GROUP_", "JOB_COMPLETION",
+                                 "TORCHELASTIC"))}
+    base["OPENBLAS_NUM_THREADS"] = "1"
+
+    def variables(kind, rank, port, world):
+        if kind == "torchrun":
+            return {"RANK": str(rank), "WORLD_SIZE": str(world),
+                    "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": str(world),
+                    "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+                    "MASTER_PORT": str(port)}
+        if kind == "SLURM":  # the port from the job's id
+            return {"SLURM_PROCID": str(rank), "SLURM_NTASKS": str(world),
+                    "SLURM_LOCALID": str(rank), "SLURM_NODEID": "0",
+                    "SLURM_JOB_NODELIST": "localhost",
+                    "SLURM_JOB_ID": str(port - 20000)}
+        return {"RANK": str(rank), "WORLD_SIZE": str(world),
+                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+
+    def launch(kind, world):
+        port = free_port()
+        while not 20000 <= port < 40000:  # SLURM's: 20000 + job id % 20000
+            port = free_port()
+        jobs = [subprocess.Popen(
+            common + ["--log", f"{d}/lv-{kind}-{r}.jsonl"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=dict(base, **variables(kind, r, port, world)))
+            for r in reversed(range(world))]  # rank 0 last
+        return jobs, [j.communicate(timeout=120) for j in jobs]
+
+    for kind in ("torchrun", "SLURM", "Kubernetes"):
+        jobs, outs = launch(kind, workers)
+        for j, (out, err) in zip(jobs, outs):
+            assert j.returncode == 0, (kind, err)
+            assert f"from {kind} (" in err, (kind, err)
+        rank0 = outs[-1][0]
+        assert losses(rank0) == losses(local.stdout), (kind, rank0)
+        print(f"{kind}: {workers} processes from its variables alone: "
+              f"{len(losses(rank0))} steps equal the local launcher's")
+        print(f"{kind}: " + [ln for ln in outs[-1][1].splitlines()
+                             if "rank 0 of" in ln][0])
+    jobs, outs = launch("torchrun", workers - 1)
+    for j, (out, err) in zip(jobs, outs):
+        assert j.returncode != 0, "a world of the wrong size ran"
+    print("wrong world: " + outs[-1][1].strip().splitlines()[-1])
+
+
 def stray_client(dtfm_run, plan, d, steps, workers):
     port = free_port()
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
@@ -303,6 +363,9 @@ if __name__ == "__main__":
     elif mode == "multi-host":
         multi_host(sys.argv[2], os.path.abspath(sys.argv[3]), sys.argv[4],
                    int(sys.argv[5]), int(sys.argv[6]))
+    elif mode == "launcher-variables":
+        launcher_variables(sys.argv[2], os.path.abspath(sys.argv[3]),
+                           sys.argv[4], int(sys.argv[5]), int(sys.argv[6]))
     elif mode == "stray-client":
         stray_client(sys.argv[2], os.path.abspath(sys.argv[3]), sys.argv[4],
                      int(sys.argv[5]), int(sys.argv[6]))
