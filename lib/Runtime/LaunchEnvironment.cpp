@@ -6,6 +6,8 @@
 
 #include "dtfm/Runtime/LaunchEnvironment.h"
 
+#include "AgentProtocol.h" // agents::number: whole decimals in a range
+
 #include <cctype>
 #include <cstdint>
 #include <limits>
@@ -13,20 +15,6 @@
 using namespace dtfm::runtime;
 
 namespace {
-
-/// A whole decimal number in [low, high]: no sign, blank or suffix.
-bool parseNumber(const std::string &text, int64_t low, int64_t high,
-                 int64_t &value) {
-  if (text.empty() || text.size() > 18)
-    return false;
-  value = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9')
-      return false;
-    value = value * 10 + (c - '0');
-  }
-  return value >= low && value <= high;
-}
 
 /// Reads the launcher's variables with one-line errors naming them.
 struct Reader {
@@ -42,18 +30,18 @@ struct Reader {
     return v ? v : "";
   }
   bool number(const char *name, int64_t low, int64_t high, int &out) {
-    int64_t value = 0;
     if (!has(name)) {
       error = std::string(name) + " is not set";
       return false;
     }
-    if (!parseNumber(text(name), low, high, value)) {
+    std::optional<long long> value = agents::number(text(name), low, high);
+    if (!value) {
       error = std::string(name) + "='" + text(name) +
               "' is not a whole number in [" + std::to_string(low) + ", " +
               std::to_string(high) + "]";
       return false;
     }
-    out = static_cast<int>(value);
+    out = static_cast<int>(*value);
     return true;
   }
   /// An optional number: -1 when the variable is absent.

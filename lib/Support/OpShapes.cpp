@@ -266,22 +266,31 @@ std::string dtfm::shapes::linear(const TensorType &input,
   return resultIs(result, shape, input.element);
 }
 
+bool dtfm::shapes::broadcastShape(const std::vector<int64_t> &lhs,
+                                  const std::vector<int64_t> &rhs,
+                                  std::vector<int64_t> &shape) {
+  size_t rank = std::max(lhs.size(), rhs.size());
+  shape.assign(rank, 1);
+  for (size_t i = 0; i < rank; ++i) {
+    size_t lo = rank - lhs.size(), ro = rank - rhs.size();
+    int64_t a = i < lo ? 1 : lhs[i - lo];
+    int64_t b = i < ro ? 1 : rhs[i - ro];
+    if (a != b && a != 1 && b != 1)
+      return false;
+    shape[i] = std::max(a, b);
+  }
+  return true;
+}
+
 std::string dtfm::shapes::broadcastBinary(const TensorType &lhs,
                                           const TensorType &rhs,
                                           const TensorType &result) {
   if (std::string e = sameElement({&lhs, &rhs}, {"lhs", "rhs"}); !e.empty())
     return e;
-  size_t rank = std::max(lhs.shape.size(), rhs.shape.size());
-  std::vector<int64_t> shape(rank);
-  for (size_t i = 0; i < rank; ++i) {
-    size_t lo = rank - lhs.shape.size(), ro = rank - rhs.shape.size();
-    int64_t a = i < lo ? 1 : lhs.shape[i - lo];
-    int64_t b = i < ro ? 1 : rhs.shape[i - ro];
-    if (a != b && a != 1 && b != 1)
-      return "operand shapes " + shapeText(lhs.shape) + " and " +
-             shapeText(rhs.shape) + " do not broadcast";
-    shape[i] = std::max(a, b);
-  }
+  std::vector<int64_t> shape;
+  if (!broadcastShape(lhs.shape, rhs.shape, shape))
+    return "operand shapes " + shapeText(lhs.shape) + " and " +
+           shapeText(rhs.shape) + " do not broadcast";
   return resultIs(result, shape, lhs.element);
 }
 
@@ -418,6 +427,28 @@ std::string dtfm::shapes::crossEntropyClasses(int64_t classes,
   return "";
 }
 
+/// What conv2d and conv_transpose2d check alike: an NCHW input, a rank-4
+/// weight (`layout` says its dimensions), the bias's type and the window.
+static std::string windowedProblem(const TensorType &input,
+                                   const TensorType &weight,
+                                   const TensorType *bias, const char *layout,
+                                   const std::vector<int64_t> &strides,
+                                   const std::vector<int64_t> &dilations,
+                                   const std::vector<int64_t> &padding) {
+  if (input.rank() != 4)
+    return "expected input of rank 4 [N, C, H, W], found " +
+           shapeText(input.shape);
+  if (weight.rank() != 4)
+    return std::string("expected weight of rank 4 ") + layout + ", found " +
+           shapeText(weight.shape);
+  return firstOf(sameElementWithBias(input, weight, bias),
+                 positive(strides, 2, "strides"),
+                 positive(dilations, 2, "dilations"), paddingOf(padding),
+                 windowFits(strides, "strides"),
+                 windowFits(dilations, "dilations"),
+                 windowFits(padding, "padding"));
+}
+
 std::string dtfm::shapes::conv2d(const TensorType &input,
                                  const TensorType &weight,
                                  const TensorType *bias,
@@ -425,19 +456,9 @@ std::string dtfm::shapes::conv2d(const TensorType &input,
                                  const std::vector<int64_t> &dilations,
                                  const std::vector<int64_t> &padding,
                                  int64_t groups, const TensorType &result) {
-  if (input.rank() != 4)
-    return "expected input of rank 4 [N, C, H, W], found " +
-           shapeText(input.shape);
-  if (weight.rank() != 4)
-    return "expected weight of rank 4 [O, C/groups, kH, kW], found " +
-           shapeText(weight.shape);
-  if (std::string e = firstOf(sameElementWithBias(input, weight, bias),
-                              positive(strides, 2, "strides"),
-                              positive(dilations, 2, "dilations"),
-                              paddingOf(padding),
-                              windowFits(strides, "strides"),
-                              windowFits(dilations, "dilations"),
-                              windowFits(padding, "padding"));
+  if (std::string e =
+          windowedProblem(input, weight, bias, "[O, C/groups, kH, kW]",
+                          strides, dilations, padding);
       !e.empty())
     return e;
   if (groups <= 0)
@@ -470,19 +491,9 @@ std::string dtfm::shapes::convTranspose2d(
     const std::vector<int64_t> &padding,
     const std::vector<int64_t> &outputPadding, int64_t groups,
     const TensorType &result) {
-  if (input.rank() != 4)
-    return "expected input of rank 4 [N, C, H, W], found " +
-           shapeText(input.shape);
-  if (weight.rank() != 4)
-    return "expected weight of rank 4 [C, O/groups, kH, kW], found " +
-           shapeText(weight.shape);
-  if (std::string e = firstOf(sameElementWithBias(input, weight, bias),
-                              positive(strides, 2, "strides"),
-                              positive(dilations, 2, "dilations"),
-                              paddingOf(padding),
-                              windowFits(strides, "strides"),
-                              windowFits(dilations, "dilations"),
-                              windowFits(padding, "padding"));
+  if (std::string e =
+          windowedProblem(input, weight, bias, "[C, O/groups, kH, kW]",
+                          strides, dilations, padding);
       !e.empty())
     return e;
   if (outputPadding.size() != 2)

@@ -91,6 +91,11 @@ std::string matmul(const TensorType &lhs, const TensorType &rhs,
 /// `bias` may be null.
 std::string linear(const TensorType &input, const TensorType &weight,
                    const TensorType *bias, const TensorType &result);
+/// The NumPy broadcast of two shapes into `shape`; false when they do not
+/// broadcast.
+bool broadcastShape(const std::vector<int64_t> &lhs,
+                    const std::vector<int64_t> &rhs,
+                    std::vector<int64_t> &shape);
 /// add, sub, mul, div: one element type, NumPy broadcasting.
 std::string broadcastBinary(const TensorType &lhs, const TensorType &rhs,
                             const TensorType &result);

@@ -294,6 +294,14 @@ bool CudaExecutor::convolve(const math::ConvGeometry &g, const float *x,
   return true;
 }
 
+/// The result [N, C, H, W] += the call's third operand [C] per channel.
+static void addChannelBias(ForwardCall &call, int64_t channels) {
+  cuda::binaryStrided(math::BinaryOp::Add, call.out.data(),
+                      math::contiguousView(call.shape), call.in(2).data(),
+                      math::broadcastView({channels, 1, 1}, call.shape),
+                      call.out.data(), call.stream);
+}
+
 bool CudaExecutor::forwardConv2d(ForwardCall &call, std::string &error) {
   const DTensor &x = call.in(0), &w = call.in(1);
   math::ConvGeometry g = convGeometry(call.op, x.shape, w.shape, call.shape);
@@ -302,10 +310,7 @@ bool CudaExecutor::forwardConv2d(ForwardCall &call, std::string &error) {
                 error))
     return false;
   if (call.numOperands() > 2)
-    cuda::binaryStrided(math::BinaryOp::Add, call.out.data(),
-                        math::contiguousView(call.shape), call.in(2).data(),
-                        math::broadcastView({g.o, 1, 1}, call.shape),
-                        call.out.data(), call.stream);
+    addChannelBias(call, g.o);
   return call.set(0, std::move(call.out));
 }
 
@@ -320,10 +325,7 @@ bool CudaExecutor::forwardConvTranspose2d(ForwardCall &call,
                         nullptr, call.stream, error))
     return false;
   if (call.numOperands() > 2)
-    cuda::binaryStrided(math::BinaryOp::Add, call.out.data(),
-                        math::contiguousView(call.shape), call.in(2).data(),
-                        math::broadcastView({g.c, 1, 1}, call.shape),
-                        call.out.data(), call.stream);
+    addChannelBias(call, g.c);
   return call.set(0, std::move(call.out));
 }
 

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Importer.h"
+#include "dtfm/Support/OpShapes.h"
 
 #include <algorithm>
 #include <cmath>
@@ -18,20 +19,6 @@
 using namespace mlir;
 using namespace mlir::dtfm;
 using namespace mlir::dtfm::onnximport;
-
-/// The NumPy broadcast of two static shapes (the importer's shape
-/// inference has checked that they broadcast).
-static SmallVector<int64_t> broadcastShape(ArrayRef<int64_t> a,
-                                           ArrayRef<int64_t> b) {
-  size_t rank = std::max(a.size(), b.size());
-  SmallVector<int64_t> out(rank, 1);
-  for (size_t i = 0; i < rank; ++i) {
-    int64_t x = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
-    int64_t y = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    out[i] = x == 1 ? y : x;
-  }
-  return out;
-}
 
 bool OnnxImporter::convertBinary(const onnx::NodeProto &node, NodeCall &c) {
   // Max and Min take one or more inputs: a chain of binary ops, each of
@@ -47,14 +34,15 @@ bool OnnxImporter::convertBinary(const onnx::NodeProto &node, NodeCall &c) {
     if (!rhs)
       return false;
     auto lhsType = cast<RankedTensorType>(acc.getType());
+    auto rhsShape = cast<RankedTensorType>(rhs.getType()).getShape();
+    std::vector<int64_t> shape;
+    if (i + 1 < count &&
+        !::dtfm::shapes::broadcastShape(lhsType.getShape().vec(),
+                                        rhsShape.vec(), shape))
+      return failAt(node, "its inputs do not broadcast");
     RankedTensorType type =
-        i + 1 == count
-            ? c.result
-            : RankedTensorType::get(
-                  broadcastShape(lhsType.getShape(),
-                                 cast<RankedTensorType>(rhs.getType())
-                                     .getShape()),
-                  lhsType.getElementType());
+        i + 1 == count ? c.result
+                       : RankedTensorType::get(shape, lhsType.getElementType());
     Operation *op =
         c.type == "Add" ? b.create<AddOp>(c.loc, type, acc, rhs).getOperation()
         : c.type == "Sub"
