@@ -15,12 +15,14 @@ packages=(
   # unit tests
   libgtest-dev libgmock-dev
   # formats, transport and compute (used by the planner, importer and runtime)
-  libprotobuf-dev protobuf-compiler libonnx-dev libonnx-testdata libgloo-dev libopenblas-dev
+  libprotobuf-dev protobuf-compiler libonnx-dev libonnx-testdata libgloo-dev libhiredis-dev libopenblas-dev
   # numerical oracle and model export in tests; torchaudio's models in
   # bench/onnx_sweep.py
   python3-torch python3-torchvision python3-onnx python3-torchaudio
   # headless rendering of the plan report in tests (PIL reads the screenshot)
   chromium python3-pil
+  # launch tests: a real single-node SLURM (srun) and a Redis rendezvous store
+  slurm-wlm munge redis-server
 )
 
 missing=()

@@ -117,6 +117,32 @@ bool startWorkers(const Message &start, const std::string &host,
 
 } // namespace
 
+pid_t dtfm::runtime::startAgentProcess(const AgentOptions &options,
+                                      std::string &error) {
+  std::string self = thisExecutable(error);
+  if (self.empty())
+    return -1;
+  std::string devices;
+  for (const std::string &d : options.devices)
+    devices += (devices.empty() ? "" : ",") + d;
+  long long seconds =
+      std::max<long long>(1, (options.timeout.count() + 999) / 1000);
+  std::vector<std::string> args = {self,    "--agent",   options.coordinator,
+                                   "--devices", devices, "--timeout",
+                                   std::to_string(seconds)};
+  std::vector<char *> argv;
+  for (std::string &a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  if (::posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv.data(),
+                    environ) != 0) {
+    error = "cannot start the agent of " + devices;
+    return -1;
+  }
+  return pid;
+}
+
 int dtfm::runtime::runAgent(const AgentOptions &options) {
   std::string host, error;
   int port = 0;

@@ -7,8 +7,12 @@
 #include "Rendezvous.h"
 
 #include <gloo/common/error.h>
+#include <gloo/rendezvous/redis_store.h>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -17,9 +21,180 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <random>
 
 namespace dtfm::runtime::rendezvous {
+
+//===--- stores -----------------------------------------------------------===//
+
+std::vector<char> KeyValueStore::get(const std::string &key) {
+  std::vector<char> value;
+  Clock::time_point deadline = Clock::now() + waitLimit;
+  while (!peek(key, value)) {
+    if (Clock::now() >= deadline)
+      throw gloo::IoException("timed out waiting for store key '" + key +
+                              "'");
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return value;
+}
+
+void KeyValueStore::wait(const std::vector<std::string> &keys,
+                         const std::chrono::milliseconds &limit) {
+  Clock::time_point deadline = Clock::now() + limit;
+  for (const std::string &key : keys)
+    while (!has(key)) {
+      if (Clock::now() >= deadline)
+        throw gloo::IoException("timed out waiting for store key '" + key +
+                                "'");
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+}
+
+bool LocalFileStore::peek(const std::string &key, std::vector<char> &value) {
+  std::ifstream in(files.pathOf(key), std::ios::binary);
+  if (!in)
+    return false;
+  value.assign(std::istreambuf_iterator<char>(in),
+               std::istreambuf_iterator<char>());
+  return true;
+}
+
+void LocalFileStore::put(const std::string &key,
+                         const std::vector<char> &value) {
+  // Written beside, then renamed over: a reader sees all of it or none.
+  std::string path = files.pathOf(key);
+  std::string temporary = path + ".tmp" + std::to_string(::getpid()) + "." +
+                          std::to_string(std::hash<std::thread::id>()(
+                              std::this_thread::get_id()));
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out.write(value.data(), static_cast<std::streamsize>(value.size()));
+    if (!out.flush())
+      throw gloo::IoException("cannot write store key '" + key + "' at " +
+                              temporary);
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::remove(temporary.c_str());
+    throw gloo::IoException("cannot write store key '" + key + "' at " +
+                            path + ": " + std::strerror(errno));
+  }
+}
+
+void LocalFileStore::erase(const std::string &key) {
+  std::remove(files.pathOf(key).c_str());
+}
+
+struct RedisKeyValueStore::Connection : gloo::rendezvous::RedisStore {
+  using RedisStore::RedisStore;
+  redisContext *context() { return redis_; }
+};
+
+namespace {
+/// One Redis command's reply, freed on every path.
+struct RedisReply {
+  redisReply *reply;
+  explicit RedisReply(void *reply) : reply(static_cast<redisReply *>(reply)) {}
+  ~RedisReply() {
+    if (reply)
+      freeReplyObject(reply);
+  }
+};
+} // namespace
+
+std::unique_ptr<RedisKeyValueStore>
+RedisKeyValueStore::connect(const std::string &host, int port,
+                            std::chrono::milliseconds timeout,
+                            std::string &error) {
+  // Gloo's store connects once; the server may still be starting, and a
+  // host that never answers must not hold the worker past its timeout.
+  int probe = connectWithin(host, port, timeout, error);
+  if (probe < 0) {
+    error = "Redis rendezvous store: " + error;
+    return nullptr;
+  }
+  ::close(probe);
+  std::unique_ptr<RedisKeyValueStore> store(new RedisKeyValueStore());
+  store->where = "redis://" + host + ":" + std::to_string(port);
+  store->waitLimit = timeout;
+  try {
+    store->connection = std::make_unique<Connection>(host, port);
+  } catch (const std::exception &e) {
+    error = "Redis rendezvous store at " + store->where + ": " + e.what();
+    return nullptr;
+  }
+  redisContext *context = store->connection->context();
+  timeval deadline{};
+  deadline.tv_sec = static_cast<time_t>(timeout.count() / 1000);
+  deadline.tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000);
+  if (!context || context->err || redisSetTimeout(context, deadline) != 0) {
+    error = "Redis rendezvous store at " + store->where + ": " +
+            (context ? context->errstr : "no connection");
+    return nullptr;
+  }
+  // Something that accepts connections but is not Redis fails here, in
+  // one line, rather than at the first key.
+  RedisReply pong(redisCommand(context, "PING"));
+  if (!pong.reply || pong.reply->type == REDIS_REPLY_ERROR) {
+    error = "Redis rendezvous store at " + store->where + ": " +
+            (pong.reply ? std::string(pong.reply->str, pong.reply->len)
+                        : std::string(context->errstr)) +
+            " (is it a Redis server?)";
+    return nullptr;
+  }
+  return store;
+}
+
+RedisKeyValueStore::~RedisKeyValueStore() = default;
+
+bool RedisKeyValueStore::has(const std::string &key) {
+  std::lock_guard<std::mutex> lock(mutex);
+  try {
+    return connection->check({key});
+  } catch (const std::exception &e) {
+    throw gloo::IoException("lost the Redis store at " + where + ": " +
+                            e.what());
+  }
+}
+
+bool RedisKeyValueStore::peek(const std::string &key,
+                              std::vector<char> &value) {
+  std::lock_guard<std::mutex> lock(mutex);
+  RedisReply got(redisCommand(connection->context(), "GET %b", key.data(),
+                              key.size()));
+  if (!got.reply || got.reply->type == REDIS_REPLY_ERROR)
+    throw gloo::IoException("lost the Redis store at " + where);
+  if (got.reply->type == REDIS_REPLY_NIL)
+    return false;
+  if (got.reply->type != REDIS_REPLY_STRING)
+    throw gloo::IoException("Redis store at " + where + ": key '" + key +
+                            "' is not a string");
+  value.assign(got.reply->str, got.reply->str + got.reply->len);
+  return true;
+}
+
+void RedisKeyValueStore::put(const std::string &key,
+                             const std::vector<char> &value) {
+  std::lock_guard<std::mutex> lock(mutex);
+  RedisReply done(redisCommand(connection->context(), "SET %b %b EX %ld",
+                               key.data(), key.size(), value.data(),
+                               value.size(), kKeySeconds));
+  if (!done.reply || done.reply->type == REDIS_REPLY_ERROR)
+    throw gloo::IoException("cannot set '" + key + "' in the Redis store at " +
+                            where);
+}
+
+void RedisKeyValueStore::erase(const std::string &key) {
+  std::lock_guard<std::mutex> lock(mutex);
+  RedisReply done(
+      redisCommand(connection->context(), "DEL %b", key.data(), key.size()));
+  if (!done.reply || done.reply->type == REDIS_REPLY_ERROR)
+    throw gloo::IoException("cannot erase '" + key +
+                            "' in the Redis store at " + where);
+}
 
 //===--- sockets ----------------------------------------------------------===//
 
@@ -160,6 +335,30 @@ std::string localAddressToward(const std::string &host, int port) {
   return result;
 }
 
+bool isLoopbackAddress(const std::string &address) {
+  in_addr parsed{};
+  return ::inet_pton(AF_INET, address.c_str(), &parsed) == 1 &&
+         (ntohl(parsed.s_addr) >> 24) == 127;
+}
+
+std::vector<std::pair<std::string, std::string>> ipv4Interfaces() {
+  std::vector<std::pair<std::string, std::string>> found;
+  ifaddrs *list = nullptr;
+  if (::getifaddrs(&list) != 0)
+    return found;
+  for (ifaddrs *i = list; i; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET ||
+        !(i->ifa_flags & IFF_UP))
+      continue;
+    char text[INET_ADDRSTRLEN];
+    auto *address = reinterpret_cast<sockaddr_in *>(i->ifa_addr);
+    if (::inet_ntop(AF_INET, &address->sin_addr, text, sizeof text))
+      found.emplace_back(i->ifa_name, text);
+  }
+  ::freeifaddrs(list);
+  return found;
+}
+
 //===--- the TCP store ----------------------------------------------------===//
 
 bool TcpStoreServer::start(int port, std::string &error) {
@@ -196,6 +395,8 @@ void TcpStoreServer::acceptLoop() {
     if (fd < 0)
       continue;
     setSocketDeadline(fd, kRequestDeadline);
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     {
       std::lock_guard<std::mutex> lock(mutex);
       open.insert(fd);
@@ -221,6 +422,11 @@ void TcpStoreServer::serve(int fd) {
       data[key] = value;
       continue;
     }
+    if (op == 'D') {
+      std::lock_guard<std::mutex> lock(mutex);
+      data.erase(key);
+      continue;
+    }
     bool found;
     {
       std::lock_guard<std::mutex> lock(mutex);
@@ -229,9 +435,15 @@ void TcpStoreServer::serve(int fd) {
       if (found)
         value = it->second;
     }
-    char flag = found ? 1 : 0;
-    if (!writeAll(fd, &flag, 1) ||
-        (found && !writeString(fd, value.data(), value.size())))
+    // One write: a reply in pieces would wait on Nagle and the client's
+    // delayed acknowledgement (40 ms a lookup).
+    std::string reply(1, found ? 1 : 0);
+    if (found) {
+      uint32_t length = static_cast<uint32_t>(value.size());
+      reply.append(reinterpret_cast<const char *>(&length), 4);
+      reply += value;
+    }
+    if (!writeAll(fd, reply.data(), reply.size()))
       break;
   }
   std::lock_guard<std::mutex> lock(mutex);
@@ -255,20 +467,39 @@ TcpStoreClient::connect(const std::string &host, int port,
   return std::make_unique<TcpStoreClient>(fd, timeout);
 }
 
-void TcpStoreClient::set(const std::string &key,
-                         const std::vector<char> &value) {
+void TcpStoreClient::request(char op, const std::string &key,
+                             const std::vector<char> *value) {
+  std::string request(1, op);
+  auto append = [&](const char *data, size_t size) {
+    uint32_t length = static_cast<uint32_t>(size);
+    request.append(reinterpret_cast<const char *>(&length), 4);
+    request.append(data, size);
+  };
+  append(key.data(), key.size());
+  if (value)
+    append(value->data(), value->size());
   std::lock_guard<std::mutex> lock(mutex);
-  char op = 'S';
-  if (!writeAll(fd, &op, 1) || !writeString(fd, key.data(), key.size()) ||
-      !writeString(fd, value.data(), value.size()))
+  if (!writeAll(fd, request.data(), request.size()))
     throw gloo::IoException("lost the rendezvous store");
 }
 
+void TcpStoreClient::put(const std::string &key,
+                         const std::vector<char> &value) {
+  request('S', key, &value);
+}
+
+void TcpStoreClient::erase(const std::string &key) {
+  request('D', key, nullptr);
+}
+
 bool TcpStoreClient::lookup(const std::string &key, std::vector<char> *value) {
+  std::string request(1, 'G');
+  uint32_t length = static_cast<uint32_t>(key.size());
+  request.append(reinterpret_cast<const char *>(&length), 4);
+  request += key;
   std::lock_guard<std::mutex> lock(mutex);
-  char op = 'G', found = 0;
-  if (!writeAll(fd, &op, 1) || !writeString(fd, key.data(), key.size()) ||
-      !readAll(fd, &found, 1))
+  char found = 0;
+  if (!writeAll(fd, request.data(), request.size()) || !readAll(fd, &found, 1))
     throw gloo::IoException("lost the rendezvous store");
   if (!found)
     return false;
@@ -280,23 +511,192 @@ bool TcpStoreClient::lookup(const std::string &key, std::vector<char> *value) {
   return true;
 }
 
-std::vector<char> TcpStoreClient::get(const std::string &key) {
-  wait({key}, timeout);
-  std::vector<char> value;
-  lookup(key, &value);
-  return value;
+//===--- the session ------------------------------------------------------===//
+
+namespace {
+
+/// How often a rank repeats its hello (and rank 0 its claim), and how long
+/// rank 0 watches the hellos after the last welcome: long enough to see a
+/// second claimant of a rank overwrite the first.
+constexpr std::chrono::milliseconds kHelloPeriod{25};
+constexpr std::chrono::milliseconds kSettle{100};
+constexpr std::chrono::milliseconds kPoll{10};
+
+std::vector<char> bytesOf(const std::string &text) {
+  return std::vector<char>(text.begin(), text.end());
+}
+std::string textOf(const std::vector<char> &bytes) {
+  return std::string(bytes.begin(), bytes.end());
 }
 
-void TcpStoreClient::wait(const std::vector<std::string> &keys,
-                          const std::chrono::milliseconds &limit) {
-  Clock::time_point deadline = Clock::now() + limit;
-  for (const std::string &key : keys)
-    while (!has(key)) {
-      if (Clock::now() >= deadline)
-        throw gloo::IoException("timed out waiting for store key '" + key +
-                                "'");
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+/// "4f2a…91 host7 pid 1234": unique to this process, and names it in the
+/// messages about two processes claiming one rank.
+std::string freshNonce() {
+  std::random_device entropy;
+  std::mt19937_64 random((static_cast<uint64_t>(entropy()) << 32) ^
+                         entropy() ^ static_cast<uint64_t>(::getpid()));
+  char host[256] = "?";
+  ::gethostname(host, sizeof host - 1);
+  host[sizeof host - 1] = 0;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx",
+                static_cast<unsigned long long>(random()));
+  return std::string(hex) + " " + host + " pid " + std::to_string(::getpid());
+}
+
+/// The "host7 pid 1234" of a nonce.
+std::string whoseNonce(const std::string &nonce) {
+  size_t space = nonce.find(' ');
+  return space == std::string::npos ? nonce : nonce.substr(space + 1);
+}
+
+std::string hello(int rank) { return "hello/" + std::to_string(rank); }
+std::string welcome(int rank) { return "welcome/" + std::to_string(rank); }
+
+/// Rank 0: gathers every other rank into a new session.
+bool leadSession(KeyValueStore &store, const SessionOptions &o,
+                 std::string &session, std::string &error) {
+  std::string nonce = freshNonce();
+  session = nonce.substr(0, nonce.find(' '));
+  for (int r = 1; r < o.size; ++r) {
+    store.erase(hello(r));
+    store.erase(welcome(r));
+  }
+  ScopedStore own(session, store, o.timeout);
+  std::vector<std::string> welcomed(o.size);
+  std::vector<char> value;
+  // Every rank hears why: the ones saying hello now, or within a moment,
+  // are welcomed into this session to read its abort.
+  auto abort = [&](const std::string &message) {
+    error = message;
+    own.put("abort", bytesOf(message));
+    Clock::time_point until = Clock::now() + 3 * kSettle;
+    while (Clock::now() < until) {
+      for (int r = 1; r < o.size; ++r)
+        if (store.peek(hello(r), value) && textOf(value) != welcomed[r]) {
+          welcomed[r] = textOf(value);
+          store.put(welcome(r), bytesOf(welcomed[r] + "\n" + session));
+        }
+      std::this_thread::sleep_for(kPoll);
     }
+    return false;
+  };
+  Clock::time_point start = Clock::now(), deadline = start + o.timeout;
+  Clock::time_point claimed{}, settledSince = Clock::time_point::max();
+  while (true) {
+    Clock::time_point now = Clock::now();
+    if (now - claimed >= kHelloPeriod) {
+      store.put("leader", bytesOf(nonce));
+      claimed = now;
+    } else if (store.peek("leader", value) && textOf(value) != nonce) {
+      // The other claimant's session (its nonce's head) hears it too.
+      std::string other = textOf(value);
+      std::string message = "two processes claim " + o.describe(0) + ": " +
+                            whoseNonce(nonce) + " and " + whoseNonce(other);
+      ScopedStore(other.substr(0, other.find(' ')), store, o.timeout)
+          .put("abort", bytesOf(message));
+      return abort(message);
+    }
+    if (own.peek("abort", value))
+      return abort(textOf(value));
+    bool all = true;
+    for (int r = 1; r < o.size; ++r) {
+      if (!store.peek(hello(r), value)) {
+        all &= !welcomed[r].empty();
+        continue;
+      }
+      std::string said = textOf(value);
+      if (welcomed[r].empty()) {
+        welcomed[r] = said;
+        store.put(welcome(r), bytesOf(said + "\n" + session));
+      } else if (said != welcomed[r]) {
+        return abort("two processes claim " + o.describe(r) + ": " +
+                     whoseNonce(welcomed[r]) + " and " + whoseNonce(said));
+      }
+    }
+    if (all && settledSince == Clock::time_point::max())
+      settledSince = now;
+    if (all && now - settledSince >= kSettle)
+      break;
+    if (now >= deadline) {
+      std::string missing;
+      for (int r = 1; r < o.size; ++r)
+        if (welcomed[r].empty())
+          missing += (missing.empty() ? "" : ", ") + o.describe(r);
+      return abort("no sign of " + missing + " within " +
+                   std::to_string(o.timeout.count()) +
+                   " ms of rendezvous (--timeout)");
+    }
+    std::this_thread::sleep_for(kPoll);
+  }
+  own.put("go", bytesOf("1"));
+  return true;
+}
+
+/// Rank r > 0: says hello until rank 0 welcomes this process, then waits
+/// for its go.
+bool followSession(KeyValueStore &store, const SessionOptions &o,
+                   std::string &session, std::string &error) {
+  std::string nonce = freshNonce();
+  Clock::time_point deadline = Clock::now() + o.timeout;
+  Clock::time_point said{};
+  std::vector<char> value;
+  while (true) {
+    Clock::time_point now = Clock::now();
+    if (now - said >= kHelloPeriod) {
+      store.put(hello(o.rank), bytesOf(nonce));
+      said = now;
+    }
+    // A welcome for another nonce is a dead job's, or another claimant's
+    // (rank 0 tells that one): keep saying hello.
+    if (store.peek(welcome(o.rank), value)) {
+      std::string text = textOf(value);
+      size_t split = text.rfind('\n');
+      if (split != std::string::npos && text.substr(0, split) == nonce) {
+        session = text.substr(split + 1);
+        break;
+      }
+    }
+    if (now >= deadline) {
+      error = "no sign of " + o.describe(0) + " within " +
+              std::to_string(o.timeout.count()) +
+              " ms of rendezvous (--timeout); rank 0 gathers the others";
+      return false;
+    }
+    std::this_thread::sleep_for(kPoll);
+  }
+  // Rank 0 answers within its own timeout; a little more here lets its
+  // reason arrive rather than a guess.
+  ScopedStore own(session, store, o.timeout);
+  deadline += std::chrono::seconds(2);
+  while (true) {
+    if (own.peek("abort", value)) {
+      error = textOf(value);
+      return false;
+    }
+    if (own.has("go"))
+      return true;
+    if (Clock::now() >= deadline) {
+      error = o.describe(0) + " welcomed this worker but did not start the "
+              "run within " + std::to_string(o.timeout.count()) +
+              " ms (--timeout)";
+      return false;
+    }
+    std::this_thread::sleep_for(kPoll);
+  }
+}
+
+} // namespace
+
+bool joinSession(KeyValueStore &store, const SessionOptions &options,
+                 std::string &session, std::string &error) {
+  try {
+    return options.rank == 0 ? leadSession(store, options, session, error)
+                             : followSession(store, options, session, error);
+  } catch (const std::exception &e) {
+    error = "rendezvous store: " + std::string(e.what());
+    return false;
+  }
 }
 
 } // namespace dtfm::runtime::rendezvous

@@ -1,10 +1,11 @@
 //===- Rendezvous.h - Where workers find each other -------------*- C++ -*-===//
 //
 // Part of dtfm. Private to lib/Runtime: the key-value stores Gloo
-// rendezvouses through -- a shared directory (local runs, --store), or a
-// small TCP store that rank 0 serves (--rendezvous HOST:PORT) -- the socket
-// helpers they and the agents' control channel share, and the address a
-// host uses toward another.
+// rendezvouses through -- a shared directory (local runs, --store), a small
+// TCP store that rank 0 serves (--rendezvous HOST:PORT) or a Redis server
+// (--rendezvous redis://HOST:PORT/PREFIX) -- the session every run agrees
+// on in its store first, the socket helpers the stores and the agents'
+// control channel share, and the address a host advertises to the others.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +17,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -30,34 +32,104 @@ using Clock = std::chrono::steady_clock;
 
 //===--- stores -----------------------------------------------------------===//
 
-/// A Gloo store that can also say whether a key is there yet (to name the
-/// peers that never showed up).
+/// A Gloo store that can also look without waiting, overwrite and erase
+/// (the session handshake needs all three; Gloo's own stores refuse to set
+/// a key twice).
 class KeyValueStore : public gloo::rendezvous::Store {
 public:
   virtual bool has(const std::string &key) = 0;
+  /// The value of `key` into `value` when it is set; false at once when not.
+  virtual bool peek(const std::string &key, std::vector<char> &value) = 0;
+  /// Sets `key` whether or not it is set already.
+  virtual void put(const std::string &key, const std::vector<char> &value) = 0;
+  /// Removes `key` (nothing when it is not set).
+  virtual void erase(const std::string &key) = 0;
+
+  void set(const std::string &key, const std::vector<char> &value) override {
+    put(key, value);
+  }
+  std::vector<char> get(const std::string &key) override;
+  void wait(const std::vector<std::string> &keys) override {
+    wait(keys, waitLimit);
+  }
+  void wait(const std::vector<std::string> &keys,
+            const std::chrono::milliseconds &limit) override;
+
+protected:
+  /// How long get() and wait() without a limit wait.
+  std::chrono::milliseconds waitLimit{60000};
 };
 
+/// Another store's keys under "PREFIX/": the run id's (two jobs on one
+/// store never meet) and the session's (a dead job's keys are never read).
+class ScopedStore : public KeyValueStore {
+public:
+  ScopedStore(const std::string &prefix, KeyValueStore &inner,
+              std::chrono::milliseconds limit)
+      : prefix(prefix + "/"), inner(inner) {
+    waitLimit = limit;
+  }
+  bool has(const std::string &key) override { return inner.has(prefix + key); }
+  bool peek(const std::string &key, std::vector<char> &value) override {
+    return inner.peek(prefix + key, value);
+  }
+  void put(const std::string &key, const std::vector<char> &value) override {
+    inner.put(prefix + key, value);
+  }
+  void erase(const std::string &key) override { inner.erase(prefix + key); }
+
+private:
+  std::string prefix;
+  KeyValueStore &inner;
+};
+
+/// Gloo's file store on a directory the workers share; a key is a file
+/// named by its hash, replaced by a rename.
 class LocalFileStore : public KeyValueStore {
 public:
-  explicit LocalFileStore(const std::string &dir) : files(dir) {}
-  void set(const std::string &key, const std::vector<char> &data) override {
-    files.set(key, data);
-  }
-  std::vector<char> get(const std::string &key) override {
-    return files.get(key);
-  }
-  void wait(const std::vector<std::string> &keys) override { files.wait(keys); }
-  void wait(const std::vector<std::string> &keys,
-            const std::chrono::milliseconds &timeout) override {
-    files.wait(keys, timeout);
+  LocalFileStore(const std::string &dir, std::chrono::milliseconds limit)
+      : files(dir) {
+    waitLimit = limit;
   }
   bool has(const std::string &key) override { return files.has(key); }
+  bool peek(const std::string &key, std::vector<char> &value) override;
+  void put(const std::string &key, const std::vector<char> &value) override;
+  void erase(const std::string &key) override;
 
 private:
   struct Files : gloo::rendezvous::FileStore {
     using FileStore::FileStore;
     bool has(const std::string &key) { return check({key}); }
+    std::string pathOf(const std::string &key) { return objectPath(key); }
   } files;
+};
+
+/// A Redis server (--rendezvous redis://HOST:PORT/PREFIX): Gloo's Redis
+/// store connects and tests keys; writes are plain SETs (Gloo's SETNX
+/// refuses a key set twice) that expire after a day, so that a server
+/// shared by many jobs does not fill up with dead ones' keys.
+class RedisKeyValueStore : public KeyValueStore {
+public:
+  /// Connects within `timeout` (the server may be starting); null with a
+  /// one-line `error`.
+  static std::unique_ptr<RedisKeyValueStore>
+  connect(const std::string &host, int port, std::chrono::milliseconds timeout,
+          std::string &error);
+  ~RedisKeyValueStore() override;
+
+  bool has(const std::string &key) override;
+  bool peek(const std::string &key, std::vector<char> &value) override;
+  void put(const std::string &key, const std::vector<char> &value) override;
+  void erase(const std::string &key) override;
+
+  static constexpr long kKeySeconds = 24 * 3600;
+
+private:
+  RedisKeyValueStore() = default;
+  struct Connection;
+  std::unique_ptr<Connection> connection;
+  std::string where; ///< "redis://host:port", for messages
+  std::mutex mutex;  ///< one command at a time on the connection
 };
 
 //===--- sockets ----------------------------------------------------------===//
@@ -90,13 +162,21 @@ int listeningPort(int fd);
 /// close-on-exec (children do not inherit it); -1 when none.
 int acceptWaiting(int listener, int milliseconds);
 
-/// The address this machine uses to reach `host` (no packet is sent).
+/// The address this machine uses to reach `host` (no packet is sent):
+/// 127.0.0.1 for a loopback or unresolvable host.
 std::string localAddressToward(const std::string &host, int port);
+
+/// Whether `address` (dotted IPv4) is a loopback address.
+bool isLoopbackAddress(const std::string &address);
+
+/// This host's up interfaces with an IPv4 address: name -> address, in the
+/// system's order.
+std::vector<std::pair<std::string, std::string>> ipv4Interfaces();
 
 //===--- the TCP store ----------------------------------------------------===//
 
 /// The TCP store rank 0 serves for multi-host runs. Requests: 'S' key value
-/// (set), 'G' key (get: a found byte, then the value).
+/// (set), 'G' key (get: a found byte, then the value), 'D' key (erase).
 class TcpStoreServer {
 public:
   bool start(int port, std::string &error);
@@ -124,30 +204,49 @@ private:
 
 class TcpStoreClient : public KeyValueStore {
 public:
-  TcpStoreClient(int fd, std::chrono::milliseconds timeout)
-      : fd(fd), timeout(timeout) {}
+  TcpStoreClient(int fd, std::chrono::milliseconds timeout) : fd(fd) {
+    waitLimit = timeout;
+  }
   ~TcpStoreClient() override;
 
   static std::unique_ptr<TcpStoreClient>
   connect(const std::string &host, int port, std::chrono::milliseconds timeout,
           std::string &error);
 
-  void set(const std::string &key, const std::vector<char> &value) override;
   /// Whether `key` is set, and its value into `value` (when not null).
   bool lookup(const std::string &key, std::vector<char> *value);
   bool has(const std::string &key) override { return lookup(key, nullptr); }
-  std::vector<char> get(const std::string &key) override;
-  void wait(const std::vector<std::string> &keys) override {
-    wait(keys, timeout);
+  bool peek(const std::string &key, std::vector<char> &value) override {
+    return lookup(key, &value);
   }
-  void wait(const std::vector<std::string> &keys,
-            const std::chrono::milliseconds &limit) override;
+  void put(const std::string &key, const std::vector<char> &value) override;
+  void erase(const std::string &key) override;
 
 private:
+  void request(char op, const std::string &key, const std::vector<char> *value);
   int fd;
-  std::chrono::milliseconds timeout;
   std::mutex mutex;
 };
+
+//===--- the session ------------------------------------------------------===//
+
+/// Every run agrees on a fresh session in its store before anything else,
+/// and keeps all its other keys under it. Each rank r > 0 writes
+/// "hello/r" (a nonce naming its host and process) until rank 0 answers in
+/// "welcome/r" with that nonce and the session; rank 0 first erases every
+/// hello and welcome left by a job that died on the same store and run id,
+/// and says "go" once every rank has been welcomed and nobody else claims
+/// a rank (a hello that changes after its welcome, a second rank 0), or
+/// "abort" with the one-line reason every rank then prints.
+struct SessionOptions {
+  int rank = 0, size = 1;
+  std::chrono::milliseconds timeout{60000};
+  /// "cpu3 (rank 3)", for messages.
+  std::function<std::string(int)> describe;
+};
+/// The session's name into `session`; false with a one-line `error`.
+bool joinSession(KeyValueStore &store, const SessionOptions &options,
+                 std::string &session, std::string &error);
 
 } // namespace dtfm::runtime::rendezvous
 

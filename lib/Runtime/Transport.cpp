@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -61,6 +62,10 @@ struct Transport::Impl {
   TransportOptions options;
   std::unique_ptr<TcpStoreServer> server;
   std::unique_ptr<KeyValueStore> store;
+  /// The store's keys under the run's id, and under this run's session.
+  std::unique_ptr<KeyValueStore> runStore, sessionStore;
+  /// Why the advertised address is not the obvious one (empty: it is).
+  std::string notice;
   std::shared_ptr<gloo::transport::Device> device;
   std::shared_ptr<gloo::rendezvous::Context> world;
   std::vector<std::shared_ptr<gloo::rendezvous::Context>> groups;
@@ -176,18 +181,109 @@ int Transport::size() const {
 }
 std::string Transport::describe(int rank) const { return impl->describe(rank); }
 
+namespace {
+
+/// "redis://HOST:PORT[/PREFIX]" split; false with `error` when malformed.
+bool parseRedisUrl(const std::string &url, std::string &host, int &port,
+                   std::string &prefix, std::string &error) {
+  std::string rest = url.substr(std::strlen("redis://"));
+  size_t slash = rest.find('/');
+  prefix = slash == std::string::npos ? "" : rest.substr(slash + 1);
+  std::string hostPort = rest.substr(0, slash);
+  if (!parseHostPort(hostPort, host, port, error)) {
+    error = "--rendezvous: expected redis://host:port[/prefix], got '" + url +
+            "'";
+    return false;
+  }
+  while (!prefix.empty() && prefix.back() == '/')
+    prefix.pop_back();
+  for (char c : prefix)
+    if (!std::isalnum(static_cast<unsigned char>(c)) &&
+        !std::strchr("._-/", c)) {
+      error = "--rendezvous " + url + ": the key prefix may hold letters, "
+              "digits, '.', '_', '-' and '/' only";
+      return false;
+    }
+  return true;
+}
+
+/// The address the peers connect to: the interface named by `iface`, else
+/// the one that reaches the rendezvous host -- but never a loopback address
+/// when peers run on other hosts (a host name that /etc/hosts maps to
+/// 127.0.1.1 is the classic trap). `notice` says when it chose for the user.
+bool advertisedAddress(const TransportOptions &o, const std::string &host,
+                       int port, std::string &address, std::string &notice,
+                       std::string &error) {
+  std::vector<std::pair<std::string, std::string>> interfaces =
+      ipv4Interfaces();
+  if (!o.iface.empty()) {
+    for (const auto &[name, ip] : interfaces)
+      if (name == o.iface) {
+        address = ip;
+        return true;
+      }
+    std::string have;
+    for (const auto &[name, ip] : interfaces)
+      have += (have.empty() ? "" : ", ") + name;
+    error = o.ifaceFrom + " " + o.iface + ": this host has no such interface "
+            "up with an IPv4 address (it has: " + have + ")";
+    return false;
+  }
+  address = host.empty() ? "127.0.0.1" : localAddressToward(host, port);
+  if (!o.peersOnOtherHosts || !isLoopbackAddress(address))
+    return true;
+  for (const auto &[name, ip] : interfaces)
+    if (!isLoopbackAddress(ip)) {
+      notice = "the rendezvous host " + host + " is this host's loopback "
+               "address " + address + ", which the job's other hosts cannot "
+               "reach: advertising " + ip + " (" + name +
+               ") instead (--iface or GLOO_SOCKET_IFNAME chooses)";
+      address = ip;
+      return true;
+    }
+  error = "the rendezvous host " + host + " is this host's loopback address " +
+          address + ", and this host has no other IPv4 interface the job's "
+          "other hosts could reach (give MASTER_ADDR or --rendezvous an "
+          "address they reach, or --iface)";
+  return false;
+}
+
+} // namespace
+
 std::unique_ptr<Transport> Transport::connect(const TransportOptions &options,
                                               std::string &error) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   int size = static_cast<int>(options.names.size());
   int rank = options.rank;
-  std::string hostname = "127.0.0.1";
-  if (!options.rendezvous.empty()) {
-    std::string host;
-    int port = 0;
-    if (!parseHostPort(options.rendezvous, host, port, error))
+  std::string host, keyPrefix = options.runId;
+  int port = 0;
+  const std::string &where = options.rendezvous;
+  bool redis = where.rfind("redis://", 0) == 0;
+  if (redis) {
+    std::string prefix;
+    if (!parseRedisUrl(where, host, port, prefix, error))
       return nullptr;
+    if (options.runId.empty()) {
+      error = "--rendezvous " + where + ": a shared Redis needs the run's id "
+              "(--run-id ID, or SLURM_JOB_ID / TORCHELASTIC_RUN_ID from the "
+              "launcher), so that two jobs on it cannot meet";
+      return nullptr;
+    }
+    keyPrefix = prefix.empty() ? options.runId : prefix + "/" + options.runId;
+  } else if (!where.empty() && !parseHostPort(where, host, port, error)) {
+    return nullptr;
+  }
+  // Before any wait: a wrong interface is this host's mistake alone.
+  std::string address;
+  if (!advertisedAddress(options, host, port, address, impl->notice, error))
+    return nullptr;
+  if (redis) {
+    impl->store =
+        RedisKeyValueStore::connect(host, port, options.timeout, error);
+    if (!impl->store)
+      return nullptr;
+  } else if (!where.empty()) {
     if (rank == 0 && !options.storeServedElsewhere) {
       impl->server = std::make_unique<TcpStoreServer>();
       if (!impl->server->start(port, error))
@@ -196,45 +292,42 @@ std::unique_ptr<Transport> Transport::connect(const TransportOptions &options,
     impl->store = TcpStoreClient::connect(host, port, options.timeout, error);
     if (!impl->store)
       return nullptr;
-    hostname = localAddressToward(host, port);
   } else {
-    impl->store = std::make_unique<LocalFileStore>(options.storeDir);
+    try {
+      impl->store =
+          std::make_unique<LocalFileStore>(options.storeDir, options.timeout);
+    } catch (const std::exception &e) {
+      error = "--store " + options.storeDir + ": " + e.what();
+      return nullptr;
+    }
+  }
+  KeyValueStore *store = impl->store.get();
+  if (!keyPrefix.empty()) {
+    impl->runStore =
+        std::make_unique<ScopedStore>(keyPrefix, *store, options.timeout);
+    store = impl->runStore.get();
   }
 
-  try {
-    // Everyone announces itself first, so that a peer that never comes is
-    // named rather than left to a transport timeout.
-    impl->store->set("alive/" + std::to_string(rank), {'1'});
-    Clock::time_point deadline = Clock::now() + options.timeout;
-    std::vector<bool> seen(size, false);
-    while (true) {
-      std::vector<std::string> missing;
-      for (int r = 0; r < size; ++r) {
-        if (!seen[r])
-          seen[r] = impl->store->has("alive/" + std::to_string(r));
-        if (!seen[r])
-          missing.push_back(impl->describe(r));
-      }
-      if (missing.empty())
-        break;
-      if (Clock::now() >= deadline) {
-        std::string list;
-        for (const std::string &m : missing)
-          list += (list.empty() ? "" : ", ") + m;
-        error = "no sign of " + list + " within " +
-                std::to_string(options.timeout.count()) +
-                " ms of rendezvous (--timeout)";
-        return nullptr;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+  // A fresh session first: keys a dead job left under the same run id are
+  // never read, and every failure to gather is one line on every rank.
+  SessionOptions session;
+  session.rank = rank;
+  session.size = size;
+  session.timeout = options.timeout;
+  session.describe = [&](int r) { return impl->describe(r); };
+  std::string name;
+  if (!joinSession(*store, session, name, error))
+    return nullptr;
+  impl->sessionStore =
+      std::make_unique<ScopedStore>(name, *store, options.timeout);
 
+  try {
     gloo::transport::tcp::attr attr;
-    attr.hostname = hostname;
+    attr.hostname = address;
     impl->device = gloo::transport::tcp::CreateDevice(attr);
     impl->world = std::make_shared<gloo::rendezvous::Context>(rank, size);
     impl->world->setTimeout(options.timeout);
-    gloo::rendezvous::PrefixStore worldStore("world", *impl->store);
+    gloo::rendezvous::PrefixStore worldStore("world", *impl->sessionStore);
     impl->world->connectFullMesh(worldStore, impl->device);
     for (const std::vector<int> &group : options.groups) {
       std::string prefix = "group";
@@ -251,7 +344,7 @@ std::unique_ptr<Transport> Transport::connect(const TransportOptions &options,
       auto context = std::make_shared<gloo::rendezvous::Context>(
           groupRank, static_cast<int>(group.size()));
       context->setTimeout(options.timeout);
-      gloo::rendezvous::PrefixStore groupStore(prefix, *impl->store);
+      gloo::rendezvous::PrefixStore groupStore(prefix, *impl->sessionStore);
       context->connectFullMesh(groupStore, impl->device);
       impl->groups.push_back(context);
       impl->groupTags.push_back(0);
@@ -264,11 +357,13 @@ std::unique_ptr<Transport> Transport::connect(const TransportOptions &options,
   return std::unique_ptr<Transport>(new Transport(std::move(impl)));
 }
 
+const std::string &Transport::addressNotice() const { return impl->notice; }
+
 bool Transport::publish(const std::string &key, const std::string &value,
                         std::string &error) {
   try {
-    impl->store->set("shared/" + key,
-                     std::vector<char>(value.begin(), value.end()));
+    impl->sessionStore->put("shared/" + key,
+                            std::vector<char>(value.begin(), value.end()));
   } catch (const std::exception &e) {
     error = "publishing '" + key + "' in the rendezvous store: " + e.what();
     return false;
@@ -280,7 +375,8 @@ bool Transport::lookup(const std::string &key, std::string &value,
                        std::string &error) {
   Clock::time_point deadline = Clock::now() + impl->options.timeout;
   try {
-    while (!impl->store->has("shared/" + key)) {
+    std::vector<char> bytes;
+    while (!impl->sessionStore->peek("shared/" + key, bytes)) {
       if (Clock::now() >= deadline) {
         error = "'" + key + "' did not appear in the rendezvous store within " +
                 std::to_string(impl->options.timeout.count()) +
@@ -289,7 +385,6 @@ bool Transport::lookup(const std::string &key, std::string &value,
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    std::vector<char> bytes = impl->store->get("shared/" + key);
     value.assign(bytes.begin(), bytes.end());
   } catch (const std::exception &e) {
     error = "looking up '" + key + "' in the rendezvous store: " + e.what();

@@ -35,6 +35,7 @@
 #include "dtfm/Runtime/LaunchEnvironment.h"
 #include "dtfm/Runtime/Launcher.h"
 #include "dtfm/Runtime/Report.h"
+#include "dtfm/Runtime/Transport.h"
 #include "dtfm/Runtime/Worker.h"
 #include "dtfm/Support/PluginFlags.h"
 
@@ -50,7 +51,9 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <csignal>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
 
@@ -106,6 +109,16 @@ static const char *kUsage =
     "                      [--agents PORT] (the workers run on the hosts "
     "of agents that connect to PORT)\n"
     "         multi-host:  --rank R (--rendezvous HOST:PORT | --store DIR)\n"
+    "                      (or none of them: torchrun's, SLURM's or a "
+    "Kubernetes Job's variables)\n"
+    "                      [--rendezvous redis://HOST:PORT[/PREFIX]] (a "
+    "Redis server as the store)\n"
+    "                      [--run-id ID] (the job's keys in the store; "
+    "default SLURM_JOB_ID or TORCHELASTIC_RUN_ID)\n"
+    "                      [--iface NAME] (the interface the peers connect "
+    "to; default GLOO_SOCKET_IFNAME)\n"
+    "                      [--device-map FILE] (lines 'HOST DEVICE...': "
+    "the plan devices each host runs, by local rank)\n"
     "         device:      [--backend cpu|cuda|auto] (default auto)\n"
     "                      [--matmul-precision plan|fp32] (GPU matmuls "
     "in the plan's f16/bf16, or fp32; default plan)\n"
@@ -174,6 +187,8 @@ struct Command {
   int agentsPort = -1;
   runtime::AgentOptions agent;
   std::string agentDevices, joinRequestPath;
+  /// --device-map FILE: plan devices pinned to hosts (LaunchEnvironment.h).
+  std::string deviceMapPath;
   runtime::BackendRequest backendRequest = runtime::BackendRequest::Auto;
   runtime::WorkerOptions worker;
   // What the launcher passes on to each local worker.
@@ -251,6 +266,20 @@ std::optional<int> parseCommandLine(int argc, char **argv, Command &c) {
       continue;
     } else if (takesValue("--join-request")) {
       c.joinRequestPath = argv[++i];
+      continue;
+    } else if (takesValue("--run-id")) {
+      c.worker.runId = argv[++i];
+      if (!runtime::validRunId(c.worker.runId))
+        return fail("--run-id '" + c.worker.runId +
+                    "': letters, digits, '.', '_' and '-' only (at most "
+                    "128)");
+      continue;
+    } else if (takesValue("--device-map")) {
+      c.deviceMapPath = argv[++i];
+      continue;
+    } else if (takesValue("--iface")) {
+      c.worker.iface = argv[++i];
+      c.worker.ifaceFrom = "--iface";
       continue;
     } else if (takesValue("--store-server")) {
       c.worker.rendezvous = argv[++i];
@@ -584,6 +613,9 @@ std::optional<int> checkModeFlags(int argc, char **argv, const Command &c,
                                       "--rank",
                                       "--rendezvous",
                                       "--store",
+                                      "--run-id",
+                                      "--iface",
+                                      "--device-map",
                                       "--tokens",
                                       "--data",
                                       "--data-dtype",
@@ -637,6 +669,131 @@ std::optional<int> checkModeFlags(int argc, char **argv, const Command &c,
   return std::nullopt;
 }
 
+/// A launcher's world must be the plan's device count: one process per
+/// device program. The one-line error otherwise.
+std::optional<std::string> launchWorldMismatch(const runtime::LaunchIdentity &launch,
+                                               const Command &c,
+                                               const proto::Plan &plan) {
+  if (launch.worldSize == plan.programs_size())
+    return std::nullopt;
+  return launch.launcher + " launch: " + launch.worldFrom + " is " +
+         std::to_string(launch.worldSize) + ", but " + c.planPath + " has " +
+         std::to_string(plan.programs_size()) +
+         " device programs (start one process per device program)";
+}
+
+/// The names of the plan's cluster's devices (those an agent may serve).
+std::vector<std::string> planDeviceNames(const proto::Plan &plan) {
+  std::vector<std::string> names;
+  for (const proto::PlanDevice &d : plan.devices())
+    names.push_back(d.name());
+  return names;
+}
+
+/// --device-map: the launcher's process on this host with its local rank
+/// runs the device the map names, whatever its global rank; said in one
+/// line. False after printing the error.
+bool mapLaunchToDevice(const Command &c, const proto::Plan &plan,
+                       runtime::LaunchIdentity &launch) {
+  std::string text, error;
+  runtime::DeviceMap map;
+  planner::Cluster cluster;
+  if (!format::readWholeFile(c.deviceMapPath, text, error) ||
+      !runtime::parseDeviceMap(text, c.deviceMapPath, map, error) ||
+      !planner::clusterFromPlan(plan, cluster, error)) {
+    fail(error);
+    return false;
+  }
+  std::vector<std::string> devices;
+  for (const proto::DeviceProgram &p : plan.programs())
+    devices.push_back(p.device());
+  std::vector<std::vector<std::string>> nodes;
+  for (const std::vector<int> &members : planner::nodeMembers(cluster)) {
+    nodes.emplace_back();
+    for (int i : members)
+      nodes.back().push_back(cluster.devices[i].name);
+  }
+  std::string host = launch.host;
+  if (host.empty()) {
+    char name[256] = {0};
+    ::gethostname(name, sizeof name - 1);
+    host = name;
+  }
+  int rank = -1;
+  if (!runtime::rankFromDeviceMap(map, devices, nodes, host, launch.localRank,
+                                  launch.localFrom, rank, error)) {
+    fail(error);
+    return false;
+  }
+  std::fprintf(stderr,
+               "dtfm-run: %s: host %s, local rank %d (%s): device %s, plan "
+               "rank %d (%s %d)\n",
+               c.deviceMapPath.c_str(), host.c_str(), launch.localRank,
+               launch.localFrom.c_str(), devices[rank].c_str(), rank,
+               launch.rankFrom.c_str(), launch.rank);
+  launch.rank = rank;
+  launch.rankFrom = "--device-map";
+  return true;
+}
+
+/// --elastic under srun, torchrun or a Kubernetes Job: process r serves the
+/// plan's device r as an agent (Agents.h) of process 0, which also
+/// coordinates -- plans, launches and re-plans -- on the launcher's
+/// rendezvous port. A lost process is a lost host: the others re-plan
+/// without its device and go on.
+int elasticUnderLauncher(const Command &c, const proto::Plan &plan,
+                         const runtime::LaunchIdentity &launch,
+                         const std::vector<std::string> &arguments) {
+  std::string host, error;
+  int port = 0;
+  if (!runtime::parseHostPort(launch.rendezvous, host, port, error))
+    return fail(error);
+  runtime::AgentOptions agent;
+  agent.devices = {plan.programs(launch.rank).device()};
+  agent.timeout = c.worker.timeout;
+  if (launch.rank != 0) {
+    std::fprintf(stderr,
+                 "dtfm-run: %s; --elastic: this process serves %s as an "
+                 "agent of the coordinator, process 0\n",
+                 launch.describe().c_str(), agent.devices[0].c_str());
+    agent.coordinator = launch.rendezvous;
+    return runtime::runAgent(agent);
+  }
+  std::fprintf(stderr,
+               "dtfm-run: %s; --elastic: this process coordinates on port %d "
+               "and serves %s as an agent\n",
+               launch.describe().c_str(), port, agent.devices[0].c_str());
+  int status = 1;
+  pid_t child = -1;
+  {
+    runtime::AgentCoordinator agents; // its end tells every agent to stop
+    agents.setKnownDevices(planDeviceNames(plan));
+    if (!agents.listen(port, c.worker.checkpointDir, c.worker.timeout, error))
+      return fail(error);
+    agent.coordinator = "127.0.0.1:" + std::to_string(port);
+    child = runtime::startAgentProcess(agent, error);
+    if (child < 0)
+      return fail(error);
+    status = runtime::runElastic(c.planPath, plan, arguments,
+                                 c.worker.checkpointDir, c.worker.resumeFrom,
+                                 c.worker.logPath, c.worker.timeout,
+                                 c.elasticOptions, &agents);
+  }
+  // The agent leaves when told; one that does not within the timeout is
+  // killed, never left behind.
+  auto deadline = std::chrono::steady_clock::now() + c.worker.timeout;
+  int childStatus = 0;
+  while (::waitpid(child, &childStatus, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      ::kill(child, SIGKILL);
+      ::waitpid(child, &childStatus, 0);
+      break;
+    }
+    ::usleep(20000);
+  }
+  return status;
+}
+
 /// --execute: this process as one worker (--rank), the plan's local
 /// workers, or an elastic run of them.
 int executeMode(Command &c, const proto::Plan &plan) {
@@ -656,18 +813,45 @@ int executeMode(Command &c, const proto::Plan &plan) {
       ::access(c.worker.resumeFrom.c_str(), R_OK | X_OK) != 0)
     return fail("--resume-from " + c.worker.resumeFrom +
                 ": not a readable directory");
+  // The identity a launcher gives (srun, torchrun, a Kubernetes Job), when
+  // no flag gives one.
+  runtime::LaunchIdentity launch;
+  if (c.worker.rank < 0 &&
+      !runtime::launchIdentityFrom(
+          [](const char *name) { return std::getenv(name); }, launch, error))
+    return fail(error);
+  if (launch.found())
+    if (std::optional<std::string> mismatch =
+            launchWorldMismatch(launch, c, plan))
+      return fail(*mismatch);
+  if (!c.deviceMapPath.empty()) {
+    if (!launch.found())
+      return fail("--device-map pins plan devices to the hosts of a "
+                  "launcher's processes: it goes with torchrun's, SLURM's "
+                  "or a Kubernetes Job's variables, not with --rank");
+    if (!mapLaunchToDevice(c, plan, launch))
+      return 1;
+  }
   if (c.elastic) {
-    // (A launcher's variables are for a job of one process per device;
-    // --elastic starts the workers itself.)
+    // Without a launcher, --elastic starts the workers here; under one,
+    // the launcher's processes are the agents (elasticUnderLauncher).
     if (c.worker.rank >= 0 || !c.worker.rendezvous.empty() ||
-        !c.worker.storeDir.empty())
-      return fail("--elastic runs the plan's workers on this machine; it "
-                  "does not go with --rank, --rendezvous or --store");
+        !c.worker.storeDir.empty() || !c.worker.runId.empty() ||
+        !c.worker.iface.empty())
+      return fail("--elastic runs the plan's workers itself (on this "
+                  "machine, or as a launcher's processes); it does not go "
+                  "with --rank, --rendezvous, --store, --run-id or --iface");
     if (c.worker.checkpointDir.empty())
       return fail("--elastic needs --checkpoint-dir DIR (a lost device's "
                   "work resumes from the checkpoints there)");
-    if (!runtime::checkElastic(plan, c.planPath, c.elasticOptions, error))
+    // Only the coordinator plans again.
+    if ((!launch.found() || launch.rank == 0) &&
+        !runtime::checkElastic(plan, c.planPath, c.elasticOptions, error))
       return fail(error);
+    if (launch.found() && c.agentsPort >= 0)
+      return fail("--agents PORT: under " + launch.launcher +
+                  " the launcher's processes are the agents, and process 0 "
+                  "coordinates on the rendezvous port");
   } else if (c.elasticOptionGiven) {
     return fail("--min-devices, --max-replans, --planning-timeout and "
                 "--compiler-dir go with --elastic (or --replan-without)");
@@ -700,12 +884,16 @@ int executeMode(Command &c, const proto::Plan &plan) {
     }
     if (!c.logGiven)
       arguments.insert(arguments.end(), {"--log", c.worker.logPath});
+    if (launch.found())
+      return elasticUnderLauncher(c, plan, launch, arguments);
     if (c.agentsPort < 0)
       return runtime::runElastic(c.planPath, plan, arguments,
                                  c.worker.checkpointDir, c.worker.resumeFrom,
                                  c.worker.logPath, c.worker.timeout,
                                  c.elasticOptions);
     runtime::AgentCoordinator agents;
+    // Known before the first agent can say hello.
+    agents.setKnownDevices(planDeviceNames(plan));
     if (!agents.listen(c.agentsPort, c.worker.checkpointDir, c.worker.timeout,
                        error))
       return fail(error);
@@ -717,23 +905,14 @@ int executeMode(Command &c, const proto::Plan &plan) {
   // A process started by torchrun, srun or a Kubernetes Job: its identity
   // from the launcher's variables, where no flag gave it.
   if (c.worker.rank < 0) {
-    runtime::LaunchIdentity launch;
-    if (!runtime::launchIdentityFrom(
-            [](const char *name) { return std::getenv(name); }, launch,
-            error))
-      return fail(error);
     if (launch.found()) {
-      if (launch.worldSize != plan.programs_size())
-        return fail(launch.launcher + " launch: " + launch.worldFrom + " is " +
-                    std::to_string(launch.worldSize) + ", but " +
-                    c.planPath + " has " +
-                    std::to_string(plan.programs_size()) +
-                    " device programs (start one process per device "
-                    "program)");
       c.worker.rank = launch.rank;
       c.worker.localRank = launch.localRank;
+      c.worker.peersOnOtherHosts = launch.hosts > 1;
       if (c.worker.rendezvous.empty() && c.worker.storeDir.empty())
         c.worker.rendezvous = launch.rendezvous;
+      if (c.worker.runId.empty())
+        c.worker.runId = launch.runId;
       std::fprintf(stderr, "dtfm-run: %s\n", launch.describe().c_str());
     }
   }
@@ -741,10 +920,18 @@ int executeMode(Command &c, const proto::Plan &plan) {
     if (plan.programs_size() > 1 && c.worker.rendezvous.empty() &&
         c.worker.storeDir.empty())
       return fail("--rank needs --rendezvous HOST:PORT or --store DIR");
+    if (c.worker.iface.empty() &&
+        !runtime::interfaceFromEnvironment(
+            [](const char *name) { return std::getenv(name); },
+            runtime::hostInterfaces(), c.worker.iface, c.worker.ifaceFrom,
+            error))
+      return fail(error);
     return runtime::runWorker(c.planPath, plan, c.worker);
   }
-  if (!c.worker.rendezvous.empty() || !c.worker.storeDir.empty())
-    return fail("--rendezvous and --store go with --rank");
+  if (!c.worker.rendezvous.empty() || !c.worker.storeDir.empty() ||
+      !c.worker.runId.empty() || !c.worker.iface.empty())
+    return fail("--rendezvous, --store, --run-id and --iface go with --rank "
+                "(or a launcher's variables)");
   if (plan.programs_size() == 1) {
     c.worker.rank = 0;
     return runtime::runWorker(c.planPath, plan, c.worker);

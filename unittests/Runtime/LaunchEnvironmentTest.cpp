@@ -53,9 +53,19 @@ TEST(LaunchEnvironment, TorchrunVariables) {
   EXPECT_EQ(o.id.localRank, 1);
   EXPECT_EQ(o.id.rendezvous, "10.0.0.7:29500");
   EXPECT_EQ(o.id.runId, "job42");
+  EXPECT_EQ(o.id.hosts, 4); // 8 processes, 2 per host
   EXPECT_EQ(o.id.describe(),
             "rank 3 of 8 from torchrun (RANK, WORLD_SIZE), rendezvous "
             "10.0.0.7:29500 (MASTER_ADDR, MASTER_PORT)");
+  // torchrun's static rendezvous: its agent serves a store on MASTER_PORT.
+  o = identityOf({{"RANK", "0"},
+                  {"WORLD_SIZE", "2"},
+                  {"LOCAL_RANK", "0"},
+                  {"MASTER_ADDR", "n0"},
+                  {"MASTER_PORT", "29500"},
+                  {"TORCHELASTIC_USE_AGENT_STORE", "True"}});
+  ASSERT_TRUE(o.ok) << o.error;
+  EXPECT_EQ(o.id.rendezvous, "n0:29501");
 }
 
 TEST(LaunchEnvironment, SlurmVariables) {
@@ -73,6 +83,7 @@ TEST(LaunchEnvironment, SlurmVariables) {
   EXPECT_EQ(o.id.rendezvous, "gpu03:" + std::to_string(20000 + 123456 % 20000));
   EXPECT_EQ(o.id.runId, "123456");
   EXPECT_EQ(o.id.rendezvousFrom, "SLURM_JOB_NODELIST, a port from SLURM_JOB_ID");
+  EXPECT_EQ(o.id.hosts, 0); // no node count given: unknown
   // MASTER_ADDR and MASTER_PORT, when the job script sets them, win.
   o = identityOf({{"SLURM_PROCID", "0"},
                   {"SLURM_NTASKS", "2"},
@@ -81,6 +92,67 @@ TEST(LaunchEnvironment, SlurmVariables) {
                   {"MASTER_PORT", "4000"}});
   ASSERT_TRUE(o.ok) << o.error;
   EXPECT_EQ(o.id.rendezvous, "head:4000");
+  // The step's node count says whether peers run elsewhere.
+  o = identityOf({{"SLURM_PROCID", "0"},
+                  {"SLURM_NTASKS", "2"},
+                  {"SLURM_JOB_NODELIST", "a,b"},
+                  {"SLURM_JOB_ID", "9"},
+                  {"SLURM_NNODES", "3"},
+                  {"SLURM_STEP_NUM_NODES", "2"}});
+  ASSERT_TRUE(o.ok) << o.error;
+  EXPECT_EQ(o.id.hosts, 2);
+  // A run id unfit for store keys is refused by name.
+  o = identityOf({{"SLURM_PROCID", "0"},
+                  {"SLURM_NTASKS", "2"},
+                  {"SLURM_JOB_NODELIST", "a"},
+                  {"MASTER_PORT", "4000"},
+                  {"SLURM_JOB_ID", "12/../x"}});
+  EXPECT_FALSE(o.ok);
+  EXPECT_EQ(o.error, "SLURM launch: SLURM_JOB_ID='12/../x' is not fit as the "
+                     "run's id (letters, digits, '.', '_' and '-', at most "
+                     "128; --run-id overrides it)");
+}
+
+TEST(LaunchEnvironment, RunIds) {
+  EXPECT_TRUE(validRunId("job-42_a.b"));
+  EXPECT_FALSE(validRunId(""));
+  EXPECT_FALSE(validRunId("a b"));
+  EXPECT_FALSE(validRunId("a/b"));
+  EXPECT_FALSE(validRunId(std::string(129, 'a')));
+}
+
+TEST(LaunchEnvironment, InterfacesFromGlooAndNcclVariables) {
+  std::vector<std::string> host = {"lo", "docker0", "eth0", "ib0"};
+  auto pick = [&](std::map<std::string, std::string> variables,
+                  std::string &name, std::string &from, std::string &error) {
+    return interfaceFromEnvironment(
+        [&](const char *n) -> const char * {
+          auto it = variables.find(n);
+          return it == variables.end() ? nullptr : it->second.c_str();
+        },
+        host, name, from, error);
+  };
+  std::string name, from, error;
+  ASSERT_TRUE(pick({}, name, from, error));
+  EXPECT_EQ(name, "");
+  // Gloo's variable: its first name, exactly; it wins over NCCL's.
+  ASSERT_TRUE(pick({{"GLOO_SOCKET_IFNAME", "ib0,eth0"},
+                    {"NCCL_SOCKET_IFNAME", "eth"}},
+                   name, from, error));
+  EXPECT_EQ(name, "ib0");
+  EXPECT_EQ(from, "GLOO_SOCKET_IFNAME");
+  EXPECT_FALSE(pick({{"GLOO_SOCKET_IFNAME", "eth"}}, name, from, error));
+  // NCCL's syntax: prefixes, "=" exact, "^" excluded.
+  ASSERT_TRUE(pick({{"NCCL_SOCKET_IFNAME", "eth,ib"}}, name, from, error));
+  EXPECT_EQ(name, "eth0");
+  EXPECT_EQ(from, "NCCL_SOCKET_IFNAME");
+  ASSERT_TRUE(pick({{"NCCL_SOCKET_IFNAME", "^lo,docker"}}, name, from, error));
+  EXPECT_EQ(name, "eth0");
+  ASSERT_TRUE(pick({{"NCCL_SOCKET_IFNAME", "=ib0"}}, name, from, error));
+  EXPECT_EQ(name, "ib0");
+  EXPECT_FALSE(pick({{"NCCL_SOCKET_IFNAME", "=ib"}}, name, from, error));
+  EXPECT_EQ(error, "NCCL_SOCKET_IFNAME='=ib' selects no interface of this "
+                   "host that is up with an IPv4 address");
 }
 
 TEST(LaunchEnvironment, KubernetesVariables) {
@@ -163,3 +235,62 @@ TEST(LaunchEnvironment, NodeLists) {
 }
 
 } // namespace
+
+namespace {
+
+/// The plan rank a device map gives, or the error.
+Outcome mapped(const std::string &text, const std::string &host, int local,
+               const std::vector<std::vector<std::string>> &nodes) {
+  Outcome o;
+  DeviceMap map;
+  std::vector<std::string> plan = {"gpu0", "gpu1", "gpu2", "gpu3"};
+  o.ok = parseDeviceMap(text, "map.txt", map, o.error) &&
+         rankFromDeviceMap(map, plan, nodes, host, local, "LOCAL_RANK",
+                           o.id.rank, o.error);
+  return o;
+}
+
+} // namespace
+
+TEST(LaunchEnvironment, DeviceMapsPinPlanDevicesToHosts) {
+  std::vector<std::vector<std::string>> nodes = {{"gpu0", "gpu1"},
+                                                 {"gpu2", "gpu3"}};
+  std::string map = "# host: its devices, by local rank\n"
+                    "node-b.cluster gpu3 gpu2\n"
+                    "node-a gpu0 gpu1  # the first node\n";
+  Outcome o = mapped(map, "node-b.cluster", 0, nodes);
+  ASSERT_TRUE(o.ok) << o.error;
+  EXPECT_EQ(o.id.rank, 3);
+  o = mapped(map, "node-a.cluster.local", 1, nodes); // the short name
+  ASSERT_TRUE(o.ok) << o.error;
+  EXPECT_EQ(o.id.rank, 1);
+
+  auto error = [&](const std::string &text, const std::string &host,
+                   int local) { return mapped(text, host, local, nodes).error; };
+  EXPECT_EQ(error(map, "node-c", 0), "map.txt: this host (node-c) is not in it");
+  EXPECT_EQ(error(map, "node-a", 2),
+            "map.txt:3: host node-a runs 2 device(s), but this process is "
+            "local rank 2 (LOCAL_RANK)");
+  EXPECT_EQ(error("a gpu0 gpu1\nb gpu2\n", "a", 0),
+            "map.txt: the plan's device gpu3 is on no host");
+  EXPECT_EQ(error("a gpu0 gpu1\nb gpu2 gpu3 gpu9\n", "a", 0),
+            "map.txt:2: device gpu9 is not one of the plan's");
+  EXPECT_EQ(error("a gpu0 gpu1\nb gpu2 gpu1\n", "a", 0),
+            "map.txt:2: device gpu1 is mapped twice (also line 1)");
+  EXPECT_EQ(error("a gpu0 gpu1\na gpu2 gpu3\n", "a", 0),
+            "map.txt:2: host a is listed twice (also line 1)");
+  EXPECT_EQ(error("a gpu0 gpu2\nb gpu1 gpu3\n", "a", 0),
+            "map.txt:1: host a holds gpu0 and gpu2, which the plan's "
+            "cluster puts on different nodes (name each device's node in "
+            "the cluster file)");
+  EXPECT_EQ(error("a gpu0\nb gpu1\nc gpu2 gpu3\n", "a", 0),
+            "map.txt: gpu0 and gpu1 are one node of the plan's cluster, but "
+            "the map puts them on hosts a and b");
+  EXPECT_EQ(error("a\n", "a", 0),
+            "map.txt:1: expected a host and its devices, got 'a'");
+  EXPECT_EQ(error("a gpu0 gpu1;rm\n", "a", 0),
+            "map.txt:1: 'gpu1;rm' is not a host or device name (letters, "
+            "digits, '.', '_', '-')");
+  EXPECT_EQ(error("# nothing\n\n", "a", 0),
+            "map.txt: no host in it (lines of 'HOST DEVICE [DEVICE...]')");
+}

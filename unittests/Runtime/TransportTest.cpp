@@ -365,17 +365,106 @@ TEST(TransportTest, TimeoutNamesThePeer) {
 }
 
 TEST(TransportTest, MissingPeerIsNamed) {
+  // A rank other than 0 knows only that rank 0 never answered; rank 0
+  // names every rank that never came.
+  for (int rank : {1, 0}) {
+    std::string store = freshStore();
+    TransportOptions o = optionsFor(rank, store, 3);
+    o.timeout = std::chrono::milliseconds(300);
+    std::string error;
+    Clock::time_point start = Clock::now();
+    EXPECT_FALSE(Transport::connect(o, error));
+    EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(),
+              5.0);
+    EXPECT_NE(error.find(rank == 1 ? "no sign of dev0 (rank 0) within 300 ms"
+                                   : "no sign of dev1 (rank 1), dev2 (rank 2) "
+                                     "within 300 ms"),
+              std::string::npos)
+        << error;
+    std::filesystem::remove_all(store);
+  }
+}
+
+/// Connects `options.size()` ranks concurrently, each with its options;
+/// their errors ("" for a rank that connected).
+std::vector<std::string>
+connectAll(const std::vector<TransportOptions> &options) {
+  std::vector<std::string> errors(options.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < options.size(); ++i)
+    threads.emplace_back([&, i] {
+      std::string error;
+      std::unique_ptr<Transport> t = Transport::connect(options[i], error);
+      if (t) {
+        // Stay until everyone has joined: a rank leaving early would cut
+        // the others' mesh short.
+        EXPECT_TRUE(t->barrier(error)) << error;
+      }
+      errors[i] = t ? "" : error;
+    });
+  for (std::thread &t : threads)
+    t.join();
+  return errors;
+}
+
+TEST(TransportTest, KeysOfADeadRunAreNeverRead) {
+  // A run that died on a store leaves its keys; the next run with the same
+  // store and run id meets only its own ranks.
   std::string store = freshStore();
-  TransportOptions o = optionsFor(1, store, 3);
-  o.timeout = std::chrono::milliseconds(300);
-  std::string error;
-  Clock::time_point start = Clock::now();
-  EXPECT_FALSE(Transport::connect(o, error));
-  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 5.0);
-  EXPECT_NE(error.find("no sign of dev0 (rank 0), dev2 (rank 2)"),
-            std::string::npos)
-      << error;
+  std::vector<TransportOptions> ranks = {optionsFor(0, store, 3),
+                                         optionsFor(1, store, 3),
+                                         optionsFor(2, store, 3)};
+  for (TransportOptions &o : ranks)
+    o.runId = "job7";
+  for (const std::string &e : connectAll(ranks))
+    EXPECT_EQ(e, "");
+  for (int attempt = 0; attempt < 2; ++attempt)
+    for (const std::string &e : connectAll(ranks))
+      EXPECT_EQ(e, "");
   std::filesystem::remove_all(store);
+}
+
+TEST(TransportTest, RunIdsSeparateJobsOnOneStore) {
+  // Two jobs of two ranks each on one store directory at once.
+  std::string store = freshStore();
+  std::vector<TransportOptions> ranks;
+  for (const char *job : {"a", "b"})
+    for (int r = 0; r < 2; ++r) {
+      ranks.push_back(optionsFor(r, store, 2));
+      ranks.back().runId = job;
+    }
+  for (const std::string &e : connectAll(ranks))
+    EXPECT_EQ(e, "");
+  std::filesystem::remove_all(store);
+}
+
+TEST(TransportTest, TwoProcessesClaimingOneRankFailEveryRank) {
+  for (int claimed : {1, 0}) {
+    std::string store = freshStore();
+    std::vector<TransportOptions> ranks = {optionsFor(0, store, 3),
+                                           optionsFor(1, store, 3),
+                                           optionsFor(2, store, 3),
+                                           optionsFor(claimed, store, 3)};
+    for (TransportOptions &o : ranks)
+      o.timeout = std::chrono::milliseconds(3000);
+    Clock::time_point start = Clock::now();
+    std::vector<std::string> errors = connectAll(ranks);
+    EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(),
+              10.0);
+    std::string expected =
+        "two processes claim dev" + std::to_string(claimed) + " (rank " +
+        std::to_string(claimed) + ")";
+    int told = 0;
+    for (const std::string &e : errors)
+      told += e.find(expected) != std::string::npos;
+    // Every rank is told, but for a second claimant that arrives after
+    // rank 0 has started the run: it times out alone.
+    EXPECT_GE(told, 3) << errors[0] << " | " << errors[1] << " | "
+                       << errors[2] << " | " << errors[3];
+    for (const std::string &e : errors)
+      EXPECT_NE(e, "");
+    std::filesystem::remove_all(store);
+  }
 }
 
 TEST(TransportTest, HostPortParsing) {

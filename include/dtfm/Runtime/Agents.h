@@ -44,6 +44,7 @@
 #include "dtfm/Runtime/Launcher.h"
 
 #include <chrono>
+#include <sys/types.h>
 #include <memory>
 #include <set>
 #include <string>
@@ -66,6 +67,12 @@ struct AgentOptions {
 /// Serves the coordinator until it says the run is over (0) or is lost or
 /// refuses this agent (1, with a one-line error).
 int runAgent(const AgentOptions &options);
+
+/// Starts `dtfm-run --agent` for `options` as a child process (the process
+/// of a launcher's task 0 under --elastic both coordinates and serves its
+/// own device); -1 with a one-line `error`. The child stops when the
+/// coordinator tells it the run is over, or is silent for the timeout.
+pid_t startAgentProcess(const AgentOptions &options, std::string &error);
 
 /// The coordinator's side.
 class AgentCoordinator {

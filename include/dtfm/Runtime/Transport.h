@@ -6,8 +6,10 @@
 //
 // The workers of a plan (one per device program, world rank = the program's
 // index in the plan) bootstrap through a key-value store -- Gloo's file
-// store for workers on one machine, or a small TCP store served by rank 0
-// for multi-host runs -- and then move tensors with Gloo's TCP transport:
+// store for workers on one machine, a small TCP store served by rank 0 for
+// multi-host runs, or a Redis server a cluster already runs -- agree on a
+// fresh session there (Rendezvous.h), and then move tensors with Gloo's
+// TCP transport:
 // point-to-point messages for the pipeline, allreduce for each data-parallel
 // group.
 //
@@ -45,9 +47,21 @@ struct TransportOptions {
   int rank = 0;
   std::vector<std::string> names; ///< device of each world rank
   /// Rendezvous: a directory shared by the local workers (Gloo file store),
-  /// or "host:port" of the TCP store rank 0 serves.
+  /// "host:port" of the TCP store rank 0 serves, or
+  /// "redis://host:port[/prefix]" of a Redis server.
   std::string storeDir;
   std::string rendezvous;
+  /// The run's id (--run-id, SLURM_JOB_ID, TORCHELASTIC_RUN_ID): every key
+  /// of the run lies under it, so two jobs on one store never meet.
+  /// Required with Redis.
+  std::string runId;
+  /// The network interface whose address the peers connect to, and what
+  /// named it ("--iface", "GLOO_SOCKET_IFNAME"); empty: the interface that
+  /// reaches the rendezvous host.
+  std::string iface, ifaceFrom;
+  /// Some peers run on other hosts (the launcher says so): a loopback
+  /// address is never advertised to them.
+  bool peersOnOtherHosts = false;
   /// The TCP store at `rendezvous` is served by someone else (the elastic
   /// coordinator, Agents.h), not by rank 0.
   bool storeServedElsewhere = false;
@@ -70,6 +84,9 @@ public:
   int size() const;
   /// "cpu3 (rank 3)".
   std::string describe(int rank) const;
+  /// Why this worker advertises the address it does, when it is not the
+  /// one that reaches the rendezvous host (empty otherwise).
+  const std::string &addressNotice() const;
 
   /// Queues a message for `peer` (asynchronous; errors surface on a later
   /// call or on flush). `leaves` (if given) is when the message will have

@@ -96,6 +96,10 @@ struct WorkerOptions {
   /// --store-server: `rendezvous` names a store the elastic coordinator
   /// serves (the workers an agent starts), so rank 0 serves none.
   bool storeServedElsewhere = false;
+  /// The run's id, the interface to advertise and whether peers run on
+  /// other hosts: see TransportOptions.
+  std::string runId, iface, ifaceFrom;
+  bool peersOnOtherHosts = false;
   std::string tracePath, logPath;
   /// Rank 0 writes each worker's measured peak memory next to the
   /// prediction (MemoryModel.h), one JSON object per device.

@@ -403,6 +403,10 @@ bool Worker::connect(std::string &error) {
   t.rendezvous = options.rendezvous;
   t.storeServedElsewhere = options.storeServedElsewhere;
   t.timeout = options.timeout;
+  t.runId = options.runId;
+  t.iface = options.iface;
+  t.ifaceFrom = options.ifaceFrom;
+  t.peersOnOtherHosts = options.peersOnOtherHosts;
   if (options.shapeLinks) {
     planner::Cluster cluster;
     if (!planner::clusterFromPlan(plan, cluster, error))
@@ -457,6 +461,10 @@ bool Worker::connect(std::string &error) {
   transport = Transport::connect(t, error);
   if (!transport)
     return false;
+  if (!transport->addressNotice().empty())
+    std::fprintf(stderr, "dtfm-run: notice: %s: %s\n",
+                 transport->describe(options.rank).c_str(),
+                 transport->addressNotice().c_str());
   sync.connect(transport.get(), groupIndex, executor.get(),
                [this](const std::string &name, Clock::time_point start,
                       Clock::time_point end) { record(2, name, start, end); });
