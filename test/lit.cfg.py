@@ -60,6 +60,15 @@ else:
 if config.dtfm_sanitizer:
     config.available_features.add("sanitizer")
 
+# A Redis server to start, and a one-node SLURM (munged, slurmctld and a
+# slurmd, which starts tasks only as root): scripts/setup.sh installs them;
+# without them lit reports the launch tests UNSUPPORTED.
+if shutil.which("redis-server"):
+    config.available_features.add("redis")
+if all(shutil.which(t) for t in ("munged", "slurmctld", "slurmd", "srun",
+                                  "sinfo", "scontrol")) and os.geteuid() == 0:
+    config.available_features.add("slurm")
+
 # A private mount namespace (root): the runtime bundle's tests hide this
 # machine's libraries in one (Tools/bundle-runtime.test).
 try:

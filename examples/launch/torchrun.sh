@@ -1,0 +1,20 @@
+#!/bin/bash
+# Trains a dtfm plan under torchrun: one process per GPU on each host,
+# `dtfm-run` started directly (--no-python). Run this on every host with its
+# NODE_RANK; the plan's device count must be NNODES x NPROC.
+#
+#   MASTER_ADDR=node0 NODE_RANK=0 examples/launch/torchrun.sh plan.pb --steps 100
+#
+# Each process reads RANK, WORLD_SIZE, LOCAL_RANK (its GPU), MASTER_ADDR
+# and TORCHELASTIC_RUN_ID. With torchrun's static rendezvous (below) its
+# agent holds MASTER_PORT with its own store, so dtfm's rank 0 serves the
+# rendezvous on MASTER_PORT + 1: open both ports between the hosts.
+set -euo pipefail
+plan=${1:?usage: torchrun.sh PLAN [dtfm-run --execute options]}
+shift
+exec torchrun --nnodes="${NNODES:-2}" --nproc-per-node="${NPROC:-4}" \
+    --node-rank="${NODE_RANK:?set NODE_RANK}" \
+    --master-addr="${MASTER_ADDR:?set MASTER_ADDR}" \
+    --master-port="${MASTER_PORT:-29500}" \
+    --rdzv-id="${RUN_ID:-dtfm}" --max-restarts=0 \
+    --no-python "${DTFM_RUN:-dtfm-run}" "$plan" --execute "$@"
