@@ -21,8 +21,9 @@ packages=(
   python3-torch python3-torchvision python3-onnx python3-torchaudio
   # headless rendering of the plan report in tests (PIL reads the screenshot)
   chromium python3-pil
-  # launch tests: a real single-node SLURM (srun) and a Redis rendezvous store
-  slurm-wlm munge redis-server
+  # launch tests: a real single-node SLURM (srun), a Redis rendezvous store,
+  # and network namespaces (ip)
+  slurm-wlm munge redis-server iproute2
 )
 
 missing=()

@@ -69,6 +69,18 @@ if all(shutil.which(t) for t in ("munged", "slurmctld", "slurmd", "srun",
                                   "sinfo", "scontrol")) and os.geteuid() == 0:
     config.available_features.add("slurm")
 
+# A private network namespace with loopback up (root, iproute2): the
+# launch tests give a worker a host with no address but loopback, then one
+# more (Runtime/launch-interfaces.test).
+try:
+    import subprocess
+    if shutil.which("ip") and subprocess.run(
+            ["unshare", "-n", "sh", "-c", "ip link set lo up"],
+            capture_output=True, timeout=30).returncode == 0:
+        config.available_features.add("net-namespace")
+except (OSError, subprocess.SubprocessError):
+    pass
+
 # A private mount namespace (root): the runtime bundle's tests hide this
 # machine's libraries in one (Tools/bundle-runtime.test).
 try:

@@ -399,6 +399,41 @@ planner::Cluster withJoins(planner::Cluster cluster,
   return cluster;
 }
 
+/// Devices of the run's first cluster that an agent serves again after
+/// they were lost (a restarted pod, a host back): join requests with their
+/// first description, their links taken like a device left of their node,
+/// else of their region, else the first device left. `asked` keeps each
+/// return to one request until the device is lost again.
+std::vector<planner::JoinRequest>
+returnedDevices(const planner::Cluster &first, const planner::Cluster &current,
+                const std::set<std::string> &served,
+                std::set<std::string> &asked) {
+  std::vector<planner::JoinRequest> back;
+  if (current.devices.empty())
+    return back;
+  auto present = [&](const std::string &name) {
+    for (const planner::Device &d : current.devices)
+      if (d.name == name)
+        return true;
+    return false;
+  };
+  for (const planner::Device &d : first.devices) {
+    if (!served.count(d.name) || present(d.name) || asked.count(d.name))
+      continue;
+    const planner::Device *like = &current.devices.front();
+    for (const planner::Device &c : current.devices)
+      if (c.region == d.region && (like->region != d.region ||
+                                   (c.node == d.node && like->node != d.node)))
+        like = &c;
+    planner::JoinRequest request;
+    request.device = d;
+    request.linksLike = like->name;
+    asked.insert(d.name);
+    back.push_back(std::move(request));
+  }
+  return back;
+}
+
 std::string namesOf(const std::vector<planner::JoinRequest> &requests) {
   std::string text;
   for (const planner::JoinRequest &r : requests)
@@ -453,6 +488,15 @@ int dtfm::runtime::runElastic(const std::string &planPath,
   // stand by, and every later plan may use them.
   std::vector<planner::JoinRequest> standby;
   std::set<std::string> seenJoins;
+  // With agents, a lost device whose agent comes back (a restarted pod or
+  // task) joins again.
+  planner::Cluster firstCluster;
+  std::set<std::string> returnsAsked;
+  if (agents) {
+    std::string error;
+    if (!planner::clusterFromPlan(firstPlan, firstCluster, error))
+      return stop(planPath + ": " + error);
+  }
   for (int replans = 0;; ++replans) {
     std::string stopFile = currentCheckpoints + "/stop";
     std::remove(stopFile.c_str());
@@ -482,9 +526,14 @@ int dtfm::runtime::runElastic(const std::string &planPath,
       if (replans >= options.maxReplans)
         return false;
       std::vector<planner::JoinRequest> fresh = freshJoins(joinsDir, seenJoins);
-      if (agents)
+      if (agents) {
         for (planner::JoinRequest &r : agents->takeJoins())
           fresh.push_back(std::move(r));
+        for (planner::JoinRequest &r :
+             returnedDevices(firstCluster, cluster, agents->servedDevices(),
+                             returnsAsked))
+          fresh.push_back(std::move(r));
+      }
       if (fresh.empty())
         return false;
       planner::Cluster target = withJoins(cluster, fresh);
@@ -570,6 +619,8 @@ int dtfm::runtime::runElastic(const std::string &planPath,
     if (lost.empty())
       return stop("no device was lost (a worker failed by itself, above); "
                   "not re-planning");
+    for (const std::string &name : lost)
+      returnsAsked.erase(name); // it may come back again
 
     // The generation the next plan resumes from: this plan's newest
     // complete one, else the one this plan resumed from.

@@ -14,6 +14,20 @@
       that lists this host's devices in reverse: local rank L runs the L-th
       device of the map, and the run trains as the local launcher does;
       a process whose local rank the map lacks is refused in one line.
+  advertise DTFM_RUN PLAN DIR STEPS WORKERS
+      Run in a network namespace of its own with only loopback up (as
+      root). torchrun variables that say the job spans two hosts, with
+      MASTER_ADDR a loopback address: every process refuses to advertise
+      loopback to the other host, in one line, before any wait. Then with
+      a second address on this host (10.9.9.1 on lo): every process
+      advertises it, says so, and the run trains as the local launcher
+      does.
+  rejoin DTFM_RUN PLAN DIR STEPS
+      Four processes with an Indexed Job's variables under --elastic (the
+      pods are the agents, pod 0 coordinates); pod 2 is SIGKILLed at step
+      12, the others re-plan without cpu2; pod 2 is started again, as
+      Kubernetes restarts it, rejoins, and the run moves back onto it at a
+      checkpoint; every step within 1e-5 of the uninterrupted run.
   manifests DTFM_RUN PLAN DIR STEPS EXAMPLES
       Reads the Kubernetes manifests of examples/launch (PyYAML: run with
       /usr/bin/python3) and plays their pods on loopback: each pod's
@@ -33,6 +47,7 @@
       on the same samples. Stops every daemon it started.
 """
 import os
+import re
 import shutil
 import signal
 import socket
@@ -227,6 +242,114 @@ def device_map(dtfm_run, plan, d, steps, workers):
                  MASTER_PORT=str(port)))
     assert short.returncode != 0
     print(short.stderr.strip().splitlines()[-1])
+
+
+def elastic_reference(dtfm_run, plan, d, steps):
+    """A token file (the elastic tests' own, test/Runtime/execute-elastic)
+    and PLAN trained on it uninterrupted: the flags, {step: loss}."""
+    import random
+    import struct
+    tokens = f"{d}/tokens.bin"
+    random.seed(7)
+    with open(tokens, "wb") as f:
+        f.write(struct.pack("<20000i",
+                            *[random.randrange(256) for _ in range(20000)]))
+    common = ["--steps", str(steps)] + data_flags(tokens)
+    return common, uninterrupted(dtfm_run, plan, d, common)
+
+
+def advertise(dtfm_run, plan, d, steps, workers):
+    common = [dtfm_run, plan, "--execute", "--steps", str(steps),
+              "--timeout", "30"]
+    local = run(common + ["--log", f"{d}/adv-local.jsonl"])
+    assert local.returncode == 0, local.stderr
+
+    def job():
+        port = free_port()
+        jobs = [subprocess.Popen(
+            common + ["--log", f"{d}/adv-{r}.jsonl"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=dict(clean_environment(), RANK=str(r),
+                     WORLD_SIZE=str(workers), LOCAL_RANK=str(r % 2),
+                     LOCAL_WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                     MASTER_PORT=str(port)))
+                for r in range(workers)]
+        start = time.time()
+        outs = [j.communicate(timeout=120) for j in jobs]
+        return jobs, outs, time.time() - start
+
+    jobs, outs, took = job()
+    refused = [err for j, (_, err) in zip(jobs, outs)
+               if j.returncode != 0 and "no other IPv4 interface" in err]
+    print(f"loopback only: {len(refused)} of {workers} processes refuse, "
+          f"within {'5' if took < 5 else 'MORE'} s")
+    print(refused[0].strip().splitlines()[-1])
+    subprocess.run(["ip", "addr", "add", "10.9.9.1/32", "dev", "lo"],
+                   check=True)
+    jobs, outs, took = job()
+    for j, (out, err) in zip(jobs, outs):
+        assert j.returncode == 0, err
+    assert losses(outs[0][0]) == losses(local.stdout), outs[0][0]
+    said = [ln for ln in outs[0][1].splitlines() if "advertising" in ln]
+    print(said[0])
+    print(f"with 10.9.9.1: {workers} processes train {steps} steps equal to "
+          f"the local launcher's")
+
+
+def rejoin(dtfm_run, plan, d, steps):
+    common, reference = elastic_reference(dtfm_run, plan, d, steps)
+    ck, log = f"{d}/rejoin-ck", f"{d}/rejoin.jsonl"
+    shutil.rmtree(ck, ignore_errors=True)
+    os.makedirs(ck)
+    if os.path.exists(log):
+        os.remove(log)
+    port = free_port()
+
+    def pod(index, attempt):
+        env = dict(clean_environment(), JOB_COMPLETION_INDEX=str(index),
+                   WORLD_SIZE="4", MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port))
+        out = open(f"{d}/pod-{index}-{attempt}.out", "w")
+        err = open(f"{d}/pod-{index}-{attempt}.err", "w")
+        return subprocess.Popen(
+            [dtfm_run, plan, "--execute", "--elastic", "--checkpoint-every",
+             "5", "--checkpoint-dir", ck, "--log", log, "--timeout", "20"]
+            + common, env=env, stdout=out, stderr=err)
+
+    pods = [pod(i, 0) for i in range(4)]
+    deadline = time.time() + 240
+
+    def wait_until(condition):
+        while time.time() < deadline and pods[0].poll() is None:
+            if condition():
+                return True
+            time.sleep(0.005)
+        return False
+
+    def logged():
+        return open(log).read().count("\n") if os.path.exists(log) else 0
+
+    def said(text):
+        return text in open(f"{d}/pod-0-0.out").read()
+
+    assert wait_until(lambda: logged() >= 12), "ended before the kill"
+    pods[2].kill()
+    pods[2].wait()
+    assert wait_until(lambda: said("lost cpu2")), "no re-plan"
+    pods[2] = pod(2, 1)  # Kubernetes restarts the pod
+    assert wait_until(lambda: said("cpu2 joined")), "cpu2 did not rejoin"
+    for p in pods:
+        p.wait(timeout=max(1, deadline - time.time()))
+    assert pods[0].returncode == 0, open(f"{d}/pod-0-0.err").read()[-2000:]
+    coordinator = open(f"{d}/pod-0-0.out").read().splitlines()
+    for line in coordinator:
+        if "lost cpu2" in line:
+            print("rejoin: " + line.split(" at step")[0])
+        if "cpu2 joined" in line:
+            shape = re.search(r"re-planned in [0-9.]+ s: ([^;]*)", line)
+            print("rejoin: " + line.split(" in ")[0] + ": " +
+                  (shape.group(1) if shape else line))
+    check_whole_run(log, reference, steps, d)
 
 
 def pods_of(manifest_path):
@@ -450,15 +573,7 @@ def task_process(rank, plan):
 
 
 def slurm_elastic(cluster, dtfm_run, plan, d, steps=30, victim=2):
-    import random
-    import struct
-    tokens = f"{d}/tokens.bin"
-    random.seed(7)
-    with open(tokens, "wb") as f:
-        f.write(struct.pack("<20000i",
-                            *[random.randrange(256) for _ in range(20000)]))
-    common = ["--steps", str(steps)] + data_flags(tokens)
-    reference = uninterrupted(dtfm_run, plan, d, common)
+    common, reference = elastic_reference(dtfm_run, plan, d, steps)
     ck, log = f"{d}/elastic-ck", f"{d}/elastic.jsonl"
 
     def timed(command, env, find_victim):
@@ -589,6 +704,13 @@ if __name__ == "__main__":
         device_map(sys.argv[2], os.path.abspath(sys.argv[3]),
                    os.path.abspath(sys.argv[4]), int(sys.argv[5]),
                    int(sys.argv[6]))
+    elif mode == "advertise":
+        advertise(sys.argv[2], os.path.abspath(sys.argv[3]),
+                  os.path.abspath(sys.argv[4]), int(sys.argv[5]),
+                  int(sys.argv[6]))
+    elif mode == "rejoin":
+        rejoin(sys.argv[2], os.path.abspath(sys.argv[3]),
+               os.path.abspath(sys.argv[4]), int(sys.argv[5]))
     elif mode == "manifests":
         manifests(sys.argv[2], os.path.abspath(sys.argv[3]),
                   os.path.abspath(sys.argv[4]), int(sys.argv[5]),
