@@ -641,20 +641,37 @@ bool followSession(KeyValueStore &store, const SessionOptions &o,
   Clock::time_point deadline = Clock::now() + o.timeout;
   Clock::time_point said{};
   std::vector<char> value;
+  // The welcome seen first may be a dead job's; one written since is the
+  // live rank 0's.
+  std::string firstSeen;
+  bool looked = false;
   while (true) {
     Clock::time_point now = Clock::now();
     if (now - said >= kHelloPeriod) {
       store.put(hello(o.rank), bytesOf(nonce));
       said = now;
     }
-    // A welcome for another nonce is a dead job's, or another claimant's
-    // (rank 0 tells that one): keep saying hello.
-    if (store.peek(welcome(o.rank), value)) {
-      std::string text = textOf(value);
-      size_t split = text.rfind('\n');
-      if (split != std::string::npos && text.substr(0, split) == nonce) {
-        session = text.substr(split + 1);
-        break;
+    std::string text;
+    if (store.peek(welcome(o.rank), value))
+      text = textOf(value);
+    size_t split = text.rfind('\n');
+    if (split != std::string::npos && text.substr(0, split) == nonce) {
+      session = text.substr(split + 1);
+      break;
+    }
+    if (!looked) {
+      firstSeen = text;
+      looked = true;
+    } else if (split != std::string::npos && text != firstSeen) {
+      // The live rank 0 welcomed another process to this rank. While
+      // rank 0 gathers, it sees the two hellos and tells everyone; once
+      // the run has started, this process is the late one.
+      ScopedStore theirs(text.substr(split + 1), store, o.timeout);
+      if (theirs.has("go")) {
+        error = "two processes claim " + o.describe(o.rank) + ": " +
+                whoseNonce(text.substr(0, split)) + " runs it already, " +
+                whoseNonce(nonce) + " came late and stops";
+        return false;
       }
     }
     if (now >= deadline) {
