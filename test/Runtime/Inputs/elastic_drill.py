@@ -63,6 +63,22 @@ def logged_losses(path, key="loss"):
     return out
 
 
+def new_plan_first_step(job, log, checkpoint_dir, deadline):
+    """When the first step of the first re-plan was logged: the first line
+    logged after the new plan file appeared (the old plan's workers are all
+    gone by then); None when the job ended or the deadline passed first."""
+    new_plan = f"{checkpoint_dir}/replan-1/plan.pb"
+    while time.time() < deadline and job.poll() is None and \
+            not os.path.exists(new_plan):
+        time.sleep(0.005)
+    lines_before = open(log).read().count("\n")
+    while time.time() < deadline and job.poll() is None:
+        if open(log).read().count("\n") > lines_before:
+            return time.time()
+        time.sleep(0.005)
+    return None
+
+
 def elastic_run(dtfm_run, plan, d, tokens, victim, steps, how, extra):
     subprocess.run(["rm", "-rf", f"{d}/ck", f"{d}/elastic.jsonl"])
     os.makedirs(f"{d}/ck")
@@ -75,19 +91,7 @@ def elastic_run(dtfm_run, plan, d, tokens, victim, steps, how, extra):
     deadline = time.time() + 120
     hit_at = hit_when_logged(job, log, plan, victim, 12, how, deadline)
     assert hit_at, "the run ended before the victim could be hit"
-    # The first step of the new plan: the first line logged after the new
-    # plan file appeared (the old plan's workers are all gone by then).
-    resumed_at = None
-    new_plan = f"{d}/ck/replan-1/plan.pb"
-    while time.time() < deadline and job.poll() is None and \
-            not os.path.exists(new_plan):
-        time.sleep(0.005)
-    lines_before = open(log).read().count("\n")
-    while time.time() < deadline and job.poll() is None:
-        if open(log).read().count("\n") > lines_before:
-            resumed_at = time.time()
-            break
-        time.sleep(0.005)
+    resumed_at = new_plan_first_step(job, log, f"{d}/ck", deadline)
     out, err = job.communicate(timeout=max(1, deadline - time.time()))
     return job.returncode, out, err, hit_at, resumed_at
 

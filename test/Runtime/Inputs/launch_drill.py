@@ -58,7 +58,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from worker_drill import free_port, losses, run  # noqa: E402
 from elastic_drill import (check_whole_run, data_flags,  # noqa: E402
-                           logged_losses, uninterrupted)
+                           new_plan_first_step, uninterrupted)
 
 LAUNCHER_VARIABLES = ("SLURM_", "RANK", "LOCAL_", "WORLD_", "MASTER_",
                       "GROUP_", "JOB_COMPLETION", "TORCHELASTIC")
@@ -590,7 +590,7 @@ def slurm_elastic(cluster, dtfm_run, plan, d, steps=30, victim=2):
         job = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
         deadline = time.time() + 240
-        killed_at = resumed_at = None
+        killed_at = None
         while time.time() < deadline and job.poll() is None:
             logged = open(log).read().count("\n") \
                 if os.path.exists(log) else 0
@@ -601,16 +601,7 @@ def slurm_elastic(cluster, dtfm_run, plan, d, steps=30, victim=2):
                 break
             time.sleep(0.005)
         assert killed_at, "the run ended before the victim could be killed"
-        new_plan = f"{ck}/replan-1/plan.pb"
-        while time.time() < deadline and job.poll() is None and \
-                not os.path.exists(new_plan):
-            time.sleep(0.005)
-        before = open(log).read().count("\n")
-        while time.time() < deadline and job.poll() is None:
-            if open(log).read().count("\n") > before:
-                resumed_at = time.time()
-                break
-            time.sleep(0.005)
+        resumed_at = new_plan_first_step(job, log, ck, deadline)
         out, err = job.communicate(timeout=max(1, deadline - time.time()))
         assert job.returncode == 0 or "srun" in command[0], err[-2000:]
         return killed_at, resumed_at
