@@ -17,6 +17,21 @@ using namespace dtfm::runtime::cuda::detail;
 
 namespace {
 
+/// Segments per launch: passed by value, within the 4 KiB of kernel
+/// parameters every CUDA version takes.
+constexpr int kSegmentsPerLaunch = 64;
+struct SegmentBatch {
+  dtfm::runtime::cuda::CopySegment at[kSegmentsPerLaunch];
+};
+
+/// Block row y copies segment y, its columns striding over the elements.
+__global__ void copySegmentsKernel(SegmentBatch batch) {
+  const dtfm::runtime::cuda::CopySegment &segment = batch.at[blockIdx.y];
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       i < segment.count; i += static_cast<int64_t>(blockDim.x) * gridDim.x)
+    segment.dst[i] = segment.src[i];
+}
+
 __global__ void addRepeatedKernel(const float *a, int64_t na, const float *b,
                                   int64_t nb, float *out, int64_t n) {
   DTFM_GRID_STRIDE(i, n) out[i] = a[i % na] + b[i % nb];
@@ -205,6 +220,23 @@ void reluBackward(const float *y, const float *dy, float *dx, int64_t n,
 
 void accumulate(const float *src, float *dst, int64_t n, cudaStream_t stream) {
   accumulateKernel<<<blocksFor(n), kThreads, 0, stream>>>(src, dst, n);
+}
+
+void copySegments(const CopySegment *segments, size_t count,
+                  cudaStream_t stream) {
+  for (size_t first = 0; first < count; first += kSegmentsPerLaunch) {
+    SegmentBatch batch{};
+    int used = 0;
+    int64_t longest = 0;
+    for (size_t s = first; s < count && used < kSegmentsPerLaunch; ++s) {
+      batch.at[used++] = segments[s];
+      longest = segments[s].count > longest ? segments[s].count : longest;
+    }
+    if (longest == 0)
+      continue;
+    dim3 grid(blocksFor(longest) > 1024 ? 1024 : blocksFor(longest), used);
+    copySegmentsKernel<<<grid, kThreads, 0, stream>>>(batch);
+  }
 }
 
 void scale(float *x, int64_t n, float factor, cudaStream_t stream) {

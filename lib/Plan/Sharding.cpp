@@ -9,6 +9,8 @@
 
 #include "plan.pb.h"
 
+#include <algorithm>
+
 using namespace dtfm::plan;
 namespace format = dtfm::format;
 
@@ -40,6 +42,32 @@ dtfm::plan::shardedParameters(const StageProgram &program) {
         shardOf(elements, member, static_cast<int64_t>(group.size()));
   }
   return shards;
+}
+
+ShardedLayout
+dtfm::plan::layoutShards(const std::vector<int64_t> &tensorElements,
+                         int64_t members, bool equalChunks) {
+  ShardedLayout layout;
+  members = std::max<int64_t>(1, members);
+  std::vector<int64_t> lengths(members, 0);
+  for (int64_t elements : tensorElements)
+    for (int64_t k = 0; k < members; ++k)
+      lengths[k] += shardOf(elements, k, members).size();
+  int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+  layout.chunkStart.assign(members + 1, 0);
+  for (int64_t k = 0; k < members; ++k)
+    layout.chunkStart[k + 1] =
+        layout.chunkStart[k] + (equalChunks ? longest : lengths[k]);
+  std::vector<int64_t> next(layout.chunkStart.begin(),
+                            layout.chunkStart.end() - 1);
+  for (int64_t elements : tensorElements) {
+    std::vector<int64_t> &at = layout.pieces.emplace_back(members);
+    for (int64_t k = 0; k < members; ++k) {
+      at[k] = next[k];
+      next[k] += shardOf(elements, k, members).size();
+    }
+  }
+  return layout;
 }
 
 std::vector<int64_t> dtfm::plan::wholeShape(const ProgramOp &param) {

@@ -83,21 +83,6 @@ dtfm::runtime::makeExecutor(Backend backend,
                             bool planPrecisionMatmuls, std::string &error) {
   if (backend == Backend::Cpu)
     return std::make_unique<cpu::CpuExecutor>(program);
-  if (program.recompute) {
-    // The CUDA executor keeps its own values and losses per phase; it has
-    // not been taught to run a recomputed forward yet.
-    error = "activation recomputation (the plan's recompute) runs on the CPU "
-            "backend only: run with --backend cpu, or plan without recompute";
-    return nullptr;
-  }
-  if (!shardedParameters(program).empty()) {
-    // Its gradients are all-reduced by NCCL on the device; the shard's
-    // reduce-scatter and all-gather are not written for it yet.
-    error = "sharded optimizer state (dtfm.shard_state) runs on the CPU "
-            "backend only: run with --backend cpu, or plan with "
-            "shard-state=none";
-    return nullptr;
-  }
 #if DTFM_HAVE_CUDA
   std::string why;
   int devices = cuda::deviceCount(&why);

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Runtime/PhaseLoop.h"
+#include "dtfm/Runtime/Checkpoints.h"
 
 #include "plan.pb.h"
 
@@ -21,6 +22,13 @@ PhaseExecutor::PhaseExecutor(const StageProgram &program)
   for (const ParameterUpdate &u : parameterUpdates(program))
     if (u.sync)
       parameterOfSync[u.sync->index] = u.param->attrs.name;
+}
+
+void PhaseExecutor::describeSlices(std::map<std::string, Tensor> &state) const {
+  for (const auto &[name, range] : shardedParameters(program))
+    state["shard/" + name] = encodeShard(range);
+  for (const auto &[name, slice] : tensorParallelSlices(program))
+    state["tp/" + name] = encodeSlice(slice);
 }
 
 bool PhaseExecutor::runPhase(OpPhase phase, int microBatch, ValueTable &values,

@@ -8,10 +8,14 @@
 #   1. the CUDA unit tests (kernels against their CPU twins, cuBLASLt);
 #   2. dtfm-run --backend cuda on every bundled plan (plans/plans.txt), its
 #      losses beside the CPU backend's, step by step, within each plan's
-#      tolerance;
+#      tolerance (f32: 1e-6 relative), recomputation and ZeRO-1 included;
 #   3. checkpoint round trips: CPU -> GPU, GPU -> CPU, GPU -> GPU, also of
-#      int8 exchanges and local steps, each resumed run against the
-#      uninterrupted CPU run;
+#      int8 and top-k exchanges, local steps, recomputation and sharded
+#      optimizer state (ZeRO-1, also resumed by an unsharded plan and back),
+#      each resumed run against the uninterrupted CPU run; the device memory
+#      of recomputed and sharded plans against the memory model (within
+#      10%); recomputation's losses equal to the stored-activation run's on
+#      the GPU, bit for bit;
 #   4. bench-cuda: elementwise GB/s against the device's peak, cuBLASLt
 #      TFLOP/s in fp32/fp16/bf16, AdaTopK's top-k GB/s;
 #   5. the overlap benchmark on this GPU: two pipeline stages over links of
@@ -213,29 +217,94 @@ done < "$plans/plans.txt"
 
 # 3. Checkpoints written on one backend resume on the other: the tiny GPT
 # on one device every way; int8 and top-k exchanges (error-feedback
-# residuals) and local steps (anchors, outer velocities) across the backends.
+# residuals), local steps (anchors, outer velocities), recomputation and
+# sharded optimizer state (ZeRO-1) across the backends; a sharded run
+# resumed by an unsharded plan on the other backend (--resume-from) and
+# back. TRIP: plan:first-backend:second-backend[:resuming-plan].
 say ""
 say "== checkpoint round trips (5 steps, resumed to 10, against the uninterrupted CPU run)"
 for trip in tiny-1:cpu:cuda tiny-1:cuda:cpu tiny-1:cuda:cuda tiny-dp2-int8:cpu:cuda \
             tiny-dp2-int8:cuda:cpu tiny-dp2-local4:cpu:cuda tiny-dp2-local4:cuda:cpu \
-            tiny-dp2-topk10:cuda:cpu; do
-  IFS=: read -r name first second <<<"$trip"
-  tag=ckpt-$name-$first-$second
+            tiny-dp2-topk10:cuda:cpu tiny-1-recompute:cuda:cpu tiny-dp2-zero1:cpu:cuda \
+            tiny-dp2-zero1:cuda:cpu tiny-dp2-zero1:cuda:cpu:tiny-dp2-buckets \
+            tiny-dp2-buckets:cuda:cuda:tiny-dp2-zero1; do
+  IFS=: read -r name first second other <<<"$trip"
+  resuming=${other:-$name}
+  what="$name $first -> ${other:+$other }$second"
+  tag=ckpt-$name-$first-$second${other:+-$other}
+  # The uninterrupted CPU run of the resuming plan, once.
+  ref=$logs/ref-$resuming.cpu10.out
+  if [ ! -s "$ref" ]; then
+    run "ref-$resuming.cpu10" 300 "$root/dtfm-run" "$plans/$resuming.pb" --execute --steps 10 --backend=cpu --timeout 120
+  fi
   dir=$logs/$tag
-  rm -rf "$dir"
-  mkdir -p "$dir"
+  rm -rf "$dir" "$dir.next"
+  mkdir -p "$dir" "$dir.next"
   run "$tag.first" 300 "$root/dtfm-run" "$plans/$name.pb" --execute --steps 5 --backend="$first" --checkpoint-dir "$dir" --timeout 120
   first_rc=$rc
-  run "$tag.resumed" 300 "$root/dtfm-run" "$plans/$name.pb" --execute --steps 10 --backend="$second" --checkpoint-dir "$dir" --timeout 120
+  if [ -n "$other" ]; then
+    run "$tag.resumed" 300 "$root/dtfm-run" "$plans/$other.pb" --execute --steps 10 --backend="$second" --resume-from "$dir" --checkpoint-dir "$dir.next" --timeout 120
+  else
+    run "$tag.resumed" 300 "$root/dtfm-run" "$plans/$name.pb" --execute --steps 10 --backend="$second" --checkpoint-dir "$dir" --timeout 120
+  fi
   if [ $first_rc -ne 0 ] || [ $rc -ne 0 ]; then
-    say "  checkpoint $name $first -> $second: fail (exits $first_rc, $rc): $(tail -n 1 "$logs/$tag.resumed.err")"
-    jline check checkpoint name "$name $first -> $second" status fail
+    say "  checkpoint $what: fail (exits $first_rc, $rc): $(tail -n 1 "$logs/$tag.first.err") $(tail -n 1 "$logs/$tag.resumed.err")"
+    jline check checkpoint name "$what" status fail
     verdict fail
     continue
   fi
-  check_losses "checkpoint $name $first -> $second" "$logs/$name.cpu.out" "$logs/$tag.resumed.out" 1e-3 6 5
-  rm -rf "$dir" # the report keeps the logs, not the checkpoints
+  check_losses "checkpoint $what" "$ref" "$logs/$tag.resumed.out" 1e-5 6 5
+  rm -rf "$dir" "$dir.next" # the report keeps the logs, not the checkpoints
 done
+
+# 3b. Device memory against the plan's prediction (--memory-report): a
+# 4-layer GPT of hidden 256 on one GPU, with activation recomputation, and
+# two ranks with sharded optimizer state; the most device memory each
+# executor held within 10% of the memory model's figure. Recomputation
+# must also lower it.
+say ""
+say "== device memory against the prediction (--memory-report, within 10%)"
+for name in mem-1 mem-1-recompute mem-dp2-zero1; do
+  run "$name.memory" 300 "$root/dtfm-run" "$plans/$name.pb" --execute --steps 2 --backend=cuda --timeout 120 --memory-report "$logs/$name.memory.jsonl"
+  if [ $rc -ne 0 ]; then
+    say "  $name: fail (exit $rc): $(tail -n 1 "$logs/$name.memory.err")"
+    jline check device-memory name "$name" status fail exit "$rc"
+    verdict fail
+    continue
+  fi
+  # device, device_peak_bytes, predicted_bytes per worker
+  while read -r device peak predicted; do
+    ratio=$(awk -v a="$peak" -v b="$predicted" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.3f", a / b; else print "nan" }')
+    status=$(awk -v r="$ratio" 'BEGIN { print (r + 0 >= 0.9 && r + 0 <= 1.1) ? "pass" : "fail" }')
+    say "  $name $device: $status, device peak $(awk -v a="$peak" 'BEGIN { printf "%.1f", a / 1048576 }') MiB, predicted $(awk -v b="$predicted" 'BEGIN { printf "%.1f", b / 1048576 }') MiB, ratio $ratio"
+    jline check device-memory name "$name" device "$device" status "$status" device_peak_bytes "$peak" predicted_bytes "$predicted" ratio "$ratio"
+    verdict "$status"
+    [ "$name" = mem-1 ] && plain_peak=$peak
+    [ "$name" = mem-1-recompute ] && recompute_peak=$peak
+  done < <(awk '{
+      d = $0; sub(/.*"device":"/, "", d); sub(/".*/, "", d)
+      p = $0; if (!sub(/.*"device_peak_bytes":/, "", p)) p = "-1"; sub(/[,}].*/, "", p)
+      q = $0; sub(/.*"predicted_bytes":/, "", q); sub(/[,}].*/, "", q)
+      print d, p, q }' "$logs/$name.memory.jsonl")
+done
+if [ -n "${plain_peak:-}" ] && [ -n "${recompute_peak:-}" ]; then
+  status=$(awk -v a="$recompute_peak" -v b="$plain_peak" 'BEGIN { print (a + 0 > 0 && a + 0 < b + 0) ? "pass" : "fail" }')
+  say "  recomputation lowers the device peak: $status ($(awk -v a="$recompute_peak" -v b="$plain_peak" 'BEGIN { printf "%.1f -> %.1f", b / 1048576, a / 1048576 }') MiB)"
+  jline check recompute-lowers-memory status "$status" plain_bytes "$plain_peak" recompute_bytes "$recompute_peak"
+  verdict "$status"
+fi
+
+# 3c. Recomputation re-runs the same kernels: its losses on the GPU equal
+# the stored-activation run's on the GPU exactly.
+say ""
+say "== recomputation on the GPU against the stored activations, bit for bit"
+if [ -s "$logs/tiny-1.gpu.out" ] && [ -s "$logs/tiny-1-recompute.gpu.out" ]; then
+  check_losses "recompute-exact tiny-1" "$logs/tiny-1.gpu.out" "$logs/tiny-1-recompute.gpu.out" 0 1 5
+else
+  say "  recompute-exact: fail: the plans' GPU runs are missing"
+  jline check recompute-exact status fail
+  verdict fail
+fi
 
 # 4. The kernels against the device's limits.
 say ""

@@ -378,6 +378,47 @@ TEST(Program, ShardsTileTheTensor) {
   EXPECT_EQ(shardOf(10, 4, 4).size(), 10);
 }
 
+// A sharded bucket's buffer: every element of every tensor has exactly one
+// place, inside the chunk of the member whose shard holds it, the pieces
+// of a chunk in tensor order from its start; with equal chunks every chunk
+// is as long as the longest, the padding at its tail. Checked element by
+// element against shardOf for small buckets.
+TEST(Program, ShardedLayoutPlacesEveryShardInItsMembersChunk) {
+  std::vector<std::vector<int64_t>> buckets = {
+      {10}, {7, 1, 0, 5}, {3, 3, 3}, {1}, {4096, 17}};
+  for (const std::vector<int64_t> &tensors : buckets)
+    for (int64_t members : {1, 2, 3, 8})
+      for (bool equal : {false, true}) {
+        ShardedLayout layout = layoutShards(tensors, members, equal);
+        ASSERT_EQ(layout.chunkStart.size(), static_cast<size_t>(members + 1));
+        ASSERT_EQ(layout.pieces.size(), tensors.size());
+        std::vector<int> owner(layout.totalElements(), -1);
+        int64_t longest = 0, total = 0;
+        for (int64_t k = 0; k < members; ++k) {
+          int64_t used = 0;
+          for (size_t t = 0; t < tensors.size(); ++t) {
+            ElementRange shard = shardOf(tensors[t], k, members);
+            EXPECT_EQ(layout.pieces[t][k], layout.chunkStart[k] + used);
+            for (int64_t i = 0; i < shard.size(); ++i) {
+              int64_t at = layout.pieces[t][k] + i;
+              ASSERT_LT(at, layout.chunkStart[k + 1]);
+              EXPECT_EQ(owner[at], -1) << "two elements at " << at;
+              owner[at] = static_cast<int>(t);
+            }
+            used += shard.size();
+          }
+          longest = std::max(longest, used);
+          total += used;
+          if (!equal) {
+            EXPECT_EQ(layout.chunkElements(k), used);
+          }
+        }
+        for (int64_t k = 0; k < members && equal; ++k)
+          EXPECT_EQ(layout.chunkElements(k), longest);
+        EXPECT_EQ(layout.totalElements(), equal ? longest * members : total);
+      }
+}
+
 TEST(Program, TensorParallelSlicesJoinBackIntoTheWholeTensor) {
   // A [2, 3, 4] tensor of 0..23, cut into 2 slices along each dimension
   // that 2 divides: slice r holds exactly the elements whose index along

@@ -37,6 +37,26 @@ struct ElementRange {
 /// [member * elements / members, (member + 1) * elements / members).
 ElementRange shardOf(int64_t elements, int64_t member, int64_t members);
 
+/// How a group exchanges a sharded bucket (ZeRO-1's reduce-scatter of the
+/// gradients and all-gather of the parameters): one buffer of `members`
+/// chunks, chunk k holding member k's shard (shardOf) of each of the
+/// bucket's tensors in order -- tensor t's at pieces[t][k] -- and spanning
+/// [chunkStart[k], chunkStart[k + 1]). With `equalChunks` every chunk is as
+/// long as the longest, the tail of the shorter ones padding (NCCL's
+/// collectives take one count for every member); without, the chunks abut
+/// (the transport's collectives take each member's bounds). Both backends
+/// lay their buckets out by it.
+struct ShardedLayout {
+  std::vector<int64_t> chunkStart;
+  std::vector<std::vector<int64_t>> pieces;
+  int64_t chunkElements(int64_t member) const {
+    return chunkStart[member + 1] - chunkStart[member];
+  }
+  int64_t totalElements() const { return chunkStart.back(); }
+};
+ShardedLayout layoutShards(const std::vector<int64_t> &tensorElements,
+                           int64_t members, bool equalChunks);
+
 /// Tensor parallelism (dtfm.tp_shard): the shape of the whole tensor a
 /// parameter of `op` is slice `rank` of, and that slice cut from the whole
 /// tensor, or the whole tensor put together from the slices of every rank

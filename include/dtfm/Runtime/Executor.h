@@ -179,6 +179,12 @@ public:
   /// worker's calibration of device speeds reads it.
   virtual double takeComputeSeconds() { return -1; }
 
+  /// --memory-report on a device with memory of its own (a GPU): the most
+  /// bytes of it the executor held at once -- parameters, optimizer state,
+  /// gradient sums and the micro-batches' values, what the memory model
+  /// predicts; -1 where the process's own memory is the measure (the CPU).
+  virtual int64_t devicePeakBytes() const { return -1; }
+
   /// The device's sustained memory bandwidth in bytes/s, from a short
   /// streaming probe (the calibration's, where the plan gives the device a
   /// bandwidth: docs/CostModel.md's roofline); 0 when it cannot tell. The

@@ -47,6 +47,12 @@ public:
 protected:
   explicit PhaseExecutor(const StageProgram &program);
 
+  /// Checkpoints: beside the state, where this program's parts lie in the
+  /// whole -- each sharded parameter's range ("shard/<name>") and each
+  /// tensor-parallel slice ("tp/<name>", Checkpoints.h) -- what another
+  /// plan's workers assemble theirs from.
+  void describeSlices(std::map<std::string, cpu::Tensor> &state) const;
+
   /// Makes host.params[name] current for each of `names` (a GPU downloads
   /// them); the CPU's parameters are there already.
   virtual bool parametersToHost(const std::vector<std::string> &names,

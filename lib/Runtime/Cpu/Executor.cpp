@@ -5,7 +5,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Runtime/Cpu/Executor.h"
-#include "dtfm/Runtime/Checkpoints.h"
 #include "dtfm/Runtime/Cpu/KernelTable.h"
 
 #include <algorithm>
@@ -15,10 +14,7 @@ using namespace dtfm::runtime::cpu;
 
 std::map<std::string, Tensor> CpuExecutor::state() const {
   std::map<std::string, Tensor> out = host.state();
-  for (const auto &[name, range] : shards)
-    out["shard/" + name] = encodeShard(range);
-  for (const auto &[name, slice] : tensorParallelSlices(program))
-    out["tp/" + name] = encodeSlice(slice);
+  describeSlices(out);
   return out;
 }
 

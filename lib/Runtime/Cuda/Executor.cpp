@@ -291,7 +291,9 @@ std::map<std::string, Tensor> CudaExecutor::state() const {
     if (s.velocity.buffer)
       download(s.velocity, computeStream(), m.velocity, error);
   }
-  return copy.state();
+  std::map<std::string, Tensor> out = copy.state();
+  describeSlices(out);
+  return out;
 }
 
 bool CudaExecutor::beginPhase(OpPhase phase, int microBatch, ValueTable &,
@@ -301,6 +303,7 @@ bool CudaExecutor::beginPhase(OpPhase phase, int microBatch, ValueTable &,
   std::map<int64_t, DTensor> &table = live[microBatch];
   reapSends();
   phaseLosses.clear();
+  runningPhase = phase;
   received = computedSinceMark = false;
   // Pooled buffers may still be read by queued compute work: the receive
   // stream's copies into them start after it.
@@ -423,6 +426,8 @@ bool CudaExecutor::runOp(const ProgramOp &op, int microBatch, ValueTable &,
     received = false;
   }
   computedSinceMark = true;
+  recomputing = op.phase == OpPhase::Forward &&
+                runningPhase == OpPhase::Backward;
   std::map<int64_t, DTensor> &table = live[microBatch];
   if (op.kind == OpKind::Param) {
     auto it = params.find(op.attrs.name);
@@ -514,14 +519,35 @@ bool CudaExecutor::endPhase(OpPhase phase, int microBatch, ValueTable &values,
   }
   if (!gathered.empty() && !checkGathers(error))
     return false;
-  for (const DTensor *l : phaseLosses) {
+  for (const DTensor &l : phaseLosses) {
     Tensor value;
-    if (!download(*l, computeStream(), value, error))
+    if (!download(l, computeStream(), value, error))
       return false;
     loss += value.data.at(0);
   }
   phaseLosses.clear();
   return true;
+}
+
+void CudaExecutor::afterOp(const ProgramOp &op, int microBatch,
+                           const ValueTable &) {
+  if (op.phase != OpPhase::Backward)
+    return;
+  std::map<int64_t, DTensor> &table = live[microBatch];
+  for (const ProgramValue &result : op.results)
+    if (gradientInputs.count(result.id)) {
+      auto it = table.find(result.id);
+      if (it != table.end())
+        collect(microBatch, result.id, it->second);
+    }
+}
+
+void CudaExecutor::releaseValue(int microBatch, int64_t id,
+                                ValueTable &values) {
+  values.erase(id);
+  auto table = live.find(microBatch);
+  if (table != live.end())
+    table->second.erase(id);
 }
 
 bool CudaExecutor::runBackward(const ProgramOp &op,

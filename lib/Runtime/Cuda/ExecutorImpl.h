@@ -116,6 +116,23 @@ public:
         cudaFree(p);
   }
   float *take(size_t bytes) {
+    float *p = takeBlock(bytes);
+    if (p) {
+      inUse += bytes;
+      peak = std::max(peak, inUse);
+    }
+    return p;
+  }
+  void give(float *p, size_t bytes) {
+    inUse -= bytes;
+    free[bytes].push_back(p);
+  }
+  /// The most bytes handed out at once (what PyTorch's
+  /// max_memory_allocated counts: the cache of free blocks is not).
+  int64_t peakBytes() const { return static_cast<int64_t>(peak); }
+
+private:
+  float *takeBlock(size_t bytes) {
     auto it = free.find(bytes);
     if (it != free.end() && !it->second.empty()) {
       void *p = it->second.back();
@@ -137,10 +154,9 @@ public:
     }
     return static_cast<float *>(p);
   }
-  void give(float *p, size_t bytes) { free[bytes].push_back(p); }
 
-private:
   std::map<size_t, std::vector<void *>> free;
+  size_t inUse = 0, peak = 0;
 };
 
 /// What a CUDA forward kernel sees: the op, the micro-batch's device
@@ -189,7 +205,9 @@ class CudaExecutor : public PhaseExecutor {
 public:
   CudaExecutor(const StageProgram &program, int device, bool planPrecision)
       : PhaseExecutor(program), device(device), planPrecision(planPrecision),
-        pool(std::make_shared<Pool>()) {
+        pool(std::make_shared<Pool>()),
+        gradientInputs(runtime::gradientInputs(program)),
+        shards(shardedParameters(program)) {
     tensorParallelPosition = runtime::tensorParallelRank(program);
   }
   ~CudaExecutor() override;
@@ -212,6 +230,7 @@ public:
   }
   void collectGradients(int microBatch, const ValueTable &values) override;
   void discardMicroBatch(int microBatch) override { live.erase(microBatch); }
+  int64_t devicePeakBytes() const override { return pool->peakBytes(); }
   bool finishIteration(double gradientScale, const SyncFn &sync,
                        const SyncFn &gather, std::string &error) override;
   std::map<std::string, Tensor> parameters() const override;
@@ -245,6 +264,13 @@ protected:
                           Tensor &scratch, std::string &error) override;
   bool runOp(const ProgramOp &op, int microBatch, ValueTable &values,
              double &loss, std::string &error) override;
+  /// Sums each gradient the op made into the iteration's sums, as the CPU
+  /// does: the plan's lifetimes free it right after.
+  void afterOp(const ProgramOp &op, int microBatch,
+               const ValueTable &values) override;
+  /// Frees the device copy as well (the pool takes the buffer back once
+  /// no view and no pending send holds it).
+  void releaseValue(int microBatch, int64_t id, ValueTable &values) override;
   bool endPhase(OpPhase phase, int microBatch, ValueTable &values, double &loss,
                 std::string &error) override;
   bool parametersToHost(const std::vector<std::string> &names,
@@ -277,6 +303,29 @@ private:
   /// (the order both ends post them in).
   std::vector<std::pair<int, const ProgramOp *>> linkedOps(OpKind kind,
                                                            OpPhase phase) const;
+  /// The group's mean of a bucket's synced gradients (`syncs`, their
+  /// values in `values`), in place: all-reduced by NCCL, or through the
+  /// host and `sync`; with sharded state only this member's shard of each
+  /// (reduce-scattered).
+  bool syncBucket(const std::vector<const ProgramOp *> &syncs,
+                  std::map<int64_t, DTensor> &values, const SyncFn &sync,
+                  std::string &error);
+  /// Sharded state, after the updates stepped this member's shards: every
+  /// shard of the bucket's parameters current on every member (NCCL's
+  /// all-gather, or through the host and `gather`).
+  bool gatherBucket(const std::vector<const ProgramOp *> &syncs,
+                    const SyncFn &gather, std::string &error);
+  /// Between the shards of `tensors` (a sharded bucket's, of `elements`
+  /// each) and `buffer`, laid out by `layout`: each tensor's shard k to its
+  /// piece (`toBuffer`) or back; with `member` >= 0 only that member's
+  /// shards, `buffer` then holding that member's chunk alone.
+  void copyShards(const plan::ShardedLayout &layout,
+                  const std::vector<float *> &tensors,
+                  const std::vector<int64_t> &elements, float *buffer,
+                  bool toBuffer, int member, cudaStream_t stream);
+  /// Adds gradient `id` of the micro-batch to its iteration sum, once per
+  /// micro-batch.
+  void collect(int microBatch, int64_t id, const DTensor &value);
   /// Releases the buffers of sends the send stream has finished.
   void reapSends();
   cudaStream_t receiveStream() const { return streams[0]; }
@@ -396,10 +445,18 @@ private:
   /// backward), by micro-batch and value id.
   std::map<int, std::map<int64_t, DTensor>> live;
   std::map<int64_t, DTensor> gradSum;
+  /// The optimizer inputs that are not parameters (gradients), and the
+  /// dtfm.grad_sync reading each.
+  std::map<int64_t, const ProgramOp *> gradientInputs;
+  /// Gradients summed for the micro-batch being collected.
+  std::set<int64_t> collected;
+  int collectingMicroBatch = -1;
+  /// Parameters under sharded optimizer state, with this member's shard.
+  std::map<std::string, ElementRange> shards;
   /// The data-parallel group's NCCL communicator (null: gradients go
   /// through the worker's transport).
   ncclComm_t comm = nullptr;
-  int groupSize = 1;
+  int groupSize = 1, groupPosition = 0;
   /// The tensor-parallel group's (null: sums through the worker's
   /// transport), and this program's rank in it.
   ncclComm_t tensorParallelComm = nullptr;
@@ -424,7 +481,13 @@ private:
   /// receive stream's copies, or the receive stream for computations
   /// (pooled buffers may still be read by them), and its losses.
   bool received = false, computedSinceMark = false;
-  std::vector<const DTensor *> phaseLosses;
+  /// The phase running, and whether the op running is a forward op run
+  /// again in the backward (activation recomputation): its loss was
+  /// counted by the forward.
+  OpPhase runningPhase = OpPhase::Forward;
+  bool recomputing = false;
+  /// The phase's losses (held: the plan's lifetimes may free the value).
+  std::vector<DTensor> phaseLosses;
 };
 
 /// True (with `error`: "<what>: <CUDA's message>") when `status` failed;

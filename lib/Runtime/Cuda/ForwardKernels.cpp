@@ -518,7 +518,8 @@ bool CudaExecutor::forwardCrossEntropy(ForwardCall &call, std::string &error) {
                         call.stream, error))
     return false;
   call.set(0, std::move(call.out));
-  phaseLosses.push_back(&call.table.at(call.op.results[0].id));
+  if (!recomputing) // a recomputed loss was counted by the forward
+    phaseLosses.push_back(call.table.at(call.op.results[0].id));
   return true;
 }
 

@@ -37,8 +37,10 @@ bool CudaExecutor::connectGroup(const std::vector<int> &members, int position,
   if (!openCommunicator(members, position, share, "the data-parallel group",
                         comm, error))
     return false;
-  if (comm)
+  if (comm) {
     groupSize = static_cast<int>(members.size());
+    groupPosition = position;
+  }
   return true;
 }
 

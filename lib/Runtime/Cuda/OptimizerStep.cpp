@@ -25,32 +25,194 @@ using namespace dtfm;
 using namespace dtfm::runtime;
 using namespace dtfm::runtime::cuda::impl;
 
+void CudaExecutor::collect(int microBatch, int64_t id, const DTensor &value) {
+  if (microBatch != collectingMicroBatch) {
+    collected.clear();
+    collectingMicroBatch = microBatch;
+  }
+  if (!collected.insert(id).second)
+    return;
+  std::string error;
+  DTensor &sum = gradSum[id];
+  if (sum.shape != value.shape && !allocate(value.shape, true, sum, error)) {
+    gradSum.erase(id); // finishIteration reports the missing gradient
+    return;
+  }
+  cuda::accumulate(value.data(), sum.data(), sum.numel(), computeStream());
+}
+
 void CudaExecutor::collectGradients(int microBatch, const ValueTable &) {
   cudaSetDevice(device);
   auto found = live.find(microBatch);
   if (found == live.end())
     return;
-  std::map<int64_t, DTensor> &table = found->second;
-  std::string error;
-  for (int index : program.opsOf(OpPhase::Optimizer)) {
-    for (int64_t id : program.ops[index].operands) {
-      auto it = table.find(id);
-      if (it == table.end() || paramOfValue.count(id))
-        continue;
-      DTensor &sum = gradSum[id];
-      if (sum.shape != it->second.shape &&
-          !allocate(it->second.shape, true, sum, error))
-        continue; // finishIteration reports the missing gradient
-      cuda::accumulate(it->second.data(), sum.data(), sum.numel(),
-                       computeStream());
-    }
+  // What no op of the phase made (a gradient received once per iteration)
+  // is added here; the rest was added as it was made (afterOp).
+  for (const auto &[id, sync] : gradientInputs) {
+    auto it = found->second.find(id);
+    if (it != found->second.end())
+      collect(microBatch, id, it->second);
   }
+  collectingMicroBatch = -1;
   live.erase(found);
 }
 
-// makeExecutor refuses sharded optimizer state: no gather is needed.
+void CudaExecutor::copyShards(const plan::ShardedLayout &layout,
+                              const std::vector<float *> &tensors,
+                              const std::vector<int64_t> &elements,
+                              float *buffer, bool toBuffer, int member,
+                              cudaStream_t stream) {
+  std::vector<cuda::CopySegment> segments;
+  int64_t members = static_cast<int64_t>(layout.chunkStart.size()) - 1;
+  for (size_t t = 0; t < tensors.size(); ++t)
+    for (int64_t k = 0; k < members; ++k) {
+      if (member >= 0 && k != member)
+        continue;
+      plan::ElementRange shard = plan::shardOf(elements[t], k, members);
+      if (shard.size() == 0)
+        continue;
+      float *piece = buffer + layout.pieces[t][k] -
+                     (member >= 0 ? layout.chunkStart[k] : 0);
+      float *inTensor = tensors[t] + shard.begin;
+      segments.push_back(toBuffer
+                             ? cuda::CopySegment{inTensor, piece, shard.size()}
+                             : cuda::CopySegment{piece, inTensor, shard.size()});
+    }
+  cuda::copySegments(segments.data(), segments.size(), stream);
+}
+
+static bool ncclFailed(ncclResult_t status, const std::string &what,
+                       std::string &error) {
+  if (status == ncclSuccess)
+    return false;
+  error = what + " (NCCL): " + ncclGetErrorString(status);
+  return true;
+}
+
+bool CudaExecutor::syncBucket(const std::vector<const ProgramOp *> &syncs,
+                              std::map<int64_t, DTensor> &values,
+                              const SyncFn &sync, std::string &error) {
+  cudaStream_t stream = computeStream();
+  bool sharded = syncs.front()->attrs.shardState;
+  if (comm && sharded) {
+    // ZeRO-1: the bucket's gradients packed by member (equal chunks, as
+    // NCCL takes them), reduce-scattered, this member's chunk averaged and
+    // put back into its shard of each gradient.
+    std::vector<float *> grads;
+    std::vector<int64_t> elements;
+    for (const ProgramOp *op : syncs) {
+      DTensor &g = values.at(op->results[0].id);
+      grads.push_back(g.data());
+      elements.push_back(g.numel());
+    }
+    plan::ShardedLayout layout =
+        plan::layoutShards(elements, groupSize, /*equalChunks=*/true);
+    int64_t chunk = layout.chunkElements(0);
+    DTensor packed, mine;
+    if (!allocate({layout.totalElements()}, true, packed, error) ||
+        !allocate({chunk}, false, mine, error))
+      return false;
+    copyShards(layout, grads, elements, packed.data(), true, -1, stream);
+    if (ncclFailed(ncclReduceScatter(packed.data(), mine.data(),
+                                     static_cast<size_t>(chunk), ncclFloat,
+                                     ncclSum, comm, stream),
+                   "gradient reduce-scatter", error))
+      return false;
+    cuda::scale(mine.data(), chunk, 1.0f / static_cast<float>(groupSize),
+                stream);
+    copyShards(layout, grads, elements, mine.data(), false, groupPosition,
+               stream);
+    return checkLaunch(error);
+  }
+  if (comm) { // on the device, averaged in place
+    ncclGroupStart();
+    for (const ProgramOp *op : syncs) {
+      DTensor &g = values.at(op->results[0].id);
+      ncclResult_t status =
+          ncclAllReduce(g.data(), g.data(), static_cast<size_t>(g.numel()),
+                        ncclFloat, ncclSum, comm, stream);
+      if (status != ncclSuccess) {
+        ncclGroupEnd();
+        return !ncclFailed(status, "gradient allreduce", error);
+      }
+    }
+    if (ncclFailed(ncclGroupEnd(), "gradient allreduce", error))
+      return false;
+    for (const ProgramOp *op : syncs) {
+      DTensor &g = values.at(op->results[0].id);
+      cuda::scale(g.data(), g.numel(), 1.0f / static_cast<float>(groupSize),
+                  stream);
+    }
+    return checkLaunch(error);
+  }
+  if (!sync)
+    return true;
+  // Through the host (the worker's transport), then back to the device;
+  // sharded, only this member's shard of each comes back averaged.
+  std::vector<Tensor> hostGrads(syncs.size());
+  std::vector<std::pair<const ProgramOp *, Tensor *>> synced;
+  for (size_t i = 0; i < syncs.size(); ++i) {
+    if (!download(values.at(syncs[i]->results[0].id), stream, hostGrads[i],
+                  error))
+      return false;
+    synced.push_back({syncs[i], &hostGrads[i]});
+  }
+  if (!sync(synced, error))
+    return false;
+  for (size_t i = 0; i < syncs.size(); ++i) {
+    DTensor d;
+    if (!upload(hostGrads[i], stream, d, error))
+      return false;
+    values[syncs[i]->results[0].id] = std::move(d);
+  }
+  return true;
+}
+
+bool CudaExecutor::gatherBucket(const std::vector<const ProgramOp *> &syncs,
+                                const SyncFn &gather, std::string &error) {
+  cudaStream_t stream = computeStream();
+  std::vector<std::string> names;
+  for (const ProgramOp *op : syncs)
+    names.push_back(parameterOfSync.at(op->index));
+  if (comm) {
+    // This member's shard of each parameter into its chunk, all-gathered,
+    // every member's shard back into the parameters.
+    std::vector<float *> tensors;
+    std::vector<int64_t> elements;
+    for (const std::string &name : names) {
+      DTensor &p = params.at(name);
+      tensors.push_back(p.data());
+      elements.push_back(p.numel());
+    }
+    plan::ShardedLayout layout =
+        plan::layoutShards(elements, groupSize, /*equalChunks=*/true);
+    int64_t chunk = layout.chunkElements(0);
+    DTensor packed, mine;
+    if (!allocate({layout.totalElements()}, true, packed, error) ||
+        !allocate({chunk}, true, mine, error))
+      return false;
+    copyShards(layout, tensors, elements, mine.data(), true, groupPosition,
+               stream);
+    if (ncclFailed(ncclAllGather(mine.data(), packed.data(),
+                                 static_cast<size_t>(chunk), ncclFloat, comm,
+                                 stream),
+                   "parameter all-gather", error))
+      return false;
+    copyShards(layout, tensors, elements, packed.data(), false, -1, stream);
+    return checkLaunch(error);
+  }
+  if (!gather)
+    return true;
+  if (!parametersToHost(names, error))
+    return false;
+  std::vector<std::pair<const ProgramOp *, Tensor *>> gathered;
+  for (size_t i = 0; i < syncs.size(); ++i)
+    gathered.push_back({syncs[i], &host.params.at(names[i])});
+  return gather(gathered, error) && parametersFromHost(names, error);
+}
+
 bool CudaExecutor::finishIteration(double gradientScale, const SyncFn &sync,
-                                   const SyncFn &, std::string &error) {
+                                   const SyncFn &gather, std::string &error) {
   if (cudaFailed(cudaSetDevice(device), "selecting the CUDA device", error))
     return false;
   cudaStream_t stream = computeStream();
@@ -65,9 +227,10 @@ bool CudaExecutor::finishIteration(double gradientScale, const SyncFn &sync,
     values[id] = std::move(sum);
   }
   gradSum.clear();
-  // Gradient syncs, in one bucket through the host (the worker's
-  // transport), then back to the device.
-  std::vector<const ProgramOp *> syncs;
+  // Gradient syncs by bucket (dtfm.bucket), each bucket's exchanged in one
+  // go: on the device through NCCL where the group has a communicator,
+  // else through the host and the worker's transport.
+  std::map<int64_t, std::vector<const ProgramOp *>> buckets;
   for (int index : program.opsOf(OpPhase::Optimizer)) {
     const ProgramOp &op = program.ops[index];
     if (op.kind != OpKind::GradSync)
@@ -79,75 +242,39 @@ bool CudaExecutor::finishIteration(double gradientScale, const SyncFn &sync,
     // With local steps each replica steps on its own gradient (the
     // parameters are exchanged every H steps: outerStep).
     if (op.attrs.syncEvery < 1)
-      syncs.push_back(&op);
+      buckets[op.attrs.bucket].push_back(&op);
   }
   if (!anchorLocalSteps(error))
     return false;
-  if (comm && !syncs.empty()) { // on the device, averaged in place
-    ncclGroupStart();
-    for (const ProgramOp *op : syncs) {
-      DTensor &g = values.at(op->results[0].id);
-      ncclResult_t status =
-          ncclAllReduce(g.data(), g.data(), static_cast<size_t>(g.numel()),
-                        ncclFloat, ncclSum, comm, stream);
-      if (status != ncclSuccess) {
-        ncclGroupEnd();
-        error = std::string("gradient allreduce (NCCL): ") +
-                ncclGetErrorString(status);
-        return false;
-      }
-    }
-    ncclResult_t status = ncclGroupEnd();
-    if (status != ncclSuccess) {
-      error = std::string("gradient allreduce (NCCL): ") +
-              ncclGetErrorString(status);
+  for (const auto &[bucket, syncs] : buckets)
+    if (!syncBucket(syncs, values, sync, error))
       return false;
-    }
-    for (const ProgramOp *op : syncs) {
-      DTensor &g = values.at(op->results[0].id);
-      cuda::scale(g.data(), g.numel(), 1.0f / static_cast<float>(groupSize),
-                  stream);
-    }
-  } else if (sync && !syncs.empty()) {
-    std::vector<Tensor> hostGrads(syncs.size());
-    std::vector<std::pair<const ProgramOp *, Tensor *>> synced;
-    for (size_t i = 0; i < syncs.size(); ++i) {
-      if (!download(values.at(syncs[i]->results[0].id), stream, hostGrads[i],
-                    error))
-        return false;
-      synced.push_back({syncs[i], &hostGrads[i]});
-    }
-    if (!sync(synced, error))
-      return false;
-    for (size_t i = 0; i < syncs.size(); ++i) {
-      DTensor d;
-      if (!upload(hostGrads[i], stream, d, error))
-        return false;
-      values[syncs[i]->results[0].id] = std::move(d);
-    }
-  }
   std::vector<Update> updates;
   if (!optimizerUpdates(paramOfValue, updates, error))
     return false;
   lastStep = OptimizerFigures();
   if (clipNorm > 0 && normSum) {
     // The squares are summed on the host in double, as the CPU's: each
-    // synced gradient comes down once (no sharded state on the GPU).
+    // synced gradient (with sharded state, this member's shard) comes down
+    // once.
     double squares[2] = {0, 0}; // replica's own, shared
-    const std::map<std::string, plan::ElementRange> noShards;
     for (const Update &update : updates) {
       auto grad = values.find(update.gradient);
       if (grad == values.end())
         return fail(*update.op, "its gradient was never computed");
-      NormPart part = normPartOf(update, noShards);
+      NormPart part = normPartOf(update, shards);
       if (!part.counted)
         continue;
       Tensor host;
       if (!download(grad->second, stream, host, error))
         return false;
+      int64_t count =
+          part.count < 0 ? host.numel() - part.first : part.count;
       double sum = 0;
-      for (float x : host.data)
-        sum += static_cast<double>(x) * x;
+      for (int64_t i = 0; i < count; ++i) {
+        double x = host.data[part.first + i];
+        sum += x * x;
+      }
       squares[part.shared] += part.weight * sum;
     }
     if (!normSum(squares[1], squares[0], error))
@@ -165,31 +292,55 @@ bool CudaExecutor::finishIteration(double gradientScale, const SyncFn &sync,
     auto grad = values.find(update.gradient);
     if (grad == values.end())
       return fail(op, "its gradient was never computed");
+    // Sharded state: this member steps its shard, whose moments it alone
+    // keeps (flat).
+    int64_t first = 0, count = param.numel();
+    ShapeVec stateShape = param.shape;
+    auto shard = shards.find(update.parameter);
+    if (shard != shards.end()) {
+      first = shard->second.begin;
+      count = shard->second.size();
+      stateShape = {count};
+    }
     OptimizerState &state = optimizer[update.parameter];
     ++state.step;
     const OpAttrs &a = op.attrs;
     auto f = [](double x) { return static_cast<float>(x); };
     double lr = a.schedule.at(state.step - 1); // as the CPU's
     lastStep.lr = lr;
+    auto ensure = [&](DTensor &moment) {
+      if (!moment.buffer)
+        return allocate(stateShape, true, moment, error);
+      if (moment.numel() == count)
+        return true;
+      error = "the optimizer state of '" + update.parameter + "' holds " +
+              std::to_string(moment.numel()) + " elements, its update " +
+              std::to_string(count);
+      return false;
+    };
     if (op.kind == OpKind::AdamwUpdate) {
-      if ((!state.m.buffer && !allocate(param.shape, true, state.m, error)) ||
-          (!state.v.buffer && !allocate(param.shape, true, state.v, error)))
+      if (!ensure(state.m) || !ensure(state.v))
         return false;
-      cuda::adamwStep(param.data(), grad->second.data(), state.m.data(),
-                      state.v.data(), param.numel(), state.step, f(lr),
-                      a.beta1, a.beta2, f(a.epsilon), f(a.weightDecay),
-                      update.freezeSecondMomentAfter, stream);
+      cuda::adamwStep(param.data() + first, grad->second.data() + first,
+                      state.m.data(), state.v.data(), count, state.step,
+                      f(lr), a.beta1, a.beta2, f(a.epsilon),
+                      f(a.weightDecay), update.freezeSecondMomentAfter,
+                      stream);
     } else {
-      if (!state.velocity.buffer &&
-          !allocate(param.shape, true, state.velocity, error))
+      if (!ensure(state.velocity))
         return false;
-      cuda::sgdStep(param.data(), grad->second.data(), state.velocity.data(),
-                    param.numel(), f(lr), f(a.momentum), f(a.weightDecay),
-                    stream);
+      cuda::sgdStep(param.data() + first, grad->second.data() + first,
+                    state.velocity.data(), count, f(lr), f(a.momentum),
+                    f(a.weightDecay), stream);
     }
     if (!checkLaunch(error))
       return fail(op, error);
   }
+  // Sharded state: each member stepped its shards; the group gathers the
+  // rest, bucket by bucket.
+  for (const auto &[bucket, syncs] : buckets)
+    if (syncs.front()->attrs.shardState && !gatherBucket(syncs, gather, error))
+      return false;
   return !cudaFailed(cudaStreamSynchronize(stream), "the optimizer step",
                      error);
 }

@@ -178,32 +178,18 @@ bool GradientSync::prepare(const StageProgram &program,
       bucket.elements += elements;
       bucket.capacity += format::keptEntries(op->attrs.compression, elements,
                                              op->attrs.topkRatio);
-      // Sharded: member k's chunk gets every gradient's shard k, in order.
-      if (!bucket.bounds.empty())
-        for (size_t k = 0; k < members; ++k)
-          bucket.bounds[k + 1] +=
-            static_cast<size_t>(shardOf(static_cast<int64_t>(elements),
-                                        static_cast<int64_t>(k),
-                                        static_cast<int64_t>(members))
-                                    .size());
     }
     if (!bucket.bounds.empty()) {
-      // Chunk sizes to bounds, then each gradient's pieces.
-      std::vector<size_t> next(members);
-      for (size_t k = 0; k < members; ++k) {
-        bucket.bounds[k + 1] += bucket.bounds[k];
-        next[k] = bucket.bounds[k];
-      }
-      for (const ProgramOp *op : ops) {
-        Slot &slot = slotOf[op->index];
-        for (size_t k = 0; k < members; ++k) {
-          slot.pieces.push_back(next[k]);
-          next[k] += static_cast<size_t>(
-              shardOf(static_cast<int64_t>(elementsOf(op)),
-                      static_cast<int64_t>(k), static_cast<int64_t>(members))
-                  .size());
-        }
-      }
+      // Sharded: member k's chunk gets every gradient's shard k, in order.
+      std::vector<int64_t> elements;
+      for (const ProgramOp *op : ops)
+        elements.push_back(static_cast<int64_t>(elementsOf(op)));
+      plan::ShardedLayout layout = plan::layoutShards(
+          elements, static_cast<int64_t>(members), /*equalChunks=*/false);
+      bucket.bounds.assign(layout.chunkStart.begin(), layout.chunkStart.end());
+      for (size_t t = 0; t < ops.size(); ++t)
+        slotOf[ops[t]->index].pieces.assign(layout.pieces[t].begin(),
+                                            layout.pieces[t].end());
     }
     bucket.data.assign(bucket.elements, 0.0f);
   }

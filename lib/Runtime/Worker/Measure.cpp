@@ -100,17 +100,21 @@ static int64_t procStatusBytes(const char *field) {
 
 bool Worker::reportMemory(std::string &error) {
   sampleHeapPeak();
-  int64_t mine[4] = {startResidentBytes, procStatusBytes("VmHWM"),
-                     startHeapBytes, heapPeakBytes()};
+  // A GPU's figure beside the process's: the device memory its executor
+  // held at most (-1 on the CPU).
+  int64_t mine[5] = {startResidentBytes, procStatusBytes("VmHWM"),
+                     startHeapBytes, heapPeakBytes(),
+                     executor->devicePeakBytes()};
   if (options.rank != 0) {
     std::string blob(reinterpret_cast<const char *>(mine), sizeof mine);
     return sendBlob(*transport, 0, kMemory, 0, blob, error);
   }
   std::ostringstream out;
-  std::printf("\n%-12s %10s %10s %10s %10s %7s %7s\n", "memory MiB", "start",
-              "resident", "heap", "predicted", "ratio", "heap");
+  std::printf("\n%-12s %10s %10s %10s %10s %7s %7s %10s %7s\n", "memory MiB",
+              "start", "resident", "heap", "predicted", "ratio", "heap",
+              "device", "device");
   for (int r = 0; r < size; ++r) {
-    int64_t figures[4] = {mine[0], mine[1], mine[2], mine[3]};
+    int64_t figures[5] = {mine[0], mine[1], mine[2], mine[3], mine[4]};
     if (r != 0) {
       std::string blob;
       if (!recvBlob(*transport, r, kMemory, 0, blob, error))
@@ -127,18 +131,26 @@ bool Worker::reportMemory(std::string &error) {
     double measured = static_cast<double>(figures[1] - figures[0]);
     double heap = static_cast<double>(figures[3] - figures[2]);
     double expected = predicted.total();
-    std::printf("%-12s %10.2f %10.2f %10.2f %10.2f %7.3f %7.3f\n",
+    double device = static_cast<double>(figures[4]);
+    char deviceColumns[32] = "         -       -";
+    if (figures[4] >= 0)
+      std::snprintf(deviceColumns, sizeof deviceColumns, "%10.2f %7.3f",
+                    device / 1048576.0, expected > 0 ? device / expected : 0.0);
+    std::printf("%-12s %10.2f %10.2f %10.2f %10.2f %7.3f %7.3f %s\n",
                 names[r].c_str(), figures[0] / 1048576.0, measured / 1048576.0,
                 heap / 1048576.0, expected / 1048576.0,
                 expected > 0 ? measured / expected : 0.0,
-                expected > 0 ? heap / expected : 0.0);
+                expected > 0 ? heap / expected : 0.0, deviceColumns);
     out << "{\"device\":\"" << names[r] << "\",\"rank\":" << r
         << ",\"start_rss_bytes\":" << figures[0]
         << ",\"peak_rss_bytes\":" << figures[1]
         << ",\"measured_bytes\":" << figures[1] - figures[0]
         << ",\"start_heap_bytes\":" << figures[2]
         << ",\"peak_heap_bytes\":" << figures[3]
-        << ",\"heap_bytes\":" << figures[3] - figures[2]
+        << ",\"heap_bytes\":" << figures[3] - figures[2];
+    if (figures[4] >= 0)
+      out << ",\"device_peak_bytes\":" << figures[4];
+    out
         << ",\"predicted_bytes\":" << static_cast<int64_t>(predicted.total())
         << ",\"predicted\":" << predicted.json() << "}\n";
   }

@@ -30,9 +30,7 @@ public:
                       std::string &error) override {
     return host.load(program, weights, source, error);
   }
-  /// The host state, and for each sharded parameter the range its moments
-  /// cover ("shard/<name>", Checkpoints.h): what another plan's workers
-  /// assemble theirs from.
+  /// The host state and where its parts lie (describeSlices).
   std::map<std::string, cpu::Tensor> state() const override;
   bool restoreState(const std::map<std::string, cpu::Tensor> &state,
                     std::string &error) override {

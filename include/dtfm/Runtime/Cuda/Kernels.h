@@ -52,6 +52,17 @@ void roundToHalf(const float *x, uint16_t *y, int64_t n, bool bfloat16,
 void accumulate(const float *src, float *dst, int64_t n, cudaStream_t stream);
 /// x[i] *= factor.
 void scale(float *x, int64_t n, float factor, cudaStream_t stream);
+/// `count` elements from src to dst (device pointers; segments must not
+/// overlap each other's destinations).
+struct CopySegment {
+  const float *src;
+  float *dst;
+  int64_t count;
+};
+/// Every segment, in a few launches (ZeRO-1's packing of shards into
+/// member chunks and back).
+void copySegments(const CopySegment *segments, size_t count,
+                  cudaStream_t stream);
 
 //===--- strided: broadcasting, permuting, slicing, reducing -----------===//
 // (views and per-element math in ElementMath.h)
