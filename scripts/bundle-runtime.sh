@@ -227,6 +227,20 @@ for gbps in 40 4 1 0.5 0.25 0.125; do
   cluster overlap 2 "$gbps" "$delay" > "$work/overlap.textproto"
   plan "$work/tiny4.mlir" "$work/overlap.textproto" "dp=1 pp=2 micro-batches=16 optimizer=adamw lr=0.001" "overlap-$gbps.pb"
 done
+# The example plugin (examples/custom-op-plugin: swiglu and rmsnorm), built
+# against this build's headers -- with its GPU kernels where nvcc is here --
+# and an MLP of its ops: gpu-check.sh trains it on both backends
+# (--load-dtfm-plugin; @root@ in plans.txt is the bundle's folder).
+mkdir -p "$work/plugin" "$stage/lib/plugins"
+cmake --install "$build_dir" --component DTFMDevelopment --prefix "$work/plugin/prefix" > "$work/plugin/install.log"
+cmake -G Ninja -S "$src/examples/custom-op-plugin" -B "$work/plugin/build" \
+  -DCMAKE_PREFIX_PATH="$work/plugin/prefix" > "$work/plugin/configure.log"
+cmake --build "$work/plugin/build" > "$work/plugin/build.log"
+cp "$work/plugin/build/libdtfm-example-ops.so" "$stage/lib/plugins/"
+plugin=$stage/lib/plugins/libdtfm-example-ops.so
+"$bin/dtfm-opt" --load-dtfm-plugin="$plugin" "$src/test/Plugin/Inputs/custom-mlp.mlir" \
+  --dtfm-plan="cluster=$plans/one.textproto programs=true dp=1 pp=1 micro-batches=2 optimizer=sgd lr=0.1" -o "$work/planned.mlir"
+"$bin/dtfm-translate" --load-dtfm-plugin="$plugin" --export-plan --cluster "$plans/one.textproto" "$work/planned.mlir" -o "$plans/plugin-mlp.pb"
 # What gpu-check.sh runs on both backends: name, plan, steps, relative
 # tolerance against the CPU's losses, extra dtfm-run flags (f32: 5 steps
 # within 1e-6, local steps 10 to cover two outer steps; bf16 products: 2e-2).
@@ -253,6 +267,7 @@ tiny-tp21         tiny-tp21.pb              5  1e-6
 tiny-llama-1      tiny-llama-1.pb           5  1e-6
 tiny-llama-2x2    tiny-llama-2x2.pb         5  1e-6
 tiny-llama-tp2    tiny-llama-tp2.pb         5  1e-6
+plugin-mlp        plugin-mlp.pb             5  1e-6 --load-dtfm-plugin=@root@/lib/plugins/libdtfm-example-ops.so
 EOF
 
 rm -rf "$out" "$out.tar.gz"

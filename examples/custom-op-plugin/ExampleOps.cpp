@@ -15,12 +15,16 @@
 //     backward twice that; keeps x and one f32 per row.
 //
 // Each kind also brings its CPU kernels (forward and backward) for
-// dtfm-run --execute. Only dtfm/Support/CustomOps.h is needed: no MLIR, no
-// LLVM.
+// dtfm-run --execute, and, built with CUDA (DTFM_EXAMPLE_CUDA), its GPU
+// kernels (ExampleOpsCuda.cu) for --backend=cuda. Only
+// dtfm/Support/CustomOps.h is needed: no MLIR, no LLVM.
 //
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Support/CustomOps.h"
+#if DTFM_EXAMPLE_CUDA
+#include "ExampleOpsCuda.h"
+#endif
 
 #include <cmath>
 #include <string>
@@ -170,8 +174,17 @@ bool rmsnormBackward(const CustomOpCall &call,
 } // namespace
 
 extern "C" void dtfmRegisterCustomOps(CustomOpRegistry &registry) {
-  registry.add({"swiglu", "silu(gate) * up", inferSwiglu, costSwiglu,
-                swigluForward, swigluBackward});
-  registry.add({"rmsnorm", "root-mean-square normalisation", inferRmsnorm,
-                costRmsnorm, rmsnormForward, rmsnormBackward});
+  CustomOpDef swiglu{"swiglu", "silu(gate) * up", inferSwiglu, costSwiglu,
+                     swigluForward, swigluBackward};
+  CustomOpDef rmsnorm{"rmsnorm", "root-mean-square normalisation",
+                      inferRmsnorm, costRmsnorm, rmsnormForward,
+                      rmsnormBackward};
+#if DTFM_EXAMPLE_CUDA
+  swiglu.cudaForward = example::swigluCudaForward;
+  swiglu.cudaBackward = example::swigluCudaBackward;
+  rmsnorm.cudaForward = example::rmsnormCudaForward;
+  rmsnorm.cudaBackward = example::rmsnormCudaBackward;
+#endif
+  registry.add(std::move(swiglu));
+  registry.add(std::move(rmsnorm));
 }

@@ -194,6 +194,7 @@ say ""
 say "== dtfm-run --backend cuda vs cpu, losses step by step"
 while read -r name plan steps tol flags; do
   case "$name" in ''|'#'*) continue ;; esac
+  flags=${flags//@root@/$root}
   # shellcheck disable=SC2086 # flags is a list
   run "$name.cpu" 600 "$root/dtfm-run" "$plans/$plan" --execute --steps "$steps" --backend=cpu --timeout 120 $flags
   cpu_rc=$rc

@@ -134,6 +134,32 @@ using CustomBackwardKernel = std::function<bool(
     const KernelTensor &resultGrad, const std::vector<bool> &wanted,
     std::vector<KernelTensor> &operandGrads, std::string &error)>;
 
+/// A tensor as the CUDA runtime hands it to a GPU kernel: row-major fp32 in
+/// the memory of the GPU the worker runs on (the current device when the
+/// kernel is called).
+struct DeviceTensor {
+  std::vector<int64_t> shape;
+  float *data = nullptr;
+};
+
+/// GPU forward kernel: enqueues its work on `stream` (a cudaStream_t: the
+/// worker's compute stream) and returns without waiting; `results` arrive
+/// shaped as inferResults said and zero-filled (their buffers are the
+/// runtime's: write into them). False with a one-line `error` on failure.
+using CustomCudaForwardKernel = std::function<bool(
+    const CustomOpCall &call, const std::vector<const DeviceTensor *> &operands,
+    const std::vector<DeviceTensor> &results, void *stream,
+    std::string &error)>;
+
+/// GPU backward kernel of a single-result op, as the CPU's: the gradient of
+/// every operand whose `wanted` flag is set into `operandGrads` (zero-filled;
+/// a null `data` where not wanted), enqueued on `stream`.
+using CustomCudaBackwardKernel = std::function<bool(
+    const CustomOpCall &call, const std::vector<const DeviceTensor *> &operands,
+    const DeviceTensor &resultGrad, const std::vector<bool> &wanted,
+    const std::vector<DeviceTensor> &operandGrads, void *stream,
+    std::string &error)>;
+
 /// The definition of one custom kind.
 struct CustomOpDef {
   std::string kind;
@@ -151,6 +177,10 @@ struct CustomOpDef {
   /// be planned and simulated but not trained).
   CustomForwardKernel forward;
   CustomBackwardKernel backward;
+  /// GPU kernels for dtfm-run --backend=cuda (optional: a kind with CPU
+  /// kernels only runs on the CPU, and --backend=auto then picks the CPU).
+  CustomCudaForwardKernel cudaForward;
+  CustomCudaBackwardKernel cudaBackward;
 };
 
 /// Kind -> definition. The tools use one process-wide instance (`global()`).

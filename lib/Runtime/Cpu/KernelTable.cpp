@@ -6,7 +6,7 @@
 
 #include "dtfm/Runtime/Cpu/KernelTable.h"
 
-#include "dtfm/Support/CustomOps.h"
+#include "dtfm/Runtime/CustomKernels.h"
 
 using namespace dtfm::runtime;
 
@@ -20,23 +20,6 @@ const dtfm::runtime::cpu::Tensor &cpu::ForwardCall::in(int i) const {
 using namespace dtfm::runtime::cpu;
 
 namespace {
-
-/// The registered definition of a custom kind with the kernel wanted.
-const dtfm::CustomOpDef *customKernels(const std::string &kind, bool backward,
-                                       std::string &error) {
-  const dtfm::CustomOpDef *def = dtfm::CustomOpRegistry::global().lookup(kind);
-  if (!def) {
-    error = "custom op kind '" + kind +
-            "' is not registered (load its plugin with --load-dtfm-plugin)";
-    return nullptr;
-  }
-  if (backward ? !def->backward : !def->forward) {
-    error = "the plugin of custom op kind '" + kind + "' registers no CPU " +
-            (backward ? "backward" : "forward") + " kernel";
-    return nullptr;
-  }
-  return def;
-}
 
 dtfm::KernelTensor toKernel(const Tensor &t) { return {t.shape, t.data}; }
 
@@ -62,10 +45,10 @@ bool vocabParallelLoss(const Tensor &logits, const Tensor &labels,
 /// The op's custom call with its operands' shapes.
 dtfm::CustomOpCall customCall(const ProgramOp &op,
                               const std::vector<const Tensor *> &operands) {
-  dtfm::CustomOpCall call = op.attrs.custom;
+  std::vector<std::vector<int64_t>> shapes;
   for (const Tensor *t : operands)
-    call.operands.push_back({t->shape, dtfm::DType::F32});
-  return call;
+    shapes.push_back(t->shape);
+  return dtfm::runtime::customCall(op, shapes);
 }
 
 bool customForward(const ForwardCall &c, std::string &error) {
@@ -73,7 +56,8 @@ bool customForward(const ForwardCall &c, std::string &error) {
   for (int i = 0; i < c.numOperands(); ++i)
     operands.push_back(&c.in(i));
   dtfm::CustomOpCall call = customCall(c.op, operands);
-  const dtfm::CustomOpDef *def = customKernels(call.kind, false, error);
+  const dtfm::CustomOpDef *def =
+      customKernels(call.kind, CustomKernel::CpuForward, error);
   if (!def)
     return false;
   std::vector<dtfm::KernelTensor> inputs, results;
@@ -109,7 +93,8 @@ bool customForward(const ForwardCall &c, std::string &error) {
 bool customBackward(const BackwardCall &c, std::string &error) {
   int n = c.numOperands();
   dtfm::CustomOpCall call = customCall(c.op, c.operands);
-  const dtfm::CustomOpDef *def = customKernels(call.kind, true, error);
+  const dtfm::CustomOpDef *def =
+      customKernels(call.kind, CustomKernel::CpuBackward, error);
   if (!def)
     return false;
   std::vector<dtfm::KernelTensor> inputs, operandGrads;

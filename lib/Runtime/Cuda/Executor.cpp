@@ -12,6 +12,8 @@
 
 #include "ExecutorImpl.h"
 
+#include "dtfm/Runtime/CustomKernels.h"
+
 #include "dtfm/Runtime/Cuda/Attention.h"
 #include "dtfm/Runtime/Cuda/Device.h"
 #include "dtfm/Runtime/Cuda/Kernels.h"
@@ -605,7 +607,17 @@ bool dtfm::runtime::cuda::supportsProgram(const StageProgram &program,
   for (const ProgramOp &op : program.ops) {
     std::string where =
         "op #" + std::to_string(op.index) + " " + opName(op.kind);
-    if (!isStructural(op.kind) || op.isBackward()) {
+    if (op.computes == OpKind::Custom) {
+      // A plugin's op: whether it registered the GPU kernel.
+      std::string why;
+      if (!customKernels(op.attrs.custom.kind,
+                         op.isBackward() ? CustomKernel::CudaBackward
+                                         : CustomKernel::CudaForward,
+                         why)) {
+        reason = op.describe() + " has no CUDA kernel (" + why + ")";
+        return false;
+      }
+    } else if (!isStructural(op.kind) || op.isBackward()) {
       const CudaKernels &kernels = table[static_cast<size_t>(op.computes)];
       if (op.isBackward() ? !kernels.backward : !kernels.forward) {
         reason = op.describe() + " has no CUDA kernel";

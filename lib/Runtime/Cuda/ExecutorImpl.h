@@ -365,6 +365,9 @@ private:
 
   // The kernels (kernelTable() maps op kinds to them).
   bool forwardConstant(ForwardCall &c, std::string &error);
+  /// dtfm.custom through the CUDA kernels its plugin registered.
+  bool forwardCustom(ForwardCall &c, std::string &error);
+  bool backwardCustom(BackwardCall &c, std::string &error);
   bool forwardView(ForwardCall &c, std::string &error);
   bool forwardEmbedding(ForwardCall &c, std::string &error);
   bool forwardBinary(ForwardCall &c, std::string &error);

@@ -12,6 +12,8 @@
 
 #include "ExecutorImpl.h"
 
+#include "dtfm/Runtime/CustomKernels.h"
+
 #include "dtfm/Runtime/Cuda/Attention.h"
 #include "dtfm/Support/ElementMath.h"
 #include "dtfm/Support/OpShapes.h"
@@ -98,9 +100,86 @@ const OpTable<CudaKernels> &CudaExecutor::kernelTable() {
     at(OpKind::CrossEntropy).backward = &CudaExecutor::backwardCrossEntropy;
     at(OpKind::Reshape).backward = &CudaExecutor::backwardView;
     at(OpKind::Flatten).backward = &CudaExecutor::backwardView;
+    // A plugin's kernels (supportsProgram checks that it registered them).
+    at(OpKind::Custom) = {&CudaExecutor::forwardCustom,
+                          &CudaExecutor::backwardCustom};
     return t;
   }();
   return table;
+}
+
+/// The call a custom kernel receives for `op` with device operands `in`.
+static CustomOpCall customCallOf(const ProgramOp &op,
+                                 const std::vector<const DTensor *> &in) {
+  std::vector<std::vector<int64_t>> shapes;
+  for (const DTensor *t : in)
+    shapes.push_back(t->shape);
+  return customCall(op, shapes);
+}
+
+bool CudaExecutor::forwardCustom(ForwardCall &call, std::string &error) {
+  std::vector<const DTensor *> in;
+  for (int i = 0; i < call.numOperands(); ++i)
+    in.push_back(&call.in(i));
+  CustomOpCall custom = customCallOf(call.op, in);
+  const CustomOpDef *def =
+      customKernels(custom.kind, CustomKernel::CudaForward, error);
+  if (!def)
+    return false;
+  std::vector<DeviceTensor> operands;
+  std::vector<const DeviceTensor *> views;
+  for (const DTensor *t : in)
+    operands.push_back({t->shape, t->data()});
+  for (const DeviceTensor &t : operands)
+    views.push_back(&t);
+  std::vector<DTensor> made(call.op.results.size());
+  std::vector<DeviceTensor> results;
+  for (size_t r = 0; r < made.size(); ++r) {
+    if (!allocate(call.op.results[r].shape, true, made[r], error))
+      return false;
+    results.push_back({made[r].shape, made[r].data()});
+  }
+  if (!def->cudaForward(custom, views, results, call.stream, error)) {
+    error = "'" + custom.kind + "': " + error;
+    return false;
+  }
+  for (size_t r = 0; r < made.size(); ++r)
+    call.set(static_cast<int>(r), std::move(made[r]));
+  return true;
+}
+
+bool CudaExecutor::backwardCustom(BackwardCall &call, std::string &error) {
+  std::vector<const DTensor *> in;
+  for (int i = 0; i < call.numOperands; ++i)
+    in.push_back(&call.in(i));
+  CustomOpCall custom = customCallOf(call.op, in);
+  const CustomOpDef *def =
+      customKernels(custom.kind, CustomKernel::CudaBackward, error);
+  if (!def)
+    return false;
+  if (!call.dOut) {
+    error = "custom op '" + custom.kind + "' backward without the gradient "
+            "of its result";
+    return false;
+  }
+  std::vector<DeviceTensor> operands, grads;
+  std::vector<const DeviceTensor *> views;
+  std::vector<bool> wanted;
+  for (int i = 0; i < call.numOperands; ++i) {
+    operands.push_back({in[i]->shape, in[i]->data()});
+    float *grad = call.at(i);
+    wanted.push_back(grad != nullptr);
+    grads.push_back({in[i]->shape, grad});
+  }
+  for (const DeviceTensor &t : operands)
+    views.push_back(&t);
+  DeviceTensor dOut{call.dOut->shape, call.dOut->data()};
+  if (!def->cudaBackward(custom, views, dOut, wanted, grads, call.stream,
+                         error)) {
+    error = "custom op '" + custom.kind + "' backward: " + error;
+    return false;
+  }
+  return true;
 }
 
 bool CudaExecutor::forwardConstant(ForwardCall &call, std::string &error) {

@@ -20,9 +20,10 @@
 // those streams (connectPeers); otherwise through the worker's transport
 // (lib/Runtime/Transport.h), as host memory.
 //
-// Ops without a CUDA kernel -- custom ops, softmax over another axis than
-// the last -- are refused before a worker starts (supportsProgram), so that
-// --backend=auto can fall back to the CPU.
+// Ops without a CUDA kernel -- custom ops whose plugin registered CPU
+// kernels only, softmax over another axis than the last -- are refused
+// before a worker starts (supportsProgram), so that --backend=auto can fall
+// back to the CPU.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,9 +37,10 @@
 
 namespace dtfm::runtime::cuda {
 
-/// Whether every op of `program` has a CUDA kernel (and its operands a
-/// shape the kernel takes); otherwise `reason` names the first that does
-/// not, as "op #N dtfm.custom has no CUDA kernel".
+/// Whether every op of `program` has a CUDA kernel (a custom op: its plugin
+/// registered one) and its operands a shape the kernel takes; otherwise
+/// `reason` names the first that does not, as "op #N dtfm.custom has no
+/// CUDA kernel (...)".
 bool supportsProgram(const StageProgram &program, std::string &reason);
 
 /// The executor of `program` on CUDA device `device`; null with `error`
