@@ -16,7 +16,10 @@
 //                peak; the runtime cannot query it);
 //   topk         AdaTopK's radix select of 1% of N floats: input GB/s
 //                (torch.topk on the same tensor needs a CUDA PyTorch, which
-//                Debian's python3-torch is not: run it where there is one).
+//                Debian's python3-torch is not: run it where there is one);
+//   codec        a compressed exchange's encoding on the device with error
+//                feedback: int8 (per-256 scales) and top-k 1% of N floats,
+//                GB/s of the gradient and residual moved vs the peak.
 //
 // Without a device it says so and exits 0: nothing to measure.
 //
@@ -24,6 +27,7 @@
 
 #include "BenchSupport.h"
 
+#include "dtfm/Format/Int8.h"
 #include "dtfm/Runtime/Cuda/Device.h"
 #include "dtfm/Runtime/Cuda/Kernels.h"
 
@@ -196,6 +200,29 @@ int main(int argc, char **argv) {
     });
     rows.push_back({"topk", "radix select 1% of " + std::to_string(n), s,
                     bytes / s / 1e9, "GB/s", bytes / s / peakBandwidth});
+  }
+
+  // Compressed exchanges encoded on the device (error feedback): bytes of
+  // the gradient and the residual read and the residual written per second
+  // (int8 also writes its message, n + n / 64 bytes).
+  cuda::DeviceBuffer message(dtfm::format::int8Bytes(static_cast<size_t>(n)) + 4),
+      exactIndices(k * sizeof(uint32_t));
+  if (message && values && exactIndices && workspace) {
+    double s = timeIt(stream, reps, [&] {
+      cuda::int8WithFeedback(a.floats(), d.floats(), n, message.data(),
+                             stream);
+    });
+    double moved = 3.0 * bytes + dtfm::format::int8Bytes(static_cast<size_t>(n));
+    rows.push_back({"codec", "int8 with feedback, " + std::to_string(n), s,
+                    moved / s / 1e9, "GB/s", moved / s / peakBandwidth});
+    s = timeIt(stream, reps, [&] {
+      cuda::topKWithFeedback(a.floats(), d.floats(), n, k, values.floats(),
+                             static_cast<uint32_t *>(exactIndices.data()),
+                             workspace.data(), stream);
+    });
+    rows.push_back({"codec", "top-k 1% with feedback, " + std::to_string(n),
+                    s, 3.0 * bytes / s / 1e9, "GB/s",
+                    3.0 * bytes / s / peakBandwidth});
   }
 
   if (json) {

@@ -97,6 +97,16 @@ __global__ void gatherKernel(const float *x, const int *picked, int64_t k,
   }
 }
 
+__global__ void gatherExactKernel(const float *x, const int *picked,
+                                  int64_t k, float *values,
+                                  uint32_t *indices) {
+  DTFM_GRID_STRIDE(i, k) {
+    int at = picked[i];
+    values[i] = x[at];
+    indices[i] = static_cast<uint32_t>(at);
+  }
+}
+
 __global__ void scatterKernel(const float *values, const float *indices,
                               int64_t k, float *out, int64_t n) {
   DTFM_GRID_STRIDE(i, k) {
@@ -143,12 +153,10 @@ namespace dtfm::runtime::cuda {
 
 size_t topKWorkspaceBytes(int64_t n) { return layoutFor(n).total; }
 
-void topK(const float *x, int64_t n, int64_t k, float *values,
-          float *indices, void *workspace, cudaStream_t stream) {
-  if (k <= 0 || n <= 0)
-    return;
-  if (k > n)
-    k = n;
+/// The radix select and the compaction: picked[0, k) the indices kept, in
+/// order (in the workspace; returned).
+static const int *selectTopK(const float *x, int64_t n, int64_t k,
+                             void *workspace, cudaStream_t stream) {
   Layout l = layoutFor(n);
   char *base = static_cast<char *>(workspace);
   auto *state = reinterpret_cast<SelectState *>(base + l.state);
@@ -176,8 +184,29 @@ void topK(const float *x, int64_t n, int64_t k, float *values,
   cub::DeviceSelect::Flagged(scratch, scratchBytes,
                              thrust::counting_iterator<int>(0), keep, picked,
                              &state->selected, static_cast<int>(n), stream);
+  return picked;
+}
+
+void topK(const float *x, int64_t n, int64_t k, float *values,
+          float *indices, void *workspace, cudaStream_t stream) {
+  if (k <= 0 || n <= 0)
+    return;
+  if (k > n)
+    k = n;
+  const int *picked = selectTopK(x, n, k, workspace, stream);
   gatherKernel<<<blocksFor(k), kThreads, 0, stream>>>(x, picked, k, values,
                                                       indices);
+}
+
+void topKExact(const float *x, int64_t n, int64_t k, float *values,
+               uint32_t *indices, void *workspace, cudaStream_t stream) {
+  if (k <= 0 || n <= 0)
+    return;
+  if (k > n)
+    k = n;
+  const int *picked = selectTopK(x, n, k, workspace, stream);
+  gatherExactKernel<<<blocksFor(k), kThreads, 0, stream>>>(x, picked, k,
+                                                           values, indices);
 }
 
 void scatterTopK(const float *values, const float *indices, int64_t k,

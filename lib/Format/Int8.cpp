@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Format/Int8.h"
+#include "dtfm/Format/Int8Math.h"
 
 #include <algorithm>
 #include <cmath>
@@ -20,16 +21,11 @@ void dtfm::format::encodeInt8(const float *x, size_t count,
     size_t begin = b * kInt8Block, end = std::min(count, begin + kInt8Block);
     float largest = 0;
     for (size_t i = begin; i < end; ++i)
-      if (std::isfinite(x[i]))
-        largest = std::max(largest, std::fabs(x[i]));
-    float scale = largest / 127.0f;
+      largest = std::max(largest, int8::magnitude(x[i]));
+    float scale = int8::blockScale(largest);
     std::memcpy(out.data() + b * sizeof(float), &scale, sizeof(float));
-    for (size_t i = begin; i < end; ++i) {
-      float q = scale > 0 && std::isfinite(x[i]) ? std::nearbyint(x[i] / scale)
-                                                 : 0.0f;
-      values[i] = static_cast<char>(
-          static_cast<int8_t>(std::clamp(q, -127.0f, 127.0f)));
-    }
+    for (size_t i = begin; i < end; ++i)
+      values[i] = static_cast<char>(int8::quantize(x[i], scale));
   }
 }
 
@@ -52,7 +48,7 @@ bool dtfm::format::decodeInt8(const char *bytes, size_t size, size_t count,
     float scale = scaleOf(b);
     size_t begin = b * kInt8Block, end = std::min(count, begin + kInt8Block);
     for (size_t i = begin; i < end; ++i) {
-      float value = static_cast<float>(static_cast<int8_t>(values[i])) * scale;
+      float value = int8::dequantize(static_cast<int8_t>(values[i]), scale);
       out[i] = add ? out[i] + value : value;
     }
   }

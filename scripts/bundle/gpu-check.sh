@@ -17,7 +17,8 @@
 #      10%); recomputation's losses equal to the stored-activation run's on
 #      the GPU, bit for bit;
 #   4. bench-cuda: elementwise GB/s against the device's peak, cuBLASLt
-#      TFLOP/s in fp32/fp16/bf16, AdaTopK's top-k GB/s;
+#      TFLOP/s in fp32/fp16/bf16, AdaTopK's top-k GB/s (>= 30% of the
+#      peak), the int8 and top-k encoders with error feedback;
 #   5. the overlap benchmark on this GPU: two pipeline stages over links of
 #      falling bandwidth, DT-FM's three slots vs --serial-slots (a figure,
 #      target >= 1.5x where a transfer takes about a micro-batch's compute;
@@ -316,6 +317,13 @@ run bench-json 600 "$root/bench-cuda" --json
 if [ $bench_rc -eq 0 ] && [ $rc -eq 0 ] && grep -q '^{' "$logs/bench-json.out"; then
   sed 's/^/  /' "$logs/bench.out" | tee -a "$txt"
   sed -n 's/^{/{"check": "bench-cuda", /p' "$logs/bench-json.out" >> "$json"
+  # The top-k selection a compressed exchange runs, against the target of
+  # 30% of the device's memory bandwidth.
+  topk_share=$(sed -n 's/.*"bench":"topk".*"of_peak":\([-0-9.eE+]*\).*/\1/p' "$logs/bench-json.out" | head -n 1)
+  status=$(awk -v s="${topk_share:-0}" 'BEGIN { print (s + 0 >= 0.30) ? "pass" : "fail" }')
+  say "  top-k select at $(awk -v s="${topk_share:-0}" 'BEGIN { printf "%.0f", 100 * s }')% of the memory bandwidth: $status (target >= 30%)"
+  jline check topk-bandwidth status "$status" of_peak "${topk_share:-nan}" target 0.30
+  verdict "$status"
 else
   say "  bench-cuda: fail (exits $bench_rc, $rc): $(tail -n 1 "$logs/bench.err")"
   jline check bench-cuda status fail exit "$rc"

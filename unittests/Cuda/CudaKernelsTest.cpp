@@ -12,6 +12,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dtfm/Format/Int8.h"
+#include "dtfm/Format/Sparse.h"
 #include "dtfm/Runtime/Backend.h"
 #include "dtfm/Runtime/Cpu/Kernels.h"
 #include "dtfm/Runtime/Cuda/Attention.h"
@@ -410,6 +412,77 @@ TEST_F(CudaKernelsTest, TopKMatchesTheCpuWithTies) {
       expectNear(download(dense, n),
                  cpu::scatterTopK(values, indices, {n}).data, 0,
                  "top-k scatter");
+    }
+  }
+}
+
+// Compressed exchanges encoded on the device: the message and the residual
+// bit for bit the host's (format::moveInt8 / moveTopK), over three steps of
+// error feedback; the message is all that would come down (int8Bytes), and
+// infinities and NaNs are sent as 0 as on the host.
+TEST_F(CudaKernelsTest, DeviceCodecsEqualTheHostsWithErrorFeedback) {
+  for (int64_t n : {1, 255, 256, 257, 4097, 1 << 20}) {
+    Tensor residual(std::vector<int64_t>{n});
+    auto gres = zeros(n);
+    for (int step = 0; step < 3; ++step) {
+      Tensor grad = random({n});
+      if (n > 300) {
+        grad.data[3] = INFINITY;
+        grad.data[260] = NAN;
+      }
+      // Host: pending = residual + grad, then moveInt8.
+      std::vector<float> sent(n);
+      for (int64_t i = 0; i < n; ++i)
+        residual.data[i] += grad.data[i];
+      std::vector<char> want;
+      format::encodeInt8(residual.data.data(), n, want);
+      format::moveInt8(residual.data.data(), n, sent.data());
+      size_t bytes = format::int8Bytes(n);
+      auto ggrad = upload(grad), message = cuda::DeviceBuffer(bytes + 4);
+      cuda::int8WithFeedback(ggrad.floats(), gres.floats(), n, message.data(),
+                             stream);
+      cudaStreamSynchronize(stream);
+      std::vector<char> got(bytes);
+      cudaMemcpy(got.data(), message.data(), bytes, cudaMemcpyDeviceToHost);
+      ASSERT_EQ(got, want) << "int8 message, n " << n << " step " << step;
+      std::vector<float> deviceResidual = download(gres, n);
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(std::isnan(deviceResidual[i]) ? 0 : deviceResidual[i],
+                  std::isnan(residual.data[i]) ? 0 : residual.data[i])
+            << "int8 residual at " << i;
+    }
+  }
+  for (int64_t n : {1, 100, 4097, 1 << 20}) {
+    int64_t k = n / 10 + 1;
+    Tensor residual(std::vector<int64_t>{n});
+    auto gres = zeros(n);
+    for (int step = 0; step < 3; ++step) {
+      Tensor grad = random({n});
+      for (int64_t i = 0; i + 7 < n; i += 7) // ties
+        grad.data[i + 7] = -grad.data[i];
+      for (int64_t i = 0; i < n; ++i)
+        residual.data[i] += grad.data[i];
+      std::vector<float> sent(n);
+      format::moveTopK(residual.data.data(), n, k, sent.data());
+      auto ggrad = upload(grad), values = zeros(k), indices = zeros(k),
+           work = cuda::DeviceBuffer(cuda::topKWorkspaceBytes(n));
+      cuda::topKWithFeedback(ggrad.floats(), gres.floats(), n, k,
+                             values.floats(),
+                             static_cast<uint32_t *>(indices.data()),
+                             work.data(), stream);
+      std::vector<float> gotValues = download(values, k);
+      std::vector<uint32_t> gotIndices(k);
+      cudaMemcpy(gotIndices.data(), indices.data(), k * 4,
+                 cudaMemcpyDeviceToHost);
+      std::vector<float> dense(n, 0.0f);
+      for (int64_t j = 0; j < k; ++j) {
+        ASSERT_LT(gotIndices[j], static_cast<uint32_t>(n));
+        if (j > 0)
+          ASSERT_LT(gotIndices[j - 1], gotIndices[j]) << "index order";
+        dense[gotIndices[j]] = gotValues[j];
+      }
+      ASSERT_EQ(dense, sent) << "top-k message, n " << n << " step " << step;
+      ASSERT_EQ(download(gres, n), residual.data) << "top-k residual";
     }
   }
 }

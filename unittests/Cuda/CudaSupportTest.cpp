@@ -14,6 +14,8 @@
 
 #include "plan.pb.h"
 
+#include "dtfm/Support/CustomOps.h"
+
 #include <gtest/gtest.h>
 
 using namespace dtfm;
@@ -103,7 +105,9 @@ TEST(CudaSupportTest, OpsWithoutKernelsAreNamed) {
   add(program, "dtfm.custom", {x}, {2, 3});
   std::string reason;
   EXPECT_FALSE(supports(program, reason));
-  EXPECT_EQ(reason, "op #1 dtfm.custom has no CUDA kernel");
+  EXPECT_EQ(reason, "op #1 dtfm.custom has no CUDA kernel (custom op kind '' "
+                    "is not registered (load its plugin with "
+                    "--load-dtfm-plugin))");
 
   proto::DeviceProgram backward;
   int64_t a = add(backward, "dtfm.input", {}, {4});
@@ -115,7 +119,69 @@ TEST(CudaSupportTest, OpsWithoutKernelsAreNamed) {
   op->add_operands(a);
   op->add_operands(g);
   EXPECT_FALSE(supports(backward, reason));
-  EXPECT_EQ(reason, "op #3 dtfm.backward of dtfm.custom has no CUDA kernel");
+  EXPECT_EQ(reason, "op #3 dtfm.backward of dtfm.custom has no CUDA kernel "
+                    "(custom op kind '' is not registered (load its plugin "
+                    "with --load-dtfm-plugin))");
+}
+
+// A custom op runs on the GPU exactly when its plugin registered the GPU
+// kernel it needs: forward for the op, backward for its dtfm.backward.
+TEST(CudaSupportTest, CustomOpsNeedTheirPluginsGpuKernels) {
+  auto infer = [](const CustomOpCall &call, std::vector<TensorDesc> &results,
+                  std::string &) {
+    results = call.operands;
+    return true;
+  };
+  auto cost = [](const CustomOpCall &, const std::vector<TensorDesc> &) {
+    return CustomOpCost();
+  };
+  CustomOpDef cpuOnly{"test_cpu_only", "", infer, cost};
+  cpuOnly.forward = [](const CustomOpCall &,
+                       const std::vector<const KernelTensor *> &,
+                       std::vector<KernelTensor> &,
+                       std::string &) { return true; };
+  CustomOpDef forwardOnly{"test_gpu_forward", "", infer, cost};
+  forwardOnly.cudaForward = [](const CustomOpCall &,
+                               const std::vector<const DeviceTensor *> &,
+                               const std::vector<DeviceTensor> &, void *,
+                               std::string &) { return true; };
+  CustomOpDef both = forwardOnly;
+  both.kind = "test_gpu_both";
+  both.cudaBackward = [](const CustomOpCall &,
+                         const std::vector<const DeviceTensor *> &,
+                         const DeviceTensor &, const std::vector<bool> &,
+                         const std::vector<DeviceTensor> &, void *,
+                         std::string &) { return true; };
+  CustomOpRegistry &registry = CustomOpRegistry::global();
+  for (const CustomOpDef &def : {cpuOnly, forwardOnly, both})
+    if (!registry.lookup(def.kind))
+      ASSERT_TRUE(registry.add(def)) << def.kind;
+  auto program = [](const std::string &kind, bool withBackward) {
+    proto::DeviceProgram p;
+    int64_t x = add(p, "dtfm.input", {}, {2, 3});
+    int64_t y = add(p, "dtfm.custom", {x}, {2, 3});
+    (*p.mutable_ops(1)->mutable_attrs())["kind"].set_s(kind);
+    if (withBackward) {
+      proto::PlanOp *op = p.add_ops();
+      op->set_name("dtfm.backward");
+      (*op->mutable_attrs())["forward"].set_s("dtfm.custom");
+      (*op->mutable_attrs())["kind"].set_s(kind);
+      op->add_operands(x);
+      op->add_operands(y);
+    }
+    return p;
+  };
+  std::string reason;
+  EXPECT_FALSE(supports(program("test_cpu_only", false), reason));
+  EXPECT_EQ(reason, "op #1 dtfm.custom has no CUDA kernel (the plugin of "
+                    "custom op kind 'test_cpu_only' registers no CUDA forward "
+                    "kernel)");
+  EXPECT_TRUE(supports(program("test_gpu_forward", false), reason)) << reason;
+  EXPECT_FALSE(supports(program("test_gpu_forward", true), reason));
+  EXPECT_EQ(reason, "op #2 dtfm.backward of dtfm.custom has no CUDA kernel "
+                    "(the plugin of custom op kind 'test_gpu_forward' "
+                    "registers no CUDA backward kernel)");
+  EXPECT_TRUE(supports(program("test_gpu_both", true), reason)) << reason;
 }
 
 TEST(CudaSupportTest, SoftmaxOnlyOverTheLastAxis) {

@@ -94,6 +94,15 @@ inline bool isWireAttrCodec(const WireCodecInfo &info) {
 /// Entries a message of `count` values keeps: topkCount for sparse codecs
 /// (ratio R), every value otherwise.
 size_t keptEntries(WireCodec codec, size_t count, double ratio);
+/// What a gradient sync planned with `planned` sends at step `step` (from
+/// 1): a sparse codec (top-k) is dense, without error feedback, for its
+/// first `topkWarmup` steps. The exchange and a device that encodes before
+/// it both ask this.
+inline WireCodec wireCodecAtStep(WireCodec planned, int64_t topkWarmup,
+                                 int64_t step) {
+  return wireCodecInfo(planned).sparse && step <= topkWarmup ? WireCodec::Dense
+                                                             : planned;
+}
 /// Bytes on the wire of `denseBytes` of values `elementBytes` wide: the
 /// dense bytes themselves, or one message of their values.
 double wireBytesOfDense(WireCodec codec, double denseBytes, double elementBytes,

@@ -173,6 +173,18 @@ public:
   /// encodes). nullptr on a backend that keeps none.
   virtual cpu::Tensor *residualOf(const ProgramOp &sync) { return nullptr; }
 
+  /// Whether the gradients the SyncFn receives for compressed syncs are
+  /// already as this step's codec carries them, their error feedback
+  /// applied and the residuals kept by the executor (a GPU encodes on the
+  /// device and hands over only the messages, decoded): the exchange then
+  /// sends them as they are instead of calling residualOf.
+  virtual bool feedsBackItself() const { return false; }
+
+  /// The step about to run (from 1), before its first phase: an executor
+  /// that encodes compressed exchanges itself reads the codec of that step
+  /// (format::wireCodecAtStep: top-k's dense warm-up).
+  virtual void beginStep(int64_t step) {}
+
   /// Seconds the device computed since the last call, for executors whose
   /// work runs asynchronously (a GPU's, timed with events); -1 where the
   /// compute thread's CPU time is the measure (the CPU executor). The

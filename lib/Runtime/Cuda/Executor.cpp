@@ -224,6 +224,7 @@ bool CudaExecutor::fromHost(std::string &error) {
     return false;
   params.clear();
   optimizer.clear();
+  residuals.clear();
   for (const auto &[name, t] : host.params)
     if (!upload(t, computeStream(), params[name], error))
       return false;
@@ -235,6 +236,10 @@ bool CudaExecutor::fromHost(std::string &error) {
           std::pair{&moments.velocity, &s.velocity}})
       if (!from->data.empty() && !upload(*from, computeStream(), *to, error))
         return false;
+    // Compressed exchanges encode on the device: their residuals live there.
+    if (!moments.residual.data.empty() &&
+        !upload(moments.residual, computeStream(), residuals[name], error))
+      return false;
   }
   return !cudaFailed(cudaStreamSynchronize(computeStream()),
                      "copying parameters to the GPU", error);
@@ -293,6 +298,9 @@ std::map<std::string, Tensor> CudaExecutor::state() const {
     if (s.velocity.buffer)
       download(s.velocity, computeStream(), m.velocity, error);
   }
+  for (const auto &[name, r] : residuals)
+    if (r.buffer)
+      download(r, computeStream(), copy.optimizer[name].residual, error);
   std::map<std::string, Tensor> out = copy.state();
   describeSlices(out);
   return out;

@@ -231,6 +231,10 @@ public:
   void collectGradients(int microBatch, const ValueTable &values) override;
   void discardMicroBatch(int microBatch) override { live.erase(microBatch); }
   int64_t devicePeakBytes() const override { return pool->peakBytes(); }
+  /// Compressed exchanges are encoded on the device (syncBucket): the
+  /// residuals live there, only the messages come down.
+  bool feedsBackItself() const override { return true; }
+  void beginStep(int64_t step) override { currentStep = step; }
   bool finishIteration(double gradientScale, const SyncFn &sync,
                        const SyncFn &gather, std::string &error) override;
   std::map<std::string, Tensor> parameters() const override;
@@ -323,6 +327,13 @@ private:
                   const std::vector<float *> &tensors,
                   const std::vector<int64_t> &elements, float *buffer,
                   bool toBuffer, int member, cudaStream_t stream);
+  /// A compressed sync's gradient `grad` as this step's `codec` carries it,
+  /// into `out` (host): the residual added and the message encoded on the
+  /// device, only the message copied down and decoded; the device residual
+  /// keeps the rest.
+  bool encodeWithFeedback(const ProgramOp &sync, format::WireCodec codec,
+                          const DTensor &grad, Tensor &out,
+                          std::string &error);
   /// Adds gradient `id` of the micro-batch to its iteration sum, once per
   /// micro-batch.
   void collect(int microBatch, int64_t id, const DTensor &value);
@@ -444,6 +455,10 @@ private:
     int64_t step = 0;
   };
   std::map<std::string, OptimizerState> optimizer;
+  /// Compressed exchanges' error-feedback residuals, by parameter (the
+  /// host state's `residual`, kept here while training).
+  std::map<std::string, DTensor> residuals;
+  int64_t currentStep = 1;
   /// Values of the micro-batches in flight (forward results kept for the
   /// backward), by micro-batch and value id.
   std::map<int, std::map<int64_t, DTensor>> live;

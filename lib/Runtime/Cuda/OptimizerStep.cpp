@@ -13,6 +13,7 @@
 
 #include "ExecutorImpl.h"
 
+#include "dtfm/Format/Int8.h"
 #include "dtfm/Runtime/Cuda/Kernels.h"
 
 #include <cuda_runtime.h>
@@ -148,12 +149,18 @@ bool CudaExecutor::syncBucket(const std::vector<const ProgramOp *> &syncs,
   if (!sync)
     return true;
   // Through the host (the worker's transport), then back to the device;
-  // sharded, only this member's shard of each comes back averaged.
+  // sharded, only this member's shard of each comes back averaged. A
+  // compressed gradient comes down as its message (encodeWithFeedback).
   std::vector<Tensor> hostGrads(syncs.size());
   std::vector<std::pair<const ProgramOp *, Tensor *>> synced;
   for (size_t i = 0; i < syncs.size(); ++i) {
-    if (!download(values.at(syncs[i]->results[0].id), stream, hostGrads[i],
-                  error))
+    const ProgramOp &op = *syncs[i];
+    const DTensor &grad = values.at(op.results[0].id);
+    format::WireCodec codec = format::wireCodecAtStep(
+        op.attrs.compression, op.attrs.topkWarmup, currentStep);
+    if (codec != format::WireCodec::Dense
+            ? !encodeWithFeedback(op, codec, grad, hostGrads[i], error)
+            : !download(grad, stream, hostGrads[i], error))
       return false;
     synced.push_back({syncs[i], &hostGrads[i]});
   }
@@ -166,6 +173,92 @@ bool CudaExecutor::syncBucket(const std::vector<const ProgramOp *> &syncs,
     values[syncs[i]->results[0].id] = std::move(d);
   }
   return true;
+}
+
+bool CudaExecutor::encodeWithFeedback(const ProgramOp &sync,
+                                      format::WireCodec codec,
+                                      const DTensor &grad, Tensor &out,
+                                      std::string &error) {
+  cudaStream_t stream = computeStream();
+  auto parameter = parameterOfSync.find(sync.index);
+  if (parameter == parameterOfSync.end()) {
+    error = "op #" + std::to_string(sync.index) +
+            " dtfm.grad_sync: a compressed gradient of no parameter";
+    return false;
+  }
+  int64_t n = grad.numel();
+  DTensor &residual = residuals[parameter->second];
+  if (residual.numel() != n || !residual.buffer) {
+    if (residual.buffer) {
+      error = "the error-feedback residual of '" + parameter->second +
+              "' holds " + std::to_string(residual.numel()) +
+              " values, its gradient " + std::to_string(n);
+      return false;
+    }
+    if (!allocate(grad.shape, true, residual, error))
+      return false;
+  }
+  out = Tensor(grad.shape);
+  auto fetch = [&](const void *from, void *to, size_t bytes) {
+    return !cudaFailed(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToHost,
+                                       stream),
+                       "copying a compressed gradient from the GPU", error);
+  };
+  if (codec == format::WireCodec::Int8) {
+    size_t bytes = format::int8Bytes(static_cast<size_t>(n));
+    DTensor message;
+    std::vector<char> host(bytes);
+    if (!allocate({static_cast<int64_t>((bytes + 3) / 4)}, false, message,
+                  error))
+      return false;
+    cuda::int8WithFeedback(grad.data(), residual.data(), n, message.data(),
+                           stream);
+    if (!checkLaunch(error) || !fetch(message.data(), host.data(), bytes) ||
+        cudaFailed(cudaStreamSynchronize(stream), "waiting for the GPU",
+                   error))
+      return false;
+    if (!format::decodeInt8(host.data(), bytes, static_cast<size_t>(n),
+                            out.data.data())) {
+      error = "an int8 gradient the GPU encoded does not decode";
+      return false;
+    }
+    return true;
+  }
+  if (format::wireCodecInfo(codec).sparse) {
+    int64_t k = static_cast<int64_t>(format::keptEntries(
+        codec, static_cast<size_t>(n), sync.attrs.topkRatio));
+    k = std::min(k, n);
+    DTensor values, indices, workspace;
+    int64_t workFloats = static_cast<int64_t>(
+        (cuda::topKWorkspaceBytes(n) + sizeof(float) - 1) / sizeof(float));
+    if (!allocate({std::max<int64_t>(1, k)}, false, values, error) ||
+        !allocate({std::max<int64_t>(1, k)}, false, indices, error) ||
+        !allocate({workFloats}, false, workspace, error))
+      return false;
+    cuda::topKWithFeedback(grad.data(), residual.data(), n, k, values.data(),
+                           reinterpret_cast<uint32_t *>(indices.data()),
+                           workspace.data(), stream);
+    std::vector<float> kept(static_cast<size_t>(k));
+    std::vector<uint32_t> at(static_cast<size_t>(k));
+    if (!checkLaunch(error) ||
+        !fetch(values.data(), kept.data(), kept.size() * sizeof(float)) ||
+        !fetch(indices.data(), at.data(), at.size() * sizeof(uint32_t)) ||
+        cudaFailed(cudaStreamSynchronize(stream), "waiting for the GPU",
+                   error))
+      return false;
+    for (size_t j = 0; j < at.size(); ++j) {
+      if (at[j] >= static_cast<uint64_t>(n)) {
+        error = "a top-k gradient the GPU selected holds index " +
+                std::to_string(at[j]) + " of " + std::to_string(n);
+        return false;
+      }
+      out.data[at[j]] = kept[j];
+    }
+    return true;
+  }
+  error = std::string("no device encoder for the ") +
+          format::wireCodecName(codec) + " codec";
+  return false;
 }
 
 bool CudaExecutor::gatherBucket(const std::vector<const ProgramOp *> &syncs,

@@ -121,9 +121,7 @@ private:
   /// (top-k) is dense (no error feedback) for its first `topkWarmup` steps.
   format::WireCodec wireThisStep(format::WireCodec planned,
                                  int64_t topkWarmup) const {
-    return format::wireCodecInfo(planned).sparse && currentStep <= topkWarmup
-               ? format::WireCodec::Dense
-               : planned;
+    return format::wireCodecAtStep(planned, topkWarmup, currentStep);
   }
   /// Sums data[0, count) over the group, in place, as `codec` carries it
   /// (sparse codecs: at most `kept` entries each).

@@ -184,6 +184,7 @@ bool Worker::sendEntry(int64_t step, const StreamEntry &entry,
 
 bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
   sync.beginStep(step);
+  executor->beginStep(step);
   lossSum = 0;
 
   std::vector<MicroBatch> batches(microBatches);

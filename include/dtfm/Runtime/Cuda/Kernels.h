@@ -266,6 +266,25 @@ void topK(const float *x, int64_t n, int64_t k, float *values,
 /// out = zeros(n) with values scattered at indices.
 void scatterTopK(const float *values, const float *indices, int64_t k,
                  float *out, int64_t n, cudaStream_t stream);
+/// topK with exact 32-bit indices (float indices lose integers past 2^24).
+void topKExact(const float *x, int64_t n, int64_t k, float *values,
+               uint32_t *indices, void *workspace, cudaStream_t stream);
+
+//===--- compressed exchanges: error feedback on the device ------------===//
+
+/// Int8 with error feedback (format::moveInt8 on the device): pending =
+/// residual + grad; `message` (int8Bytes(n) bytes, 4-aligned) gets pending
+/// in the int8 format (format/Int8.h: the scales, then the bytes);
+/// residual = pending - what the message carries.
+void int8WithFeedback(const float *grad, float *residual, int64_t n,
+                      void *message, cudaStream_t stream);
+/// Top-k with error feedback (format::moveTopK on the device): residual +=
+/// grad; its k entries of largest magnitude (ties to the lower index) into
+/// values / indices, in index order; residual keeps the rest (those k
+/// zeroed). `workspace`: topKWorkspaceBytes(n).
+void topKWithFeedback(const float *grad, float *residual, int64_t n, int64_t k,
+                      float *values, uint32_t *indices, void *workspace,
+                      cudaStream_t stream);
 
 } // namespace dtfm::runtime::cuda
 

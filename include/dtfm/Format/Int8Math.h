@@ -1,0 +1,76 @@
+//===- Int8Math.h - The int8 format's per-element math ----------*- C++ -*-===//
+//
+// Part of dtfm. Plain C++, compiled for the host and, inside the CUDA
+// kernels, for the device.
+//
+//===----------------------------------------------------------------------===//
+//
+// One home for how the int8 wire format (Int8.h) turns a block's values
+// into its scale and bytes and back: the host encoder and decoder and the
+// GPU's encoder with error feedback (kernels/Codecs.cu) call these, so that
+// a gradient compressed on the device is bit for bit the host's.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTFM_FORMAT_INT8MATH_H
+#define DTFM_FORMAT_INT8MATH_H
+
+#include <cstdint>
+
+#ifdef __CUDACC__
+#define DTFM_INT8_HOST_DEVICE __host__ __device__
+#else
+#define DTFM_INT8_HOST_DEVICE
+#include <cmath>
+#endif
+
+namespace dtfm::format::int8 {
+
+/// Whether `x` counts toward its block's scale (and is sent at all): an
+/// infinity or a NaN is sent as 0.
+DTFM_INT8_HOST_DEVICE inline bool sendable(float x) {
+#ifdef __CUDA_ARCH__
+  return isfinite(x);
+#else
+  return std::isfinite(x);
+#endif
+}
+
+/// The magnitude `x` adds to its block's largest (0 when not sendable).
+DTFM_INT8_HOST_DEVICE inline float magnitude(float x) {
+#ifdef __CUDA_ARCH__
+  return sendable(x) ? fabsf(x) : 0.0f;
+#else
+  return sendable(x) ? std::fabs(x) : 0.0f;
+#endif
+}
+
+/// A block's scale from its largest magnitude.
+DTFM_INT8_HOST_DEVICE inline float blockScale(float largest) {
+  return largest / 127.0f;
+}
+
+/// `x` as its block's byte: the nearest multiple of the scale (ties to
+/// even), clamped to [-127, 127]; 0 in an all-zero block.
+DTFM_INT8_HOST_DEVICE inline int8_t quantize(float x, float scale) {
+  if (!(scale > 0) || !sendable(x))
+    return 0;
+#ifdef __CUDA_ARCH__
+  float q = rintf(x / scale);
+#else
+  float q = std::nearbyint(x / scale);
+#endif
+  q = q < -127.0f ? -127.0f : (q > 127.0f ? 127.0f : q);
+  return static_cast<int8_t>(q);
+}
+
+/// A byte back to its value.
+DTFM_INT8_HOST_DEVICE inline float dequantize(int8_t q, float scale) {
+  return static_cast<float>(q) * scale;
+}
+
+} // namespace dtfm::format::int8
+
+#undef DTFM_INT8_HOST_DEVICE
+
+#endif // DTFM_FORMAT_INT8MATH_H
