@@ -30,16 +30,16 @@ constexpr int kBlock = static_cast<int>(dtfm::format::kInt8Block);
 static_assert(kBlock == kThreads, "one thread per value of an int8 block");
 
 /// Block b of the format per CUDA block (striding over the format's
-/// blocks): each thread adds its value's residual, the block's largest
-/// magnitude gives the scale, each thread writes its byte and keeps what
-/// the byte does not carry.
+/// blocks): each thread adds its value's residual (when there is one), the
+/// block's largest magnitude gives the scale, each thread writes its byte
+/// and keeps what the byte does not carry.
 __global__ void int8FeedbackKernel(const float *grad, float *residual,
                                    int64_t n, int64_t blocks, float *scales,
                                    int8_t *bytes) {
   __shared__ float scratch[32];
   for (int64_t b = blockIdx.x; b < blocks; b += gridDim.x) {
     int64_t i = b * kBlock + threadIdx.x;
-    float pending = i < n ? residual[i] + grad[i] : 0.0f;
+    float pending = i < n ? (residual ? residual[i] : 0.0f) + grad[i] : 0.0f;
     float largest = blockMax(i < n ? int8::magnitude(pending) : 0.0f, scratch);
     float scale = int8::blockScale(largest);
     if (threadIdx.x == 0)
@@ -47,7 +47,8 @@ __global__ void int8FeedbackKernel(const float *grad, float *residual,
     if (i < n) {
       int8_t q = int8::quantize(pending, scale);
       bytes[i] = q;
-      residual[i] = pending - int8::dequantize(q, scale);
+      if (residual)
+        residual[i] = pending - int8::dequantize(q, scale);
     }
     __syncthreads(); // scratch is reused by the next block's maximum
   }
@@ -76,6 +77,11 @@ void int8WithFeedback(const float *grad, float *residual, int64_t n,
   unsigned grid = static_cast<unsigned>(blocks > 65535 ? 65535 : blocks);
   int8FeedbackKernel<<<grid, kBlock, 0, stream>>>(grad, residual, n, blocks,
                                                    scales, bytes);
+}
+
+void int8Encode(const float *x, int64_t n, void *message,
+                cudaStream_t stream) {
+  int8WithFeedback(x, nullptr, n, message, stream);
 }
 
 void topKWithFeedback(const float *grad, float *residual, int64_t n, int64_t k,

@@ -419,7 +419,8 @@ TEST_F(CudaKernelsTest, TopKMatchesTheCpuWithTies) {
 // Compressed exchanges encoded on the device: the message and the residual
 // bit for bit the host's (format::moveInt8 / moveTopK), over three steps of
 // error feedback; the message is all that would come down (int8Bytes), and
-// infinities and NaNs are sent as 0 as on the host.
+// infinities and NaNs are sent as 0 as on the host. An 8-bit pipeline
+// transfer's encoding (no feedback) is the host's too.
 TEST_F(CudaKernelsTest, DeviceCodecsEqualTheHostsWithErrorFeedback) {
   for (int64_t n : {1, 255, 256, 257, 4097, 1 << 20}) {
     Tensor residual(std::vector<int64_t>{n});
@@ -445,6 +446,13 @@ TEST_F(CudaKernelsTest, DeviceCodecsEqualTheHostsWithErrorFeedback) {
       std::vector<char> got(bytes);
       cudaMemcpy(got.data(), message.data(), bytes, cudaMemcpyDeviceToHost);
       ASSERT_EQ(got, want) << "int8 message, n " << n << " step " << step;
+      // Without feedback (8-bit pipeline transfers): the host's encoding.
+      std::vector<char> plain;
+      format::encodeInt8(grad.data.data(), n, plain);
+      cuda::int8Encode(ggrad.floats(), n, message.data(), stream);
+      cudaStreamSynchronize(stream);
+      cudaMemcpy(got.data(), message.data(), bytes, cudaMemcpyDeviceToHost);
+      ASSERT_EQ(got, plain) << "int8 transfer, n " << n;
       std::vector<float> deviceResidual = download(gres, n);
       for (int64_t i = 0; i < n; ++i)
         ASSERT_EQ(std::isnan(deviceResidual[i]) ? 0 : deviceResidual[i],

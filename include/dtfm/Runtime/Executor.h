@@ -180,6 +180,16 @@ public:
   /// sends them as they are instead of calling residualOf.
   virtual bool feedsBackItself() const { return false; }
 
+  /// A value of the phase that just ran, already in the wire's codec: an
+  /// executor that encodes pipeline transfers itself (a GPU encodes 8-bit
+  /// transfers on the device and copies only the message down) returns
+  /// true with `message` for `valueId` sent in `wire`; otherwise the worker
+  /// encodes the host value. Valid until the next phase runs.
+  virtual bool takeEncodedSend(int64_t valueId, format::WireCodec wire,
+                               std::vector<char> &message) {
+    return false;
+  }
+
   /// The step about to run (from 1), before its first phase: an executor
   /// that encodes compressed exchanges itself reads the codec of that step
   /// (format::wireCodecAtStep: top-k's dense warm-up).

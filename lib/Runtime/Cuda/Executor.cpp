@@ -12,6 +12,7 @@
 
 #include "ExecutorImpl.h"
 
+#include "dtfm/Format/Int8.h"
 #include "dtfm/Runtime/CustomKernels.h"
 
 #include "dtfm/Runtime/Cuda/Attention.h"
@@ -515,6 +516,7 @@ bool CudaExecutor::endPhase(OpPhase phase, int microBatch, ValueTable &values,
     }
     pendingSends.emplace_back(sent, std::move(sending));
   }
+  encodedSends.clear();
   for (int index : program.opsOf(phase)) {
     const ProgramOp &op = program.ops[index];
     if (op.kind != OpKind::Send || movesItself(op))
@@ -523,6 +525,16 @@ bool CudaExecutor::endPhase(OpPhase phase, int microBatch, ValueTable &values,
     if (it == table.end()) {
       error = "dtfm.send: its value was not computed in this phase";
       return false;
+    }
+    // An 8-bit transfer is encoded on the device: a quarter of the bytes
+    // come down, the worker sends them as they are.
+    if (op.attrs.wire == format::WireCodec::Int8 &&
+        !op.attrs.oncePerIteration) {
+      if (encodedSends.count(op.operands[0]))
+        continue; // sent to another peer too: encoded once
+      if (!encodeForWire(it->second, encodedSends[op.operands[0]], error))
+        return false;
+      continue;
     }
     if (!download(it->second, sendStream(), values[op.operands[0]], error))
       return false;
@@ -558,6 +570,34 @@ void CudaExecutor::releaseValue(int microBatch, int64_t id,
   auto table = live.find(microBatch);
   if (table != live.end())
     table->second.erase(id);
+}
+
+bool CudaExecutor::encodeForWire(const DTensor &value,
+                                 std::vector<char> &message,
+                                 std::string &error) {
+  size_t bytes = format::int8Bytes(static_cast<size_t>(value.numel()));
+  DTensor encoded;
+  if (!allocate({static_cast<int64_t>((bytes + 3) / 4)}, false, encoded,
+                error))
+    return false;
+  // On the send stream, behind the compute that made the value.
+  cuda::int8Encode(value.data(), value.numel(), encoded.data(), sendStream());
+  message.resize(bytes);
+  return checkLaunch(error) &&
+         !cudaFailed(cudaMemcpyAsync(message.data(), encoded.data(), bytes,
+                                     cudaMemcpyDeviceToHost, sendStream()),
+                     "copying an encoded transfer from the GPU", error) &&
+         !cudaFailed(cudaStreamSynchronize(sendStream()),
+                     "waiting for the GPU", error);
+}
+
+bool CudaExecutor::takeEncodedSend(int64_t valueId, format::WireCodec wire,
+                                   std::vector<char> &message) {
+  auto it = encodedSends.find(valueId);
+  if (wire != format::WireCodec::Int8 || it == encodedSends.end())
+    return false;
+  message = it->second;
+  return true;
 }
 
 bool CudaExecutor::runBackward(const ProgramOp &op,

@@ -235,6 +235,8 @@ public:
   /// residuals live there, only the messages come down.
   bool feedsBackItself() const override { return true; }
   void beginStep(int64_t step) override { currentStep = step; }
+  bool takeEncodedSend(int64_t valueId, format::WireCodec wire,
+                       std::vector<char> &message) override;
   bool finishIteration(double gradientScale, const SyncFn &sync,
                        const SyncFn &gather, std::string &error) override;
   std::map<std::string, Tensor> parameters() const override;
@@ -337,6 +339,10 @@ private:
   /// Adds gradient `id` of the micro-batch to its iteration sum, once per
   /// micro-batch.
   void collect(int microBatch, int64_t id, const DTensor &value);
+  /// `value` in the int8 wire format, encoded on the send stream and copied
+  /// down (8-bit pipeline transfers).
+  bool encodeForWire(const DTensor &value, std::vector<char> &message,
+                     std::string &error);
   /// Releases the buffers of sends the send stream has finished.
   void reapSends();
   cudaStream_t receiveStream() const { return streams[0]; }
@@ -489,6 +495,9 @@ private:
   /// The dtfm.gather ops of the phase running, with the size of the axis
   /// they index (their flags are read at its end).
   std::vector<std::pair<int, int64_t>> gathered;
+  /// The phase's 8-bit pipeline transfers, encoded on the device: their
+  /// messages by value id (takeEncodedSend), until the next phase ends.
+  std::map<int64_t, std::vector<char>> encodedSends;
   /// Values being sent, kept alive until their send completes.
   std::vector<std::pair<cudaEvent_t, std::vector<DTensor>>> pendingSends;
   /// Each phase's compute, bracketed on the compute stream (start, stop):

@@ -407,6 +407,12 @@ bool Worker::runComputeSlot(int64_t step, std::vector<MicroBatch> &batches,
         continue;
       if (t.oncePerIteration && t.phase == Phase::Forward)
         continue; // micro-batch 0's copy leaves through sendOnce
+      std::vector<char> message;
+      if (!t.oncePerIteration &&
+          executor->takeEncodedSend(t.value, t.wire, message)) {
+        messages.emplace_back(static_cast<int>(i), std::move(message));
+        continue;
+      }
       const cpu::Tensor &value = table.at(t.value);
       if (t.oncePerIteration) {
         if (t.phase == Phase::Backward) {
@@ -418,7 +424,6 @@ bool Worker::runComputeSlot(int64_t step, std::vector<MicroBatch> &batches,
         }
         continue;
       }
-      std::vector<char> message;
       size_t values = value.data.size();
       if (!format::wireCodecInfo(t.wire).encode(value.data.data(), values,
                                                 values, message, error))

@@ -273,11 +273,14 @@ void topKExact(const float *x, int64_t n, int64_t k, float *values,
 //===--- compressed exchanges: error feedback on the device ------------===//
 
 /// Int8 with error feedback (format::moveInt8 on the device): pending =
-/// residual + grad; `message` (int8Bytes(n) bytes, 4-aligned) gets pending
+/// residual + grad (grad alone when `residual` is null); `message` (int8Bytes(n) bytes, 4-aligned) gets pending
 /// in the int8 format (format/Int8.h: the scales, then the bytes);
 /// residual = pending - what the message carries.
 void int8WithFeedback(const float *grad, float *residual, int64_t n,
                       void *message, cudaStream_t stream);
+/// x in the int8 format into `message` (format::encodeInt8 on the device;
+/// 8-bit pipeline transfers, which keep no residual).
+void int8Encode(const float *x, int64_t n, void *message, cudaStream_t stream);
 /// Top-k with error feedback (format::moveTopK on the device): residual +=
 /// grad; its k entries of largest magnitude (ties to the lower index) into
 /// values / indices, in index order; residual keeps the rest (those k
