@@ -54,6 +54,11 @@ __global__ void int8FeedbackKernel(const float *grad, float *residual,
   }
 }
 
+__global__ void int8DecodeKernel(const float *scales, const int8_t *bytes,
+                                 int64_t n, float *out) {
+  DTFM_GRID_STRIDE(i, n) out[i] = int8::dequantize(bytes[i], scales[i / kBlock]);
+}
+
 __global__ void addKernel(const float *grad, float *residual, int64_t n) {
   DTFM_GRID_STRIDE(i, n) residual[i] += grad[i];
 }
@@ -82,6 +87,17 @@ void int8WithFeedback(const float *grad, float *residual, int64_t n,
 void int8Encode(const float *x, int64_t n, void *message,
                 cudaStream_t stream) {
   int8WithFeedback(x, nullptr, n, message, stream);
+}
+
+void int8Decode(const void *message, int64_t n, float *out,
+                cudaStream_t stream) {
+  if (n <= 0)
+    return;
+  int64_t blocks = (n + kBlock - 1) / kBlock;
+  const auto *scales = static_cast<const float *>(message);
+  const auto *bytes = reinterpret_cast<const int8_t *>(scales + blocks);
+  int8DecodeKernel<<<blocksFor(n), kThreads, 0, stream>>>(scales, bytes, n,
+                                                          out);
 }
 
 void topKWithFeedback(const float *grad, float *residual, int64_t n, int64_t k,

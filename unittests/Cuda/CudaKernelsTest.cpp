@@ -420,7 +420,7 @@ TEST_F(CudaKernelsTest, TopKMatchesTheCpuWithTies) {
 // bit for bit the host's (format::moveInt8 / moveTopK), over three steps of
 // error feedback; the message is all that would come down (int8Bytes), and
 // infinities and NaNs are sent as 0 as on the host. An 8-bit pipeline
-// transfer's encoding (no feedback) is the host's too.
+// transfer's encoding (no feedback) and decoding are the host's too.
 TEST_F(CudaKernelsTest, DeviceCodecsEqualTheHostsWithErrorFeedback) {
   for (int64_t n : {1, 255, 256, 257, 4097, 1 << 20}) {
     Tensor residual(std::vector<int64_t>{n});
@@ -453,6 +453,12 @@ TEST_F(CudaKernelsTest, DeviceCodecsEqualTheHostsWithErrorFeedback) {
       cudaStreamSynchronize(stream);
       cudaMemcpy(got.data(), message.data(), bytes, cudaMemcpyDeviceToHost);
       ASSERT_EQ(got, plain) << "int8 transfer, n " << n;
+      // And decoded on the receiving device: the host's decoding.
+      std::vector<float> decoded(n);
+      ASSERT_TRUE(format::decodeInt8(plain.data(), bytes, n, decoded.data()));
+      auto out = zeros(n);
+      cuda::int8Decode(message.data(), n, out.floats(), stream);
+      ASSERT_EQ(download(out, n), decoded) << "int8 decode, n " << n;
       std::vector<float> deviceResidual = download(gres, n);
       for (int64_t i = 0; i < n; ++i)
         ASSERT_EQ(std::isnan(deviceResidual[i]) ? 0 : deviceResidual[i],

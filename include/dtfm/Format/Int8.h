@@ -41,9 +41,14 @@ inline double int8BytesOfDense(double denseBytes, double elementBytes) {
 /// Encodes x[0, count) into `out` (resized to int8Bytes(count)).
 void encodeInt8(const float *x, size_t count, std::vector<char> &out);
 
+/// Whether `size` bytes are a well-formed message of `count` floats: the
+/// size is int8Bytes(count) and every scale is finite and >= 0 (what a
+/// hostile peer may break; the bytes themselves cannot be wrong).
+bool validInt8(const char *bytes, size_t size, size_t count);
+
 /// Decodes `size` bytes holding `count` floats into out[0, count) (added
-/// to it when `add`); false, having written nothing, when the size is not
-/// int8Bytes(count) or a scale is not finite and >= 0 (a hostile peer).
+/// to it when `add`); false, having written nothing, when the message is
+/// not validInt8.
 bool decodeInt8(const char *bytes, size_t size, size_t count, float *out,
                 bool add = false);
 

@@ -190,6 +190,16 @@ public:
     return false;
   }
 
+  /// Whether the executor takes a received value in `wire`'s codec as its
+  /// message and decodes it on its device (a GPU: only the message goes
+  /// up). The worker then checks each message (format::validInt8) and
+  /// hands it over with stageEncodedReceive before the phase that binds
+  /// the value; the value table holds only its shape.
+  virtual bool decodesReceives(format::WireCodec wire) const { return false; }
+  virtual void stageEncodedReceive(int microBatch, int64_t valueId,
+                                   format::WireCodec wire,
+                                   std::vector<char> message) {}
+
   /// The step about to run (from 1), before its first phase: an executor
   /// that encodes compressed exchanges itself reads the codec of that step
   /// (format::wireCodecAtStep: top-k's dense warm-up).

@@ -401,8 +401,29 @@ bool CudaExecutor::bindHostValue(const ProgramOp &op, int microBatch,
     computedSinceMark = false;
   }
   DTensor d;
-  if (!upload(value, receiveStream(), d, error))
+  auto staged = stagedReceives.find({microBatch, op.results[0].id});
+  if (staged != stagedReceives.end()) {
+    // An 8-bit transfer: its message up, decoded on the receive stream.
+    const std::vector<char> &message = staged->second;
+    DTensor bytes;
+    if (!allocate({static_cast<int64_t>((message.size() + 3) / 4)}, false,
+                  bytes, error) ||
+        !allocate(op.results[0].shape, false, d, error) ||
+        cudaFailed(cudaMemcpyAsync(bytes.data(), message.data(),
+                                   message.size(), cudaMemcpyHostToDevice,
+                                   receiveStream()),
+                   "copying a received transfer to the GPU", error))
+      return false;
+    cuda::int8Decode(bytes.data(), d.numel(), d.data(), receiveStream());
+    if (!checkLaunch(error))
+      return false;
+    // The message stays until the compute stream is ordered behind the
+    // receive stream (endPhase): the pool may hand it to compute work.
+    decodeBuffers.push_back(std::move(bytes));
+    stagedReceives.erase(staged);
+  } else if (!upload(value, receiveStream(), d, error)) {
     return false;
+  }
   d.shape = op.results[0].shape;
   live[microBatch][op.results[0].id] = std::move(d);
   received = true;
@@ -483,6 +504,7 @@ bool CudaExecutor::endPhase(OpPhase phase, int microBatch, ValueTable &values,
   }
   if (received && !order(receiveStream(), computeStream(), error))
     return false;
+  decodeBuffers.clear();
   // Values to send, out on the send stream once computed: to NCCL-linked
   // peers directly (the buffers held until the stream is past them), to the
   // others through the host.

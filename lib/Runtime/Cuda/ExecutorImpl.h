@@ -237,6 +237,14 @@ public:
   void beginStep(int64_t step) override { currentStep = step; }
   bool takeEncodedSend(int64_t valueId, format::WireCodec wire,
                        std::vector<char> &message) override;
+  bool decodesReceives(format::WireCodec wire) const override {
+    return wire == format::WireCodec::Int8;
+  }
+  void stageEncodedReceive(int microBatch, int64_t valueId,
+                           format::WireCodec wire,
+                           std::vector<char> message) override {
+    stagedReceives[{microBatch, valueId}] = std::move(message);
+  }
   bool finishIteration(double gradientScale, const SyncFn &sync,
                        const SyncFn &gather, std::string &error) override;
   std::map<std::string, Tensor> parameters() const override;
@@ -498,6 +506,11 @@ private:
   /// The phase's 8-bit pipeline transfers, encoded on the device: their
   /// messages by value id (takeEncodedSend), until the next phase ends.
   std::map<int64_t, std::vector<char>> encodedSends;
+  /// Received 8-bit transfers by (micro-batch, value id), until bound: the
+  /// message goes up and is decoded on the receive stream.
+  std::map<std::pair<int, int64_t>, std::vector<char>> stagedReceives;
+  /// Their messages on the device, held until the phase ends.
+  std::vector<DTensor> decodeBuffers;
   /// Values being sent, kept alive until their send completes.
   std::vector<std::pair<cudaEvent_t, std::vector<DTensor>>> pendingSends;
   /// Each phase's compute, bracketed on the compute stream (start, stop):

@@ -15,6 +15,7 @@
 
 #include "Messages.h"
 #include "Worker/WorkerImpl.h"
+#include "dtfm/Format/Int8.h"
 #include "dtfm/Format/WireCodec.h"
 
 #include <algorithm>
@@ -55,6 +56,17 @@ bool Worker::receiveEntry(int64_t step, const StreamEntry &entry,
     if (!transport->recv(t.peerRank, slot, message.data(), bytes, error))
       return false;
     size_t values = buffer.data.size();
+    if (executor->decodesReceives(t.wire)) {
+      // Checked here, decoded on the executor's device.
+      if (!format::validInt8(message.data(), bytes, values)) {
+        error = names[t.peerRank] + " sent an int8 message with a scale " +
+                "that is not finite and >= 0 (tag " + std::to_string(t.tag) +
+                ")";
+        return false;
+      }
+      encodedBuffers[i][entry.microBatch] = std::move(message);
+      continue;
+    }
     std::string malformed;
     if (!format::wireCodecInfo(t.wire).decode(message.data(), bytes, values,
                                               values, buffer.data.data(),
@@ -367,7 +379,16 @@ bool Worker::runComputeSlot(int64_t step, std::vector<MicroBatch> &batches,
       const Transfer &t = receives[i];
       if (t.phase != entry.phase || onDevice(t))
         continue;
-      if (!t.oncePerIteration)
+      if (!t.oncePerIteration && t.wire != format::WireCodec::Dense &&
+          executor->decodesReceives(t.wire)) {
+        // The executor binds the message; the table holds the value's shape.
+        executor->stageEncodedReceive(
+            entry.microBatch, t.value, t.wire,
+            std::move(encodedBuffers[i][entry.microBatch]));
+        cpu::Tensor placeholder;
+        placeholder.shape = t.shape;
+        table[t.value] = std::move(placeholder);
+      } else if (!t.oncePerIteration)
         table[t.value] = buffers[i][entry.microBatch];
       else if (t.phase == Phase::Forward ||
                entry.microBatch == microBatches - 1)

@@ -249,9 +249,11 @@ bool Worker::prepare(std::string &error) {
     tiedForward |= t.oncePerIteration && t.phase == Phase::Forward;
     tiedBackward |= t.oncePerIteration && t.phase == Phase::Backward;
   }
-  for (const Transfer &t : receives)
+  for (const Transfer &t : receives) {
     buffers.push_back(std::vector<cpu::Tensor>(
         t.oncePerIteration ? 1 : microBatches, cpu::Tensor(t.shape)));
+    encodedBuffers.emplace_back(t.oncePerIteration ? 1 : microBatches);
+  }
 
   executor = makeExecutor(options.backend, typed,
                           options.localRank >= 0 ? options.localRank

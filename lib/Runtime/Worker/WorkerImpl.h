@@ -187,6 +187,9 @@ private:
   Clock::time_point tiedPostedAt;
   /// Preallocated receive buffers: [receive][micro-batch].
   std::vector<std::vector<cpu::Tensor>> buffers;
+  /// Received messages the executor decodes itself
+  /// (StageExecutor::decodesReceives): [receive][micro-batch].
+  std::vector<std::vector<std::vector<char>>> encodedBuffers;
   std::vector<InputSpec> inputs;
   uint64_t planHash = 0;
   /// The data position: step `dataStartStep` starts at sample

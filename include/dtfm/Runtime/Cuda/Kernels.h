@@ -281,6 +281,10 @@ void int8WithFeedback(const float *grad, float *residual, int64_t n,
 /// x in the int8 format into `message` (format::encodeInt8 on the device;
 /// 8-bit pipeline transfers, which keep no residual).
 void int8Encode(const float *x, int64_t n, void *message, cudaStream_t stream);
+/// out = a message of n floats in the int8 format, decoded
+/// (format::decodeInt8 on the device; its scales checked on the host).
+void int8Decode(const void *message, int64_t n, float *out,
+                cudaStream_t stream);
 /// Top-k with error feedback (format::moveTopK on the device): residual +=
 /// grad; its k entries of largest magnitude (ties to the lower index) into
 /// values / indices, in index order; residual keeps the rest (those k
