@@ -383,7 +383,12 @@ for dtype in f32 bf16; do
     continue
   fi
   ours=$(median_ms "$logs/gpt2s-$dtype.out")
-  line="  $dtype: dtfm $ours ms/step ($(awk -v t=$tokens -v m="$ours" 'BEGIN { if (m > 0) printf "%.0f", 1e3 * t / m; else print "nan" }') tokens/s)"
+  # The model FLOP utilisation dtfm-run prints ("MFU 41.2%"), median from
+  # step 3 on: of the plan's peak for the device (gpu80: 1e14 FLOP/s).
+  mfu=$(awk '$1 == "step" && $3 == "loss" && $2 + 0 >= 3 {
+         for (i = 1; i < NF; ++i) if ($i == "MFU") { v = $(i + 1); sub(/%.*/, "", v); print v; break } }' \
+         "$logs/gpt2s-$dtype.out" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "nan" }')
+  line="  $dtype: dtfm $ours ms/step ($(awk -v t=$tokens -v m="$ours" 'BEGIN { if (m > 0) printf "%.0f", 1e3 * t / m; else print "nan" }') tokens/s, MFU ${mfu}% of the plan's 1e14 FLOP/s)"
   declare -A theirs=()
   for attention in math sdpa; do
     theirs[$attention]=""
@@ -398,7 +403,7 @@ for dtype in f32 bf16; do
     fi
   done
   say "$line"
-  jline check throughput dtype "$dtype" status pass dtfm_step_ms "$ours" torch_math_step_ms "${theirs[math]}" \
+  jline check throughput dtype "$dtype" status pass dtfm_step_ms "$ours" dtfm_mfu_percent "$mfu" torch_math_step_ms "${theirs[math]}" \
     torch_sdpa_step_ms "${theirs[sdpa]}" tokens_per_step "$tokens"
   unset theirs
 done
