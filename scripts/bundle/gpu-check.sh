@@ -276,8 +276,9 @@ for name in mem-1 mem-1-recompute mem-dp2-zero1; do
   fi
   # device, device_peak_bytes, predicted_bytes per worker
   while read -r device peak predicted; do
-    ratio=$(awk -v a="$peak" -v b="$predicted" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.3f", a / b; else print "nan" }')
-    status=$(awk -v r="$ratio" 'BEGIN { print (r + 0 >= 0.9 && r + 0 <= 1.1) ? "pass" : "fail" }')
+    # No device figure (a worker not on the GPU): a failure, not a ratio.
+    ratio=$(awk -v a="$peak" -v b="$predicted" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.3f", a / b; else print "none" }')
+    status=$(awk -v a="$peak" -v b="$predicted" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) { r = a / b; print (r >= 0.9 && r <= 1.1) ? "pass" : "fail" } else print "fail" }')
     say "  $name $device: $status, device peak $(awk -v a="$peak" 'BEGIN { printf "%.1f", a / 1048576 }') MiB, predicted $(awk -v b="$predicted" 'BEGIN { printf "%.1f", b / 1048576 }') MiB, ratio $ratio"
     jline check device-memory name "$name" device "$device" status "$status" device_peak_bytes "$peak" predicted_bytes "$predicted" ratio "$ratio"
     verdict "$status"
