@@ -34,16 +34,14 @@ MatmulShape batched(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
 
 } // namespace
 
-bool dtfm::runtime::cuda::causalAttention(
+bool dtfm::runtime::cuda::causalAttentionProbabilities(
     Matmul &matmul, const AttentionShape &shape, const float *q, const float *k,
-    const float *v, float *out, float *probs, float *scratch,
-    cudaStream_t stream, std::string &error) {
+    float *probs, float *scratch, cudaStream_t stream, std::string &error) {
   int64_t b = shape.batch, s = shape.seq, heads = shape.heads,
           dh = shape.headDim(), count = b * heads, n = b * s * shape.hidden;
-  float *qs = scratch, *ks = qs + n, *vs = ks + n, *os = vs + n;
+  float *qs = scratch, *ks = qs + n;
   splitHeads(q, qs, b, s, heads, dh, 1, stream);
   splitHeads(k, ks, b, s, heads, dh, shape.group(), stream);
-  splitHeads(v, vs, b, s, heads, dh, shape.group(), stream);
   // S = Q K^T per (batch row, head).
   if (!matmul.run(batched(false, true, s, s, dh, count, false), qs, ks, probs,
                   stream, error))
@@ -51,6 +49,20 @@ bool dtfm::runtime::cuda::causalAttention(
   causalSoftmax(probs, count, s,
                 static_cast<float>(1.0 / std::sqrt(static_cast<double>(dh))),
                 stream);
+  return true;
+}
+
+bool dtfm::runtime::cuda::causalAttention(
+    Matmul &matmul, const AttentionShape &shape, const float *q, const float *k,
+    const float *v, float *out, float *probs, float *scratch,
+    cudaStream_t stream, std::string &error) {
+  int64_t b = shape.batch, s = shape.seq, heads = shape.heads,
+          dh = shape.headDim(), count = b * heads, n = b * s * shape.hidden;
+  float *vs = scratch + 2 * n, *os = vs + n;
+  if (!causalAttentionProbabilities(matmul, shape, q, k, probs, scratch,
+                                    stream, error))
+    return false;
+  splitHeads(v, vs, b, s, heads, dh, shape.group(), stream);
   // O = P V.
   if (!matmul.run(batched(false, false, s, dh, s, count, false), probs, vs, os,
                   stream, error))

@@ -392,14 +392,16 @@ bool CudaExecutor::backwardSoftmax(BackwardCall &call, std::string &error) {
 bool CudaExecutor::backwardAttention(BackwardCall &call, std::string &error) {
   const DTensor &q = call.in(0);
   cuda::AttentionShape a = attentionShapeOf(call.op, q.shape);
-  DTensor out, probs;
-  if (!allocate(q.shape, true, out, error) ||
-      !allocate({a.batch * a.heads * a.seq * a.seq}, false, probs, error) ||
+  // The forward's probabilities again (not its output: the backward does
+  // not read it).
+  DTensor probs;
+  if (!allocate({a.batch * a.heads * a.seq * a.seq}, false, probs, error) ||
       !allocate({a.scratchFloats()}, false, call.scratch, error))
     return false;
-  if (!cuda::causalAttention(*matmul, a, q.data(), call.in(1).data(),
-                             call.in(2).data(), out.data(), probs.data(),
-                             call.scratch.data(), call.stream, error) ||
+  if (!cuda::causalAttentionProbabilities(*matmul, a, q.data(),
+                                          call.in(1).data(), probs.data(),
+                                          call.scratch.data(), call.stream,
+                                          error) ||
       !cuda::causalAttentionBackward(
           *matmul, a, q.data(), call.in(1).data(), call.in(2).data(),
           probs.data(), call.dOut->data(), call.at(0), call.at(1), call.at(2),

@@ -39,6 +39,13 @@ bool causalAttention(Matmul &matmul, const AttentionShape &shape,
                      float *out, float *probs, float *scratch,
                      cudaStream_t stream, std::string &error);
 
+/// The probabilities alone (what the backward needs of the forward):
+/// probs [b, heads, s, s]; the heads of q and k split into the scratch.
+bool causalAttentionProbabilities(Matmul &matmul, const AttentionShape &shape,
+                                  const float *q, const float *k, float *probs,
+                                  float *scratch, cudaStream_t stream,
+                                  std::string &error);
+
 /// dq, dk, dv += the gradients (each may be null).
 bool causalAttentionBackward(Matmul &matmul, const AttentionShape &shape,
                              const float *q, const float *k, const float *v,
