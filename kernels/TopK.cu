@@ -45,9 +45,14 @@ __global__ void histogramKernel(const float *x, int64_t n,
   __syncthreads();
   unsigned prefix = state->prefix, mask = state->mask;
   DTFM_GRID_STRIDE(i, n) {
+    // A gradient's magnitudes share few digits (their exponents): the
+    // lanes of a warp with the same digit add once, through their lowest
+    // lane, instead of queueing on one shared-memory counter.
     unsigned key = keyOf(x[i]);
-    if ((key & mask) == prefix)
-      atomicAdd(&local[(key >> shift) & 255u], 1u);
+    unsigned digit = (key & mask) == prefix ? (key >> shift) & 255u : 256u;
+    unsigned peers = __match_any_sync(__activemask(), digit);
+    if (digit < 256u && static_cast<int>(threadIdx.x % 32) == __ffs(peers) - 1)
+      atomicAdd(&local[digit], static_cast<unsigned>(__popc(peers)));
   }
   __syncthreads();
   for (int b = threadIdx.x; b < 256; b += blockDim.x)
