@@ -93,22 +93,15 @@ __global__ void keepFlagsKernel(const float *x, int64_t n,
   }
 }
 
+/// The kept values and their indices (as floats for AdaTopK's ops, exact
+/// uint32 for the wire).
+template <typename Index>
 __global__ void gatherKernel(const float *x, const int *picked, int64_t k,
-                             float *values, float *indices) {
+                             float *values, Index *indices) {
   DTFM_GRID_STRIDE(i, k) {
     int at = picked[i];
     values[i] = x[at];
-    indices[i] = static_cast<float>(at);
-  }
-}
-
-__global__ void gatherExactKernel(const float *x, const int *picked,
-                                  int64_t k, float *values,
-                                  uint32_t *indices) {
-  DTFM_GRID_STRIDE(i, k) {
-    int at = picked[i];
-    values[i] = x[at];
-    indices[i] = static_cast<uint32_t>(at);
+    indices[i] = static_cast<Index>(at);
   }
 }
 
@@ -192,8 +185,11 @@ static const int *selectTopK(const float *x, int64_t n, int64_t k,
   return picked;
 }
 
-void topK(const float *x, int64_t n, int64_t k, float *values,
-          float *indices, void *workspace, cudaStream_t stream) {
+/// The selection, then the gather into indices of type Index.
+template <typename Index>
+static void selectAndGather(const float *x, int64_t n, int64_t k,
+                            float *values, Index *indices, void *workspace,
+                            cudaStream_t stream) {
   if (k <= 0 || n <= 0)
     return;
   if (k > n)
@@ -203,15 +199,14 @@ void topK(const float *x, int64_t n, int64_t k, float *values,
                                                       indices);
 }
 
+void topK(const float *x, int64_t n, int64_t k, float *values,
+          float *indices, void *workspace, cudaStream_t stream) {
+  selectAndGather(x, n, k, values, indices, workspace, stream);
+}
+
 void topKExact(const float *x, int64_t n, int64_t k, float *values,
                uint32_t *indices, void *workspace, cudaStream_t stream) {
-  if (k <= 0 || n <= 0)
-    return;
-  if (k > n)
-    k = n;
-  const int *picked = selectTopK(x, n, k, workspace, stream);
-  gatherExactKernel<<<blocksFor(k), kThreads, 0, stream>>>(x, picked, k,
-                                                           values, indices);
+  selectAndGather(x, n, k, values, indices, workspace, stream);
 }
 
 void scatterTopK(const float *values, const float *indices, int64_t k,

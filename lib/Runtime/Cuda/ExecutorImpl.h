@@ -329,14 +329,25 @@ private:
   /// all-gather, or through the host and `gather`).
   bool gatherBucket(const std::vector<const ProgramOp *> &syncs,
                     const SyncFn &gather, std::string &error);
-  /// Between the shards of `tensors` (a sharded bucket's, of `elements`
-  /// each) and `buffer`, laid out by `layout`: each tensor's shard k to its
+  /// A sharded bucket on the device as NCCL exchanges it: its tensors'
+  /// data and sizes, their layout in equal member chunks
+  /// (plan::layoutShards), the whole buffer and this member's chunk.
+  struct ShardedBucket {
+    std::vector<float *> tensors;
+    std::vector<int64_t> elements;
+    plan::ShardedLayout layout;
+    DTensor packed, mine;
+    int64_t chunk() const { return layout.chunkElements(0); }
+  };
+  /// Lays `tensors` out as one sharded bucket and allocates its buffers
+  /// (zeroed: the padding is exchanged too).
+  bool layoutShardedBucket(std::vector<DTensor *> tensors,
+                           ShardedBucket &bucket, std::string &error);
+  /// Between the bucket's tensors' shards and `buffer`: each shard k to its
   /// piece (`toBuffer`) or back; with `member` >= 0 only that member's
   /// shards, `buffer` then holding that member's chunk alone.
-  void copyShards(const plan::ShardedLayout &layout,
-                  const std::vector<float *> &tensors,
-                  const std::vector<int64_t> &elements, float *buffer,
-                  bool toBuffer, int member, cudaStream_t stream);
+  void copyShards(const ShardedBucket &bucket, float *buffer, bool toBuffer,
+                  int member, cudaStream_t stream);
   /// A compressed sync's gradient `grad` as this step's `codec` carries it,
   /// into `out` (host): the residual added and the message encoded on the
   /// device, only the message copied down and decoded; the device residual

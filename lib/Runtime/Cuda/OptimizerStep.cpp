@@ -58,23 +58,37 @@ void CudaExecutor::collectGradients(int microBatch, const ValueTable &) {
   live.erase(found);
 }
 
-void CudaExecutor::copyShards(const plan::ShardedLayout &layout,
-                              const std::vector<float *> &tensors,
-                              const std::vector<int64_t> &elements,
-                              float *buffer, bool toBuffer, int member,
+bool CudaExecutor::layoutShardedBucket(std::vector<DTensor *> tensors,
+                                       ShardedBucket &bucket,
+                                       std::string &error) {
+  for (DTensor *t : tensors) {
+    bucket.tensors.push_back(t->data());
+    bucket.elements.push_back(t->numel());
+  }
+  bucket.layout =
+      plan::layoutShards(bucket.elements, groupSize, /*equalChunks=*/true);
+  return allocate({bucket.layout.totalElements()}, true, bucket.packed,
+                  error) &&
+         allocate({bucket.chunk()}, true, bucket.mine, error);
+}
+
+void CudaExecutor::copyShards(const ShardedBucket &bucket, float *buffer,
+                              bool toBuffer, int member,
                               cudaStream_t stream) {
   std::vector<cuda::CopySegment> segments;
+  const plan::ShardedLayout &layout = bucket.layout;
   int64_t members = static_cast<int64_t>(layout.chunkStart.size()) - 1;
-  for (size_t t = 0; t < tensors.size(); ++t)
+  for (size_t t = 0; t < bucket.tensors.size(); ++t)
     for (int64_t k = 0; k < members; ++k) {
       if (member >= 0 && k != member)
         continue;
-      plan::ElementRange shard = plan::shardOf(elements[t], k, members);
+      plan::ElementRange shard =
+          plan::shardOf(bucket.elements[t], k, members);
       if (shard.size() == 0)
         continue;
       float *piece = buffer + layout.pieces[t][k] -
                      (member >= 0 ? layout.chunkStart[k] : 0);
-      float *inTensor = tensors[t] + shard.begin;
+      float *inTensor = bucket.tensors[t] + shard.begin;
       segments.push_back(toBuffer
                              ? cuda::CopySegment{inTensor, piece, shard.size()}
                              : cuda::CopySegment{piece, inTensor, shard.size()});
@@ -99,30 +113,21 @@ bool CudaExecutor::syncBucket(const std::vector<const ProgramOp *> &syncs,
     // ZeRO-1: the bucket's gradients packed by member (equal chunks, as
     // NCCL takes them), reduce-scattered, this member's chunk averaged and
     // put back into its shard of each gradient.
-    std::vector<float *> grads;
-    std::vector<int64_t> elements;
-    for (const ProgramOp *op : syncs) {
-      DTensor &g = values.at(op->results[0].id);
-      grads.push_back(g.data());
-      elements.push_back(g.numel());
-    }
-    plan::ShardedLayout layout =
-        plan::layoutShards(elements, groupSize, /*equalChunks=*/true);
-    int64_t chunk = layout.chunkElements(0);
-    DTensor packed, mine;
-    if (!allocate({layout.totalElements()}, true, packed, error) ||
-        !allocate({chunk}, false, mine, error))
+    std::vector<DTensor *> grads;
+    for (const ProgramOp *op : syncs)
+      grads.push_back(&values.at(op->results[0].id));
+    ShardedBucket bucket;
+    if (!layoutShardedBucket(grads, bucket, error))
       return false;
-    copyShards(layout, grads, elements, packed.data(), true, -1, stream);
-    if (ncclFailed(ncclReduceScatter(packed.data(), mine.data(),
-                                     static_cast<size_t>(chunk), ncclFloat,
-                                     ncclSum, comm, stream),
+    copyShards(bucket, bucket.packed.data(), true, -1, stream);
+    if (ncclFailed(ncclReduceScatter(bucket.packed.data(), bucket.mine.data(),
+                                     static_cast<size_t>(bucket.chunk()),
+                                     ncclFloat, ncclSum, comm, stream),
                    "gradient reduce-scatter", error))
       return false;
-    cuda::scale(mine.data(), chunk, 1.0f / static_cast<float>(groupSize),
-                stream);
-    copyShards(layout, grads, elements, mine.data(), false, groupPosition,
-               stream);
+    cuda::scale(bucket.mine.data(), bucket.chunk(),
+                1.0f / static_cast<float>(groupSize), stream);
+    copyShards(bucket, bucket.mine.data(), false, groupPosition, stream);
     return checkLaunch(error);
   }
   if (comm) { // on the device, averaged in place
@@ -188,15 +193,13 @@ bool CudaExecutor::encodeWithFeedback(const ProgramOp &sync,
   }
   int64_t n = grad.numel();
   DTensor &residual = residuals[parameter->second];
-  if (residual.numel() != n || !residual.buffer) {
-    if (residual.buffer) {
-      error = "the error-feedback residual of '" + parameter->second +
-              "' holds " + std::to_string(residual.numel()) +
-              " values, its gradient " + std::to_string(n);
-      return false;
-    }
-    if (!allocate(grad.shape, true, residual, error))
-      return false;
+  if (!residual.buffer && !allocate(grad.shape, true, residual, error))
+    return false;
+  if (residual.numel() != n) {
+    error = "the error-feedback residual of '" + parameter->second +
+            "' holds " + std::to_string(residual.numel()) +
+            " values, its gradient " + std::to_string(n);
+    return false;
   }
   out = Tensor(grad.shape);
   auto fetch = [&](const void *from, void *to, size_t bytes) {
@@ -270,28 +273,19 @@ bool CudaExecutor::gatherBucket(const std::vector<const ProgramOp *> &syncs,
   if (comm) {
     // This member's shard of each parameter into its chunk, all-gathered,
     // every member's shard back into the parameters.
-    std::vector<float *> tensors;
-    std::vector<int64_t> elements;
-    for (const std::string &name : names) {
-      DTensor &p = params.at(name);
-      tensors.push_back(p.data());
-      elements.push_back(p.numel());
-    }
-    plan::ShardedLayout layout =
-        plan::layoutShards(elements, groupSize, /*equalChunks=*/true);
-    int64_t chunk = layout.chunkElements(0);
-    DTensor packed, mine;
-    if (!allocate({layout.totalElements()}, true, packed, error) ||
-        !allocate({chunk}, true, mine, error))
+    std::vector<DTensor *> tensors;
+    for (const std::string &name : names)
+      tensors.push_back(&params.at(name));
+    ShardedBucket bucket;
+    if (!layoutShardedBucket(tensors, bucket, error))
       return false;
-    copyShards(layout, tensors, elements, mine.data(), true, groupPosition,
-               stream);
-    if (ncclFailed(ncclAllGather(mine.data(), packed.data(),
-                                 static_cast<size_t>(chunk), ncclFloat, comm,
-                                 stream),
+    copyShards(bucket, bucket.mine.data(), true, groupPosition, stream);
+    if (ncclFailed(ncclAllGather(bucket.mine.data(), bucket.packed.data(),
+                                 static_cast<size_t>(bucket.chunk()),
+                                 ncclFloat, comm, stream),
                    "parameter all-gather", error))
       return false;
-    copyShards(layout, tensors, elements, packed.data(), false, -1, stream);
+    copyShards(bucket, bucket.packed.data(), false, -1, stream);
     return checkLaunch(error);
   }
   if (!gather)

@@ -7,8 +7,8 @@
 // dtfm.causal_attention and its backward from the kernels and cuBLASLt:
 // heads split to [b, heads, s, dh], S = Q K^T and O = P V as batched
 // strided matmuls, the scale, mask and softmax in one kernel; the backward
-// runs the same products transposed. Numerically the CPU kernel's
-// algorithm; probabilities are kept for the backward, as there.
+// runs the same products transposed, from the probabilities it recomputes
+// (causalAttentionProbabilities). Numerically the CPU kernel's algorithm.
 //
 //===----------------------------------------------------------------------===//
 
