@@ -56,9 +56,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <set>
-#include <cstdlib>
 #include <string>
 
 using namespace dtfm::planner;
@@ -88,8 +88,8 @@ void print(const Row &row, bool json) {
                 "\"dp_compression\":\"%s\"}\n",
                 row.scenario.c_str(), row.algorithm.c_str(),
                 dtfm::bench::jsonNumber(row.iterationSeconds).c_str(),
-                row.devicesUsed, row.searchSeconds,
-                row.shape.c_str(), row.compressRatio, row.bucketMb.c_str(),
+                row.devicesUsed, row.searchSeconds, row.shape.c_str(),
+                row.compressRatio, row.bucketMb.c_str(),
                 row.bucketMb != "0" && row.syncEvery == 0 ? "true" : "false",
                 static_cast<long long>(row.syncEvery),
                 row.dpCompression.c_str());
@@ -127,12 +127,12 @@ double fixedPlan(const std::string &name, const Cluster &cluster,
   for (SearchAlgorithm algorithm :
        {SearchAlgorithm::RankOrder, SearchAlgorithm::OpFence,
         SearchAlgorithm::Genetic})
-    baseline = std::min(baseline,
-                        dtfm::bench::equalLayerSeconds(
-                            model, workload, algorithm, options, microBatches));
-  double baselineWall = std::chrono::duration<double>(
-                            std::chrono::steady_clock::now() - start)
-                            .count();
+    baseline = std::min(
+        baseline, dtfm::bench::equalLayerSeconds(model, workload, algorithm,
+                                                 options, microBatches));
+  double baselineWall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   print({name, "fixed-8x8", baseline, cluster.size(), baselineWall,
          describe(dp, pp, workload.microBatchSize, microBatches),
          compressRatio},
@@ -173,8 +173,8 @@ void runScenario(const std::string &name, const Cluster &cluster,
   // As the fixed shape (GptWorkload.h): DT-FM's fp16 state.
   problem.training.stages.stateBytesPerParameterByte = 4;
   std::string error;
-  if (!parseBucketCap(communication.bucketMb,
-                      problem.training.bucketCapBytes, error)) {
+  if (!parseBucketCap(communication.bucketMb, problem.training.bucketCapBytes,
+                      error)) {
     std::fprintf(stderr, "bench-shape: %s\n", error.c_str());
     return;
   }
@@ -219,8 +219,8 @@ void runScenario(const std::string &name, const Cluster &cluster,
     }
     baseline = single.iterationSeconds();
     print({name, "single", baseline, 1, fastestSearch,
-           used + ", " + describe(1, 1, single.microBatchSize,
-                                  single.microBatches),
+           used + ", " +
+               describe(1, 1, single.microBatchSize, single.microBatches),
            compressRatio},
           json);
   }
@@ -259,8 +259,7 @@ void runScenario(const std::string &name, const Cluster &cluster,
                            other.microBatchSize, other.microBatches)
                       .c_str());
     for (const IdleDevices &idle : result.idle)
-      std::printf("  idle %zu: %s\n", idle.devices.size(),
-                  idle.reason.c_str());
+      std::printf("  idle %zu: %s\n", idle.devices.size(), idle.reason.c_str());
   }
 }
 
@@ -309,8 +308,7 @@ int main(int argc, char **argv) {
       std::string error;
       if (!parseSyncEvery(flags.text(), communication.syncEvery, error))
         flags.fail("must be auto or a number of steps in [0, 1000000]");
-    }
-    else if (flags.is("--scale"))
+    } else if (flags.is("--scale"))
       scale = true;
     else
       flags.unknown();

@@ -193,8 +193,8 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
     if (!best)
       return fail(firstError);
     if (tensorParallel == 0) {
-      FailureOr<bool> applied = applyStageDegrees(module, problem, mixed,
-                                                  best->result.best, error);
+      FailureOr<bool> applied =
+          applyStageDegrees(module, problem, mixed, best->result.best, error);
       if (failed(applied))
         return fail(error);
       if (*applied)
@@ -265,8 +265,7 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
 
   void recordStageDegrees(ModuleOp module, const planner::Cluster &cluster,
                           const planner::StageDegreeChoice &choice,
-                          const planner::ShapeChoice &uniform,
-                          int64_t scored) {
+                          const planner::ShapeChoice &uniform, int64_t scored) {
     MLIRContext *context = module.getContext();
     Builder b(context);
     // Each group as its first member, as the planning cluster names it.
@@ -297,14 +296,13 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
         uniform.iterationSeconds())};
     module->setAttr(
         kShapeAttrName,
-        ShapeAttr::get(context, cluster.name, globalBatch, choice.dataParallel,
-                       static_cast<int64_t>(choice.groups.size()),
-                       choice.microBatchSize, choice.microBatches,
-                       leaders.size(), choice.iterationSeconds(),
-                       choice.cost.pipelineSeconds,
-                       choice.cost.dataParallelSeconds, leaders, stages,
-                       runnersUp, idle, scored, /*budgetExhausted=*/false,
-                       /*tp=*/0));
+        ShapeAttr::get(
+            context, cluster.name, globalBatch, choice.dataParallel,
+            static_cast<int64_t>(choice.groups.size()), choice.microBatchSize,
+            choice.microBatches, leaders.size(), choice.iterationSeconds(),
+            choice.cost.pipelineSeconds, choice.cost.dataParallelSeconds,
+            leaders, stages, runnersUp, idle, scored, /*budgetExhausted=*/false,
+            /*tp=*/0));
   }
 
   void record(ModuleOp module, const planner::Cluster &cluster,

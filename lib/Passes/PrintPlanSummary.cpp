@@ -137,26 +137,25 @@ void printGradientSync(ModuleOp module, raw_ostream &os) {
             ::dtfm::planner::GradientSync::Ring,
         mode, ratio ? ratio.getValueAsDouble() : 0);
     // Local steps: the parameters are exchanged every H steps instead.
-    if (auto every = ops.front()->getAttrOfType<IntegerAttr>(
-            kSyncEveryAttrName)) {
+    if (auto every =
+            ops.front()->getAttrOfType<IntegerAttr>(kSyncEveryAttrName)) {
       int64_t h = std::max<int64_t>(1, every.getInt());
       os << llvm::format("gradient sync stage %lld: %d devices, %s%s, %.1f MB "
                          "of parameters every %lld steps: %.4f s each, "
                          "%.4f s a step on average\n",
                          (long long)stage, dp,
-                         ops.front().getAlgorithm().str().c_str(),
-                         wire.c_str(), bytes / 1e6, (long long)h,
-                         oneBucket, oneBucket / double(h));
+                         ops.front().getAlgorithm().str().c_str(), wire.c_str(),
+                         bytes / 1e6, (long long)h, oneBucket,
+                         oneBucket / double(h));
       continue;
     }
     os << llvm::format("gradient sync stage %lld: %d devices, %s%s, %.1f MB "
                        "in %zu bucket%s: %.4f s after the last backward "
                        "(one bucket: %.4f s)\n",
                        (long long)stage, dp,
-                       ops.front().getAlgorithm().str().c_str(),
-                       wire.c_str(), bytes / 1e6,
-                       buckets.size(), buckets.size() == 1 ? "" : "s",
-                       exposed, oneBucket);
+                       ops.front().getAlgorithm().str().c_str(), wire.c_str(),
+                       bytes / 1e6, buckets.size(),
+                       buckets.size() == 1 ? "" : "s", exposed, oneBucket);
   }
 }
 
@@ -200,12 +199,12 @@ void printMemory(ModuleOp module, raw_ostream &os) {
                          : std::min(stage.capacity, m.capacityBytes);
   }
   for (const auto &[s, stage] : stages)
-    os << llvm::format("memory stage %lld: peak %.4g GB (%s) of %.4g GB%s%s%s\n",
-                       (long long)s, stage.peak / 1e9, stage.device.c_str(),
-                       stage.capacity / 1e9,
-                       stage.sharded ? ", optimizer state sharded" : "",
-                       stage.recomputed ? ", activations recomputed" : "",
-                       stage.peak > stage.capacity ? "  OVER CAPACITY" : "");
+    os << llvm::format(
+        "memory stage %lld: peak %.4g GB (%s) of %.4g GB%s%s%s\n", (long long)s,
+        stage.peak / 1e9, stage.device.c_str(), stage.capacity / 1e9,
+        stage.sharded ? ", optimizer state sharded" : "",
+        stage.recomputed ? ", activations recomputed" : "",
+        stage.peak > stage.capacity ? "  OVER CAPACITY" : "");
 }
 
 struct PrintPlanSummary
@@ -277,8 +276,8 @@ struct PrintPlanSummary
     // algorithm's plan was kept).
     auto assignment =
         module->getAttrOfType<AssignmentAttr>(kAssignmentAttrName);
-    for (auto [s, stage] : llvm::enumerate(
-             assignment ? assignment.getStages() : shape.getStages())) {
+    for (auto [s, stage] : llvm::enumerate(assignment ? assignment.getStages()
+                                                      : shape.getStages())) {
       os << llvm::format("stage %2zu:", s);
       for (Attribute d : stage)
         os << " " << cast<StringAttr>(d).getValue();
