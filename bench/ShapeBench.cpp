@@ -12,7 +12,11 @@
 //               stages: the best of rank order, OP-Fence and DT-FM's
 //               genetic layout (what DT-FM plans);
 //   shape       the shape search (lib/Planner/ShapeSearch.h): devices used,
-//               D_DP, D_PP, micro-batch size and count, uneven stages;
+//               D_DP, D_PP, micro-batch size and count, uneven stages
+//               (JSON: bound_ratio, its time over the lower bound);
+//   bound       the lower bound on any plan's time (lib/Planner/
+//               LowerBound.h) at the shape's local steps, and the shape it
+//               is reached at;
 //
 // on the DT-FM paper's five scenarios (../shared/scenarios; skipped with a
 // message when absent) and on mixed clusters built from
@@ -52,6 +56,7 @@
 #include "GptWorkload.h"
 
 #include "dtfm/Planner/Buckets.h"
+#include "dtfm/Planner/LowerBound.h"
 #include "dtfm/Planner/ShapeSearch.h"
 
 #include <chrono>
@@ -77,22 +82,28 @@ struct Row {
   std::string bucketMb = "0";
   int64_t syncEvery = 0;
   std::string dpCompression = "none";
+  /// The shape's iteration over the lower bound (0: not a shape row).
+  double boundRatio = 0;
 };
 
 void print(const Row &row, bool json) {
   if (json)
-    std::printf("{\"scenario\":\"%s\",\"algorithm\":\"%s\","
-                "\"iteration_s\":%s,\"devices_used\":%zu,"
-                "\"search_s\":%.4f,\"shape\":\"%s\",\"compress_ratio\":%g,"
-                "\"bucket_mb\":\"%s\",\"overlap\":%s,\"sync_every\":%lld,"
-                "\"dp_compression\":\"%s\"}\n",
-                row.scenario.c_str(), row.algorithm.c_str(),
-                dtfm::bench::jsonNumber(row.iterationSeconds).c_str(),
-                row.devicesUsed, row.searchSeconds, row.shape.c_str(),
-                row.compressRatio, row.bucketMb.c_str(),
-                row.bucketMb != "0" && row.syncEvery == 0 ? "true" : "false",
-                static_cast<long long>(row.syncEvery),
-                row.dpCompression.c_str());
+    std::printf(
+        "{\"scenario\":\"%s\",\"algorithm\":\"%s\","
+        "\"iteration_s\":%s,\"devices_used\":%zu,"
+        "\"search_s\":%.4f,\"shape\":\"%s\",\"compress_ratio\":%g,"
+        "\"bucket_mb\":\"%s\",\"overlap\":%s,\"sync_every\":%lld,"
+        "\"dp_compression\":\"%s\"%s}\n",
+        row.scenario.c_str(), row.algorithm.c_str(),
+        dtfm::bench::jsonNumber(row.iterationSeconds).c_str(), row.devicesUsed,
+        row.searchSeconds, row.shape.c_str(), row.compressRatio,
+        row.bucketMb.c_str(),
+        row.bucketMb != "0" && row.syncEvery == 0 ? "true" : "false",
+        static_cast<long long>(row.syncEvery), row.dpCompression.c_str(),
+        row.boundRatio > 0
+            ? (",\"bound_ratio\":" + dtfm::bench::jsonNumber(row.boundRatio))
+                  .c_str()
+            : "");
   else
     std::printf("  %-10s %12.3f %8zu %9.3f  %s\n", row.algorithm.c_str(),
                 row.iterationSeconds, row.devicesUsed, row.searchSeconds,
@@ -230,13 +241,43 @@ void runScenario(const std::string &name, const Cluster &cluster,
     return;
   }
   const ShapeChoice &best = result.best;
-  print({name, "shape", best.iterationSeconds(), best.devices.size(),
-         result.searchSeconds,
-         describe(best.dataParallel, best.pipelineParallel, best.microBatchSize,
-                  best.microBatches),
-         compressRatio, communication.bucketMb, best.cost.syncEvery,
-         codecChoiceName(communication.dpCompression)},
-        json);
+  // The lower bound on any plan at the chosen plan's local steps.
+  LowerBoundModel bounds;
+  LowerBound bound;
+  if (!LowerBoundModel::create(problem, bounds, error)) {
+    std::fprintf(stderr, "bench-shape: %s: %s\n", name.c_str(), error.c_str());
+    return;
+  }
+  auto boundStart = std::chrono::steady_clock::now();
+  bound = bounds.bound(best.cost.syncEvery);
+  double boundWall = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - boundStart)
+                         .count();
+  Row shapeRow{name,
+               "shape",
+               best.iterationSeconds(),
+               best.devices.size(),
+               result.searchSeconds,
+               describe(best.dataParallel, best.pipelineParallel,
+                        best.microBatchSize, best.microBatches),
+               compressRatio,
+               communication.bucketMb,
+               best.cost.syncEvery,
+               codecChoiceName(communication.dpCompression)};
+  shapeRow.boundRatio =
+      bound.feasible() ? best.iterationSeconds() / bound.seconds : 0;
+  print(shapeRow, json);
+  if (bound.feasible())
+    print({name, "bound", bound.seconds,
+           static_cast<size_t>(bound.dataParallel * bound.pipelineParallel),
+           boundWall,
+           describe(bound.dataParallel, bound.pipelineParallel,
+                    bound.microBatchSize,
+                    static_cast<int>(globalBatch / (bound.dataParallel *
+                                                    bound.microBatchSize))),
+           compressRatio, communication.bucketMb, best.cost.syncEvery,
+           codecChoiceName(communication.dpCompression)},
+          json);
   if (!json) {
     if (against == Baseline::Fixed8x8)
       std::printf("  speed-up %.2fx; ", baseline / best.iterationSeconds());
@@ -250,6 +291,10 @@ void runScenario(const std::string &name, const Cluster &cluster,
     std::printf("%lld shapes scored%s\n",
                 static_cast<long long>(result.shapesScored),
                 result.budgetExhausted ? " (budget reached)" : "");
+    if (bound.feasible())
+      std::printf("  within %.2fx of the %s\n",
+                  best.iterationSeconds() / bound.seconds,
+                  describeLowerBound(bound).c_str());
     std::printf("  chosen: pipeline %.3f s + gradient sync %.3f s\n",
                 best.cost.pipelineSeconds, best.cost.dataParallelSeconds);
     for (const ShapeChoice &other : result.runnersUp)

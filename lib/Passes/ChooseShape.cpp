@@ -7,16 +7,22 @@
 // A thin adapter: the micro-batch sizes the model accepts (each tried on a
 // copy by --dtfm-rebatch's rewrite), the workload from the cost analysis,
 // the shape search (lib/Planner/ShapeSearch.h), then the model rebatched to
-// the chosen size and the choice recorded as `dtfm.shape`.
+// the chosen size and the choice recorded as `dtfm.shape`, with the lower
+// bound on any plan's iteration time (lib/Planner/LowerBound.h) at the
+// chosen plan's local steps.
 //
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Analysis/CostAnalysis.h"
 #include "dtfm/Passes/Passes.h"
+#include "dtfm/Planner/LowerBound.h"
 #include "dtfm/Planner/ShapeSearch.h"
 #include "dtfm/Planner/StageDegrees.h"
 
 #include "mlir/IR/Builders.h"
+
+#include <cmath>
+#include <functional>
 
 namespace mlir::dtfm {
 #define GEN_PASS_DEF_CHOOSESHAPE
@@ -133,6 +139,9 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
       planner::ShapeSearchResult result;
     };
     std::optional<Candidate> best;
+    // The lower bound of each degree searched: the plan is compared with
+    // the smallest (Planner/LowerBound.h).
+    std::vector<planner::LowerBoundModel> bounds;
     // tensor-parallel=0: the models sharded at each degree, for plans with
     // a degree per stage.
     planner::StageDegreeProblem mixed;
@@ -182,6 +191,10 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
           degree == degrees.front()
               ? total
               : total / static_cast<double>(degrees.size() - 1);
+      planner::LowerBoundModel bound;
+      std::string boundError;
+      if (planner::LowerBoundModel::create(tried, bound, boundError))
+        bounds.push_back(std::move(bound));
       if (!planner::searchShapes(tried, options, candidate.result, why)) {
         skip(degree, why);
         continue;
@@ -192,9 +205,16 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
     }
     if (!best)
       return fail(firstError);
+    // The bound at the chosen plan's local steps (0: synchronous).
+    auto lowerBound = [&](int64_t syncEvery) {
+      double seconds = std::numeric_limits<double>::infinity();
+      for (const planner::LowerBoundModel &bound : bounds)
+        seconds = std::min(seconds, bound.bound(syncEvery).seconds);
+      return std::isfinite(seconds) ? seconds : 0.0;
+    };
     if (tensorParallel == 0) {
-      FailureOr<bool> applied =
-          applyStageDegrees(module, problem, mixed, best->result.best, error);
+      FailureOr<bool> applied = applyStageDegrees(
+          module, problem, mixed, best->result.best, lowerBound, error);
       if (failed(applied))
         return fail(error);
       if (*applied)
@@ -205,7 +225,8 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
       return fail(error); // sharded on a copy above: not expected
     if (failed(rebatchModule(module, best->result.best.microBatchSize, error)))
       return fail(error); // accepted on a copy above: not expected
-    record(module, best->cluster, best->result, best->degree);
+    record(module, best->cluster, best->result, best->degree,
+           lowerBound(best->result.best.cost.syncEvery));
   }
 
   /// tensor-parallel=0: searches plans with a degree per stage
@@ -214,11 +235,10 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
   /// scores, applies it: the model rebatched, sharded per stage with its
   /// layout recorded (shardStageLayout), and the shape recorded with tp 0.
   /// True when applied.
-  FailureOr<bool> applyStageDegrees(ModuleOp module,
-                                    const planner::ShapeProblem &problem,
-                                    planner::StageDegreeProblem &mixed,
-                                    const planner::ShapeChoice &uniform,
-                                    std::string &error) {
+  FailureOr<bool> applyStageDegrees(
+      ModuleOp module, const planner::ShapeProblem &problem,
+      planner::StageDegreeProblem &mixed, const planner::ShapeChoice &uniform,
+      const std::function<double(int64_t)> &lowerBound, std::string &error) {
     if (mixed.workloadAt.size() < 2)
       return false;
     FailureOr<planner::Cluster> all = moduleCluster(module, error);
@@ -259,13 +279,15 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
         failed(shardStageLayout(module, choice.groups, bounds, error)))
       return failure(); // done on a copy above: not expected
     choice.cost = std::move(cost);
-    recordStageDegrees(module, *all, choice, uniform, scored);
+    recordStageDegrees(module, *all, choice, uniform, scored,
+                       lowerBound(choice.cost.syncEvery));
     return true;
   }
 
   void recordStageDegrees(ModuleOp module, const planner::Cluster &cluster,
                           const planner::StageDegreeChoice &choice,
-                          const planner::ShapeChoice &uniform, int64_t scored) {
+                          const planner::ShapeChoice &uniform, int64_t scored,
+                          double boundSeconds) {
     MLIRContext *context = module.getContext();
     Builder b(context);
     // Each group as its first member, as the planning cluster names it.
@@ -302,11 +324,12 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
             choice.microBatches, leaders.size(), choice.iterationSeconds(),
             choice.cost.pipelineSeconds, choice.cost.dataParallelSeconds,
             leaders, stages, runnersUp, idle, scored, /*budgetExhausted=*/false,
-            /*tp=*/0));
+            /*tp=*/0, boundSeconds));
   }
 
   void record(ModuleOp module, const planner::Cluster &cluster,
-              const planner::ShapeSearchResult &result, int64_t degree) {
+              const planner::ShapeSearchResult &result, int64_t degree,
+              double boundSeconds) {
     MLIRContext *context = module.getContext();
     Builder b(context);
     auto names = [&](const std::vector<int> &devices) {
@@ -340,7 +363,7 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
                        best.iterationSeconds(), best.cost.pipelineSeconds,
                        best.cost.dataParallelSeconds, names(best.devices),
                        stages, runnersUp, idle, result.shapesScored,
-                       result.budgetExhausted, degree));
+                       result.budgetExhausted, degree, boundSeconds));
   }
 };
 

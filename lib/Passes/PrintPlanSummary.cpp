@@ -5,7 +5,8 @@
 //===----------------------------------------------------------------------===//
 //
 // Prints the `dtfm.shape` that --dtfm-choose-shape recorded: the chosen
-// shape, its runners-up, the predicted times, the stages and the idle
+// shape, its runners-up, the predicted times against the lower bound on any
+// plan (Planner/LowerBound.h), the stages and the idle
 // devices with the reason each is idle. Once gradients are synchronised
 // (--dtfm-insert-grad-sync), one line per data-parallel stage: its group,
 // algorithm and buckets, and what overlapping the buckets with the last
@@ -256,6 +257,12 @@ struct PrintPlanSummary
                        "%.4f s\n",
                        double(shape.getPipelineS()),
                        double(shape.getDataParallelS()));
+    // How far the plan is from what the cluster allows (LowerBound.h).
+    if (double bound = shape.getBoundS(); bound > 0)
+      os << llvm::format("lower bound: %.4f s for any plan of this model on "
+                         "this cluster; the chosen plan is within %.2fx of "
+                         "it\n",
+                         bound, double(shape.getIterationS()) / bound);
     // Whole plans simulated (--dtfm-plan algorithm=hetero programs=true):
     // the kept one may be a baseline's layout of the same shape.
     if (auto candidates =

@@ -6,9 +6,10 @@
 // COM: predicted iteration (Hetero.h) with one stage is n_b * C / speed.
 
 // COM: One device of 1 GFLOP/s, global batch 4 in micro-batches of 2:
-// COM: n_b = 2, T = 2 * 384 / 1e9 = 7.68e-07 s; nothing else to choose.
+// COM: n_b = 2, T = 2 * 384 / 1e9 = 7.68e-07 s; nothing else to choose,
+// COM: and the plan meets the lower bound (bound_s: any plan's time).
 // CHECK-LABEL: module attributes
-// CHECK-SAME: dtfm.shape = #dtfm.shape<cluster = "one", global_batch = 4, dp = 1, pp = 1, micro_batch_size = 2, micro_batches = 2, devices_used = 1, iteration_s = 7.68e-07, pipeline_s = 7.68e-07, data_parallel_s = 0.0, devices = ["a"], stages = {{\[}}["a"]], runners_up = [], idle = [], shapes_scored = {{[0-9]+}}>
+// CHECK-SAME: dtfm.shape = #dtfm.shape<cluster = "one", global_batch = 4, dp = 1, pp = 1, micro_batch_size = 2, micro_batches = 2, devices_used = 1, iteration_s = 7.68e-07, pipeline_s = 7.68e-07, data_parallel_s = 0.0, devices = ["a"], stages = {{\[}}["a"]], runners_up = [], idle = [], shapes_scored = {{[0-9]+}}, bound_s = 7.68e-07>
 // CHECK: dtfm.input "x" {dtfm.layer = "l0"} : tensor<2x4xf32>
 // COM: Micro-batches of 4: the model is rebatched to 4 (one micro-batch,
 // COM: T = 768 / 1e9, the same time).

@@ -41,6 +41,17 @@ module attributes {dtfm.shape = #dtfm.shape<cluster = "one", global_batch = 4, d
 
 // -----
 
+// COM: With the lower bound on any plan (bound_s): the chosen plan against
+// COM: it, 0.5 / 0.4 = 1.25x.
+// CHECK-LABEL: === dtfm plan shape ===
+// CHECK: predicted: pipeline 0.5000 s + gradient sync 0.0000 s
+// CHECK-NEXT: lower bound: 0.4000 s for any plan of this model on this cluster; the chosen plan is within 1.25x of it
+// CHECK-NEXT: stage  0: a
+module attributes {dtfm.shape = #dtfm.shape<cluster = "one", global_batch = 4, dp = 1, pp = 1, micro_batch_size = 2, micro_batches = 2, devices_used = 1, iteration_s = 0.5, pipeline_s = 0.5, data_parallel_s = 0.0, devices = ["a"], stages = [["a"]], runners_up = [], idle = [], shapes_scored = 1, bound_s = 0.4>} {
+}
+
+// -----
+
 // COM: With gradient syncs (--dtfm-insert-grad-sync), one line per
 // COM: data-parallel stage. Stage 0's backward: relu of 262144 elements,
 // COM: 262144 FLOPs at 1e6 FLOP/s = 0.262144 s. Two 1 MiB buckets of

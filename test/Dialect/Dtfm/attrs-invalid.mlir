@@ -118,6 +118,12 @@ module attributes {dtfm.shape = #dtfm.shape<cluster = "c", global_batch = 8, dp 
 
 // -----
 
+// expected-error @+1 {{dtfm.shape: bound_s -1 is not a time in seconds (>= 0)}}
+module attributes {dtfm.shape = #dtfm.shape<cluster = "c", global_batch = 4, dp = 1, pp = 1, micro_batch_size = 2, micro_batches = 2, devices_used = 1, iteration_s = 1.0, pipeline_s = 1.0, data_parallel_s = 0.0, devices = ["a"], stages = [["a"]], runners_up = [], idle = [], shapes_scored = 1, bound_s = -1.0>} {
+}
+
+// -----
+
 // expected-error @+1 {{dtfm.shape: 1 stages but pp 2}}
 module attributes {dtfm.shape = #dtfm.shape<cluster = "c", global_batch = 4, dp = 1, pp = 2, micro_batch_size = 2, micro_batches = 2, devices_used = 2, iteration_s = 1.0, pipeline_s = 1.0, data_parallel_s = 0.0, devices = ["a", "b"], stages = [["a", "b"]], runners_up = [], idle = [], shapes_scored = 1>} {
 }

@@ -244,10 +244,17 @@ LogicalResult ShapeAttr::verify(
     StoredDouble pipelineSeconds, StoredDouble dataParallelSeconds,
     ArrayRef<StringAttr> devices, ArrayRef<ArrayAttr> stages,
     ArrayRef<ShapeChoiceAttr> runnersUp, ArrayRef<IdleDevicesAttr> idle,
-    int64_t shapesScored, bool budgetExhausted, int64_t tp) {
+    int64_t shapesScored, bool budgetExhausted, int64_t tp,
+    StoredDouble boundSeconds) {
   if (failed(verifyShapeChoice(emitError, "dtfm.shape", dp, pp, microBatchSize,
                                microBatches, devicesUsed)))
     return failure();
+  if (!(boundSeconds >= 0) || !std::isfinite(boundSeconds)) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%g", double(boundSeconds));
+    return emitError() << "dtfm.shape: bound_s " << text
+                       << " is not a time in seconds (>= 0)";
+  }
   if (tp < 0)
     return emitError() << "dtfm.shape: tensor-parallel degree " << tp
                        << " is below 0";

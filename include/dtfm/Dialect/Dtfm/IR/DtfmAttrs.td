@@ -233,8 +233,10 @@ def Dtfm_ShapeAttr : Dtfm_Attr<"Shape", "shape"> {
     (`budget_exhausted`, left out when false), and the tensor-parallel
     degree (`tp`: each device named is then the first of a group of `tp`,
     left out when 1; 0: a degree per stage, the groups in `dtfm.tp_groups`
-    and each device named the first of its group). Every double prints in the
-    shortest form that reads back exactly.
+    and each device named the first of its group), and `bound_s`: the lower
+    bound on any plan's iteration time (Planner/LowerBound.h; left out when
+    not known, 0). Every double prints in the shortest form that reads back
+    exactly.
 
     ```mlir
     #dtfm.shape<cluster = "far", global_batch = 32, dp = 2, pp = 1,
@@ -269,7 +271,8 @@ def Dtfm_ShapeAttr : Dtfm_Attr<"Shape", "shape"> {
     Dtfm_BracketListParameter<"::mlir::dtfm::IdleDevicesAttr", "idle devices">:$idle,
     "int64_t":$shapes_scored,
     Dtfm_FlagParameter:$budget_exhausted,
-    DefaultValuedParameter<"int64_t", "1", "tensor-parallel degree">:$tp
+    DefaultValuedParameter<"int64_t", "1", "tensor-parallel degree">:$tp,
+    Dtfm_ZeroDefaultDoubleParameter<"lower bound on any plan's iteration time in s">:$bound_s
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
