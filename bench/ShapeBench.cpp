@@ -39,14 +39,16 @@
 // steps, DiLoCo: parameters exchanged every H steps; default 0, every step;
 // auto: H where exchanging every step costs over 10% of the pipeline; the
 // JSON's sync_every is the H chosen)
-// and `--dp-compression none|int8|topk:R|auto` (gradients as int8 or
-// top-k with error feedback, in every group or int8 where it pays);
+// and `--dp-compression none|int8|topk:R|int4|auto` (gradients as int8 or
+// top-k with error feedback, in every group or int8 where it pays; int4:
+// local steps' exchange only);
 // `--pp-compression none|int8|auto` sends the pipeline's activations and
 // their gradients in 8 bits (SWARM), on every link or where it pays.
 //
 //   bench-shape [--json] [--global-batch G] [--budget S] [--scale]
 //               [--compress-ratio R] [--bucket-mb auto|MiB]
-//               [--sync-every H|auto] [--dp-compression none|int8|topk:R|auto]
+//               [--sync-every H|auto]
+//               [--dp-compression none|int8|topk:R|int4|auto]
 //               [--pp-compression none|int8|auto]
 //               [--scenarios DIR]
 //
@@ -357,6 +359,15 @@ int main(int argc, char **argv) {
       scale = true;
     else
       flags.unknown();
+  {
+    std::string error;
+    if (!checkCodecForSyncs(communication.dpCompression.codec,
+                            codecChoiceName(communication.dpCompression),
+                            communication.syncEvery, error)) {
+      std::fprintf(stderr, "bench-shape: error: %s\n", error.c_str());
+      return 2;
+    }
+  }
   Workload workload = dtfm::bench::gptWorkload();
 
   std::vector<Cluster> mixedClusters;

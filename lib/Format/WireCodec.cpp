@@ -6,6 +6,7 @@
 
 #include "dtfm/Format/WireCodec.h"
 
+#include "dtfm/Format/Int4.h"
 #include "dtfm/Format/Int8.h"
 #include "dtfm/Format/Sparse.h"
 
@@ -74,6 +75,33 @@ void moveInt8Message(float *pending, size_t count, size_t, float *sent) {
   moveInt8(pending, count, sent);
 }
 
+// 4 bits with block scales (format/Int4.h).
+size_t int4MessageBytes(size_t count, size_t) { return int4Bytes(count); }
+
+bool encodeInt4Message(const float *x, size_t count, size_t,
+                       std::vector<char> &out, std::string &) {
+  encodeInt4(x, count, out);
+  return true;
+}
+
+bool decodeInt4Message(const char *bytes, size_t size, size_t count, size_t,
+                       float *out, bool add, std::string &error) {
+  if (size != int4Bytes(count)) {
+    error = "an int4 message of " + std::to_string(size) + " bytes (expected " +
+            std::to_string(int4Bytes(count)) + ")";
+    return false;
+  }
+  if (!decodeInt4(bytes, size, count, out, add)) {
+    error = "an int4 message with a scale that is not finite and >= 0";
+    return false;
+  }
+  return true;
+}
+
+void moveInt4Message(float *pending, size_t count, size_t, float *sent) {
+  moveInt4(pending, count, sent);
+}
+
 // Sparse top-k (format/Sparse.h): `kept` entries per message.
 size_t sparseMessageBytes(size_t, size_t kept) { return sparseBytes(kept); }
 
@@ -101,14 +129,19 @@ void moveSparse(float *pending, size_t count, size_t kept, float *sent) {
 // The table: one entry per enumerator, in order.
 constexpr WireCodecInfo kWireCodecs[] = {
     {WireCodec::Dense, "none", /*sparse=*/false, /*summable=*/true,
-     /*pipelineTransfers=*/true, /*localSteps=*/true, denseMessageBytes,
-     encodeDense, decodeDense, moveDense},
+     /*pipelineTransfers=*/true, /*localSteps=*/true, /*gradientSyncs=*/true,
+     denseMessageBytes, encodeDense, decodeDense, moveDense},
     {WireCodec::Int8, "int8", /*sparse=*/false, /*summable=*/true,
-     /*pipelineTransfers=*/true, /*localSteps=*/true, int8MessageBytes,
-     encodeInt8Message, decodeInt8Message, moveInt8Message},
+     /*pipelineTransfers=*/true, /*localSteps=*/true, /*gradientSyncs=*/true,
+     int8MessageBytes, encodeInt8Message, decodeInt8Message, moveInt8Message},
     {WireCodec::TopK, "topk", /*sparse=*/true, /*summable=*/false,
-     /*pipelineTransfers=*/false, /*localSteps=*/false, sparseMessageBytes,
-     encodeSparseMessage, decodeSparseMessage, moveSparse},
+     /*pipelineTransfers=*/false, /*localSteps=*/false, /*gradientSyncs=*/true,
+     sparseMessageBytes, encodeSparseMessage, decodeSparseMessage, moveSparse},
+    // Local steps' outer exchange only: every step's gradients in 4 bits
+    // would need the device encoders int8 and top-k have.
+    {WireCodec::Int4, "int4", /*sparse=*/false, /*summable=*/true,
+     /*pipelineTransfers=*/false, /*localSteps=*/true, /*gradientSyncs=*/false,
+     int4MessageBytes, encodeInt4Message, decodeInt4Message, moveInt4Message},
 };
 
 } // namespace

@@ -104,10 +104,11 @@ struct InsertGradSync
     if (!(topkWarmup >= 0 && topkWarmup <= 1000000000))
       return fail("topk-warmup must be in [0, 1e9] steps, got " +
                   Twine(topkWarmup.getValue()));
-    if (!forcedCodec.localSteps && every != 0)
-      return fail("dp-compression=" + dpCompression.getValue() +
-                  " sparsifies gradients; with sync-every the parameters "
-                  "travel dense or int8");
+    std::string codecError;
+    if (!planner::checkCodecForSyncs(forcedCodec.codec,
+                                     dpCompression.getValue(), every,
+                                     codecError))
+      return fail(codecError);
 
     // Each stage's backward FLOPs done after each op, in IR order (the order
     // the runtime runs them): when a gradient is complete.

@@ -152,6 +152,8 @@ bool dtfm::plan::predictWorkerMemory(const proto::Plan &plan, int rank,
     if (op.kind == OpKind::GradSync) {
       double size = bytesOf(op.results[0]);
       out.buckets += size;
+      // Error feedback's residual: of every step's gradients, or with
+      // local steps of the outer exchange's pseudo-gradients.
       if (op.attrs.compression != format::WireCodec::Dense)
         out.residuals += size;
       if (op.attrs.syncEvery >= 1)

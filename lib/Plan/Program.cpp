@@ -376,6 +376,10 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
         in.fail("dtfm.topk_warmup needs dtfm.compression " +
                 format::wireCodecNames(isSparseCodec) +
                 " and a step count in [0, 1e9]");
+      if (!codec.gradientSyncs && !in.has("dtfm.sync_every"))
+        in.fail(std::string("dtfm.compression ") + codec.name +
+                " without dtfm.sync_every (every step's gradients travel as " +
+                format::wireCodecNames(format::carriesGradientSyncs) + ")");
       if (!codec.localSteps && in.has("dtfm.sync_every"))
         in.fail(std::string("dtfm.compression ") + codec.name +
                 " with dtfm.sync_every (local steps exchange parameters "

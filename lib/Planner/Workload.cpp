@@ -72,6 +72,27 @@ bool dtfm::planner::parseMemoryOptions(const std::string &recompute,
   return true;
 }
 
+bool dtfm::planner::checkCodecForSyncs(format::WireCodec codec,
+                                       const std::string &spelling,
+                                       int64_t syncEvery, std::string &error) {
+  const format::WireCodecInfo &info = format::wireCodecInfo(codec);
+  if (!info.localSteps && syncEvery != 0) {
+    error = "dp-compression=" + spelling +
+            " with sync-every: local steps' parameter exchange takes "
+            "dp-compression " +
+            format::wireCodecNames(format::carriesLocalSteps);
+    return false;
+  }
+  if (!info.gradientSyncs && syncEvery < 1) {
+    error = "dp-compression=" + spelling +
+            " takes local steps' exchange only (sync-every=H, H >= 1); every "
+            "step's gradient exchange takes dp-compression " +
+            format::wireCodecNames(format::carriesGradientSyncs);
+    return false;
+  }
+  return true;
+}
+
 bool dtfm::planner::parseCommunication(const std::string &sync,
                                        double compressRatio,
                                        const std::string &bucketMb,
@@ -102,12 +123,9 @@ bool dtfm::planner::parseCommunication(const std::string &sync,
   if (!parseSyncEvery(syncEveryText, syncEvery, error))
     return false;
   training.syncEvery = syncEvery;
-  if (!format::wireCodecInfo(compression->codec).localSteps && syncEvery != 0) {
-    error = "dp-compression=" + dpCompression +
-            " sparsifies gradients; with sync-every the parameters travel "
-            "dense or int8";
+  if (!checkCodecForSyncs(compression->codec, dpCompression, syncEvery,
+                          error))
     return false;
-  }
   std::optional<GradientSync> parsed = parseGradientSync(sync);
   if (!parsed) {
     error =

@@ -269,7 +269,7 @@ struct SliceState {
   Tensor param;
   std::map<std::string, Tensor> moments; // "opt.m/" ... -> shaped as param
   /// State shaped as the parameter and never sharded: local steps' anchor
-  /// and outer velocity, error feedback's residual ("opt.anchor/" ...).
+  /// and outer velocity, error feedback's residuals ("opt.anchor/" ...).
   std::map<std::string, Tensor> replicaState;
 };
 
@@ -278,6 +278,8 @@ struct SliceState {
 constexpr const char *kAnchor = "opt.anchor/";
 constexpr const char *kOuterVelocity = "opt.outer_velocity/";
 constexpr const char *kResidual = "opt.residual/";
+/// Local steps' outer exchange in int8 or int4: what its rounding left out.
+constexpr const char *kOuterResidual = "opt.outer_residual/";
 
 /// The state of `name` from the files that hold the same slice of it (all
 /// of them the whole tensor, or all slice k): the parameter from any, each
@@ -325,25 +327,28 @@ bool assembleSlice(const std::vector<const format::TensorMap *> &files,
   }
   // Error feedback: what the replicas still owe the average is the mean of
   // their residuals, so each replica of the new plan starts from that mean
-  // (the next exchange's average then carries the same debt).
-  int64_t owing = 0;
-  Tensor mean(shape);
-  for (const format::TensorMap *file : files) {
-    auto held = file->find(kResidual + name);
-    if (held == file->end())
-      continue;
-    if (held->second.shape != shape) {
-      error = "'" + held->first + "' does not have its parameter's shape";
-      return false;
+  // (the next exchange's average then carries the same debt): every step's
+  // gradients' and local steps' outer exchange's alike.
+  for (const char *kind : {kResidual, kOuterResidual}) {
+    int64_t owing = 0;
+    Tensor mean(shape);
+    for (const format::TensorMap *file : files) {
+      auto held = file->find(kind + name);
+      if (held == file->end())
+        continue;
+      if (held->second.shape != shape) {
+        error = "'" + held->first + "' does not have its parameter's shape";
+        return false;
+      }
+      for (size_t i = 0; i < mean.data.size(); ++i)
+        mean.data[i] += held->second.data[i];
+      ++owing;
     }
-    for (size_t i = 0; i < mean.data.size(); ++i)
-      mean.data[i] += held->second.data[i];
-    ++owing;
-  }
-  if (owing > 0) {
-    for (float &x : mean.data)
-      x /= static_cast<float>(owing);
-    out.replicaState[kResidual] = std::move(mean);
+    if (owing > 0) {
+      for (float &x : mean.data)
+        x /= static_cast<float>(owing);
+      out.replicaState[kind] = std::move(mean);
+    }
   }
   for (const char *kind : {"opt.m/", "opt.v/", "opt.velocity/"}) {
     std::string key = kind + name;

@@ -156,6 +156,8 @@ std::map<std::string, Tensor> HostState::state() const {
       out["opt.outer_velocity/" + name] = s.outerVelocity;
     if (!s.residual.data.empty())
       out["opt.residual/" + name] = s.residual;
+    if (!s.outerResidual.data.empty())
+      out["opt.outer_residual/" + name] = s.outerResidual;
     // Steps are small integers: exact in fp32.
     out["opt.step/" + name] = Tensor({1}, static_cast<float>(s.step));
   }
@@ -245,6 +247,8 @@ bool HostState::restore(const StageProgram &program,
       s.outerVelocity = t;
     else if (kind == "opt.residual")
       s.residual = t;
+    else if (kind == "opt.outer_residual")
+      s.outerResidual = t;
     else if (kind == "opt.step" && t.numel() == 1)
       s.step = static_cast<int64_t>(t.data[0]);
     else {

@@ -6,6 +6,7 @@
 
 #include "dtfm/Runtime/PhaseLoop.h"
 #include "dtfm/Runtime/Checkpoints.h"
+#include "dtfm/Format/WireCodec.h"
 
 #include "plan.pb.h"
 
@@ -312,6 +313,28 @@ bool PhaseExecutor::outerStep(const AverageFn &average, std::string &error) {
   for (auto [param, state] : synced)
     for (size_t i = 0; i < param->data.size(); ++i)
       deltas[at++] = state->anchor.data[i] - param->data[i];
+  // In int8 or int4, with error feedback: what the codec leaves out of
+  // this exchange is added to the next one's pseudo-gradients (each
+  // replica its own; the whole vector at once, so that the blocks are the
+  // exchange's and what is sent travels exactly, even replicas' at least).
+  format::WireCodec codec = sync->attrs.compression;
+  if (codec != format::WireCodec::Dense) {
+    std::vector<float> pending = deltas;
+    at = 0;
+    for (auto [param, state] : synced) {
+      if (state->outerResidual.shape != param->shape)
+        state->outerResidual = Tensor(param->shape);
+      for (float r : state->outerResidual.data)
+        pending[at++] += r;
+    }
+    format::wireCodecInfo(codec).moveWithFeedback(
+        pending.data(), total, format::keptEntries(codec, total, 0),
+        deltas.data());
+    at = 0;
+    for (auto [param, state] : synced)
+      for (float &r : state->outerResidual.data)
+        r = pending[at++];
+  }
   if (!average(deltas, error))
     return false;
   at = 0;

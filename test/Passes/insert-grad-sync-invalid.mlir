@@ -16,11 +16,13 @@
 // RUN: not dtfm-opt %S/Inputs/grad-sync-module.mlir -split-input-file --dtfm-insert-grad-sync="sync-every=4 outer-momentum=1" 2>&1 | FileCheck %s --check-prefix=OUTER
 // RUN: not dtfm-opt %S/Inputs/grad-sync-module.mlir -split-input-file --dtfm-insert-grad-sync="sync-every=4 outer-lr=0" 2>&1 | FileCheck %s --check-prefix=OUTER
 // RUN: not dtfm-opt %S/Inputs/grad-sync-module.mlir -split-input-file --dtfm-insert-grad-sync=dp-compression=fp8 2>&1 | FileCheck %s --check-prefix=COMPRESSION
-// COMPRESSION: pair.textproto:0:0: error: dtfm-insert-grad-sync: unknown dp-compression 'fp8' (expected none, int8, topk:R (R > 1) or auto)
+// COMPRESSION: pair.textproto:0:0: error: dtfm-insert-grad-sync: unknown dp-compression 'fp8' (expected none, int8, topk:R (R > 1), int4 or auto)
 // RUN: not dtfm-opt %S/Inputs/grad-sync-module.mlir -split-input-file --dtfm-insert-grad-sync=dp-compression=topk:1 2>&1 | FileCheck %s --check-prefix=TOPK-ONE
-// TOPK-ONE: pair.textproto:0:0: error: dtfm-insert-grad-sync: unknown dp-compression 'topk:1' (expected none, int8, topk:R (R > 1) or auto)
+// TOPK-ONE: pair.textproto:0:0: error: dtfm-insert-grad-sync: unknown dp-compression 'topk:1' (expected none, int8, topk:R (R > 1), int4 or auto)
 // RUN: not dtfm-opt %S/Inputs/grad-sync-module.mlir -split-input-file --dtfm-insert-grad-sync="sync-every=4 dp-compression=topk:10" 2>&1 | FileCheck %s --check-prefix=TOPK-LOCAL
-// TOPK-LOCAL: pair.textproto:0:0: error: dtfm-insert-grad-sync: dp-compression=topk:10 sparsifies gradients; with sync-every the parameters travel dense or int8
+// TOPK-LOCAL: pair.textproto:0:0: error: dtfm-insert-grad-sync: dp-compression=topk:10 with sync-every: local steps' parameter exchange takes dp-compression none, int8 or int4
+// RUN: not dtfm-opt %S/Inputs/grad-sync-module.mlir -split-input-file --dtfm-insert-grad-sync="dp-compression=int4" 2>&1 | FileCheck %s --check-prefix=INT4-EVERY-STEP
+// INT4-EVERY-STEP: pair.textproto:0:0: error: dtfm-insert-grad-sync: dp-compression=int4 takes local steps' exchange only (sync-every=H, H >= 1); every step's gradient exchange takes dp-compression none, int8 or topk
 // RUN: not dtfm-opt %S/Inputs/grad-sync-module.mlir -split-input-file --dtfm-insert-grad-sync="dp-compression=topk:10 topk-warmup=-1" 2>&1 | FileCheck %s --check-prefix=TOPK-WARMUP
 // TOPK-WARMUP: pair.textproto:0:0: error: dtfm-insert-grad-sync: topk-warmup must be in [0, 1e9] steps, got -1
 // EVERY: pair.textproto:0:0: error: dtfm-insert-grad-sync: sync-every must be auto or between 0 and 1000000, got '-1'

@@ -115,10 +115,12 @@ TEST(WireCodec, HostileMessagesAreRefusedWithoutWriting) {
 }
 
 TEST(WireCodec, ChoicesForErrorsComeFromTheTable) {
-  EXPECT_EQ(wireCodecNames(isCompressionAttrCodec), "int8 or topk");
+  EXPECT_EQ(wireCodecNames(isCompressionAttrCodec), "int8, topk or int4");
   EXPECT_EQ(wireCodecNames(isWireAttrCodec, "\""), "\"int8\"");
   EXPECT_EQ(wireCodecNames([](const WireCodecInfo &) { return true; }),
-            "none, int8 or topk");
+            "none, int8, topk or int4");
+  EXPECT_EQ(wireCodecNames(carriesLocalSteps), "none, int8 or int4");
+  EXPECT_EQ(wireCodecNames(carriesGradientSyncs), "none, int8 or topk");
 }
 
 } // namespace

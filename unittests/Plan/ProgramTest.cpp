@@ -132,8 +132,9 @@ TEST(Program, MalformedOpsAreRefusedByName) {
         std::string(key) == "dtfm.sync_every")
       (*op.mutable_attrs())[key].set_i(i);
     else if (std::string(key) == "dtfm.compression")
-      (*op.mutable_attrs())[key].set_s(i == 1 ? "int8"
+      (*op.mutable_attrs())[key].set_s(i == 1   ? "int8"
                                        : i == 2 ? "topk"
+                                       : i == 3 ? "int4"
                                                 : "fp8");
     else if (std::string(key) == "dtfm.topk_ratio") {
       (*op.mutable_attrs())["dtfm.compression"].set_s("topk");
@@ -179,11 +180,23 @@ TEST(Program, MalformedOpsAreRefusedByName) {
   EXPECT_FALSE(
       decodeProgram(gradSync("dtfm.compression", 0, 0), decoded, error));
   EXPECT_EQ(error, "op #0 dtfm.grad_sync: unknown dtfm.compression 'fp8' "
-                   "(expected int8 or topk)");
+                   "(expected int8, topk or int4)");
   ASSERT_TRUE(decodeProgram(gradSync("dtfm.compression", 0, 1), decoded,
                             error))
       << error;
   EXPECT_EQ(decoded.ops[0].attrs.compression, format::WireCodec::Int8);
+  // int4 carries local steps' exchange only.
+  EXPECT_FALSE(
+      decodeProgram(gradSync("dtfm.compression", 0, 3), decoded, error));
+  EXPECT_EQ(error, "op #0 dtfm.grad_sync: dtfm.compression int4 without "
+                   "dtfm.sync_every (every step's gradients travel as none, "
+                   "int8 or topk)");
+  {
+    proto::DeviceProgram local = gradSync("dtfm.compression", 0, 3);
+    (*local.mutable_ops(0)->mutable_attrs())["dtfm.sync_every"].set_i(4);
+    ASSERT_TRUE(decodeProgram(local, decoded, error)) << error;
+    EXPECT_EQ(decoded.ops[0].attrs.compression, format::WireCodec::Int4);
+  }
   // Top-k needs its ratio, above 1.
   EXPECT_FALSE(
       decodeProgram(gradSync("dtfm.compression", 0, 2), decoded, error));

@@ -111,11 +111,26 @@ TEST(Workload, CommunicationOptions) {
     EXPECT_FALSE(parseCommunication("auto", 1, "auto", "0", bad, "none", t, error))
         << bad;
     EXPECT_EQ(error, std::string("unknown dp-compression '") + bad +
-                         "' (expected none, int8, topk:R (R > 1) or auto)");
+                         "' (expected none, int8, topk:R (R > 1), int4 or auto)");
   }
   EXPECT_FALSE(parseCommunication("auto", 1, "auto", "4", "topk:10", "none", t, error));
-  EXPECT_EQ(error, "dp-compression=topk:10 sparsifies gradients; with "
-                   "sync-every the parameters travel dense or int8");
+  EXPECT_EQ(error, "dp-compression=topk:10 with sync-every: local steps' "
+                   "parameter exchange takes dp-compression none, int8 or "
+                   "int4");
+  // int4: local steps' outer exchange only.
+  EXPECT_FALSE(parseCommunication("auto", 1, "auto", "0", "int4", "none", t,
+                                  error));
+  EXPECT_EQ(error, "dp-compression=int4 takes local steps' exchange only "
+                   "(sync-every=H, H >= 1); every step's gradient exchange "
+                   "takes dp-compression none, int8 or topk");
+  EXPECT_FALSE(parseCommunication("auto", 1, "auto", "auto", "int4", "none", t,
+                                  error));
+  EXPECT_TRUE(parseCommunication("auto", 1, "auto", "10", "int4", "none", t,
+                                 error))
+      << error;
+  EXPECT_EQ(t.dpCompression.codec, format::WireCodec::Int4);
+  EXPECT_FALSE(parseCommunication("auto", 1, "auto", "10", "none", "int4", t,
+                                  error));
   // auto: int8 when it saves at least 20% of the exchange; never top-k.
   CodecChoice automatic{format::WireCodec::Dense, true, 0};
   EXPECT_EQ(chooseCodec(automatic, 1.0, 0.8), format::WireCodec::Int8);

@@ -5,8 +5,9 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// One home for how the int8 wire format (Int8.h) turns a block's values
-// into its scale and bytes and back: the host encoder and decoder and the
+// One home for how the int8 wire format (Int8.h) -- and with 7 levels the
+// 4-bit one (Int4.h) -- turns a block's values into its scale and bytes and
+// back: the host encoder and decoder and the
 // GPU's encoder with error feedback (kernels/Codecs.cu) call these, so that
 // a gradient compressed on the device is bit for bit the host's.
 //
@@ -45,14 +46,20 @@ DTFM_INT8_HOST_DEVICE inline float magnitude(float x) {
 #endif
 }
 
+/// The levels either side of 0: int8's 127; the 4-bit format (Int4.h)
+/// shares this math with 7.
+inline constexpr int kInt8Levels = 127;
+
 /// A block's scale from its largest magnitude.
-DTFM_INT8_HOST_DEVICE inline float blockScale(float largest) {
-  return largest / 127.0f;
+DTFM_INT8_HOST_DEVICE inline float blockScale(float largest,
+                                              int levels = kInt8Levels) {
+  return largest / static_cast<float>(levels);
 }
 
-/// `x` as its block's byte: the nearest multiple of the scale (ties to
-/// even), clamped to [-127, 127]; 0 in an all-zero block.
-DTFM_INT8_HOST_DEVICE inline int8_t quantize(float x, float scale) {
+/// `x` as its block's integer: the nearest multiple of the scale (ties to
+/// even), clamped to [-levels, levels]; 0 in an all-zero block.
+DTFM_INT8_HOST_DEVICE inline int8_t quantize(float x, float scale,
+                                             int levels = kInt8Levels) {
   if (!(scale > 0) || !sendable(x))
     return 0;
 #ifdef __CUDA_ARCH__
@@ -60,7 +67,8 @@ DTFM_INT8_HOST_DEVICE inline int8_t quantize(float x, float scale) {
 #else
   float q = std::nearbyint(x / scale);
 #endif
-  q = q < -127.0f ? -127.0f : (q > 127.0f ? 127.0f : q);
+  float most = static_cast<float>(levels);
+  q = q < -most ? -most : (q > most ? most : q);
   return static_cast<int8_t>(q);
 }
 

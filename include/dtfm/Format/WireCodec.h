@@ -5,7 +5,8 @@
 //===----------------------------------------------------------------------===//
 //
 // The one table of wire codecs: dense floats, int8 with block scales
-// (format/Int8.h) and sparse top-k (format/Sparse.h). Each entry holds the
+// (format/Int8.h), sparse top-k (format/Sparse.h) and 4 bits with block
+// scales (format/Int4.h). Each entry holds the
 // codec's spelling, where it may be used, its message size, and its encode,
 // decode and error-feedback functions. Everything that names, counts or
 // moves compressed bytes looks a codec up here:
@@ -33,7 +34,7 @@ namespace dtfm::format {
 
 /// How a tensor's values travel. Dense is the default and is never written
 /// as an attribute.
-enum class WireCodec : uint8_t { Dense, Int8, TopK };
+enum class WireCodec : uint8_t { Dense, Int8, TopK, Int4 };
 
 struct WireCodecInfo {
   WireCodec codec;
@@ -51,6 +52,9 @@ struct WireCodecInfo {
   bool pipelineTransfers;
   /// May carry local steps' parameter exchange (dtfm.sync_every).
   bool localSteps;
+  /// May carry every step's gradient exchange (a dtfm.grad_sync without
+  /// dtfm.sync_every); int4 only takes local steps' outer exchange.
+  bool gradientSyncs;
   /// Bytes of one message of `count` values, `kept` of them kept.
   size_t (*messageBytes)(size_t count, size_t kept);
   /// Encodes x[0, count) into `out` (resized to messageBytes); false with
@@ -86,6 +90,14 @@ std::string wireCodecNames(bool (*accept)(const WireCodecInfo &),
 /// pipeline transfers.
 inline bool isCompressionAttrCodec(const WireCodecInfo &info) {
   return info.codec != WireCodec::Dense;
+}
+/// The codecs local steps' parameter exchange takes, and those every
+/// step's gradient exchange takes (for errors: wireCodecNames).
+inline bool carriesLocalSteps(const WireCodecInfo &info) {
+  return info.localSteps;
+}
+inline bool carriesGradientSyncs(const WireCodecInfo &info) {
+  return info.gradientSyncs;
 }
 inline bool isWireAttrCodec(const WireCodecInfo &info) {
   return info.codec != WireCodec::Dense && info.pipelineTransfers;

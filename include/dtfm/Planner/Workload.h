@@ -163,6 +163,13 @@ struct TrainingOptions {
   bool clipGradients = false;
 };
 
+/// Whether gradient syncs may travel as `codec` (spelled `spelling` in the
+/// options) with local steps every `syncEvery` steps (0: none; auto: < 0):
+/// top-k only without local steps, int4 only with them (the codec table's
+/// localSteps and gradientSyncs); false with a one-line `error`.
+bool checkCodecForSyncs(format::WireCodec codec, const std::string &spelling,
+                        int64_t syncEvery, std::string &error);
+
 /// Reads the passes' `sync` (auto, ps or ring), `compress-ratio` (>= 1),
 /// `bucket-mb` (auto or MiB), `sync-every` (auto or 0 to 1e6) and
 /// `dp-compression` (none, int8, topk:R or auto) and `pp-compression`

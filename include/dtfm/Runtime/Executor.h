@@ -324,8 +324,9 @@ struct HostState {
     /// Local steps: the parameter at the last exchange and the outer
     /// optimizer's momentum.
     cpu::Tensor anchor, outerVelocity;
-    /// Compressed exchanges: what compression left out, sent next time.
-    cpu::Tensor residual;
+    /// Compressed exchanges: what compression left out, sent next time
+    /// (every step's gradients; local steps' pseudo-gradients).
+    cpu::Tensor residual, outerResidual;
     int64_t step = 0;
   };
   std::map<std::string, cpu::Tensor> params;

@@ -277,8 +277,8 @@ bool CudaExecutor::parametersFromHost(const std::vector<std::string> &names,
 
 std::map<std::string, Tensor> CudaExecutor::state() const {
   // Downloaded into a host state: its state() is the one format. What
-  // lives on the host only (local steps' anchors and outer velocities,
-  // compression residuals) is taken as it is.
+  // lives on the host only (local steps' anchors, outer velocities and
+  // outer residuals, compression residuals) is taken as it is.
   HostState copy;
   std::string error;
   cudaSetDevice(device);
@@ -288,6 +288,7 @@ std::map<std::string, Tensor> CudaExecutor::state() const {
     m.anchor = moments.anchor;
     m.outerVelocity = moments.outerVelocity;
     m.residual = moments.residual;
+    m.outerResidual = moments.outerResidual;
   }
   for (const auto &[name, s] : optimizer) {
     HostState::Moments &m = copy.optimizer[name];
