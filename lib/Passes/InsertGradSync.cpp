@@ -104,6 +104,17 @@ struct InsertGradSync
     if (!(topkWarmup >= 0 && topkWarmup <= 1000000000))
       return fail("topk-warmup must be in [0, 1e9] steps, got " +
                   Twine(topkWarmup.getValue()));
+    if (syncFragments < 1 || syncFragments > 1000000)
+      return fail("sync-fragments must be between 1 and 1000000, got " +
+                  Twine(syncFragments.getValue()));
+    if (syncFragments > 1 && every < 1)
+      return fail("sync-fragments=" + Twine(syncFragments.getValue()) +
+                  " exchanges local steps' parameters in fragments: it "
+                  "needs sync-every=H (H >= 1)");
+    if (syncFragments > every && every >= 1)
+      return fail("sync-fragments=" + Twine(syncFragments.getValue()) +
+                  " is more than sync-every=" + Twine(every) +
+                  ": each fragment needs a step of its own");
     std::string codecError;
     if (!planner::checkCodecForSyncs(forcedCodec.codec,
                                      dpCompression.getValue(), every,
@@ -223,6 +234,34 @@ struct InsertGradSync
     if (every >= 1)
       capBytes = 0;
 
+    // Local steps in fragments: whole layers, strided (the k-th layer to
+    // hold a parameter, in IR order, goes to fragment k mod P), so that
+    // each fragment spans the depth of the model as Streaming DiLoCo's do.
+    llvm::DenseMap<Operation *, int64_t> fragmentOf;
+    if (syncFragments > 1) {
+      llvm::StringMap<int64_t> layerOrdinal;
+      int64_t layers = 0;
+      for (const StageSync &sync : syncs)
+        for (Operation *op : sync.ops) {
+          auto layer = op->getAttrOfType<StringAttr>(kLayerAttrName);
+          int64_t ordinal = layers;
+          if (layer) {
+            auto [it, added] =
+                layerOrdinal.try_emplace(layer.getValue(), layers);
+            ordinal = it->second;
+            if (added)
+              ++layers;
+          } else {
+            ++layers; // a parameter outside any layer: a layer of its own
+          }
+          fragmentOf[op] = ordinal % syncFragments;
+        }
+      if (syncFragments > layers)
+        return fail("sync-fragments=" + Twine(syncFragments.getValue()) +
+                    " is more than the " + Twine(layers) +
+                    " layers holding parameters");
+    }
+
     // Phase 2: buckets, then one dtfm.grad_sync per update.
     for (const StageSync &sync : syncs) {
       planner::BucketPlan plan = bucketsOf(sync, capBytes);
@@ -263,6 +302,12 @@ struct InsertGradSync
           syncOp->setAttr(kOuterLrAttrName, b.getF64FloatAttr(outerLr));
           syncOp->setAttr(kOuterMomentumAttrName,
                           b.getF64FloatAttr(outerMomentum));
+          if (syncFragments > 1) {
+            syncOp->setAttr(kSyncFragmentAttrName,
+                            b.getI64IntegerAttr(fragmentOf.lookup(op)));
+            syncOp->setAttr(kSyncFragmentsAttrName,
+                            b.getI64IntegerAttr(syncFragments));
+          }
         }
         op->setOperand(1, syncOp.getResult());
       }

@@ -146,6 +146,12 @@ struct PlanOptions : public PassPipelineOptions<PlanOptions> {
   Option<double> outerLr{*this, "outer-lr",
                          llvm::cl::desc("Local steps: outer learning rate"),
                          llvm::cl::init(0.7)};
+  Option<int64_t> syncFragments{
+      *this, "sync-fragments",
+      llvm::cl::desc("Local steps: exchange the parameters in P fragments "
+                     "on a staggered schedule (Streaming DiLoCo; 1: all at "
+                     "once)"),
+      llvm::cl::init(1)};
   Option<double> outerMomentum{
       *this, "outer-momentum",
       llvm::cl::desc("Local steps: outer Nesterov momentum"),
@@ -211,6 +217,7 @@ struct PlanTail {
   double compressRatio;
   std::string sync, syncEvery;
   double outerLr, outerMomentum;
+  int64_t syncFragments;
   std::string dpCompression, ppCompression, bucketMb;
   int64_t topkWarmup;
   std::string recompute, shardState;
@@ -222,6 +229,7 @@ struct PlanTail {
         ppBytes(o.ppBytes), programs(o.programs),
         compressRatio(o.compressRatio), sync(o.sync), syncEvery(o.syncEvery),
         outerLr(o.outerLr), outerMomentum(o.outerMomentum),
+        syncFragments(o.syncFragments),
         dpCompression(o.dpCompression), ppCompression(o.ppCompression),
         bucketMb(o.bucketMb), topkWarmup(o.topkWarmup),
         recompute(o.recompute), shardState(o.shardState) {}
@@ -296,6 +304,7 @@ void buildPlanTail(OpPassManager &pm, const PlanTail &options,
   sync.dpCompression = options.dpCompression;
   sync.outerLr = options.outerLr;
   sync.outerMomentum = options.outerMomentum;
+  sync.syncFragments = options.syncFragments;
   sync.topkWarmup = options.topkWarmup;
   pm.addPass(createInsertGradSync(sync));
   ScheduleMicrobatchesOptions schedule;

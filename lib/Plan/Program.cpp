@@ -398,6 +398,17 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
         (a.syncEvery < 1 || a.syncEvery > 1000000))
       in.fail("dtfm.sync_every must be between 1 and 1000000, got " +
               std::to_string(a.syncEvery));
+    in.read("dtfm.sync_fragment", a.syncFragment);
+    in.read("dtfm.sync_fragments", a.syncFragments);
+    if ((in.has("dtfm.sync_fragment") || in.has("dtfm.sync_fragments")) &&
+        !(in.has("dtfm.sync_every") && a.syncEvery >= 1 &&
+          a.syncFragments >= 1 && a.syncFragments <= a.syncEvery &&
+          a.syncFragment >= 0 && a.syncFragment < a.syncFragments))
+      in.fail("dtfm.sync_fragment p of dtfm.sync_fragments P needs "
+              "dtfm.sync_every H with 1 <= P <= H and 0 <= p < P, got p " +
+              std::to_string(a.syncFragment) + ", P " +
+              std::to_string(a.syncFragments) + ", H " +
+              std::to_string(a.syncEvery));
     if (!(a.outerLr > 0 && std::isfinite(a.outerLr)) ||
         !(a.outerMomentum >= 0 && a.outerMomentum < 1))
       in.fail("dtfm.outer_lr must be finite and > 0 and "

@@ -257,14 +257,15 @@ double PhaseExecutor::clipFactor(double sharedSquares, double replicaSquares) {
 static std::vector<std::string>
 localStepParameters(const StageProgram &program,
                     const std::map<int, std::string> &parameterOfSync,
-                    const ProgramOp *&sync) {
+                    const ProgramOp *&sync, int64_t dueAfterStep = -1) {
   std::vector<std::string> names;
   sync = nullptr;
   for (int index : program.opsOf(OpPhase::Optimizer)) {
     const ProgramOp &op = program.ops[index];
     auto parameter = parameterOfSync.find(op.index);
     if (op.kind != OpKind::GradSync || op.attrs.syncEvery < 1 ||
-        parameter == parameterOfSync.end())
+        parameter == parameterOfSync.end() ||
+        (dueAfterStep >= 0 && !localStepsDue(op.attrs, dueAfterStep)))
       continue;
     if (!sync)
       sync = &op;
@@ -289,10 +290,11 @@ bool PhaseExecutor::anchorLocalSteps(std::string &error) {
   return true;
 }
 
-bool PhaseExecutor::outerStep(const AverageFn &average, std::string &error) {
+bool PhaseExecutor::outerStep(int64_t step, const AverageFn &average,
+                              std::string &error) {
   const ProgramOp *sync;
   std::vector<std::string> names =
-      localStepParameters(program, parameterOfSync, sync);
+      localStepParameters(program, parameterOfSync, sync, step);
   if (names.empty())
     return true;
   if (!parametersToHost(names, error))

@@ -185,6 +185,28 @@ TEST(Program, MalformedOpsAreRefusedByName) {
                             error))
       << error;
   EXPECT_EQ(decoded.ops[0].attrs.compression, format::WireCodec::Int8);
+  // Local steps in fragments: p of P needs H >= P and p < P.
+  {
+    proto::DeviceProgram local = gradSync("dtfm.sync_every", 0, 4);
+    auto &attrs = *local.mutable_ops(0)->mutable_attrs();
+    attrs["dtfm.sync_fragment"].set_i(1);
+    attrs["dtfm.sync_fragments"].set_i(2);
+    ASSERT_TRUE(decodeProgram(local, decoded, error)) << error;
+    EXPECT_EQ(decoded.ops[0].attrs.syncFragment, 1);
+    EXPECT_EQ(decoded.ops[0].attrs.syncFragments, 2);
+    attrs["dtfm.sync_fragment"].set_i(2);
+    EXPECT_FALSE(decodeProgram(local, decoded, error));
+    EXPECT_EQ(error, "op #0 dtfm.grad_sync: dtfm.sync_fragment p of "
+                     "dtfm.sync_fragments P needs dtfm.sync_every H with 1 "
+                     "<= P <= H and 0 <= p < P, got p 2, P 2, H 4");
+    attrs["dtfm.sync_fragment"].set_i(0);
+    attrs["dtfm.sync_fragments"].set_i(5);
+    EXPECT_FALSE(decodeProgram(local, decoded, error));
+    proto::DeviceProgram synchronous = gradSync("dtfm.bucket", 0, 0);
+    (*synchronous.mutable_ops(0)->mutable_attrs())["dtfm.sync_fragments"]
+        .set_i(1);
+    EXPECT_FALSE(decodeProgram(synchronous, decoded, error));
+  }
   // int4 carries local steps' exchange only.
   EXPECT_FALSE(
       decodeProgram(gradSync("dtfm.compression", 0, 3), decoded, error));
@@ -454,4 +476,29 @@ TEST(Program, TensorParallelSlicesJoinBackIntoTheWholeTensor) {
     EXPECT_EQ(joined.shape, whole.shape);
     EXPECT_EQ(joined.data, whole.data);
   }
+}
+
+TEST(Program, LocalStepsFragmentsTakeTurns) {
+  // H = 10, P = 4: fragments after steps 2, 5, 7 and 10 of every 10.
+  OpAttrs attrs;
+  attrs.syncEvery = 10;
+  attrs.syncFragments = 4;
+  std::vector<std::vector<int64_t>> due(4);
+  for (int64_t p = 0; p < 4; ++p) {
+    attrs.syncFragment = p;
+    for (int64_t step = 1; step <= 20; ++step)
+      if (localStepsDue(attrs, step))
+        due[p].push_back(step);
+  }
+  EXPECT_EQ(due[0], (std::vector<int64_t>{2, 12}));
+  EXPECT_EQ(due[1], (std::vector<int64_t>{5, 15}));
+  EXPECT_EQ(due[2], (std::vector<int64_t>{7, 17}));
+  EXPECT_EQ(due[3], (std::vector<int64_t>{10, 20}));
+  // One fragment: every H-th step, as local steps always were.
+  attrs.syncFragments = 1;
+  attrs.syncFragment = 0;
+  for (int64_t step = 1; step <= 30; ++step)
+    EXPECT_EQ(localStepsDue(attrs, step), step % 10 == 0) << step;
+  attrs.syncEvery = 0;
+  EXPECT_FALSE(localStepsDue(attrs, 10));
 }

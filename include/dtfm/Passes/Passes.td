@@ -235,6 +235,13 @@ def InsertGradSync : Pass<"dtfm-insert-grad-sync", "mlir::ModuleOp"> {
     and 0.9). This changes what is computed: only on request. The syncs
     record `dtfm.sync_every`, `dtfm.outer_lr` and `dtfm.outer_momentum`; the
     exchange travels as one bucket after the optimizer step.
+    `sync-fragments=P` (1 < P <= H, at most the layers holding parameters;
+    Streaming DiLoCo) exchanges the parameters in P fragments of whole
+    layers, strided (the k-th layer to hold a parameter in fragment
+    k mod P), fragment p at the steps t with t mod H = ((p + 1) H / P)
+    mod H: each replica's exchange moves 1/P of the parameters, P times
+    per H steps. The syncs record `dtfm.sync_fragment = p` and
+    `dtfm.sync_fragments = P`.
     `sync-every=auto` (needs the plan's shape, `dtfm.shape`) stays
     synchronous unless the slowest group's exchange left after the backward
     costs more than 10% of the shape's pipeline time, and then takes the
@@ -272,6 +279,10 @@ def InsertGradSync : Pass<"dtfm-insert-grad-sync", "mlir::ModuleOp"> {
            "Local steps: the outer Nesterov step's learning rate">,
     Option<"outerMomentum", "outer-momentum", "double", /*default=*/"0.9",
            "Local steps: the outer Nesterov step's momentum">,
+    Option<"syncFragments", "sync-fragments", "int64_t", /*default=*/"1",
+           "Local steps: exchange the parameters in P fragments of whole "
+           "layers on a staggered schedule (Streaming DiLoCo; 1: all at "
+           "once)">,
     Option<"dpCompression", "dp-compression", "std::string",
            /*default=*/"\"none\"",
            "Gradients on the wire: none, int8 (with error feedback) or "

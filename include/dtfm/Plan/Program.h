@@ -142,6 +142,10 @@ struct OpAttrs {
   // (0: no local steps, gradients synchronised every step as above).
   int64_t syncEvery = 0;
   double outerLr = 0.7, outerMomentum = 0.9;
+  // Local steps in fragments (Streaming DiLoCo, dtfm.sync_fragments P,
+  // dtfm.sync_fragment p): this parameter is exchanged at the steps t with
+  // t mod syncEvery = outerOffset (localStepsDue).
+  int64_t syncFragment = 0, syncFragments = 1;
   // dtfm.grad_sync compressed on the wire, with error feedback
   // (dtfm.compression, a codec of format/WireCodec.h); a sparse codec keeps
   // 1/R of each gradient (dtfm.topk_ratio R).
@@ -158,6 +162,18 @@ struct OpAttrs {
   // syncs only.
   bool shardState = false;
 };
+
+/// Local steps: whether a dtfm.grad_sync's parameter is exchanged after
+/// step `step` (from 1): every syncEvery steps, fragment p of P at the
+/// steps t with t mod H = ((p + 1) H / P) mod H (so P = 1 is every H-th
+/// step, and the fragments' exchanges are spread evenly over the H steps).
+inline bool localStepsDue(const OpAttrs &attrs, int64_t step) {
+  if (attrs.syncEvery < 1)
+    return false;
+  int64_t h = attrs.syncEvery;
+  int64_t offset = (attrs.syncFragment + 1) * h / attrs.syncFragments % h;
+  return step % h == offset;
+}
 
 /// The constants of a unary math op (unaryMathOf): pow's exponent, clip's
 /// bounds.

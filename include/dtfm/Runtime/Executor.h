@@ -156,13 +156,15 @@ public:
   using AverageFn = std::function<bool(std::vector<float> &values,
                                        std::string &error)>;
 
-  /// Local steps (DiLoCo, dtfm.sync_every > 1): after an iteration's
-  /// optimizer step, exchanges each synchronised parameter's pseudo-gradient
-  /// (its value at the last exchange minus now) through `average`, applies
-  /// the outer Nesterov step to the value at the last exchange and makes
-  /// that the parameter again. False with an error on a backend that
-  /// cannot.
-  virtual bool outerStep(const AverageFn &average, std::string &error) {
+  /// Local steps (DiLoCo, dtfm.sync_every > 1): after step `step`'s
+  /// optimizer step, exchanges the pseudo-gradient (its value at the last
+  /// exchange minus now) of each synchronised parameter due then
+  /// (localStepsDue: all of them every H steps, or one fragment) through
+  /// `average`, applies the outer Nesterov step to the value at the last
+  /// exchange and makes that the parameter again. False with an error on a
+  /// backend that cannot.
+  virtual bool outerStep(int64_t step, const AverageFn &average,
+                         std::string &error) {
     error = "this backend does not run local steps (dtfm.sync_every)";
     return false;
   }

@@ -41,7 +41,8 @@ public:
   /// backend: the pseudo-gradients and the outer step every H steps, the
   /// int8 residuals every step (a backend keeping parameters elsewhere moves
   /// those it needs through parametersToHost / parametersFromHost).
-  bool outerStep(const AverageFn &average, std::string &error) override;
+  bool outerStep(int64_t step, const AverageFn &average,
+                 std::string &error) override;
   cpu::Tensor *residualOf(const ProgramOp &sync) override;
 
 protected:

@@ -200,11 +200,16 @@ bool GradientSync::prepare(const StageProgram &program,
   for (const ProgramOp &op : program.ops) {
     if (op.kind != OpKind::GradSync)
       continue;
-    if (every >= 1 && op.attrs.syncEvery != every) {
-      error = "the program's gradient syncs disagree on dtfm.sync_every";
+    if (every >= 1 && (op.attrs.syncEvery != every ||
+                       op.attrs.syncFragments != fragments)) {
+      error = "the program's gradient syncs disagree on dtfm.sync_every or "
+              "dtfm.sync_fragments";
       return false;
     }
     every = op.attrs.syncEvery;
+    fragments = op.attrs.syncFragments;
+    if (every >= 1)
+      outerSchedule.push_back(op.attrs);
   }
   return true;
 }
@@ -403,6 +408,13 @@ void GradientSync::stopStreaming() {
     syncer.join();
   }
   streamingNow = false;
+}
+
+bool GradientSync::outerDue(int64_t step) const {
+  for (const OpAttrs &attrs : outerSchedule)
+    if (localStepsDue(attrs, step))
+      return true;
+  return false;
 }
 
 bool GradientSync::averageParameters(std::vector<float> &values, double share,

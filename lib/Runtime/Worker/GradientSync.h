@@ -66,6 +66,9 @@ public:
   /// dtfm.sync_every: parameters exchanged every H steps (0: gradients
   /// every step).
   int64_t syncEvery() const { return every; }
+  /// Whether some parameter's local steps exchange falls after step `step`
+  /// (localStepsDue: every H steps, or one fragment's step).
+  bool outerDue(int64_t step) const;
 
   /// Starts step `step` (a sparse codec is dense for its warm-up steps).
   void beginStep(int64_t step) { currentStep = step; }
@@ -157,7 +160,9 @@ private:
   double groupMembers = 1;
   /// This worker's place in its group (the syncs' `group`).
   int groupPosition = 0;
-  int64_t every = 0;
+  int64_t every = 0, fragments = 1;
+  /// Local steps: the syncs' schedules (what outerDue asks).
+  std::vector<OpAttrs> outerSchedule;
   /// The codec local steps exchange parameters in: the syncs' (one that
   /// carries local steps: the plan's decoder refuses the others).
   format::WireCodec localStepsCodec = format::WireCodec::Dense;

@@ -247,15 +247,14 @@ bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
   }
   record(1, "optimizer", start, Clock::now());
   // Local steps: every syncEvery steps the replicas exchange parameters.
-  int64_t every = sync.syncEvery();
-  if (every >= 1 && sync.hasGroup() && step % every == 0) {
+  if (sync.hasGroup() && sync.outerDue(step)) {
     // Uneven replicas weight their pseudo-gradients by their share of the
     // global batch (members x share: 1 when even).
     double share = static_cast<double>(microBatches) * sync.members() /
                    static_cast<double>(layout.total);
     Clock::time_point outer = Clock::now();
     bool exchanged = executor->outerStep(
-        [&](std::vector<float> &values, std::string &e) {
+        step, [&](std::vector<float> &values, std::string &e) {
           return sync.averageParameters(values, share, e);
         },
         error);

@@ -148,6 +148,12 @@ inline constexpr llvm::StringLiteral kBucketReadyAttrName =
 /// Local steps on a dtfm.grad_sync (DiLoCo): exchange parameters every
 /// `dtfm.sync_every` steps with an outer Nesterov step.
 inline constexpr llvm::StringLiteral kSyncEveryAttrName = "dtfm.sync_every";
+/// Local steps in fragments (Streaming DiLoCo): the fragment a dtfm.grad_sync's
+/// parameter is exchanged with, and how many there are.
+inline constexpr llvm::StringLiteral kSyncFragmentAttrName =
+    "dtfm.sync_fragment";
+inline constexpr llvm::StringLiteral kSyncFragmentsAttrName =
+    "dtfm.sync_fragments";
 inline constexpr llvm::StringLiteral kOuterLrAttrName = "dtfm.outer_lr";
 inline constexpr llvm::StringLiteral kOuterMomentumAttrName =
     "dtfm.outer_momentum";
