@@ -7,6 +7,7 @@
 #include "dtfm/Analysis/CostAnalysis.h"
 #include "dtfm/Format/WireCodec.h"
 #include "dtfm/Passes/Passes.h"
+#include "dtfm/Plan/Program.h"
 #include "dtfm/Planner/Buckets.h"
 #include "dtfm/Planner/CostModel.h"
 #include "dtfm/Planner/Workload.h"
@@ -115,6 +116,17 @@ struct InsertGradSync
       return fail("sync-fragments=" + Twine(syncFragments.getValue()) +
                   " is more than sync-every=" + Twine(every) +
                   ": each fragment needs a step of its own");
+    if (syncOverlap < 0 || (syncOverlap > 0 && every < 1) ||
+        (every >= 1 &&
+         syncOverlap >= ::dtfm::plan::localStepsMinGap(
+                            every, std::min<int64_t>(syncFragments, every))))
+      return fail("sync-overlap=" + Twine(syncOverlap.getValue()) +
+                  " must be below the steps between two exchanges of local "
+                  "steps (sync-every=H, H >= 1; with P fragments the fewest "
+                  "steps between two of them)");
+    if (!(outerMixing >= 0 && outerMixing <= 1))
+      return fail("outer-mixing must be in [0, 1], got " +
+                  Twine(std::to_string(outerMixing.getValue())));
     std::string codecError;
     if (!planner::checkCodecForSyncs(forcedCodec.codec,
                                      dpCompression.getValue(), every,
@@ -302,6 +314,12 @@ struct InsertGradSync
           syncOp->setAttr(kOuterLrAttrName, b.getF64FloatAttr(outerLr));
           syncOp->setAttr(kOuterMomentumAttrName,
                           b.getF64FloatAttr(outerMomentum));
+          if (syncOverlap > 0) {
+            syncOp->setAttr(kSyncOverlapAttrName,
+                            b.getI64IntegerAttr(syncOverlap));
+            syncOp->setAttr(kOuterMixingAttrName,
+                            b.getF64FloatAttr(outerMixing));
+          }
           if (syncFragments > 1) {
             syncOp->setAttr(kSyncFragmentAttrName,
                             b.getI64IntegerAttr(fragmentOf.lookup(op)));

@@ -40,6 +40,16 @@ struct PlanOptions : public PassPipelineOptions<PlanOptions> {
                      "(--dtfm-tensor-parallel; 1: none; 0: chosen with the "
                      "shape, with global-batch)"),
       llvm::cl::init(1)};
+  Option<int64_t> syncOverlap{
+      *this, "sync-overlap",
+      llvm::cl::desc("Local steps: apply each exchange tau steps after it "
+                     "starts, training on meanwhile (0: wait for it)"),
+      llvm::cl::init(0)};
+  Option<double> outerMixing{
+      *this, "outer-mixing",
+      llvm::cl::desc("Local steps with an overlap: the share of the "
+                     "replica's own value kept when an exchange is applied"),
+      llvm::cl::init(0.5)};
   ListOption<int64_t> stageTp{
       *this, "stage-tp",
       llvm::cl::desc("A tensor-parallel degree per pipeline stage (D_PP = "
@@ -217,7 +227,8 @@ struct PlanTail {
   double compressRatio;
   std::string sync, syncEvery;
   double outerLr, outerMomentum;
-  int64_t syncFragments;
+  int64_t syncFragments, syncOverlap;
+  double outerMixing;
   std::string dpCompression, ppCompression, bucketMb;
   int64_t topkWarmup;
   std::string recompute, shardState;
@@ -229,7 +240,8 @@ struct PlanTail {
         ppBytes(o.ppBytes), programs(o.programs),
         compressRatio(o.compressRatio), sync(o.sync), syncEvery(o.syncEvery),
         outerLr(o.outerLr), outerMomentum(o.outerMomentum),
-        syncFragments(o.syncFragments),
+        syncFragments(o.syncFragments), syncOverlap(o.syncOverlap),
+        outerMixing(o.outerMixing),
         dpCompression(o.dpCompression), ppCompression(o.ppCompression),
         bucketMb(o.bucketMb), topkWarmup(o.topkWarmup),
         recompute(o.recompute), shardState(o.shardState) {}
@@ -305,6 +317,8 @@ void buildPlanTail(OpPassManager &pm, const PlanTail &options,
   sync.outerLr = options.outerLr;
   sync.outerMomentum = options.outerMomentum;
   sync.syncFragments = options.syncFragments;
+  sync.syncOverlap = options.syncOverlap;
+  sync.outerMixing = options.outerMixing;
   sync.topkWarmup = options.topkWarmup;
   pm.addPass(createInsertGradSync(sync));
   ScheduleMicrobatchesOptions schedule;
@@ -358,6 +372,7 @@ std::string recordedOptions(const PlanOptions &options) {
   exact("compress-ratio", options.compressRatio);
   exact("outer-lr", options.outerLr);
   exact("outer-momentum", options.outerMomentum);
+  exact("outer-mixing", options.outerMixing);
   return ::dtfm::format::joinPlanOptions(items);
 }
 

@@ -156,8 +156,9 @@ bool dtfm::plan::predictWorkerMemory(const proto::Plan &plan, int rank,
       // local steps of the outer exchange's pseudo-gradients.
       if (op.attrs.compression != format::WireCodec::Dense)
         out.residuals += size;
-      if (op.attrs.syncEvery >= 1)
-        out.localSteps += 2 * size; // the anchor and the outer momentum
+      if (op.attrs.syncEvery >= 1) // the anchor and the outer momentum,
+        // and with an overlap the exchange received and not yet applied
+        out.localSteps += (op.attrs.syncOverlap >= 1 ? 3 : 2) * size;
     } else if (op.operands.size() >= 2) {
       double size = bytes(op.operands[0]);
       // Sharded state: the moments of this member's shard alone.

@@ -409,6 +409,19 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
               std::to_string(a.syncFragment) + ", P " +
               std::to_string(a.syncFragments) + ", H " +
               std::to_string(a.syncEvery));
+    in.read("dtfm.sync_overlap", a.syncOverlap);
+    in.read("dtfm.outer_mixing", a.outerMixing);
+    if ((in.has("dtfm.sync_overlap") || in.has("dtfm.outer_mixing")) &&
+        !(in.has("dtfm.sync_every") && a.syncEvery >= 1 &&
+          a.syncFragments >= 1 && a.syncFragments <= a.syncEvery &&
+          a.syncOverlap >= 0 &&
+          a.syncOverlap < localStepsMinGap(a.syncEvery, a.syncFragments) &&
+          a.outerMixing >= 0 && a.outerMixing <= 1))
+      in.fail("dtfm.sync_overlap tau and dtfm.outer_mixing alpha need "
+              "dtfm.sync_every, 0 <= tau < the steps between two exchanges "
+              "and 0 <= alpha <= 1, got tau " +
+              std::to_string(a.syncOverlap) + ", alpha " +
+              std::to_string(a.outerMixing));
     if (!(a.outerLr > 0 && std::isfinite(a.outerLr)) ||
         !(a.outerMomentum >= 0 && a.outerMomentum < 1))
       in.fail("dtfm.outer_lr must be finite and > 0 and "

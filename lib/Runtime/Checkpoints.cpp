@@ -280,6 +280,9 @@ constexpr const char *kOuterVelocity = "opt.outer_velocity/";
 constexpr const char *kResidual = "opt.residual/";
 /// Local steps' outer exchange in int8 or int4: what its rounding left out.
 constexpr const char *kOuterResidual = "opt.outer_residual/";
+/// Local steps with an overlap: the averaged pseudo-gradients not applied
+/// yet (everyone's: the average).
+constexpr const char *kOuterPending = "opt.outer_pending/";
 
 /// The state of `name` from the files that hold the same slice of it (all
 /// of them the whole tensor, or all slice k): the parameter from any, each
@@ -312,7 +315,7 @@ bool assembleSlice(const std::vector<const format::TensorMap *> &files,
                 "exchange: a step that sync_every divides)";
         return false;
       }
-  for (const char *kind : {kAnchor, kOuterVelocity}) {
+  for (const char *kind : {kAnchor, kOuterVelocity, kOuterPending}) {
     for (const format::TensorMap *file : files) {
       auto held = file->find(kind + name);
       if (held == file->end())

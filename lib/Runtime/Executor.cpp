@@ -158,6 +158,8 @@ std::map<std::string, Tensor> HostState::state() const {
       out["opt.residual/" + name] = s.residual;
     if (!s.outerResidual.data.empty())
       out["opt.outer_residual/" + name] = s.outerResidual;
+    if (!s.outerPending.data.empty())
+      out["opt.outer_pending/" + name] = s.outerPending;
     // Steps are small integers: exact in fp32.
     out["opt.step/" + name] = Tensor({1}, static_cast<float>(s.step));
   }
@@ -249,6 +251,8 @@ bool HostState::restore(const StageProgram &program,
       s.residual = t;
     else if (kind == "opt.outer_residual")
       s.outerResidual = t;
+    else if (kind == "opt.outer_pending")
+      s.outerPending = t;
     else if (kind == "opt.step" && t.numel() == 1)
       s.step = static_cast<int64_t>(t.data[0]);
     else {

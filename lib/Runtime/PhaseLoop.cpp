@@ -290,8 +290,9 @@ bool PhaseExecutor::anchorLocalSteps(std::string &error) {
   return true;
 }
 
-bool PhaseExecutor::outerStep(int64_t step, const AverageFn &average,
+bool PhaseExecutor::outerSend(int64_t step, std::vector<float> &deltas,
                               std::string &error) {
+  deltas.clear();
   const ProgramOp *sync;
   std::vector<std::string> names =
       localStepParameters(program, parameterOfSync, sync, step);
@@ -309,8 +310,8 @@ bool PhaseExecutor::outerStep(int64_t step, const AverageFn &average,
     synced.push_back({&param, &state});
     total += param.data.size();
   }
-  // Pseudo-gradients (value at the last exchange minus now), averaged.
-  std::vector<float> deltas(total);
+  // Pseudo-gradients: value at the last exchange minus now.
+  deltas.resize(total);
   size_t at = 0;
   for (auto [param, state] : synced)
     for (size_t i = 0; i < param->data.size(); ++i)
@@ -337,16 +338,86 @@ bool PhaseExecutor::outerStep(int64_t step, const AverageFn &average,
       for (float &r : state->outerResidual.data)
         r = pending[at++];
   }
-  if (!average(deltas, error))
+  return true;
+}
+
+bool PhaseExecutor::outerPark(int64_t sentAfterStep,
+                              const std::vector<float> &averaged,
+                              std::string &error) {
+  const ProgramOp *sync;
+  std::vector<std::string> names =
+      localStepParameters(program, parameterOfSync, sync, sentAfterStep);
+  size_t at = 0;
+  for (const std::string &name : names) {
+    const Tensor &param = host.params.at(name);
+    if (at + param.data.size() > averaged.size())
+      break;
+    Tensor &pending = host.optimizer[name].outerPending;
+    pending = Tensor(param.shape);
+    std::copy_n(averaged.begin() + at, pending.data.size(),
+                pending.data.begin());
+    at += pending.data.size();
+  }
+  if (at != averaged.size()) {
+    error = "the outer exchange after step " + std::to_string(sentAfterStep) +
+            " came back with " + std::to_string(averaged.size()) +
+            " values for " + std::to_string(at) + " parameter values";
     return false;
-  at = 0;
-  for (auto [param, state] : synced) {
-    Tensor delta(param->shape);
-    std::copy_n(deltas.begin() + at, delta.data.size(), delta.data.begin());
-    at += delta.data.size();
-    cpu::nesterovOuterStep(state->anchor, delta, state->outerVelocity,
-                           sync->attrs.outerLr, sync->attrs.outerMomentum);
-    *param = state->anchor;
+  }
+  return true;
+}
+
+bool PhaseExecutor::outerParkedSince(int64_t step, int64_t &sentAfterStep) {
+  for (const auto &[index, name] : parameterOfSync) {
+    auto state = host.optimizer.find(name);
+    if (state == host.optimizer.end() || state->second.outerPending.data.empty())
+      continue;
+    const OpAttrs &attrs = program.ops[index].attrs;
+    for (int64_t t = step; t > step - std::max<int64_t>(1, attrs.syncEvery) &&
+                           t >= 1;
+         --t)
+      if (localStepsDue(attrs, t)) {
+        sentAfterStep = t;
+        return true;
+      }
+  }
+  return false;
+}
+
+bool PhaseExecutor::outerApply(double mixing, std::string &error) {
+  std::vector<std::string> names;
+  const ProgramOp *sync = nullptr;
+  for (const auto &[index, name] : parameterOfSync) {
+    auto state = host.optimizer.find(name);
+    if (state != host.optimizer.end() &&
+        !state->second.outerPending.data.empty()) {
+      names.push_back(name);
+      sync = &program.ops[index];
+    }
+  }
+  if (names.empty())
+    return true;
+  // The parameters now: with an overlap they have trained on since.
+  if (!parametersToHost(names, error))
+    return false;
+  for (const std::string &name : names) {
+    Tensor &param = host.params.at(name);
+    HostState::Moments &state = host.optimizer[name];
+    if (state.anchor.shape != param.shape)
+      state.anchor = param;
+    cpu::nesterovOuterStep(state.anchor, state.outerPending,
+                           state.outerVelocity, sync->attrs.outerLr,
+                           sync->attrs.outerMomentum);
+    state.outerPending = Tensor();
+    // The new global value, or (Streaming DiLoCo's merge, after an
+    // overlap) a mix of it and what the replica trained meanwhile.
+    if (mixing == 0) {
+      param = state.anchor;
+      continue;
+    }
+    for (size_t i = 0; i < param.data.size(); ++i)
+      param.data[i] = static_cast<float>(mixing * param.data[i] +
+                                         (1 - mixing) * state.anchor.data[i]);
   }
   return parametersFromHost(names, error);
 }

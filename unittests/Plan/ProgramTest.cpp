@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <limits>
 
 using namespace dtfm;
@@ -206,6 +208,27 @@ TEST(Program, MalformedOpsAreRefusedByName) {
     (*synchronous.mutable_ops(0)->mutable_attrs())["dtfm.sync_fragments"]
         .set_i(1);
     EXPECT_FALSE(decodeProgram(synchronous, decoded, error));
+  }
+  // An overlap below the fewest steps between two exchanges, a mixing in
+  // [0, 1].
+  {
+    proto::DeviceProgram local = gradSync("dtfm.sync_every", 0, 4);
+    auto &attrs = *local.mutable_ops(0)->mutable_attrs();
+    attrs["dtfm.sync_fragments"].set_i(2);
+    attrs["dtfm.sync_overlap"].set_i(1);
+    attrs["dtfm.outer_mixing"].set_f(0.5);
+    ASSERT_TRUE(decodeProgram(local, decoded, error)) << error;
+    EXPECT_EQ(decoded.ops[0].attrs.syncOverlap, 1);
+    EXPECT_DOUBLE_EQ(decoded.ops[0].attrs.outerMixing, 0.5);
+    attrs["dtfm.sync_overlap"].set_i(2);
+    EXPECT_FALSE(decodeProgram(local, decoded, error));
+    EXPECT_EQ(error, "op #0 dtfm.grad_sync: dtfm.sync_overlap tau and "
+                     "dtfm.outer_mixing alpha need dtfm.sync_every, 0 <= tau "
+                     "< the steps between two exchanges and 0 <= alpha <= 1, "
+                     "got tau 2, alpha 0.500000");
+    attrs["dtfm.sync_overlap"].set_i(1);
+    attrs["dtfm.outer_mixing"].set_f(std::nan(""));
+    EXPECT_FALSE(decodeProgram(local, decoded, error));
   }
   // int4 carries local steps' exchange only.
   EXPECT_FALSE(
@@ -501,4 +524,9 @@ TEST(Program, LocalStepsFragmentsTakeTurns) {
     EXPECT_EQ(localStepsDue(attrs, step), step % 10 == 0) << step;
   attrs.syncEvery = 0;
   EXPECT_FALSE(localStepsDue(attrs, 10));
+  // The fewest steps between two exchanges: what an overlap must stay below.
+  EXPECT_EQ(localStepsMinGap(10, 4), 2); // after 2, 5, 7, 10
+  EXPECT_EQ(localStepsMinGap(10, 1), 10);
+  EXPECT_EQ(localStepsMinGap(4, 2), 2);
+  EXPECT_EQ(localStepsMinGap(3, 3), 1);
 }

@@ -241,7 +241,11 @@ def InsertGradSync : Pass<"dtfm-insert-grad-sync", "mlir::ModuleOp"> {
     k mod P), fragment p at the steps t with t mod H = ((p + 1) H / P)
     mod H: each replica's exchange moves 1/P of the parameters, P times
     per H steps. The syncs record `dtfm.sync_fragment = p` and
-    `dtfm.sync_fragments = P`.
+    `dtfm.sync_fragments = P`. `sync-overlap=tau` (0 <= tau < the fewest
+    steps between two exchanges) applies each exchange tau steps after it
+    starts, the replicas training on meanwhile, the parameter then
+    becoming `outer-mixing` alpha (default 0.5) x its own value + (1 -
+    alpha) x the new global one (`dtfm.sync_overlap`, `dtfm.outer_mixing`).
     `sync-every=auto` (needs the plan's shape, `dtfm.shape`) stays
     synchronous unless the slowest group's exchange left after the backward
     costs more than 10% of the shape's pipeline time, and then takes the
@@ -283,6 +287,12 @@ def InsertGradSync : Pass<"dtfm-insert-grad-sync", "mlir::ModuleOp"> {
            "Local steps: exchange the parameters in P fragments of whole "
            "layers on a staggered schedule (Streaming DiLoCo; 1: all at "
            "once)">,
+    Option<"syncOverlap", "sync-overlap", "int64_t", /*default=*/"0",
+           "Local steps: apply each exchange tau steps after it starts, "
+           "training on meanwhile (0: the step waits for it)">,
+    Option<"outerMixing", "outer-mixing", "double", /*default=*/"0.5",
+           "Local steps with an overlap: the share of the replica's own "
+           "value kept when the exchange is applied">,
     Option<"dpCompression", "dp-compression", "std::string",
            /*default=*/"\"none\"",
            "Gradients on the wire: none, int8 (with error feedback) or "

@@ -27,6 +27,7 @@
 #include "dtfm/Support/LrSchedule.h"
 
 #include <array>
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -146,6 +147,12 @@ struct OpAttrs {
   // dtfm.sync_fragment p): this parameter is exchanged at the steps t with
   // t mod syncEvery = outerOffset (localStepsDue).
   int64_t syncFragment = 0, syncFragments = 1;
+  // Local steps with an overlap (dtfm.sync_overlap tau, dtfm.outer_mixing
+  // alpha): an exchange sent after step t is applied after step t + tau,
+  // the parameter becoming alpha x itself + (1 - alpha) x the new global
+  // value (tau = 0: the global value).
+  int64_t syncOverlap = 0;
+  double outerMixing = 0;
   // dtfm.grad_sync compressed on the wire, with error feedback
   // (dtfm.compression, a codec of format/WireCodec.h); a sparse codec keeps
   // 1/R of each gradient (dtfm.topk_ratio R).
@@ -167,12 +174,31 @@ struct OpAttrs {
 /// step `step` (from 1): every syncEvery steps, fragment p of P at the
 /// steps t with t mod H = ((p + 1) H / P) mod H (so P = 1 is every H-th
 /// step, and the fragments' exchanges are spread evenly over the H steps).
+inline int64_t localStepsOffset(int64_t syncEvery, int64_t fragment,
+                                int64_t fragments) {
+  return (fragment + 1) * syncEvery / fragments % syncEvery;
+}
+
+/// The fewest steps between two exchanges of P fragments every H steps
+/// (H when P = 1): an overlap must be shorter, so that one exchange is in
+/// flight at a time.
+inline int64_t localStepsMinGap(int64_t syncEvery, int64_t fragments) {
+  int64_t gap = syncEvery;
+  for (int64_t p = 0; p < fragments; ++p) {
+    int64_t here = localStepsOffset(syncEvery, p, fragments);
+    int64_t next = localStepsOffset(syncEvery, (p + 1) % fragments, fragments);
+    int64_t between = (next - here + syncEvery) % syncEvery;
+    gap = std::min(gap, between == 0 ? syncEvery : between);
+  }
+  return gap;
+}
+
 inline bool localStepsDue(const OpAttrs &attrs, int64_t step) {
   if (attrs.syncEvery < 1)
     return false;
-  int64_t h = attrs.syncEvery;
-  int64_t offset = (attrs.syncFragment + 1) * h / attrs.syncFragments % h;
-  return step % h == offset;
+  return step % attrs.syncEvery ==
+         localStepsOffset(attrs.syncEvery, attrs.syncFragment,
+                          attrs.syncFragments);
 }
 
 /// The constants of a unary math op (unaryMathOf): pow's exponent, clip's

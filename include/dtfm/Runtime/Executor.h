@@ -151,20 +151,39 @@ public:
     return true;
   }
 
-  /// Averages a flat buffer over the program's data-parallel group, in
-  /// place (local steps' parameter exchange).
-  using AverageFn = std::function<bool(std::vector<float> &values,
-                                       std::string &error)>;
-
-  /// Local steps (DiLoCo, dtfm.sync_every > 1): after step `step`'s
-  /// optimizer step, exchanges the pseudo-gradient (its value at the last
-  /// exchange minus now) of each synchronised parameter due then
-  /// (localStepsDue: all of them every H steps, or one fragment) through
-  /// `average`, applies the outer Nesterov step to the value at the last
-  /// exchange and makes that the parameter again. False with an error on a
-  /// backend that cannot.
-  virtual bool outerStep(int64_t step, const AverageFn &average,
+  /// Local steps (DiLoCo, dtfm.sync_every >= 1), in three parts so that
+  /// the exchange may overlap later steps (dtfm.sync_overlap). After step
+  /// `step`'s optimizer step, `deltas` gets the pseudo-gradients (value at
+  /// the last exchange minus now; with int8/int4, plus the outer residual,
+  /// rounded as the codec sends them) of the parameters due then
+  /// (localStepsDue: all every H steps, or one fragment), concatenated in
+  /// the program's order; empty when none is due. False with an error on
+  /// a backend that cannot.
+  virtual bool outerSend(int64_t step, std::vector<float> &deltas,
                          std::string &error) {
+    error = "this backend does not run local steps (dtfm.sync_every)";
+    return false;
+  }
+  /// Holds the averaged pseudo-gradients of what was sent after step
+  /// `sentAfterStep` (optimizer state until applied: checkpointed as
+  /// opt.outer_pending/).
+  virtual bool outerPark(int64_t sentAfterStep,
+                         const std::vector<float> &averaged,
+                         std::string &error) {
+    error = "this backend does not run local steps (dtfm.sync_every)";
+    return false;
+  }
+  /// Whether pseudo-gradients are held (a resumed checkpoint written while
+  /// an exchange overlapped the steps), and after which step, at or before
+  /// `step`, they were sent.
+  virtual bool outerParkedSince(int64_t step, int64_t &sentAfterStep) {
+    return false;
+  }
+  /// Applies what is held: the outer Nesterov step to each parameter's
+  /// value at the last exchange, which becomes the parameter again -- or,
+  /// with `mixing` > 0 (after an overlap), mixing x the parameter now +
+  /// (1 - mixing) x that value.
+  virtual bool outerApply(double mixing, std::string &error) {
     error = "this backend does not run local steps (dtfm.sync_every)";
     return false;
   }
@@ -329,6 +348,9 @@ struct HostState {
     /// Compressed exchanges: what compression left out, sent next time
     /// (every step's gradients; local steps' pseudo-gradients).
     cpu::Tensor residual, outerResidual;
+    /// Local steps with an overlap: the averaged pseudo-gradients received
+    /// and not yet applied.
+    cpu::Tensor outerPending;
     int64_t step = 0;
   };
   std::map<std::string, cpu::Tensor> params;

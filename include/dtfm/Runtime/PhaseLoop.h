@@ -41,8 +41,12 @@ public:
   /// backend: the pseudo-gradients and the outer step every H steps, the
   /// int8 residuals every step (a backend keeping parameters elsewhere moves
   /// those it needs through parametersToHost / parametersFromHost).
-  bool outerStep(int64_t step, const AverageFn &average,
+  bool outerSend(int64_t step, std::vector<float> &deltas,
                  std::string &error) override;
+  bool outerPark(int64_t sentAfterStep, const std::vector<float> &averaged,
+                 std::string &error) override;
+  bool outerParkedSince(int64_t step, int64_t &sentAfterStep) override;
+  bool outerApply(double mixing, std::string &error) override;
   cpu::Tensor *residualOf(const ProgramOp &sync) override;
 
 protected:

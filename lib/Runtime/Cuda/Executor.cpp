@@ -289,6 +289,7 @@ std::map<std::string, Tensor> CudaExecutor::state() const {
     m.outerVelocity = moments.outerVelocity;
     m.residual = moments.residual;
     m.outerResidual = moments.outerResidual;
+    m.outerPending = moments.outerPending;
   }
   for (const auto &[name, s] : optimizer) {
     HostState::Moments &m = copy.optimizer[name];

@@ -201,13 +201,17 @@ bool GradientSync::prepare(const StageProgram &program,
     if (op.kind != OpKind::GradSync)
       continue;
     if (every >= 1 && (op.attrs.syncEvery != every ||
-                       op.attrs.syncFragments != fragments)) {
-      error = "the program's gradient syncs disagree on dtfm.sync_every or "
-              "dtfm.sync_fragments";
+                       op.attrs.syncFragments != fragments ||
+                       op.attrs.syncOverlap != overlap ||
+                       op.attrs.outerMixing != mixing)) {
+      error = "the program's gradient syncs disagree on dtfm.sync_every, "
+              "dtfm.sync_fragments, dtfm.sync_overlap or dtfm.outer_mixing";
       return false;
     }
     every = op.attrs.syncEvery;
     fragments = op.attrs.syncFragments;
+    overlap = op.attrs.syncOverlap;
+    mixing = op.attrs.outerMixing;
     if (every >= 1)
       outerSchedule.push_back(op.attrs);
   }

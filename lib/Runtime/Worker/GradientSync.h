@@ -69,6 +69,10 @@ public:
   /// Whether some parameter's local steps exchange falls after step `step`
   /// (localStepsDue: every H steps, or one fragment's step).
   bool outerDue(int64_t step) const;
+  /// dtfm.sync_overlap: steps an exchange trains on before it is applied;
+  /// dtfm.outer_mixing: the replica's share of the value then.
+  int64_t outerOverlap() const { return overlap; }
+  double outerMixing() const { return mixing; }
 
   /// Starts step `step` (a sparse codec is dense for its warm-up steps).
   void beginStep(int64_t step) { currentStep = step; }
@@ -160,7 +164,8 @@ private:
   double groupMembers = 1;
   /// This worker's place in its group (the syncs' `group`).
   int groupPosition = 0;
-  int64_t every = 0, fragments = 1;
+  int64_t every = 0, fragments = 1, overlap = 0;
+  double mixing = 0;
   /// Local steps: the syncs' schedules (what outerDue asks).
   std::vector<OpAttrs> outerSchedule;
   /// The codec local steps exchange parameters in: the syncs' (one that

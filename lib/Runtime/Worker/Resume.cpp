@@ -92,6 +92,10 @@ static void dropMeta(format::TensorMap &state) {
 }
 
 bool Worker::checkpoint(int64_t step, std::string &error) {
+  // An exchange of local steps still in flight is waited for and held as
+  // optimizer state (applied at its step as without the checkpoint).
+  if (!parkOuterExchange(error))
+    return false;
   format::TensorMap state = executor->state();
   state[kSamplesPerStepEntry] =
       cpu::Tensor({1}, static_cast<float>(format::samplesPerStep(plan)));

@@ -246,24 +246,68 @@ bool Worker::runStep(int64_t step, double &lossSum, std::string &error) {
     return false;
   }
   record(1, "optimizer", start, Clock::now());
-  // Local steps: every syncEvery steps the replicas exchange parameters.
-  if (sync.hasGroup() && sync.outerDue(step)) {
-    // Uneven replicas weight their pseudo-gradients by their share of the
-    // global batch (members x share: 1 when even).
-    double share = static_cast<double>(microBatches) * sync.members() /
-                   static_cast<double>(layout.total);
-    Clock::time_point outer = Clock::now();
-    bool exchanged = executor->outerStep(
-        step, [&](std::vector<float> &values, std::string &e) {
-          return sync.averageParameters(values, share, e);
-        },
-        error);
-    if (!exchanged)
-      return false;
-    record(2, "outer sync", outer, Clock::now());
-  }
+  if (sync.hasGroup() && sync.syncEvery() >= 1 &&
+      !runOuterSteps(step, error))
+    return false;
   if (transport && !transport->flush(error))
     return false;
+  return true;
+}
+
+bool Worker::parkOuterExchange(std::string &error) {
+  if (!outer.thread.joinable())
+    return true;
+  outer.thread.join();
+  if (!outer.ok) {
+    error = outer.error;
+    return false;
+  }
+  return executor->outerPark(outer.sentAfter, outer.values, error);
+}
+
+bool Worker::runOuterSteps(int64_t step, std::string &error) {
+  int64_t overlap = sync.outerOverlap();
+  Clock::time_point start = Clock::now();
+  // An exchange that has had its overlap's steps: applied now (what the
+  // step waited for it is the exchange left exposed).
+  if (outer.active && outer.sentAfter + overlap == step) {
+    if (!parkOuterExchange(error) ||
+        !executor->outerApply(sync.outerMixing(), error))
+      return false;
+    outer.active = false;
+    record(2, "outer sync", start, Clock::now());
+  }
+  if (!sync.outerDue(step))
+    return true;
+  if (outer.active) {
+    error = "local steps: an exchange is due after step " +
+            std::to_string(step) + " while the one sent after step " +
+            std::to_string(outer.sentAfter) + " is still in flight";
+    return false;
+  }
+  // Uneven replicas weight their pseudo-gradients by their share of the
+  // global batch (members x share: 1 when even).
+  double share = static_cast<double>(microBatches) * sync.members() /
+                 static_cast<double>(layout.total);
+  start = Clock::now();
+  outer.values.clear();
+  if (!executor->outerSend(step, outer.values, error))
+    return false;
+  outer.active = true;
+  outer.sentAfter = step;
+  if (overlap == 0) {
+    outer.ok = sync.averageParameters(outer.values, share, error);
+    if (!outer.ok || !executor->outerPark(step, outer.values, error) ||
+        !executor->outerApply(0.0, error))
+      return false;
+    outer.active = false;
+    record(2, "outer sync", start, Clock::now());
+    return true;
+  }
+  outer.ok = false;
+  outer.thread = std::thread([this, share] {
+    outer.ok = sync.averageParameters(outer.values, share, outer.error);
+  });
   return true;
 }
 

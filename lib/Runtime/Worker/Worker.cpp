@@ -713,6 +713,10 @@ int Worker::run() {
   if (!resume(done, error))
     fatal(error);
   firstStep = done + 1;
+  // Resumed while an exchange of local steps overlapped the steps: it is
+  // applied at its step, as in the run that wrote the checkpoint.
+  if (done > 0 && executor->outerParkedSince(done, outer.sentAfter))
+    outer.active = true;
   if (options.evalOnly) { // no step: no log, no checkpoint
     double loss = 0;
     if (!evaluate(done, loss, error))
@@ -824,6 +828,10 @@ int Worker::run() {
     }
   }
   if (!reporter->flush(error))
+    fatal(error);
+  // An exchange still in flight at the last step: every replica waits for
+  // it (the last checkpoint, if any, holds it unapplied).
+  if (!parkOuterExchange(error))
     fatal(error);
   if (!finish(error))
     fatal(error);

@@ -39,6 +39,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace dtfm::runtime::worker {
@@ -165,6 +166,24 @@ private:
   double gradientScale() const;
   /// The data-parallel group's exchanges (GradientSync.h).
   GradientSync sync;
+  /// Local steps with an overlap (dtfm.sync_overlap): the exchange sent
+  /// after step `sentAfter`, averaging on its own thread while the next
+  /// steps train, until it is parked in the executor (at its apply step,
+  /// at a checkpoint, at the end) and applied.
+  struct OuterExchange {
+    bool active = false;
+    int64_t sentAfter = 0;
+    std::thread thread;
+    std::vector<float> values;
+    bool ok = false;
+    std::string error;
+  } outer;
+  /// Local steps: applies the exchange due after `step`, then sends those
+  /// due (and with no overlap applies them at once).
+  bool runOuterSteps(int64_t step, std::string &error);
+  /// Waits for an exchange in flight and parks its result in the executor
+  /// (optimizer state: a checkpoint holds it).
+  bool parkOuterExchange(std::string &error);
   std::map<std::string, int> rankOf;
   std::vector<std::string> names;
   std::vector<int> lastStageRanks;

@@ -154,6 +154,10 @@ inline constexpr llvm::StringLiteral kSyncFragmentAttrName =
     "dtfm.sync_fragment";
 inline constexpr llvm::StringLiteral kSyncFragmentsAttrName =
     "dtfm.sync_fragments";
+/// Local steps whose exchange overlaps the next steps: after how many steps
+/// it is applied, and how much of the replica's own value is kept then.
+inline constexpr llvm::StringLiteral kSyncOverlapAttrName = "dtfm.sync_overlap";
+inline constexpr llvm::StringLiteral kOuterMixingAttrName = "dtfm.outer_mixing";
 inline constexpr llvm::StringLiteral kOuterLrAttrName = "dtfm.outer_lr";
 inline constexpr llvm::StringLiteral kOuterMomentumAttrName =
     "dtfm.outer_momentum";
