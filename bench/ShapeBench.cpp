@@ -42,12 +42,14 @@
 // and `--dp-compression none|int8|topk:R|int4|auto` (gradients as int8 or
 // top-k with error feedback, in every group or int8 where it pays; int4:
 // local steps' exchange only);
+// `--sync-fragments P --sync-overlap T` (with --sync-every H) plans local
+// steps as Streaming DiLoCo: P fragments, each overlapping T steps;
 // `--pp-compression none|int8|auto` sends the pipeline's activations and
 // their gradients in 8 bits (SWARM), on every link or where it pays.
 //
 //   bench-shape [--json] [--global-batch G] [--budget S] [--scale]
 //               [--compress-ratio R] [--bucket-mb auto|MiB]
-//               [--sync-every H|auto]
+//               [--sync-every H|auto] [--sync-fragments P] [--sync-overlap T]
 //               [--dp-compression none|int8|topk:R|int4|auto]
 //               [--pp-compression none|int8|auto]
 //               [--scenarios DIR]
@@ -86,6 +88,8 @@ struct Row {
   std::string dpCompression = "none";
   /// The shape's iteration over the lower bound (0: not a shape row).
   double boundRatio = 0;
+  /// Local steps as Streaming DiLoCo: fragments and overlap.
+  int64_t syncFragments = 1, syncOverlap = 0;
 };
 
 void print(const Row &row, bool json) {
@@ -95,13 +99,16 @@ void print(const Row &row, bool json) {
         "\"iteration_s\":%s,\"devices_used\":%zu,"
         "\"search_s\":%.4f,\"shape\":\"%s\",\"compress_ratio\":%g,"
         "\"bucket_mb\":\"%s\",\"overlap\":%s,\"sync_every\":%lld,"
-        "\"dp_compression\":\"%s\"%s}\n",
+        "\"dp_compression\":\"%s\",\"sync_fragments\":%lld,"
+        "\"sync_overlap\":%lld%s}\n",
         row.scenario.c_str(), row.algorithm.c_str(),
         dtfm::bench::jsonNumber(row.iterationSeconds).c_str(), row.devicesUsed,
         row.searchSeconds, row.shape.c_str(), row.compressRatio,
         row.bucketMb.c_str(),
         row.bucketMb != "0" && row.syncEvery == 0 ? "true" : "false",
         static_cast<long long>(row.syncEvery), row.dpCompression.c_str(),
+        static_cast<long long>(row.syncFragments),
+        static_cast<long long>(row.syncOverlap),
         row.boundRatio > 0
             ? (",\"bound_ratio\":" + dtfm::bench::jsonNumber(row.boundRatio))
                   .c_str()
@@ -158,6 +165,8 @@ double fixedPlan(const std::string &name, const Cluster &cluster,
 struct Communication {
   std::string bucketMb = "auto";
   int64_t syncEvery = 0;
+  /// Streaming DiLoCo: the exchange in fragments, each overlapping steps.
+  int64_t syncFragments = 1, syncOverlap = 0;
   CodecChoice dpCompression;
   CodecChoice ppCompression;
 };
@@ -192,6 +201,8 @@ void runScenario(const std::string &name, const Cluster &cluster,
     return;
   }
   problem.training.syncEvery = communication.syncEvery;
+  problem.training.syncFragments = communication.syncFragments;
+  problem.training.syncOverlap = communication.syncOverlap;
   problem.training.dpCompression = communication.dpCompression;
   problem.training.compression.linkCodec = communication.ppCompression;
   problem.globalBatch = globalBatch;
@@ -251,7 +262,7 @@ void runScenario(const std::string &name, const Cluster &cluster,
     return;
   }
   auto boundStart = std::chrono::steady_clock::now();
-  bound = bounds.bound(best.cost.syncEvery);
+  bound = bounds.bound(best.cost.syncEvery, communication.syncOverlap);
   double boundWall = std::chrono::duration<double>(
                          std::chrono::steady_clock::now() - boundStart)
                          .count();
@@ -266,6 +277,8 @@ void runScenario(const std::string &name, const Cluster &cluster,
                communication.bucketMb,
                best.cost.syncEvery,
                codecChoiceName(communication.dpCompression)};
+  shapeRow.syncFragments = communication.syncFragments;
+  shapeRow.syncOverlap = communication.syncOverlap;
   shapeRow.boundRatio =
       bound.feasible() ? best.iterationSeconds() / bound.seconds : 0;
   print(shapeRow, json);
@@ -355,10 +368,20 @@ int main(int argc, char **argv) {
       std::string error;
       if (!parseSyncEvery(flags.text(), communication.syncEvery, error))
         flags.fail("must be auto or a number of steps in [0, 1000000]");
-    } else if (flags.is("--scale"))
+    } else if (flags.is("--sync-fragments"))
+      communication.syncFragments = flags.integer<int64_t>(1);
+    else if (flags.is("--sync-overlap"))
+      communication.syncOverlap = flags.integer<int64_t>(0);
+    else if (flags.is("--scale"))
       scale = true;
     else
       flags.unknown();
+  if ((communication.syncFragments > 1 || communication.syncOverlap > 0) &&
+      communication.syncEvery < 1) {
+    std::fprintf(stderr, "bench-shape: error: --sync-fragments and "
+                         "--sync-overlap need --sync-every H (H >= 1)\n");
+    return 2;
+  }
   {
     std::string error;
     if (!checkCodecForSyncs(communication.dpCompression.codec,

@@ -64,6 +64,8 @@ struct AssignDevices
                                      dpCompression, ppCompression,
                                      options.training, error))
       return fail(error);
+    options.training.syncFragments = syncFragments;
+    options.training.syncOverlap = syncOverlap;
     if (!planner::parseMemoryOptions(recompute, shardState, options.training,
                                      error))
       return fail(error);

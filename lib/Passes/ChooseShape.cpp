@@ -64,6 +64,8 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
                                      dpCompression, ppCompression,
                                      problem.training, error))
       return fail(error);
+    problem.training.syncFragments = syncFragments;
+    problem.training.syncOverlap = syncOverlap;
     if (!planner::parseMemoryOptions(recompute, shardState, problem.training,
                                      error))
       return fail(error);
@@ -209,7 +211,9 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
     auto lowerBound = [&](int64_t syncEvery) {
       double seconds = std::numeric_limits<double>::infinity();
       for (const planner::LowerBoundModel &bound : bounds)
-        seconds = std::min(seconds, bound.bound(syncEvery).seconds);
+        seconds = std::min(
+            seconds,
+            bound.bound(syncEvery, problem.training.syncOverlap).seconds);
       return std::isfinite(seconds) ? seconds : 0.0;
     };
     if (tensorParallel == 0) {

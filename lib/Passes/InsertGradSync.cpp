@@ -280,6 +280,20 @@ struct InsertGradSync
       llvm::DenseMap<Operation *, int> bucketOfOp;
       for (size_t i = 0; i < sync.order.size(); ++i)
         bucketOfOp[sync.order[i]] = plan.bucketOf[i];
+      // Local steps in fragments: one bucket per fragment of this stage,
+      // timed for its own bytes (what the simulator exposes per exchange).
+      if (!fragmentOf.empty()) {
+        std::map<int64_t, double> fragmentBytes;
+        for (Operation *op : sync.ops)
+          fragmentBytes[fragmentOf.lookup(op)] +=
+              double(getTensorBytes(op->getOperand(1).getType()));
+        plan.buckets.assign(syncFragments, planner::SyncBucket{});
+        for (const auto &[fragment, bytes] : fragmentBytes)
+          plan.buckets[fragment] = {1.0, sync.plan.exchangeSeconds(bytes),
+                                    bytes / std::max(1.0, sync.total)};
+        for (Operation *op : sync.ops)
+          bucketOfOp[op] = static_cast<int>(fragmentOf.lookup(op));
+      }
       for (Operation *op : sync.ops) {
         Value grad = op->getOperand(1);
         int64_t bytes = getTensorBytes(grad.getType());

@@ -275,6 +275,8 @@ void buildPlanTail(OpPassManager &pm, const PlanTail &options,
   assign.sync = options.sync;
   assign.bucketMb = options.bucketMb;
   assign.syncEvery = options.syncEvery;
+  assign.syncFragments = options.syncFragments;
+  assign.syncOverlap = options.syncOverlap;
   assign.dpCompression = options.dpCompression;
   assign.compressRatio = options.compressRatio;
   assign.ppCompression = options.ppCompression;
@@ -420,6 +422,8 @@ void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
     shape.sync = options.sync;
     shape.bucketMb = options.bucketMb;
     shape.syncEvery = options.syncEvery;
+    shape.syncFragments = options.syncFragments;
+    shape.syncOverlap = options.syncOverlap;
     shape.dpCompression = options.dpCompression;
     shape.compressRatio = options.compressRatio;
     shape.ppCompression = options.ppCompression;

@@ -132,6 +132,7 @@ bool dtfm::plan::simulationInput(const proto::Plan &plan, SimInput &input,
           to.push_back(a.peerDevice);
       } else if (op.kind == OpKind::GradSync) {
         program.syncEvery = std::max(program.syncEvery, a.syncEvery);
+        program.syncOverlap = std::max(program.syncOverlap, a.syncOverlap);
         // Plans without dtfm.bucket_seconds sync tensor by tensor.
         if (a.bucketSeconds < 0)
           program.syncSeconds += a.syncSeconds;

@@ -232,8 +232,16 @@ bool dtfm::plan::simulate(const SimInput &input, SimResult &result,
       if (step > 0)
         events.push_back({self, 1, "optimizer", start, start + step});
       start += step;
-      double outer = d.program->syncSeconds /
-                     static_cast<double>(d.program->syncEvery);
+      // Each exchange (with fragments, each fragment's bucket) is exposed
+      // for what the steps it overlaps do not cover.
+      double outer = d.program->syncSeconds;
+      if (d.program->syncOverlap > 0) {
+        outer = 0;
+        double covered = static_cast<double>(d.program->syncOverlap) * start;
+        for (const planner::SyncBucket &bucket : d.program->buckets)
+          outer += std::max(0.0, bucket.seconds - covered);
+      }
+      outer /= static_cast<double>(d.program->syncEvery);
       if (outer > 0)
         events.push_back(
             {self, 2,

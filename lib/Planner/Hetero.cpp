@@ -364,6 +364,8 @@ void HeteroModel::scorePipelines(const Layout &layout, const StagePlan &plan,
 /// tied parameters' exchange.
 struct HeteroModel::StageSync {
   double exposed = 0, exchange = 0, tied = 0;
+  /// Local steps in fragments: one fragment's exchange (a 1/P share).
+  double fragmentExchange = 0;
 };
 
 HeteroModel::StageSync HeteroModel::stageSyncOf(const Layout &layout,
@@ -413,6 +415,10 @@ HeteroModel::StageSync HeteroModel::stageSyncOf(const Layout &layout,
     double backwardSeconds =
         flops > 0 ? plan.stageSeconds[s] * backwardFlops / flops : 0;
     sync.exchange = exchange(gradientBytes);
+    int64_t fragments = std::max<int64_t>(1, training.syncFragments);
+    sync.fragmentExchange =
+        fragments > 1 ? exchange(gradientBytes / static_cast<double>(fragments))
+                      : sync.exchange;
     if (training.syncEvery < 1) // synchronous, or auto
       sync.exposed = exposedSyncSeconds(bytes, ready, training.bucketCapBytes,
                                         exchange, backwardSeconds);
@@ -462,8 +468,21 @@ void HeteroModel::scoreDataParallel(const Layout &layout, const StagePlan &plan,
   // the buckets are still on the group's links, and the steps wait for
   // both (as the simulator lays them out, planner::layOutBuckets); with
   // local steps it comes first, then the step and the parameter exchange.
+  // Local steps in fragments, each overlapping tau steps (Streaming
+  // DiLoCo; only with an explicit H): a fragment's exchange is exposed
+  // only for what the tau steps do not cover.
+  const TrainingOptions &training = problem.training;
+  int64_t fragments = std::max<int64_t>(1, training.syncFragments);
+  double overlapSeconds = static_cast<double>(std::max<int64_t>(
+                              0, training.syncOverlap)) *
+                          cost.pipelineSeconds;
   for (const StageSync &sync : syncs) {
-    double seconds = h >= 1 ? sync.exchange / static_cast<double>(h) + sync.tied
+    double outer = fragments == 1 && overlapSeconds == 0
+                       ? sync.exchange
+                       : static_cast<double>(fragments) *
+                             std::max(0.0, sync.fragmentExchange -
+                                               overlapSeconds);
+    double seconds = h >= 1 ? outer / static_cast<double>(h) + sync.tied
                             : std::max(sync.exposed, sync.tied);
     cost.dataParallelSeconds = std::max(cost.dataParallelSeconds, seconds);
   }

@@ -157,7 +157,8 @@ bool LowerBoundModel::create(const ShapeProblem &problem,
   return true;
 }
 
-LowerBound LowerBoundModel::bound(int64_t syncEvery) const {
+LowerBound LowerBoundModel::bound(int64_t syncEvery,
+                                  int64_t syncOverlap) const {
   const Workload &base = problem.workload;
   const TrainingOptions &training = problem.training;
   const int64_t globalBatch = problem.globalBatch;
@@ -298,6 +299,8 @@ LowerBound LowerBoundModel::bound(int64_t syncEvery) const {
         double steady = std::max(
             {steadyCompute, steadyLinks, throughput + transfers - fill});
         auto exposed = [&](double seconds) {
+          if (syncEvery >= 1 && syncOverlap >= 1)
+            return 0.0; // the steps it overlaps may hide all of it
           return syncEvery >= 1 ? seconds / static_cast<double>(syncEvery)
                                 : std::max(0.0, seconds - at.longestBackward);
         };

@@ -209,6 +209,16 @@ TEST(Simulator, HandComputedTwoReplicaBucketOverlap) {
   EXPECT_DOUBLE_EQ(eventEnd(r, "d0", 1, "optimizer"), 8);
   EXPECT_DOUBLE_EQ(eventEnd(r, "d1", 2, "outer sync (1/4)"), 9);
   EXPECT_DOUBLE_EQ(r.iterationSeconds, 9);
+
+  // Overlapping one step (Streaming DiLoCo): an exchange in two buckets of
+  // 3 s and 10 s (fragments), each covered by the 8 s step up to 8 s: only
+  // 2 s of the second is exposed, a quarter of it per iteration.
+  for (SimProgram &p : input.programs) {
+    p.syncOverlap = 1;
+    p.buckets = {{1, 3, 0.5}, {1, 10, 0.5}};
+  }
+  ASSERT_TRUE(simulate(input, r, error)) << error;
+  EXPECT_DOUBLE_EQ(r.iterationSeconds, 8.5);
 }
 
 TEST(Simulator, ClippingWaitsForEveryDeviceAndTheNorm) {

@@ -270,6 +270,26 @@ TEST(Hetero, GradientBucketsCountOnlyWhatOutlastsTheBackward) {
   p.training.syncEvery = 4;
   EXPECT_NEAR(HeteroModel(p).evaluate({{0, 1}}).dataParallelSeconds,
               2.02 / 4, 1e-9);
+  // In two fragments (Streaming DiLoCo): two exchanges of half the bytes,
+  // 2 * (0.01 + 1e9 / 2e9) = 1.02 s each, every 4 iterations.
+  p.training.syncFragments = 2;
+  EXPECT_NEAR(HeteroModel(p).evaluate({{0, 1}}).dataParallelSeconds,
+              2 * 1.02 / 4, 1e-9);
+  // Each overlapping one step of the 6 s pipeline: nothing left exposed;
+  // on the 10 s links a fragment takes 2 * (10 + 0.5) = 21 s, 15 s of it
+  // exposed.
+  p.training.syncOverlap = 1;
+  EXPECT_NEAR(HeteroModel(p).evaluate({{0, 1}}).dataParallelSeconds, 0,
+              1e-12);
+  {
+    Cluster slow = linkedPair(10000);
+    HeteroProblem far = p;
+    far.cluster = &slow;
+    EXPECT_NEAR(HeteroModel(far).evaluate({{0, 1}}).dataParallelSeconds,
+                2 * (21 - 6) / 4.0, 1e-9);
+  }
+  p.training.syncFragments = 1;
+  p.training.syncOverlap = 0;
   // auto: the pipeline takes 6 s (two blocks of 3e12 FLOPs at 1e12); the
   // buckets leave 1.02 s, over 10% of it; 2.02 / 2 = 1.01 s too, and
   // 2.02 / 5 = 0.404 fits: H = 5.

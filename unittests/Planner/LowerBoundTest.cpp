@@ -227,6 +227,8 @@ TEST(LowerBound, LocalStepsOnUniformLinksMeetIt) {
   double best = bruteForce(p, 10);
   EXPECT_NEAR(bound.seconds, best, best * 1e-12) << describeLowerBound(bound);
   EXPECT_GT(bound.syncSeconds, 0);
+  // Overlapping the steps may hide the exchange entirely.
+  EXPECT_EQ(bounds.bound(10, 1).syncSeconds, 0);
   // Synchronous, the last backward may hide the exchange: still a bound.
   EXPECT_LE(bounds.bound(0).seconds, bruteForce(p, 0) * (1 + 1e-9));
 }

@@ -459,6 +459,12 @@ def AssignDevices : Pass<"dtfm-assign-devices", "mlir::ModuleOp"> {
            "Local steps the plan will take (hetero's model): parameters "
            "exchanged every H steps (0: gradients every step; auto: H "
            "where exchanging every step costs over 10% of the pipeline)">,
+    Option<"syncFragments", "sync-fragments", "int64_t", /*default=*/"1",
+           "Local steps the plan will take (hetero's model): the exchange "
+           "in P fragments">,
+    Option<"syncOverlap", "sync-overlap", "int64_t", /*default=*/"0",
+           "Local steps the plan will take (hetero's model): each exchange "
+           "overlapping tau steps">,
     Option<"dpCompression", "dp-compression", "std::string",
            /*default=*/"\"none\"",
            "Gradients on the wire the plan will use (hetero's model): none, "
@@ -711,6 +717,12 @@ def ChooseShape : Pass<"dtfm-choose-shape", "mlir::ModuleOp"> {
            "Local steps the plan will take (hetero's model): parameters "
            "exchanged every H steps (0: gradients every step; auto: H "
            "where exchanging every step costs over 10% of the pipeline)">,
+    Option<"syncFragments", "sync-fragments", "int64_t", /*default=*/"1",
+           "Local steps the plan will take (hetero's model): the exchange "
+           "in P fragments">,
+    Option<"syncOverlap", "sync-overlap", "int64_t", /*default=*/"0",
+           "Local steps the plan will take (hetero's model): each exchange "
+           "overlapping tau steps">,
     Option<"dpCompression", "dp-compression", "std::string",
            /*default=*/"\"none\"",
            "Gradients on the wire the plan will use (hetero's model): none, "

@@ -76,6 +76,10 @@ struct SimProgram {
   /// follows the optimizer step every syncEvery iterations; the simulated
   /// iteration carries 1/syncEvery of it (the average iteration).
   int64_t syncEvery = 0; ///< 0: gradients every iteration
+  /// Local steps whose exchange overlaps this many steps (dtfm.sync_overlap):
+  /// each bucket (with fragments, one a fragment) is exposed for what
+  /// that many iterations do not cover.
+  int64_t syncOverlap = 0;
   /// recv, compute and send streams.
   format::Streams streams;
   /// Bytes sent per micro-batch, by phase ('F' or 'B') and peer device.

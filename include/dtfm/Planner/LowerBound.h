@@ -125,10 +125,12 @@ public:
   static bool create(const ShapeProblem &problem, LowerBoundModel &model,
                      std::string &error);
 
-  /// Local steps every `syncEvery` steps (0: synchronous; >= 1); an
-  /// infeasible bound (seconds infinite) when no shape holds the model's
-  /// state.
-  LowerBound bound(int64_t syncEvery) const;
+  /// Local steps every `syncEvery` steps (0: synchronous; >= 1), each
+  /// exchange overlapping `syncOverlap` steps (then its exposed part is
+  /// not bounded: 0); an infeasible bound (seconds infinite) when no shape
+  /// holds the model's state. Fragments only add latencies: the whole
+  /// exchange's bound holds for them.
+  LowerBound bound(int64_t syncEvery, int64_t syncOverlap = 0) const;
 
 private:
   ShapeProblem problem; ///< cluster cleared after create

@@ -144,6 +144,11 @@ struct TrainingOptions {
   /// Local steps (DiLoCo): parameters exchanged every syncEvery steps
   /// instead of gradients every step (0), or kSyncEveryAuto.
   int64_t syncEvery = 0;
+  /// Local steps in P fragments (Streaming DiLoCo), each exchange applied
+  /// tau steps after it starts (sync-fragments, sync-overlap): every H
+  /// steps the replicas wait P x max(0, a fragment's exchange - tau x the
+  /// step's time), the fragments taken as equal shares of each stage.
+  int64_t syncFragments = 1, syncOverlap = 0;
   /// How the gradients travel (dp-compression): dense, int8 or top-k with
   /// error feedback, or int8 where it pays.
   CodecChoice dpCompression;
