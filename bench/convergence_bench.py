@@ -4,6 +4,7 @@ dtfm's data-parallel replicas can exchange, trained for real.
   /usr/bin/python3 bench/convergence_bench.py [--bin build/bin] [--json]
       [--replicas 4] [--steps 200] [--bandwidth-gbps 0.1] [--delay-ms 20]
       [--sync-every 10] [--bucket-mb auto] [--topk-ratio 100]
+      [--sync-fragments 4] [--sync-overlap 1]
 
 The tiny GPT on --replicas workers of one stage each (data parallelism
 only), over loopback links shaped like the cluster's (--shape-links:
@@ -19,6 +20,10 @@ bandwidth and latency per direction), the same tokens for every method:
             moment then frozen (dp-compression=topk:R)
   local     local steps (DiLoCo): parameters exchanged every --sync-every
             steps with the outer Nesterov step (0.7, 0.9)
+  stream    Streaming DiLoCo: the same in --sync-fragments fragments, each
+            exchange overlapping --sync-overlap steps (outer-mixing 0.5)
+  stream4   the same with the pseudo-gradients in 4 bits with error
+            feedback (dp-compression=int4)
 
 For each: the mean loss of the last 20 steps, the mean measured and
 simulated (calibrated) seconds per step after the first, and when the 10-step moving
@@ -78,19 +83,29 @@ def main():
     parser.add_argument("--sync-every", type=int, default=10)
     parser.add_argument("--bucket-mb", default="auto")
     parser.add_argument("--topk-ratio", type=float, default=100)
+    parser.add_argument("--sync-fragments", type=int, default=4)
+    parser.add_argument("--sync-overlap", type=int, default=1)
     args = parser.parse_args()
     if args.replicas < 2 or args.steps < 30 or args.sync_every < 1 or \
             not 1 < args.topk_ratio <= 1e6 or \
-            not args.bandwidth_gbps > 0 or not args.delay_ms >= 0:
+            not args.bandwidth_gbps > 0 or not args.delay_ms >= 0 or \
+            not 1 <= args.sync_fragments <= args.sync_every or \
+            args.sync_overlap < 0:
         sys.exit("bench-convergence: need --replicas >= 2, --steps >= 30, "
                  "--sync-every >= 1, --topk-ratio in (1, 1e6], "
-                 "--bandwidth-gbps > 0 and --delay-ms >= 0")
+                 "--bandwidth-gbps > 0, --delay-ms >= 0, "
+                 "1 <= --sync-fragments <= --sync-every and "
+                 "--sync-overlap >= 0 (dtfm-opt checks the rest)")
     tool = lambda t: os.path.join(args.bin, t)
     methods = [("dense", "bucket-mb=0"),
                ("buckets", "bucket-mb=%s" % args.bucket_mb),
                ("int8", "dp-compression=int8"),
                ("topk", "dp-compression=topk:%g" % args.topk_ratio),
                ("local", "sync-every=%d" % args.sync_every)]
+    streaming = "sync-every=%d sync-fragments=%d sync-overlap=%d" % (
+        args.sync_every, args.sync_fragments, args.sync_overlap)
+    methods += [("stream", streaming),
+                ("stream4", streaming + " dp-compression=int4")]
     with tempfile.TemporaryDirectory() as work:
         cluster = os.path.join(work, "replicas.textproto")
         with open(cluster, "w") as f:
@@ -121,7 +136,7 @@ def main():
             print("%d replicas, %g Gbit/s, %g ms; target loss %.4f "
                   "(dense's last 20 steps + 5%%)" %
                   (args.replicas, args.bandwidth_gbps, args.delay_ms, target))
-            print("%-8s %-22s %10s %11s %12s %12s %14s" %
+            print("%-8s %-48s %10s %11s %12s %12s %14s" %
                   ("method", "option", "final_loss", "measured_s",
                    "simulated_s", "target_step", "target_time_s"))
         for name, option, records in results:
@@ -140,7 +155,7 @@ def main():
             if args.json:
                 print(json.dumps(row))
             else:
-                print("%-8s %-22s %10.4f %11.4f %12.4f %12s %14s" %
+                print("%-8s %-48s %10.4f %11.4f %12.4f %12s %14s" %
                       (name, option, row["final_loss"], row["measured_s"],
                        row["simulated_s"],
                        "-" if step is None else str(step),
