@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Format/Int4.h"
+#include "dtfm/Format/Int8.h"
 #include "dtfm/Format/Int8Math.h"
 
 #include <algorithm>
@@ -17,12 +18,6 @@ using namespace dtfm::format;
 namespace {
 
 size_t blocksOf(size_t count) { return (count + kInt4Block - 1) / kInt4Block; }
-
-float scaleOf(const char *bytes, size_t b) {
-  float scale;
-  std::memcpy(&scale, bytes + b * sizeof(float), sizeof(float));
-  return scale;
-}
 
 /// Value i's nibble, sign-extended.
 int nibbleAt(const char *packed, size_t i) {
@@ -55,12 +50,7 @@ void dtfm::format::encodeInt4(const float *x, size_t count,
 }
 
 bool dtfm::format::validInt4(const char *bytes, size_t size, size_t count) {
-  if (size != int4Bytes(count))
-    return false;
-  for (size_t b = 0; b < blocksOf(count); ++b)
-    if (!std::isfinite(scaleOf(bytes, b)) || scaleOf(bytes, b) < 0)
-      return false;
-  return true;
+  return size == int4Bytes(count) && validBlockScales(bytes, blocksOf(count));
 }
 
 bool dtfm::format::decodeInt4(const char *bytes, size_t size, size_t count,
@@ -71,7 +61,7 @@ bool dtfm::format::decodeInt4(const char *bytes, size_t size, size_t count,
   size_t blocks = blocksOf(count);
   const char *packed = bytes + blocks * sizeof(float);
   for (size_t b = 0; b < blocks; ++b) {
-    float scale = scaleOf(bytes, b);
+    float scale = blockScaleAt(bytes, b);
     size_t begin = b * kInt4Block, end = std::min(count, begin + kInt4Block);
     for (size_t i = begin; i < end; ++i) {
       float value =

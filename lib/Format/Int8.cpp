@@ -29,21 +29,24 @@ void dtfm::format::encodeInt8(const float *x, size_t count,
   }
 }
 
-/// Scale b of an int8 message.
-static float scaleOf(const char *bytes, size_t b) {
+float dtfm::format::blockScaleAt(const char *bytes, size_t b) {
   float scale;
   std::memcpy(&scale, bytes + b * sizeof(float), sizeof(float));
   return scale;
 }
 
-bool dtfm::format::validInt8(const char *bytes, size_t size, size_t count) {
-  if (size != int8Bytes(count))
-    return false;
-  size_t blocks = (count + kInt8Block - 1) / kInt8Block;
-  for (size_t b = 0; b < blocks; ++b)
-    if (!std::isfinite(scaleOf(bytes, b)) || scaleOf(bytes, b) < 0)
+bool dtfm::format::validBlockScales(const char *bytes, size_t blocks) {
+  for (size_t b = 0; b < blocks; ++b) {
+    float scale = blockScaleAt(bytes, b);
+    if (!std::isfinite(scale) || scale < 0)
       return false;
+  }
   return true;
+}
+
+bool dtfm::format::validInt8(const char *bytes, size_t size, size_t count) {
+  return size == int8Bytes(count) &&
+         validBlockScales(bytes, (count + kInt8Block - 1) / kInt8Block);
 }
 
 bool dtfm::format::decodeInt8(const char *bytes, size_t size, size_t count,
@@ -54,7 +57,7 @@ bool dtfm::format::decodeInt8(const char *bytes, size_t size, size_t count,
   size_t blocks = (count + kInt8Block - 1) / kInt8Block;
   const char *values = bytes + blocks * sizeof(float);
   for (size_t b = 0; b < blocks; ++b) {
-    float scale = scaleOf(bytes, b);
+    float scale = blockScaleAt(bytes, b);
     size_t begin = b * kInt8Block, end = std::min(count, begin + kInt8Block);
     for (size_t i = begin; i < end; ++i) {
       float value = int8::dequantize(static_cast<int8_t>(values[i]), scale);

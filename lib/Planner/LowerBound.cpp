@@ -90,7 +90,6 @@ namespace {
 
 /// What one micro-batch size makes of the workload.
 struct AtSize {
-  int64_t size = 0;
   double flops = 0;             ///< forward and backward, all blocks
   double boundaryWireBytes = 0; ///< the smallest a pipeline transfer gets
   double longestBackward = 0;   ///< any stage's backward, at most
@@ -218,7 +217,6 @@ LowerBound LowerBoundModel::bound(int64_t syncEvery,
   for (int64_t size : sizes) {
     Workload workload = base.withMicroBatchSize(size);
     AtSize at;
-    at.size = size;
     double sums = 0, sumBytes = 0;
     for (const ChainBlock &block : workload.blocks) {
       at.flops += block.flops;

@@ -41,6 +41,12 @@ inline double int8BytesOfDense(double denseBytes, double elementBytes) {
 /// Encodes x[0, count) into `out` (resized to int8Bytes(count)).
 void encodeInt8(const float *x, size_t count, std::vector<char> &out);
 
+/// The float scales that lead the block formats (int8 here, 4 bits in
+/// Int4.h): scale b of a message, and whether its first `blocks` scales
+/// are all finite and >= 0 (what a hostile peer may break).
+float blockScaleAt(const char *bytes, size_t b);
+bool validBlockScales(const char *bytes, size_t blocks);
+
 /// Whether `size` bytes are a well-formed message of `count` floats: the
 /// size is int8Bytes(count) and every scale is finite and >= 0 (what a
 /// hostile peer may break; the bytes themselves cannot be wrong).
