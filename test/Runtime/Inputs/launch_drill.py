@@ -436,6 +436,29 @@ def manifests(dtfm_run, plan, d, steps, examples):
             shutil.rmtree(f"{d}/k8s-ckpt-{i}", ignore_errors=True)
 
 
+def quiet_ports(count):
+    """`count` consecutive free ports in [20000, 32768): below the ephemeral
+    range (ip_local_port_range starts at 32768), so free stays free."""
+    import random
+    low, high = 20000, 32768
+    try:
+        high = min(high, int(open("/proc/sys/net/ipv4/ip_local_port_range")
+                             .read().split()[0]))
+    except (OSError, ValueError, IndexError):
+        pass
+    rng = random.Random(os.getpid())
+    for _ in range(200):
+        start = rng.randrange(low, high - count)
+        try:
+            for port in range(start, start + count):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+            return list(range(start, start + count))
+        except OSError:
+            continue
+    raise RuntimeError(f"no {count} free ports in [{low}, {high})")
+
+
 class Slurm:
     """A one-node SLURM on loopback: its own munge key, ports and files."""
 
@@ -463,12 +486,12 @@ class Slurm:
             f.write(os.urandom(1024))
         os.chmod(f"{d}/munge.key", 0o400)
         host = socket.gethostname().split(".")[0]
-        ctld, slurmd = free_port(), free_port()
-        # The job's rendezvous port is 20000 + its id % 20000: ids from a
-        # free port's.
-        rendezvous = free_port()
-        while not 20000 <= rendezvous < 40000:
-            rendezvous = free_port()
+        # The daemons' ports and the jobs' rendezvous ports (20000 + the
+        # job id % 20000, one job after another from FirstJobId) below the
+        # kernel's ephemeral range, where no other test's connection can
+        # take one between this check and the bind.
+        ports = quiet_ports(18)
+        ctld, slurmd, rendezvous = ports[0], ports[1], ports[2]
         conf = f"""ClusterName=dtfmtest
 SlurmctldHost={host}(127.0.0.1)
 SlurmctldPort={ctld}
