@@ -46,12 +46,16 @@
 // steps as Streaming DiLoCo: P fragments, each overlapping T steps;
 // `--pp-compression none|int8|auto` sends the pipeline's activations and
 // their gradients in 8 bits (SWARM), on every link or where it pays.
+// `--schedule` plans the shape's pipeline with that schedule (default 1f1b;
+// zb-h1: zero bubble; auto: 1F1B or ZB-H1 per shape, the JSON's schedule
+// is the one chosen); the fixed 8 x 8 plan stays 1F1B, as DT-FM's.
 //
 //   bench-shape [--json] [--global-batch G] [--budget S] [--scale]
 //               [--compress-ratio R] [--bucket-mb auto|MiB]
 //               [--sync-every H|auto] [--sync-fragments P] [--sync-overlap T]
 //               [--dp-compression none|int8|topk:R|int4|auto]
 //               [--pp-compression none|int8|auto]
+//               [--schedule 1f1b|zb-h1|gpipe|auto]
 //               [--scenarios DIR]
 //
 //===----------------------------------------------------------------------===//
@@ -90,6 +94,8 @@ struct Row {
   double boundRatio = 0;
   /// Local steps as Streaming DiLoCo: fragments and overlap.
   int64_t syncFragments = 1, syncOverlap = 0;
+  /// The shape's micro-batch schedule ("" for other rows).
+  std::string schedule;
 };
 
 void print(const Row &row, bool json) {
@@ -100,7 +106,7 @@ void print(const Row &row, bool json) {
         "\"search_s\":%.4f,\"shape\":\"%s\",\"compress_ratio\":%g,"
         "\"bucket_mb\":\"%s\",\"overlap\":%s,\"sync_every\":%lld,"
         "\"dp_compression\":\"%s\",\"sync_fragments\":%lld,"
-        "\"sync_overlap\":%lld%s}\n",
+        "\"sync_overlap\":%lld%s%s}\n",
         row.scenario.c_str(), row.algorithm.c_str(),
         dtfm::bench::jsonNumber(row.iterationSeconds).c_str(), row.devicesUsed,
         row.searchSeconds, row.shape.c_str(), row.compressRatio,
@@ -112,7 +118,10 @@ void print(const Row &row, bool json) {
         row.boundRatio > 0
             ? (",\"bound_ratio\":" + dtfm::bench::jsonNumber(row.boundRatio))
                   .c_str()
-            : "");
+            : "",
+        row.schedule.empty()
+            ? ""
+            : (",\"schedule\":\"" + row.schedule + "\"").c_str());
   else
     std::printf("  %-10s %12.3f %8zu %9.3f  %s\n", row.algorithm.c_str(),
                 row.iterationSeconds, row.devicesUsed, row.searchSeconds,
@@ -167,6 +176,9 @@ struct Communication {
   int64_t syncEvery = 0;
   /// Streaming DiLoCo: the exchange in fragments, each overlapping steps.
   int64_t syncFragments = 1, syncOverlap = 0;
+  /// The pipeline's schedule; `chooseSchedule`: 1F1B or ZB-H1 per shape.
+  PipelineSchedule schedule = PipelineSchedule::OneFOneB;
+  bool chooseSchedule = false;
   CodecChoice dpCompression;
   CodecChoice ppCompression;
 };
@@ -205,6 +217,8 @@ void runScenario(const std::string &name, const Cluster &cluster,
   problem.training.syncOverlap = communication.syncOverlap;
   problem.training.dpCompression = communication.dpCompression;
   problem.training.compression.linkCodec = communication.ppCompression;
+  problem.training.stages.schedule = communication.schedule;
+  problem.chooseSchedule = communication.chooseSchedule;
   problem.globalBatch = globalBatch;
   problem.microBatchSizes = {1, 2, 4, 8};
   ShapeSearchOptions shapeOptions;
@@ -257,7 +271,11 @@ void runScenario(const std::string &name, const Cluster &cluster,
   // The lower bound on any plan at the chosen plan's local steps.
   LowerBoundModel bounds;
   LowerBound bound;
-  if (!LowerBoundModel::create(problem, bounds, error)) {
+  // (schedule auto: the bound of zero bubble's plans, no larger)
+  ShapeProblem bounded = problem;
+  if (communication.chooseSchedule)
+    bounded.training.stages.schedule = PipelineSchedule::ZeroBubbleH1;
+  if (!LowerBoundModel::create(bounded, bounds, error)) {
     std::fprintf(stderr, "bench-shape: %s: %s\n", name.c_str(), error.c_str());
     return;
   }
@@ -279,6 +297,9 @@ void runScenario(const std::string &name, const Cluster &cluster,
                codecChoiceName(communication.dpCompression)};
   shapeRow.syncFragments = communication.syncFragments;
   shapeRow.syncOverlap = communication.syncOverlap;
+  shapeRow.schedule = pipelineScheduleName(best.schedule);
+  if (best.schedule != PipelineSchedule::OneFOneB)
+    shapeRow.shape += std::string(", ") + shapeRow.schedule;
   shapeRow.boundRatio =
       bound.feasible() ? best.iterationSeconds() / bound.seconds : 0;
   print(shapeRow, json);
@@ -372,7 +393,17 @@ int main(int argc, char **argv) {
       communication.syncFragments = flags.integer<int64_t>(1);
     else if (flags.is("--sync-overlap"))
       communication.syncOverlap = flags.integer<int64_t>(0);
-    else if (flags.is("--scale"))
+    else if (flags.is("--schedule")) {
+      std::string name = flags.text();
+      communication.chooseSchedule = name == "auto";
+      std::optional<PipelineSchedule> kind =
+          communication.chooseSchedule ? PipelineSchedule::OneFOneB
+                                       : parsePipelineSchedule(name);
+      if (!kind)
+        flags.fail(std::string("must be ") + kPipelineScheduleChoices +
+                   " or auto");
+      communication.schedule = *kind;
+    } else if (flags.is("--scale"))
       scale = true;
     else
       flags.unknown();

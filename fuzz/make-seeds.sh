@@ -3,7 +3,7 @@
 # folder per target under <out>: cluster files and CSV matrices, every
 # `// -----` split of the lit tests' MLIR, Debian's ONNX single-op models
 # (libonnx-testdata; --onnx-limit N takes the first N), a small two-stage
-# plan in binary and text form with the hostile edits of
+# plan in binary and text form, 1F1B and zero bubble, with the hostile edits of
 # test/Runtime/Inputs/mutate_plan.py, one checkpoint of that plan, and its
 # trained weights as safetensors.
 # Usage: fuzz/make-seeds.sh <folder with dtfm-opt, dtfm-translate, dtfm-run>
@@ -82,6 +82,14 @@ printf 'name: "two"\ndevices { name: "cpu" region: "local" count: 2 peak_flops: 
 "$bin/dtfm-translate" --export-plan --plan-text --cluster "$work/two.textproto" "$work/plan.mlir" -o "$out/plan/tiny.txtpb"
 for edit in $("$python" "$src/test/Runtime/Inputs/mutate_plan.py" --list); do
   "$python" "$src/test/Runtime/Inputs/mutate_plan.py" "$edit" "$out/plan/tiny.txtpb" "$out/plan/$edit.txtpb"
+done
+# The same plan with a zero-bubble schedule (W entries, "wgt" ops), and
+# its own hostile edits.
+"$bin/dtfm-opt" "$work/tiny.mlir" --dtfm-plan="cluster=$work/two.textproto dp=1 pp=2 programs=true micro-batches=2 optimizer=sgd lr=0.1 schedule=zb-h1" -o "$work/zb.mlir"
+"$bin/dtfm-translate" --export-plan --cluster "$work/two.textproto" "$work/zb.mlir" -o "$out/plan/tiny-zb.pb"
+"$bin/dtfm-translate" --export-plan --plan-text --cluster "$work/two.textproto" "$work/zb.mlir" -o "$out/plan/tiny-zb.txtpb"
+for edit in $("$python" "$src/test/Runtime/Inputs/mutate_plan.py" --list zero-bubble); do
+  "$python" "$src/test/Runtime/Inputs/mutate_plan.py" "$edit" "$out/plan/tiny-zb.txtpb" "$out/plan/$edit.txtpb"
 done
 
 # A checkpoint of that plan, as the checkpoint fuzzer reads it: a first

@@ -282,6 +282,28 @@ static void addHeldValues(const CostAnalysis &costs,
   }
 }
 
+/// A forward op's weightGradientFlops: its float operands differentiated,
+/// those a dtfm.param defines the parameters.
+static int64_t forwardWeightFlops(const OpCost &cost) {
+  Operation *op = cost.op;
+  if (op->getNumResults() == 0)
+    return 0;
+  SmallVector<int64_t> differentiated, weights;
+  for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
+    auto type = dyn_cast<RankedTensorType>(operand.getType());
+    if (!type || !isa<FloatType>(type.getElementType()))
+      continue;
+    differentiated.push_back(static_cast<int64_t>(i));
+    if (isa_and_nonnull<ParamOp>(operand.getDefiningOp()))
+      weights.push_back(static_cast<int64_t>(i));
+  }
+  auto result = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  int64_t outputElements =
+      result && result.hasStaticShape() ? result.getNumElements() : 0;
+  return weightGradientFlops(op->getName().getStringRef(), cost.backwardFlops,
+                             outputElements, differentiated, weights);
+}
+
 FailureOr<SmallVector<LayerBlock>>
 mlir::dtfm::buildLayerChain(const CostAnalysis &costs) {
   auto work = [](const OpCost &c) {
@@ -312,6 +334,7 @@ mlir::dtfm::buildLayerChain(const CostAnalysis &costs) {
     block.ops.push_back(cost.op);
     block.flops += work(cost);
     block.backwardFlops += static_cast<double>(cost.backwardFlops);
+    block.weightFlops += static_cast<double>(forwardWeightFlops(cost));
     addRooflineWork(cost, block);
     block.parameterBytes += static_cast<double>(cost.parameterBytes);
     block.activationBytes += static_cast<double>(cost.savedActivationBytes);
@@ -373,7 +396,27 @@ mlir::dtfm::buildLayerChain(const CostAnalysis &costs) {
   return {block.flops,         block.parameterBytes, block.activationBytes,
           block.backwardFlops, block.inputBytes,     block.scratchBytes,
           block.groupSums,     block.groupSumBytes,  block.forwardWork,
-          block.backwardWork,  block.heldBytes};
+          block.backwardWork,  block.heldBytes,      block.weightFlops};
+}
+
+int64_t mlir::dtfm::weightGradientFlops(StringRef forward,
+                                        int64_t backwardFlops,
+                                        int64_t outputElements,
+                                        ArrayRef<int64_t> differentiated,
+                                        ArrayRef<int64_t> weights) {
+  if (weights.empty() || differentiated.empty() || backwardFlops <= 0)
+    return 0;
+  if (forward == "dtfm.linear" || forward == "dtfm.matmul" ||
+      forward == "dtfm.conv2d") {
+    bool hasBias = llvm::is_contained(differentiated, 2);
+    int64_t bias = hasBias ? std::min(backwardFlops, outputElements) : 0;
+    int64_t share = 0;
+    for (int64_t index : weights)
+      share += index == 2 ? bias : (backwardFlops - bias) / 2;
+    return std::min(backwardFlops, share);
+  }
+  return backwardFlops * static_cast<int64_t>(weights.size()) /
+         static_cast<int64_t>(differentiated.size());
 }
 
 /// Values produced in one `dtfm.layer` and used in a later one are what a

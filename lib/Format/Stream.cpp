@@ -27,11 +27,27 @@ const char *dtfm::format::slotName(Slot slot) {
 }
 
 const char *dtfm::format::phaseName(Phase phase) {
-  return phase == Phase::Forward ? "fwd" : "bwd";
+  switch (phase) {
+  case Phase::Forward:
+    return "fwd";
+  case Phase::Backward:
+    return "bwd";
+  case Phase::Weight:
+    return "wgt";
+  }
+  return "?";
 }
 
 char dtfm::format::phaseLetter(Phase phase) {
-  return phase == Phase::Forward ? 'F' : 'B';
+  switch (phase) {
+  case Phase::Forward:
+    return 'F';
+  case Phase::Backward:
+    return 'B';
+  case Phase::Weight:
+    return 'W';
+  }
+  return '?';
 }
 
 std::string dtfm::format::entryLabel(const StreamEntry &entry) {
@@ -64,15 +80,19 @@ static bool readNumber(std::string_view text, size_t &at, int &value) {
 
 bool dtfm::format::parseEntry(std::string_view text, Slot slot,
                               StreamEntry &entry) {
-  if (text.empty() || (text[0] != 'F' && text[0] != 'B'))
+  if (text.empty() || (text[0] != 'F' && text[0] != 'B' && text[0] != 'W'))
     return false;
   entry = StreamEntry();
-  entry.phase = text[0] == 'F' ? Phase::Forward : Phase::Backward;
+  entry.phase = text[0] == 'F'   ? Phase::Forward
+                : text[0] == 'B' ? Phase::Backward
+                                 : Phase::Weight;
   size_t at = 1;
   if (!readNumber(text, at, entry.microBatch))
     return false;
   if (slot == Slot::Compute)
     return at == text.size();
+  if (entry.phase == Phase::Weight) // the weight half moves nothing
+    return false;
   char marker = slot == Slot::Receive ? '<' : '>';
   if (at == text.size() || text[at] != marker)
     return false;
@@ -105,10 +125,15 @@ bool dtfm::format::streamsFromProgram(const proto::DeviceProgram &program,
       };
       StreamEntry entry;
       if (in.phase() != proto::StreamEntry::FORWARD &&
-          in.phase() != proto::StreamEntry::BACKWARD)
+          in.phase() != proto::StreamEntry::BACKWARD &&
+          in.phase() != proto::StreamEntry::WEIGHT)
         return fail("unknown phase " + std::to_string(in.phase()));
+      if (in.phase() == proto::StreamEntry::WEIGHT && slot != Slot::Compute)
+        return fail("a weight-gradient entry outside the compute stream");
       entry.phase = in.phase() == proto::StreamEntry::FORWARD ? Phase::Forward
-                                                              : Phase::Backward;
+                    : in.phase() == proto::StreamEntry::BACKWARD
+                        ? Phase::Backward
+                        : Phase::Weight;
       if (in.micro_batch() < 0 || in.micro_batch() >= microBatches)
         return fail("micro-batch " + std::to_string(in.micro_batch()) +
                     " outside [0, " + std::to_string(microBatches) + ")");
@@ -139,9 +164,10 @@ void dtfm::format::streamsToProgram(const Streams &streams,
     lists[s]->Clear();
     for (const StreamEntry &entry : streams[s]) {
       proto::StreamEntry &out = *lists[s]->Add();
-      out.set_phase(entry.phase == Phase::Forward
-                        ? proto::StreamEntry::FORWARD
-                        : proto::StreamEntry::BACKWARD);
+      out.set_phase(entry.phase == Phase::Forward ? proto::StreamEntry::FORWARD
+                    : entry.phase == Phase::Backward
+                        ? proto::StreamEntry::BACKWARD
+                        : proto::StreamEntry::WEIGHT);
       out.set_micro_batch(entry.microBatch);
       if (static_cast<Slot>(s) != Slot::Compute)
         out.set_peer_stage(entry.peerStage);

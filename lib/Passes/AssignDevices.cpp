@@ -56,6 +56,11 @@ struct AssignDevices
     if (std::string problem = microBatchesProblem(microBatches);
         !problem.empty())
       return fail(problem);
+    std::optional<planner::PipelineSchedule> kind =
+        resolveSchedule(module, schedule.getValue());
+    if (!kind)
+      return fail("unknown schedule '" + schedule.getValue() + "' (expected " +
+                  kScheduleOptionChoices + ")");
     if (dataParallel < 0 || pipelineParallel < 0 || dpBytes < 0 ||
         ppBytes < 0 || budget < 0)
       return fail("dp, pp, dp-bytes, pp-bytes and budget must be >= 0");
@@ -69,6 +74,7 @@ struct AssignDevices
     if (!planner::parseMemoryOptions(recompute, shardState, options.training,
                                      error))
       return fail(error);
+    options.training.stages.schedule = *kind;
     // The module's updates say which optimizer state the stages hold.
     options.training.stages.optimizerBytesPerElement =
         optimizerStateBytesPerElement(module, "adamw").value_or(8);

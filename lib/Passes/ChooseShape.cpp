@@ -37,6 +37,8 @@ namespace {
 
 struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
   using ChooseShapeBase::ChooseShapeBase;
+  /// schedule=auto: the shape search chose the plan's schedule.
+  bool problemChoosesSchedule = false;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -50,11 +52,15 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
       return fail("global-batch must be in [1, " +
                   Twine(::dtfm::format::kMaxMicroBatches) + "] samples, got " +
                   Twine(globalBatch.getValue()));
+    // auto: each shape scored under 1F1B and zero bubble (ShapeProblem).
+    problemChoosesSchedule = schedule.getValue() == kAutoSchedule;
     std::optional<planner::PipelineSchedule> kind =
-        planner::parsePipelineSchedule(schedule.getValue());
+        problemChoosesSchedule
+            ? planner::PipelineSchedule::OneFOneB
+            : planner::parsePipelineSchedule(schedule.getValue());
     if (budget < 0 || !(stateBytes >= 0) || !kind)
       return fail("budget and state-bytes-per-param-byte must be >= 0 and "
-                  "schedule 1f1b or gpipe");
+                  "schedule " + Twine(kScheduleOptionChoices));
     for (int64_t size : microBatchSizes)
       if (size <= 0)
         return fail("micro-batch sizes must be positive, found " + Twine(size));
@@ -133,6 +139,7 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
     problem.training.stages.optimizerBytesPerElement = *optimizerBytes;
     problem.training.clipGradients = clipsGradients(module, clipGradNorm);
     problem.training.stages.schedule = *kind;
+    problem.chooseSchedule = problemChoosesSchedule;
 
     // One search per degree, on a copy sharded to it; the fastest wins.
     struct Candidate {
@@ -195,7 +202,12 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
               : total / static_cast<double>(degrees.size() - 1);
       planner::LowerBoundModel bound;
       std::string boundError;
-      if (planner::LowerBoundModel::create(tried, bound, boundError))
+      // (with auto, the bound for zero bubble's plans: no larger)
+      planner::ShapeProblem bounded = tried;
+      if (problemChoosesSchedule)
+        bounded.training.stages.schedule =
+            planner::PipelineSchedule::ZeroBubbleH1;
+      if (planner::LowerBoundModel::create(bounded, bound, boundError))
         bounds.push_back(std::move(bound));
       if (!planner::searchShapes(tried, options, candidate.result, why)) {
         skip(degree, why);
@@ -328,7 +340,7 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
             choice.microBatches, leaders.size(), choice.iterationSeconds(),
             choice.cost.pipelineSeconds, choice.cost.dataParallelSeconds,
             leaders, stages, runnersUp, idle, scored, /*budgetExhausted=*/false,
-            /*tp=*/0, boundSeconds));
+            /*tp=*/0, boundSeconds, /*schedule=*/""));
   }
 
   void record(ModuleOp module, const planner::Cluster &cluster,
@@ -367,7 +379,10 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
                        best.iterationSeconds(), best.cost.pipelineSeconds,
                        best.cost.dataParallelSeconds, names(best.devices),
                        stages, runnersUp, idle, result.shapesScored,
-                       result.budgetExhausted, degree, boundSeconds));
+                       result.budgetExhausted, degree, boundSeconds,
+                       problemChoosesSchedule
+                           ? planner::pipelineScheduleName(best.schedule)
+                           : ""));
   }
 };
 

@@ -41,10 +41,10 @@ struct PartitionStages
       return fail(kNoClusterMessage);
     planner::StagePartitionOptions options;
     std::optional<planner::PipelineSchedule> kind =
-        planner::parsePipelineSchedule(schedule.getValue());
+        resolveSchedule(module, schedule.getValue());
     if (!kind)
       return fail("unknown schedule '" + schedule.getValue() + "' (expected " +
-                  planner::kPipelineScheduleChoices + ")");
+                  kScheduleOptionChoices + ")");
     options.schedule = *kind;
     if (std::string problem = microBatchesProblem(microBatches);
         !problem.empty())

@@ -59,7 +59,11 @@ struct PlanOptions : public PassPipelineOptions<PlanOptions> {
                            llvm::cl::desc("Micro-batches per iteration"),
                            llvm::cl::init(1)};
   Option<std::string> schedule{*this, "schedule",
-                               llvm::cl::desc("1f1b or gpipe"),
+                               llvm::cl::desc(
+                                   "Micro-batch schedule: 1f1b, zb-h1 (zero "
+                                   "bubble), gpipe, or auto (the shape "
+                                   "search picks 1f1b or zb-h1 per plan; "
+                                   "with global-batch, else 1f1b)"),
                                llvm::cl::init("1f1b")};
   Option<std::string> optimizer{*this, "optimizer",
                                 llvm::cl::desc("adamw or sgd"),
@@ -269,6 +273,7 @@ void buildPlanTail(OpPassManager &pm, const PlanTail &options,
   assign.dataParallel = options.dp;
   assign.pipelineParallel = options.pp;
   assign.microBatches = options.microBatches;
+  assign.schedule = options.schedule;
   assign.printTable = printTable;
   assign.dpBytes = options.dpBytes;
   assign.ppBytes = options.ppBytes;

@@ -66,6 +66,103 @@ LogicalResult mlir::dtfm::buildStageStreams(
   return success();
 }
 
+std::optional<planner::PipelineSchedule>
+mlir::dtfm::resolveSchedule(ModuleOp module, StringRef option) {
+  if (option != kAutoSchedule)
+    return planner::parsePipelineSchedule(option);
+  auto shape = module->getAttrOfType<ShapeAttr>(kShapeAttrName);
+  if (!shape || shape.getSchedule().empty())
+    return planner::PipelineSchedule::OneFOneB;
+  return planner::parsePipelineSchedule(shape.getSchedule());
+}
+
+/// Whether `value` is a parameter as the stage sees it: a dtfm.param, or a
+/// tied one received once per iteration.
+static bool isWeight(Value value) {
+  Operation *def = value.getDefiningOp();
+  if (isa_and_nonnull<ParamOp>(def))
+    return true;
+  auto recv = dyn_cast_or_null<RecvOp>(def);
+  return recv && recv->hasAttr(kOncePerIterationAttrName);
+}
+
+void mlir::dtfm::splitWeightGradients(ModuleOp module,
+                                      llvm::DenseSet<Operation *> &weightOps) {
+  // 1. Each dtfm.backward that differentiates parameters and other values
+  // becomes two: B (the others: the pipeline waits for them) and W (the
+  // parameters), reading the same inputs. The kernels compute each
+  // gradient on its own, so the values are the same.
+  weightOps.clear();
+  SmallVector<BackwardOp> backwards;
+  module.walk([&](BackwardOp op) { backwards.push_back(op); });
+  for (BackwardOp op : backwards) {
+    SmallVector<int64_t> weightIdx, inputIdx;
+    SmallVector<unsigned> weightResults, inputResults;
+    for (auto [result, index] : llvm::enumerate(op.getWrt()))
+      if (isWeight(op.getInputs()[index])) {
+        weightIdx.push_back(index);
+        weightResults.push_back(result);
+      } else {
+        inputIdx.push_back(index);
+        inputResults.push_back(result);
+      }
+    if (weightIdx.empty())
+      continue;
+    if (inputIdx.empty()) {
+      weightOps.insert(op);
+      continue;
+    }
+    auto dOut = cast<RankedTensorType>(op.getInputs().back().getType());
+    int64_t weightFlops =
+        weightGradientFlops(op.getForward(), op.getFlops(),
+                            dOut.getNumElements(), op.getWrt(), weightIdx);
+    OpBuilder b(op);
+    auto half = [&](ArrayRef<int64_t> wrt, ArrayRef<unsigned> results,
+                    int64_t flops) {
+      SmallVector<Type> types;
+      for (unsigned r : results)
+        types.push_back(op.getResult(r).getType());
+      auto made = b.create<BackwardOp>(op.getLoc(), types, op.getForwardAttr(),
+                                       op.getInputs(),
+                                       b.getDenseI64ArrayAttr(wrt),
+                                       b.getI64IntegerAttr(flops));
+      // (a cost annotation was the whole op's: the halves are costed anew)
+      for (NamedAttribute attr : op->getDiscardableAttrs())
+        if (attr.getName() != kCostAttrName)
+          made->setAttr(attr.getName(), attr.getValue());
+      for (auto [k, r] : llvm::enumerate(results))
+        op.getResult(r).replaceAllUsesWith(made.getResult(k));
+      return made;
+    };
+    half(inputIdx, inputResults, op.getFlops() - weightFlops);
+    weightOps.insert(half(weightIdx, weightResults, weightFlops));
+    op.erase();
+  }
+  // 2. A sum of weight gradients is weight work too.
+  module.walk([&](AccumulateOp op) {
+    if (llvm::all_of(op.getGrads(), [&](Value v) {
+          return v.getDefiningOp() && weightOps.contains(v.getDefiningOp());
+        }))
+      weightOps.insert(op);
+  });
+  // 3. What a micro-batch's backward reads (a send, a sum it makes) cannot
+  // wait for its W: such weight work stays in the backward, and so, in
+  // turn, does the weight work it reads.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (Operation *op : llvm::to_vector(weightOps)) {
+      bool readLater = llvm::all_of(op->getUsers(), [&](Operation *user) {
+        return weightOps.contains(user) ||
+               isa<SgdUpdateOp, AdamWUpdateOp, GradSyncOp>(user);
+      });
+      if (!readLater) {
+        weightOps.erase(op);
+        changed = true;
+      }
+    }
+  }
+}
+
 namespace {
 struct ScheduleMicrobatches
     : public mlir::dtfm::impl::ScheduleMicrobatchesBase<ScheduleMicrobatches> {
@@ -79,15 +176,19 @@ struct ScheduleMicrobatches
       signalPassFailure();
     };
     std::optional<planner::PipelineSchedule> kind =
-        planner::parsePipelineSchedule(schedule.getValue());
+        resolveSchedule(module, schedule.getValue());
     if (!kind)
       return fail("unknown schedule '" + schedule.getValue() + "' (expected " +
-                  planner::kPipelineScheduleChoices + ")");
+                  kScheduleOptionChoices + ")");
     if (std::string problem = microBatchesProblem(microBatches);
         !problem.empty())
       return fail(problem);
     int count = static_cast<int>(planMicroBatches(module, microBatches));
 
+    // Zero bubble: the parameters' gradients split off, tagged "wgt" below.
+    llvm::DenseSet<Operation *> weightOps;
+    if (*kind == planner::PipelineSchedule::ZeroBubbleH1)
+      splitWeightGradients(module, weightOps);
     Builder b(module.getContext());
     // A transfer moves a backward value when its value comes from a
     // training op or only training ops read it on arrival. Both ends must
@@ -129,6 +230,8 @@ struct ScheduleMicrobatches
       StringRef phase = isa<SgdUpdateOp, AdamWUpdateOp, GradSyncOp>(op) ? "opt"
                         : isa<BackwardOp, AccumulateOp>(op)             ? "bwd"
                                                                         : "fwd";
+      if (weightOps.contains(op))
+        phase = kWeightPhase;
       // A transfer belongs to the phase of the value it moves.
       if (auto send = dyn_cast<SendOp>(op))
         if (backwardTags.contains(static_cast<int64_t>(send.getTag())))

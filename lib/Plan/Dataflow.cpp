@@ -13,9 +13,10 @@ using namespace dtfm::plan;
 std::vector<std::string>
 dtfm::plan::recomputableLayers(const StageProgram &program) {
   std::set<std::string> withBackward, impure;
-  for (int index : program.opsOf(OpPhase::Backward))
-    if (program.ops[index].isBackward())
-      withBackward.insert(program.ops[index].layer);
+  for (OpPhase phase : {OpPhase::Backward, OpPhase::Weight})
+    for (int index : program.opsOf(phase))
+      if (program.ops[index].isBackward())
+        withBackward.insert(program.ops[index].layer);
   for (int index : program.opsOf(OpPhase::Forward)) {
     const ProgramOp &op = program.ops[index];
     Impurity impurity = opKindInfo(op.kind).impurity;
@@ -95,23 +96,30 @@ void dtfm::plan::buildSteps(StageProgram &program) {
   if (program.recompute)
     for (const std::string &layer : recomputableLayers(program))
       pending.insert(layer);
-  for (int index : program.opsOf(OpPhase::Backward)) {
-    const ProgramOp &op = program.ops[index];
-    if (op.isBackward() && pending.erase(op.layer))
-      for (int forward : program.opsOf(OpPhase::Forward)) {
-        const ProgramOp &f = program.ops[forward];
-        if (f.layer == op.layer && !isStructural(f.kind))
-          program.steps[1].push_back({forward, true});
-      }
-    program.steps[1].push_back({index, false});
+  // A layer is recomputed before its first backward op, in the backward
+  // or, when all of them are weight-gradient halves, in the weight phase
+  // (which runs after the backward: what it recomputed stays for it).
+  for (OpPhase phase : {OpPhase::Backward, OpPhase::Weight}) {
+    std::vector<PhaseStep> &steps = program.steps[static_cast<int>(phase)];
+    for (int index : program.opsOf(phase)) {
+      const ProgramOp &op = program.ops[index];
+      if (op.isBackward() && pending.erase(op.layer))
+        for (int forward : program.opsOf(OpPhase::Forward)) {
+          const ProgramOp &f = program.ops[forward];
+          if (f.layer == op.layer && !isStructural(f.kind))
+            steps.push_back({forward, true});
+        }
+      steps.push_back({index, false});
+    }
   }
 }
 
 ValueLifetimes dtfm::plan::valueLifetimes(const StageProgram &program) {
   ValueLifetimes lifetimes;
-  // A micro-batch's steps in the order they run: the forward's, then the
-  // backward's. A value made again by a recomputed op is a new instance:
-  // readers after that step read the new one.
+  // A micro-batch's steps in the order they run: the forward's, the
+  // backward's, then the weight-gradient half's. A value made again by a
+  // recomputed op is a new instance: readers after that step read the new
+  // one.
   struct Instance {
     int64_t id;
     size_t made, lastUse;
@@ -120,9 +128,12 @@ ValueLifetimes dtfm::plan::valueLifetimes(const StageProgram &program) {
   };
   std::vector<Instance> instances;
   std::map<int64_t, size_t> current; // value id -> its instance now
-  size_t forwardSteps = program.steps[0].size();
+  // Where each phase's steps start along the micro-batch's positions.
+  std::array<size_t, kMicroBatchPhases + 1> phaseStart = {0};
+  for (int phase = 0; phase < kMicroBatchPhases; ++phase)
+    phaseStart[phase + 1] = phaseStart[phase] + program.steps[phase].size();
   size_t position = 0;
-  for (int phase = 0; phase < 2; ++phase) {
+  for (int phase = 0; phase < kMicroBatchPhases; ++phase) {
     lifetimes.freeAfterStep[phase].resize(program.steps[phase].size());
     for (const PhaseStep &step : program.steps[phase]) {
       const ProgramOp &op = program.ops[step.op];
@@ -148,11 +159,15 @@ ValueLifetimes dtfm::plan::valueLifetimes(const StageProgram &program) {
   for (int index : program.opsOf(OpPhase::Optimizer))
     for (int64_t id : program.ops[index].operands)
       optimizerInputs.insert(id);
+  auto phaseAt = [&](size_t at) {
+    int phase = 0;
+    while (phase + 1 < kMicroBatchPhases && at >= phaseStart[phase + 1])
+      ++phase;
+    return phase;
+  };
   auto freeAfter = [&](size_t at, int64_t id) {
-    if (at < forwardSteps)
-      lifetimes.freeAfterStep[0][at].push_back(id);
-    else
-      lifetimes.freeAfterStep[1][at - forwardSteps].push_back(id);
+    int phase = phaseAt(at);
+    lifetimes.freeAfterStep[phase][at - phaseStart[phase]].push_back(id);
   };
   for (const Instance &instance : instances) {
     if (optimizerInputs.count(instance.id)) {
@@ -165,7 +180,7 @@ ValueLifetimes dtfm::plan::valueLifetimes(const StageProgram &program) {
     // Sends are made when their phase ends: a reader in a later phase keeps
     // the value longer.
     if (instance.sentIn >= 0 &&
-        !(instance.sentIn == 0 && instance.lastUse >= forwardSteps)) {
+        !(instance.lastUse >= phaseStart[instance.sentIn + 1])) {
       lifetimes.freeAfterSends[instance.sentIn].push_back(instance.id);
       continue;
     }

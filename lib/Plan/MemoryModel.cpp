@@ -191,11 +191,15 @@ bool dtfm::plan::predictWorkerMemory(const proto::Plan &plan, int rank,
       inFlight -= bytes(id);
     }
   };
+  // A micro-batch ends with its last phase: W where the backward is split.
+  format::Phase last = format::Phase::Backward;
+  for (const format::StreamEntry &entry : streams[1])
+    if (entry.phase == format::Phase::Weight)
+      last = format::Phase::Weight;
   for (const format::StreamEntry &entry : streams[1]) {
     int m = entry.microBatch;
-    OpPhase phase = entry.phase == format::Phase::Forward ? OpPhase::Forward
-                                                          : OpPhase::Backward;
-    int p = phase == OpPhase::Backward ? 1 : 0;
+    OpPhase phase = opPhaseOf(entry.phase);
+    int p = static_cast<int>(phase);
     for (size_t position = 0; position < program.steps[p].size(); ++position) {
       const ProgramOp &op = program.ops[program.steps[p][position].op];
       // A sent parameter is copied (a tied weight sent once per iteration:
@@ -220,9 +224,9 @@ bool dtfm::plan::predictWorkerMemory(const proto::Plan &plan, int rank,
           !program.ops[index].attrs.oncePerIteration)
         copies += bytes(program.ops[index].operands[0]);
     peak = std::max(peak, inFlight + copies);
-    for (int64_t id : lifetimes.freeAfterSends[phase == OpPhase::Backward])
+    for (int64_t id : lifetimes.freeAfterSends[p])
       release(m, id);
-    if (phase == OpPhase::Backward) {
+    if (entry.phase == last) {
       inFlight -= live[m];
       live[m] = 0;
       held[m].clear();

@@ -30,6 +30,8 @@ const char *dtfm::plan::opPhaseName(OpPhase phase) {
     return "fwd";
   case OpPhase::Backward:
     return "bwd";
+  case OpPhase::Weight:
+    return "wgt";
   case OpPhase::Optimizer:
     return "opt";
   }
@@ -482,6 +484,8 @@ bool dtfm::plan::decodeProgram(const pb::DeviceProgram &program,
       op.phase = OpPhase::Forward;
     else if (phase == "bwd")
       op.phase = OpPhase::Backward;
+    else if (phase == "wgt")
+      op.phase = OpPhase::Weight;
     else if (phase == "opt")
       op.phase = OpPhase::Optimizer;
     else if (!phase.empty())

@@ -64,6 +64,8 @@ bool dtfm::plan::simulationInput(const proto::Plan &plan, SimInput &input,
     program.optimizerFlops = p.optimizer_flops();
     program.forwardWork = forwardWorkOf(p);
     program.backwardWork = backwardWorkOf(p);
+    program.weightFlops = p.weight_flops();
+    program.weightWork = workOf(p.weight_work());
     if (!format::streamsFromProgram(
             p, static_cast<int>(format::programMicroBatches(plan, p)), stages,
                                     program.streams, error)) {
@@ -125,7 +127,7 @@ bool dtfm::plan::simulationInput(const proto::Plan &plan, SimInput &input,
           program.iterationBytes[a.peerDevice] += bytes;
           continue;
         }
-        char key = op.phase == OpPhase::Backward ? 'B' : 'F';
+        char key = format::phaseLetter(streamPhaseOf(op.phase));
         program.sendBytes[{key, a.peerDevice}] += bytes;
         std::vector<std::string> &to = program.sendsTo[{key, a.peerStage}];
         if (std::find(to.begin(), to.end(), a.peerDevice) == to.end())

@@ -43,7 +43,9 @@ bool dtfm::plan::simulate(const SimInput &input, SimResult &result,
     double speed = 0;
     /// What the roofline adds to each phase's FLOPs on this device
     /// (memory-bound ops), and the backward's recomputation: time, not work.
-    double forwardExtra = 0, backwardExtra = 0;
+    double forwardExtra = 0, backwardExtra = 0, weightExtra = 0;
+    /// The phase that ends a micro-batch: 'W' where the backward is split.
+    char lastPhase = 'B';
     std::array<std::vector<Item>, 3> items;
     std::array<size_t, 3> next{0, 0, 0};
     std::array<double, 3> free{0, 0, 0};
@@ -62,8 +64,10 @@ bool dtfm::plan::simulate(const SimInput &input, SimResult &result,
     state.speed = cluster.devices[it->second].speed();
     double ridge = cluster.devices[it->second].ridge();
     state.forwardExtra = program.forwardWork.excessAt(ridge);
-    state.backwardExtra =
-        program.recomputeFlops + program.backwardWork.excessAt(ridge);
+    state.weightExtra = program.weightWork.excessAt(ridge);
+    state.backwardExtra = program.recomputeFlops +
+                          program.backwardWork.excessAt(ridge) -
+                          state.weightExtra;
     if (!(state.speed > 0)) {
       error = "device '" + program.device + "' has no compute speed";
       return false;
@@ -73,6 +77,8 @@ bool dtfm::plan::simulate(const SimInput &input, SimResult &result,
         Item item{format::phaseLetter(entry.phase), entry.microBatch,
                   entry.peerStage};
         state.items[slot].push_back(item);
+        if (item.phase == 'W')
+          state.lastPhase = 'W';
         if (slot == 0)
           state.receives[{item.phase, item.microBatch}] = true;
       }
@@ -114,20 +120,28 @@ bool dtfm::plan::simulate(const SimInput &input, SimResult &result,
                 break;
               start = std::max(start, it->second);
             }
-            if (item.phase == 'B') {
-              auto it = computeEnd.find({self, 'F', item.microBatch});
+            if (item.phase != 'F') { // after its forward (W: its B)
+              auto it = computeEnd.find(
+                  {self, item.phase == 'B' ? 'F' : 'B', item.microBatch});
               if (it == computeEnd.end())
                 break;
               start = std::max(start, it->second);
             }
-            bool forward = item.phase == 'F';
-            double flops =
-                forward ? d.program->forwardFlops : d.program->backwardFlops;
-            double again = forward ? d.forwardExtra : d.backwardExtra;
-            end = start + (flops + again) / d.speed +
-                  d.program->groupSumSeconds[item.phase == 'F' ? 0 : 1];
+            const SimProgram &p = *d.program;
+            double flops = item.phase == 'F'   ? p.forwardFlops
+                           : item.phase == 'B' ? p.backwardFlops - p.weightFlops
+                                               : p.weightFlops;
+            double again = item.phase == 'F'   ? d.forwardExtra
+                           : item.phase == 'B' ? d.backwardExtra
+                                               : d.weightExtra;
+            // (the tensor-parallel sums are the backward's, in B)
+            double sums = item.phase == 'F'   ? p.groupSumSeconds[0]
+                          : item.phase == 'B' ? p.groupSumSeconds[1]
+                                              : 0;
+            end = start + (flops + again) / d.speed + sums;
             computeEnd[{self, item.phase, item.microBatch}] = end;
-            if (item.phase == 'B' && end >= d.lastBackwardEnd) {
+            // The buckets fill over the last micro-batch's last phase.
+            if (item.phase == d.lastPhase && end >= d.lastBackwardEnd) {
               d.lastBackwardStart = start;
               d.lastBackwardEnd = end;
             }

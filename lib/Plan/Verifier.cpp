@@ -340,7 +340,7 @@ bool dtfm::plan::verifyPlan(const proto::Plan &plan, const std::string &source,
   };
   if (!planner::parsePipelineSchedule(plan.schedule()))
     return fail("unknown pipeline schedule '" + plan.schedule() +
-                "' (expected gpipe or 1f1b)");
+                "' (expected " + planner::kPipelineScheduleChoices + ")");
   std::map<std::string, const proto::DeviceProgram *> byDevice;
   for (const proto::DeviceProgram &p : plan.programs())
     byDevice[p.device()] = &p;
@@ -374,7 +374,8 @@ bool dtfm::plan::verifyPlan(const proto::Plan &plan, const std::string &source,
          {std::pair<const char *, double>{"forward_flops", p.forward_flops()},
           {"backward_flops", p.backward_flops()},
           {"optimizer_flops", p.optimizer_flops()},
-          {"recompute_flops", p.recompute_flops()}})
+          {"recompute_flops", p.recompute_flops()},
+          {"weight_flops", p.weight_flops()}})
       if (!(flops >= 0 && flops <= 1e30))
         return fail(device + name + " must be in [0, 1e30], found " +
                     std::to_string(flops));
@@ -383,7 +384,8 @@ bool dtfm::plan::verifyPlan(const proto::Plan &plan, const std::string &source,
                     const google::protobuf::RepeatedPtrField<proto::OpWork> *>{
               "forward_work", &p.forward_work()},
           {"backward_work", &p.backward_work()},
-          {"recompute_work", &p.recompute_work()}})
+          {"recompute_work", &p.recompute_work()},
+          {"weight_work", &p.weight_work()}})
       for (int i = 0; i < work->size(); ++i) {
         const proto::OpWork &term = work->Get(i);
         if (!(term.flops() >= 0 && term.flops() <= 1e30 && term.bytes() >= 0 &&
@@ -393,6 +395,10 @@ bool dtfm::plan::verifyPlan(const proto::Plan &plan, const std::string &source,
                       std::to_string(term.flops()) + " and " +
                       std::to_string(term.bytes()));
       }
+    if (p.weight_flops() > p.backward_flops())
+      return fail(device + "weight_flops " + shortest(p.weight_flops()) +
+                  " exceed backward_flops " + shortest(p.backward_flops()) +
+                  " (the weight-gradient half is part of the backward)");
     StageProgram program;
     std::string reason;
     if (!decodeProgram(p, program, reason))
@@ -429,6 +435,10 @@ bool dtfm::plan::verifyPlan(const proto::Plan &plan, const std::string &source,
       }
       if (op.kind != OpKind::Send && op.kind != OpKind::Recv)
         continue;
+      if (op.phase == OpPhase::Weight)
+        return fail(device + op.describe() +
+                    ": a transfer in the weight-gradient phase (wgt), which "
+                    "moves nothing");
       bool send = op.kind == OpKind::Send;
       auto peer = byDevice.find(a.peerDevice);
       if (peer == byDevice.end())
@@ -446,8 +456,7 @@ bool dtfm::plan::verifyPlan(const proto::Plan &plan, const std::string &source,
       endOps.push_back({&p, op.index});
       if (!a.oncePerIteration && op.phase != OpPhase::Optimizer)
         opTransfers[send ? 2 : 0].insert(
-            {op.phase == OpPhase::Forward ? format::Phase::Forward
-                                          : format::Phase::Backward,
+            {streamPhaseOf(op.phase),
              a.peerStage});
     }
     format::Streams streams;

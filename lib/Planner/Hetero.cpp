@@ -7,9 +7,11 @@
 #include "dtfm/Planner/Hetero.h"
 #include "dtfm/Planner/Buckets.h"
 #include "dtfm/Planner/Genetic.h"
+#include "dtfm/Planner/Schedule.h"
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <queue>
@@ -160,6 +162,10 @@ HeteroModel::layoutOf(const Partition &stages,
 /// through it and the later stages.
 struct HeteroModel::StageTimes {
   double compute = 0, send = 0, roundTrip = 0;
+  /// The parts of `compute` the forward and a zero-bubble schedule's W run.
+  double forward = 0, weight = 0;
+  /// To the next stage and back (s + 1 < pp).
+  double hopForward = 0, hopBackward = 0;
 };
 
 std::vector<std::vector<HeteroModel::StageTimes>>
@@ -195,6 +201,19 @@ HeteroModel::stageTimesOf(const Layout &layout, const StagePlan &plan) const {
     return flopSeconds * groups[s].speed / own.speed() +
            own.groupSumSeconds(sums, sumBytes);
   };
+  // Each stage's shares of its FLOPs in the forward and in weight
+  // gradients (zero bubble's W).
+  auto shares = [&](int s) {
+    double flops = 0, forward = 0, weight = 0;
+    if (!plan.bounds.empty())
+      for (int b = plan.bounds[s]; b < plan.bounds[s + 1]; ++b) {
+        flops += workload.blocks[b].flops;
+        forward += workload.blocks[b].forwardFlops();
+        weight += workload.blocks[b].weightFlops;
+      }
+    return flops > 0 ? std::pair(forward / flops, weight / flops)
+                     : std::pair(1.0 / 3, 0.0);
+  };
   std::vector<std::vector<StageTimes>> times(dp, std::vector<StageTimes>(pp));
   for (int i = 0; i < dp; ++i) {
     int first = 2 * i * boundaries;
@@ -202,11 +221,16 @@ HeteroModel::stageTimesOf(const Layout &layout, const StagePlan &plan) const {
     for (int s = pp - 1; s >= 0; --s) {
       StageTimes &t = times[i][s];
       t.compute = stageCompute(i, s);
+      auto [forwardShare, weightShare] = shares(s);
+      t.forward = t.compute * forwardShare;
+      t.weight = t.compute * weightShare;
       roundTrip += t.compute;
       if (s + 1 < pp) {
         int k = first + 2 * s;
         t.send += occupancy[k];
         roundTrip += seconds[k] + seconds[k + 1];
+        t.hopForward = seconds[k];
+        t.hopBackward = seconds[k + 1];
       }
       if (s > 0)
         t.send += occupancy[first + 2 * (s - 1) + 1];
@@ -230,8 +254,9 @@ class HeteroModel::PipelineClock {
 public:
   PipelineClock(std::vector<std::vector<StageTimes>> stageTimes,
                 const StagePartitionOptions &stages)
-      : times(std::move(stageTimes)), window(stages),
-        oneFOneB(stages.schedule == PipelineSchedule::OneFOneB),
+      : times(std::move(stageTimes)), window(windowsOf(stages)),
+        oneFOneB(stages.schedule != PipelineSchedule::GPipe),
+        zeroBubble(stages.schedule == PipelineSchedule::ZeroBubbleH1),
         pp(static_cast<int>(times[0].size())), cycleSteps(times.size(), 0.0),
         steadySteps(times.size(), -1.0) {
     // With at least pp micro-batches the windows are pp - s, whatever their
@@ -245,7 +270,8 @@ public:
   double seconds(int i, int microBatches) {
     bool steady = oneFOneB && microBatches >= pp;
     if (steady && steadySteps[i] >= 0)
-      return times[i][0].roundTrip + (microBatches - 1) * steadySteps[i];
+      return fillAndDrain(i, microBatches) +
+             (microBatches - 1) * steadySteps[i];
     window.microBatches = microBatches;
     double step = 0;
     for (int s = pp - 1; s >= 0; --s) {
@@ -261,8 +287,36 @@ public:
                                   }));
     if (steady)
       steadySteps[i] = step;
-    // The last round trip from stage 0 is the fill and drain.
-    return times[i][0].roundTrip + (microBatches - 1) * step;
+    return fillAndDrain(i, microBatches) + (microBatches - 1) * step;
+  }
+
+  /// The last round trip from stage 0 is the fill and drain. Zero bubble
+  /// (ZB-H1) takes out of it what its order saves against 1F1B's when
+  /// both are replayed with this pipeline's forward, B and W times and
+  /// hops (scheduleMakespan) for min(n_b, 2 pp) micro-batches: the saving
+  /// settles once there are pp (on even stages 2 (pp - 1) W), and fewer
+  /// micro-batches than stages leave some Ws no bubble to fill.
+  double fillAndDrain(int i, int microBatches) {
+    if (!zeroBubble)
+      return times[i][0].roundTrip;
+    int replayed = std::min(microBatches, 2 * pp);
+    auto [it, fresh] = savings.try_emplace({i, replayed}, 0.0);
+    if (fresh) {
+      std::vector<std::array<double, 3>> split(pp);
+      std::vector<std::pair<double, double>> hops(pp, {0.0, 0.0});
+      for (int s = 0; s < pp; ++s) {
+        const StageTimes &t = times[i][s];
+        double backward = t.compute - t.forward;
+        split[s] = {t.forward, backward - t.weight, t.weight};
+        hops[s] = {t.hopForward, t.hopBackward};
+      }
+      it->second = std::max(
+          0.0, pipelineMakespan(PipelineSchedule::OneFOneB, split, hops,
+                                replayed) -
+                   pipelineMakespan(PipelineSchedule::ZeroBubbleH1, split,
+                                    hops, replayed));
+    }
+    return times[i][0].roundTrip - it->second;
   }
 
   /// Pipeline i's compute alone, over its stages.
@@ -300,7 +354,18 @@ private:
 
   std::vector<std::vector<StageTimes>> times;
   StagePartitionOptions window;
-  bool oneFOneB;
+  bool oneFOneB; // 1F1B's fixed order and windows (zero bubble's too)
+  bool zeroBubble;
+  /// Zero bubble: what it saves per (pipeline, micro-batches replayed),
+  /// and the 1F1B and ZB-H1 orders per micro-batch count.
+  std::map<std::pair<int, int>, double> savings;
+  /// The windows of the forward-to-backward round trips: zero bubble's are
+  /// 1F1B's (it holds a micro-batch longer only for its W).
+  static StagePartitionOptions windowsOf(StagePartitionOptions stages) {
+    if (stages.schedule == PipelineSchedule::ZeroBubbleH1)
+      stages.schedule = PipelineSchedule::OneFOneB;
+    return stages;
+  }
   int pp;
   std::vector<double> cycleSteps;
   /// 1F1B with at least pp micro-batches: the windows and so the step no

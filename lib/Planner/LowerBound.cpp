@@ -166,7 +166,9 @@ LowerBound LowerBoundModel::bound(int64_t syncEvery,
       base.parameterBytes() * base.gradientBytesPerParameterByte;
   const double parameterBytes = base.parameterBytes();
   const int layers = static_cast<int>(base.blocks.size());
-  const bool oneFOneB = training.stages.schedule == PipelineSchedule::OneFOneB;
+  const bool oneFOneB = training.stages.schedule != PipelineSchedule::GPipe;
+  const bool zeroBubble =
+      training.stages.schedule == PipelineSchedule::ZeroBubbleH1;
 
   // The cheapest exchange of `bytes` of gradients over a group of `degree`,
   // in any algorithm and codec the options allow; with `crossing` > 0, of
@@ -217,12 +219,16 @@ LowerBound LowerBoundModel::bound(int64_t syncEvery,
   for (int64_t size : sizes) {
     Workload workload = base.withMicroBatchSize(size);
     AtSize at;
-    double sums = 0, sumBytes = 0;
+    double sums = 0, sumBytes = 0, weightFlops = 0;
     for (const ChainBlock &block : workload.blocks) {
       at.flops += block.flops;
+      weightFlops += block.weightFlops;
       sums += block.groupSums;
       sumBytes += block.groupSumBytes;
     }
+    // A zero-bubble schedule's Ws need not follow a micro-batch's way
+    // through the pipeline: its fill leaves them out.
+    double fillFlops = at.flops - (zeroBubble ? weightFlops : 0);
     double dense = workload.boundaryBytes;
     at.boundaryWireBytes = dense;
     if (training.compression.targetRatio > 1)
@@ -257,7 +263,7 @@ LowerBound LowerBoundModel::bound(int64_t syncEvery,
         continue;
       double transfers = 2 * (latency.chain(pp) +
                               at.boundaryWireBytes * secondsPerByte.chain(pp));
-      double fill = at.flops / fastestSpeeds[1] + transfers;
+      double fill = fillFlops / fastestSpeeds[1] + transfers;
       // A pipeline that no component of cheaper links holds has a hop of
       // at least secondsPerByte.bottleneck(pp): its send stream carries
       // every micro-batch over it.

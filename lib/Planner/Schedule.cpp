@@ -24,6 +24,30 @@ computeOrder(PipelineSchedule kind, int stage, int stages, int microBatches) {
       order.push_back({Phase::Backward, m});
     return order;
   }
+  if (kind == PipelineSchedule::ZeroBubbleH1) {
+    // Zero Bubble's ZB-H1 (Qi et al., ICLR'24): 1F1B's forwards and Bs,
+    // with stage s putting off the W of its first s micro-batches and then
+    // running each W s micro-batches late, after a B and before the next
+    // forward. The Ws fill what would be 1F1B's cool-down bubble: with
+    // equal F, B and W times the iteration takes 3n + S - 1 of them for
+    // n >= S, against 1F1B's 3(n + S - 1). A stage holds at most S
+    // micro-batches from forward to W (1F1B's first stage's S, from
+    // forward to backward) and as many as 1F1B from forward to B.
+    int warmup = std::min(stages - stage, microBatches);
+    int forward = 0, backward = 0, weight = 0;
+    for (; forward < warmup; ++forward)
+      order.push_back({Phase::Forward, forward});
+    while (backward < microBatches) {
+      order.push_back({Phase::Backward, backward++});
+      if (backward - weight > stage)
+        order.push_back({Phase::Weight, weight++});
+      if (forward < microBatches)
+        order.push_back({Phase::Forward, forward++});
+    }
+    while (weight < microBatches)
+      order.push_back({Phase::Weight, weight++});
+    return order;
+  }
   int warmup = std::min(stages - stage - 1, microBatches);
   int forward = 0, backward = 0;
   for (; forward < warmup; ++forward)
@@ -54,6 +78,12 @@ dtfm::planner::buildSchedule(PipelineSchedule kind, int stages,
   for (int s = 0; s < stages; ++s) {
     for (auto [phase, m] : computeOrder(kind, s, stages, microBatches)) {
       Instruction compute{phase, m, -1, {}};
+      if (phase == Phase::Weight) { // after its own B; nothing moves
+        compute.deps.push_back(
+            {s, Slot::Compute, where.at({s, Slot::Compute, Phase::Backward, m})});
+        add(s, Slot::Compute, compute);
+        continue;
+      }
       int from = phase == Phase::Forward ? s - 1 : s + 1;
       if (from >= 0 && from < stages)
         compute.deps.push_back(add(s, Slot::Receive, {phase, m, from, {}}));
@@ -75,10 +105,66 @@ dtfm::planner::buildSchedule(PipelineSchedule kind, int stages,
   return schedule;
 }
 
+double dtfm::planner::pipelineMakespan(
+    PipelineSchedule kind,
+    const std::vector<std::array<double, 3>> &phaseSeconds,
+    const std::vector<std::pair<double, double>> &hops, int microBatches) {
+  int stages = static_cast<int>(phaseSeconds.size());
+  bool split = kind == PipelineSchedule::ZeroBubbleH1;
+  std::vector<std::vector<std::pair<Phase, int>>> orders(stages);
+  for (int s = 0; s < stages; ++s)
+    orders[s] = computeOrder(kind, s, stages, microBatches);
+  // When each stage's forward and B of each micro-batch end (-1: not yet).
+  std::vector<std::vector<double>> forwardEnd(
+      stages, std::vector<double>(microBatches, -1.0));
+  std::vector<std::vector<double>> backwardEnd = forwardEnd;
+  std::vector<size_t> next(stages, 0);
+  std::vector<double> free(stages, 0.0);
+  double last = 0;
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int s = 0; s < stages; ++s)
+      while (next[s] < orders[s].size()) {
+        auto [phase, m] = orders[s][next[s]];
+        double ready = free[s];
+        if (phase == Phase::Forward && s > 0) {
+          if (forwardEnd[s - 1][m] < 0)
+            break;
+          ready = std::max(ready, forwardEnd[s - 1][m] + hops[s - 1].first);
+        } else if (phase == Phase::Backward && s + 1 < stages) {
+          if (backwardEnd[s + 1][m] < 0)
+            break;
+          ready = std::max(ready, backwardEnd[s + 1][m] + hops[s].second);
+        }
+        const std::array<double, 3> &took = phaseSeconds[s];
+        double end =
+            ready + (phase == Phase::Forward    ? took[0]
+                     : phase == Phase::Backward ? took[1] + (split ? 0 : took[2])
+                                                : took[2]);
+        // (a stage's own order puts its B after its F and its W after its B)
+        if (phase == Phase::Forward)
+          forwardEnd[s][m] = end;
+        else if (phase == Phase::Backward)
+          backwardEnd[s][m] = end;
+        free[s] = end;
+        last = std::max(last, end);
+        ++next[s];
+        progress = true;
+      }
+  }
+  return last;
+}
+
 int dtfm::planner::peakInFlight(const StageSchedule &stage) {
+  // A micro-batch's values are held until its last phase: its W where the
+  // backward is split, else its B.
+  bool split = std::any_of(
+      stage[Slot::Compute].begin(), stage[Slot::Compute].end(),
+      [](const Instruction &inst) { return inst.phase == Phase::Weight; });
+  Phase last = split ? Phase::Weight : Phase::Backward;
   int live = 0, peak = 0;
   for (const Instruction &inst : stage[Slot::Compute]) {
-    live += inst.phase == Phase::Forward ? 1 : -1;
+    live += inst.phase == Phase::Forward ? 1 : inst.phase == last ? -1 : 0;
     peak = std::max(peak, live);
   }
   return peak;
@@ -159,14 +245,22 @@ bool dtfm::planner::parseSchedule(
   for (int s = 0; s < stages; ++s)
     for (const Instruction &compute : schedule[s][Slot::Compute])
       microBatches = std::max(microBatches, compute.microBatch + 1);
+  // With the backward split (any W), every stage computes W of every
+  // micro-batch too: the runtime ends a micro-batch at its W.
+  bool split = false;
+  for (int s = 0; s < stages; ++s)
+    for (const Instruction &compute : schedule[s][Slot::Compute])
+      split |= compute.phase == Phase::Weight;
   for (int s = 0; s < stages; ++s)
     for (int m = 0; m < microBatches; ++m)
-      for (Phase phase : {Phase::Forward, Phase::Backward})
-        if (!where.count({s, Slot::Compute, phase, m})) {
+      for (Phase phase : {Phase::Forward, Phase::Backward, Phase::Weight})
+        if ((phase != Phase::Weight || split) &&
+            !where.count({s, Slot::Compute, phase, m})) {
           error = "stage " + std::to_string(s) + " never computes " +
                   format::phaseLetter(phase) + std::to_string(m) +
-                  " (every stage computes F and B of micro-batches 0.." +
-                  std::to_string(microBatches - 1) + ")";
+                  " (every stage computes " + (split ? "F, B and W" : "F and B") +
+                  " of micro-batches 0.." + std::to_string(microBatches - 1) +
+                  ")";
           return false;
         }
   auto find = [&](int s, Slot slot, Phase phase, int m, InstructionRef &ref) {
@@ -194,6 +288,9 @@ bool dtfm::planner::parseSchedule(
         compute.deps.push_back(ref);
       if (compute.phase == Phase::Backward &&
           find(s, Slot::Compute, Phase::Forward, compute.microBatch, ref))
+        compute.deps.push_back(ref);
+      if (compute.phase == Phase::Weight &&
+          find(s, Slot::Compute, Phase::Backward, compute.microBatch, ref))
         compute.deps.push_back(ref);
     }
     for (Instruction &send : schedule[s][Slot::Send]) {

@@ -254,6 +254,18 @@ ShapeChoice Searcher::scoreShape(const std::vector<int> &devices, int dp,
     }
   }
   ShapeChoice choice;
+  choice.schedule = hp.training.stages.schedule;
+  if (problem.chooseSchedule && bestCost.feasible &&
+      choice.schedule != PipelineSchedule::ZeroBubbleH1) {
+    HeteroProblem zeroBubble = hp;
+    zeroBubble.training.stages.schedule = PipelineSchedule::ZeroBubbleH1;
+    HeteroCost cost = HeteroModel(zeroBubble).evaluate(best);
+    if (cost.feasible &&
+        cost.iterationSeconds() < bestCost.iterationSeconds() * (1 - 1e-12)) {
+      bestCost = std::move(cost);
+      choice.schedule = PipelineSchedule::ZeroBubbleH1;
+    }
+  }
   choice.devices = devices;
   choice.dataParallel = dp;
   choice.pipelineParallel = pp;

@@ -19,6 +19,10 @@ int dtfm::planner::inFlightMicroBatches(const StagePartitionOptions &options,
   int all = std::max(1, options.microBatches);
   if (options.schedule == PipelineSchedule::GPipe)
     return all;
+  // Zero bubble holds a micro-batch from its forward to its W, at most as
+  // many as 1F1B's first stage holds (Schedule.cpp).
+  if (options.schedule == PipelineSchedule::ZeroBubbleH1)
+    return std::min(all, stages);
   return std::min(all, stages - stage);
 }
 
@@ -468,7 +472,9 @@ dtfm::planner::parseMemoryOption(std::string_view name) {
 }
 
 static constexpr dtfm::NameEntry<PipelineSchedule> kScheduleNames[] = {
-    {PipelineSchedule::OneFOneB, "1f1b"}, {PipelineSchedule::GPipe, "gpipe"}};
+    {PipelineSchedule::OneFOneB, "1f1b"},
+    {PipelineSchedule::ZeroBubbleH1, "zb-h1"},
+    {PipelineSchedule::GPipe, "gpipe"}};
 
 const char *dtfm::planner::pipelineScheduleName(PipelineSchedule schedule) {
   return nameOf(kScheduleNames, schedule);

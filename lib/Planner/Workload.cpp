@@ -41,6 +41,7 @@ Workload Workload::withMicroBatchSize(int64_t size) const {
     if (block.heldBytes >= 0)
       block.heldBytes *= scale;
     block.backwardFlops *= scale;
+    block.weightFlops *= scale;
     if (block.inputBytes >= 0)
       block.inputBytes *= scale;
     block.scratchBytes *= scale;

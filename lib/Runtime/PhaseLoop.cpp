@@ -37,7 +37,7 @@ bool PhaseExecutor::runPhase(OpPhase phase, int microBatch, ValueTable &values,
                              std::string &error) {
   if (!beginPhase(phase, microBatch, values, error))
     return false;
-  int p = phase == OpPhase::Backward ? 1 : 0;
+  int p = static_cast<int>(phase);
   const std::vector<PhaseStep> &steps = program.steps[p];
   for (size_t position = 0; position < steps.size(); ++position) {
     const ProgramOp &op = program.ops[steps[position].op];
@@ -162,7 +162,9 @@ bool PhaseExecutor::resultsFinite(const ProgramOp &op, bool recompute,
                  : "") +
             "result #" + std::to_string(r) + " element " +
             std::to_string(bad) + " is " + badValue + " (" +
-            (op.phase == OpPhase::Backward ? "backward" : "forward") +
+            (op.phase == OpPhase::Forward    ? "forward"
+             : op.phase == OpPhase::Backward ? "backward"
+                                             : "weight gradients") +
             (recompute ? ", recomputed" : "") + ", micro-batch " +
             std::to_string(microBatch) +
             (op.layer.empty() ? "" : ", layer '" + op.layer + "'") +
@@ -175,7 +177,7 @@ bool PhaseExecutor::resultsFinite(const ProgramOp &op, bool recompute,
 void PhaseExecutor::releaseSent(OpPhase phase, int microBatch,
                                 ValueTable &values) {
   for (int64_t id :
-       lifetimes.freeAfterSends[phase == OpPhase::Backward ? 1 : 0])
+       lifetimes.freeAfterSends[static_cast<int>(phase)])
     releaseValue(microBatch, id, values);
 }
 

@@ -12,6 +12,6 @@
 // RUN: not dtfm-opt %t.mlir --dtfm-import-cluster=file=%dtfm_src_root/examples/clusters/local-8.textproto --dtfm-partition-stages="stages=5" 2>&1 | FileCheck %s --check-prefix=BLOCKS
 // BLOCKS: error: dtfm-partition-stages: cannot split 4 blocks into 5 non-empty stages
 // RUN: not dtfm-opt %t.mlir --dtfm-import-cluster=file=%dtfm_src_root/examples/clusters/local-8.textproto --dtfm-partition-stages="schedule=zb" 2>&1 | FileCheck %s --check-prefix=SCHEDULE
-// SCHEDULE: error: dtfm-partition-stages: unknown schedule 'zb' (expected 1f1b or gpipe)
+// SCHEDULE: error: dtfm-partition-stages: unknown schedule 'zb' (expected 1f1b, zb-h1, gpipe or auto)
 // RUN: not dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/../Passes/Inputs/two-regions.textproto --dtfm-assign-devices="dp=3" 2> %t.assign
 // RUN: count 1 < %t.assign

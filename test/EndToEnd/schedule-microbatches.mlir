@@ -20,5 +20,5 @@
 // COM: GPipe: all forwards, then the backwards in reverse; 4 in flight.
 // GPIPE: dtfm.schedule = #dtfm.schedule<kind = "gpipe", micro_batches = 4, peak_in_flight = [4, 4], stages = [<recv = ["B3<1", "B2<1", "B1<1", "B0<1"], compute = ["F0", "F1", "F2", "F3", "B3", "B2", "B1", "B0"], send = ["F0>1", "F1>1", "F2>1", "F3>1"]>, <recv = ["F0<0", "F1<0", "F2<0", "F3<0"], compute = ["F0", "F1", "F2", "F3", "B3", "B2", "B1", "B0"], send = ["B3>0", "B2>0", "B1>0", "B0>0"]>]>
 
-// BAD: error: dtfm-schedule-microbatches: unknown schedule 'interleaved' (expected 1f1b or gpipe)
+// BAD: error: dtfm-schedule-microbatches: unknown schedule 'interleaved' (expected 1f1b, zb-h1, gpipe or auto)
 // ZERO: error: dtfm-schedule-microbatches: micro-batches must be in [1, 1000000], got 0

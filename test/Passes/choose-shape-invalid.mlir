@@ -7,7 +7,7 @@
 // COM: dtfm-choose-shape reports on the module (its cluster file).
 // ZERO: error: dtfm-choose-shape: global-batch must be in [1, 1000000] samples, got 0
 // HUGE: error: dtfm-choose-shape: global-batch must be in [1, 1000000] samples, got 2000000000
-// SCHEDULE: one.textproto:0:0: error: dtfm-choose-shape: budget and state-bytes-per-param-byte must be >= 0 and schedule 1f1b or gpipe
+// SCHEDULE: one.textproto:0:0: error: dtfm-choose-shape: budget and state-bytes-per-param-byte must be >= 0 and schedule 1f1b, zb-h1, gpipe or auto
 // SIZE: one.textproto:0:0: error: dtfm-choose-shape: micro-batch sizes must be positive, found 0
 
 // CHECK: error: dtfm-choose-shape: no cluster in the module: run --dtfm-import-cluster=file=FILE first (or --dtfm-plan=cluster=FILE)

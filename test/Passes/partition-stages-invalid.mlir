@@ -13,7 +13,7 @@
 // CHECK: pair.textproto:0:0: error: dtfm-partition-stages: dtfm.assignment names device "z", which cluster 'pair' does not have
 // CHECK: pair.textproto:0:0: error: dtfm-partition-stages: dtfm.assignment's stage_bounds: stage bounds must rise strictly from 0 to 2 over 2 stages
 // TOOMANY: pair.textproto:0:0: error: dtfm-partition-stages: 3 stages but cluster 'pair' has 2 devices
-// SCHEDULE: pair.textproto:0:0: error: dtfm-partition-stages: unknown schedule 'zb' (expected 1f1b or gpipe)
+// SCHEDULE: pair.textproto:0:0: error: dtfm-partition-stages: unknown schedule 'zb' (expected 1f1b, zb-h1, gpipe or auto)
 // ZERO: pair.textproto:0:0: error: dtfm-partition-stages: micro-batches must be in [1, 1000000], got 0
 
 // COM: A training op whose dtfm.layer no forward op has cannot join a block.

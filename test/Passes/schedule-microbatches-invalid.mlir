@@ -4,7 +4,7 @@
 // RUN: not dtfm-opt %s -split-input-file --dtfm-schedule-microbatches=micro-batches=2000000000 2>&1 | FileCheck %s --check-prefix=HUGE
 
 // COM: Option errors have no op to point at.
-// BAD: error: dtfm-schedule-microbatches: unknown schedule 'interleaved' (expected 1f1b or gpipe)
+// BAD: error: dtfm-schedule-microbatches: unknown schedule 'interleaved' (expected 1f1b, zb-h1, gpipe or auto)
 // ZERO: error: dtfm-schedule-microbatches: micro-batches must be in [1, 1000000], got 0
 // HUGE: error: dtfm-schedule-microbatches: micro-batches must be in [1, 1000000], got 2000000000
 

@@ -16,9 +16,17 @@ std::string computeString(const StageSchedule &stage) {
   std::string text;
   for (const Instruction &inst : stage[Slot::Compute])
     text += (text.empty() ? "" : " ") +
-            std::string(inst.phase == Phase::Forward ? "F" : "B") +
+            std::string(1, dtfm::format::phaseLetter(inst.phase)) +
             std::to_string(inst.microBatch);
   return text;
+}
+
+/// The makespan with forward, B and W 1 each (1F1B's backward B + W = 2),
+/// transfers 0.
+double makespan(PipelineSchedule kind, int stages, int microBatches) {
+  std::vector<std::array<double, 3>> seconds(stages, {1.0, 1.0, 1.0});
+  std::vector<std::pair<double, double>> hops(stages, {0.0, 0.0});
+  return pipelineMakespan(kind, seconds, hops, microBatches);
 }
 
 TEST(Schedule, TwoStagesFourMicroBatches) {
@@ -122,6 +130,80 @@ TEST(Schedule, ParseRefusesRepeatedAndMissingComputes) {
                    "of micro-batches 0..1)");
   one[0][1] = {"F0", "F1", "B1", "B0"};
   EXPECT_TRUE(parseSchedule(one, parsed, error)) << error;
+}
+
+TEST(Schedule, ZeroBubbleH1FillsTheCoolDownWithWeightGradients) {
+  auto zb = buildSchedule(PipelineSchedule::ZeroBubbleH1, 2, 4);
+  // Stage 0 waits for each gradient in the cool-down: its Ws fill that.
+  EXPECT_EQ(computeString(zb[0]), "F0 F1 B0 W0 F2 B1 W1 F3 B2 W2 B3 W3");
+  // Stage 1 puts off one W: it runs each W one micro-batch late.
+  EXPECT_EQ(computeString(zb[1]), "F0 B0 F1 B1 W0 F2 B2 W1 F3 B3 W2 W3");
+  auto deep = buildSchedule(PipelineSchedule::ZeroBubbleH1, 4, 8);
+  EXPECT_EQ(computeString(deep[0]),
+            "F0 F1 F2 F3 B0 W0 F4 B1 W1 F5 B2 W2 F6 B3 W3 F7 B4 W4 B5 W5 B6 "
+            "W6 B7 W7");
+  // W moves nothing: only the forwards and Bs have transfers.
+  for (const StageSchedule &stage : deep)
+    for (int slot : {0, 2})
+      for (const Instruction &inst : stage.slots[slot])
+        EXPECT_NE(inst.phase, Phase::Weight);
+}
+
+TEST(Schedule, ZeroBubbleH1KeepsOneFOneBsMemoryAndCutsItsBubble) {
+  for (int stages = 1; stages <= 8; ++stages)
+    for (int micro = 1; micro <= 12; ++micro) {
+      auto zb = buildSchedule(PipelineSchedule::ZeroBubbleH1, stages, micro);
+      auto onef = buildSchedule(PipelineSchedule::OneFOneB, stages, micro);
+      std::string error;
+      ASSERT_TRUE(checkSchedule(zb, error)) << error;
+      StagePartitionOptions options;
+      options.schedule = PipelineSchedule::ZeroBubbleH1;
+      options.microBatches = micro;
+      for (int s = 0; s < stages; ++s) {
+        // Held from the forward to the W: never more than 1F1B's first
+        // stage holds (from the forward to the backward).
+        EXPECT_LE(peakInFlight(zb[s]), peakInFlight(onef[0]))
+            << stages << " stages, " << micro << " micro-batches, stage " << s;
+        EXPECT_LE(peakInFlight(zb[s]), inFlightMicroBatches(options, s, stages));
+        // Every micro-batch's F, B and W once; the Ws in order.
+        ASSERT_EQ(zb[s][Slot::Compute].size(), static_cast<size_t>(3 * micro));
+        int nextWeight = 0;
+        for (const Instruction &inst : zb[s][Slot::Compute])
+          if (inst.phase == Phase::Weight)
+            EXPECT_EQ(inst.microBatch, nextWeight++);
+      }
+      // Unit F, B and W (1F1B's backward is B + W = 2): 1F1B takes
+      // 3 (n + S - 1); ZB-H1 never more, and with enough micro-batches at
+      // most 3n + S - 1 (the bubble a third of 1F1B's: the paper's
+      // (S - 1)(F + B - W)).
+      double zbTime = makespan(PipelineSchedule::ZeroBubbleH1, stages, micro),
+             onefTime = makespan(PipelineSchedule::OneFOneB, stages, micro);
+      EXPECT_DOUBLE_EQ(onefTime, 3.0 * (micro + stages - 1));
+      EXPECT_LE(zbTime, onefTime) << stages << " stages, " << micro;
+      if (micro >= stages)
+        EXPECT_LE(zbTime, 3.0 * micro + stages - 1)
+            << stages << " stages, " << micro << " micro-batches";
+    }
+}
+
+TEST(Schedule, ParsingAZeroBubbleScheduleAsksForEveryW) {
+  std::vector<std::array<std::vector<std::string>, 3>> one(1);
+  one[0][1] = {"F0", "B0", "W0", "F1", "B1"};
+  std::vector<StageSchedule> parsed;
+  std::string error;
+  EXPECT_FALSE(parseSchedule(one, parsed, error));
+  EXPECT_EQ(error, "stage 0 never computes W1 (every stage computes F, B and "
+                   "W of micro-batches 0..1)");
+  // A W before its B never runs.
+  one[0][1] = {"F0", "W0", "B0"};
+  ASSERT_TRUE(parseSchedule(one, parsed, error)) << error;
+  EXPECT_FALSE(checkSchedule(parsed, error));
+  // W is a compute entry only.
+  std::vector<std::array<std::vector<std::string>, 3>> two(2);
+  two[0][1] = {"F0", "B0", "W0"};
+  two[0][2] = {"W0>1"};
+  EXPECT_FALSE(parseSchedule(two, parsed, error));
+  EXPECT_EQ(error, "stage 0 send: malformed item 'W0>1'");
 }
 
 TEST(Schedule, CheckFindsACycle) {

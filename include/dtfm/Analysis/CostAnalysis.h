@@ -131,7 +131,23 @@ struct LayerBlock {
   double groupSums = 0, groupSumBytes = 0;
   /// Its ops' FLOPs and bytes moved, forward and backward (the roofline's).
   ::dtfm::planner::RooflineWork forwardWork, backwardWork;
+  /// The part of backwardFlops that computes its parameters' gradients
+  /// (what a zero-bubble schedule's W runs; weightGradientFlops).
+  double weightFlops = 0;
 };
+
+/// The FLOPs of the parameters' gradients out of a backward of
+/// `backwardFlops` of the op `forward` (its name) whose gradients with
+/// respect to `differentiated` operands (indices) are computed, `weights`
+/// among them the parameters'; `outputElements` its result's elements.
+/// A product (linear, matmul, conv2d) costs half of the rest for each of
+/// its two factors' gradients and its output's elements for a bias's
+/// (operand 2); any other op an equal share per gradient. The one rule the
+/// zero-bubble split (dtfm-schedule-microbatches) and the planner use.
+int64_t weightGradientFlops(StringRef forward, int64_t backwardFlops,
+                            int64_t outputElements,
+                            ArrayRef<int64_t> differentiated,
+                            ArrayRef<int64_t> weights);
 
 /// The model's blocks in order. Fails (with a diagnostic on the op) when a
 /// layer's forward ops are not one run, or a training op names a layer that

@@ -34,12 +34,16 @@ class StreamEntry;
 namespace dtfm::format {
 
 enum class Slot { Receive = 0, Compute = 1, Send = 2 };
-enum class Phase { Forward, Backward };
+/// A micro-batch's forward, its backward and, in zero-bubble schedules, the
+/// weight-gradient half of its backward split off (run later, in the
+/// pipeline's idle time; compute entries only).
+enum class Phase { Forward, Backward, Weight };
+inline constexpr int kPhases = 3;
 
-/// "recv", "compute", "send" / "fwd", "bwd".
+/// "recv", "compute", "send" / "fwd", "bwd", "wgt".
 const char *slotName(Slot slot);
 const char *phaseName(Phase phase);
-/// 'F' or 'B', as the entries spell it.
+/// 'F', 'B' or 'W', as the entries spell it.
 char phaseLetter(Phase phase);
 
 struct StreamEntry {

@@ -13,6 +13,7 @@
 #include "dtfm/Planner/StagePartition.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <functional>
 #include <string>
@@ -87,6 +88,25 @@ LogicalResult buildStageStreams(MLIRContext *context,
                                 SmallVectorImpl<StageStreamsAttr> &streams,
                                 SmallVectorImpl<int64_t> &peakInFlight,
                                 std::string &error);
+
+/// A pass's `schedule` option may be "auto": the schedule
+/// --dtfm-choose-shape chose for the plan (dtfm.shape's, schedule=auto).
+inline constexpr llvm::StringLiteral kAutoSchedule = "auto";
+inline constexpr const char *kScheduleOptionChoices =
+    "1f1b, zb-h1, gpipe or auto";
+/// The schedule a pass's option names: "auto" is dtfm.shape's choice (1F1B
+/// when the module records none); std::nullopt for an unknown name.
+std::optional<::dtfm::planner::PipelineSchedule>
+resolveSchedule(ModuleOp module, StringRef option);
+
+/// Zero-bubble schedules: splits each dtfm.backward that differentiates
+/// both parameters and other values into two (the same inputs; wrt the
+/// others, wrt the parameters) and returns in `weightOps` the ops a
+/// micro-batch's weight-gradient half runs: the parameters' gradients, the
+/// sums of them, less any a send or another backward op reads (those stay
+/// in the backward).
+void splitWeightGradients(ModuleOp module,
+                          llvm::DenseSet<Operation *> &weightOps);
 
 /// The model's micro-batch size: dimension 0 of its inputs and labels,
 /// which must agree (one-line `error` otherwise).

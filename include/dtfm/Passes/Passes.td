@@ -305,7 +305,8 @@ def InsertGradSync : Pass<"dtfm-insert-grad-sync", "mlir::ModuleOp"> {
 
 def ScheduleMicrobatches : Pass<"dtfm-schedule-microbatches",
                                  "mlir::ModuleOp"> {
-  let summary = "GPipe or 1F1B over n_b micro-batches on three slots";
+  let summary = "GPipe, 1F1B or zero bubble over n_b micro-batches on three "
+                "slots";
   let description = [{
     After partitioning (and send/recv insertion): puts every op on one of
     its stage's three slots (`dtfm.slot` = recv, compute or send, as DT-FM's
@@ -318,10 +319,19 @@ def ScheduleMicrobatches : Pass<"dtfm-schedule-microbatches",
     backward of micro-batch 3; receives and sends carry the peer stage,
     "F3<1"/"F3>1"). The schedule is checked to run to completion (no cycle
     across slots or stages).
+
+    schedule=zb-h1 (Zero Bubble's ZB-H1): first splits each dtfm.backward
+    that differentiates parameters and other values into two reading the
+    same inputs, B (the others) and W (the parameters), their FLOPs split
+    by weightGradientFlops (Analysis/CostAnalysis.h), and tags the W ops
+    and the sums of their results `dtfm.phase = "wgt"` (what a send or a B
+    op reads stays "bwd"); the compute streams get a "W3" entry per
+    micro-batch, stage s running each W s micro-batches late
+    (lib/Planner/Schedule.h). schedule=auto takes dtfm.shape's choice.
   }];
   let options = [
     Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
-           "1f1b or gpipe">,
+           "1f1b, zb-h1, gpipe or auto">,
     Option<"microBatches", "micro-batches", "int", /*default=*/"1",
            "Micro-batches per iteration (n_b)">,
   ];
@@ -441,6 +451,9 @@ def AssignDevices : Pass<"dtfm-assign-devices", "mlir::ModuleOp"> {
     Option<"pipelineParallel", "pp", "int", /*default=*/"0", "D_PP">,
     Option<"microBatches", "micro-batches", "int", /*default=*/"1",
            "Micro-batches each pipeline carries per iteration">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "Micro-batch schedule the plan will use (hetero's model): 1f1b, "
+           "zb-h1, gpipe or auto (dtfm.shape's)">,
     Option<"dpBytes", "dp-bytes", "double", /*default=*/"0",
            "c_DP in bytes (0: derive from the model)">,
     Option<"ppBytes", "pp-bytes", "double", /*default=*/"0",
@@ -515,7 +528,7 @@ def PartitionStages : Pass<"dtfm-partition-stages", "mlir::ModuleOp"> {
     Option<"numStages", "stages", "int", /*default=*/"0",
            "Stages when there is no assignment (0: one per device)">,
     Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
-           "Micro-batch schedule for activation memory: 1f1b or gpipe">,
+           "Micro-batch schedule for activation memory: 1f1b, zb-h1, gpipe or auto">,
     Option<"microBatches", "micro-batches", "int", /*default=*/"1",
            "Micro-batches per iteration">,
     Option<"stateBytes", "state-bytes-per-param-byte", "double",
@@ -684,7 +697,9 @@ def ChooseShape : Pass<"dtfm-choose-shape", "mlir::ModuleOp"> {
     Option<"budget", "budget", "double", /*default=*/"0",
            "Search budget in seconds (0: 3 s up to 128 devices, else 10 s)">,
     Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
-           "Micro-batch schedule for activation memory: 1f1b or gpipe">,
+           "Micro-batch schedule for activation memory: 1f1b, zb-h1, gpipe, "
+           "or auto (each shape scored under 1f1b and zb-h1, the faster "
+           "recorded in dtfm.shape)">,
     Option<"stateBytes", "state-bytes-per-param-byte", "double",
            /*default=*/"0",
            "Bytes of weights, gradients and optimizer state per parameter "

@@ -61,11 +61,12 @@ void buildSteps(StageProgram &program);
 /// that makes it. The runtime frees by it and the memory model
 /// (MemoryModel.h) counts by it.
 struct ValueLifetimes {
-  /// Value ids to free after each step of the forward (0) and backward (1).
-  std::array<std::vector<std::vector<int64_t>>, 2> freeAfterStep;
-  /// Value ids to free once the forward's (0) or backward's (1) sends of a
-  /// micro-batch are made.
-  std::array<std::vector<int64_t>, 2> freeAfterSends;
+  /// Value ids to free after each step of the forward (0), backward (1)
+  /// and weight-gradient half (2).
+  std::array<std::vector<std::vector<int64_t>>, kMicroBatchPhases>
+      freeAfterStep;
+  /// Value ids to free once a phase's sends of a micro-batch are made.
+  std::array<std::vector<int64_t>, kMicroBatchPhases> freeAfterSends;
 };
 ValueLifetimes valueLifetimes(const StageProgram &program);
 

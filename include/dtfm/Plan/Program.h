@@ -20,6 +20,7 @@
 #ifndef DTFM_PLAN_PROGRAM_H
 #define DTFM_PLAN_PROGRAM_H
 
+#include "dtfm/Format/Stream.h"
 #include "dtfm/Format/WireCodec.h"
 #include "dtfm/Plan/OpKinds.h"
 #include "dtfm/Support/CustomOps.h"
@@ -40,10 +41,23 @@ class PlanOp;
 
 namespace dtfm::plan {
 
-/// When an op runs: per micro-batch forward or backward, or once per
-/// iteration after the last micro-batch.
-enum class OpPhase { Forward, Backward, Optimizer };
-const char *opPhaseName(OpPhase phase); // "fwd", "bwd", "opt"
+/// When an op runs: per micro-batch forward, backward or (a zero-bubble
+/// schedule's split backward) weight-gradient half, or once per iteration
+/// after the last micro-batch. The first three index StageProgram::steps.
+enum class OpPhase { Forward, Backward, Weight, Optimizer };
+const char *opPhaseName(OpPhase phase); // "fwd", "bwd", "wgt", "opt"
+inline constexpr int kMicroBatchPhases = 3;
+/// The stream entries' phase of a per-micro-batch op phase, and back.
+inline format::Phase streamPhaseOf(OpPhase phase) {
+  return phase == OpPhase::Forward    ? format::Phase::Forward
+         : phase == OpPhase::Backward ? format::Phase::Backward
+                                      : format::Phase::Weight;
+}
+inline OpPhase opPhaseOf(format::Phase phase) {
+  return phase == format::Phase::Forward    ? OpPhase::Forward
+         : phase == format::Phase::Backward ? OpPhase::Backward
+                                            : OpPhase::Weight;
+}
 
 enum class ElementType { F32, F16, BF16, I1, I32, I64 };
 /// "f32" for ElementType::F32: the plan's (and MLIR's) spelling.
@@ -241,16 +255,17 @@ struct StageProgram {
   const proto::DeviceProgram *source = nullptr;
   std::vector<ProgramOp> ops;
   /// Indices into `ops` of each phase's ops, in program order.
-  std::array<std::vector<int>, 3> byPhase;
+  std::array<std::vector<int>, 4> byPhase;
   /// Activation recomputation (the program's `recompute`): between its
   /// forward and its backward a micro-batch keeps only the inputs of the
   /// recomputed layers, whose forward ops run again, a layer at a time,
   /// just before the layer's backward.
   bool recompute = false;
-  /// What a micro-batch runs in its forward (0) and backward (1), in order:
-  /// the phase's ops, and with `recompute` each recomputed layer's forward
+  /// What a micro-batch runs in its forward (0), backward (1) and weight-
+  /// gradient half (2, empty unless the backward is split), in order: the
+  /// phase's ops, and with `recompute` each recomputed layer's forward
   /// compute ops before the first backward op of that layer.
-  std::array<std::vector<PhaseStep>, 2> steps;
+  std::array<std::vector<PhaseStep>, kMicroBatchPhases> steps;
 
   const std::vector<int> &opsOf(OpPhase phase) const {
     return byPhase[static_cast<int>(phase)];

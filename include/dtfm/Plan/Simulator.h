@@ -63,6 +63,10 @@ struct SimProgram {
   /// memory bandwidth a phase takes its FLOPs and what its memory-bound ops
   /// add.
   planner::RooflineWork forwardWork, backwardWork;
+  /// A split backward's weight-gradient half (the W entries): its part of
+  /// backwardFlops and backwardWork; the B entries take the rest.
+  double weightFlops = 0;
+  planner::RooflineWork weightWork;
   /// Per micro-batch, by phase (0 forward, 1 backward): the tensor-parallel
   /// group's sums (dtfm.tp_all_reduce), each a ring all-reduce over the
   /// group's links, on the compute stream.

@@ -84,6 +84,18 @@ bool parseSchedule(
 /// once (forwards done minus backwards done, over its compute order).
 int peakInFlight(const StageSchedule &stage);
 
+/// The time `kind`'s compute order takes for `microBatches` micro-batches
+/// when each stage runs it as soon as its inputs are there: stage s's
+/// phase p takes phaseSeconds[s][p] (F, B, W; schedules that do not split
+/// the backward run B + W as their B), an activation reaches stage s + 1
+/// hops[s].first after its forward, a gradient stage s hops[s].second
+/// after stage s + 1's B. Transfers overlap compute (the receive and send
+/// slots); what they occupy is left to the callers' models.
+double pipelineMakespan(PipelineSchedule kind,
+                        const std::vector<std::array<double, 3>> &phaseSeconds,
+                        const std::vector<std::pair<double, double>> &hops,
+                        int microBatches);
+
 /// Executes the schedule abstractly (any slot whose next instruction's
 /// dependencies are done may run it) and checks that everything finishes:
 /// no cycle across slots or stages. On failure returns false with the first

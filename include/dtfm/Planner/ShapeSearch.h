@@ -57,6 +57,10 @@ struct ShapeProblem {
   /// When positive, only shapes with this D_DP / D_PP.
   int fixedDataParallel = 0;
   int fixedPipelineParallel = 0;
+  /// Each shape's schedule chosen (schedule=auto): its layout, found under
+  /// `training.stages.schedule`, scored under zero bubble (ZB-H1) too,
+  /// which it takes where that fits and is faster.
+  bool chooseSchedule = false;
 };
 
 struct ShapeSearchOptions {
@@ -81,6 +85,8 @@ struct ShapeChoice {
   /// Group k (cluster indices) runs stage k; pipeline i takes member i.
   Partition stages;
   HeteroCost cost;
+  /// The micro-batch schedule `cost` is for.
+  PipelineSchedule schedule = PipelineSchedule::OneFOneB;
   double iterationSeconds() const { return cost.iterationSeconds(); }
 };
 

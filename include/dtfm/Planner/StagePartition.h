@@ -68,6 +68,10 @@ struct ChainBlock {
   /// backward (LayerBlock::heldBytes), which the runtime's memory model
   /// counts; -1: not known, activationBytes stands for it.
   double heldBytes = -1;
+  /// The part of backwardFlops that computes the block's parameters'
+  /// gradients: what a zero-bubble schedule's W runs (0: none or not
+  /// known).
+  double weightFlops = 0;
 
   /// The activations the runtime's model counts per micro-batch.
   double runtimeActivationBytes() const {
@@ -124,13 +128,17 @@ struct StageDevice {
 StageDevice stageDeviceOf(const Cluster &cluster,
                           const std::vector<int> &members);
 
-enum class PipelineSchedule { GPipe, OneFOneB };
+/// ZeroBubbleH1: 1F1B's forwards and input-gradient backwards with each
+/// weight-gradient backward split off and put where the stage would wait
+/// (Schedule.h), never more micro-batches in flight than 1F1B.
+enum class PipelineSchedule { GPipe, OneFOneB, ZeroBubbleH1 };
 
 /// The schedules' one spelling (pass options, #dtfm.schedule): "gpipe",
-/// "1f1b"; kPipelineScheduleChoices lists them for error messages.
+/// "1f1b", "zb-h1"; kPipelineScheduleChoices lists them for error messages.
 const char *pipelineScheduleName(PipelineSchedule schedule);
 std::optional<PipelineSchedule> parsePipelineSchedule(std::string_view name);
-inline constexpr const char *kPipelineScheduleChoices = "1f1b or gpipe";
+inline constexpr const char *kPipelineScheduleChoices =
+    "1f1b, zb-h1 or gpipe";
 
 /// When a stage takes a memory option (--dtfm-plan's shard-state and
 /// recompute): never, only when it would not fit otherwise, or always.

@@ -118,11 +118,7 @@ bool CpuExecutor::sumOverTensorParallelGroup(const ProgramOp &op,
 }
 
 void CpuExecutor::collect(int64_t id, int microBatch, const Tensor &value) {
-  if (microBatch != collectingMicroBatch) {
-    collected.clear();
-    collectingMicroBatch = microBatch;
-  }
-  if (!collected.insert(id).second)
+  if (!collected[microBatch].insert(id).second)
     return;
   Tensor &sum = gradSum[id];
   if (sum.shape != value.shape)
@@ -167,7 +163,7 @@ bool CpuExecutor::hasValue(int, int64_t id, const ValueTable &values) const {
 
 void CpuExecutor::afterOp(const ProgramOp &op, int microBatch,
                           const ValueTable &values) {
-  if (op.phase != OpPhase::Backward)
+  if (op.phase != OpPhase::Backward && op.phase != OpPhase::Weight)
     return;
   for (const ProgramValue &result : op.results)
     if (gradientInputs.count(result.id))
@@ -182,7 +178,7 @@ void CpuExecutor::collectGradients(int microBatch, const ValueTable &values) {
     if (it != values.end())
       collect(id, microBatch, it->second);
   }
-  collectingMicroBatch = -1;
+  collected.erase(microBatch);
   if (microBatch == streamMicroBatches - 1)
     ready = nullptr; // armed for one iteration
 }

@@ -461,7 +461,7 @@ bool CudaExecutor::runOp(const ProgramOp &op, int microBatch, ValueTable &,
   }
   computedSinceMark = true;
   recomputing = op.phase == OpPhase::Forward &&
-                runningPhase == OpPhase::Backward;
+                runningPhase != OpPhase::Forward;
   std::map<int64_t, DTensor> &table = live[microBatch];
   if (op.kind == OpKind::Param) {
     auto it = params.find(op.attrs.name);
@@ -577,7 +577,7 @@ bool CudaExecutor::endPhase(OpPhase phase, int microBatch, ValueTable &values,
 
 void CudaExecutor::afterOp(const ProgramOp &op, int microBatch,
                            const ValueTable &) {
-  if (op.phase != OpPhase::Backward)
+  if (op.phase != OpPhase::Backward && op.phase != OpPhase::Weight)
     return;
   std::map<int64_t, DTensor> &table = live[microBatch];
   for (const ProgramValue &result : op.results)

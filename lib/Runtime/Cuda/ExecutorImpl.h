@@ -491,9 +491,10 @@ private:
   /// The optimizer inputs that are not parameters (gradients), and the
   /// dtfm.grad_sync reading each.
   std::map<int64_t, const ProgramOp *> gradientInputs;
-  /// Gradients summed for the micro-batch being collected.
-  std::set<int64_t> collected;
-  int collectingMicroBatch = -1;
+  /// Per micro-batch being collected, the gradients summed so far (a
+  /// zero-bubble schedule interleaves one micro-batch's weight gradients
+  /// with the next ones' backwards).
+  std::map<int, std::set<int64_t>> collected;
   /// Parameters under sharded optimizer state, with this member's shard.
   std::map<std::string, ElementRange> shards;
   /// The data-parallel group's NCCL communicator (null: gradients go

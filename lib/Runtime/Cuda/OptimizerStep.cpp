@@ -27,11 +27,7 @@ using namespace dtfm::runtime;
 using namespace dtfm::runtime::cuda::impl;
 
 void CudaExecutor::collect(int microBatch, int64_t id, const DTensor &value) {
-  if (microBatch != collectingMicroBatch) {
-    collected.clear();
-    collectingMicroBatch = microBatch;
-  }
-  if (!collected.insert(id).second)
+  if (!collected[microBatch].insert(id).second)
     return;
   std::string error;
   DTensor &sum = gradSum[id];
@@ -54,7 +50,7 @@ void CudaExecutor::collectGradients(int microBatch, const ValueTable &) {
     if (it != found->second.end())
       collect(microBatch, id, it->second);
   }
-  collectingMicroBatch = -1;
+  collected.erase(microBatch);
   live.erase(found);
 }
 

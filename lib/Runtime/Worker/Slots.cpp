@@ -398,9 +398,12 @@ bool Worker::runComputeSlot(int64_t step, std::vector<MicroBatch> &batches,
   bool overlapped = !options.serialSlots && transport;
   for (const StreamEntry &entry : computeStream) {
     std::pair<Phase, int> key{entry.phase, entry.microBatch};
-    bool needsTied = entry.phase == Phase::Forward
-                         ? tiedForward
-                         : tiedBackward && entry.microBatch == microBatches - 1;
+    bool needsTied =
+        entry.phase == Phase::Forward    ? tiedForward
+        : entry.phase == Phase::Backward ? tiedBackward &&
+                                               entry.microBatch ==
+                                                   microBatches - 1
+                                         : false; // W moves nothing
     if (!overlapped) {
       for (const StreamEntry &r : recvStream)
         if (r.phase == entry.phase && r.microBatch == entry.microBatch &&
@@ -441,8 +444,7 @@ bool Worker::runComputeSlot(int64_t step, std::vector<MicroBatch> &batches,
     }
     Clock::time_point start = Clock::now();
     double cpuStart = threadCpuSeconds();
-    OpPhase phase =
-        entry.phase == Phase::Forward ? OpPhase::Forward : OpPhase::Backward;
+    OpPhase phase = plan::opPhaseOf(entry.phase);
     if (!executor->runPhase(phase, entry.microBatch, table,
                             batches[entry.microBatch], lossSum, error)) {
       error = planPath + ": step " + std::to_string(step) + ": " + error;
@@ -456,12 +458,17 @@ bool Worker::runComputeSlot(int64_t step, std::vector<MicroBatch> &batches,
     if (calibrating(step)) {
       if (!deviceTimed)
         calibrationSeconds += threadCpuSeconds() - cpuStart;
-      calibrationFlops += entry.phase == Phase::Forward
-                              ? program.forward_flops()
-                              : program.backward_flops() +
-                                    program.recompute_flops();
-      ++(entry.phase == Phase::Forward ? calibratedForwards
-                                       : calibratedBackwards);
+      // A split backward's B and W each count their part (W the
+      // program's weight_flops); a micro-batch's backward counts once.
+      calibrationFlops +=
+          entry.phase == Phase::Forward ? program.forward_flops()
+          : entry.phase == Phase::Backward
+              ? program.backward_flops() - program.weight_flops() +
+                    program.recompute_flops()
+              : program.weight_flops();
+      if (entry.phase != Phase::Weight)
+        ++(entry.phase == Phase::Forward ? calibratedForwards
+                                         : calibratedBackwards);
     }
 
     std::vector<std::pair<int, std::vector<char>>> messages;
@@ -514,7 +521,7 @@ bool Worker::runComputeSlot(int64_t step, std::vector<MicroBatch> &batches,
         if (s.phase == entry.phase && s.microBatch == entry.microBatch &&
             !sendEntry(step, s, error))
           return false;
-    if (entry.phase == Phase::Backward) {
+    if (entry.phase == lastPhase) {
       executor->collectGradients(entry.microBatch, table);
       table.clear();
     } else if (forwardOnlyPass) {

@@ -181,10 +181,14 @@ bool Worker::prepare(std::string &error) {
   computeStream = std::move(streams[1]);
   sendStream = std::move(streams[2]);
   // Once-per-iteration values ride with F0 and with the last backward:
-  // forwards and backwards must each run in micro-batch order.
-  int nextF = 0, nextB = 0;
+  // forwards and backwards must each run in micro-batch order (and the
+  // weight-gradient halves, which sum the parameters' gradients in that
+  // order as the unsplit backwards do).
+  int nextF = 0, nextB = 0, nextW = 0;
   for (const StreamEntry &e : computeStream) {
-    int &next = e.phase == Phase::Forward ? nextF : nextB;
+    int &next = e.phase == Phase::Forward    ? nextF
+                : e.phase == Phase::Backward ? nextB
+                                             : nextW;
     if (e.microBatch != next) {
       error = "compute stream runs " +
               std::string(1, format::phaseLetter(e.phase)) +
@@ -193,11 +197,13 @@ bool Worker::prepare(std::string &error) {
     }
     ++next;
   }
-  if ((nextF != microBatches || nextB != microBatches) &&
-      !(nextB == 0 && nextF == microBatches)) {
+  if ((nextF != microBatches || nextB != microBatches ||
+       (nextW != 0 && nextW != microBatches)) &&
+      !(nextB == 0 && nextW == 0 && nextF == microBatches)) {
     error = "compute stream does not run every micro-batch once";
     return false;
   }
+  lastPhase = nextW > 0 ? Phase::Weight : Phase::Backward;
   for (const StreamEntry &e : recvStream)
     ++expectedReceives[{e.phase, e.microBatch}];
 
@@ -210,6 +216,11 @@ bool Worker::prepare(std::string &error) {
     if (!isSend && !isRecv)
       continue;
     const OpAttrs &a = op.attrs;
+    if (op.phase == OpPhase::Weight) {
+      error = std::string(opName(op.kind)) + " #" + std::to_string(op.index) +
+              " in the weight-gradient phase (wgt), which moves nothing";
+      return false;
+    }
     if (a.peerDevice.empty() || a.peerStage < 0 ||
         op.phase == OpPhase::Optimizer || !rankOf.count(a.peerDevice) ||
         (isSend ? op.operands.size() : op.results.size()) != 1) {
@@ -220,7 +231,7 @@ bool Worker::prepare(std::string &error) {
     }
     Transfer t;
     t.op = op.index;
-    t.phase = op.phase == OpPhase::Backward ? Phase::Backward : Phase::Forward;
+    t.phase = plan::streamPhaseOf(op.phase);
     t.peerStage = static_cast<int>(a.peerStage);
     t.peerRank = rankOf[a.peerDevice];
     t.tag = a.tag;

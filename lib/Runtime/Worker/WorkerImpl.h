@@ -197,6 +197,9 @@ private:
   }
   std::map<std::pair<Phase, int>, int> expectedReceives; // per (phase, mb)
   bool tiedForward = false, tiedBackward = false; // once-per-iteration recvs
+  /// A micro-batch's last compute phase: W where the backward is split
+  /// (its values and gradients are done with then), else B.
+  Phase lastPhase = Phase::Backward;
   struct TiedReceive {
     Phase phase;
     int receive;

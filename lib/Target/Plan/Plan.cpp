@@ -219,15 +219,24 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
     program.set_forward_flops(costs.getTotals().forwardFlops);
     program.set_backward_flops(costs.getTotals().backwardFlops);
     program.set_optimizer_flops(costs.getTotals().optimizerFlops);
-    ::dtfm::planner::RooflineWork forwardWork, backwardWork;
+    ::dtfm::planner::RooflineWork forwardWork, backwardWork, weightWork;
+    double weightFlops = 0;
     for (const OpCost &cost : costs.getOpCosts()) {
       forwardWork.add(static_cast<double>(cost.forwardFlops),
                       static_cast<double>(cost.forwardBytes));
       backwardWork.add(static_cast<double>(cost.backwardFlops),
                        static_cast<double>(cost.backwardBytes));
+      auto phase = cost.op->getAttrOfType<StringAttr>(kPhaseAttrName);
+      if (phase && phase.getValue() == kWeightPhase) {
+        weightFlops += static_cast<double>(cost.backwardFlops);
+        weightWork.add(static_cast<double>(cost.backwardFlops),
+                       static_cast<double>(cost.backwardBytes));
+      }
     }
     setWork(forwardWork, *program.mutable_forward_work());
     setWork(backwardWork, *program.mutable_backward_work());
+    program.set_weight_flops(weightFlops);
+    setWork(weightWork, *program.mutable_weight_work());
     for (const ::dtfm::planner::Device &d : cluster.devices)
       if (d.name == device.getValue())
         program.set_speed_flops(d.speed());

@@ -1,7 +1,7 @@
 // RUN: dtfm-opt %s -split-input-file -verify-diagnostics
 // COM: One case per verifier rule of the dtfm attributes.
 
-// expected-error @+1 {{dtfm.schedule: unknown kind 'interleaved' (expected 1f1b or gpipe)}}
+// expected-error @+1 {{dtfm.schedule: unknown kind 'interleaved' (expected 1f1b, zb-h1 or gpipe)}}
 module attributes {dtfm.schedule = #dtfm.schedule<kind = "interleaved", micro_batches = 1, peak_in_flight = [1], stages = [<recv = [], compute = ["F0", "B0"], send = []>]>} {
 }
 
@@ -120,6 +120,12 @@ module attributes {dtfm.shape = #dtfm.shape<cluster = "c", global_batch = 8, dp 
 
 // expected-error @+1 {{dtfm.shape: bound_s -1 is not a time in seconds (>= 0)}}
 module attributes {dtfm.shape = #dtfm.shape<cluster = "c", global_batch = 4, dp = 1, pp = 1, micro_batch_size = 2, micro_batches = 2, devices_used = 1, iteration_s = 1.0, pipeline_s = 1.0, data_parallel_s = 0.0, devices = ["a"], stages = [["a"]], runners_up = [], idle = [], shapes_scored = 1, bound_s = -1.0>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.shape: unknown schedule 'zb-h2' (expected 1f1b, zb-h1 or gpipe)}}
+module attributes {dtfm.shape = #dtfm.shape<cluster = "c", global_batch = 4, dp = 1, pp = 1, micro_batch_size = 2, micro_batches = 2, devices_used = 1, iteration_s = 1.0, pipeline_s = 1.0, data_parallel_s = 0.0, devices = ["a"], stages = [["a"]], runners_up = [], idle = [], shapes_scored = 1, schedule = "zb-h2">} {
 }
 
 // -----

@@ -42,7 +42,7 @@ if sys.argv[1] == "--stage":
 elif sys.argv[1] == "--simulated":
     text = open(sys.argv[2]).read()
     stage = stage_seconds(sys.argv[2])
-    count = int(first(r"dtfm\.schedule = #dtfm\.schedule<kind = \"[a-z0-9]+\", "
+    count = int(first(r"dtfm\.schedule = #dtfm\.schedule<kind = \"[a-z0-9-]+\", "
                       r"micro_batches = ([0-9]+)", text, "dtfm.schedule"))
     source = sys.stdin if sys.argv[3] == "-" else open(sys.argv[3])
     simulated = json.loads(source.readline())["iteration_s"]

@@ -56,14 +56,21 @@ MUTATIONS = [
     "nan-lr", "duplicate-param", "undefined-operand", "repeated-wrt",
     "flipped-value", "nan-flops", "negative-work", "mixed-clip",
 ]
+# For zero-bubble plans (schedule=zb-h1): `--list zero-bubble`.
+ZERO_BUBBLE_MUTATIONS = [
+    "weight-over-backward", "weight-receive", "missing-weight", "weight-send",
+]
 
 
 def main():
     if sys.argv[1:] == ["--list"]:
         print("\n".join(MUTATIONS))
         return
+    if sys.argv[1:] == ["--list", "zero-bubble"]:
+        print("\n".join(ZERO_BUBBLE_MUTATIONS))
+        return
     mutation, source, target = sys.argv[1:4]
-    if mutation not in MUTATIONS:
+    if mutation not in MUTATIONS + ZERO_BUBBLE_MUTATIONS:
         raise SystemExit("unknown mutation " + mutation)
     lines = open(source).read().split("\n")
     if mutation == "zero-heads":
@@ -127,6 +134,30 @@ def main():
         j = next(j for j in range(i, block_end(lines, i))
                  if lines[j].strip().startswith("bytes:"))
         lines[j] = lines[j].split(":")[0] + ": -8"
+    elif mutation == "weight-over-backward":
+        j = next(i for i, l in enumerate(lines)
+                 if l.strip().startswith("weight_flops:"))
+        lines[j] = lines[j].split(":")[0] + ": 1e20"
+    elif mutation == "weight-receive":
+        i = next(i for i, l in enumerate(lines) if l.strip() == "recv_entries {")
+        lines[i + 1] = lines[i + 1].replace("BACKWARD", "WEIGHT").replace(
+            "FORWARD", "WEIGHT")
+    elif mutation == "missing-weight":
+        # The first program's last compute entry, a W.
+        i = next(i for i, l in enumerate(lines) if l.strip() == "compute_entries {")
+        while lines[block_end(lines, i) + 1].strip() == "compute_entries {":
+            i = block_end(lines, i) + 1
+        assert "WEIGHT" in lines[i + 1], lines[i + 1]
+        del lines[i : block_end(lines, i) + 1]
+    elif mutation == "weight-send":
+        # A per-micro-batch send tagged as weight-gradient work.
+        first, last = op_block(lines, "dtfm.send")
+        j = next(i for i in range(first, last)
+                 if lines[i].strip() == 'key: "dtfm.phase"')
+        for k in range(j, min(j + 6, last)):
+            lines[k] = lines[k].replace('"bwd"', '"wgt"').replace(
+                '"fwd"', '"wgt"').replace('\\"bwd\\"', '\\"wgt\\"').replace(
+                '\\"fwd\\"', '\\"wgt\\"')
     elif mutation == "mixed-clip":
         # The last optimizer update clips at another norm than the others.
         update = next(l.strip()[7:-1] for l in lines

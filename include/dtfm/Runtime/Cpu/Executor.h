@@ -79,8 +79,10 @@ private:
 
   std::map<int64_t, std::string> paramOfValue; // value id -> parameter
   ValueTable gradSum;          // optimizer inputs summed over micro-batches
-  std::set<int64_t> collected; // ids summed for the current micro-batch
-  int collectingMicroBatch = -1;
+  /// Per micro-batch whose gradients are being summed, the ids summed so
+  /// far (a zero-bubble schedule interleaves one micro-batch's weight
+  /// gradients with the next ones' backwards).
+  std::map<int, std::set<int64_t>> collected;
   /// The optimizer inputs that are not parameters (gradients), and the
   /// dtfm.grad_sync reading each (from the program, at construction).
   std::map<int64_t, const ProgramOp *> gradientInputs;

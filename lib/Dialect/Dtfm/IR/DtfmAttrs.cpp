@@ -245,7 +245,11 @@ LogicalResult ShapeAttr::verify(
     ArrayRef<StringAttr> devices, ArrayRef<ArrayAttr> stages,
     ArrayRef<ShapeChoiceAttr> runnersUp, ArrayRef<IdleDevicesAttr> idle,
     int64_t shapesScored, bool budgetExhausted, int64_t tp,
-    StoredDouble boundSeconds) {
+    StoredDouble boundSeconds, StringRef schedule) {
+  if (!schedule.empty() && !::dtfm::planner::parsePipelineSchedule(schedule))
+    return emitError() << "dtfm.shape: unknown schedule '" << schedule
+                       << "' (expected "
+                       << ::dtfm::planner::kPipelineScheduleChoices << ")";
   if (failed(verifyShapeChoice(emitError, "dtfm.shape", dp, pp, microBatchSize,
                                microBatches, devicesUsed)))
     return failure();

@@ -84,7 +84,7 @@ def Dtfm_ScheduleAttr : Dtfm_Attr<"Schedule", "schedule"> {
     checked by --dtfm-verify-plan.
   }];
   let parameters = (ins
-    StringRefParameter<"schedule kind: 1f1b or gpipe">:$kind,
+    StringRefParameter<"schedule kind: 1f1b, zb-h1 or gpipe">:$kind,
     "int64_t":$micro_batches,
     Dtfm_BracketListParameter<"int64_t", "peak in-flight micro-batches per stage">:$peak_in_flight,
     Dtfm_BracketListParameter<"::mlir::dtfm::StageStreamsAttr", "streams per stage">:$stages,
@@ -233,10 +233,12 @@ def Dtfm_ShapeAttr : Dtfm_Attr<"Shape", "shape"> {
     (`budget_exhausted`, left out when false), and the tensor-parallel
     degree (`tp`: each device named is then the first of a group of `tp`,
     left out when 1; 0: a degree per stage, the groups in `dtfm.tp_groups`
-    and each device named the first of its group), and `bound_s`: the lower
+    and each device named the first of its group), `bound_s`: the lower
     bound on any plan's iteration time (Planner/LowerBound.h; left out when
-    not known, 0). Every double prints in the shortest form that reads back
-    exactly.
+    not known, 0), and `schedule`: with schedule=auto, the micro-batch
+    schedule chosen for the plan ("1f1b" or "zb-h1"; left out otherwise),
+    which the later passes' schedule=auto reads. Every double prints in
+    the shortest form that reads back exactly.
 
     ```mlir
     #dtfm.shape<cluster = "far", global_batch = 32, dp = 2, pp = 1,
@@ -272,7 +274,8 @@ def Dtfm_ShapeAttr : Dtfm_Attr<"Shape", "shape"> {
     "int64_t":$shapes_scored,
     Dtfm_FlagParameter:$budget_exhausted,
     DefaultValuedParameter<"int64_t", "1", "tensor-parallel degree">:$tp,
-    Dtfm_ZeroDefaultDoubleParameter<"lower bound on any plan's iteration time in s">:$bound_s
+    Dtfm_ZeroDefaultDoubleParameter<"lower bound on any plan's iteration time in s">:$bound_s,
+    StringRefParameter<"the micro-batch schedule chosen (schedule=auto)", [{""}]>:$schedule
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

@@ -126,8 +126,10 @@ inline constexpr llvm::StringLiteral kOncePerIterationAttrName =
 /// The slot (recv, compute, send) an op runs on.
 inline constexpr llvm::StringLiteral kSlotAttrName = "dtfm.slot";
 
-/// When an op runs: "fwd", "bwd" or "opt".
+/// When an op runs: "fwd", "bwd", "wgt" (a zero-bubble schedule's
+/// weight-gradient half of the backward, kWeightPhase) or "opt".
 inline constexpr llvm::StringLiteral kPhaseAttrName = "dtfm.phase";
+inline constexpr llvm::StringLiteral kWeightPhase = "wgt";
 
 /// The AdaTopK ratio of a compressed link.
 inline constexpr llvm::StringLiteral kRatioAttrName = "dtfm.ratio";
