@@ -179,6 +179,7 @@ plan "$work/tiny.mlir" "$plans/one.textproto" "dp=1 pp=1 micro-batches=4 $adamw"
 plan "$work/tiny-bf16.mlir" "$plans/one.textproto" "dp=1 pp=1 micro-batches=4 $adamw" tiny-1-bf16.pb
 plan "$work/tiny.mlir" "$plans/four.textproto" "dp=2 pp=2 micro-batches=4 $adamw" tiny-2x2.pb
 plan "$work/tiny.mlir" "$plans/four.textproto" "dp=2 pp=2 micro-batches=4 $adamw compress-ratio=1.5" tiny-2x2-adatopk.pb
+plan "$work/tiny.mlir" "$plans/four.textproto" "dp=2 pp=2 micro-batches=4 $adamw schedule=zb-h1" tiny-2x2-zb.pb
 plan "$work/tiny-bf16.mlir" "$plans/four.textproto" "dp=2 pp=2 micro-batches=4 $adamw" tiny-2x2-bf16.pb
 plan "$work/tiny-bf16.mlir" "$plans/four.textproto" "dp=2 pp=2 micro-batches=4 $adamw compress-ratio=1.5" tiny-2x2-bf16-adatopk.pb
 plan "$work/tiny.mlir" "$plans/four.textproto" "dp=2 pp=2 micro-batches=4 $adamw pp-compression=int8" tiny-2x2-int8-links.pb
@@ -250,6 +251,7 @@ tiny-1-bf16       tiny-1-bf16.pb            10 2e-2
 tiny-1-bf16-fp32  tiny-1-bf16.pb            5  1e-6 --matmul-precision=fp32
 tiny-2x2          tiny-2x2.pb               5  1e-6
 tiny-2x2-adatopk  tiny-2x2-adatopk.pb       5  1e-6
+tiny-2x2-zb       tiny-2x2-zb.pb            5  1e-6
 tiny-2x2-bf16     tiny-2x2-bf16.pb          10 2e-2
 tiny-2x2-bf16-adatopk tiny-2x2-bf16-adatopk.pb 10 2e-2
 tiny-2x2-int8-links tiny-2x2-int8-links.pb  5  1e-6

@@ -15,7 +15,7 @@
 #      each resumed run against the uninterrupted CPU run; the device memory
 #      of recomputed and sharded plans against the memory model (within
 #      10%); recomputation's losses equal to the stored-activation run's on
-#      the GPU, bit for bit;
+#      the GPU, bit for bit, and a zero-bubble plan's (ZB-H1) to 1F1B's;
 #   4. bench-cuda: elementwise GB/s against the device's peak, cuBLASLt
 #      TFLOP/s in fp32/fp16/bf16, AdaTopK's top-k GB/s (>= 30% of the
 #      peak), the int8 and top-k encoders with error feedback;
@@ -306,6 +306,18 @@ if [ -s "$logs/tiny-1.gpu.out" ] && [ -s "$logs/tiny-1-recompute.gpu.out" ]; the
 else
   say "  recompute-exact: fail: the plans' GPU runs are missing"
   jline check recompute-exact status fail
+  verdict fail
+fi
+
+# 3d. A zero-bubble schedule only reorders work: its losses on the GPU
+# equal 1F1B's on the GPU exactly.
+say ""
+say "== zero bubble (ZB-H1) on the GPU against 1F1B, bit for bit"
+if [ -s "$logs/tiny-2x2.gpu.out" ] && [ -s "$logs/tiny-2x2-zb.gpu.out" ]; then
+  check_losses "zero-bubble-exact tiny-2x2" "$logs/tiny-2x2.gpu.out" "$logs/tiny-2x2-zb.gpu.out" 0 1 5
+else
+  say "  zero-bubble-exact: fail: the plans' GPU runs are missing"
+  jline check zero-bubble-exact status fail
   verdict fail
 fi
 

@@ -86,6 +86,71 @@ double eventEnd(const SimResult &r, const std::string &device, int slot,
   return -1;
 }
 
+/// Four stages at 1 FLOP/s on free links (0 latency, 1 byte at 1 TB/s):
+/// forward 1 FLOP, backward 2 of which `weight` are the weight gradients
+/// (zero bubble's W), no optimizer work.
+SimInput fourStages(planner::PipelineSchedule kind, int microBatches,
+                    double weight) {
+  SimInput input;
+  input.cluster.name = "four";
+  for (int s = 0; s < 4; ++s)
+    input.cluster.devices.push_back(
+        {"d" + std::to_string(s), "r", 1, 1, 1e9});
+  input.cluster.delayMs = planner::SquareMatrix(4, 0);
+  input.cluster.bandwidthGbps = planner::SquareMatrix(4, 8e3);
+  input.microBatches = microBatches;
+  auto schedule = planner::buildSchedule(kind, 4, microBatches);
+  for (int s = 0; s < 4; ++s) {
+    SimProgram p;
+    p.device = "d" + std::to_string(s);
+    p.stage = s;
+    p.prev = s > 0 ? "d" + std::to_string(s - 1) : "";
+    p.next = s < 3 ? "d" + std::to_string(s + 1) : "";
+    p.forwardFlops = 1;
+    p.backwardFlops = 2;
+    p.weightFlops = weight;
+    if (s < 3)
+      p.sendBytes[{'F', p.next}] = 1;
+    if (s > 0)
+      p.sendBytes[{'B', p.prev}] = 1;
+    for (int slot = 0; slot < 3; ++slot)
+      for (const planner::Instruction &inst : schedule[s].slots[slot])
+        p.streams[slot].push_back(inst.entry());
+    input.programs.push_back(p);
+  }
+  return input;
+}
+
+TEST(Simulator, HandComputedZeroBubbleTimeline) {
+  // 4 stages x 8 micro-batches, F = B = W = 1 s. 1F1B (B and W together):
+  // 3 (8 + 4 - 1) = 33 s. ZB-H1: the first forward reaches d3 at 3; from
+  // there d3 is never idle (F0 B0 F1 B1 F2 B2 F3 B3 W0 F4 B4 W1 ... B7 its
+  // 20th item, ending at 23, then W4-W7 to 27); B7 then runs 23-24 on d2,
+  // 24-25 on d1 and 25-26 on d0, which ends with W7 26-27: 3n + S - 1.
+  SimResult onef, zb;
+  std::string error;
+  ASSERT_TRUE(
+      simulate(fourStages(planner::PipelineSchedule::OneFOneB, 8, 0), onef,
+               error))
+      << error;
+  ASSERT_TRUE(
+      simulate(fourStages(planner::PipelineSchedule::ZeroBubbleH1, 8, 1), zb,
+               error))
+      << error;
+  EXPECT_NEAR(onef.iterationSeconds, 33, 1e-6);
+  EXPECT_NEAR(zb.iterationSeconds, 27, 1e-6);
+  EXPECT_NEAR(eventEnd(zb, "d3", 1, "B7"), 23, 1e-6);
+  EXPECT_NEAR(eventEnd(zb, "d1", 1, "B7"), 25, 1e-6);
+  EXPECT_NEAR(eventEnd(zb, "d0", 1, "B7"), 26, 1e-6);
+  EXPECT_NEAR(eventEnd(zb, "d0", 1, "W7"), 27, 1e-6);
+  EXPECT_NEAR(eventEnd(zb, "d3", 1, "W7"), 27, 1e-6);
+  for (const char *device : {"d0", "d1", "d2", "d3"})
+    EXPECT_NEAR(zb.busySeconds[device], 24, 1e-6) << device;
+  // The bubble: 1 - 96 / (4 x 27), against 1 - 96 / (4 x 33).
+  EXPECT_NEAR(zb.bubbleFraction, 1 - 96.0 / 108.0, 1e-6);
+  EXPECT_NEAR(onef.bubbleFraction, 1 - 96.0 / 132.0, 1e-6);
+}
+
 TEST(Simulator, HandComputedGPipeTimeline) {
   SimResult r;
   std::string error;
