@@ -271,11 +271,7 @@ void runScenario(const std::string &name, const Cluster &cluster,
   // The lower bound on any plan at the chosen plan's local steps.
   LowerBoundModel bounds;
   LowerBound bound;
-  // (schedule auto: the bound of zero bubble's plans, no larger)
-  ShapeProblem bounded = problem;
-  if (communication.chooseSchedule)
-    bounded.training.stages.schedule = PipelineSchedule::ZeroBubbleH1;
-  if (!LowerBoundModel::create(bounded, bounds, error)) {
+  if (!LowerBoundModel::create(problem, bounds, error)) {
     std::fprintf(stderr, "bench-shape: %s: %s\n", name.c_str(), error.c_str());
     return;
   }

@@ -202,12 +202,7 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
               : total / static_cast<double>(degrees.size() - 1);
       planner::LowerBoundModel bound;
       std::string boundError;
-      // (with auto, the bound for zero bubble's plans: no larger)
-      planner::ShapeProblem bounded = tried;
-      if (problemChoosesSchedule)
-        bounded.training.stages.schedule =
-            planner::PipelineSchedule::ZeroBubbleH1;
-      if (planner::LowerBoundModel::create(bounded, bound, boundError))
+      if (planner::LowerBoundModel::create(tried, bound, boundError))
         bounds.push_back(std::move(bound));
       if (!planner::searchShapes(tried, options, candidate.result, why)) {
         skip(degree, why);

@@ -167,8 +167,10 @@ LowerBound LowerBoundModel::bound(int64_t syncEvery,
   const double parameterBytes = base.parameterBytes();
   const int layers = static_cast<int>(base.blocks.size());
   const bool oneFOneB = training.stages.schedule != PipelineSchedule::GPipe;
+  // (a problem that chooses its schedule may choose zero bubble: its bound)
   const bool zeroBubble =
-      training.stages.schedule == PipelineSchedule::ZeroBubbleH1;
+      training.stages.schedule == PipelineSchedule::ZeroBubbleH1 ||
+      problem.chooseSchedule;
 
   // The cheapest exchange of `bytes` of gradients over a group of `degree`,
   // in any algorithm and codec the options allow; with `crossing` > 0, of

@@ -297,29 +297,29 @@ if [ -n "${plain_peak:-}" ] && [ -n "${recompute_peak:-}" ]; then
   verdict "$status"
 fi
 
+# Two plans' GPU runs that must give the same losses bit for bit:
+# same_gpu_losses CHECK REFERENCE-PLAN PLAN.
+same_gpu_losses() {
+  if [ -s "$logs/$2.gpu.out" ] && [ -s "$logs/$3.gpu.out" ]; then
+    check_losses "$1 $2" "$logs/$2.gpu.out" "$logs/$3.gpu.out" 0 1 5
+  else
+    say "  $1: fail: the plans' GPU runs are missing"
+    jline check "$1" status fail
+    verdict fail
+  fi
+}
+
 # 3c. Recomputation re-runs the same kernels: its losses on the GPU equal
 # the stored-activation run's on the GPU exactly.
 say ""
 say "== recomputation on the GPU against the stored activations, bit for bit"
-if [ -s "$logs/tiny-1.gpu.out" ] && [ -s "$logs/tiny-1-recompute.gpu.out" ]; then
-  check_losses "recompute-exact tiny-1" "$logs/tiny-1.gpu.out" "$logs/tiny-1-recompute.gpu.out" 0 1 5
-else
-  say "  recompute-exact: fail: the plans' GPU runs are missing"
-  jline check recompute-exact status fail
-  verdict fail
-fi
+same_gpu_losses recompute-exact tiny-1 tiny-1-recompute
 
 # 3d. A zero-bubble schedule only reorders work: its losses on the GPU
 # equal 1F1B's on the GPU exactly.
 say ""
 say "== zero bubble (ZB-H1) on the GPU against 1F1B, bit for bit"
-if [ -s "$logs/tiny-2x2.gpu.out" ] && [ -s "$logs/tiny-2x2-zb.gpu.out" ]; then
-  check_losses "zero-bubble-exact tiny-2x2" "$logs/tiny-2x2.gpu.out" "$logs/tiny-2x2-zb.gpu.out" 0 1 5
-else
-  say "  zero-bubble-exact: fail: the plans' GPU runs are missing"
-  jline check zero-bubble-exact status fail
-  verdict fail
-fi
+same_gpu_losses zero-bubble-exact tiny-2x2 tiny-2x2-zb
 
 # 4. The kernels against the device's limits.
 say ""
