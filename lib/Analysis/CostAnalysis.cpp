@@ -259,8 +259,8 @@ static void addHeldValues(const CostAnalysis &costs,
                : 0.0;
   };
   for (LayerBlock &block : blocks)
-    block.heldBytes = 0;
-  llvm::DenseSet<Value> held;
+    block.heldBytes = block.weightHeldBytes = 0;
+  llvm::DenseSet<Value> held, heldForWeights;
   for (Operation *op : forward) {
     if (!differentiation.getsBackward(op))
       continue;
@@ -270,13 +270,23 @@ static void addHeldValues(const CostAnalysis &costs,
       continue;
     LayerBlock &block = blocks[it->second];
     double gradients = 0;
+    bool takesParameter = llvm::any_of(op->getOperands(), [](Value v) {
+      return isa_and_nonnull<ParamOp>(v.getDefiningOp());
+    });
     for (Value operand : op->getOperands()) {
       if (isDifferentiable(operand))
         gradients += bytesOf(operand);
-      if (!isa_and_nonnull<ParamOp>(operand.getDefiningOp()) &&
-          held.insert(operand).second)
+      if (isa_and_nonnull<ParamOp>(operand.getDefiningOp()))
+        continue;
+      if (held.insert(operand).second)
         block.heldBytes += bytesOf(operand);
+      // (dtfm-schedule-microbatches' split: the W reads the same inputs)
+      if (takesParameter && heldForWeights.insert(operand).second)
+        block.weightHeldBytes += bytesOf(operand);
     }
+    if (takesParameter) // and the gradient of each result
+      for (Value result : op->getResults())
+        block.weightHeldBytes += bytesOf(result);
     block.scratchBytes =
         std::max(block.scratchBytes, scratchBytes(op) + gradients);
   }
@@ -396,7 +406,8 @@ mlir::dtfm::buildLayerChain(const CostAnalysis &costs) {
   return {block.flops,         block.parameterBytes, block.activationBytes,
           block.backwardFlops, block.inputBytes,     block.scratchBytes,
           block.groupSums,     block.groupSumBytes,  block.forwardWork,
-          block.backwardWork,  block.heldBytes,      block.weightFlops};
+          block.backwardWork,  block.heldBytes,      block.weightFlops,
+          block.weightHeldBytes};
 }
 
 int64_t mlir::dtfm::weightGradientFlops(StringRef forward,

@@ -68,6 +68,14 @@ struct EmitStagePrograms
       return pipelineCounts.empty() ? schedule.getMicroBatches()
                                     : pipelineCounts[pipeline];
     };
+    // ZB-H1's put-off Ws depend on the bytes each stage holds: taken from
+    // the model before its ops move into the device programs, where
+    // pipelines of fewer micro-batches need streams of their own.
+    std::map<int64_t, std::vector<int>> weightDelays;
+    if (kind == planner::PipelineSchedule::ZeroBubbleH1)
+      for (int64_t count : pipelineCounts)
+        if (!weightDelays.count(count))
+          weightDelays[count] = zeroBubbleDelays(module, numStages, count);
     std::map<int64_t, SmallVector<StageStreamsAttr>> streamsFor;
     streamsFor[schedule.getMicroBatches()].assign(streams.begin(),
                                                   streams.end());
@@ -79,7 +87,8 @@ struct EmitStagePrograms
         SmallVector<StageStreamsAttr> built;
         SmallVector<int64_t> peaks;
         if (failed(buildStageStreams(module.getContext(), *kind, numStages,
-                                     count, built, peaks, error)))
+                                     count, weightDelays[count], built,
+                                     peaks, error)))
           return failure();
         it = streamsFor.emplace(count, std::move(built)).first;
       }

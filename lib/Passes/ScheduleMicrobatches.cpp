@@ -43,10 +43,12 @@ FailureOr<int64_t> mlir::dtfm::countStages(ModuleOp module) {
 LogicalResult mlir::dtfm::buildStageStreams(
     MLIRContext *context, ::dtfm::planner::PipelineSchedule kind,
     int64_t stages, int64_t microBatches,
+    const std::vector<int> &weightDelays,
     SmallVectorImpl<StageStreamsAttr> &streams,
     SmallVectorImpl<int64_t> &peakInFlight, std::string &error) {
-  std::vector<planner::StageSchedule> plan = planner::buildSchedule(
-      kind, static_cast<int>(stages), static_cast<int>(microBatches));
+  std::vector<planner::StageSchedule> plan =
+      planner::buildSchedule(kind, static_cast<int>(stages),
+                             static_cast<int>(microBatches), weightDelays);
   if (!planner::checkSchedule(plan, error))
     return failure();
   Builder b(context);
@@ -64,6 +66,71 @@ LogicalResult mlir::dtfm::buildStageStreams(
     peakInFlight.push_back(planner::peakInFlight(stage));
   }
   return success();
+}
+
+std::vector<int> mlir::dtfm::zeroBubbleDelays(ModuleOp module,
+                                              int64_t stages,
+                                              int64_t microBatches) {
+  std::vector<planner::ZeroBubbleStageBytes> held(stages);
+  std::vector<double> largest(stages, 0.0);
+  std::vector<bool> split(stages, false);
+  auto phaseOf = [](Operation *op) {
+    auto phase = op->getAttrOfType<StringAttr>(kPhaseAttrName);
+    return phase ? phase.getValue() : StringRef();
+  };
+  auto bytesOf = [](Value value) {
+    return static_cast<double>(getTensorBytes(value.getType()));
+  };
+  module.walk([&](Operation *op) {
+    auto stage = op->getAttrOfType<IntegerAttr>(kStageAttrName);
+    StringRef phase = phaseOf(op);
+    if (!stage || stage.getInt() < 0 || stage.getInt() >= stages)
+      return;
+    planner::ZeroBubbleStageBytes &bytes = held[stage.getInt()];
+    if (phase == kWeightPhase)
+      split[stage.getInt()] = true;
+    // Held whatever the schedule: a parameter, its gradients' sum and its
+    // optimizer state (AdamW's two moments); a value received once per
+    // iteration.
+    if (isa<ParamOp>(op) || op->hasAttr(kOncePerIterationAttrName)) {
+      for (Value value : op->getResults())
+        bytes.fixed += bytesOf(value);
+      return;
+    }
+    if (isa<AdamWUpdateOp, SgdUpdateOp>(op)) {
+      bytes.fixed += (isa<AdamWUpdateOp>(op) ? 3 : 1) *
+                     bytesOf(op->getOperand(0));
+      return;
+    }
+    if (phase != "fwd" && phase != "bwd" && phase != kWeightPhase)
+      return;
+    for (Value value : op->getResults()) {
+      double size = bytesOf(value);
+      largest[stage.getInt()] = std::max(largest[stage.getInt()], size);
+      if (phase == kWeightPhase)
+        continue;
+      bool readByBackward = false, readByWeight = false;
+      for (Operation *user : value.getUsers()) {
+        StringRef reader = phaseOf(user);
+        readByBackward |= reader == "bwd";
+        readByWeight |= reader == kWeightPhase;
+      }
+      if (phase == "fwd" && (readByBackward || readByWeight))
+        bytes.untilBackward += size;
+      if (readByWeight)
+        bytes.untilWeight += size;
+    }
+  });
+  // A buffer that passes while an op runs (a softmax of the logits) counts
+  // once on top.
+  for (int64_t s = 0; s < stages; ++s)
+    held[s].fixed += largest[s];
+  std::vector<int> delays =
+      planner::zeroBubbleWeightDelays(held, static_cast<int>(microBatches));
+  for (int64_t s = 0; s < stages; ++s)
+    if (!split[s])
+      delays[s] = -1;
+  return delays;
 }
 
 std::optional<planner::PipelineSchedule>
@@ -272,8 +339,25 @@ struct ScheduleMicrobatches
     SmallVector<StageStreamsAttr> stageAttrs;
     SmallVector<int64_t> peaks;
     std::string error;
+    // ZB-H1: a stage that can put off no W within 1F1B's peak does not
+    // split its backward (each W op runs right after its B op, in the
+    // backward: 1F1B's memory; holding a micro-batch's output gradients
+    // from its B to its W would cost bytes for no gain).
+    std::vector<int> weightDelays;
+    if (*kind == planner::PipelineSchedule::ZeroBubbleH1) {
+      weightDelays = zeroBubbleDelays(module, stages, count);
+      module.walk([&](Operation *op) {
+        auto stage = op->getAttrOfType<IntegerAttr>(kStageAttrName);
+        auto phase = op->getAttrOfType<StringAttr>(kPhaseAttrName);
+        if (stage && phase && phase.getValue() == kWeightPhase &&
+            weightDelays[stage.getInt()] <= 0)
+          op->setAttr(kPhaseAttrName, b.getStringAttr("bwd"));
+      });
+      for (int &delay : weightDelays)
+        delay = delay <= 0 ? -1 : delay;
+    }
     if (failed(buildStageStreams(b.getContext(), *kind, stages, count,
-                                 stageAttrs, peaks, error)))
+                                 weightDelays, stageAttrs, peaks, error)))
       return fail(error);
     module->setAttr(kScheduleAttrName,
                     ScheduleAttr::get(b.getContext(),

@@ -164,6 +164,9 @@ struct HeteroModel::StageTimes {
   double compute = 0, send = 0, roundTrip = 0;
   /// The parts of `compute` the forward and a zero-bubble schedule's W run.
   double forward = 0, weight = 0;
+  /// What the stage holds, by which ZB-H1 puts off its Ws within 1F1B's
+  /// peak (zeroBubbleWeightDelays), as dtfm-schedule-microbatches does.
+  ZeroBubbleStageBytes held;
   /// To the next stage and back (s + 1 < pp).
   double hopForward = 0, hopBackward = 0;
 };
@@ -214,6 +217,31 @@ HeteroModel::stageTimesOf(const Layout &layout, const StagePlan &plan) const {
     return flops > 0 ? std::pair(forward / flops, weight / flops)
                      : std::pair(1.0 / 3, 0.0);
   };
+  // Per stage, what its micro-batches hold to their B and W and what it
+  // holds whatever the schedule (its state and largest passing buffer).
+  double statePerByte = stateBytesPerParameterByte(problem.training.stages);
+  auto heldOf = [&](int s) {
+    ZeroBubbleStageBytes held;
+    if (plan.bounds.empty())
+      return held;
+    bool recomputed =
+        !plan.stageMemory.empty() && plan.stageMemory[s].recomputed;
+    double scratch = 0;
+    for (int b = plan.bounds[s]; b < plan.bounds[s + 1]; ++b) {
+      const ChainBlock &block = workload.blocks[b];
+      double toBackward = recomputed && block.inputBytes >= 0
+                              ? block.inputBytes
+                              : block.runtimeActivationBytes();
+      held.untilBackward += toBackward;
+      held.untilWeight += block.weightHeldBytes >= 0
+                              ? block.weightHeldBytes
+                              : block.runtimeActivationBytes();
+      held.fixed += block.parameterBytes * statePerByte;
+      scratch = std::max(scratch, block.scratchBytes);
+    }
+    held.fixed += scratch;
+    return held;
+  };
   std::vector<std::vector<StageTimes>> times(dp, std::vector<StageTimes>(pp));
   for (int i = 0; i < dp; ++i) {
     int first = 2 * i * boundaries;
@@ -224,6 +252,7 @@ HeteroModel::stageTimesOf(const Layout &layout, const StagePlan &plan) const {
       auto [forwardShare, weightShare] = shares(s);
       t.forward = t.compute * forwardShare;
       t.weight = t.compute * weightShare;
+      t.held = heldOf(s);
       roundTrip += t.compute;
       if (s + 1 < pp) {
         int k = first + 2 * s;
@@ -293,9 +322,10 @@ public:
   /// The last round trip from stage 0 is the fill and drain. Zero bubble
   /// (ZB-H1) takes out of it what its order saves against 1F1B's when
   /// both are replayed with this pipeline's forward, B and W times and
-  /// hops (scheduleMakespan) for min(n_b, 2 pp) micro-batches: the saving
+  /// hops (pipelineMakespan) for min(n_b, 2 pp) micro-batches: the saving
   /// settles once there are pp (on even stages 2 (pp - 1) W), and fewer
-  /// micro-batches than stages leave some Ws no bubble to fill.
+  /// micro-batches than stages leave some Ws no bubble to fill. Each stage
+  /// puts off only the Ws its memory allows (zeroBubbleWeightDelays).
   double fillAndDrain(int i, int microBatches) {
     if (!zeroBubble)
       return times[i][0].roundTrip;
@@ -304,17 +334,24 @@ public:
     if (fresh) {
       std::vector<std::array<double, 3>> split(pp);
       std::vector<std::pair<double, double>> hops(pp, {0.0, 0.0});
+      std::vector<ZeroBubbleStageBytes> held(pp);
       for (int s = 0; s < pp; ++s) {
         const StageTimes &t = times[i][s];
         double backward = t.compute - t.forward;
         split[s] = {t.forward, backward - t.weight, t.weight};
         hops[s] = {t.hopForward, t.hopBackward};
+        held[s] = t.held;
       }
+      // The Ws each stage may put off within 1F1B's peak; a stage that
+      // can put off none keeps its backward whole.
+      std::vector<int> delays = zeroBubbleWeightDelays(held, replayed);
+      for (int &delay : delays)
+        delay = delay > 0 ? delay : -1;
       it->second = std::max(
           0.0, pipelineMakespan(PipelineSchedule::OneFOneB, split, hops,
                                 replayed) -
                    pipelineMakespan(PipelineSchedule::ZeroBubbleH1, split,
-                                    hops, replayed));
+                                    hops, replayed, delays));
     }
     return times[i][0].roundTrip - it->second;
   }

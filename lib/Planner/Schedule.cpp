@@ -14,8 +14,12 @@
 using namespace dtfm::planner;
 
 /// The compute order of one stage as (phase, micro-batch) pairs.
+/// ZB-H1 puts off `weightDelay` Ws at the stage (at most the stage's
+/// index: more would not shorten the pipeline); a negative delay: the
+/// stage's backward is not split (1F1B's order).
 static std::vector<std::pair<Phase, int>>
-computeOrder(PipelineSchedule kind, int stage, int stages, int microBatches) {
+computeOrder(PipelineSchedule kind, int stage, int stages, int microBatches,
+             int weightDelay) {
   std::vector<std::pair<Phase, int>> order;
   if (kind == PipelineSchedule::GPipe) {
     for (int m = 0; m < microBatches; ++m)
@@ -24,22 +28,25 @@ computeOrder(PipelineSchedule kind, int stage, int stages, int microBatches) {
       order.push_back({Phase::Backward, m});
     return order;
   }
-  if (kind == PipelineSchedule::ZeroBubbleH1) {
+  if (kind == PipelineSchedule::ZeroBubbleH1 && weightDelay >= 0) {
     // Zero Bubble's ZB-H1 (Qi et al., ICLR'24): 1F1B's forwards and Bs,
-    // with stage s putting off the W of its first s micro-batches and then
-    // running each W s micro-batches late, after a B and before the next
-    // forward. The Ws fill what would be 1F1B's cool-down bubble: with
+    // with stage s putting off the W of its first d = s micro-batches and
+    // then running each W d micro-batches late, after a B and before the
+    // next forward. The Ws fill what would be 1F1B's cool-down bubble: with
     // equal F, B and W times the iteration takes 3n + S - 1 of them for
     // n >= S, against 1F1B's 3(n + S - 1). A stage holds at most S
     // micro-batches from forward to W (1F1B's first stage's S, from
-    // forward to backward) and as many as 1F1B from forward to B.
+    // forward to backward) and as many as 1F1B from forward to B. A
+    // smaller d (zeroBubbleWeightDelays: the memory allows no more) keeps
+    // less and saves less; d = 0 is 1F1B with each backward split in two.
+    int delay = std::clamp(weightDelay, 0, stage);
     int warmup = std::min(stages - stage, microBatches);
     int forward = 0, backward = 0, weight = 0;
     for (; forward < warmup; ++forward)
       order.push_back({Phase::Forward, forward});
     while (backward < microBatches) {
       order.push_back({Phase::Backward, backward++});
-      if (backward - weight > stage)
+      if (backward - weight > delay)
         order.push_back({Phase::Weight, weight++});
       if (forward < microBatches)
         order.push_back({Phase::Forward, forward++});
@@ -63,7 +70,8 @@ computeOrder(PipelineSchedule kind, int stage, int stages, int microBatches) {
 
 std::vector<StageSchedule>
 dtfm::planner::buildSchedule(PipelineSchedule kind, int stages,
-                             int microBatches) {
+                             int microBatches,
+                             const std::vector<int> &weightDelays) {
   std::vector<StageSchedule> schedule(stages);
   // Where each (stage, phase, micro-batch) landed in each slot.
   std::map<std::tuple<int, Slot, Phase, int>, int> where;
@@ -76,7 +84,9 @@ dtfm::planner::buildSchedule(PipelineSchedule kind, int stages,
   // Compute and receive slots follow the compute order; a receive comes
   // right before the compute that needs it.
   for (int s = 0; s < stages; ++s) {
-    for (auto [phase, m] : computeOrder(kind, s, stages, microBatches)) {
+    int delay =
+        s < static_cast<int>(weightDelays.size()) ? weightDelays[s] : s;
+    for (auto [phase, m] : computeOrder(kind, s, stages, microBatches, delay)) {
       Instruction compute{phase, m, -1, {}};
       if (phase == Phase::Weight) { // after its own B; nothing moves
         compute.deps.push_back(
@@ -108,12 +118,17 @@ dtfm::planner::buildSchedule(PipelineSchedule kind, int stages,
 double dtfm::planner::pipelineMakespan(
     PipelineSchedule kind,
     const std::vector<std::array<double, 3>> &phaseSeconds,
-    const std::vector<std::pair<double, double>> &hops, int microBatches) {
+    const std::vector<std::pair<double, double>> &hops, int microBatches,
+    const std::vector<int> &weightDelays) {
   int stages = static_cast<int>(phaseSeconds.size());
-  bool split = kind == PipelineSchedule::ZeroBubbleH1;
   std::vector<std::vector<std::pair<Phase, int>>> orders(stages);
-  for (int s = 0; s < stages; ++s)
-    orders[s] = computeOrder(kind, s, stages, microBatches);
+  std::vector<bool> split(stages, false);
+  for (int s = 0; s < stages; ++s) {
+    int delay =
+        s < static_cast<int>(weightDelays.size()) ? weightDelays[s] : s;
+    split[s] = kind == PipelineSchedule::ZeroBubbleH1 && delay >= 0;
+    orders[s] = computeOrder(kind, s, stages, microBatches, delay);
+  }
   // When each stage's forward and B of each micro-batch end (-1: not yet).
   std::vector<std::vector<double>> forwardEnd(
       stages, std::vector<double>(microBatches, -1.0));
@@ -139,7 +154,7 @@ double dtfm::planner::pipelineMakespan(
         const std::array<double, 3> &took = phaseSeconds[s];
         double end =
             ready + (phase == Phase::Forward    ? took[0]
-                     : phase == Phase::Backward ? took[1] + (split ? 0 : took[2])
+                     : phase == Phase::Backward ? took[1] + (split[s] ? 0 : took[2])
                                                 : took[2]);
         // (a stage's own order puts its B after its F and its W after its B)
         if (phase == Phase::Forward)
@@ -153,6 +168,44 @@ double dtfm::planner::pipelineMakespan(
       }
   }
   return last;
+}
+
+std::vector<int> dtfm::planner::zeroBubbleWeightDelays(
+    const std::vector<ZeroBubbleStageBytes> &bytes, int microBatches) {
+  int stages = static_cast<int>(bytes.size());
+  // 1F1B's stage t holds min(n_b, S - t) micro-batches forward to backward.
+  double budget = 0;
+  for (int t = 0; t < stages; ++t)
+    budget = std::max(budget, bytes[t].fixed + std::min(microBatches,
+                                                        stages - t) *
+                                                   bytes[t].untilBackward);
+  std::vector<int> delays(stages, 0);
+  for (int s = 0; s < stages; ++s) {
+    const ZeroBubbleStageBytes &stage = bytes[s];
+    for (int delay = s; delay > 0; --delay) {
+      // Replay the order: a micro-batch holds untilBackward from its
+      // forward to its B, then untilWeight until its W.
+      int waitingBackward = 0, waitingWeight = 0;
+      double peak = 0;
+      for (auto [phase, m] : computeOrder(PipelineSchedule::ZeroBubbleH1, s,
+                                          stages, microBatches, delay)) {
+        (void)m;
+        if (phase == Phase::Forward)
+          ++waitingBackward;
+        else if (phase == Phase::Backward)
+          --waitingBackward, ++waitingWeight;
+        else
+          --waitingWeight;
+        peak = std::max(peak, waitingBackward * stage.untilBackward +
+                                  waitingWeight * stage.untilWeight);
+      }
+      if (stage.fixed + peak <= budget) {
+        delays[s] = delay;
+        break;
+      }
+    }
+  }
+  return delays;
 }
 
 int dtfm::planner::peakInFlight(const StageSchedule &stage) {
@@ -245,24 +298,27 @@ bool dtfm::planner::parseSchedule(
   for (int s = 0; s < stages; ++s)
     for (const Instruction &compute : schedule[s][Slot::Compute])
       microBatches = std::max(microBatches, compute.microBatch + 1);
-  // With the backward split (any W), every stage computes W of every
-  // micro-batch too: the runtime ends a micro-batch at its W.
-  bool split = false;
-  for (int s = 0; s < stages; ++s)
+  // A stage that splits its backward (any W) computes W of every
+  // micro-batch too: the runtime ends a micro-batch at its W. (ZB-H1's
+  // stages that put off no W do not split.)
+  for (int s = 0; s < stages; ++s) {
+    bool split = false;
     for (const Instruction &compute : schedule[s][Slot::Compute])
       split |= compute.phase == Phase::Weight;
-  for (int s = 0; s < stages; ++s)
     for (int m = 0; m < microBatches; ++m)
       for (Phase phase : {Phase::Forward, Phase::Backward, Phase::Weight})
         if ((phase != Phase::Weight || split) &&
             !where.count({s, Slot::Compute, phase, m})) {
           error = "stage " + std::to_string(s) + " never computes " +
                   format::phaseLetter(phase) + std::to_string(m) +
-                  " (every stage computes " + (split ? "F, B and W" : "F and B") +
+                  (split ? " (a stage that splits its backward computes F, "
+                           "B and W"
+                         : " (every stage computes F and B") +
                   " of micro-batches 0.." + std::to_string(microBatches - 1) +
                   ")";
           return false;
         }
+  }
   auto find = [&](int s, Slot slot, Phase phase, int m, InstructionRef &ref) {
     auto it = where.find({s, slot, phase, m});
     if (it == where.end())

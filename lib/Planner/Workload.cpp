@@ -40,6 +40,8 @@ Workload Workload::withMicroBatchSize(int64_t size) const {
     block.activationBytes *= scale;
     if (block.heldBytes >= 0)
       block.heldBytes *= scale;
+    if (block.weightHeldBytes >= 0)
+      block.weightHeldBytes *= scale;
     block.backwardFlops *= scale;
     block.weightFlops *= scale;
     if (block.inputBytes >= 0)

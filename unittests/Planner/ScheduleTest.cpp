@@ -149,6 +149,56 @@ TEST(Schedule, ZeroBubbleH1FillsTheCoolDownWithWeightGradients) {
         EXPECT_NE(inst.phase, Phase::Weight);
 }
 
+TEST(Schedule, ZeroBubbleH1PutsOffWhatTheMemoryOfOneFOneBAllows) {
+  // Equal stages, 4 micro-batches: each stage puts off its index, within
+  // 1F1B's first stage's 4 micro-batches (a micro-batch holds 4 bytes to
+  // its B and 3 from its B to its W: stage s holds at most
+  // (4 - s) x 4 + s x 3 <= 16).
+  std::vector<ZeroBubbleStageBytes> equal(4, {0.0, 4.0, 3.0});
+  EXPECT_EQ(zeroBubbleWeightDelays(equal, 4), (std::vector<int>{0, 1, 2, 3}));
+  // The last stage's micro-batches are large (a vocabulary's logits): it
+  // holds 8 to its B, 6 more to its W; 1F1B's peak stays 16 (stage 0's
+  // 4 x 4; the last stage holds one micro-batch, 8). Putting off 1 W
+  // holds F + W = 14; 2 would hold 8 + 2 x 6 = 20.
+  std::vector<ZeroBubbleStageBytes> heavyLast = equal;
+  heavyLast[3] = {0.0, 8.0, 6.0};
+  EXPECT_EQ(zeroBubbleWeightDelays(heavyLast, 4),
+            (std::vector<int>{0, 1, 2, 1}));
+  // What a stage holds whatever the schedule counts: with 4 fixed bytes
+  // more than the first stage's, the last has 12 for its micro-batches,
+  // and one W put off holds 14: it puts off none,
+  heavyLast[3].fixed = 4.0;
+  EXPECT_EQ(zeroBubbleWeightDelays(heavyLast, 4)[3], 0);
+  // and 6 fewer than the first stage's leave it room for 2.
+  heavyLast[0].fixed = 10.0;
+  EXPECT_EQ(zeroBubbleWeightDelays(heavyLast, 4)[3], 2);
+  // A W that holds more than the forward did: putting off one, stage 1
+  // would hold 3 forwards' 12 and that W's 5 at once, over 16: it puts off
+  // none.
+  std::vector<ZeroBubbleStageBytes> heavyWeights(4, {0.0, 4.0, 4.0});
+  heavyWeights[1] = {0.0, 4.0, 5.0};
+  EXPECT_EQ(zeroBubbleWeightDelays(heavyWeights, 4)[1], 0);
+  // The delays build a schedule that still runs; a negative one leaves the
+  // stage's backward whole (1F1B's order, no W).
+  auto built = buildSchedule(PipelineSchedule::ZeroBubbleH1, 4, 4,
+                             std::vector<int>{-1, 1, 2, 1});
+  std::string error;
+  EXPECT_TRUE(checkSchedule(built, error)) << error;
+  EXPECT_EQ(computeString(built[0]), "F0 F1 F2 F3 B0 B1 B2 B3");
+  EXPECT_EQ(computeString(built[3]), "F0 B0 F1 B1 W0 F2 B2 W1 F3 B3 W2 W3");
+  EXPECT_EQ(peakInFlight(built[3]), 2);
+  // The planner's replay takes the same delays: no stage split is 1F1B.
+  std::vector<std::array<double, 3>> seconds(4, {1.0, 1.0, 1.0});
+  std::vector<std::pair<double, double>> hops(4, {0.0, 0.0});
+  EXPECT_DOUBLE_EQ(pipelineMakespan(PipelineSchedule::ZeroBubbleH1, seconds,
+                                    hops, 8, {-1, -1, -1, -1}),
+                   makespan(PipelineSchedule::OneFOneB, 4, 8));
+  double limited = pipelineMakespan(PipelineSchedule::ZeroBubbleH1, seconds,
+                                    hops, 8, {-1, 1, 2, 1});
+  EXPECT_LT(limited, makespan(PipelineSchedule::OneFOneB, 4, 8));
+  EXPECT_GT(limited, makespan(PipelineSchedule::ZeroBubbleH1, 4, 8));
+}
+
 TEST(Schedule, ZeroBubbleH1KeepsOneFOneBsMemoryAndCutsItsBubble) {
   for (int stages = 1; stages <= 8; ++stages)
     for (int micro = 1; micro <= 12; ++micro) {
@@ -192,8 +242,8 @@ TEST(Schedule, ParsingAZeroBubbleScheduleAsksForEveryW) {
   std::vector<StageSchedule> parsed;
   std::string error;
   EXPECT_FALSE(parseSchedule(one, parsed, error));
-  EXPECT_EQ(error, "stage 0 never computes W1 (every stage computes F, B and "
-                   "W of micro-batches 0..1)");
+  EXPECT_EQ(error, "stage 0 never computes W1 (a stage that splits its "
+                   "backward computes F, B and W of micro-batches 0..1)");
   // A W before its B never runs.
   one[0][1] = {"F0", "W0", "B0"};
   ASSERT_TRUE(parseSchedule(one, parsed, error)) << error;

@@ -107,7 +107,7 @@ private:
 /// that layer. FLOPs of all three phases, each counted once.
 struct LayerBlock {
   std::string layer;
-  SmallVector<Operation *> ops;
+  SmallVector<Operation *, 4> ops; // (a block stays small in a SmallVector)
   double flops = 0;
   double parameterBytes = 0;  ///< of dtfm.param ops only
   double activationBytes = 0; ///< saved for backward, per micro-batch
@@ -134,6 +134,10 @@ struct LayerBlock {
   /// The part of backwardFlops that computes its parameters' gradients
   /// (what a zero-bubble schedule's W runs; weightGradientFlops).
   double weightFlops = 0;
+  /// What a zero-bubble W of its ops reads, held from the micro-batch's B
+  /// to its W: the operands but parameters of its ops that take a
+  /// parameter, and their results' gradients. -1: not known.
+  double weightHeldBytes = -1;
 };
 
 /// The FLOPs of the parameters' gradients out of a backward of

@@ -81,13 +81,27 @@ FailureOr<int64_t> countStages(ModuleOp module);
 
 /// The streams of every stage for `microBatches` micro-batches of a
 /// `kind` schedule, and the micro-batches each stage holds at its peak;
-/// failure with a one-line `error` when the schedule cannot finish.
-LogicalResult buildStageStreams(MLIRContext *context,
-                                ::dtfm::planner::PipelineSchedule kind,
-                                int64_t stages, int64_t microBatches,
-                                SmallVectorImpl<StageStreamsAttr> &streams,
-                                SmallVectorImpl<int64_t> &peakInFlight,
-                                std::string &error);
+/// failure with a one-line `error` when the schedule cannot finish. ZB-H1
+/// puts off weightDelays[s] Ws at stage s (zeroBubbleDelays).
+LogicalResult
+buildStageStreams(MLIRContext *context, ::dtfm::planner::PipelineSchedule kind,
+                  int64_t stages, int64_t microBatches,
+                  const std::vector<int> &weightDelays,
+                  SmallVectorImpl<StageStreamsAttr> &streams,
+                  SmallVectorImpl<int64_t> &peakInFlight, std::string &error);
+
+/// ZB-H1 within 1F1B's peak: how many Ws each stage of a module whose ops
+/// carry dtfm.stage and dtfm.phase may put off (planner::
+/// zeroBubbleWeightDelays) for `microBatches` micro-batches, from the
+/// bytes one micro-batch holds from its forward to its backward (what
+/// "bwd" and "wgt" ops read of the forward's values) and from its B to its
+/// W (what "wgt" ops read of the forward's and the B's values), and what
+/// the stage holds whatever the schedule (parameters, their gradients'
+/// sums and optimizer state, values received once per iteration, its
+/// largest value as the buffer an op holds while it runs). -1 for a stage
+/// that has no "wgt" op: its backward is not split.
+std::vector<int> zeroBubbleDelays(ModuleOp module, int64_t stages,
+                                  int64_t microBatches);
 
 /// A pass's `schedule` option may be "auto": the schedule
 /// --dtfm-choose-shape chose for the plan (dtfm.shape's, schedule=auto).

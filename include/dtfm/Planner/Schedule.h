@@ -68,9 +68,32 @@ struct StageSchedule {
 /// Builds the schedule. GPipe: all forwards, then the backwards in reverse
 /// order. 1F1B (PipeDream-flush): min(S - s - 1, n_b) warm-up forwards at
 /// stage s, then one forward and one backward alternately, then the
-/// remaining backwards.
-std::vector<StageSchedule> buildSchedule(PipelineSchedule kind, int stages,
-                                         int microBatches);
+/// remaining backwards. ZB-H1: 1F1B's forwards and Bs, stage s running
+/// each W weightDelays[s] micro-batches late (at most s; s where the
+/// vector leaves the stage out; a stage of a negative delay does not split
+/// its backward and runs 1F1B's order).
+std::vector<StageSchedule>
+buildSchedule(PipelineSchedule kind, int stages, int microBatches,
+              const std::vector<int> &weightDelays = {});
+
+/// What a stage holds, for zeroBubbleWeightDelays: `fixed` whatever the
+/// schedule (parameters, their gradients and optimizer state, its largest
+/// passing buffer), and per micro-batch `untilBackward` from its forward
+/// to its B and `untilWeight` from its B to its W (what the W reads).
+struct ZeroBubbleStageBytes {
+  double fixed = 0, untilBackward = 0, untilWeight = 0;
+};
+
+/// How many Ws each stage of a ZB-H1 pipeline may put off (at most its
+/// index) while no stage holds more than 1F1B's fullest stage does (its
+/// fixed bytes and min(n_b, S - s) micro-batches to their B): the
+/// pipeline's peak stays 1F1B's, as the paper's H1 promises. With equal
+/// stages every stage puts off its index; a stage whose micro-batches are
+/// larger (a vocabulary's logits on the last) puts off fewer; 0 for a
+/// stage that can put off none (the first always).
+std::vector<int>
+zeroBubbleWeightDelays(const std::vector<ZeroBubbleStageBytes> &bytes,
+                       int microBatches);
 
 /// Rebuilds a schedule from its written form (per stage: the recv, compute
 /// and send streams as "F3<1", "F3", "F3>1"), deriving the dependencies as
@@ -90,11 +113,13 @@ int peakInFlight(const StageSchedule &stage);
 /// the backward run B + W as their B), an activation reaches stage s + 1
 /// hops[s].first after its forward, a gradient stage s hops[s].second
 /// after stage s + 1's B. Transfers overlap compute (the receive and send
-/// slots); what they occupy is left to the callers' models.
+/// slots); what they occupy is left to the callers' models. ZB-H1's
+/// stages put off weightDelays[s] Ws as buildSchedule's do.
 double pipelineMakespan(PipelineSchedule kind,
                         const std::vector<std::array<double, 3>> &phaseSeconds,
                         const std::vector<std::pair<double, double>> &hops,
-                        int microBatches);
+                        int microBatches,
+                        const std::vector<int> &weightDelays = {});
 
 /// Executes the schedule abstractly (any slot whose next instruction's
 /// dependencies are done may run it) and checks that everything finishes:

@@ -72,6 +72,10 @@ struct ChainBlock {
   /// gradients: what a zero-bubble schedule's W runs (0: none or not
   /// known).
   double weightFlops = 0;
+  /// What its zero-bubble Ws hold of a micro-batch from its B to its W
+  /// (LayerBlock::weightHeldBytes); -1: not known (then the W is taken to
+  /// hold what the backward does).
+  double weightHeldBytes = -1;
 
   /// The activations the runtime's model counts per micro-batch.
   double runtimeActivationBytes() const {

@@ -143,11 +143,17 @@ def main():
         lines[i + 1] = lines[i + 1].replace("BACKWARD", "WEIGHT").replace(
             "FORWARD", "WEIGHT")
     elif mutation == "missing-weight":
-        # The first program's last compute entry, a W.
-        i = next(i for i, l in enumerate(lines) if l.strip() == "compute_entries {")
-        while lines[block_end(lines, i) + 1].strip() == "compute_entries {":
-            i = block_end(lines, i) + 1
-        assert "WEIGHT" in lines[i + 1], lines[i + 1]
+        # The last compute entry, a W, of the first program that splits
+        # its backward (ZB-H1's first stage does not).
+        start = 0
+        while True:
+            i = next(i for i in range(start, len(lines))
+                     if lines[i].strip() == "compute_entries {")
+            while lines[block_end(lines, i) + 1].strip() == "compute_entries {":
+                i = block_end(lines, i) + 1
+            if "WEIGHT" in lines[i + 1]:
+                break
+            start = block_end(lines, i) + 1
         del lines[i : block_end(lines, i) + 1]
     elif mutation == "weight-send":
         # A per-micro-batch send tagged as weight-gradient work.
