@@ -46,9 +46,10 @@
 // steps as Streaming DiLoCo: P fragments, each overlapping T steps;
 // `--pp-compression none|int8|auto` sends the pipeline's activations and
 // their gradients in 8 bits (SWARM), on every link or where it pays.
-// `--schedule` plans the shape's pipeline with that schedule (default 1f1b;
-// zb-h1: zero bubble; auto: 1F1B or ZB-H1 per shape, the JSON's schedule
-// is the one chosen); the fixed 8 x 8 plan stays 1F1B, as DT-FM's.
+// `--schedule` plans the shape's pipeline with that schedule (default
+// auto, as --dtfm-plan: 1F1B or ZB-H1 per shape, the JSON's schedule is
+// the one chosen; 1f1b; zb-h1: zero bubble); the fixed 8 x 8 plan stays
+// 1F1B, as DT-FM's.
 //
 //   bench-shape [--json] [--global-batch G] [--budget S] [--scale]
 //               [--compress-ratio R] [--bucket-mb auto|MiB]
@@ -178,7 +179,7 @@ struct Communication {
   int64_t syncFragments = 1, syncOverlap = 0;
   /// The pipeline's schedule; `chooseSchedule`: 1F1B or ZB-H1 per shape.
   PipelineSchedule schedule = PipelineSchedule::OneFOneB;
-  bool chooseSchedule = false;
+  bool chooseSchedule = true; // --dtfm-plan's default
   CodecChoice dpCompression;
   CodecChoice ppCompression;
 };

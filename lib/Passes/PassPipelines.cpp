@@ -64,7 +64,7 @@ struct PlanOptions : public PassPipelineOptions<PlanOptions> {
                                    "bubble), gpipe, or auto (the shape "
                                    "search picks 1f1b or zb-h1 per plan; "
                                    "with global-batch, else 1f1b)"),
-                               llvm::cl::init("1f1b")};
+                               llvm::cl::init("auto")};
   Option<std::string> optimizer{*this, "optimizer",
                                 llvm::cl::desc("adamw or sgd"),
                                 llvm::cl::init("adamw")};
