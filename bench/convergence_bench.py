@@ -24,12 +24,18 @@ bandwidth and latency per direction), the same tokens for every method:
             exchange overlapping --sync-overlap steps (outer-mixing 0.5)
   stream4   the same with the pseudo-gradients in 4 bits with error
             feedback (dp-compression=int4)
+  1f1b      a pipeline instead: --replicas / 2 replicas of 2 stages, 4
+            micro-batches each (as many tokens a step), dense gradients,
+            1F1B
+  zb-h1     the same pipeline with Zero Bubble's ZB-H1 (backwards split
+            into input and weight gradients; the same losses as 1f1b)
 
 For each: the mean loss of the last 20 steps, the mean measured and
-simulated (calibrated) seconds per step after the first, and when the 10-step moving
-average of the loss first reaches the target -- the dense run's final mean
-loss times 1.05 -- in steps and in measured seconds. Time to the target is
-the figure that matters: a method that exchanges less may need more steps.
+simulated seconds per step once calibrated (from the third), and when
+the 10-step moving average of the loss first reaches the target -- the
+dense run's final mean loss times 1.05 -- in steps and in measured
+seconds. Time to the target is the figure that matters: a method that
+exchanges less may need more steps.
 
 Prints a table; with --json one JSON object per method.
 """
@@ -86,17 +92,20 @@ def main():
     parser.add_argument("--sync-fragments", type=int, default=4)
     parser.add_argument("--sync-overlap", type=int, default=1)
     args = parser.parse_args()
-    if args.replicas < 2 or args.steps < 30 or args.sync_every < 1 or \
+    if args.replicas < 2 or args.replicas % 2 or args.steps < 30 or args.sync_every < 1 or \
             not 1 < args.topk_ratio <= 1e6 or \
             not args.bandwidth_gbps > 0 or not args.delay_ms >= 0 or \
             not 1 <= args.sync_fragments <= args.sync_every or \
             args.sync_overlap < 0:
-        sys.exit("bench-convergence: need --replicas >= 2, --steps >= 30, "
+        sys.exit("bench-convergence: need an even --replicas >= 2, "
+                 "--steps >= 30, "
                  "--sync-every >= 1, --topk-ratio in (1, 1e6], "
                  "--bandwidth-gbps > 0, --delay-ms >= 0, "
                  "1 <= --sync-fragments <= --sync-every and "
                  "--sync-overlap >= 0 (dtfm-opt checks the rest)")
     tool = lambda t: os.path.join(args.bin, t)
+    # (name, --dtfm-plan options): data parallelism over every worker
+    # unless the options give dp and pp themselves.
     methods = [("dense", "bucket-mb=0"),
                ("buckets", "bucket-mb=%s" % args.bucket_mb),
                ("int8", "dp-compression=int8"),
@@ -106,6 +115,11 @@ def main():
         args.sync_every, args.sync_fragments, args.sync_overlap)
     methods += [("stream", streaming),
                 ("stream4", streaming + " dp-compression=int4")]
+    # Half the replicas, each micro-batch count doubled: the same tokens.
+    pipeline = "dp=%d pp=2 micro-batches=4 bucket-mb=0" % (
+        args.replicas // 2)
+    methods += [("1f1b", pipeline + " schedule=1f1b"),
+                ("zb-h1", pipeline + " schedule=zb-h1")]
     with tempfile.TemporaryDirectory() as work:
         cluster = os.path.join(work, "replicas.textproto")
         with open(cluster, "w") as f:
@@ -121,9 +135,11 @@ def main():
             planned = os.path.join(work, name + ".mlir")
             plan = os.path.join(work, name + ".pb")
             log = os.path.join(work, name + ".jsonl")
+            shape = "" if " pp=" in " " + option else \
+                "dp=%d pp=1 micro-batches=2 " % args.replicas
             sh([tool("dtfm-opt"), model, "-o", planned,
-                "--dtfm-plan=cluster=%s dp=%d pp=1 programs=true "
-                "micro-batches=2 %s" % (cluster, args.replicas, option)])
+                "--dtfm-plan=cluster=%s programs=true %s%s" %
+                (cluster, shape, option)])
             sh([tool("dtfm-translate"), "--export-plan", planned, "-o", plan])
             sh([tool("dtfm-run"), plan, "--execute", "--steps",
                 str(args.steps), "--shape-links", "--timeout", "600",
@@ -136,26 +152,29 @@ def main():
             print("%d replicas, %g Gbit/s, %g ms; target loss %.4f "
                   "(dense's last 20 steps + 5%%)" %
                   (args.replicas, args.bandwidth_gbps, args.delay_ms, target))
-            print("%-8s %-48s %10s %11s %12s %12s %14s" %
+            print("%-8s %-54s %10s %11s %12s %12s %14s" %
                   ("method", "option", "final_loss", "measured_s",
                    "simulated_s", "target_step", "target_time_s"))
         for name, option, records in results:
             step, seconds = reach(records, target)
+            # The steps after the calibration (dtfm-run measures the
+            # second): the simulator fed with this machine's speeds.
+            calibrated = [r for r in records if r["calibrated"]]
             row = {
                 "method": name, "option": option,
                 "final_loss": statistics.mean(r["loss"]
                                               for r in records[-20:]),
                 "measured_s": statistics.mean(r["measured_s"]
-                                              for r in records[1:]),
+                                              for r in calibrated),
                 "simulated_s": statistics.mean(r["simulated_s"]
-                                               for r in records[1:]),
+                                               for r in calibrated),
                 "target_loss": target,
                 "target_step": step, "target_time_s": seconds,
             }
             if args.json:
                 print(json.dumps(row))
             else:
-                print("%-8s %-48s %10.4f %11.4f %12.4f %12s %14s" %
+                print("%-8s %-54s %10.4f %11.4f %12.4f %12s %14s" %
                       (name, option, row["final_loss"], row["measured_s"],
                        row["simulated_s"],
                        "-" if step is None else str(step),
