@@ -28,6 +28,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -627,6 +628,15 @@ int dtfm::runtime::runElastic(const std::string &planPath,
     int64_t step = newestCompleteStep(currentCheckpoints, devices);
     if (step >= 0) {
       resumeDir = currentCheckpoints;
+      // A newer generation some devices wrote before the loss would let
+      // the next plan resume later (the replicas' files assemble it), past
+      // a step rank 0 may never have logged (it logs a step before its own
+      // checkpoint): the log would skip it. Only the complete one stays.
+      for (const Generation &generation : listGenerations(resumeDir))
+        if (generation.step > step)
+          for (const auto &[device, planHash] : generation.files)
+            CheckpointStore(resumeDir, device, planHash)
+                .prune(std::numeric_limits<size_t>::max(), step);
     } else {
       std::vector<Generation> earlier =
           resumeDir.empty() ? std::vector<Generation>()
