@@ -27,9 +27,13 @@ struct PlanOptions : public PassPipelineOptions<PlanOptions> {
       llvm::cl::init("genetic")};
   Option<uint64_t> seed{*this, "seed", llvm::cl::desc("Random seed"),
                         llvm::cl::init(0)};
-  Option<double> budget{*this, "budget",
-                        llvm::cl::desc("Search budget in seconds (0: none)"),
-                        llvm::cl::init(0)};
+  Option<double> budget{
+      *this, "budget",
+      llvm::cl::desc("Search budget in seconds (0: with global-batch, the "
+                     "shape search's 3 s up to 128 devices and 10 s beyond; "
+                     "without, no limit: the device search runs its fixed "
+                     "rounds, deterministic)"),
+      llvm::cl::init(0)};
   Option<int> dp{*this, "dp", llvm::cl::desc("D_DP (0: search)"),
                  llvm::cl::init(0)};
   Option<int> pp{*this, "pp", llvm::cl::desc("D_PP (0: search)"),
@@ -60,10 +64,11 @@ struct PlanOptions : public PassPipelineOptions<PlanOptions> {
                            llvm::cl::init(1)};
   Option<std::string> schedule{*this, "schedule",
                                llvm::cl::desc(
-                                   "Micro-batch schedule: 1f1b, zb-h1 (zero "
-                                   "bubble), gpipe, or auto (the shape "
-                                   "search picks 1f1b or zb-h1 per plan; "
-                                   "with global-batch, else 1f1b)"),
+                                   "Micro-batch schedule: auto (the "
+                                   "default: with global-batch the shape "
+                                   "search picks 1f1b or zb-h1 per plan, "
+                                   "else 1f1b), 1f1b, zb-h1 (zero bubble "
+                                   "within 1F1B's peak memory) or gpipe"),
                                llvm::cl::init("auto")};
   Option<std::string> optimizer{*this, "optimizer",
                                 llvm::cl::desc("adamw or sgd"),
