@@ -217,12 +217,14 @@ HeteroModel::stageTimesOf(const Layout &layout, const StagePlan &plan) const {
     return flops > 0 ? std::pair(forward / flops, weight / flops)
                      : std::pair(1.0 / 3, 0.0);
   };
-  // Per stage, what its micro-batches hold to their B and W and what it
-  // holds whatever the schedule (its state and largest passing buffer).
+  // Per stage (the same on every pipeline; zero bubble only), what its
+  // micro-batches hold to their B and W and what it holds whatever the
+  // schedule (its state and largest passing buffer).
   double statePerByte = stateBytesPerParameterByte(problem.training.stages);
   auto heldOf = [&](int s) {
     ZeroBubbleStageBytes held;
-    if (plan.bounds.empty())
+    if (plan.bounds.empty() ||
+        problem.training.stages.schedule != PipelineSchedule::ZeroBubbleH1)
       return held;
     bool recomputed =
         !plan.stageMemory.empty() && plan.stageMemory[s].recomputed;
@@ -242,6 +244,9 @@ HeteroModel::stageTimesOf(const Layout &layout, const StagePlan &plan) const {
     held.fixed += scratch;
     return held;
   };
+  std::vector<ZeroBubbleStageBytes> stageHeld(pp);
+  for (int s = 0; s < pp; ++s)
+    stageHeld[s] = heldOf(s);
   std::vector<std::vector<StageTimes>> times(dp, std::vector<StageTimes>(pp));
   for (int i = 0; i < dp; ++i) {
     int first = 2 * i * boundaries;
@@ -252,7 +257,7 @@ HeteroModel::stageTimesOf(const Layout &layout, const StagePlan &plan) const {
       auto [forwardShare, weightShare] = shares(s);
       t.forward = t.compute * forwardShare;
       t.weight = t.compute * weightShare;
-      t.held = heldOf(s);
+      t.held = stageHeld[s];
       roundTrip += t.compute;
       if (s + 1 < pp) {
         int k = first + 2 * s;
