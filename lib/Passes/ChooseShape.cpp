@@ -195,7 +195,9 @@ struct ChooseShape : public mlir::dtfm::impl::ChooseShapeBase<ChooseShape> {
       // does; the others share another.
       planner::ShapeSearchOptions options;
       double total =
-          budget > 0 ? budget : (candidate.cluster.size() <= 128 ? 3.0 : 10.0);
+          budget > 0
+              ? budget
+              : planner::defaultSearchBudgetSeconds(candidate.cluster.size());
       options.budgetSeconds =
           degree == degrees.front()
               ? total

@@ -256,16 +256,15 @@ struct PlanTail {
         recompute(o.recompute), shardState(o.shardState) {}
 };
 
-/// assign -> partition, and with programs=true: -> send/recv ->
-/// [compression] -> gradient sync -> schedule -> one program per device ->
-/// verify.
 /// hetero's layout (as recorded by the plan asked for) re-planned with
 /// uneven replicas by whole pipeline time, links included: a candidate of
 /// SimulateCandidates only.
 constexpr llvm::StringLiteral kHeteroLinkShares = "hetero:link-shares";
 
-void buildPlanTail(OpPassManager &pm, const PlanTail &options,
-                   StringRef algorithm, bool printTable) {
+/// The tail's first part: device assignment with `algorithm`.
+void buildAssignment(OpPassManager &pm, const PlanTail &options,
+                     StringRef algorithm, bool printTable,
+                     double budgetSeconds) {
   AssignDevicesOptions assign;
   assign.algorithm = algorithm.str();
   if (algorithm == kHeteroLinkShares) {
@@ -274,7 +273,7 @@ void buildPlanTail(OpPassManager &pm, const PlanTail &options,
     assign.keepLayout = true;
   }
   assign.seed = options.seed;
-  assign.budget = options.budget;
+  assign.budget = budgetSeconds;
   assign.dataParallel = options.dp;
   assign.pipelineParallel = options.pp;
   assign.microBatches = options.microBatches;
@@ -293,6 +292,13 @@ void buildPlanTail(OpPassManager &pm, const PlanTail &options,
   assign.recompute = options.recompute;
   assign.shardState = options.shardState;
   pm.addPass(createAssignDevices(assign));
+}
+
+/// The rest: partition, and with programs=true: -> send/recv ->
+/// [compression] -> gradient sync -> schedule -> one program per device ->
+/// verify -> fit memory.
+void buildAfterAssignment(OpPassManager &pm, const PlanTail &options,
+                          bool printTable) {
   PartitionStagesOptions partition;
   partition.schedule = options.schedule;
   partition.microBatches = options.microBatches;
@@ -342,6 +348,24 @@ void buildPlanTail(OpPassManager &pm, const PlanTail &options,
   pm.addPass(createVerifyPlan());
   pm.addPass(
       createFitMemory(FitMemoryOptions{options.recompute, options.shardState}));
+}
+
+/// A part of the tail, for SimulateCandidates.
+void buildPlanTail(OpPassManager &pm, const PlanTail &options,
+                   PlanTailPart part, StringRef algorithm, bool printTable,
+                   double budgetSeconds) {
+  if (part == PlanTailPart::Assignment) {
+    buildAssignment(pm, options, algorithm, printTable, budgetSeconds);
+    return;
+  }
+  buildAfterAssignment(pm, options, printTable);
+}
+
+/// The whole tail, as asked.
+void buildPlanTail(OpPassManager &pm, const PlanTail &options) {
+  buildAssignment(pm, options, options.algorithm, options.printTable,
+                  options.budget);
+  buildAfterAssignment(pm, options, options.printTable);
 }
 
 /// The options to record on the plan (--dtfm-record-plan-inputs): every
@@ -464,7 +488,7 @@ void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
   // A degree per stage fixes the layout: no other algorithm's to compare.
   if (!(options.programs && options.algorithm == "hetero" &&
         options.simulateCandidates && options.stageTp.empty())) {
-    buildPlanTail(pm, tail, tail.algorithm, tail.printTable);
+    buildPlanTail(pm, tail);
     return;
   }
   std::vector<std::string> algorithms{"hetero", kHeteroLinkShares.str()};
@@ -472,10 +496,12 @@ void buildPlanPipeline(OpPassManager &pm, const PlanOptions &options) {
        ::dtfm::planner::allSearchAlgorithms())
     algorithms.push_back(::dtfm::planner::searchAlgorithmName(baseline));
   pm.addPass(createSimulateCandidates(
-      [tail](OpPassManager &nested, StringRef algorithm, bool printTable) {
-        buildPlanTail(nested, tail, algorithm, printTable);
+      [tail](OpPassManager &nested, PlanTailPart part, StringRef algorithm,
+             bool printTable, double budgetSeconds) {
+        buildPlanTail(nested, tail, part, algorithm, printTable,
+                      budgetSeconds);
       },
-      std::move(algorithms), tail.printTable));
+      std::move(algorithms), tail.printTable, tail.budget));
 }
 } // namespace
 

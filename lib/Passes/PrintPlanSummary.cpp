@@ -267,13 +267,19 @@ struct PrintPlanSummary
     // the kept one may be a baseline's layout of the same shape.
     if (auto candidates =
             module->getAttrOfType<CandidatesAttr>(kCandidatesAttrName)) {
-      os << "simulated:";
+      os << "simulated";
+      if (candidates.getSearchBudgetS())
+        os << llvm::format(" (later searches %.3f s each)",
+                           double(*candidates.getSearchBudgetS()));
+      os << ":";
       for (auto [i, plan] : llvm::enumerate(candidates.getPlans())) {
         os << (i ? ", " : " ") << plan.getAlgorithm();
         if (plan.getIterationS())
           os << llvm::format(" %.4f s", double(*plan.getIterationS()));
         else
           os << " not planned";
+        if (!plan.getSameAs().empty())
+          os << " (plan of " << plan.getSameAs() << ")";
         if (plan.getAlgorithm() == candidates.getChosen())
           os << " (chosen)";
       }

@@ -292,7 +292,9 @@ void paperLocalSearch(SearchContext &ctx, LayoutState &state) {
   const double eps = 1e-12;
   for (bool improved = true; improved && !ctx.deadline.expired();) {
     improved = false;
-    for (int gj = 0; gj < ctx.dPP; ++gj)
+    // The deadline between pairs too: one sweep over D_PP^2 / 2 pairs of
+    // large groups takes seconds.
+    for (int gj = 0; gj < ctx.dPP && !ctx.deadline.expired(); ++gj)
       for (int gk = gj + 1; gk < ctx.dPP; ++gk) {
         const Partition &p = state.partition();
         if (p[gj].size() < 2 || p[gk].size() < 2)
@@ -479,8 +481,10 @@ Partition searchKernighanLin(SearchContext &ctx) {
     LayoutState state(ctx.model, ctx.randomPartition(), ctx.evaluations);
     for (bool changed = true; changed && !ctx.deadline.expired();) {
       changed = false;
-      for (int gj = 0; gj < ctx.dPP; ++gj)
-        for (int gk = gj + 1; gk < ctx.dPP; ++gk)
+      // A pass between two groups of D_DP costs D_DP^4 link lookups: the
+      // deadline is checked before each.
+      for (int gj = 0; gj < ctx.dPP && !ctx.deadline.expired(); ++gj)
+        for (int gk = gj + 1; gk < ctx.dPP && !ctx.deadline.expired(); ++gk)
           changed |= kernighanLinPass(ctx, state, gj, gk);
     }
     if (state.cost() < bestCost) {

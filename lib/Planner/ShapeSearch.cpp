@@ -582,6 +582,10 @@ dtfm::planner::microBatchSizeCandidates(int64_t modelSize,
   return candidates;
 }
 
+double dtfm::planner::defaultSearchBudgetSeconds(size_t devices) {
+  return devices <= 128 ? 3.0 : 10.0;
+}
+
 bool dtfm::planner::searchShapes(const ShapeProblem &problem,
                                  const ShapeSearchOptions &options,
                                  ShapeSearchResult &result,

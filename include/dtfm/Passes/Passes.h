@@ -177,20 +177,31 @@ shardStageLayout(ModuleOp module,
                  const std::vector<std::vector<std::vector<int>>> &stageGroups,
                  const std::vector<int> &bounds, std::string &error);
 
-/// Adds the rest of --dtfm-plan from device assignment on (assign ->
-/// partition -> send/recv -> ... -> verify) with the given assignment
-/// algorithm and print-table setting; the other options are the pipeline's.
+/// The rest of --dtfm-plan from device assignment on, in two parts: the
+/// assignment (--dtfm-assign-devices) and what follows it (partition ->
+/// send/recv -> ... -> verify -> fit memory).
+enum class PlanTailPart { Assignment, AfterAssignment };
+
+/// Adds a part of the tail with the given assignment algorithm, print-table
+/// setting and (for the assignment) search budget in seconds; the other
+/// options are the pipeline's.
 using PlanTailBuilder =
-    std::function<void(OpPassManager &, llvm::StringRef algorithm,
-                       bool printTable)>;
+    std::function<void(OpPassManager &, PlanTailPart part,
+                       llvm::StringRef algorithm, bool printTable,
+                       double budgetSeconds)>;
 
 /// Runs the tail with each of `algorithms` (the one asked for first, on the
-/// module; the others on clones), simulates each plan, keeps the fastest
-/// and records `dtfm.candidates`. Built by --dtfm-plan only: it needs the
-/// pipeline's options.
-std::unique_ptr<Pass> createSimulateCandidates(PlanTailBuilder buildTail,
-                                               std::vector<std::string> algorithms,
-                                               bool printTable);
+/// module, with the pipeline's `budgetSeconds`; the others on clones),
+/// simulates each plan, keeps the fastest and records `dtfm.candidates`.
+/// The others' searches share one budget: `budgetSeconds`, or the shape
+/// search's default where a shape was chosen, or none. A candidate whose
+/// assignment repeats an earlier one's is not carried further (its plan
+/// would be the same). Built by --dtfm-plan only: it needs the pipeline's
+/// options.
+std::unique_ptr<Pass>
+createSimulateCandidates(PlanTailBuilder buildTail,
+                         std::vector<std::string> algorithms, bool printTable,
+                         double budgetSeconds);
 
 #define GEN_PASS_REGISTRATION
 #include "dtfm/Passes/Passes.h.inc"

@@ -113,6 +113,10 @@ struct ShapeSearchResult {
 std::vector<int64_t> microBatchSizeCandidates(int64_t modelSize,
                                               int64_t globalBatch);
 
+/// The search budget `--dtfm-plan` gives a cluster of `devices` when its
+/// `budget` option is 0: 3 s up to 128 devices, 10 s beyond.
+double defaultSearchBudgetSeconds(size_t devices);
+
 /// Searches; false with a one-line `error` when no shape fits in memory (or
 /// no micro-batch size divides the global batch).
 bool searchShapes(const ShapeProblem &problem,

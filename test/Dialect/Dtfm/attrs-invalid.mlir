@@ -350,6 +350,33 @@ module attributes {dtfm.candidates = #dtfm.candidates<chosen = "hetero", plans =
 
 // -----
 
+// COM: same_as names a candidate listed earlier, of the same time.
+// expected-error @+1 {{dtfm.candidates: 'kl' is the same as 'op-fence', which is not an earlier candidate of the same time}}
+module attributes {dtfm.candidates = #dtfm.candidates<chosen = "hetero", plans = [<algorithm = "hetero", iteration_s = 1.0>, <algorithm = "kl", iteration_s = 2.0, same_as = "op-fence">, <algorithm = "op-fence", iteration_s = 2.0>]>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.candidates: 'kl' is the same as 'rank-order', which is not an earlier candidate of the same time}}
+module attributes {dtfm.candidates = #dtfm.candidates<chosen = "hetero", plans = [<algorithm = "hetero", iteration_s = 1.0>, <algorithm = "rank-order", iteration_s = 2.0>, <algorithm = "kl", iteration_s = 3.0, same_as = "rank-order">]>} {
+}
+
+// -----
+
+// COM: A candidate verifies as it is parsed; the list then fails to parse.
+// expected-error @+2 {{dtfm.candidate_plan 'kl': same_as needs the shared iteration_s}}
+// expected-error @+1 {{failed to parse Dtfm_CandidatesAttr parameter 'plans' which is to be a `::llvm::ArrayRef<::mlir::dtfm::CandidatePlanAttr>`}}
+module attributes {dtfm.candidates = #dtfm.candidates<chosen = "hetero", plans = [<algorithm = "hetero", iteration_s = 1.0>, <algorithm = "kl", error = "x", same_as = "hetero">]>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.candidates: search_budget_s must be positive and finite, got -1.000000e+00}}
+module attributes {dtfm.candidates = #dtfm.candidates<chosen = "hetero", plans = [<algorithm = "hetero", iteration_s = 1.0>], search_budget_s = -1.0>} {
+}
+
+// -----
+
 // expected-error @+1 {{dtfm.candidates must be a #dtfm.candidates attribute}}
 module attributes {dtfm.candidates = "hetero"} {
 }

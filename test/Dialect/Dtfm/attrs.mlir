@@ -99,3 +99,12 @@ module @planned attributes {dtfm.stages = #dtfm.stages<bounds = [0, 2, 2, 5], st
 // CHECK-SAME: dtfm.candidates = #dtfm.candidates<chosen = "genetic", plans = [<algorithm = "hetero", iteration_s = 30.745>, <algorithm = "genetic", iteration_s = 30.708>, <algorithm = "kl", error = "no device layout fits">]>
 module @candidates attributes {dtfm.candidates = #dtfm.candidates<chosen = "genetic", plans = [#dtfm.candidate_plan<algorithm = "hetero", iteration_s = 30.745>, #dtfm.candidate_plan<algorithm = "genetic", iteration_s = 30.708>, #dtfm.candidate_plan<algorithm = "kl", error = "no device layout fits">]>} {
 }
+
+// -----
+
+// COM: A candidate whose assignment repeated an earlier one's, and the
+// COM: later candidates' search budget.
+// CHECK-LABEL: module @candidates_twin
+// CHECK-SAME: dtfm.candidates = #dtfm.candidates<chosen = "hetero", plans = [<algorithm = "hetero", iteration_s = 2.5>, <algorithm = "rank-order", iteration_s = 3.0>, <algorithm = "op-fence", iteration_s = 3.0, same_as = "rank-order">], search_budget_s = 0.5>
+module @candidates_twin attributes {dtfm.candidates = #dtfm.candidates<chosen = "hetero", plans = [<algorithm = "hetero", iteration_s = 2.5>, <algorithm = "rank-order", iteration_s = 3.0>, <algorithm = "op-fence", iteration_s = 3.0, same_as = "rank-order">], search_budget_s = 0.5>} {
+}

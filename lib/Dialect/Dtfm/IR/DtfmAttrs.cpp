@@ -303,7 +303,7 @@ LogicalResult
 CandidatePlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                           StringRef algorithm,
                           std::optional<StoredDouble> iterationSeconds,
-                          StringRef error) {
+                          StringRef error, StringRef sameAs) {
   if (algorithm.empty())
     return emitError() << "dtfm.candidate_plan: algorithm must not be empty";
   if (iterationSeconds.has_value() == !error.empty())
@@ -314,17 +314,38 @@ CandidatePlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "dtfm.candidate_plan '" << algorithm
                        << "': iteration_s must be positive and finite, got "
                        << iterationSeconds->value;
+  if (!sameAs.empty() && !iterationSeconds)
+    return emitError() << "dtfm.candidate_plan '" << algorithm
+                       << "': same_as needs the shared iteration_s";
   return success();
 }
 
 LogicalResult
 CandidatesAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                       StringRef chosen, ArrayRef<CandidatePlanAttr> plans) {
-  llvm::StringSet<> seen;
+                       StringRef chosen, ArrayRef<CandidatePlanAttr> plans,
+                       std::optional<StoredDouble> searchBudgetSeconds) {
+  if (searchBudgetSeconds && !(std::isfinite(searchBudgetSeconds->value) &&
+                               searchBudgetSeconds->value > 0))
+    return emitError() << "dtfm.candidates: search_budget_s must be positive "
+                          "and finite, got "
+                       << searchBudgetSeconds->value;
+  llvm::StringMap<std::optional<double>> seen;
   std::optional<double> chosenSeconds;
   double fastest = std::numeric_limits<double>::infinity();
   for (CandidatePlanAttr plan : plans) {
-    if (!seen.insert(plan.getAlgorithm()).second)
+    std::optional<double> seconds;
+    if (plan.getIterationS())
+      seconds = plan.getIterationS()->value;
+    if (!plan.getSameAs().empty()) {
+      auto earlier = seen.find(plan.getSameAs());
+      if (earlier == seen.end() || !earlier->second ||
+          *earlier->second != seconds)
+        return emitError() << "dtfm.candidates: '" << plan.getAlgorithm()
+                           << "' is the same as '" << plan.getSameAs()
+                           << "', which is not an earlier candidate of the "
+                              "same time";
+    }
+    if (!seen.try_emplace(plan.getAlgorithm(), seconds).second)
       return emitError() << "dtfm.candidates: algorithm '"
                          << plan.getAlgorithm() << "' is listed twice";
     if (!plan.getIterationS())

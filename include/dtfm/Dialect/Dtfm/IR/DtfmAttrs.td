@@ -337,17 +337,24 @@ def Dtfm_CandidatePlanAttr : Dtfm_Attr<"CandidatePlan", "candidate_plan"> {
   let description = [{
     The device-assignment algorithm the candidate was planned with and its
     simulated iteration time (`iteration_s`), or, for a candidate that could
-    not be planned, the first line of its error.
+    not be planned, the first line of its error. A candidate whose device
+    assignment came out the same as an earlier one's (same stages, stage
+    bounds and micro-batch shares) is not carried through the rest of the
+    pipeline again: `same_as` names that earlier candidate, whose time it
+    shares.
 
     ```mlir
     #dtfm.candidate_plan<algorithm = "genetic", iteration_s = 30.708>
+    #dtfm.candidate_plan<algorithm = "kl", iteration_s = 30.708,
+                         same_as = "genetic">
     #dtfm.candidate_plan<algorithm = "kl", error = "no device layout fits">
     ```
   }];
   let parameters = (ins
     StringRefParameter<"the assignment algorithm">:$algorithm,
     Dtfm_OptionalDoubleParameter<"simulated iteration time in s">:$iteration_s,
-    StringRefParameter<"why it could not be planned", [{""}]>:$error
+    StringRefParameter<"why it could not be planned", [{""}]>:$error,
+    StringRefParameter<"the earlier candidate with the same assignment", [{""}]>:$same_as
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
@@ -361,6 +368,9 @@ def Dtfm_CandidatesAttr : Dtfm_Attr<"Candidates", "candidates"> {
     assignment algorithms at the same shape, each carried through every
     pass and simulated as dtfm-run --simulate would; `chosen` names the
     fastest (the one asked for on a tie), whose plan the module holds.
+    `search_budget_s` is the search budget each later candidate's
+    assignment had (the search asked for shares its budget among them);
+    absent, their searches ran their fixed rounds.
 
     ```mlir
     #dtfm.candidates<chosen = "genetic", plans = [
@@ -369,12 +379,15 @@ def Dtfm_CandidatesAttr : Dtfm_Attr<"Candidates", "candidates"> {
     ```
 
     The verifier checks the form: each candidate has a positive finite
-    `iteration_s` or an error, not both, algorithms are named once, and
-    `chosen` names a simulated candidate no slower than any other.
+    `iteration_s` or an error, not both, algorithms are named once, a
+    `same_as` names an earlier simulated candidate of the same time,
+    `chosen` names a simulated candidate no slower than any other, and a
+    search budget is positive and finite.
   }];
   let parameters = (ins
     StringRefParameter<"the algorithm whose plan was kept">:$chosen,
-    Dtfm_BracketListParameter<"::mlir::dtfm::CandidatePlanAttr", "the candidates, in the order planned">:$plans
+    Dtfm_BracketListParameter<"::mlir::dtfm::CandidatePlanAttr", "the candidates, in the order planned">:$plans,
+    Dtfm_OptionalDoubleParameter<"each later candidate's search budget in s (absent: none)">:$search_budget_s
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
