@@ -92,6 +92,15 @@ done
 for edit in $("$python" "$src/test/Runtime/Inputs/mutate_plan.py" --list zero-bubble); do
   "$python" "$src/test/Runtime/Inputs/mutate_plan.py" "$edit" "$out/plan/tiny-zb.txtpb" "$out/plan/$edit.txtpb"
 done
+# Replicas (dp 2 x pp 2): templates shared by each stage's entries, and
+# the hostile entries of `--list replicas`.
+printf 'name: "four"\ndevices { name: "cpu" region: "local" count: 4 peak_flops: 1e11 memory_bytes: 8e9 }\nintra_region { delay_ms: 0.05 bandwidth_gbps: 40 }\n' > "$work/four.textproto"
+"$bin/dtfm-opt" "$work/tiny.mlir" --dtfm-plan="cluster=$work/four.textproto dp=2 pp=2 programs=true micro-batches=2 optimizer=sgd lr=0.1" -o "$work/replicas.mlir"
+"$bin/dtfm-translate" --export-plan --cluster "$work/four.textproto" "$work/replicas.mlir" -o "$out/plan/tiny-replicas.pb"
+"$bin/dtfm-translate" --export-plan --plan-text --cluster "$work/four.textproto" "$work/replicas.mlir" -o "$out/plan/tiny-replicas.txtpb"
+for edit in $("$python" "$src/test/Runtime/Inputs/mutate_plan.py" --list replicas); do
+  "$python" "$src/test/Runtime/Inputs/mutate_plan.py" "$edit" "$out/plan/tiny-replicas.txtpb" "$out/plan/$edit.txtpb"
+done
 
 # A checkpoint of that plan, as the checkpoint fuzzer reads it: a first
 # byte of 0 (the manifest is made for it), then the .ckpt.

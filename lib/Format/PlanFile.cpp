@@ -19,16 +19,193 @@
 #include <map>
 #include <regex>
 #include <set>
+#include <unordered_map>
 
 using namespace dtfm::format;
+
+static bool readableVersion(uint64_t version) {
+  return version >= kOldestPlanFormatVersion && version <= kPlanFormatVersion;
+}
 
 static std::string versionMismatch(const std::string &source,
                                    uint64_t version) {
   return source + ": plan format version " + std::to_string(version) +
-         ", but this dtfm reads version " + std::to_string(kPlanFormatVersion) +
-         (version < kPlanFormatVersion
+         ", but this dtfm reads versions " +
+         std::to_string(kOldestPlanFormatVersion) + " to " +
+         std::to_string(kPlanFormatVersion) +
+         (version < kOldestPlanFormatVersion
               ? " (an older dtfm wrote it: export the plan again)"
               : "");
+}
+
+//===----------------------------------------------------------------------===//
+// Shared programs (version 3)
+//===----------------------------------------------------------------------===//
+
+/// Program attributes that are a device's own (plan.proto's DeviceProgram).
+static bool ownProgramAttr(const std::string &key) {
+  static const std::set<std::string> own = {
+      "dtfm.device",        "dtfm.pipeline",          "dtfm.peers",
+      "dtfm.param_shards",  "dtfm.peak_memory_bytes", "dtfm.tp_group",
+      "dtfm.tp_rank"};
+  return own.count(key) != 0;
+}
+
+/// Op attributes that are a device's own: the device at the other end of
+/// a transfer.
+static bool ownOpAttr(const std::string &key) { return key == "peer_device"; }
+
+/// Moves the fields and attributes that are `program`'s own into `entry`;
+/// what is left is its template.
+static void splitProgram(dtfm::proto::DeviceProgram &program,
+                         dtfm::proto::DeviceProgram &entry) {
+  entry.set_device(program.device());
+  entry.set_stage(program.stage());
+  entry.set_pipeline(program.pipeline());
+  entry.set_prev(program.prev());
+  entry.set_next(program.next());
+  entry.set_speed_flops(program.speed_flops());
+  entry.set_tp_rank(program.tp_rank());
+  entry.mutable_shards()->Swap(program.mutable_shards());
+  entry.mutable_tp_group()->Swap(program.mutable_tp_group());
+  for (const char *field : {"device", "stage", "pipeline", "prev", "next",
+                            "speed_flops", "tp_rank"})
+    program.GetReflection()->ClearField(
+        &program, program.GetDescriptor()->FindFieldByName(field));
+  auto &attrs = *program.mutable_attrs();
+  for (auto it = attrs.begin(); it != attrs.end();) {
+    if (!ownProgramAttr(it->first)) {
+      ++it;
+      continue;
+    }
+    (*entry.mutable_attrs())[it->first] = std::move(it->second);
+    it = attrs.erase(it);
+  }
+  for (int i = 0; i < program.ops_size(); ++i) {
+    auto &opAttrs = *program.mutable_ops(i)->mutable_attrs();
+    dtfm::proto::OpAttrs *own = nullptr;
+    for (auto it = opAttrs.begin(); it != opAttrs.end();) {
+      if (!ownOpAttr(it->first)) {
+        ++it;
+        continue;
+      }
+      if (!own) {
+        own = entry.add_op_attrs();
+        own->set_op(static_cast<uint32_t>(i));
+      }
+      (*own->mutable_attrs())[it->first] = std::move(it->second);
+      it = opAttrs.erase(it);
+    }
+  }
+}
+
+/// A message's deterministic binary encoding (map fields sorted).
+static std::string deterministicBytes(const google::protobuf::Message &m) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream raw(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&raw);
+    coded.SetSerializationDeterministic(true);
+    m.SerializeToCodedStream(&coded);
+  }
+  return bytes;
+}
+
+void dtfm::format::sharePrograms(proto::Plan &plan) {
+  std::unordered_map<std::string, uint32_t> templateOf;
+  for (int t = 0; t < plan.templates_size(); ++t)
+    templateOf.emplace(deterministicBytes(plan.templates(t)),
+                       static_cast<uint32_t>(t));
+  for (proto::DeviceProgram &program : *plan.mutable_programs()) {
+    if (program.has_template_index())
+      continue;
+    proto::DeviceProgram entry;
+    splitProgram(program, entry);
+    auto [it, fresh] = templateOf.emplace(
+        deterministicBytes(program),
+        static_cast<uint32_t>(plan.templates_size()));
+    if (fresh)
+      plan.add_templates()->Swap(&program);
+    entry.set_template_index(it->second);
+    program.Swap(&entry);
+  }
+}
+
+bool dtfm::format::expandPrograms(proto::Plan &plan, std::string &error) {
+  auto fail = [&](const std::string &what) {
+    error = what;
+    return false;
+  };
+  // A template holds nothing that is a device's own.
+  for (int t = 0; t < plan.templates_size(); ++t) {
+    proto::DeviceProgram shared = plan.templates(t);
+    proto::DeviceProgram own;
+    splitProgram(shared, own);
+    own.clear_stage(); // a template may keep its stage
+    if (own.ByteSizeLong() != 0 || shared.has_template_index() ||
+        shared.op_attrs_size() != 0)
+      return fail("template " + std::to_string(t) +
+                  " holds what only a device's entry may (its device, "
+                  "pipeline, peers, shards, speed, tensor-parallel group, "
+                  "peer devices or a template of its own)");
+  }
+  std::vector<bool> used(plan.templates_size(), false);
+  for (proto::DeviceProgram &entry : *plan.mutable_programs()) {
+    std::string where = "device '" + entry.device() + "': ";
+    if (!entry.has_template_index()) {
+      if (entry.op_attrs_size() != 0)
+        return fail(where + "op_attrs without a template");
+      continue;
+    }
+    uint32_t t = entry.template_index();
+    if (t >= static_cast<uint32_t>(plan.templates_size()))
+      return fail(where + "names template " + std::to_string(t) +
+                  ", but the plan has " +
+                  std::to_string(plan.templates_size()));
+    // The entry holds its own fields only.
+    proto::DeviceProgram shared = entry;
+    proto::DeviceProgram own;
+    splitProgram(shared, own);
+    shared.clear_template_index();
+    shared.clear_op_attrs();
+    if (shared.ByteSizeLong() != 0)
+      return fail(where + "names template " + std::to_string(t) +
+                  " but holds more than its own fields (ops, streams, "
+                  "work or shared attributes)");
+    proto::DeviceProgram whole = plan.templates(t);
+    whole.set_device(entry.device());
+    whole.set_stage(entry.stage());
+    whole.set_pipeline(entry.pipeline());
+    whole.set_prev(entry.prev());
+    whole.set_next(entry.next());
+    whole.set_speed_flops(entry.speed_flops());
+    whole.set_tp_rank(entry.tp_rank());
+    whole.mutable_shards()->Swap(entry.mutable_shards());
+    whole.mutable_tp_group()->Swap(entry.mutable_tp_group());
+    for (auto &[key, value] : *entry.mutable_attrs())
+      (*whole.mutable_attrs())[key] = std::move(value);
+    for (proto::OpAttrs &own : *entry.mutable_op_attrs()) {
+      if (own.op() >= static_cast<uint32_t>(whole.ops_size()))
+        return fail(where + "op_attrs names op " + std::to_string(own.op()) +
+                    ", but template " + std::to_string(t) + " has " +
+                    std::to_string(whole.ops_size()) + " ops");
+      for (auto &[key, value] : *own.mutable_attrs()) {
+        if (!ownOpAttr(key))
+          return fail(where + "op_attrs sets '" + key + "' on op " +
+                      std::to_string(own.op()) +
+                      ", which is its template's to set");
+        (*whole.mutable_ops(own.op())->mutable_attrs())[key] =
+            std::move(value);
+      }
+    }
+    used[t] = true;
+    entry.Swap(&whole);
+  }
+  for (int t = 0; t < plan.templates_size(); ++t)
+    if (!used[t])
+      return fail("template " + std::to_string(t) + " is named by no device");
+  plan.clear_templates();
+  return true;
 }
 
 bool dtfm::format::parsePlan(const std::string &bytes,
@@ -50,14 +227,14 @@ bool dtfm::format::parsePlan(const std::string &bytes,
     static const std::regex versionLine(
         R"((^|\n)\s*format_version\s*:\s*(\d{1,9})\s)");
     if (std::regex_search(bytes, match, versionLine) &&
-        std::stoul(match[2].str()) != kPlanFormatVersion) {
+        !readableVersion(std::stoul(match[2].str()))) {
       error = versionMismatch(source, std::stoul(match[2].str()));
       return false;
     }
     error = source + ": not a plan file (neither binary nor text protobuf)";
     return false;
   }
-  if (plan.format_version() != kPlanFormatVersion) {
+  if (!readableVersion(plan.format_version())) {
     error = versionMismatch(source, plan.format_version());
     return false;
   }
@@ -73,6 +250,16 @@ bool dtfm::format::parsePlan(const std::string &bytes,
                        "purpose drops its checksum line)";
       return false;
     }
+  }
+  if (plan.format_version() < 3 &&
+      (plan.templates_size() != 0 || plan.link_classes_size() != 0)) {
+    error = source + ": a version-" + std::to_string(plan.format_version()) +
+            " plan with version 3's templates or link classes";
+    return false;
+  }
+  if (!expandPrograms(plan, error)) {
+    error = source + ": " + error;
+    return false;
   }
   return checkPlanShape(plan, source, error);
 }
@@ -246,8 +433,10 @@ bool dtfm::format::serializePlan(const proto::Plan &plan, bool text,
                                  std::string &bytes, std::string &error) {
   bytes.clear();
   dtfm::proto::Plan summed = plan;
+  sharePrograms(summed);
+  summed.clear_checksum();
   uint64_t checksum = 0;
-  if (!planChecksum(plan, checksum, error))
+  if (!planChecksum(summed, checksum, error))
     return false;
   summed.set_checksum(checksum);
   // TextFormat prints map entries sorted by key.

@@ -22,6 +22,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 using namespace dtfm;
 using namespace dtfm::plan;
@@ -367,6 +368,15 @@ bool dtfm::plan::verifyPlan(const proto::Plan &plan, const std::string &source,
       it->second = std::min(it->second, degree);
   }
   std::optional<std::pair<double, std::string>> clipOfPlan;
+  // (stage, tensor-parallel rank, parameter): the replicas' shard ranges,
+  // and the parameter's elements.
+  using ParamKey = std::tuple<int64_t, int64_t, std::string>;
+  struct ShardRange {
+    int64_t begin, end;
+    std::string device;
+  };
+  std::map<ParamKey, std::vector<ShardRange>> shardsOf;
+  std::map<ParamKey, int64_t> elementsOf;
   for (const proto::DeviceProgram &p : plan.programs()) {
     std::string device = "device '" + p.device() + "': ";
     // What the simulator and the reports divide and add.
@@ -399,12 +409,54 @@ bool dtfm::plan::verifyPlan(const proto::Plan &plan, const std::string &source,
       return fail(device + "weight_flops " + shortest(p.weight_flops()) +
                   " exceed backward_flops " + shortest(p.backward_flops()) +
                   " (the weight-gradient half is part of the backward)");
+    // prev and next: the devices of the neighbouring stages of this
+    // pipeline, at this rank (of a narrower stage, the rank it maps to),
+    // or "" at the ends -- the simulator's transfers go to them.
+    for (auto [which, name, stage] :
+         {std::tuple<const char *, const std::string &, int64_t>{
+              "prev", p.prev(), p.stage() - 1},
+          {"next", p.next(), p.stage() + 1}}) {
+      if (stage < 0 || stage >= stages) {
+        if (!name.empty())
+          return fail(device + which + " '" + name + "', but stage " +
+                      std::to_string(p.stage()) + " has no " +
+                      (stage < 0 ? "earlier" : "later") + " stage");
+        continue;
+      }
+      auto it = byDevice.find(name);
+      const proto::DeviceProgram *neighbour =
+          it == byDevice.end() ? nullptr : it->second;
+      if (!neighbour || neighbour->stage() != stage ||
+          neighbour->pipeline() != p.pipeline() ||
+          neighbour->tp_rank() !=
+              p.tp_rank() % std::max(1, neighbour->tp_group_size()))
+        return fail(device + which + " '" + name +
+                    "' is not the device of stage " + std::to_string(stage) +
+                    " of pipeline " + std::to_string(p.pipeline()) +
+                    " at its tensor-parallel rank");
+    }
     StageProgram program;
     std::string reason;
     if (!decodeProgram(p, program, reason))
       return fail(device + reason);
     if (std::string e = verifyProgramOps(program); !e.empty())
       return fail(device + e);
+    // Each parameter's shards, over the replicas of a stage (at a rank).
+    for (const proto::ParamShard &shard : p.shards()) {
+      if (shard.begin() < 0 || shard.end() < shard.begin())
+        return fail(device + "shard of '" + shard.name() + "': range [" +
+                    std::to_string(shard.begin()) + ", " +
+                    std::to_string(shard.end()) + ") is not a range");
+      shardsOf[{p.stage(), p.tp_rank(), shard.name()}].push_back(
+          {shard.begin(), shard.end(), p.device()});
+    }
+    for (const ProgramOp &op : program.ops)
+      if (op.kind == OpKind::Param && !op.results.empty()) {
+        int64_t elements = 1;
+        for (int64_t d : op.results[0].shape)
+          elements *= std::max<int64_t>(0, d);
+        elementsOf[{p.stage(), p.tp_rank(), op.attrs.name}] = elements;
+      }
     // Transfers and gradient syncs name devices of the plan, at the stage
     // they say; every update clips at the same norm.
     std::set<std::pair<format::Phase, int64_t>> opTransfers[3];
@@ -497,6 +549,35 @@ bool dtfm::plan::verifyPlan(const proto::Plan &plan, const std::string &source,
       for (const format::StreamEntry &entry : streams[slot])
         cells[static_cast<size_t>(p.stage())][slot].push_back(
             format::formatEntry(entry, static_cast<format::Slot>(slot)));
+  }
+  // The replicas' shards of a parameter cover its elements once each, in
+  // order.
+  for (auto &[key, ranges] : shardsOf) {
+    const auto &[stage, rank, name] = key;
+    std::string what = "the shards of '" + name + "' on stage " +
+                       std::to_string(stage) +
+                       (rank ? " (tensor-parallel rank " +
+                                   std::to_string(rank) + ")"
+                             : std::string());
+    auto elements = elementsOf.find(key);
+    if (elements == elementsOf.end())
+      return fail("device '" + ranges.front().device + "': shard of '" +
+                  name + "', a parameter its program does not have");
+    std::stable_sort(ranges.begin(), ranges.end(),
+                     [](const ShardRange &a, const ShardRange &b) {
+                       return a.begin < b.begin;
+                     });
+    int64_t covered = 0;
+    for (const ShardRange &r : ranges) {
+      if (r.begin != covered)
+        return fail(what + (r.begin < covered ? " overlap" : " leave a gap") +
+                    " at element " + std::to_string(std::min(r.begin, covered)) +
+                    " (device '" + r.device + "')");
+      covered = r.end;
+    }
+    if (covered != elements->second)
+      return fail(what + " cover " + std::to_string(covered) + " of its " +
+                  std::to_string(elements->second) + " elements");
   }
   // A rank only larger stages have runs its stage's streams, less the
   // sends to a smaller group (it has no receiver there).

@@ -9,6 +9,8 @@
 
 #include "plan.pb.h"
 
+#include <google/protobuf/util/message_differencer.h>
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +19,7 @@
 #include <limits>
 #include <random>
 #include <fstream>
+#include <functional>
 #include <unistd.h>
 #include <sys/stat.h>
 
@@ -310,6 +313,132 @@ TEST(TensorFile, CorruptBytesGetOneLineErrors) {
   EXPECT_EQ(error, "f: truncated at tensor 'w'");
 }
 
+/// Two stages x `pipelines` replicas of a tiny program: each stage's
+/// replicas differ only in what is a device's own.
+static dtfm::proto::Plan replicatedPlan(int pipelines) {
+  dtfm::proto::Plan plan;
+  plan.set_format_version(kPlanFormatVersion);
+  plan.set_model("m");
+  plan.set_micro_batches(2);
+  auto device = [](int stage, int pipeline) {
+    return "s" + std::to_string(stage) + "p" + std::to_string(pipeline);
+  };
+  for (int q = 0; q < pipelines; ++q)
+    for (int s = 0; s < 2; ++s) {
+      dtfm::proto::DeviceProgram &p = *plan.add_programs();
+      p.set_device(device(s, q));
+      p.set_stage(s);
+      p.set_pipeline(q);
+      (s == 0 ? p.mutable_next() : p.mutable_prev())->assign(device(1 - s, q));
+      p.set_speed_flops(1e12 * (q + 1));
+      p.set_forward_flops(10 + s);
+      p.add_compute_entries()->set_micro_batch(1);
+      dtfm::proto::ParamShard &shard = *p.add_shards();
+      shard.set_name("w");
+      shard.set_begin(q);
+      shard.set_end(q + 1);
+      (*p.mutable_attrs())["dtfm.device"].set_s(p.device());
+      (*p.mutable_attrs())["dtfm.stage"].set_i(s);
+      dtfm::proto::PlanOp &op = *p.add_ops();
+      op.set_name("dtfm.param");
+      dtfm::proto::PlanOp &send = *p.add_ops();
+      send.set_name(s == 0 ? "dtfm.send" : "dtfm.recv");
+      (*send.mutable_attrs())["peer_device"].set_s(device(1 - s, q));
+      (*send.mutable_attrs())["bytes"].set_i(64);
+    }
+  return plan;
+}
+
+TEST(PlanFile, ReplicasShareOneTemplatePerStage) {
+  dtfm::proto::Plan plan = replicatedPlan(3);
+  dtfm::proto::Plan shared = plan;
+  sharePrograms(shared);
+  ASSERT_EQ(shared.templates_size(), 2);
+  ASSERT_EQ(shared.programs_size(), 6);
+  for (const dtfm::proto::DeviceProgram &entry : shared.programs()) {
+    EXPECT_TRUE(entry.has_template_index());
+    EXPECT_EQ(entry.ops_size(), 0);
+    EXPECT_EQ(entry.template_index(), static_cast<uint32_t>(entry.stage()));
+    ASSERT_EQ(entry.op_attrs_size(), 1);
+    EXPECT_EQ(entry.op_attrs(0).op(), 1u);
+  }
+  EXPECT_EQ(shared.templates(0).attrs().count("dtfm.device"), 0u);
+  EXPECT_EQ(shared.templates(0).attrs().count("dtfm.stage"), 1u);
+  EXPECT_EQ(shared.templates(0).ops(1).attrs().count("peer_device"), 0u);
+  // Written and read back: the same programs, field for field.
+  std::string bytes, error;
+  for (bool text : {false, true}) {
+    ASSERT_TRUE(serializePlan(plan, text, bytes, error)) << error;
+    dtfm::proto::Plan back;
+    ASSERT_TRUE(parsePlan(bytes, "p", back, error)) << error;
+    EXPECT_EQ(back.templates_size(), 0);
+    back.clear_checksum();
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(back, plan))
+        << (text ? "text" : "binary");
+  }
+  // A program that differs in more than its own (another forward) gets a
+  // template of its own.
+  plan.mutable_programs(4)->set_forward_flops(99);
+  shared = plan;
+  sharePrograms(shared);
+  EXPECT_EQ(shared.templates_size(), 3);
+}
+
+TEST(PlanFile, HostileTemplatesAndEntriesAreRefused) {
+  dtfm::proto::Plan good = replicatedPlan(2);
+  sharePrograms(good);
+  auto refused = [&](const std::function<void(dtfm::proto::Plan &)> &edit) {
+    dtfm::proto::Plan plan = good;
+    edit(plan);
+    std::string bytes, error;
+    EXPECT_TRUE(serializePlan(plan, false, bytes, error)) << error;
+    dtfm::proto::Plan back;
+    EXPECT_FALSE(parsePlan(bytes, "p", back, error));
+    return error;
+  };
+  EXPECT_EQ(refused([](auto &p) { p.mutable_programs(1)->set_template_index(7); }),
+            "p: device 's1p0': names template 7, but the plan has 2");
+  EXPECT_EQ(refused([](auto &p) { p.mutable_programs(1)->add_ops(); }),
+            "p: device 's1p0': names template 1 but holds more than its own "
+            "fields (ops, streams, work or shared attributes)");
+  EXPECT_EQ(refused([](auto &p) {
+              (*p.mutable_programs(1)->mutable_attrs())["dtfm.stage"].set_i(1);
+            }),
+            "p: device 's1p0': names template 1 but holds more than its own "
+            "fields (ops, streams, work or shared attributes)");
+  EXPECT_EQ(refused([](auto &p) {
+              p.mutable_programs(1)->mutable_op_attrs(0)->set_op(5);
+            }),
+            "p: device 's1p0': op_attrs names op 5, but template 1 has 2 ops");
+  EXPECT_EQ(refused([](auto &p) {
+              (*p.mutable_programs(1)->mutable_op_attrs(0)->mutable_attrs())
+                  ["bytes"].set_i(1);
+            }),
+            "p: device 's1p0': op_attrs sets 'bytes' on op 1, which is its "
+            "template's to set");
+  EXPECT_EQ(refused([](auto &p) { p.mutable_templates(0)->set_device("x"); }),
+            "p: template 0 holds what only a device's entry may (its device, "
+            "pipeline, peers, shards, speed, tensor-parallel group, peer "
+            "devices or a template of its own)");
+  EXPECT_EQ(refused([](auto &p) { *p.add_templates() = p.templates(0); }),
+            "p: template 2 is named by no device");
+  EXPECT_EQ(refused([](auto &p) {
+              p.mutable_programs(2)->set_device("s1p0");
+            }),
+            "p: device 's1p0' has two programs");
+  EXPECT_EQ(refused([](auto &p) { p.set_format_version(2); }),
+            "p: a version-2 plan with version 3's templates or link classes");
+  // Version 2 (whole programs, no templates) is read as it is.
+  dtfm::proto::Plan old = replicatedPlan(2);
+  old.set_format_version(2);
+  dtfm::proto::Plan back;
+  std::string error;
+  old.SerializeToString(&error);
+  std::string bytes = error;
+  EXPECT_TRUE(parsePlan(bytes, "p", back, error)) << error;
+  EXPECT_EQ(back.programs_size(), 4);
+}
+
 TEST(PlanFile, VersionsAreCheckedInBothForms) {
   dtfm::proto::Plan plan;
   plan.set_format_version(kPlanFormatVersion);
@@ -328,7 +457,8 @@ TEST(PlanFile, VersionsAreCheckedInBothForms) {
   ASSERT_TRUE(serializePlan(old, false, bytes, error));
   dtfm::proto::Plan back;
   EXPECT_FALSE(parsePlan(bytes, "p", back, error));
-  EXPECT_EQ(error, "p: plan format version 1, but this dtfm reads version " +
+  EXPECT_EQ(error, "p: plan format version 1, but this dtfm reads versions " +
+                       std::to_string(kOldestPlanFormatVersion) + " to " +
                        std::to_string(kPlanFormatVersion) +
                        " (an older dtfm wrote it: export the plan again)");
   // Version 1's text streams no longer parse: still refused by version.

@@ -20,20 +20,37 @@ class Plan;
 
 namespace dtfm::format {
 
-/// The version of plan.proto that this dtfm writes and reads (see the
-/// history in plan.proto).
-inline constexpr unsigned kPlanFormatVersion = 2;
+/// The version of plan.proto that this dtfm writes, and the oldest it
+/// reads (see the history in plan.proto: version 2 is version 3 without
+/// shared programs and link classes).
+inline constexpr unsigned kPlanFormatVersion = 3;
+inline constexpr unsigned kOldestPlanFormatVersion = 2;
 
 /// The most micro-batches per pipeline a plan may ask for.
 inline constexpr int64_t kMaxMicroBatches = 1000000;
 
-/// Decodes a plan from binary or protobuf text format and checks its
-/// version, its checksum when it has one, and its shape (checkPlanShape). On failure returns false with a
-/// one-line `error` that starts with `source`; a plan of another version is
-/// refused by its number, in either form, even when the fields of that
-/// version no longer parse.
+/// Decodes a plan from binary or protobuf text format, checks its version
+/// and its checksum when it has one, rebuilds each device program an entry
+/// gives by its template (expandPrograms), and checks its shape
+/// (checkPlanShape). On failure returns false with a one-line `error` that
+/// starts with `source`; a plan of another version is refused by its
+/// number, in either form, even when the fields of that version no longer
+/// parse.
 bool parsePlan(const std::string &bytes, const std::string &source,
                proto::Plan &plan, std::string &error);
+
+/// A file's device programs shared (version 3): the programs that are the
+/// same but for what plan.proto's DeviceProgram lists as a device's own
+/// become one template in `templates`, and each program the entry that
+/// names it. Programs that already name a template are left as they are.
+void sharePrograms(proto::Plan &plan);
+
+/// The other way: each entry that names a template becomes the whole
+/// program, and `templates` is cleared. False with a one-line `error`
+/// (without the source) for an entry that names a missing template, holds
+/// more than its own fields, or sets an op its template lacks, and for a
+/// template that holds a device's fields or that no entry names.
+bool expandPrograms(proto::Plan &plan, std::string &error);
 
 /// The plan's shape, before anything runs or imports it: at least one
 /// device program, micro_batches in [1, kMaxMicroBatches], named devices
@@ -75,7 +92,8 @@ bool planChecksum(const proto::Plan &plan, uint64_t &checksum,
                   std::string &error);
 
 /// The plan's bytes, binary or protobuf text format when `text`, with its
-/// checksum set (parsePlan checks it).
+/// programs shared (sharePrograms) and its checksum set (parsePlan checks
+/// it).
 bool serializePlan(const proto::Plan &plan, bool text, std::string &bytes,
                    std::string &error);
 

@@ -242,7 +242,9 @@ bool withJoinedDevice(const Cluster &cluster, const JoinRequest &request,
                       Cluster &out, std::string &error);
 
 /// Writes `cluster` into a plan file's cluster fields (name, fingerprint,
-/// devices, N x N delay and bandwidth matrices).
+/// devices, and links: by class -- regions, else nodes -- where every link
+/// depends only on its ends' classes, else N x N delay and bandwidth
+/// matrices).
 void clusterToPlan(const Cluster &cluster, proto::Plan &plan);
 
 /// The cluster a plan carries, checked against the plan's fingerprint and

@@ -4,7 +4,8 @@ verify-plan-hostile.test can check that dtfm-run and --import-plan refuse
 each with its one-line error before anything runs.
 
 usage: mutate_plan.py MUTATION IN.txtpb OUT.txtpb
-       mutate_plan.py --list   (the mutations, one per line: the plan
+       mutate_plan.py --list [zero-bubble|replicas]
+                               (the mutations, one per line: the plan
                                 fuzzer's seeds, fuzz/make-seeds.sh)
 """
 import re
@@ -61,6 +62,23 @@ ZERO_BUBBLE_MUTATIONS = [
     "weight-over-backward", "weight-receive", "missing-weight", "weight-send",
 ]
 
+# For plans whose stages have replicas (dp 2 x pp 2 on cpu0-cpu3: plan
+# format 3's shared templates and per-device entries): `--list replicas`.
+REPLICA_MUTATIONS = [
+    "missing-template", "wrong-next", "prev-at-first-stage", "shard-overlap",
+    "shard-gap", "duplicate-entry",
+]
+
+
+def entry_line(lines, nth, prefix):
+    """Index of the first line starting with `prefix` in the nth entry."""
+    start = [i for i, l in enumerate(lines) if l == "programs {"][nth]
+    end = block_end(lines, start)
+    for i in range(start, end):
+        if lines[i].startswith(prefix):
+            return i
+    raise SystemExit("entry %d has no %r" % (nth, prefix))
+
 
 def main():
     if sys.argv[1:] == ["--list"]:
@@ -69,11 +87,30 @@ def main():
     if sys.argv[1:] == ["--list", "zero-bubble"]:
         print("\n".join(ZERO_BUBBLE_MUTATIONS))
         return
+    if sys.argv[1:] == ["--list", "replicas"]:
+        print("\n".join(REPLICA_MUTATIONS))
+        return
     mutation, source, target = sys.argv[1:4]
-    if mutation not in MUTATIONS + ZERO_BUBBLE_MUTATIONS:
+    if mutation not in MUTATIONS + ZERO_BUBBLE_MUTATIONS + REPLICA_MUTATIONS:
         raise SystemExit("unknown mutation " + mutation)
     lines = open(source).read().split("\n")
-    if mutation == "zero-heads":
+    if mutation == "missing-template":
+        lines[entry_line(lines, 0, "  template_index:")] = "  template_index: 9"
+    elif mutation == "wrong-next":
+        # cpu0 (stage 0 of pipeline 0) names pipeline 1's stage 1.
+        lines[entry_line(lines, 0, "  next:")] = '  next: "cpu3"'
+    elif mutation == "prev-at-first-stage":
+        i = entry_line(lines, 0, "  device:")
+        lines[i + 1:i + 1] = ['  prev: "cpu2"']
+    elif mutation in ("shard-overlap", "shard-gap"):
+        # cpu0's first shard (of wte) one element longer or shorter.
+        i = entry_line(lines, 0, "    end:")
+        end = int(lines[i].split(":")[1])
+        lines[i] = "    end: %d" % (end + (1 if mutation == "shard-overlap"
+                                           else -1))
+    elif mutation == "duplicate-entry":
+        lines[entry_line(lines, 1, "  device:")] = '  device: "cpu0"'
+    elif mutation == "zero-heads":
         set_attr(lines, "dtfm.causal_attention", "num_heads", "i", "0")
     elif mutation == "removed-operand":
         first, _ = op_block(lines, "dtfm.linear")
@@ -105,7 +142,14 @@ def main():
         j = next(i for i, l in enumerate(lines) if l.startswith("schedule:"))
         lines[j] = 'schedule: "2f2b"'
     elif mutation == "unknown-peer":
-        set_attr(lines, "dtfm.send", "peer_device", "s", '"cpu7"')
+        # A device's peers are its own: in its entry's op_attrs (plan
+        # format 3), the first of which is cpu0's send.
+        i = next(i for i, l in enumerate(lines)
+                 if l.strip() == 'key: "peer_device"')
+        j = attr_value_line(lines, i, block_end(lines, i - 1), "peer_device",
+                            "s")
+        indent = lines[j][: len(lines[j]) - len(lines[j].lstrip())]
+        lines[j] = indent + 's: "cpu7"'
     elif mutation == "nan-lr":
         set_attr(lines, "dtfm.sgd_update", "lr", "f", "nan")
     elif mutation == "duplicate-param":

@@ -46,9 +46,15 @@ elif mutation == "sum-degree":
     index = value_after("degree", "i")
     lines[index] = lines[index].replace("i: 2", "i: 3")
 elif mutation == "rank-order":
-    # The rank-1 program's compute entries F0 F1 B0 B1 become F0 B0 F1 B1.
-    end = lines.index("  tp_rank: 1")
-    starts = [i for i in range(end) if lines[i] == "  compute_entries {"][-4:]
+    # The rank-1 program's compute entries F0 F1 B0 B1 become F0 B0 F1 B1:
+    # in the template its entry names (plan format 3).
+    entry = lines.index("  tp_rank: 1")
+    index = next(int(lines[i].split(":")[1]) for i in range(entry, len(lines))
+                 if lines[i].startswith("  template_index:"))
+    begin = [i for i, l in enumerate(lines) if l == "templates {"][index]
+    end = next(i for i in range(begin, len(lines)) if lines[i] == "}")
+    starts = [i for i in range(begin, end)
+              if lines[i] == "  compute_entries {"][-4:]
     second, third = starts[1], starts[2]
     assert lines[second + 1] == "    micro_batch: 1", lines[second + 1]
     assert lines[third + 1] == "    phase: BACKWARD", lines[third + 1]

@@ -58,12 +58,16 @@ for d in every(plan, "devices"):
     speed = float(get(d, "peak_flops", 0)) * float(get(d, "efficiency", 1))
     devices[name] = (speed, float(get(d, "memory_bytes_per_second", 0)))
 
+# Plan format 3: an entry's work is in the template it names.
+templates = every(plan, "templates")
 checked = 0
 for program in every(plan, "programs"):
     speed, bandwidth = devices[get(program, "device").strip('"')]
-    seconds = float(get(program, "optimizer_flops", 0)) / speed
+    index = get(program, "template_index")
+    body = program if index is None else templates[int(index)]
+    seconds = float(get(body, "optimizer_flops", 0)) / speed
     for phase in ("forward_work", "backward_work"):
-        for term in every(program, phase):
+        for term in every(body, phase):
             flops = float(get(term, "flops", 0))
             moved = float(get(term, "bytes", 0))
             seconds += max(flops / speed, moved / bandwidth if bandwidth else 0)
