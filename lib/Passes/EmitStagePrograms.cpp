@@ -6,6 +6,7 @@
 
 #include "dtfm/Dialect/Dtfm/IR/DtfmAttrs.h"
 #include "dtfm/Format/Stream.h"
+#include "dtfm/Dialect/Dtfm/IR/DevicePrograms.h"
 #include "dtfm/Passes/Passes.h"
 #include "dtfm/Plan/Program.h"
 #include "dtfm/Plan/Sharding.h"
@@ -329,6 +330,8 @@ struct EmitStagePrograms
     if (auto name = model->getAttr(kModelAttrName))
       module->setAttr(kModelAttrName, name);
     model.erase();
+    // The replicas of a stage run its first replica's body.
+    shareDevicePrograms(module);
   }
 };
 } // namespace

@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dtfm/Dialect/Dtfm/IR/DevicePrograms.h"
 #include "dtfm/Passes/Passes.h"
 #include "dtfm/Plan/MemoryModel.h"
 #include "dtfm/Planner/StagePartition.h"
@@ -141,6 +142,10 @@ struct FitMemory : public mlir::dtfm::impl::FitMemoryBase<FitMemory> {
   /// of two or more, synchronous and uncompressed.
   static SmallVector<GradSyncOp> shardableSyncs(func::FuncOp func) {
     SmallVector<GradSyncOp> syncs;
+    // A replica's syncs are its template's (the group's members share it).
+    func = programBody(func);
+    if (!func)
+      return syncs;
     func.walk([&](GradSyncOp sync) {
       if (sync.getGroup().size() >= 2 &&
           !sync->hasAttr(kCompressionAttrName) &&
@@ -152,6 +157,9 @@ struct FitMemory : public mlir::dtfm::impl::FitMemoryBase<FitMemory> {
 
   static bool sharded(func::FuncOp func) {
     bool any = false;
+    func = programBody(func);
+    if (!func)
+      return false;
     func.walk([&](GradSyncOp sync) {
       any |= sync->hasAttr(kShardStateAttrName);
     });

@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dtfm/Dialect/Dtfm/IR/DevicePrograms.h"
 #include "dtfm/Dialect/Dtfm/IR/DtfmAttrs.h"
 #include "dtfm/Passes/Passes.h"
 #include "dtfm/Planner/Schedule.h"
@@ -57,7 +58,37 @@ struct VerifyPlan : public mlir::dtfm::impl::VerifyPlanBase<VerifyPlan> {
         endOps.push_back(op);
       }
     });
+    // A replica without a body runs its template's transfers with its own
+    // peers (the problems point at the template's ops).
     bool ok = true;
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      if (!func->hasAttr(kTemplateAttrName))
+        continue;
+      FailureOr<SmallVector<StringAttr>> peers = peerDevices(func);
+      if (failed(peers)) {
+        ok = false;
+        continue;
+      }
+      auto device = func->getAttrOfType<StringAttr>(kDeviceAttrName);
+      std::string mine = device ? device.str() : "?";
+      size_t next = 0;
+      for (Operation &op : programBody(func).getBody().front()) {
+        std::string theirs;
+        if (op.hasAttr("peer_device"))
+          theirs = (*peers)[next++].str();
+        if (auto send = dyn_cast<SendOp>(op)) {
+          ends.push_back({true, static_cast<int64_t>(send.getTag()), mine,
+                          theirs.empty() ? other(&op, send.getPeer()) : theirs,
+                          static_cast<int64_t>(send.getBytes())});
+          endOps.push_back(&op);
+        } else if (auto recv = dyn_cast<RecvOp>(op)) {
+          ends.push_back({false, static_cast<int64_t>(recv.getTag()),
+                          theirs.empty() ? other(&op, recv.getPeer()) : theirs,
+                          mine, static_cast<int64_t>(recv.getBytes())});
+          endOps.push_back(&op);
+        }
+      }
+    }
     for (const ::dtfm::planner::TransferProblem &problem :
          ::dtfm::planner::checkTransfers(ends)) {
       endOps[problem.end]->emitOpError() << problem.message;

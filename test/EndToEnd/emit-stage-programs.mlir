@@ -6,9 +6,13 @@
 
 // COM: dp-bytes small, pp-bytes large: pipelines stay inside a region (see
 // COM: assign-devices.mlir), so stage 0 is {a0, b0} or {b0, a0}... one
-// COM: program per device, four in all, the model function gone.
+// COM: program per device, four in all, the model function gone: pipeline
+// COM: 0's hold their stage's ops, pipeline 1's name them (dtfm.template)
+// COM: with their own attributes and their transfers' devices.
 // CHECK-NOT: {{^ *}}func.func @tiny
-// CHECK-COUNT-4: func.func @{{[ab][01]}}() attributes {dtfm.device = "{{[ab][01]}}", dtfm.micro_batches = 2 : i64, dtfm.param_shards = [#dtfm.param_shard<name = "{{.*}}", begin = {{[0-9]+}}, end = {{[0-9]+}}, bytes = {{[0-9]+}}>{{.*}}], dtfm.peers = #dtfm.peers<prev = "{{.*}}", next = "{{.*}}">, dtfm.pipeline = {{[01]}} : i64, dtfm.recv_buffer_bytes = {{[1-9][0-9]*}} : i64, dtfm.stage = {{[01]}} : i64, dtfm.streams = #dtfm.streams<recv = [{{.*}}], compute = ["F0", {{.*}}], send = [{{.*}}]>}
+// CHECK-COUNT-2: func.func @{{[ab][01]}}() attributes {dtfm.device = "{{[ab][01]}}", dtfm.micro_batches = 2 : i64, dtfm.param_shards = [#dtfm.param_shard<name = "{{.*}}", begin = {{[0-9]+}}, end = {{[0-9]+}}, bytes = {{[0-9]+}}>{{.*}}], dtfm.peers = #dtfm.peers<prev = "{{.*}}", next = "{{.*}}">, dtfm.pipeline = {{[01]}} : i64, dtfm.recv_buffer_bytes = {{[1-9][0-9]*}} : i64, dtfm.stage = {{[01]}} : i64, dtfm.streams = #dtfm.streams<recv = [{{.*}}], compute = ["F0", {{.*}}], send = [{{.*}}]>}
+// RUN: dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/../Passes/Inputs/two-regions.textproto --dtfm-emit-stage-programs | FileCheck %s --check-prefix=ENTRY
+// ENTRY-COUNT-2: func.func private @{{[ab][01]}}() attributes {dtfm.device = "{{[ab][01]}}", dtfm.micro_batches = 2 : i64, dtfm.param_shards = [{{.*}}], dtfm.peer_devices = ["{{[ab][01]}}"{{.*}}], dtfm.peers = {{.*}}, dtfm.pipeline = 1 : i64, {{.*}}, dtfm.template = @{{[ab][01]}}}{{$}}
 
 // COM: Each program has its stage's ops, with peers named by device.
 // RUN: dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/../Passes/Inputs/two-regions.textproto --dtfm-emit-stage-programs | FileCheck %s --check-prefix=BODY

@@ -58,18 +58,23 @@ module attributes {dtfm.cluster = #dtfm.cluster<name = "pair", source = "pair.te
 // CHECK-SAME: dtfm.param_shards = [#dtfm.param_shard<name = "w", begin = 0, end = 16, bytes = 128>]
 // CHECK-SAME: dtfm.pipeline = 0 : i64
 // CHECK: dtfm.send {{.*}}peer_device = "c"
-// CHECK-LABEL: func.func @b()
+// COM: The second replica of each stage runs the first's ops: a declaration
+// COM: naming it (dtfm.template) with its own attributes and the devices
+// COM: its transfers reach (dtfm.peer_devices, in op order).
+// CHECK-LABEL: func.func private @b()
 // CHECK-SAME: dtfm.param_shards = [#dtfm.param_shard<name = "w", begin = 16, end = 32, bytes = 128>]
+// CHECK-SAME: dtfm.peer_devices = ["d"]
 // CHECK-SAME: dtfm.pipeline = 1 : i64
-// CHECK: dtfm.send {{.*}}peer_device = "d"
-// CHECK-LABEL: func.func @c()
+// CHECK-SAME: dtfm.template = @a}{{$}}
+// CHECK-NEXT: func.func @c()
 // CHECK-SAME: dtfm.param_shards = [#dtfm.param_shard<name = "b", begin = 0, end = 4, bytes = 32>]
 // CHECK-SAME: dtfm.pipeline = 0 : i64
 // CHECK: dtfm.recv {{.*}}peer_device = "a"
-// CHECK-LABEL: func.func @d()
+// CHECK-LABEL: func.func private @d()
 // CHECK-SAME: dtfm.param_shards = [#dtfm.param_shard<name = "b", begin = 4, end = 8, bytes = 32>]
+// CHECK-SAME: dtfm.peer_devices = ["b"]
 // CHECK-SAME: dtfm.pipeline = 1 : i64
-// CHECK: dtfm.recv {{.*}}peer_device = "b"
+// CHECK-SAME: dtfm.template = @c}{{$}}
 module attributes {dtfm.assignment = #dtfm.assignment<cluster = "quad", algorithm = "genetic", seed = 0, dp = 2, pp = 2, dp_bytes = 0.0, pp_bytes = 0.0, data_parallel_cost_s = 0.0, pipeline_cost_s = 0.0, total_cost_s = 0.0, stages = [["a", "b"], ["c", "d"]]>, dtfm.cluster = #dtfm.cluster<name = "quad", source = "quad.textproto", devices = [<name = "a", region = "R0", peak_flops = 1.0e+09, efficiency = 1.0, memory_bytes = 1.0e+09>, <name = "b", region = "R1", peak_flops = 1.0e+09, efficiency = 1.0, memory_bytes = 1.0e+09>, <name = "c", region = "R2", peak_flops = 1.0e+09, efficiency = 1.0, memory_bytes = 1.0e+09>, <name = "d", region = "R3", peak_flops = 1.0e+09, efficiency = 1.0, memory_bytes = 1.0e+09>], delay_ms = [0.0, 1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0, 0.0], bandwidth_gbps = [0.0, 10.0, 10.0, 10.0, 10.0, 0.0, 10.0, 10.0, 10.0, 10.0, 0.0, 10.0, 10.0, 10.0, 10.0, 0.0]>, dtfm.schedule = #dtfm.schedule<kind = "1f1b", micro_batches = 1, peak_in_flight = [1, 1], stages = [<recv = ["B0<1"], compute = ["F0", "B0"], send = ["F0>1"]>, <recv = ["F0<0"], compute = ["F0", "B0"], send = ["B0>0"]>]>} {
   func.func @model() -> tensor<2x8xf32> attributes {dtfm.model = "toy"} {
     %x = dtfm.input "x" {dtfm.stage = 0 : i64} : tensor<2x4xf32>
@@ -93,14 +98,15 @@ module attributes {dtfm.assignment = #dtfm.assignment<cluster = "quad", algorith
 // CHECK-SAME: dtfm.micro_batches = 3 : i64
 // CHECK-SAME: dtfm.pipeline = 0 : i64
 // CHECK-SAME: compute = ["F0", "F1", "B0", "F2", "B1", "B2"]
-// CHECK-LABEL: func.func @b()
+// COM: Their bodies are the same: pipeline 1's programs name pipeline 0's.
+// CHECK-LABEL: func.func private @b()
 // CHECK-SAME: dtfm.micro_batches = 1 : i64
 // CHECK-SAME: dtfm.pipeline = 1 : i64
-// CHECK-SAME: dtfm.streams = #dtfm.streams<recv = [], compute = ["F0", "B0"], send = ["F0>1"]>
+// CHECK-SAME: dtfm.streams = #dtfm.streams<recv = [], compute = ["F0", "B0"], send = ["F0>1"]>, dtfm.template = @a
 // CHECK-LABEL: func.func @c()
 // CHECK-SAME: dtfm.micro_batches = 3 : i64
 // CHECK-SAME: compute = ["F0", "B0", "F1", "B1", "F2", "B2"]
-// CHECK-LABEL: func.func @d()
+// CHECK-LABEL: func.func private @d()
 // CHECK-SAME: dtfm.micro_batches = 1 : i64
 // CHECK-SAME: dtfm.streams = #dtfm.streams<recv = ["F0<0"], compute = ["F0", "B0"], send = []>
 module attributes {dtfm.assignment = #dtfm.assignment<cluster = "quad", algorithm = "hetero", seed = 0, dp = 2, pp = 2, dp_bytes = 0.0, pp_bytes = 0.0, data_parallel_cost_s = 0.0, pipeline_cost_s = 0.0, total_cost_s = 0.0, stages = [["a", "b"], ["c", "d"]], iteration_s = 1.0, stage_bounds = [0, 1, 2], pipeline_micro_batches = [3, 1]>, dtfm.cluster = #dtfm.cluster<name = "quad", source = "quad.textproto", devices = [<name = "a", region = "R0", peak_flops = 1.0e+09, efficiency = 1.0, memory_bytes = 1.0e+09>, <name = "b", region = "R1", peak_flops = 1.0e+09, efficiency = 1.0, memory_bytes = 1.0e+09>, <name = "c", region = "R2", peak_flops = 1.0e+09, efficiency = 1.0, memory_bytes = 1.0e+09>, <name = "d", region = "R3", peak_flops = 1.0e+09, efficiency = 1.0, memory_bytes = 1.0e+09>], delay_ms = [0.0, 1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0, 0.0], bandwidth_gbps = [0.0, 10.0, 10.0, 10.0, 10.0, 0.0, 10.0, 10.0, 10.0, 10.0, 0.0, 10.0, 10.0, 10.0, 10.0, 0.0]>, dtfm.schedule = #dtfm.schedule<kind = "1f1b", micro_batches = 3, peak_in_flight = [2, 1], stages = [<recv = ["B0<1", "B1<1", "B2<1"], compute = ["F0", "F1", "B0", "F2", "B1", "B2"], send = ["F0>1", "F1>1", "F2>1"]>, <recv = ["F0<0", "F1<0", "F2<0"], compute = ["F0", "B0", "F1", "B1", "F2", "B2"], send = ["B0>0", "B1>0", "B2>0"]>], pipeline_micro_batches = [3, 1]>} {

@@ -364,6 +364,13 @@ def EmitStagePrograms : Pass<"dtfm-emit-stage-programs", "mlir::ModuleOp"> {
     degree, and left out (with its stream entries) where the receiving
     group is smaller. A stage whose groups differ in size, or an op sharded
     for another degree than its stage's, is refused in one line.
+
+    The replicas of a stage (at a rank) run the same ops: the first keeps
+    its body, and each other becomes a private declaration naming it
+    (`dtfm.template = @first`) that keeps its own attributes and lists the
+    device at the other end of each transfer of that body, in op order
+    (`dtfm.peer_devices`) -- so the module grows with stages, not devices
+    (dtfm/Dialect/Dtfm/IR/DevicePrograms.h).
   }];
   let options = [
     Option<"recompute", "recompute", "bool", /*default=*/"false",

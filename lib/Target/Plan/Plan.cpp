@@ -6,6 +6,7 @@
 
 #include "dtfm/Target/Plan/Plan.h"
 #include "dtfm/Analysis/CostAnalysis.h"
+#include "dtfm/Dialect/Dtfm/IR/DevicePrograms.h"
 #include "dtfm/Dialect/Dtfm/IR/DtfmOps.h"
 #include "dtfm/Format/PlanFile.h"
 #include "dtfm/Format/Stream.h"
@@ -155,6 +156,9 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
   llvm::StringSet<> names;
   for (const ::dtfm::planner::Device &d : cluster.devices)
     names.insert(d.name);
+  // The costs of each body, once: a stage's replicas run one
+  // (dtfm/Dialect/Dtfm/IR/DevicePrograms.h).
+  llvm::DenseMap<Operation *, std::unique_ptr<CostAnalysis>> costsOf;
   for (auto func : module.getOps<func::FuncOp>()) {
     auto device = func->getAttrOfType<StringAttr>(kDeviceAttrName);
     if (!device)
@@ -167,6 +171,10 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
              << "function @" << func.getSymName() << " runs on device '"
              << device.getValue() << "', which cluster '" << cluster.name
              << "' does not have";
+    func::FuncOp body = programBody(func);
+    FailureOr<SmallVector<StringAttr>> peers = peerDevices(func);
+    if (failed(peers))
+      return failure();
     pb::DeviceProgram &program = *plan.add_programs();
     program.set_device(device.str());
     if (auto s = func->getAttrOfType<IntegerAttr>(kStageAttrName))
@@ -210,10 +218,17 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
         shard.set_end(entry.getEnd());
         shard.set_bytes(entry.getBytes());
       }
+    // A replica's attributes, less how it names its body (the plan writes
+    // whole programs and shares them itself: format::sharePrograms).
     for (NamedAttribute attr : func->getDiscardableAttrs())
-      (*program.mutable_attrs())[attr.getName().str()] =
-          toPlanAttr(attr.getValue());
-    CostAnalysis costs(func);
+      if (attr.getName() != kTemplateAttrName &&
+          attr.getName() != kPeerDevicesAttrName)
+        (*program.mutable_attrs())[attr.getName().str()] =
+            toPlanAttr(attr.getValue());
+    std::unique_ptr<CostAnalysis> &cached = costsOf[body.getOperation()];
+    if (!cached)
+      cached = std::make_unique<CostAnalysis>(body);
+    const CostAnalysis &costs = *cached;
     if (!costs.isValid())
       return failure();
     program.set_forward_flops(costs.getTotals().forwardFlops);
@@ -242,7 +257,8 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
         program.set_speed_flops(d.speed());
 
     llvm::DenseMap<Value, int64_t> ids;
-    for (Operation &op : func.getBody().front()) {
+    const StringAttr *peer = peers->begin();
+    for (Operation &op : body.getBody().front()) {
       if (isa<func::ReturnOp>(op))
         continue;
       pb::PlanOp &out = *program.add_ops();
@@ -260,8 +276,11 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
           return failure();
       }
       for (NamedAttribute attr : allAttrs(&op)) {
-        (*out.mutable_attrs())[attr.getName().str()] =
-            toPlanAttr(attr.getValue());
+        // The transfer's other end is this replica's own.
+        Attribute value = attr.getValue();
+        if (attr.getName() == "peer_device")
+          value = *peer++;
+        (*out.mutable_attrs())[attr.getName().str()] = toPlanAttr(value);
         // Dictionaries at any depth, keyed by their path ("a/b/c").
         std::function<void(const std::string &, DictionaryAttr)> flatten =
             [&](const std::string &prefix, DictionaryAttr dict) {
@@ -423,5 +442,7 @@ OwningOpRef<ModuleOp> mlir::dtfm::importPlan(MLIRContext *context,
     }
     body.create<func::ReturnOp>(loc);
   }
+  // The module as planned: a stage's replicas name its first's body.
+  shareDevicePrograms(*module);
   return module;
 }

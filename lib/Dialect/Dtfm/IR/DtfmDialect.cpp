@@ -64,6 +64,15 @@ LogicalResult DtfmDialect::verifyOperationAttribute(Operation *op,
        [](Attribute a) { return isa<StringAttr>(a); }},
       {kOnnxTransposedAttrName, "a unit attribute",
        [](Attribute a) { return isa<UnitAttr>(a); }},
+      {kTemplateAttrName, "a symbol reference (the program it runs)",
+       [](Attribute a) { return isa<FlatSymbolRefAttr>(a); }},
+      {kPeerDevicesAttrName, "an array of device names",
+       [](Attribute a) {
+         auto list = dyn_cast<ArrayAttr>(a);
+         return list && llvm::all_of(list, [](Attribute item) {
+                  return isa<StringAttr>(item);
+                });
+       }},
       {kParamShardsAttrName, "an array of #dtfm.param_shard attributes",
        [](Attribute a) {
          auto list = dyn_cast<ArrayAttr>(a);

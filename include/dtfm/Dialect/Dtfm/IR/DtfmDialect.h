@@ -65,6 +65,15 @@ inline constexpr llvm::StringLiteral kOnnxTransposedAttrName =
 /// The device a device program runs on (--dtfm-emit-stage-programs).
 inline constexpr llvm::StringLiteral kDeviceAttrName = "dtfm.device";
 
+/// On a device program without a body: the program whose body it runs (a
+/// replica of the same stage; dtfm/Dialect/Dtfm/IR/DevicePrograms.h).
+inline constexpr llvm::StringLiteral kTemplateAttrName = "dtfm.template";
+
+/// On such a program: the device at the other end of each transfer of the
+/// body it runs, in op order.
+inline constexpr llvm::StringLiteral kPeerDevicesAttrName =
+    "dtfm.peer_devices";
+
 /// A device program's pipeline (data-parallel replica).
 inline constexpr llvm::StringLiteral kPipelineAttrName = "dtfm.pipeline";
 
