@@ -55,23 +55,33 @@ static bool ownProgramAttr(const std::string &key) {
 /// a transfer.
 static bool ownOpAttr(const std::string &key) { return key == "peer_device"; }
 
+/// Moves the fields that are a device's own (not its attributes) from
+/// `from` to `to`; `from` keeps its scalars, loses its lists.
+static void moveOwnFields(dtfm::proto::DeviceProgram &from,
+                          dtfm::proto::DeviceProgram &to) {
+  to.set_device(from.device());
+  to.set_stage(from.stage());
+  to.set_pipeline(from.pipeline());
+  to.set_prev(from.prev());
+  to.set_next(from.next());
+  to.set_speed_flops(from.speed_flops());
+  to.set_tp_rank(from.tp_rank());
+  to.mutable_shards()->Swap(from.mutable_shards());
+  to.mutable_tp_group()->Swap(from.mutable_tp_group());
+}
+
 /// Moves the fields and attributes that are `program`'s own into `entry`;
 /// what is left is its template.
 static void splitProgram(dtfm::proto::DeviceProgram &program,
                          dtfm::proto::DeviceProgram &entry) {
-  entry.set_device(program.device());
-  entry.set_stage(program.stage());
-  entry.set_pipeline(program.pipeline());
-  entry.set_prev(program.prev());
-  entry.set_next(program.next());
-  entry.set_speed_flops(program.speed_flops());
-  entry.set_tp_rank(program.tp_rank());
-  entry.mutable_shards()->Swap(program.mutable_shards());
-  entry.mutable_tp_group()->Swap(program.mutable_tp_group());
-  for (const char *field : {"device", "stage", "pipeline", "prev", "next",
-                            "speed_flops", "tp_rank"})
-    program.GetReflection()->ClearField(
-        &program, program.GetDescriptor()->FindFieldByName(field));
+  moveOwnFields(program, entry);
+  program.clear_device();
+  program.clear_stage();
+  program.clear_pipeline();
+  program.clear_prev();
+  program.clear_next();
+  program.clear_speed_flops();
+  program.clear_tp_rank();
   auto &attrs = *program.mutable_attrs();
   for (auto it = attrs.begin(); it != attrs.end();) {
     if (!ownProgramAttr(it->first)) {
@@ -173,15 +183,7 @@ bool dtfm::format::expandPrograms(proto::Plan &plan, std::string &error) {
                   " but holds more than its own fields (ops, streams, "
                   "work or shared attributes)");
     proto::DeviceProgram whole = plan.templates(t);
-    whole.set_device(entry.device());
-    whole.set_stage(entry.stage());
-    whole.set_pipeline(entry.pipeline());
-    whole.set_prev(entry.prev());
-    whole.set_next(entry.next());
-    whole.set_speed_flops(entry.speed_flops());
-    whole.set_tp_rank(entry.tp_rank());
-    whole.mutable_shards()->Swap(entry.mutable_shards());
-    whole.mutable_tp_group()->Swap(entry.mutable_tp_group());
+    moveOwnFields(entry, whole);
     for (auto &[key, value] : *entry.mutable_attrs())
       (*whole.mutable_attrs())[key] = std::move(value);
     for (proto::OpAttrs &own : *entry.mutable_op_attrs()) {

@@ -30,6 +30,12 @@ LogicalResult DtfmDialect::verifyOperationAttribute(Operation *op,
     StringRef spelling;
     bool (*matches)(Attribute);
   };
+  // An array of strings (device names).
+  static bool (*const isNameList)(Attribute) = [](Attribute a) {
+    auto list = dyn_cast<ArrayAttr>(a);
+    return list && llvm::all_of(
+                       list, [](Attribute item) { return isa<StringAttr>(item); });
+  };
   static const TypedForm forms[] = {
       {kScheduleAttrName, "a #dtfm.schedule attribute",
        [](Attribute a) { return isa<ScheduleAttr>(a); }},
@@ -53,11 +59,8 @@ LogicalResult DtfmDialect::verifyOperationAttribute(Operation *op,
        [](Attribute a) {
          auto list = dyn_cast<ArrayAttr>(a);
          return list && llvm::all_of(list, [](Attribute group) {
-                  auto names = dyn_cast<ArrayAttr>(group);
-                  return names && !names.empty() &&
-                         llvm::all_of(names, [](Attribute name) {
-                           return isa<StringAttr>(name);
-                         });
+                  return isNameList(group) &&
+                         !cast<ArrayAttr>(group).empty();
                 });
        }},
       {kOnnxModelAttrName, "a string (the ONNX file's path)",
@@ -66,13 +69,7 @@ LogicalResult DtfmDialect::verifyOperationAttribute(Operation *op,
        [](Attribute a) { return isa<UnitAttr>(a); }},
       {kTemplateAttrName, "a symbol reference (the program it runs)",
        [](Attribute a) { return isa<FlatSymbolRefAttr>(a); }},
-      {kPeerDevicesAttrName, "an array of device names",
-       [](Attribute a) {
-         auto list = dyn_cast<ArrayAttr>(a);
-         return list && llvm::all_of(list, [](Attribute item) {
-                  return isa<StringAttr>(item);
-                });
-       }},
+      {kPeerDevicesAttrName, "an array of device names", isNameList},
       {kParamShardsAttrName, "an array of #dtfm.param_shard attributes",
        [](Attribute a) {
          auto list = dyn_cast<ArrayAttr>(a);
