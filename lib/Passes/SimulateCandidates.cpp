@@ -113,14 +113,17 @@ struct SimulateCandidates
 
   /// The search budget of each other candidate: together they get as long
   /// as the search asked for had (the pipeline's budget, or where a shape
-  /// was chosen, the shape search's default); none when that had none.
+  /// was chosen on a large cluster, the shape search's default); none when
+  /// that had none. On smaller clusters their fixed rounds are quick, and
+  /// a wall-clock cut would make the plan depend on the machine's load.
   double candidateBudget(ModuleOp module) const {
     double total = budgetSeconds;
     if (total <= 0 && module->hasAttr(kShapeAttrName)) {
       std::string ignored;
       FailureOr<::dtfm::planner::Cluster> cluster =
           moduleCluster(module, ignored);
-      if (succeeded(cluster))
+      if (succeeded(cluster) &&
+          cluster->size() > ::dtfm::planner::kLargeClusterDevices)
         total = ::dtfm::planner::defaultSearchBudgetSeconds(cluster->size());
     }
     size_t others = algorithms.size() - 1;

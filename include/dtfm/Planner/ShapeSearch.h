@@ -113,8 +113,14 @@ struct ShapeSearchResult {
 std::vector<int64_t> microBatchSizeCandidates(int64_t modelSize,
                                               int64_t globalBatch);
 
+/// Clusters of more devices than this are large: the shape search's default
+/// budget grows, and the searches that re-plan `--dtfm-plan`'s candidates
+/// share it (below, they run their fixed rounds: the same plan, byte for
+/// byte, on any machine however loaded).
+inline constexpr size_t kLargeClusterDevices = 128;
+
 /// The search budget `--dtfm-plan` gives a cluster of `devices` when its
-/// `budget` option is 0: 3 s up to 128 devices, 10 s beyond.
+/// `budget` option is 0: 3 s up to kLargeClusterDevices, 10 s beyond.
 double defaultSearchBudgetSeconds(size_t devices);
 
 /// Searches; false with a one-line `error` when no shape fits in memory (or
