@@ -12,6 +12,7 @@
 #include <limits>
 #include <sstream>
 #include <tuple>
+#include <unordered_map>
 
 using namespace dtfm::plan;
 
@@ -24,9 +25,33 @@ struct Item {
   int peerStage = -1;
 };
 
-using Key = std::tuple<std::string, char, int>; // device, phase, micro-batch
-using TransferKey =
-    std::tuple<std::string, std::string, char, int>; // from, to, phase, mb
+/// Devices by their index in the cluster: one (phase, micro-batch) of one
+/// device, and one directed link, each as one number (hashing strings cost
+/// more than the simulation at a thousand devices).
+uint64_t itemKey(size_t device, char phase, int microBatch) {
+  return static_cast<uint64_t>(device) << 40 |
+         static_cast<uint64_t>(static_cast<unsigned char>(phase)) << 32 |
+         static_cast<uint32_t>(microBatch);
+}
+uint64_t linkKey(size_t from, size_t to) {
+  return static_cast<uint64_t>(from) << 32 | static_cast<uint32_t>(to);
+}
+/// A transfer: its link and its (phase, micro-batch).
+struct TransferKey {
+  uint64_t link, item;
+  bool operator==(const TransferKey &other) const {
+    return link == other.link && item == other.item;
+  }
+};
+/// A range of device names (one peer, or a send's several).
+struct ArrayRefOfNames {
+  const std::string *begin, *end;
+};
+struct TransferKeyHash {
+  size_t operator()(const TransferKey &key) const {
+    return std::hash<uint64_t>()(key.link * 0x9E3779B97F4A7C15ull ^ key.item);
+  }
+};
 
 } // namespace
 
@@ -34,12 +59,13 @@ bool dtfm::plan::simulate(const SimInput &input, SimResult &result,
                           std::string &error) {
   result = SimResult();
   const planner::Cluster &cluster = input.cluster;
-  std::map<std::string, size_t> index;
+  std::unordered_map<std::string, size_t> index;
   for (size_t i = 0; i < cluster.size(); ++i)
-    index[cluster.devices[i].name] = i;
+    index.emplace(cluster.devices[i].name, i);
 
   struct DeviceState {
     const SimProgram *program;
+    size_t self = 0; ///< its index in the cluster
     double speed = 0;
     /// What the roofline adds to each phase's FLOPs on this device
     /// (memory-bound ops), and the backward's recomputation: time, not work.
@@ -61,6 +87,7 @@ bool dtfm::plan::simulate(const SimInput &input, SimResult &result,
     }
     DeviceState state;
     state.program = &program;
+    state.self = it->second;
     state.speed = cluster.devices[it->second].speed();
     double ridge = cluster.devices[it->second].ridge();
     state.forwardExtra = program.forwardWork.excessAt(ridge);
@@ -84,13 +111,35 @@ bool dtfm::plan::simulate(const SimInput &input, SimResult &result,
       }
     devices.push_back(std::move(state));
   }
-  auto peerDevice = [&](const DeviceState &d, int peerStage) {
+  auto peerDevice = [&](const DeviceState &d,
+                        int peerStage) -> const std::string & {
     return peerStage < d.program->stage ? d.program->prev : d.program->next;
   };
 
-  std::map<Key, double> computeEnd, recvEnd;
-  std::map<TransferKey, double> arrival;
-  std::map<std::pair<std::string, std::string>, double> linkFree;
+  std::unordered_map<uint64_t, double> computeEnd, recvEnd, linkFree;
+  std::unordered_map<TransferKey, double, TransferKeyHash> arrival;
+  // Summed in the order the events come, then named: the same sums as
+  // string-keyed maps gave.
+  std::vector<double> busy(cluster.size(), 0.0);
+  std::unordered_map<uint64_t, double> bytesOnLink;
+  std::vector<uint64_t> linksInOrder;
+  auto addLinkBytes = [&](size_t a, size_t b, double bytes) {
+    auto [it, inserted] = bytesOnLink.try_emplace(linkKey(a, b), 0.0);
+    if (inserted)
+      linksInOrder.push_back(it->first);
+    it->second += bytes;
+  };
+  // A device name to its index, or an error naming the sender.
+  auto deviceIndex = [&](const std::string &self, const std::string &to,
+                         size_t &out) {
+    auto it = index.find(to);
+    if (it == index.end()) {
+      error = self + " sends to unknown device '" + to + "'";
+      return false;
+    }
+    out = it->second;
+    return true;
+  };
   auto name = [](const Item &item) {
     return std::string(1, item.phase) + std::to_string(item.microBatch);
   };
@@ -106,23 +155,29 @@ bool dtfm::plan::simulate(const SimInput &input, SimResult &result,
           double start = d.free[slot], end;
           std::string label = name(item);
           if (slot == 0) { // receive: wait for the data
-            std::string from = peerDevice(d, item.peerStage);
-            auto it = arrival.find({from, self, item.phase, item.microBatch});
+            const std::string &from = peerDevice(d, item.peerStage);
+            auto source = index.find(from);
+            if (source == index.end())
+              break; // nothing from an unknown device ever arrives
+            auto it = arrival.find(
+                {linkKey(source->second, d.self),
+                 itemKey(0, item.phase, item.microBatch)});
             if (it == arrival.end())
               break;
             end = std::max(start, it->second);
-            recvEnd[{self, item.phase, item.microBatch}] = end;
+            recvEnd[itemKey(d.self, item.phase, item.microBatch)] = end;
             label += "<" + from;
           } else if (slot == 1) { // compute
             if (d.receives.count({item.phase, item.microBatch})) {
-              auto it = recvEnd.find({self, item.phase, item.microBatch});
+              auto it =
+                  recvEnd.find(itemKey(d.self, item.phase, item.microBatch));
               if (it == recvEnd.end())
                 break;
               start = std::max(start, it->second);
             }
             if (item.phase != 'F') { // after its forward (W: its B)
-              auto it = computeEnd.find(
-                  {self, item.phase == 'B' ? 'F' : 'B', item.microBatch});
+              auto it = computeEnd.find(itemKey(
+                  d.self, item.phase == 'B' ? 'F' : 'B', item.microBatch));
               if (it == computeEnd.end())
                 break;
               start = std::max(start, it->second);
@@ -139,48 +194,50 @@ bool dtfm::plan::simulate(const SimInput &input, SimResult &result,
                           : item.phase == 'B' ? p.groupSumSeconds[1]
                                               : 0;
             end = start + (flops + again) / d.speed + sums;
-            computeEnd[{self, item.phase, item.microBatch}] = end;
+            computeEnd[itemKey(d.self, item.phase, item.microBatch)] = end;
             // The buckets fill over the last micro-batch's last phase.
             if (item.phase == d.lastPhase && end >= d.lastBackwardEnd) {
               d.lastBackwardStart = start;
               d.lastBackwardEnd = end;
             }
-            result.busySeconds[self] += end - start;
+            busy[d.self] += end - start;
             result.totalFlops += flops;
           } else { // send
-            auto done = computeEnd.find({self, item.phase, item.microBatch});
+            auto done =
+                computeEnd.find(itemKey(d.self, item.phase, item.microBatch));
             if (done == computeEnd.end())
               break;
             auto receivers = d.program->sendsTo.find(
                 {item.phase, static_cast<int64_t>(item.peerStage)});
-            std::vector<std::string> targets =
+            const std::string *one = &peerDevice(d, item.peerStage);
+            ArrayRefOfNames targets =
                 receivers == d.program->sendsTo.end()
-                    ? std::vector<std::string>{peerDevice(d, item.peerStage)}
-                    : receivers->second;
+                    ? ArrayRefOfNames{one, one + 1}
+                    : ArrayRefOfNames{receivers->second.data(),
+                                      receivers->second.data() +
+                                          receivers->second.size()};
             // Messages to several devices leave on their own links at once;
             // the slot is busy until the last has left.
             double begin = std::max(start, done->second);
             end = begin;
-            for (const std::string &to : targets) {
-              auto peer = index.find(to);
-              if (peer == index.end()) {
-                error = self + " sends to unknown device '" + to + "'";
+            for (const std::string *to = targets.begin; to != targets.end;
+                 ++to) {
+              size_t a = d.self, b;
+              if (!deviceIndex(self, *to, b))
                 return false;
-              }
-              size_t a = index[self], b = peer->second;
-              auto bytes = d.program->sendBytes.find({item.phase, to});
+              auto bytes = d.program->sendBytes.find({item.phase, *to});
               double size =
                   bytes == d.program->sendBytes.end() ? 0 : bytes->second;
-              double &link = linkFree[{self, to}];
+              double &link = linkFree[linkKey(a, b)];
               double leave = std::max(begin, link);
               double transmit = planner::serialisationSeconds(
                   size, cluster.bandwidthGbps(a, b));
               link = leave + transmit;
               end = std::max(end, link);
-              arrival[{self, to, item.phase, item.microBatch}] =
+              arrival[{linkKey(a, b), itemKey(0, item.phase, item.microBatch)}] =
                   link + cluster.latencySeconds(a, b);
-              result.linkBytes[self + "->" + to] += size;
-              label += ">" + to;
+              addLinkBytes(a, b, size);
+              label += ">" + *to;
             }
             start = begin;
           }
@@ -219,19 +276,16 @@ bool dtfm::plan::simulate(const SimInput &input, SimResult &result,
     double start = std::max({d.free[0], d.free[1], d.free[2]});
     double tied = 0;
     for (const auto &[peer, bytes] : d.program->iterationBytes) {
-      auto it = index.find(peer);
-      if (it == index.end()) {
-        error = self + " sends to unknown device '" + peer + "'";
+      size_t a = d.self, b;
+      if (!deviceIndex(self, peer, b))
         return false;
-      }
-      size_t a = index[self], b = it->second;
       tied += cluster.transferSeconds(a, b, bytes);
       if (pass == 1)
-        result.linkBytes[self + "->" + peer] += bytes;
+        addLinkBytes(a, b, bytes);
     }
     double step = d.program->optimizerFlops / d.speed;
     if (pass == 1) {
-      result.busySeconds[self] += step;
+      busy[d.self] += step;
       result.totalFlops += d.program->optimizerFlops;
     }
     if (d.program->syncEvery >= 1) {
@@ -320,16 +374,20 @@ bool dtfm::plan::simulate(const SimInput &input, SimResult &result,
         {devices.front().program->device, 2, "clip norm", syncsEnd, stepsFrom});
   }
   }
-  double busy = 0;
+  for (uint64_t link : linksInOrder)
+    result.linkBytes[cluster.devices[link >> 32].name + "->" +
+                     cluster.devices[link & 0xffffffffu].name] =
+        bytesOnLink[link];
+  double busyTotal = 0;
   for (const DeviceState &d : devices) {
     const std::string &self = d.program->device;
-    busy += result.busySeconds[self];
-    result.idleSeconds[self] =
-        result.iterationSeconds - result.busySeconds[self];
+    result.busySeconds[self] = busy[d.self];
+    busyTotal += busy[d.self];
+    result.idleSeconds[self] = result.iterationSeconds - busy[d.self];
   }
   if (result.iterationSeconds > 0 && !devices.empty())
     result.bubbleFraction =
-        1.0 - busy / (result.iterationSeconds * devices.size());
+        1.0 - busyTotal / (result.iterationSeconds * devices.size());
   return true;
 }
 

@@ -165,9 +165,11 @@ int64_t Searcher::defaultSize(int dp) const {
 ShapeChoice Searcher::scoreShape(const std::vector<int> &devices, int dp,
                                  int pp, int64_t size, bool refine) {
   ++scored;
-  Cluster sub = subCluster(cluster, devices);
+  // Scored on the whole cluster in its own indices: a sub-cluster's two
+  // link matrices would be allocated for every shape (268 MB at 4096
+  // devices), and the model reads only the partition's devices.
   HeteroProblem hp;
-  hp.cluster = &sub;
+  hp.cluster = &cluster;
   hp.workload = problem.workload.withMicroBatchSize(size);
   hp.training = problem.training;
   hp.dataParallel = dp;
@@ -176,16 +178,16 @@ ShapeChoice Searcher::scoreShape(const std::vector<int> &devices, int dp,
   hp.training.stages.microBatches = microBatches;
   HeteroModel model(hp);
 
-  // Seeds, in the sub-cluster's indices.
+  // Seeds: `devices` ordered by region (stable, so by index within one),
+  // and by speed.
   int n = static_cast<int>(devices.size());
-  std::vector<int> byRegion(n), bySpeed(n);
-  std::iota(byRegion.begin(), byRegion.end(), 0);
+  std::vector<int> byRegion = devices, bySpeed;
   std::stable_sort(byRegion.begin(), byRegion.end(), [&](int a, int b) {
-    return sub.devices[a].region < sub.devices[b].region;
+    return cluster.devices[a].region < cluster.devices[b].region;
   });
   bySpeed = byRegion;
   std::stable_sort(bySpeed.begin(), bySpeed.end(), [&](int a, int b) {
-    return sub.devices[a].speed() > sub.devices[b].speed();
+    return cluster.devices[a].speed() > cluster.devices[b].speed();
   });
   Partition rank(pp), strided(pp), fastest(pp);
   for (int i = 0; i < n; ++i) {
@@ -200,8 +202,8 @@ ShapeChoice Searcher::scoreShape(const std::vector<int> &devices, int dp,
   if (!regionsInNameOrder) {
     std::vector<int> byPath = byRegion;
     std::stable_sort(byPath.begin(), byPath.end(), [&](int a, int b) {
-      return regionRank.at(sub.devices[a].region) <
-             regionRank.at(sub.devices[b].region);
+      return regionRank.at(cluster.devices[a].region) <
+             regionRank.at(cluster.devices[b].region);
     });
     Partition path(pp);
     for (int i = 0; i < n; ++i)
@@ -271,12 +273,7 @@ ShapeChoice Searcher::scoreShape(const std::vector<int> &devices, int dp,
   choice.pipelineParallel = pp;
   choice.microBatchSize = size;
   choice.microBatches = microBatches;
-  for (const std::vector<int> &group : best) {
-    std::vector<int> mapped;
-    for (int member : group)
-      mapped.push_back(devices[member]);
-    choice.stages.push_back(std::move(mapped));
-  }
+  choice.stages = best;
   choice.cost = std::move(bestCost);
   return choice;
 }
@@ -583,7 +580,7 @@ dtfm::planner::microBatchSizeCandidates(int64_t modelSize,
 }
 
 double dtfm::planner::defaultSearchBudgetSeconds(size_t devices) {
-  return devices <= 128 ? 3.0 : 10.0;
+  return devices <= kLargeClusterDevices ? 3.0 : 10.0;
 }
 
 bool dtfm::planner::searchShapes(const ShapeProblem &problem,
