@@ -14,6 +14,7 @@
 #include "dtfm/Planner/CostModel.h"
 #include "dtfm/Support/Hash.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -233,6 +234,99 @@ dtfm::planner::groupCluster(const Cluster &cluster,
     }
   }
   return grouped;
+}
+
+/// Numbers the values of `classOf` over the devices (in order of first
+/// appearance) into `classes`; whether every link between two devices is
+/// the same as every other between their two classes (bit for bit), so
+/// that the classes give the links exactly. Fewer than two classes for
+/// more than two devices, or one device per class, saves nothing: false.
+static bool sameLinksPerClass(const Cluster &cluster,
+                              std::string (*classOf)(const Device &),
+                              std::vector<uint32_t> &classes) {
+  size_t n = cluster.size();
+  std::map<std::string, uint32_t> number;
+  classes.clear();
+  for (const Device &d : cluster.devices)
+    classes.push_back(
+        number.emplace(classOf(d), static_cast<uint32_t>(number.size()))
+            .first->second);
+  size_t count = number.size();
+  if (count >= n)
+    return false;
+  // The first link seen between two classes; every other must equal it.
+  std::vector<int64_t> first(count * count, -1);
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < n; ++j) {
+      if (i == j) {
+        // Read back as 0: the classes hold no device's link to itself.
+        if (cluster.delayMs(i, i) != 0 || cluster.bandwidthGbps(i, i) != 0)
+          return false;
+        continue;
+      }
+      int64_t &seen = first[classes[i] * count + classes[j]];
+      if (seen < 0) {
+        seen = static_cast<int64_t>(i * n + j);
+        continue;
+      }
+      size_t a = static_cast<size_t>(seen) / n,
+             b = static_cast<size_t>(seen) % n;
+      if (!(cluster.delayMs(i, j) == cluster.delayMs(a, b)) ||
+          !(cluster.bandwidthGbps(i, j) == cluster.bandwidthGbps(a, b)))
+        return false;
+    }
+  return true;
+}
+
+bool dtfm::planner::linksByClass(const Cluster &cluster, LinkClasses &links) {
+  for (auto classOf : {+[](const Device &d) { return d.region; },
+                       +[](const Device &d) { return d.node; }}) {
+    std::vector<uint32_t> classes;
+    if (!sameLinksPerClass(cluster, classOf, classes))
+      continue;
+    size_t count = *std::max_element(classes.begin(), classes.end()) + 1;
+    links.classOf = std::move(classes);
+    links.count = count;
+    links.delayMs.assign(count * count, 0);
+    links.bandwidthGbps.assign(count * count, 0);
+    for (size_t i = 0; i < cluster.size(); ++i)
+      for (size_t j = 0; j < cluster.size(); ++j)
+        if (i != j) {
+          size_t at = links.classOf[i] * count + links.classOf[j];
+          links.delayMs[at] = cluster.delayMs(i, j);
+          links.bandwidthGbps[at] = cluster.bandwidthGbps(i, j);
+        }
+    return true;
+  }
+  return false;
+}
+
+bool dtfm::planner::expandLinkClasses(const LinkClasses &links,
+                                      Cluster &cluster, std::string &error) {
+  size_t n = cluster.size(), count = links.count;
+  bool inRange = std::all_of(links.classOf.begin(), links.classOf.end(),
+                             [&](uint32_t c) { return c < count; });
+  if (links.classOf.size() != n || !inRange || count == 0 || count > n ||
+      links.delayMs.size() != count * count ||
+      links.bandwidthGbps.size() != count * count) {
+    error = "links by class need a class below C for each of the " +
+            std::to_string(n) + " devices and C x C links (C = " +
+            std::to_string(count) + "), got " +
+            std::to_string(links.classOf.size()) + " classes and " +
+            std::to_string(links.delayMs.size()) + " and " +
+            std::to_string(links.bandwidthGbps.size()) + " links";
+    return false;
+  }
+  cluster.delayMs = SquareMatrix(n);
+  cluster.bandwidthGbps = SquareMatrix(n);
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < n; ++j)
+      if (i != j) {
+        size_t at = links.classOf[i] * count + links.classOf[j];
+        cluster.delayMs(i, j) = links.delayMs[at];
+        cluster.bandwidthGbps(i, j) = links.bandwidthGbps[at];
+      }
+  return true;
 }
 
 Cluster dtfm::planner::subCluster(const Cluster &cluster,

@@ -596,47 +596,6 @@ bool dtfm::planner::loadScenarioMatrices(const std::string &dir,
 // The cluster a plan file carries
 //===----------------------------------------------------------------------===//
 
-/// Numbers the values of `classOf` over the devices (in order of first
-/// appearance) into `classes`; whether every link between two devices is
-/// the same as every other between their two classes (bit for bit), so
-/// that the classes give the links exactly. Fewer than two classes for
-/// more than two devices, or one device per class, saves nothing: false.
-static bool linkClasses(const Cluster &cluster,
-                        std::string (*classOf)(const Device &),
-                        std::vector<uint32_t> &classes) {
-  size_t n = cluster.size();
-  std::map<std::string, uint32_t> number;
-  classes.clear();
-  for (const Device &d : cluster.devices)
-    classes.push_back(
-        number.emplace(classOf(d), static_cast<uint32_t>(number.size()))
-            .first->second);
-  size_t count = number.size();
-  if (count >= n)
-    return false;
-  // The first link seen between two classes; every other must equal it.
-  std::vector<int64_t> first(count * count, -1);
-  for (size_t i = 0; i < n; ++i)
-    for (size_t j = 0; j < n; ++j) {
-      if (i == j) {
-        // Read back as 0: the classes hold no device's link to itself.
-        if (cluster.delayMs(i, i) != 0 || cluster.bandwidthGbps(i, i) != 0)
-          return false;
-        continue;
-      }
-      int64_t &seen = first[classes[i] * count + classes[j]];
-      if (seen < 0) {
-        seen = static_cast<int64_t>(i * n + j);
-        continue;
-      }
-      size_t a = static_cast<size_t>(seen) / n, b = static_cast<size_t>(seen) % n;
-      if (!(cluster.delayMs(i, j) == cluster.delayMs(a, b)) ||
-          !(cluster.bandwidthGbps(i, j) == cluster.bandwidthGbps(a, b)))
-        return false;
-    }
-  return true;
-}
-
 void dtfm::planner::clusterToPlan(const Cluster &cluster, proto::Plan &plan) {
   plan.set_cluster_name(cluster.name);
   plan.set_cluster_fingerprint(clusterFingerprint(cluster));
@@ -654,24 +613,14 @@ void dtfm::planner::clusterToPlan(const Cluster &cluster, proto::Plan &plan) {
   // Links by class where the classes say them exactly: the matrices grow
   // with devices squared (16 MB at 1024 devices), the classes' with
   // regions squared.
-  for (auto classOf : {+[](const Device &d) { return d.region; },
-                       +[](const Device &d) { return d.node; }}) {
-    std::vector<uint32_t> classes;
-    if (!linkClasses(cluster, classOf, classes))
-      continue;
-    size_t count = *std::max_element(classes.begin(), classes.end()) + 1;
-    std::vector<double> delay(count * count, 0), bandwidth(count * count, 0);
-    for (size_t i = 0; i < cluster.size(); ++i)
-      for (size_t j = 0; j < cluster.size(); ++j)
-        if (i != j) {
-          delay[classes[i] * count + classes[j]] = cluster.delayMs(i, j);
-          bandwidth[classes[i] * count + classes[j]] =
-              cluster.bandwidthGbps(i, j);
-        }
-    plan.mutable_link_classes()->Add(classes.begin(), classes.end());
-    plan.mutable_class_delay_ms()->Add(delay.begin(), delay.end());
-    plan.mutable_class_bandwidth_gbps()->Add(bandwidth.begin(),
-                                             bandwidth.end());
+  LinkClasses links;
+  if (linksByClass(cluster, links)) {
+    plan.mutable_link_classes()->Add(links.classOf.begin(),
+                                     links.classOf.end());
+    plan.mutable_class_delay_ms()->Add(links.delayMs.begin(),
+                                       links.delayMs.end());
+    plan.mutable_class_bandwidth_gbps()->Add(links.bandwidthGbps.begin(),
+                                             links.bandwidthGbps.end());
     return;
   }
   for (size_t i = 0; i < cluster.size(); ++i)
@@ -690,9 +639,10 @@ bool dtfm::planner::clusterFromPlan(const proto::Plan &plan, Cluster &cluster,
             std::to_string(kMaxClusterDevices) + " devices)";
     return false;
   }
-  size_t count = 0;
+  LinkClasses links;
   if (byClass) {
     // Classes numbered 0..C-1, C x C links, and no matrices beside them.
+    size_t count = 0;
     for (uint32_t c : plan.link_classes())
       count = std::max<size_t>(count, size_t(c) + 1);
     if (static_cast<size_t>(plan.link_classes_size()) != n || count > n ||
@@ -704,6 +654,13 @@ bool dtfm::planner::clusterFromPlan(const proto::Plan &plan, Cluster &cluster,
               "device, C x C links between classes, and no N x N matrices)";
       return false;
     }
+    links.count = count;
+    links.classOf.assign(plan.link_classes().begin(),
+                         plan.link_classes().end());
+    links.delayMs.assign(plan.class_delay_ms().begin(),
+                         plan.class_delay_ms().end());
+    links.bandwidthGbps.assign(plan.class_bandwidth_gbps().begin(),
+                               plan.class_bandwidth_gbps().end());
   } else if (static_cast<size_t>(plan.delay_ms_size()) != n * n ||
              static_cast<size_t>(plan.bandwidth_gbps_size()) != n * n) {
     error = "the plan carries no complete cluster (devices and N x N links)";
@@ -717,18 +674,16 @@ bool dtfm::planner::clusterFromPlan(const proto::Plan &plan, Cluster &cluster,
     cluster.devices.push_back({d.name(), d.region(), d.peak_flops(),
                                d.efficiency(), d.memory_bytes(), d.node(),
                                d.memory_bytes_per_second()});
-  for (size_t i = 0; i < n; ++i)
-    for (size_t j = 0; j < n; ++j) {
-      if (byClass) {
-        size_t at = plan.link_classes(i) * count + plan.link_classes(j);
-        cluster.delayMs(i, j) = i == j ? 0 : plan.class_delay_ms(at);
-        cluster.bandwidthGbps(i, j) =
-            i == j ? 0 : plan.class_bandwidth_gbps(at);
-        continue;
+  if (byClass) {
+    if (!expandLinkClasses(links, cluster, error))
+      return false;
+  } else {
+    for (size_t i = 0; i < n; ++i)
+      for (size_t j = 0; j < n; ++j) {
+        cluster.delayMs(i, j) = plan.delay_ms(i * n + j);
+        cluster.bandwidthGbps(i, j) = plan.bandwidth_gbps(i * n + j);
       }
-      cluster.delayMs(i, j) = plan.delay_ms(i * n + j);
-      cluster.bandwidthGbps(i, j) = plan.bandwidth_gbps(i * n + j);
-    }
+  }
   if (clusterFingerprint(cluster) != plan.cluster_fingerprint()) {
     error = "the plan's cluster does not match its fingerprint (corrupt plan)";
     return false;

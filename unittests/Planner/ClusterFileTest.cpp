@@ -277,6 +277,68 @@ TEST(ClusterFile, WrittenClusterReadsBackToTheSameFingerprint) {
       << error;
 }
 
+TEST(ClusterFile, LinksByClassGiveEveryLinkExactly) {
+  auto expandedMatches = [](const Cluster &c, const LinkClasses &links) {
+    Cluster back;
+    back.devices = c.devices;
+    std::string error;
+    EXPECT_TRUE(expandLinkClasses(links, back, error)) << error;
+    for (size_t i = 0; i < c.size(); ++i)
+      for (size_t j = 0; j < c.size(); ++j) {
+        EXPECT_EQ(back.delayMs(i, j), c.delayMs(i, j)) << i << " " << j;
+        EXPECT_EQ(back.bandwidthGbps(i, j), c.bandwidthGbps(i, j));
+      }
+    EXPECT_EQ(clusterFingerprint(back), clusterFingerprint(c));
+  };
+  // By region: two regions of two.
+  Cluster regions = parsed(
+      "name: \"r\"\n"
+      "devices { name: \"a\" region: \"A\" count: 2 peak_flops: 1e12 }\n"
+      "devices { name: \"b\" region: \"B\" count: 2 peak_flops: 1e12 }\n"
+      "intra_region { delay_ms: 1 bandwidth_gbps: 10 }\n"
+      "region_links { a: \"A\" b: \"B\" delay_ms: 50 bandwidth_gbps: 1 }\n");
+  LinkClasses links;
+  ASSERT_TRUE(linksByClass(regions, links));
+  EXPECT_EQ(links.classOf, (std::vector<uint32_t>{0, 0, 1, 1}));
+  EXPECT_EQ(links.delayMs, (std::vector<double>{1, 50, 50, 1}));
+  EXPECT_EQ(links.bandwidthGbps, (std::vector<double>{10, 1, 1, 10}));
+  expandedMatches(regions, links);
+  // One link between the regions differs (and the nodes are the regions'
+  // here): no classes at all.
+  regions.bandwidthGbps(0, 2) = regions.bandwidthGbps(2, 0) = 3;
+  EXPECT_FALSE(linksByClass(regions, links));
+  // By node where the region's links differ between its nodes.
+  Cluster nodes = parsed(
+      "name: \"n\"\n"
+      "devices { name: \"a\" region: \"A\" node: \"n0\" count: 2 "
+      "peak_flops: 1e12 }\n"
+      "devices { name: \"b\" region: \"A\" node: \"n1\" count: 2 "
+      "peak_flops: 1e12 }\n"
+      "intra_region { delay_ms: 1 bandwidth_gbps: 10 }\n");
+  nodes.bandwidthGbps(0, 1) = nodes.bandwidthGbps(1, 0) = 100;
+  nodes.bandwidthGbps(2, 3) = nodes.bandwidthGbps(3, 2) = 100;
+  ASSERT_TRUE(linksByClass(nodes, links));
+  EXPECT_EQ(links.classOf, (std::vector<uint32_t>{0, 0, 1, 1}));
+  EXPECT_EQ(links.bandwidthGbps, (std::vector<double>{100, 10, 10, 100}));
+  expandedMatches(nodes, links);
+  // Hostile classes: out of range, too few, links not C x C.
+  Cluster back;
+  back.devices = nodes.devices;
+  std::string error;
+  LinkClasses bad = links;
+  bad.classOf[3] = 2;
+  EXPECT_FALSE(expandLinkClasses(bad, back, error));
+  EXPECT_NE(error.find("C x C links (C = 2)"), std::string::npos) << error;
+  bad = links;
+  bad.classOf.pop_back();
+  EXPECT_FALSE(expandLinkClasses(bad, back, error));
+  bad = links;
+  bad.delayMs.pop_back();
+  EXPECT_FALSE(expandLinkClasses(bad, back, error));
+  EXPECT_NE(error.find("got 4 classes and 3 and 4 links"), std::string::npos)
+      << error;
+}
+
 TEST(ClusterFile, WithoutDevicesKeepsTheRestAndTheirLinks) {
   Cluster c;
   std::string error;

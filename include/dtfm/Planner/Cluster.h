@@ -168,6 +168,29 @@ Cluster groupCluster(const Cluster &cluster,
 /// among them; the name is kept.
 Cluster subCluster(const Cluster &cluster, const std::vector<int> &keep);
 
+/// A cluster's links by class: each device's class (numbered 0..C-1 in order
+/// of first appearance) and the C x C links between classes, row-major (a
+/// class's own entry is the link between two of its devices; 0 where no
+/// two devices use it). A device's link to itself is 0. Where regions (or
+/// nodes) give every link, these grow with classes squared, not devices.
+struct LinkClasses {
+  std::vector<uint32_t> classOf;
+  size_t count = 0;
+  std::vector<double> delayMs, bandwidthGbps;
+};
+
+/// The links by region, else by node, where those classes give every link
+/// exactly (bit for bit, each device's link to itself 0) and are fewer
+/// than the devices; false where neither does (the N x N matrices are
+/// needed). One home for the plan file and the `#dtfm.cluster` attribute.
+bool linksByClass(const Cluster &cluster, LinkClasses &links);
+
+/// Sets the N x N link matrices of `cluster`, whose devices are set, from
+/// `links`. False with a one-line `error` where the classes are not one per
+/// device, each below `links.count`, with count x count links.
+bool expandLinkClasses(const LinkClasses &links, Cluster &cluster,
+                       std::string &error);
+
 /// Reads a comma-separated numeric matrix. Rejects (false, one-line `error`
 /// with file, line and column) empty files, ragged or non-square tables,
 /// unparsable or non-finite cells.

@@ -57,6 +57,31 @@ module attributes {dtfm.cluster = #dtfm.cluster<name = "two", source = "two.text
 
 // -----
 
+// expected-error @+1 {{dtfm.cluster: link_classes: class 2 is not between 0 and the device count}}
+module attributes {dtfm.cluster = #dtfm.cluster<name = "two", source = "", devices = [<name = "a", region = "r", peak_flops = 1.0, efficiency = 1.0, memory_bytes = 0.0>, <name = "b", region = "r", peak_flops = 1.0, efficiency = 1.0, memory_bytes = 0.0>], link_classes = [0, 2], delay_ms = [1.0], bandwidth_gbps = [1.0]>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.cluster: links by class need a class below C for each of the 2 devices and C x C links (C = 1), got 1 classes and 1 and 1 links}}
+module attributes {dtfm.cluster = #dtfm.cluster<name = "two", source = "", devices = [<name = "a", region = "r", peak_flops = 1.0, efficiency = 1.0, memory_bytes = 0.0>, <name = "b", region = "r", peak_flops = 1.0, efficiency = 1.0, memory_bytes = 0.0>], link_classes = [0], delay_ms = [1.0], bandwidth_gbps = [1.0]>} {
+}
+
+// -----
+
+// expected-error @+1 {{dtfm.cluster: links by class need a class below C for each of the 2 devices and C x C links (C = 2), got 2 classes and 1 and 1 links}}
+module attributes {dtfm.cluster = #dtfm.cluster<name = "two", source = "", devices = [<name = "a", region = "r", peak_flops = 1.0, efficiency = 1.0, memory_bytes = 0.0>, <name = "b", region = "s", peak_flops = 1.0, efficiency = 1.0, memory_bytes = 0.0>], link_classes = [0, 1], delay_ms = [1.0], bandwidth_gbps = [1.0]>} {
+}
+
+// -----
+
+// COM: A class's links are checked as the devices' would be.
+// expected-error @+1 {{dtfm.cluster: link a <-> b: bandwidth must be finite and > 0, got 0.000000 Gbps}}
+module attributes {dtfm.cluster = #dtfm.cluster<name = "two", source = "", devices = [<name = "a", region = "r", peak_flops = 1.0, efficiency = 1.0, memory_bytes = 0.0>, <name = "b", region = "r", peak_flops = 1.0, efficiency = 1.0, memory_bytes = 0.0>], link_classes = [0, 0], delay_ms = [1.0], bandwidth_gbps = [0.0]>} {
+}
+
+// -----
+
 // expected-error @+1 {{dtfm.cluster: cluster has no devices}}
 module attributes {dtfm.cluster = #dtfm.cluster<name = "none", source = "", devices = [], delay_ms = [], bandwidth_gbps = []>} {
 }

@@ -138,13 +138,16 @@ LogicalResult ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 // ClusterAttr
 //===----------------------------------------------------------------------===//
 
-/// The planner's cluster from the attribute's parameters; the matrices must
-/// hold devices.size()^2 values.
-static ::dtfm::planner::Cluster
-buildCluster(StringRef name, ArrayRef<DeviceAttr> devices,
-             ArrayRef<StoredDouble> delayMs,
-             ArrayRef<StoredDouble> bandwidthGbps) {
-  ::dtfm::planner::Cluster cluster;
+/// The planner's cluster from the attribute's parameters: N x N matrices,
+/// or with `linkClasses` C x C links between classes. False with a
+/// one-line `error` where their sizes do not agree.
+static bool buildCluster(StringRef name, ArrayRef<DeviceAttr> devices,
+                         ArrayRef<int64_t> linkClasses,
+                         ArrayRef<StoredDouble> delayMs,
+                         ArrayRef<StoredDouble> bandwidthGbps,
+                         ::dtfm::planner::Cluster &cluster,
+                         std::string &error) {
+  cluster = ::dtfm::planner::Cluster();
   cluster.name = name.str();
   for (DeviceAttr device : devices) {
     ::dtfm::planner::Device &d = cluster.devices.emplace_back();
@@ -157,6 +160,28 @@ buildCluster(StringRef name, ArrayRef<DeviceAttr> devices,
     d.memoryBandwidth = device.getMemoryBytesPerSecond();
   }
   size_t n = devices.size();
+  if (!linkClasses.empty()) {
+    ::dtfm::planner::LinkClasses links;
+    for (int64_t c : linkClasses) {
+      if (c < 0 || static_cast<uint64_t>(c) >= n) {
+        error = "link_classes: class " + std::to_string(c) +
+                " is not between 0 and the device count";
+        return false;
+      }
+      links.classOf.push_back(static_cast<uint32_t>(c));
+      links.count = std::max<size_t>(links.count, static_cast<size_t>(c) + 1);
+    }
+    links.delayMs.assign(delayMs.begin(), delayMs.end());
+    links.bandwidthGbps.assign(bandwidthGbps.begin(), bandwidthGbps.end());
+    return ::dtfm::planner::expandLinkClasses(links, cluster, error);
+  }
+  if (delayMs.size() != n * n || bandwidthGbps.size() != n * n) {
+    error = std::to_string(n) + " devices need " + std::to_string(n * n) +
+            " delay_ms and bandwidth_gbps values, got " +
+            std::to_string(delayMs.size()) + " and " +
+            std::to_string(bandwidthGbps.size());
+    return false;
+  }
   cluster.delayMs = ::dtfm::planner::SquareMatrix(n);
   cluster.bandwidthGbps = ::dtfm::planner::SquareMatrix(n);
   for (size_t i = 0; i < n; ++i)
@@ -164,21 +189,20 @@ buildCluster(StringRef name, ArrayRef<DeviceAttr> devices,
       cluster.delayMs(i, j) = delayMs[i * n + j];
       cluster.bandwidthGbps(i, j) = bandwidthGbps[i * n + j];
     }
-  return cluster;
+  return true;
 }
 
 LogicalResult ClusterAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                   StringRef name, StringRef source,
                                   ArrayRef<DeviceAttr> devices,
+                                  ArrayRef<int64_t> linkClasses,
                                   ArrayRef<StoredDouble> delayMs,
                                   ArrayRef<StoredDouble> bandwidthGbps) {
-  size_t n = devices.size();
-  if (delayMs.size() != n * n || bandwidthGbps.size() != n * n)
-    return emitError() << "dtfm.cluster: " << n << " devices need " << n * n
-                       << " delay_ms and bandwidth_gbps values, got "
-                       << delayMs.size() << " and " << bandwidthGbps.size();
   std::string error;
-  if (!buildCluster(name, devices, delayMs, bandwidthGbps).validate(error))
+  ::dtfm::planner::Cluster cluster;
+  if (!buildCluster(name, devices, linkClasses, delayMs, bandwidthGbps,
+                    cluster, error) ||
+      !cluster.validate(error))
     return emitError() << "dtfm.cluster: " << error;
   return success();
 }
@@ -191,19 +215,35 @@ ClusterAttr ClusterAttr::get(MLIRContext *context,
     devices.push_back(DeviceAttr::get(context, d.name, d.region, d.peakFlops,
                                       d.efficiency, d.memoryBytes, d.node,
                                       d.memoryBandwidth));
-  size_t n = cluster.size();
+  // By class where the regions (or nodes) give every link: the N x N
+  // matrices made the IR of 1024 devices 12 MB of links.
+  SmallVector<int64_t> linkClasses;
   SmallVector<StoredDouble> delayMs, bandwidthGbps;
-  for (size_t i = 0; i < n; ++i)
-    for (size_t j = 0; j < n; ++j) {
-      delayMs.push_back(cluster.delayMs(i, j));
-      bandwidthGbps.push_back(cluster.bandwidthGbps(i, j));
-    }
-  return get(context, cluster.name, source, devices, delayMs, bandwidthGbps);
+  ::dtfm::planner::LinkClasses links;
+  if (::dtfm::planner::linksByClass(cluster, links)) {
+    linkClasses.assign(links.classOf.begin(), links.classOf.end());
+    delayMs.assign(links.delayMs.begin(), links.delayMs.end());
+    bandwidthGbps.assign(links.bandwidthGbps.begin(),
+                         links.bandwidthGbps.end());
+  } else {
+    size_t n = cluster.size();
+    for (size_t i = 0; i < n; ++i)
+      for (size_t j = 0; j < n; ++j) {
+        delayMs.push_back(cluster.delayMs(i, j));
+        bandwidthGbps.push_back(cluster.bandwidthGbps(i, j));
+      }
+  }
+  return get(context, cluster.name, source, devices, linkClasses, delayMs,
+             bandwidthGbps);
 }
 
 ::dtfm::planner::Cluster ClusterAttr::toCluster() const {
-  return buildCluster(getName(), getDevices(), getDelayMs(),
-                      getBandwidthGbps());
+  // Verified when it was made: the sizes agree.
+  ::dtfm::planner::Cluster cluster;
+  std::string ignored;
+  (void)buildCluster(getName(), getDevices(), getLinkClasses(), getDelayMs(),
+                     getBandwidthGbps(), cluster, ignored);
+  return cluster;
 }
 
 //===----------------------------------------------------------------------===//

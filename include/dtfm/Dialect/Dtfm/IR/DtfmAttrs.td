@@ -141,8 +141,12 @@ def Dtfm_ClusterAttr : Dtfm_Attr<"Cluster", "cluster"> {
     `dtfm-translate --import-cluster`), which reads a cluster file once; the
     planning passes read the cluster from here. `source` names the file it
     came from, so that whole-module diagnostics keep naming it. `delay_ms`
-    and `bandwidth_gbps` are the n x n link matrices, row-major. Every
-    double prints in the shortest form that reads back exactly.
+    and `bandwidth_gbps` are the n x n link matrices, row-major; or, where
+    `link_classes` gives each device a class (its region, else its node,
+    where those give every link exactly: planner::linksByClass), the C x C
+    links between classes (a class's own entry: between two of its
+    devices; a device's link to itself is 0). Every double prints in the
+    shortest form that reads back exactly.
 
     ```mlir
     #dtfm.cluster<name = "two", source = "two.textproto",
@@ -152,9 +156,15 @@ def Dtfm_ClusterAttr : Dtfm_Attr<"Cluster", "cluster"> {
                               efficiency = 1.0, memory_bytes = 0.0>],
                   delay_ms = [0.0, 1.0, 1.0, 0.0],
                   bandwidth_gbps = [0.0, 10.0, 10.0, 0.0]>
+    #dtfm.cluster<name = "four", source = "four.textproto",
+                  devices = [<name = "a", region = "r0", ...>, ...],
+                  link_classes = [0, 0, 1, 1],
+                  delay_ms = [0.01, 30.0, 30.0, 0.01],
+                  bandwidth_gbps = [100.0, 5.0, 5.0, 100.0]>
     ```
 
-    The verifier checks that both matrices are n x n, then everything
+    The verifier checks that both matrices are n x n (with classes: a class
+    below C for every device and C x C links), then everything
     planner::Cluster::validate checks (finite values, delays >= 0, positive
     bandwidths off the diagonal, devices with positive speed).
   }];
@@ -162,6 +172,7 @@ def Dtfm_ClusterAttr : Dtfm_Attr<"Cluster", "cluster"> {
     StringRefParameter<"cluster name">:$name,
     StringRefParameter<"the file the cluster was imported from">:$source,
     Dtfm_BracketListParameter<"::mlir::dtfm::DeviceAttr", "devices">:$devices,
+    Dtfm_OptionalBracketListParameter<"int64_t", "each device's link class (empty: links are N x N)">:$link_classes,
     Dtfm_BracketListParameter<"::mlir::dtfm::StoredDouble", "one-way latency in ms, row-major">:$delay_ms,
     Dtfm_BracketListParameter<"::mlir::dtfm::StoredDouble", "bandwidth in Gbit/s, row-major">:$bandwidth_gbps
   );
