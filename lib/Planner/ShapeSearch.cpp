@@ -62,9 +62,10 @@ private:
   /// Best over the factorisations of the subset (phase 1 sizes).
   ShapeChoice scoreSubset(const std::vector<bool> &inUnits);
   /// Why `unit` is idle: its links and speed, and `with`, the best plan
-  /// found on the chosen devices plus it.
+  /// found on the chosen devices plus it (null: not scored, the budget was
+  /// spent).
   std::string idleReason(const std::vector<int> &unit, const ShapeChoice &best,
-                         const ShapeChoice &with) const;
+                         const ShapeChoice *with) const;
 
   const ShapeProblem &problem;
   const ShapeSearchOptions &options;
@@ -357,7 +358,7 @@ ShapeChoice Searcher::scoreSubset(const std::vector<bool> &inUnits) {
 
 std::string Searcher::idleReason(const std::vector<int> &unit,
                                  const ShapeChoice &best,
-                                 const ShapeChoice &with) const {
+                                 const ShapeChoice *with) const {
   const Device &device = cluster.devices[unit[0]];
   double bestGbps = 0, bestDelay = std::numeric_limits<double>::infinity();
   double fastest = 0;
@@ -375,12 +376,14 @@ std::string Searcher::idleReason(const std::vector<int> &unit,
   if (device.speed() < fastest)
     reason += format(", %.2gx slower than the fastest in use",
                      fastest / device.speed());
-  if (with.stages.empty() || !with.cost.feasible)
+  if (!with)
+    reason += "; adding them was not scored (the search budget was spent)";
+  else if (with->stages.empty() || !with->cost.feasible)
     reason += "; no plan adding them fits in memory";
   else
     reason += format("; adding them costs %.3g s/iteration (%.4g s vs %.4g s)",
-                     with.iterationSeconds() - best.iterationSeconds(),
-                     with.iterationSeconds(), best.iterationSeconds());
+                     with->iterationSeconds() - best.iterationSeconds(),
+                     with->iterationSeconds(), best.iterationSeconds());
   return reason;
 }
 
@@ -477,21 +480,23 @@ bool Searcher::run(ShapeSearchResult &result, std::string &error) {
   }
 
   // Phase 3: no idle unit would help the chosen devices (checked at the
-  // phase-1 effort; these scores also explain the idle devices).
+  // phase-1 effort; these scores also explain the idle devices), while the
+  // budget lasts: at 4096 devices each round scored 64 subsets of 2048 or
+  // more devices, two minutes past a 10 s budget.
   auto unitsOf = [&](const std::vector<int> &devices) {
     std::vector<bool> in(units.size(), false);
     for (size_t u = 0; u < units.size(); ++u)
       in[u] = std::binary_search(devices.begin(), devices.end(), units[u][0]);
     return in;
   };
-  for (size_t round = 0; round < units.size(); ++round) {
+  for (size_t round = 0; round < units.size() && !outOfTime(1.0); ++round) {
     std::stable_sort(all.begin(), all.end(), byTime);
     if (all.empty() || !all.front().cost.feasible)
       break;
     double bestSeconds = all.front().iterationSeconds();
     std::vector<bool> chosen = unitsOf(all.front().devices);
     bool improved = false;
-    for (size_t u = 0; u < units.size(); ++u) {
+    for (size_t u = 0; u < units.size() && !outOfTime(1.0); ++u) {
       if (chosen[u])
         continue;
       std::vector<bool> more = chosen;
@@ -558,8 +563,13 @@ bool Searcher::run(ShapeSearchResult &result, std::string &error) {
     }
     std::vector<bool> more = chosen;
     more[u] = true;
-    result.idle.push_back(
-        {units[u], idleReason(units[u], result.best, scoreSubset(more))});
+    if (!subsetCache.count(more) && outOfTime(1.0)) {
+      result.idle.push_back({units[u], idleReason(units[u], result.best,
+                                                  nullptr)});
+      continue;
+    }
+    ShapeChoice with = scoreSubset(more);
+    result.idle.push_back({units[u], idleReason(units[u], result.best, &with)});
   }
   result.shapesScored = scored;
   result.budgetExhausted = exhausted;
