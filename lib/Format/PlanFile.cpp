@@ -433,8 +433,14 @@ bool dtfm::format::planChecksum(const proto::Plan &plan, uint64_t &checksum,
 
 bool dtfm::format::serializePlan(const proto::Plan &plan, bool text,
                                  std::string &bytes, std::string &error) {
+  proto::Plan copy = plan;
+  return serializePlan(std::move(copy), text, bytes, error);
+}
+
+bool dtfm::format::serializePlan(proto::Plan &&plan, bool text,
+                                 std::string &bytes, std::string &error) {
   bytes.clear();
-  dtfm::proto::Plan summed = plan;
+  dtfm::proto::Plan &summed = plan;
   sharePrograms(summed);
   summed.clear_checksum();
   uint64_t checksum = 0;

@@ -327,7 +327,8 @@ static int runPlanTranslation(const TranslateOptions &flags) {
     if (failed(mlir::dtfm::exportPlan(*module, *cluster, plan)))
       return 1;
     std::string bytes;
-    if (!::dtfm::format::serializePlan(plan, flags.planText, bytes, error))
+    if (!::dtfm::format::serializePlan(std::move(plan), flags.planText, bytes,
+                                       error))
       return fail(error);
     return writeOutput(flags, bytes);
   }
