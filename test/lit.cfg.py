@@ -60,6 +60,18 @@ else:
 if config.dtfm_sanitizer:
     config.available_features.add("sanitizer")
 
+# Sailor's two experiments as dtfm cluster files live beside the source tree
+# (../shared/clusters, or $DTFM_CLUSTERS_DIR), never in it: tests that plan
+# on them REQUIRE sailor-clusters.
+clusters_dir = os.environ.get(
+    "DTFM_CLUSTERS_DIR",
+    os.path.join(os.path.dirname(config.dtfm_src_root), "shared", "clusters"))
+if all(os.path.isfile(os.path.join(clusters_dir, f"sailor-{name}.textproto"))
+       for name in ("geo", "het")):
+    config.available_features.add("sailor-clusters")
+    config.substitutions.append(("%sailor_clusters", clusters_dir))
+    config.environment["DTFM_CLUSTERS_DIR"] = clusters_dir
+
 # A Redis server to start, and a one-node SLURM (munged, slurmctld and a
 # slurmd, which starts tasks only as root): scripts/setup.sh installs them;
 # without them lit reports the launch tests UNSUPPORTED.

@@ -432,16 +432,19 @@ bool dtfm::format::planChecksum(const proto::Plan &plan, uint64_t &checksum,
 }
 
 bool dtfm::format::serializePlan(const proto::Plan &plan, bool text,
-                                 std::string &bytes, std::string &error) {
+                                 std::string &bytes, std::string &error,
+                                 bool share) {
   proto::Plan copy = plan;
-  return serializePlan(std::move(copy), text, bytes, error);
+  return serializePlan(std::move(copy), text, bytes, error, share);
 }
 
 bool dtfm::format::serializePlan(proto::Plan &&plan, bool text,
-                                 std::string &bytes, std::string &error) {
+                                 std::string &bytes, std::string &error,
+                                 bool share) {
   bytes.clear();
   dtfm::proto::Plan &summed = plan;
-  sharePrograms(summed);
+  if (share)
+    sharePrograms(summed);
   summed.clear_checksum();
   uint64_t checksum = 0;
   if (!planChecksum(summed, checksum, error))

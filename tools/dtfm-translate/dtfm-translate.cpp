@@ -163,6 +163,12 @@ struct TranslateOptions {
       "plan-text",
       cl::desc("Write the plan in protobuf text format instead of binary"),
       cl::cat(planCategory)};
+  cl::opt<bool> wholePrograms{
+      "whole-programs",
+      cl::desc("With --export-plan: write every device's program whole, not "
+               "as its stage's template and its own entry (larger; a "
+               "device's program reads on its own)"),
+      cl::cat(planCategory)};
   cl::opt<std::string> inputFilename{cl::Positional, cl::desc("<input file>"),
                                      cl::init("-")};
   cl::opt<std::string> outputFilename{
@@ -328,7 +334,8 @@ static int runPlanTranslation(const TranslateOptions &flags) {
       return 1;
     std::string bytes;
     if (!::dtfm::format::serializePlan(std::move(plan), flags.planText, bytes,
-                                       error))
+                                       error,
+                                       /*share=*/!flags.wholePrograms))
       return fail(error);
     return writeOutput(flags, bytes);
   }

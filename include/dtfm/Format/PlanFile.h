@@ -92,14 +92,14 @@ bool planChecksum(const proto::Plan &plan, uint64_t &checksum,
                   std::string &error);
 
 /// The plan's bytes, binary or protobuf text format when `text`, with its
-/// programs shared (sharePrograms) and its checksum set (parsePlan checks
-/// it).
+/// programs shared (sharePrograms; `share` false: each written whole) and
+/// its checksum set (parsePlan checks it).
 bool serializePlan(const proto::Plan &plan, bool text, std::string &bytes,
-                   std::string &error);
+                   std::string &error, bool share = true);
 /// The same, sharing the programs in place (no copy of every program: at
 /// 1024 devices the copy was a third of an export).
 bool serializePlan(proto::Plan &&plan, bool text, std::string &bytes,
-                   std::string &error);
+                   std::string &error, bool share = true);
 
 } // namespace dtfm::format
 
