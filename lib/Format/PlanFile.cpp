@@ -442,17 +442,16 @@ bool dtfm::format::serializePlan(proto::Plan &&plan, bool text,
                                  std::string &bytes, std::string &error,
                                  bool share) {
   bytes.clear();
-  dtfm::proto::Plan &summed = plan;
   if (share)
-    sharePrograms(summed);
-  summed.clear_checksum();
+    sharePrograms(plan);
+  plan.clear_checksum();
   uint64_t checksum = 0;
-  if (!planChecksum(summed, checksum, error))
+  if (!planChecksum(plan, checksum, error))
     return false;
-  summed.set_checksum(checksum);
+  plan.set_checksum(checksum);
   // TextFormat prints map entries sorted by key.
-  if (text ? google::protobuf::TextFormat::PrintToString(summed, &bytes)
-           : encodePlan(summed, bytes))
+  if (text ? google::protobuf::TextFormat::PrintToString(plan, &bytes)
+           : encodePlan(plan, bytes))
     return true;
   error = text ? "cannot print the plan" : "cannot serialise the plan";
   return false;

@@ -118,13 +118,13 @@ struct SimulateCandidates
   /// a wall-clock cut would make the plan depend on the machine's load.
   double candidateBudget(ModuleOp module) const {
     double total = budgetSeconds;
-    if (total <= 0 && module->hasAttr(kShapeAttrName)) {
-      std::string ignored;
-      FailureOr<::dtfm::planner::Cluster> cluster =
-          moduleCluster(module, ignored);
-      if (succeeded(cluster) &&
-          cluster->size() > ::dtfm::planner::kLargeClusterDevices)
-        total = ::dtfm::planner::defaultSearchBudgetSeconds(cluster->size());
+    // The device count from the attribute (building the cluster would
+    // expand its N x N links just to count).
+    ClusterAttr cluster = getModuleCluster(module);
+    if (total <= 0 && module->hasAttr(kShapeAttrName) && cluster) {
+      size_t devices = cluster.getDevices().size();
+      if (devices > ::dtfm::planner::kLargeClusterDevices)
+        total = ::dtfm::planner::defaultSearchBudgetSeconds(devices);
     }
     size_t others = algorithms.size() - 1;
     return total > 0 && others > 0 ? total / static_cast<double>(others) : 0;

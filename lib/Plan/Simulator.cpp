@@ -43,10 +43,6 @@ struct TransferKey {
     return link == other.link && item == other.item;
   }
 };
-/// A range of device names (one peer, or a send's several).
-struct ArrayRefOfNames {
-  const std::string *begin, *end;
-};
 struct TransferKeyHash {
   size_t operator()(const TransferKey &key) const {
     return std::hash<uint64_t>()(key.link * 0x9E3779B97F4A7C15ull ^ key.item);
@@ -66,6 +62,9 @@ bool dtfm::plan::simulate(const SimInput &input, SimResult &result,
   struct DeviceState {
     const SimProgram *program;
     size_t self = 0; ///< its index in the cluster
+    /// The neighbouring stages' devices' indices (npos: none, or a device
+    /// the cluster lacks, from which nothing ever arrives).
+    size_t prevIndex = std::string::npos, nextIndex = std::string::npos;
     double speed = 0;
     /// What the roofline adds to each phase's FLOPs on this device
     /// (memory-bound ops), and the backward's recomputation: time, not work.
@@ -88,6 +87,10 @@ bool dtfm::plan::simulate(const SimInput &input, SimResult &result,
     DeviceState state;
     state.program = &program;
     state.self = it->second;
+    if (auto prev = index.find(program.prev); prev != index.end())
+      state.prevIndex = prev->second;
+    if (auto next = index.find(program.next); next != index.end())
+      state.nextIndex = next->second;
     state.speed = cluster.devices[it->second].speed();
     double ridge = cluster.devices[it->second].ridge();
     state.forwardExtra = program.forwardWork.excessAt(ridge);
@@ -155,18 +158,17 @@ bool dtfm::plan::simulate(const SimInput &input, SimResult &result,
           double start = d.free[slot], end;
           std::string label = name(item);
           if (slot == 0) { // receive: wait for the data
-            const std::string &from = peerDevice(d, item.peerStage);
-            auto source = index.find(from);
-            if (source == index.end())
-              break; // nothing from an unknown device ever arrives
-            auto it = arrival.find(
-                {linkKey(source->second, d.self),
-                 itemKey(0, item.phase, item.microBatch)});
+            size_t source = item.peerStage < d.program->stage ? d.prevIndex
+                                                              : d.nextIndex;
+            if (source == std::string::npos)
+              break;
+            auto it = arrival.find({linkKey(source, d.self),
+                                    itemKey(0, item.phase, item.microBatch)});
             if (it == arrival.end())
               break;
             end = std::max(start, it->second);
             recvEnd[itemKey(d.self, item.phase, item.microBatch)] = end;
-            label += "<" + from;
+            label += "<" + peerDevice(d, item.peerStage);
           } else if (slot == 1) { // compute
             if (d.receives.count({item.phase, item.microBatch})) {
               auto it =
@@ -207,25 +209,15 @@ bool dtfm::plan::simulate(const SimInput &input, SimResult &result,
                 computeEnd.find(itemKey(d.self, item.phase, item.microBatch));
             if (done == computeEnd.end())
               break;
-            auto receivers = d.program->sendsTo.find(
-                {item.phase, static_cast<int64_t>(item.peerStage)});
-            const std::string *one = &peerDevice(d, item.peerStage);
-            ArrayRefOfNames targets =
-                receivers == d.program->sendsTo.end()
-                    ? ArrayRefOfNames{one, one + 1}
-                    : ArrayRefOfNames{receivers->second.data(),
-                                      receivers->second.data() +
-                                          receivers->second.size()};
             // Messages to several devices leave on their own links at once;
             // the slot is busy until the last has left.
             double begin = std::max(start, done->second);
             end = begin;
-            for (const std::string *to = targets.begin; to != targets.end;
-                 ++to) {
+            auto sendTo = [&](const std::string &to) {
               size_t a = d.self, b;
-              if (!deviceIndex(self, *to, b))
+              if (!deviceIndex(self, to, b))
                 return false;
-              auto bytes = d.program->sendBytes.find({item.phase, *to});
+              auto bytes = d.program->sendBytes.find({item.phase, to});
               double size =
                   bytes == d.program->sendBytes.end() ? 0 : bytes->second;
               double &link = linkFree[linkKey(a, b)];
@@ -237,7 +229,18 @@ bool dtfm::plan::simulate(const SimInput &input, SimResult &result,
               arrival[{linkKey(a, b), itemKey(0, item.phase, item.microBatch)}] =
                   link + cluster.latencySeconds(a, b);
               addLinkBytes(a, b, size);
-              label += ">" + *to;
+              label += ">" + to;
+              return true;
+            };
+            auto receivers = d.program->sendsTo.find(
+                {item.phase, static_cast<int64_t>(item.peerStage)});
+            if (receivers == d.program->sendsTo.end()) {
+              if (!sendTo(peerDevice(d, item.peerStage)))
+                return false;
+            } else {
+              for (const std::string &to : receivers->second)
+                if (!sendTo(to))
+                  return false;
             }
             start = begin;
           }

@@ -668,8 +668,6 @@ bool dtfm::planner::clusterFromPlan(const proto::Plan &plan, Cluster &cluster,
   }
   cluster = Cluster();
   cluster.name = plan.cluster_name();
-  cluster.delayMs = SquareMatrix(n);
-  cluster.bandwidthGbps = SquareMatrix(n);
   for (const proto::PlanDevice &d : plan.devices())
     cluster.devices.push_back({d.name(), d.region(), d.peak_flops(),
                                d.efficiency(), d.memory_bytes(), d.node(),
@@ -678,6 +676,8 @@ bool dtfm::planner::clusterFromPlan(const proto::Plan &plan, Cluster &cluster,
     if (!expandLinkClasses(links, cluster, error))
       return false;
   } else {
+    cluster.delayMs = SquareMatrix(n);
+    cluster.bandwidthGbps = SquareMatrix(n);
     for (size_t i = 0; i < n; ++i)
       for (size_t j = 0; j < n; ++j) {
         cluster.delayMs(i, j) = plan.delay_ms(i * n + j);
