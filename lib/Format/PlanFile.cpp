@@ -16,7 +16,10 @@
 #include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/text_format.h>
 
+#include <cassert>
 #include <map>
+#include <optional>
+#include <memory>
 #include <regex>
 #include <set>
 #include <unordered_map>
@@ -38,12 +41,15 @@ static std::string versionMismatch(const std::string &source,
               : "");
 }
 
+static bool checksumInPlace(dtfm::proto::Plan &plan, uint64_t &checksum,
+                            std::string &error);
+
 //===----------------------------------------------------------------------===//
 // Shared programs (version 3)
 //===----------------------------------------------------------------------===//
 
 /// Program attributes that are a device's own (plan.proto's DeviceProgram).
-static bool ownProgramAttr(const std::string &key) {
+static bool isOwnProgramAttr(const std::string &key) {
   static const std::set<std::string> own = {
       "dtfm.device",        "dtfm.pipeline",          "dtfm.peers",
       "dtfm.param_shards",  "dtfm.peak_memory_bytes", "dtfm.tp_group",
@@ -53,7 +59,7 @@ static bool ownProgramAttr(const std::string &key) {
 
 /// Op attributes that are a device's own: the device at the other end of
 /// a transfer.
-static bool ownOpAttr(const std::string &key) { return key == "peer_device"; }
+static bool isOwnOpAttr(const std::string &key) { return key == "peer_device"; }
 
 /// Moves the fields that are a device's own (not its attributes) from
 /// `from` to `to`; `from` keeps its scalars, loses its lists.
@@ -84,7 +90,7 @@ static void splitProgram(dtfm::proto::DeviceProgram &program,
   program.clear_tp_rank();
   auto &attrs = *program.mutable_attrs();
   for (auto it = attrs.begin(); it != attrs.end();) {
-    if (!ownProgramAttr(it->first)) {
+    if (!isOwnProgramAttr(it->first)) {
       ++it;
       continue;
     }
@@ -95,7 +101,7 @@ static void splitProgram(dtfm::proto::DeviceProgram &program,
     auto &opAttrs = *program.mutable_ops(i)->mutable_attrs();
     dtfm::proto::OpAttrs *own = nullptr;
     for (auto it = opAttrs.begin(); it != opAttrs.end();) {
-      if (!ownOpAttr(it->first)) {
+      if (!isOwnOpAttr(it->first)) {
         ++it;
         continue;
       }
@@ -141,7 +147,8 @@ void dtfm::format::sharePrograms(proto::Plan &plan) {
   }
 }
 
-bool dtfm::format::expandPrograms(proto::Plan &plan, std::string &error) {
+bool dtfm::format::checkSharedPrograms(const proto::Plan &plan,
+                                       std::string &error) {
   auto fail = [&](const std::string &what) {
     error = what;
     return false;
@@ -160,7 +167,7 @@ bool dtfm::format::expandPrograms(proto::Plan &plan, std::string &error) {
                   "peer devices or a template of its own)");
   }
   std::vector<bool> used(plan.templates_size(), false);
-  for (proto::DeviceProgram &entry : *plan.mutable_programs()) {
+  for (const proto::DeviceProgram &entry : plan.programs()) {
     std::string where = "device '" + entry.device() + "': ";
     if (!entry.has_template_index()) {
       if (entry.op_attrs_size() != 0)
@@ -182,30 +189,92 @@ bool dtfm::format::expandPrograms(proto::Plan &plan, std::string &error) {
       return fail(where + "names template " + std::to_string(t) +
                   " but holds more than its own fields (ops, streams, "
                   "work or shared attributes)");
-    proto::DeviceProgram whole = plan.templates(t);
-    moveOwnFields(entry, whole);
-    for (auto &[key, value] : *entry.mutable_attrs())
-      (*whole.mutable_attrs())[key] = std::move(value);
-    for (proto::OpAttrs &own : *entry.mutable_op_attrs()) {
-      if (own.op() >= static_cast<uint32_t>(whole.ops_size()))
-        return fail(where + "op_attrs names op " + std::to_string(own.op()) +
-                    ", but template " + std::to_string(t) + " has " +
-                    std::to_string(whole.ops_size()) + " ops");
-      for (auto &[key, value] : *own.mutable_attrs()) {
-        if (!ownOpAttr(key))
+    const proto::DeviceProgram &body = plan.templates(static_cast<int>(t));
+    std::vector<bool> named(static_cast<size_t>(body.ops_size()), false);
+    for (const proto::OpAttrs &opAttrs : entry.op_attrs()) {
+      if (opAttrs.op() >= static_cast<uint32_t>(body.ops_size()))
+        return fail(where + "op_attrs names op " +
+                    std::to_string(opAttrs.op()) + ", but template " +
+                    std::to_string(t) + " has " +
+                    std::to_string(body.ops_size()) + " ops");
+      if (named[opAttrs.op()])
+        return fail(where + "op_attrs names op " +
+                    std::to_string(opAttrs.op()) + " twice");
+      named[opAttrs.op()] = true;
+      for (const auto &[key, value] : opAttrs.attrs())
+        if (!isOwnOpAttr(key))
           return fail(where + "op_attrs sets '" + key + "' on op " +
-                      std::to_string(own.op()) +
+                      std::to_string(opAttrs.op()) +
                       ", which is its template's to set");
-        (*whole.mutable_ops(own.op())->mutable_attrs())[key] =
-            std::move(value);
-      }
     }
     used[t] = true;
-    entry.Swap(&whole);
   }
   for (int t = 0; t < plan.templates_size(); ++t)
     if (!used[t])
       return fail("template " + std::to_string(t) + " is named by no device");
+  return true;
+}
+
+const dtfm::proto::DeviceProgram &
+dtfm::format::sharedPart(const proto::Plan &plan,
+                         const proto::DeviceProgram &program) {
+  if (!program.has_template_index())
+    return program;
+  // checkSharedPrograms made sure the template is there.
+  assert(program.template_index() <
+         static_cast<uint32_t>(plan.templates_size()));
+  return plan.templates(static_cast<int>(program.template_index()));
+}
+
+std::vector<const dtfm::proto::DeviceProgram *>
+dtfm::format::distinctPrograms(const proto::Plan &plan) {
+  std::vector<const proto::DeviceProgram *> out;
+  std::vector<bool> seen(static_cast<size_t>(plan.templates_size()), false);
+  for (const proto::DeviceProgram &p : plan.programs()) {
+    if (p.has_template_index()) {
+      if (p.template_index() >= seen.size() || seen[p.template_index()])
+        continue;
+      seen[p.template_index()] = true;
+    }
+    out.push_back(&p);
+  }
+  return out;
+}
+
+const dtfm::proto::PlanAttr *
+dtfm::format::ownOpAttr(const proto::DeviceProgram &program, int op,
+                        const std::string &key) {
+  for (const proto::OpAttrs &opAttrs : program.op_attrs())
+    if (opAttrs.op() == static_cast<uint32_t>(op)) {
+      auto it = opAttrs.attrs().find(key);
+      return it == opAttrs.attrs().end() ? nullptr : &it->second;
+    }
+  return nullptr;
+}
+
+bool dtfm::format::expandPrograms(proto::Plan &plan, std::string &error) {
+  if (!checkSharedPrograms(plan, error))
+    return false;
+  for (proto::DeviceProgram &entry : *plan.mutable_programs()) {
+    if (!entry.has_template_index())
+      continue;
+    // Built on the plan's arena (when it has one), so that the swap below
+    // exchanges pointers rather than copying the program twice.
+    proto::DeviceProgram &whole =
+        *google::protobuf::Arena::CreateMessage<proto::DeviceProgram>(
+            plan.GetArena());
+    std::unique_ptr<proto::DeviceProgram> owned(plan.GetArena() ? nullptr
+                                                                : &whole);
+    whole.CopyFrom(sharedPart(plan, entry));
+    moveOwnFields(entry, whole);
+    for (auto &[key, value] : *entry.mutable_attrs())
+      (*whole.mutable_attrs())[key] = std::move(value);
+    for (proto::OpAttrs &own : *entry.mutable_op_attrs())
+      for (auto &[key, value] : *own.mutable_attrs())
+        (*whole.mutable_ops(static_cast<int>(own.op()))->mutable_attrs())[key] =
+            std::move(value);
+    entry.Swap(&whole);
+  }
   plan.clear_templates();
   return true;
 }
@@ -242,7 +311,7 @@ bool dtfm::format::parsePlan(const std::string &bytes,
   }
   if (plan.has_checksum()) {
     uint64_t computed = 0;
-    if (!planChecksum(plan, computed, error)) {
+    if (!checksumInPlace(plan, computed, error)) {
       error = source + ": " + error;
       return false;
     }
@@ -259,7 +328,7 @@ bool dtfm::format::parsePlan(const std::string &bytes,
             " plan with version 3's templates or link classes";
     return false;
   }
-  if (!expandPrograms(plan, error)) {
+  if (!checkSharedPrograms(plan, error)) {
     error = source + ": " + error;
     return false;
   }
@@ -362,8 +431,8 @@ bool dtfm::format::checkPlanShape(const proto::Plan &plan,
 
 int64_t dtfm::format::programMicroBatches(const proto::Plan &plan,
                                          const proto::DeviceProgram &program) {
-  return program.micro_batches() != 0 ? program.micro_batches()
-                                      : plan.micro_batches();
+  int64_t own = sharedPart(plan, program).micro_batches();
+  return own != 0 ? own : plan.micro_batches();
 }
 
 dtfm::format::MicroBatchLayout
@@ -383,12 +452,18 @@ dtfm::format::microBatchLayout(const proto::Plan &plan) {
 }
 
 double dtfm::format::samplesPerStep(const proto::Plan &plan) {
+  // The first dtfm.input of the first program that has one.
   int64_t size = 0;
-  for (const proto::DeviceProgram &p : plan.programs())
-    for (const proto::PlanOp &op : p.ops())
-      if (size == 0 && op.name() == "dtfm.input" && op.results_size() > 0 &&
-          op.results(0).shape_size() > 0)
+  for (const proto::DeviceProgram &p : plan.programs()) {
+    for (const proto::PlanOp &op : sharedPart(plan, p).ops())
+      if (op.name() == "dtfm.input" && op.results_size() > 0 &&
+          op.results(0).shape_size() > 0) {
         size = op.results(0).shape(0);
+        break;
+      }
+    if (size != 0)
+      break;
+  }
   return static_cast<double>(microBatchLayout(plan).total) *
          static_cast<double>(size);
 }
@@ -418,17 +493,30 @@ static bool encodePlan(const dtfm::proto::Plan &plan, std::string &bytes) {
   return written;
 }
 
-bool dtfm::format::planChecksum(const proto::Plan &plan, uint64_t &checksum,
-                                std::string &error) {
-  dtfm::proto::Plan unsummed = plan;
-  unsummed.clear_checksum();
+/// planChecksum of a plan this file may change for a moment: its checksum
+/// field is taken out while it is encoded (not a copy of the whole plan).
+static bool checksumInPlace(dtfm::proto::Plan &plan, uint64_t &checksum,
+                            std::string &error) {
+  std::optional<uint64_t> stated;
+  if (plan.has_checksum())
+    stated = plan.checksum();
+  plan.clear_checksum();
   std::string bytes;
-  if (!encodePlan(unsummed, bytes)) {
+  bool encoded = encodePlan(plan, bytes);
+  if (stated)
+    plan.set_checksum(*stated);
+  if (!encoded) {
     error = "cannot serialise the plan";
     return false;
   }
-  checksum = fnv1a(bytes);
+  checksum = dtfm::fnv1a(bytes);
   return true;
+}
+
+bool dtfm::format::planChecksum(const proto::Plan &plan, uint64_t &checksum,
+                                std::string &error) {
+  dtfm::proto::Plan unsummed = plan;
+  return checksumInPlace(unsummed, checksum, error);
 }
 
 bool dtfm::format::serializePlan(const proto::Plan &plan, bool text,
@@ -444,9 +532,11 @@ bool dtfm::format::serializePlan(proto::Plan &&plan, bool text,
   bytes.clear();
   if (share)
     sharePrograms(plan);
+  else if (!expandPrograms(plan, error))
+    return false;
   plan.clear_checksum();
   uint64_t checksum = 0;
-  if (!planChecksum(plan, checksum, error))
+  if (!checksumInPlace(plan, checksum, error))
     return false;
   plan.set_checksum(checksum);
   // TextFormat prints map entries sorted by key.

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Format/Stream.h"
+#include "dtfm/Format/PlanFile.h"
 
 #include "plan.pb.h"
 
@@ -107,12 +108,14 @@ int dtfm::format::stageCount(const proto::Plan &plan) {
   return static_cast<int>(std::min<int64_t>(stages, INT32_MAX));
 }
 
-bool dtfm::format::streamsFromProgram(const proto::DeviceProgram &program,
+bool dtfm::format::streamsFromProgram(const proto::Plan &plan,
+                                      const proto::DeviceProgram &program,
                                       int microBatches, int stages,
                                       Streams &streams, std::string &error) {
+  const proto::DeviceProgram &shared = sharedPart(plan, program);
   const google::protobuf::RepeatedPtrField<proto::StreamEntry> *lists[3] = {
-      &program.recv_entries(), &program.compute_entries(),
-      &program.send_entries()};
+      &shared.recv_entries(), &shared.compute_entries(),
+      &shared.send_entries()};
   for (int s = 0; s < 3; ++s) {
     Slot slot = static_cast<Slot>(s);
     streams[s].clear();

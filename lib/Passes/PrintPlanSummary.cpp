@@ -189,7 +189,8 @@ void printMemory(ModuleOp module, raw_ostream &os) {
   std::map<int64_t, StagePeak> stages;
   for (auto [r, m] : llvm::enumerate(memory)) {
     StagePeak &stage = stages[plan.programs(r).stage()];
-    stage.recomputed |= plan.programs(r).recompute();
+    stage.recomputed |=
+        ::dtfm::format::sharedPart(plan, plan.programs(r)).recompute();
     stage.sharded |= m.predicted.shardedState;
     if (m.predicted.total() > stage.peak) {
       stage.peak = m.predicted.total();

@@ -107,13 +107,13 @@ bool dtfm::plan::predictWorkerMemory(const proto::Plan &plan, int rank,
   }
   const proto::DeviceProgram &source = plan.programs(rank);
   StageProgram program;
-  if (!decodeProgram(source, program, error))
+  if (!decodeProgram(plan, source, program, error))
     return false;
   // A plan written before programs carried their count has the plan's.
   int microBatches =
       static_cast<int>(format::programMicroBatches(plan, source));
   format::Streams streams;
-  if (!format::streamsFromProgram(source, microBatches,
+  if (!format::streamsFromProgram(plan, source, microBatches,
                                   format::stageCount(plan), streams, error))
     return false;
 
@@ -243,15 +243,28 @@ bool dtfm::plan::planMemory(const proto::Plan &plan,
   std::map<std::string, double> capacity;
   for (const proto::PlanDevice &device : plan.devices())
     capacity[device.name()] = device.memory_bytes();
+  // A template's prediction holds for every entry that names it, unless
+  // its optimizer state is sharded (each member holds its own shard).
+  std::map<uint32_t, WorkerMemory> ofTemplate;
   for (int r = 0; r < plan.programs_size(); ++r) {
+    const proto::DeviceProgram &program = plan.programs(r);
     DeviceMemory &memory = out.emplace_back();
-    memory.device = plan.programs(r).device();
+    memory.device = program.device();
     auto it = capacity.find(memory.device);
     memory.capacityBytes = it == capacity.end() ? 0 : it->second;
+    auto known = program.has_template_index()
+                     ? ofTemplate.find(program.template_index())
+                     : ofTemplate.end();
+    if (known != ofTemplate.end()) {
+      memory.predicted = known->second;
+      continue;
+    }
     if (!predictWorkerMemory(plan, r, memory.predicted, error)) {
       error = memory.device + ": " + error;
       return false;
     }
+    if (program.has_template_index() && !memory.predicted.shardedState)
+      ofTemplate.emplace(program.template_index(), memory.predicted);
   }
   return true;
 }

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Plan/Program.h"
+#include "dtfm/Format/PlanFile.h"
 #include "dtfm/Plan/Dataflow.h"
 
 #include "plan.pb.h"
@@ -54,11 +55,16 @@ std::string ProgramOp::describe() const {
 
 namespace {
 
+using AttrMap = google::protobuf::Map<std::string, pb::PlanAttr>;
+
 /// Reads the attributes of one plan op, each with a type check; a
 /// dtfm.backward's forward attributes come from dtfm.forward_attrs.
 class AttrReader {
 public:
-  explicit AttrReader(const pb::PlanOp &op) : op(op) {}
+  /// `own`: the attributes a device's entry sets on this op of its
+  /// template (plan.proto's op_attrs), which come first.
+  explicit AttrReader(const pb::PlanOp &op, const AttrMap *own = nullptr)
+      : op(op), own(own) {}
 
   bool ok() const { return failed.empty(); }
   const std::string &failure() const { return failed; }
@@ -141,6 +147,9 @@ public:
 
 private:
   const pb::PlanAttr *lookup(const char *key) const {
+    if (own)
+      if (auto it = own->find(key); it != own->end())
+        return &it->second;
     auto it = op.attrs().find(key);
     if (it != op.attrs().end())
       return &it->second;
@@ -158,6 +167,7 @@ private:
     return a;
   }
   const pb::PlanOp &op;
+  const AttrMap *own;
   std::string failed;
 };
 
@@ -448,13 +458,24 @@ void decodeAttrs(OpKind kind, AttrReader &in, OpAttrs &a) {
 
 } // namespace
 
-bool dtfm::plan::decodeProgram(const pb::DeviceProgram &program,
-                               StageProgram &out, std::string &error) {
+/// Decodes the program of `own` (its device's fields) whose ops are
+/// `shared`'s (the same program when whole, its template when an entry).
+static bool decodeParts(const pb::DeviceProgram &own,
+                        const pb::DeviceProgram &shared, StageProgram &out,
+                        std::string &error) {
+  const pb::DeviceProgram &program = own;
   out = StageProgram();
-  out.source = &program;
-  out.ops.reserve(program.ops_size());
-  for (int i = 0; i < program.ops_size(); ++i) {
-    const pb::PlanOp &in = program.ops(i);
+  out.source = &own;
+  out.ops.reserve(shared.ops_size());
+  // The entry's own attributes of each op (checked to name ops of its
+  // template: format::checkSharedPrograms).
+  std::vector<const AttrMap *> ownAttrs(
+      own.op_attrs_size() ? static_cast<size_t>(shared.ops_size()) : 0);
+  for (const pb::OpAttrs &opAttrs : own.op_attrs())
+    if (opAttrs.op() < ownAttrs.size())
+      ownAttrs[opAttrs.op()] = &opAttrs.attrs();
+  for (int i = 0; i < shared.ops_size(); ++i) {
+    const pb::PlanOp &in = shared.ops(i);
     auto fail = [&](const std::string &message) {
       error = "op #" + std::to_string(i) + " " + in.name() + ": " + message;
       return false;
@@ -477,7 +498,7 @@ bool dtfm::plan::decodeProgram(const pb::DeviceProgram &program,
         return fail("result of unknown element type '" + r.dtype() + "'");
       op.results.push_back(std::move(value));
     }
-    AttrReader attrs(in);
+    AttrReader attrs(in, ownAttrs.empty() ? nullptr : ownAttrs[i]);
     std::string phase;
     attrs.read("dtfm.phase", phase);
     if (phase == "fwd")
@@ -533,14 +554,25 @@ bool dtfm::plan::decodeProgram(const pb::DeviceProgram &program,
     out.byPhase[static_cast<int>(op.phase)].push_back(i);
     out.ops.push_back(std::move(op));
   }
-  out.recompute = program.recompute();
+  out.recompute = shared.recompute();
   buildSteps(out);
   return true;
 }
 
+bool dtfm::plan::decodeProgram(const pb::DeviceProgram &program,
+                               StageProgram &out, std::string &error) {
+  return decodeParts(program, program, out, error);
+}
+
+bool dtfm::plan::decodeProgram(const pb::Plan &plan,
+                               const pb::DeviceProgram &program,
+                               StageProgram &out, std::string &error) {
+  return decodeParts(program, format::sharedPart(plan, program), out, error);
+}
+
 double dtfm::plan::planClipGradNorm(const pb::Plan &plan) {
   for (const pb::DeviceProgram &program : plan.programs())
-    for (const pb::PlanOp &op : program.ops()) {
+    for (const pb::PlanOp &op : format::sharedPart(plan, program).ops()) {
       std::optional<OpKind> kind = opKindOf(op.name());
       if (kind != OpKind::SgdUpdate && kind != OpKind::AdamwUpdate)
         continue;

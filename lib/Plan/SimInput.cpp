@@ -14,6 +14,7 @@
 #include "plan.pb.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 using namespace dtfm::plan;
 
@@ -27,13 +28,16 @@ workOf(const google::protobuf::RepeatedPtrField<proto::OpWork> &terms) {
   return work;
 }
 
-planner::RooflineWork forwardWorkOf(const proto::DeviceProgram &program) {
-  return workOf(program.forward_work());
+planner::RooflineWork forwardWorkOf(const proto::Plan &plan,
+                                    const proto::DeviceProgram &program) {
+  return workOf(format::sharedPart(plan, program).forward_work());
 }
 
-planner::RooflineWork backwardWorkOf(const proto::DeviceProgram &program) {
-  planner::RooflineWork work = workOf(program.backward_work());
-  work.add(workOf(program.recompute_work()));
+planner::RooflineWork backwardWorkOf(const proto::Plan &plan,
+                                     const proto::DeviceProgram &program) {
+  const proto::DeviceProgram &shared = format::sharedPart(plan, program);
+  planner::RooflineWork work = workOf(shared.backward_work());
+  work.add(workOf(shared.recompute_work()));
   return work;
 }
 
@@ -52,28 +56,32 @@ bool dtfm::plan::simulationInput(const proto::Plan &plan, SimInput &input,
     input.pipelineMicroBatches = layout.counts;
   input.programs.clear();
   int stages = format::stageCount(plan);
+  std::unordered_map<std::string, size_t> clusterIndex;
+  for (size_t i = 0; i < input.cluster.size(); ++i)
+    clusterIndex.emplace(input.cluster.devices[i].name, i);
   for (const proto::DeviceProgram &p : plan.programs()) {
+    const proto::DeviceProgram &shared = format::sharedPart(plan, p);
     SimProgram program;
     program.device = p.device();
     program.stage = static_cast<int>(p.stage());
     program.prev = p.prev();
     program.next = p.next();
-    program.forwardFlops = p.forward_flops();
-    program.backwardFlops = p.backward_flops();
-    program.recomputeFlops = p.recompute_flops();
-    program.optimizerFlops = p.optimizer_flops();
-    program.forwardWork = forwardWorkOf(p);
-    program.backwardWork = backwardWorkOf(p);
-    program.weightFlops = p.weight_flops();
-    program.weightWork = workOf(p.weight_work());
+    program.forwardFlops = shared.forward_flops();
+    program.backwardFlops = shared.backward_flops();
+    program.recomputeFlops = shared.recompute_flops();
+    program.optimizerFlops = shared.optimizer_flops();
+    program.forwardWork = forwardWorkOf(plan, p);
+    program.backwardWork = backwardWorkOf(plan, p);
+    program.weightFlops = shared.weight_flops();
+    program.weightWork = workOf(shared.weight_work());
     if (!format::streamsFromProgram(
-            p, static_cast<int>(format::programMicroBatches(plan, p)), stages,
-                                    program.streams, error)) {
+            plan, p, static_cast<int>(format::programMicroBatches(plan, p)),
+            stages, program.streams, error)) {
       error = p.device() + ": " + error;
       return false;
     }
     StageProgram typed;
-    if (!decodeProgram(p, typed, error)) {
+    if (!decodeProgram(plan, p, typed, error)) {
       error = p.device() + ": " + error;
       return false;
     }
@@ -81,9 +89,8 @@ bool dtfm::plan::simulationInput(const proto::Plan &plan, SimInput &input,
     double syncBytes = 0;
     std::vector<int> group; // the tensor-parallel group, as cluster indices
     for (const std::string &member : p.tp_group())
-      for (size_t i = 0; i < input.cluster.size(); ++i)
-        if (input.cluster.devices[i].name == member)
-          group.push_back(static_cast<int>(i));
+      if (auto it = clusterIndex.find(member); it != clusterIndex.end())
+        group.push_back(static_cast<int>(it->second));
     std::map<int64_t, const std::vector<int64_t> *> shapeOf;
     for (const ProgramOp &op : typed.ops)
       for (const ProgramValue &r : op.results)
@@ -171,9 +178,8 @@ bool dtfm::plan::simulationInput(const proto::Plan &plan, SimInput &input,
     // for the data-parallel sums (the worker's message).
     std::vector<size_t> members;
     for (const proto::DeviceProgram &p : plan.programs())
-      for (size_t i = 0; i < input.cluster.size(); ++i)
-        if (input.cluster.devices[i].name == p.device())
-          members.push_back(i);
+      if (auto it = clusterIndex.find(p.device()); it != clusterIndex.end())
+        members.push_back(it->second);
     input.clipSeconds = input.cluster.scalarReductionSeconds(
         members, 8.0 * static_cast<double>(layout.counts.size() + 1));
   }

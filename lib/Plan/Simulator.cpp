@@ -147,6 +147,12 @@ bool dtfm::plan::simulate(const SimInput &input, SimResult &result,
     return std::string(1, item.phase) + std::to_string(item.microBatch);
   };
 
+  // An event per stream item, and a few per device after the last.
+  size_t eventCount = 0;
+  for (const DeviceState &d : devices)
+    for (const std::vector<Item> &items : d.items)
+      eventCount += items.size() + 4;
+  result.events.reserve(result.events.size() + eventCount);
   bool progress = true;
   while (progress) {
     progress = false;

@@ -17,6 +17,7 @@
 
 #include "plan.pb.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <map>
@@ -377,25 +378,32 @@ bool dtfm::plan::verifyPlan(const proto::Plan &plan, const std::string &source,
   };
   std::map<ParamKey, std::vector<ShardRange>> shardsOf;
   std::map<ParamKey, int64_t> elementsOf;
+  std::set<uint32_t> opsChecked; // templates
+  // Per pipeline (and rank) whose programs all name templates: those
+  // templates, stage by stage. Pipelines of the same templates run the
+  // same streams, whose schedule is then checked once.
+  std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> templatesOf;
   for (const proto::DeviceProgram &p : plan.programs()) {
     std::string device = "device '" + p.device() + "': ";
+    const proto::DeviceProgram &shared = format::sharedPart(plan, p);
     // What the simulator and the reports divide and add.
     for (auto [name, flops] :
-         {std::pair<const char *, double>{"forward_flops", p.forward_flops()},
-          {"backward_flops", p.backward_flops()},
-          {"optimizer_flops", p.optimizer_flops()},
-          {"recompute_flops", p.recompute_flops()},
-          {"weight_flops", p.weight_flops()}})
+         {std::pair<const char *, double>{"forward_flops",
+                                          shared.forward_flops()},
+          {"backward_flops", shared.backward_flops()},
+          {"optimizer_flops", shared.optimizer_flops()},
+          {"recompute_flops", shared.recompute_flops()},
+          {"weight_flops", shared.weight_flops()}})
       if (!(flops >= 0 && flops <= 1e30))
         return fail(device + name + " must be in [0, 1e30], found " +
                     std::to_string(flops));
     for (auto [name, work] :
          {std::pair<const char *,
                     const google::protobuf::RepeatedPtrField<proto::OpWork> *>{
-              "forward_work", &p.forward_work()},
-          {"backward_work", &p.backward_work()},
-          {"recompute_work", &p.recompute_work()},
-          {"weight_work", &p.weight_work()}})
+              "forward_work", &shared.forward_work()},
+          {"backward_work", &shared.backward_work()},
+          {"recompute_work", &shared.recompute_work()},
+          {"weight_work", &shared.weight_work()}})
       for (int i = 0; i < work->size(); ++i) {
         const proto::OpWork &term = work->Get(i);
         if (!(term.flops() >= 0 && term.flops() <= 1e30 && term.bytes() >= 0 &&
@@ -405,9 +413,10 @@ bool dtfm::plan::verifyPlan(const proto::Plan &plan, const std::string &source,
                       std::to_string(term.flops()) + " and " +
                       std::to_string(term.bytes()));
       }
-    if (p.weight_flops() > p.backward_flops())
-      return fail(device + "weight_flops " + shortest(p.weight_flops()) +
-                  " exceed backward_flops " + shortest(p.backward_flops()) +
+    if (shared.weight_flops() > shared.backward_flops())
+      return fail(device + "weight_flops " + shortest(shared.weight_flops()) +
+                  " exceed backward_flops " +
+                  shortest(shared.backward_flops()) +
                   " (the weight-gradient half is part of the backward)");
     // prev and next: the devices of the neighbouring stages of this
     // pipeline, at this rank (of a narrower stage, the rank it maps to),
@@ -437,10 +446,14 @@ bool dtfm::plan::verifyPlan(const proto::Plan &plan, const std::string &source,
     }
     StageProgram program;
     std::string reason;
-    if (!decodeProgram(p, program, reason))
+    if (!decodeProgram(plan, p, program, reason))
       return fail(device + reason);
-    if (std::string e = verifyProgramOps(program); !e.empty())
-      return fail(device + e);
+    // A template's ops are checked once: its entries differ only in their
+    // transfers' peers, which are checked below.
+    if (!p.has_template_index() ||
+        opsChecked.insert(p.template_index()).second)
+      if (std::string e = verifyProgramOps(program); !e.empty())
+        return fail(device + e);
     // Each parameter's shards, over the replicas of a stage (at a rank).
     for (const proto::ParamShard &shard : p.shards()) {
       if (shard.begin() < 0 || shard.end() < shard.begin())
@@ -513,8 +526,8 @@ bool dtfm::plan::verifyPlan(const proto::Plan &plan, const std::string &source,
     }
     format::Streams streams;
     if (!format::streamsFromProgram(
-            p, static_cast<int>(format::programMicroBatches(plan, p)), stages,
-            streams, reason))
+            plan, p, static_cast<int>(format::programMicroBatches(plan, p)),
+            stages, streams, reason))
       return fail(device + reason);
     // The streams' transfers are the program's, and the other way round.
     for (int slot : {0, 2}) {
@@ -545,6 +558,10 @@ bool dtfm::plan::verifyPlan(const proto::Plan &plan, const std::string &source,
     rankZero[{p.pipeline(), p.stage()}] = streams;
     auto &cells = pipelines[{p.pipeline(), p.tp_rank()}];
     cells.resize(static_cast<size_t>(stages));
+    auto &templates = templatesOf[{p.pipeline(), p.tp_rank()}];
+    templates.resize(static_cast<size_t>(stages), -1);
+    templates[static_cast<size_t>(p.stage())] =
+        p.has_template_index() ? p.template_index() : -1;
     for (int slot = 0; slot < 3; ++slot)
       for (const format::StreamEntry &entry : streams[slot])
         cells[static_cast<size_t>(p.stage())][slot].push_back(
@@ -606,10 +623,16 @@ bool dtfm::plan::verifyPlan(const proto::Plan &plan, const std::string &source,
        planner::checkTransfers(ends)) {
     const auto &[program, index] = endOps[problem.end];
     return fail("device '" + program->device() + "': op #" +
-                std::to_string(index) + " " + program->ops(index).name() +
+                std::to_string(index) + " " +
+                format::sharedPart(plan, *program).ops(index).name() +
                 " " + problem.message);
   }
+  std::set<std::vector<int64_t>> schedulesChecked;
   for (const auto &[place, cells] : pipelines) {
+    const std::vector<int64_t> &templates = templatesOf[place];
+    if (std::find(templates.begin(), templates.end(), -1) == templates.end() &&
+        !schedulesChecked.insert(templates).second)
+      continue;
     std::vector<planner::StageSchedule> schedule;
     std::string reason;
     if (!planner::parseSchedule(cells, schedule, reason) ||

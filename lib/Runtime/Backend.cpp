@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Runtime/Backend.h"
+#include "dtfm/Format/PlanFile.h"
 #include "dtfm/Runtime/Cpu/Executor.h"
 
 #include "plan.pb.h"
@@ -47,14 +48,14 @@ bool dtfm::runtime::resolveBackend(BackendRequest request,
 #if DTFM_HAVE_CUDA
   // The plan first: what it needs does not depend on the machine.
   std::string reason;
-  for (const proto::DeviceProgram &program : plan.programs()) {
+  for (const proto::DeviceProgram *program : format::distinctPrograms(plan)) {
     StageProgram decoded;
-    if (!decodeProgram(program, decoded, reason)) {
-      error = "device program " + program.device() + ": " + reason;
+    if (!decodeProgram(plan, *program, decoded, reason)) {
+      error = "device program " + program->device() + ": " + reason;
       return false;
     }
     if (!cuda::supportsProgram(decoded, reason)) {
-      why = "device program " + program.device() + ": " + reason;
+      why = "device program " + program->device() + ": " + reason;
       break;
     }
   }

@@ -37,11 +37,13 @@ IterationWork dtfm::runtime::iterationWork(const proto::Plan &plan) {
       work.peakFlops += peak->second;
     double microBatches =
         static_cast<double>(format::programMicroBatches(plan, p));
-    work.flops += (p.forward_flops() + p.backward_flops()) * microBatches +
-                  p.optimizer_flops();
+    const proto::DeviceProgram &shared = format::sharedPart(plan, p);
+    work.flops +=
+        (shared.forward_flops() + shared.backward_flops()) * microBatches +
+        shared.optimizer_flops();
     if (p.stage() != 0)
       continue;
-    for (const proto::PlanOp &op : p.ops())
+    for (const proto::PlanOp &op : shared.ops())
       if (opKindOf(op.name()) == OpKind::Input && op.results_size() == 1) {
         const proto::PlanValue &v = op.results(0);
         work.tokenModel =

@@ -340,7 +340,10 @@ static int runPlanTranslation(const TranslateOptions &flags) {
     return writeOutput(flags, bytes);
   }
 
-  ::dtfm::proto::Plan plan;
+  // On an arena, as dtfm-run reads it (millions of small messages).
+  google::protobuf::Arena arena;
+  ::dtfm::proto::Plan &plan =
+      *google::protobuf::Arena::CreateMessage<::dtfm::proto::Plan>(&arena);
   if (!::dtfm::format::parsePlan(input->getBuffer().str(), flags.inputFilename,
                                  plan, error) ||
       !::dtfm::plan::verifyPlan(plan, flags.inputFilename, error))

@@ -206,23 +206,32 @@ TEST(StreamEntry, ProgramEntriesRoundTripAndAreChecked) {
   streamsToProgram(streams, program);
   Streams back;
   std::string error;
-  ASSERT_TRUE(streamsFromProgram(program, 2, 3, back, error)) << error;
+  dtfm::proto::Plan plan; // a whole program: its entries are its own
+  ASSERT_TRUE(streamsFromProgram(plan, program, 2, 3, back, error)) << error;
+  EXPECT_EQ(back, streams);
+  // An entry's streams are its template's.
+  *plan.add_templates() = program;
+  plan.mutable_templates(0)->clear_stage();
+  dtfm::proto::DeviceProgram entry;
+  entry.set_stage(1);
+  entry.set_template_index(0);
+  ASSERT_TRUE(streamsFromProgram(plan, entry, 2, 3, back, error)) << error;
   EXPECT_EQ(back, streams);
 
-  EXPECT_FALSE(streamsFromProgram(program, 1, 3, back, error));
+  EXPECT_FALSE(streamsFromProgram(plan, program, 1, 3, back, error));
   EXPECT_EQ(error, "recv entry #1: micro-batch 1 outside [0, 1)");
-  EXPECT_FALSE(streamsFromProgram(program, 2, 2, back, error));
+  EXPECT_FALSE(streamsFromProgram(plan, program, 2, 2, back, error));
   EXPECT_EQ(error, "recv entry #1: peer stage 2 is not another of the "
                    "plan's 2 stages");
   dtfm::proto::DeviceProgram self = program;
   self.mutable_send_entries(0)->set_peer_stage(1);
-  EXPECT_FALSE(streamsFromProgram(self, 2, 3, back, error));
+  EXPECT_FALSE(streamsFromProgram(plan, self, 2, 3, back, error));
   EXPECT_EQ(error, "send entry #0: peer stage 1 is not another of the "
                    "plan's 3 stages");
   dtfm::proto::DeviceProgram phase = program;
   phase.mutable_compute_entries(1)->set_phase(
       static_cast<dtfm::proto::StreamEntry::Phase>(5));
-  EXPECT_FALSE(streamsFromProgram(phase, 2, 3, back, error));
+  EXPECT_FALSE(streamsFromProgram(plan, phase, 2, 3, back, error));
   EXPECT_EQ(error, "compute entry #1: unknown phase 5");
 }
 
@@ -365,16 +374,33 @@ TEST(PlanFile, ReplicasShareOneTemplatePerStage) {
   EXPECT_EQ(shared.templates(0).attrs().count("dtfm.device"), 0u);
   EXPECT_EQ(shared.templates(0).attrs().count("dtfm.stage"), 1u);
   EXPECT_EQ(shared.templates(0).ops(1).attrs().count("peer_device"), 0u);
-  // Written and read back: the same programs, field for field.
+  // Written and read back: still shared, each entry's shared part its
+  // template; expanded, the same programs, field for field.
   std::string bytes, error;
   for (bool text : {false, true}) {
     ASSERT_TRUE(serializePlan(plan, text, bytes, error)) << error;
     dtfm::proto::Plan back;
     ASSERT_TRUE(parsePlan(bytes, "p", back, error)) << error;
+    ASSERT_EQ(back.templates_size(), 2);
+    for (const dtfm::proto::DeviceProgram &entry : back.programs())
+      EXPECT_EQ(&sharedPart(back, entry),
+                &back.templates(static_cast<int>(entry.stage())));
+    const dtfm::proto::PlanAttr *peer = ownOpAttr(back.programs(2), 1,
+                                                  "peer_device");
+    ASSERT_NE(peer, nullptr);
+    EXPECT_EQ(peer->s(), "s1p1");
+    EXPECT_EQ(ownOpAttr(back.programs(2), 0, "peer_device"), nullptr);
+    ASSERT_TRUE(expandPrograms(back, error)) << error;
     EXPECT_EQ(back.templates_size(), 0);
     back.clear_checksum();
     EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(back, plan))
         << (text ? "text" : "binary");
+    // Written whole: the programs as they were.
+    ASSERT_TRUE(serializePlan(plan, text, bytes, error, /*share=*/false));
+    ASSERT_TRUE(parsePlan(bytes, "p", back, error)) << error;
+    EXPECT_EQ(back.templates_size(), 0);
+    back.clear_checksum();
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(back, plan));
   }
   // A program that differs in more than its own (another forward) gets a
   // template of its own.
@@ -416,6 +442,11 @@ TEST(PlanFile, HostileTemplatesAndEntriesAreRefused) {
             }),
             "p: device 's1p0': op_attrs sets 'bytes' on op 1, which is its "
             "template's to set");
+  EXPECT_EQ(refused([](auto &p) {
+              *p.mutable_programs(1)->add_op_attrs() =
+                  p.programs(1).op_attrs(0);
+            }),
+            "p: device 's1p0': op_attrs names op 1 twice");
   EXPECT_EQ(refused([](auto &p) { p.mutable_templates(0)->set_device("x"); }),
             "p: template 0 holds what only a device's entry may (its device, "
             "pipeline, peers, shards, speed, tensor-parallel group, peer "

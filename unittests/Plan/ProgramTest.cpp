@@ -1,6 +1,7 @@
 //===- ProgramTest.cpp - The typed stage program --------------------------===//
 
 #include "dtfm/Plan/Program.h"
+#include "dtfm/Format/PlanFile.h"
 #include "dtfm/Plan/Dataflow.h"
 #include "dtfm/Plan/Sharding.h"
 #include "dtfm/Runtime/Executor.h"
@@ -291,6 +292,38 @@ TEST(Program, TransfersInTheInt8FormatAreParsedAndChecked) {
   EXPECT_FALSE(decodeProgram(transfer("int8", true), decoded, error));
   EXPECT_EQ(error, "op #0 dtfm.recv: dtfm.wire int8 on a once-per-iteration "
                    "transfer (a weight)");
+}
+
+// A device's entry decodes as its whole program would: its template's ops
+// with its own transfers' peers (plan.proto's op_attrs).
+TEST(Program, EntriesDecodeAsTheirWholePrograms) {
+  proto::Plan plan;
+  for (const char *device : {"a", "b"}) {
+    proto::DeviceProgram &program = *plan.add_programs();
+    program.set_device(device);
+    addOp(program, "dtfm.input");
+    proto::PlanOp &send = addOp(program, "dtfm.send", {0});
+    (*send.mutable_attrs())["dtfm.phase"].set_s("fwd");
+    (*send.mutable_attrs())["peer"].set_i(1);
+    (*send.mutable_attrs())["peer_device"].set_s(std::string("to-") + device);
+  }
+  proto::Plan whole = plan;
+  format::sharePrograms(plan);
+  ASSERT_EQ(plan.templates_size(), 1);
+  for (int r = 0; r < 2; ++r) {
+    StageProgram fromEntry, fromWhole;
+    std::string error;
+    ASSERT_TRUE(decodeProgram(plan, plan.programs(r), fromEntry, error))
+        << error;
+    ASSERT_TRUE(decodeProgram(whole.programs(r), fromWhole, error)) << error;
+    ASSERT_EQ(fromEntry.ops.size(), fromWhole.ops.size());
+    EXPECT_EQ(fromEntry.ops[1].attrs.peerDevice,
+              std::string("to-") + whole.programs(r).device());
+    EXPECT_EQ(fromEntry.ops[1].attrs.peerDevice,
+              fromWhole.ops[1].attrs.peerDevice);
+    EXPECT_EQ(fromEntry.ops[1].attrs.peerStage, 1);
+    EXPECT_EQ(fromEntry.source, &plan.programs(r));
+  }
 }
 
 TEST(Program, CheckpointStateIsCheckedAgainstTheProgram) {

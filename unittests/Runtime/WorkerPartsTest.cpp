@@ -331,8 +331,8 @@ TEST(Calibration, TheRooflineKeepsTheBandwidthWhileTheSpeedChanges) {
       calibratedIteration(plan, {"d0"}, {2e9}, {2e9}, 0, seconds, error));
   EXPECT_DOUBLE_EQ(seconds, 4);
   // The speed a worker measures there: its 8 s of work at 1 GB/s.
-  planner::RooflineWork work = plan::forwardWorkOf(program);
-  work.add(plan::backwardWorkOf(program));
+  planner::RooflineWork work = plan::forwardWorkOf(plan, program);
+  work.add(plan::backwardWorkOf(plan, program));
   EXPECT_DOUBLE_EQ(planner::speedForSeconds(work, 7, 1e9), 1e9);
 }
 

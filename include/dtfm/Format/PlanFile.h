@@ -16,6 +16,7 @@
 namespace dtfm::proto {
 class DeviceProgram;
 class Plan;
+class PlanAttr;
 } // namespace dtfm::proto
 
 namespace dtfm::format {
@@ -30,9 +31,11 @@ inline constexpr unsigned kOldestPlanFormatVersion = 2;
 inline constexpr int64_t kMaxMicroBatches = 1000000;
 
 /// Decodes a plan from binary or protobuf text format, checks its version
-/// and its checksum when it has one, rebuilds each device program an entry
-/// gives by its template (expandPrograms), and checks its shape
-/// (checkPlanShape). On failure returns false with a one-line `error` that
+/// and its checksum when it has one, checks its shared programs
+/// (checkSharedPrograms) and its shape (checkPlanShape). The programs stay
+/// shared as the file has them: a device's entry holds its own fields and
+/// sharedPart gives the rest (at 1024 devices, rebuilding every program
+/// whole was a third of reading a plan). On failure returns false with a one-line `error` that
 /// starts with `source`; a plan of another version is refused by its
 /// number, in either form, even when the fields of that version no longer
 /// parse.
@@ -45,12 +48,37 @@ bool parsePlan(const std::string &bytes, const std::string &source,
 /// names it. Programs that already name a template are left as they are.
 void sharePrograms(proto::Plan &plan);
 
+/// Whether the plan's shared programs are well formed. False with a
+/// one-line `error` (without the source) for an entry that names a missing
+/// template, holds more than its own fields, or sets an op its template
+/// lacks (or one op twice, or an attribute that is the template's), and
+/// for a template that holds a device's fields or that no entry names.
+bool checkSharedPrograms(const proto::Plan &plan, std::string &error);
+
 /// The other way: each entry that names a template becomes the whole
-/// program, and `templates` is cleared. False with a one-line `error`
-/// (without the source) for an entry that names a missing template, holds
-/// more than its own fields, or sets an op its template lacks, and for a
-/// template that holds a device's fields or that no entry names.
+/// program, and `templates` is cleared; false as checkSharedPrograms.
 bool expandPrograms(proto::Plan &plan, std::string &error);
+
+/// What `program` shares with its stage's replicas (its ops, streams,
+/// work, FLOPs, micro-batches, recomputation and shared attributes): its
+/// template when it names one, else `program` itself. Its own fields
+/// (device, stage, pipeline, prev, next, speed, shards, tensor-parallel
+/// group and rank, its own attributes) are `program`'s, and so are its
+/// transfers' peer devices (ownOpAttr). For a plan whose shared programs
+/// were checked (parsePlan).
+const proto::DeviceProgram &sharedPart(const proto::Plan &plan,
+                                       const proto::DeviceProgram &program);
+
+/// The programs that name no template and the first entry of each
+/// template, in plan order: what depends on a program's shared part alone
+/// (its ops, its parameters) is read once per template from these.
+std::vector<const proto::DeviceProgram *>
+distinctPrograms(const proto::Plan &plan);
+
+/// The attribute `key` that `program`'s entry sets on op `op` of its
+/// template (plan.proto's op_attrs: a transfer's peer_device), or null.
+const proto::PlanAttr *ownOpAttr(const proto::DeviceProgram &program, int op,
+                                 const std::string &key);
 
 /// The plan's shape, before anything runs or imports it: at least one
 /// device program, micro_batches in [1, kMaxMicroBatches], named devices
@@ -92,7 +120,8 @@ bool planChecksum(const proto::Plan &plan, uint64_t &checksum,
                   std::string &error);
 
 /// The plan's bytes, binary or protobuf text format when `text`, with its
-/// programs shared (sharePrograms; `share` false: each written whole) and
+/// programs shared (sharePrograms; `share` false: each written whole,
+/// expandPrograms) and
 /// its checksum set (parsePlan checks it).
 bool serializePlan(const proto::Plan &plan, bool text, std::string &bytes,
                    std::string &error, bool share = true);

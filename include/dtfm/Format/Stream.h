@@ -74,10 +74,12 @@ bool parseEntry(std::string_view text, Slot slot, StreamEntry &entry);
 /// highest stage (0 for a plan without programs).
 int stageCount(const proto::Plan &plan);
 
-/// The entries of a device program of the plan, checked: micro-batches in
+/// The entries of a device program of the plan (its template's, when it
+/// names one: format::sharedPart), checked: micro-batches in
 /// [0, microBatches), peer stages in [0, stages) and not the program's own.
 /// On failure returns false with `error` naming the slot and entry.
-bool streamsFromProgram(const proto::DeviceProgram &program, int microBatches,
+bool streamsFromProgram(const proto::Plan &plan,
+                        const proto::DeviceProgram &program, int microBatches,
                         int stages, Streams &streams, std::string &error);
 
 /// Writes `streams` into the program's three entry lists.

@@ -277,6 +277,11 @@ struct StageProgram {
 /// a one-line `error` naming the op ("op #N dtfm.x: ...").
 bool decodeProgram(const proto::DeviceProgram &program, StageProgram &out,
                    std::string &error);
+/// The same for one device's program of the plan: its template's ops
+/// (format::sharedPart) with its own transfers' peer devices.
+bool decodeProgram(const proto::Plan &plan,
+                   const proto::DeviceProgram &program, StageProgram &out,
+                   std::string &error);
 
 /// The clip_grad_norm of the plan's optimizer updates (0: none clip), which
 /// the plan verifier checks is the same on every update: every worker

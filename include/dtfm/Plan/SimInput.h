@@ -24,9 +24,12 @@ bool simulationInput(const proto::Plan &plan, SimInput &input,
                      std::string &error);
 
 /// A program's work per micro-batch as the roofline sees it (plan.proto's
-/// OpWork lists): its forward, and its backward with the recomputation.
-planner::RooflineWork forwardWorkOf(const proto::DeviceProgram &program);
-planner::RooflineWork backwardWorkOf(const proto::DeviceProgram &program);
+/// OpWork lists, its template's when it names one): its forward, and its
+/// backward with the recomputation.
+planner::RooflineWork forwardWorkOf(const proto::Plan &plan,
+                                    const proto::DeviceProgram &program);
+planner::RooflineWork backwardWorkOf(const proto::Plan &plan,
+                                     const proto::DeviceProgram &program);
 
 } // namespace dtfm::plan
 

@@ -44,9 +44,9 @@ bool Worker::calibrate(std::string &error) {
       calibrationSeconds > 0 ? calibrationFlops / calibrationSeconds : 0, 0};
   for (const proto::PlanDevice &d : plan.devices())
     if (d.name() == program.device() && d.memory_bytes_per_second() > 0) {
-      planner::RooflineWork timed = plan::forwardWorkOf(program);
+      planner::RooflineWork timed = plan::forwardWorkOf(plan, program);
       timed.scale(static_cast<double>(calibratedForwards));
-      planner::RooflineWork backwards = plan::backwardWorkOf(program);
+      planner::RooflineWork backwards = plan::backwardWorkOf(plan, program);
       backwards.scale(static_cast<double>(calibratedBackwards));
       timed.add(backwards);
       double bandwidth = executor->measureMemoryBandwidth();

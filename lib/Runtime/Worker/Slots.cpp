@@ -461,11 +461,11 @@ bool Worker::runComputeSlot(int64_t step, std::vector<MicroBatch> &batches,
       // A split backward's B and W each count their part (W the
       // program's weight_flops); a micro-batch's backward counts once.
       calibrationFlops +=
-          entry.phase == Phase::Forward ? program.forward_flops()
+          entry.phase == Phase::Forward ? shared.forward_flops()
           : entry.phase == Phase::Backward
-              ? program.backward_flops() - program.weight_flops() +
-                    program.recompute_flops()
-              : program.weight_flops();
+              ? shared.backward_flops() - shared.weight_flops() +
+                    shared.recompute_flops()
+              : shared.weight_flops();
       if (entry.phase != Phase::Weight)
         ++(entry.phase == Phase::Forward ? calibratedForwards
                                          : calibratedBackwards);

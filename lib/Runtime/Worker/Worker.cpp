@@ -66,9 +66,9 @@ static bool checkWeightsOfModel(const proto::Plan &plan,
                                 std::string &error) {
   using shapes::shapeText;
   std::map<std::string, std::vector<int64_t>> model;
-  for (const proto::DeviceProgram &p : plan.programs()) {
+  for (const proto::DeviceProgram *p : format::distinctPrograms(plan)) {
     StageProgram decoded;
-    if (!decodeProgram(p, decoded, error))
+    if (!decodeProgram(plan, *p, decoded, error))
       return false;
     for (const ProgramOp &op : decoded.ops)
       if (op.kind == OpKind::Param)
@@ -123,12 +123,12 @@ static bool decoderShapeOfPlan(const proto::Plan &plan,
                                std::string &error) {
   if (!format::decoderShapeOf(weights, shape, error))
     return false;
-  for (const proto::DeviceProgram &p : plan.programs()) {
+  for (const proto::DeviceProgram *p : format::distinctPrograms(plan)) {
     StageProgram decoded;
-    if (!decodeProgram(p, decoded, error))
+    if (!decodeProgram(plan, *p, decoded, error))
       return false;
     // A tensor-parallel member's attention has its share of the heads.
-    int64_t members = std::max(1, p.tp_group_size());
+    int64_t members = std::max(1, p->tp_group_size());
     for (const ProgramOp &op : decoded.ops) {
       if (op.kind == OpKind::CausalAttention) {
         shape.heads = op.attrs.numHeads * members;
@@ -174,7 +174,7 @@ bool Worker::prepare(std::string &error) {
   }
 
   format::Streams streams;
-  if (!format::streamsFromProgram(program, microBatches,
+  if (!format::streamsFromProgram(plan, program, microBatches,
                                   format::stageCount(plan), streams, error))
     return false;
   recvStream = std::move(streams[0]);
@@ -207,7 +207,7 @@ bool Worker::prepare(std::string &error) {
   for (const StreamEntry &e : recvStream)
     ++expectedReceives[{e.phase, e.microBatch}];
 
-  if (!decodeProgram(program, typed, error))
+  if (!decodeProgram(plan, program, typed, error))
     return false;
   if (!sync.prepare(typed, program.device(), error))
     return false;
@@ -276,9 +276,9 @@ bool Worker::prepare(std::string &error) {
   deviceTimed = executor->takeComputeSeconds() >= 0;
   inputs = executor->inputs();
   int64_t vocabulary = 0, lossClasses = 0;
-  for (const proto::DeviceProgram &p : plan.programs()) {
+  for (const proto::DeviceProgram *p : format::distinctPrograms(plan)) {
     std::map<int64_t, int64_t> rows;
-    for (const proto::PlanOp &op : p.ops()) {
+    for (const proto::PlanOp &op : format::sharedPart(plan, *p).ops()) {
       std::optional<OpKind> kind = opKindOf(op.name());
       if ((kind == OpKind::Param || kind == OpKind::Recv) &&
           op.results_size() == 1 && op.results(0).shape_size() == 2)
@@ -290,7 +290,7 @@ bool Worker::prepare(std::string &error) {
         int64_t slices = shard == op.attrs().end() ? 1 : shard->second.i();
         if (slices < 1 ||
             __builtin_mul_overflow(rows[op.operands(1)], slices, &vocabulary)) {
-          error = p.device() + ": a dtfm.embedding with vocab_shard " +
+          error = p->device() + ": a dtfm.embedding with vocab_shard " +
                   std::to_string(slices);
           return false;
         }
@@ -630,7 +630,7 @@ bool Worker::finish(std::string &error) {
         std::string why;
         StageProgram from;
         if (!format::decodeTensors(blob, transport->describe(r), part, why) ||
-            !decodeProgram(plan.programs(r), from, why)) {
+            !decodeProgram(plan, plan.programs(r), from, why)) {
           error = "corrupt parameters from " + transport->describe(r) + " (" +
                   why + ")";
           return false;

@@ -74,7 +74,8 @@ public:
   Worker(const std::string &planPath, const proto::Plan &plan,
          const WorkerOptions &options)
       : planPath(planPath), plan(plan), options(options),
-        program(plan.programs(options.rank)) {}
+        program(plan.programs(options.rank)),
+        shared(format::sharedPart(plan, program)) {}
 
   int run();
 
@@ -141,6 +142,9 @@ private:
   const proto::Plan &plan;
   const WorkerOptions &options;
   const proto::DeviceProgram &program;
+  /// What `program` shares with its replicas (format::sharedPart): its
+  /// FLOPs, streams and ops are read there.
+  const proto::DeviceProgram &shared;
   StageProgram typed; ///< `program`, decoded
   std::unique_ptr<StageExecutor> executor;
   std::unique_ptr<Transport> transport;

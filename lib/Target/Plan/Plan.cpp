@@ -360,22 +360,32 @@ OwningOpRef<ModuleOp> mlir::dtfm::importPlan(MLIRContext *context,
   context->loadDialect<DtfmDialect, func::FuncDialect>();
   Location loc = NameLoc::get(StringAttr::get(context, "plan"));
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  // Each distinct attribute text parsed once: a stage's replicas repeat
+  // their template's attributes.
+  llvm::StringMap<Attribute> parsed;
   auto parse = [&](const pb::PlanAttr &attr) -> Attribute {
-    return parseAttribute(attr.mlir(), context);
+    auto [it, fresh] = parsed.try_emplace(attr.mlir());
+    if (fresh)
+      it->second = parseAttribute(attr.mlir(), context);
+    return it->second;
   };
-  // Sorted, so the output does not depend on the map's order.
-  auto sortedAttrs = [&](const auto &map,
-                         SmallVector<NamedAttribute> &out) -> LogicalResult {
-    std::vector<std::string> keys;
-    for (const auto &entry : map)
-      keys.push_back(entry.first);
-    std::sort(keys.begin(), keys.end());
-    for (const std::string &key : keys) {
-      Attribute value = parse(map.at(key));
-      if (!value)
+  using AttrMap = google::protobuf::Map<std::string, pb::PlanAttr>;
+  // Sorted, so the output does not depend on the map's order; `own`'s
+  // (an entry's) before `map`'s (its template's).
+  auto sortedAttrs = [&](const AttrMap &map, SmallVector<NamedAttribute> &out,
+                         const AttrMap *own = nullptr) -> LogicalResult {
+    std::map<std::string, const pb::PlanAttr *> sorted;
+    if (own)
+      for (const auto &[key, value] : *own)
+        sorted.emplace(key, &value);
+    for (const auto &[key, value] : map)
+      sorted.emplace(key, &value);
+    for (const auto &[key, value] : sorted) {
+      Attribute attribute = parse(*value);
+      if (!attribute)
         return emitError(loc) << "plan: cannot parse attribute '" << key
-                              << "' = " << map.at(key).mlir();
-      out.push_back(NamedAttribute(StringAttr::get(context, key), value));
+                              << "' = " << value->mlir();
+      out.push_back(NamedAttribute(StringAttr::get(context, key), attribute));
     }
     return success();
   };
@@ -398,18 +408,26 @@ OwningOpRef<ModuleOp> mlir::dtfm::importPlan(MLIRContext *context,
 
   OpBuilder b = OpBuilder::atBlockEnd(module->getBody());
   for (const pb::DeviceProgram &program : plan.programs()) {
+    const pb::DeviceProgram &shared = ::dtfm::format::sharedPart(plan, program);
     std::string symbol;
     for (char c : program.device())
       symbol += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
     auto func = b.create<func::FuncOp>(loc, symbol, b.getFunctionType({}, {}));
     SmallVector<NamedAttribute> funcAttrs;
-    if (failed(sortedAttrs(program.attrs(), funcAttrs)))
+    if (failed(sortedAttrs(shared.attrs(), funcAttrs,
+                           &shared == &program ? nullptr : &program.attrs())))
       return nullptr;
     for (NamedAttribute attr : funcAttrs)
       func->setAttr(attr.getName(), attr.getValue());
+    // The entry's own attributes of its template's ops (peer devices).
+    std::vector<const AttrMap *> ownAttrs(
+        program.op_attrs_size() ? static_cast<size_t>(shared.ops_size()) : 0);
+    for (const pb::OpAttrs &opAttrs : program.op_attrs())
+      if (opAttrs.op() < ownAttrs.size())
+        ownAttrs[opAttrs.op()] = &opAttrs.attrs();
     OpBuilder body = OpBuilder::atBlockEnd(func.addEntryBlock());
     llvm::DenseMap<int64_t, Value> values;
-    for (const pb::PlanOp &op : program.ops()) {
+    for (auto [index, op] : llvm::enumerate(shared.ops())) {
       OperationState state(loc, op.name());
       for (int64_t id : op.operands()) {
         auto it = values.find(id);
@@ -432,7 +450,8 @@ OwningOpRef<ModuleOp> mlir::dtfm::importPlan(MLIRContext *context,
             element));
       }
       SmallVector<NamedAttribute> attrs;
-      if (failed(sortedAttrs(op.attrs(), attrs)))
+      if (failed(sortedAttrs(op.attrs(), attrs,
+                             ownAttrs.empty() ? nullptr : ownAttrs[index])))
         return nullptr;
       Operation *created = body.create(state);
       created->setAttrs(DictionaryAttr::get(context, attrs));
