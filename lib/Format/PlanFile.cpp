@@ -76,10 +76,8 @@ static void moveOwnFields(dtfm::proto::DeviceProgram &from,
   to.mutable_tp_group()->Swap(from.mutable_tp_group());
 }
 
-/// Moves the fields and attributes that are `program`'s own into `entry`;
-/// what is left is its template.
-static void splitProgram(dtfm::proto::DeviceProgram &program,
-                         dtfm::proto::DeviceProgram &entry) {
+void dtfm::format::splitProgram(proto::DeviceProgram &program,
+                                proto::DeviceProgram &entry) {
   moveOwnFields(program, entry);
   program.clear_device();
   program.clear_stage();
@@ -115,8 +113,7 @@ static void splitProgram(dtfm::proto::DeviceProgram &program,
   }
 }
 
-/// A message's deterministic binary encoding (map fields sorted).
-static std::string deterministicBytes(const google::protobuf::Message &m) {
+std::string dtfm::format::deterministicBytes(const proto::DeviceProgram &m) {
   std::string bytes;
   {
     google::protobuf::io::StringOutputStream raw(&bytes);
@@ -127,24 +124,29 @@ static std::string deterministicBytes(const google::protobuf::Message &m) {
   return bytes;
 }
 
-void dtfm::format::sharePrograms(proto::Plan &plan) {
-  std::unordered_map<std::string, uint32_t> templateOf;
+dtfm::format::ProgramSharing::ProgramSharing(proto::Plan &plan) : plan(plan) {
   for (int t = 0; t < plan.templates_size(); ++t)
     templateOf.emplace(deterministicBytes(plan.templates(t)),
                        static_cast<uint32_t>(t));
-  for (proto::DeviceProgram &program : *plan.mutable_programs()) {
-    if (program.has_template_index())
-      continue;
-    proto::DeviceProgram entry;
-    splitProgram(program, entry);
-    auto [it, fresh] = templateOf.emplace(
-        deterministicBytes(program),
-        static_cast<uint32_t>(plan.templates_size()));
-    if (fresh)
-      plan.add_templates()->Swap(&program);
-    entry.set_template_index(it->second);
-    program.Swap(&entry);
-  }
+}
+
+uint32_t dtfm::format::ProgramSharing::share(proto::DeviceProgram &program) {
+  proto::DeviceProgram entry;
+  splitProgram(program, entry);
+  auto [it, fresh] = templateOf.emplace(
+      deterministicBytes(program), static_cast<uint32_t>(plan.templates_size()));
+  if (fresh)
+    plan.add_templates()->Swap(&program);
+  entry.set_template_index(it->second);
+  program.Swap(&entry);
+  return it->second;
+}
+
+void dtfm::format::sharePrograms(proto::Plan &plan) {
+  ProgramSharing sharing(plan);
+  for (proto::DeviceProgram &program : *plan.mutable_programs())
+    if (!program.has_template_index())
+      sharing.share(program);
 }
 
 bool dtfm::format::checkSharedPrograms(const proto::Plan &plan,

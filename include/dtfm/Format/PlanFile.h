@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace dtfm::proto {
@@ -47,6 +48,29 @@ bool parsePlan(const std::string &bytes, const std::string &source,
 /// become one template in `templates`, and each program the entry that
 /// names it. Programs that already name a template are left as they are.
 void sharePrograms(proto::Plan &plan);
+
+/// sharePrograms one program at a time, for a writer that adds them: the
+/// plan's templates so far, by their bytes.
+class ProgramSharing {
+public:
+  explicit ProgramSharing(proto::Plan &plan);
+  /// Turns `program`, a whole program of the plan, into the entry that
+  /// names its template (added when no earlier program had it); returns
+  /// the template's index.
+  uint32_t share(proto::DeviceProgram &program);
+
+private:
+  proto::Plan &plan;
+  std::unordered_map<std::string, uint32_t> templateOf;
+};
+
+/// Moves the fields and attributes that are `program`'s own (plan.proto's
+/// DeviceProgram) into `entry`; what is left is its template's.
+void splitProgram(proto::DeviceProgram &program, proto::DeviceProgram &entry);
+
+/// A program's deterministic binary encoding (map fields sorted): equal
+/// bytes, equal programs.
+std::string deterministicBytes(const proto::DeviceProgram &program);
 
 /// Whether the plan's shared programs are well formed. False with a
 /// one-line `error` (without the source) for an entry that names a missing

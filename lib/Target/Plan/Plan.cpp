@@ -153,12 +153,20 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
         toPlanAttr(attr.getValue());
   }
 
-  llvm::StringSet<> names;
+  llvm::StringMap<double> speedOf;
   for (const ::dtfm::planner::Device &d : cluster.devices)
-    names.insert(d.name);
+    speedOf[d.name] = d.speed();
   // The costs of each body, once: a stage's replicas run one
   // (dtfm/Dialect/Dtfm/IR/DevicePrograms.h).
   llvm::DenseMap<Operation *, std::unique_ptr<CostAnalysis>> costsOf;
+  // Programs are written shared (plan.proto's templates), as they come:
+  // a program whose body and shared fields an earlier one had is that
+  // one's template with its own fields and peers, and its ops are not
+  // converted again. Per body: the template of each set of shared fields
+  // (their bytes), and the index of each op with a peer_device.
+  ::dtfm::format::ProgramSharing sharing(plan);
+  llvm::DenseMap<Operation *, std::map<std::string, uint32_t>> templatesOf;
+  llvm::DenseMap<Operation *, std::vector<uint32_t>> transfersOf;
   for (auto func : module.getOps<func::FuncOp>()) {
     auto device = func->getAttrOfType<StringAttr>(kDeviceAttrName);
     if (!device)
@@ -166,7 +174,8 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
              << "function @" << func.getSymName()
              << " is not a device program (no dtfm.device); run "
                 "--dtfm-emit-stage-programs first";
-    if (!names.contains(device.getValue()))
+    auto speed = speedOf.find(device.getValue());
+    if (speed == speedOf.end())
       return emitError(func.getLoc())
              << "function @" << func.getSymName() << " runs on device '"
              << device.getValue() << "', which cluster '" << cluster.name
@@ -252,15 +261,53 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
     setWork(backwardWork, *program.mutable_backward_work());
     program.set_weight_flops(weightFlops);
     setWork(weightWork, *program.mutable_weight_work());
-    for (const ::dtfm::planner::Device &d : cluster.devices)
-      if (d.name == device.getValue())
-        program.set_speed_flops(d.speed());
+    program.set_speed_flops(speed->second);
+    if (auto group = func->getAttrOfType<ArrayAttr>(kTpGroupAttrName)) {
+      for (Attribute member : group)
+        if (auto name = dyn_cast<StringAttr>(member))
+          program.add_tp_group(name.str());
+      if (auto rank = func->getAttrOfType<IntegerAttr>(kTpRankAttrName))
+        program.set_tp_rank(rank.getInt());
+    }
+    auto recompute = func->getAttrOfType<BoolAttr>(kRecomputeAttrName);
+    if (recompute && recompute.getValue())
+      program.set_recompute(true);
+
+    // The fields so far less the device's own: with the same body, the
+    // same template.
+    std::string sharedFields;
+    {
+      pb::DeviceProgram shared = program, own;
+      ::dtfm::format::splitProgram(shared, own);
+      sharedFields = ::dtfm::format::deterministicBytes(shared);
+    }
+    std::map<std::string, uint32_t> &templates =
+        templatesOf[body.getOperation()];
+    if (auto known = templates.find(sharedFields); known != templates.end()) {
+      pb::DeviceProgram entry;
+      ::dtfm::format::splitProgram(program, entry);
+      const std::vector<uint32_t> &transfers =
+          transfersOf[body.getOperation()];
+      // peerDevices lists one device per transfer of the body.
+      for (auto [index, peer] : llvm::zip(transfers, *peers)) {
+        pb::OpAttrs &own = *entry.add_op_attrs();
+        own.set_op(index);
+        (*own.mutable_attrs())["peer_device"] = toPlanAttr(peer);
+      }
+      entry.set_template_index(known->second);
+      program.Swap(&entry);
+      continue;
+    }
 
     llvm::DenseMap<Value, int64_t> ids;
     const StringAttr *peer = peers->begin();
+    std::vector<uint32_t> &transfers = transfersOf[body.getOperation()];
+    transfers.clear();
     for (Operation &op : body.getBody().front()) {
       if (isa<func::ReturnOp>(op))
         continue;
+      if (op.hasAttr("peer_device"))
+        transfers.push_back(static_cast<uint32_t>(program.ops_size()));
       pb::PlanOp &out = *program.add_ops();
       out.set_name(op.getName().getStringRef().str());
       for (Value operand : op.getOperands()) {
@@ -296,19 +343,10 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
           flatten(attr.getName().str(), dict);
       }
     }
-    if (auto group = func->getAttrOfType<ArrayAttr>(kTpGroupAttrName)) {
-      for (Attribute member : group)
-        if (auto name = dyn_cast<StringAttr>(member))
-          program.add_tp_group(name.str());
-      if (auto rank = func->getAttrOfType<IntegerAttr>(kTpRankAttrName))
-        program.set_tp_rank(rank.getInt());
-    }
     // Recomputation runs the recomputable layers' forward again in the
     // backward (the runtime's rule, Plan/Program.h): the simulator
     // times it there, as time and not as work.
-    if (auto recompute = func->getAttrOfType<BoolAttr>(kRecomputeAttrName);
-        recompute && recompute.getValue()) {
-      program.set_recompute(true);
+    if (program.recompute()) {
       ::dtfm::plan::StageProgram typed;
       std::string error;
       if (!::dtfm::plan::decodeProgram(program, typed, error))
@@ -331,6 +369,7 @@ LogicalResult mlir::dtfm::exportPlan(ModuleOp module,
       program.set_recompute_flops(static_cast<double>(again));
       setWork(againWork, *program.mutable_recompute_work());
     }
+    templates.emplace(std::move(sharedFields), sharing.share(program));
   }
   if (plan.programs_size() == 0)
     return emitError(wholeFile(module))
