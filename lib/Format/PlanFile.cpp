@@ -16,6 +16,7 @@
 #include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/text_format.h>
 
+#include <algorithm>
 #include <cassert>
 #include <map>
 #include <optional>
@@ -243,15 +244,14 @@ dtfm::format::distinctPrograms(const proto::Plan &plan) {
   return out;
 }
 
-const dtfm::proto::PlanAttr *
-dtfm::format::ownOpAttr(const proto::DeviceProgram &program, int op,
-                        const std::string &key) {
+std::vector<const dtfm::proto::OpAttrs *>
+dtfm::format::ownOpAttrs(const proto::DeviceProgram &program, int ops) {
+  std::vector<const proto::OpAttrs *> out(
+      program.op_attrs_size() ? static_cast<size_t>(std::max(ops, 0)) : 0);
   for (const proto::OpAttrs &opAttrs : program.op_attrs())
-    if (opAttrs.op() == static_cast<uint32_t>(op)) {
-      auto it = opAttrs.attrs().find(key);
-      return it == opAttrs.attrs().end() ? nullptr : &it->second;
-    }
-  return nullptr;
+    if (opAttrs.op() < out.size())
+      out[opAttrs.op()] = &opAttrs;
+  return out;
 }
 
 bool dtfm::format::expandPrograms(proto::Plan &plan, std::string &error) {
@@ -536,7 +536,6 @@ bool dtfm::format::serializePlan(proto::Plan &&plan, bool text,
     sharePrograms(plan);
   else if (!expandPrograms(plan, error))
     return false;
-  plan.clear_checksum();
   uint64_t checksum = 0;
   if (!checksumInPlace(plan, checksum, error))
     return false;

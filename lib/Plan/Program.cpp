@@ -469,11 +469,8 @@ static bool decodeParts(const pb::DeviceProgram &own,
   out.ops.reserve(shared.ops_size());
   // The entry's own attributes of each op (checked to name ops of its
   // template: format::checkSharedPrograms).
-  std::vector<const AttrMap *> ownAttrs(
-      own.op_attrs_size() ? static_cast<size_t>(shared.ops_size()) : 0);
-  for (const pb::OpAttrs &opAttrs : own.op_attrs())
-    if (opAttrs.op() < ownAttrs.size())
-      ownAttrs[opAttrs.op()] = &opAttrs.attrs();
+  std::vector<const pb::OpAttrs *> ownAttrs =
+      format::ownOpAttrs(own, shared.ops_size());
   for (int i = 0; i < shared.ops_size(); ++i) {
     const pb::PlanOp &in = shared.ops(i);
     auto fail = [&](const std::string &message) {
@@ -498,7 +495,9 @@ static bool decodeParts(const pb::DeviceProgram &own,
         return fail("result of unknown element type '" + r.dtype() + "'");
       op.results.push_back(std::move(value));
     }
-    AttrReader attrs(in, ownAttrs.empty() ? nullptr : ownAttrs[i]);
+    AttrReader attrs(in, ownAttrs.empty() || !ownAttrs[i]
+                             ? nullptr
+                             : &ownAttrs[i]->attrs());
     std::string phase;
     attrs.read("dtfm.phase", phase);
     if (phase == "fwd")

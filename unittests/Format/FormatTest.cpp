@@ -385,11 +385,12 @@ TEST(PlanFile, ReplicasShareOneTemplatePerStage) {
     for (const dtfm::proto::DeviceProgram &entry : back.programs())
       EXPECT_EQ(&sharedPart(back, entry),
                 &back.templates(static_cast<int>(entry.stage())));
-    const dtfm::proto::PlanAttr *peer = ownOpAttr(back.programs(2), 1,
-                                                  "peer_device");
-    ASSERT_NE(peer, nullptr);
-    EXPECT_EQ(peer->s(), "s1p1");
-    EXPECT_EQ(ownOpAttr(back.programs(2), 0, "peer_device"), nullptr);
+    std::vector<const dtfm::proto::OpAttrs *> own =
+        ownOpAttrs(back.programs(2), 2);
+    ASSERT_EQ(own.size(), 2u);
+    ASSERT_NE(own[1], nullptr);
+    EXPECT_EQ(own[1]->attrs().at("peer_device").s(), "s1p1");
+    EXPECT_EQ(own[0], nullptr);
     ASSERT_TRUE(expandPrograms(back, error)) << error;
     EXPECT_EQ(back.templates_size(), 0);
     back.clear_checksum();

@@ -17,6 +17,7 @@
 namespace dtfm::proto {
 class DeviceProgram;
 class Plan;
+class OpAttrs;
 class PlanAttr;
 } // namespace dtfm::proto
 
@@ -88,7 +89,7 @@ bool expandPrograms(proto::Plan &plan, std::string &error);
 /// template when it names one, else `program` itself. Its own fields
 /// (device, stage, pipeline, prev, next, speed, shards, tensor-parallel
 /// group and rank, its own attributes) are `program`'s, and so are its
-/// transfers' peer devices (ownOpAttr). For a plan whose shared programs
+/// transfers' peer devices (ownOpAttrs). For a plan whose shared programs
 /// were checked (parsePlan).
 const proto::DeviceProgram &sharedPart(const proto::Plan &plan,
                                        const proto::DeviceProgram &program);
@@ -99,10 +100,12 @@ const proto::DeviceProgram &sharedPart(const proto::Plan &plan,
 std::vector<const proto::DeviceProgram *>
 distinctPrograms(const proto::Plan &plan);
 
-/// The attribute `key` that `program`'s entry sets on op `op` of its
-/// template (plan.proto's op_attrs: a transfer's peer_device), or null.
-const proto::PlanAttr *ownOpAttr(const proto::DeviceProgram &program, int op,
-                                 const std::string &key);
+/// What `program`'s entry sets on each of its template's `ops` ops
+/// (plan.proto's op_attrs: a transfer's peer_device), by op index: null
+/// where it sets nothing, and empty for a program that sets nothing (a
+/// whole one). For a plan whose shared programs were checked.
+std::vector<const proto::OpAttrs *>
+ownOpAttrs(const proto::DeviceProgram &program, int ops);
 
 /// The plan's shape, before anything runs or imports it: at least one
 /// device program, micro_batches in [1, kMaxMicroBatches], named devices

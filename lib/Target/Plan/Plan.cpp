@@ -459,11 +459,8 @@ OwningOpRef<ModuleOp> mlir::dtfm::importPlan(MLIRContext *context,
     for (NamedAttribute attr : funcAttrs)
       func->setAttr(attr.getName(), attr.getValue());
     // The entry's own attributes of its template's ops (peer devices).
-    std::vector<const AttrMap *> ownAttrs(
-        program.op_attrs_size() ? static_cast<size_t>(shared.ops_size()) : 0);
-    for (const pb::OpAttrs &opAttrs : program.op_attrs())
-      if (opAttrs.op() < ownAttrs.size())
-        ownAttrs[opAttrs.op()] = &opAttrs.attrs();
+    std::vector<const pb::OpAttrs *> ownAttrs =
+        ::dtfm::format::ownOpAttrs(program, shared.ops_size());
     OpBuilder body = OpBuilder::atBlockEnd(func.addEntryBlock());
     llvm::DenseMap<int64_t, Value> values;
     for (auto [index, op] : llvm::enumerate(shared.ops())) {
@@ -490,7 +487,9 @@ OwningOpRef<ModuleOp> mlir::dtfm::importPlan(MLIRContext *context,
       }
       SmallVector<NamedAttribute> attrs;
       if (failed(sortedAttrs(op.attrs(), attrs,
-                             ownAttrs.empty() ? nullptr : ownAttrs[index])))
+                             ownAttrs.empty() || !ownAttrs[index]
+                                 ? nullptr
+                                 : &ownAttrs[index]->attrs())))
         return nullptr;
       Operation *created = body.create(state);
       created->setAttrs(DictionaryAttr::get(context, attrs));
