@@ -355,6 +355,9 @@ bool dtfm::format::checkPlanShape(const proto::Plan &plan,
   for (const proto::DeviceProgram &p : plan.programs()) {
     if (p.device().empty())
       return fail("a device program without a device");
+    if (!isFileSafeDeviceName(p.device()))
+      return fail("device '" + p.device() + "': the name " +
+                  kFileSafeDeviceNameRule);
     if (!devices.insert(p.device()).second)
       return fail("device '" + p.device() + "' has two programs");
     if (p.stage() < 0 || p.stage() >= plan.programs_size() ||
@@ -473,10 +476,8 @@ double dtfm::format::samplesPerStep(const proto::Plan &plan) {
 bool dtfm::format::readPlanFile(const std::string &path, proto::Plan &plan,
                                 std::string &error) {
   std::string bytes;
-  if (!readWholeFile(path, bytes, error)) {
-    error = path + ": cannot open plan file";
+  if (!readWholeFile(path, bytes, error))
     return false;
-  }
   return parsePlan(bytes, path, plan, error);
 }
 

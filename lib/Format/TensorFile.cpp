@@ -105,23 +105,6 @@ bool dtfm::format::decodeTensors(const std::string &bytes,
   return true;
 }
 
-bool dtfm::format::readWholeFile(const std::string &path, std::string &bytes,
-                                 std::string &error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error = path + ": cannot open (" + std::strerror(errno) + ")";
-    return false;
-  }
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) {
-    error = path + ": cannot read";
-    return false;
-  }
-  bytes = buffer.str();
-  return true;
-}
-
 bool dtfm::format::readTensorFile(const std::string &path, TensorMap &tensors,
                                   std::string &error) {
   std::string bytes;
@@ -135,61 +118,6 @@ bool dtfm::format::readTensorFile(const std::string &path, TensorMap &tensors,
   }
   error = path + ": not a dtfm tensor file (DTFMPAR1) nor a safetensors file";
   return false;
-}
-
-std::string dtfm::format::outputPathProblem(const std::string &path) {
-  struct stat st{};
-  if (::lstat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode) ||
-      S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))
-    return "";
-  return "'" + path + "' is " +
-         (S_ISLNK(st.st_mode)   ? "a symbolic link"
-          : S_ISDIR(st.st_mode) ? "a directory"
-                                : "not a regular file") +
-         ": dtfm does not replace it (name a regular file)";
-}
-
-bool dtfm::format::writeFileAtomically(const std::string &path,
-                                       const std::string &bytes,
-                                       std::string &error) {
-  // Only a regular file (or nothing) is replaced. A character device or a
-  // FIFO the user named (/dev/null, /dev/stdout, a pipe) is written
-  // through; anything else -- a symbolic link, a directory, a socket, a
-  // block device -- is refused rather than replaced by a regular file.
-  if (std::string problem = outputPathProblem(path); !problem.empty()) {
-    error = problem;
-    return false;
-  }
-  struct stat st{};
-  if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    std::ofstream out(path, std::ios::binary);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out) {
-      error = "cannot write '" + path + "' (" + std::strerror(errno) + ")";
-      return false;
-    }
-    return true;
-  }
-  std::string temp = path + ".tmp";
-  {
-    std::ofstream out(temp, std::ios::binary);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out) {
-      int why = errno;
-      std::remove(temp.c_str());
-      error = "cannot write '" + path + "' (" + std::strerror(why) + ")";
-      return false;
-    }
-  }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    int why = errno;
-    std::remove(temp.c_str());
-    error = "cannot write '" + path + "' (" + std::strerror(why) + ")";
-    return false;
-  }
-  return true;
 }
 
 bool dtfm::format::writeTensorFile(const std::string &path,

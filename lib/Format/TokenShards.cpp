@@ -296,13 +296,15 @@ bool TokenShards::open(const std::vector<std::string> &paths,
               " is larger than the model's " + std::to_string(vocab);
       return false;
     }
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // A regular file only: a FIFO would block the worker forever.
+    int fd = openRegularFile(path, error);
     struct stat st {};
-    if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      error =
-          path + ": cannot open the token shard (" + std::strerror(errno) + ")";
-      if (fd >= 0)
+    if (fd < 0 || ::fstat(fd, &st) != 0) {
+      if (fd >= 0) {
         ::close(fd);
+        error = path + ": cannot read the token shard (" +
+                std::strerror(errno) + ")";
+      }
       return false;
     }
     size_t width = tokenDtypeBytes(shard.dtype);

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dtfm/Format/FileIo.h"
 #include "dtfm/Planner/Cluster.h"
 
 #include "cluster.pb.h"
@@ -121,6 +122,10 @@ bool dtfm::planner::parseClusterText(const std::string &text,
     for (uint32_t i = 0; i < count; ++i) {
       Device device;
       device.name = count > 1 ? d.name() + std::to_string(i) : d.name();
+      // A device's name becomes file names (checkpoints, joins).
+      if (!format::isFileSafeDeviceName(device.name))
+        return fail("device '" + device.name + "': the name " +
+                    format::kFileSafeDeviceNameRule);
       device.region = d.region();
       device.peakFlops = d.peak_flops();
       device.efficiency = d.has_efficiency() ? d.efficiency() : 1;
@@ -238,39 +243,14 @@ bool dtfm::planner::parseClusterText(const std::string &text,
 
 bool dtfm::planner::loadClusterFile(const std::string &path,
                                     Cluster &cluster, std::string &error) {
-  std::ifstream in(path);
-  if (!in) {
-    error = path + ": cannot open cluster file";
+  // A regular file only, bounded (a FIFO or /dev/zero never ends).
+  std::string bytes;
+  if (!format::readWholeFile(path, bytes, error, kMaxClusterFileBytes))
     return false;
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  return parseClusterText(text.str(), path, cluster, error);
+  return parseClusterText(bytes, path, cluster, error);
 }
 
 namespace {
-/// Writes `text` to `path` through `<path>.tmp` and a rename.
-bool writeWhole(const std::string &path, const std::string &text,
-                std::string &error) {
-  std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) {
-      std::remove(temporary.c_str());
-      error = path + ": cannot write the cluster file";
-      return false;
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    error = path + ": cannot write the cluster file";
-    return false;
-  }
-  return true;
-}
-
 std::string exact(double value) {
   char text[40];
   std::snprintf(text, sizeof text, "%.17g", value);
@@ -320,9 +300,10 @@ bool dtfm::planner::writeClusterFile(const Cluster &cluster,
     error = path + ": cannot encode the cluster";
     return false;
   }
-  return writeWhole(delay, csvOf(cluster.delayMs), error) &&
-         writeWhole(bandwidth, csvOf(cluster.bandwidthGbps), error) &&
-         writeWhole(path, text, error);
+  return format::writeFileAtomically(delay, csvOf(cluster.delayMs), error) &&
+         format::writeFileAtomically(bandwidth, csvOf(cluster.bandwidthGbps),
+                                     error) &&
+         format::writeFileAtomically(path, text, error);
 }
 
 Cluster dtfm::planner::withoutDevices(const Cluster &cluster,
@@ -346,15 +327,6 @@ Cluster dtfm::planner::withoutDevices(const Cluster &cluster,
   return result;
 }
 
-bool dtfm::planner::isFileSafeDeviceName(const std::string &name) {
-  if (name.empty() || name.size() > 128 || name[0] == '.')
-    return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' ||
-           c == '-' || c == '.';
-  });
-}
-
 bool dtfm::planner::parseJoinRequest(const std::string &text,
                                      const std::string &path,
                                      JoinRequest &request,
@@ -369,10 +341,9 @@ bool dtfm::planner::parseJoinRequest(const std::string &text,
   const dtfm::proto::DeviceSpec &d = spec.device();
   if (d.name().empty())
     return fail("the joining device has no name");
-  if (!isFileSafeDeviceName(d.name()))
-    return fail("the joining device's name '" + d.name() +
-                "' is not letters, digits, '_', '-' and '.' (at most 128, "
-                "not starting with '.')");
+  if (!format::isFileSafeDeviceName(d.name()))
+    return fail("the joining device's name '" + d.name() + "' " +
+                format::kFileSafeDeviceNameRule);
   if (d.has_count() && d.count() != 1)
     return fail("device " + d.name() + ": a join request names one device "
                 "(count 1)");
@@ -465,11 +436,10 @@ bool dtfm::planner::withJoinedDevice(const Cluster &cluster,
 
 bool dtfm::planner::readCsvMatrix(const std::string &path, SquareMatrix &matrix,
                                   std::string &error) {
-  std::ifstream in(path);
-  if (!in) {
-    error = path + ": cannot open file";
+  std::string bytes;
+  if (!format::readWholeFile(path, bytes, error, kMaxClusterFileBytes))
     return false;
-  }
+  std::istringstream in(bytes);
   std::vector<std::vector<double>> rows;
   std::string line;
   size_t lineNo = 0;
@@ -538,11 +508,10 @@ bool dtfm::planner::readCsvMatrix(const std::string &path, SquareMatrix &matrix,
 bool dtfm::planner::readLines(const std::string &path,
                               std::vector<std::string> &lines,
                               std::string &error) {
-  std::ifstream in(path);
-  if (!in) {
-    error = path + ": cannot open file";
+  std::string bytes;
+  if (!format::readWholeFile(path, bytes, error, kMaxClusterFileBytes))
     return false;
-  }
+  std::istringstream in(bytes);
   lines.clear();
   std::string line;
   while (std::getline(in, line)) {

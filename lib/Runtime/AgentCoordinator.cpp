@@ -114,7 +114,7 @@ struct AgentCoordinator::Impl {
     if (devices.empty())
       return "it names no device";
     for (const std::string &d : devices) {
-      if (!planner::isFileSafeDeviceName(d))
+      if (!format::isFileSafeDeviceName(d))
         return "'" + d + "' is not a device name";
       for (const Agent &a : agents)
         if (a.alive && std::count(a.devices.begin(), a.devices.end(), d))

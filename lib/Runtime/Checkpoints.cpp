@@ -90,10 +90,13 @@ bool CheckpointStore::save(int64_t step, format::TensorMap state,
   state[kMetaEntry] = meta;
   std::string bytes = format::encodeTensors(state);
   // The manifest goes last: a generation without one was never finished.
-  return format::writeFileAtomically(path(step), bytes, error) &&
-         format::writeFileAtomically(
-             manifestPath(step),
-             manifest(step, bytes), error);
+  // Durable: both are on disk before the manifest's name says the
+  // generation is complete, and before an older one is pruned.
+  return format::writeFileAtomically(path(step), bytes, error,
+                                     /*durable=*/true) &&
+         format::writeFileAtomically(manifestPath(step),
+                                     manifest(step, bytes), error,
+                                     /*durable=*/true);
 }
 
 void CheckpointStore::prune(size_t keep, int64_t newest) const {

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Runtime/DataSource.h"
+#include "dtfm/Runtime/Cpu/Kernels.h"
 #include "dtfm/Support/Hash.h"
 
 #include <algorithm>
@@ -181,6 +182,16 @@ bool DataSource::microBatch(const BatchPosition &position,
       error = inputsPath + ": '" + it->first + "' has the wrong shape";
       return false;
     }
+    // Checked here for every backend: a bad id is this line, not a read
+    // outside a table on a device.
+    if (spec.indexLimit > 0)
+      if (std::string problem = cpu::indexRangeProblem(
+              it->second, spec.indexLimit,
+              spec.isLabel ? "label" : "token id");
+          !problem.empty()) {
+        error = inputsPath + ": '" + it->first + "': " + problem;
+        return false;
+      }
     batch[spec.name] = it->second;
   }
   uint64_t range = static_cast<uint64_t>(std::max<int64_t>(vocabulary, 2));

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Runtime/Executor.h"
+#include "dtfm/Plan/Sharding.h"
 #include "dtfm/Runtime/Checkpoints.h"
 #include "dtfm/Support/Hash.h"
 
@@ -267,6 +268,24 @@ bool HostState::restore(const StageProgram &program,
 
 std::vector<InputSpec>
 dtfm::runtime::programInputs(const StageProgram &program) {
+  // What each value indexes when an embedding's ids or a loss's labels.
+  std::map<int64_t, std::vector<int64_t>> shapeOf;
+  std::map<int64_t, int64_t> limitOf;
+  for (const ProgramOp &op : program.ops) {
+    for (const auto &result : op.results)
+      shapeOf[result.id] = result.shape;
+    auto shape = [&](size_t operand) -> const std::vector<int64_t> * {
+      auto it = op.operands.size() > operand
+                    ? shapeOf.find(op.operands[operand])
+                    : shapeOf.end();
+      return it == shapeOf.end() || it->second.empty() ? nullptr
+                                                       : &it->second;
+    };
+    if (op.kind == OpKind::Embedding && shape(1))
+      limitOf[op.operands[0]] = embeddingRowCount(op, shape(1)->front());
+    if (op.kind == OpKind::CrossEntropy && shape(0))
+      limitOf[op.operands[1]] = lossLabelCount(op, shape(0)->back());
+  }
   std::vector<InputSpec> specs;
   for (const ProgramOp &op : program.ops)
     if ((op.kind == OpKind::Input || op.kind == OpKind::Label) &&
@@ -274,9 +293,11 @@ dtfm::runtime::programInputs(const StageProgram &program) {
       ElementType type = op.results[0].type;
       bool integer = type == ElementType::I1 || type == ElementType::I32 ||
                      type == ElementType::I64;
+      auto limit = limitOf.find(op.results[0].id);
       specs.push_back({op.attrs.name, op.results[0].shape,
                        op.kind == OpKind::Label, integer,
-                       type == ElementType::I1});
+                       type == ElementType::I1,
+                       limit == limitOf.end() ? 0 : limit->second});
     }
   return specs;
 }

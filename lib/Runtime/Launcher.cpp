@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dtfm/Format/FileIo.h"
 #include "dtfm/Runtime/Launcher.h"
 #include "dtfm/Runtime/Worker.h"
 
@@ -58,10 +59,8 @@ void dtfm::runtime::StopFilePoller::poll(bool failed) {
       std::chrono::steady_clock::now() < next)
     return;
   if (hooks->poll()) {
-    std::FILE *stop = std::fopen(hooks->stopFile.c_str(), "w");
-    if (stop)
-      std::fclose(stop);
-    stopRequested = stop != nullptr;
+    std::string error;
+    stopRequested = format::writeFileAtomically(hooks->stopFile, "", error);
   }
   next = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
 }

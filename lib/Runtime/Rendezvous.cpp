@@ -6,6 +6,8 @@
 
 #include "Rendezvous.h"
 
+#include "dtfm/Format/FileIo.h"
+
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/redis_store.h>
 
@@ -66,22 +68,11 @@ bool LocalFileStore::peek(const std::string &key, std::vector<char> &value) {
 void LocalFileStore::put(const std::string &key,
                          const std::vector<char> &value) {
   // Written beside, then renamed over: a reader sees all of it or none.
-  std::string path = files.pathOf(key);
-  std::string temporary = path + ".tmp" + std::to_string(::getpid()) + "." +
-                          std::to_string(std::hash<std::thread::id>()(
-                              std::this_thread::get_id()));
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out.write(value.data(), static_cast<std::streamsize>(value.size()));
-    if (!out.flush())
-      throw gloo::IoException("cannot write store key '" + key + "' at " +
-                              temporary);
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    throw gloo::IoException("cannot write store key '" + key + "' at " +
-                            path + ": " + std::strerror(errno));
-  }
+  std::string error;
+  if (!format::writeFileAtomically(files.pathOf(key),
+                                   std::string(value.begin(), value.end()),
+                                   error))
+    throw gloo::IoException("store key '" + key + "': " + error);
 }
 
 void LocalFileStore::erase(const std::string &key) {

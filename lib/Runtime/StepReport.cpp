@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtfm/Runtime/StepReport.h"
+#include "dtfm/Format/FileIo.h"
 #include "dtfm/Format/JsonReader.h"
 #include "dtfm/Format/PlanFile.h"
 
@@ -22,6 +23,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <sstream>
 
 using namespace dtfm::runtime;
 
@@ -160,11 +162,13 @@ bool dtfm::runtime::readStepLog(const std::string &path,
                                 bool &incomplete, std::string &error) {
   steps.clear();
   incomplete = false;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error = path + ": cannot read the step log: " + std::strerror(errno);
+  // A regular file only: a FIFO named as the log would never end.
+  std::string bytes;
+  if (!format::readWholeFile(path, bytes, error)) {
+    error = "the step log " + error;
     return false;
   }
+  std::istringstream in(bytes);
   // A log line is a few hundred bytes: one far longer is not a step log.
   constexpr size_t kMaxLine = 1 << 16;
   std::string line;

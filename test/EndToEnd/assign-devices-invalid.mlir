@@ -3,7 +3,7 @@
 // RUN: not dtfm-opt %t.mlir --dtfm-assign-devices 2>&1 | FileCheck %s --check-prefix=NOFILE
 // NOFILE: error: dtfm-assign-devices: no cluster in the module: run --dtfm-import-cluster=file=FILE first (or --dtfm-plan=cluster=FILE)
 // RUN: not dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/../Passes/Inputs/missing.textproto --dtfm-assign-devices 2>&1 | FileCheck %s --check-prefix=MISSING
-// MISSING: error: dtfm-import-cluster: {{.*}}missing.textproto: cannot open cluster file
+// MISSING: error: dtfm-import-cluster: {{.*}}missing.textproto: cannot open (No such file or directory)
 // RUN: not dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/../Passes/Inputs/nonsquare.textproto --dtfm-assign-devices 2>&1 | FileCheck %s --check-prefix=SQUARE
 // SQUARE: error: dtfm-import-cluster: {{.*}}nonsquare.csv: matrix is not square (2 rows, 3 columns)
 // RUN: not dtfm-opt %t.mlir --dtfm-import-cluster=file=%S/../Passes/Inputs/zero-bandwidth.textproto --dtfm-assign-devices 2>&1 | FileCheck %s --check-prefix=ZERO

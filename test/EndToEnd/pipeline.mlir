@@ -19,4 +19,4 @@
 // IR: dtfm.backward "dtfm.cross_entropy"{{.*}}dtfm.stage = 3 : i64
 // IR: dtfm.adamw_update {{.*}}dtfm.stage = 0 : i64
 
-// MISSING: error: dtfm-import-cluster: {{.*}}missing.textproto: cannot open cluster file
+// MISSING: error: dtfm-import-cluster: {{.*}}missing.textproto: cannot open (No such file or directory)

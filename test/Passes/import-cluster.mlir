@@ -23,8 +23,8 @@
 // CLASSES-SAME: link_classes = [0, 0, 1, 1], delay_ms = [1.0, 50.0, 50.0, 1.0], bandwidth_gbps = [10.0, 1.0, 1.0, 10.0]>
 
 // NOFILE: error: dtfm-import-cluster: no cluster file given (file=<file.textproto>)
-// MISSING: missing.textproto:0:0: error: dtfm-import-cluster: {{.*}}missing.textproto: cannot open cluster file
-// TRANSLATE-MISSING: dtfm-translate: error: {{.*}}missing.textproto: cannot open cluster file
+// MISSING: missing.textproto:0:0: error: dtfm-import-cluster: {{.*}}missing.textproto: cannot open (No such file or directory)
+// TRANSLATE-MISSING: dtfm-translate: error: {{.*}}missing.textproto: cannot open (No such file or directory)
 // ZERO: zero-bandwidth.textproto:0:0: error: dtfm-import-cluster: {{.*}}zero-bandwidth.textproto: link
 
 module {

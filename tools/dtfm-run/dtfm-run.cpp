@@ -599,6 +599,30 @@ std::optional<int> checkModeFlags(int argc, char **argv, const Command &c,
       if (std::string problem = format::outputPathProblem(*output);
           !problem.empty())
         return fail(problem);
+  // An output that is also an input would be destroyed by the run.
+  std::vector<std::pair<std::string, std::string>> inputs = {
+      {"the plan", c.planPath},
+      {"--inputs", c.worker.data.inputsPath},
+      {"--init-from", c.worker.initPath},
+      {"--cluster", c.clusterPath},
+      {"--device-map", c.deviceMapPath},
+      {"--join-request", c.joinRequestPath},
+      {"--tokens", c.tokensPath}};
+  for (const std::string &path : c.worker.data.paths)
+    inputs.push_back({"--data", path});
+  for (const std::string &path : c.worker.valData.paths)
+    inputs.push_back({"--val-data", path});
+  if (c.simulateFlag && !c.reportPath.empty())
+    inputs.push_back({"--log", c.worker.logPath}); // what --report draws
+  std::string clash = format::outputThatIsAnInput(
+      {{"--trace", c.tracePath},
+       {"--report", c.reportPath},
+       {"--save-params", c.worker.savePath},
+       {"--memory-report", c.worker.memoryReportPath},
+       {"--log", c.simulateFlag ? std::string() : c.worker.logPath}},
+      inputs);
+  if (!clash.empty())
+    return fail(clash);
   // Flags of the other mode are errors, not silently ignored.
   if (c.simulateFlag)
     for (int i = 1; i < argc; ++i) {

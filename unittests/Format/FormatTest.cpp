@@ -269,8 +269,8 @@ TEST(TensorFile, EncodesDecodesAndWritesAtomically) {
   EXPECT_NE(::access((path + ".tmp").c_str(), F_OK), 0);
   std::remove(path.c_str());
   EXPECT_FALSE(writeTensorFile("/nonexistent-dir/t.bin", tensors, error));
-  EXPECT_EQ(error,
-            "cannot write '/nonexistent-dir/t.bin' (No such file or directory)");
+  EXPECT_EQ(error, "cannot write '/nonexistent-dir/t.bin': its folder "
+                   "'/nonexistent-dir' does not exist");
   // A symbolic link is refused, not replaced by a regular file.
   std::string link = tempPath("link.bin");
   std::remove(link.c_str());
@@ -458,6 +458,13 @@ TEST(PlanFile, HostileTemplatesAndEntriesAreRefused) {
               p.mutable_programs(2)->set_device("s1p0");
             }),
             "p: device 's1p0' has two programs");
+  // A device's name becomes file names (its checkpoints).
+  EXPECT_EQ(refused([](auto &p) {
+              p.mutable_programs(2)->set_device("../../pwned");
+            }),
+            "p: device '../../pwned': the name is not letters, digits, '_', "
+            "'-' and '.' (at most 128, not starting with '.'): device names "
+            "become file names");
   EXPECT_EQ(refused([](auto &p) { p.set_format_version(2); }),
             "p: a version-2 plan with version 3's templates or link classes");
   // Version 2 (whole programs, no templates) is read as it is.

@@ -80,6 +80,16 @@ TEST(ClusterFile, ErrorsNameTheFileAndWhatIsWrong) {
             "bandwidth_gbps > 0, got 0 ms and 0 Gbps");
   EXPECT_EQ(parseError("devices { name: \"a\" }\ndevices { name: \"a\" }"),
             "c.textproto: duplicate device name 'a'");
+  EXPECT_EQ(parseError("devices { name: \"../../pwned\" }"),
+            "c.textproto: device '../../pwned': the name is not letters, "
+            "digits, '_', '-' and '.' (at most 128, not starting with '.'): "
+            "device names become file names");
+  EXPECT_EQ(parseError("devices { name: \"" + std::string(128, 'g') +
+                       "\" count: 2 }"),
+            "c.textproto: device '" + std::string(128, 'g') +
+                "0': the name is not letters, digits, '_', '-' and '.' (at "
+                "most 128, not starting with '.'): device names become file "
+                "names");
   EXPECT_EQ(parseError("devices { name: \"a\" efficiency: 2 }"),
             "c.textproto: device a: expected peak_flops >= 0, 0 < efficiency "
             "<= 1, memory_bytes >= 0 and memory_bytes_per_second >= 0");
@@ -410,11 +420,11 @@ TEST(ClusterFile, HostileJoinRequestsAreRefusedInOneLine) {
       {"device { name: \"a/../b\" peak_flops: 1e12 memory_bytes: 1e9 } "
        "links_like: \"c\"",
        "j: the joining device's name 'a/../b' is not letters, digits, '_', "
-       "'-' and '.' (at most 128, not starting with '.')"},
+       "'-' and '.' (at most 128, not starting with '.'): device names become file names"},
       {"device { name: \".hidden\" peak_flops: 1e12 memory_bytes: 1e9 } "
        "links_like: \"c\"",
        "j: the joining device's name '.hidden' is not letters, digits, '_', "
-       "'-' and '.' (at most 128, not starting with '.')"},
+       "'-' and '.' (at most 128, not starting with '.'): device names become file names"},
       {"device { name: \"a\" count: 2 peak_flops: 1e12 memory_bytes: 1e9 } "
        "links_like: \"c\"",
        "j: device a: a join request names one device (count 1)"},

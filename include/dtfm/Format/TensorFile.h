@@ -18,6 +18,8 @@
 #ifndef DTFM_FORMAT_TENSORFILE_H
 #define DTFM_FORMAT_TENSORFILE_H
 
+#include "dtfm/Format/FileIo.h"
+
 #include <cstdint>
 #include <map>
 #include <string>
@@ -63,22 +65,6 @@ bool readTensorFile(const std::string &path, TensorMap &tensors,
 /// rename: never half-written.
 bool writeTensorFile(const std::string &path, const TensorMap &tensors,
                      std::string &error);
-
-/// Why `path` cannot be an output file ("" when it can): only a regular
-/// file, a character device or a FIFO (written through), or nothing yet.
-/// A symbolic link, a directory, a socket or a block device is refused
-/// rather than replaced.
-std::string outputPathProblem(const std::string &path);
-
-/// Writes `bytes` to `path` through `path`.tmp and a rename (a character
-/// device or FIFO directly); on failure removes the temporary and says so
-/// in `error`. Refuses what outputPathProblem refuses.
-bool writeFileAtomically(const std::string &path, const std::string &bytes,
-                         std::string &error);
-
-/// The whole contents of a file; false with `error` when it cannot be read.
-bool readWholeFile(const std::string &path, std::string &bytes,
-                   std::string &error);
 
 } // namespace dtfm::format
 

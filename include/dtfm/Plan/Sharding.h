@@ -91,6 +91,20 @@ inline int64_t lossClassesOf(const ProgramOp &loss, int64_t width,
   return std::clamp<int64_t>(loss.attrs.classes - first, 0, width);
 }
 
+/// How many classes a dtfm.cross_entropy's labels may name, counted over
+/// the whole vocabulary: its `classes`, or every column of every member.
+inline int64_t lossLabelCount(const ProgramOp &loss, int64_t width) {
+  if (loss.attrs.classes > 0)
+    return loss.attrs.classes;
+  return width * std::max<int64_t>(1, loss.attrs.vocabShard);
+}
+
+/// How many rows of the whole table a dtfm.embedding's token ids may name.
+inline int64_t embeddingRowCount(const ProgramOp &embedding,
+                                 int64_t tableRows) {
+  return tableRows * std::max<int64_t>(1, embedding.attrs.vocabShard);
+}
+
 /// What parameter `param` of `program` holds of its `whole` tensor: the
 /// program's slice of it (dtfm.tp_shard), or all of it.
 format::Tensor programSlice(const StageProgram &program, const ProgramOp &param,

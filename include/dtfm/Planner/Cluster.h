@@ -93,6 +93,9 @@ private:
 /// The most devices a cluster may have: its two N x N link matrices stay
 /// within 256 MB, and the launcher starts at most this many workers.
 inline constexpr size_t kMaxClusterDevices = 4096;
+/// The largest cluster file or matrix CSV read (4096 x 4096 cells of 60
+/// characters fit): what is larger, or never ends, is not one.
+inline constexpr uint64_t kMaxClusterFileBytes = uint64_t(1) << 30;
 
 struct Cluster {
   std::string name;
@@ -244,11 +247,6 @@ struct JoinRequest {
   Device device;
   std::string linksLike;
 };
-
-/// A device name that may become a file name (joins/<name>.textproto,
-/// checkpoints): letters, digits, '_', '-' and '.', at most 128, not
-/// starting with '.'.
-bool isFileSafeDeviceName(const std::string &name);
 
 /// Reads a JoinRequest in text format; `path` names it in errors. False
 /// with a one-line `error`: a syntax error, a device without a name, with

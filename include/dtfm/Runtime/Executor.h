@@ -45,6 +45,10 @@ struct InputSpec {
   bool isLabel = false;
   bool isInteger = false;
   bool isBoolean = false; // i1: drawn as 0 or 1
+  /// The rows or classes the input's values index when an embedding or a
+  /// loss reads it directly (its values must be whole numbers in
+  /// [0, indexLimit)); 0 when no such op reads it.
+  int64_t indexLimit = 0;
 };
 
 /// Values of one micro-batch, by value id.

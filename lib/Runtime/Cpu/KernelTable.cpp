@@ -176,7 +176,11 @@ OpTable<KernelEntry> buildTable() {
                          return true;
                        }};
   at(OpKind::Embedding) = {
-      [](F c, E) {
+      [](F c, E error) {
+        error = indexRangeProblem(
+            c.in(0), embeddingRowCount(c.op, c.in(1).dim(0)), "token id");
+        if (!error.empty())
+          return false;
         c.set(0, embedding(c.in(0), c.in(1),
                            firstTableRow(c.op, c.group.rank, c.in(1).dim(0))));
         return true;
@@ -385,6 +389,10 @@ OpTable<KernelEntry> buildTable() {
       }};
   at(OpKind::CrossEntropy) = {
       [](F c, E error) {
+        error = indexRangeProblem(
+            c.in(1), lossLabelCount(c.op, c.in(0).dim(-1)), "label");
+        if (!error.empty())
+          return false;
         float l = 0;
         int64_t valid = lossClassesOf(c.op, c.in(0).dim(-1), c.group.rank);
         if (c.op.attrs.vocabShard) {

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 using namespace dtfm::runtime::cpu;
@@ -488,6 +489,25 @@ void dtfm::runtime::cpu::causalAttentionBackward(
 //===----------------------------------------------------------------------===//
 // embedding, cross-entropy
 //===----------------------------------------------------------------------===//
+
+std::string dtfm::runtime::cpu::indexRangeProblem(const Tensor &indices,
+                                                  int64_t limit,
+                                                  const char *what) {
+  for (int64_t i = 0; i < indices.numel(); ++i) {
+    float v = indices.data[i];
+    // Compared as floats first: NaN, infinities and huge values have no
+    // int64 value to cast to.
+    if (v >= 0 && v < static_cast<float>(limit) && v == std::floor(v) &&
+        static_cast<int64_t>(v) < limit)
+      continue;
+    char shown[32];
+    std::snprintf(shown, sizeof shown, "%.9g", static_cast<double>(v));
+    return std::string(what) + " " + shown + " at position " +
+           std::to_string(i) + " is outside [0, " + std::to_string(limit) +
+           ")";
+  }
+  return "";
+}
 
 Tensor dtfm::runtime::cpu::embedding(const Tensor &indices, const Tensor &table,
                                      int64_t firstRow) {

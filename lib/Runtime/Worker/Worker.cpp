@@ -16,6 +16,7 @@
 #include "Messages.h"
 #include "Worker/WorkerImpl.h"
 
+#include "dtfm/Format/FileIo.h"
 #include "dtfm/Format/HfWeights.h"
 #include "dtfm/Format/PlanFile.h"
 #include "dtfm/Plan/MemoryModel.h"
@@ -757,9 +758,9 @@ int Worker::run() {
       // the training's record, one line a step.
       if (done > 0 && !keepLoggedSteps(options.logPath, done, error))
         fatal(error);
-      log = std::fopen(options.logPath.c_str(), done > 0 ? "a" : "w");
+      log = format::openLogFile(options.logPath, done > 0, error);
       if (!log)
-        fatal("cannot write the log '" + options.logPath + "'");
+        fatal("the training log: " + error);
     }
   }
   IterationWork work = iterationWork(plan);

@@ -7,6 +7,7 @@
 #include "dtfm/Target/Onnx/ExportOnnx.h"
 #include "dtfm/Dialect/Dtfm/IR/DtfmDialect.h"
 #include "dtfm/Dialect/Dtfm/IR/DtfmOps.h"
+#include "dtfm/Format/FileIo.h"
 #include "dtfm/Support/OpShapes.h"
 
 #include <onnx/onnx_pb.h>
@@ -16,6 +17,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <unistd.h>
 
 using namespace mlir;
 using namespace mlir::dtfm;
@@ -76,14 +78,16 @@ bool mlir::dtfm::exportTrainedOnnx(ModuleOp module,
 
   onnx::ModelProto model;
   {
-    std::ifstream in(onnxPath, std::ios::binary);
-    if (!in) {
+    int fd = ::dtfm::format::openRegularFile(onnxPath, error);
+    if (fd < 0) {
       error = onnxPath + " (the module's " + kOnnxModelAttrName.str() +
-              "): cannot open (" + std::strerror(errno) + ")";
+              ")" + error.substr(onnxPath.size());
       return false;
     }
     google::protobuf::LogSilencer noLog;
-    if (!model.ParseFromIstream(&in)) {
+    bool parsed = model.ParseFromFileDescriptor(fd);
+    ::close(fd);
+    if (!parsed) {
       error = onnxPath + ": not an ONNX model (protobuf does not parse)";
       return false;
     }

@@ -213,13 +213,17 @@ static constexpr int64_t kInlineExternalBytes = int64_t(1) << 20;
 static constexpr int kMaxFoldRounds = 200;
 
 bool OnnxImporter::load() {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return fail("cannot open the model");
+  // A regular file only (a FIFO would block the import).
+  std::string why;
+  int fd = ::dtfm::format::openRegularFile(path, why);
+  if (fd < 0)
+    return fail(why.substr(path.size() + 2));
   // Quiet: protobuf would log what it finds wrong (invalid UTF-8 in a
   // string) on stderr before the one line below.
   google::protobuf::LogSilencer noLog;
-  if (!model.ParseFromIstream(&in))
+  bool parsed = model.ParseFromFileDescriptor(fd);
+  ::close(fd);
+  if (!parsed)
     return fail("not an ONNX model (protobuf does not parse)");
   // What ONNX's shape inference and the importer size or divide by, before
   // either does.

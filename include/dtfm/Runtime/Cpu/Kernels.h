@@ -161,6 +161,13 @@ void causalAttentionBackward(const Tensor &q, const Tensor &k, const Tensor &v,
                              const Tensor &probs, const Tensor &dOut,
                              Tensor *dq, Tensor *dk, Tensor *dv);
 
+/// The first of `indices` that is not a whole number in [0, limit), as
+/// "WHAT V at position P is outside [0, LIMIT)"; "" when all are. The
+/// kernels that index with token ids and labels check them first: a bad
+/// input is a one-line error, never a read outside a table.
+std::string indexRangeProblem(const Tensor &indices, int64_t limit,
+                              const char *what);
+
 /// indices [..] (exact integers) x table [V, H] -> [.., H], the table being
 /// rows [firstRow, firstRow + V) of the whole one (vocabulary-parallel):
 /// indices outside them give zero rows and no gradient.
