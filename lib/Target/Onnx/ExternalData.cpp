@@ -9,10 +9,16 @@
 #include "onnx/onnx_pb.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <fcntl.h>
 #include <filesystem>
-#include <fstream>
 #include <limits>
+#include <map>
+#include <sys/stat.h>
 #include <system_error>
+#include <unistd.h>
 
 using namespace mlir::dtfm;
 namespace fs = std::filesystem;
@@ -141,23 +147,12 @@ private:
         return bad("location " + shown(location) +
                    " leaves the model's "
                    "folder ('..')");
-    std::error_code ec;
-    fs::path file = fs::canonical(folder / relative, ec);
-    if (ec)
-      return bad("file " + shown(location) + " cannot be opened (" +
-                 ec.message() + ")");
-    // Symbolic links are followed: the file itself must be in the folder.
-    auto [end, at] =
-        std::mismatch(folder.begin(), folder.end(), file.begin(), file.end());
-    if (end != folder.end())
-      return bad("location " + shown(location) +
-                 " leads out of the model's folder");
-    if (!fs::is_regular_file(file, ec))
-      return bad("location " + shown(location) + " is not a regular file");
-    int64_t size = static_cast<int64_t>(fs::file_size(file, ec));
-    if (ec)
-      return bad("file " + shown(location) + " cannot be sized (" +
-                 ec.message() + ")");
+    // Opened once, here: what is checked is the file that is read later
+    // (through /proc/self/fd), never a path that could be swapped between.
+    const OpenedFile *opened = openOnce(location, relative, bad);
+    if (!opened)
+      return false;
+    int64_t size = opened->size;
     // The dims were bounded at load (ImportOnnx.cpp): no overflow here.
     int64_t width = elementBytes(t.data_type());
     if (width == 0)
@@ -178,13 +173,28 @@ private:
       return bad("of " + std::to_string(length) + " bytes at offset " +
                  std::to_string(offset) + " runs past the end of " +
                  shown(location) + " (" + std::to_string(size) + " bytes)");
+    // Each tensor has bytes of its own: regions that overlap would let a
+    // small file stand for any number of tensors.
+    if (length > 0) {
+      auto &regions = files[opened->real].regions;
+      auto next = regions.lower_bound(offset);
+      if (next != regions.end() && next->first < offset + length)
+        return bad("of " + std::to_string(length) + " bytes at offset " +
+                   std::to_string(offset) + " overlaps that of " +
+                   next->second.second + " in " + shown(location));
+      if (next != regions.begin() && std::prev(next)->second.first > offset)
+        return bad("of " + std::to_string(length) + " bytes at offset " +
+                   std::to_string(offset) + " overlaps that of " +
+                   std::prev(next)->second.second + " in " + shown(location));
+      regions.emplace(offset, std::make_pair(offset + length, where));
+    }
     t.clear_external_data();
     auto add = [&](const std::string &key, const std::string &value) {
       onnx::StringStringEntryProto *e = t.add_external_data();
       e->set_key(key);
       e->set_value(value);
     };
-    add("location", file.string());
+    add("location", "/proc/self/fd/" + std::to_string(opened->fd));
     add("offset", std::to_string(offset));
     add("length", std::to_string(length));
     bool integral = t.data_type() == onnx::TensorProto::INT64 ||
@@ -203,8 +213,65 @@ private:
     return true;
   }
 
+  /// A file tensors name: its descriptor (held for the process's life: the
+  /// weights are read from it later), size, and the regions tensors took
+  /// (offset -> end and the tensor).
+  struct OpenedFile {
+    int fd = -1;
+    int64_t size = 0;
+    std::string real;
+    std::map<int64_t, std::pair<int64_t, std::string>> regions;
+  };
+
+  /// Opens the file at `relative` in the folder, checks what was opened
+  /// (inside the folder once links are followed, a regular file); the one
+  /// opened before when it is the same file. Null after `bad` otherwise.
+  template <typename Bad>
+  const OpenedFile *openOnce(const std::string &location,
+                             const fs::path &relative,
+                         Bad &bad) {
+    std::string path = (folder / relative).string();
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+      bad("file " + shown(location) + " cannot be opened (" +
+          std::strerror(errno) + ")");
+      return nullptr;
+    }
+    char real[PATH_MAX + 1];
+    std::string link = "/proc/self/fd/" + std::to_string(fd);
+    ssize_t n = ::readlink(link.c_str(), real, PATH_MAX);
+    struct stat st {};
+    auto refuse = [&](const std::string &what) -> const OpenedFile * {
+      ::close(fd);
+      bad(what);
+      return nullptr;
+    };
+    if (n <= 0 || ::fstat(fd, &st) != 0)
+      return refuse("file " + shown(location) + " cannot be opened (" +
+                    std::strerror(errno) + ")");
+    fs::path file(std::string(real, static_cast<size_t>(n)));
+    // Symbolic links are followed: the file itself must be in the folder.
+    auto [end, at] =
+        std::mismatch(folder.begin(), folder.end(), file.begin(), file.end());
+    if (end != folder.end())
+      return refuse("location " + shown(location) +
+                    " leads out of the model's folder");
+    if (!S_ISREG(st.st_mode))
+      return refuse("location " + shown(location) + " is not a regular file");
+    auto [it, fresh] = files.try_emplace(file.string());
+    if (!fresh) {
+      ::close(fd); // the same file: read from the first descriptor
+      return &it->second;
+    }
+    it->second.fd = fd;
+    it->second.size = static_cast<int64_t>(st.st_size);
+    it->second.real = file.string();
+    return &it->second;
+  }
+
   fs::path folder;
   int64_t inlineBytes;
+  std::map<std::string, OpenedFile> files;
 };
 
 } // namespace
@@ -239,13 +306,26 @@ bool mlir::dtfm::readExternalData(const onnx::TensorProto &t,
     error = "has external data that was not resolved";
     return false;
   }
-  std::ifstream in(location, std::ios::binary);
-  if (!in || !in.seekg(offset)) {
+  // The descriptor resolveExternalData opened (/proc/self/fd/N): the file
+  // it checked, whatever the path names now.
+  int fd = ::open(location.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
     error = "has external data that cannot be read (" + shown(location) + ")";
     return false;
   }
   bytes.resize(static_cast<size_t>(length));
-  if (!in.read(bytes.data(), length)) {
+  int64_t done = 0;
+  while (done < length) {
+    ssize_t n = ::pread(fd, bytes.data() + done,
+                        static_cast<size_t>(length - done), offset + done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    done += n;
+  }
+  ::close(fd);
+  if (done != length) {
     error = "has external data that cannot be read (" + shown(location) +
             " ends early)";
     return false;

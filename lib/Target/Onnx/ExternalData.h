@@ -33,10 +33,12 @@ namespace mlir::dtfm {
 /// the checksum is not verified), a location that is relative, free of
 /// "..", and inside `modelDir` once symbolic links are followed, a regular
 /// file, offset and length in decimal within it, and a length equal to
-/// the tensor's bytes. Each location becomes the file's absolute path with
-/// offset and length written out; integer and bool tensors of at most
-/// `inlineBytes` are read in (ONNX's shape inference reads shapes from
-/// them). False with a one-line `error` naming the tensor.
+/// the tensor's bytes, and regions of one file that no two tensors share.
+/// Each file is opened once, here, and what was opened is what is checked;
+/// each location becomes that descriptor (/proc/self/fd/N, held open for
+/// the process's life) with offset and length written out; integer and
+/// bool tensors of at most `inlineBytes` are read in (ONNX's shape
+/// inference reads shapes from them). False with a one-line `error` naming the tensor.
 bool resolveExternalData(onnx::ModelProto &model, const std::string &modelDir,
                          int64_t inlineBytes, std::string &error);
 

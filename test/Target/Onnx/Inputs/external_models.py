@@ -126,6 +126,19 @@ def main():
     e.key, e.value = "location", "short.data"
     first.raw_data = bytes(512)
     write(model, os.path.join(hostile, "both.onnx"))
+    # Two tensors on one region of a file: a small file would stand for
+    # any number of tensors (a 422-byte model once made a 1 GiB weights
+    # file of an 8 KB one).
+    overlap = os.path.join(hostile, "overlap.onnx")
+    onnx.save_model(onnx.load(inline), overlap, save_as_external_data=True,
+                    all_tensors_to_one_file=True, location="overlap.data",
+                    size_threshold=0)
+    model = onnx.load(overlap, load_external_data=False)
+    first = next(t for t in model.graph.initializer if t.name == "fc1.weight")
+    copy = model.graph.initializer.add()
+    copy.CopyFrom(first)
+    copy.name = "fc1.copy"
+    write(model, overlap)
 
 
 if __name__ == "__main__":
