@@ -38,6 +38,7 @@ enum ControlKind : uint64_t {
   kParams = 3,
   kTrace = 4,
   kMemory = 5,
+  kCommit = 6,
 };
 
 /// Control slots: by kind, step and part.

@@ -31,7 +31,9 @@
 #include "dtfm/Planner/Cluster.h"
 #include "dtfm/Runtime/Agents.h"
 #include "dtfm/Runtime/Backend.h"
+#include "dtfm/Runtime/Checkpoints.h"
 #include "dtfm/Runtime/Elastic.h"
+#include "dtfm/Runtime/HostMemory.h"
 #include "dtfm/Runtime/LaunchEnvironment.h"
 #include "dtfm/Runtime/Launcher.h"
 #include "dtfm/Runtime/Report.h"
@@ -895,9 +897,34 @@ int executeMode(Command &c, const proto::Plan &plan) {
     std::fprintf(stderr, "dtfm-run: notice: %s\n", notice.c_str());
   c.forwarded.insert(c.forwarded.end(),
                      {"--backend", runtime::backendName(c.worker.backend)});
+  // Workers this host cannot hold are refused before any starts (on the
+  // CPU backend, where a worker's tensors are host memory; an elastic run
+  // across agents is checked by no one host).
+  if (c.worker.backend == runtime::Backend::Cpu &&
+      (!c.elastic || (c.agentsPort < 0 && !launch.found()))) {
+    std::vector<int> here;
+    // (A rank outside the plan is refused later, by name.)
+    if (c.worker.rank >= 0 && c.worker.rank < plan.programs_size())
+      here = {c.worker.rank};
+    else if (c.worker.rank < 0 && launch.found() &&
+             c.deviceMapPath.empty() && launch.rank < plan.programs_size())
+      here = {launch.rank};
+    else if (c.worker.rank < 0 && !launch.found())
+      for (int r = 0; r < plan.programs_size(); ++r)
+        here.push_back(r);
+    if (std::optional<runtime::HostMemory> host = runtime::hostMemory();
+        host && !here.empty())
+      if (std::string problem = runtime::hostMemoryProblem(
+              plan, here, *host,
+              static_cast<double>(runtime::procStatusBytes("VmRSS")));
+          !problem.empty())
+        return fail(c.planPath + ": " + problem);
+  }
   if (c.elastic) {
-    // Each launch names its own checkpoint and resume directories.
-    std::vector<std::string> arguments;
+    // Each launch names its own checkpoint and resume directories; every
+    // worker of every launch joins this job's claim on them.
+    std::string job = runtime::CheckpointClaim::freshJobId();
+    std::vector<std::string> arguments = {"--run-id", job};
     for (size_t k = 0; k < c.forwarded.size(); ++k) {
       if (c.forwarded[k] == "--checkpoint-dir" ||
           c.forwarded[k] == "--resume-from") {
@@ -908,6 +935,15 @@ int executeMode(Command &c, const proto::Plan &plan) {
     }
     if (!c.logGiven)
       arguments.insert(arguments.end(), {"--log", c.worker.logPath});
+    // The coordinator holds the claim for the whole job, across re-plans
+    // (under a launcher, process 0 coordinates; the others are agents).
+    std::unique_ptr<runtime::CheckpointClaim> claim;
+    if (!launch.found() || launch.rank == 0) {
+      claim = runtime::CheckpointClaim::claim(c.worker.checkpointDir, job,
+                                              error);
+      if (!claim)
+        return fail(error);
+    }
     if (launch.found())
       return elasticUnderLauncher(c, plan, launch, arguments);
     if (c.agentsPort < 0)
@@ -926,6 +962,17 @@ int executeMode(Command &c, const proto::Plan &plan) {
                                c.worker.logPath, c.worker.timeout,
                                c.elasticOptions, &agents);
   }
+  // The job whose claim on the checkpoint directory a worker joins: the
+  // --run-id it was given (by a user or the process that started it); a
+  // launcher's run id with its rendezvous (torchrun's default id is the
+  // same for every job); or the rendezvous or store its ranks share.
+  c.worker.checkpointJob = c.worker.runId;
+  if (c.worker.checkpointJob.empty() && launch.found())
+    c.worker.checkpointJob = launch.runId + "@" + launch.rendezvous;
+  if (c.worker.checkpointJob.empty() && c.worker.rank >= 0)
+    c.worker.checkpointJob = c.worker.rendezvous.empty()
+                                 ? "@store " + c.worker.storeDir
+                                 : "@" + c.worker.rendezvous;
   // A process started by torchrun, srun or a Kubernetes Job: its identity
   // from the launcher's variables, where no flag gave it.
   if (c.worker.rank < 0) {
@@ -964,6 +1011,17 @@ int executeMode(Command &c, const proto::Plan &plan) {
   arguments.insert(arguments.end(), c.forwarded.begin(), c.forwarded.end());
   if (!c.logGiven)
     arguments.insert(arguments.end(), {"--log", c.worker.logPath});
+  // The launcher claims the checkpoint directory before any worker starts
+  // (a second run is refused at once) and its workers join the claim.
+  std::unique_ptr<runtime::CheckpointClaim> claim;
+  if (!c.worker.checkpointDir.empty()) {
+    std::string job = runtime::CheckpointClaim::freshJobId();
+    claim = runtime::CheckpointClaim::claim(c.worker.checkpointDir, job,
+                                            error);
+    if (!claim)
+      return fail(error);
+    arguments.insert(arguments.end(), {"--run-id", job});
+  }
   std::vector<std::string> devices;
   for (const proto::DeviceProgram &p : plan.programs())
     devices.push_back(p.device());
@@ -1119,7 +1177,7 @@ int simulateMode(const Command &c, const proto::Plan &plan) {
 
 } // namespace
 
-int main(int argc, char **argv) {
+static int runCommand(int argc, char **argv) {
   Command c;
   if (std::optional<int> done = parseCommandLine(argc, argv, c))
     return *done;
@@ -1153,5 +1211,18 @@ int main(int argc, char **argv) {
   // another rank than 0.
   if (code == 0 && !c.reportPath.empty() && c.worker.rank <= 0)
     return reportAfterRun(c, plan);
+  return code;
+}
+
+int main(int argc, char **argv) {
+  int code = runCommand(argc, argv);
+  // What was printed must have arrived: a full disk or a closed pipe under
+  // `--simulate > out.txt` is an error, not a silent success.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "dtfm-run: error: cannot write the standard output "
+                         "(%s)\n",
+                 std::strerror(errno));
+    return code == 0 ? 1 : code;
+  }
   return code;
 }

@@ -6,7 +6,10 @@
 #include "dtfm/Runtime/Backend.h"
 #include "dtfm/Runtime/Calibration.h"
 #include "dtfm/Runtime/Checkpoints.h"
+#include "dtfm/Runtime/HostMemory.h"
+#include "dtfm/Runtime/LaunchEnvironment.h"
 #include "dtfm/Runtime/StepReport.h"
+#include "dtfm/Support/Hash.h"
 
 #include "plan.pb.h"
 
@@ -28,6 +31,27 @@ std::string freshDir() {
   return dir;
 }
 
+/// Writes generation `step` of `job`: each device's files, then the commit
+/// record of them all (what the workers do together).
+bool saveGeneration(const std::string &dir, int64_t step,
+                    const std::vector<std::pair<std::string,
+                                                format::TensorMap>> &files,
+                    const std::string &job, std::string &error,
+                    uint64_t planHash = 0x123456789abcdefull) {
+  std::vector<std::string> entries;
+  for (const auto &[device, state] : files) {
+    std::string manifest;
+    if (!CheckpointStore(dir, device, planHash, job)
+             .save(step, state, manifest, error))
+      return false;
+    entries.push_back(device + " " + manifest);
+  }
+  std::string record;
+  return CheckpointStore::commitRecord(step, job, entries, record, error) &&
+         CheckpointStore(dir, files[0].first, planHash, job)
+             .commit(step, record, error);
+}
+
 TEST(CheckpointStore, SavesLoadsPrunesAndRefusesAnotherPlan) {
   std::string dir = freshDir();
   CheckpointStore store(dir, "gpu0", 0x123456789abcdefull);
@@ -35,7 +59,8 @@ TEST(CheckpointStore, SavesLoadsPrunesAndRefusesAnotherPlan) {
   state["param/w"] = format::Tensor({2}, 1.5f);
   std::string error;
   for (int64_t step : {2, 4, 10})
-    ASSERT_TRUE(store.save(step, state, error)) << error;
+    ASSERT_TRUE(saveGeneration(dir, step, {{"gpu0", state}}, "job", error))
+        << error;
   EXPECT_EQ(store.steps(), (std::vector<int64_t>{2, 4, 10}));
   // Files of other devices and stray names are not this device's.
   CheckpointStore other(dir, "gpu1", 0x123456789abcdefull);
@@ -44,14 +69,164 @@ TEST(CheckpointStore, SavesLoadsPrunesAndRefusesAnotherPlan) {
   EXPECT_EQ(store.steps().size(), 3u);
   store.prune(2);
   EXPECT_EQ(store.steps(), (std::vector<int64_t>{4, 10}));
+  EXPECT_FALSE(std::filesystem::exists(CheckpointStore::commitPath(dir, 2)));
+  // Workers sharing a directory: the first to prune removes the shared
+  // commit records; the others' old files go all the same.
+  format::TensorMap second = state;
+  for (int64_t step : {12, 14, 16})
+    ASSERT_TRUE(saveGeneration(dir, step, {{"gpu0", state}, {"gpu1", second}},
+                               "job", error))
+        << error;
+  CheckpointStore gpu1(dir, "gpu1", 0x123456789abcdefull);
+  store.prune(2);
+  gpu1.prune(2);
+  EXPECT_EQ(store.steps(), (std::vector<int64_t>{14, 16}));
+  EXPECT_EQ(gpu1.steps(), (std::vector<int64_t>{14, 16}));
   format::TensorMap back;
-  ASSERT_TRUE(store.load(10, back, error)) << error;
+  ASSERT_TRUE(store.load(16, back, error)) << error;
   EXPECT_EQ(back.size(), 1u);
   EXPECT_EQ(back["param/w"].data, state["param/w"].data);
   CheckpointStore otherPlan(dir, "gpu0", 0x123456789abcdeeull);
-  EXPECT_FALSE(otherPlan.load(10, back, error));
-  EXPECT_EQ(error, dir + "/gpu0.step-10.ckpt: a checkpoint of another plan");
+  EXPECT_FALSE(otherPlan.load(16, back, error));
+  EXPECT_EQ(error, dir + "/gpu0.step-16.ckpt: a checkpoint of another plan");
   std::filesystem::remove_all(dir);
+}
+
+// A generation is complete once committed, and only the files its commit
+// record lists belong to it: files of another run, a generation never
+// committed, a forged record are refused; generations written before
+// commit records still load.
+TEST(CheckpointStore, GenerationsOfTwoRunsNeverMix) {
+  std::string dir = freshDir(), error;
+  format::TensorMap a, b;
+  a["param/w"] = format::Tensor({2}, 1.0f);
+  b["param/w"] = format::Tensor({2}, 2.0f);
+  ASSERT_TRUE(saveGeneration(dir, 5, {{"gpu0", a}, {"gpu1", a}}, "run-a",
+                             error))
+      << error;
+  CheckpointStore gpu0(dir, "gpu0", 0x123456789abcdefull),
+      gpu1(dir, "gpu1", 0x123456789abcdefull);
+  format::TensorMap back;
+  ASSERT_TRUE(gpu0.load(5, back, error)) << error;
+  ASSERT_TRUE(gpu1.load(5, back, error)) << error;
+  // Another run's file in its place: refused, the generation not listed
+  // as another.
+  std::string manifest;
+  ASSERT_TRUE(CheckpointStore(dir, "gpu1", 0x123456789abcdefull, "run-b")
+                  .save(5, b, manifest, error))
+      << error;
+  EXPECT_FALSE(gpu1.load(5, back, error));
+  EXPECT_EQ(error, dir + "/gpu1.step-5.ckpt: written by another run than the "
+                         "one that committed step 5 (files of two runs)");
+  ASSERT_TRUE(gpu0.load(5, back, error)) << error;
+  // Of the same run but not the file the record lists (rewritten later).
+  ASSERT_TRUE(CheckpointStore(dir, "gpu1", 0x123456789abcdefull, "run-a")
+                  .save(5, b, manifest, error))
+      << error;
+  EXPECT_FALSE(gpu1.load(5, back, error));
+  EXPECT_EQ(error, dir + "/gpu1.step-5.ckpt: not the file that the commit "
+                         "record of step 5 lists (files of two runs)");
+  // Written, never committed: not a generation.
+  ASSERT_TRUE(CheckpointStore(dir, "gpu0", 0x123456789abcdefull, "run-a")
+                  .save(7, a, manifest, error))
+      << error;
+  EXPECT_FALSE(gpu0.load(7, back, error));
+  EXPECT_EQ(error, dir + "/step-7.commit: missing (the generation of step 7 "
+                         "was never committed)");
+  std::vector<Generation> listed = listGenerations(dir);
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].step, 5);
+  // A record that is not one (cut short, a device twice, another step).
+  for (const std::string &forged :
+       {std::string("dtfm-commit 1 step 7 job 00\nfile gpu0 plan 1 bytes 1"),
+        std::string("dtfm-commit 1 step 7 job 00\nfile gpu0 plan 1 bytes 1 "
+                    "fnv1a 1\nfile gpu0 plan 1 bytes 1 fnv1a 1\n"),
+        std::string("dtfm-commit 1 step 8 job 00\nfile gpu0 plan 1 bytes 1 "
+                    "fnv1a 1\n"),
+        std::string("dtfm-commit 1 step 7 job 00\nfile ../x plan 1 bytes 1 "
+                    "fnv1a 1\n")}) {
+    ASSERT_TRUE(format::writeFileAtomically(
+        CheckpointStore::commitPath(dir, 7), forged, error));
+    EXPECT_FALSE(gpu0.load(7, back, error));
+    EXPECT_EQ(error, dir + "/step-7.commit: not the commit record of step 7")
+        << forged;
+  }
+  // A worker's line of another job or step is not committed.
+  std::string record;
+  EXPECT_FALSE(CheckpointStore::commitRecord(7, "run-b", {"gpu0 " + manifest},
+                                             record, error));
+  EXPECT_FALSE(CheckpointStore::commitRecord(8, "run-a", {"gpu0 " + manifest},
+                                             record, error));
+  EXPECT_FALSE(CheckpointStore::commitRecord(
+      7, "run-a", {"gpu0 " + manifest, "gpu0 " + manifest}, record, error));
+  ASSERT_TRUE(CheckpointStore::commitRecord(7, "run-a", {"gpu0 " + manifest},
+                                            record, error))
+      << error;
+  // Written before commit records (version-1 manifests): complete as it
+  // is.
+  std::string bytes = format::encodeTensors(a);
+  std::string legacyDir = dir + "/legacy";
+  std::filesystem::create_directories(legacyDir);
+  CheckpointStore legacy(legacyDir, "gpu0", 0x123456789abcdefull);
+  format::TensorMap withMeta = a;
+  format::Tensor meta({5});
+  meta.data = {3, 0xcdef, 0x89ab, 0x4567, 0x0123};
+  withMeta[CheckpointStore::kMetaEntry] = meta;
+  bytes = format::encodeTensors(withMeta);
+  char line[200];
+  std::snprintf(line, sizeof line,
+                "dtfm-checkpoint 1 step 3 plan 0123456789abcdef bytes %zu "
+                "fnv1a %016llx\n",
+                bytes.size(), static_cast<unsigned long long>(fnv1a(bytes)));
+  ASSERT_TRUE(format::writeFileAtomically(legacy.path(3), bytes, error));
+  ASSERT_TRUE(format::writeFileAtomically(legacy.manifestPath(3), line, error));
+  ASSERT_TRUE(legacy.load(3, back, error)) << error;
+  ASSERT_EQ(listGenerations(legacyDir).size(), 1u);
+  std::filesystem::remove_all(dir);
+}
+
+// One job per checkpoint directory. flock locks belong to open files, so
+// one process can play several processes: claims of one job join, another
+// job is refused naming the holder, and a claim nobody holds is taken over.
+TEST(CheckpointClaim, OneJobWritesADirectory) {
+  std::string dir = freshDir(), error;
+  std::unique_ptr<CheckpointClaim> first =
+      CheckpointClaim::claim(dir, "job-a", error);
+  ASSERT_TRUE(first) << error;
+  std::unique_ptr<CheckpointClaim> joined =
+      CheckpointClaim::claim(dir, "job-a", error);
+  ASSERT_TRUE(joined) << error;
+  EXPECT_FALSE(CheckpointClaim::claim(dir, "job-b", error));
+  EXPECT_EQ(error.rfind("--checkpoint-dir " + dir +
+                            " is in use by job job-a (host ",
+                        0),
+            0u)
+      << error;
+  EXPECT_NE(error.find(", pid " + std::to_string(::getpid()) + ", since "),
+            std::string::npos)
+      << error;
+  first.reset(); // the job goes on while any of its processes holds it
+  EXPECT_FALSE(CheckpointClaim::claim(dir, "job-b", error));
+  joined.reset();
+  std::unique_ptr<CheckpointClaim> next =
+      CheckpointClaim::claim(dir, "job-b", error);
+  ASSERT_TRUE(next) << error;
+  // A hostile record is shown printable and bounded, never trusted.
+  next.reset();
+  {
+    std::FILE *f = std::fopen(CheckpointClaim::lockPath(dir).c_str(), "w");
+    std::fputs("garbage\x01\n", f);
+    std::fclose(f);
+  }
+  ASSERT_TRUE(CheckpointClaim::claim(dir, "job-c", error)) << error;
+  // A job id is fit as a --run-id, and no two are the same.
+  std::string id = CheckpointClaim::freshJobId();
+  EXPECT_TRUE(validRunId(id)) << id;
+  EXPECT_NE(id, CheckpointClaim::freshJobId());
+  std::filesystem::remove_all(dir);
+  EXPECT_FALSE(CheckpointClaim::claim(dir, "job-a", error));
+  EXPECT_EQ(error, "--checkpoint-dir " + dir + ": cannot use its lock file " +
+                       dir + "/dtfm.lock (No such file or directory)");
 }
 
 // Another plan's generation: listed by step with each file's plan, and a
@@ -73,10 +248,16 @@ TEST(CheckpointStore, AssemblesStateAcrossPlans) {
               whole.data.begin() + range.end, f["opt.m/w"].data.begin());
     f["shard/w"] = encodeShard(range);
     f["opt.step/w"] = format::Tensor({1}, 7.0f);
-    CheckpointStore store(dir, "gpu" + std::to_string(k), 0xabcull);
-    ASSERT_TRUE(store.save(12, f, error)) << error;
   }
-  CheckpointStore(dir, "gpu0", 0xabcull).save(6, files[0], error);
+  ASSERT_TRUE(saveGeneration(dir, 12,
+                             {{"gpu0", files[0]},
+                              {"gpu1", files[1]},
+                              {"gpu2", files[2]}},
+                             "job", error, 0xabcull))
+      << error;
+  ASSERT_TRUE(saveGeneration(dir, 6, {{"gpu0", files[0]}}, "job", error,
+                             0xabcull))
+      << error;
   std::vector<Generation> generations = listGenerations(dir);
   ASSERT_EQ(generations.size(), 2u);
   EXPECT_EQ(generations[0].step, 12);
@@ -252,6 +433,36 @@ TEST(StepReport, ThePeakOfThePlansDevices) {
   EXPECT_DOUBLE_EQ(iterationWork(plan).peakFlops, 1e9);
   plan.mutable_devices(0)->set_name("elsewhere"); // not a program's device
   EXPECT_DOUBLE_EQ(iterationWork(plan).peakFlops, 0);
+}
+
+// What the host can give new workers, from /proc/meminfo and the cgroup's
+// files, and the refusal of workers that would not fit.
+TEST(HostMemory, AvailableMemoryAndTheRefusal) {
+  EXPECT_EQ(memAvailable("MemTotal:       24000000 kB\n"
+                         "MemAvailable:   20000000 kB\n"),
+            20000000.0 * 1024);
+  EXPECT_FALSE(memAvailable("MemTotal: 1 kB\n"));
+  EXPECT_FALSE(memAvailable("MemAvailable: lots\n"));
+  EXPECT_EQ(cgroupHeadroom("3221225472\n", "1073741824\n"), 2147483648.0);
+  EXPECT_EQ(cgroupHeadroom("100\n", "150\n"), 0.0); // over its limit
+  EXPECT_FALSE(cgroupHeadroom("max\n", "1073741824\n"));
+  EXPECT_FALSE(cgroupHeadroom("9223372036854771712\n", "1\n")); // v1: none
+  EXPECT_FALSE(cgroupHeadroom("", "1\n"));
+  EXPECT_FALSE(cgroupHeadroom("-5\n", "1\n"));
+  std::optional<HostMemory> here = hostMemory();
+  ASSERT_TRUE(here); // Linux has /proc/meminfo
+  EXPECT_GT(here->availableBytes, 0);
+  EXPECT_GT(procStatusBytes("VmRSS"), 0);
+
+  proto::Plan plan = oneDevicePlan();
+  HostMemory host{1e9, "MemAvailable"};
+  EXPECT_EQ(hostMemoryProblem(plan, {0}, host, 6e8), "");
+  EXPECT_EQ(hostMemoryProblem(plan, {0, 0}, host, 6e8),
+            "the 2 workers this host starts would need 1.2 GB at their peak "
+            "(the plan's predicted tensors, and 0.6 GB for each process), "
+            "but 1 GB is available (MemAvailable): free memory, start fewer "
+            "workers on this host, or plan with recomputation or sharded "
+            "optimizer state (--dtfm-fit-memory)");
 }
 
 /// A one-device plan: forward 2 GFLOP, backward 4, optimizer 1, on a

@@ -100,6 +100,10 @@ struct WorkerOptions {
   /// other hosts: see TransportOptions.
   std::string runId, iface, ifaceFrom;
   bool peersOnOtherHosts = false;
+  /// The job whose claim on `checkpointDir` this worker joins
+  /// (CheckpointClaim, Checkpoints.h): every process of one job gives the
+  /// same id; empty: a job of this process alone.
+  std::string checkpointJob;
   std::string tracePath, logPath;
   /// Rank 0 writes each worker's measured peak memory next to the
   /// prediction (MemoryModel.h), one JSON object per device.

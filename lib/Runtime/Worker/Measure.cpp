@@ -18,6 +18,7 @@
 #include "dtfm/Plan/MemoryModel.h"
 #include "dtfm/Plan/SimInput.h"
 #include "dtfm/Runtime/Calibration.h"
+#include "dtfm/Runtime/HostMemory.h"
 #include "dtfm/Runtime/Cpu/Kernels.h"
 
 #include <cmath>
@@ -87,16 +88,6 @@ bool Worker::calibrate(std::string &error) {
   return true;
 }
 
-/// A "VmRSS" or "VmHWM" line of /proc/self/status, in bytes (0 if absent).
-static int64_t procStatusBytes(const char *field) {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  std::string prefix = std::string(field) + ":";
-  while (std::getline(status, line))
-    if (line.rfind(prefix, 0) == 0)
-      return std::strtoll(line.c_str() + prefix.size(), nullptr, 10) * 1024;
-  return 0;
-}
 
 bool Worker::reportMemory(std::string &error) {
   sampleHeapPeak();

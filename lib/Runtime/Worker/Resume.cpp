@@ -104,10 +104,34 @@ bool Worker::checkpoint(int64_t step, std::string &error) {
       dataStartSample + (step - dataStartStep + 1) * samplesPerStep));
   state[kDataFingerprintEntry] =
       integerEntry(data.hasTokens() ? data.tokenShards().fingerprint() : 0);
-  if (!checkpoints->save(step, std::move(state), error))
+  std::string manifest;
+  if (!checkpoints->save(step, std::move(state), manifest, error))
     return false;
-  // Older checkpoints go once every worker has this one; the one before
-  // stays, in case a worker died between writing and this barrier.
+  // The commit: rank 0 gathers every worker's manifest line and sends the
+  // record back; each worker writes it where its files are.
+  std::vector<std::string> entries = {program.device() + " " + manifest};
+  std::string record;
+  if (transport && options.rank != 0) {
+    if (!sendBlob(*transport, 0, kCommit, step, entries[0], error) ||
+        !recvBlob(*transport, 0, kCommit, step, record, error))
+      return false;
+  } else {
+    for (int r = 1; transport && r < transport->size(); ++r)
+      if (!recvBlob(*transport, r, kCommit, step, entries.emplace_back(),
+                    error))
+        return false;
+    if (!CheckpointStore::commitRecord(step, checkpointJob, entries, record,
+                                       error))
+      return false;
+    for (int r = 1; transport && r < transport->size(); ++r)
+      if (!sendBlob(*transport, r, kCommit, step, record, error))
+        return false;
+  }
+  if (!checkpoints->commit(step, record, error))
+    return false;
+  // Older checkpoints go once every worker has committed this one; the one
+  // before stays, in case a worker died between committing and this
+  // barrier.
   if (transport && !transport->barrier(error))
     return false;
   checkpoints->prune(2);

@@ -714,6 +714,17 @@ bool Worker::finish(std::string &error) {
 
 int Worker::run() {
   std::string error;
+  // One job writes a checkpoint directory: a second is refused here, before
+  // it waits for peers or touches a file.
+  checkpointJob = options.checkpointJob.empty()
+                      ? CheckpointClaim::freshJobId()
+                      : options.checkpointJob;
+  if (!options.checkpointDir.empty()) {
+    checkpointClaim =
+        CheckpointClaim::claim(options.checkpointDir, checkpointJob, error);
+    if (!checkpointClaim)
+      fatal(error);
+  }
   if (!options.memoryReportPath.empty())
     markMemoryStart();
   if (!prepare(error))
@@ -725,8 +736,8 @@ int Worker::run() {
   epoch = Clock::now();
   int64_t done = 0;
   if (!options.checkpointDir.empty())
-    checkpoints = std::make_unique<CheckpointStore>(options.checkpointDir,
-                                                    program.device(), planHash);
+    checkpoints = std::make_unique<CheckpointStore>(
+        options.checkpointDir, program.device(), planHash, checkpointJob);
   if (!resume(done, error))
     fatal(error);
   firstStep = done + 1;
@@ -752,6 +763,8 @@ int Worker::run() {
                   checkpoints && !checkpoints->steps().empty()
                       ? options.checkpointDir.c_str()
                       : options.resumeFrom.c_str());
+    // Seen even if the run is killed before its first step line.
+    std::fflush(stdout);
     if (!options.logPath.empty()) {
       // A resumed run goes on with the log of the run it resumes, less the
       // steps after the checkpoint: they are trained again, and the log is

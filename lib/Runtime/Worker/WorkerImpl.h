@@ -150,6 +150,9 @@ private:
   std::unique_ptr<Transport> transport;
   std::unique_ptr<StepReporter> reporter;
   std::unique_ptr<CheckpointStore> checkpoints;
+  std::unique_ptr<CheckpointClaim> checkpointClaim;
+  /// The job this worker's checkpoints belong to (its claim's).
+  std::string checkpointJob;
   std::vector<LinkShape> linkShapes; // size x size when links are shaped
   DataSource data;
   /// --val-data, when given (read in order from its start each time).

@@ -29,6 +29,20 @@ kill one worker of a running job). Every wait is bounded.
       -> every worker falls back to step 5, says why, and the resumed
       losses equal an uninterrupted run's; one worker's files all gone ->
       refused with one line, the other workers' files untouched.
+  checkpoint-claim DTFM_RUN PLAN DIR
+      Starts a run on a checkpoint directory, and a second one on the same
+      directory while the first trains: the second is refused at once in
+      one line naming the first (its job, host and pid) and writes
+      nothing; the first trains on with an uninterrupted run's losses. A
+      claim no live process holds (a dead job's) is taken over, and a lock
+      file that is a symbolic link is refused.
+  checkpoint-kills DTFM_RUN PLAN DIR KILLS
+      Checkpoints every step and SIGKILLs the run KILLS times, each within
+      50 ms of a step it logged (the step's checkpoint is being written
+      then), one worker or the launcher and every worker at once in turn,
+      restarting it on the same directory each time, then lets it finish:
+      every restart resumes from an intact generation, and the step log
+      of all steps equals the uninterrupted run's.
 """
 import os
 import shutil
@@ -120,7 +134,7 @@ def kill_and_resume(dtfm_run, plan, d, steps, victim):
     print(f"all workers stopped within {'10' if stopped < 10 else 'MORE'} s")
     ckpts = sorted(f for f in os.listdir(f"{d}/ckpt") if f.endswith(".ckpt"))
     assert ckpts and not [f for f in os.listdir(f"{d}/ckpt")
-                          if f.endswith(".tmp")], ckpts
+                          if ".tmp" in f], ckpts
     print("checkpoints intact, no temporary files")
 
     resumed = run(common + ["--checkpoint-dir", f"{d}/ckpt", "--log", log])
@@ -281,7 +295,8 @@ def fnv1a(data):
 
 def poison(ckpt):
     """Rewrites a checkpoint with its first parameter all NaN and a manifest
-    that matches: a diverged run's generation, faithfully saved."""
+    and commit record that match: a diverged run's generation, faithfully
+    saved."""
     data = bytearray(open(ckpt, "rb").read())
     at = 12  # "DTFMPAR1", count
     while True:
@@ -304,6 +319,18 @@ def poison(ckpt):
     words[words.index("bytes") + 1] = str(len(data))
     words[words.index("fnv1a") + 1] = "%016x" % fnv1a(bytes(data))
     open(manifest, "w").write(" ".join(words) + "\n")
+    # The commit record lists the file as saved.
+    folder, name = os.path.split(ckpt)
+    device, step = name[: -len(".ckpt")].rsplit(".step-", 1)
+    commit = f"{folder}/step-{step}.commit"
+    lines = open(commit).read().splitlines()
+    for i, line in enumerate(lines):
+        w = line.split()
+        if w[:2] == ["file", device]:
+            w[w.index("bytes") + 1] = str(len(data))
+            w[w.index("fnv1a") + 1] = "%016x" % fnv1a(bytes(data))
+            lines[i] = " ".join(w)
+    open(commit, "w").write("\n".join(lines) + "\n")
 
 
 def checkpoint_faults(dtfm_run, plan, d):
@@ -355,6 +382,135 @@ def checkpoint_faults(dtfm_run, plan, d):
         print(case + ": resumed steps 6-12 equal the uninterrupted run")
 
 
+def checkpoint_claim(dtfm_run, plan, d):
+    common = [dtfm_run, plan, "--execute", "--timeout", "10",
+              "--checkpoint-every", "5", "--steps", "40"]
+    root = f"{d}/claim"
+    shutil.rmtree(root, ignore_errors=True)
+    for sub in ("reference", "shared", "link"):
+        os.makedirs(f"{root}/{sub}")
+    full = run(common + ["--checkpoint-dir", f"{root}/reference",
+                         "--log", f"{root}/reference.jsonl"])
+    assert full.returncode == 0, full.stderr
+    reference = losses(full.stdout)
+
+    first_log = f"{root}/first.jsonl"
+    first = subprocess.Popen(common + ["--checkpoint-dir", f"{root}/shared",
+                                       "--log", first_log],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and first.poll() is None and not (
+            os.path.exists(first_log) and open(first_log).read()):
+        time.sleep(0.01)
+    assert first.poll() is None, "the first run ended before the second began"
+    started = time.time()
+    second = run(common + ["--checkpoint-dir", f"{root}/shared",
+                           "--log", f"{root}/second.jsonl"])
+    took = time.time() - started
+    assert second.returncode != 0, second.stdout
+    lines = [line for line in second.stderr.splitlines()
+             if "notice:" not in line]
+    assert len(lines) == 1, second.stderr
+    assert f"pid {first.pid}," in lines[0], (first.pid, lines[0])
+    assert took < 5, took
+    shown = lines[0].replace(d, "DIR").replace(f"pid {first.pid}", "pid PID")
+    print(shown)
+    print(f"second run refused in {took:.2f} s", file=sys.stderr)
+    assert not os.path.exists(f"{root}/second.jsonl")
+    out, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    got = losses(out)
+    assert got == reference, (got, reference)
+    print("the first run trained on: its 40 losses equal an uninterrupted run's")
+
+    # A dead job's claim: its record stays, no process holds it.
+    open(f"{root}/shared/dtfm.lock", "w").write(
+        "dtfm-checkpoint-lock 1\njob dead-job\nhost elsewhere\n"
+        "pid 999999\nsince 0\n")
+    resumed = run(common[:-1] + ["45", "--checkpoint-dir", f"{root}/shared",
+                                 "--log", first_log])
+    assert resumed.returncode == 0, resumed.stderr
+    print("stale claim taken over: " + resumed.stdout.splitlines()[0]
+          .replace(d, "DIR"))
+
+    os.symlink(f"{root}/reference.jsonl", f"{root}/link/dtfm.lock")
+    linked = run(common + ["--checkpoint-dir", f"{root}/link",
+                           "--log", f"{root}/link.jsonl"])
+    assert linked.returncode != 0
+    print([line for line in linked.stderr.splitlines()
+           if "error:" in line][0].replace(d, "DIR"))
+
+
+def logged_losses(path):
+    """{step: loss} of a step log (the last line of a step wins)."""
+    import json
+    out = {}
+    if os.path.exists(path):
+        for line in open(path).read().splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue  # a line being written when the run was killed
+            out[record["step"]] = record["loss"]
+    return out
+
+
+def checkpoint_kills(dtfm_run, plan, d, kills):
+    import random
+    rng = random.Random(54)
+    common = [dtfm_run, plan, "--execute", "--timeout", "10",
+              "--checkpoint-every", "1", "--steps", str(3 * kills + 20)]
+    root = f"{d}/kills"
+    shutil.rmtree(root, ignore_errors=True)
+    os.makedirs(f"{root}/reference")
+    os.makedirs(f"{root}/run")
+    full = run(common + ["--checkpoint-dir", f"{root}/reference",
+                         "--log", f"{root}/reference.jsonl"])
+    assert full.returncode == 0, full.stderr
+    reference = logged_losses(f"{root}/reference.jsonl")
+    log = f"{root}/run.jsonl"
+    resumed_from = []
+    for k in range(kills):
+        before = max(logged_losses(log), default=0)
+        job = subprocess.Popen(common + ["--checkpoint-dir", f"{root}/run",
+                                         "--log", log],
+                               stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+        # Once the run has logged a step of its own, within the next step
+        # or two: the step is logged just before its checkpoint is written.
+        deadline = time.time() + 60
+        while time.time() < deadline and job.poll() is None and \
+                max(logged_losses(log), default=0) <= before:
+            time.sleep(0.002)
+        time.sleep(rng.uniform(0, 0.05))
+        victim = worker_pid(plan, rng.randrange(4)) if k % 2 == 0 else None
+        if victim:
+            os.kill(victim, signal.SIGKILL)
+        else:  # a host gone at once
+            os.killpg(job.pid, signal.SIGKILL)
+        out, err = job.communicate(timeout=60)
+        assert job.returncode != 0, f"the run ended before kill {k}"
+        assert "no checkpoint generation" not in err, err
+        for line in out.splitlines():
+            if line.startswith("resuming from the checkpoint of step "):
+                resumed_from.append(int(line.split()[6]))
+    final = run(common + ["--checkpoint-dir", f"{root}/run", "--log", log])
+    assert final.returncode == 0, final.stderr
+    got = logged_losses(log)
+    assert got == reference, [(s, got.get(s), reference[s])
+                              for s in reference if got.get(s) != reference[s]]
+    left = [f for f in os.listdir(f"{root}/run") if ".tmp" in f]
+    print(f"{kills} kills: {len(resumed_from)} restarts resumed from intact "
+          f"generations (steps {resumed_from})", file=sys.stderr)
+    assert len(resumed_from) >= kills - 1, resumed_from
+    print("killed runs resumed from intact generations; the log of all "
+          f"{len(got)} steps equals the uninterrupted run's")
+    assert not left, left
+    print("no temporary file left behind")
+
+
 if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "kill-and-resume":
@@ -372,6 +528,12 @@ if __name__ == "__main__":
     elif mode == "checkpoint-faults":
         checkpoint_faults(sys.argv[2], os.path.abspath(sys.argv[3]),
                           sys.argv[4])
+    elif mode == "checkpoint-claim":
+        checkpoint_claim(sys.argv[2], os.path.abspath(sys.argv[3]),
+                         sys.argv[4])
+    elif mode == "checkpoint-kills":
+        checkpoint_kills(sys.argv[2], os.path.abspath(sys.argv[3]),
+                         sys.argv[4], int(sys.argv[5]))
     elif mode == "launcher-killed":
         launcher_killed(sys.argv[2], os.path.abspath(sys.argv[3]),
                         sys.argv[4])
