@@ -824,8 +824,14 @@ int elasticUnderLauncher(const Command &c, const proto::Plan &plan,
 /// workers, or an elastic run of them.
 int executeMode(Command &c, const proto::Plan &plan) {
   std::string error;
-  if (!c.logGiven)
+  if (!c.logGiven) {
+    // The default log is checked as --log is (a link planted there is
+    // refused, not followed).
     c.worker.logPath = c.planPath + ".log.jsonl";
+    if (std::string problem = format::outputPathProblem(c.worker.logPath);
+        !problem.empty())
+      return fail(problem + " (the default --log)");
+  }
   c.worker.tracePath = c.tracePath;
   c.worker.progressBar = ::isatty(STDOUT_FILENO);
   if (c.worker.mtbfSeconds > 0 && c.worker.checkpointDir.empty())
