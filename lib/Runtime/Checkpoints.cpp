@@ -290,6 +290,17 @@ bool CheckpointStore::commit(int64_t step, const std::string &record,
   return format::writeFileAtomically(path, record, error, /*durable=*/true);
 }
 
+std::vector<int64_t> CheckpointStore::completeSteps() const {
+  std::vector<int64_t> complete;
+  for (int64_t step : steps()) {
+    std::optional<ManifestLine> m = readManifest(manifestPath(step));
+    if (m && (m->version == 1 ||
+              ::access(commitPath(dir, step).c_str(), F_OK) == 0))
+      complete.push_back(step);
+  }
+  return complete;
+}
+
 void CheckpointStore::prune(size_t keep, int64_t newest) const {
   std::vector<int64_t> all = steps(), complete;
   auto remove = [&](int64_t step) {

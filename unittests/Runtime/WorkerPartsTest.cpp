@@ -133,6 +133,8 @@ TEST(CheckpointStore, GenerationsOfTwoRunsNeverMix) {
   EXPECT_FALSE(gpu0.load(7, back, error));
   EXPECT_EQ(error, dir + "/step-7.commit: missing (the generation of step 7 "
                          "was never committed)");
+  EXPECT_EQ(gpu0.steps(), (std::vector<int64_t>{5, 7}));
+  EXPECT_EQ(gpu0.completeSteps(), (std::vector<int64_t>{5}));
   std::vector<Generation> listed = listGenerations(dir);
   ASSERT_EQ(listed.size(), 1u);
   EXPECT_EQ(listed[0].step, 5);

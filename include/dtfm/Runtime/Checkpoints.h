@@ -56,6 +56,9 @@ public:
   /// Steps of which this device has any file (a .ckpt or a manifest),
   /// ascending: complete or not.
   std::vector<int64_t> steps() const;
+  /// Those of steps() that are complete: committed (or with a version-1
+  /// manifest), ascending.
+  std::vector<int64_t> completeSteps() const;
   /// The plan hash that a generation's tensors record in kMetaEntry, when
   /// they record one (four 16-bit parts, each a whole float in range).
   static std::optional<uint64_t> recordedPlanHash(const format::TensorMap &state);

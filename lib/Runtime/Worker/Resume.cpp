@@ -166,12 +166,24 @@ bool Worker::resume(int64_t &step, std::string &error) {
   if (!checkpoints)
     return options.resumeFrom.empty() || resumeFromOtherPlan(step, error);
   std::vector<int64_t> steps = checkpoints->steps();
-  // A fresh start only when no worker has any checkpoint file.
-  int64_t noneHere = steps.empty() ? 1 : 0;
+  // A fresh start only when no worker has a complete generation: files of
+  // a first checkpoint that was never committed (a kill, a full disk) are
+  // removed, and nothing is lost.
+  int64_t noneHere = checkpoints->completeSteps().empty() ? 1 : 0;
   if (transport && !transport->allreduceMin(noneHere, error))
     return false;
-  if (noneHere == 1)
+  if (noneHere == 1) {
+    if (!steps.empty()) {
+      std::fprintf(stderr,
+                   "dtfm-run: %s: removing the files of a checkpoint that "
+                   "was never committed (step %lld); training from the "
+                   "start\n",
+                   program.device().c_str(),
+                   static_cast<long long>(steps.back()));
+      checkpoints->prune(SIZE_MAX, 0);
+    }
     return options.resumeFrom.empty() || resumeFromOtherPlan(step, error);
+  }
   std::map<int64_t, std::string> why;
   format::TensorMap state;
   auto load = [&](int64_t candidate, std::string &problem) {

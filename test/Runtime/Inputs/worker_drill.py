@@ -486,16 +486,24 @@ def checkpoint_kills(dtfm_run, plan, d, kills):
             time.sleep(0.002)
         time.sleep(rng.uniform(0, 0.05))
         victim = worker_pid(plan, rng.randrange(4)) if k % 2 == 0 else None
-        if victim:
-            os.kill(victim, signal.SIGKILL)
-        else:  # a host gone at once
-            os.killpg(job.pid, signal.SIGKILL)
+        try:
+            if victim:
+                os.kill(victim, signal.SIGKILL)
+            else:  # a host gone at once
+                os.killpg(job.pid, signal.SIGKILL)
+            ended_first = False
+        except ProcessLookupError:
+            ended_first = True
         out, err = job.communicate(timeout=60)
+        assert not ended_first, (k, "the run ended before its kill", err)
         assert job.returncode != 0, f"the run ended before kill {k}"
         assert "no checkpoint generation" not in err, err
         for line in out.splitlines():
             if line.startswith("resuming from the checkpoint of step "):
                 resumed_from.append(int(line.split()[6]))
+        # Killed in its first checkpoint: the next start begins again.
+        if "was never committed (step 1); training from the start" in err:
+            resumed_from.append(0)
     final = run(common + ["--checkpoint-dir", f"{root}/run", "--log", log])
     assert final.returncode == 0, final.stderr
     got = logged_losses(log)
@@ -503,7 +511,8 @@ def checkpoint_kills(dtfm_run, plan, d, kills):
                               for s in reference if got.get(s) != reference[s]]
     left = [f for f in os.listdir(f"{root}/run") if ".tmp" in f]
     print(f"{kills} kills: {len(resumed_from)} restarts resumed from intact "
-          f"generations (steps {resumed_from})", file=sys.stderr)
+          f"generations (steps {resumed_from}; 0: the first checkpoint "
+          f"was cut, trained from the start)", file=sys.stderr)
     assert len(resumed_from) >= kills - 1, resumed_from
     print("killed runs resumed from intact generations; the log of all "
           f"{len(got)} steps equals the uninterrupted run's")
