@@ -19,6 +19,7 @@
 
 #include "dtfm/Format/TokenShards.h"
 #include "dtfm/Runtime/DataSource.h"
+#include "dtfm/Runtime/HostMemory.h"
 
 #include <algorithm>
 #include <chrono>
@@ -33,15 +34,6 @@ using namespace dtfm;
 
 namespace {
 
-/// This process's resident bytes (/proc/self/status's VmRSS).
-int64_t residentBytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line))
-    if (line.rfind("VmRSS:", 0) == 0)
-      return std::atoll(line.c_str() + 6) * 1024;
-  return 0;
-}
 
 /// `shards` uint16 shards of `tokensEach` tokens in `dir`, with sidecars;
 /// the tokens a fixed pattern within the tiny GPT's vocabulary of 256.
@@ -96,7 +88,7 @@ bool measureLoader(const std::vector<std::string> &paths, int64_t seq,
   // One micro-batch first: the tensors' memory is not the data's.
   if (!source.microBatch({0, 0}, specs, batch, hash, error))
     return false;
-  int64_t before = residentBytes();
+  int64_t before = runtime::procStatusBytes("VmRSS");
   auto start = std::chrono::steady_clock::now();
   for (int64_t m = 1; m <= microBatches; ++m)
     if (!source.microBatch({m, m * rows}, specs, batch, hash, error))
@@ -106,7 +98,7 @@ bool measureLoader(const std::vector<std::string> &paths, int64_t seq,
           .count();
   out.tokens = microBatches * rows * seq;
   out.tokensPerSecond = static_cast<double>(out.tokens) / seconds;
-  out.residentGrowth = residentBytes() - before;
+  out.residentGrowth = runtime::procStatusBytes("VmRSS") - before;
   return true;
 }
 

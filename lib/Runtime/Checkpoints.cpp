@@ -310,16 +310,11 @@ void CheckpointStore::prune(size_t keep, int64_t newest) const {
     std::remove(manifestPath(step).c_str());
     std::remove(path(step).c_str());
   };
-  for (int64_t step : all) {
-    if (newest >= 0 && step > newest) {
-      remove(step);
-      continue;
-    }
-    std::optional<ManifestLine> m = readManifest(manifestPath(step));
-    if (m && (m->version == 1 ||
-              ::access(commitPath(dir, step).c_str(), F_OK) == 0))
-      complete.push_back(step);
-  }
+  if (newest >= 0)
+    for (int64_t step : all)
+      if (step > newest)
+        remove(step);
+  complete = completeSteps();
   // Temporaries of writes a kill cut short (this device's files and the
   // commit records; every worker has finished writing when prune runs).
   if (DIR *d = ::opendir(dir.c_str())) {
