@@ -277,8 +277,10 @@ class Bench:
             if not os.access(src, os.X_OK):
                 die(f"{src}: missing (build dtfm first)")
             shutil.copy(src, self.bin)
+        # dtfm's ranks prove one job token to rank 0's store.
         self.env = dict(os.environ, OPENBLAS_NUM_THREADS="1",
-                        OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+                        OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
+                        DTFM_JOB_TOKEN=os.urandom(32).hex())
 
     def next_port(self):
         self.port += 1

@@ -8,8 +8,12 @@
 # Each process reads RANK, WORLD_SIZE, LOCAL_RANK (its GPU), MASTER_ADDR
 # and TORCHELASTIC_RUN_ID. With torchrun's static rendezvous (below) its
 # agent holds MASTER_PORT with its own store, so dtfm's rank 0 serves the
-# rendezvous on MASTER_PORT + 1: open both ports between the hosts.
+# rendezvous on MASTER_PORT + 1: open both ports between the hosts. Every
+# process proves the job token (the same on every host) to that store:
+#
+#   export DTFM_JOB_TOKEN=$(dtfm-run --new-job-token)   # once, then share it
 set -euo pipefail
+: "${DTFM_JOB_TOKEN:?export the same DTFM_JOB_TOKEN on every host (dtfm-run --new-job-token makes one)}"
 plan=${1:?usage: torchrun.sh PLAN [dtfm-run --execute options]}
 shift
 exec torchrun --nnodes="${NNODES:-2}" --nproc-per-node="${NPROC:-4}" \

@@ -17,10 +17,18 @@
 #include "dtfm/Runtime/Transport.h"
 #include "dtfm/Runtime/Worker.h"
 
+#include "dtfm/Runtime/JobToken.h"
+#include "dtfm/Support/PluginFlags.h"
+
 #include "AgentProtocol.h"
+#include "JobAuth.h"
 #include "Rendezvous.h"
 
+#include <climits>
+#include <map>
+
 #include <poll.h>
+#include <sys/stat.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -37,6 +45,150 @@ using namespace dtfm;
 using namespace dtfm::runtime;
 using namespace dtfm::runtime::agents;
 using namespace dtfm::runtime::rendezvous;
+
+std::string dtfm::runtime::pathOutsideRoots(
+    const std::string &what, const std::string &path, const std::string &base,
+    const std::vector<std::string> &roots) {
+  if (path.find('\0') != std::string::npos)
+    return what + " holds a NUL byte";
+  if (path.empty())
+    return what + " is empty";
+  std::string whole = path[0] == '/' ? path : base + "/" + path;
+  for (size_t begin = 0; begin <= whole.size();) {
+    size_t end = whole.find('/', begin);
+    if (end == std::string::npos)
+      end = whole.size();
+    if (whole.compare(begin, end - begin, "..") == 0 && end - begin == 2)
+      return what + " '" + path + "' has a '..' component";
+    begin = end + 1;
+  }
+  // Resolved, links followed; an output may not exist yet, its folder must.
+  char resolved[PATH_MAX];
+  std::string real;
+  if (::realpath(whole.c_str(), resolved)) {
+    real = resolved;
+  } else {
+    size_t slash = whole.find_last_of('/');
+    std::string folder = slash == 0 ? "/" : whole.substr(0, slash);
+    if (!::realpath(folder.c_str(), resolved))
+      return what + " '" + path + "': its folder does not exist on this host";
+    real = std::string(resolved) + (std::string(resolved) == "/" ? "" : "/") +
+           whole.substr(slash + 1);
+  }
+  for (const std::string &root : roots)
+    if (root == "/" || real == root || real.rfind(root + "/", 0) == 0)
+      return "";
+  std::string list;
+  for (const std::string &root : roots)
+    list += (list.empty() ? "" : ", ") + root;
+  return what + " '" + path + "' (" + real +
+         ") lies outside this agent's roots (" + list + "; --root DIR)";
+}
+
+namespace {
+
+/// The flags a coordinator may pass to the workers an agent starts, and
+/// what their values are.
+enum class ValueKind { None, Plain, Path, Plugin };
+const std::map<std::string, ValueKind> &workerFlags() {
+  static const std::map<std::string, ValueKind> flags = {
+      {"--execute", ValueKind::None},
+      {"--check-finite", ValueKind::None},
+      {"--shape-links", ValueKind::None},
+      {"--serial-slots", ValueKind::None},
+      {"--eval-only", ValueKind::None},
+      {"--steps", ValueKind::Plain},
+      {"--checkpoint-every", ValueKind::Plain},
+      {"--timeout", ValueKind::Plain},
+      {"--calibration-steps", ValueKind::Plain},
+      {"--mtbf", ValueKind::Plain},
+      {"--seed", ValueKind::Plain},
+      {"--eval-every", ValueKind::Plain},
+      {"--eval-batches", ValueKind::Plain},
+      {"--save-dtype", ValueKind::Plain},
+      {"--weight-names", ValueKind::Plain},
+      {"--data-dtype", ValueKind::Plain},
+      {"--data-order", ValueKind::Plain},
+      {"--backend", ValueKind::Plain},
+      {"--matmul-precision", ValueKind::Plain},
+      {"--run-id", ValueKind::Plain},
+      {"--tokens", ValueKind::Path},
+      {"--data", ValueKind::Path},
+      {"--val-data", ValueKind::Path},
+      {"--inputs", ValueKind::Path},
+      {"--init-from", ValueKind::Path},
+      {"--cluster", ValueKind::Path},
+      {"--resume-from", ValueKind::Path},
+      {"--checkpoint-dir", ValueKind::Path},
+      {"--stop-file", ValueKind::Path},
+      {"--log", ValueKind::Path},
+      {"--trace", ValueKind::Path},
+      {"--save-params", ValueKind::Path},
+      {"--memory-report", ValueKind::Path},
+      {std::string("--") + kLoadPluginFlag, ValueKind::Plugin},
+  };
+  return flags;
+}
+
+} // namespace
+
+std::string
+dtfm::runtime::workerArgumentsProblem(const std::vector<std::string> &arguments,
+                                      const std::string &workdir,
+                                      const AgentOptions &options) {
+  if (arguments.size() < 2 || arguments[1] != "--execute" ||
+      arguments[0].empty() || arguments[0][0] == '-')
+    return "its worker arguments do not start with a plan and --execute";
+  if (std::string problem =
+          pathOutsideRoots("the plan", arguments[0], workdir, options.roots);
+      !problem.empty())
+    return problem;
+  for (size_t i = 2; i < arguments.size(); ++i) {
+    std::string flag = arguments[i], value;
+    size_t equals = flag.find('=');
+    bool joinedValue = equals != std::string::npos;
+    if (joinedValue) {
+      value = flag.substr(equals + 1);
+      flag = flag.substr(0, equals);
+    }
+    auto known = workerFlags().find(flag);
+    if (known == workerFlags().end())
+      return "it passes " + flag.substr(0, 64) +
+             ", which is not a worker flag an agent passes on";
+    if (known->second == ValueKind::None) {
+      if (joinedValue)
+        return flag + " takes no value";
+      continue;
+    }
+    if (!joinedValue) {
+      if (i + 1 >= arguments.size())
+        return flag + " has no value";
+      value = arguments[++i];
+    }
+    if (value.find('\0') != std::string::npos)
+      return flag + "'s value holds a NUL byte";
+    if (known->second == ValueKind::Path) {
+      if (std::string problem =
+              pathOutsideRoots(flag, value, workdir, options.roots);
+          !problem.empty())
+        return problem;
+    } else if (known->second == ValueKind::Plugin) {
+      char mine[PATH_MAX], theirs[PATH_MAX];
+      bool allowed = false;
+      for (const std::string &plugin : options.plugins)
+        allowed |= plugin == value ||
+                   (::realpath(plugin.c_str(), mine) &&
+                    ::realpath(value.c_str(), theirs) &&
+                    std::string(mine) == theirs);
+      if (!allowed)
+        return "it asks the workers to load the plugin " + value.substr(0, 256) +
+               ", which this agent was not started with (an agent's workers "
+               "load only the agent's own --" +
+               kLoadPluginFlag + ")";
+    }
+  }
+  return "";
+}
 
 namespace {
 
@@ -62,7 +214,8 @@ void killAll(std::vector<Child> &children) {
 /// Starts the workers a "start" message asks for; false with `error` when
 /// the message is not one.
 bool startWorkers(const Message &start, const std::string &host,
-                  const std::string &self, std::vector<Child> &children,
+                  const std::string &self, const AgentOptions &options,
+                  std::vector<Child> &children,
                   std::vector<std::pair<Child, int>> &unstarted,
                   std::string &error) {
   std::optional<long long> launch, port;
@@ -72,6 +225,20 @@ bool startWorkers(const Message &start, const std::string &host,
   }
   if (!launch || !port || start[3].empty() || start[3][0] != '/') {
     error = "the coordinator sent a malformed start";
+    return false;
+  }
+  if (std::string problem =
+          pathOutsideRoots("its working directory", start[3], "/",
+                           options.roots);
+      !problem.empty()) {
+    error = "the coordinator's start refused: " + problem;
+    return false;
+  }
+  std::vector<std::string> arguments(start.begin() + 5, start.end());
+  if (std::string problem =
+          workerArgumentsProblem(arguments, start[3], options);
+      !problem.empty()) {
+    error = "the coordinator's start refused: " + problem;
     return false;
   }
   std::vector<std::pair<int, std::string>> ranks;
@@ -130,13 +297,30 @@ pid_t dtfm::runtime::startAgentProcess(const AgentOptions &options,
   std::vector<std::string> args = {self,    "--agent",   options.coordinator,
                                    "--devices", devices, "--timeout",
                                    std::to_string(seconds)};
+  for (const std::string &root : options.roots)
+    args.insert(args.end(), {"--root", root});
+  for (const std::string &plugin : options.plugins)
+    args.push_back("--" + std::string(kLoadPluginFlag) + "=" + plugin);
   std::vector<char *> argv;
   for (std::string &a : args)
     argv.push_back(a.data());
   argv.push_back(nullptr);
+  // The token goes by the environment (a command line is world-readable).
+  std::vector<std::string> environment;
+  for (char **e = environ; *e; ++e)
+    if (std::strncmp(*e, kJobTokenVariable, std::strlen(kJobTokenVariable)) !=
+            0 ||
+        (*e)[std::strlen(kJobTokenVariable)] != '=')
+      environment.push_back(*e);
+  environment.push_back(std::string(kJobTokenVariable) + "=" +
+                        options.jobToken);
+  std::vector<char *> envp;
+  for (std::string &e : environment)
+    envp.push_back(e.data());
+  envp.push_back(nullptr);
   pid_t pid = -1;
   if (::posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv.data(),
-                    environ) != 0) {
+                    envp.data()) != 0) {
     error = "cannot start the agent of " + devices;
     return -1;
   }
@@ -152,10 +336,35 @@ int dtfm::runtime::runAgent(const AgentOptions &options) {
   std::string self = thisExecutable(error);
   if (self.empty())
     return agentError(error);
-  int fd = connectWithin(host, port, options.timeout, error);
+  if (options.jobToken.empty())
+    return agentError(std::string("an agent proves the job's token to its "
+                                  "coordinator: give --job-token FILE or ") +
+                      kJobTokenVariable +
+                      " (the coordinator prints it when it makes one)");
+  // Every path the coordinator names is resolved against these.
+  AgentOptions checked = options;
+  checked.roots.clear();
+  std::vector<std::string> roots = options.roots;
+  if (roots.empty()) {
+    char cwd[PATH_MAX];
+    if (!::getcwd(cwd, sizeof cwd))
+      return agentError("cannot read the working directory");
+    roots.push_back(cwd);
+  }
+  for (const std::string &root : roots) {
+    char resolved[PATH_MAX];
+    struct stat st {};
+    if (!::realpath(root.c_str(), resolved) || ::stat(resolved, &st) != 0 ||
+        !S_ISDIR(st.st_mode))
+      return agentError("--root " + root + ": not a folder");
+    checked.roots.push_back(resolved);
+  }
+  int fd = auth::connectProven(host, port, options.jobToken,
+                               auth::Channel::Agents, options.timeout, error);
   if (fd < 0)
-    return agentError("no coordinator: " + error);
-  setSocketDeadline(fd, options.timeout);
+    return agentError(error.rfind("nothing listens", 0) == 0
+                          ? "no coordinator: " + error
+                          : error);
   Message answer;
   if (!sendMessage(fd, {"hello", kProtocol, joined(options.devices),
                         options.joinRequest}) ||
@@ -166,17 +375,33 @@ int dtfm::runtime::runAgent(const AgentOptions &options) {
   }
   if (answer.size() == 2 && answer[0] == "refused") {
     ::close(fd);
-    return agentError("the coordinator refused this agent: " + answer[1]);
+    return agentError("the coordinator refused this agent: " +
+                      printable(answer[1]));
   }
   if (answer.size() != 3 || answer[0] != "welcome") {
     ::close(fd);
     return agentError("the coordinator at " + options.coordinator +
                       " does not speak " + kProtocol);
   }
+  // The checkpoint directory is a path from the network: inside the
+  // roots, or refused before it is read.
+  if (std::string problem = pathOutsideRoots(
+          "the checkpoint directory", answer[1], "/", checked.roots);
+      !problem.empty() || answer[1][0] != '/') {
+    std::string why = "the coordinator's welcome refused: " +
+                      (problem.empty()
+                           ? std::string("the checkpoint directory is not an "
+                                         "absolute path")
+                           : problem);
+    sendMessage(fd, {"refused", why});
+    ::close(fd);
+    return agentError(why);
+  }
   // The run's files are shared: the checkpoints must be the coordinator's.
   std::string seen;
   std::string problem;
-  if (!format::readWholeFile(nonceFile(answer[1]), seen, problem) ||
+  if (answer[2].empty() ||
+      !format::readWholeFile(nonceFile(answer[1]), seen, problem, 4096) ||
       seen != answer[2] + "\n") {
     std::string why = "this host does not see the coordinator's checkpoint "
                       "directory " +
@@ -203,6 +428,8 @@ int dtfm::runtime::runAgent(const AgentOptions &options) {
   if (!std::getenv("OPENBLAS_NUM_THREADS"))
     ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
   ::setenv(kLauncherPidVariable, std::to_string(::getpid()).c_str(), 1);
+  // The workers prove the token to the coordinator's rendezvous store.
+  ::setenv(kJobTokenVariable, options.jobToken.c_str(), 1);
   std::vector<Child> children;
   std::chrono::milliseconds heartbeat =
       std::min(std::chrono::milliseconds(1000), options.timeout / 3);
@@ -242,7 +469,8 @@ int dtfm::runtime::runAgent(const AgentOptions &options) {
             ::kill(c.pid, SIGKILL);
       } else if (message[0] == "start") {
         std::vector<std::pair<Child, int>> unstarted;
-        if (!startWorkers(message, host, self, children, unstarted, error))
+        if (!startWorkers(message, host, self, checked, children, unstarted,
+                          error))
           return lost(error);
         for (auto &[child, status] : unstarted)
           if (!sendMessage(fd, {"end", std::to_string(child.launch),
@@ -250,7 +478,7 @@ int dtfm::runtime::runAgent(const AgentOptions &options) {
                                 std::to_string(status)}))
             return lost("lost the coordinator at " + options.coordinator);
       } else {
-        return lost("the coordinator sent '" + message[0].substr(0, 40) +
+        return lost("the coordinator sent '" + printable(message[0], 40) +
                     "', which is not a message of " + kProtocol);
       }
     }

@@ -17,6 +17,7 @@
 #include "dtfm/Runtime/Worker.h"
 
 #include "AgentProtocol.h"
+#include "JobAuth.h"
 #include "Rendezvous.h"
 
 #include <sys/socket.h>
@@ -51,10 +52,13 @@ struct AgentCoordinator::Impl {
   };
 
   int listener = -1;
-  std::string checkpointDir, nonce;
+  std::string checkpointDir, nonce, jobToken;
   std::chrono::milliseconds timeout{60000};
   std::atomic<bool> stopping{false};
-  std::thread acceptor, heartbeat;
+  /// Admits the agents that prove the job token; the rest never reach
+  /// the protocol's parser.
+  auth::AuthGate gate;
+  std::thread heartbeat;
   std::vector<std::thread> readers;
   std::mutex mutex; ///< guards everything below, and writes to agents
   std::condition_variable changed;
@@ -65,15 +69,36 @@ struct AgentCoordinator::Impl {
   std::deque<Event> events;
   long long launches = 0;
 
-  void acceptLoop() {
-    while (!stopping) {
-      int fd = acceptWaiting(listener, 50);
-      if (fd < 0)
-        continue;
-      std::lock_guard<std::mutex> lock(mutex);
-      open.insert(fd);
-      readers.emplace_back([this, fd] { serve(fd); });
+  /// A peer that sent a wrong proof of the job token: named, at most one
+  /// line a second (a flood of them is counted, not printed).
+  Clock::time_point lastRefusal{};
+  long long unsaidRefusals = 0;
+  void refusedPeer(int fd) {
+    Clock::time_point now = Clock::now();
+    if (now - lastRefusal < std::chrono::seconds(1)) {
+      ++unsaidRefusals;
+      return;
     }
+    lastRefusal = now;
+    std::string more =
+        unsaidRefusals ? " (and " + std::to_string(unsaidRefusals) +
+                             " more since the last such line)"
+                       : "";
+    unsaidRefusals = 0;
+    std::printf("dtfm-run: elastic: refusing the peer at %s: it does not "
+                "prove the job token%s\n",
+                peerAddress(fd).c_str(), more.c_str());
+    std::fflush(stdout);
+  }
+
+  void admit(int fd) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (stopping) {
+      ::close(fd);
+      return;
+    }
+    open.insert(fd);
+    readers.emplace_back([this, fd] { serve(fd); });
   }
 
   /// The agents hear from the coordinator at least every second, also
@@ -101,7 +126,8 @@ struct AgentCoordinator::Impl {
     if (hello.size() != 4 || hello[0] != "hello")
       return "not an agent's hello";
     if (hello[1] != kProtocol)
-      return "speaks '" + hello[1] + "', not '" + kProtocol + "'";
+      return "speaks '" + printable(hello[1], 40) + "', not '" + kProtocol +
+             "'";
     std::vector<std::string> devices = split(hello[2]);
     joining = !hello[3].empty();
     if (joining) {
@@ -115,7 +141,7 @@ struct AgentCoordinator::Impl {
       return "it names no device";
     for (const std::string &d : devices) {
       if (!format::isFileSafeDeviceName(d))
-        return "'" + d + "' is not a device name";
+        return "'" + printable(d, 40) + "' is not a device name";
       for (const Agent &a : agents)
         if (a.alive && std::count(a.devices.begin(), a.devices.end(), d))
           return "device " + d + " is served by the agent at " + a.address +
@@ -158,7 +184,7 @@ struct AgentCoordinator::Impl {
     if (!sendMessage(fd, {"welcome", checkpointDir, nonce}) ||
         !readMessage(fd, answer) || answer.empty() || answer[0] != "ready") {
       std::string said = answer.size() == 2 && answer[0] == "refused"
-                             ? answer[1]
+                             ? printable(answer[1])
                              : "no answer";
       std::printf("dtfm-run: elastic: the agent at %s did not start: %s\n",
                   address.c_str(), said.c_str());
@@ -232,9 +258,9 @@ AgentCoordinator::~AgentCoordinator() {
         sendMessage(agent.fd, {"exit"});
   }
   impl->stopping = true;
-  for (std::thread *t : {&impl->acceptor, &impl->heartbeat})
-    if (t->joinable())
-      t->join();
+  impl->gate.stop();
+  if (impl->heartbeat.joinable())
+    impl->heartbeat.join();
   {
     // Wake every reader, whatever its peer does.
     std::lock_guard<std::mutex> lock(impl->mutex);
@@ -252,6 +278,7 @@ AgentCoordinator::~AgentCoordinator() {
 
 bool AgentCoordinator::listen(int port, const std::string &checkpointDir,
                               std::chrono::milliseconds timeout,
+                              const std::string &jobToken,
                               std::string &error) {
   impl->checkpointDir = checkpointDir;
   impl->timeout = timeout;
@@ -270,7 +297,11 @@ bool AgentCoordinator::listen(int port, const std::string &checkpointDir,
     return false;
   }
   impl->listener = fd;
-  impl->acceptor = std::thread([this] { impl->acceptLoop(); });
+  impl->jobToken = jobToken;
+  impl->gate.start(
+      fd, jobToken, auth::Channel::Agents,
+      [this](int agent) { impl->admit(agent); },
+      [this](int peer) { impl->refusedPeer(peer); });
   impl->heartbeat = std::thread([this] { impl->beat(); });
   return true;
 }
@@ -507,7 +538,7 @@ AgentCoordinator::launch(const std::vector<std::string> &arguments,
   outcome.status = 1;
   TcpStoreServer store;
   std::string error;
-  if (!store.start(0, error)) {
+  if (!store.start(0, impl->jobToken, error)) {
     std::fprintf(stderr, "dtfm-run: error: elastic: %s\n", error.c_str());
     return outcome;
   }

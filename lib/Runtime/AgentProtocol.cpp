@@ -78,6 +78,15 @@ std::optional<long long> dtfm::runtime::agents::number(const std::string &text,
   return value;
 }
 
+std::string dtfm::runtime::agents::printable(const std::string &text,
+                                             size_t maxBytes) {
+  std::string line = text.substr(0, maxBytes);
+  for (char &c : line)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      c = '?';
+  return text.size() > maxBytes ? line + "..." : line;
+}
+
 std::string dtfm::runtime::agents::nonceFile(const std::string &checkpointDir) {
   return checkpointDir + "/coordinator.id";
 }

@@ -42,6 +42,10 @@ std::vector<std::string> split(const std::string &text);
 std::optional<long long> number(const std::string &text, long long low,
                                 long long high);
 
+/// Text a peer sent, fit for one line of a message: control characters
+/// (newlines, NULs, escapes) as '?', at most `maxBytes` of it.
+std::string printable(const std::string &text, size_t maxBytes = 200);
+
 /// The file in the checkpoint directory that holds the coordinator's
 /// nonce: an agent that cannot read it does not share the run's files.
 std::string nonceFile(const std::string &checkpointDir);

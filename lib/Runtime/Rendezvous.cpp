@@ -23,6 +23,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -213,12 +214,21 @@ bool readAll(int fd, void *data, size_t size) {
   return true;
 }
 
-bool readString(int fd, std::string &s) {
+bool readString(int fd, std::string &s, size_t maxBytes) {
   uint32_t length = 0;
-  if (!readAll(fd, &length, 4) || length > (64u << 20))
+  if (!readAll(fd, &length, 4) || length > maxBytes)
     return false;
-  s.resize(length);
-  return readAll(fd, s.data(), length);
+  // In pieces, as they come: a peer that names a length and sends nothing
+  // costs no memory.
+  constexpr size_t kPiece = 1 << 16;
+  s.clear();
+  while (s.size() < length) {
+    size_t have = s.size(), take = std::min<size_t>(kPiece, length - have);
+    s.resize(have + take);
+    if (!readAll(fd, s.data() + have, take))
+      return false;
+  }
+  return true;
 }
 
 void setSocketDeadline(int fd, std::chrono::milliseconds deadline) {
@@ -276,7 +286,7 @@ int listenOn(int port, std::string &why) {
   addr.sin_port = htons(static_cast<uint16_t>(port));
   if (fd < 0 ||
       ::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0 ||
-      ::listen(fd, 64) != 0) {
+      ::listen(fd, 1024) != 0) {
     why = std::strerror(errno);
     if (fd >= 0)
       ::close(fd);
@@ -352,7 +362,8 @@ std::vector<std::pair<std::string, std::string>> ipv4Interfaces() {
 
 //===--- the TCP store ----------------------------------------------------===//
 
-bool TcpStoreServer::start(int port, std::string &error) {
+bool TcpStoreServer::start(int port, const std::string &token,
+                           std::string &error) {
   std::string why;
   listener = listenOn(port, why);
   if (listener < 0) {
@@ -360,14 +371,20 @@ bool TcpStoreServer::start(int port, std::string &error) {
             std::to_string(port) + ": " + why;
     return false;
   }
-  acceptor = std::thread([this] { acceptLoop(); });
+  gate.start(listener, token, auth::Channel::Store, [this](int fd) {
+    setSocketDeadline(fd, kRequestDeadline);
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    std::lock_guard<std::mutex> lock(mutex);
+    open.insert(fd);
+    clients.emplace_back([this, fd] { serve(fd); });
+  });
   return true;
 }
 
 TcpStoreServer::~TcpStoreServer() {
   stopping = true;
-  if (acceptor.joinable())
-    acceptor.join();
+  gate.stop(); // no client is added after this
   {
     // Wake every connection's reader, whatever its client does.
     std::lock_guard<std::mutex> lock(mutex);
@@ -380,22 +397,6 @@ TcpStoreServer::~TcpStoreServer() {
     ::close(listener);
 }
 
-void TcpStoreServer::acceptLoop() {
-  while (!stopping) {
-    int fd = acceptWaiting(listener, 50);
-    if (fd < 0)
-      continue;
-    setSocketDeadline(fd, kRequestDeadline);
-    int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      open.insert(fd);
-    }
-    clients.emplace_back([this, fd] { serve(fd); });
-  }
-}
-
 void TcpStoreServer::serve(int fd) {
   while (!stopping) {
     pollfd p{fd, POLLIN, 0};
@@ -404,18 +405,29 @@ void TcpStoreServer::serve(int fd) {
       continue;
     char op = 0;
     std::string key, value;
-    if (ready < 0 || !readAll(fd, &op, 1) || !readString(fd, key))
+    if (ready < 0 || !readAll(fd, &op, 1) ||
+        (op != 'S' && op != 'G' && op != 'D') ||
+        !readString(fd, key, kMaxKeyBytes))
       break;
     if (op == 'S') {
-      if (!readString(fd, value))
+      if (!readString(fd, value, kMaxValueBytes))
         break;
       std::lock_guard<std::mutex> lock(mutex);
-      data[key] = value;
+      auto it = data.find(key);
+      size_t replaced = it == data.end() ? 0 : key.size() + it->second.size();
+      if (bytes - replaced + key.size() + value.size() > kMaxStoreBytes)
+        break; // the store is full: this peer is not a rendezvous
+      bytes = bytes - replaced + key.size() + value.size();
+      data[key] = std::move(value);
       continue;
     }
     if (op == 'D') {
       std::lock_guard<std::mutex> lock(mutex);
-      data.erase(key);
+      auto it = data.find(key);
+      if (it != data.end()) {
+        bytes -= key.size() + it->second.size();
+        data.erase(it);
+      }
       continue;
     }
     bool found;
@@ -446,15 +458,16 @@ TcpStoreClient::~TcpStoreClient() { ::close(fd); }
 
 std::unique_ptr<TcpStoreClient>
 TcpStoreClient::connect(const std::string &host, int port,
+                        const std::string &token,
                         std::chrono::milliseconds timeout, std::string &error) {
-  int fd = connectWithin(host, port, timeout, error);
+  int fd = auth::connectProven(host, port, token, auth::Channel::Store,
+                               timeout, error);
   if (fd < 0) {
-    error = "rendezvous store: " + error + " (is rank 0 running?)";
+    // The exchange's errors name the store already.
+    if (error.rfind("nothing listens", 0) == 0)
+      error = "rendezvous store: " + error + " (is rank 0 running?)";
     return nullptr;
   }
-  // A store that stops answering fails the request, within the run's
-  // timeout, instead of hanging it.
-  setSocketDeadline(fd, timeout);
   return std::make_unique<TcpStoreClient>(fd, timeout);
 }
 
@@ -535,10 +548,18 @@ std::string freshNonce() {
   return std::string(hex) + " " + host + " pid " + std::to_string(::getpid());
 }
 
-/// The "host7 pid 1234" of a nonce.
+/// The "host7 pid 1234" of a nonce (or of a hello: nonce, newline,
+/// identity).
 std::string whoseNonce(const std::string &nonce) {
-  size_t space = nonce.find(' ');
-  return space == std::string::npos ? nonce : nonce.substr(space + 1);
+  std::string own = nonce.substr(0, nonce.find('\n'));
+  size_t space = own.find(' ');
+  return space == std::string::npos ? own : own.substr(space + 1);
+}
+
+/// The identity a hello carries.
+std::string identityOf(const std::string &hello) {
+  size_t split = hello.find('\n');
+  return split == std::string::npos ? "" : hello.substr(split + 1);
 }
 
 std::string hello(int rank) { return "hello/" + std::to_string(rank); }
@@ -597,6 +618,13 @@ bool leadSession(KeyValueStore &store, const SessionOptions &o,
         continue;
       }
       std::string said = textOf(value);
+      if (identityOf(said) != o.identity)
+        return abort(o.describe(r) + " on " + whoseNonce(said) +
+                     " runs another job than " + o.describe(0) + ": " +
+                     (identityOf(said).empty() ? "(none)" : identityOf(said)) +
+                     " against " + o.identity +
+                     " (every rank needs the same plan file and training "
+                     "flags)");
       if (welcomed[r].empty()) {
         welcomed[r] = said;
         store.put(welcome(r), bytesOf(said + "\n" + session));
@@ -628,7 +656,7 @@ bool leadSession(KeyValueStore &store, const SessionOptions &o,
 /// for its go.
 bool followSession(KeyValueStore &store, const SessionOptions &o,
                    std::string &session, std::string &error) {
-  std::string nonce = freshNonce();
+  std::string nonce = freshNonce() + "\n" + o.identity;
   Clock::time_point deadline = Clock::now() + o.timeout;
   Clock::time_point said{};
   std::vector<char> value;

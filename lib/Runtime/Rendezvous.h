@@ -15,6 +15,8 @@
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/store.h>
 
+#include "JobAuth.h"
+
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -138,8 +140,9 @@ private:
 bool writeAll(int fd, const void *data, size_t size);
 bool readAll(int fd, void *data, size_t size);
 /// A string as its 4-byte length and its bytes; readString refuses one
-/// over 64 MiB.
-bool readString(int fd, std::string &s);
+/// over `maxBytes`, and grows `s` only as the bytes arrive (a length alone
+/// allocates nothing).
+bool readString(int fd, std::string &s, size_t maxBytes = size_t(64) << 20);
 bool writeString(int fd, const char *data, size_t size);
 
 /// Bounds every blocking read and write on `fd` (a peer that stops
@@ -175,11 +178,18 @@ std::vector<std::pair<std::string, std::string>> ipv4Interfaces();
 
 //===--- the TCP store ----------------------------------------------------===//
 
-/// The TCP store rank 0 serves for multi-host runs. Requests: 'S' key value
-/// (set), 'G' key (get: a found byte, then the value), 'D' key (erase).
+/// The TCP store rank 0 serves for multi-host runs (and the elastic
+/// coordinator for each launch). A connection first proves the job token
+/// (JobAuth.h: until then its peer is held to 64 bytes, a deadline and a
+/// cap on such connections); then requests: 'S' key value (set), 'G' key
+/// (get: a found byte, then the value), 'D' key (erase). Keys, values and
+/// the store as a whole are bounded; a request that breaks a bound, or
+/// stalls once begun, closes its connection.
 class TcpStoreServer {
 public:
-  bool start(int port, std::string &error);
+  /// Serves on `port` (0: one the system chooses) to peers that prove
+  /// `token`; false with a one-line `error`.
+  bool start(int port, const std::string &token, std::string &error);
 
   /// The port it listens on (the one the system chose for port 0).
   int port() const { return listeningPort(listener); }
@@ -188,17 +198,25 @@ public:
 
   /// How long one request may take to arrive once it has begun.
   static constexpr std::chrono::milliseconds kRequestDeadline{10000};
+  static constexpr size_t kMaxKeyBytes = 4096;
+  static constexpr size_t kMaxValueBytes = size_t(64) << 20;
+  /// Keys and values together: far above what any rendezvous stores
+  /// (addresses and hellos: kilobytes per rank).
+  static constexpr size_t kMaxStoreBytes = size_t(256) << 20;
+
+  /// What its gate saw (for tests and bench/launch_bench.py).
+  auth::AuthGate::Counts gateCounts() { return gate.counts(); }
 
 private:
-  void acceptLoop();
   void serve(int fd);
 
   int listener = -1;
   std::atomic<bool> stopping{false};
-  std::thread acceptor;
+  auth::AuthGate gate;
   std::vector<std::thread> clients;
-  std::mutex mutex; ///< guards `data` and `open`
+  std::mutex mutex; ///< guards `data`, `bytes`, `open` and `clients`
   std::map<std::string, std::string> data;
+  size_t bytes = 0; ///< of the keys and values in `data`
   std::set<int> open; ///< connections being served
 };
 
@@ -209,9 +227,12 @@ public:
   }
   ~TcpStoreClient() override;
 
+  /// Connects and proves `token` within `timeout` (retrying while the
+  /// store is not up, or its gate is crowded); null with a one-line
+  /// `error` (a refused token fails at once).
   static std::unique_ptr<TcpStoreClient>
-  connect(const std::string &host, int port, std::chrono::milliseconds timeout,
-          std::string &error);
+  connect(const std::string &host, int port, const std::string &token,
+          std::chrono::milliseconds timeout, std::string &error);
 
   /// Whether `key` is set, and its value into `value` (when not null).
   bool lookup(const std::string &key, std::vector<char> *value);
@@ -237,12 +258,18 @@ private:
 /// hello and welcome left by a job that died on the same store and run id,
 /// and says "go" once every rank has been welcomed and nobody else claims
 /// a rank (a hello that changes after its welcome, a second rank 0), or
-/// "abort" with the one-line reason every rank then prints.
+/// "abort" with the one-line reason every rank then prints. A hello also
+/// carries the rank's identity (SessionOptions): ranks of different plans
+/// never train together.
 struct SessionOptions {
   int rank = 0, size = 1;
   std::chrono::milliseconds timeout{60000};
   /// "cpu3 (rank 3)", for messages.
   std::function<std::string(int)> describe;
+  /// What every rank must hold the same of (one line: the plan's hash and
+  /// the flags that shape training); rank 0 aborts on a hello that
+  /// differs.
+  std::string identity;
 };
 /// The session's name into `session`; false with a one-line `error`.
 bool joinSession(KeyValueStore &store, const SessionOptions &options,

@@ -8,6 +8,8 @@
 
 #include "Rendezvous.h"
 
+#include "dtfm/Runtime/JobToken.h"
+
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/common/error.h>
@@ -284,12 +286,21 @@ std::unique_ptr<Transport> Transport::connect(const TransportOptions &options,
     if (!impl->store)
       return nullptr;
   } else if (!where.empty()) {
+    if (options.jobToken.empty()) {
+      error = "--rendezvous " + where + ": the rendezvous store admits only "
+              "processes that prove the job's token: give every process of "
+              "the job the same --job-token FILE or " +
+              std::string(kJobTokenVariable) +
+              " (`dtfm-run --new-job-token` makes one)";
+      return nullptr;
+    }
     if (rank == 0 && !options.storeServedElsewhere) {
       impl->server = std::make_unique<TcpStoreServer>();
-      if (!impl->server->start(port, error))
+      if (!impl->server->start(port, options.jobToken, error))
         return nullptr;
     }
-    impl->store = TcpStoreClient::connect(host, port, options.timeout, error);
+    impl->store = TcpStoreClient::connect(host, port, options.jobToken,
+                                          options.timeout, error);
     if (!impl->store)
       return nullptr;
   } else {
@@ -315,6 +326,7 @@ std::unique_ptr<Transport> Transport::connect(const TransportOptions &options,
   session.size = size;
   session.timeout = options.timeout;
   session.describe = [&](int r) { return impl->describe(r); };
+  session.identity = options.identity;
   std::string name;
   if (!joinSession(*store, session, name, error))
     return nullptr;

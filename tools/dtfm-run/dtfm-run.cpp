@@ -34,6 +34,7 @@
 #include "dtfm/Runtime/Checkpoints.h"
 #include "dtfm/Runtime/Elastic.h"
 #include "dtfm/Runtime/HostMemory.h"
+#include "dtfm/Runtime/JobToken.h"
 #include "dtfm/Runtime/LaunchEnvironment.h"
 #include "dtfm/Runtime/Launcher.h"
 #include "dtfm/Runtime/Report.h"
@@ -121,6 +122,10 @@ static const char *kUsage =
     "to; default GLOO_SOCKET_IFNAME)\n"
     "                      [--device-map FILE] (lines 'HOST DEVICE...': "
     "the plan devices each host runs, by local rank)\n"
+    "                      [--job-token FILE] (the secret every connection "
+    "to a TCP store or coordinator proves;\n"
+    "                      or DTFM_JOB_TOKEN; `dtfm-run --new-job-token` "
+    "prints a fresh one)\n"
     "         device:      [--backend cpu|cuda|auto] (default auto)\n"
     "                      [--matmul-precision plan|fp32] (GPU matmuls "
     "in the plan's f16/bf16, or fp32; default plan)\n"
@@ -133,7 +138,12 @@ static const char *kUsage =
     "       dtfm-run --agent HOST:PORT (--devices DEV[,DEV...] | "
     "--join-request request.textproto)\n"
     "                      [--timeout SECONDS] (runs this host's workers of "
-    "an --elastic --agents run)\n";
+    "an --elastic --agents run)\n"
+    "                      [--root DIR]... (the folders the coordinator's "
+    "paths must lie in; default: here)\n"
+    "                      [--job-token FILE] (or DTFM_JOB_TOKEN: the job's "
+    "secret, which the coordinator prints)\n"
+    "       dtfm-run --new-job-token  (prints a fresh job token)\n";
 
 /// An integer option value in [low, high] (decimal, nothing before or after
 /// it -- strtoll would skip leading blanks --, no overflow), or a one-line
@@ -195,7 +205,24 @@ struct Command {
   runtime::WorkerOptions worker;
   // What the launcher passes on to each local worker.
   std::vector<std::string> forwarded;
+  /// --job-token FILE; --new-job-token; an agent's --root DIRs.
+  std::string jobTokenPath;
+  bool newJobToken = false;
+  std::vector<std::string> roots;
 };
+
+/// The job token from --job-token or DTFM_JOB_TOKEN into `token` ("" when
+/// neither gives one); false after a one-line error.
+bool loadToken(const Command &c, std::string &token) {
+  std::string error;
+  if (!runtime::loadJobToken(c.jobTokenPath,
+                             std::getenv(runtime::kJobTokenVariable), token,
+                             error)) {
+    std::fprintf(stderr, "dtfm-run: error: %s\n", error.c_str());
+    return false;
+  }
+  return true;
+}
 
 /// Reads the command line into `c`: an exit code when the command ends
 /// here (a bad flag, --help), nullopt to go on.
@@ -213,11 +240,11 @@ std::optional<int> parseCommandLine(int argc, char **argv, Command &c) {
     if (flag.rfind("--", 0) != 0)
       continue;
     flag = flag.substr(0, flag.find('='));
-    if (flag != "--data" && flag != "--val-data" &&
+    if (flag != "--data" && flag != "--val-data" && flag != "--root" &&
         flag != "--" + std::string(kLoadPluginFlag) &&
         !given.insert(flag).second)
-      return fail(flag + " is given twice (only --data, --val-data and --" +
-                  std::string(kLoadPluginFlag) + " repeat)");
+      return fail(flag + " is given twice (only --data, --val-data, --root "
+                  "and --" + std::string(kLoadPluginFlag) + " repeat)");
   }
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -262,6 +289,15 @@ std::optional<int> parseCommandLine(int argc, char **argv, Command &c) {
       continue;
     } else if (takesValue("--agent")) {
       c.agent.coordinator = argv[++i];
+      continue;
+    } else if (takesValue("--job-token")) {
+      c.jobTokenPath = argv[++i];
+      continue;
+    } else if (arg == "--new-job-token") {
+      c.newJobToken = true;
+      continue;
+    } else if (takesValue("--root")) {
+      c.roots.push_back(argv[++i]);
       continue;
     } else if (takesValue("--devices")) {
       c.agentDevices = argv[++i];
@@ -505,7 +541,7 @@ std::optional<int> parseCommandLine(int argc, char **argv, Command &c) {
 
 /// --agent HOST:PORT: this host serves devices of an elastic run across
 /// hosts.
-int agentMode(Command &c) {
+int agentMode(Command &c, int argc, char **argv) {
   if (!c.planPath.empty())
     return fail("--agent takes no plan: the coordinator sends it");
   if (c.agentDevices.empty() == c.joinRequestPath.empty())
@@ -524,6 +560,10 @@ int agentMode(Command &c) {
     c.agent.joinRequestPath = c.joinRequestPath;
   }
   c.agent.timeout = c.worker.timeout;
+  c.agent.roots = c.roots;
+  c.agent.plugins = scanPluginFlags(argc, argv);
+  if (!loadToken(c, c.agent.jobToken))
+    return 1;
   return runtime::runAgent(c.agent);
 }
 
@@ -667,7 +707,8 @@ std::optional<int> checkModeFlags(int argc, char **argv, const Command &c,
                                       "--min-devices",
                                       "--max-replans",
                                       "--planning-timeout",
-                                      "--compiler-dir"})
+                                      "--compiler-dir",
+                                      "--job-token"})
         if (flag == executeOnly)
           return fail(flag + " goes with --execute, not --simulate");
     }
@@ -767,9 +808,38 @@ bool mapLaunchToDevice(const Command &c, const proto::Plan &plan,
 /// coordinates -- plans, launches and re-plans -- on the launcher's
 /// rendezvous port. A lost process is a lost host: the others re-plan
 /// without its device and go on.
+/// The folders this process's own command line names (and its working
+/// directory): an agent started by a launcher with the coordinator's
+/// command line takes paths inside them.
+std::vector<std::string> ownFolders(const Command &c) {
+  std::set<std::string> folders = {"."};
+  auto folderOf = [](const std::string &path) {
+    size_t slash = path.find_last_of('/');
+    return slash == std::string::npos ? std::string(".")
+           : slash == 0               ? std::string("/")
+                                      : path.substr(0, slash);
+  };
+  folders.insert(folderOf(c.planPath));
+  if (!c.worker.checkpointDir.empty())
+    folders.insert(c.worker.checkpointDir);
+  for (size_t k = 0; k + 1 < c.forwarded.size(); ++k)
+    for (const char *flag :
+         {"--tokens", "--data", "--val-data", "--inputs", "--init-from",
+          "--cluster", "--resume-from", "--log", "--trace", "--save-params",
+          "--memory-report"})
+      if (c.forwarded[k] == flag)
+        folders.insert(folderOf(c.forwarded[k + 1]));
+  if (c.logGiven)
+    folders.insert(folderOf(c.worker.logPath));
+  if (!c.tracePath.empty())
+    folders.insert(folderOf(c.tracePath));
+  return std::vector<std::string>(folders.begin(), folders.end());
+}
+
 int elasticUnderLauncher(const Command &c, const proto::Plan &plan,
                          const runtime::LaunchIdentity &launch,
-                         const std::vector<std::string> &arguments) {
+                         const std::vector<std::string> &arguments, int argc,
+                         char **argv) {
   std::string host, error;
   int port = 0;
   if (!runtime::parseHostPort(launch.rendezvous, host, port, error))
@@ -777,6 +847,16 @@ int elasticUnderLauncher(const Command &c, const proto::Plan &plan,
   runtime::AgentOptions agent;
   agent.devices = {plan.programs(launch.rank).device()};
   agent.timeout = c.worker.timeout;
+  agent.roots = ownFolders(c);
+  agent.plugins = scanPluginFlags(argc, argv);
+  if (!loadToken(c, agent.jobToken))
+    return 1;
+  if (agent.jobToken.empty())
+    return fail("--elastic under " + launch.launcher +
+                ": the coordinator (process 0) and its agents prove the "
+                "job's token to each other: give every process the same "
+                "--job-token FILE or " + runtime::kJobTokenVariable +
+                " (`dtfm-run --new-job-token` makes one)");
   if (launch.rank != 0) {
     std::fprintf(stderr,
                  "dtfm-run: %s; --elastic: this process serves %s as an "
@@ -794,7 +874,8 @@ int elasticUnderLauncher(const Command &c, const proto::Plan &plan,
   {
     runtime::AgentCoordinator agents; // its end tells every agent to stop
     agents.setKnownDevices(planDeviceNames(plan));
-    if (!agents.listen(port, c.worker.checkpointDir, c.worker.timeout, error))
+    if (!agents.listen(port, c.worker.checkpointDir, c.worker.timeout,
+                       agent.jobToken, error))
       return fail(error);
     agent.coordinator = "127.0.0.1:" + std::to_string(port);
     child = runtime::startAgentProcess(agent, error);
@@ -822,7 +903,7 @@ int elasticUnderLauncher(const Command &c, const proto::Plan &plan,
 
 /// --execute: this process as one worker (--rank), the plan's local
 /// workers, or an elastic run of them.
-int executeMode(Command &c, const proto::Plan &plan) {
+int executeMode(Command &c, const proto::Plan &plan, int argc, char **argv) {
   std::string error;
   if (!c.logGiven) {
     // The default log is checked as --log is (a link planted there is
@@ -951,18 +1032,41 @@ int executeMode(Command &c, const proto::Plan &plan) {
         return fail(error);
     }
     if (launch.found())
-      return elasticUnderLauncher(c, plan, launch, arguments);
-    if (c.agentsPort < 0)
+      return elasticUnderLauncher(c, plan, launch, arguments, argc, argv);
+    if (c.agentsPort < 0) {
+      if (!c.jobTokenPath.empty())
+        return fail("--job-token goes with --agents (an --elastic run on "
+                    "this machine alone connects nobody)");
       return runtime::runElastic(c.planPath, plan, arguments,
                                  c.worker.checkpointDir, c.worker.resumeFrom,
                                  c.worker.logPath, c.worker.timeout,
                                  c.elasticOptions);
+    }
+    std::string token;
+    if (!loadToken(c, token))
+      return 1;
+    bool madeToken = token.empty();
+    if (madeToken && (token = runtime::freshJobToken(error)).empty())
+      return fail(error);
     runtime::AgentCoordinator agents;
     // Known before the first agent can say hello.
     agents.setKnownDevices(planDeviceNames(plan));
     if (!agents.listen(c.agentsPort, c.worker.checkpointDir, c.worker.timeout,
-                       error))
+                       token, error))
       return fail(error);
+    if (madeToken) {
+      // The one line an operator passes to the agents' hosts.
+      char host[256] = "HOST";
+      ::gethostname(host, sizeof host - 1);
+      host[sizeof host - 1] = 0;
+      std::printf("dtfm-run: elastic: no --job-token or %s given: this job's "
+                  "token is made; start each agent with: %s=%s dtfm-run "
+                  "--agent %s:%d --devices DEV[,DEV...]\n",
+                  runtime::kJobTokenVariable, runtime::kJobTokenVariable,
+                  token.c_str(), host,
+                  agents.port());
+      std::fflush(stdout);
+    }
     return runtime::runElastic(c.planPath, plan, arguments,
                                c.worker.checkpointDir, c.worker.resumeFrom,
                                c.worker.logPath, c.worker.timeout,
@@ -997,6 +1101,8 @@ int executeMode(Command &c, const proto::Plan &plan) {
     if (plan.programs_size() > 1 && c.worker.rendezvous.empty() &&
         c.worker.storeDir.empty())
       return fail("--rank needs --rendezvous HOST:PORT or --store DIR");
+    if (!loadToken(c, c.worker.jobToken))
+      return 1;
     if (c.worker.iface.empty() &&
         !runtime::interfaceFromEnvironment(
             [](const char *name) { return std::getenv(name); },
@@ -1009,6 +1115,10 @@ int executeMode(Command &c, const proto::Plan &plan) {
       !c.worker.runId.empty() || !c.worker.iface.empty())
     return fail("--rendezvous, --store, --run-id and --iface go with --rank "
                 "(or a launcher's variables)");
+  if (!c.jobTokenPath.empty())
+    return fail("--job-token goes with --rendezvous, --agents, --agent or a "
+                "launcher's variables (the workers this machine starts "
+                "alone share a folder, not a connection)");
   if (plan.programs_size() == 1) {
     c.worker.rank = 0;
     return runtime::runWorker(c.planPath, plan, c.worker);
@@ -1187,8 +1297,20 @@ static int runCommand(int argc, char **argv) {
   Command c;
   if (std::optional<int> done = parseCommandLine(argc, argv, c))
     return *done;
+  if (c.newJobToken) {
+    if (argc != 2)
+      return fail("--new-job-token goes alone: it prints a fresh job token");
+    std::string error, token = runtime::freshJobToken(error);
+    if (token.empty())
+      return fail(error);
+    std::printf("%s\n", token.c_str());
+    return 0;
+  }
+  if (!c.roots.empty() && c.agent.coordinator.empty())
+    return fail("--root goes with --agent (the folders the coordinator's "
+                "paths must lie in)");
   if (!c.agent.coordinator.empty())
-    return agentMode(c);
+    return agentMode(c, argc, argv);
   if (!c.agentDevices.empty() || !c.joinRequestPath.empty())
     return fail("--devices and --join-request go with --agent HOST:PORT");
   if (!c.joinDir.empty())
@@ -1212,7 +1334,7 @@ static int runCommand(int argc, char **argv) {
     return *bad;
   if (!c.executeFlag)
     return simulateMode(c, plan);
-  int code = executeMode(c, plan);
+  int code = executeMode(c, plan, argc, argv);
   // The step log is on this machine unless this process is a worker of
   // another rank than 0.
   if (code == 0 && !c.reportPath.empty() && c.worker.rank <= 0)

@@ -27,8 +27,17 @@
 // the coordinator's checkpoint directory (a nonce the coordinator wrote
 // there) before it is used; one that does not is refused in one line.
 //
-// Protocol (TCP, each message a count and that many length-prefixed
-// strings, at most 1 MiB in all): agent -> coordinator "hello", version,
+// Trust: agent and coordinator prove the job token to each other first
+// (JobToken.h; an agent never obeys a coordinator without it). Even then
+// an agent takes from its coordinator only what a worker needs: paths
+// inside the agent's roots (--root DIR; its working directory by default),
+// without NULs or `..`; the worker flags of a fixed list; a plugin only
+// when the agent itself was started with it. Anything else ends the agent
+// with one line naming it.
+//
+// Protocol (TCP, after the token's exchange; each message a count and that
+// many length-prefixed strings, at most 1 MiB in all): agent ->
+// coordinator "hello", version,
 // devices, join request; coordinator -> agent "welcome" checkpoint dir,
 // nonce (or "refused" why); agent -> coordinator "ready" (or "refused"
 // why); then coordinator -> agent "start" launch, store port, working
@@ -62,7 +71,29 @@ struct AgentOptions {
   std::string joinRequest, joinRequestPath;
   /// Connecting, and the longest silence of the coordinator.
   std::chrono::milliseconds timeout{60000};
+  /// The job token both sides prove (JobToken.h); required.
+  std::string jobToken;
+  /// The folders every path the coordinator names must lie in (resolved:
+  /// links followed); empty: the agent's working directory.
+  std::vector<std::string> roots;
+  /// The plugins this agent was started with: the only ones its workers
+  /// may load.
+  std::vector<std::string> plugins;
 };
+
+/// Why the worker arguments a coordinator sent (`arguments`: the plan,
+/// --execute, flags), run from `workdir`, cannot be started by an agent
+/// whose roots (resolved) and plugins are `options`': "" when they can.
+std::string workerArgumentsProblem(const std::vector<std::string> &arguments,
+                                   const std::string &workdir,
+                                   const AgentOptions &options);
+
+/// Why `path` (relative ones from `base`) is not inside one of `roots`
+/// (resolved folders): a NUL, a `..` component, a missing folder, or a
+/// place outside them; "" when it is inside. `what` names it.
+std::string pathOutsideRoots(const std::string &what, const std::string &path,
+                             const std::string &base,
+                             const std::vector<std::string> &roots);
 
 /// Serves the coordinator until it says the run is over (0) or is lost or
 /// refuses this agent (1, with a one-line error).
@@ -81,10 +112,12 @@ public:
   ~AgentCoordinator(); ///< tells every agent the run is over
 
   /// Listens on `port` (0: one the system chooses; port() says which)
-  /// and writes the nonce agents must find in `checkpointDir`. `timeout`
-  /// bounds every wait on an agent. False with a one-line `error`.
+  /// for agents that prove `jobToken`, and writes the nonce agents must
+  /// find in `checkpointDir`. `timeout` bounds every wait on an agent.
+  /// False with a one-line `error`.
   bool listen(int port, const std::string &checkpointDir,
-              std::chrono::milliseconds timeout, std::string &error);
+              std::chrono::milliseconds timeout, const std::string &jobToken,
+              std::string &error);
   int port() const;
 
   /// The devices an agent may serve without a join request (the current

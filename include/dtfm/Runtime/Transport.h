@@ -65,6 +65,13 @@ struct TransportOptions {
   /// The TCP store at `rendezvous` is served by someone else (the elastic
   /// coordinator, Agents.h), not by rank 0.
   bool storeServedElsewhere = false;
+  /// The job token (JobToken.h) every connection to a TCP store proves;
+  /// required with one.
+  std::string jobToken;
+  /// What every rank must agree on to train together (the plan's hash,
+  /// the seed, the steps): compared at the rendezvous, one line naming
+  /// the rank that differs.
+  std::string identity;
   /// Bound on every wait: rendezvous, receives, sends, collectives.
   std::chrono::milliseconds timeout{60000};
   /// size x size, row = sender; empty for unshaped links.

@@ -100,6 +100,8 @@ struct WorkerOptions {
   /// other hosts: see TransportOptions.
   std::string runId, iface, ifaceFrom;
   bool peersOnOtherHosts = false;
+  /// The job token a TCP rendezvous store asks for (JobToken.h).
+  std::string jobToken;
   /// The job whose claim on `checkpointDir` this worker joins
   /// (CheckpointClaim, Checkpoints.h): every process of one job gives the
   /// same id; empty: a job of this process alone.

@@ -426,6 +426,16 @@ bool Worker::connect(std::string &error) {
   t.iface = options.iface;
   t.ifaceFrom = options.ifaceFrom;
   t.peersOnOtherHosts = options.peersOnOtherHosts;
+  t.jobToken = options.jobToken;
+  {
+    // Ranks of another plan, seed or length never train together.
+    char identity[96];
+    std::snprintf(identity, sizeof identity, "plan %016llx seed %llu steps %d",
+                  static_cast<unsigned long long>(planHash),
+                  static_cast<unsigned long long>(options.seed),
+                  options.steps);
+    t.identity = identity;
+  }
   if (options.shapeLinks) {
     planner::Cluster cluster;
     if (!planner::clusterFromPlan(plan, cluster, error))

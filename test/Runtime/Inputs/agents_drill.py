@@ -5,10 +5,11 @@ stands for a host; every wait is bounded.
   agents_drill.py run DTFM_RUN PLAN DIR TOKENS STEPS JOIN_A JOIN_B
       Trains PLAN (8 devices) uninterrupted for STEPS steps; then as an
       elastic run whose workers four agents start (two devices each).
-      A connection that speaks no protocol, a hello with a hostile join
-      request, an agent of a device the cluster lacks and one of a device
-      another agent serves are refused, each in one line, and the run goes
-      on. Once step 12 is logged the third agent is SIGKILLed (its host is
+      A connection that speaks no protocol (closed by the job token's
+      gate, unnamed), an agent with another job's token, a hello with a
+      hostile join request, an agent of a device the cluster lacks and one
+      of a device another agent serves are refused, each in one line, and
+      the run goes on. Once step 12 is logged the third agent is SIGKILLed (its host is
       gone, and its workers with it): the run must re-plan on the devices
       left and go on. Then JOIN_A's agent joins (the plan does not get
       faster with it: it stands by) and, after it, JOIN_B's (now it does:
@@ -17,8 +18,17 @@ stands for a host; every wait is bounded.
       run's; the agents that are left exit 0 when the run ends.
   agents_drill.py fake DTFM_RUN DIR
       Runs `dtfm-run --agent` against a coordinator that misbehaves in
-      each way below; the agent must stop non-zero with one line each.
+      each way below -- one without the job token, one that refuses it,
+      and, past the token's exchange, one that sends what an agent must
+      not obey (a plugin, a flag off the list, paths outside the agent's
+      root or with a NUL) -- the agent must stop non-zero with one line
+      each.
+
+The job token's exchange is written here again from its description
+(lib/Runtime/JobAuth.h) with Python's hmac: an oracle for the C++ one.
 """
+import hashlib
+import hmac
 import os
 import re
 import signal
@@ -31,6 +41,40 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from elastic_drill import check_whole_run, uninterrupted  # noqa: E402
+from worker_drill import JOB_TOKEN  # noqa: E402
+
+GREETING = b"dtfm-job-token 1"
+AGENTS = b"A"
+
+
+def mac(token, role, first, second):
+    return hmac.new(token.encode(), role + AGENTS + first + second,
+                    hashlib.sha256).digest()
+
+
+def prove(sock, token=JOB_TOKEN):
+    """The client's side: proves `token` to a coordinator."""
+    challenge = read_exactly(sock, len(GREETING) + 1 + 32)
+    assert challenge[:len(GREETING) + 1] == GREETING + AGENTS, challenge
+    nonce, mine = challenge[len(GREETING) + 1:], os.urandom(32)
+    sock.sendall(mine + mac(token, b"client", nonce, mine))
+    assert read_exactly(sock, 1) == b"+"
+    assert read_exactly(sock, 32) == mac(token, b"server", mine, nonce)
+
+
+def challenge(conn, token=JOB_TOKEN, proof=None):
+    """The server's side: the agent proves the token (and this side proves
+    it back, or sends `proof` instead)."""
+    nonce = os.urandom(32)
+    conn.sendall(GREETING + AGENTS + nonce)
+    response = read_exactly(conn, 64)
+    theirs = response[:32]
+    if not hmac.compare_digest(response[32:],
+                               mac(token, b"client", nonce, theirs)):
+        conn.sendall(b"-")
+        raise EOFError
+    conn.sendall(b"+" + (proof if proof is not None else
+                         mac(token, b"server", theirs, nonce)))
 
 
 def send_message(sock, parts):
@@ -119,11 +163,13 @@ def normalized(line, d):
     return line.replace(d, "DIR")
 
 
-def start_agent(dtfm_run, port, d, name, flags):
+def start_agent(dtfm_run, port, d, name, flags, env=None):
     out = open(f"{d}/agent-{name}.out", "w")
+    # The coordinator's working directory (lit's) and the run's folder.
     return subprocess.Popen(
-        [dtfm_run, "--agent", f"127.0.0.1:{port}", "--timeout", "5"] + flags,
-        stdout=out, stderr=subprocess.STDOUT, text=True)
+        [dtfm_run, "--agent", f"127.0.0.1:{port}", "--timeout", "5",
+         "--root", os.getcwd(), "--root", d] + flags,
+        stdout=out, stderr=subprocess.STDOUT, text=True, env=env)
 
 
 def agent_error(d, name):
@@ -147,12 +193,19 @@ def run(dtfm_run, plan, d, tokens, steps, join_a, join_b):
     first = out.wait_for(r"waiting for the agents", deadline)
     port = int(re.search(r"port (\d+)", first).group(1))
 
-    # Peers that are no agents, refused while the run waits and goes on.
+    # Peers that are no agents, refused while the run waits and goes on:
+    # one that skips the token's exchange never reaches the parser.
     junk = socket.create_connection(("127.0.0.1", port))
     junk.sendall(b"\xff\xff\xff\xffGET / HTTP/1.0\r\n\r\n")
-    out.wait_for(r"refusing the agent at .*said no hello", deadline)
     junk.close()
+    stranger = start_agent(dtfm_run, port, d, "stranger",
+                           ["--devices", "cpu0"],
+                           env=dict(os.environ, DTFM_JOB_TOKEN="x" * 40))
+    assert stranger.wait(timeout=30) != 0
+    out.wait_for(r"refusing the peer at .*does not prove the job token",
+                 deadline)
     hostile = socket.create_connection(("127.0.0.1", port))
+    prove(hostile)
     send_message(hostile, ["hello", "dtfm-agent 1", "",
                            'device { name: "../x" peak_flops: 1e11 '
                            'memory_bytes: 4e9 }\nlinks_like: "cpu0"\n'])
@@ -170,7 +223,7 @@ def run(dtfm_run, plan, d, tokens, steps, join_a, join_b):
         time.sleep(0.01)
     twice = start_agent(dtfm_run, port, d, "twice", ["--devices", "cpu0"])
     assert twice.wait(timeout=30) != 0
-    for name in ("unknown", "twice"):
+    for name in ("stranger", "unknown", "twice"):
         for line in agent_error(d, name):
             print(normalized(line, d))
 
@@ -218,28 +271,50 @@ def run(dtfm_run, plan, d, tokens, steps, join_a, join_b):
 
 def fake(dtfm_run, d):
     """The agent against a coordinator that misbehaves."""
+    d = os.path.realpath(d)
     os.makedirs(f"{d}/shared", exist_ok=True)
     with open(f"{d}/shared/coordinator.id", "w") as f:
         f.write("right\n")
+
+    def start(*arguments):
+        return ["start", "1", "29999", d, "0:cpu0", f"{d}/plan.pb",
+                "--execute"] + list(arguments)
 
     def session(conn, how):
         if how == "silent":
             time.sleep(4)
             return
+        if how == "impostor":  # answers without knowing the token
+            challenge(conn, proof=os.urandom(32))
+            time.sleep(1)
+            return
+        if how == "other-job":  # holds another job's token
+            challenge(conn, token="y" * 40)
+            return
+        challenge(conn)
         hello = read_message(conn)
         assert hello[:3] == ["hello", "dtfm-agent 1", "cpu0"], hello
         if how == "garbage":
             conn.sendall(b"\x00\x00\x00\x00")
             time.sleep(1)
             return
-        if how == "other-dir":
-            send_message(conn, ["welcome", f"{d}/shared", "wrong"])
+        welcome = {"other-dir": [f"{d}/shared", "wrong"],
+                   "nul-dir": ["/proc/sys/kernel/ostype\0", "Linux"],
+                   "outside-dir": ["/etc", "x"]}
+        if how in welcome:
+            send_message(conn, ["welcome"] + welcome[how])
             print("the agent answered:", read_message(conn)[0])
             return
         send_message(conn, ["welcome", f"{d}/shared", "right"])
         assert read_message(conn) == ["ready"]
         if how == "bad-start":
             send_message(conn, ["start", "1", "99999", "/", "0:cpu0"])
+        elif how == "plugin":
+            send_message(conn, start("--load-dtfm-plugin=/tmp/evil.so"))
+        elif how == "flag":
+            send_message(conn, start("--rendezvous", "10.0.0.1:1"))
+        elif how == "escape":
+            send_message(conn, start("--save-params", "/etc/cron.d/evil"))
         elif how == "unknown":
             send_message(conn, ["reboot"])
         elif how == "mute":
@@ -252,15 +327,16 @@ def fake(dtfm_run, d):
             return
         time.sleep(1)
 
-    for how in ("silent", "garbage", "other-dir", "bad-start", "unknown",
-                "gone", "mute"):
+    for how in ("silent", "impostor", "other-job", "garbage", "other-dir",
+                "nul-dir", "outside-dir", "bad-start", "plugin", "flag",
+                "escape", "unknown", "gone", "mute"):
         server = socket.socket()
         server.bind(("127.0.0.1", 0))
         server.listen(1)
         port = server.getsockname()[1]
         agent = subprocess.Popen(
             [dtfm_run, "--agent", f"127.0.0.1:{port}", "--devices", "cpu0",
-             "--timeout", "2"],
+             "--timeout", "2", "--root", d],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         conn, _ = server.accept()
         try:

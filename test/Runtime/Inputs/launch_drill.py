@@ -59,6 +59,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from worker_drill import free_port, losses, run  # noqa: E402
 from elastic_drill import (check_whole_run, data_flags,  # noqa: E402
                            new_plan_first_step, uninterrupted)
+from worker_drill import JOB_TOKEN  # noqa: E402
 
 LAUNCHER_VARIABLES = ("SLURM_", "RANK", "LOCAL_", "WORLD_", "MASTER_",
                       "GROUP_", "JOB_COMPLETION", "TORCHELASTIC")
@@ -67,6 +68,7 @@ LAUNCHER_VARIABLES = ("SLURM_", "RANK", "LOCAL_", "WORLD_", "MASTER_",
 def clean_environment():
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(LAUNCHER_VARIABLES)}
+    env["DTFM_JOB_TOKEN"] = JOB_TOKEN
     env["OPENBLAS_NUM_THREADS"] = "1"
     return env
 
@@ -356,6 +358,21 @@ def rejoin(dtfm_run, plan, d, steps):
     check_whole_run(log, reference, steps, d)
 
 
+def manifest_environment(container):
+    """A container's environment as Kubernetes gives it; the job token
+    must come from a Secret (here: the drills' token)."""
+    env = {}
+    for e in container.get("env", []):
+        if "value" in e:
+            env[e["name"]] = e["value"]
+        else:
+            assert e["name"] == "DTFM_JOB_TOKEN", e
+            assert "secretKeyRef" in e["valueFrom"], e
+            env[e["name"]] = JOB_TOKEN
+    assert "DTFM_JOB_TOKEN" in env, "the manifest gives no job token"
+    return env
+
+
 def pods_of(manifest_path):
     """(container, environment) of each pod a manifest starts."""
     import yaml
@@ -368,7 +385,7 @@ def pods_of(manifest_path):
             assert spec["completions"] == spec["parallelism"]
             template = spec["template"]["spec"]
             container = template["containers"][0]
-            env = {e["name"]: e["value"] for e in container["env"]}
+            env = manifest_environment(container)
             # Pod i is <job>-<i>.<subdomain>; the headless service selects
             # the job's pods.
             host = f'{doc["metadata"]["name"]}-0.{template["subdomain"]}'
@@ -390,10 +407,11 @@ def pods_of(manifest_path):
                 assert container["name"] == "pytorch"
                 for _ in range(replicas[role]["replicas"]):
                     # What the training operator sets in each pod.
-                    pods.append((container["command"], {
-                        "RANK": str(rank), "WORLD_SIZE": str(world),
-                        "MASTER_ADDR": f'{doc["metadata"]["name"]}-master-0',
-                        "MASTER_PORT": "23456"}))
+                    pods.append((container["command"], dict(
+                        manifest_environment(container),
+                        RANK=str(rank), WORLD_SIZE=str(world),
+                        MASTER_ADDR=f'{doc["metadata"]["name"]}-master-0',
+                        MASTER_PORT="23456")))
                     rank += 1
     return pods
 
@@ -419,6 +437,7 @@ def manifests(dtfm_run, plan, d, steps, examples):
                 else:
                     args[at + 1] = value
             os.makedirs(f"{d}/k8s-ckpt-{i}", exist_ok=True)
+            # The token the manifest gives, not the drills'.
             env = dict(clean_environment(), **env)
             env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
             jobs.append(subprocess.Popen(
@@ -690,7 +709,10 @@ def slurm(dtfm_run, plan, d, steps, examples=None):
                  "-e", f"{d}/batch-%j.err", f"{examples}/dtfm.sbatch", plan,
                  "--steps", str(steps), "--timeout", "30",
                  "--log", f"{d}/batch.jsonl"],
-                env=dict(cluster.env, DTFM_RUN=dtfm_run), capture_output=True,
+                # No token given: the script makes the job's own.
+                env={**{k: v for k, v in cluster.env.items()
+                        if k != "DTFM_JOB_TOKEN"}, "DTFM_RUN": dtfm_run},
+                capture_output=True,
                 text=True, timeout=240)
             outputs = "".join(open(f"{d}/{f}").read()
                               for f in sorted(os.listdir(d))

@@ -19,6 +19,11 @@ kill one worker of a running job). Every wait is bounded.
   stray-client DTFM_RUN PLAN DIR STEPS WORKERS
       As multi-host, with a stray client on rank 0's rendezvous port that
       sends one byte and stays silent: every worker must still finish.
+  strangers DTFM_RUN PLAN DIR WORKERS
+      Hand-started ranks that must not train together, each refused in one
+      line: a rank of another seed (rank 0 names it and both identities;
+      every rank stops), a rank with another job's token (the store
+      refuses it at once), a rank with no token at all.
   launcher-killed DTFM_RUN PLAN DIR
       SIGKILLs the local launcher once its workers run: every worker must
       be gone within 5 s.
@@ -45,6 +50,7 @@ kill one worker of a running job). Every wait is bounded.
       of all steps equals the uninterrupted run's.
 """
 import os
+import re
 import shutil
 import struct
 import signal
@@ -52,6 +58,11 @@ import socket
 import subprocess
 import sys
 import time
+
+# Every process of the drills' jobs proves one job token (JobToken.h);
+# the cases about a missing or wrong token say so.
+JOB_TOKEN = "drill-job-token-" + "0123456789abcdef" * 2
+os.environ.setdefault("DTFM_JOB_TOKEN", JOB_TOKEN)
 
 
 def run(cmd, **kw):
@@ -259,6 +270,44 @@ def stray_client(dtfm_run, plan, d, steps, workers):
         assert j.returncode == 0, err
     print(f"{workers} workers finished {len(losses(outs[-1][0]))} steps "
           f"beside a silent client within {'30' if took < 30 else 'MORE'} s")
+
+
+def strangers(dtfm_run, plan, d, workers):
+    common = [dtfm_run, plan, "--execute", "--steps", "3", "--timeout", "5"]
+
+    def job(extra, tokens):
+        port = free_port()
+        procs = [subprocess.Popen(
+            common + ["--rank", str(r), "--rendezvous", f"127.0.0.1:{port}"]
+            + extra.get(r, []), stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, env=tokens(r))
+            for r in range(workers)]
+        return [p.communicate(timeout=60) + (p.returncode,) for p in procs]
+
+    def env(token):
+        e = {k: v for k, v in os.environ.items() if k != "DTFM_JOB_TOKEN"}
+        e["OPENBLAS_NUM_THREADS"] = "1"
+        if token:
+            e["DTFM_JOB_TOKEN"] = token
+        return e
+
+    def shown(text):
+        text = re.sub(r"plan [0-9a-f]{16}", "plan H", text)
+        text = re.sub(r"on \S+ pid \d+", "on HOST pid N", text)
+        text = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", text)
+        return [ln for ln in text.splitlines() if "error:" in ln][0]
+
+    last = workers - 1
+    ends = job({last: ["--seed", "9"]}, lambda r: env(JOB_TOKEN))
+    assert all(code != 0 for _, _, code in ends), ends
+    print("another seed: every rank stops:", shown(ends[0][1].strip()))
+    ends = job({}, lambda r: env("another-job-" + "0" * 30 if r == last
+                                 else JOB_TOKEN))
+    assert ends[last][2] != 0
+    print("another token:", shown(ends[last][1].strip()))
+    ends = job({}, lambda r: env(None if r == last else JOB_TOKEN))
+    assert ends[last][2] != 0
+    print("no token:", shown(ends[last][1].strip()))
 
 
 def launcher_killed(dtfm_run, plan, d):
@@ -531,6 +580,9 @@ if __name__ == "__main__":
     elif mode == "launcher-variables":
         launcher_variables(sys.argv[2], os.path.abspath(sys.argv[3]),
                            sys.argv[4], int(sys.argv[5]), int(sys.argv[6]))
+    elif mode == "strangers":
+        strangers(sys.argv[2], os.path.abspath(sys.argv[3]), sys.argv[4],
+                  int(sys.argv[5]))
     elif mode == "stray-client":
         stray_client(sys.argv[2], os.path.abspath(sys.argv[3]), sys.argv[4],
                      int(sys.argv[5]), int(sys.argv[6]))
