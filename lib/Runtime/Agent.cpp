@@ -11,7 +11,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dtfm/Format/PlanFile.h"
 #include "dtfm/Format/TensorFile.h"
+#include "dtfm/Plan/Verifier.h"
 #include "dtfm/Runtime/Agents.h"
 #include "dtfm/Runtime/Launcher.h"
 #include "dtfm/Runtime/Transport.h"
@@ -21,6 +23,7 @@
 #include "dtfm/Support/PluginFlags.h"
 
 #include "AgentProtocol.h"
+#include "plan.pb.h"
 #include "JobAuth.h"
 #include "Rendezvous.h"
 
@@ -215,6 +218,7 @@ void killAll(std::vector<Child> &children) {
 /// the message is not one.
 bool startWorkers(const Message &start, const std::string &host,
                   const std::string &self, const AgentOptions &options,
+                  const std::vector<std::string> &served,
                   std::vector<Child> &children,
                   std::vector<std::pair<Child, int>> &unstarted,
                   std::string &error) {
@@ -253,6 +257,28 @@ bool startWorkers(const Message &start, const std::string &host,
     }
     ranks.push_back({static_cast<int>(*rank), item.substr(colon + 1)});
   }
+  // The plan must verify, and each rank run a device this agent serves.
+  std::string planPath = arguments[0][0] == '/' ? arguments[0]
+                                                : start[3] + "/" + arguments[0];
+  proto::Plan plan;
+  std::string why;
+  if (!format::readPlanFile(planPath, plan, why) ||
+      !plan::verifyPlan(plan, planPath, why)) {
+    error = "the coordinator's start refused: " + why;
+    return false;
+  }
+  for (auto &[rank, device] : ranks)
+    if (rank >= plan.programs_size() ||
+        plan.programs(rank).device() != device ||
+        !std::count(served.begin(), served.end(), device)) {
+      error = "the coordinator's start refused: rank " +
+              std::to_string(rank) + " as " + printable(device, 64) +
+              (rank >= plan.programs_size() ||
+                       plan.programs(rank).device() != device
+                   ? " is not that rank's device in " + planPath
+                   : ", a device this agent does not serve");
+      return false;
+    }
   for (auto &[rank, device] : ranks) {
     std::vector<std::string> args = {self};
     args.insert(args.end(), start.begin() + 5, start.end());
@@ -416,6 +442,13 @@ int dtfm::runtime::runAgent(const AgentOptions &options) {
     ::close(fd);
     return agentError("lost the coordinator at " + options.coordinator);
   }
+  // The devices whose ranks a start may give this agent.
+  std::vector<std::string> served = options.devices;
+  planner::JoinRequest request;
+  if (!options.joinRequest.empty() &&
+      planner::parseJoinRequest(options.joinRequest, options.joinRequestPath,
+                                request, error))
+    served.push_back(request.device.name);
   std::vector<std::string> serving = options.devices;
   if (!options.joinRequestPath.empty())
     serving.push_back("a device joining from " + options.joinRequestPath);
@@ -469,8 +502,8 @@ int dtfm::runtime::runAgent(const AgentOptions &options) {
             ::kill(c.pid, SIGKILL);
       } else if (message[0] == "start") {
         std::vector<std::pair<Child, int>> unstarted;
-        if (!startWorkers(message, host, self, checked, children, unstarted,
-                          error))
+        if (!startWorkers(message, host, self, checked, served, children,
+                          unstarted, error))
           return lost(error);
         for (auto &[child, status] : unstarted)
           if (!sendMessage(fd, {"end", std::to_string(child.launch),

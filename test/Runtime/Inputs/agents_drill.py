@@ -214,6 +214,10 @@ def run(dtfm_run, plan, d, tokens, steps, join_a, join_b):
     unknown = start_agent(dtfm_run, port, d, "unknown", ["--devices", "gpu9"])
     assert unknown.wait(timeout=30) != 0
 
+    # The hosts' agents connect through a flood of idle connections (the
+    # gate holds 64 unproven at most, the oldest closed first).
+    flood = [socket.create_connection(("127.0.0.1", port))
+             for _ in range(300)]
     hosts = {}
     for n, devices in enumerate(["cpu0,cpu1", "cpu2,cpu3", "cpu4,cpu5",
                                  "cpu6,cpu7"]):
@@ -221,6 +225,10 @@ def run(dtfm_run, plan, d, tokens, steps, join_a, join_b):
                                ["--devices", devices])
     while time.time() < deadline and logged(log) < 3:
         time.sleep(0.01)
+    print("four agents served through a flood of 300 idle connections:",
+          logged(log) >= 3)
+    for s in flood:
+        s.close()
     twice = start_agent(dtfm_run, port, d, "twice", ["--devices", "cpu0"])
     assert twice.wait(timeout=30) != 0
     for name in ("stranger", "unknown", "twice"):
@@ -276,8 +284,8 @@ def fake(dtfm_run, d):
     with open(f"{d}/shared/coordinator.id", "w") as f:
         f.write("right\n")
 
-    def start(*arguments):
-        return ["start", "1", "29999", d, "0:cpu0", f"{d}/plan.pb",
+    def start(*arguments, ranks="0:cpu0", plan=f"{d}/plan.pb"):
+        return ["start", "1", "29999", d, ranks, plan,
                 "--execute"] + list(arguments)
 
     def session(conn, how):
@@ -315,6 +323,10 @@ def fake(dtfm_run, d):
             send_message(conn, start("--rendezvous", "10.0.0.1:1"))
         elif how == "escape":
             send_message(conn, start("--save-params", "/etc/cron.d/evil"))
+        elif how == "not-a-plan":
+            send_message(conn, start(plan=f"{d}/tokens.bin"))
+        elif how == "wrong-rank":  # rank 0 of the plan runs cpu0
+            send_message(conn, start(ranks="0:cpu7", plan=f"{d}/eight.pb"))
         elif how == "unknown":
             send_message(conn, ["reboot"])
         elif how == "mute":
@@ -329,7 +341,8 @@ def fake(dtfm_run, d):
 
     for how in ("silent", "impostor", "other-job", "garbage", "other-dir",
                 "nul-dir", "outside-dir", "bad-start", "plugin", "flag",
-                "escape", "unknown", "gone", "mute"):
+                "escape", "not-a-plan", "wrong-rank", "unknown", "gone",
+                "mute"):
         server = socket.socket()
         server.bind(("127.0.0.1", 0))
         server.listen(1)
