@@ -8,7 +8,8 @@
 #       tests under the paths given (test/ relative; all when none) and the
 #       unit tests; CI runs it on the runtime and importer tests.
 #   scripts/sanitize.sh tsan [lit paths...]  TSan (build-tsan): the transport's
-#       unit tests (rendezvous store, collectives) and the lit tests under the
+#       and job token's unit tests (rendezvous store and its gate, collectives)
+#       and the lit tests under the
 #       paths given (default Runtime: workers with their receive / compute /
 #       send threads, launcher, checkpoints).
 #   scripts/sanitize.sh fuzz SECONDS [target...]  the libFuzzer targets
@@ -91,7 +92,7 @@ case "$mode" in
     export TSAN_OPTIONS="log_path=$reports/report:halt_on_error=0:second_deadlock_stack=1:suppressions=$src/scripts/tsan-suppressions.txt"
     status=0
     DTFM_SOURCE_DIR="$src" "$build/unittests/DtfmUnitTests" \
-      --gtest_filter='TransportTest*' --gtest_brief=1 || status=$?
+      --gtest_filter='TransportTest*:JobAuth*' --gtest_brief=1 || status=$?
     paths=()
     for p in "$@"; do paths+=("$build/test/$p"); done
     [ ${#paths[@]} -eq 0 ] && paths=("$build/test/Runtime")
