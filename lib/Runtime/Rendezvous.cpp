@@ -99,6 +99,7 @@ struct RedisReply {
 
 std::unique_ptr<RedisKeyValueStore>
 RedisKeyValueStore::connect(const std::string &host, int port,
+                            const std::string &password,
                             std::chrono::milliseconds timeout,
                             std::string &error) {
   // Gloo's store connects once; the server may still be starting, and a
@@ -127,9 +128,29 @@ RedisKeyValueStore::connect(const std::string &host, int port,
             (context ? context->errstr : "no connection");
     return nullptr;
   }
+  // The password first (its bytes as they are: %b, never formatted).
+  if (!password.empty()) {
+    RedisReply auth(redisCommand(context, "AUTH %b", password.data(),
+                                 password.size()));
+    if (!auth.reply || auth.reply->type == REDIS_REPLY_ERROR) {
+      error = "Redis rendezvous store at " + store->where +
+              ": it refused DTFM_REDIS_PASSWORD (" +
+              (auth.reply ? std::string(auth.reply->str, auth.reply->len)
+                          : std::string(context->errstr)) +
+              ")";
+      return nullptr;
+    }
+  }
   // Something that accepts connections but is not Redis fails here, in
   // one line, rather than at the first key.
   RedisReply pong(redisCommand(context, "PING"));
+  if (pong.reply && pong.reply->type == REDIS_REPLY_ERROR &&
+      std::string(pong.reply->str, pong.reply->len).rfind("NOAUTH", 0) == 0) {
+    error = "Redis rendezvous store at " + store->where +
+            ": the server asks for a password: give it in "
+            "DTFM_REDIS_PASSWORD";
+    return nullptr;
+  }
   if (!pong.reply || pong.reply->type == REDIS_REPLY_ERROR) {
     error = "Redis rendezvous store at " + store->where + ": " +
             (pong.reply ? std::string(pong.reply->str, pong.reply->len)

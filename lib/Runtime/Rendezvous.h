@@ -112,11 +112,12 @@ private:
 /// shared by many jobs does not fill up with dead ones' keys.
 class RedisKeyValueStore : public KeyValueStore {
 public:
-  /// Connects within `timeout` (the server may be starting); null with a
-  /// one-line `error`.
+  /// Connects within `timeout` (the server may be starting) and
+  /// authenticates with `password` (Redis AUTH; none when empty); null
+  /// with a one-line `error`.
   static std::unique_ptr<RedisKeyValueStore>
-  connect(const std::string &host, int port, std::chrono::milliseconds timeout,
-          std::string &error);
+  connect(const std::string &host, int port, const std::string &password,
+          std::chrono::milliseconds timeout, std::string &error);
   ~RedisKeyValueStore() override;
 
   bool has(const std::string &key) override;

@@ -282,7 +282,8 @@ std::unique_ptr<Transport> Transport::connect(const TransportOptions &options,
     return nullptr;
   if (redis) {
     impl->store =
-        RedisKeyValueStore::connect(host, port, options.timeout, error);
+        RedisKeyValueStore::connect(host, port, options.redisPassword,
+                                    options.timeout, error);
     if (!impl->store)
       return nullptr;
   } else if (!where.empty()) {

@@ -115,7 +115,9 @@ static const char *kUsage =
     "                      (or none of them: torchrun's, SLURM's or a "
     "Kubernetes Job's variables)\n"
     "                      [--rendezvous redis://HOST:PORT[/PREFIX]] (a "
-    "Redis server as the store)\n"
+    "Redis server as the store;\n"
+    "                      its password, if it asks for one, in "
+    "DTFM_REDIS_PASSWORD)\n"
     "                      [--run-id ID] (the job's keys in the store; "
     "default SLURM_JOB_ID or TORCHELASTIC_RUN_ID)\n"
     "                      [--iface NAME] (the interface the peers connect "
@@ -1103,6 +1105,8 @@ int executeMode(Command &c, const proto::Plan &plan, int argc, char **argv) {
       return fail("--rank needs --rendezvous HOST:PORT or --store DIR");
     if (!loadToken(c, c.worker.jobToken))
       return 1;
+    if (const char *password = std::getenv("DTFM_REDIS_PASSWORD"))
+      c.worker.redisPassword = password;
     if (c.worker.iface.empty() &&
         !runtime::interfaceFromEnvironment(
             [](const char *name) { return std::getenv(name); },

@@ -68,6 +68,9 @@ struct TransportOptions {
   /// The job token (JobToken.h) every connection to a TCP store proves;
   /// required with one.
   std::string jobToken;
+  /// The password a Redis store asks for (DTFM_REDIS_PASSWORD; Redis's
+  /// AUTH), empty for none.
+  std::string redisPassword;
   /// What every rank must agree on to train together (the plan's hash,
   /// the seed, the steps): compared at the rendezvous, one line naming
   /// the rank that differs.

@@ -100,8 +100,9 @@ struct WorkerOptions {
   /// other hosts: see TransportOptions.
   std::string runId, iface, ifaceFrom;
   bool peersOnOtherHosts = false;
-  /// The job token a TCP rendezvous store asks for (JobToken.h).
-  std::string jobToken;
+  /// The job token a TCP rendezvous store asks for (JobToken.h), and the
+  /// password of a Redis one (DTFM_REDIS_PASSWORD).
+  std::string jobToken, redisPassword;
   /// The job whose claim on `checkpointDir` this worker joins
   /// (CheckpointClaim, Checkpoints.h): every process of one job gives the
   /// same id; empty: a job of this process alone.

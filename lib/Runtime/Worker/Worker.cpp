@@ -427,6 +427,7 @@ bool Worker::connect(std::string &error) {
   t.ifaceFrom = options.ifaceFrom;
   t.peersOnOtherHosts = options.peersOnOtherHosts;
   t.jobToken = options.jobToken;
+  t.redisPassword = options.redisPassword;
   {
     // Ranks of another plan, seed or length never train together.
     char identity[96];

@@ -178,6 +178,45 @@ def redis(dtfm_run, plan, d, steps, workers):
         server.terminate()
         server.wait(timeout=20)
 
+    # A server that asks for a password (requirepass): DTFM_REDIS_PASSWORD.
+    port = free_port()
+    secret = "s3cret with spaces"
+    server = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+         "--save", "", "--appendonly", "no", "--dir", d,
+         "--requirepass", secret],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_for_port(port, 20), "redis-server did not start"
+        url = f"redis://127.0.0.1:{port}/dtfm-test"
+
+        def job(password, ranks):
+            env = clean_environment()
+            if password is not None:
+                env["DTFM_REDIS_PASSWORD"] = password
+            jobs = [subprocess.Popen(
+                common + ["--rank", str(r), "--rendezvous", url, "--run-id",
+                          "p", "--log", f"{d}/redis-p-{r}.jsonl"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                env=env) for r in ranks]
+            return [j.communicate(timeout=120) + (j.returncode,)
+                    for j in jobs]
+
+        for password, what in ((None, "no password"),
+                               ("wrong", "a wrong password")):
+            (out, err, code), = job(password, [1])
+            assert code != 0
+            line = [ln for ln in err.splitlines() if "error:" in ln][0]
+            print(f"{what}: " + re.sub(r":\d+", ":PORT", line))
+        ends = job(secret, range(workers))
+        assert all(code == 0 for _, _, code in ends), ends
+        assert losses(ends[0][0]) == reference
+        print(f"with DTFM_REDIS_PASSWORD: {workers} ranks train "
+              f"{len(reference)} steps equal to the local launcher's")
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+
 
 def claims(dtfm_run, plan, d, workers):
     port = free_port()
