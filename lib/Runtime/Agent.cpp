@@ -15,24 +15,23 @@
 #include "dtfm/Format/TensorFile.h"
 #include "dtfm/Plan/Verifier.h"
 #include "dtfm/Runtime/Agents.h"
+#include "dtfm/Runtime/JobToken.h"
 #include "dtfm/Runtime/Launcher.h"
 #include "dtfm/Runtime/Transport.h"
 #include "dtfm/Runtime/Worker.h"
-
-#include "dtfm/Runtime/JobToken.h"
 #include "dtfm/Support/PluginFlags.h"
 
 #include "AgentProtocol.h"
-#include "plan.pb.h"
 #include "JobAuth.h"
 #include "Rendezvous.h"
+#include "plan.pb.h"
 
 #include <climits>
 #include <map>
 
 #include <poll.h>
-#include <sys/stat.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -62,7 +61,7 @@ std::string dtfm::runtime::pathOutsideRoots(
     if (end == std::string::npos)
       end = whole.size();
     if (whole.compare(begin, end - begin, "..") == 0 && end - begin == 2)
-      return what + " '" + path + "' has a '..' component";
+      return what + " '" + printable(path) + "' has a '..' component";
     begin = end + 1;
   }
   // Resolved, links followed; an output may not exist yet, its folder must.
@@ -74,7 +73,8 @@ std::string dtfm::runtime::pathOutsideRoots(
     size_t slash = whole.find_last_of('/');
     std::string folder = slash == 0 ? "/" : whole.substr(0, slash);
     if (!::realpath(folder.c_str(), resolved))
-      return what + " '" + path + "': its folder does not exist on this host";
+      return what + " '" + printable(path) +
+             "': its folder does not exist on this host";
     real = std::string(resolved) + (std::string(resolved) == "/" ? "" : "/") +
            whole.substr(slash + 1);
   }
@@ -84,7 +84,7 @@ std::string dtfm::runtime::pathOutsideRoots(
   std::string list;
   for (const std::string &root : roots)
     list += (list.empty() ? "" : ", ") + root;
-  return what + " '" + path + "' (" + real +
+  return what + " '" + printable(path) + "' (" + printable(real) +
          ") lies outside this agent's roots (" + list + "; --root DIR)";
 }
 
@@ -156,7 +156,7 @@ dtfm::runtime::workerArgumentsProblem(const std::vector<std::string> &arguments,
     }
     auto known = workerFlags().find(flag);
     if (known == workerFlags().end())
-      return "it passes " + flag.substr(0, 64) +
+      return "it passes " + printable(flag, 64) +
              ", which is not a worker flag an agent passes on";
     if (known->second == ValueKind::None) {
       if (joinedValue)
@@ -184,7 +184,7 @@ dtfm::runtime::workerArgumentsProblem(const std::vector<std::string> &arguments,
                     ::realpath(value.c_str(), theirs) &&
                     std::string(mine) == theirs);
       if (!allowed)
-        return "it asks the workers to load the plugin " + value.substr(0, 256) +
+        return "it asks the workers to load the plugin " + printable(value) +
                ", which this agent was not started with (an agent's workers "
                "load only the agent's own --" +
                kLoadPluginFlag + ")";
