@@ -135,6 +135,11 @@ const std::map<std::string, ValueKind> &workerFlags() {
 
 } // namespace
 
+bool dtfm::runtime::workerFlagTakesPath(const std::string &flag) {
+  auto known = workerFlags().find(flag);
+  return known != workerFlags().end() && known->second == ValueKind::Path;
+}
+
 std::string
 dtfm::runtime::workerArgumentsProblem(const std::vector<std::string> &arguments,
                                       const std::string &workdir,
@@ -385,12 +390,12 @@ int dtfm::runtime::runAgent(const AgentOptions &options) {
       return agentError("--root " + root + ": not a folder");
     checked.roots.push_back(resolved);
   }
+  bool unreachable = false;
   int fd = auth::connectProven(host, port, options.jobToken,
-                               auth::Channel::Agents, options.timeout, error);
+                               auth::Channel::Agents, options.timeout, error,
+                               &unreachable);
   if (fd < 0)
-    return agentError(error.rfind("nothing listens", 0) == 0
-                          ? "no coordinator: " + error
-                          : error);
+    return agentError(unreachable ? "no coordinator: " + error : error);
   Message answer;
   if (!sendMessage(fd, {"hello", kProtocol, joined(options.devices),
                         options.joinRequest}) ||

@@ -28,19 +28,11 @@ namespace {
 
 std::string freshNonce() {
   std::string nonce(kNonceBytes, '\0');
-  size_t have = 0;
-  while (have < nonce.size()) {
-    ssize_t got = ::getrandom(nonce.data() + have, nonce.size() - have, 0);
-    if (got < 0 && errno == EINTR)
-      continue;
-    if (got <= 0)
-      break;
-    have += static_cast<size_t>(got);
-  }
-  if (have < nonce.size()) { // no getrandom: the library's device
+  if (!randomBytes(nonce.data(), nonce.size())) {
+    // No getrandom: the library's device (a nonce need only be fresh).
     std::random_device device;
     for (char &c : nonce)
-      c = static_cast<char>(c ^ static_cast<char>(device()));
+      c = static_cast<char>(device());
   }
   return nonce;
 }
@@ -62,6 +54,19 @@ const char *channelName(Channel channel) {
 }
 
 } // namespace
+
+bool dtfm::runtime::auth::randomBytes(char *data, size_t size) {
+  size_t have = 0;
+  while (have < size) {
+    ssize_t got = ::getrandom(data + have, size - have, 0);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got <= 0)
+      return false;
+    have += static_cast<size_t>(got);
+  }
+  return true;
+}
 
 Proof dtfm::runtime::auth::proveJobToken(int fd, const std::string &token,
                                          Channel channel,
@@ -132,7 +137,9 @@ int dtfm::runtime::auth::connectProven(const std::string &host, int port,
                                       const std::string &token,
                                       Channel channel,
                                       std::chrono::milliseconds timeout,
-                                      std::string &error) {
+                                      std::string &error, bool *unreachable) {
+  if (unreachable)
+    *unreachable = false;
   std::string peer = host + ":" + std::to_string(port);
   Clock::time_point deadline = Clock::now() + timeout;
   while (true) {
@@ -141,6 +148,8 @@ int dtfm::runtime::auth::connectProven(const std::string &host, int port,
     int fd = rendezvous::connectWithin(
         host, port, std::max(left, std::chrono::milliseconds(1)), error);
     if (fd < 0) {
+      if (unreachable)
+        *unreachable = true;
       if (error.rfind("nothing listens", 0) == 0) // the whole wait, said so
         error = "nothing listens at " + peer + " within " +
                 std::to_string(timeout.count()) + " ms";
@@ -187,7 +196,7 @@ AuthGate::Counts AuthGate::counts() {
   return tally;
 }
 
-void AuthGate::acceptWaiting() {
+void AuthGate::acceptNew() {
   // A bounded batch per round: proofs already sent are read in between.
   for (int i = 0; i < 32; ++i) {
     int fd = ::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -289,6 +298,6 @@ void AuthGate::loop() {
     }
     unproven.swap(still);
     if (polled[0].revents != 0)
-      acceptWaiting();
+      acceptNew();
   }
 }

@@ -72,9 +72,15 @@ Proof proveJobToken(int fd, const std::string &token, Channel channel,
 /// while the server is not up or its gate is crowded (it closes the oldest
 /// unproven connection); the socket (its deadline set to `timeout`), or -1
 /// with a one-line `error` -- at once for a refused token or an impostor.
+/// `unreachable` (when given) says whether nothing could be reached at all
+/// (callers name what they expected there).
 int connectProven(const std::string &host, int port, const std::string &token,
                   Channel channel, std::chrono::milliseconds timeout,
-                  std::string &error);
+                  std::string &error, bool *unreachable = nullptr);
+
+/// `size` bytes of the kernel's randomness (getrandom); false when it has
+/// none to give.
+bool randomBytes(char *data, size_t size);
 
 /// The server's side: accepts on a listening socket (made non-blocking)
 /// and admits the connections that prove the token.
@@ -113,7 +119,7 @@ private:
     std::string nonce, response;
   };
   void loop();
-  void acceptWaiting();
+  void acceptNew();
   /// Reads what `u` sent; false when it is done with (admitted or closed).
   bool readProof(Unproven &u);
 

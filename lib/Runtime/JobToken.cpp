@@ -9,7 +9,8 @@
 #include "dtfm/Format/FileIo.h"
 #include "dtfm/Support/Sha256.h"
 
-#include <sys/random.h>
+#include "JobAuth.h"
+
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -86,18 +87,11 @@ bool runtime::loadJobToken(const std::string &path,
 
 std::string runtime::freshJobToken(std::string &error) {
   uint8_t bytes[32];
-  size_t have = 0;
-  while (have < sizeof bytes) {
-    ssize_t got = ::getrandom(bytes + have, sizeof bytes - have, 0);
-    if (got < 0 && errno == EINTR)
-      continue;
-    if (got <= 0) {
-      error = std::string("cannot draw a job token from the kernel's "
-                          "randomness: ") +
-              std::strerror(errno);
-      return "";
-    }
-    have += static_cast<size_t>(got);
+  if (!auth::randomBytes(reinterpret_cast<char *>(bytes), sizeof bytes)) {
+    error = std::string("cannot draw a job token from the kernel's "
+                        "randomness: ") +
+            std::strerror(errno);
+    return "";
   }
   std::string token;
   appendHex(token, bytes, sizeof bytes);

@@ -481,11 +481,12 @@ std::unique_ptr<TcpStoreClient>
 TcpStoreClient::connect(const std::string &host, int port,
                         const std::string &token,
                         std::chrono::milliseconds timeout, std::string &error) {
+  bool unreachable = false;
   int fd = auth::connectProven(host, port, token, auth::Channel::Store,
-                               timeout, error);
+                               timeout, error, &unreachable);
   if (fd < 0) {
     // The exchange's errors name the store already.
-    if (error.rfind("nothing listens", 0) == 0)
+    if (unreachable)
       error = "rendezvous store: " + error + " (is rank 0 running?)";
     return nullptr;
   }

@@ -824,13 +824,12 @@ std::vector<std::string> ownFolders(const Command &c) {
   folders.insert(folderOf(c.planPath));
   if (!c.worker.checkpointDir.empty())
     folders.insert(c.worker.checkpointDir);
+  // The path flags an agent checks (Agents.h); the checkpoint directory
+  // is a root itself.
   for (size_t k = 0; k + 1 < c.forwarded.size(); ++k)
-    for (const char *flag :
-         {"--tokens", "--data", "--val-data", "--inputs", "--init-from",
-          "--cluster", "--resume-from", "--log", "--trace", "--save-params",
-          "--memory-report"})
-      if (c.forwarded[k] == flag)
-        folders.insert(folderOf(c.forwarded[k + 1]));
+    if (c.forwarded[k] != "--checkpoint-dir" &&
+        runtime::workerFlagTakesPath(c.forwarded[k]))
+      folders.insert(folderOf(c.forwarded[k + 1]));
   if (c.logGiven)
     folders.insert(folderOf(c.worker.logPath));
   if (!c.tracePath.empty())

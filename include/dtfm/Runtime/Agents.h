@@ -88,6 +88,10 @@ std::string workerArgumentsProblem(const std::vector<std::string> &arguments,
                                    const std::string &workdir,
                                    const AgentOptions &options);
 
+/// Whether a worker flag of that list takes a path (--tokens, --log,
+/// --checkpoint-dir...).
+bool workerFlagTakesPath(const std::string &flag);
+
 /// Why `path` (relative ones from `base`) is not inside one of `roots`
 /// (resolved folders): a NUL, a `..` component, a missing folder, or a
 /// place outside them; "" when it is inside. `what` names it.
