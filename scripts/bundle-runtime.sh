@@ -245,8 +245,11 @@ plugin=$stage/lib/plugins/libdtfm-example-ops.so
 # What gpu-check.sh runs on both backends: name, plan, steps, relative
 # tolerance against the CPU's losses, extra dtfm-run flags (f32: 5 steps
 # within 1e-6, local steps 10 to cover two outer steps; bf16 products: 2e-2).
+# Attention runs fused on the GPU (--gpu-attention auto); the -unfused rows
+# keep the reference kernels checked too.
 cat > "$plans/plans.txt" <<'EOF'
 tiny-1            tiny-1.pb                 5  1e-6
+tiny-1-unfused    tiny-1.pb                 5  1e-6 --gpu-attention=unfused
 tiny-1-bf16       tiny-1-bf16.pb            10 2e-2
 tiny-1-bf16-fp32  tiny-1-bf16.pb            5  1e-6 --matmul-precision=fp32
 tiny-2x2          tiny-2x2.pb               5  1e-6
@@ -268,6 +271,7 @@ tiny-tp2-pp2      tiny-tp2-pp2.pb           5  1e-6
 tiny-tp21         tiny-tp21.pb              5  1e-6
 tiny-llama-1      tiny-llama-1.pb           5  1e-6
 tiny-llama-2x2    tiny-llama-2x2.pb         5  1e-6
+tiny-llama-2x2-unfused tiny-llama-2x2.pb    5  1e-6 --gpu-attention=unfused
 tiny-llama-tp2    tiny-llama-tp2.pb         5  1e-6
 plugin-mlp        plugin-mlp.pb             5  1e-6 --load-dtfm-plugin=@root@/lib/plugins/libdtfm-example-ops.so
 EOF

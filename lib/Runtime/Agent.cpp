@@ -114,6 +114,7 @@ const std::map<std::string, ValueKind> &workerFlags() {
       {"--data-order", ValueKind::Plain},
       {"--backend", ValueKind::Plain},
       {"--matmul-precision", ValueKind::Plain},
+      {"--gpu-attention", ValueKind::Plain},
       {"--run-id", ValueKind::Plain},
       {"--tokens", ValueKind::Path},
       {"--data", ValueKind::Path},

@@ -17,6 +17,19 @@
 
 using namespace dtfm::runtime;
 
+bool dtfm::runtime::parseGpuAttention(const std::string &text,
+                                      GpuAttention &choice) {
+  if (text == "auto")
+    choice = GpuAttention::Auto;
+  else if (text == "fused")
+    choice = GpuAttention::Fused;
+  else if (text == "unfused")
+    choice = GpuAttention::Unfused;
+  else
+    return false;
+  return true;
+}
+
 bool dtfm::runtime::parseBackendRequest(const std::string &text,
                                         BackendRequest &request) {
   if (text == "cpu")
@@ -81,7 +94,7 @@ bool dtfm::runtime::resolveBackend(BackendRequest request,
 std::unique_ptr<StageExecutor>
 dtfm::runtime::makeExecutor(Backend backend,
                             const StageProgram &program, int rank,
-                            bool planPrecisionMatmuls, std::string &error) {
+                            const GpuOptions &gpu, std::string &error) {
   if (backend == Backend::Cpu)
     return std::make_unique<cpu::CpuExecutor>(program);
 #if DTFM_HAVE_CUDA
@@ -91,11 +104,10 @@ dtfm::runtime::makeExecutor(Backend backend,
     error = "no CUDA device (" + why + ")";
     return nullptr;
   }
-  return cuda::makeCudaExecutor(program, rank % devices, planPrecisionMatmuls,
-                                error);
+  return cuda::makeCudaExecutor(program, rank % devices, gpu, error);
 #else
   (void)rank;
-  (void)planPrecisionMatmuls;
+  (void)gpu;
   error = "this dtfm-run was built without CUDA";
   return nullptr;
 #endif

@@ -8,7 +8,8 @@
 #   1. the CUDA unit tests (kernels against their CPU twins, cuBLASLt);
 #   2. dtfm-run --backend cuda on every bundled plan (plans/plans.txt), its
 #      losses beside the CPU backend's, step by step, within each plan's
-#      tolerance (f32: 1e-6 relative), recomputation and ZeRO-1 included;
+#      tolerance (f32: 1e-6 relative), recomputation and ZeRO-1 included,
+#      attention fused (the default) and unfused (--gpu-attention=unfused);
 #   3. checkpoint round trips: CPU -> GPU, GPU -> CPU, GPU -> GPU, also of
 #      int8 and top-k exchanges, local steps, recomputation and sharded
 #      optimizer state (ZeRO-1, also resumed by an unsharded plan and back),
@@ -24,7 +25,8 @@
 #      target >= 1.5x where a transfer takes about a micro-batch's compute;
 #      it does not fail the check);
 #   6. throughput: a GPT-2-small-sized decoder (124 M parameters, 8 x 1024
-#      tokens, AdamW) on the GPU in f32 and bf16, dtfm-run beside PyTorch's
+#      tokens, AdamW) on the GPU in f32 and bf16, with fused and unfused
+#      attention, dtfm-run beside PyTorch's
 #      step of the same model (lib/torch-gpt-step.py, when a python3 with a
 #      CUDA-enabled torch is on this host; a figure: only a failed dtfm-run
 #      fails the check);
@@ -396,12 +398,16 @@ for dtype in f32 bf16; do
     continue
   fi
   ours=$(median_ms "$logs/gpt2s-$dtype.out")
+  # The same step with the unfused attention (the probabilities in memory).
+  run "gpt2s-$dtype-unfused" 300 "$root/dtfm-run" "$plan" --execute --steps 8 --backend=cuda --timeout 240 --gpu-attention=unfused
+  unfused=nan
+  [ $rc -eq 0 ] && unfused=$(median_ms "$logs/gpt2s-$dtype-unfused.out")
   # The model FLOP utilisation dtfm-run prints ("MFU 41.2%"), median from
   # step 3 on: of the plan's peak for the device (gpu80: 1e14 FLOP/s).
   mfu=$(awk '$1 == "step" && $3 == "loss" && $2 + 0 >= 3 {
          for (i = 1; i < NF; ++i) if ($i == "MFU") { v = $(i + 1); sub(/%.*/, "", v); print v; break } }' \
          "$logs/gpt2s-$dtype.out" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "nan" }')
-  line="  $dtype: dtfm $ours ms/step ($(awk -v t=$tokens -v m="$ours" 'BEGIN { if (m > 0) printf "%.0f", 1e3 * t / m; else print "nan" }') tokens/s, MFU ${mfu}% of the plan's 1e14 FLOP/s)"
+  line="  $dtype: dtfm $ours ms/step ($(awk -v t=$tokens -v m="$ours" 'BEGIN { if (m > 0) printf "%.0f", 1e3 * t / m; else print "nan" }') tokens/s, MFU ${mfu}% of the plan's 1e14 FLOP/s; unfused attention $unfused ms)"
   declare -A theirs=()
   for attention in math sdpa; do
     theirs[$attention]=""
@@ -416,7 +422,8 @@ for dtype in f32 bf16; do
     fi
   done
   say "$line"
-  jline check throughput dtype "$dtype" status pass dtfm_step_ms "$ours" dtfm_mfu_percent "$mfu" torch_math_step_ms "${theirs[math]}" \
+  jline check throughput dtype "$dtype" status pass dtfm_step_ms "$ours" dtfm_unfused_attention_step_ms "$unfused" \
+    dtfm_mfu_percent "$mfu" torch_math_step_ms "${theirs[math]}" \
     torch_sdpa_step_ms "${theirs[sdpa]}" tokens_per_step "$tokens"
   unset theirs
 done

@@ -131,6 +131,10 @@ static const char *kUsage =
     "         device:      [--backend cpu|cuda|auto] (default auto)\n"
     "                      [--matmul-precision plan|fp32] (GPU matmuls "
     "in the plan's f16/bf16, or fp32; default plan)\n"
+    "                      [--gpu-attention auto|fused|unfused] (GPU "
+    "attention without the probabilities in memory\n"
+    "                      where the heads have 1-128 dimensions, or "
+    "always the unfused reference; default auto)\n"
     "         kernels:     [--load-dtfm-plugin lib.so] (custom operators)\n"
     "       dtfm-run <plan.pb> --replan-without DEV[,DEV...] --replan-dir DIR\n"
     "                      (the plan made again without those devices, as "
@@ -466,8 +470,16 @@ std::optional<int> parseCommandLine(int argc, char **argv, Command &c) {
       if (value != "plan" && value != "fp32")
         return fail("--matmul-precision expects plan or fp32, got '" + value +
                     "'");
-      c.worker.planPrecisionMatmuls = value == "plan";
+      c.worker.gpu.planPrecisionMatmuls = value == "plan";
       c.forwarded.insert(c.forwarded.end(), {"--matmul-precision", value});
+      continue;
+    } else if (takesValue("--gpu-attention") ||
+               arg.rfind("--gpu-attention=", 0) == 0) {
+      std::string value = arg == "--gpu-attention" ? argv[++i] : arg.substr(16);
+      if (!runtime::parseGpuAttention(value, c.worker.gpu.attention))
+        return fail("--gpu-attention expects auto, fused or unfused, got '" +
+                    value + "'");
+      c.forwarded.insert(c.forwarded.end(), {"--gpu-attention", value});
       continue;
     } else if (arg == "--check-finite") {
       c.worker.checkFinite = true;
@@ -699,6 +711,7 @@ std::optional<int> checkModeFlags(int argc, char **argv, const Command &c,
                                       "--weight-names",
                                       "--backend",
                                       "--matmul-precision",
+                                      "--gpu-attention",
                                       "--timeout",
                                       "--memory-report",
                                       "--stop-file",

@@ -200,6 +200,26 @@ TEST(CudaSupportTest, SoftmaxOnlyOverTheLastAxis) {
   EXPECT_EQ(reason, "op #1 dtfm.softmax: only the last axis has a CUDA kernel");
 }
 
+// --gpu-attention fused refuses heads the fused kernels do not take, before
+// any device is touched (auto would run them unfused).
+TEST(CudaSupportTest, FusedAttentionRefusesHeadsOverTheLimit) {
+  proto::DeviceProgram program;
+  int64_t q = add(program, "dtfm.input", {}, {2, 8, 512});
+  int64_t attention =
+      add(program, "dtfm.causal_attention", {q, q, q}, {2, 8, 512});
+  (*program.mutable_ops(1)->mutable_attrs())["num_heads"].set_i(2);
+  (void)attention;
+  plan::StageProgram decoded;
+  std::string error;
+  ASSERT_TRUE(plan::decodeProgram(program, decoded, error)) << error;
+  runtime::GpuOptions gpu;
+  gpu.attention = runtime::GpuAttention::Fused;
+  EXPECT_EQ(runtime::cuda::makeCudaExecutor(decoded, 0, gpu, error), nullptr);
+  EXPECT_EQ(error, "--gpu-attention fused: op #1 dtfm.causal_attention has "
+                   "heads of 256 dimensions, and the fused kernels take 1 to "
+                   "128 (--gpu-attention auto runs those unfused)");
+}
+
 } // namespace
 
 namespace {

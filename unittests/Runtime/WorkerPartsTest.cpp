@@ -552,7 +552,7 @@ TEST(Calibration, TheRooflineKeepsTheBandwidthWhileTheSpeedChanges) {
 TEST(Calibration, TheCpuProbeMeasuresAMemoryBandwidth) {
   std::string error;
   std::unique_ptr<StageExecutor> executor =
-      makeExecutor(Backend::Cpu, StageProgram(), 0, true, error);
+      makeExecutor(Backend::Cpu, StageProgram(), 0, GpuOptions(), error);
   ASSERT_TRUE(executor) << error;
   double bandwidth = executor->measureMemoryBandwidth();
   // Any machine that runs this streams between 100 MB/s and 10 TB/s.

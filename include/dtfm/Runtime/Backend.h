@@ -43,15 +43,31 @@ bool cudaBuilt();
 bool resolveBackend(BackendRequest request, const proto::Plan &plan,
                     Backend &backend, std::string &notice, std::string &error);
 
+/// dtfm-run --gpu-attention: `auto` runs dtfm.causal_attention through the
+/// fused kernels where its heads have them (flash::supportsHeadDim: 1 to
+/// 128 dimensions) and through the unfused ones (the reference: products
+/// on cuBLASLt, the probabilities in memory) otherwise; `fused` refuses a
+/// plan whose heads have none, `unfused` always takes the reference.
+enum class GpuAttention { Auto, Fused, Unfused };
+/// "auto", "fused" or "unfused"; false for anything else.
+bool parseGpuAttention(const std::string &text, GpuAttention &choice);
+
+/// How the GPU runs a program (the CPU computes in fp32 either way).
+struct GpuOptions {
+  /// Matmuls the plan types f16/bf16 multiply in that type
+  /// (--matmul-precision plan) or in fp32 (--matmul-precision fp32); see
+  /// cuda::makeCudaExecutor.
+  bool planPrecisionMatmuls = true;
+  GpuAttention attention = GpuAttention::Auto;
+};
+
 /// The executor of `program` on `backend`; `rank` picks the GPU (ranks
 /// share this host's devices round robin: a launcher's local rank, or the
-/// world rank when every worker runs on this host). `planPrecisionMatmuls`: on the
-/// GPU, matmuls the plan types f16/bf16 multiply in that type (see
-/// cuda::makeCudaExecutor); the CPU computes in fp32 either way. Null with
-/// `error` when the device cannot be set up.
+/// world rank when every worker runs on this host). Null with `error` when
+/// the device cannot be set up or `gpu` cannot run the program.
 std::unique_ptr<StageExecutor> makeExecutor(Backend backend,
                                             const StageProgram &program,
-                                            int rank, bool planPrecisionMatmuls,
+                                            int rank, const GpuOptions &gpu,
                                             std::string &error);
 
 } // namespace dtfm::runtime

@@ -117,9 +117,8 @@ struct WorkerOptions {
   bool progressBar = false;
   /// The device that runs the program (resolved: see Backend.h).
   Backend backend = Backend::Cpu;
-  /// On the GPU, matmuls in the plan's f16/bf16 (--matmul-precision=plan)
-  /// or in fp32 (--matmul-precision=fp32).
-  bool planPrecisionMatmuls = true;
+  /// How the GPU runs the program (--matmul-precision, --gpu-attention).
+  GpuOptions gpu;
   /// When this file exists at a checkpoint (on any worker: they agree by
   /// an all-reduce), every worker stops there with
   /// kExitStoppedAtCheckpoint: the elastic launcher moves the run to a

@@ -6,11 +6,13 @@
 
 #include "dtfm/Runtime/Cuda/Attention.h"
 #include "dtfm/Runtime/Cuda/Kernels.h"
+#include "dtfm/Runtime/FlashAttention.h"
 
 #include <cuda_runtime.h>
 
 #include <cmath>
 
+using namespace dtfm::runtime;
 using namespace dtfm::runtime::cuda;
 
 namespace {
@@ -32,7 +34,42 @@ MatmulShape batched(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
   return s;
 }
 
+flash::Layout layoutOf(const AttentionShape &shape) {
+  flash::Layout l;
+  l.batch = shape.batch;
+  l.seq = shape.seq;
+  l.heads = shape.heads;
+  l.kvHeads = shape.kvHeads;
+  l.headDim = shape.headDim();
+  return l;
+}
+
 } // namespace
+
+bool dtfm::runtime::cuda::useFusedAttention(GpuAttention choice,
+                                            const AttentionShape &shape) {
+  return choice != GpuAttention::Unfused &&
+         flash::supportsHeadDim(shape.headDim());
+}
+
+void dtfm::runtime::cuda::fusedCausalAttention(const AttentionShape &shape,
+                                               const float *q, const float *k,
+                                               const float *v, float *out,
+                                               cudaStream_t stream) {
+  flashAttention(layoutOf(shape), q, k, v, out, nullptr, nullptr, nullptr,
+                 stream);
+}
+
+void dtfm::runtime::cuda::fusedCausalAttentionBackward(
+    const AttentionShape &shape, const float *q, const float *k,
+    const float *v, const float *dOut, float *dq, float *dk, float *dv,
+    float *scratch, cudaStream_t stream) {
+  flash::Layout l = layoutOf(shape);
+  float *logSumExp = scratch, *delta = scratch + l.rows();
+  flashAttention(l, q, k, v, nullptr, logSumExp, dOut, delta, stream);
+  flashAttentionBackward(l, q, k, v, dOut, logSumExp, delta, dq, dk, dv,
+                         stream);
+}
 
 bool dtfm::runtime::cuda::causalAttentionProbabilities(
     Matmul &matmul, const AttentionShape &shape, const float *q, const float *k,

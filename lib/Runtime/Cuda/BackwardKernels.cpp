@@ -392,6 +392,15 @@ bool CudaExecutor::backwardSoftmax(BackwardCall &call, std::string &error) {
 bool CudaExecutor::backwardAttention(BackwardCall &call, std::string &error) {
   const DTensor &q = call.in(0);
   cuda::AttentionShape a = attentionShapeOf(call.op, q.shape);
+  if (cuda::useFusedAttention(gpu.attention, a)) {
+    if (!allocate({cuda::fusedBackwardScratchFloats(a)}, false, call.scratch,
+                  error))
+      return false;
+    cuda::fusedCausalAttentionBackward(
+        a, q.data(), call.in(1).data(), call.in(2).data(), call.dOut->data(),
+        call.at(0), call.at(1), call.at(2), call.scratch.data(), call.stream);
+    return true;
+  }
   // The forward's probabilities again (not its output: the backward does
   // not read it).
   DTensor probs;

@@ -14,6 +14,7 @@
 
 #include "dtfm/Format/Int8.h"
 #include "dtfm/Runtime/CustomKernels.h"
+#include "dtfm/Runtime/FlashAttention.h"
 
 #include "dtfm/Runtime/Cuda/Attention.h"
 #include "dtfm/Runtime/Cuda/Device.h"
@@ -104,7 +105,7 @@ bool CudaExecutor::checkGathers(std::string &error) {
 }
 
 cuda::ElementType CudaExecutor::productType(const ProgramOp &op) const {
-  if (!planPrecision || op.results.empty())
+  if (!gpu.planPrecisionMatmuls || op.results.empty())
     return cuda::ElementType::F32;
   switch (op.results[0].type) {
   case runtime::ElementType::F16:
@@ -728,10 +729,25 @@ bool dtfm::runtime::cuda::supportsProgram(const StageProgram &program,
 
 std::unique_ptr<StageExecutor>
 dtfm::runtime::cuda::makeCudaExecutor(const StageProgram &program, int device,
-                                      bool planPrecisionMatmuls,
+                                      const GpuOptions &gpu,
                                       std::string &error) {
-  auto executor =
-      std::make_unique<CudaExecutor>(program, device, planPrecisionMatmuls);
+  if (gpu.attention == GpuAttention::Fused)
+    for (const ProgramOp &op : program.ops) {
+      // The output is [batch, seq, heads * headDim], as the query.
+      if (op.computes != OpKind::CausalAttention || op.isBackward() ||
+          op.results.empty() || op.results[0].shape.size() != 3)
+        continue;
+      int64_t headDim = op.results[0].shape[2] / op.attrs.numHeads;
+      if (!flash::supportsHeadDim(headDim)) {
+        error = "--gpu-attention fused: " + op.describe() + " has heads of " +
+                std::to_string(headDim) +
+                " dimensions, and the fused kernels take 1 to " +
+                std::to_string(flash::kMaxHeadDim) +
+                " (--gpu-attention auto runs those unfused)";
+        return nullptr;
+      }
+    }
+  auto executor = std::make_unique<CudaExecutor>(program, device, gpu);
   if (!executor->setUp(error))
     return nullptr;
   return executor;

@@ -203,8 +203,8 @@ struct CudaKernels {
 
 class CudaExecutor : public PhaseExecutor {
 public:
-  CudaExecutor(const StageProgram &program, int device, bool planPrecision)
-      : PhaseExecutor(program), device(device), planPrecision(planPrecision),
+  CudaExecutor(const StageProgram &program, int device, const GpuOptions &gpu)
+      : PhaseExecutor(program), device(device), gpu(gpu),
         pool(std::make_shared<Pool>()),
         gradientInputs(runtime::gradientInputs(program)),
         shards(shardedParameters(program)) {
@@ -468,7 +468,7 @@ private:
   bool backwardView(BackwardCall &c, std::string &error);
 
   int device;
-  bool planPrecision;
+  GpuOptions gpu;
   std::shared_ptr<Pool> pool;
   cudaStream_t streams[3] = {nullptr, nullptr, nullptr};
   std::unique_ptr<cuda::Matmul> matmul;

@@ -542,6 +542,14 @@ bool CudaExecutor::forwardSoftmax(ForwardCall &call, std::string &error) {
 bool CudaExecutor::forwardAttention(ForwardCall &call, std::string &error) {
   const DTensor &q = call.in(0);
   cuda::AttentionShape a = attentionShapeOf(call.op, q.shape);
+  if (cuda::useFusedAttention(gpu.attention, a)) {
+    if (!fresh(call, false, error))
+      return false;
+    cuda::fusedCausalAttention(a, q.data(), call.in(1).data(),
+                               call.in(2).data(), call.out.data(),
+                               call.stream);
+    return call.set(0, std::move(call.out));
+  }
   DTensor probs, scratch;
   if (!fresh(call, true, error) ||
       !allocate({a.batch * a.heads * a.seq * a.seq}, false, probs, error) ||

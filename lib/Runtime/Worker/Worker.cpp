@@ -270,7 +270,7 @@ bool Worker::prepare(std::string &error) {
   executor = makeExecutor(options.backend, typed,
                           options.localRank >= 0 ? options.localRank
                                                  : options.rank,
-                          options.planPrecisionMatmuls, error);
+                          options.gpu, error);
   if (!executor)
     return false;
   executor->setCheckFinite(options.checkFinite);

@@ -8,13 +8,16 @@
 // heads split to [b, heads, s, dh], S = Q K^T and O = P V as batched
 // strided matmuls, the scale, mask and softmax in one kernel; the backward
 // runs the same products transposed, from the probabilities it recomputes
-// (causalAttentionProbabilities). Numerically the CPU kernel's algorithm.
+// (causalAttentionProbabilities). Numerically the CPU kernel's algorithm:
+// the reference, and the fallback where the fused kernels
+// (kernels/FlashAttention.cu, FlashAttention.h's math) have no head size.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef DTFM_RUNTIME_CUDA_ATTENTION_H
 #define DTFM_RUNTIME_CUDA_ATTENTION_H
 
+#include "dtfm/Runtime/Backend.h"
 #include "dtfm/Runtime/Cuda/Device.h"
 
 namespace dtfm::runtime::cuda {
@@ -45,6 +48,28 @@ bool causalAttentionProbabilities(Matmul &matmul, const AttentionShape &shape,
                                   const float *q, const float *k, float *probs,
                                   float *scratch, cudaStream_t stream,
                                   std::string &error);
+
+/// The one rule (--gpu-attention, Backend.h): the fused kernels when
+/// `choice` is not Unfused and the heads' size has them.
+bool useFusedAttention(GpuAttention choice, const AttentionShape &shape);
+
+/// out = attention(q, k, v) by the fused kernels (no probabilities).
+void fusedCausalAttention(const AttentionShape &shape, const float *q,
+                          const float *k, const float *v, float *out,
+                          cudaStream_t stream);
+
+/// Floats of scratch the fused backward needs (each row's L and D).
+inline int64_t fusedBackwardScratchFloats(const AttentionShape &shape) {
+  return 2 * shape.batch * shape.heads * shape.seq;
+}
+
+/// dq, dk, dv += the gradients by the fused kernels (each may be null):
+/// the forward again for L and D, then the dK/dV and dQ passes.
+void fusedCausalAttentionBackward(const AttentionShape &shape, const float *q,
+                                  const float *k, const float *v,
+                                  const float *dOut, float *dq, float *dk,
+                                  float *dv, float *scratch,
+                                  cudaStream_t stream);
 
 /// dq, dk, dv += the gradients (each may be null).
 bool causalAttentionBackward(Matmul &matmul, const AttentionShape &shape,

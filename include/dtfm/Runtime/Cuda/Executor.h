@@ -30,6 +30,7 @@
 #ifndef DTFM_RUNTIME_CUDA_EXECUTOR_H
 #define DTFM_RUNTIME_CUDA_EXECUTOR_H
 
+#include "dtfm/Runtime/Backend.h"
 #include "dtfm/Runtime/Executor.h"
 
 #include <memory>
@@ -44,13 +45,15 @@ namespace dtfm::runtime::cuda {
 bool supportsProgram(const StageProgram &program, std::string &reason);
 
 /// The executor of `program` on CUDA device `device`; null with `error`
-/// when the device, its streams or cuBLASLt cannot be set up. With
-/// `planPrecisionMatmuls`, linear and matmul ops whose result the plan
+/// when the device, its streams or cuBLASLt cannot be set up, or the
+/// attention `gpu` asks for has no kernel for the program's heads. With
+/// `gpu.planPrecisionMatmuls`, linear and matmul ops whose result the plan
 /// types f16 or bf16 multiply in that type on tensor cores, accumulating in
 /// fp32 (their results, the weights and every other op stay fp32).
-std::unique_ptr<StageExecutor>
-makeCudaExecutor(const StageProgram &program, int device,
-                 bool planPrecisionMatmuls, std::string &error);
+std::unique_ptr<StageExecutor> makeCudaExecutor(const StageProgram &program,
+                                                int device,
+                                                const GpuOptions &gpu,
+                                                std::string &error);
 
 } // namespace dtfm::runtime::cuda
 

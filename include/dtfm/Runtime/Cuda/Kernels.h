@@ -26,6 +26,10 @@
 
 typedef struct CUstream_st *cudaStream_t;
 
+namespace dtfm::runtime::flash {
+struct Layout;
+} // namespace dtfm::runtime::flash
+
 namespace dtfm::runtime::cuda {
 
 //===--- elementwise ---------------------------------------------------===//
@@ -212,6 +216,22 @@ void crossEntropySliceBackward(const float *logits, const float *labels,
                                const float *logSumExp, float *dlogits,
                                int64_t rows, int64_t classes, int64_t valid,
                                int64_t rank, float scale, cudaStream_t stream);
+
+//===--- fused attention (kernels/FlashAttention.cu) ------------------===//
+
+/// The forward: out (when not null) and each row's log-sum-exp L (when
+/// not null); with dOut, each row's D = rowsum(dOut * out) into delta.
+void flashAttention(const flash::Layout &layout, const float *q,
+                    const float *k, const float *v, float *out,
+                    float *logSumExp, const float *dOut, float *delta,
+                    cudaStream_t stream);
+/// dq, dk, dv += the gradients (each may be null) from the forward's L and
+/// D.
+void flashAttentionBackward(const flash::Layout &layout, const float *q,
+                            const float *k, const float *v, const float *dOut,
+                            const float *logSumExp, const float *delta,
+                            float *dq, float *dk, float *dv,
+                            cudaStream_t stream);
 
 //===--- attention helpers (the matmuls go through cuBLASLt) ----------===//
 
