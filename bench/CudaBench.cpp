@@ -14,7 +14,7 @@
 //   matmul       M x M x M through cuBLASLt in fp32, fp16 and bf16 (fp32
 //                accumulation): TFLOP/s (compare with the chip's datasheet
 //                peak; the runtime cannot query it);
-//   topk         AdaTopK's radix select of 1% of N floats: input GB/s
+//   topk         AdaTopK's select of 1% of N floats: input GB/s
 //                (torch.topk on the same tensor needs a CUDA PyTorch, which
 //                Debian's python3-torch is not: run it where there is one);
 //   codec        a compressed exchange's encoding on the device with error
@@ -198,7 +198,7 @@ int main(int argc, char **argv) {
       cuda::topK(a.floats(), n, k, values.floats(), indices.floats(),
                  workspace.data(), stream);
     });
-    rows.push_back({"topk", "radix select 1% of " + std::to_string(n), s,
+    rows.push_back({"topk", "select 1% of " + std::to_string(n), s,
                     bytes / s / 1e9, "GB/s", bytes / s / peakBandwidth});
   }
 

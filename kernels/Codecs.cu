@@ -8,7 +8,7 @@
 // device: the residual the last exchange left plus the gradient, encoded as
 // the wire codec carries it, the rest kept as the new residual. Only the
 // message leaves the GPU. The int8 math is format/Int8Math.h's (the host
-// encoder's), the top-k selection the AdaTopK radix select's (ties to the
+// encoder's), the top-k selection the AdaTopK select's (ties to the
 // lower index, as format::largestMagnitudes), so the host decodes exactly
 // what its own encoder would have sent.
 //

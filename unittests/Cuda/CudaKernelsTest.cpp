@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <tuple>
 #include <utility>
@@ -485,6 +486,60 @@ TEST_F(CudaKernelsTest, TopKMatchesTheCpuWithTies) {
                  "top-k scatter");
     }
   }
+}
+
+// The select's hostile inputs (those of unittests/Format/TopKSelectTest on
+// the host steps): every key equal, mostly zeros, keys that differ only in
+// their low bits (every refining digit decides), magnitudes sorted either
+// way, and a threshold bin taken whole.
+TEST_F(CudaKernelsTest, TopKExactOnHostileInputs) {
+  auto check = [&](const std::vector<float> &x, int64_t k, const char *what) {
+    int64_t n = static_cast<int64_t>(x.size());
+    std::vector<uint64_t> want = format::largestMagnitudes(x.data(), n, k);
+    Tensor host({n});
+    host.data = x;
+    auto gx = upload(host), gvals = zeros(k);
+    cuda::DeviceBuffer gidx(k * sizeof(uint32_t)),
+        work(cuda::topKWorkspaceBytes(n));
+    cuda::topKExact(gx.floats(), n, k, gvals.floats(),
+                    static_cast<uint32_t *>(gidx.data()), work.data(), stream);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess) << what;
+    std::vector<uint32_t> got(k);
+    cudaMemcpy(got.data(), gidx.data(), k * sizeof(uint32_t),
+               cudaMemcpyDeviceToHost);
+    std::vector<float> gotValues = download(gvals, k);
+    ASSERT_EQ(std::vector<uint64_t>(got.begin(), got.end()), want)
+        << what << " k " << k;
+    for (int64_t i = 0; i < k; ++i)
+      ASSERT_EQ(gotValues[i], x[want[i]]) << what;
+  };
+  int64_t n = 1 << 18;
+  check(std::vector<float>(n, 0.5f), 1000, "all equal");
+  std::vector<float> sparse(n, 0.0f);
+  sparse[n - 1] = 3;
+  sparse[77] = -2;
+  check(sparse, 2, "two nonzeros");
+  check(sparse, 500, "mostly zeros");
+  std::vector<float> close(n);
+  for (float &v : close) {
+    uint32_t bits = 0x3f800000u + (rng() % 64) * 0x801u;
+    std::memcpy(&v, &bits, sizeof v);
+  }
+  for (int64_t k : {int64_t(1), int64_t(3000), n / 2, n - 1})
+    check(close, k, "ties in the low bits");
+  Tensor x = random({n});
+  std::vector<float> sorted = x.data;
+  std::sort(sorted.begin(), sorted.end(),
+            [](float a, float b) { return std::fabs(a) < std::fabs(b); });
+  check(sorted, n / 100, "ascending");
+  std::reverse(sorted.begin(), sorted.end());
+  check(sorted, n / 100, "descending");
+  // Powers of two: each coarse bin holds one value, so the threshold bin
+  // is taken whole (no refining).
+  std::vector<float> powers(n);
+  for (int64_t i = 0; i < n; ++i)
+    powers[i] = std::ldexp(1.0f, static_cast<int>(i % 16));
+  check(powers, n / 16 * 3, "whole bins");
 }
 
 // Compressed exchanges encoded on the device: the message and the residual

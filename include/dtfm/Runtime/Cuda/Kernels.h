@@ -279,8 +279,10 @@ void adamwStep(float *param, const float *grad, float *m, float *v, int64_t n,
 /// Workspace bytes topK needs for n elements.
 size_t topKWorkspaceBytes(int64_t n);
 /// The k entries of largest magnitude (ties to the lower index), in index
-/// order, as the CPU kernel: a radix select on the magnitudes' bits (four
-/// 8-bit passes, no sort), then an order-preserving compaction.
+/// order, as the CPU kernel, in format/TopKSelect.h's steps: two passes over
+/// x (the keys' coarse histogram, the candidates' compaction), then the
+/// rest on the candidates. Waits for `stream` once, to read the coarse
+/// histogram back (16 KB) and size the candidates' steps.
 void topK(const float *x, int64_t n, int64_t k, float *values,
           float *indices, void *workspace, cudaStream_t stream);
 /// out = zeros(n) with values scattered at indices.
