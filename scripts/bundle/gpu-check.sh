@@ -10,6 +10,8 @@
 #      losses beside the CPU backend's, step by step, within each plan's
 #      tolerance (f32: 1e-6 relative), recomputation and ZeRO-1 included,
 #      attention fused (the default) and unfused (--gpu-attention=unfused);
+#      with two or more GPUs, tensor-, data- and pipeline-parallel plans
+#      again with NCCL's log, to show their groups went through NCCL;
 #   3. checkpoint round trips: CPU -> GPU, GPU -> CPU, GPU -> GPU, also of
 #      int8 and top-k exchanges, local steps, recomputation and sharded
 #      optimizer state (ZeRO-1, also resumed by an unsharded plan and back),
@@ -218,6 +220,32 @@ while read -r name plan steps tol flags; do
     plan "$plan" cpu_step_ms "$cpu_ms" gpu_step_ms "$gpu_ms" gpu_simulated_ms "${sim_ms:-}"
   say "    median step: cpu $cpu_ms ms, gpu $gpu_ms ms (simulated ${sim_ms:-?} ms after calibration)"
 done < "$plans/plans.txt"
+
+# 2b. NCCL across GPUs: with two or more GPUs the ranks of a plan sit on
+# distinct devices (round robin), so the tensor-parallel sums, the
+# data-parallel exchange and the pipeline links go through NCCL; the runs
+# above did so, and these say it (NCCL_DEBUG=INFO: each communicator's
+# "Init COMPLETE") beside their losses against the CPU. One GPU: the ranks
+# share it and use the transport (said, not failed).
+say ""
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+if [ "${gpus:-0}" -ge 2 ]; then
+  say "== NCCL across $gpus GPUs: tensor, data and pipeline parallel groups"
+  for name in tiny-tp2 tiny-dp2-buckets tiny-2x2; do
+    NCCL_DEBUG=INFO run "$name.nccl" 600 "$root/dtfm-run" "$plans/$name.pb" --execute --steps 5 --backend=cuda --timeout 120
+    inits=$(grep -c 'Init COMPLETE' "$logs/$name.nccl.out" "$logs/$name.nccl.err" | awk -F: '{ s += $NF } END { print s + 0 }')
+    if [ $rc -ne 0 ] || [ "$inits" -eq 0 ]; then
+      say "  $name over NCCL: fail (exit $rc, $inits communicators): $(tail -n 1 "$logs/$name.nccl.err")"
+      jline check nccl name "$name" status fail exit "$rc" communicators "$inits"
+      verdict fail
+      continue
+    fi
+    check_losses "nccl $name" "$logs/$name.cpu.out" "$logs/$name.nccl.out" 1e-6 1 5 communicators "$inits" gpus "$gpus"
+  done
+else
+  say "== NCCL across GPUs: skipped (${gpus:-0} GPU here; the ranks share it and use the transport)"
+  jline check nccl status skipped gpus "${gpus:-0}"
+fi
 
 # 3. Checkpoints written on one backend resume on the other: the tiny GPT
 # on one device every way; int8 and top-k exchanges (error-feedback
