@@ -291,71 +291,89 @@ TEST_F(CudaKernelsTest, CausalAttentionAndBackward) {
 
 // The fused kernels against the host reference of their math (the same
 // row types, FlashAttention.h) and the CPU kernels, on every kernel variant
-// (head sizes 8 to 128 in one, two and four lanes, some padded), sequences
-// over several row blocks and chunks, and grouped-query heads. Gradients
-// add to what the buffers hold; two backward runs agree bit for bit.
+// (head sizes 8 to 128 in one, two and four lanes, some padded; on tensor
+// cores, tiles of 32, 64 and 128), sequences over several row blocks and
+// chunks, and grouped-query heads; fp32 within 1e-5, the f16 and bf16
+// tensor-core kernels within their types' rounding. Gradients add to what
+// the buffers hold; two backward runs agree bit for bit.
 TEST_F(CudaKernelsTest, FusedAttentionAgainstTheReference) {
   struct Case {
     int64_t batch, seq, heads, kvHeads, headDim;
   };
+  struct Precision {
+    cuda::ElementType type;
+    double tolerance;
+    const char *name;
+  };
   for (Case c : {Case{2, 1, 2, 2, 8}, Case{2, 45, 4, 2, 8},
                  Case{1, 200, 2, 1, 20}, Case{2, 77, 3, 3, 48},
                  Case{1, 130, 4, 2, 64}, Case{1, 70, 2, 2, 100},
-                 Case{1, 96, 2, 1, 128}}) {
-    SCOPED_TRACE("b" + std::to_string(c.batch) + " s" + std::to_string(c.seq) +
-                 " h" + std::to_string(c.heads) + " kv" +
-                 std::to_string(c.kvHeads) + " d" + std::to_string(c.headDim));
-    cuda::AttentionShape shape{c.batch, c.seq, c.heads * c.headDim, c.heads,
-                               c.kvHeads};
-    ASSERT_TRUE(cuda::useFusedAttention(GpuAttention::Auto, shape));
-    flash::Layout layout{c.batch, c.seq, c.heads, c.kvHeads, c.headDim};
-    Tensor q = random({c.batch, c.seq, c.heads * c.headDim}),
-           k = random({c.batch, c.seq, c.kvHeads * c.headDim}),
-           v = random(k.shape), dOut = random(q.shape);
-    int64_t n = q.numel(), nk = k.numel(), rows = layout.rows();
-    std::vector<float> out(n), lse(rows), delta(rows), dq(n, 1.0f),
-        dk(nk, 1.0f), dv(nk, 1.0f);
-    flash::forwardReference(layout, q.data.data(), k.data.data(),
-                            v.data.data(), out.data(), lse.data(),
-                            dOut.data.data(), delta.data());
-    flash::backwardReference(layout, q.data.data(), k.data.data(),
-                             v.data.data(), dOut.data.data(), lse.data(),
-                             delta.data(), dq.data(), dk.data(), dv.data());
-    Tensor ones(q.shape), onesKv(k.shape);
-    std::fill(ones.data.begin(), ones.data.end(), 1.0f);
-    std::fill(onesKv.data.begin(), onesKv.data.end(), 1.0f);
-    auto gq = upload(q), gk = upload(k), gv = upload(v), gdo = upload(dOut),
-         gout = zeros(n), gdq = upload(ones), gdk = upload(onesKv),
-         gdv = upload(onesKv),
-         scratch = zeros(cuda::fusedBackwardScratchFloats(shape));
-    cuda::fusedCausalAttention(shape, gq.floats(), gk.floats(), gv.floats(),
-                               gout.floats(), stream);
-    cuda::fusedCausalAttentionBackward(
-        shape, gq.floats(), gk.floats(), gv.floats(), gdo.floats(),
-        gdq.floats(), gdk.floats(), gdv.floats(), scratch.floats(), stream);
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    expectNear(download(gout, n), out, 1e-5, "fused attention");
-    expectNear(download(scratch, rows), lse, 1e-5, "fused log-sum-exp");
-    std::vector<float> gotDq = download(gdq, n), gotDk = download(gdk, nk),
-                       gotDv = download(gdv, nk);
-    expectNear(gotDq, dq, 1e-5, "fused dq");
-    expectNear(gotDk, dk, 1e-5, "fused dk");
-    expectNear(gotDv, dv, 1e-5, "fused dv");
+                 Case{1, 96, 2, 1, 128}})
+    for (Precision precision :
+         {Precision{cuda::ElementType::F32, 1e-5, "f32"},
+          Precision{cuda::ElementType::F16, 2e-2, "f16"},
+          Precision{cuda::ElementType::BF16, 6e-2, "bf16"}}) {
+      SCOPED_TRACE(std::string(precision.name) + " b" +
+                   std::to_string(c.batch) + " s" + std::to_string(c.seq) +
+                   " h" + std::to_string(c.heads) + " kv" +
+                   std::to_string(c.kvHeads) + " d" +
+                   std::to_string(c.headDim));
+      double tol = precision.tolerance;
+      cuda::AttentionShape shape{c.batch, c.seq, c.heads * c.headDim, c.heads,
+                                 c.kvHeads};
+      ASSERT_TRUE(cuda::useFusedAttention(GpuAttention::Auto, shape));
+      flash::Layout layout{c.batch, c.seq, c.heads, c.kvHeads, c.headDim};
+      Tensor q = random({c.batch, c.seq, c.heads * c.headDim}),
+             k = random({c.batch, c.seq, c.kvHeads * c.headDim}),
+             v = random(k.shape), dOut = random(q.shape);
+      int64_t n = q.numel(), nk = k.numel(), rows = layout.rows();
+      std::vector<float> out(n), lse(rows), delta(rows), dq(n, 1.0f),
+          dk(nk, 1.0f), dv(nk, 1.0f);
+      flash::forwardReference(layout, q.data.data(), k.data.data(),
+                              v.data.data(), out.data(), lse.data(),
+                              dOut.data.data(), delta.data());
+      flash::backwardReference(layout, q.data.data(), k.data.data(),
+                               v.data.data(), dOut.data.data(), lse.data(),
+                               delta.data(), dq.data(), dk.data(), dv.data());
+      Tensor ones(q.shape), onesKv(k.shape);
+      std::fill(ones.data.begin(), ones.data.end(), 1.0f);
+      std::fill(onesKv.data.begin(), onesKv.data.end(), 1.0f);
+      auto gq = upload(q), gk = upload(k), gv = upload(v), gdo = upload(dOut),
+           gout = zeros(n), gdq = upload(ones), gdk = upload(onesKv),
+           gdv = upload(onesKv),
+           scratch = zeros(cuda::fusedBackwardScratchFloats(shape));
+      cuda::fusedCausalAttention(shape, precision.type, gq.floats(),
+                                 gk.floats(), gv.floats(), gout.floats(),
+                                 stream);
+      cuda::fusedCausalAttentionBackward(
+          shape, precision.type, gq.floats(), gk.floats(), gv.floats(),
+          gdo.floats(), gdq.floats(), gdk.floats(), gdv.floats(),
+          scratch.floats(), stream);
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      expectNear(download(gout, n), out, tol, "fused attention");
+      expectNear(download(scratch, rows), lse, tol, "fused log-sum-exp");
+      std::vector<float> gotDq = download(gdq, n), gotDk = download(gdk, nk),
+                         gotDv = download(gdv, nk);
+      expectNear(gotDq, dq, tol, "fused dq");
+      expectNear(gotDk, dk, tol, "fused dk");
+      expectNear(gotDv, dv, tol, "fused dv");
 
-    // The CPU kernels (probabilities in memory) agree.
-    Tensor probs, cq, ck, cv;
-    Tensor cpuOut = cpu::causalAttention(q, k, v, c.heads, c.kvHeads, probs);
-    expectNear(download(gout, n), cpuOut.data, 1e-4, "fused against the CPU");
+      // The CPU kernels (probabilities in memory) agree.
+      Tensor probs;
+      Tensor cpuOut = cpu::causalAttention(q, k, v, c.heads, c.kvHeads, probs);
+      expectNear(download(gout, n), cpuOut.data, std::max(tol, 1e-4),
+                 "fused against the CPU");
 
-    // No atomics: the same gradients again, bit for bit.
-    auto gdq2 = upload(ones), gdk2 = upload(onesKv), gdv2 = upload(onesKv);
-    cuda::fusedCausalAttentionBackward(
-        shape, gq.floats(), gk.floats(), gv.floats(), gdo.floats(),
-        gdq2.floats(), gdk2.floats(), gdv2.floats(), scratch.floats(), stream);
-    EXPECT_EQ(download(gdq2, n), gotDq);
-    EXPECT_EQ(download(gdk2, nk), gotDk);
-    EXPECT_EQ(download(gdv2, nk), gotDv);
-  }
+      // No atomics: the same gradients again, bit for bit.
+      auto gdq2 = upload(ones), gdk2 = upload(onesKv), gdv2 = upload(onesKv);
+      cuda::fusedCausalAttentionBackward(
+          shape, precision.type, gq.floats(), gk.floats(), gv.floats(),
+          gdo.floats(), gdq2.floats(), gdk2.floats(), gdv2.floats(),
+          scratch.floats(), stream);
+      EXPECT_EQ(download(gdq2, n), gotDq);
+      EXPECT_EQ(download(gdk2, nk), gotDk);
+      EXPECT_EQ(download(gdv2, nk), gotDv);
+    }
 }
 
 TEST_F(CudaKernelsTest, RotaryAndBackward) {

@@ -52,23 +52,43 @@ bool dtfm::runtime::cuda::useFusedAttention(GpuAttention choice,
          flash::supportsHeadDim(shape.headDim());
 }
 
+namespace {
+
+HalfType halfOf(cuda::ElementType type) {
+  return type == cuda::ElementType::BF16 ? HalfType::BF16 : HalfType::F16;
+}
+
+} // namespace
+
 void dtfm::runtime::cuda::fusedCausalAttention(const AttentionShape &shape,
+                                               cuda::ElementType type,
                                                const float *q, const float *k,
                                                const float *v, float *out,
                                                cudaStream_t stream) {
-  flashAttention(layoutOf(shape), q, k, v, out, nullptr, nullptr, nullptr,
-                 stream);
+  flash::Layout l = layoutOf(shape);
+  if (type == cuda::ElementType::F32)
+    flashAttention(l, q, k, v, out, nullptr, nullptr, nullptr, stream);
+  else
+    flashAttentionTensorCores(l, halfOf(type), q, k, v, out, nullptr, nullptr,
+                              nullptr, stream);
 }
 
 void dtfm::runtime::cuda::fusedCausalAttentionBackward(
-    const AttentionShape &shape, const float *q, const float *k,
-    const float *v, const float *dOut, float *dq, float *dk, float *dv,
-    float *scratch, cudaStream_t stream) {
+    const AttentionShape &shape, cuda::ElementType type, const float *q,
+    const float *k, const float *v, const float *dOut, float *dq, float *dk,
+    float *dv, float *scratch, cudaStream_t stream) {
   flash::Layout l = layoutOf(shape);
   float *logSumExp = scratch, *delta = scratch + l.rows();
-  flashAttention(l, q, k, v, nullptr, logSumExp, dOut, delta, stream);
-  flashAttentionBackward(l, q, k, v, dOut, logSumExp, delta, dq, dk, dv,
-                         stream);
+  if (type == cuda::ElementType::F32) {
+    flashAttention(l, q, k, v, nullptr, logSumExp, dOut, delta, stream);
+    flashAttentionBackward(l, q, k, v, dOut, logSumExp, delta, dq, dk, dv,
+                           stream);
+    return;
+  }
+  flashAttentionTensorCores(l, halfOf(type), q, k, v, nullptr, logSumExp, dOut,
+                            delta, stream);
+  flashAttentionBackwardTensorCores(l, halfOf(type), q, k, v, dOut, logSumExp,
+                                    delta, dq, dk, dv, stream);
 }
 
 bool dtfm::runtime::cuda::causalAttentionProbabilities(

@@ -53,10 +53,12 @@ bool causalAttentionProbabilities(Matmul &matmul, const AttentionShape &shape,
 /// `choice` is not Unfused and the heads' size has them.
 bool useFusedAttention(GpuAttention choice, const AttentionShape &shape);
 
-/// out = attention(q, k, v) by the fused kernels (no probabilities).
-void fusedCausalAttention(const AttentionShape &shape, const float *q,
-                          const float *k, const float *v, float *out,
-                          cudaStream_t stream);
+/// out = attention(q, k, v) by the fused kernels (no probabilities):
+/// `type` F32 on the CUDA cores in fp32, F16/BF16 on tensor cores with the
+/// products' inputs in that type (the plan's, as its matmuls).
+void fusedCausalAttention(const AttentionShape &shape, ElementType type,
+                          const float *q, const float *k, const float *v,
+                          float *out, cudaStream_t stream);
 
 /// Floats of scratch the fused backward needs (each row's L and D).
 inline int64_t fusedBackwardScratchFloats(const AttentionShape &shape) {
@@ -65,7 +67,8 @@ inline int64_t fusedBackwardScratchFloats(const AttentionShape &shape) {
 
 /// dq, dk, dv += the gradients by the fused kernels (each may be null):
 /// the forward again for L and D, then the dK/dV and dQ passes.
-void fusedCausalAttentionBackward(const AttentionShape &shape, const float *q,
+void fusedCausalAttentionBackward(const AttentionShape &shape,
+                                  ElementType type, const float *q,
                                   const float *k, const float *v,
                                   const float *dOut, float *dq, float *dk,
                                   float *dv, float *scratch,

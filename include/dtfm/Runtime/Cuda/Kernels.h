@@ -233,6 +233,18 @@ void flashAttentionBackward(const flash::Layout &layout, const float *q,
                             float *dq, float *dk, float *dv,
                             cudaStream_t stream);
 
+/// The same on tensor cores: products in `type` (q, k, v, dOut and the
+/// probabilities rounded to it), softmax statistics, L and D in fp32.
+enum class HalfType { F16, BF16 };
+void flashAttentionTensorCores(const flash::Layout &layout, HalfType type,
+                               const float *q, const float *k, const float *v,
+                               float *out, float *logSumExp, const float *dOut,
+                               float *delta, cudaStream_t stream);
+void flashAttentionBackwardTensorCores(
+    const flash::Layout &layout, HalfType type, const float *q, const float *k,
+    const float *v, const float *dOut, const float *logSumExp,
+    const float *delta, float *dq, float *dk, float *dv, cudaStream_t stream);
+
 //===--- attention helpers (the matmuls go through cuBLASLt) ----------===//
 
 /// [b, s, heads / group * dh] -> [b, heads, s, dh]: each of x's heads goes
