@@ -398,8 +398,8 @@ bool CudaExecutor::backwardAttention(BackwardCall &call, std::string &error) {
       return false;
     cuda::fusedCausalAttentionBackward(
         a, productType(call.op), q.data(), call.in(1).data(),
-        call.in(2).data(), call.dOut->data(),
-        call.at(0), call.at(1), call.at(2), call.scratch.data(), call.stream);
+        call.in(2).data(), call.dOut->data(), call.at(0), call.at(1),
+        call.at(2), call.scratch.data(), call.stream);
     return true;
   }
   // The forward's probabilities again (not its output: the backward does

@@ -546,9 +546,8 @@ bool CudaExecutor::forwardAttention(ForwardCall &call, std::string &error) {
     if (!fresh(call, false, error))
       return false;
     cuda::fusedCausalAttention(a, productType(call.op), q.data(),
-                               call.in(1).data(),
-                               call.in(2).data(), call.out.data(),
-                               call.stream);
+                               call.in(1).data(), call.in(2).data(),
+                               call.out.data(), call.stream);
     return call.set(0, std::move(call.out));
   }
   DTensor probs, scratch;
