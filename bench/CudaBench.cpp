@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 //
-//   bench-cuda [--json] [--elements N] [--size M] [--reps R]
+//   bench-cuda [--json] [--elements N] [--size M] [--seq S] [--reps R]
 //
 // On the first CUDA device, side by side in one run:
 //
@@ -19,7 +19,13 @@
 //                Debian's python3-torch is not: run it where there is one);
 //   codec        a compressed exchange's encoding on the device with error
 //                feedback: int8 (per-256 scales) and top-k 1% of N floats,
-//                GB/s of the gradient and residual moved vs the peak.
+//                GB/s of the gradient and residual moved vs the peak;
+//   attention    causal attention's forward and backward at GPT-2 small's
+//                shape (8 sequences of S tokens, 12 heads of 64): the
+//                unfused kernels (cuBLASLt products, the probabilities in
+//                memory) beside the fused ones in f32 and on tensor cores in
+//                f16 and bf16; TFLOP/s by FlashAttention's count (a causal
+//                forward 2 b h S^2 d, the backward 2.5 times that).
 //
 // Without a device it says so and exits 0: nothing to measure.
 //
@@ -28,6 +34,7 @@
 #include "BenchSupport.h"
 
 #include "dtfm/Format/Int8.h"
+#include "dtfm/Runtime/Cuda/Attention.h"
 #include "dtfm/Runtime/Cuda/Device.h"
 #include "dtfm/Runtime/Cuda/Kernels.h"
 
@@ -81,6 +88,7 @@ int main(int argc, char **argv) {
   bool json = false;
   int64_t n = int64_t(1) << 26;
   int64_t size = 8192;
+  int64_t seq = 1024;
   int reps = 20;
   dtfm::bench::Flags flags("bench-cuda", argc, argv);
   while (flags.next())
@@ -90,6 +98,8 @@ int main(int argc, char **argv) {
       n = flags.integer<int64_t>(1024);
     else if (flags.is("--size"))
       size = flags.integer<int64_t>(64);
+    else if (flags.is("--seq"))
+      seq = flags.integer<int64_t>(16);
     else if (flags.is("--reps"))
       reps = flags.integer<int>(1);
     else
@@ -223,6 +233,84 @@ int main(int argc, char **argv) {
     rows.push_back({"codec", "top-k 1% with feedback, " + std::to_string(n),
                     s, 3.0 * bytes / s / 1e9, "GB/s",
                     3.0 * bytes / s / peakBandwidth});
+  }
+
+  // Causal attention, forward and backward, unfused and fused.
+  {
+    cuda::AttentionShape shape{8, seq, 768, 12, 12};
+    int64_t values = shape.batch * shape.seq * shape.hidden;
+    size_t valueBytes = static_cast<size_t>(values) * sizeof(float);
+    cuda::DeviceBuffer aq(valueBytes), ak(valueBytes), av(valueBytes),
+        ado(valueBytes), aout(valueBytes), adq(valueBytes), adk(valueBytes),
+        adv(valueBytes),
+        probs(static_cast<size_t>(shape.batch * shape.heads * shape.seq *
+                                  shape.seq) *
+              sizeof(float)),
+        scratch(static_cast<size_t>(shape.scratchFloats()) * sizeof(float));
+    if (aq && ak && av && ado && aout && adq && adk && adv && probs &&
+        scratch) {
+      std::vector<float> input(static_cast<size_t>(values));
+      for (size_t i = 0; i < input.size(); ++i)
+        input[i] = static_cast<float>((i * 2654435761u) % 2000) / 1000.0f - 1;
+      for (cuda::DeviceBuffer *t : {&aq, &ak, &av, &ado})
+        cudaMemcpy(t->data(), input.data(), valueBytes,
+                   cudaMemcpyHostToDevice);
+      double flops = 3.5 * 2.0 * shape.batch * shape.heads * shape.seq *
+                     shape.seq * shape.headDim();
+      std::string dims = std::to_string(shape.batch) + "x" +
+                         std::to_string(shape.heads) + "x" +
+                         std::to_string(shape.seq) + "x" +
+                         std::to_string(shape.headDim());
+      cuda::Matmul attentionMatmul;
+      std::string error;
+      bool ok = true;
+      double s = timeIt(stream, reps, [&] {
+        ok = ok &&
+             cuda::causalAttention(attentionMatmul, shape, aq.floats(),
+                                   ak.floats(), av.floats(), aout.floats(),
+                                   probs.floats(), scratch.floats(), stream,
+                                   error) &&
+             cuda::causalAttentionProbabilities(attentionMatmul, shape,
+                                                aq.floats(), ak.floats(),
+                                                probs.floats(), scratch.floats(),
+                                                stream, error) &&
+             cuda::causalAttentionBackward(
+                 attentionMatmul, shape, aq.floats(), ak.floats(), av.floats(),
+                 probs.floats(), ado.floats(), adq.floats(), adk.floats(),
+                 adv.floats(), scratch.floats(), stream, error);
+      });
+      if (ok)
+        rows.push_back({"attention", "unfused fwd+bwd " + dims, s,
+                        flops / s / 1e12, "TFLOP/s", 0});
+      else
+        std::fprintf(stderr, "bench-cuda: unfused attention: %s\n",
+                     error.c_str());
+      struct Variant {
+        cuda::ElementType type;
+        const char *name;
+      };
+      for (auto [type, name] :
+           {Variant{cuda::ElementType::F32, "fused f32"},
+            Variant{cuda::ElementType::F16, "fused f16 (tensor cores)"},
+            Variant{cuda::ElementType::BF16, "fused bf16 (tensor cores)"}}) {
+        s = timeIt(stream, reps, [&] {
+          cuda::fusedCausalAttention(shape, type, aq.floats(), ak.floats(),
+                                     av.floats(), aout.floats(), stream);
+          cuda::fusedCausalAttentionBackward(
+              shape, type, aq.floats(), ak.floats(), av.floats(), ado.floats(),
+              adq.floats(), adk.floats(), adv.floats(), scratch.floats(),
+              stream);
+        });
+        cudaError_t status = cudaGetLastError();
+        if (status != cudaSuccess) {
+          std::fprintf(stderr, "bench-cuda: %s attention: %s\n", name,
+                       cudaGetErrorString(status));
+          continue;
+        }
+        rows.push_back({"attention", std::string(name) + " fwd+bwd " + dims,
+                        s, flops / s / 1e12, "TFLOP/s", 0});
+      }
+    }
   }
 
   if (json) {

@@ -21,7 +21,9 @@
 #      the GPU, bit for bit, and a zero-bubble plan's (ZB-H1) to 1F1B's;
 #   4. bench-cuda: elementwise GB/s against the device's peak, cuBLASLt
 #      TFLOP/s in fp32/fp16/bf16, AdaTopK's top-k GB/s (>= 30% of the
-#      peak), the int8 and top-k encoders with error feedback;
+#      peak), the int8 and top-k encoders with error feedback, causal
+#      attention's forward and backward at GPT-2 small's shape, unfused
+#      beside fused in f32, f16 and bf16 (TFLOP/s);
 #   5. the overlap benchmark on this GPU: two pipeline stages over links of
 #      falling bandwidth, DT-FM's three slots vs --serial-slots (a figure,
 #      target >= 1.5x where a transfer takes about a micro-batch's compute;
