@@ -28,6 +28,7 @@
 #include <cuda_runtime.h>
 #include <mma.h>
 
+#include <algorithm>
 #include <type_traits>
 
 using namespace dtfm::runtime::flash;
@@ -35,6 +36,12 @@ using namespace dtfm::runtime::flash;
 namespace {
 
 constexpr int kBlockThreads = 128;
+
+/// The block of query rows, the last first: under the causal mask a later
+/// block reads more keys, and starting those first shortens the tail.
+__device__ inline int64_t lastBlocksFirst() {
+  return static_cast<int64_t>(gridDim.y - 1 - blockIdx.y);
+}
 
 template <int kDims, int kLanes> struct Tiling {
   static constexpr int kRows = kBlockThreads / kLanes;
@@ -83,7 +90,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   __shared__ __align__(16) float values[kForwardChunk * T::kRowPitch];
   int64_t head = blockIdx.x % layout.heads, n = blockIdx.x / layout.heads;
   int64_t kvHead = head / layout.group();
-  int64_t firstRow = static_cast<int64_t>(blockIdx.y) * T::kRows;
+  int64_t firstRow = lastBlocksFirst() * T::kRows;
   Place<kDims, kLanes> at(firstRow, layout.headDim);
   bool valid = at.row < layout.seq;
   int64_t slice = valid ? layout.query(n, at.row, head) + at.lane * kDims : 0;
@@ -176,7 +183,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   __shared__ __align__(16) float values[kForwardChunk * T::kRowPitch];
   int64_t head = blockIdx.x % layout.heads, n = blockIdx.x / layout.heads;
   int64_t kvHead = head / layout.group();
-  int64_t firstRow = static_cast<int64_t>(blockIdx.y) * T::kRows;
+  int64_t firstRow = lastBlocksFirst() * T::kRows;
   Place<kDims, kLanes> at(firstRow, layout.headDim);
   bool valid = at.row < layout.seq;
   int64_t slice = valid ? layout.query(n, at.row, head) + at.lane * kDims : 0;
@@ -313,7 +320,7 @@ __global__ void __launch_bounds__(128)
   float *acc = reinterpret_cast<float *>(probs + T::kProbTile);
   int64_t head = blockIdx.x % layout.heads, n = blockIdx.x / layout.heads;
   int64_t kvHead = head / layout.group();
-  int64_t firstRow = static_cast<int64_t>(blockIdx.y) * T::kRows;
+  int64_t firstRow = lastBlocksFirst() * T::kRows;
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   int row = warp * 16 + lane / 2, side = lane % 2; // side: which 32 columns
   int64_t query = firstRow + row;
@@ -364,7 +371,7 @@ __global__ void __launch_bounds__(128)
       part += w;
       p[c] = toHalf<Half>(w);
     }
-    sum = sum * rescale + part + __shfl_xor_sync(0xffffffffu, part, 1);
+    sum = sum * rescale + (part + __shfl_xor_sync(0xffffffffu, part, 1));
     float *o = myAcc + (lane / 2) * T::kLdO + side * (kDp / 2);
     for (int d = 0; d < kDp / 2; ++d)
       o[d] *= rescale;
@@ -543,7 +550,7 @@ __global__ void __launch_bounds__(128)
   float *deltas = lse + T::kRows;
   int64_t head = blockIdx.x % layout.heads, n = blockIdx.x / layout.heads;
   int64_t kvHead = head / layout.group();
-  int64_t firstRow = static_cast<int64_t>(blockIdx.y) * T::kRows;
+  int64_t firstRow = lastBlocksFirst() * T::kRows;
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   int row = warp * 16 + lane / 2, side = lane % 2;
   int64_t query = firstRow + row;
@@ -691,6 +698,22 @@ template <typename Half, typename Run> void byHeadTc(int64_t headDim, Run run) {
 } // namespace
 
 namespace dtfm::runtime::cuda {
+
+bool tensorCoreAttentionFits(int64_t headDim) {
+  size_t need = 0;
+  byHeadTc<__nv_bfloat16>(headDim, [&](auto dp) {
+    constexpr int kDp = decltype(dp)::value;
+    need = std::max({tcForwardBytes<__nv_bfloat16, kDp>(),
+                     tcKeyValueBytes<__nv_bfloat16, kDp>(),
+                     tcQueryBytes<__nv_bfloat16, kDp>()});
+  });
+  int device = 0, limit = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                             device) != cudaSuccess)
+    return false;
+  return need <= static_cast<size_t>(limit);
+}
 
 void flashAttentionTensorCores(const Layout &l, HalfType type, const float *q,
                                const float *k, const float *v, float *out,

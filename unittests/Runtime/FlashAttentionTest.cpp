@@ -202,6 +202,9 @@ TEST(FlashAttentionRule, HeadSizes) {
   EXPECT_FALSE(flash::supportsHeadDim(129));
   EXPECT_FALSE(flash::supportsHeadDim(256));
   EXPECT_FALSE(flash::supportsHeadDim(0));
+  EXPECT_TRUE(flash::supportsSequence(1));
+  EXPECT_TRUE(flash::supportsSequence(flash::kMaxSequence));
+  EXPECT_FALSE(flash::supportsSequence(flash::kMaxSequence + 1));
 }
 
 } // namespace

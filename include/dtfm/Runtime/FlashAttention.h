@@ -56,6 +56,11 @@ constexpr int64_t kMaxHeadDim = 128;
 inline bool supportsHeadDim(int64_t headDim) {
   return headDim >= 1 && headDim <= kMaxHeadDim;
 }
+/// Sequences the kernels' grids reach: 65535 blocks of 32 rows or more.
+constexpr int64_t kMaxSequence = int64_t(65535) * 32;
+inline bool supportsSequence(int64_t seq) {
+  return seq >= 1 && seq <= kMaxSequence;
+}
 
 /// Where things are: q and the output [batch, seq, heads * headDim], k and v
 /// [batch, seq, kvHeads * headDim] (query head h reads key/value head

@@ -49,13 +49,22 @@ flash::Layout layoutOf(const AttentionShape &shape) {
 bool dtfm::runtime::cuda::useFusedAttention(GpuAttention choice,
                                             const AttentionShape &shape) {
   return choice != GpuAttention::Unfused &&
-         flash::supportsHeadDim(shape.headDim());
+         flash::supportsHeadDim(shape.headDim()) &&
+         flash::supportsSequence(shape.seq);
 }
 
 namespace {
 
 HalfType halfOf(cuda::ElementType type) {
   return type == cuda::ElementType::BF16 ? HalfType::BF16 : HalfType::F16;
+}
+
+/// The tensor cores where the plan's type asks for them and the device's
+/// shared memory holds their tiles; the fp32 fused kernels otherwise.
+cuda::ElementType fusedType(cuda::ElementType type, int64_t headDim) {
+  return type != cuda::ElementType::F32 && tensorCoreAttentionFits(headDim)
+             ? type
+             : cuda::ElementType::F32;
 }
 
 } // namespace
@@ -66,6 +75,7 @@ void dtfm::runtime::cuda::fusedCausalAttention(const AttentionShape &shape,
                                                const float *v, float *out,
                                                cudaStream_t stream) {
   flash::Layout l = layoutOf(shape);
+  type = fusedType(type, l.headDim);
   if (type == cuda::ElementType::F32)
     flashAttention(l, q, k, v, out, nullptr, nullptr, nullptr, stream);
   else
@@ -79,6 +89,7 @@ void dtfm::runtime::cuda::fusedCausalAttentionBackward(
     float *dv, float *scratch, cudaStream_t stream) {
   flash::Layout l = layoutOf(shape);
   float *logSumExp = scratch, *delta = scratch + l.rows();
+  type = fusedType(type, l.headDim);
   if (type == cuda::ElementType::F32) {
     flashAttention(l, q, k, v, nullptr, logSumExp, dOut, delta, stream);
     flashAttentionBackward(l, q, k, v, dOut, logSumExp, delta, dq, dk, dv,

@@ -738,12 +738,20 @@ dtfm::runtime::cuda::makeCudaExecutor(const StageProgram &program, int device,
           op.results.empty() || op.results[0].shape.size() != 3)
         continue;
       int64_t headDim = op.results[0].shape[2] / op.attrs.numHeads;
+      int64_t seq = op.results[0].shape[1];
       if (!flash::supportsHeadDim(headDim)) {
         error = "--gpu-attention fused: " + op.describe() + " has heads of " +
                 std::to_string(headDim) +
                 " dimensions, and the fused kernels take 1 to " +
                 std::to_string(flash::kMaxHeadDim) +
                 " (--gpu-attention auto runs those unfused)";
+        return nullptr;
+      }
+      if (!flash::supportsSequence(seq)) {
+        error = "--gpu-attention fused: " + op.describe() +
+                " has sequences of " + std::to_string(seq) +
+                " tokens, and the fused kernels take up to " +
+                std::to_string(flash::kMaxSequence);
         return nullptr;
       }
     }

@@ -613,6 +613,12 @@ bool CudaExecutor::forwardCrossEntropy(ForwardCall &call, std::string &error) {
 bool CudaExecutor::forwardTopkCompress(ForwardCall &call, std::string &error) {
   const DTensor &x = call.in(0);
   int64_t k = call.op.attrs.k;
+  if (x.numel() > cuda::kTopKMaxElements) {
+    error = call.op.describe() + ": a top-k of " + std::to_string(x.numel()) +
+            " values on the GPU (at most " +
+            std::to_string(cuda::kTopKMaxElements) + ")";
+    return false;
+  }
   DTensor kept, indices, workspace;
   int64_t workFloats = static_cast<int64_t>(
       (cuda::topKWorkspaceBytes(x.numel()) + sizeof(float) - 1) /

@@ -227,6 +227,12 @@ bool CudaExecutor::encodeWithFeedback(const ProgramOp &sync,
     int64_t k = static_cast<int64_t>(format::keptEntries(
         codec, static_cast<size_t>(n), sync.attrs.topkRatio));
     k = std::min(k, n);
+    if (n > cuda::kTopKMaxElements) {
+      error = "a top-k exchange of " + std::to_string(n) +
+              " values on the GPU (at most " +
+              std::to_string(cuda::kTopKMaxElements) + ")";
+      return false;
+    }
     DTensor values, indices, workspace;
     int64_t workFloats = static_cast<int64_t>(
         (cuda::topKWorkspaceBytes(n) + sizeof(float) - 1) / sizeof(float));

@@ -240,6 +240,9 @@ void flashAttentionTensorCores(const flash::Layout &layout, HalfType type,
                                const float *q, const float *k, const float *v,
                                float *out, float *logSumExp, const float *dOut,
                                float *delta, cudaStream_t stream);
+/// Whether this device's shared memory holds the tensor-core kernels' tiles
+/// for heads of `headDim` (up to 114 KB: not on sm_86/89 cards past 64).
+bool tensorCoreAttentionFits(int64_t headDim);
 void flashAttentionBackwardTensorCores(
     const flash::Layout &layout, HalfType type, const float *q, const float *k,
     const float *v, const float *dOut, const float *logSumExp,
@@ -290,6 +293,8 @@ void adamwStep(float *param, const float *grad, float *m, float *v, int64_t n,
 
 /// Workspace bytes topK needs for n elements.
 size_t topKWorkspaceBytes(int64_t n);
+/// The most elements topK selects from (CUB counts items in int).
+constexpr int64_t kTopKMaxElements = 2147483647;
 /// The k entries of largest magnitude (ties to the lower index), in index
 /// order, as the CPU kernel, in format/TopKSelect.h's steps: two passes over
 /// x (the keys' coarse histogram, the candidates' compaction), then the
