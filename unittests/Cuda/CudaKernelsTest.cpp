@@ -294,7 +294,10 @@ TEST_F(CudaKernelsTest, CausalAttentionAndBackward) {
 // (head sizes 8 to 128 in one, two and four lanes, some padded; on tensor
 // cores, tiles of 32, 64 and 128), sequences over several row blocks and
 // chunks, and grouped-query heads; fp32 within 1e-5, the f16 and bf16
-// tensor-core kernels within their types' rounding. Gradients add to what
+// tensor-core kernels within 4e-3 and 3e-2 (about 5 and 4 times the worst
+// error of their rounding on these cases: the kernels' math emulated in
+// PyTorch with q, k, v, dO and the probabilities rounded gives 7.9e-4 in
+// f16 and 7.2e-3 in bf16 against float64). Gradients add to what
 // the buffers hold; two backward runs agree bit for bit.
 TEST_F(CudaKernelsTest, FusedAttentionAgainstTheReference) {
   struct Case {
@@ -311,8 +314,8 @@ TEST_F(CudaKernelsTest, FusedAttentionAgainstTheReference) {
                  Case{1, 96, 2, 1, 128}})
     for (Precision precision :
          {Precision{cuda::ElementType::F32, 1e-5, "f32"},
-          Precision{cuda::ElementType::F16, 2e-2, "f16"},
-          Precision{cuda::ElementType::BF16, 6e-2, "bf16"}}) {
+          Precision{cuda::ElementType::F16, 4e-3, "f16"},
+          Precision{cuda::ElementType::BF16, 3e-2, "bf16"}}) {
       SCOPED_TRACE(std::string(precision.name) + " b" +
                    std::to_string(c.batch) + " s" + std::to_string(c.seq) +
                    " h" + std::to_string(c.heads) + " kv" +
