@@ -373,8 +373,11 @@ __global__ void __launch_bounds__(128)
     }
     sum = sum * rescale + (part + __shfl_xor_sync(0xffffffffu, part, 1));
     float *o = myAcc + (lane / 2) * T::kLdO + side * (kDp / 2);
-    for (int d = 0; d < kDp / 2; ++d)
-      o[d] *= rescale;
+    // Only where the largest grew (most chunks after the first few leave it,
+    // and the numerator's shared memory, alone).
+    if (rescale != 1.0f)
+      for (int d = 0; d < kDp / 2; ++d)
+        o[d] *= rescale;
     __syncwarp();
     // The numerator += P V.
 #pragma unroll
