@@ -80,23 +80,15 @@ template <int kDims, int kLanes> struct Place {
   }
 };
 
-template <int kDims, int kLanes>
-__global__ void __launch_bounds__(kBlockThreads)
-    forwardKernel(Layout layout, const float *q, const float *k, const float *v,
-                  float *out, float *logSumExp, const float *dOut, float *delta,
-                  float scale) {
+/// Feeds a query row (ForwardRow or QueryRow: the same take) every key and
+/// value up to the block's last row, a chunk staged in shared memory at a
+/// time; every thread of the block calls it.
+template <int kDims, int kLanes, typename Row>
+__device__ void
+takeKeysOfBlock(Row &state, const Layout &layout, const float *k,
+                const float *v, int64_t n, int64_t kvHead, int64_t firstRow,
+                const Place<kDims, kLanes> &at, float *keys, float *values) {
   using T = Tiling<kDims, kLanes>;
-  __shared__ __align__(16) float keys[kForwardChunk * T::kRowPitch];
-  __shared__ __align__(16) float values[kForwardChunk * T::kRowPitch];
-  int64_t head = blockIdx.x % layout.heads, n = blockIdx.x / layout.heads;
-  int64_t kvHead = head / layout.group();
-  int64_t firstRow = lastBlocksFirst() * T::kRows;
-  Place<kDims, kLanes> at(firstRow, layout.headDim);
-  bool valid = at.row < layout.seq;
-  int64_t slice = valid ? layout.query(n, at.row, head) + at.lane * kDims : 0;
-
-  ForwardRow<kDims, kLanes, kForwardChunk> state;
-  state.begin(q + slice, valid ? at.dims : 0, scale);
   int64_t end =
       firstRow + T::kRows < layout.seq ? firstRow + T::kRows : layout.seq;
   for (int64_t first = 0; first < end; first += kForwardChunk) {
@@ -114,6 +106,26 @@ __global__ void __launch_bounds__(kBlockThreads)
                at.row, kDims);
     __syncthreads(); // the next chunk overwrites these
   }
+}
+
+template <int kDims, int kLanes>
+__global__ void __launch_bounds__(kBlockThreads)
+    forwardKernel(Layout layout, const float *q, const float *k, const float *v,
+                  float *out, float *logSumExp, const float *dOut, float *delta,
+                  float scale) {
+  using T = Tiling<kDims, kLanes>;
+  __shared__ __align__(16) float keys[kForwardChunk * T::kRowPitch];
+  __shared__ __align__(16) float values[kForwardChunk * T::kRowPitch];
+  int64_t head = blockIdx.x % layout.heads, n = blockIdx.x / layout.heads;
+  int64_t kvHead = head / layout.group();
+  int64_t firstRow = lastBlocksFirst() * T::kRows;
+  Place<kDims, kLanes> at(firstRow, layout.headDim);
+  bool valid = at.row < layout.seq;
+  int64_t slice = valid ? layout.query(n, at.row, head) + at.lane * kDims : 0;
+
+  ForwardRow<kDims, kLanes, kForwardChunk> state;
+  state.begin(q + slice, valid ? at.dims : 0, scale);
+  takeKeysOfBlock(state, layout, k, v, n, kvHead, firstRow, at, keys, values);
   if (valid && out)
     state.finish(out + slice, at.dims);
   if (valid && logSumExp && at.lane == 0)
@@ -192,23 +204,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   QueryRow<kDims, kLanes, kForwardChunk> state;
   state.begin(q + slice, dOut + slice, valid ? logSumExp[rowAt] : 0.0f,
               valid ? delta[rowAt] : 0.0f, valid ? at.dims : 0, scale);
-  int64_t end =
-      firstRow + T::kRows < layout.seq ? firstRow + T::kRows : layout.seq;
-  for (int64_t first = 0; first < end; first += kForwardChunk) {
-    int count = static_cast<int>(end - first < kForwardChunk ? end - first
-                                                             : kForwardChunk);
-    stageChunk<kDims, kLanes, kForwardChunk>(
-        keys, k + layout.key(n, first, kvHead), layout.keyPitch(), count,
-        static_cast<int>(layout.headDim), 1.0f);
-    stageChunk<kDims, kLanes, kForwardChunk>(
-        values, v + layout.key(n, first, kvHead), layout.keyPitch(), count,
-        static_cast<int>(layout.headDim), 1.0f);
-    __syncthreads();
-    state.take(keys + at.lane * T::kSlicePitch,
-               values + at.lane * T::kSlicePitch, T::kRowPitch, count, first,
-               at.row, kDims);
-    __syncthreads();
-  }
+  takeKeysOfBlock(state, layout, k, v, n, kvHead, firstRow, at, keys, values);
   if (valid)
     state.finish(dq + slice, at.dims, scale);
 }
@@ -261,6 +257,21 @@ __device__ void stageHalf(Half *tile, const float *source, int64_t pitch,
     float x = r < count && d < headDim ? source[r * pitch + d] * scale : 0.0f;
     tile[r * T::kLdH + d] = toHalf<Half>(x);
   }
+}
+
+/// The chunk of keys and values from `first` (count rows) into ks and vs,
+/// once every warp is done with the last one; every thread calls it.
+template <typename Half, int kDp>
+__device__ void stageKeyValueChunk(Half *ks, Half *vs, const Layout &layout,
+                                   const float *k, const float *v, int64_t n,
+                                   int64_t kvHead, int64_t first, int count) {
+  int headDim = static_cast<int>(layout.headDim);
+  __syncthreads();
+  stageHalf<Half, kDp>(ks, k + layout.key(n, first, kvHead), layout.keyPitch(),
+                       count, headDim, 1.0f);
+  stageHalf<Half, kDp>(vs, v + layout.key(n, first, kvHead), layout.keyPitch(),
+                       count, headDim, 1.0f);
+  __syncthreads();
 }
 
 /// C (16 x 16 fp32 at c, ldc) = A (16 x depth, row-major at a, lda) times
@@ -341,12 +352,8 @@ __global__ void __launch_bounds__(128)
   for (int64_t first = 0; first < end; first += T::kChunk) {
     int count =
         static_cast<int>(end - first < T::kChunk ? end - first : T::kChunk);
-    __syncthreads(); // the last chunk's keys and values are read
-    stageHalf<Half, kDp>(ks, k + layout.key(n, first, kvHead),
-                         layout.keyPitch(), count, headDim, 1.0f);
-    stageHalf<Half, kDp>(vs, v + layout.key(n, first, kvHead),
-                         layout.keyPitch(), count, headDim, 1.0f);
-    __syncthreads();
+    stageKeyValueChunk<Half, kDp>(ks, vs, layout, k, v, n, kvHead, first,
+                                  count);
     scoreStrip<Half, kDp>(myRows, ks, myScores);
     __syncwarp();
     // The row's half of the chunk: mask, largest, weights, sums.
@@ -581,12 +588,8 @@ __global__ void __launch_bounds__(128)
   for (int64_t first = 0; first < end; first += T::kChunk) {
     int count =
         static_cast<int>(end - first < T::kChunk ? end - first : T::kChunk);
-    __syncthreads(); // the last chunk's keys and values are read
-    stageHalf<Half, kDp>(ks, k + layout.key(n, first, kvHead),
-                         layout.keyPitch(), count, headDim, 1.0f);
-    stageHalf<Half, kDp>(vs, v + layout.key(n, first, kvHead),
-                         layout.keyPitch(), count, headDim, 1.0f);
-    __syncthreads();
+    stageKeyValueChunk<Half, kDp>(ks, vs, layout, k, v, n, kvHead, first,
+                                  count);
     scoreStrip<Half, kDp>(myQueries, ks, myScores);
     scoreStrip<Half, kDp>(myDOuts, vs, myDps);
     __syncwarp();

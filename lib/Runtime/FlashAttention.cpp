@@ -26,6 +26,19 @@ int64_t chunkCount(int64_t first, int64_t end, int chunk) {
   return std::min<int64_t>(chunk, end - first);
 }
 
+/// Feeds a query row (ForwardRow or QueryRow: the same take) the keys and
+/// values it sees, read in place in the kernels' chunks.
+template <typename Row>
+void takeKeysUpTo(Row &state, const Layout &layout, const float *k,
+                  const float *v, int64_t n, int64_t kvHead, int64_t row,
+                  int dims) {
+  for (int64_t first = 0; first <= row; first += kForwardChunk)
+    state.take(k + layout.key(n, first, kvHead),
+               v + layout.key(n, first, kvHead), layout.keyPitch(),
+               static_cast<int>(chunkCount(first, layout.seq, kForwardChunk)),
+               first, row, dims);
+}
+
 } // namespace
 
 void dtfm::runtime::flash::forwardReference(const Layout &layout,
@@ -41,12 +54,7 @@ void dtfm::runtime::flash::forwardReference(const Layout &layout,
       for (int64_t row = 0; row < layout.seq; ++row) {
         ForwardRow<kHostDims, 1, kForwardChunk> state;
         state.begin(q + layout.query(n, row, head), dims, scale);
-        for (int64_t first = 0; first <= row; first += kForwardChunk)
-          state.take(
-              k + layout.key(n, first, kvHead),
-              v + layout.key(n, first, kvHead), layout.keyPitch(),
-              static_cast<int>(chunkCount(first, layout.seq, kForwardChunk)),
-              first, row, dims);
+        takeKeysUpTo(state, layout, k, v, n, kvHead, row, dims);
         if (out)
           state.finish(out + layout.query(n, row, head), dims);
         if (logSumExp)
@@ -111,12 +119,7 @@ void dtfm::runtime::flash::backwardReference(const Layout &layout,
         state.begin(q + layout.query(n, row, head),
                     dOut + layout.query(n, row, head), logSumExp[at], delta[at],
                     dims, scale);
-        for (int64_t first = 0; first <= row; first += kForwardChunk)
-          state.take(
-              k + layout.key(n, first, kvHead),
-              v + layout.key(n, first, kvHead), layout.keyPitch(),
-              static_cast<int>(chunkCount(first, layout.seq, kForwardChunk)),
-              first, row, dims);
+        takeKeysUpTo(state, layout, k, v, n, kvHead, row, dims);
         state.finish(dq + layout.query(n, row, head), dims, scale);
       }
     }

@@ -16,12 +16,11 @@
 #ifndef DTFM_FORMAT_INT8MATH_H
 #define DTFM_FORMAT_INT8MATH_H
 
+#include "dtfm/Support/HostDevice.h"
+
 #include <cstdint>
 
-#ifdef __CUDACC__
-#define DTFM_INT8_HOST_DEVICE __host__ __device__
-#else
-#define DTFM_INT8_HOST_DEVICE
+#ifndef __CUDACC__
 #include <cmath>
 #endif
 
@@ -29,7 +28,7 @@ namespace dtfm::format::int8 {
 
 /// Whether `x` counts toward its block's scale (and is sent at all): an
 /// infinity or a NaN is sent as 0.
-DTFM_INT8_HOST_DEVICE inline bool sendable(float x) {
+DTFM_HOST_DEVICE inline bool sendable(float x) {
 #ifdef __CUDA_ARCH__
   return isfinite(x);
 #else
@@ -38,7 +37,7 @@ DTFM_INT8_HOST_DEVICE inline bool sendable(float x) {
 }
 
 /// The magnitude `x` adds to its block's largest (0 when not sendable).
-DTFM_INT8_HOST_DEVICE inline float magnitude(float x) {
+DTFM_HOST_DEVICE inline float magnitude(float x) {
 #ifdef __CUDA_ARCH__
   return sendable(x) ? fabsf(x) : 0.0f;
 #else
@@ -51,14 +50,14 @@ DTFM_INT8_HOST_DEVICE inline float magnitude(float x) {
 inline constexpr int kInt8Levels = 127;
 
 /// A block's scale from its largest magnitude.
-DTFM_INT8_HOST_DEVICE inline float blockScale(float largest,
+DTFM_HOST_DEVICE inline float blockScale(float largest,
                                               int levels = kInt8Levels) {
   return largest / static_cast<float>(levels);
 }
 
 /// `x` as its block's integer: the nearest multiple of the scale (ties to
 /// even), clamped to [-levels, levels]; 0 in an all-zero block.
-DTFM_INT8_HOST_DEVICE inline int8_t quantize(float x, float scale,
+DTFM_HOST_DEVICE inline int8_t quantize(float x, float scale,
                                              int levels = kInt8Levels) {
   if (!(scale > 0) || !sendable(x))
     return 0;
@@ -73,12 +72,10 @@ DTFM_INT8_HOST_DEVICE inline int8_t quantize(float x, float scale,
 }
 
 /// A byte back to its value.
-DTFM_INT8_HOST_DEVICE inline float dequantize(int8_t q, float scale) {
+DTFM_HOST_DEVICE inline float dequantize(int8_t q, float scale) {
   return static_cast<float>(q) * scale;
 }
 
 } // namespace dtfm::format::int8
-
-#undef DTFM_INT8_HOST_DEVICE
 
 #endif // DTFM_FORMAT_INT8MATH_H

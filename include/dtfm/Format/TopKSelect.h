@@ -31,20 +31,16 @@
 #ifndef DTFM_FORMAT_TOPKSELECT_H
 #define DTFM_FORMAT_TOPKSELECT_H
 
+#include "dtfm/Support/HostDevice.h"
+
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
-#ifdef __CUDACC__
-#define DTFM_TOPK_HD __host__ __device__
-#else
-#define DTFM_TOPK_HD
-#endif
-
 namespace dtfm::format::topk {
 
 /// |x|'s IEEE bits: they order like the magnitudes (NaNs above infinity).
-DTFM_TOPK_HD inline uint32_t keyOf(float x) {
+DTFM_HOST_DEVICE inline uint32_t keyOf(float x) {
 #ifdef __CUDA_ARCH__
   return __float_as_uint(x) & 0x7fffffffu;
 #else
@@ -57,7 +53,7 @@ DTFM_TOPK_HD inline uint32_t keyOf(float x) {
 /// Step 1's bins: the key's top 12 bits (bit 31 of a key is 0).
 constexpr int kCoarseShift = 19;
 constexpr int kCoarseBins = 4096;
-DTFM_TOPK_HD inline uint32_t coarseBin(uint32_t key) {
+DTFM_HOST_DEVICE inline uint32_t coarseBin(uint32_t key) {
   return key >> kCoarseShift;
 }
 
@@ -78,8 +74,8 @@ struct BinPick {
   uint64_t above = 0;
 };
 template <typename Count>
-DTFM_TOPK_HD inline BinPick pickBin(const Count *counts, int bins,
-                                    uint64_t rank) {
+DTFM_HOST_DEVICE inline BinPick pickBin(const Count *counts, int bins,
+                                        uint64_t rank) {
   BinPick pick;
   for (int b = bins - 1; b >= 0; --b) {
     uint64_t count = counts[b];
@@ -99,13 +95,13 @@ struct Threshold {
   uint64_t remaining = 0;
   /// The digit of `key` under `d` when it shares the bits fixed so far,
   /// else `bins` (not counted).
-  DTFM_TOPK_HD uint32_t digitOf(uint32_t key, Digit d) const {
+  DTFM_HOST_DEVICE uint32_t digitOf(uint32_t key, Digit d) const {
     return (key & mask) == prefix ? (key >> d.shift) & ((1u << d.bits) - 1u)
                                   : (1u << d.bits);
   }
   /// Fixes digit `d` from its counts among the keys that share the prefix.
   template <typename Count>
-  DTFM_TOPK_HD void fix(const Count *counts, Digit d) {
+  DTFM_HOST_DEVICE void fix(const Count *counts, Digit d) {
     BinPick pick = pickBin(counts, 1 << d.bits, remaining);
     remaining -= pick.above;
     prefix |= pick.bin << d.shift;
@@ -115,7 +111,7 @@ struct Threshold {
 
 /// The threshold after step 1: the coarse bin fixed, `rank` of the
 /// candidates still to be taken from it.
-DTFM_TOPK_HD inline Threshold coarseThreshold(BinPick pick, uint64_t k) {
+DTFM_HOST_DEVICE inline Threshold coarseThreshold(BinPick pick, uint64_t k) {
   Threshold t;
   t.prefix = pick.bin << kCoarseShift;
   t.mask = ~((1u << kCoarseShift) - 1u);

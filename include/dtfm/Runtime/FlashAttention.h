@@ -30,16 +30,10 @@
 #ifndef DTFM_RUNTIME_FLASHATTENTION_H
 #define DTFM_RUNTIME_FLASHATTENTION_H
 
+#include "dtfm/Support/HostDevice.h"
+
 #include <cmath>
 #include <cstdint>
-
-#ifdef __CUDACC__
-#define DTFM_FLASH_HD __host__ __device__
-#define DTFM_FLASH_UNROLL _Pragma("unroll")
-#else
-#define DTFM_FLASH_HD
-#define DTFM_FLASH_UNROLL
-#endif
 
 namespace dtfm::runtime::flash {
 
@@ -67,26 +61,26 @@ inline bool supportsSequence(int64_t seq) {
 /// h / group), L and D [batch, heads, seq].
 struct Layout {
   int64_t batch = 0, seq = 0, heads = 1, kvHeads = 1, headDim = 0;
-  DTFM_FLASH_HD int64_t group() const { return heads / kvHeads; }
-  DTFM_FLASH_HD int64_t queryPitch() const { return heads * headDim; }
-  DTFM_FLASH_HD int64_t keyPitch() const { return kvHeads * headDim; }
-  DTFM_FLASH_HD int64_t query(int64_t n, int64_t t, int64_t head) const {
+  DTFM_HOST_DEVICE int64_t group() const { return heads / kvHeads; }
+  DTFM_HOST_DEVICE int64_t queryPitch() const { return heads * headDim; }
+  DTFM_HOST_DEVICE int64_t keyPitch() const { return kvHeads * headDim; }
+  DTFM_HOST_DEVICE int64_t query(int64_t n, int64_t t, int64_t head) const {
     return (n * seq + t) * queryPitch() + head * headDim;
   }
-  DTFM_FLASH_HD int64_t key(int64_t n, int64_t t, int64_t kvHead) const {
+  DTFM_HOST_DEVICE int64_t key(int64_t n, int64_t t, int64_t kvHead) const {
     return (n * seq + t) * keyPitch() + kvHead * headDim;
   }
-  DTFM_FLASH_HD int64_t row(int64_t n, int64_t head, int64_t t) const {
+  DTFM_HOST_DEVICE int64_t row(int64_t n, int64_t head, int64_t t) const {
     return (n * heads + head) * seq + t;
   }
-  DTFM_FLASH_HD int64_t rows() const { return batch * heads * seq; }
+  DTFM_HOST_DEVICE int64_t rows() const { return batch * heads * seq; }
   /// The scores' scale, 1 / sqrt(headDim) (the CPU kernel's).
   float scale() const {
     return static_cast<float>(1.0 / std::sqrt(static_cast<double>(headDim)));
   }
 };
 
-DTFM_FLASH_HD inline float expOf(float x) {
+DTFM_HOST_DEVICE inline float expOf(float x) {
 #ifdef __CUDA_ARCH__
   return expf(x);
 #else
@@ -94,7 +88,7 @@ DTFM_FLASH_HD inline float expOf(float x) {
 #endif
 }
 
-DTFM_FLASH_HD inline float logOf(float x) {
+DTFM_HOST_DEVICE inline float logOf(float x) {
 #ifdef __CUDA_ARCH__
   return logf(x);
 #else
@@ -102,7 +96,7 @@ DTFM_FLASH_HD inline float logOf(float x) {
 #endif
 }
 
-DTFM_FLASH_HD inline float largerOf(float a, float b) {
+DTFM_HOST_DEVICE inline float largerOf(float a, float b) {
 #ifdef __CUDA_ARCH__
   return fmaxf(a, b);
 #else
@@ -110,7 +104,7 @@ DTFM_FLASH_HD inline float largerOf(float a, float b) {
 #endif
 }
 
-DTFM_FLASH_HD inline float minusInfinity() {
+DTFM_HOST_DEVICE inline float minusInfinity() {
 #ifdef __CUDA_ARCH__
   return -__int_as_float(0x7f800000);
 #else
@@ -121,9 +115,9 @@ DTFM_FLASH_HD inline float minusInfinity() {
 /// The row's total of a per-lane part: every lane of the row gets it. On the
 /// device every thread of the warp must call it (the rows' lanes are
 /// adjacent, kLanes a power of two).
-template <int kLanes> DTFM_FLASH_HD inline float laneSum(float part) {
+template <int kLanes> DTFM_HOST_DEVICE inline float laneSum(float part) {
 #ifdef __CUDA_ARCH__
-  DTFM_FLASH_UNROLL
+  DTFM_UNROLL
   for (int offset = 1; offset < kLanes; offset *= 2)
     part += __shfl_xor_sync(0xffffffffu, part, offset);
 #endif
@@ -132,9 +126,10 @@ template <int kLanes> DTFM_FLASH_HD inline float laneSum(float part) {
 
 /// This lane's part of a dot product: `a` in registers, `b` in memory.
 template <int kDims>
-DTFM_FLASH_HD inline float sliceDot(const float *a, const float *b, int dims) {
+DTFM_HOST_DEVICE inline float sliceDot(const float *a, const float *b,
+                                       int dims) {
   float sum = 0;
-  DTFM_FLASH_UNROLL
+  DTFM_UNROLL
   for (int d = 0; d < kDims; ++d)
     if (d < dims)
       sum += a[d] * b[d];
@@ -149,8 +144,8 @@ template <int kDims, int kLanes, int kChunk> struct ForwardRow {
   float sum;        // sum over the keys taken of exp(s - largest)
 
   /// `dims` of this lane's slice at `query` (0: a row past the end).
-  DTFM_FLASH_HD void begin(const float *query, int dims, float scale) {
-    DTFM_FLASH_UNROLL
+  DTFM_HOST_DEVICE void begin(const float *query, int dims, float scale) {
+    DTFM_UNROLL
     for (int d = 0; d < kDims; ++d) {
       q[d] = d < dims ? query[d] * scale : 0.0f;
       acc[d] = 0;
@@ -162,11 +157,12 @@ template <int kDims, int kLanes, int kChunk> struct ForwardRow {
   /// Takes `count` keys (at most kChunk), key c's slice at keys + c * pitch
   /// and its value's at values + c * pitch, key c being the sequence's
   /// `first + c`; the row is query `row` and sees the keys at or before it.
-  DTFM_FLASH_HD void take(const float *keys, const float *values, int64_t pitch,
-                          int count, int64_t first, int64_t row, int dims) {
+  DTFM_HOST_DEVICE void take(const float *keys, const float *values,
+                             int64_t pitch, int count, int64_t first,
+                             int64_t row, int dims) {
     float score[kChunk];
     float chunkLargest = minusInfinity();
-    DTFM_FLASH_UNROLL
+    DTFM_UNROLL
     for (int c = 0; c < kChunk; ++c) {
       score[c] = minusInfinity();
       if (c < count) { // the same for the whole block: laneSum is safe
@@ -182,38 +178,38 @@ template <int kDims, int kLanes, int kChunk> struct ForwardRow {
     float rescale = expOf(largest - grown); // 0 before the first key
     largest = grown;
     sum *= rescale;
-    DTFM_FLASH_UNROLL
+    DTFM_UNROLL
     for (int d = 0; d < kDims; ++d)
       acc[d] *= rescale;
-    DTFM_FLASH_UNROLL
+    DTFM_UNROLL
     for (int c = 0; c < kChunk; ++c) {
       if (c >= count)
         continue;
       float p = expOf(score[c] - largest); // 0 for a masked key
       sum += p;
       const float *value = values + c * pitch;
-      DTFM_FLASH_UNROLL
+      DTFM_UNROLL
       for (int d = 0; d < kDims; ++d)
         if (d < dims)
           acc[d] += p * value[d];
     }
   }
 
-  DTFM_FLASH_HD float logSumExp() const { return largest + logOf(sum); }
+  DTFM_HOST_DEVICE float logSumExp() const { return largest + logOf(sum); }
 
   /// out = this lane's slice of the attention's output.
-  DTFM_FLASH_HD void finish(float *out, int dims) const {
+  DTFM_HOST_DEVICE void finish(float *out, int dims) const {
     float inverse = 1.0f / sum;
-    DTFM_FLASH_UNROLL
+    DTFM_UNROLL
     for (int d = 0; d < kDims; ++d)
       if (d < dims)
         out[d] = acc[d] * inverse;
   }
 
   /// This lane's part of D = rowsum(dOut * output).
-  DTFM_FLASH_HD float outputDot(const float *dOut, int dims) const {
+  DTFM_HOST_DEVICE float outputDot(const float *dOut, int dims) const {
     float inverse = 1.0f / sum, dot = 0;
-    DTFM_FLASH_UNROLL
+    DTFM_UNROLL
     for (int d = 0; d < kDims; ++d)
       if (d < dims)
         dot += dOut[d] * (acc[d] * inverse);
@@ -226,8 +222,8 @@ template <int kDims, int kLanes, int kChunk> struct ForwardRow {
 template <int kDims, int kLanes, int kChunk> struct KeyRow {
   float k[kDims], v[kDims], dk[kDims], dv[kDims];
 
-  DTFM_FLASH_HD void begin(const float *key, const float *value, int dims) {
-    DTFM_FLASH_UNROLL
+  DTFM_HOST_DEVICE void begin(const float *key, const float *value, int dims) {
+    DTFM_UNROLL
     for (int d = 0; d < kDims; ++d) {
       k[d] = d < dims ? key[d] : 0.0f;
       v[d] = d < dims ? value[d] : 0.0f;
@@ -241,12 +237,12 @@ template <int kDims, int kLanes, int kChunk> struct KeyRow {
   /// dOuts + c * pitch, its L and D at logSumExp[c] and delta[c]; query c
   /// is the sequence's `first + c` and sees the row's key when at or after
   /// it.
-  DTFM_FLASH_HD void take(const float *queries, const float *dOuts,
-                          int64_t pitch, const float *logSumExp,
-                          const float *delta, int count, int64_t first,
-                          int64_t key, int dims) {
+  DTFM_HOST_DEVICE void take(const float *queries, const float *dOuts,
+                             int64_t pitch, const float *logSumExp,
+                             const float *delta, int count, int64_t first,
+                             int64_t key, int dims) {
     float p[kChunk], ds[kChunk];
-    DTFM_FLASH_UNROLL
+    DTFM_UNROLL
     for (int c = 0; c < kChunk; ++c) {
       p[c] = 0;
       ds[c] = 0;
@@ -260,12 +256,12 @@ template <int kDims, int kLanes, int kChunk> struct KeyRow {
         }
       }
     }
-    DTFM_FLASH_UNROLL
+    DTFM_UNROLL
     for (int c = 0; c < kChunk; ++c) {
       if (c >= count)
         continue;
       const float *query = queries + c * pitch, *dOut = dOuts + c * pitch;
-      DTFM_FLASH_UNROLL
+      DTFM_UNROLL
       for (int d = 0; d < kDims; ++d)
         if (d < dims) {
           dv[d] += p[c] * dOut[d];
@@ -275,8 +271,8 @@ template <int kDims, int kLanes, int kChunk> struct KeyRow {
   }
 
   /// dKey += dK, dValue += dV (either may be null).
-  DTFM_FLASH_HD void finish(float *dKey, float *dValue, int dims) const {
-    DTFM_FLASH_UNROLL
+  DTFM_HOST_DEVICE void finish(float *dKey, float *dValue, int dims) const {
+    DTFM_UNROLL
     for (int d = 0; d < kDims; ++d)
       if (d < dims) {
         if (dKey)
@@ -292,9 +288,9 @@ template <int kDims, int kLanes, int kChunk> struct QueryRow {
   float q[kDims], g[kDims], dq[kDims]; // q times the scale, dOut, dS K
   float logSumExp, delta;
 
-  DTFM_FLASH_HD void begin(const float *query, const float *dOut, float lse,
-                           float rowDelta, int dims, float scale) {
-    DTFM_FLASH_UNROLL
+  DTFM_HOST_DEVICE void begin(const float *query, const float *dOut, float lse,
+                              float rowDelta, int dims, float scale) {
+    DTFM_UNROLL
     for (int d = 0; d < kDims; ++d) {
       q[d] = d < dims ? query[d] * scale : 0.0f;
       g[d] = d < dims ? dOut[d] : 0.0f;
@@ -305,10 +301,11 @@ template <int kDims, int kLanes, int kChunk> struct QueryRow {
   }
 
   /// ForwardRow::take's keys and values.
-  DTFM_FLASH_HD void take(const float *keys, const float *values, int64_t pitch,
-                          int count, int64_t first, int64_t row, int dims) {
+  DTFM_HOST_DEVICE void take(const float *keys, const float *values,
+                             int64_t pitch, int count, int64_t first,
+                             int64_t row, int dims) {
     float ds[kChunk];
-    DTFM_FLASH_UNROLL
+    DTFM_UNROLL
     for (int c = 0; c < kChunk; ++c) {
       ds[c] = 0;
       if (c < count) {
@@ -319,12 +316,12 @@ template <int kDims, int kLanes, int kChunk> struct QueryRow {
           ds[c] = expOf(s - logSumExp) * (dp - delta);
       }
     }
-    DTFM_FLASH_UNROLL
+    DTFM_UNROLL
     for (int c = 0; c < kChunk; ++c) {
       if (c >= count)
         continue;
       const float *key = keys + c * pitch;
-      DTFM_FLASH_UNROLL
+      DTFM_UNROLL
       for (int d = 0; d < kDims; ++d)
         if (d < dims)
           dq[d] += ds[c] * key[d];
@@ -332,8 +329,8 @@ template <int kDims, int kLanes, int kChunk> struct QueryRow {
   }
 
   /// dQuery += dS K times the scale.
-  DTFM_FLASH_HD void finish(float *dQuery, int dims, float scale) const {
-    DTFM_FLASH_UNROLL
+  DTFM_HOST_DEVICE void finish(float *dQuery, int dims, float scale) const {
+    DTFM_UNROLL
     for (int d = 0; d < kDims; ++d)
       if (d < dims)
         dQuery[d] += dq[d] * scale;

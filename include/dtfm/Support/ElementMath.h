@@ -19,15 +19,11 @@
 #ifndef DTFM_SUPPORT_ELEMENTMATH_H
 #define DTFM_SUPPORT_ELEMENTMATH_H
 
+#include "dtfm/Support/HostDevice.h"
+
 #include <cmath>
 #include <cstdint>
 #include <vector>
-
-#ifdef __CUDACC__
-#define DTFM_HOST_DEVICE __host__ __device__
-#else
-#define DTFM_HOST_DEVICE
-#endif
 
 namespace dtfm::math {
 
